@@ -1,0 +1,32 @@
+/* idx.h: datasets in memory and the IDX file reader (gzipped or plain).
+ *
+ * IDX (LeCun's MNIST format): big-endian magic 0x00000803 for u8 images
+ * [n, rows, cols] and 0x00000801 for u8 labels [n]. Fashion-MNIST ships as
+ * gzipped IDX in /usr/share/datasets/fashion-mnist (Debian's
+ * dataset-fashion-mnist). Pixels are scaled to [0, 1] and standardised with
+ * the training set's mean 0.2860 and std 0.3530. */
+#ifndef HFL_IDX_H
+#define HFL_IDX_H
+
+#include <stdint.h>
+
+#define HFL_FMNIST_DIR "/usr/share/datasets/fashion-mnist"
+
+typedef struct {
+    int n;          /* samples */
+    int dim;        /* features per sample (rows * cols) */
+    int n_classes;  /* 10 for Fashion-MNIST */
+    float *x;       /* n * dim */
+    int32_t *y;     /* n labels in [0, n_classes) */
+} hfl_dataset;
+
+/* Reads an image file and its label file; checks magics, dimensions, counts
+ * agreeing, and labels < 10. Returns -1 with a one-line err on any problem. */
+int hfl_idx_load(const char *images_path, const char *labels_path, hfl_dataset *out, char *err);
+/* dir/train-*-ubyte.gz (train=1) or dir/t10k-*-ubyte.gz (train=0). */
+int hfl_fmnist_load(const char *dir, int train, hfl_dataset *out, char *err);
+/* New dataset holding the listed samples of src, in that order. */
+void hfl_dataset_subset(const hfl_dataset *src, const int *idx, int n, hfl_dataset *out);
+void hfl_dataset_free(hfl_dataset *d);
+
+#endif

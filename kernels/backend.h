@@ -1,0 +1,47 @@
+/* backend.h: the device layer's one interface, implemented by cpu/ (OpenBLAS)
+ * and later cuda/ (cuBLAS).
+ *
+ * All float pointers passed to the ops are device pointers obtained from
+ * `alloc` (on the CPU backend, ordinary host memory). Matrices are row-major.
+ * The per-element arithmetic of every op lives in `kernels/ops_hd.h` so both
+ * backends run the same formulas. */
+#ifndef HFL_BACKEND_H
+#define HFL_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hfl_backend {
+    const char *name; /* "cpu", "cuda" */
+
+    void *(*alloc)(size_t bytes); /* exits with a message on failure */
+    void (*free)(void *p);
+    void (*upload)(void *dst_dev, const void *src_host, size_t bytes);
+    void (*download)(void *dst_host, const void *src_dev, size_t bytes);
+    void (*copy)(void *dst_dev, const void *src_dev, size_t bytes);
+
+    /* C[m,n] = alpha * op(A) op(B) + beta * C, row-major; op(X) = X^T when trans_x. */
+    void (*sgemm)(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                  int lda, const float *b, int ldb, float beta, float *c, int ldc);
+    /* y[r, c] += bias[c] for r < rows */
+    void (*bias_add)(float *y, const float *bias, int rows, int cols);
+    /* dbias[c] += sum_r dy[r, c] */
+    void (*bias_grad)(float *dbias, const float *dy, int rows, int cols);
+    void (*relu_fwd)(float *y, const float *x, size_t n);
+    /* dx = dy * (y > 0); dx may alias dy */
+    void (*relu_bwd)(float *dx, const float *dy, const float *y, size_t n);
+    /* Mean softmax cross-entropy of logits[rows, cols] against labels; writes
+     * dlogits = d(mean loss)/d(logits) when dlogits != NULL, and the number of
+     * rows whose argmax equals the label into *correct when correct != NULL. */
+    float (*softmax_xent)(const float *logits, const int32_t *labels, float *dlogits, int rows,
+                          int cols, int *correct);
+    /* SGD with momentum and decoupled-from-nothing (L2) weight decay, PyTorch's form:
+     * g' = g + wd*w; v = momentum*v + g'; w -= lr*v  (v unused when momentum == 0) */
+    void (*sgd_step)(float *w, float *v, const float *g, size_t n, float lr, float momentum,
+                     float wd);
+    void (*fill)(float *p, float value, size_t n);
+} hfl_backend;
+
+const hfl_backend *hfl_backend_cpu(void);
+
+#endif

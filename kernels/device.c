@@ -1,0 +1,53 @@
+/* device.c: device probe: the GPU through the CUDA runtime when built with
+ * CUDA and one is present, otherwise the CPU from /proc. */
+#include "kernels/device.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static void device_probe_cpu(hfl_device_info *info) {
+    info->is_gpu = 0;
+    snprintf(info->name, sizeof info->name, "cpu");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[512];
+        while (fgets(line, sizeof line, f)) {
+            if (!strncmp(line, "model name", 10)) {
+                char *colon = strchr(line, ':');
+                if (colon) {
+                    colon += 1 + (colon[1] == ' ');
+                    colon[strcspn(colon, "\n")] = 0;
+                    snprintf(info->name, sizeof info->name, "%s", colon);
+                }
+                break;
+            }
+        }
+        fclose(f);
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    info->cores = cores > 0 ? (int)cores : 1;
+    f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char key[64];
+        unsigned long long kb;
+        while (fscanf(f, "%63s %llu kB\n", key, &kb) == 2) {
+            if (!strcmp(key, "MemTotal:")) info->total_bytes = kb * 1024ull;
+            if (!strcmp(key, "MemAvailable:")) info->free_bytes = kb * 1024ull;
+        }
+        fclose(f);
+    }
+}
+
+void hfl_device_probe(hfl_device_info *info) {
+    memset(info, 0, sizeof *info);
+#ifdef HFL_HAVE_CUDA
+    char reason[128];
+    if (hfl_cuda_probe(info, reason, sizeof reason) == 0) return;
+    memset(info, 0, sizeof *info);
+    snprintf(info->fallback_reason, sizeof info->fallback_reason, "%s", reason);
+#else
+    snprintf(info->fallback_reason, sizeof info->fallback_reason, "hfl was built without CUDA");
+#endif
+    device_probe_cpu(info);
+}

@@ -1,0 +1,177 @@
+/* util.c: errors, checked allocation, time, whole-file I/O and number parsing. */
+#include "util/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+int hfl_errf(char *err, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, HFL_ERR_LEN, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+void *hfl_malloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "hfl: out of memory allocating %zu bytes\n", bytes);
+        exit(1);
+    }
+    return p;
+}
+
+void *hfl_calloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) {
+        fprintf(stderr, "hfl: out of memory allocating %zu x %zu bytes\n", n, size);
+        exit(1);
+    }
+    return p;
+}
+
+double hfl_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void hfl_sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+char *hfl_read_file(const char *path, size_t *len, char *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        hfl_errf(err, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = hfl_malloc(cap + 1);
+    for (;;) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (n < cap) break;
+        cap *= 2;
+        char *nb = realloc(buf, cap + 1);
+        if (!nb) {
+            free(buf);
+            fclose(f);
+            hfl_errf(err, "out of memory reading %s", path);
+            return NULL;
+        }
+        buf = nb;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        hfl_errf(err, "cannot read %s", path);
+        return NULL;
+    }
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
+}
+
+int hfl_write_file_atomic(const char *path, const void *data, size_t len, char *err) {
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)
+        return hfl_errf(err, "path too long: %s", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return hfl_errf(err, "cannot create %s: %s", tmp, strerror(errno));
+    const char *p = data;
+    size_t left = len;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            return hfl_errf(err, "cannot write %s: %s", tmp, strerror(e));
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        unlink(tmp);
+        return hfl_errf(err, "cannot flush %s: %s", tmp, strerror(errno));
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return hfl_errf(err, "cannot rename %s to %s: %s", tmp, path, strerror(e));
+    }
+    return 0;
+}
+
+int hfl_parse_size(const char *s, uint64_t *bytes, char *err) {
+    if (!s || !*s) return hfl_errf(err, "empty size");
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !(v >= 0) || !isfinite(v)) return hfl_errf(err, "bad size '%s'", s);
+    double mul = 1;
+    if (*end) {
+        char c = *end++;
+        switch (c) {
+        case 'k': case 'K': mul = 1024.0; break;
+        case 'm': case 'M': mul = 1024.0 * 1024; break;
+        case 'g': case 'G': mul = 1024.0 * 1024 * 1024; break;
+        case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; break;
+        case 'b': case 'B': end--; break;
+        default: return hfl_errf(err, "bad size '%s' (use e.g. 512M, 4G)", s);
+        }
+        if (!strcasecmp(end, "ib") || !strcasecmp(end, "b")) end += strlen(end);
+        if (*end) return hfl_errf(err, "bad size '%s' (use e.g. 512M, 4G)", s);
+    }
+    double b = v * mul;
+    if (b > 1.8e19) return hfl_errf(err, "size '%s' too large", s);
+    *bytes = (uint64_t)b;
+    return 0;
+}
+
+int hfl_parse_int(const char *s, long lo, long hi, long *out, char *err) {
+    if (!s || !*s) return hfl_errf(err, "empty number");
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (*end || errno) return hfl_errf(err, "'%s' is not an integer", s);
+    if (v < lo || v > hi) return hfl_errf(err, "%ld out of range [%ld, %ld]", v, lo, hi);
+    *out = v;
+    return 0;
+}
+
+int hfl_parse_double(const char *s, double lo, double hi, double *out, char *err) {
+    if (!s || !*s) return hfl_errf(err, "empty number");
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (*end || errno || !isfinite(v)) return hfl_errf(err, "'%s' is not a number", s);
+    if (v < lo || v > hi) return hfl_errf(err, "%g out of range [%g, %g]", v, lo, hi);
+    *out = v;
+    return 0;
+}
+
+int hfl_exe_dir(char *out, size_t outlen) {
+    ssize_t n = readlink("/proc/self/exe", out, outlen - 1);
+    if (n <= 0) return -1;
+    out[n] = 0;
+    char *slash = strrchr(out, '/');
+    if (!slash) return -1;
+    *slash = 0;
+    return 0;
+}

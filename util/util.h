@@ -1,0 +1,38 @@
+/* util.h: the small helpers every part of hfl shares.
+ *
+ * Errors: functions that can fail take `char err[HFL_ERR_LEN]`, write one
+ * human-readable line there (no trailing newline) and return -1; 0 is success.
+ * Checked allocation (hfl_malloc) prints and exits on out-of-memory, as llm.c's
+ * mallocCheck does: nothing past it can recover. */
+#ifndef HFL_UTIL_H
+#define HFL_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HFL_ERR_LEN 256
+
+/* printf into err (may be NULL); always returns -1 so callers can `return hfl_errf(...)`. */
+int hfl_errf(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+void *hfl_malloc(size_t bytes);          /* exits with a one-line message on failure */
+void *hfl_calloc(size_t n, size_t size);
+
+double hfl_now(void);                    /* monotonic seconds */
+void hfl_sleep_ms(int ms);
+
+/* Reads a whole file; *len gets its size. Returns NULL and fills err on failure. */
+char *hfl_read_file(const char *path, size_t *len, char *err);
+/* Writes via a temporary file, fsync and rename, so readers never see half a file. */
+int hfl_write_file_atomic(const char *path, const void *data, size_t len, char *err);
+
+/* "512M", "4G", "1.5GiB", "1048576" -> bytes. Returns -1 on a malformed size. */
+int hfl_parse_size(const char *s, uint64_t *bytes, char *err);
+/* Strict integer / double parsing of a whole string within [lo, hi]. */
+int hfl_parse_int(const char *s, long lo, long hi, long *out, char *err);
+int hfl_parse_double(const char *s, double lo, double hi, double *out, char *err);
+
+/* Directory holding the running executable (to find sibling programs). */
+int hfl_exe_dir(char *out, size_t outlen);
+
+#endif
