@@ -1,0 +1,207 @@
+/* idx.c: the IDX reader (gzipped or plain, via zlib) and dataset helpers.
+ *
+ * Both headers are read and checked before any sample is, so a count
+ * mismatch costs nothing. Image bytes are read in chunks into a buffer that
+ * grows only as data actually arrives: a hostile header claiming 10M x 1M
+ * pixels fails as "truncated" instead of asking for 40 TB up front. */
+#include "data/idx.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "util/util.h"
+
+#define IDX_MAGIC_IMAGES 0x00000803u
+#define IDX_MAGIC_LABELS 0x00000801u
+#define IDX_MAX_N 10000000u
+#define IDX_MAX_DIM 1000000u
+#define IDX_N_CLASSES 10
+#define IDX_MEAN 0.2860f
+#define IDX_STD 0.3530f
+#define IDX_CHUNK (1 << 16)
+
+typedef struct {
+    gzFile f;
+    const char *path;
+    uint32_t n, rows, cols; /* rows = cols = 1 for labels */
+} idx_file;
+
+/* Reads exactly len bytes; 1 on success, 0 on a short read, -1 on a zlib error. */
+static int idx_read_exact(idx_file *fp, void *buf, size_t len, char *err) {
+    unsigned char *p = buf;
+    while (len > 0) {
+        unsigned want = len > IDX_CHUNK ? IDX_CHUNK : (unsigned)len;
+        int got = gzread(fp->f, p, want);
+        if (got < 0) {
+            int code;
+            const char *msg = gzerror(fp->f, &code);
+            size_t pl = strlen(fp->path); /* zlib's message starts "path: " */
+            if (strncmp(msg, fp->path, pl) == 0 && strncmp(msg + pl, ": ", 2) == 0) msg += pl + 2;
+            hfl_errf(err, "cannot read %s: %s", fp->path, code == Z_ERRNO ? strerror(errno) : msg);
+            return -1;
+        }
+        if (got == 0) return 0;
+        p += got;
+        len -= (size_t)got;
+    }
+    return 1;
+}
+
+static int idx_read_fully(idx_file *fp, void *buf, size_t len, const char *what, char *err) {
+    int r = idx_read_exact(fp, buf, len, err);
+    if (r == 0) return hfl_errf(err, "%s is truncated (%s)", fp->path, what);
+    return r < 0 ? -1 : 0;
+}
+
+static uint32_t idx_be32(const unsigned char *b) {
+    return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+
+/* Opens path and checks its header: magic, then n (and rows, cols for images). */
+static int idx_open(idx_file *fp, const char *path, uint32_t magic, char *err) {
+    fp->path = path;
+    fp->rows = fp->cols = 1;
+    errno = 0;
+    fp->f = gzopen(path, "rb");
+    if (!fp->f)
+        return hfl_errf(err, "cannot open %s: %s", path, errno ? strerror(errno) : "out of memory");
+    /* The magic first, so a labels file given as images says "bad magic". */
+    int ndims = magic == IDX_MAGIC_IMAGES ? 3 : 1;
+    unsigned char head[16];
+    if (idx_read_fully(fp, head, 4, "header", err) != 0) goto fail;
+    uint32_t got = idx_be32(head);
+    if (got != magic) {
+        hfl_errf(err, "%s: bad magic 0x%08x (expected 0x%08x for IDX %s)", path, got, magic,
+                 magic == IDX_MAGIC_IMAGES ? "u8 images" : "u8 labels");
+        goto fail;
+    }
+    if (idx_read_fully(fp, head + 4, 4 * (size_t)ndims, "header", err) != 0) goto fail;
+    fp->n = idx_be32(head + 4);
+    if (ndims == 3) {
+        fp->rows = idx_be32(head + 8);
+        fp->cols = idx_be32(head + 12);
+    }
+    if (fp->n == 0 || fp->n > IDX_MAX_N) {
+        hfl_errf(err, "%s: sample count %u out of range [1, %u]", path, fp->n, IDX_MAX_N);
+        goto fail;
+    }
+    if (fp->rows == 0 || fp->cols == 0 || (uint64_t)fp->rows * fp->cols > IDX_MAX_DIM) {
+        hfl_errf(err, "%s: image size %ux%u out of range (1 to %u pixels)", path, fp->rows,
+                 fp->cols, IDX_MAX_DIM);
+        goto fail;
+    }
+    return 0;
+fail:
+    gzclose(fp->f);
+    fp->f = NULL;
+    return -1;
+}
+
+static int idx_read_labels(idx_file *fp, int32_t *y, char *err) {
+    unsigned char *raw = hfl_malloc(fp->n);
+    int rc = idx_read_fully(fp, raw, fp->n, "labels", err);
+    for (uint32_t i = 0; rc == 0 && i < fp->n; i++) {
+        if (raw[i] >= IDX_N_CLASSES)
+            rc = hfl_errf(err, "%s: label %u of sample %u is not below %d", fp->path, raw[i], i,
+                          IDX_N_CLASSES);
+        y[i] = raw[i];
+    }
+    free(raw);
+    return rc;
+}
+
+/* Reads n*dim pixels into *x (malloc'd, standardised); grows with the data read. */
+static int idx_read_pixels(idx_file *fp, float **x, char *err) {
+    size_t total = (size_t)fp->n * fp->rows * fp->cols, done = 0, cap = 0;
+    unsigned char raw[IDX_CHUNK];
+    float *buf = NULL;
+    while (done < total) {
+        size_t want = total - done < IDX_CHUNK ? total - done : IDX_CHUNK;
+        if (idx_read_fully(fp, raw, want, "images", err) != 0) {
+            free(buf);
+            return -1;
+        }
+        if (done + want > cap) {
+            cap = cap * 2 > done + want ? cap * 2 : done + want;
+            if (cap > total) cap = total;
+            float *nb = realloc(buf, cap * sizeof(float));
+            if (!nb) {
+                free(buf);
+                return hfl_errf(err, "out of memory reading %s", fp->path);
+            }
+            buf = nb;
+        }
+        for (size_t i = 0; i < want; i++)
+            buf[done + i] = ((float)raw[i] * (1.0f / 255.0f) - IDX_MEAN) / IDX_STD;
+        done += want;
+    }
+    *x = buf;
+    return 0;
+}
+
+int hfl_idx_load(const char *images_path, const char *labels_path, hfl_dataset *out, char *err) {
+    memset(out, 0, sizeof *out);
+    idx_file im = {0}, lb = {0};
+    float *x = NULL;
+    int32_t *y = NULL;
+    int rc = -1;
+    if (idx_open(&im, images_path, IDX_MAGIC_IMAGES, err) != 0) return -1;
+    if (idx_open(&lb, labels_path, IDX_MAGIC_LABELS, err) != 0) goto done;
+    if (im.n != lb.n) {
+        hfl_errf(err, "%s has %u images but %s has %u labels", images_path, im.n, labels_path,
+                 lb.n);
+        goto done;
+    }
+    y = hfl_malloc((size_t)lb.n * sizeof *y);
+    if (idx_read_labels(&lb, y, err) != 0) goto done;
+    if (idx_read_pixels(&im, &x, err) != 0) goto done;
+    out->n = (int)im.n;
+    out->dim = (int)(im.rows * im.cols);
+    out->n_classes = IDX_N_CLASSES;
+    out->x = x;
+    out->y = y;
+    x = NULL;
+    y = NULL;
+    rc = 0;
+done:
+    free(x);
+    free(y);
+    gzclose(im.f);
+    if (lb.f) gzclose(lb.f);
+    return rc;
+}
+
+int hfl_fmnist_load(const char *dir, int train, hfl_dataset *out, char *err) {
+    const char *prefix = train ? "train" : "t10k";
+    char images[4096], labels[4096];
+    int a = snprintf(images, sizeof images, "%s/%s-images-idx3-ubyte.gz", dir, prefix);
+    int b = snprintf(labels, sizeof labels, "%s/%s-labels-idx1-ubyte.gz", dir, prefix);
+    if (a < 0 || b < 0 || a >= (int)sizeof images || b >= (int)sizeof labels) {
+        memset(out, 0, sizeof *out);
+        return hfl_errf(err, "dataset directory path too long: %.200s...", dir);
+    }
+    return hfl_idx_load(images, labels, out, err);
+}
+
+void hfl_dataset_subset(const hfl_dataset *src, const int *idx, int n, hfl_dataset *out) {
+    out->n = n;
+    out->dim = src->dim;
+    out->n_classes = src->n_classes;
+    out->x = hfl_malloc((size_t)n * (size_t)src->dim * sizeof(float));
+    out->y = hfl_malloc((size_t)n * sizeof(int32_t));
+    for (int i = 0; i < n; i++) {
+        memcpy(out->x + (size_t)i * src->dim, src->x + (size_t)idx[i] * src->dim,
+               (size_t)src->dim * sizeof(float));
+        out->y[i] = src->y[idx[i]];
+    }
+}
+
+void hfl_dataset_free(hfl_dataset *d) {
+    if (!d) return;
+    free(d->x);
+    free(d->y);
+    memset(d, 0, sizeof *d);
+}

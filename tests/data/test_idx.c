@@ -1,0 +1,124 @@
+/* test_idx.c: loading the real Fashion-MNIST files.
+ *
+ * Counts and dimensions, the first labels (checked beforehand with Python's
+ * gzip module), every label and pixel against an independent zlib read of the
+ * raw files, the standardised pixel statistics, and hfl_dataset_subset.
+ * Skips (exit 77) when dataset-fashion-mnist is not installed. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "check.h"
+#include "data/idx.h"
+#include "util/util.h"
+
+/* The whole decompressed file, independently of data/idx.c. */
+static unsigned char *read_gz(const char *path, size_t *len) {
+    gzFile f = gzopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 20, n = 0;
+    unsigned char *buf = malloc(cap);
+    int got;
+    while (buf && (got = gzread(f, buf + n, (unsigned)(cap - n))) > 0) {
+        n += (size_t)got;
+        if (n == cap) buf = realloc(buf, cap *= 2);
+    }
+    gzclose(f);
+    *len = n;
+    return buf;
+}
+
+static void check_against_raw(const hfl_dataset *ds, const char *prefix) {
+    char path[512];
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte.gz", HFL_FMNIST_DIR, prefix);
+    unsigned char *raw = read_gz(path, &len);
+    CHECK(raw && len == 8 + (size_t)ds->n, "%s: %zu bytes", path, len);
+    int bad = 0;
+    for (int i = 0; raw && len == 8 + (size_t)ds->n && i < ds->n; i++) bad += ds->y[i] != raw[8 + i];
+    CHECK(bad == 0, "%s: %d labels differ from the raw file", prefix, bad);
+    free(raw);
+
+    snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte.gz", HFL_FMNIST_DIR, prefix);
+    raw = read_gz(path, &len);
+    size_t total = (size_t)ds->n * ds->dim;
+    CHECK(raw && len == 16 + total, "%s: %zu bytes", path, len);
+    bad = 0;
+    for (size_t i = 0; raw && len == 16 + total && i < total; i++) {
+        double want = (raw[16 + i] / 255.0 - 0.2860) / 0.3530;
+        bad += fabs(ds->x[i] - want) > 1e-5;
+    }
+    CHECK(bad == 0, "%s: %d pixels differ from (raw/255 - 0.2860)/0.3530", prefix, bad);
+    free(raw);
+}
+
+static void test_train(void) {
+    static const int first[10] = {9, 0, 0, 3, 0, 2, 7, 2, 5, 5};
+    hfl_dataset ds;
+    char err[HFL_ERR_LEN] = "";
+    int rc = hfl_fmnist_load(HFL_FMNIST_DIR, 1, &ds, err);
+    CHECK(rc == 0, "train load: %s", err);
+    if (rc != 0) return;
+    CHECK(ds.n == 60000 && ds.dim == 784 && ds.n_classes == 10, "train n=%d dim=%d classes=%d",
+          ds.n, ds.dim, ds.n_classes);
+    for (int i = 0; i < 10; i++) CHECK(ds.y[i] == first[i], "train label %d = %d", i, (int)ds.y[i]);
+    check_against_raw(&ds, "train");
+
+    double s = 0, s2 = 0;
+    size_t total = (size_t)ds.n * ds.dim;
+    for (size_t i = 0; i < total; i++) {
+        s += ds.x[i];
+        s2 += (double)ds.x[i] * ds.x[i];
+    }
+    double mean = s / total, sd = sqrt(s2 / total - mean * mean);
+    printf("train pixels: mean %.5f std %.5f\n", mean, sd);
+    CHECK(fabs(mean) < 0.01, "standardised mean %g", mean);
+    CHECK(fabs(sd - 1) < 0.02, "standardised std %g", sd);
+
+    int idx[3] = {59999, 0, 1234};
+    hfl_dataset sub;
+    hfl_dataset_subset(&ds, idx, 3, &sub);
+    CHECK(sub.n == 3 && sub.dim == 784 && sub.n_classes == 10, "subset shape");
+    for (int k = 0; k < 3; k++) {
+        CHECK(sub.y[k] == ds.y[idx[k]], "subset label %d", k);
+        CHECK(memcmp(sub.x + (size_t)k * 784, ds.x + (size_t)idx[k] * 784, 784 * sizeof(float)) == 0,
+              "subset pixels %d", k);
+    }
+    hfl_dataset_free(&sub);
+    CHECK(sub.x == NULL && sub.y == NULL && sub.n == 0, "free clears the struct");
+    hfl_dataset_free(&ds);
+}
+
+static void test_test(void) {
+    static const int first[10] = {9, 2, 1, 1, 6, 1, 4, 6, 5, 7};
+    hfl_dataset ds;
+    char err[HFL_ERR_LEN] = "";
+    int rc = hfl_fmnist_load(HFL_FMNIST_DIR, 0, &ds, err);
+    CHECK(rc == 0, "test load: %s", err);
+    if (rc != 0) return;
+    CHECK(ds.n == 10000 && ds.dim == 784 && ds.n_classes == 10, "test n=%d dim=%d", ds.n, ds.dim);
+    for (int i = 0; i < 10; i++) CHECK(ds.y[i] == first[i], "test label %d = %d", i, (int)ds.y[i]);
+    check_against_raw(&ds, "t10k");
+    hfl_dataset_free(&ds);
+}
+
+static void test_missing_dir(void) {
+    hfl_dataset ds;
+    char err[HFL_ERR_LEN] = "";
+    CHECK(hfl_fmnist_load("/nonexistent/hfl-data", 1, &ds, err) == -1, "missing dir loads");
+    CHECK(strstr(err, "/nonexistent/hfl-data/train-images-idx3-ubyte.gz") != NULL, "err: %s", err);
+    CHECK(ds.x == NULL && ds.y == NULL, "output not cleared on error");
+}
+
+int main(void) {
+    if (access(HFL_FMNIST_DIR "/train-images-idx3-ubyte.gz", R_OK) != 0) {
+        printf("SKIP: %s not installed (dataset-fashion-mnist)\n", HFL_FMNIST_DIR);
+        return 77;
+    }
+    test_train();
+    test_test();
+    test_missing_dir();
+    return check_report("test_idx");
+}
