@@ -1,0 +1,97 @@
+/* codec_test.h: helpers shared by the codec tests: a CHECK that counts
+ * failures and keeps going, reproducible random vectors drawn from philox,
+ * and encode/decode wrappers that check the byte count encode writes. */
+#ifndef HFL_CODEC_TEST_H
+#define HFL_CODEC_TEST_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compress/codec.h"
+#include "kernels/philox.h"
+#include "util/util.h"
+
+static int test_failures;
+
+#define CHECK(cond, ...)                                                          \
+    do {                                                                          \
+        if (!(cond)) {                                                            \
+            test_failures++;                                                      \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                         \
+            fputc('\n', stderr);                                                  \
+        }                                                                         \
+    } while (0)
+
+/* x[i] uniform in [-amp, amp), reproducible from (seed, tensor). */
+static inline void test_fill(float *x, size_t n, float amp, uint64_t seed, uint32_t tensor) {
+    for (size_t i = 0; i < n; i++)
+        x[i] = amp * (2.0f * hfl_u01(hfl_philox_u32(seed, HFL_STREAM_INIT, 0, 0, tensor, i)) - 1.0f);
+}
+
+static inline const hfl_codec *test_codec(const char *name) {
+    char err[HFL_ERR_LEN];
+    const hfl_codec *c = hfl_codec_find(name, err);
+    if (!c) {
+        fprintf(stderr, "%s\n", err);
+        exit(1);
+    }
+    return c;
+}
+
+/* Encodes into a fresh buffer of encoded_bytes(n, block), checking that encode writes
+ * every byte of it (two encodes over different fill patterns agree) and none past it
+ * (guard bytes unchanged). *len gets the size. */
+static inline uint8_t *test_encode(const hfl_codec *c, const float *x, float *residual, size_t n,
+                                   uint32_t block, const hfl_rng_key *key, size_t *len) {
+    size_t bytes = c->encoded_bytes(n, block), guard = 16;
+    CHECK(bytes > 0, "%s encoded_bytes(%zu, %u) = 0", c->name, n, block);
+    uint8_t *a = hfl_malloc(bytes + guard), *b = hfl_malloc(bytes + guard);
+    memset(a, 0x00, bytes + guard);
+    memset(b, 0xFF, bytes + guard);
+    float *res_copy = NULL;
+    if (residual) {
+        res_copy = hfl_malloc(n * sizeof(float));
+        memcpy(res_copy, residual, n * sizeof(float));
+    }
+    c->encode(x, residual, n, block, key, a);
+    c->encode(x, res_copy, n, block, key, b);
+    CHECK(memcmp(a, b, bytes) == 0, "%s encode leaves bytes unwritten (n=%zu block=%u)", c->name,
+          n, block);
+    for (size_t i = 0; i < guard; i++)
+        CHECK(a[bytes + i] == 0x00 && b[bytes + i] == 0xFF,
+              "%s encode writes past encoded_bytes (n=%zu block=%u)", c->name, n, block);
+    free(b);
+    free(res_copy);
+    *len = bytes;
+    return a;
+}
+
+/* The scale stored for block k of an int8 payload. */
+static inline float test_int8_scale(const uint8_t *p, uint32_t block, size_t k) {
+    float s;
+    memcpy(&s, p + HFL_CODEC_HEADER_BYTES + k * (sizeof(float) + block), sizeof s);
+    return s;
+}
+
+/* Decodes with weight 1 into a zeroed vector (which must succeed). */
+static inline void test_decode(const hfl_codec *c, const uint8_t *p, size_t len, size_t n,
+                               float *out) {
+    char err[HFL_ERR_LEN] = "";
+    memset(out, 0, n * sizeof(float));
+    int rc = c->decode_accumulate(p, len, n, 1.0f, out, err);
+    CHECK(rc == 0, "%s decode failed: %s", c->name, err);
+}
+
+static inline int test_report(const char *name) {
+    if (test_failures) {
+        fprintf(stderr, "%s: %d check(s) failed\n", name, test_failures);
+        return 1;
+    }
+    printf("%s: all checks passed\n", name);
+    return 0;
+}
+
+#endif

@@ -1,0 +1,127 @@
+/* test_codec_stats.c: the statistical promises of the int8 codec.
+ *
+ * Unbiasedness: one vector encoded under K = 2000 keys. Per element the
+ * decoded error is (q - y) * scale with q in {floor y, floor y + 1}, a
+ * two-point variable with variance frac(1 - frac) * scale^2 <= scale^2 / 4,
+ * so the mean error over K keys has standard deviation <= scale / (2 sqrt K).
+ * We allow 6 standard deviations, 3 * scale / sqrt(K) = 0.067 scale (per
+ * element a false alarm has probability ~2e-9), and show that deterministic
+ * rounding misses that bound on a value of 0.3 scale.
+ *
+ * Error feedback: sum(decoded) - sum(delta) over T rounds telescopes to
+ * -residual_T, so it stays within one block scale, while without feedback it
+ * is a random walk that grows like sqrt(T) scales. */
+#include "tests/compress/codec_test.h"
+
+#include "compress/quant_hd.h"
+
+enum { N = 512, BLOCK = 256, KEYS = 2000 };
+
+static void test_unbiased(void) {
+    const hfl_codec *i8 = test_codec("int8");
+    float x[N], y[N];
+    test_fill(x, N, 0.9f, 21, 0);
+    x[0] = x[BLOCK] = 1.0f; /* absmax of both blocks: scale = 1/127 */
+    float s = hfl_q8_scale(1.0f);
+    x[1] = 0.3f * s;
+    x[2] = -0.3f * s;
+    x[3] = 0.7f * s;
+    x[4] = 126.5f * s;
+    double sum_err[N] = {0};
+    for (uint32_t k = 0; k < KEYS; k++) {
+        hfl_rng_key key = {.seed = 42, .round = k, .client = 1, .tensor = 0};
+        size_t len;
+        uint8_t *p = test_encode(i8, x, NULL, N, BLOCK, &key, &len);
+        CHECK(test_int8_scale(p, BLOCK, 0) == s && test_int8_scale(p, BLOCK, 1) == s,
+              "scale not absmax / 127");
+        test_decode(i8, p, len, N, y);
+        for (size_t i = 0; i < N; i++)
+            sum_err[i] += (double)y[i] - (double)x[i];
+        free(p);
+    }
+    double bound = 3.0 * s / sqrt((double)KEYS), total = 0, worst = 0;
+    size_t over = 0;
+    for (size_t i = 0; i < N; i++) {
+        double m = sum_err[i] / KEYS;
+        total += m;
+        worst = fmax(worst, fabs(m));
+        over += fabs(m) >= bound;
+    }
+    CHECK(over == 0, "%zu of %d elements have |mean error| >= %.3g scale (worst %.3g scale)", over,
+          N, bound / s, worst / s);
+    /* Mean over all elements: standard deviation <= scale / (2 sqrt(K N)). */
+    double all_bound = 3.0 * s / sqrt((double)KEYS * N);
+    CHECK(fabs(total / N) < all_bound, "overall mean error %.3g scale", total / N / s);
+    printf("unbiased: worst |mean error| %.4f scale, bound %.4f scale\n", worst / s, bound / s);
+
+    /* The bound discriminates: round-to-nearest (u = 0.5) or truncation (u = 0) of 0.3
+     * scale is off by 0.3 scale on every key. */
+    double near_err = (double)hfl_q8_round(x[1], s, 0.5f) * s - x[1];
+    double trunc_err = (double)hfl_q8_round(x[3], s, 0.0f) * s - x[3];
+    CHECK(fabs(near_err) > bound && fabs(trunc_err) > bound,
+          "deterministic rounding would pass (%.3g, %.3g scale)", near_err / s, trunc_err / s);
+}
+
+enum { EF_N = 1000, EF_BLOCK = 128, ROUNDS = 200 }; /* last block holds 104 values */
+
+/* Runs ROUNDS rounds of random deltas through codec c (error feedback when ef), returns
+ * max_i |sum decoded - sum delta| and the largest block scale of the last payload. */
+static double run_rounds(const hfl_codec *c, uint32_t block, int ef, double *max_scale) {
+    float delta[EF_N], res[EF_N] = {0}, y[EF_N];
+    double sum_true[EF_N] = {0}, sum_dec[EF_N] = {0}, worst = 0;
+    float last_scale[EF_N] = {0};
+    for (uint32_t r = 0; r < ROUNDS; r++) {
+        test_fill(delta, EF_N, 1.0f, 77, r);
+        hfl_rng_key key = {.seed = 8, .round = r, .client = 2, .tensor = 0};
+        size_t len;
+        uint8_t *p = test_encode(c, delta, ef ? res : NULL, EF_N, block, &key, &len);
+        test_decode(c, p, len, EF_N, y);
+        for (size_t i = 0; i < EF_N; i++) {
+            sum_true[i] += delta[i];
+            sum_dec[i] += y[i];
+            last_scale[i] = block ? test_int8_scale(p, block, i / block) : 0.0f;
+        }
+        free(p);
+    }
+    *max_scale = 0;
+    size_t bad = 0;
+    for (size_t i = 0; i < EF_N; i++) {
+        double e = sum_dec[i] - sum_true[i];
+        worst = fmax(worst, fabs(e));
+        *max_scale = fmax(*max_scale, last_scale[i]);
+        /* Telescoping holds up to float rounding of ~2 ulps of |v| <= 2 per round. */
+        if (ef && (fabs(e + res[i]) > 2e-4 || fabs(e) > last_scale[i] + 2e-4))
+            bad++;
+    }
+    CHECK(bad == 0, "%s: %zu elements drift past their residual / scale", c->name, bad);
+    return worst;
+}
+
+static void test_error_feedback(void) {
+    const hfl_codec *i8 = test_codec("int8"), *f32 = test_codec("fp32");
+    double scale, scale_no_ef;
+    double with_ef = run_rounds(i8, EF_BLOCK, 1, &scale);
+    double without = run_rounds(i8, EF_BLOCK, 0, &scale_no_ef);
+    CHECK(with_ef <= scale + 2e-4, "with feedback drift %.3g > scale %.3g", with_ef, scale);
+    CHECK(without > 3.0 * scale_no_ef, "without feedback drift only %.3g (scale %.3g)", without,
+          scale_no_ef);
+    printf("error feedback over %d rounds: drift %.2f scale with, %.2f scale without\n", ROUNDS,
+           with_ef / scale, without / scale_no_ef);
+    double ignored, fp = run_rounds(f32, 0, 1, &ignored);
+    CHECK(fp < 1e-3, "fp32 drift %.3g", fp);
+    float d[4] = {1, -2, 3, 0.5f}, r[4] = {0.25f, 0.5f, -1, 0};
+    size_t len;
+    hfl_rng_key key = {0};
+    uint8_t *p = test_encode(f32, d, r, 4, 0, &key, &len);
+    float y[4];
+    test_decode(f32, p, len, 4, y);
+    CHECK(y[0] == 1.25f && y[1] == -1.5f && y[2] == 2.0f && y[3] == 0.5f, "fp32 sends delta + residual");
+    CHECK(r[0] == 0 && r[1] == 0 && r[2] == 0 && r[3] == 0, "fp32 residual not cleared");
+    free(p);
+}
+
+int main(void) {
+    test_unbiased();
+    test_error_feedback();
+    return test_report("test_codec_stats");
+}
