@@ -38,6 +38,12 @@ typedef struct {
 /* Fills spec for a built-in model ("mlp"). Returns -1 with err for an unknown name. */
 int hfl_model_builtin(const char *name, hfl_model_spec *spec, char *err);
 
+/* Fills spec with a dense/ReLU chain dims[0]-dims[1]-...-dims[n_dims-1] (ReLU
+ * after every dense layer but the last), e.g. {784, 200, 200, 10} is `mlp`.
+ * Returns -1 with err when n_dims < 2, a width is < 1 or the chain is too long. */
+int hfl_model_spec_mlp(hfl_model_spec *spec, const char *name, const int *dims, int n_dims,
+                       char *err);
+
 /* Deterministic initialisation of a host parameter vector (PyTorch's default for
  * nn.Linear: U(-1/sqrt(in), 1/sqrt(in)) for weights and biases), from philox. */
 void hfl_model_init_params(const hfl_model_spec *spec, float *params, uint64_t seed);

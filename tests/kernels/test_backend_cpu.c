@@ -1,0 +1,172 @@
+/* test_backend_cpu.c: every op of the CPU backend against a hand-computed or
+ * naive reference: alignment, copies, sgemm in all four transpose forms with
+ * alpha/beta and padded leading dimensions, bias add/grad, ReLU, softmax
+ * cross-entropy (known losses, gradient, correct count, huge logits) and the
+ * SGD update with momentum and weight decay. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+#include "kernels/ops_hd.h"
+#include "kernels/philox.h"
+#include "tests/kernels/check.h"
+
+static float rnd(uint64_t i) { return 2.0f * hfl_u01(hfl_philox_u32(7, 99, 0, 0, 0, i)) - 1.0f; }
+
+static void test_alloc_and_copies(const hfl_backend *be) {
+    size_t sizes[] = {0, 1, 63, 64, 65, 4096 + 3};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        void *p = be->alloc(sizes[i]);
+        CHECK(p != NULL);
+        CHECK((uintptr_t)p % 64 == 0);
+        be->free(p);
+    }
+    float host[37], back[37];
+    for (int i = 0; i < 37; i++) host[i] = rnd(i);
+    float *a = be->alloc(sizeof host), *b = be->alloc(sizeof host);
+    be->upload(a, host, sizeof host);
+    be->copy(b, a, sizeof host);
+    be->download(back, b, sizeof host);
+    CHECK(memcmp(host, back, sizeof host) == 0);
+    be->fill(a, 2.5f, 37);
+    be->download(back, a, sizeof host);
+    for (int i = 0; i < 37; i++) CHECK(back[i] == 2.5f);
+    be->free(a);
+    be->free(b);
+}
+
+/* C = alpha op(A) op(B) + beta C computed naively in double. */
+static void ref_gemm(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                     const float *b, int ldb, float beta, float *c, int ldc) {
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double s = 0.0;
+            for (int p = 0; p < k; p++) {
+                double av = ta ? a[p * lda + i] : a[i * lda + p];
+                double bv = tb ? b[j * ldb + p] : b[p * ldb + j];
+                s += av * bv;
+            }
+            c[i * ldc + j] = (float)(alpha * s + beta * c[i * ldc + j]);
+        }
+}
+
+static void test_sgemm(const hfl_backend *be) {
+    enum { M = 5, N = 7, K = 9, PAD = 3 };
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            int lda = (ta ? M : K) + PAD, ldb = (tb ? K : N) + PAD, ldc = N + PAD;
+            int arows = ta ? K : M, brows = tb ? N : K;
+            float *a = be->alloc(sizeof(float) * arows * lda);
+            float *b = be->alloc(sizeof(float) * brows * ldb);
+            float *c = be->alloc(sizeof(float) * M * ldc);
+            float want[M * (N + PAD)];
+            for (int i = 0; i < arows * lda; i++) a[i] = rnd(i);
+            for (int i = 0; i < brows * ldb; i++) b[i] = rnd(1000 + i);
+            for (int i = 0; i < M * ldc; i++) c[i] = want[i] = rnd(2000 + i);
+            be->sgemm(ta, tb, M, N, K, 0.75f, a, lda, b, ldb, 0.5f, c, ldc);
+            ref_gemm(ta, tb, M, N, K, 0.75f, a, lda, b, ldb, 0.5f, want, ldc);
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < ldc; j++) CHECK_CLOSE(c[i * ldc + j], want[i * ldc + j], 1e-5, 1e-5);
+            be->free(a);
+            be->free(b);
+            be->free(c);
+        }
+}
+
+static void test_bias_and_relu(const hfl_backend *be) {
+    float y[6] = {1, 2, 3, 4, 5, 6}, bias[3] = {10, 20, 30};
+    be->bias_add(y, bias, 2, 3);
+    float want_y[6] = {11, 22, 33, 14, 25, 36};
+    for (int i = 0; i < 6; i++) CHECK(y[i] == want_y[i]);
+
+    float db[3] = {1, 1, 1}, dy[6] = {1, 2, 3, 4, 5, 6};
+    be->bias_grad(db, dy, 2, 3); /* accumulates onto what is there */
+    CHECK(db[0] == 6.0f && db[1] == 8.0f && db[2] == 10.0f);
+
+    float x[5] = {-2.0f, -0.0f, 0.0f, 0.5f, 3.0f}, r[5];
+    be->relu_fwd(r, x, 5);
+    float want_r[5] = {0, 0, 0, 0.5f, 3.0f};
+    for (int i = 0; i < 5; i++) CHECK(r[i] == want_r[i]);
+    float g[5] = {1, 2, 3, 4, 5};
+    be->relu_bwd(g, g, r, 5); /* in place: dx aliases dy */
+    float want_g[5] = {0, 0, 0, 4, 5};
+    for (int i = 0; i < 5; i++) CHECK(g[i] == want_g[i]);
+}
+
+static void test_softmax_xent(const hfl_backend *be) {
+    /* Uniform logits: loss log(10) for any label, gradient (0.1 - onehot)/rows. */
+    enum { R = 3, C = 10 };
+    float z[R * C], d[R * C];
+    int32_t lab[R] = {0, 4, 9};
+    for (int i = 0; i < R * C; i++) z[i] = 1.5f;
+    int correct = -1;
+    float loss = be->softmax_xent(z, lab, d, R, C, &correct);
+    CHECK_CLOSE(loss, logf(10.0f), 1e-6, 1e-6);
+    CHECK(correct == 1); /* a tie's argmax is index 0, which only row 0 has as label */
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++)
+            CHECK_CLOSE(d[r * C + c], (0.1 - (c == lab[r])) / R, 1e-7, 1e-5);
+
+    /* Two classes, logits (0, log 3): p = (1/4, 3/4). */
+    float z2[4] = {0.0f, logf(3.0f), 5.0f, -5.0f};
+    int32_t lab2[2] = {0, 0};
+    loss = be->softmax_xent(z2, lab2, NULL, 2, 2, &correct);
+    double want = 0.5 * (log(4.0) + log1p(exp(-10.0)));
+    CHECK_CLOSE(loss, want, 1e-6, 1e-6);
+    CHECK(correct == 1); /* argmaxes are (1, 0): only row 1 is right */
+    /* With labels (1, 1) only row 0 is right. */
+    lab2[0] = 1;
+    lab2[1] = 1;
+    be->softmax_xent(z2, lab2, NULL, 2, 2, &correct);
+    CHECK(correct == 1);
+
+    /* Huge logits must not overflow: (1000, 0) against label 1 costs 1000. */
+    float z3[2] = {1000.0f, 0.0f}, d3[2];
+    int32_t lab3[1] = {1};
+    loss = be->softmax_xent(z3, lab3, d3, 1, 2, NULL);
+    CHECK(isfinite(loss));
+    CHECK_CLOSE(loss, 1000.0, 1e-3, 1e-6);
+    CHECK_CLOSE(d3[0], 1.0, 1e-6, 0);
+    CHECK_CLOSE(d3[1], -1.0, 1e-6, 0);
+}
+
+static void test_sgd(const hfl_backend *be) {
+    /* Hand-computed: w=1, g=0.5, lr=0.1, momentum=0.9, wd=0.01.
+     * step 1: g'=0.51, v=0.51, w=0.949
+     * step 2: g'=0.5+0.00949=0.50949, v=0.9*0.51+0.50949=0.96849, w=0.949-0.096849=0.852151 */
+    float w[2] = {1.0f, -2.0f}, v[2] = {0, 0}, g[2] = {0.5f, 0.25f};
+    be->sgd_step(w, v, g, 2, 0.1f, 0.9f, 0.01f);
+    CHECK_CLOSE(w[0], 0.949, 1e-6, 0);
+    CHECK_CLOSE(v[0], 0.51, 1e-6, 0);
+    be->sgd_step(w, v, g, 2, 0.1f, 0.9f, 0.01f);
+    CHECK_CLOSE(v[0], 0.96849, 1e-6, 0);
+    CHECK_CLOSE(w[0], 0.852151, 1e-6, 0);
+    /* element 1: step 1 g'=0.25-0.02=0.23, v=0.23, w=-2.023;
+     * step 2 g'=0.25-0.02023=0.22977, v=0.207+0.22977=0.43677, w=-2.023-0.043677=-2.066677 */
+    CHECK_CLOSE(w[1], -2.066677, 1e-6, 0);
+    CHECK_CLOSE(v[1], 0.43677, 1e-6, 0);
+
+    /* Without momentum v is neither read nor written (and may be NULL). */
+    float w2[1] = {1.0f}, v2[1] = {7.0f}, g2[1] = {0.5f};
+    be->sgd_step(w2, v2, g2, 1, 0.1f, 0.0f, 0.01f);
+    CHECK_CLOSE(w2[0], 0.949, 1e-6, 0);
+    CHECK(v2[0] == 7.0f);
+    be->sgd_step(w2, NULL, g2, 1, 0.1f, 0.0f, 0.0f);
+    CHECK_CLOSE(w2[0], 0.899, 1e-6, 0);
+
+    /* The shared element body agrees with the backend loop. */
+    float ve = 0.0f;
+    CHECK_CLOSE(hfl_op_sgd(1.0f, &ve, 0.5f, 0.1f, 0.9f, 0.01f), 0.949, 1e-6, 0);
+}
+
+int main(void) {
+    const hfl_backend *be = hfl_backend_cpu();
+    CHECK(strcmp(be->name, "cpu") == 0);
+    test_alloc_and_copies(be);
+    test_sgemm(be);
+    test_bias_and_relu(be);
+    test_softmax_xent(be);
+    test_sgd(be);
+    return check_exit_code("test_backend_cpu");
+}
