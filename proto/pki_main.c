@@ -1,0 +1,113 @@
+/* pki_main.c: the hfl-pki program, which writes a throwaway CA, a coordinator
+ * certificate and client certificates for mutual TLS (see pki.h).
+ *
+ *   hfl-pki --out DIR --clients N [--cn NAME] [--days D] [--json]
+ *
+ * Exit status: 0 on success, 1 when the files cannot be written, 2 on bad
+ * arguments. --json prints the written paths as one JSON object. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cjson/cJSON.h>
+
+#include "proto/pki.h"
+#include "util/util.h"
+
+static void pki_usage(FILE *f) {
+    fprintf(f,
+            "usage: hfl-pki --out DIR --clients N [--cn NAME] [--days D] [--json]\n"
+            "Writes a throwaway certificate authority for hfl's mutual TLS into DIR:\n"
+            "  ca.crt, ca.key (0600), coordinator.pem and client-<i>.pem (certificate + key, 0600).\n"
+            "  --out DIR      output directory (created if missing)\n"
+            "  --clients N    number of client certificates, 0..100000\n"
+            "  --cn NAME      coordinator host name, put in its certificate's CN (default localhost)\n"
+            "  --days D       validity in days (default 365)\n"
+            "  --json         print the written paths as JSON\n"
+            "  --help         this text\n");
+}
+
+/* Prints {"dir", "ca_cert", "ca_key", "coordinator", "clients": [...]}; -1 on OOM. */
+static int pki_print_json(const char *dir, int n_clients) {
+    cJSON *o = cJSON_CreateObject(), *clients = cJSON_CreateArray();
+    char path[4200];
+    int ok = o && clients && cJSON_AddStringToObject(o, "dir", dir);
+    static const char *const keys[] = {"ca_cert", "ca_key", "coordinator"};
+    static const char *const files[] = {"ca.crt", "ca.key", "coordinator.pem"};
+    for (int i = 0; ok && i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        ok = cJSON_AddStringToObject(o, keys[i], path) != NULL;
+    }
+    for (int i = 0; ok && i < n_clients; i++) {
+        snprintf(path, sizeof path, "%s/client-%d.pem", dir, i);
+        ok = cJSON_AddItemToArray(clients, cJSON_CreateString(path));
+    }
+    if (ok) {
+        ok = cJSON_AddItemToObject(o, "clients", clients);
+        clients = NULL;
+    }
+    char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
+    if (s) printf("%s\n", s);
+    cJSON_free(s);
+    cJSON_Delete(clients);
+    cJSON_Delete(o);
+    return s ? 0 : -1;
+}
+
+int main(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"out", required_argument, NULL, 'o'},  {"clients", required_argument, NULL, 'n'},
+        {"cn", required_argument, NULL, 'c'},   {"days", required_argument, NULL, 'd'},
+        {"json", no_argument, NULL, 'j'},       {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *out = NULL, *cn = "localhost";
+    long clients = -1, days = 365;
+    int json = 0, ch;
+    char err[HFL_ERR_LEN];
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+        int bad = 0;
+        switch (ch) {
+        case 'o': out = optarg; break;
+        case 'c': cn = optarg; break;
+        case 'j': json = 1; break;
+        case 'h': pki_usage(stdout); return 0;
+        case 'n': bad = hfl_parse_int(optarg, 0, 100000, &clients, err); break;
+        case 'd': bad = hfl_parse_int(optarg, 1, 36500, &days, err); break;
+        case ':':
+            fprintf(stderr, "hfl-pki: option '%s' needs a value (see --help)\n", argv[optind - 1]);
+            return 2;
+        default:
+            fprintf(stderr, "hfl-pki: unknown option '%s' (see --help)\n",
+                    argv[optind - 1]);
+            return 2;
+        }
+        if (bad) {
+            fprintf(stderr, "hfl-pki: --%s: %s\n", ch == 'n' ? "clients" : "days", err);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "hfl-pki: unexpected argument '%s' (see --help)\n", argv[optind]);
+        return 2;
+    }
+    if (!out || clients < 0) {
+        fprintf(stderr, "hfl-pki: --out and --clients are required (see --help)\n");
+        return 2;
+    }
+    if (hfl_pki_create(out, (int)clients, cn, (int)days, err) != 0) {
+        fprintf(stderr, "hfl-pki: %s\n", err);
+        return 1;
+    }
+    if (json) {
+        if (pki_print_json(out, (int)clients) != 0) {
+            fprintf(stderr, "hfl-pki: out of memory printing JSON\n");
+            return 1;
+        }
+    } else {
+        printf("hfl-pki: wrote ca.crt, ca.key, coordinator.pem (CN=%s) and %ld client "
+               "certificate(s) to %s, valid %ld days\n", cn, clients, out, days);
+    }
+    return 0;
+}

@@ -1,0 +1,162 @@
+/* test_pki.c: the hfl-pki program and hfl_pki_create (proto/pki.c,
+ * proto/pki_main.c): argument handling and exit codes, the --json listing,
+ * file modes, and the certificates themselves, parsed back with mbedTLS (CNs,
+ * CA flag, key usage, chain verification, key/certificate pairs, distinct
+ * serials, validity). Usage: test_pki PATH-TO-hfl-pki */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <cjson/cJSON.h>
+#include <mbedtls/pk.h>
+#include <mbedtls/x509_crt.h>
+
+#include "check.h"
+#include "proto/pki.h"
+#include "util/util.h"
+
+static const char *pki_exe;
+
+/* Runs hfl-pki with args; returns its exit status and its stdout+stderr in out. */
+static int run_pki(const char *args, char *out, size_t outlen) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", pki_exe, args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, outlen - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_arguments(const char *dir) {
+    char out[8192], args[600];
+    CHECK(run_pki("--help", out, sizeof out) == 0 && strstr(out, "usage: hfl-pki"));
+    CHECK(run_pki("", out, sizeof out) == 2 && strstr(out, "required"));
+    CHECK(run_pki("--out x --clients abc", out, sizeof out) == 2 && strstr(out, "--clients"));
+    CHECK(run_pki("--out x --clients -1", out, sizeof out) == 2);
+    CHECK(run_pki("--out x --clients 1 --days 0", out, sizeof out) == 2 && strstr(out, "--days"));
+    CHECK(run_pki("--bogus", out, sizeof out) == 2 && strstr(out, "--bogus"));
+    CHECK(run_pki("--out", out, sizeof out) == 2);
+    CHECK(run_pki("--out x --clients 1 extra", out, sizeof out) == 2 && strstr(out, "extra"));
+    snprintf(args, sizeof args, "--out %s/cn --clients 1 --cn 'a,b'", dir);
+    CHECK(run_pki(args, out, sizeof out) == 1 && strstr(out, "server name"));
+    /* a regular file in the way makes the directory uncreatable, even for root */
+    char file[512];
+    snprintf(file, sizeof file, "%s/plainfile", dir);
+    FILE *f = fopen(file, "w");
+    CHECK(f != NULL);
+    if (f) fclose(f);
+    snprintf(args, sizeof args, "--out %s/sub --clients 1", file);
+    CHECK(run_pki(args, out, sizeof out) == 1 && strstr(out, "cannot create directory") &&
+          strchr(out, '\n') == out + strlen(out) - 1);
+}
+
+static void check_cert(const char *path, const char *cn, int is_ca, mbedtls_x509_crt *ca,
+                       unsigned char serials[][32], size_t *serial_lens, int idx) {
+    mbedtls_x509_crt crt;
+    mbedtls_pk_context key;
+    mbedtls_x509_crt_init(&crt);
+    mbedtls_pk_init(&key);
+    CHECK(mbedtls_x509_crt_parse_file(&crt, path) == 0);
+    char dn[128], want[80];
+    snprintf(want, sizeof want, "CN=%s", cn);
+    CHECK(mbedtls_x509_dn_gets(dn, sizeof dn, &crt.subject) > 0 && strcmp(dn, want) == 0);
+    CHECK(mbedtls_x509_dn_gets(dn, sizeof dn, &crt.issuer) > 0 && strcmp(dn, "CN=hfl-ca") == 0);
+    CHECK(crt.ca_istrue == is_ca);
+    CHECK(mbedtls_x509_crt_check_key_usage(&crt, is_ca ? MBEDTLS_X509_KU_KEY_CERT_SIGN
+                                                       : MBEDTLS_X509_KU_DIGITAL_SIGNATURE) == 0);
+    CHECK(mbedtls_pk_get_type(&crt.pk) == MBEDTLS_PK_ECKEY && mbedtls_pk_get_bitlen(&crt.pk) == 256);
+    CHECK(crt.sig_md == MBEDTLS_MD_SHA256);
+    CHECK(mbedtls_x509_time_is_past(&crt.valid_from) && mbedtls_x509_time_is_future(&crt.valid_to));
+    CHECK(crt.valid_to.year - crt.valid_from.year <= 1); /* --days 10 */
+    uint32_t flags = 1;
+    CHECK(mbedtls_x509_crt_verify(&crt, ca, NULL, NULL, &flags, NULL, NULL) == 0 && flags == 0);
+    if (!is_ca) { /* the leaf file holds the key too, and it matches */
+        CHECK(mbedtls_pk_parse_keyfile(&key, path, NULL) == 0);
+        CHECK(mbedtls_pk_check_pair(&crt.pk, &key) == 0);
+        struct stat st;
+        CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
+    }
+    CHECK(crt.serial.len <= 32);
+    serial_lens[idx] = crt.serial.len;
+    memcpy(serials[idx], crt.serial.p, crt.serial.len <= 32 ? crt.serial.len : 32);
+    for (int j = 0; j < idx; j++)
+        CHECK(serial_lens[j] != crt.serial.len || memcmp(serials[j], crt.serial.p, crt.serial.len));
+    mbedtls_pk_free(&key);
+    mbedtls_x509_crt_free(&crt);
+}
+
+static void test_output(const char *dir) {
+    char out[8192], args[600], path[600];
+    snprintf(args, sizeof args, "--out %s/pki/nested --clients 3 --cn coord.example --days 10 --json", dir);
+    CHECK(run_pki(args, out, sizeof out) == 0);
+    cJSON *j = cJSON_Parse(out);
+    CHECK(cJSON_IsObject(j));
+    const cJSON *clients = cJSON_GetObjectItemCaseSensitive(j, "clients");
+    CHECK(cJSON_GetArraySize(clients) == 3);
+    snprintf(path, sizeof path, "%s/pki/nested/client-2.pem", dir);
+    CHECK(cJSON_IsString(cJSON_GetArrayItem(clients, 2)) &&
+          strcmp(cJSON_GetArrayItem(clients, 2)->valuestring, path) == 0);
+    const cJSON *ca_path = cJSON_GetObjectItemCaseSensitive(j, "ca_cert");
+    const cJSON *key_path = cJSON_GetObjectItemCaseSensitive(j, "ca_key");
+    const cJSON *coord_path = cJSON_GetObjectItemCaseSensitive(j, "coordinator");
+    if (!cJSON_IsString(ca_path) || !cJSON_IsString(key_path) || !cJSON_IsString(coord_path) ||
+        cJSON_GetArraySize(clients) != 3) {
+        check_failures++;
+        cJSON_Delete(j);
+        return;
+    }
+    mbedtls_x509_crt ca;
+    mbedtls_pk_context ca_key;
+    mbedtls_x509_crt_init(&ca);
+    mbedtls_pk_init(&ca_key);
+    CHECK(mbedtls_x509_crt_parse_file(&ca, ca_path->valuestring) == 0);
+    CHECK(mbedtls_pk_parse_keyfile(&ca_key, key_path->valuestring, NULL) == 0);
+    CHECK(mbedtls_pk_check_pair(&ca.pk, &ca_key) == 0);
+    struct stat st;
+    CHECK(stat(key_path->valuestring, &st) == 0 && (st.st_mode & 0777) == 0600);
+    unsigned char serials[5][32];
+    size_t serial_lens[5];
+    check_cert(ca_path->valuestring, "hfl-ca", 1, &ca, serials, serial_lens, 0);
+    check_cert(coord_path->valuestring, "coord.example", 0, &ca, serials, serial_lens, 1);
+    for (int i = 0; i < 3; i++) {
+        char cn[32];
+        snprintf(cn, sizeof cn, "client-%d", i);
+        check_cert(cJSON_GetArrayItem(clients, i)->valuestring, cn, 0, &ca, serials, serial_lens, 2 + i);
+    }
+    /* a second CA's certificates do not verify against the first */
+    char err[HFL_ERR_LEN];
+    snprintf(path, sizeof path, "%s/other", dir);
+    CHECK(hfl_pki_create(path, 0, "localhost", 1, err) == 0);
+    snprintf(path, sizeof path, "%s/other/coordinator.pem", dir);
+    mbedtls_x509_crt other;
+    mbedtls_x509_crt_init(&other);
+    uint32_t flags = 0;
+    CHECK(mbedtls_x509_crt_parse_file(&other, path) == 0);
+    CHECK(mbedtls_x509_crt_verify(&other, &ca, NULL, NULL, &flags, NULL, NULL) != 0 && flags != 0);
+    CHECK(hfl_pki_create(path, 0, "", 1, err) == -1 && strstr(err, "server name"));
+    CHECK(hfl_pki_create(dir, -1, "localhost", 1, err) == -1);
+    CHECK(hfl_pki_create(dir, 1, "localhost", 0, err) == -1);
+    mbedtls_x509_crt_free(&other);
+    mbedtls_pk_free(&ca_key);
+    mbedtls_x509_crt_free(&ca);
+    cJSON_Delete(j);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_pki PATH-TO-hfl-pki\n");
+        return 2;
+    }
+    pki_exe = argv[1];
+    char dir[] = "/tmp/hfl-test-pki-XXXXXX";
+    if (!mkdtemp(dir)) return 1;
+    test_arguments(dir);
+    test_output(dir);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return check_exit("test_pki");
+}
