@@ -1,0 +1,47 @@
+/* client.h: the pieces of hfl-client.
+ *
+ * main.c   options, device probe, data, the hello/pull/update loop
+ * train.c  one round of local training and the encoded update it produces */
+#ifndef HFL_CLIENT_H
+#define HFL_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "compress/codec.h"
+#include "data/idx.h"
+#include "model/model.h"
+
+typedef struct {
+    int round;
+    int local_epochs;
+    int batch;
+    double lr, momentum, weight_decay;
+    uint64_t seed;
+    uint32_t block;
+    const hfl_codec *codec;
+} client_task;
+
+typedef struct {
+    hfl_model_spec spec;
+    hfl_trainer *trainer;
+    int trainer_batch;
+    hfl_dataset data; /* this client's share */
+    int client_id;
+    float *global;    /* the weights the task came with */
+    float *local;     /* after training */
+    float *residual;  /* error feedback, kept across rounds */
+    float *xbuf;      /* one gathered batch */
+    int32_t *ybuf;
+} client_state;
+
+/* Trains on the client's data from `weights`; returns the encoded update
+ * (malloc'd, *len bytes), the mean training loss of the last epoch in *loss
+ * and the training time in *seconds. */
+uint8_t *client_train_round(client_state *s, const client_task *task, const float *weights,
+                            size_t *len, double *loss, double *seconds);
+
+/* Peak resident memory of this process so far (VmHWM), in bytes. */
+uint64_t client_peak_rss(void);
+
+#endif

@@ -1,0 +1,310 @@
+/* main.c: hfl-client: probe the device, load this client's share of the
+ * data, say hello, then pull tasks, train and send updates until bye.
+ *
+ * The coordinator never holds a reply: "wait" means sleep and pull again.
+ * Any transport failure (coordinator unreachable, refused handshake,
+ * timeout) ends the client with a one-line error and exit status 1. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "client/client.h"
+#include "data/partition.h"
+#include "kernels/device.h"
+#include "proto/transport.h"
+#include "util/util.h"
+
+#define CLIENT_MAX_PAYLOAD ((size_t)256 << 20)
+
+typedef struct {
+    char url[256];
+    hfl_tls_opts tls;
+    char name[64];
+    char data_dir[1024];
+    char partition[64];
+    int index, num_clients;
+    uint64_t seed;
+    int threads;
+    int quiet;
+    double timeout_s;
+} client_options;
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: hfl-client --coordinator URL [options]\n"
+        "Trains rounds handed out by hfl-coordinator on this machine's device and data.\n\n"
+        "  --coordinator URL    coordinator address, e.g. tls+tcp://127.0.0.1:7450\n"
+        "  --ca FILE            CA certificate (PEM)\n"
+        "  --cert FILE          this client's certificate and key (PEM)\n"
+        "  --server-name NAME   expected CN of the coordinator certificate (default localhost)\n"
+        "  --insecure           allow plain tcp:// without TLS\n"
+        "  --name NAME          client name (default client-<index>)\n"
+        "  --data DIR           Fashion-MNIST directory (default " HFL_FMNIST_DIR ")\n"
+        "  --partition SPEC     iid, dirichlet:<alpha> or shards:<k> (default iid)\n"
+        "  --client-index I     which share of the partition is this client's (default 0)\n"
+        "  --num-clients N      number of shares (default 1: all the data)\n"
+        "  --seed S             partition seed (default 1)\n"
+        "  --threads N          OpenBLAS threads (default 1)\n"
+        "  --timeout SECONDS    per-request timeout (default 120)\n"
+        "  --quiet              no progress output\n"
+        "  --help               this text\n");
+}
+
+static int parse_args(int argc, char **argv, client_options *o, char *err) {
+    enum { O_URL = 256, O_CA, O_CERT, O_SNI, O_INSECURE, O_NAME, O_DATA, O_PART, O_INDEX, O_NUM, O_SEED,
+           O_THREADS, O_TIMEOUT, O_QUIET, O_HELP };
+    static const struct option opts[] = {
+        {"coordinator", 1, 0, O_URL}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
+        {"server-name", 1, 0, O_SNI}, {"insecure", 0, 0, O_INSECURE}, {"name", 1, 0, O_NAME},
+        {"data", 1, 0, O_DATA}, {"partition", 1, 0, O_PART}, {"client-index", 1, 0, O_INDEX},
+        {"num-clients", 1, 0, O_NUM}, {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS},
+        {"timeout", 1, 0, O_TIMEOUT}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+    long v;
+    double d;
+    opterr = 0;
+    for (;;) {
+        int c = getopt_long(argc, argv, "", opts, NULL);
+        if (c == -1) break;
+        char e[HFL_ERR_LEN] = "";
+        switch (c) {
+        case O_URL: snprintf(o->url, sizeof o->url, "%s", optarg); break;
+        case O_CA: o->tls.ca_file = optarg; break;
+        case O_CERT: o->tls.cert_file = optarg; break;
+        case O_SNI: o->tls.server_name = optarg; break;
+        case O_INSECURE: o->tls.insecure = 1; break;
+        case O_NAME: snprintf(o->name, sizeof o->name, "%s", optarg); break;
+        case O_DATA: snprintf(o->data_dir, sizeof o->data_dir, "%s", optarg); break;
+        case O_PART: snprintf(o->partition, sizeof o->partition, "%s", optarg); break;
+        case O_INDEX: if (hfl_parse_int(optarg, 0, 1000000, &v, e) == 0) o->index = (int)v; break;
+        case O_NUM: if (hfl_parse_int(optarg, 1, 1000000, &v, e) == 0) o->num_clients = (int)v; break;
+        case O_SEED: if (hfl_parse_int(optarg, 0, 0x7fffffffL, &v, e) == 0) o->seed = (uint64_t)v; break;
+        case O_THREADS: if (hfl_parse_int(optarg, 1, 1024, &v, e) == 0) o->threads = (int)v; break;
+        case O_TIMEOUT: if (hfl_parse_double(optarg, 0.1, 86400, &d, e) == 0) o->timeout_s = d; break;
+        case O_QUIET: o->quiet = 1; break;
+        case O_HELP: usage(stdout); exit(0);
+        default: return hfl_errf(err, "unknown option '%s' (see --help)", argv[optind - 1]);
+        }
+        if (e[0]) return hfl_errf(err, "--%s: %s", opts[c - O_URL].name, e);
+    }
+    if (optind < argc) return hfl_errf(err, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (!o->url[0]) return hfl_errf(err, "--coordinator URL is required (see --help)");
+    if (o->index >= o->num_clients)
+        return hfl_errf(err, "--client-index %d must be below --num-clients %d", o->index, o->num_clients);
+    if (!o->tls.insecure && (!o->tls.ca_file || !o->tls.cert_file))
+        return hfl_errf(err, "TLS needs --ca and --cert (or --insecure with a tcp:// URL)");
+    if (!o->name[0]) snprintf(o->name, sizeof o->name, "client-%d", o->index);
+    return 0;
+}
+
+/* Loads the training set and keeps this client's share of it. */
+static int load_share(const client_options *o, hfl_dataset *share, char *err) {
+    hfl_partition_spec spec;
+    hfl_dataset all;
+    if (hfl_partition_parse(o->partition, &spec, err) != 0) return -1;
+    if (hfl_fmnist_load(o->data_dir, 1, &all, err) != 0) return -1;
+    int32_t *owner = hfl_malloc(sizeof(int32_t) * (size_t)all.n);
+    int rc = hfl_partition_assign(&spec, all.y, all.n, all.n_classes, o->num_clients, o->seed, owner, err);
+    if (rc == 0) {
+        int *idx = NULL;
+        int n = hfl_partition_indices(owner, all.n, o->index, &idx);
+        if (n <= 0) rc = hfl_errf(err, "partition %s gives client %d no samples", o->partition, o->index);
+        else hfl_dataset_subset(&all, idx, n, share);
+        free(idx);
+    }
+    free(owner);
+    hfl_dataset_free(&all);
+    return rc;
+}
+
+static cJSON *hello_meta(const client_options *o, const hfl_device_info *dev, const client_state *s) {
+    cJSON *meta = cJSON_CreateObject();
+    cJSON_AddStringToObject(meta, "name", o->name);
+    cJSON_AddNumberToObject(meta, "samples", s->data.n);
+    cJSON *d = cJSON_AddObjectToObject(meta, "device");
+    cJSON_AddStringToObject(d, "kind", dev->is_gpu ? "cuda" : "cpu");
+    cJSON_AddStringToObject(d, "name", dev->name);
+    if (dev->is_gpu) {
+        char cc[16];
+        snprintf(cc, sizeof cc, "%d.%d", dev->cc_major, dev->cc_minor);
+        cJSON_AddStringToObject(d, "compute_capability", cc);
+    }
+    cJSON_AddNumberToObject(d, "cores", dev->cores);
+    cJSON_AddNumberToObject(d, "free_bytes", (double)dev->free_bytes);
+    cJSON_AddNumberToObject(d, "total_bytes", (double)dev->total_bytes);
+    cJSON *p = cJSON_AddObjectToObject(meta, "plan");
+    cJSON_AddStringToObject(p, "backend", "cpu");
+    cJSON_AddStringToObject(p, "precision", "fp32");
+    cJSON_AddStringToObject(p, "checkpoint", "none");
+    return meta;
+}
+
+/* Reads a TASK's settings; every field is range-checked here, once. */
+static int read_task(const hfl_msg *m, size_t n_params, client_task *t, char *err) {
+    int64_t round, epochs, batch, seed, block;
+    double lr, mom, wd;
+    char codec[32];
+    if (hfl_meta_int(m->meta, "round", 1, 1 << 30, &round, err) ||
+        hfl_meta_int(m->meta, "local_epochs", 1, 10000, &epochs, err) ||
+        hfl_meta_int(m->meta, "batch", 1, 65536, &batch, err) ||
+        hfl_meta_int(m->meta, "seed", 0, INT64_MAX, &seed, err) ||
+        hfl_meta_int(m->meta, "block", 1, 65536, &block, err) ||
+        hfl_meta_num(m->meta, "lr", 0, 100, &lr, err) || hfl_meta_num(m->meta, "momentum", 0, 1, &mom, err) ||
+        hfl_meta_num(m->meta, "weight_decay", 0, 1, &wd, err) ||
+        hfl_meta_str(m->meta, "codec", sizeof codec - 1, codec, err))
+        return -1;
+    if (m->payload_len != n_params * sizeof(float))
+        return hfl_errf(err, "task carries %zu bytes of weights, expected %zu", m->payload_len, n_params * sizeof(float));
+    if (!(t->codec = hfl_codec_find(codec, err))) return -1;
+    if (hfl_codec_check(t->codec, n_params, (uint32_t)block, err) != 0) return -1;
+    t->round = (int)round, t->local_epochs = (int)epochs, t->batch = (int)batch;
+    t->seed = (uint64_t)seed, t->block = (uint32_t)block;
+    t->lr = lr, t->momentum = mom, t->weight_decay = wd;
+    return 0;
+}
+
+static int run(const client_options *o, client_state *s, const hfl_device_info *dev, char *err) {
+    nng_socket sock;
+    /* The model is not known until welcome; replies from our own coordinator are
+     * capped generously (64M fp32 parameters) and checked against it after. */
+    size_t max_payload = CLIENT_MAX_PAYLOAD;
+    size_t recv_max = HFL_MSG_HEADER_BYTES + HFL_MSG_MAX_META + max_payload;
+    if (hfl_transport_dial(&sock, o->url, &o->tls, recv_max, (int)(o->timeout_s * 1000), err) != 0) return -1;
+    hfl_msg rep;
+    nng_msg *raw;
+    int rc = -1;
+    cJSON *meta = hello_meta(o, dev, s);
+    int sent = hfl_transport_request(sock, HFL_MSG_HELLO, meta, NULL, 0, max_payload, &rep, &raw, err);
+    cJSON_Delete(meta);
+    if (sent != 0) goto out;
+    int64_t id;
+    char model[32];
+    if (rep.type == HFL_MSG_ERROR || rep.type != HFL_MSG_WELCOME ||
+        hfl_meta_int(rep.meta, "client_id", 0, 1 << 20, &id, err) ||
+        hfl_meta_str(rep.meta, "model", sizeof model - 1, model, err)) {
+        if (rep.type != HFL_MSG_WELCOME) {
+            char why[200] = "unexpected reply";
+            hfl_meta_str(rep.meta, "error", sizeof why - 1, why, NULL);
+            hfl_errf(err, "coordinator refused hello: %s", why);
+        }
+        hfl_msg_free(&rep);
+        nng_msg_free(raw);
+        goto out;
+    }
+    hfl_msg_free(&rep);
+    nng_msg_free(raw);
+    if (hfl_model_builtin(model, &s->spec, err) != 0) goto out;
+    if (s->spec.in_dim != s->data.dim) {
+        hfl_errf(err, "model %s takes %d features, the data has %d", model, s->spec.in_dim, s->data.dim);
+        goto out;
+    }
+    s->global = hfl_malloc(s->spec.n_params * sizeof(float));
+    s->local = hfl_malloc(s->spec.n_params * sizeof(float));
+    s->residual = hfl_calloc(s->spec.n_params, sizeof(float));
+    s->client_id = (int)id;
+    if (!o->quiet) printf("%s: registered as client %d with %d samples\n", o->name, s->client_id, s->data.n);
+
+    for (;;) {
+        meta = cJSON_CreateObject();
+        cJSON_AddNumberToObject(meta, "client_id", s->client_id);
+        sent = hfl_transport_request(sock, HFL_MSG_PULL, meta, NULL, 0, max_payload, &rep, &raw, err);
+        cJSON_Delete(meta);
+        if (sent != 0) goto out;
+        int type = rep.type;
+        if (type == HFL_MSG_WAIT) {
+            int64_t ms = 200;
+            if (hfl_meta_int(rep.meta, "ms", 0, 60000, &ms, NULL) != 0) ms = 200;
+            hfl_msg_free(&rep);
+            nng_msg_free(raw);
+            hfl_sleep_ms((int)ms);
+            continue;
+        }
+        if (type == HFL_MSG_BYE) {
+            hfl_msg_free(&rep);
+            nng_msg_free(raw);
+            if (!o->quiet) printf("%s: run complete, bye\n", o->name);
+            rc = 0;
+            goto out;
+        }
+        client_task task;
+        if (type != HFL_MSG_TASK) {
+            char why[200] = "unexpected reply";
+            hfl_meta_str(rep.meta, "error", sizeof why - 1, why, NULL);
+            hfl_errf(err, "coordinator answered pull with %s: %s", hfl_msg_type_name(type), why);
+            hfl_msg_free(&rep);
+            nng_msg_free(raw);
+            goto out;
+        }
+        if (read_task(&rep, s->spec.n_params, &task, err) != 0) {
+            hfl_msg_free(&rep);
+            nng_msg_free(raw);
+            goto out;
+        }
+        size_t ulen;
+        double loss, secs;
+        /* the payload is little-endian fp32 straight from the wire; copy it aligned */
+        float *w = hfl_malloc(s->spec.n_params * sizeof(float));
+        memcpy(w, rep.payload, s->spec.n_params * sizeof(float));
+        hfl_msg_free(&rep);
+        nng_msg_free(raw);
+        uint8_t *upd = client_train_round(s, &task, w, &ulen, &loss, &secs);
+        free(w);
+        meta = cJSON_CreateObject();
+        cJSON_AddNumberToObject(meta, "client_id", s->client_id);
+        cJSON_AddNumberToObject(meta, "round", task.round);
+        cJSON_AddNumberToObject(meta, "samples", s->data.n);
+        cJSON_AddNumberToObject(meta, "loss", loss);
+        cJSON_AddStringToObject(meta, "codec", task.codec->name);
+        cJSON_AddNumberToObject(meta, "peak_bytes", (double)client_peak_rss());
+        cJSON_AddNumberToObject(meta, "train_s", secs);
+        sent = hfl_transport_request(sock, HFL_MSG_UPDATE, meta, upd, ulen, max_payload, &rep, &raw, err);
+        cJSON_Delete(meta);
+        free(upd);
+        if (sent != 0) goto out;
+        if (rep.type == HFL_MSG_ERROR) {
+            char why[200] = "?";
+            hfl_meta_str(rep.meta, "error", sizeof why - 1, why, NULL);
+            fprintf(stderr, "%s: round %d: %s\n", o->name, task.round, why);
+        } else if (!o->quiet) {
+            printf("%s: round %d  loss %.4f  %.2f s  sent %zu bytes\n", o->name, task.round, loss, secs, ulen);
+        }
+        fflush(stdout);
+        hfl_msg_free(&rep);
+        nng_msg_free(raw);
+    }
+out:
+    nng_close(sock);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    client_options o = {.num_clients = 1, .seed = 1, .threads = 1, .timeout_s = 120};
+    o.tls.server_name = "localhost";
+    snprintf(o.data_dir, sizeof o.data_dir, "%s", HFL_FMNIST_DIR);
+    snprintf(o.partition, sizeof o.partition, "iid");
+    char err[HFL_ERR_LEN];
+    if (parse_args(argc, argv, &o, err) != 0) {
+        fprintf(stderr, "hfl-client: %s\n", err);
+        return 2;
+    }
+    openblas_set_num_threads(o.threads);
+    hfl_device_info dev;
+    hfl_device_probe(&dev);
+    if (!o.quiet) {
+        if (dev.is_gpu) printf("%s: found %s (cc %d.%d); the CUDA backend arrives later, training on the CPU\n", o.name, dev.name, dev.cc_major, dev.cc_minor);
+        else printf("%s: training on the CPU: %s (%s)\n", o.name, dev.name, dev.fallback_reason);
+    }
+    client_state s;
+    memset(&s, 0, sizeof s);
+    if (load_share(&o, &s.data, err) != 0) {
+        fprintf(stderr, "hfl-client: %s\n", err);
+        return 1;
+    }
+    if (run(&o, &s, &dev, err) != 0) {
+        fprintf(stderr, "hfl-client: %s\n", err);
+        return 1;
+    }
+    return 0;
+}

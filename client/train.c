@@ -1,0 +1,90 @@
+/* train.c: one round of local training on a client.
+ *
+ * The data order of each epoch is a Fisher-Yates shuffle drawn from philox
+ * keyed by (seed, round, client, epoch), so a client's run is reproducible.
+ * The optimizer state starts fresh each round (as Flower's and the FedAvg
+ * paper's clients do). The update is local - global, compressed with the
+ * client's error-feedback residual. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/client.h"
+#include "kernels/philox.h"
+#include "util/util.h"
+
+static void shuffle(int *idx, int n, uint64_t seed, int round, int client, int epoch) {
+    for (int i = 0; i < n; i++) idx[i] = i;
+    for (int i = n - 1; i > 0; i--) {
+        uint32_t u = hfl_philox_u32(seed, HFL_STREAM_SHUFFLE, (uint32_t)round, (uint32_t)client,
+                                    (uint32_t)epoch, (uint64_t)i);
+        int j = (int)(((uint64_t)u * (uint64_t)(i + 1)) >> 32);
+        int t = idx[i];
+        idx[i] = idx[j];
+        idx[j] = t;
+    }
+}
+
+static void ensure_trainer(client_state *s, int batch) {
+    if (s->trainer && s->trainer_batch == batch) return;
+    hfl_trainer_free(s->trainer);
+    free(s->xbuf);
+    free(s->ybuf);
+    s->trainer = hfl_trainer_create(&s->spec, hfl_backend_cpu(), batch);
+    s->trainer_batch = batch;
+    s->xbuf = hfl_malloc(sizeof(float) * (size_t)batch * (size_t)s->data.dim);
+    s->ybuf = hfl_malloc(sizeof(int32_t) * (size_t)batch);
+}
+
+uint8_t *client_train_round(client_state *s, const client_task *task, const float *weights,
+                            size_t *len, double *loss, double *seconds) {
+    double t0 = hfl_now();
+    size_t n_params = s->spec.n_params;
+    int n = s->data.n, dim = s->data.dim, batch = task->batch;
+    ensure_trainer(s, batch);
+    memcpy(s->global, weights, n_params * sizeof(float));
+    hfl_trainer_set_params(s->trainer, weights);
+    hfl_trainer_reset_optimizer(s->trainer);
+
+    int *order = hfl_malloc(sizeof(int) * (size_t)n);
+    double epoch_loss = 0;
+    for (int e = 0; e < task->local_epochs; e++) {
+        shuffle(order, n, task->seed, task->round, s->client_id, e);
+        double sum = 0;
+        for (int start = 0; start < n; start += batch) {
+            int b = n - start < batch ? n - start : batch;
+            for (int i = 0; i < b; i++) {
+                int k = order[start + i];
+                memcpy(s->xbuf + (size_t)i * dim, s->data.x + (size_t)k * dim, sizeof(float) * (size_t)dim);
+                s->ybuf[i] = s->data.y[k];
+            }
+            float l = hfl_trainer_step(s->trainer, s->xbuf, s->ybuf, b, (float)task->lr,
+                                       (float)task->momentum, (float)task->weight_decay);
+            sum += (double)l * b;
+        }
+        epoch_loss = sum / n;
+    }
+    free(order);
+
+    hfl_trainer_get_params(s->trainer, s->local);
+    for (size_t i = 0; i < n_params; i++) s->local[i] -= s->global[i]; /* local now holds the delta */
+    size_t bytes = task->codec->encoded_bytes(n_params, task->block);
+    uint8_t *out = hfl_malloc(bytes);
+    hfl_rng_key key = {task->seed, (uint32_t)task->round, (uint32_t)s->client_id, 0};
+    task->codec->encode(s->local, s->residual, n_params, task->block, &key, out);
+    *len = bytes;
+    *loss = epoch_loss;
+    *seconds = hfl_now() - t0;
+    return out;
+}
+
+uint64_t client_peak_rss(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return kb * 1024ull;
+}

@@ -1,0 +1,125 @@
+/* coord.h: the coordinator's state, shared by its files.
+ *
+ * registry.c  clients that said hello (id, name, device, plan, samples)
+ * rounds.c    the round engine: selection, tasks, updates into the
+ *             accumulator, closing a round (FedAvg, evaluation)
+ * server.c    NNG rep0 contexts with async I/O; decodes each request,
+ *             dispatches it to the round engine under one lock, replies at once
+ * report.c    the JSON-lines log and the final report
+ * main.c      options and the main loop that closes rounds on quorum or deadline
+ *
+ * One mutex guards everything below; NNG's callbacks take it for the short
+ * time a request needs, the main loop takes it to close a round. */
+#ifndef HFL_COORD_H
+#define HFL_COORD_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+
+#include "compress/codec.h"
+#include "data/idx.h"
+#include "model/model.h"
+#include "proto/transport.h"
+
+#define COORD_MAX_CLIENTS 1024
+
+typedef struct {
+    /* run settings */
+    char model[32];
+    char codec[32];
+    uint32_t block;
+    int rounds;
+    int clients_per_round; /* K: clients selected each round */
+    int min_quorum;        /* updates needed to aggregate a round */
+    double deadline_s;     /* per round */
+    int local_epochs;
+    int batch;
+    double lr, momentum, weight_decay;
+    uint64_t seed;
+    /* I/O */
+    char listen_url[256];
+    hfl_tls_opts tls;
+    char data_dir[1024];
+    char log_path[1024];
+    char report_path[1024];
+    char ready_path[1024];
+    int quiet;
+} coord_config;
+
+typedef struct {
+    char name[64];
+    cJSON *hello; /* device, plan, samples as the client reported them */
+    int64_t samples;
+    int64_t updates; /* accepted updates */
+    double last_seen;
+} coord_client;
+
+typedef struct {
+    int round;         /* 1-based */
+    int open;          /* accepting work */
+    double opened_at;
+    int n_selected;
+    int selected[COORD_MAX_CLIENTS]; /* client ids */
+    uint8_t is_selected[COORD_MAX_CLIENTS];
+    uint8_t tasked[COORD_MAX_CLIENTS];
+    uint8_t received[COORD_MAX_CLIENTS];
+    int n_received;
+    double weight_sum;
+    double loss_sum; /* sample-weighted training loss */
+    uint64_t bytes_up, bytes_down;
+    float *acc;           /* sum of weight * decoded delta */
+    uint8_t *task_msg;    /* encoded TASK for this round (same for every client) */
+    size_t task_len;
+} coord_round;
+
+typedef struct {
+    coord_config cfg;
+    pthread_mutex_t lock;
+    hfl_model_spec spec;
+    const hfl_codec *codec;
+    float *global; /* host copy of the global model */
+    int version;   /* rounds aggregated into global */
+    hfl_trainer *eval;
+    hfl_dataset test;
+    coord_client clients[COORD_MAX_CLIENTS];
+    int n_clients;
+    coord_round r;
+    int done;          /* all rounds finished: pulls get bye */
+    int byes_sent;
+    uint64_t rejected; /* bad messages answered with an error */
+    double started;
+    cJSON *round_log;  /* array of per-round objects for the report */
+    FILE *log;
+    double final_acc;
+} coord;
+
+/* registry.c */
+int registry_hello(coord *c, const cJSON *meta, char *err); /* returns client id or -1 */
+int registry_check_id(const coord *c, int64_t id, char *err);
+cJSON *registry_report(const coord *c);
+
+/* rounds.c */
+void rounds_init(coord *c);
+/* Replies (malloc'd encoded messages) to pull and update requests. */
+uint8_t *rounds_pull(coord *c, int id, size_t *len);
+uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *payload, size_t plen,
+                       size_t msg_bytes, size_t *len);
+/* Opens, closes or abandons rounds as quorum and deadline say; called by the main loop. */
+void rounds_tick(coord *c);
+
+/* report.c */
+void report_log_event(coord *c, cJSON *event); /* takes ownership */
+int report_write(coord *c, char *err);
+
+/* server.c */
+typedef struct coord_server coord_server;
+coord_server *server_start(coord *c, int *port, char *err);
+void server_stop(coord_server *s);
+
+/* helpers shared by server.c and rounds.c */
+uint8_t *coord_error_reply(const char *msg, size_t *len);
+
+#endif

@@ -1,0 +1,205 @@
+/* main.c: hfl-coordinator: options, start-up, and the loop that closes rounds.
+ *
+ * Start-up loads the test set (for evaluation after every round), builds the
+ * model and its initial weights from the seed, and starts serving. The main
+ * loop ticks the round engine every few milliseconds; NNG's callbacks do all
+ * the talking. When the last round is closed it keeps answering pulls with
+ * bye until every client has had one (or --linger passes), then exits 0. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coordinator/coord.h"
+#include "kernels/device.h"
+#include "util/util.h"
+
+static volatile sig_atomic_t stop_requested;
+static void on_signal(int sig) { (void)sig; stop_requested = 1; }
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: hfl-coordinator [options]\n"
+        "Serves federated training rounds to hfl-client processes over mutual TLS.\n\n"
+        "  --listen URL          address to serve (default tls+tcp://127.0.0.1:7450; port 0 picks one)\n"
+        "  --ca FILE             CA certificate (PEM) that signed every client\n"
+        "  --cert FILE           coordinator certificate and key (PEM)\n"
+        "  --insecure            allow plain tcp:// without TLS\n"
+        "  --model NAME          model to train (default mlp)\n"
+        "  --codec NAME          update codec: fp32, int8 (default int8)\n"
+        "  --block N             codec block size (default 256)\n"
+        "  --rounds N            rounds to run (default 10)\n"
+        "  --clients-per-round K clients selected each round (default 2)\n"
+        "  --min-quorum Q        updates needed to aggregate at the deadline (default K)\n"
+        "  --deadline SECONDS    per-round deadline (default 300)\n"
+        "  --local-epochs E      local epochs per round (default 1)\n"
+        "  --batch B             local batch size (default 32)\n"
+        "  --lr LR               local learning rate (default 0.05)\n"
+        "  --momentum M          local SGD momentum (default 0)\n"
+        "  --weight-decay WD     local L2 weight decay (default 0)\n"
+        "  --seed S              seed for initial weights and client selection (default 1)\n"
+        "  --data DIR            Fashion-MNIST directory (default " HFL_FMNIST_DIR ")\n"
+        "  --log FILE            JSON-lines event log\n"
+        "  --report FILE         JSON report, rewritten after every round\n"
+        "  --ready-file FILE     write the bound URL here once serving\n"
+        "  --linger SECONDS      after the last round, wait this long for clients to get bye (default 10)\n"
+        "  --quiet               no progress output\n"
+        "  --help                this text\n");
+}
+
+static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, char *err) {
+    enum { O_LISTEN = 256, O_CA, O_CERT, O_INSECURE, O_MODEL, O_CODEC, O_BLOCK, O_ROUNDS, O_K, O_QUORUM,
+           O_DEADLINE, O_EPOCHS, O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_DATA, O_LOG, O_REPORT, O_READY,
+           O_LINGER, O_QUIET, O_HELP };
+    static const struct option opts[] = {
+        {"listen", 1, 0, O_LISTEN}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
+        {"insecure", 0, 0, O_INSECURE}, {"model", 1, 0, O_MODEL}, {"codec", 1, 0, O_CODEC},
+        {"block", 1, 0, O_BLOCK}, {"rounds", 1, 0, O_ROUNDS}, {"clients-per-round", 1, 0, O_K},
+        {"min-quorum", 1, 0, O_QUORUM}, {"deadline", 1, 0, O_DEADLINE},
+        {"local-epochs", 1, 0, O_EPOCHS}, {"batch", 1, 0, O_BATCH}, {"lr", 1, 0, O_LR},
+        {"momentum", 1, 0, O_MOM}, {"weight-decay", 1, 0, O_WD}, {"seed", 1, 0, O_SEED},
+        {"data", 1, 0, O_DATA}, {"log", 1, 0, O_LOG}, {"report", 1, 0, O_REPORT},
+        {"ready-file", 1, 0, O_READY}, {"linger", 1, 0, O_LINGER}, {"quiet", 0, 0, O_QUIET},
+        {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+    long v;
+    double d;
+    int quorum = -1;
+    opterr = 0;
+    for (;;) {
+        int o = getopt_long(argc, argv, "", opts, NULL);
+        if (o == -1) break;
+        char e[HFL_ERR_LEN] = "";
+        switch (o) {
+        case O_LISTEN: snprintf(cfg->listen_url, sizeof cfg->listen_url, "%s", optarg); break;
+        case O_CA: cfg->tls.ca_file = optarg; break;
+        case O_CERT: cfg->tls.cert_file = optarg; break;
+        case O_INSECURE: cfg->tls.insecure = 1; break;
+        case O_MODEL: snprintf(cfg->model, sizeof cfg->model, "%s", optarg); break;
+        case O_CODEC: snprintf(cfg->codec, sizeof cfg->codec, "%s", optarg); break;
+        case O_BLOCK: if (hfl_parse_int(optarg, 1, 65536, &v, e) == 0) cfg->block = (uint32_t)v; break;
+        case O_ROUNDS: if (hfl_parse_int(optarg, 1, 1000000, &v, e) == 0) cfg->rounds = (int)v; break;
+        case O_K: if (hfl_parse_int(optarg, 1, COORD_MAX_CLIENTS, &v, e) == 0) cfg->clients_per_round = (int)v; break;
+        case O_QUORUM: if (hfl_parse_int(optarg, 1, COORD_MAX_CLIENTS, &v, e) == 0) quorum = (int)v; break;
+        case O_DEADLINE: if (hfl_parse_double(optarg, 0.1, 1e7, &d, e) == 0) cfg->deadline_s = d; break;
+        case O_EPOCHS: if (hfl_parse_int(optarg, 1, 10000, &v, e) == 0) cfg->local_epochs = (int)v; break;
+        case O_BATCH: if (hfl_parse_int(optarg, 1, 65536, &v, e) == 0) cfg->batch = (int)v; break;
+        case O_LR: if (hfl_parse_double(optarg, 0, 100, &d, e) == 0) cfg->lr = d; break;
+        case O_MOM: if (hfl_parse_double(optarg, 0, 0.9999, &d, e) == 0) cfg->momentum = d; break;
+        case O_WD: if (hfl_parse_double(optarg, 0, 1, &d, e) == 0) cfg->weight_decay = d; break;
+        case O_SEED: if (hfl_parse_int(optarg, 0, 0x7fffffffL, &v, e) == 0) cfg->seed = (uint64_t)v; break;
+        case O_DATA: snprintf(cfg->data_dir, sizeof cfg->data_dir, "%s", optarg); break;
+        case O_LOG: snprintf(cfg->log_path, sizeof cfg->log_path, "%s", optarg); break;
+        case O_REPORT: snprintf(cfg->report_path, sizeof cfg->report_path, "%s", optarg); break;
+        case O_READY: snprintf(cfg->ready_path, sizeof cfg->ready_path, "%s", optarg); break;
+        case O_LINGER: if (hfl_parse_double(optarg, 0, 3600, &d, e) == 0) *linger = d; break;
+        case O_QUIET: cfg->quiet = 1; break;
+        case O_HELP: usage(stdout); exit(0);
+        default: return hfl_errf(err, "unknown option '%s' (see --help)", argv[optind - 1]);
+        }
+        if (e[0]) return hfl_errf(err, "--%s: %s", opts[o - O_LISTEN].name, e);
+    }
+    if (optind < argc) return hfl_errf(err, "unexpected argument '%s' (see --help)", argv[optind]);
+    cfg->min_quorum = quorum > 0 ? quorum : cfg->clients_per_round;
+    if (cfg->min_quorum > cfg->clients_per_round)
+        return hfl_errf(err, "--min-quorum %d exceeds --clients-per-round %d", cfg->min_quorum, cfg->clients_per_round);
+    if (!cfg->tls.insecure && (!cfg->tls.ca_file || !cfg->tls.cert_file))
+        return hfl_errf(err, "TLS needs --ca and --cert (or --insecure with a tcp:// URL)");
+    return 0;
+}
+
+/* The URL clients should dial: the listen URL with the bound port. */
+static void ready_url(const char *listen, int port, char *out, size_t n) {
+    const char *colon = strrchr(listen, ':');
+    int host_len = colon ? (int)(colon - listen) : (int)strlen(listen);
+    snprintf(out, n, "%.*s:%d", host_len, listen, port);
+}
+
+static int coord_setup(coord *c, char *err) {
+    if (hfl_model_builtin(c->cfg.model, &c->spec, err) != 0) return -1;
+    if (!(c->codec = hfl_codec_find(c->cfg.codec, err))) return -1;
+    if (hfl_codec_check(c->codec, c->spec.n_params, c->cfg.block, err) != 0) return -1;
+    if (hfl_fmnist_load(c->cfg.data_dir, 0, &c->test, err) != 0) return -1;
+    if (c->test.dim != c->spec.in_dim)
+        return hfl_errf(err, "test set has %d features, model %s expects %d", c->test.dim, c->spec.name, c->spec.in_dim);
+    if (c->cfg.log_path[0] && !(c->log = fopen(c->cfg.log_path, "w")))
+        return hfl_errf(err, "cannot write log %s", c->cfg.log_path);
+    c->global = hfl_malloc(c->spec.n_params * sizeof(float));
+    hfl_model_init_params(&c->spec, c->global, c->cfg.seed);
+    c->eval = hfl_trainer_create(&c->spec, hfl_backend_cpu(), 500);
+    c->round_log = cJSON_CreateArray();
+    pthread_mutex_init(&c->lock, NULL);
+    rounds_init(c);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    static coord c; /* large: the client table */
+    coord_config *cfg = &c.cfg;
+    snprintf(cfg->listen_url, sizeof cfg->listen_url, "tls+tcp://127.0.0.1:7450");
+    snprintf(cfg->model, sizeof cfg->model, "mlp");
+    snprintf(cfg->codec, sizeof cfg->codec, "int8");
+    snprintf(cfg->data_dir, sizeof cfg->data_dir, "%s", HFL_FMNIST_DIR);
+    cfg->block = 256, cfg->rounds = 10, cfg->clients_per_round = 2, cfg->deadline_s = 300;
+    cfg->local_epochs = 1, cfg->batch = 32, cfg->lr = 0.05, cfg->seed = 1;
+    cfg->tls.server_name = "localhost";
+    double linger = 10;
+    char err[HFL_ERR_LEN];
+    if (parse_args(argc, argv, cfg, &linger, err) != 0) {
+        fprintf(stderr, "hfl-coordinator: %s\n", err);
+        return 2;
+    }
+    c.started = hfl_now();
+    hfl_device_info dev;
+    hfl_device_probe(&dev);
+    if (!cfg->quiet) {
+        if (dev.is_gpu) printf("aggregating on the CPU; GPU %s present\n", dev.name);
+        else printf("aggregating on the CPU (%s)\n", dev.fallback_reason);
+    }
+    if (coord_setup(&c, err) != 0) {
+        fprintf(stderr, "hfl-coordinator: %s\n", err);
+        return 1;
+    }
+    int port = 0;
+    coord_server *srv = server_start(&c, &port, err);
+    if (!srv) {
+        fprintf(stderr, "hfl-coordinator: %s\n", err);
+        return 1;
+    }
+    char url[300];
+    ready_url(cfg->listen_url, port, url, sizeof url);
+    if (!cfg->quiet)
+        printf("serving %s on %s: %d rounds, %d clients per round, codec %s, %zu params\n", c.spec.name, url,
+               cfg->rounds, cfg->clients_per_round, c.codec->name, c.spec.n_params);
+    fflush(stdout);
+    if (cfg->ready_path[0]) {
+        char line[320];
+        int n = snprintf(line, sizeof line, "%s\n", url);
+        if (hfl_write_file_atomic(cfg->ready_path, line, (size_t)n, err) != 0) {
+            fprintf(stderr, "hfl-coordinator: %s\n", err);
+            server_stop(srv);
+            return 1;
+        }
+    }
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    double done_at = 0;
+    while (!stop_requested) {
+        pthread_mutex_lock(&c.lock);
+        rounds_tick(&c);
+        int done = c.done, all_bye = c.byes_sent >= c.n_clients;
+        pthread_mutex_unlock(&c.lock);
+        if (done && !done_at) done_at = hfl_now();
+        if (done && (all_bye || hfl_now() - done_at > linger)) break;
+        hfl_sleep_ms(5);
+    }
+    server_stop(srv);
+    int rc = report_write(&c, err);
+    if (rc != 0) fprintf(stderr, "hfl-coordinator: %s\n", err);
+    if (!c.done) {
+        fprintf(stderr, "hfl-coordinator: stopped by signal after %d of %d rounds\n", c.r.round, cfg->rounds);
+        return 1;
+    }
+    if (!cfg->quiet) printf("done: %d rounds, final test accuracy %.4f, %.1f s\n", cfg->rounds, c.final_acc, hfl_now() - c.started);
+    return rc == 0 ? 0 : 1;
+}

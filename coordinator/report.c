@@ -1,0 +1,61 @@
+/* report.c: the coordinator's JSON-lines event log and its final report.
+ *
+ * Every event (round opened, update accepted, round closed) is one line of
+ * JSON in the log, flushed at once so `hfl-sim` can follow progress. The
+ * report is rewritten atomically after every round, so a reader never sees
+ * half a file and a killed run still leaves the rounds it finished. Keys
+ * `model`, `params`, `codec`, `transport`, `wall_s`, `final_test_acc` and
+ * `rounds` (each `{round, test_acc, test_loss, clients, bytes_up,
+ * bytes_down, wall_s}`) are stable. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coordinator/coord.h"
+#include "util/util.h"
+
+void report_log_event(coord *c, cJSON *event) {
+    if (c->log) {
+        cJSON_AddNumberToObject(event, "t", hfl_now() - c->started);
+        char *line = cJSON_PrintUnformatted(event);
+        if (line) {
+            fprintf(c->log, "%s\n", line);
+            fflush(c->log);
+            free(line);
+        }
+    }
+    cJSON_Delete(event);
+}
+
+int report_write(coord *c, char *err) {
+    if (!c->cfg.report_path[0]) return 0;
+    const coord_config *cfg = &c->cfg;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "model", c->spec.name);
+    cJSON_AddNumberToObject(o, "params", (double)c->spec.n_params);
+    cJSON_AddStringToObject(o, "codec", c->codec->name);
+    cJSON_AddStringToObject(o, "transport", cfg->tls.insecure ? "tcp" : "tls+tcp");
+    cJSON_AddNumberToObject(o, "wall_s", hfl_now() - c->started);
+    cJSON_AddNumberToObject(o, "final_test_acc", c->final_acc);
+    cJSON_AddBoolToObject(o, "complete", c->done);
+    cJSON_AddNumberToObject(o, "rounds_planned", cfg->rounds);
+    cJSON_AddNumberToObject(o, "clients_per_round", cfg->clients_per_round);
+    cJSON_AddNumberToObject(o, "min_quorum", cfg->min_quorum);
+    cJSON_AddNumberToObject(o, "local_epochs", cfg->local_epochs);
+    cJSON_AddNumberToObject(o, "batch", cfg->batch);
+    cJSON_AddNumberToObject(o, "lr", cfg->lr);
+    cJSON_AddNumberToObject(o, "momentum", cfg->momentum);
+    cJSON_AddNumberToObject(o, "weight_decay", cfg->weight_decay);
+    cJSON_AddNumberToObject(o, "block", cfg->block);
+    cJSON_AddNumberToObject(o, "seed", (double)cfg->seed);
+    cJSON_AddNumberToObject(o, "rejected_messages", (double)c->rejected);
+    cJSON_AddItemToObject(o, "rounds", cJSON_Duplicate(c->round_log, 1));
+    cJSON_AddItemToObject(o, "clients", registry_report(c));
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (!text) return hfl_errf(err, "out of memory printing the report");
+    size_t n = strlen(text);
+    text[n] = '\n';
+    int rc = hfl_write_file_atomic(cfg->report_path, text, n + 1, err);
+    free(text);
+    return rc;
+}

@@ -1,0 +1,258 @@
+/* rounds.c: the round engine.
+ *
+ * A round opens once enough clients are registered: K of them are drawn
+ * (seeded, so a run is reproducible) and each gets the same TASK, encoded
+ * once per round. Updates are validated and decoded straight into the
+ * accumulator (acc += samples * delta; no per-client copy). The main loop
+ * closes the round when every selected client has answered, or at the
+ * deadline if the quorum is in; then global += acc / sum(samples) (FedAvg,
+ * McMahan et al. 2017), the test set is evaluated and the round is logged.
+ * A round that misses its quorum, or whose aggregate is not finite, leaves
+ * the global model untouched. Clients never wait on a reply: a client with
+ * nothing to do is told to come back later. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coordinator/coord.h"
+#include "kernels/philox.h"
+#include "util/util.h"
+
+#define WAIT_MS 200
+
+static uint8_t *reply(int type, cJSON *meta, const void *payload, size_t plen, size_t *len) {
+    uint8_t *m = hfl_msg_encode(type, meta, payload, plen, len);
+    cJSON_Delete(meta);
+    return m;
+}
+
+uint8_t *coord_error_reply(const char *msg, size_t *len) {
+    cJSON *meta = cJSON_CreateObject();
+    cJSON_AddStringToObject(meta, "error", msg);
+    return reply(HFL_MSG_ERROR, meta, NULL, 0, len);
+}
+
+static uint8_t *wait_reply(size_t *len) {
+    cJSON *meta = cJSON_CreateObject();
+    cJSON_AddNumberToObject(meta, "ms", WAIT_MS);
+    return reply(HFL_MSG_WAIT, meta, NULL, 0, len);
+}
+
+void rounds_init(coord *c) {
+    memset(&c->r, 0, sizeof c->r);
+    c->r.acc = hfl_calloc(c->spec.n_params, sizeof(float));
+}
+
+/* Draws K of the registered clients: a partial Fisher-Yates shuffle from philox. */
+static void round_select(coord *c) {
+    coord_round *r = &c->r;
+    int n = c->n_clients, k = c->cfg.clients_per_round < n ? c->cfg.clients_per_round : n;
+    int *ids = hfl_malloc(sizeof(int) * (size_t)n);
+    for (int i = 0; i < n; i++) ids[i] = i;
+    for (int i = 0; i < k; i++) {
+        uint32_t u = hfl_philox_u32(c->cfg.seed, HFL_STREAM_SHUFFLE, (uint32_t)r->round, 0xFFFFFFFFu, 0, (uint64_t)i);
+        int j = i + (int)((uint64_t)u * (uint64_t)(n - i) >> 32);
+        int t = ids[i];
+        ids[i] = ids[j];
+        ids[j] = t;
+    }
+    r->n_selected = k;
+    for (int i = 0; i < k; i++) {
+        r->selected[i] = ids[i];
+        r->is_selected[ids[i]] = 1;
+    }
+    free(ids);
+}
+
+static void round_open(coord *c) {
+    coord_round *r = &c->r;
+    int next = r->round + 1;
+    free(r->task_msg);
+    float *acc = r->acc;
+    memset(r, 0, sizeof *r);
+    r->acc = acc;
+    memset(r->acc, 0, c->spec.n_params * sizeof(float));
+    r->round = next;
+    r->open = 1;
+    r->opened_at = hfl_now();
+    round_select(c);
+
+    cJSON *meta = cJSON_CreateObject();
+    cJSON_AddNumberToObject(meta, "round", r->round);
+    cJSON_AddNumberToObject(meta, "version", c->version);
+    cJSON_AddStringToObject(meta, "model", c->spec.name);
+    cJSON_AddNumberToObject(meta, "params", (double)c->spec.n_params);
+    cJSON_AddNumberToObject(meta, "local_epochs", c->cfg.local_epochs);
+    cJSON_AddNumberToObject(meta, "batch", c->cfg.batch);
+    cJSON_AddNumberToObject(meta, "lr", c->cfg.lr);
+    cJSON_AddNumberToObject(meta, "momentum", c->cfg.momentum);
+    cJSON_AddNumberToObject(meta, "weight_decay", c->cfg.weight_decay);
+    cJSON_AddStringToObject(meta, "codec", c->codec->name);
+    cJSON_AddNumberToObject(meta, "block", c->cfg.block);
+    cJSON_AddNumberToObject(meta, "seed", (double)c->cfg.seed);
+    cJSON_AddNumberToObject(meta, "deadline_ms", c->cfg.deadline_s * 1000.0);
+    r->task_msg = reply(HFL_MSG_TASK, meta, c->global, c->spec.n_params * sizeof(float), &r->task_len);
+
+    cJSON *ev = cJSON_CreateObject();
+    cJSON_AddStringToObject(ev, "event", "round_open");
+    cJSON_AddNumberToObject(ev, "round", r->round);
+    cJSON *sel = cJSON_AddArrayToObject(ev, "selected");
+    for (int i = 0; i < r->n_selected; i++) cJSON_AddItemToArray(sel, cJSON_CreateNumber(r->selected[i]));
+    report_log_event(c, ev);
+}
+
+uint8_t *rounds_pull(coord *c, int id, size_t *len) {
+    coord_round *r = &c->r;
+    c->clients[id].last_seen = hfl_now();
+    if (c->done) {
+        c->byes_sent++;
+        cJSON *meta = cJSON_CreateObject();
+        cJSON_AddStringToObject(meta, "reason", "run complete");
+        return reply(HFL_MSG_BYE, meta, NULL, 0, len);
+    }
+    if (!r->open || !r->is_selected[id] || r->received[id]) return wait_reply(len);
+    r->tasked[id] = 1;
+    r->bytes_down += r->task_len;
+    uint8_t *m = hfl_malloc(r->task_len);
+    memcpy(m, r->task_msg, r->task_len);
+    *len = r->task_len;
+    return m;
+}
+
+uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *payload, size_t plen,
+                       size_t msg_bytes, size_t *len) {
+    coord_round *r = &c->r;
+    char err[HFL_ERR_LEN], msg[HFL_ERR_LEN + 64];
+    int64_t round, samples;
+    double loss, peak = 0, train_s = 0;
+    char codec[32];
+    if (hfl_meta_int(meta, "round", 1, 1 << 30, &round, err) != 0 ||
+        hfl_meta_int(meta, "samples", 1, 100000000, &samples, err) != 0 ||
+        hfl_meta_num(meta, "loss", 0, 1e30, &loss, err) != 0 ||
+        hfl_meta_str(meta, "codec", sizeof codec - 1, codec, err) != 0)
+        goto reject;
+    if (cJSON_GetObjectItemCaseSensitive(meta, "peak_bytes") &&
+        hfl_meta_num(meta, "peak_bytes", 0, 1e18, &peak, err) != 0)
+        goto reject;
+    if (cJSON_GetObjectItemCaseSensitive(meta, "train_s") &&
+        hfl_meta_num(meta, "train_s", 0, 1e9, &train_s, err) != 0)
+        goto reject;
+    if (!r->open || round != r->round) {
+        hfl_errf(err, "update for round %lld, but round %d is %s", (long long)round, r->round,
+                 r->open ? "open" : "closed");
+        goto reject;
+    }
+    if (!r->is_selected[id] || !r->tasked[id]) {
+        hfl_errf(err, "client %d was given no task in round %d", id, r->round);
+        goto reject;
+    }
+    if (r->received[id]) {
+        hfl_errf(err, "round %d already has an update from client %d", r->round, id);
+        goto reject;
+    }
+    if (strcmp(codec, c->codec->name) != 0) {
+        hfl_errf(err, "update uses codec '%s', this run uses '%s'", codec, c->codec->name);
+        goto reject;
+    }
+    if (c->codec->decode_accumulate(payload, plen, c->spec.n_params, (float)samples, r->acc, err) != 0)
+        goto reject;
+    r->received[id] = 1;
+    r->n_received++;
+    r->weight_sum += (double)samples;
+    r->loss_sum += loss * (double)samples;
+    r->bytes_up += msg_bytes;
+    c->clients[id].updates++;
+    c->clients[id].last_seen = hfl_now();
+
+    cJSON *ev = cJSON_CreateObject();
+    cJSON_AddStringToObject(ev, "event", "update");
+    cJSON_AddNumberToObject(ev, "round", r->round);
+    cJSON_AddNumberToObject(ev, "client", id);
+    cJSON_AddNumberToObject(ev, "samples", (double)samples);
+    cJSON_AddNumberToObject(ev, "loss", loss);
+    cJSON_AddNumberToObject(ev, "peak_bytes", peak);
+    cJSON_AddNumberToObject(ev, "train_s", train_s);
+    cJSON_AddNumberToObject(ev, "bytes", (double)msg_bytes);
+    report_log_event(c, ev);
+
+    cJSON *ack = cJSON_CreateObject();
+    cJSON_AddNumberToObject(ack, "round", r->round);
+    return reply(HFL_MSG_ACK, ack, NULL, 0, len);
+
+reject:
+    c->rejected++;
+    snprintf(msg, sizeof msg, "update rejected: %s", err);
+    if (!c->cfg.quiet) fprintf(stderr, "hfl-coordinator: client %d: %s\n", id, msg);
+    return coord_error_reply(msg, len);
+}
+
+static void round_finish(coord *c, const char *reason) {
+    const char *status = reason ? "failed" : "ok";
+    coord_round *r = &c->r;
+    double wall = hfl_now() - r->opened_at;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "round", r->round);
+    cJSON_AddStringToObject(o, "status", status);
+    if (reason) cJSON_AddStringToObject(o, "reason", reason);
+    int ok = reason == NULL;
+    float test_acc = 0, test_loss = 0;
+    if (ok) {
+        hfl_trainer_set_params(c->eval, c->global);
+        test_loss = hfl_trainer_evaluate(c->eval, c->test.x, c->test.y, c->test.n, &test_acc);
+        c->final_acc = test_acc;
+    }
+    cJSON_AddNumberToObject(o, "test_acc", ok ? test_acc : c->final_acc);
+    cJSON_AddNumberToObject(o, "test_loss", test_loss);
+    cJSON_AddNumberToObject(o, "train_loss", r->weight_sum > 0 ? r->loss_sum / r->weight_sum : 0);
+    cJSON_AddNumberToObject(o, "clients", r->n_received);
+    cJSON_AddNumberToObject(o, "selected", r->n_selected);
+    cJSON_AddNumberToObject(o, "samples", r->weight_sum);
+    cJSON_AddNumberToObject(o, "bytes_up", (double)r->bytes_up);
+    cJSON_AddNumberToObject(o, "bytes_down", (double)r->bytes_down);
+    cJSON_AddNumberToObject(o, "wall_s", wall);
+    cJSON_AddNumberToObject(o, "version", c->version);
+    cJSON_AddItemToArray(c->round_log, cJSON_Duplicate(o, 1));
+    cJSON_AddStringToObject(o, "event", "round");
+    report_log_event(c, o);
+    if (!c->cfg.quiet)
+        printf("round %d/%d  %-6s test_acc %.4f  test_loss %.4f  clients %d/%d  up %.2f MB  down %.2f MB  %.2f s\n",
+               r->round, c->cfg.rounds, status, ok ? test_acc : c->final_acc, test_loss, r->n_received,
+               r->n_selected, r->bytes_up / 1e6, r->bytes_down / 1e6, wall);
+    fflush(stdout);
+    r->open = 0;
+    if (r->round >= c->cfg.rounds) c->done = 1;
+    char err[HFL_ERR_LEN];
+    if (report_write(c, err) != 0) fprintf(stderr, "hfl-coordinator: %s\n", err);
+}
+
+static void round_aggregate(coord *c) {
+    coord_round *r = &c->r;
+    size_t n = c->spec.n_params;
+    float inv = (float)(1.0 / r->weight_sum);
+    int finite = 1;
+    for (size_t i = 0; i < n; i++) finite &= isfinite(r->acc[i]) != 0;
+    if (!finite) {
+        round_finish(c, "aggregate not finite, global model kept");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) c->global[i] += r->acc[i] * inv;
+    c->version++;
+    round_finish(c, NULL);
+}
+
+void rounds_tick(coord *c) {
+    coord_round *r = &c->r;
+    if (c->done) return;
+    if (!r->open) {
+        if (c->n_clients >= c->cfg.clients_per_round) round_open(c);
+        return;
+    }
+    if (r->n_received == r->n_selected) {
+        round_aggregate(c);
+    } else if (hfl_now() - r->opened_at > c->cfg.deadline_s) {
+        if (r->n_received >= c->cfg.min_quorum && r->n_received > 0)
+            round_aggregate(c);
+        else
+            round_finish(c, "quorum not reached, global model kept");
+    }
+}

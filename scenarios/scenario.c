@@ -1,0 +1,99 @@
+/* scenario.c: reading and checking a scenario file (see scenario.h). */
+#include "scenarios/scenario.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "util/util.h"
+
+static const char *const known_keys[] = {
+    "name", "model", "clients", "clients_per_round", "min_quorum", "rounds", "local_epochs", "batch",
+    "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", NULL};
+
+static int get_str(const cJSON *o, const char *key, int required, char *out, size_t cap, char *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v) return required ? hfl_errf(err, "missing \"%s\"", key) : 0;
+    if (!cJSON_IsString(v) || !v->valuestring[0] || strlen(v->valuestring) >= cap)
+        return hfl_errf(err, "\"%s\" must be a non-empty string of at most %zu bytes", key, cap - 1);
+    memcpy(out, v->valuestring, strlen(v->valuestring) + 1);
+    return 0;
+}
+
+static int get_num(const cJSON *o, const char *key, int required, int integral, double lo, double hi,
+                   double *out, char *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v) return required ? hfl_errf(err, "missing \"%s\"", key) : 0;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) return hfl_errf(err, "\"%s\" must be a number", key);
+    double d = v->valuedouble;
+    if (integral && d != floor(d)) return hfl_errf(err, "\"%s\" must be an integer", key);
+    if (d < lo || d > hi) return hfl_errf(err, "\"%s\" = %g is outside [%g, %g]", key, d, lo, hi);
+    *out = d;
+    return 0;
+}
+
+int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err) {
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!o) {
+        size_t at = end ? (size_t)(end - text) : 0;
+        return hfl_errf(err, "not valid JSON (near byte %zu)", at);
+    }
+    int rc = -1;
+    if (!cJSON_IsObject(o)) {
+        hfl_errf(err, "a scenario must be a JSON object");
+        goto out;
+    }
+    for (const cJSON *it = o->child; it; it = it->next) {
+        int ok = 0;
+        for (int i = 0; known_keys[i]; i++) ok |= !strcmp(it->string, known_keys[i]);
+        if (!ok) {
+            hfl_errf(err, "unknown key \"%s\"", it->string);
+            goto out;
+        }
+    }
+    memset(sc, 0, sizeof *sc);
+    double clients = 0, k = -1, q = -1, rounds = 0, epochs = 1, batch = 32, block = 256, seed = 1;
+    sc->lr = 0.05, sc->deadline_s = 300;
+    if (get_str(o, "name", 1, sc->name, sizeof sc->name, err) || get_str(o, "model", 1, sc->model, sizeof sc->model, err) ||
+        get_str(o, "partition", 1, sc->partition, sizeof sc->partition, err) ||
+        get_str(o, "codec", 1, sc->codec, sizeof sc->codec, err) ||
+        get_num(o, "clients", 1, 1, 1, 1000, &clients, err) || get_num(o, "rounds", 1, 1, 1, 1e6, &rounds, err) ||
+        get_num(o, "clients_per_round", 0, 1, 1, 1000, &k, err) || get_num(o, "min_quorum", 0, 1, 1, 1000, &q, err) ||
+        get_num(o, "local_epochs", 0, 1, 1, 10000, &epochs, err) || get_num(o, "batch", 0, 1, 1, 65536, &batch, err) ||
+        get_num(o, "block", 0, 1, 1, 65536, &block, err) || get_num(o, "seed", 0, 1, 0, 2147483647.0, &seed, err) ||
+        get_num(o, "lr", 0, 0, 0, 100, &sc->lr, err) || get_num(o, "momentum", 0, 0, 0, 0.9999, &sc->momentum, err) ||
+        get_num(o, "weight_decay", 0, 0, 0, 1, &sc->weight_decay, err) ||
+        get_num(o, "deadline_s", 0, 0, 0.1, 1e7, &sc->deadline_s, err))
+        goto out;
+    sc->clients = (int)clients, sc->rounds = (int)rounds, sc->local_epochs = (int)epochs;
+    sc->batch = (int)batch, sc->block = (int)block, sc->seed = (uint64_t)seed;
+    sc->clients_per_round = k > 0 ? (int)k : sc->clients;
+    sc->min_quorum = q > 0 ? (int)q : sc->clients_per_round;
+    if (sc->clients_per_round > sc->clients) {
+        hfl_errf(err, "\"clients_per_round\" (%d) exceeds \"clients\" (%d)", sc->clients_per_round, sc->clients);
+        goto out;
+    }
+    if (sc->min_quorum > sc->clients_per_round) {
+        hfl_errf(err, "\"min_quorum\" (%d) exceeds \"clients_per_round\" (%d)", sc->min_quorum, sc->clients_per_round);
+        goto out;
+    }
+    rc = 0;
+out:
+    cJSON_Delete(o);
+    return rc;
+}
+
+int hfl_scenario_load(const char *path, hfl_scenario *sc, char *err) {
+    size_t len;
+    char e[HFL_ERR_LEN];
+    char *text = hfl_read_file(path, &len, e);
+    if (!text) return hfl_errf(err, "%s", e);
+    int rc = hfl_scenario_parse(text, len, sc, e);
+    free(text);
+    if (rc != 0) return hfl_errf(err, "%s: %s", path, e);
+    return 0;
+}

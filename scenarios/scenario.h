@@ -1,0 +1,34 @@
+/* scenario.h: a fleet scenario for hfl-sim, read from JSON.
+ *
+ * {
+ *   "name": "quickstart",      "model": "mlp",
+ *   "clients": 10,             "clients_per_round": 10,  "min_quorum": 10,
+ *   "rounds": 10,              "local_epochs": 1,        "batch": 32,
+ *   "lr": 0.05,                "momentum": 0,            "weight_decay": 0,
+ *   "partition": "dirichlet:0.5", "codec": "int8",       "block": 256,
+ *   "seed": 1,                 "deadline_s": 300
+ * }
+ * Required: name, model, clients, rounds, partition, codec. Everything else
+ * has the default shown (clients_per_round and min_quorum default to
+ * clients). Unknown keys are an error, so a typo never silently falls back. */
+#ifndef HFL_SCENARIO_H
+#define HFL_SCENARIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    char name[64];
+    char model[32];
+    int clients, clients_per_round, min_quorum, rounds, local_epochs, batch;
+    double lr, momentum, weight_decay, deadline_s;
+    char partition[64];
+    char codec[32];
+    int block;
+    uint64_t seed;
+} hfl_scenario;
+
+int hfl_scenario_load(const char *path, hfl_scenario *sc, char *err);
+int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err);
+
+#endif

@@ -1,0 +1,369 @@
+/* sim.c: hfl-sim: runs a whole fleet from a scenario file on this machine.
+ *
+ * It makes a throwaway PKI (proto/pki.c), starts hfl-coordinator on an
+ * ephemeral loopback port with mutual TLS, waits for it to say where it
+ * listens, starts one hfl-client process per client with its share of the
+ * data, follows the coordinator's JSON-lines log to show progress, and exits
+ * with the coordinator's status once the run is over. Everything a run
+ * writes (PKI, logs, report) goes under --out DIR (default runs/<name>). */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#include <cjson/cJSON.h>
+
+#include "compress/codec.h"
+#include "data/partition.h"
+#include "model/model.h"
+#include "proto/pki.h"
+#include "scenarios/scenario.h"
+#include "util/util.h"
+
+#define SIM_MAX_CLIENTS 1000
+
+typedef struct {
+    const char *scenario_path;
+    char out_dir[900];
+    char report[1024];
+    char data_dir[1024];
+    char codec[32];
+    int rounds;
+    int threads;
+    int json, quiet;
+    double timeout_s;
+} sim_options;
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: hfl-sim SCENARIO.json [options]\n"
+        "Runs a federated fleet from a scenario: a coordinator and one process per client,\n"
+        "talking mutual TLS over loopback.\n\n"
+        "  --out DIR          where PKI, logs and the report go (default runs/<name>)\n"
+        "  --report FILE      JSON report (default DIR/report.json)\n"
+        "  --codec NAME       override the scenario's codec\n"
+        "  --rounds N         override the scenario's rounds\n"
+        "  --data DIR         Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)\n"
+        "  --threads N        OpenBLAS threads per client (default 1)\n"
+        "  --timeout SECONDS  give up on the whole run after this long (default 3600)\n"
+        "  --json             print the final report to stdout as JSON\n"
+        "  --quiet            no progress output\n"
+        "  --help             this text\n");
+}
+
+static int parse_args(int argc, char **argv, sim_options *o, char *err) {
+    enum { O_OUT = 256, O_REPORT, O_CODEC, O_ROUNDS, O_DATA, O_THREADS, O_TIMEOUT, O_JSON, O_QUIET, O_HELP };
+    static const struct option opts[] = {
+        {"out", 1, 0, O_OUT}, {"report", 1, 0, O_REPORT}, {"codec", 1, 0, O_CODEC},
+        {"rounds", 1, 0, O_ROUNDS}, {"data", 1, 0, O_DATA}, {"threads", 1, 0, O_THREADS},
+        {"timeout", 1, 0, O_TIMEOUT}, {"json", 0, 0, O_JSON}, {"quiet", 0, 0, O_QUIET},
+        {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+    long v;
+    opterr = 0;
+    for (;;) {
+        int c = getopt_long(argc, argv, "", opts, NULL);
+        if (c == -1) break;
+        char e[HFL_ERR_LEN] = "";
+        switch (c) {
+        case O_OUT: snprintf(o->out_dir, sizeof o->out_dir, "%s", optarg); break;
+        case O_REPORT: snprintf(o->report, sizeof o->report, "%s", optarg); break;
+        case O_CODEC: snprintf(o->codec, sizeof o->codec, "%s", optarg); break;
+        case O_ROUNDS: if (hfl_parse_int(optarg, 1, 1000000, &v, e) == 0) o->rounds = (int)v; break;
+        case O_DATA: snprintf(o->data_dir, sizeof o->data_dir, "%s", optarg); break;
+        case O_THREADS: if (hfl_parse_int(optarg, 1, 1024, &v, e) == 0) o->threads = (int)v; break;
+        case O_TIMEOUT: hfl_parse_double(optarg, 1, 1e7, &o->timeout_s, e); break;
+        case O_JSON: o->json = 1; break;
+        case O_QUIET: o->quiet = 1; break;
+        case O_HELP: usage(stdout); exit(0);
+        default: return hfl_errf(err, "unknown option '%s' (see --help)", argv[optind - 1]);
+        }
+        if (e[0]) return hfl_errf(err, "--%s: %s", opts[c - O_OUT].name, e);
+    }
+    if (optind != argc - 1) return hfl_errf(err, "expected one scenario file (see --help)");
+    o->scenario_path = argv[optind];
+    return 0;
+}
+
+/* A sibling program: next to hfl-sim when installed, ../<dir>/ in the build tree. */
+static int find_program(const char *name, const char *build_subdir, char *out, size_t n, char *err) {
+    char dir[1024];
+    if (hfl_exe_dir(dir, sizeof dir) != 0) return hfl_errf(err, "cannot find my own executable");
+    snprintf(out, n, "%s/%s", dir, name);
+    if (access(out, X_OK) == 0) return 0;
+    snprintf(out, n, "%s/../%s/%s", dir, build_subdir, name);
+    if (access(out, X_OK) == 0) return 0;
+    return hfl_errf(err, "cannot find %s next to hfl-sim", name);
+}
+
+static int mkdirs(const char *path, char *err) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return hfl_errf(err, "cannot create %s: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST) return hfl_errf(err, "cannot create %s: %s", buf, strerror(errno));
+    return 0;
+}
+
+/* Starts argv[0] with stdout and stderr going to log_path. */
+static pid_t spawn(char *const argv[], const char *log_path) {
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+    }
+    setpgid(0, 0);
+    execv(argv[0], argv);
+    fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+}
+
+/* The last non-empty line of a log, to say why a process failed. */
+static void last_line(const char *path, char *out, size_t n) {
+    char err[HFL_ERR_LEN];
+    size_t len;
+    char *text = hfl_read_file(path, &len, err);
+    snprintf(out, n, "(no output)");
+    if (!text) return;
+    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == ' ')) text[--len] = 0;
+    char *start = strrchr(text, '\n');
+    if (len > 0) snprintf(out, n, "%s", start ? start + 1 : text);
+    free(text);
+}
+
+/* Prints the round lines that appeared in the coordinator's log since *pos. */
+static void follow_log(const char *path, long *pos, int quiet) {
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    fseek(f, *pos, SEEK_SET);
+    char line[65536];
+    while (fgets(line, sizeof line, f)) {
+        size_t n = strlen(line);
+        if (n == 0 || line[n - 1] != '\n') break; /* partial line: read it next time */
+        *pos += (long)n;
+        cJSON *ev = cJSON_Parse(line);
+        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(ev, "event");
+        if (!quiet && cJSON_IsString(kind) && !strcmp(kind->valuestring, "round")) {
+            const cJSON *st = cJSON_GetObjectItemCaseSensitive(ev, "status");
+#define NUM(k) cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(ev, k))
+            printf("round %3.0f  %s  test_acc %.4f  test_loss %.4f  clients %2.0f/%-2.0f  up %7.3f MB  down %7.3f MB  %6.2f s\n",
+                   NUM("round"), cJSON_IsString(st) ? st->valuestring : "?", NUM("test_acc"), NUM("test_loss"),
+                   NUM("clients"), NUM("selected"), NUM("bytes_up") / 1e6, NUM("bytes_down") / 1e6, NUM("wall_s"));
+#undef NUM
+            fflush(stdout);
+        }
+        cJSON_Delete(ev);
+    }
+    fclose(f);
+}
+
+static volatile sig_atomic_t interrupted;
+static void on_signal(int sig) { (void)sig; interrupted = 1; }
+
+typedef struct {
+    pid_t coord;
+    pid_t clients[SIM_MAX_CLIENTS];
+    int n_clients;
+} sim_procs;
+
+static void kill_all(sim_procs *p) {
+    for (int i = 0; i < p->n_clients; i++)
+        if (p->clients[i] > 0) kill(p->clients[i], SIGKILL);
+    if (p->coord > 0) kill(p->coord, SIGTERM);
+}
+
+/* Reaps whatever exited; returns the coordinator's exit status once it has exited, else -1. */
+static int reap(sim_procs *p, const char *out_dir, int *coord_status, int quiet) {
+    int st;
+    pid_t pid;
+    while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+        int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+        if (pid == p->coord) {
+            p->coord = 0;
+            *coord_status = code;
+            continue;
+        }
+        for (int i = 0; i < p->n_clients; i++) {
+            if (p->clients[i] != pid) continue;
+            p->clients[i] = 0;
+            if (code != 0 && !quiet) {
+                char log[1200], why[512];
+                snprintf(log, sizeof log, "%s/client-%d.log", out_dir, i);
+                last_line(log, why, sizeof why);
+                fprintf(stderr, "hfl-sim: client %d exited with status %d: %s\n", i, code, why);
+            }
+        }
+    }
+    return p->coord == 0 ? 0 : -1;
+}
+
+static int clients_alive(const sim_procs *p) {
+    int n = 0;
+    for (int i = 0; i < p->n_clients; i++) n += p->clients[i] > 0;
+    return n;
+}
+
+int main(int argc, char **argv) {
+    sim_options o = {.threads = 1, .timeout_s = 3600};
+    snprintf(o.data_dir, sizeof o.data_dir, "/usr/share/datasets/fashion-mnist");
+    char err[HFL_ERR_LEN];
+    hfl_scenario sc;
+    if (parse_args(argc, argv, &o, err) != 0 || hfl_scenario_load(o.scenario_path, &sc, err) != 0) {
+        fprintf(stderr, "hfl-sim: %s\n", err);
+        return 2;
+    }
+    if (o.codec[0]) snprintf(sc.codec, sizeof sc.codec, "%s", o.codec);
+    if (o.rounds) sc.rounds = o.rounds;
+    /* Check what can be checked here, so a typo fails in one line before any process starts. */
+    hfl_model_spec spec;
+    hfl_partition_spec part;
+    const hfl_codec *codec;
+    if (hfl_model_builtin(sc.model, &spec, err) != 0 || !(codec = hfl_codec_find(sc.codec, err)) ||
+        hfl_codec_check(codec, spec.n_params, (uint32_t)sc.block, err) != 0 ||
+        hfl_partition_parse(sc.partition, &part, err) != 0) {
+        fprintf(stderr, "hfl-sim: %s: %s\n", o.scenario_path, err);
+        return 2;
+    }
+    if (!o.out_dir[0]) snprintf(o.out_dir, sizeof o.out_dir, "runs/%s", sc.name);
+    if (!o.report[0]) snprintf(o.report, sizeof o.report, "%s/report.json", o.out_dir);
+    char coord_exe[1100], client_exe[1100], pki_dir[1100], ready[1100], log[1100], clog[1100];
+    if (find_program("hfl-coordinator", "coordinator", coord_exe, sizeof coord_exe, err) != 0 ||
+        find_program("hfl-client", "client", client_exe, sizeof client_exe, err) != 0 ||
+        mkdirs(o.out_dir, err) != 0) {
+        fprintf(stderr, "hfl-sim: %s\n", err);
+        return 1;
+    }
+    snprintf(pki_dir, sizeof pki_dir, "%s/pki", o.out_dir);
+    snprintf(ready, sizeof ready, "%s/coordinator.url", o.out_dir);
+    snprintf(log, sizeof log, "%s/events.jsonl", o.out_dir);
+    snprintf(clog, sizeof clog, "%s/coordinator.log", o.out_dir);
+    unlink(ready);
+    double t0 = hfl_now();
+    if (!o.quiet) printf("hfl-sim: %s: %d clients (%d per round), %s, %s, %d rounds, codec %s; output in %s\n",
+                         sc.name, sc.clients, sc.clients_per_round, sc.model, sc.partition, sc.rounds, sc.codec, o.out_dir);
+    if (hfl_pki_create(pki_dir, sc.clients, "localhost", 2, err) != 0) {
+        fprintf(stderr, "hfl-sim: %s\n", err);
+        return 1;
+    }
+    char ca[1200], coord_pem[1200];
+    snprintf(ca, sizeof ca, "%s/ca.crt", pki_dir);
+    snprintf(coord_pem, sizeof coord_pem, "%s/coordinator.pem", pki_dir);
+    char a_rounds[16], a_k[16], a_q[16], a_ep[16], a_b[16], a_lr[32], a_mom[32], a_wd[32], a_seed[24], a_dl[32], a_block[16];
+    snprintf(a_rounds, sizeof a_rounds, "%d", sc.rounds);
+    snprintf(a_k, sizeof a_k, "%d", sc.clients_per_round);
+    snprintf(a_q, sizeof a_q, "%d", sc.min_quorum);
+    snprintf(a_ep, sizeof a_ep, "%d", sc.local_epochs);
+    snprintf(a_b, sizeof a_b, "%d", sc.batch);
+    snprintf(a_lr, sizeof a_lr, "%.17g", sc.lr);
+    snprintf(a_mom, sizeof a_mom, "%.17g", sc.momentum);
+    snprintf(a_wd, sizeof a_wd, "%.17g", sc.weight_decay);
+    snprintf(a_seed, sizeof a_seed, "%llu", (unsigned long long)sc.seed);
+    snprintf(a_dl, sizeof a_dl, "%.17g", sc.deadline_s);
+    snprintf(a_block, sizeof a_block, "%d", sc.block);
+    char *cargv[] = {coord_exe, "--listen", "tls+tcp://127.0.0.1:0", "--ca", ca, "--cert", coord_pem,
+                     "--model", sc.model, "--codec", sc.codec, "--block", a_block, "--rounds", a_rounds,
+                     "--clients-per-round", a_k, "--min-quorum", a_q, "--deadline", a_dl,
+                     "--local-epochs", a_ep, "--batch", a_b, "--lr", a_lr, "--momentum", a_mom,
+                     "--weight-decay", a_wd, "--seed", a_seed, "--data", o.data_dir, "--log", log,
+                     "--report", o.report, "--ready-file", ready, NULL};
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    static sim_procs procs;
+    procs.coord = spawn(cargv, clog);
+    int coord_status = -1;
+    char url[300] = "";
+    while (!url[0]) { /* the coordinator writes its URL once it is serving */
+        if (reap(&procs, o.out_dir, &coord_status, o.quiet) == 0 || interrupted || hfl_now() - t0 > 60) {
+            char why[512];
+            last_line(clog, why, sizeof why);
+            fprintf(stderr, "hfl-sim: coordinator did not start: %s\n", why);
+            kill_all(&procs);
+            return 1;
+        }
+        FILE *f = fopen(ready, "r");
+        if (f) {
+            if (!fgets(url, sizeof url, f)) url[0] = 0;
+            url[strcspn(url, "\n")] = 0;
+            fclose(f);
+        }
+        if (!url[0]) hfl_sleep_ms(20);
+    }
+    if (!o.quiet) printf("hfl-sim: coordinator serving on %s; starting %d clients\n", url, sc.clients);
+    char a_n[16], a_threads[16];
+    snprintf(a_n, sizeof a_n, "%d", sc.clients);
+    snprintf(a_threads, sizeof a_threads, "%d", o.threads);
+    procs.n_clients = sc.clients;
+    for (int i = 0; i < sc.clients; i++) {
+        char pem[1200], idx[16], name[32], clientlog[1200];
+        snprintf(pem, sizeof pem, "%s/client-%d.pem", pki_dir, i);
+        snprintf(idx, sizeof idx, "%d", i);
+        snprintf(name, sizeof name, "client-%d", i);
+        snprintf(clientlog, sizeof clientlog, "%s/client-%d.log", o.out_dir, i);
+        char *argv_c[] = {client_exe, "--coordinator", url, "--ca", ca, "--cert", pem, "--name", name,
+                          "--data", o.data_dir, "--partition", sc.partition, "--client-index", idx,
+                          "--num-clients", a_n, "--seed", a_seed, "--threads", a_threads, NULL};
+        procs.clients[i] = spawn(argv_c, clientlog);
+    }
+    long pos = 0;
+    while (reap(&procs, o.out_dir, &coord_status, o.quiet) != 0) {
+        follow_log(log, &pos, o.quiet);
+        if (interrupted || hfl_now() - t0 > o.timeout_s || clients_alive(&procs) == 0) {
+            fprintf(stderr, "hfl-sim: %s; stopping the run\n",
+                    interrupted ? "interrupted" : clients_alive(&procs) == 0 ? "every client has exited" : "timed out");
+            kill_all(&procs);
+            hfl_sleep_ms(500);
+            reap(&procs, o.out_dir, &coord_status, 1);
+            return 1;
+        }
+        hfl_sleep_ms(50);
+    }
+    follow_log(log, &pos, o.quiet);
+    double grace = hfl_now();
+    while (clients_alive(&procs) > 0 && hfl_now() - grace < 10) {
+        reap(&procs, o.out_dir, &coord_status, o.quiet);
+        hfl_sleep_ms(20);
+    }
+    kill_all(&procs);
+    if (coord_status != 0) {
+        char why[512];
+        last_line(clog, why, sizeof why);
+        fprintf(stderr, "hfl-sim: coordinator exited with status %d: %s\n", coord_status, why);
+        return 1;
+    }
+    size_t len;
+    char *text = hfl_read_file(o.report, &len, err);
+    cJSON *rep = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    if (!rep) {
+        fprintf(stderr, "hfl-sim: cannot read the report %s\n", o.report);
+        return 1;
+    }
+    cJSON_AddStringToObject(rep, "scenario", sc.name);
+    cJSON_AddStringToObject(rep, "partition", sc.partition);
+    cJSON_AddNumberToObject(rep, "num_clients", sc.clients);
+    cJSON_AddNumberToObject(rep, "sim_wall_s", hfl_now() - t0);
+    char *out = cJSON_Print(rep);
+    size_t n = strlen(out);
+    out[n] = '\n';
+    if (hfl_write_file_atomic(o.report, out, n + 1, err) != 0) fprintf(stderr, "hfl-sim: %s\n", err);
+    out[n] = 0;
+    if (o.json) printf("%s\n", out);
+    else if (!o.quiet)
+        printf("hfl-sim: done in %.1f s: final test accuracy %.4f; report %s\n", hfl_now() - t0,
+               cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(rep, "final_test_acc")), o.report);
+    free(out);
+    cJSON_Delete(rep);
+    return 0;
+}

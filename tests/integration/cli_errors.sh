@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# cli_errors.sh: bad input to every program gets one clear line on stderr and
+# a non-zero exit, never a crash (exit >= 128) or a hang; --help works.
+# usage: cli_errors.sh HFL_COORDINATOR HFL_CLIENT HFL_SIM HFL_PKI
+set -u
+coord=$1 client=$2 sim=$3 pki=$4
+tmp=$(mktemp -d /tmp/hfl-cli-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+# expect_error NAME CMD...: exit status 1..127, exactly one non-empty stderr line.
+expect_error() {
+  local name=$1; shift
+  timeout 60 "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  local lines
+  lines=$(grep -c . "$tmp/err")
+  if [ "$rc" -eq 0 ] || [ "$rc" -ge 124 ] || [ "$lines" -ne 1 ]; then
+    echo "FAIL $name: exit $rc, $lines stderr lines:"; sed 's/^/  | /' "$tmp/err"
+    fails=$((fails + 1))
+  else
+    echo "ok   $name: exit $rc: $(cat "$tmp/err")"
+  fi
+}
+
+expect_help() {
+  local name=$1; shift
+  if "$@" --help >"$tmp/out" 2>&1 && grep -q '^usage:' "$tmp/out" && grep -q -- '--help' "$tmp/out"; then
+    echo "ok   $name --help"
+  else
+    echo "FAIL $name --help"; fails=$((fails + 1))
+  fi
+}
+
+"$pki" --out "$tmp/pki" --clients 1 >/dev/null || { echo "FAIL hfl-pki could not make a PKI"; exit 1; }
+ca=$tmp/pki/ca.crt cpem=$tmp/pki/coordinator.pem c0=$tmp/pki/client-0.pem
+echo '{ "name": "broken", "model": ' >"$tmp/broken.json"
+echo '{"name": "x", "model": "mlp", "clients": 2, "rounds": 1, "partition": "iid", "codec": "int8", "lr": 0.1, "colour": 1}' >"$tmp/unknown_key.json"
+echo '{"name": "x", "model": "mlp", "clients": 2, "rounds": 1, "partition": "iid", "codec": "int3"}' >"$tmp/bad_codec.json"
+echo '{"name": "x", "model": "resnet", "clients": 2, "rounds": 1, "partition": "iid", "codec": "int8"}' >"$tmp/bad_model.json"
+echo '{"name": "x", "model": "mlp", "clients": 2, "rounds": 1, "partition": "dirichlet:-1", "codec": "int8"}' >"$tmp/bad_partition.json"
+echo '[1, 2]' >"$tmp/array.json"
+echo '{"name": "x", "model": "mlp", "clients": 2, "rounds": 1, "partition": "iid", "codec": "int8"}' >"$tmp/good.json"
+
+for p in "$coord" "$client" "$sim" "$pki"; do expect_help "$(basename "$p")" "$p"; done
+
+expect_error "sim: missing scenario file"   "$sim" "$tmp/nope.json" --out "$tmp/run"
+expect_error "sim: malformed JSON"          "$sim" "$tmp/broken.json" --out "$tmp/run"
+expect_error "sim: scenario not an object"  "$sim" "$tmp/array.json" --out "$tmp/run"
+expect_error "sim: unknown key"             "$sim" "$tmp/unknown_key.json" --out "$tmp/run"
+expect_error "sim: unknown codec"           "$sim" "$tmp/bad_codec.json" --out "$tmp/run"
+expect_error "sim: unknown model"           "$sim" "$tmp/bad_model.json" --out "$tmp/run"
+expect_error "sim: bad partition"           "$sim" "$tmp/bad_partition.json" --out "$tmp/run"
+expect_error "sim: unknown option"          "$sim" "$tmp/broken.json" --colour
+expect_error "sim: missing data"            "$sim" "$tmp/good.json" --data /nonexistent --out "$tmp/run"
+
+expect_error "coordinator: unknown codec"   "$coord" --insecure --listen tcp://127.0.0.1:0 --codec int3
+expect_error "coordinator: unknown model"   "$coord" --insecure --listen tcp://127.0.0.1:0 --model resnet
+expect_error "coordinator: missing data"    "$coord" --insecure --listen tcp://127.0.0.1:0 --data /nonexistent
+expect_error "coordinator: tcp without --insecure" "$coord" --listen tcp://127.0.0.1:0 --ca "$ca" --cert "$cpem"
+expect_error "coordinator: missing cert file" "$coord" --listen tls+tcp://127.0.0.1:0 --ca "$ca" --cert "$tmp/none.pem"
+expect_error "coordinator: bad number"      "$coord" --insecure --rounds ten
+expect_error "coordinator: no TLS files"    "$coord"
+
+expect_error "client: unreachable (tcp)"    "$client" --insecure --coordinator tcp://127.0.0.1:1 --num-clients 10 --client-index 3
+expect_error "client: unreachable (TLS)"    "$client" --coordinator tls+tcp://127.0.0.1:1 --ca "$ca" --cert "$c0" --num-clients 10
+expect_error "client: missing data"         "$client" --insecure --coordinator tcp://127.0.0.1:1 --data /nonexistent
+expect_error "client: bad partition"        "$client" --insecure --coordinator tcp://127.0.0.1:1 --partition shards:0
+expect_error "client: index out of range"   "$client" --insecure --coordinator tcp://127.0.0.1:1 --client-index 4 --num-clients 4
+expect_error "client: no coordinator"       "$client" --insecure
+
+expect_error "pki: bad client count"        "$pki" --out "$tmp/p2" --clients -1
+expect_error "pki: unwritable directory"    "$pki" --out /proc/hfl-pki --clients 1
+
+echo "$fails failed"
+[ "$fails" -eq 0 ]

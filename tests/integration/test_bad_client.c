@@ -1,0 +1,199 @@
+/* test_bad_client.c: a live coordinator facing a misbehaving client.
+ *
+ * Over real mutual TLS, one connection sends garbage, unknown ids, updates
+ * full of NaN, of the wrong length, for the wrong round and with the wrong
+ * codec. Each must get an error reply, the coordinator must keep serving,
+ * and the global model must be untouched: after a valid zero update, round
+ * 2's weights are byte-identical to round 1's. Then hfl-client with a
+ * certificate from a foreign CA must be refused and exit non-zero. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "compress/codec.h"
+#include "proto/pki.h"
+#include "proto/transport.h"
+#include "tests/integration/harness.h"
+#include "util/util.h"
+
+#define N_PARAMS 199210
+#define MAX_PAYLOAD ((size_t)N_PARAMS * 4 + 4096)
+
+static nng_socket sock;
+
+/* Sends one request; returns the reply type, and copies the reply's payload when asked. */
+static int request(int type, cJSON *meta, const void *payload, size_t len, uint8_t **copy, char *why) {
+    hfl_msg rep;
+    nng_msg *raw;
+    char err[HFL_ERR_LEN];
+    int rc = hfl_transport_request(sock, type, meta, payload, len, MAX_PAYLOAD, &rep, &raw, err);
+    cJSON_Delete(meta);
+    CHECK(rc == 0, "request failed: %s", err);
+    if (why) {
+        why[0] = 0;
+        hfl_meta_str(rep.meta, "error", 200, why, NULL);
+    }
+    if (copy) {
+        *copy = hfl_malloc(rep.payload_len + 1);
+        memcpy(*copy, rep.payload, rep.payload_len);
+    }
+    int t = rep.type;
+    hfl_msg_free(&rep);
+    nng_msg_free(raw);
+    return t;
+}
+
+static cJSON *with_id(int id) {
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddNumberToObject(m, "client_id", id);
+    return m;
+}
+
+static cJSON *update_meta(int id, int round, const char *codec) {
+    cJSON *m = with_id(id);
+    cJSON_AddNumberToObject(m, "round", round);
+    cJSON_AddNumberToObject(m, "samples", 100);
+    cJSON_AddNumberToObject(m, "loss", 0.5);
+    cJSON_AddStringToObject(m, "codec", codec);
+    return m;
+}
+
+/* Pulls until a task for `round` arrives; returns its weights. */
+static uint8_t *pull_task(int id, int round) {
+    for (int tries = 0; tries < 300; tries++) {
+        uint8_t *w;
+        char why[256];
+        int t = request(HFL_MSG_PULL, with_id(id), NULL, 0, &w, why);
+        if (t == HFL_MSG_TASK) return w;
+        free(w);
+        CHECK(t == HFL_MSG_WAIT, "pull answered with %s: %s", hfl_msg_type_name(t), why);
+        hfl_sleep_ms(50);
+    }
+    CHECK(0, "no task for round %d", round);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: test_bad_client HFL_COORDINATOR HFL_CLIENT\n");
+        return 2;
+    }
+    if (access("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz", R_OK) != 0) {
+        printf("SKIP: Fashion-MNIST not installed\n");
+        return 77;
+    }
+    const char *dir = harness_tmpdir();
+    char pki[300], foreign[300], ca[320], cpem[320], c0[320], fpem[320], report[300], why[256], err[HFL_ERR_LEN];
+    snprintf(pki, sizeof pki, "%s/pki", dir);
+    snprintf(foreign, sizeof foreign, "%s/foreign", dir);
+    CHECK(hfl_pki_create(pki, 1, "localhost", 1, err) == 0, "%s", err);
+    CHECK(hfl_pki_create(foreign, 1, "localhost", 1, err) == 0, "%s", err);
+    snprintf(ca, sizeof ca, "%s/ca.crt", pki);
+    snprintf(cpem, sizeof cpem, "%s/coordinator.pem", pki);
+    snprintf(c0, sizeof c0, "%s/client-0.pem", pki);
+    snprintf(fpem, sizeof fpem, "%s/client-0.pem", foreign);
+    snprintf(report, sizeof report, "%s/report.json", dir);
+    char *extra[] = {"--listen", "tls+tcp://127.0.0.1:0", "--ca", ca, "--cert", cpem, "--codec", "fp32",
+                     "--rounds", "2", "--clients-per-round", "1", "--deadline", "60", "--linger", "2",
+                     "--report", report, NULL};
+    char url[300];
+    pid_t coord = harness_start_coordinator(argv[1], extra, url, sizeof url);
+    CHECK(coord > 0, "coordinator did not start");
+
+    hfl_tls_opts tls = {0, ca, c0, "localhost"};
+    CHECK(hfl_transport_dial(&sock, url, &tls, MAX_PAYLOAD + 65536, 10000, err) == 0, "%s", err);
+
+    /* Garbage that is not an hfl message at all. */
+    CHECK(nng_send(sock, "hello?", 6, 0) == 0, "send");
+    void *buf;
+    size_t len;
+    CHECK(nng_recv(sock, &buf, &len, NNG_FLAG_ALLOC) == 0, "no reply to garbage");
+    hfl_msg m;
+    CHECK(hfl_msg_decode(buf, len, 0, &m, err) == 0 && m.type == HFL_MSG_ERROR, "garbage not answered with an error");
+    hfl_msg_free(&m);
+    nng_free(buf, len);
+
+    CHECK(request(HFL_MSG_PULL, with_id(5), NULL, 0, NULL, why) == HFL_MSG_ERROR, "unknown id accepted");
+    cJSON *hello = cJSON_CreateObject();
+    cJSON_AddStringToObject(hello, "name", "client-0");
+    CHECK(request(HFL_MSG_HELLO, hello, NULL, 0, NULL, why) == HFL_MSG_ERROR, "hello without samples accepted");
+    hello = cJSON_CreateObject();
+    cJSON_AddStringToObject(hello, "name", "client-0");
+    cJSON_AddNumberToObject(hello, "samples", 100);
+    CHECK(request(HFL_MSG_HELLO, hello, NULL, 0, NULL, why) == HFL_MSG_WELCOME, "hello refused: %s", why);
+    CHECK(request(HFL_MSG_TASK, with_id(0), NULL, 0, NULL, why) == HFL_MSG_ERROR, "a task sent by a client accepted");
+
+    uint8_t *w1 = pull_task(0, 1);
+    const hfl_codec *fp32 = hfl_codec_find("fp32", err);
+    size_t ub = fp32->encoded_bytes(N_PARAMS, 0);
+    float *delta = hfl_calloc(N_PARAMS, sizeof(float));
+    uint8_t *upd = hfl_malloc(ub);
+    hfl_rng_key key = {1, 1, 0, 0};
+
+    delta[12345] = NAN;
+    fp32->encode(delta, NULL, N_PARAMS, 0, &key, upd);
+    CHECK(request(HFL_MSG_UPDATE, update_meta(0, 1, "fp32"), upd, ub, NULL, why) == HFL_MSG_ERROR, "NaN update accepted");
+    printf("NaN update: %s\n", why);
+    delta[12345] = INFINITY;
+    fp32->encode(delta, NULL, N_PARAMS, 0, &key, upd);
+    CHECK(request(HFL_MSG_UPDATE, update_meta(0, 1, "fp32"), upd, ub, NULL, why) == HFL_MSG_ERROR, "Inf update accepted");
+    delta[12345] = 0;
+    fp32->encode(delta, NULL, N_PARAMS, 0, &key, upd);
+    CHECK(request(HFL_MSG_UPDATE, update_meta(0, 1, "fp32"), upd, ub - 4, NULL, why) == HFL_MSG_ERROR, "short update accepted");
+    CHECK(request(HFL_MSG_UPDATE, update_meta(0, 2, "fp32"), upd, ub, NULL, why) == HFL_MSG_ERROR, "wrong round accepted");
+    CHECK(request(HFL_MSG_UPDATE, update_meta(0, 1, "int8"), upd, ub, NULL, why) == HFL_MSG_ERROR, "wrong codec accepted");
+    cJSON *bad = update_meta(0, 1, "fp32");
+    cJSON_ReplaceItemInObject(bad, "loss", cJSON_CreateString("low"));
+    CHECK(request(HFL_MSG_UPDATE, bad, upd, ub, NULL, why) == HFL_MSG_ERROR, "string loss accepted");
+    printf("last rejection: %s\n", why);
+
+    CHECK(request(HFL_MSG_UPDATE, update_meta(0, 1, "fp32"), upd, ub, NULL, why) == HFL_MSG_ACK, "valid update refused: %s", why);
+    CHECK(request(HFL_MSG_UPDATE, update_meta(0, 1, "fp32"), upd, ub, NULL, why) == HFL_MSG_ERROR, "duplicate update accepted");
+    uint8_t *w2 = pull_task(0, 2);
+    CHECK(memcmp(w1, w2, (size_t)N_PARAMS * 4) == 0, "global model changed although only a zero update was accepted");
+    for (size_t i = 0; i < N_PARAMS; i++) {
+        float v;
+        memcpy(&v, w2 + 4 * i, 4);
+        CHECK(isfinite(v), "weight %zu not finite", i);
+    }
+
+    /* A client whose certificate comes from another CA is refused. */
+    char flog[300];
+    snprintf(flog, sizeof flog, "%s/foreign.log", dir);
+    char *fargv[] = {argv[2], "--coordinator", url, "--ca", ca, "--cert", fpem, "--name", "intruder",
+                     "--timeout", "5", NULL};
+    int frc = harness_wait(harness_spawn(fargv, flog), 60);
+    char *ftext = hfl_read_file(flog, NULL, err);
+    printf("foreign client exited %d: %s", frc, ftext ? ftext : "");
+    CHECK(frc == 1, "foreign client exited with %d, expected 1", frc);
+    CHECK(ftext && strstr(ftext, "hfl-client: "), "foreign client gave no error line");
+    free(ftext);
+
+    /* The coordinator is still serving: finish the run. */
+    CHECK(request(HFL_MSG_UPDATE, update_meta(0, 2, "fp32"), upd, ub, NULL, why) == HFL_MSG_ACK, "round 2 update refused: %s", why);
+    for (int i = 0; i < 100; i++) {
+        int t = request(HFL_MSG_PULL, with_id(0), NULL, 0, NULL, why);
+        if (t == HFL_MSG_BYE) break;
+        CHECK(t == HFL_MSG_WAIT, "pull after the last round answered with %s", hfl_msg_type_name(t));
+        hfl_sleep_ms(50);
+    }
+    nng_close(sock);
+    int rc = harness_wait(coord, 30);
+    CHECK(rc == 0, "coordinator exited with %d", rc);
+    char *text = hfl_read_file(report, &len, err);
+    CHECK(text, "%s", err);
+    cJSON *r = cJSON_Parse(text);
+    free(text);
+    double rejected = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(r, "rejected_messages"));
+    CHECK(rejected >= 10, "coordinator counted %g rejected messages, expected at least 10", rejected);
+    cJSON_Delete(r);
+    free(w1);
+    free(w2);
+    free(delta);
+    free(upd);
+    harness_cleanup();
+    printf("ok\n");
+    return 0;
+}
