@@ -27,7 +27,8 @@ typedef struct {
     hfl_trainer *trainer;
     int trainer_batch;
     hfl_dataset data; /* this client's share */
-    int client_id;
+    int client_id;    /* the coordinator's id for us: order of arrival */
+    uint32_t stream;  /* hash of our name: keys our randomness, the same in every run */
     float *global;    /* the weights the task came with */
     float *local;     /* after training */
     float *residual;  /* error feedback, kept across rounds */

@@ -298,6 +298,7 @@ int main(int argc, char **argv) {
     }
     client_state s;
     memset(&s, 0, sizeof s);
+    s.stream = hfl_hash32(o.name);
     if (load_share(&o, &s.data, err) != 0) {
         fprintf(stderr, "hfl-client: %s\n", err);
         return 1;

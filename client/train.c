@@ -1,7 +1,8 @@
 /* train.c: one round of local training on a client.
  *
  * The data order of each epoch is a Fisher-Yates shuffle drawn from philox
- * keyed by (seed, round, client, epoch), so a client's run is reproducible.
+ * keyed by (seed, round, client, epoch), where the client is the hash of its
+ * name rather than its arrival-order id, so a client's run is reproducible.
  * The optimizer state starts fresh each round (as Flower's and the FedAvg
  * paper's clients do). The update is local - global, compressed with the
  * client's error-feedback residual. */
@@ -13,10 +14,10 @@
 #include "kernels/philox.h"
 #include "util/util.h"
 
-static void shuffle(int *idx, int n, uint64_t seed, int round, int client, int epoch) {
+static void shuffle(int *idx, int n, uint64_t seed, int round, int stream, int epoch) {
     for (int i = 0; i < n; i++) idx[i] = i;
     for (int i = n - 1; i > 0; i--) {
-        uint32_t u = hfl_philox_u32(seed, HFL_STREAM_SHUFFLE, (uint32_t)round, (uint32_t)client,
+        uint32_t u = hfl_philox_u32(seed, HFL_STREAM_SHUFFLE, (uint32_t)round, (uint32_t)stream,
                                     (uint32_t)epoch, (uint64_t)i);
         int j = (int)(((uint64_t)u * (uint64_t)(i + 1)) >> 32);
         int t = idx[i];
@@ -49,7 +50,7 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
     int *order = hfl_malloc(sizeof(int) * (size_t)n);
     double epoch_loss = 0;
     for (int e = 0; e < task->local_epochs; e++) {
-        shuffle(order, n, task->seed, task->round, s->client_id, e);
+        shuffle(order, n, task->seed, task->round, (int)s->stream, e);
         double sum = 0;
         for (int start = 0; start < n; start += batch) {
             int b = n - start < batch ? n - start : batch;
@@ -70,7 +71,7 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
     for (size_t i = 0; i < n_params; i++) s->local[i] -= s->global[i]; /* local now holds the delta */
     size_t bytes = task->codec->encoded_bytes(n_params, task->block);
     uint8_t *out = hfl_malloc(bytes);
-    hfl_rng_key key = {task->seed, (uint32_t)task->round, (uint32_t)s->client_id, 0};
+    hfl_rng_key key = {task->seed, (uint32_t)task->round, s->stream, 0};
     task->codec->encode(s->local, s->residual, n_params, task->block, &key, out);
     *len = bytes;
     *loss = epoch_loss;

@@ -43,12 +43,21 @@ void rounds_init(coord *c) {
     c->r.acc = hfl_calloc(c->spec.n_params, sizeof(float));
 }
 
-/* Draws K of the registered clients: a partial Fisher-Yates shuffle from philox. */
+/* Draws K of the registered clients: a partial Fisher-Yates shuffle from philox
+ * over the clients in name order, so the draw does not depend on who said
+ * hello first. */
 static void round_select(coord *c) {
     coord_round *r = &c->r;
     int n = c->n_clients, k = c->cfg.clients_per_round < n ? c->cfg.clients_per_round : n;
     int *ids = hfl_malloc(sizeof(int) * (size_t)n);
-    for (int i = 0; i < n; i++) ids[i] = i;
+    for (int i = 0; i < n; i++) { /* insertion sort by name; n is small */
+        int j = i;
+        while (j > 0 && strcmp(c->clients[ids[j - 1]].name, c->clients[i].name) > 0) {
+            ids[j] = ids[j - 1];
+            j--;
+        }
+        ids[j] = i;
+    }
     for (int i = 0; i < k; i++) {
         uint32_t u = hfl_philox_u32(c->cfg.seed, HFL_STREAM_SHUFFLE, (uint32_t)r->round, 0xFFFFFFFFu, 0, (uint64_t)i);
         int j = i + (int)((uint64_t)u * (uint64_t)(n - i) >> 32);

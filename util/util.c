@@ -166,6 +166,12 @@ int hfl_parse_double(const char *s, double lo, double hi, double *out, char *err
     return 0;
 }
 
+uint32_t hfl_hash32(const char *s) {
+    uint32_t h = 2166136261u;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
 int hfl_exe_dir(char *out, size_t outlen) {
     ssize_t n = readlink("/proc/self/exe", out, outlen - 1);
     if (n <= 0) return -1;
