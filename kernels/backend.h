@@ -4,12 +4,19 @@
  * All float pointers passed to the ops are device pointers obtained from
  * `alloc` (on the CPU backend, ordinary host memory). Matrices are row-major.
  * The per-element arithmetic of every op lives in `kernels/ops_hd.h` so both
- * backends run the same formulas. */
+ * backends run the same formulas.
+ *
+ * Convolution and pooling ops take n samples laid out [n, C, H, W] (row-major,
+ * CHW within a sample) and the window geometry g of kernels/geom.h. A
+ * convolution is im2col + sgemm + channel_bias_add; its backward is sgemm
+ * against the columns (dW), channel_bias_grad (db) and sgemm + col2im (dX). */
 #ifndef HFL_BACKEND_H
 #define HFL_BACKEND_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "kernels/geom.h"
 
 typedef struct hfl_backend {
     const char *name; /* "cpu", "cuda" */
@@ -40,6 +47,22 @@ typedef struct hfl_backend {
     void (*sgd_step)(float *w, float *v, const float *g, size_t n, float lr, float momentum,
                      float wd);
     void (*fill)(float *p, float value, size_t n);
+
+    /* cols[i, (ci*k + ky)*k + kx, oy*wo + ox] = x[i, ci, oy*s - p + ky, ox*s - p + kx],
+     * 0 where that falls in the padding; cols is [n, C*k*k, ho*wo]. */
+    void (*im2col)(float *cols, const float *x, int n, hfl_window_geom g);
+    /* The adjoint of im2col: dx[i, ci, iy, ix] = the sum of the cols entries im2col
+     * copied from that element. Overwrites dx [n, C, H, W]. */
+    void (*col2im)(float *dx, const float *cols, int n, hfl_window_geom g);
+    /* y[i, c, oy, ox] = max of window (oy, ox) of x[i, c] (padding never wins). */
+    void (*maxpool_fwd)(float *y, const float *x, int n, hfl_window_geom g);
+    /* dx[i, c] = dy routed to the first maximum of each window, recomputed from
+     * x (so neither y nor an index map is needed). Overwrites dx. */
+    void (*maxpool_bwd)(float *dx, const float *dy, const float *x, int n, hfl_window_geom g);
+    /* y[i, ch, j] += bias[ch] for y [n, c, hw] */
+    void (*channel_bias_add)(float *y, const float *bias, int n, int c, int hw);
+    /* dbias[ch] += sum over i and j of dy[i, ch, j] (accumulates, like bias_grad) */
+    void (*channel_bias_grad)(float *dbias, const float *dy, int n, int c, int hw);
 } hfl_backend;
 
 const hfl_backend *hfl_backend_cpu(void);

@@ -1,21 +1,48 @@
-/* layers.c: dense forward/backward as backend sgemm calls (see layers.h). */
-#include "model/layers.h"
+/* layers.c: the registry of layer kinds (kind and JSON name -> ops table)
+ * and the window geometry shared by conv2d and maxpool2d. Each kind's table
+ * lives in its own file: dense.c, relu.c, conv.c, pool.c. */
+#include <string.h>
 
-void hfl_dense_forward(const hfl_backend *be, const float *w, const float *b, const float *x,
-                       float *y, int n, int in, int out) {
-    /* y[n,out] = x[n,in] * w[out,in]^T */
-    be->sgemm(0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
-    be->bias_add(y, b, n, out);
+#include "model/layers.h"
+#include "util/util.h"
+
+static const hfl_layer_ops *const layer_tables[] = {
+    [HFL_LAYER_DENSE] = &hfl_dense_ops,
+    [HFL_LAYER_RELU] = &hfl_relu_ops,
+    [HFL_LAYER_CONV2D] = &hfl_conv2d_ops,
+    [HFL_LAYER_MAXPOOL2D] = &hfl_maxpool2d_ops,
+};
+
+#define N_TABLES (int)(sizeof layer_tables / sizeof layer_tables[0])
+
+const hfl_layer_ops *hfl_layer_ops_for(hfl_layer_kind kind) {
+    if ((int)kind < 0 || (int)kind >= N_TABLES) return NULL;
+    return layer_tables[kind];
 }
 
-void hfl_dense_backward(const hfl_backend *be, const float *w, const float *x, const float *dy,
-                        float *dw, float *db, float *dx, int n, int in, int out) {
-    /* dw[out,in] = dy[n,out]^T * x[n,in]; beta 0 overwrites, so the gradient
-     * buffer needs no clearing pass. */
-    be->sgemm(1, 0, out, in, n, 1.0f, dy, out, x, in, 0.0f, dw, in);
-    /* bias_grad accumulates, so clear the (short) bias gradient first. */
-    be->fill(db, 0.0f, (size_t)out);
-    be->bias_grad(db, dy, n, out);
-    /* dx[n,in] = dy[n,out] * w[out,in] */
-    if (dx) be->sgemm(0, 0, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+const hfl_layer_ops *hfl_layer_ops_by_name(const char *name) {
+    for (int k = 0; name && k < N_TABLES; k++)
+        if (layer_tables[k] && strcmp(layer_tables[k]->name, name) == 0) return layer_tables[k];
+    return NULL;
+}
+
+hfl_window_geom hfl_layer_geom(const hfl_layer *ly) {
+    return hfl_window_geom_make(ly->in_shape.c, ly->in_shape.h, ly->in_shape.w, ly->kernel,
+                                ly->stride, ly->pad);
+}
+
+int hfl_layer_window_shape(hfl_layer *ly, int out_c, int max_pad, char *err) {
+    const hfl_shape *in = &ly->in_shape;
+    if (ly->kernel < 1 || ly->kernel > HFL_MODEL_MAX_KERNEL)
+        return hfl_errf(err, "kernel %d outside [1, %d]", ly->kernel, HFL_MODEL_MAX_KERNEL);
+    if (ly->stride < 1 || ly->stride > HFL_MODEL_MAX_KERNEL)
+        return hfl_errf(err, "stride %d outside [1, %d]", ly->stride, HFL_MODEL_MAX_KERNEL);
+    if (ly->pad < 0 || ly->pad > max_pad)
+        return hfl_errf(err, "pad %d outside [0, %d]", ly->pad, max_pad);
+    hfl_window_geom g = hfl_layer_geom(ly);
+    if (g.ho < 1 || g.wo < 1)
+        return hfl_errf(err, "a %dx%d window does not fit the %dx%d input padded by %d", ly->kernel,
+                        ly->kernel, in->h, in->w, ly->pad);
+    ly->out_shape = (hfl_shape){out_c, g.ho, g.wo};
+    return 0;
 }

@@ -1,22 +1,94 @@
-/* layers.h: forward and backward of the layer kinds, written against the
+/* layers.h: the layer kinds behind one ops table, written against the
  * backend interface so they run unchanged on the CPU and on a GPU.
  *
- * Shapes are row-major with the batch first: x[n, in], y[n, out], and a dense
- * layer's weight w[out, in] (PyTorch's nn.Linear layout) followed by b[out].
- * All pointers are backend (device) pointers. ReLU needs no wrapper: it is
- * be->relu_fwd / be->relu_bwd, which work in place. */
+ * Tensors are [batch, features] row-major with a sample's features in CHW
+ * order; parameters are the layer's block of the one parameter vector
+ * (weight, then bias). The trainer drives every layer only through
+ * hfl_layer_ops, so a memory planner can list every buffer of a step from
+ * this table: per layer its output activation, the activations its backward
+ * keeps (`keeps`), its workspace, and its parameter and gradient blocks.
+ *
+ * Per kind (files model/dense.c, relu.c, conv.c, pool.c):
+ *
+ *   kind       keeps         fwd ws / bwd ws                in place
+ *   dense      input         0 / 0                          -
+ *   relu       output        0 / 0                          fwd and bwd
+ *   conv2d     input         C*k*k*ho*wo floats (1 sample)  -
+ *              (backward redoes im2col of the input; the bwd columns buffer
+ *               is reused for dcols once dW is done)
+ *   maxpool2d  input         0 / 0                          -
+ *              (backward recomputes each window's argmax from the input)
+ *
+ * "fwd in place" means forward may run with out == in (the trainer does so
+ * when nothing else needs that input); "bwd in place" that din may alias
+ * dout. Backward overwrites din and dparams (never accumulates), and din may
+ * be NULL (the first parametric layer: nobody needs it). */
 #ifndef HFL_LAYERS_H
 #define HFL_LAYERS_H
 
-#include "kernels/backend.h"
+#include <stdint.h>
 
-/* y = x w^T + b */
+#include "kernels/backend.h"
+#include "model/model.h"
+
+enum {
+    HFL_KEEP_INPUT = 1,  /* backward reads the layer's forward input */
+    HFL_KEEP_OUTPUT = 2, /* backward reads the layer's forward output */
+};
+
+/* One tensor in a layer's parameter block. */
+typedef struct {
+    const char *name; /* "weight", "bias" */
+    size_t offset;    /* from the start of the layer's block */
+    size_t count;
+    int fan_in;       /* for initialisation: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
+} hfl_param_tensor;
+
+#define HFL_MAX_PARAM_TENSORS 2
+
+typedef struct hfl_layer_ops {
+    const char *name; /* the JSON "type": "dense", "relu", "conv2d", "maxpool2d" */
+    /* Sets ly->out_shape from ly->in_shape and the hyperparameters; -1 with err
+     * (no layer prefix: the caller adds it) when they are out of range or the
+     * window does not fit. */
+    int (*infer_shape)(hfl_layer *ly, char *err);
+    /* Fills the parameter tensors (weight then bias, contiguous) and returns
+     * their number; their counts sum to the layer's n_params. */
+    int (*param_tensors)(const hfl_layer *ly, hfl_param_tensor out[HFL_MAX_PARAM_TENSORS]);
+    void (*forward)(const hfl_backend *be, const hfl_layer *ly, const float *params,
+                    const float *in, float *out, void *workspace, int batch);
+    void (*backward)(const hfl_backend *be, const hfl_layer *ly, const float *params,
+                     const float *in, const float *out, const float *dout, float *din,
+                     float *dparams, void *workspace, int batch);
+    size_t (*fwd_workspace_bytes)(const hfl_layer *ly, int batch);
+    size_t (*bwd_workspace_bytes)(const hfl_layer *ly, int batch);
+    unsigned keeps;   /* HFL_KEEP_* bits: what backward reads besides dout and params */
+    int fwd_in_place; /* forward may run with out == in */
+    int bwd_in_place; /* backward may run with din == dout */
+    uint64_t (*flops)(const hfl_layer *ly); /* forward FLOPs per sample (multiply-add = 2) */
+} hfl_layer_ops;
+
+/* The table for a kind, or NULL for an unknown kind. */
+const hfl_layer_ops *hfl_layer_ops_for(hfl_layer_kind kind);
+/* The table whose name is `name`, or NULL. */
+const hfl_layer_ops *hfl_layer_ops_by_name(const char *name);
+
+extern const hfl_layer_ops hfl_dense_ops, hfl_relu_ops, hfl_conv2d_ops, hfl_maxpool2d_ops;
+
+/* Dense as plain functions (the table's entries call these).
+ * y = x w^T + b */
 void hfl_dense_forward(const hfl_backend *be, const float *w, const float *b, const float *x,
                        float *y, int n, int in, int out);
-
 /* dw = dy^T x and db = colsum(dy) (both overwritten, not accumulated);
- * dx = dy w when dx != NULL (pass NULL for a first layer: nobody needs it). */
+ * dx = dy w when dx != NULL. */
 void hfl_dense_backward(const hfl_backend *be, const float *w, const float *x, const float *dy,
                         float *dw, float *db, float *dx, int n, int in, int out);
+
+/* The window geometry of a conv2d or maxpool2d layer (from its in_shape). */
+hfl_window_geom hfl_layer_geom(const hfl_layer *ly);
+/* For window layers: checks kernel and stride in [1, HFL_MODEL_MAX_KERNEL],
+ * pad in [0, max_pad] and that the window fits, then sets out_shape to
+ * (out_c, ho, wo). -1 with err otherwise. */
+int hfl_layer_window_shape(hfl_layer *ly, int out_c, int max_pad, char *err);
 
 #endif

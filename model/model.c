@@ -1,15 +1,109 @@
-/* model.c: model specs (the built-in `mlp` and dense/ReLU chains) and the
- * deterministic parameter initialisation.
+/* model.c: model specs (the built-ins `mlp` and `cnn`, dense/ReLU chains,
+ * deriving and checking shapes) and the deterministic parameter
+ * initialisation.
  *
  * A spec only describes shapes and where each layer's parameters sit in the
- * one contiguous vector; the trainer (trainer.c) owns the buffers. */
+ * one contiguous vector; the layer kinds' tables (layers.h) say how each
+ * shape follows from the one before, and the trainer (trainer.c) owns the
+ * buffers. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "kernels/philox.h"
+#include "model/layers.h"
 #include "model/model.h"
 #include "util/util.h"
+
+static size_t shape_features(hfl_shape s) { return (size_t)s.c * s.h * s.w; }
+
+int hfl_model_spec_finish(hfl_model_spec *spec, char *err) {
+    const char *name = spec->name;
+    if (!name[0]) return hfl_errf(err, "model spec: empty name");
+    if (spec->n_layers < 1 || spec->n_layers > HFL_MAX_LAYERS)
+        return hfl_errf(err, "model '%s': %d layers outside [1, %d]", name, spec->n_layers,
+                        HFL_MAX_LAYERS);
+    hfl_shape shape = spec->input;
+    if (shape.c < 1 || shape.h < 1 || shape.w < 1 || shape.c > HFL_MODEL_MAX_DIM ||
+        shape.h > HFL_MODEL_MAX_DIM || shape.w > HFL_MODEL_MAX_DIM ||
+        shape_features(shape) > HFL_MODEL_MAX_FEATURES)
+        return hfl_errf(err, "model '%s': input %dx%dx%d outside [1, %d] per side or over %d features",
+                        name, shape.c, shape.h, shape.w, HFL_MODEL_MAX_DIM, HFL_MODEL_MAX_FEATURES);
+    size_t off = 0;
+    for (int l = 0; l < spec->n_layers; l++) {
+        hfl_layer *ly = &spec->layers[l];
+        const hfl_layer_ops *ops = hfl_layer_ops_for(ly->kind);
+        if (!ops) return hfl_errf(err, "model '%s': layer %d: unknown kind %d", name, l, (int)ly->kind);
+        ly->in_shape = shape;
+        ly->in = (int)shape_features(shape);
+        char why[HFL_ERR_LEN];
+        if (ops->infer_shape(ly, why) != 0)
+            return hfl_errf(err, "model '%s': layer %d (%s): %s", name, l, ops->name, why);
+        shape = ly->out_shape;
+        if (shape_features(shape) > HFL_MODEL_MAX_FEATURES)
+            return hfl_errf(err, "model '%s': layer %d (%s): output %dx%dx%d exceeds %d features",
+                            name, l, ops->name, shape.c, shape.h, shape.w, HFL_MODEL_MAX_FEATURES);
+        ly->out = (int)shape_features(shape);
+        hfl_param_tensor pt[HFL_MAX_PARAM_TENSORS];
+        int nt = ops->param_tensors(ly, pt);
+        ly->param_off = off;
+        ly->n_params = 0;
+        for (int i = 0; i < nt; i++) ly->n_params += pt[i].count;
+        off += ly->n_params;
+        if (off > HFL_MODEL_MAX_PARAMS)
+            return hfl_errf(err, "model '%s': layer %d (%s): more than %zu parameters", name, l,
+                            ops->name, HFL_MODEL_MAX_PARAMS);
+    }
+    const hfl_layer *last = &spec->layers[spec->n_layers - 1];
+    if (last->kind != HFL_LAYER_DENSE)
+        return hfl_errf(err, "model '%s': layer %d (%s): the last layer must be dense (it gives the logits)",
+                        name, spec->n_layers - 1, hfl_layer_ops_for(last->kind)->name);
+    if (last->out < 2)
+        return hfl_errf(err, "model '%s': layer %d (dense): the last layer needs at least 2 outputs (classes), got %d",
+                        name, spec->n_layers - 1, last->out);
+    spec->in_dim = (int)shape_features(spec->input);
+    spec->n_classes = last->out;
+    spec->n_params = off;
+    return 0;
+}
+
+static int same_shape(hfl_shape a, hfl_shape b) { return a.c == b.c && a.h == b.h && a.w == b.w; }
+
+int hfl_model_spec_check(const hfl_model_spec *spec, char *err) {
+    hfl_model_spec want = *spec;
+    if (hfl_model_spec_finish(&want, err) != 0) return -1;
+    for (int l = 0; l < spec->n_layers; l++) {
+        const hfl_layer *a = &spec->layers[l], *b = &want.layers[l];
+        if (!same_shape(a->in_shape, b->in_shape) || !same_shape(a->out_shape, b->out_shape) ||
+            a->in != b->in || a->out != b->out || a->param_off != b->param_off ||
+            a->n_params != b->n_params)
+            return hfl_errf(err, "model '%s': layer %d: shapes or parameter block inconsistent "
+                            "with the layers before it", spec->name, l);
+    }
+    if (spec->in_dim != want.in_dim || spec->n_classes != want.n_classes ||
+        spec->n_params != want.n_params)
+        return hfl_errf(err, "model '%s': in_dim, n_classes or n_params inconsistent with its layers",
+                        spec->name);
+    return 0;
+}
+
+/* Starts a spec: name and input shape, no layers. */
+static void spec_begin(hfl_model_spec *spec, const char *name, hfl_shape input) {
+    memset(spec, 0, sizeof *spec);
+    snprintf(spec->name, sizeof spec->name, "%s", name);
+    spec->input = input;
+}
+
+/* Appends a layer with its hyperparameters (the caller keeps n_layers in range). */
+static void spec_add(hfl_model_spec *spec, hfl_layer_kind kind, int units, int kernel, int stride,
+                     int pad) {
+    hfl_layer *ly = &spec->layers[spec->n_layers++];
+    ly->kind = kind;
+    ly->units = units;
+    ly->kernel = kernel;
+    ly->stride = stride;
+    ly->pad = pad;
+}
 
 int hfl_model_spec_mlp(hfl_model_spec *spec, const char *name, const int *dims, int n_dims,
                        char *err) {
@@ -19,30 +113,27 @@ int hfl_model_spec_mlp(hfl_model_spec *spec, const char *name, const int *dims, 
         return hfl_errf(err, "model '%s': %d widths exceed %d layers", name, n_dims, HFL_MAX_LAYERS);
     for (int i = 0; i < n_dims; i++)
         if (dims[i] < 1) return hfl_errf(err, "model '%s': width %d is %d", name, i, dims[i]);
-
-    memset(spec, 0, sizeof *spec);
-    snprintf(spec->name, sizeof spec->name, "%s", name);
-    size_t off = 0;
+    spec_begin(spec, name, (hfl_shape){dims[0], 1, 1});
     for (int i = 0; i + 1 < n_dims; i++) {
-        hfl_layer *d = &spec->layers[spec->n_layers++];
-        d->kind = HFL_LAYER_DENSE;
-        d->in = dims[i];
-        d->out = dims[i + 1];
-        d->param_off = off;
-        d->n_params = (size_t)d->out * d->in + d->out;
-        off += d->n_params;
-        if (i + 2 < n_dims) {
-            hfl_layer *r = &spec->layers[spec->n_layers++];
-            r->kind = HFL_LAYER_RELU;
-            r->in = r->out = dims[i + 1];
-            r->param_off = off;
-            r->n_params = 0;
-        }
+        spec_add(spec, HFL_LAYER_DENSE, dims[i + 1], 0, 0, 0);
+        if (i + 2 < n_dims) spec_add(spec, HFL_LAYER_RELU, 0, 0, 0, 0);
     }
-    spec->in_dim = dims[0];
-    spec->n_classes = dims[n_dims - 1];
-    spec->n_params = off;
-    return 0;
+    return hfl_model_spec_finish(spec, err);
+}
+
+/* The FedAvg paper's CNN for 28x28 grey images (see model.h). */
+static int spec_cnn(hfl_model_spec *spec, char *err) {
+    spec_begin(spec, "cnn", (hfl_shape){1, 28, 28});
+    spec_add(spec, HFL_LAYER_CONV2D, 32, 5, 1, 2);
+    spec_add(spec, HFL_LAYER_RELU, 0, 0, 0, 0);
+    spec_add(spec, HFL_LAYER_MAXPOOL2D, 0, 2, 2, 0);
+    spec_add(spec, HFL_LAYER_CONV2D, 64, 5, 1, 2);
+    spec_add(spec, HFL_LAYER_RELU, 0, 0, 0, 0);
+    spec_add(spec, HFL_LAYER_MAXPOOL2D, 0, 2, 2, 0);
+    spec_add(spec, HFL_LAYER_DENSE, 512, 0, 0, 0);
+    spec_add(spec, HFL_LAYER_RELU, 0, 0, 0, 0);
+    spec_add(spec, HFL_LAYER_DENSE, 10, 0, 0, 0);
+    return hfl_model_spec_finish(spec, err);
 }
 
 int hfl_model_builtin(const char *name, hfl_model_spec *spec, char *err) {
@@ -50,7 +141,8 @@ int hfl_model_builtin(const char *name, hfl_model_spec *spec, char *err) {
         static const int mlp_dims[] = {784, 200, 200, 10};
         return hfl_model_spec_mlp(spec, "mlp", mlp_dims, 4, err);
     }
-    return hfl_errf(err, "unknown model '%s' (known: mlp)", name ? name : "(null)");
+    if (name && strcmp(name, "cnn") == 0) return spec_cnn(spec, err);
+    return hfl_errf(err, "unknown model '%s' (known: mlp, cnn)", name ? name : "(null)");
 }
 
 /* Element i of layer l's block (weights then bias) draws philox counter
@@ -59,12 +151,22 @@ int hfl_model_builtin(const char *name, hfl_model_spec *spec, char *err) {
 void hfl_model_init_params(const hfl_model_spec *spec, float *params, uint64_t seed) {
     for (int l = 0; l < spec->n_layers; l++) {
         const hfl_layer *ly = &spec->layers[l];
-        if (ly->kind != HFL_LAYER_DENSE) continue;
-        float bound = 1.0f / sqrtf((float)ly->in);
+        hfl_param_tensor pt[HFL_MAX_PARAM_TENSORS];
+        int nt = hfl_layer_ops_for(ly->kind)->param_tensors(ly, pt);
         float *p = params + ly->param_off;
-        for (size_t i = 0; i < ly->n_params; i++) {
-            float u = hfl_u01(hfl_philox_u32(seed, HFL_STREAM_INIT, 0, 0, (uint32_t)l, i));
-            p[i] = bound * (2.0f * u - 1.0f);
+        for (int t = 0; t < nt; t++) {
+            float bound = 1.0f / sqrtf((float)pt[t].fan_in);
+            for (size_t i = pt[t].offset; i < pt[t].offset + pt[t].count; i++) {
+                float u = hfl_u01(hfl_philox_u32(seed, HFL_STREAM_INIT, 0, 0, (uint32_t)l, i));
+                p[i] = bound * (2.0f * u - 1.0f);
+            }
         }
     }
+}
+
+uint64_t hfl_model_forward_flops(const hfl_model_spec *spec) {
+    uint64_t total = 0;
+    for (int l = 0; l < spec->n_layers; l++)
+        total += hfl_layer_ops_for(spec->layers[l].kind)->flops(&spec->layers[l]);
+    return total;
 }

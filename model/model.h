@@ -1,13 +1,25 @@
 /* model.h: sequential models, their parameters, and one training step.
  *
- * A model is a chain of layers. All parameters live in one contiguous float
- * vector (each dense layer: weight [out, in] row-major, then bias [out]), so
- * the wire format, the codecs and the aggregator see a single tensor.
- * The built-in `mlp` is the FedAvg paper's 2NN (McMahan et al. 2017):
- * 784-200-200-10 with ReLU, softmax cross-entropy, 199,210 parameters.
+ * A model is a chain of layers over tensors laid out [batch, features]
+ * row-major, where a sample's features are a C x H x W volume in CHW order
+ * (so flattening before a dense layer is implicit and matches PyTorch's
+ * nn.Flatten). All parameters live in one contiguous float vector, layer
+ * after layer, each layer's block being its weight then its bias in
+ * PyTorch's layout (dense: w[out, in]; conv2d: w[out_c, in_c, k, k]), so the
+ * wire format, the codecs and the aggregator see a single tensor.
  *
- * A trainer owns the device buffers for one batch capacity, all sized up
- * front and carved from one allocation (llm.c style). */
+ * Built-ins (FedAvg paper, McMahan et al. 2017):
+ *   mlp: the 2NN, 784-200-200-10 with ReLU, 199,210 parameters;
+ *   cnn: conv 5x5x32 'same' + ReLU, maxpool 2, conv 5x5x64 'same' + ReLU,
+ *        maxpool 2, dense 3136->512 + ReLU, dense 512->10, on 1x28x28 input,
+ *        1,663,370 parameters.
+ * Any other chain can come from a JSON spec (model/spec_json.c). The last
+ * layer is always dense: its outputs are the logits of a softmax
+ * cross-entropy, and its width is the number of classes.
+ *
+ * What each layer kind computes and which tensors its backward keeps is in
+ * model/layers.h; a trainer owns the device buffers for one batch capacity,
+ * all sized up front and carved from one allocation (llm.c style). */
 #ifndef HFL_MODEL_H
 #define HFL_MODEL_H
 
@@ -17,25 +29,44 @@
 #include "kernels/backend.h"
 
 #define HFL_MAX_LAYERS 32
+#define HFL_MODEL_NAME_LEN 32
 
-typedef enum { HFL_LAYER_DENSE = 1, HFL_LAYER_RELU = 2 } hfl_layer_kind;
+typedef enum {
+    HFL_LAYER_DENSE = 1,
+    HFL_LAYER_RELU = 2,
+    HFL_LAYER_CONV2D = 3,
+    HFL_LAYER_MAXPOOL2D = 4,
+} hfl_layer_kind;
 
+/* One sample's tensor: c channels of h x w; a flat vector of n features is (n, 1, 1). */
+typedef struct {
+    int c, h, w;
+} hfl_shape;
+
+/* A layer: its kind and hyperparameters (set by whoever builds the spec),
+ * then the shapes and parameter block that hfl_model_spec_finish derives. */
 typedef struct {
     hfl_layer_kind kind;
-    int in, out;      /* features in and out (relu: in == out) */
-    size_t param_off; /* offset of this layer's parameters in the vector (dense only) */
-    size_t n_params;  /* dense: out*in + out; relu: 0 */
+    int units;        /* dense: output features; conv2d: output channels; others 0 */
+    int kernel;       /* conv2d, maxpool2d: window size k (k x k) */
+    int stride;       /* conv2d, maxpool2d: window step */
+    int pad;          /* conv2d: zeros on each side; maxpool2d: 0 */
+    hfl_shape in_shape, out_shape;
+    int in, out;      /* in_shape and out_shape as feature counts c*h*w */
+    size_t param_off; /* offset of this layer's block in the parameter vector */
+    size_t n_params;  /* dense: out*in + out; conv2d: units*c*k*k + units; others 0 */
 } hfl_layer;
 
 typedef struct {
-    char name[32];
+    char name[HFL_MODEL_NAME_LEN];
+    hfl_shape input;
     int n_layers;
     hfl_layer layers[HFL_MAX_LAYERS];
-    int in_dim, n_classes;
+    int in_dim, n_classes; /* input features c*h*w; the last dense layer's width */
     size_t n_params;
 } hfl_model_spec;
 
-/* Fills spec for a built-in model ("mlp"). Returns -1 with err for an unknown name. */
+/* Fills spec for a built-in model ("mlp" or "cnn"). Returns -1 with err for an unknown name. */
 int hfl_model_builtin(const char *name, hfl_model_spec *spec, char *err);
 
 /* Fills spec with a dense/ReLU chain dims[0]-dims[1]-...-dims[n_dims-1] (ReLU
@@ -44,13 +75,61 @@ int hfl_model_builtin(const char *name, hfl_model_spec *spec, char *err);
 int hfl_model_spec_mlp(hfl_model_spec *spec, const char *name, const int *dims, int n_dims,
                        char *err);
 
-/* Deterministic initialisation of a host parameter vector (PyTorch's default for
- * nn.Linear: U(-1/sqrt(in), 1/sqrt(in)) for weights and biases), from philox. */
+/* Derives every layer's shapes, feature counts and parameter block, and the
+ * spec's in_dim, n_classes and n_params, from name, input, n_layers and each
+ * layer's kind and hyperparameters. Rejects (-1, err naming the layer index)
+ * an empty or too long chain, sizes out of range, a window that does not fit,
+ * a last layer that is not dense with >= 2 outputs, and models over
+ * HFL_MODEL_MAX_PARAMS parameters. */
+int hfl_model_spec_finish(hfl_model_spec *spec, char *err);
+
+/* 0 when spec is exactly what hfl_model_spec_finish makes of it (shapes and
+ * parameter blocks consistent), else -1 with err. Trainers check this. */
+int hfl_model_spec_check(const hfl_model_spec *spec, char *err);
+
+/* Limits a spec must respect (so every size fits an int and a batch's
+ * activations a size_t): each of c, h, w and a layer's units at most
+ * HFL_MODEL_MAX_DIM, a tensor at most HFL_MODEL_MAX_FEATURES features, a
+ * window at most HFL_MODEL_MAX_KERNEL, stride at most the kernel. */
+#define HFL_MODEL_MAX_DIM 65536
+#define HFL_MODEL_MAX_FEATURES (1 << 24)
+#define HFL_MODEL_MAX_KERNEL 32
+#define HFL_MODEL_MAX_PARAMS ((size_t)1 << 30)
+
+/* JSON specs (model/spec_json.c), e.g.
+ *   {"name": "small-cnn", "input": [1, 28, 28],
+ *    "layers": [{"type": "conv2d", "out": 8, "kernel": 5, "pad": 2},
+ *               {"type": "relu"}, {"type": "maxpool2d", "size": 2},
+ *               {"type": "dense", "out": 10}]}
+ * Keys: "name" (1..31 of [A-Za-z0-9._-]), "input" ([C, H, W] or [features]),
+ * "layers" (1..HFL_MAX_LAYERS objects). Per layer "type" and:
+ *   dense: "out";  relu: nothing;
+ *   conv2d: "out", "kernel", optional "pad" (default 0), "stride" (default 1);
+ *   maxpool2d: "size", optional "stride" (default size).
+ * Parsing is strict: keys are case-sensitive, an unknown or repeated key, a
+ * non-integer or out-of-range number, trailing text, or anything
+ * hfl_model_spec_finish rejects is an error (-1, one line in err naming the
+ * layer index). */
+int hfl_model_spec_from_json(const char *text, size_t len, hfl_model_spec *spec, char *err);
+/* Reads and parses a JSON spec file; err starts with the path. */
+int hfl_model_spec_load(const char *path, hfl_model_spec *spec, char *err);
+/* The spec as compact JSON with every key explicit (parses back to an equal
+ * spec). Returns a malloc'ed string the caller frees, or NULL (with err) for
+ * a spec that fails hfl_model_spec_check. */
+char *hfl_model_spec_to_json(const hfl_model_spec *spec, char *err);
+
+/* Deterministic initialisation of a host parameter vector, PyTorch's default
+ * for nn.Linear and nn.Conv2d: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights
+ * and biases (fan_in = in for dense, in_c*k*k for conv2d), from philox. */
 void hfl_model_init_params(const hfl_model_spec *spec, float *params, uint64_t seed);
+
+/* Forward FLOPs of one sample (multiply-add = 2), summed over the layers. */
+uint64_t hfl_model_forward_flops(const hfl_model_spec *spec);
 
 typedef struct hfl_trainer hfl_trainer;
 
-/* Buffers for batches of up to max_batch samples. */
+/* Buffers for batches of up to max_batch samples. NULL for max_batch < 1 or
+ * a spec that fails hfl_model_spec_check. */
 hfl_trainer *hfl_trainer_create(const hfl_model_spec *spec, const hfl_backend *be, int max_batch);
 void hfl_trainer_free(hfl_trainer *t);
 size_t hfl_trainer_device_bytes(const hfl_trainer *t); /* what the one allocation took */

@@ -1,20 +1,27 @@
 /* trainer.c: one model's training state on one backend, and the training step.
  *
- * Every buffer a step touches is sized in trainer_layout() from the spec and
- * max_batch, and carved out of ONE be->alloc (llm.c style); a step allocates
- * nothing. The layout, each piece 64-byte aligned:
+ * The trainer drives layers only through their ops tables (layers.h). Every
+ * buffer a step touches is sized in trainer_layout() from the spec, the
+ * tables and max_batch, and carved out of ONE be->alloc (llm.c style); a
+ * step allocates nothing. The layout, each piece 64-byte aligned:
  *
  *   params[P] grads[P] momentum[P]
  *   act[0] = input staging [max_batch, in_dim]
- *   act[l+1] = output of layer l [max_batch, out]  (dense layers only: a ReLU
- *              works in place on its input, so act[l+1] == act[l]; its
- *              backward needs only the output, and y > 0 iff x > 0)
- *   dbuf[2] [max_batch, widest layer]  gradient ping-pong; dlogits is dbuf[0]
+ *   act[l+1] = output of layer l [max_batch, out]; a layer whose forward may
+ *              run in place (ReLU) writes over its input instead, when
+ *              neither it nor the layer before keeps that tensor for
+ *              backward (ReLU keeps only its output, so a dense, conv or
+ *              pool output feeding a ReLU is overwritten by the ReLU's)
+ *   dbuf[2] [max_batch, widest activation]  gradient ping-pong; dlogits is
+ *              dbuf[0]; a layer whose backward may run in place (ReLU)
+ *              stays on the same buffer
+ *   workspace  the largest forward or backward workspace of any layer
  *   labels [max_batch] int32 staging
  *
- * Backward runs dense layers as dw = dy^T x, db = colsum dy, dx = dy w, and
- * skips dx for a dense layer with no parameters before it (the first layer),
- * which saves its largest GEMM. */
+ * Backward stops at the first layer with parameters, which gets din = NULL
+ * (nothing below it needs a gradient), so its largest GEMM is skipped. A
+ * later memory planner replaces this fixed layout with one that knows each
+ * buffer's lifetime; the per-layer facts it needs all come from the tables. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,38 +34,26 @@
 
 struct hfl_trainer {
     hfl_model_spec spec;
+    const hfl_layer_ops *ops[HFL_MAX_LAYERS];
     const hfl_backend *be;
     int max_batch;
+    int first_param; /* index of the first layer with parameters */
     void *arena;
     size_t arena_bytes;
     float *params, *grads, *momentum;
     float *act[HFL_MAX_LAYERS + 1];
     float *dbuf[2];
+    void *workspace;
     int32_t *labels;
 };
 
 static size_t align_up(size_t x) { return (x + TRAINER_ALIGN - 1) / TRAINER_ALIGN * TRAINER_ALIGN; }
 
-/* Checks that the layers chain (each in == previous out, ReLU in == out, the
- * parameter blocks tile the vector) so nothing past here re-checks shapes. */
-static int spec_is_valid(const hfl_model_spec *s) {
-    if (s->n_layers < 1 || s->n_layers > HFL_MAX_LAYERS || s->in_dim < 1) return 0;
-    int width = s->in_dim;
-    size_t off = 0;
-    for (int l = 0; l < s->n_layers; l++) {
-        const hfl_layer *ly = &s->layers[l];
-        if (ly->in != width || ly->out < 1) return 0;
-        if (ly->kind == HFL_LAYER_DENSE) {
-            if (ly->param_off != off || ly->n_params != (size_t)ly->out * ly->in + ly->out) return 0;
-            off += ly->n_params;
-        } else if (ly->kind == HFL_LAYER_RELU) {
-            if (ly->out != ly->in) return 0;
-        } else {
-            return 0;
-        }
-        width = ly->out;
-    }
-    return width == s->n_classes && off == s->n_params;
+/* Whether layer l's forward writes over its input (see the header comment). */
+static int runs_in_place(const hfl_trainer *t, int l) {
+    const hfl_layer_ops *ops = t->ops[l];
+    if (!ops->fwd_in_place || (ops->keeps & HFL_KEEP_INPUT)) return 0;
+    return l == 0 || !(t->ops[l - 1]->keeps & HFL_KEEP_OUTPUT);
 }
 
 /* Computes every offset (in bytes from the arena start) and the total. With
@@ -66,9 +61,15 @@ static int spec_is_valid(const hfl_model_spec *s) {
 static size_t trainer_layout(hfl_trainer *t, char *base) {
     const hfl_model_spec *s = &t->spec;
     size_t B = (size_t)t->max_batch, off = 0, pbytes = align_up(s->n_params * sizeof(float));
-    int widest = s->in_dim;
-    for (int l = 0; l < s->n_layers; l++)
-        if (s->layers[l].out > widest) widest = s->layers[l].out;
+    size_t widest = (size_t)s->in_dim, ws = 0;
+    for (int l = 0; l < s->n_layers; l++) {
+        const hfl_layer *ly = &s->layers[l];
+        if ((size_t)ly->out > widest) widest = (size_t)ly->out;
+        size_t f = t->ops[l]->fwd_workspace_bytes(ly, t->max_batch);
+        size_t b = t->ops[l]->bwd_workspace_bytes(ly, t->max_batch);
+        if (f > ws) ws = f;
+        if (b > ws) ws = b;
+    }
 
     float **pslots[3] = {&t->params, &t->grads, &t->momentum};
     for (int i = 0; i < 3; i++) {
@@ -78,7 +79,7 @@ static size_t trainer_layout(hfl_trainer *t, char *base) {
     if (base) t->act[0] = (float *)(base + off);
     off += align_up(B * s->in_dim * sizeof(float));
     for (int l = 0; l < s->n_layers; l++) {
-        if (s->layers[l].kind == HFL_LAYER_RELU) {
+        if (runs_in_place(t, l)) {
             if (base) t->act[l + 1] = t->act[l];
             continue;
         }
@@ -89,17 +90,24 @@ static size_t trainer_layout(hfl_trainer *t, char *base) {
         if (base) t->dbuf[i] = (float *)(base + off);
         off += align_up(B * widest * sizeof(float));
     }
+    if (base) t->workspace = ws ? base + off : NULL;
+    off += align_up(ws);
     if (base) t->labels = (int32_t *)(base + off);
     off += align_up(B * sizeof(int32_t));
     return off;
 }
 
 hfl_trainer *hfl_trainer_create(const hfl_model_spec *spec, const hfl_backend *be, int max_batch) {
-    if (!spec || !be || max_batch < 1 || !spec_is_valid(spec)) return NULL;
+    if (!spec || !be || max_batch < 1 || hfl_model_spec_check(spec, NULL) != 0) return NULL;
     hfl_trainer *t = hfl_calloc(1, sizeof *t);
     t->spec = *spec;
     t->be = be;
     t->max_batch = max_batch;
+    t->first_param = spec->n_layers - 1; /* the last layer is dense */
+    for (int l = spec->n_layers - 1; l >= 0; l--) {
+        t->ops[l] = hfl_layer_ops_for(spec->layers[l].kind);
+        if (spec->layers[l].n_params) t->first_param = l;
+    }
     t->arena_bytes = trainer_layout(t, NULL);
     t->arena = be->alloc(t->arena_bytes);
     trainer_layout(t, t->arena);
@@ -147,13 +155,8 @@ static const float *trainer_forward(hfl_trainer *t, const float *x, const int32_
     be->upload(t->labels, y, (size_t)n * sizeof(int32_t));
     for (int l = 0; l < s->n_layers; l++) {
         const hfl_layer *ly = &s->layers[l];
-        if (ly->kind == HFL_LAYER_DENSE) {
-            const float *w = t->params + ly->param_off;
-            hfl_dense_forward(be, w, w + (size_t)ly->out * ly->in, t->act[l], t->act[l + 1], n,
-                              ly->in, ly->out);
-        } else {
-            be->relu_fwd(t->act[l + 1], t->act[l], (size_t)n * ly->out);
-        }
+        t->ops[l]->forward(be, ly, t->params + ly->param_off, t->act[l], t->act[l + 1],
+                           t->workspace, n);
     }
     return t->act[s->n_layers];
 }
@@ -166,21 +169,14 @@ float hfl_trainer_forward_backward(hfl_trainer *t, const float *x, const int32_t
     int cur = 0;
     float loss = be->softmax_xent(logits, t->labels, t->dbuf[cur], n, s->n_classes, NULL);
 
-    int first_dense = 0;
-    while (first_dense < s->n_layers && s->layers[first_dense].kind != HFL_LAYER_DENSE) first_dense++;
-    for (int l = s->n_layers - 1; l >= first_dense; l--) {
+    for (int l = s->n_layers - 1; l >= t->first_param; l--) {
         const hfl_layer *ly = &s->layers[l];
-        float *dy = t->dbuf[cur];
-        if (ly->kind == HFL_LAYER_RELU) {
-            be->relu_bwd(dy, dy, t->act[l + 1], (size_t)n * ly->out);
-            continue;
-        }
-        const float *w = t->params + ly->param_off;
-        float *dw = t->grads + ly->param_off;
-        float *dx = l > first_dense ? t->dbuf[1 - cur] : NULL;
-        hfl_dense_backward(be, w, t->act[l], dy, dw, dw + (size_t)ly->out * ly->in, dx, n, ly->in,
-                           ly->out);
-        cur = 1 - cur;
+        const hfl_layer_ops *ops = t->ops[l];
+        float *dout = t->dbuf[cur], *din = NULL;
+        if (l > t->first_param) din = ops->bwd_in_place ? dout : t->dbuf[1 - cur];
+        ops->backward(be, ly, t->params + ly->param_off, t->act[l], t->act[l + 1], dout, din,
+                      t->grads + ly->param_off, t->workspace, n);
+        if (din && din != dout) cur = 1 - cur;
     }
     return loss;
 }

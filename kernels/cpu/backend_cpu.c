@@ -5,7 +5,11 @@
  * download and copy are memcpy. Every op is a plain loop calling the HFL_HD
  * body; the CUDA backend runs the same bodies one per thread. The number of
  * OpenBLAS threads is left to the caller (OPENBLAS_NUM_THREADS or
- * openblas_set_num_threads): small GEMMs are often faster on one. */
+ * openblas_set_num_threads): small GEMMs are often faster on one.
+ * Convolution and pooling loops walk samples, channels and positions in
+ * memory order and call the bodies of ops_hd.h per element; col2im and the
+ * max-pool backward scatter (cheaper on one core) in an order that sums
+ * each element exactly as the gather-form bodies a GPU runs would. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +105,104 @@ static void cpu_fill(float *p, float value, size_t n) {
     for (size_t i = 0; i < n; i++) p[i] = value;
 }
 
+/* The output columns [*lo, *hi) whose tap kx lands inside the input row
+ * (ix = ox*s - p + kx in [0, w)); the rest read padding. */
+static void cpu_tap_range(const hfl_window_geom *g, int kx, int *lo, int *hi) {
+    int first = g->p - kx; /* smallest ox*s allowed */
+    *lo = first <= 0 ? 0 : (first + g->s - 1) / g->s;
+    int last = g->w - 1 + g->p - kx; /* largest ox*s allowed */
+    *hi = last < 0 ? 0 : last / g->s + 1;
+    if (*hi > g->wo) *hi = g->wo;
+    if (*lo > *hi) *lo = *hi;
+}
+
+/* Row by row: for each (ci, ky, kx, oy) the valid taps form one run of
+ * columns, found once per kx, so the inner loop is a strided copy. The
+ * mapping is hfl_op_im2col_src's (the tests compare the two bit for bit). */
+static void cpu_im2col(float *cols, const float *x, int n, hfl_window_geom g) {
+    size_t in_size = (size_t)g.c * g.h * g.w;
+    for (int i = 0; i < n; i++) {
+        const float *xi = x + (size_t)i * in_size;
+        for (int ci = 0; ci < g.c; ci++)
+            for (int ky = 0; ky < g.k; ky++)
+                for (int kx = 0; kx < g.k; kx++) {
+                    int lo, hi;
+                    cpu_tap_range(&g, kx, &lo, &hi);
+                    for (int oy = 0; oy < g.ho; oy++, cols += g.wo) {
+                        int iy = oy * g.s - g.p + ky;
+                        if (iy < 0 || iy >= g.h) {
+                            memset(cols, 0, (size_t)g.wo * sizeof(float));
+                            continue;
+                        }
+                        const float *src = xi + ((size_t)ci * g.h + iy) * g.w - g.p + kx;
+                        for (int ox = 0; ox < lo; ox++) cols[ox] = 0.0f;
+                        for (int ox = lo; ox < hi; ox++) cols[ox] = src[ox * g.s];
+                        for (int ox = hi; ox < g.wo; ox++) cols[ox] = 0.0f;
+                    }
+                }
+    }
+}
+
+/* Scatter form: each column entry is added to the pixel im2col copied it
+ * from. For any one pixel the additions come in (ky, kx) order starting from
+ * zero, exactly as hfl_op_col2im (the gather form a GPU thread runs) sums
+ * them, so both give the same bits; the scatter skips gather's k*k search. */
+static void cpu_col2im(float *dx, const float *cols, int n, hfl_window_geom g) {
+    size_t in_size = (size_t)g.c * g.h * g.w;
+    memset(dx, 0, (size_t)n * in_size * sizeof(float));
+    for (int i = 0; i < n; i++) {
+        float *d = dx + (size_t)i * in_size;
+        for (int ci = 0; ci < g.c; ci++)
+            for (int ky = 0; ky < g.k; ky++)
+                for (int kx = 0; kx < g.k; kx++) {
+                    int lo, hi;
+                    cpu_tap_range(&g, kx, &lo, &hi);
+                    for (int oy = 0; oy < g.ho; oy++, cols += g.wo) {
+                        int iy = oy * g.s - g.p + ky;
+                        if (iy < 0 || iy >= g.h) continue;
+                        float *dst = d + ((size_t)ci * g.h + iy) * g.w - g.p + kx;
+                        for (int ox = lo; ox < hi; ox++) dst[ox * g.s] += cols[ox];
+                    }
+                }
+    }
+}
+
+static void cpu_maxpool_fwd(float *y, const float *x, int n, hfl_window_geom g) {
+    size_t planes = (size_t)n * g.c, in_plane = (size_t)g.h * g.w;
+    for (size_t q = 0; q < planes; q++) {
+        const float *xp = x + q * in_plane;
+        for (int oy = 0; oy < g.ho; oy++)
+            for (int ox = 0; ox < g.wo; ox++) *y++ = xp[hfl_op_maxpool_argmax(xp, &g, oy, ox)];
+    }
+}
+
+/* Scatter form: each window's dy goes to its first maximum. Per input the
+ * additions come in window (oy, ox) order from zero, as in the gather form
+ * hfl_op_maxpool_bwd, so both give the same bits; the scatter finds each
+ * window's argmax once instead of once per input it covers. */
+static void cpu_maxpool_bwd(float *dx, const float *dy, const float *x, int n, hfl_window_geom g) {
+    size_t planes = (size_t)n * g.c, in_plane = (size_t)g.h * g.w;
+    memset(dx, 0, planes * in_plane * sizeof(float));
+    for (size_t q = 0; q < planes; q++) {
+        const float *xp = x + q * in_plane;
+        float *dxp = dx + q * in_plane;
+        for (int oy = 0; oy < g.ho; oy++)
+            for (int ox = 0; ox < g.wo; ox++) dxp[hfl_op_maxpool_argmax(xp, &g, oy, ox)] += *dy++;
+    }
+}
+
+static void cpu_channel_bias_add(float *y, const float *bias, int n, int c, int hw) {
+    for (int i = 0; i < n; i++)
+        for (int ch = 0; ch < c; ch++) {
+            float *row = y + ((size_t)i * c + ch) * hw;
+            for (int j = 0; j < hw; j++) row[j] = hfl_op_bias_add(row[j], bias[ch]);
+        }
+}
+
+static void cpu_channel_bias_grad(float *dbias, const float *dy, int n, int c, int hw) {
+    for (int ch = 0; ch < c; ch++) dbias[ch] += hfl_op_channel_sum(dy, n, c, hw, ch);
+}
+
 static const hfl_backend cpu_backend = {
     .name = "cpu",
     .alloc = cpu_alloc,
@@ -116,6 +218,12 @@ static const hfl_backend cpu_backend = {
     .softmax_xent = cpu_softmax_xent,
     .sgd_step = cpu_sgd_step,
     .fill = cpu_fill,
+    .im2col = cpu_im2col,
+    .col2im = cpu_col2im,
+    .maxpool_fwd = cpu_maxpool_fwd,
+    .maxpool_bwd = cpu_maxpool_bwd,
+    .channel_bias_add = cpu_channel_bias_add,
+    .channel_bias_grad = cpu_channel_bias_grad,
 };
 
 const hfl_backend *hfl_backend_cpu(void) { return &cpu_backend; }

@@ -33,7 +33,7 @@ static void test_specs(void) {
     CHECK(s.layers[4].out == 10 && s.layers[4].n_params == 2010);
 
     CHECK(hfl_model_builtin("resnet", &s, err) == -1);
-    CHECK(strcmp(err, "unknown model 'resnet' (known: mlp)") == 0);
+    CHECK(strcmp(err, "unknown model 'resnet' (known: mlp, cnn)") == 0);
 
     int bad[] = {4, 0, 2};
     CHECK(hfl_model_spec_mlp(&s, "bad", bad, 3, err) == -1);

@@ -1,0 +1,94 @@
+/* conv.c: the 2-D convolution layer as im2col + sgemm + bias, one sample at
+ * a time.
+ *
+ * Weight w[out_c, in_c, k, k] (PyTorch's nn.Conv2d layout) then bias
+ * b[out_c]. Per sample the input [C, H, W] is unfolded into columns
+ * cols[C*k*k, ho*wo] in the workspace, and y = w[out_c, C*k*k] x cols is
+ * already the output's CHW layout, so no transpose follows. Backward keeps
+ * only the input: it unfolds it again (rather than keeping every sample's
+ * columns, which are k*k times larger), accumulates dW += dy_i cols^T, then
+ * reuses the same columns buffer for dcols = w^T dy_i, which col2im folds
+ * into dx. The workspace is one sample's columns for both passes, whatever
+ * the batch; a backend with batched GEMM could unfold several at once and
+ * report a larger workspace here. */
+#include "model/layers.h"
+#include "util/util.h"
+
+static int conv_infer_shape(hfl_layer *ly, char *err) {
+    if (ly->units < 1 || ly->units > HFL_MODEL_MAX_DIM)
+        return hfl_errf(err, "out %d outside [1, %d]", ly->units, HFL_MODEL_MAX_DIM);
+    /* pad < kernel: a wider pad would only add windows of pure padding. */
+    int max_pad = ly->kernel > 0 ? ly->kernel - 1 : 0;
+    return hfl_layer_window_shape(ly, ly->units, max_pad, err);
+}
+
+static size_t conv_patch(const hfl_layer *ly) {
+    return (size_t)ly->in_shape.c * ly->kernel * ly->kernel;
+}
+
+static int conv_param_tensors(const hfl_layer *ly, hfl_param_tensor out[HFL_MAX_PARAM_TENSORS]) {
+    size_t nw = (size_t)ly->units * conv_patch(ly);
+    out[0] = (hfl_param_tensor){"weight", 0, nw, (int)conv_patch(ly)};
+    out[1] = (hfl_param_tensor){"bias", nw, (size_t)ly->units, (int)conv_patch(ly)};
+    return 2;
+}
+
+static void conv_forward(const hfl_backend *be, const hfl_layer *ly, const float *params,
+                         const float *in, float *out, void *workspace, int batch) {
+    hfl_window_geom g = hfl_layer_geom(ly);
+    int ckk = (int)conv_patch(ly), hw = g.ho * g.wo;
+    float *cols = workspace;
+    const float *b = params + (size_t)ly->units * ckk;
+    for (int i = 0; i < batch; i++) {
+        be->im2col(cols, in + (size_t)i * ly->in, 1, g);
+        /* y_i[out_c, hw] = w[out_c, ckk] cols[ckk, hw] */
+        be->sgemm(0, 0, ly->units, hw, ckk, 1.0f, params, ckk, cols, hw, 0.0f,
+                  out + (size_t)i * ly->out, hw);
+    }
+    be->channel_bias_add(out, b, batch, ly->units, hw);
+}
+
+static void conv_backward(const hfl_backend *be, const hfl_layer *ly, const float *params,
+                          const float *in, const float *out, const float *dout, float *din,
+                          float *dparams, void *workspace, int batch) {
+    (void)out;
+    hfl_window_geom g = hfl_layer_geom(ly);
+    int ckk = (int)conv_patch(ly), hw = g.ho * g.wo;
+    float *cols = workspace, *db = dparams + (size_t)ly->units * ckk;
+    be->fill(db, 0.0f, (size_t)ly->units);
+    be->channel_bias_grad(db, dout, batch, ly->units, hw);
+    for (int i = 0; i < batch; i++) {
+        const float *dy = dout + (size_t)i * ly->out;
+        be->im2col(cols, in + (size_t)i * ly->in, 1, g);
+        /* dW[out_c, ckk] (+)= dy_i[out_c, hw] cols^T; the first sample overwrites. */
+        be->sgemm(0, 1, ly->units, ckk, hw, 1.0f, dy, hw, cols, hw, i ? 1.0f : 0.0f, dparams, ckk);
+        if (!din) continue;
+        /* dcols[ckk, hw] = w^T dy_i, into the columns buffer now that dW is done. */
+        be->sgemm(1, 0, ckk, hw, ly->units, 1.0f, params, ckk, dy, hw, 0.0f, cols, hw);
+        be->col2im(din + (size_t)i * ly->in, cols, 1, g);
+    }
+}
+
+static size_t conv_workspace_bytes(const hfl_layer *ly, int batch) {
+    (void)batch;
+    hfl_window_geom g = hfl_layer_geom(ly);
+    return conv_patch(ly) * g.ho * g.wo * sizeof(float);
+}
+
+static uint64_t conv_flops(const hfl_layer *ly) {
+    return 2 * (uint64_t)ly->out * conv_patch(ly) + (uint64_t)ly->out;
+}
+
+const hfl_layer_ops hfl_conv2d_ops = {
+    .name = "conv2d",
+    .infer_shape = conv_infer_shape,
+    .param_tensors = conv_param_tensors,
+    .forward = conv_forward,
+    .backward = conv_backward,
+    .fwd_workspace_bytes = conv_workspace_bytes,
+    .bwd_workspace_bytes = conv_workspace_bytes,
+    .keeps = HFL_KEEP_INPUT,
+    .fwd_in_place = 0,
+    .bwd_in_place = 0,
+    .flops = conv_flops,
+};
