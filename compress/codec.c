@@ -1,49 +1,90 @@
-/* codec.c: the codec registry (lookup by name, parameter checks) and the
- * common 12-byte payload header every codec writes and validates. */
+/* codec.c: the codec registry (lookup by name, topk instances interned by
+ * fraction, parameter checks) and the common 12-byte payload header every
+ * codec writes and validates. */
 #include "compress/codec_impl.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "util/util.h"
 
-static const hfl_codec *const codec_registry[] = {&hfl_codec_fp32, &hfl_codec_int8};
+static const hfl_codec *const codec_registry[] = {&hfl_codec_fp32, &hfl_codec_fp16,
+                                                  &hfl_codec_bf16, &hfl_codec_int8,
+                                                  &hfl_codec_int4, &hfl_codec_sign};
 #define CODEC_COUNT (sizeof codec_registry / sizeof codec_registry[0])
+#define CODEC_KNOWN "fp32, fp16, bf16, int8, int4, sign, topk:<fraction in (0, 1]>"
+
+/* Interned topk instances: written under the lock, never freed or moved, so a
+ * returned pointer stays valid and can be read without the lock. */
+typedef struct {
+    hfl_codec codec;
+    char name[32];
+} topk_slot;
+
+static pthread_mutex_t topk_lock = PTHREAD_MUTEX_INITIALIZER;
+static topk_slot topk_slots[HFL_CODEC_MAX_TOPK];
+static int topk_count;
+
+static const hfl_codec *topk_intern(const char *name, const char *arg, char *err) {
+    double f;
+    char perr[HFL_ERR_LEN];
+    if (hfl_parse_double(arg, 0.0, 1.0, &f, perr) || !(f > 0.0))
+        return hfl_errf(err, "codec '%s': topk fraction must be a number in (0, 1]", name), NULL;
+    /* The instance's fraction is the value of its canonical name, so a peer that parses
+     * the name gets the same fraction (and the same k) bit for bit. */
+    char canon[32];
+    snprintf(canon, sizeof canon, "topk:%.9g", f);
+    f = strtod(canon + 5, NULL);
+    const hfl_codec *found = NULL;
+    pthread_mutex_lock(&topk_lock);
+    for (int i = 0; i < topk_count && !found; i++)
+        if (topk_slots[i].codec.fraction == f)
+            found = &topk_slots[i].codec;
+    if (!found && topk_count < HFL_CODEC_MAX_TOPK) {
+        topk_slot *s = &topk_slots[topk_count];
+        s->codec = codec_topk_template;
+        memcpy(s->name, canon, sizeof canon);
+        s->codec.name = s->name;
+        s->codec.fraction = f;
+        found = &s->codec;
+        topk_count++;
+    }
+    pthread_mutex_unlock(&topk_lock);
+    if (!found)
+        hfl_errf(err, "codec '%s': this process already uses %d topk fractions, the most it holds",
+                 name, HFL_CODEC_MAX_TOPK);
+    return found;
+}
 
 const hfl_codec *hfl_codec_find(const char *name, char *err) {
     for (size_t i = 0; name && i < CODEC_COUNT; i++)
         if (strcmp(codec_registry[i]->name, name) == 0)
             return codec_registry[i];
-    hfl_errf(err, "unknown codec '%s' (known: fp32, int8)", name ? name : "(null)");
+    if (name && strncmp(name, "topk:", 5) == 0)
+        return topk_intern(name, name + 5, err);
+    hfl_errf(err, "unknown codec '%s' (known: " CODEC_KNOWN ")", name ? name : "(null)");
     return NULL;
 }
 
 int hfl_codec_check(const hfl_codec *c, size_t n, uint32_t block, char *err) {
     if ((uint64_t)n > UINT32_MAX)
         return hfl_errf(err, "%s: %zu values do not fit the 32-bit count of a payload", c->name, n);
-    if (c->id != HFL_CODEC_ID_FP32 && (block < 1 || block > HFL_CODEC_MAX_BLOCK))
+    if (c->blocked && (block < 1 || block > HFL_CODEC_MAX_BLOCK))
         return hfl_errf(err, "%s: block size %u outside [1, %u]", c->name, block,
                         (unsigned)HFL_CODEC_MAX_BLOCK);
     return 0;
 }
 
-static void put_u32(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-
-static uint32_t get_u32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 void codec_write_header(uint8_t *out, uint8_t id, uint32_t n, uint32_t block) {
     out[0] = id;
     out[1] = out[2] = out[3] = 0;
-    put_u32(out + 4, n);
-    put_u32(out + 8, block);
+    codec_store_u32(out + 4, n);
+    codec_store_u32(out + 8, block);
 }
 
 int codec_read_header(const hfl_codec *c, const uint8_t *in, size_t len, size_t expect_n,
-                      uint32_t block_min, uint32_t block_max, uint32_t *block, char *err) {
+                      uint32_t *block, char *err) {
     if (len < HFL_CODEC_HEADER_BYTES)
         return hfl_errf(err, "%s payload: %zu bytes, shorter than the %d-byte header", c->name,
                         len, HFL_CODEC_HEADER_BYTES);
@@ -51,16 +92,25 @@ int codec_read_header(const hfl_codec *c, const uint8_t *in, size_t len, size_t 
         return hfl_errf(err, "%s payload: codec id %u, expected %u", c->name, in[0], c->id);
     if (in[1] || in[2] || in[3])
         return hfl_errf(err, "%s payload: reserved header bytes are not zero", c->name);
-    uint32_t n = get_u32(in + 4), b = get_u32(in + 8);
+    uint32_t n = codec_load_u32(in + 4), b = codec_load_u32(in + 8);
     if ((uint64_t)n != (uint64_t)expect_n)
         return hfl_errf(err, "%s payload: n=%u, expected %zu", c->name, n, expect_n);
-    if (b < block_min || b > block_max)
-        return hfl_errf(err, "%s payload: block size %u outside [%u, %u]", c->name, b, block_min,
-                        block_max);
-    size_t want = c->encoded_bytes(n, b);
+    uint32_t lo = c->blocked ? 1 : 0, hi = c->blocked ? HFL_CODEC_MAX_BLOCK : 0;
+    if (b < lo || b > hi)
+        return hfl_errf(err, "%s payload: block size %u outside [%u, %u]", c->name, b, lo, hi);
+    *block = b;
+    return 0;
+}
+
+int codec_read_fixed(const hfl_codec *c, const uint8_t *in, size_t len, size_t expect_n,
+                     uint32_t *block, char *err) {
+    uint32_t b;
+    if (codec_read_header(c, in, len, expect_n, &b, err))
+        return -1;
+    size_t want = c->max_bytes(c, expect_n, b);
     if (len != want)
-        return hfl_errf(err, "%s payload: %zu bytes, expected %zu for n=%u block=%u", c->name, len,
-                        want, n, b);
+        return hfl_errf(err, "%s payload: %zu bytes, expected %zu for n=%zu block=%u", c->name,
+                        len, want, expect_n, b);
     *block = b;
     return 0;
 }

@@ -1,6 +1,7 @@
 /* codec_test.h: helpers shared by the codec tests: a CHECK that counts
  * failures and keeps going, reproducible random vectors drawn from philox,
- * and encode/decode wrappers that check the byte count encode writes. */
+ * and encode/decode wrappers that check the byte count encode writes and that
+ * the bytes do not depend on the thread count. */
 #ifndef HFL_CODEC_TEST_H
 #define HFL_CODEC_TEST_H
 
@@ -41,13 +42,14 @@ static inline const hfl_codec *test_codec(const char *name) {
     return c;
 }
 
-/* Encodes into a fresh buffer of encoded_bytes(n, block), checking that encode writes
- * every byte of it (two encodes over different fill patterns agree) and none past it
- * (guard bytes unchanged). *len gets the size. */
+/* Encodes into a fresh buffer of max_bytes(n, block), checking that encode writes
+ * every byte it reports (two encodes over different fill patterns agree), none past
+ * it (guard bytes unchanged), the same bytes on 1 and 3 threads, and exactly
+ * max_bytes for every codec but topk. *len gets the size. */
 static inline uint8_t *test_encode(const hfl_codec *c, const float *x, float *residual, size_t n,
                                    uint32_t block, const hfl_rng_key *key, size_t *len) {
-    size_t bytes = c->encoded_bytes(n, block), guard = 16;
-    CHECK(bytes > 0, "%s encoded_bytes(%zu, %u) = 0", c->name, n, block);
+    size_t bytes = hfl_codec_max_bytes(c, n, block), guard = 16;
+    CHECK(bytes > 0, "%s max_bytes(%zu, %u) = 0", c->name, n, block);
     uint8_t *a = hfl_malloc(bytes + guard), *b = hfl_malloc(bytes + guard);
     memset(a, 0x00, bytes + guard);
     memset(b, 0xFF, bytes + guard);
@@ -56,16 +58,22 @@ static inline uint8_t *test_encode(const hfl_codec *c, const float *x, float *re
         res_copy = hfl_malloc(n * sizeof(float));
         memcpy(res_copy, residual, n * sizeof(float));
     }
-    c->encode(x, residual, n, block, key, a);
-    c->encode(x, res_copy, n, block, key, b);
-    CHECK(memcmp(a, b, bytes) == 0, "%s encode leaves bytes unwritten (n=%zu block=%u)", c->name,
-          n, block);
-    for (size_t i = 0; i < guard; i++)
-        CHECK(a[bytes + i] == 0x00 && b[bytes + i] == 0xFF,
-              "%s encode writes past encoded_bytes (n=%zu block=%u)", c->name, n, block);
+    size_t la = hfl_codec_encode(c, x, residual, n, block, key, 1, a);
+    size_t lb = hfl_codec_encode(c, x, res_copy, n, block, key, 3, b);
+    CHECK(la == lb && la <= bytes, "%s encode wrote %zu and %zu bytes, max %zu", c->name, la, lb,
+          bytes);
+    CHECK(c->fraction > 0 || la == bytes, "%s encode wrote %zu bytes, not %zu", c->name, la,
+          bytes); /* only topk (the one codec with a fraction) varies */
+    CHECK(memcmp(a, b, la) == 0, "%s encode leaves bytes unwritten or depends on threads "
+          "(n=%zu block=%u)", c->name, n, block);
+    CHECK(!residual || memcmp(residual, res_copy, n * sizeof(float)) == 0,
+          "%s residual depends on threads", c->name);
+    for (size_t i = la; i < bytes + guard; i++)
+        CHECK(a[i] == 0x00 && b[i] == 0xFF, "%s encode writes past its length (n=%zu block=%u)",
+              c->name, n, block);
     free(b);
     free(res_copy);
-    *len = bytes;
+    *len = la;
     return a;
 }
 
@@ -81,7 +89,7 @@ static inline void test_decode(const hfl_codec *c, const uint8_t *p, size_t len,
                                float *out) {
     char err[HFL_ERR_LEN] = "";
     memset(out, 0, n * sizeof(float));
-    int rc = c->decode_accumulate(p, len, n, 1.0f, out, err);
+    int rc = hfl_codec_decode_accumulate(c, p, len, n, 1.0f, out, 1, err);
     CHECK(rc == 0, "%s decode failed: %s", c->name, err);
 }
 

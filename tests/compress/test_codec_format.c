@@ -1,36 +1,79 @@
-/* test_codec_format.c: codec lookup, payload sizes, round-trip error bounds,
- * determinism in the key, weighted accumulation, and rejection of malformed
- * payloads with the accumulator left untouched. */
+/* test_codec_format.c: codec lookup (topk names parsed and interned), payload
+ * sizes against the issue's ceilings, int8 and fp32 round-trip error bounds,
+ * determinism in the key, weighted accumulation, and the stochastic-rounding
+ * encoders against the per-element HFL_HD formula. */
 #include "tests/compress/codec_test.h"
 
 #include "compress/quant_hd.h"
 
 static void test_find(void) {
     char err[HFL_ERR_LEN] = "";
-    CHECK(hfl_codec_find("fp32", err) && hfl_codec_find("int8", err), "known codecs not found");
-    CHECK(hfl_codec_find("int4", err) == NULL, "int4 found");
-    CHECK(strcmp(err, "unknown codec 'int4' (known: fp32, int8)") == 0, "message: %s", err);
+    const char *names[] = {"fp32", "fp16", "bf16", "int8", "int4", "sign"};
+    const int biased[] = {0, 1, 1, 0, 0, 1};
+    for (int i = 0; i < 6; i++) {
+        const hfl_codec *c = hfl_codec_find(names[i], err);
+        CHECK(c && strcmp(c->name, names[i]) == 0 && c->biased == biased[i], "%s: %s", names[i],
+              err);
+    }
+    CHECK(hfl_codec_find("int2", err) == NULL, "int2 found");
+    CHECK(strcmp(err, "unknown codec 'int2' (known: fp32, fp16, bf16, int8, int4, sign, "
+                      "topk:<fraction in (0, 1]>)") == 0, "message: %s", err);
+    const hfl_codec *t1 = hfl_codec_find("topk:0.01", err), *t2 = hfl_codec_find("topk:0.010", err);
+    CHECK(t1 && t1 == t2 && strcmp(t1->name, "topk:0.01") == 0 && t1->fraction == 0.01 &&
+          t1->biased, "topk:0.01 not interned as one canonical instance");
+    const hfl_codec *t3 = hfl_codec_find("topk:1", err), *t4 = hfl_codec_find("topk:0.5", err);
+    CHECK(t3 && t4 && t3 != t4 && t3 != t1 && t3->fraction == 1.0, "topk:1 / topk:0.5");
+    const char *bad[] = {"topk:0", "topk:1.5", "topk:-0.1", "topk:", "topk:abc", "topk:0.1x",
+                         "topk:nan", "topk"};
+    for (int i = 0; i < 8; i++) {
+        err[0] = 0;
+        CHECK(hfl_codec_find(bad[i], err) == NULL && err[0] && !strchr(err, '\n'),
+              "'%s' accepted", bad[i]);
+    }
     const hfl_codec *i8 = test_codec("int8"), *f32 = test_codec("fp32");
     CHECK(hfl_codec_check(i8, 10, 0, err) == -1 && strstr(err, "block size 0"), "%s", err);
+    CHECK(hfl_codec_check(test_codec("sign"), 10, 0, err) == -1, "sign block 0 accepted");
     CHECK(hfl_codec_check(i8, 10, HFL_CODEC_MAX_BLOCK + 1, err) == -1, "block too big accepted");
     CHECK(hfl_codec_check(i8, 10, HFL_CODEC_MAX_BLOCK, err) == 0, "%s", err);
     CHECK(hfl_codec_check(f32, 10, 0, err) == 0, "%s", err);
-    CHECK(hfl_codec_check(f32, 10, 256, err) == 0 && f32->encoded_bytes(10, 256) == 12 + 40,
+    CHECK(hfl_codec_check(t1, 10, 0, err) == 0, "%s", err);
+    CHECK(hfl_codec_check(f32, 10, 256, err) == 0 && hfl_codec_max_bytes(f32, 10, 256) == 12 + 40,
           "fp32 must ignore a run's block size");
-    CHECK(i8->encoded_bytes(10, 0) == 0 && i8->encoded_bytes(10, 65537) == 0,
-          "encoded_bytes accepts invalid block");
+    CHECK(hfl_codec_max_bytes(i8, 10, 0) == 0 && hfl_codec_max_bytes(i8, 10, 65537) == 0,
+          "max_bytes accepts invalid block");
 }
 
+/* Bytes relative to fp32 for n = 199210 at block 256, header included, against the
+ * issue's ceilings; topk's is the size of an actual payload of random data. */
 static void test_sizes(void) {
     const hfl_codec *i8 = test_codec("int8"), *f32 = test_codec("fp32");
     size_t n = 199210; /* 778 full blocks of 256 and one of 42 */
-    size_t bi = i8->encoded_bytes(n, 256), bf = f32->encoded_bytes(n, 0);
+    size_t bi = hfl_codec_max_bytes(i8, n, 256), bf = hfl_codec_max_bytes(f32, n, 0);
     CHECK(bi == 12 + 779 * 4 + n, "int8 bytes %zu", bi);
     CHECK(bf == 12 + 4 * n, "fp32 bytes %zu", bf);
-    double ratio = (double)bi / (double)bf; /* (256 + 4) / 1024 = 0.2539 per full block */
-    CHECK(fabs(ratio - 260.0 / 1024.0) < 5e-4, "int8/fp32 ratio %.4f", ratio);
-    printf("int8/fp32 bytes at block 256, n=%zu: %.4f\n", n, ratio);
-    CHECK(i8->encoded_bytes(0, 256) == 12 && f32->encoded_bytes(0, 0) == 12, "empty payloads");
+    CHECK(hfl_codec_max_bytes(test_codec("int4"), n, 256) == 12 + 779 * 4 + 778 * 128 + 21,
+          "int4 bytes");
+    CHECK(hfl_codec_max_bytes(test_codec("sign"), n, 256) == 12 + 779 * 4 + 778 * 32 + 6,
+          "sign bytes");
+    CHECK(hfl_codec_max_bytes(test_codec("fp16"), n, 256) == 12 + 2 * n, "fp16 bytes");
+    const char *names[] = {"fp16", "bf16", "int8", "int4", "sign", "topk:0.01"};
+    const double ceiling[] = {0.51, 0.51, 0.26, 0.14, 0.04, 0.03};
+    float *x = hfl_malloc(n * sizeof(float));
+    test_fill(x, n, 1.0f, 3, 0);
+    for (int i = 0; i < 6; i++) {
+        const hfl_codec *c = test_codec(names[i]);
+        size_t len;
+        hfl_rng_key key = {.seed = 1};
+        uint8_t *p = test_encode(c, x, NULL, n, 256, &key, &len);
+        double ratio = (double)len / (double)bf;
+        CHECK(ratio <= ceiling[i], "%s: %.4f of fp32, over %.2f", names[i], ratio, ceiling[i]);
+        printf("%s/fp32 bytes at block 256, n=%zu: %.4f (ceiling %.2f)\n", names[i], n, ratio,
+               ceiling[i]);
+        free(p);
+    }
+    free(x);
+    CHECK(hfl_codec_max_bytes(i8, 0, 256) == 12 && hfl_codec_max_bytes(f32, 0, 0) == 12,
+          "empty payloads");
 }
 
 /* Every decoded value within its block's scale of x; exact multiples of the scale
@@ -93,8 +136,8 @@ static void test_key_and_weight(void) {
     char err[HFL_ERR_LEN];
     for (size_t i = 0; i < n; i++)
         a1[i] = a3[i] = 0.5f * (float)i;
-    CHECK(i8->decode_accumulate(p, len, n, 1.0f, a1, err) == 0, "%s", err);
-    CHECK(i8->decode_accumulate(p, len, n, 3.0f, a3, err) == 0, "%s", err);
+    CHECK(hfl_codec_decode_accumulate(i8, p, len, n, 1.0f, a1, 1, err) == 0, "%s", err);
+    CHECK(hfl_codec_decode_accumulate(i8, p, len, n, 3.0f, a3, 2, err) == 0, "%s", err);
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) {
         float base = 0.5f * (float)i, d1 = a1[i] - base, d3 = a3[i] - base;
@@ -105,34 +148,46 @@ static void test_key_and_weight(void) {
     free(p);
 }
 
-/* The encoder draws four uniforms per Philox call; it must match the per-element
- * formula a GPU kernel uses: q[i] = round(x[i], scale, u01(philox(key, i))). */
+/* The encoder draws eight 16-bit uniforms per Philox call over arrays of counters; it
+ * must match the per-element formula a GPU kernel uses:
+ * q[i] = round(x[i], scale, sr_uniform(sr_bits16(key, i)), qmax), for int8 and int4. */
 static void test_matches_reference(size_t n, uint32_t block) {
-    const hfl_codec *i8 = test_codec("int8");
+    const hfl_codec *i8 = test_codec("int8"), *i4 = test_codec("int4");
     float x[300];
     test_fill(x, n, 1.5f, 4, block);
     hfl_rng_key key = {.seed = 0x123456789ull, .round = 9, .client = 8, .tensor = 7};
-    size_t len, mismatches = 0;
+    size_t len, len4, mismatches = 0;
     uint8_t *p = test_encode(i8, x, NULL, n, block, &key, &len);
+    uint8_t *p4 = test_encode(i4, x, NULL, n, block, &key, &len4);
+    size_t b4 = 4 + (block + 1) / 2;
     for (size_t i = 0; i < n; i++) {
-        float s = test_int8_scale(p, block, i / block);
-        uint32_t bits = hfl_philox_u32(key.seed, HFL_STREAM_QUANT, key.round, key.client,
-                                       key.tensor, i);
-        int8_t want = hfl_q8_round(x[i], s, hfl_u01(bits)), got;
+        float s = test_int8_scale(p, block, i / block), s4;
+        memcpy(&s4, p4 + HFL_CODEC_HEADER_BYTES + (i / block) * b4, 4);
+        float u = hfl_sr_uniform(hfl_sr_bits16(key.seed, key.round, key.client, key.tensor, i));
+        int8_t want = hfl_q8_round(x[i], s, u), got;
         memcpy(&got, p + HFL_CODEC_HEADER_BYTES + (i / block + 1) * sizeof(float) + i, 1);
         mismatches += got != want;
+        size_t j = i % block;
+        uint8_t byte = p4[HFL_CODEC_HEADER_BYTES + (i / block) * b4 + 4 + j / 2];
+        int32_t got4 = j & 1 ? hfl_q4_hi(byte) : hfl_q4_lo(byte);
+        mismatches += got4 != hfl_q4_round(x[i], s4, u);
     }
     CHECK(mismatches == 0, "n=%zu block=%u: %zu values differ from the reference", n, block,
           mismatches);
     free(p);
-    uint64_t quads[] = {0, 1, 12345, (1ull << 32) - 1, 1ull << 32, (1ull << 40) + 3};
-    for (size_t k = 0; k < sizeof quads / sizeof quads[0]; k++) {
-        float u[4];
-        hfl_q8_uniform4(key.seed, key.round, key.client, key.tensor, quads[k], u);
-        for (int l = 0; l < 4; l++)
-            CHECK(u[l] == hfl_q8_uniform(key.seed, key.round, key.client, key.tensor,
-                                         quads[k] * 4 + (uint64_t)l),
-                  "uniform4 lane %d of quad %llu", l, (unsigned long long)quads[k]);
+    free(p4);
+    /* The 16 bits at an index are the (i >> 1) & 3 word's half of Philox at counter i >> 3,
+     * including past 2^32 groups, where the group's high bits go into the round word. */
+    uint64_t idx[] = {0, 1, 7, 8, 12345, (1ull << 35) - 1, 1ull << 35, (1ull << 43) + 13};
+    for (size_t k = 0; k < sizeof idx / sizeof idx[0]; k++) {
+        uint32_t key2[2] = {(uint32_t)key.seed,
+                            (uint32_t)(key.seed >> 32) ^ (HFL_STREAM_QUANT * 0x85EBCA6Bu)};
+        uint32_t ctr[4] = {(uint32_t)(idx[k] >> 3), key.round ^ (uint32_t)(idx[k] >> 35),
+                           key.client, key.tensor}, out[4];
+        hfl_philox4x32_10(ctr, key2, out);
+        uint32_t want = (out[(idx[k] >> 1) & 3] >> (16 * (idx[k] & 1))) & 0xFFFF;
+        CHECK(hfl_sr_bits16(key.seed, key.round, key.client, key.tensor, idx[k]) == want,
+              "bits16 at %llu", (unsigned long long)idx[k]);
     }
 }
 
