@@ -1,7 +1,8 @@
 /* client.h: the pieces of hfl-client.
  *
  * main.c   options, device probe, data, the hello/pull/update loop
- * train.c  one round of local training and the encoded update it produces */
+ * train.c  one round of local training and the encoded update it produces
+ * state.c  the state file that keeps the error-feedback residual across restarts */
 #ifndef HFL_CLIENT_H
 #define HFL_CLIENT_H
 
@@ -29,7 +30,8 @@ typedef struct {
     hfl_dataset data; /* this client's share */
     int client_id;    /* the coordinator's id for us: order of arrival */
     uint32_t stream;  /* hash of our name: keys our randomness, the same in every run */
-    float *global;    /* the weights the task came with */
+    float *global;    /* the weights the last task came with: model version held_version */
+    int held_version; /* -1 before the first task */
     float *local;     /* after training */
     float *residual;  /* error feedback, kept across rounds */
     float *xbuf;      /* one gathered batch */
@@ -41,6 +43,13 @@ typedef struct {
  * and the training time in *seconds. */
 uint8_t *client_train_round(client_state *s, const client_task *task, const float *weights,
                             size_t *len, double *loss, double *seconds);
+
+/* Writes / reads the residual of client `name` under dir. Load returns -1
+ * with the reason in why (no file, damaged, other model or codec). */
+int client_state_save(const char *dir, const char *name, const char *model, const char *codec,
+                      const float *residual, size_t n, char *err);
+int client_state_load(const char *dir, const char *name, const char *model, const char *codec,
+                      float *residual, size_t n, char *why);
 
 /* Peak resident memory of this process so far (VmHWM), in bytes. */
 uint64_t client_peak_rss(void);

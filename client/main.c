@@ -25,6 +25,8 @@ typedef struct {
     char name[64];
     char data_dir[1024];
     char partition[64];
+    char codec[32]; /* update codec override; empty: the run's */
+    char state_dir[1024];
     int index, num_clients;
     uint64_t seed;
     int threads;
@@ -42,6 +44,8 @@ static void usage(FILE *f) {
         "  --server-name NAME   expected CN of the coordinator certificate (default localhost)\n"
         "  --insecure           allow plain tcp:// without TLS\n"
         "  --name NAME          client name (default client-<index>)\n"
+        "  --codec NAME         update codec for this client instead of the run's\n"
+        "  --state-dir DIR      keep the error-feedback residual in DIR/<name>.state across restarts\n"
         "  --data DIR           Fashion-MNIST directory (default " HFL_FMNIST_DIR ")\n"
         "  --partition SPEC     iid, dirichlet:<alpha> or shards:<k> (default iid)\n"
         "  --client-index I     which share of the partition is this client's (default 0)\n"
@@ -55,13 +59,13 @@ static void usage(FILE *f) {
 
 static int parse_args(int argc, char **argv, client_options *o, char *err) {
     enum { O_URL = 256, O_CA, O_CERT, O_SNI, O_INSECURE, O_NAME, O_DATA, O_PART, O_INDEX, O_NUM, O_SEED,
-           O_THREADS, O_TIMEOUT, O_QUIET, O_HELP };
+           O_THREADS, O_TIMEOUT, O_QUIET, O_HELP, O_CODEC, O_STATE };
     static const struct option opts[] = {
         {"coordinator", 1, 0, O_URL}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"server-name", 1, 0, O_SNI}, {"insecure", 0, 0, O_INSECURE}, {"name", 1, 0, O_NAME},
         {"data", 1, 0, O_DATA}, {"partition", 1, 0, O_PART}, {"client-index", 1, 0, O_INDEX},
         {"num-clients", 1, 0, O_NUM}, {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS},
-        {"timeout", 1, 0, O_TIMEOUT}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+        {"timeout", 1, 0, O_TIMEOUT}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP}, {"codec", 1, 0, O_CODEC}, {"state-dir", 1, 0, O_STATE}, {0, 0, 0, 0}};
     long v;
     double d;
     opterr = 0;
@@ -84,6 +88,8 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         case O_THREADS: if (hfl_parse_int(optarg, 1, 1024, &v, e) == 0) o->threads = (int)v; break;
         case O_TIMEOUT: if (hfl_parse_double(optarg, 0.1, 86400, &d, e) == 0) o->timeout_s = d; break;
         case O_QUIET: o->quiet = 1; break;
+        case O_CODEC: snprintf(o->codec, sizeof o->codec, "%s", optarg); break;
+        case O_STATE: snprintf(o->state_dir, sizeof o->state_dir, "%s", optarg); break;
         case O_HELP: usage(stdout); exit(0);
         default: return hfl_errf(err, "unknown option '%s' (see --help)", argv[optind - 1]);
         }
@@ -96,6 +102,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
     if (!o->tls.insecure && (!o->tls.ca_file || !o->tls.cert_file))
         return hfl_errf(err, "TLS needs --ca and --cert (or --insecure with a tcp:// URL)");
     if (!o->name[0]) snprintf(o->name, sizeof o->name, "client-%d", o->index);
+    if (o->codec[0] && !hfl_codec_find(o->codec, err)) return -1;
     return 0;
 }
 
@@ -123,6 +130,7 @@ static cJSON *hello_meta(const client_options *o, const hfl_device_info *dev, co
     cJSON *meta = cJSON_CreateObject();
     cJSON_AddStringToObject(meta, "name", o->name);
     cJSON_AddNumberToObject(meta, "samples", s->data.n);
+    if (o->codec[0]) cJSON_AddStringToObject(meta, "codec", o->codec);
     cJSON *d = cJSON_AddObjectToObject(meta, "device");
     cJSON_AddStringToObject(d, "kind", dev->is_gpu ? "cuda" : "cpu");
     cJSON_AddStringToObject(d, "name", dev->name);
@@ -141,8 +149,35 @@ static cJSON *hello_meta(const client_options *o, const hfl_device_info *dev, co
     return meta;
 }
 
+/* The task's weights into w: decoded whole, or added to the weights we hold
+ * when the coordinator sent the change since our version. The decoder
+ * validates the payload before writing. */
+static int task_weights(const hfl_msg *m, client_state *s, float *w, int *version, char *err) {
+    int64_t v, base;
+    char kind[8], down[32];
+    if (hfl_meta_int(m->meta, "version", 0, INT32_MAX, &v, err) ||
+        hfl_meta_int(m->meta, "base_version", -1, INT32_MAX, &base, err) ||
+        hfl_meta_str(m->meta, "weights", sizeof kind - 1, kind, err) ||
+        hfl_meta_str(m->meta, "downlink", sizeof down - 1, down, err))
+        return -1;
+    const hfl_codec *dc = hfl_codec_find(down, err);
+    if (!dc) return -1;
+    size_t n = s->spec.n_params;
+    if (!strcmp(kind, "full")) {
+        memset(w, 0, n * sizeof(float));
+    } else if (!strcmp(kind, "delta") && base == s->held_version && base >= 0) {
+        memcpy(w, s->global, n * sizeof(float));
+    } else {
+        return hfl_errf(err, "task sends '%s' weights against version %lld; we hold version %d", kind,
+                        (long long)base, s->held_version);
+    }
+    if (hfl_codec_decode_accumulate(dc, m->payload, m->payload_len, n, 1.0f, w, 1, err) != 0) return -1;
+    *version = (int)v;
+    return 0;
+}
+
 /* Reads a TASK's settings; every field is range-checked here, once. */
-static int read_task(const hfl_msg *m, size_t n_params, client_task *t, char *err) {
+static int read_task(const hfl_msg *m, size_t n_params, const char *override, client_task *t, char *err) {
     int64_t round, epochs, batch, seed, block;
     double lr, mom, wd;
     char codec[32];
@@ -155,9 +190,7 @@ static int read_task(const hfl_msg *m, size_t n_params, client_task *t, char *er
         hfl_meta_num(m->meta, "weight_decay", 0, 1, &wd, err) ||
         hfl_meta_str(m->meta, "codec", sizeof codec - 1, codec, err))
         return -1;
-    if (m->payload_len != n_params * sizeof(float))
-        return hfl_errf(err, "task carries %zu bytes of weights, expected %zu", m->payload_len, n_params * sizeof(float));
-    if (!(t->codec = hfl_codec_find(codec, err))) return -1;
+    if (!(t->codec = hfl_codec_find(override[0] ? override : codec, err))) return -1;
     if (hfl_codec_check(t->codec, n_params, (uint32_t)block, err) != 0) return -1;
     t->round = (int)round, t->local_epochs = (int)epochs, t->batch = (int)batch;
     t->seed = (uint64_t)seed, t->block = (uint32_t)block;
@@ -180,10 +213,11 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
     cJSON_Delete(meta);
     if (sent != 0) goto out;
     int64_t id;
-    char model[32];
+    char model[32], codec[32];
     if (rep.type == HFL_MSG_ERROR || rep.type != HFL_MSG_WELCOME ||
         hfl_meta_int(rep.meta, "client_id", 0, 1 << 20, &id, err) ||
-        hfl_meta_str(rep.meta, "model", sizeof model - 1, model, err)) {
+        hfl_meta_str(rep.meta, "model", sizeof model - 1, model, err) ||
+        hfl_meta_str(rep.meta, "codec", sizeof codec - 1, codec, err)) {
         if (rep.type != HFL_MSG_WELCOME) {
             char why[200] = "unexpected reply";
             hfl_meta_str(rep.meta, "error", sizeof why - 1, why, NULL);
@@ -204,11 +238,17 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
     s->local = hfl_malloc(s->spec.n_params * sizeof(float));
     s->residual = hfl_calloc(s->spec.n_params, sizeof(float));
     s->client_id = (int)id;
-    if (!o->quiet) printf("%s: registered as client %d with %d samples\n", o->name, s->client_id, s->data.n);
+    if (!o->quiet) printf("%s: registered as client %d with %d samples, codec %s\n", o->name, s->client_id, s->data.n, codec);
+    if (o->state_dir[0]) {
+        char why[HFL_ERR_LEN];
+        int loaded = client_state_load(o->state_dir, o->name, model, codec, s->residual, s->spec.n_params, why) == 0;
+        if (!o->quiet) printf("%s: %s\n", o->name, loaded ? "error-feedback residual restored from the state file" : why);
+    }
 
     for (;;) {
         meta = cJSON_CreateObject();
         cJSON_AddNumberToObject(meta, "client_id", s->client_id);
+        cJSON_AddNumberToObject(meta, "have_version", s->held_version);
         sent = hfl_transport_request(sock, HFL_MSG_PULL, meta, NULL, 0, max_payload, &rep, &raw, err);
         cJSON_Delete(meta);
         if (sent != 0) goto out;
@@ -237,19 +277,23 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
             nng_msg_free(raw);
             goto out;
         }
-        if (read_task(&rep, s->spec.n_params, &task, err) != 0) {
+        float *w = hfl_malloc(s->spec.n_params * sizeof(float));
+        int version = -1;
+        if (read_task(&rep, s->spec.n_params, o->codec, &task, err) != 0 || task_weights(&rep, s, w, &version, err) != 0) {
+            free(w);
             hfl_msg_free(&rep);
             nng_msg_free(raw);
             goto out;
         }
         size_t ulen;
         double loss, secs;
-        /* the payload is little-endian fp32 straight from the wire; copy it aligned */
-        float *w = hfl_malloc(s->spec.n_params * sizeof(float));
-        memcpy(w, rep.payload, s->spec.n_params * sizeof(float));
         hfl_msg_free(&rep);
         nng_msg_free(raw);
         uint8_t *upd = client_train_round(s, &task, w, &ulen, &loss, &secs);
+        s->held_version = version; /* client_train_round kept w as s->global */
+        if (o->state_dir[0] && client_state_save(o->state_dir, o->name, s->spec.name, task.codec->name, s->residual,
+                                                 s->spec.n_params, err) != 0)
+            fprintf(stderr, "%s: %s\n", o->name, err);
         free(w);
         meta = cJSON_CreateObject();
         cJSON_AddNumberToObject(meta, "client_id", s->client_id);
@@ -299,6 +343,7 @@ int main(int argc, char **argv) {
     client_state s;
     memset(&s, 0, sizeof s);
     s.stream = hfl_hash32(o.name);
+    s.held_version = -1;
     if (load_share(&o, &s.data, err) != 0) {
         fprintf(stderr, "hfl-client: %s\n", err);
         return 1;

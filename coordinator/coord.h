@@ -3,6 +3,7 @@
  * registry.c  clients that said hello (id, name, device, plan, samples)
  * rounds.c    the round engine: selection, tasks, updates into the
  *             accumulator, closing a round (FedAvg, evaluation)
+ * downlink.c  the global model to clients: full or as a delta, fp32/fp16/bf16
  * server.c    NNG rep0 contexts with async I/O; decodes each request,
  *             dispatches it to the round engine under one lock, replies at once
  * report.c    the JSON-lines log and the final report
@@ -25,11 +26,14 @@
 #include "proto/transport.h"
 
 #define COORD_MAX_CLIENTS 1024
+#define DOWNLINK_HISTORY 4 /* global versions kept to send deltas against */
 
 typedef struct {
     /* run settings */
     char model[32];
     char codec[32];
+    char downlink[32];  /* fp32, fp16, bf16 */
+    int downlink_delta; /* send deltas against the version a client holds */
     uint32_t block;
     int rounds;
     int clients_per_round; /* K: clients selected each round */
@@ -53,6 +57,7 @@ typedef struct {
     char name[64];
     cJSON *hello; /* device, plan, samples as the client reported them */
     int64_t samples;
+    const hfl_codec *codec; /* the run's codec, or the one the client asked for */
     int64_t updates; /* accepted updates */
     double last_seen;
 } coord_client;
@@ -71,9 +76,18 @@ typedef struct {
     double loss_sum; /* sample-weighted training loss */
     uint64_t bytes_up, bytes_down;
     float *acc;           /* sum of weight * decoded delta */
-    uint8_t *task_msg;    /* encoded TASK for this round (same for every client) */
-    size_t task_len;
+    cJSON *task_meta;     /* this round's task settings, the same for every client */
 } coord_round;
+
+typedef struct {
+    const hfl_codec *codec;
+    int delta;
+    float *hist[DOWNLINK_HISTORY]; /* global model at hist_version[i] */
+    int hist_version[DOWNLINK_HISTORY];
+    float *scratch;
+    uint8_t *msg[DOWNLINK_HISTORY + 1]; /* this round's tasks: [0] full, [1 + slot] deltas */
+    size_t msg_len[DOWNLINK_HISTORY + 1];
+} coord_downlink;
 
 typedef struct {
     coord_config cfg;
@@ -87,6 +101,7 @@ typedef struct {
     coord_client clients[COORD_MAX_CLIENTS];
     int n_clients;
     coord_round r;
+    coord_downlink down;
     int done;          /* all rounds finished: pulls get bye */
     int byes_sent;
     uint64_t rejected; /* bad messages answered with an error */
@@ -104,11 +119,17 @@ cJSON *registry_report(const coord *c);
 /* rounds.c */
 void rounds_init(coord *c);
 /* Replies (malloc'd encoded messages) to pull and update requests. */
-uint8_t *rounds_pull(coord *c, int id, size_t *len);
+uint8_t *rounds_pull(coord *c, int id, int64_t have_version, size_t *len);
 uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *payload, size_t plen,
                        size_t msg_bytes, size_t *len);
 /* Opens, closes or abandons rounds as quorum and deadline say; called by the main loop. */
 void rounds_tick(coord *c);
+
+/* downlink.c */
+int downlink_init(coord *c, const char *codec_name, int delta, char *err);
+void downlink_record(coord *c);      /* after the global model moved to a new version */
+void downlink_reset_cache(coord *c); /* at a round's start */
+uint8_t *downlink_task(coord *c, const cJSON *task_meta, int64_t have_version, size_t *len);
 
 /* report.c */
 void report_log_event(coord *c, cJSON *event); /* takes ownership */

@@ -27,8 +27,10 @@ static void usage(FILE *f) {
         "  --cert FILE           coordinator certificate and key (PEM)\n"
         "  --insecure            allow plain tcp:// without TLS\n"
         "  --model NAME          model to train (default mlp)\n"
-        "  --codec NAME          update codec: fp32, int8 (default int8)\n"
+        "  --codec NAME          update codec: fp32, fp16, bf16, int8, int4, sign, topk:<fraction> (default int8)\n"
         "  --block N             codec block size (default 256)\n"
+        "  --downlink NAME       how weights travel to clients: fp32, fp16, bf16 (default fp32)\n"
+        "  --downlink-delta      send the change since the version a client holds, when recent\n"
         "  --rounds N            rounds to run (default 10)\n"
         "  --clients-per-round K clients selected each round (default 2)\n"
         "  --min-quorum Q        updates needed to aggregate at the deadline (default K)\n"
@@ -51,7 +53,7 @@ static void usage(FILE *f) {
 static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, char *err) {
     enum { O_LISTEN = 256, O_CA, O_CERT, O_INSECURE, O_MODEL, O_CODEC, O_BLOCK, O_ROUNDS, O_K, O_QUORUM,
            O_DEADLINE, O_EPOCHS, O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_DATA, O_LOG, O_REPORT, O_READY,
-           O_LINGER, O_QUIET, O_HELP };
+           O_LINGER, O_QUIET, O_HELP, O_DOWNLINK, O_DOWNDELTA };
     static const struct option opts[] = {
         {"listen", 1, 0, O_LISTEN}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"insecure", 0, 0, O_INSECURE}, {"model", 1, 0, O_MODEL}, {"codec", 1, 0, O_CODEC},
@@ -61,7 +63,8 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         {"momentum", 1, 0, O_MOM}, {"weight-decay", 1, 0, O_WD}, {"seed", 1, 0, O_SEED},
         {"data", 1, 0, O_DATA}, {"log", 1, 0, O_LOG}, {"report", 1, 0, O_REPORT},
         {"ready-file", 1, 0, O_READY}, {"linger", 1, 0, O_LINGER}, {"quiet", 0, 0, O_QUIET},
-        {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+        {"help", 0, 0, O_HELP}, {"downlink", 1, 0, O_DOWNLINK}, {"downlink-delta", 0, 0, O_DOWNDELTA},
+        {0, 0, 0, 0}};
     long v;
     double d;
     int quorum = -1;
@@ -94,6 +97,8 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         case O_READY: snprintf(cfg->ready_path, sizeof cfg->ready_path, "%s", optarg); break;
         case O_LINGER: if (hfl_parse_double(optarg, 0, 3600, &d, e) == 0) *linger = d; break;
         case O_QUIET: cfg->quiet = 1; break;
+        case O_DOWNLINK: snprintf(cfg->downlink, sizeof cfg->downlink, "%s", optarg); break;
+        case O_DOWNDELTA: cfg->downlink_delta = 1; break;
         case O_HELP: usage(stdout); exit(0);
         default: return hfl_errf(err, "unknown option '%s' (see --help)", argv[optind - 1]);
         }
@@ -126,6 +131,7 @@ static int coord_setup(coord *c, char *err) {
         return hfl_errf(err, "cannot write log %s", c->cfg.log_path);
     c->global = hfl_malloc(c->spec.n_params * sizeof(float));
     hfl_model_init_params(&c->spec, c->global, c->cfg.seed);
+    if (downlink_init(c, c->cfg.downlink, c->cfg.downlink_delta, err) != 0) return -1;
     c->eval = hfl_trainer_create(&c->spec, hfl_backend_cpu(), 500);
     c->round_log = cJSON_CreateArray();
     pthread_mutex_init(&c->lock, NULL);
@@ -139,6 +145,7 @@ int main(int argc, char **argv) {
     snprintf(cfg->listen_url, sizeof cfg->listen_url, "tls+tcp://127.0.0.1:7450");
     snprintf(cfg->model, sizeof cfg->model, "mlp");
     snprintf(cfg->codec, sizeof cfg->codec, "int8");
+    snprintf(cfg->downlink, sizeof cfg->downlink, "fp32");
     snprintf(cfg->data_dir, sizeof cfg->data_dir, "%s", HFL_FMNIST_DIR);
     cfg->block = 256, cfg->rounds = 10, cfg->clients_per_round = 2, cfg->deadline_s = 300;
     cfg->local_epochs = 1, cfg->batch = 32, cfg->lr = 0.05, cfg->seed = 1;

@@ -4,7 +4,9 @@
  * simulator). Saying hello again with the same name, after a restart or a
  * reconnect, gives back the same id, so its round state is kept. NNG 1.5
  * does not expose the peer certificate, so the name is the client's word;
- * mutual TLS already keeps out anyone without a certificate from our CA. */
+ * mutual TLS already keeps out anyone without a certificate from our CA.
+ * A client may ask for its own update codec (a slow uplink wants a smaller
+ * one); its updates must then use that codec. */
 #include <string.h>
 
 #include "coordinator/coord.h"
@@ -19,6 +21,13 @@ int registry_hello(coord *c, const cJSON *meta, char *err) {
     const cJSON *plan = cJSON_GetObjectItemCaseSensitive(meta, "plan");
     if (device && !cJSON_IsObject(device)) return hfl_errf(err, "field 'device' must be an object");
     if (plan && !cJSON_IsObject(plan)) return hfl_errf(err, "field 'plan' must be an object");
+    const hfl_codec *codec = c->codec;
+    if (cJSON_GetObjectItemCaseSensitive(meta, "codec")) {
+        char name[32];
+        if (hfl_meta_str(meta, "codec", sizeof name - 1, name, err) != 0 || !(codec = hfl_codec_find(name, err)) ||
+            hfl_codec_check(codec, c->spec.n_params, c->cfg.block, err) != 0)
+            return -1;
+    }
 
     int id = -1;
     for (int i = 0; i < c->n_clients; i++)
@@ -35,6 +44,7 @@ int registry_hello(coord *c, const cJSON *meta, char *err) {
     if (device) cJSON_AddItemToObject(cl->hello, "device", cJSON_Duplicate(device, 1));
     if (plan) cJSON_AddItemToObject(cl->hello, "plan", cJSON_Duplicate(plan, 1));
     cl->samples = samples;
+    cl->codec = codec;
     cl->last_seen = hfl_now();
     return id;
 }
@@ -52,6 +62,7 @@ cJSON *registry_report(const coord *c) {
         cJSON_AddNumberToObject(o, "id", i);
         cJSON_AddStringToObject(o, "name", cl->name);
         cJSON_AddNumberToObject(o, "samples", (double)cl->samples);
+        cJSON_AddStringToObject(o, "codec", cl->codec->name);
         cJSON_AddNumberToObject(o, "updates", (double)cl->updates);
         if (cl->hello) {
             cJSON *dev = cJSON_GetObjectItemCaseSensitive(cl->hello, "device");

@@ -33,6 +33,8 @@ int report_write(coord *c, char *err) {
     cJSON_AddStringToObject(o, "model", c->spec.name);
     cJSON_AddNumberToObject(o, "params", (double)c->spec.n_params);
     cJSON_AddStringToObject(o, "codec", c->codec->name);
+    cJSON_AddStringToObject(o, "downlink", c->down.codec->name);
+    cJSON_AddBoolToObject(o, "downlink_delta", c->down.delta);
     cJSON_AddStringToObject(o, "transport", cfg->tls.insecure ? "tcp" : "tls+tcp");
     cJSON_AddNumberToObject(o, "wall_s", hfl_now() - c->started);
     cJSON_AddNumberToObject(o, "final_test_acc", c->final_acc);

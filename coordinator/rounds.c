@@ -76,7 +76,8 @@ static void round_select(coord *c) {
 static void round_open(coord *c) {
     coord_round *r = &c->r;
     int next = r->round + 1;
-    free(r->task_msg);
+    cJSON_Delete(r->task_meta);
+    downlink_reset_cache(c);
     float *acc = r->acc;
     memset(r, 0, sizeof *r);
     r->acc = acc;
@@ -100,7 +101,7 @@ static void round_open(coord *c) {
     cJSON_AddNumberToObject(meta, "block", c->cfg.block);
     cJSON_AddNumberToObject(meta, "seed", (double)c->cfg.seed);
     cJSON_AddNumberToObject(meta, "deadline_ms", c->cfg.deadline_s * 1000.0);
-    r->task_msg = reply(HFL_MSG_TASK, meta, c->global, c->spec.n_params * sizeof(float), &r->task_len);
+    r->task_meta = meta;
 
     cJSON *ev = cJSON_CreateObject();
     cJSON_AddStringToObject(ev, "event", "round_open");
@@ -110,7 +111,7 @@ static void round_open(coord *c) {
     report_log_event(c, ev);
 }
 
-uint8_t *rounds_pull(coord *c, int id, size_t *len) {
+uint8_t *rounds_pull(coord *c, int id, int64_t have_version, size_t *len) {
     coord_round *r = &c->r;
     c->clients[id].last_seen = hfl_now();
     if (c->done) {
@@ -120,11 +121,10 @@ uint8_t *rounds_pull(coord *c, int id, size_t *len) {
         return reply(HFL_MSG_BYE, meta, NULL, 0, len);
     }
     if (!r->open || !r->is_selected[id] || r->received[id]) return wait_reply(len);
+    uint8_t *m = downlink_task(c, r->task_meta, have_version, len);
+    if (!m) return coord_error_reply("cannot encode the task", len);
     r->tasked[id] = 1;
-    r->bytes_down += r->task_len;
-    uint8_t *m = hfl_malloc(r->task_len);
-    memcpy(m, r->task_msg, r->task_len);
-    *len = r->task_len;
+    r->bytes_down += *len;
     return m;
 }
 
@@ -159,11 +159,12 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
         hfl_errf(err, "round %d already has an update from client %d", r->round, id);
         goto reject;
     }
-    if (strcmp(codec, c->codec->name) != 0) {
-        hfl_errf(err, "update uses codec '%s', this run uses '%s'", codec, c->codec->name);
+    const hfl_codec *uc = c->clients[id].codec;
+    if (strcmp(codec, uc->name) != 0) {
+        hfl_errf(err, "update uses codec '%s', client %d uses '%s'", codec, id, uc->name);
         goto reject;
     }
-    if (c->codec->decode_accumulate(payload, plen, c->spec.n_params, (float)samples, r->acc, err) != 0)
+    if (hfl_codec_decode_accumulate(uc, payload, plen, c->spec.n_params, (float)samples, r->acc, 1, err) != 0)
         goto reject;
     r->received[id] = 1;
     r->n_received++;
@@ -246,6 +247,7 @@ static void round_aggregate(coord *c) {
     }
     for (size_t i = 0; i < n; i++) c->global[i] += r->acc[i] * inv;
     c->version++;
+    downlink_record(c);
     round_finish(c, NULL);
 }
 

@@ -43,7 +43,7 @@ static uint8_t *server_handle_hello(coord *c, const hfl_msg *m, size_t *len) {
     cJSON_AddNumberToObject(meta, "client_id", id);
     cJSON_AddStringToObject(meta, "model", c->spec.name);
     cJSON_AddNumberToObject(meta, "params", (double)c->spec.n_params);
-    cJSON_AddStringToObject(meta, "codec", c->codec->name);
+    cJSON_AddStringToObject(meta, "codec", c->clients[id].codec->name);
     cJSON_AddNumberToObject(meta, "block", c->cfg.block);
     cJSON_AddNumberToObject(meta, "rounds", c->cfg.rounds);
     cJSON_AddNumberToObject(meta, "seed", (double)c->cfg.seed);
@@ -80,7 +80,14 @@ static uint8_t *server_handle(coord *c, const uint8_t *buf, size_t n, size_t *le
             c->rejected++;
             out = coord_error_reply(err, len);
         } else if (m.type == HFL_MSG_PULL) {
-            out = rounds_pull(c, (int)id, len);
+            int64_t have = -1; /* optional: the model version the client holds */
+            if (cJSON_GetObjectItemCaseSensitive(m.meta, "have_version") &&
+                hfl_meta_int(m.meta, "have_version", -1, INT32_MAX, &have, err) != 0) {
+                c->rejected++;
+                out = coord_error_reply(err, len);
+            } else {
+                out = rounds_pull(c, (int)id, have, len);
+            }
         } else if (m.type == HFL_MSG_UPDATE) {
             out = rounds_update(c, (int)id, m.meta, m.payload, m.payload_len, n, len);
         } else {

@@ -12,7 +12,7 @@
 
 static const char *const known_keys[] = {
     "name", "model", "clients", "clients_per_round", "min_quorum", "rounds", "local_epochs", "batch",
-    "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", NULL};
+    "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "downlink", "downlink_delta", "client_codecs", NULL};
 
 static int get_str(const cJSON *o, const char *key, int required, char *out, size_t cap, char *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -35,7 +35,33 @@ static int get_num(const cJSON *o, const char *key, int required, int integral, 
     return 0;
 }
 
+/* "client_codecs": {"client-<i>": "<codec>", ...}; codec names are checked by the caller. */
+static int get_client_codecs(const cJSON *o, hfl_scenario *sc, char *err) {
+    sc->client_codec = calloc((size_t)sc->clients, sizeof *sc->client_codec);
+    if (!sc->client_codec) return hfl_errf(err, "out of memory");
+    const cJSON *cc = cJSON_GetObjectItemCaseSensitive(o, "client_codecs");
+    if (!cc) return 0;
+    if (!cJSON_IsObject(cc)) return hfl_errf(err, "\"client_codecs\" must be an object of client name to codec");
+    for (const cJSON *it = cc->child; it; it = it->next) {
+        int idx;
+        char tail;
+        if (sscanf(it->string, "client-%d%c", &idx, &tail) != 1 || idx < 0 || idx >= sc->clients)
+            return hfl_errf(err, "\"client_codecs\": no client named \"%s\" (names are client-0 .. client-%d)",
+                            it->string, sc->clients - 1);
+        if (!cJSON_IsString(it) || !it->valuestring[0] || strlen(it->valuestring) >= sizeof sc->client_codec[0])
+            return hfl_errf(err, "\"client_codecs\": \"%s\" must name a codec", it->string);
+        memcpy(sc->client_codec[idx], it->valuestring, strlen(it->valuestring) + 1);
+    }
+    return 0;
+}
+
+void hfl_scenario_free(hfl_scenario *sc) {
+    free(sc->client_codec);
+    sc->client_codec = NULL;
+}
+
 int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err) {
+    memset(sc, 0, sizeof *sc);
     const char *end = NULL;
     cJSON *o = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!o) {
@@ -55,9 +81,9 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
             goto out;
         }
     }
-    memset(sc, 0, sizeof *sc);
     double clients = 0, k = -1, q = -1, rounds = 0, epochs = 1, batch = 32, block = 256, seed = 1;
     sc->lr = 0.05, sc->deadline_s = 300;
+    snprintf(sc->downlink, sizeof sc->downlink, "fp32");
     if (get_str(o, "name", 1, sc->name, sizeof sc->name, err) || get_str(o, "model", 1, sc->model, sizeof sc->model, err) ||
         get_str(o, "partition", 1, sc->partition, sizeof sc->partition, err) ||
         get_str(o, "codec", 1, sc->codec, sizeof sc->codec, err) ||
@@ -67,8 +93,15 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
         get_num(o, "block", 0, 1, 1, 65536, &block, err) || get_num(o, "seed", 0, 1, 0, 2147483647.0, &seed, err) ||
         get_num(o, "lr", 0, 0, 0, 100, &sc->lr, err) || get_num(o, "momentum", 0, 0, 0, 0.9999, &sc->momentum, err) ||
         get_num(o, "weight_decay", 0, 0, 0, 1, &sc->weight_decay, err) ||
-        get_num(o, "deadline_s", 0, 0, 0.1, 1e7, &sc->deadline_s, err))
+        get_num(o, "deadline_s", 0, 0, 0.1, 1e7, &sc->deadline_s, err) ||
+        get_str(o, "downlink", 0, sc->downlink, sizeof sc->downlink, err))
         goto out;
+    const cJSON *dd = cJSON_GetObjectItemCaseSensitive(o, "downlink_delta");
+    if (dd && !cJSON_IsBool(dd)) {
+        hfl_errf(err, "\"downlink_delta\" must be true or false");
+        goto out;
+    }
+    sc->downlink_delta = cJSON_IsTrue(dd);
     sc->clients = (int)clients, sc->rounds = (int)rounds, sc->local_epochs = (int)epochs;
     sc->batch = (int)batch, sc->block = (int)block, sc->seed = (uint64_t)seed;
     sc->clients_per_round = k > 0 ? (int)k : sc->clients;
@@ -81,8 +114,10 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
         hfl_errf(err, "\"min_quorum\" (%d) exceeds \"clients_per_round\" (%d)", sc->min_quorum, sc->clients_per_round);
         goto out;
     }
+    if (get_client_codecs(o, sc, err) != 0) goto out;
     rc = 0;
 out:
+    if (rc != 0) hfl_scenario_free(sc);
     cJSON_Delete(o);
     return rc;
 }

@@ -6,11 +6,14 @@
  *   "rounds": 10,              "local_epochs": 1,        "batch": 32,
  *   "lr": 0.05,                "momentum": 0,            "weight_decay": 0,
  *   "partition": "dirichlet:0.5", "codec": "int8",       "block": 256,
- *   "seed": 1,                 "deadline_s": 300
+ *   "seed": 1,                 "deadline_s": 300,
+ *   "downlink": "fp32",        "downlink_delta": false,
+ *   "client_codecs": {"client-3": "topk:0.01"}
  * }
  * Required: name, model, clients, rounds, partition, codec. Everything else
  * has the default shown (clients_per_round and min_quorum default to
- * clients). Unknown keys are an error, so a typo never silently falls back. */
+ * clients; client_codecs to none: every client uses "codec"). Clients are
+ * named client-0 .. client-<clients-1>. Unknown keys are an error, so a typo never silently falls back. */
 #ifndef HFL_SCENARIO_H
 #define HFL_SCENARIO_H
 
@@ -24,11 +27,15 @@ typedef struct {
     double lr, momentum, weight_decay, deadline_s;
     char partition[64];
     char codec[32];
+    char downlink[32];
+    int downlink_delta;
+    char (*client_codec)[32]; /* [clients]: "" for the run's codec; malloc'd, free with hfl_scenario_free */
     int block;
     uint64_t seed;
 } hfl_scenario;
 
 int hfl_scenario_load(const char *path, hfl_scenario *sc, char *err);
 int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err);
+void hfl_scenario_free(hfl_scenario *sc);
 
 #endif

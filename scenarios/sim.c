@@ -169,6 +169,27 @@ static void follow_log(const char *path, long *pos, int quiet) {
     fclose(f);
 }
 
+/* Checks what can be checked before any process starts, so a typo fails in one line. */
+static int sim_check(const hfl_scenario *sc, char *err) {
+    hfl_model_spec spec;
+    hfl_partition_spec part;
+    const hfl_codec *codec;
+    if (hfl_model_builtin(sc->model, &spec, err) != 0 || !(codec = hfl_codec_find(sc->codec, err)) ||
+        hfl_codec_check(codec, spec.n_params, (uint32_t)sc->block, err) != 0 ||
+        hfl_partition_parse(sc->partition, &part, err) != 0)
+        return -1;
+    if (strcmp(sc->downlink, "fp32") && strcmp(sc->downlink, "fp16") && strcmp(sc->downlink, "bf16"))
+        return hfl_errf(err, "\"downlink\" must be fp32, fp16 or bf16, not '%s'", sc->downlink);
+    for (int i = 0; i < sc->clients; i++) {
+        if (!sc->client_codec[i][0]) continue;
+        char e[HFL_ERR_LEN];
+        if (!(codec = hfl_codec_find(sc->client_codec[i], e)) ||
+            hfl_codec_check(codec, spec.n_params, (uint32_t)sc->block, e) != 0)
+            return hfl_errf(err, "client-%d: %s", i, e);
+    }
+    return 0;
+}
+
 static volatile sig_atomic_t interrupted;
 static void on_signal(int sig) { (void)sig; interrupted = 1; }
 
@@ -226,13 +247,7 @@ int main(int argc, char **argv) {
     }
     if (o.codec[0]) snprintf(sc.codec, sizeof sc.codec, "%s", o.codec);
     if (o.rounds) sc.rounds = o.rounds;
-    /* Check what can be checked here, so a typo fails in one line before any process starts. */
-    hfl_model_spec spec;
-    hfl_partition_spec part;
-    const hfl_codec *codec;
-    if (hfl_model_builtin(sc.model, &spec, err) != 0 || !(codec = hfl_codec_find(sc.codec, err)) ||
-        hfl_codec_check(codec, spec.n_params, (uint32_t)sc.block, err) != 0 ||
-        hfl_partition_parse(sc.partition, &part, err) != 0) {
+    if (sim_check(&sc, err) != 0) {
         fprintf(stderr, "hfl-sim: %s: %s\n", o.scenario_path, err);
         return 2;
     }
@@ -249,6 +264,18 @@ int main(int argc, char **argv) {
     snprintf(ready, sizeof ready, "%s/coordinator.url", o.out_dir);
     snprintf(log, sizeof log, "%s/events.jsonl", o.out_dir);
     snprintf(clog, sizeof clog, "%s/coordinator.log", o.out_dir);
+    /* Clients keep their error-feedback residual here across restarts; a new run starts clean. */
+    char state_dir[1100];
+    snprintf(state_dir, sizeof state_dir, "%s/state", o.out_dir);
+    if (mkdirs(state_dir, err) != 0) {
+        fprintf(stderr, "hfl-sim: %s\n", err);
+        return 1;
+    }
+    for (int i = 0; i < sc.clients; i++) {
+        char old[1200];
+        snprintf(old, sizeof old, "%s/client-%d.state", state_dir, i);
+        unlink(old);
+    }
     unlink(ready);
     double t0 = hfl_now();
     if (!o.quiet) printf("hfl-sim: %s: %d clients (%d per round), %s, %s, %d rounds, codec %s; output in %s\n",
@@ -277,7 +304,8 @@ int main(int argc, char **argv) {
                      "--clients-per-round", a_k, "--min-quorum", a_q, "--deadline", a_dl,
                      "--local-epochs", a_ep, "--batch", a_b, "--lr", a_lr, "--momentum", a_mom,
                      "--weight-decay", a_wd, "--seed", a_seed, "--data", o.data_dir, "--log", log,
-                     "--report", o.report, "--ready-file", ready, NULL};
+                     "--report", o.report, "--ready-file", ready, "--downlink", sc.downlink,
+                     sc.downlink_delta ? "--downlink-delta" : NULL, NULL};
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     static sim_procs procs;
@@ -313,7 +341,8 @@ int main(int argc, char **argv) {
         snprintf(clientlog, sizeof clientlog, "%s/client-%d.log", o.out_dir, i);
         char *argv_c[] = {client_exe, "--coordinator", url, "--ca", ca, "--cert", pem, "--name", name,
                           "--data", o.data_dir, "--partition", sc.partition, "--client-index", idx,
-                          "--num-clients", a_n, "--seed", a_seed, "--threads", a_threads, NULL};
+                          "--num-clients", a_n, "--seed", a_seed, "--threads", a_threads, "--state-dir", state_dir,
+                          sc.client_codec[i][0] ? "--codec" : NULL, sc.client_codec[i], NULL};
         procs.clients[i] = spawn(argv_c, clientlog);
     }
     long pos = 0;
@@ -365,5 +394,6 @@ int main(int argc, char **argv) {
                cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(rep, "final_test_acc")), o.report);
     free(out);
     cJSON_Delete(rep);
+    hfl_scenario_free(&sc);
     return 0;
 }

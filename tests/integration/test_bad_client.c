@@ -127,20 +127,20 @@ int main(int argc, char **argv) {
 
     uint8_t *w1 = pull_task(0, 1);
     const hfl_codec *fp32 = hfl_codec_find("fp32", err);
-    size_t ub = fp32->encoded_bytes(N_PARAMS, 0);
+    size_t ub = hfl_codec_max_bytes(fp32, N_PARAMS, 0);
     float *delta = hfl_calloc(N_PARAMS, sizeof(float));
     uint8_t *upd = hfl_malloc(ub);
     hfl_rng_key key = {1, 1, 0, 0};
 
     delta[12345] = NAN;
-    fp32->encode(delta, NULL, N_PARAMS, 0, &key, upd);
+    hfl_codec_encode(fp32, delta, NULL, N_PARAMS, 0, &key, 1, upd);
     CHECK(request(HFL_MSG_UPDATE, update_meta(0, 1, "fp32"), upd, ub, NULL, why) == HFL_MSG_ERROR, "NaN update accepted");
     printf("NaN update: %s\n", why);
     delta[12345] = INFINITY;
-    fp32->encode(delta, NULL, N_PARAMS, 0, &key, upd);
+    hfl_codec_encode(fp32, delta, NULL, N_PARAMS, 0, &key, 1, upd);
     CHECK(request(HFL_MSG_UPDATE, update_meta(0, 1, "fp32"), upd, ub, NULL, why) == HFL_MSG_ERROR, "Inf update accepted");
     delta[12345] = 0;
-    fp32->encode(delta, NULL, N_PARAMS, 0, &key, upd);
+    hfl_codec_encode(fp32, delta, NULL, N_PARAMS, 0, &key, 1, upd);
     CHECK(request(HFL_MSG_UPDATE, update_meta(0, 1, "fp32"), upd, ub - 4, NULL, why) == HFL_MSG_ERROR, "short update accepted");
     CHECK(request(HFL_MSG_UPDATE, update_meta(0, 2, "fp32"), upd, ub, NULL, why) == HFL_MSG_ERROR, "wrong round accepted");
     CHECK(request(HFL_MSG_UPDATE, update_meta(0, 1, "int8"), upd, ub, NULL, why) == HFL_MSG_ERROR, "wrong codec accepted");

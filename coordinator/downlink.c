@@ -1,0 +1,88 @@
+/* downlink.c: how the global model travels to clients.
+ *
+ * A task carries the weights either whole ("full") or as the difference from
+ * a version the client says it holds ("delta"), encoded with the downlink
+ * codec (fp32, fp16 or bf16; deterministic, so every client decodes the same
+ * bits). Deltas are small next to the weights, so fp16/bf16 lose far less on
+ * a delta than on the weights themselves. The last DOWNLINK_HISTORY global
+ * versions are kept for this; a client further behind gets a full send.
+ * Each round's messages are built once per base version and reused.
+ * A client that takes deltas accumulates the rounding of each one; with
+ * fp32 (the default) it holds exactly the coordinator's weights. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coordinator/coord.h"
+#include "util/util.h"
+
+static int downlink_slot(int version) { return version % DOWNLINK_HISTORY; }
+
+void downlink_record(coord *c) {
+    coord_downlink *d = &c->down;
+    size_t bytes = c->spec.n_params * sizeof(float);
+    int s = downlink_slot(c->version);
+    if (!d->hist[s]) d->hist[s] = hfl_malloc(bytes);
+    memcpy(d->hist[s], c->global, bytes);
+    d->hist_version[s] = c->version;
+}
+
+void downlink_reset_cache(coord *c) {
+    coord_downlink *d = &c->down;
+    for (int i = 0; i <= DOWNLINK_HISTORY; i++) {
+        free(d->msg[i]);
+        d->msg[i] = NULL;
+        d->msg_len[i] = 0;
+    }
+}
+
+/* Encodes global (full) or global - hist[base] (delta) into a TASK message. */
+static uint8_t *downlink_build(coord *c, const cJSON *task_meta, int base, size_t *len) {
+    coord_downlink *d = &c->down;
+    size_t n = c->spec.n_params;
+    const float *src = c->global;
+    if (base >= 0) {
+        const float *old = d->hist[downlink_slot(base)];
+        for (size_t i = 0; i < n; i++) d->scratch[i] = c->global[i] - old[i];
+        src = d->scratch;
+    }
+    uint8_t *payload = hfl_malloc(hfl_codec_max_bytes(d->codec, n, c->cfg.block));
+    hfl_rng_key key = {c->cfg.seed, (uint32_t)c->version, 0xFFFFFFFFu, 1};
+    size_t plen = hfl_codec_encode(d->codec, src, NULL, n, c->cfg.block, &key, 1, payload);
+    cJSON *meta = cJSON_Duplicate(task_meta, 1);
+    cJSON_AddStringToObject(meta, "weights", base >= 0 ? "delta" : "full");
+    cJSON_AddNumberToObject(meta, "base_version", base);
+    cJSON_AddStringToObject(meta, "downlink", d->codec->name);
+    uint8_t *m = hfl_msg_encode(HFL_MSG_TASK, meta, payload, plen, len);
+    cJSON_Delete(meta);
+    free(payload);
+    return m;
+}
+
+uint8_t *downlink_task(coord *c, const cJSON *task_meta, int64_t have_version, size_t *len) {
+    coord_downlink *d = &c->down;
+    int base = -1;
+    if (d->delta && have_version >= 0 && have_version < c->version &&
+        c->version - have_version <= DOWNLINK_HISTORY - 1 &&
+        d->hist_version[downlink_slot((int)have_version)] == have_version)
+        base = (int)have_version;
+    /* cache slot 0: full; 1 + slot(base): delta from base */
+    int k = base < 0 ? 0 : 1 + downlink_slot(base);
+    if (!d->msg[k]) d->msg[k] = downlink_build(c, task_meta, base, &d->msg_len[k]);
+    if (!d->msg[k]) return NULL;
+    uint8_t *m = hfl_malloc(d->msg_len[k]);
+    memcpy(m, d->msg[k], d->msg_len[k]);
+    *len = d->msg_len[k];
+    return m;
+}
+
+int downlink_init(coord *c, const char *codec_name, int delta, char *err) {
+    coord_downlink *d = &c->down;
+    if (strcmp(codec_name, "fp32") && strcmp(codec_name, "fp16") && strcmp(codec_name, "bf16"))
+        return hfl_errf(err, "downlink codec '%s' not supported (use fp32, fp16 or bf16)", codec_name);
+    if (!(d->codec = hfl_codec_find(codec_name, err))) return -1;
+    d->delta = delta;
+    d->scratch = hfl_malloc(c->spec.n_params * sizeof(float));
+    for (int i = 0; i < DOWNLINK_HISTORY; i++) d->hist_version[i] = -1;
+    downlink_record(c);
+    return 0;
+}
