@@ -346,11 +346,13 @@ int main(int argc, char **argv) {
         procs.clients[i] = spawn(argv_c, clientlog);
     }
     long pos = 0;
+    double all_gone = 0; /* when the last client exited; the coordinator gets a grace period to finish */
     while (reap(&procs, o.out_dir, &coord_status, o.quiet) != 0) {
         follow_log(log, &pos, o.quiet);
-        if (interrupted || hfl_now() - t0 > o.timeout_s || clients_alive(&procs) == 0) {
+        if (clients_alive(&procs) == 0 && !all_gone) all_gone = hfl_now();
+        if (interrupted || hfl_now() - t0 > o.timeout_s || (all_gone && hfl_now() - all_gone > 15)) {
             fprintf(stderr, "hfl-sim: %s; stopping the run\n",
-                    interrupted ? "interrupted" : clients_alive(&procs) == 0 ? "every client has exited" : "timed out");
+                    interrupted ? "interrupted" : all_gone ? "every client has exited" : "timed out");
             kill_all(&procs);
             hfl_sleep_ms(500);
             reap(&procs, o.out_dir, &coord_status, 1);
