@@ -29,6 +29,7 @@ typedef struct {
     int trainer_batch;
     hfl_dataset data; /* this client's share */
     int client_id;    /* the coordinator's id for us: order of arrival */
+    char token[33];   /* from welcome; proves we are client_id */
     uint32_t stream;  /* hash of our name: keys our randomness, the same in every run */
     float *global;    /* the weights the last task came with: model version held_version */
     int held_version; /* -1 before the first task */

@@ -70,7 +70,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
     double d;
     opterr = 0;
     for (;;) {
-        int c = getopt_long(argc, argv, "", opts, NULL);
+        int c = getopt_long(argc, argv, ":", opts, NULL);
         if (c == -1) break;
         char e[HFL_ERR_LEN] = "";
         switch (c) {
@@ -91,6 +91,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         case O_CODEC: snprintf(o->codec, sizeof o->codec, "%s", optarg); break;
         case O_STATE: snprintf(o->state_dir, sizeof o->state_dir, "%s", optarg); break;
         case O_HELP: usage(stdout); exit(0);
+        case ':': return hfl_errf(err, "option '%s' needs a value (see --help)", argv[optind - 1]);
         default: return hfl_errf(err, "unknown option '%s' (see --help)", argv[optind - 1]);
         }
         if (e[0]) return hfl_errf(err, "--%s: %s", opts[c - O_URL].name, e);
@@ -217,7 +218,8 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
     if (rep.type == HFL_MSG_ERROR || rep.type != HFL_MSG_WELCOME ||
         hfl_meta_int(rep.meta, "client_id", 0, 1 << 20, &id, err) ||
         hfl_meta_str(rep.meta, "model", sizeof model - 1, model, err) ||
-        hfl_meta_str(rep.meta, "codec", sizeof codec - 1, codec, err)) {
+        hfl_meta_str(rep.meta, "codec", sizeof codec - 1, codec, err) ||
+        hfl_meta_str(rep.meta, "token", sizeof s->token - 1, s->token, err)) {
         if (rep.type != HFL_MSG_WELCOME) {
             char why[200] = "unexpected reply";
             hfl_meta_str(rep.meta, "error", sizeof why - 1, why, NULL);
@@ -248,6 +250,7 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
     for (;;) {
         meta = cJSON_CreateObject();
         cJSON_AddNumberToObject(meta, "client_id", s->client_id);
+        cJSON_AddStringToObject(meta, "token", s->token);
         cJSON_AddNumberToObject(meta, "have_version", s->held_version);
         sent = hfl_transport_request(sock, HFL_MSG_PULL, meta, NULL, 0, max_payload, &rep, &raw, err);
         cJSON_Delete(meta);
@@ -297,6 +300,7 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
         free(w);
         meta = cJSON_CreateObject();
         cJSON_AddNumberToObject(meta, "client_id", s->client_id);
+        cJSON_AddStringToObject(meta, "token", s->token);
         cJSON_AddNumberToObject(meta, "round", task.round);
         cJSON_AddNumberToObject(meta, "samples", s->data.n);
         cJSON_AddNumberToObject(meta, "loss", loss);
@@ -324,6 +328,7 @@ out:
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress reaches logs and pipes as it happens */
     client_options o = {.num_clients = 1, .seed = 1, .threads = 1, .timeout_s = 120};
     o.tls.server_name = "localhost";
     snprintf(o.data_dir, sizeof o.data_dir, "%s", HFL_FMNIST_DIR);

@@ -55,6 +55,8 @@ typedef struct {
 
 typedef struct {
     char name[64];
+    char token[33];  /* random, given in welcome; every later request must carry it */
+    int got_bye;     /* has been told the run is over */
     cJSON *hello; /* device, plan, samples as the client reported them */
     int64_t samples;
     const hfl_codec *codec; /* the run's codec, or the one the client asked for */
@@ -103,7 +105,7 @@ typedef struct {
     coord_round r;
     coord_downlink down;
     int done;          /* all rounds finished: pulls get bye */
-    int byes_sent;
+    int byes_sent; /* distinct clients told the run is over */
     uint64_t rejected; /* bad messages answered with an error */
     double started;
     cJSON *round_log;  /* array of per-round objects for the report */
@@ -113,7 +115,8 @@ typedef struct {
 
 /* registry.c */
 int registry_hello(coord *c, const cJSON *meta, char *err); /* returns client id or -1 */
-int registry_check_id(const coord *c, int64_t id, char *err);
+/* Checks a request's client_id and token; returns the id or -1 with err. */
+int registry_check(const coord *c, const cJSON *meta, char *err);
 cJSON *registry_report(const coord *c);
 
 /* rounds.c */

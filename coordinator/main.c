@@ -70,7 +70,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
     int quorum = -1;
     opterr = 0;
     for (;;) {
-        int o = getopt_long(argc, argv, "", opts, NULL);
+        int o = getopt_long(argc, argv, ":", opts, NULL);
         if (o == -1) break;
         char e[HFL_ERR_LEN] = "";
         switch (o) {
@@ -100,6 +100,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         case O_DOWNLINK: snprintf(cfg->downlink, sizeof cfg->downlink, "%s", optarg); break;
         case O_DOWNDELTA: cfg->downlink_delta = 1; break;
         case O_HELP: usage(stdout); exit(0);
+        case ':': return hfl_errf(err, "option '%s' needs a value (see --help)", argv[optind - 1]);
         default: return hfl_errf(err, "unknown option '%s' (see --help)", argv[optind - 1]);
         }
         if (e[0]) return hfl_errf(err, "--%s: %s", opts[o - O_LISTEN].name, e);
@@ -140,6 +141,7 @@ static int coord_setup(coord *c, char *err) {
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress reaches logs and pipes as it happens */
     static coord c; /* large: the client table */
     coord_config *cfg = &c.cfg;
     snprintf(cfg->listen_url, sizeof cfg->listen_url, "tls+tcp://127.0.0.1:7450");
@@ -200,6 +202,7 @@ int main(int argc, char **argv) {
         if (done && (all_bye || hfl_now() - done_at > linger)) break;
         hfl_sleep_ms(5);
     }
+    hfl_sleep_ms(100); /* let the last bye replies leave before the sockets close */
     server_stop(srv);
     int rc = report_write(&c, err);
     if (rc != 0) fprintf(stderr, "hfl-coordinator: %s\n", err);
@@ -207,6 +210,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "hfl-coordinator: stopped by signal after %d of %d rounds\n", c.r.round, cfg->rounds);
         return 1;
     }
-    if (!cfg->quiet) printf("done: %d rounds, final test accuracy %.4f, %.1f s\n", cfg->rounds, c.final_acc, hfl_now() - c.started);
+    if (c.version == 0) {
+        fprintf(stderr, "hfl-coordinator: all %d rounds failed; the global model never moved\n", cfg->rounds);
+        return 1;
+    }
+    if (!cfg->quiet)
+        printf("done: %d rounds (%d aggregated), final test accuracy %.4f, %.1f s\n", cfg->rounds, c.version,
+               c.final_acc, hfl_now() - c.started);
     return rc == 0 ? 0 : 1;
 }

@@ -5,12 +5,41 @@
  * reconnect, gives back the same id, so its round state is kept. NNG 1.5
  * does not expose the peer certificate, so the name is the client's word;
  * mutual TLS already keeps out anyone without a certificate from our CA.
+ * Welcome hands each client a random token that every later request must
+ * carry, so one client cannot pull or update as another by guessing its id.
  * A client may ask for its own update codec (a slow uplink wants a smaller
  * one); its updates must then use that codec. */
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <stdlib.h>
 
 #include "coordinator/coord.h"
 #include "util/util.h"
+
+#define REGISTRY_MAX_INFO 4096 /* bytes of device or plan JSON kept per client */
+
+/* 128 random bits from the kernel, as hex. */
+static int registry_token(char out[33], char *err) {
+    uint8_t b[16];
+    int fd = open("/dev/urandom", O_RDONLY);
+    if (fd < 0 || read(fd, b, sizeof b) != (ssize_t)sizeof b) {
+        if (fd >= 0) close(fd);
+        return hfl_errf(err, "cannot read /dev/urandom");
+    }
+    close(fd);
+    for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
+    return 0;
+}
+
+static int registry_info_size(const cJSON *o) {
+    char *s = o ? cJSON_PrintUnformatted(o) : NULL;
+    int n = s ? (int)strlen(s) : 0;
+    free(s);
+    return n;
+}
 
 int registry_hello(coord *c, const cJSON *meta, char *err) {
     char name[64];
@@ -21,6 +50,8 @@ int registry_hello(coord *c, const cJSON *meta, char *err) {
     const cJSON *plan = cJSON_GetObjectItemCaseSensitive(meta, "plan");
     if (device && !cJSON_IsObject(device)) return hfl_errf(err, "field 'device' must be an object");
     if (plan && !cJSON_IsObject(plan)) return hfl_errf(err, "field 'plan' must be an object");
+    if (registry_info_size(device) > REGISTRY_MAX_INFO || registry_info_size(plan) > REGISTRY_MAX_INFO)
+        return hfl_errf(err, "device or plan description over %d bytes", REGISTRY_MAX_INFO);
     const hfl_codec *codec = c->codec;
     if (cJSON_GetObjectItemCaseSensitive(meta, "codec")) {
         char name[32];
@@ -38,6 +69,7 @@ int registry_hello(coord *c, const cJSON *meta, char *err) {
         id = c->n_clients++;
     }
     coord_client *cl = &c->clients[id];
+    if (registry_token(cl->token, err) != 0) return -1;
     snprintf(cl->name, sizeof cl->name, "%s", name);
     cJSON_Delete(cl->hello);
     cl->hello = cJSON_CreateObject();
@@ -49,9 +81,15 @@ int registry_hello(coord *c, const cJSON *meta, char *err) {
     return id;
 }
 
-int registry_check_id(const coord *c, int64_t id, char *err) {
-    if (id < 0 || id >= c->n_clients) return hfl_errf(err, "unknown client id %lld (say hello first)", (long long)id);
-    return 0;
+int registry_check(const coord *c, const cJSON *meta, char *err) {
+    int64_t id;
+    char token[33];
+    if (hfl_meta_int(meta, "client_id", 0, COORD_MAX_CLIENTS - 1, &id, err) != 0) return -1;
+    if (id >= c->n_clients) return hfl_errf(err, "unknown client id %lld (say hello first)", (long long)id);
+    if (hfl_meta_str(meta, "token", 32, token, err) != 0) return -1;
+    if (strcmp(token, c->clients[id].token) != 0)
+        return hfl_errf(err, "wrong token for client %lld", (long long)id);
+    return (int)id;
 }
 
 cJSON *registry_report(const coord *c) {

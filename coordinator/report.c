@@ -40,6 +40,7 @@ int report_write(coord *c, char *err) {
     cJSON_AddNumberToObject(o, "final_test_acc", c->final_acc);
     cJSON_AddBoolToObject(o, "complete", c->done);
     cJSON_AddNumberToObject(o, "rounds_planned", cfg->rounds);
+    cJSON_AddNumberToObject(o, "rounds_aggregated", c->version);
     cJSON_AddNumberToObject(o, "clients_per_round", cfg->clients_per_round);
     cJSON_AddNumberToObject(o, "min_quorum", cfg->min_quorum);
     cJSON_AddNumberToObject(o, "local_epochs", cfg->local_epochs);

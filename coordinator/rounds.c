@@ -115,7 +115,8 @@ uint8_t *rounds_pull(coord *c, int id, int64_t have_version, size_t *len) {
     coord_round *r = &c->r;
     c->clients[id].last_seen = hfl_now();
     if (c->done) {
-        c->byes_sent++;
+        if (!c->clients[id].got_bye) c->byes_sent++;
+        c->clients[id].got_bye = 1;
         cJSON *meta = cJSON_CreateObject();
         cJSON_AddStringToObject(meta, "reason", "run complete");
         return reply(HFL_MSG_BYE, meta, NULL, 0, len);
@@ -149,6 +150,11 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     if (!r->open || round != r->round) {
         hfl_errf(err, "update for round %lld, but round %d is %s", (long long)round, r->round,
                  r->open ? "open" : "closed");
+        goto reject;
+    }
+    if (samples > c->clients[id].samples) {
+        hfl_errf(err, "update weighted by %lld samples, but client %d holds %lld", (long long)samples, id,
+                 (long long)c->clients[id].samples);
         goto reject;
     }
     if (!r->is_selected[id] || !r->tasked[id]) {

@@ -41,6 +41,7 @@ static uint8_t *server_handle_hello(coord *c, const hfl_msg *m, size_t *len) {
     }
     cJSON *meta = cJSON_CreateObject();
     cJSON_AddNumberToObject(meta, "client_id", id);
+    cJSON_AddStringToObject(meta, "token", c->clients[id].token);
     cJSON_AddStringToObject(meta, "model", c->spec.name);
     cJSON_AddNumberToObject(meta, "params", (double)c->spec.n_params);
     cJSON_AddStringToObject(meta, "codec", c->clients[id].codec->name);
@@ -75,8 +76,7 @@ static uint8_t *server_handle(coord *c, const uint8_t *buf, size_t n, size_t *le
     case HFL_MSG_PULL:
     case HFL_MSG_UPDATE:
     case HFL_MSG_BYE:
-        if (hfl_meta_int(m.meta, "client_id", 0, COORD_MAX_CLIENTS - 1, &id, err) != 0 ||
-            registry_check_id(c, id, err) != 0) {
+        if ((id = registry_check(c, m.meta, err)) < 0) {
             c->rejected++;
             out = coord_error_reply(err, len);
         } else if (m.type == HFL_MSG_PULL) {

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -67,7 +68,7 @@ static int parse_args(int argc, char **argv, sim_options *o, char *err) {
     long v;
     opterr = 0;
     for (;;) {
-        int c = getopt_long(argc, argv, "", opts, NULL);
+        int c = getopt_long(argc, argv, ":", opts, NULL);
         if (c == -1) break;
         char e[HFL_ERR_LEN] = "";
         switch (c) {
@@ -81,6 +82,7 @@ static int parse_args(int argc, char **argv, sim_options *o, char *err) {
         case O_JSON: o->json = 1; break;
         case O_QUIET: o->quiet = 1; break;
         case O_HELP: usage(stdout); exit(0);
+        case ':': return hfl_errf(err, "option '%s' needs a value (see --help)", argv[optind - 1]);
         default: return hfl_errf(err, "unknown option '%s' (see --help)", argv[optind - 1]);
         }
         if (e[0]) return hfl_errf(err, "--%s: %s", opts[c - O_OUT].name, e);
@@ -125,6 +127,8 @@ static pid_t spawn(char *const argv[], const char *log_path) {
         close(fd);
     }
     setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGTERM); /* if hfl-sim dies, nothing it started lives on */
+    if (getppid() == 1) _exit(1);
     execv(argv[0], argv);
     fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
     _exit(127);
@@ -197,6 +201,7 @@ typedef struct {
     pid_t coord;
     pid_t clients[SIM_MAX_CLIENTS];
     int n_clients;
+    int failed; /* clients that exited with an error */
 } sim_procs;
 
 static void kill_all(sim_procs *p) {
@@ -219,6 +224,7 @@ static int reap(sim_procs *p, const char *out_dir, int *coord_status, int quiet)
         for (int i = 0; i < p->n_clients; i++) {
             if (p->clients[i] != pid) continue;
             p->clients[i] = 0;
+            p->failed += code != 0;
             if (code != 0 && !quiet) {
                 char log[1200], why[512];
                 snprintf(log, sizeof log, "%s/client-%d.log", out_dir, i);
@@ -237,6 +243,7 @@ static int clients_alive(const sim_procs *p) {
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress reaches logs and pipes as it happens */
     sim_options o = {.threads = 1, .timeout_s = 3600};
     snprintf(o.data_dir, sizeof o.data_dir, "/usr/share/datasets/fashion-mnist");
     char err[HFL_ERR_LEN];
@@ -347,12 +354,16 @@ int main(int argc, char **argv) {
     }
     long pos = 0;
     double all_gone = 0; /* when the last client exited; the coordinator gets a grace period to finish */
+    double short_of_clients = 0; /* when failures left fewer clients than a quorum */
     while (reap(&procs, o.out_dir, &coord_status, o.quiet) != 0) {
         follow_log(log, &pos, o.quiet);
         if (clients_alive(&procs) == 0 && !all_gone) all_gone = hfl_now();
-        if (interrupted || hfl_now() - t0 > o.timeout_s || (all_gone && hfl_now() - all_gone > 15)) {
+        if (!short_of_clients && procs.failed > 0 && clients_alive(&procs) < sc.min_quorum) short_of_clients = hfl_now();
+        if (interrupted || hfl_now() - t0 > o.timeout_s || (all_gone && hfl_now() - all_gone > 15) ||
+            (short_of_clients && hfl_now() - short_of_clients > 15)) {
             fprintf(stderr, "hfl-sim: %s; stopping the run\n",
-                    interrupted ? "interrupted" : all_gone ? "every client has exited" : "timed out");
+                    interrupted ? "interrupted" : all_gone ? "every client has exited"
+                    : short_of_clients ? "too few clients left for a quorum" : "timed out");
             kill_all(&procs);
             hfl_sleep_ms(500);
             reap(&procs, o.out_dir, &coord_status, 1);

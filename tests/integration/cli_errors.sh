@@ -60,6 +60,7 @@ expect_error "coordinator: missing data"    "$coord" --insecure --listen tcp://1
 expect_error "coordinator: tcp without --insecure" "$coord" --listen tcp://127.0.0.1:0 --ca "$ca" --cert "$cpem"
 expect_error "coordinator: missing cert file" "$coord" --listen tls+tcp://127.0.0.1:0 --ca "$ca" --cert "$tmp/none.pem"
 expect_error "coordinator: bad number"      "$coord" --insecure --rounds ten
+expect_error "coordinator: missing value"   "$coord" --insecure --rounds
 expect_error "coordinator: no TLS files"    "$coord"
 
 expect_error "client: unreachable (tcp)"    "$client" --insecure --coordinator tcp://127.0.0.1:1 --num-clients 10 --client-index 3

@@ -22,8 +22,10 @@
 #define MAX_PAYLOAD ((size_t)N_PARAMS * 4 + 4096)
 
 static nng_socket sock;
+static char token[64] = "none"; /* from welcome */
 
-/* Sends one request; returns the reply type, and copies the reply's payload when asked. */
+/* Sends one request; returns the reply type, and copies the reply's payload when asked.
+ * A welcome's token is kept for the requests after it. */
 static int request(int type, cJSON *meta, const void *payload, size_t len, uint8_t **copy, char *why) {
     hfl_msg rep;
     nng_msg *raw;
@@ -40,6 +42,7 @@ static int request(int type, cJSON *meta, const void *payload, size_t len, uint8
         memcpy(*copy, rep.payload, rep.payload_len);
     }
     int t = rep.type;
+    if (t == HFL_MSG_WELCOME) hfl_meta_str(rep.meta, "token", sizeof token - 1, token, NULL);
     hfl_msg_free(&rep);
     nng_msg_free(raw);
     return t;
@@ -48,13 +51,16 @@ static int request(int type, cJSON *meta, const void *payload, size_t len, uint8
 static cJSON *with_id(int id) {
     cJSON *m = cJSON_CreateObject();
     cJSON_AddNumberToObject(m, "client_id", id);
+    cJSON_AddStringToObject(m, "token", token);
     return m;
 }
+
+static int samples = 100; /* what the update claims; hello said 100 */
 
 static cJSON *update_meta(int id, int round, const char *codec) {
     cJSON *m = with_id(id);
     cJSON_AddNumberToObject(m, "round", round);
-    cJSON_AddNumberToObject(m, "samples", 100);
+    cJSON_AddNumberToObject(m, "samples", samples);
     cJSON_AddNumberToObject(m, "loss", 0.5);
     cJSON_AddStringToObject(m, "codec", codec);
     return m;
@@ -126,12 +132,19 @@ int main(int argc, char **argv) {
     CHECK(request(HFL_MSG_TASK, with_id(0), NULL, 0, NULL, why) == HFL_MSG_ERROR, "a task sent by a client accepted");
 
     uint8_t *w1 = pull_task(0, 1);
+    cJSON *forged = with_id(0);
+    cJSON_ReplaceItemInObject(forged, "token", cJSON_CreateString("0123456789abcdef0123456789abcdef"));
+    CHECK(request(HFL_MSG_PULL, forged, NULL, 0, NULL, why) == HFL_MSG_ERROR, "pull with a forged token accepted");
+    printf("forged token: %s\n", why);
     const hfl_codec *fp32 = hfl_codec_find("fp32", err);
     size_t ub = hfl_codec_max_bytes(fp32, N_PARAMS, 0);
     float *delta = hfl_calloc(N_PARAMS, sizeof(float));
     uint8_t *upd = hfl_malloc(ub);
     hfl_rng_key key = {1, 1, 0, 0};
 
+    /* Every rejected update below carries a large non-zero delta: had any of
+     * them reached the accumulator, round 2's weights would differ. */
+    for (size_t i = 0; i < N_PARAMS; i++) delta[i] = 0.5f;
     delta[12345] = NAN;
     hfl_codec_encode(fp32, delta, NULL, N_PARAMS, 0, &key, 1, upd);
     CHECK(request(HFL_MSG_UPDATE, update_meta(0, 1, "fp32"), upd, ub, NULL, why) == HFL_MSG_ERROR, "NaN update accepted");
@@ -139,7 +152,7 @@ int main(int argc, char **argv) {
     delta[12345] = INFINITY;
     hfl_codec_encode(fp32, delta, NULL, N_PARAMS, 0, &key, 1, upd);
     CHECK(request(HFL_MSG_UPDATE, update_meta(0, 1, "fp32"), upd, ub, NULL, why) == HFL_MSG_ERROR, "Inf update accepted");
-    delta[12345] = 0;
+    delta[12345] = 0.5f;
     hfl_codec_encode(fp32, delta, NULL, N_PARAMS, 0, &key, 1, upd);
     CHECK(request(HFL_MSG_UPDATE, update_meta(0, 1, "fp32"), upd, ub - 4, NULL, why) == HFL_MSG_ERROR, "short update accepted");
     CHECK(request(HFL_MSG_UPDATE, update_meta(0, 2, "fp32"), upd, ub, NULL, why) == HFL_MSG_ERROR, "wrong round accepted");
@@ -149,6 +162,14 @@ int main(int argc, char **argv) {
     CHECK(request(HFL_MSG_UPDATE, bad, upd, ub, NULL, why) == HFL_MSG_ERROR, "string loss accepted");
     printf("last rejection: %s\n", why);
 
+    samples = 1000000;
+    CHECK(request(HFL_MSG_UPDATE, update_meta(0, 1, "fp32"), upd, ub, NULL, why) == HFL_MSG_ERROR,
+          "update weighted by more samples than the client holds accepted");
+    printf("overweight: %s\n", why);
+    samples = 100;
+
+    memset(delta, 0, N_PARAMS * sizeof(float));
+    hfl_codec_encode(fp32, delta, NULL, N_PARAMS, 0, &key, 1, upd);
     CHECK(request(HFL_MSG_UPDATE, update_meta(0, 1, "fp32"), upd, ub, NULL, why) == HFL_MSG_ACK, "valid update refused: %s", why);
     CHECK(request(HFL_MSG_UPDATE, update_meta(0, 1, "fp32"), upd, ub, NULL, why) == HFL_MSG_ERROR, "duplicate update accepted");
     uint8_t *w2 = pull_task(0, 2);
@@ -188,6 +209,9 @@ int main(int argc, char **argv) {
     free(text);
     double rejected = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(r, "rejected_messages"));
     CHECK(rejected >= 10, "coordinator counted %g rejected messages, expected at least 10", rejected);
+    const cJSON *r1 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "rounds"), 0);
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(r1, "status");
+    CHECK(cJSON_IsString(st) && !strcmp(st->valuestring, "ok"), "round 1 did not aggregate the valid update");
     cJSON_Delete(r);
     free(w1);
     free(w2);
