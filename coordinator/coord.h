@@ -77,6 +77,7 @@ typedef struct {
     double weight_sum;
     double loss_sum; /* sample-weighted training loss */
     uint64_t bytes_up, bytes_down;
+    int tasks_delta; /* tasks sent as a delta against the client's version */
     float *acc;           /* sum of weight * decoded delta */
     cJSON *task_meta;     /* this round's task settings, the same for every client */
 } coord_round;
@@ -132,7 +133,7 @@ void rounds_tick(coord *c);
 int downlink_init(coord *c, const char *codec_name, int delta, char *err);
 void downlink_record(coord *c);      /* after the global model moved to a new version */
 void downlink_reset_cache(coord *c); /* at a round's start */
-uint8_t *downlink_task(coord *c, const cJSON *task_meta, int64_t have_version, size_t *len);
+uint8_t *downlink_task(coord *c, const cJSON *task_meta, int64_t have_version, size_t *len, int *is_delta);
 
 /* report.c */
 void report_log_event(coord *c, cJSON *event); /* takes ownership */

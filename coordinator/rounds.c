@@ -122,8 +122,10 @@ uint8_t *rounds_pull(coord *c, int id, int64_t have_version, size_t *len) {
         return reply(HFL_MSG_BYE, meta, NULL, 0, len);
     }
     if (!r->open || !r->is_selected[id] || r->received[id]) return wait_reply(len);
-    uint8_t *m = downlink_task(c, r->task_meta, have_version, len);
+    int is_delta = 0;
+    uint8_t *m = downlink_task(c, r->task_meta, have_version, len, &is_delta);
     if (!m) return coord_error_reply("cannot encode the task", len);
+    r->tasks_delta += is_delta;
     r->tasked[id] = 1;
     r->bytes_down += *len;
     return m;
@@ -225,6 +227,7 @@ static void round_finish(coord *c, const char *reason) {
     cJSON_AddNumberToObject(o, "samples", r->weight_sum);
     cJSON_AddNumberToObject(o, "bytes_up", (double)r->bytes_up);
     cJSON_AddNumberToObject(o, "bytes_down", (double)r->bytes_down);
+    cJSON_AddNumberToObject(o, "tasks_delta", r->tasks_delta);
     cJSON_AddNumberToObject(o, "wall_s", wall);
     cJSON_AddNumberToObject(o, "version", c->version);
     cJSON_AddItemToArray(c->round_log, cJSON_Duplicate(o, 1));

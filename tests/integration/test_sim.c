@@ -1,7 +1,10 @@
-/* test_sim.c: a real federated run through hfl-sim: 3 clients x 2 rounds,
- * each a separate process, over mutual TLS on loopback. Checks the exit
- * status and what the report says: every round aggregated all 3 updates,
- * bytes moved both ways match the int8 codec's size, and the model learned. */
+/* test_sim.c: real federated runs through hfl-sim, each client a separate
+ * process, over mutual TLS on loopback.
+ * 1. 3 clients x 2 rounds, int8: every round aggregated all 3 updates, bytes
+ *    moved both ways match the codec's size, and the model learned.
+ * 2. 3 clients x 3 rounds, fp16 downlink sent as deltas after round 1, and
+ *    one client on topk:0.01: tasks are fp16-sized and deltas, the topk
+ *    client's updates are topk-sized, and the model still learns. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,51 +17,54 @@
 
 static double num(const cJSON *o, const char *k) { return cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, k)); }
 
-int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: test_sim HFL_SIM\n");
-        return 2;
-    }
-    if (access("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", R_OK) != 0) {
-        printf("SKIP: Fashion-MNIST not installed\n");
-        return 77;
-    }
+/* Runs hfl-sim on a scenario written from json; returns its report (exits on failure). */
+static cJSON *run_sim(const char *sim, const char *name, const char *json) {
     const char *dir = harness_tmpdir();
     char scen[300], report[300], out[300], log[300], err[HFL_ERR_LEN];
-    snprintf(scen, sizeof scen, "%s/three.json", dir);
-    snprintf(report, sizeof report, "%s/report.json", dir);
-    snprintf(out, sizeof out, "%s/run", dir);
-    snprintf(log, sizeof log, "%s/sim.log", dir);
-    const char *json = "{\"name\": \"three\", \"model\": \"mlp\", \"clients\": 3, \"rounds\": 2,"
-                       " \"partition\": \"iid\", \"codec\": \"int8\", \"batch\": 32, \"lr\": 0.05, \"seed\": 7}";
+    snprintf(scen, sizeof scen, "%s/%s.json", dir, name);
+    snprintf(report, sizeof report, "%s/%s-report.json", dir, name);
+    snprintf(out, sizeof out, "%s/%s", dir, name);
+    snprintf(log, sizeof log, "%s/%s.log", dir, name);
     CHECK(hfl_write_file_atomic(scen, json, strlen(json), err) == 0, "%s", err);
-    char *argv_sim[] = {argv[1], scen, "--out", out, "--report", report, NULL};
+    char *argv_sim[] = {(char *)sim, scen, "--out", out, "--report", report, NULL};
     int rc = harness_wait(harness_spawn(argv_sim, log), 300);
     char *text = hfl_read_file(log, NULL, err);
     if (text) printf("%s", text);
     free(text);
     CHECK(rc == 0, "hfl-sim exited with %d", rc);
-
-    size_t len;
-    text = hfl_read_file(report, &len, err);
+    text = hfl_read_file(report, NULL, err);
     CHECK(text != NULL, "%s", err);
     cJSON *r = cJSON_Parse(text);
     free(text);
     CHECK(r != NULL, "report is not JSON");
+    return r;
+}
+
+static const char *client_codec(const cJSON *r, const char *name) {
+    const cJSON *cl;
+    cJSON_ArrayForEach(cl, cJSON_GetObjectItemCaseSensitive(r, "clients")) {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(cl, "name"), *c = cJSON_GetObjectItemCaseSensitive(cl, "codec");
+        if (cJSON_IsString(n) && !strcmp(n->valuestring, name) && cJSON_IsString(c)) return c->valuestring;
+    }
+    return "(none)";
+}
+
+/* int8 at block 256: 12-byte header + 779 blocks of (4-byte scale + values) = 200,198 bytes */
+#define INT8_PAYLOAD (12.0 + 779 * 4 + 199210)
+
+static void check_tls_fedavg(cJSON *r) {
     const cJSON *transport = cJSON_GetObjectItemCaseSensitive(r, "transport");
     CHECK(cJSON_IsString(transport) && !strcmp(transport->valuestring, "tls+tcp"), "transport is not tls+tcp");
     CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "complete")), "run not complete");
     CHECK(num(r, "params") == 199210, "params %g", num(r, "params"));
     const cJSON *rounds = cJSON_GetObjectItemCaseSensitive(r, "rounds");
     CHECK(cJSON_GetArraySize(rounds) == 2, "%d rounds in the report", cJSON_GetArraySize(rounds));
-    /* int8 at block 256: 12-byte header + 779 blocks of (4-byte scale + values) = 200,198 bytes */
-    double payload = 12 + 779 * 4 + 199210;
     for (int i = 0; i < 2; i++) {
         const cJSON *rd = cJSON_GetArrayItem(rounds, i);
         CHECK(num(rd, "round") == i + 1, "round %g", num(rd, "round"));
         CHECK(num(rd, "clients") == 3, "round %d aggregated %g clients", i + 1, num(rd, "clients"));
-        CHECK(num(rd, "bytes_up") > 3 * payload && num(rd, "bytes_up") < 3 * (payload + 2048),
-              "bytes_up %g for 3 int8 updates of %g bytes", num(rd, "bytes_up"), payload);
+        CHECK(num(rd, "bytes_up") > 3 * INT8_PAYLOAD && num(rd, "bytes_up") < 3 * (INT8_PAYLOAD + 2048),
+              "bytes_up %g for 3 int8 updates of %g bytes", num(rd, "bytes_up"), INT8_PAYLOAD);
         CHECK(num(rd, "bytes_down") > 3 * 199210 * 4.0, "bytes_down %g", num(rd, "bytes_down"));
     }
     double acc1 = num(cJSON_GetArrayItem(rounds, 0), "test_acc"), acc = num(r, "final_test_acc");
@@ -70,6 +76,49 @@ int main(int argc, char **argv) {
     double samples = 0;
     for (int i = 0; i < 3; i++) samples += num(cJSON_GetArrayItem(clients, i), "samples");
     CHECK(samples == 60000, "clients hold %g samples, iid shares should cover 60000", samples);
+}
+
+/* fp16 weights, as deltas after the first round; client-1 sends topk updates. */
+static void check_downlink_and_client_codec(cJSON *r) {
+    const cJSON *rounds = cJSON_GetObjectItemCaseSensitive(r, "rounds");
+    CHECK(cJSON_GetArraySize(rounds) == 3, "%d rounds in the report", cJSON_GetArraySize(rounds));
+    double fp16_task = 12.0 + 2 * 199210;
+    for (int i = 0; i < 3; i++) {
+        const cJSON *rd = cJSON_GetArrayItem(rounds, i);
+        CHECK(num(rd, "tasks_delta") == (i == 0 ? 0 : 3), "round %d sent %g delta tasks", i + 1, num(rd, "tasks_delta"));
+        CHECK(num(rd, "bytes_down") > 3 * fp16_task && num(rd, "bytes_down") < 3 * (fp16_task + 2048),
+              "round %d: bytes_down %g for 3 fp16 tasks of %g bytes", i + 1, num(rd, "bytes_down"), fp16_task);
+        /* two int8 updates and one topk:0.01 update (1,993 values: fp16 + 1-2 byte varint each) */
+        double up = num(rd, "bytes_up");
+        CHECK(up > 2 * INT8_PAYLOAD + 1993 * 3 && up < 2 * (INT8_PAYLOAD + 2048) + 1993 * 4 + 2048,
+              "round %d: bytes_up %g", i + 1, up);
+    }
+    CHECK(!strcmp(client_codec(r, "client-1"), "topk:0.01"), "client-1 uses %s", client_codec(r, "client-1"));
+    CHECK(!strcmp(client_codec(r, "client-0"), "int8"), "client-0 uses %s", client_codec(r, "client-0"));
+    double acc = num(r, "final_test_acc");
+    printf("fp16 delta downlink, mixed codecs: final accuracy %.4f\n", acc);
+    CHECK(acc > 0.75, "final accuracy %.4f below 0.75", acc);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_sim HFL_SIM\n");
+        return 2;
+    }
+    if (access("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", R_OK) != 0) {
+        printf("SKIP: Fashion-MNIST not installed\n");
+        return 77;
+    }
+    cJSON *r = run_sim(argv[1], "three",
+                       "{\"name\": \"three\", \"model\": \"mlp\", \"clients\": 3, \"rounds\": 2,"
+                       " \"partition\": \"iid\", \"codec\": \"int8\", \"batch\": 32, \"lr\": 0.05, \"seed\": 7}");
+    check_tls_fedavg(r);
+    cJSON_Delete(r);
+    r = run_sim(argv[1], "mixed",
+                "{\"name\": \"mixed\", \"model\": \"mlp\", \"clients\": 3, \"rounds\": 3, \"partition\": \"iid\","
+                " \"codec\": \"int8\", \"downlink\": \"fp16\", \"downlink_delta\": true,"
+                " \"client_codecs\": {\"client-1\": \"topk:0.01\"}, \"seed\": 7}");
+    check_downlink_and_client_codec(r);
     cJSON_Delete(r);
     harness_cleanup();
     printf("ok\n");
