@@ -21,7 +21,11 @@
 typedef struct hfl_backend {
     const char *name; /* "cpu", "cuda" */
 
-    void *(*alloc)(size_t bytes); /* exits with a message on failure */
+    /* A buffer of `bytes` (64-byte aligned on the CPU). try_alloc returns NULL
+     * with one line in err (may be NULL) when the memory budget or the system
+     * refuses; alloc prints that line and exits(1) instead. free(NULL) is a no-op. */
+    void *(*alloc)(size_t bytes);
+    void *(*try_alloc)(size_t bytes, char *err);
     void (*free)(void *p);
     void (*upload)(void *dst_dev, const void *src_host, size_t bytes);
     void (*download)(void *dst_host, const void *src_dev, size_t bytes);
@@ -66,5 +70,17 @@ typedef struct hfl_backend {
 } hfl_backend;
 
 const hfl_backend *hfl_backend_cpu(void);
+
+/* The CPU backend's memory budget and accounting (process-wide, thread-safe).
+ * Live bytes are the sum of the sizes asked of alloc/try_alloc not yet freed
+ * (the planner's figures; the allocator's 64-byte header and rounding are not
+ * counted). An allocation that would take live bytes above a non-zero budget
+ * fails: try_alloc returns NULL, alloc exits. Setting a budget below the live
+ * bytes frees nothing; allocations fail until enough is freed. */
+void hfl_backend_cpu_set_budget(uint64_t bytes); /* 0 = no budget (the default) */
+uint64_t hfl_backend_cpu_budget(void);
+uint64_t hfl_backend_cpu_live_bytes(void);
+uint64_t hfl_backend_cpu_peak_bytes(void); /* high-water mark of live bytes */
+void hfl_backend_cpu_reset_peak(void);     /* peak := live bytes now */
 
 #endif
