@@ -18,8 +18,9 @@
  * cross-entropy, and its width is the number of classes.
  *
  * What each layer kind computes and which tensors its backward keeps is in
- * model/layers.h; a trainer owns the device buffers for one batch capacity,
- * all sized up front and carved from one allocation (llm.c style). */
+ * model/layers.h; a trainer runs a memory plan (model/planner.h: every
+ * buffer of a step, its lifetime and its offset, under a checkpoint
+ * schedule) inside one allocation of the plan's arena_bytes (llm.c style). */
 #ifndef HFL_MODEL_H
 #define HFL_MODEL_H
 
@@ -127,12 +128,24 @@ void hfl_model_init_params(const hfl_model_spec *spec, float *params, uint64_t s
 uint64_t hfl_model_forward_flops(const hfl_model_spec *spec);
 
 typedef struct hfl_trainer hfl_trainer;
+typedef struct hfl_plan hfl_plan; /* model/planner.h */
 
-/* Buffers for batches of up to max_batch samples. NULL for max_batch < 1 or
- * a spec that fails hfl_model_spec_check. */
+/* Buffers for batches of up to max_batch samples: the plan of
+ * hfl_plan_make with batch max_batch, checkpoint schedule `none`, a momentum
+ * buffer and fp32 activations. NULL for max_batch < 1 or a spec that fails
+ * hfl_model_spec_check; prints one line and exits(1) when the backend refuses
+ * the arena (as be->alloc does). */
 hfl_trainer *hfl_trainer_create(const hfl_model_spec *spec, const hfl_backend *be, int max_batch);
+/* A trainer running `plan` (made by hfl_plan_make for this spec; copied):
+ * ONE be->try_alloc of plan->arena_bytes, nothing allocated afterwards.
+ * Batches of up to plan->cfg.batch samples; step() with a nonzero momentum
+ * needs a plan with momentum. NULL with err when the plan was made for
+ * another spec, its activations are not fp32, or the backend refuses. */
+hfl_trainer *hfl_trainer_create_plan(const hfl_model_spec *spec, const hfl_backend *be,
+                                     const hfl_plan *plan, char *err);
 void hfl_trainer_free(hfl_trainer *t);
 size_t hfl_trainer_device_bytes(const hfl_trainer *t); /* what the one allocation took */
+const hfl_plan *hfl_trainer_plan(const hfl_trainer *t); /* the trainer's copy of its plan */
 
 void hfl_trainer_set_params(hfl_trainer *t, const float *host_params);
 void hfl_trainer_get_params(const hfl_trainer *t, float *host_params);
@@ -147,7 +160,8 @@ float hfl_trainer_forward_backward(hfl_trainer *t, const float *x, const int32_t
 float hfl_trainer_step(hfl_trainer *t, const float *x, const int32_t *y, int n, float lr,
                        float momentum, float weight_decay);
 
-/* Mean loss and accuracy over n samples, in batches of max_batch. */
+/* Mean loss and accuracy over n samples, in batches of max_batch (forward
+ * only, inside the same arena). */
 float hfl_trainer_evaluate(hfl_trainer *t, const float *x, const int32_t *y, int n, float *accuracy);
 
 #endif

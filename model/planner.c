@@ -1,0 +1,284 @@
+/* planner.c: the buffers and the op timeline of one training step, and their
+ * lifetimes (the execution model is in planner.h; placement is in
+ * planner_place.c).
+ *
+ * The plan is built in three passes: group the layers into stages and ask
+ * checkpoint.c for the schedule over them; emit the ops, creating each
+ * buffer as the op that first writes it is emitted; then derive lifetimes
+ * from the ops (first and last op naming a buffer), so a lifetime can never
+ * disagree with what the trainer actually reads and writes. */
+#include "model/planner.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "model/layers.h"
+#include "util/util.h"
+
+typedef struct {
+    hfl_plan *p;
+    const hfl_model_spec *s;
+    const hfl_layer_ops *ops[HFL_MAX_LAYERS];
+    size_t batch, esize;
+    int first_param;                /* the first layer with parameters */
+    int act[HFL_MAX_LAYERS + 1];    /* a_j as written by the forward pass */
+    int re[HFL_MAX_LAYERS + 1];     /* a_j as recomputed during backward, or -1 */
+    int grad[HFL_MAX_LAYERS + 1];   /* g_j, or -1 */
+    int stage_of[HFL_MAX_LAYERS];   /* 1-based stage of each layer */
+} builder;
+
+static const char *const category_names[HFL_BUF_N_CATEGORIES] = {
+    "weights", "master_weights", "gradients", "optimizer", "activations", "workspace", "input"};
+static const char *const op_names[] = {"load", "forward", "loss", "backward", "optimizer"};
+
+const char *hfl_plan_category_name(hfl_buf_category c) {
+    return (unsigned)c < HFL_BUF_N_CATEGORIES ? category_names[c] : "?";
+}
+
+const char *hfl_plan_op_name(hfl_plan_op_kind k) {
+    return (unsigned)k <= HFL_OP_OPTIMIZER ? op_names[k] : "?";
+}
+
+/* Whether layer l joins the stage of layer l - 1 (planner.h, STAGES). */
+static int joins_previous(const builder *b, int l) {
+    if (l == 0) return 0;
+    const hfl_layer_ops *o = b->ops[l];
+    const hfl_layer *ly = &b->s->layers[l];
+    return o->fwd_in_place && o->bwd_in_place && !(o->keeps & HFL_KEEP_INPUT) &&
+           !(b->ops[l - 1]->keeps & HFL_KEEP_OUTPUT) && ly->in == ly->out;
+}
+
+static int add_buffer(builder *b, hfl_buf_category cat, int layer, size_t count, size_t elem,
+                      const char *fmt, int idx) {
+    hfl_plan *p = b->p;
+    hfl_plan_buffer *buf = &p->buffers[p->n_buffers];
+    memset(buf, 0, sizeof *buf);
+    snprintf(buf->name, sizeof buf->name, fmt, idx);
+    buf->category = cat;
+    buf->layer = layer;
+    buf->count = count;
+    buf->elem_bytes = elem;
+    buf->bytes = count * elem;
+    buf->first_op = buf->last_op = -1;
+    return p->n_buffers++;
+}
+
+static hfl_plan_op *add_op(builder *b, hfl_plan_op_kind kind, int layer) {
+    hfl_plan_op *op = &b->p->ops[b->p->n_ops++];
+    *op = (hfl_plan_op){kind, layer, 0, -1, -1, -1, -1, -1, -1};
+    return op;
+}
+
+/* Stage j's output bytes per element count: batch x the last layer's width. */
+static size_t stage_count(const builder *b, int j) {
+    if (j == 0) return b->batch * (size_t)b->s->in_dim;
+    return b->batch * (size_t)b->s->layers[b->p->stage_first[j] - 1].out;
+}
+
+/* A workspace buffer for one op of layer l, or -1 when it needs none. */
+static int workspace(builder *b, int l, size_t bytes, const char *fmt) {
+    return bytes ? add_buffer(b, HFL_BUF_WORKSPACE, l, bytes, 1, fmt, l) : -1;
+}
+
+/* Forward of stage j, from a_{j-1} in `src` into a new buffer (returned). */
+static int emit_stage_forward(builder *b, int j, int src, int recompute) {
+    const hfl_plan *p = b->p;
+    int last = p->stage_first[j] - 1;
+    int dst = add_buffer(b, HFL_BUF_ACTIVATIONS, last, stage_count(b, j), b->esize,
+                         recompute ? "a%d.re" : "a%d", j);
+    for (int l = p->stage_first[j - 1]; l <= last; l++) {
+        size_t ws = b->ops[l]->fwd_workspace_bytes(&b->s->layers[l], (int)b->batch);
+        int w = workspace(b, l, ws, recompute ? "ws.r%d" : "ws.f%d");
+        hfl_plan_op *op = add_op(b, HFL_OP_FORWARD, l);
+        op->recompute = recompute;
+        op->in = l == p->stage_first[j - 1] ? src : dst;
+        op->out = dst;
+        op->ws = w;
+    }
+    return dst;
+}
+
+/* The buffer holding a_j during backward. */
+static int act_for_backward(const builder *b, int j) {
+    return b->p->ckpt.stored[j] ? b->act[j] : b->re[j];
+}
+
+/* Backward of stage j: its layers last to first, down to the first layer
+ * with parameters. */
+static void emit_stage_backward(builder *b, int j) {
+    const hfl_plan *p = b->p;
+    int first = p->stage_first[j - 1];
+    for (int l = p->stage_first[j] - 1; l >= first && l >= b->first_param; l--) {
+        const hfl_layer_ops *o = b->ops[l];
+        size_t ws = o->bwd_workspace_bytes(&b->s->layers[l], (int)b->batch);
+        int w = workspace(b, l, ws, "ws.b%d");
+        int din = -1;
+        if (l > b->first_param) {
+            if (l > first) {
+                din = b->grad[j]; /* in place within the stage */
+            } else if (o->bwd_in_place && b->s->layers[l].in == b->s->layers[l].out) {
+                din = b->grad[j - 1] = b->grad[j];
+            } else {
+                din = b->grad[j - 1] = add_buffer(b, HFL_BUF_ACTIVATIONS, l - 1,
+                                                  stage_count(b, j - 1), b->esize, "g%d", j - 1);
+            }
+        }
+        hfl_plan_op *op = add_op(b, HFL_OP_BACKWARD, l);
+        if (o->keeps & HFL_KEEP_INPUT)
+            op->in = l > first ? act_for_backward(b, j) : act_for_backward(b, j - 1);
+        if (o->keeps & HFL_KEEP_OUTPUT) op->out = act_for_backward(b, j);
+        op->dout = b->grad[j];
+        op->din = din;
+        op->ws = w;
+    }
+}
+
+static void emit_ops(builder *b) {
+    hfl_plan *p = b->p;
+    int n = p->n_stages;
+    hfl_plan_op *op = add_op(b, HFL_OP_LOAD, -1);
+    op->out = p->input;
+    op->labels = p->labels;
+    b->act[0] = p->input;
+    for (int j = 1; j <= n; j++) b->act[j] = emit_stage_forward(b, j, b->act[j - 1], 0);
+
+    b->grad[n] = add_buffer(b, HFL_BUF_ACTIVATIONS, -1, stage_count(b, n), b->esize, "g%d", n);
+    p->loss_op = p->n_ops;
+    op = add_op(b, HFL_OP_LOSS, -1);
+    op->in = b->act[n];
+    op->labels = p->labels;
+    op->out = b->grad[n];
+
+    int first_stage = b->stage_of[b->first_param];
+    for (int k = p->ckpt.n_segments - 1; k >= 0; k--) {
+        int s = p->ckpt.bound[k], e = p->ckpt.bound[k + 1];
+        if (e < first_stage) break; /* nothing below needs a backward pass */
+        for (int j = s + 1; j < e; j++)
+            b->re[j] = emit_stage_forward(b, j, j == s + 1 ? b->act[s] : b->re[j - 1], 1);
+        for (int j = e; j > s && j >= first_stage; j--) emit_stage_backward(b, j);
+    }
+    p->optimizer_op = p->n_ops;
+    add_op(b, HFL_OP_OPTIMIZER, -1);
+}
+
+static void touch(hfl_plan *p, int buf, int op) {
+    if (buf < 0) return;
+    hfl_plan_buffer *x = &p->buffers[buf];
+    if (x->first_op < 0 || op < x->first_op) x->first_op = op;
+    if (op > x->last_op) x->last_op = op;
+}
+
+static void set_lifetimes(hfl_plan *p) {
+    for (int i = 0; i < p->n_ops; i++) {
+        const hfl_plan_op *op = &p->ops[i];
+        int bufs[6] = {op->in, op->out, op->dout, op->din, op->ws, op->labels};
+        for (int k = 0; k < 6; k++) touch(p, bufs[k], i);
+    }
+    int whole[3] = {p->params, p->grads, p->momentum};
+    for (int k = 0; k < 3; k++) {
+        touch(p, whole[k], 0);
+        touch(p, whole[k], p->n_ops - 1);
+    }
+}
+
+size_t hfl_plan_live_bytes(const hfl_plan *p, int op) {
+    size_t sum = 0;
+    for (int i = 0; i < p->n_buffers; i++)
+        if (p->buffers[i].first_op <= op && op <= p->buffers[i].last_op) sum += p->buffers[i].bytes;
+    return sum;
+}
+
+/* live_peak, peak_op, the breakdown at it, and chain_peak. */
+static void set_peaks(hfl_plan *p) {
+    p->live_peak = 0;
+    p->peak_op = 0;
+    p->chain_peak = 0;
+    for (int i = 0; i < p->n_ops; i++) {
+        size_t live = hfl_plan_live_bytes(p, i), chain = 0;
+        for (int k = 0; k < p->n_buffers; k++) {
+            const hfl_plan_buffer *x = &p->buffers[k];
+            if (x->first_op <= i && i <= x->last_op &&
+                (x->category == HFL_BUF_ACTIVATIONS || k == p->input))
+                chain += x->bytes;
+        }
+        if (live > p->live_peak) p->live_peak = live, p->peak_op = i;
+        if (chain > p->chain_peak) p->chain_peak = chain;
+    }
+    memset(p->breakdown, 0, sizeof p->breakdown);
+    for (int k = 0; k < p->n_buffers; k++) {
+        const hfl_plan_buffer *x = &p->buffers[k];
+        if (x->first_op <= p->peak_op && p->peak_op <= x->last_op) p->breakdown[x->category] += x->bytes;
+    }
+}
+
+/* Stages, and the checkpoint schedule over them. */
+static int plan_schedule(builder *b, char *err) {
+    hfl_plan *p = b->p;
+    const hfl_model_spec *s = b->s;
+    hfl_ckpt_layer chain_layers[HFL_MAX_LAYERS];
+    p->n_stages = 0;
+    p->stage_first[0] = 0;
+    for (int l = 0; l < s->n_layers; l++) {
+        if (!joins_previous(b, l)) {
+            hfl_ckpt_layer *c = &chain_layers[p->n_stages++];
+            c->cost = 0.0;
+        }
+        hfl_ckpt_layer *c = &chain_layers[p->n_stages - 1];
+        c->cost += (double)b->ops[l]->flops(&s->layers[l]) * (double)b->batch;
+        c->out_bytes = b->batch * (size_t)s->layers[l].out * b->esize;
+        c->needs_output = (b->ops[l]->keeps & HFL_KEEP_OUTPUT) != 0;
+        p->stage_first[p->n_stages] = l + 1;
+        b->stage_of[l] = p->n_stages;
+    }
+    hfl_ckpt_chain chain = {p->n_stages, b->batch * (size_t)s->in_dim * b->esize, chain_layers};
+    return hfl_ckpt_schedule(&chain, p->cfg.ckpt, p->cfg.ckpt_budget, &p->ckpt, err);
+}
+
+int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_plan *p, char *err) {
+    if (!spec || !cfg || !p) return hfl_errf(err, "planner: NULL argument");
+    if (hfl_model_spec_check(spec, err) != 0) return -1;
+    if (cfg->batch < 1) return hfl_errf(err, "planner: batch %d must be >= 1", cfg->batch);
+    if (cfg->act_elem_bytes != 2 && cfg->act_elem_bytes != 4)
+        return hfl_errf(err, "planner: activation element size %zu (2 or 4 allowed)",
+                        cfg->act_elem_bytes);
+    if ((unsigned)cfg->ckpt > HFL_CKPT_FULL)
+        return hfl_errf(err, "planner: unknown checkpoint kind %d", (int)cfg->ckpt);
+    /* Overflow guard: a buffer is a batch of the widest tensor (at most 8
+     * bytes an element), the parameter vector or a workspace (both under
+     * 2^40 bytes), and there are at most HFL_PLAN_MAX_BUFFERS of them. */
+    size_t widest = (size_t)spec->in_dim;
+    for (int l = 0; l < spec->n_layers; l++)
+        if ((size_t)spec->layers[l].out > widest) widest = (size_t)spec->layers[l].out;
+    size_t room = SIZE_MAX / HFL_PLAN_MAX_BUFFERS - ((size_t)1 << 40);
+    if ((size_t)cfg->batch > room / 8 / widest)
+        return hfl_errf(err, "planner: batch %d too large to account", cfg->batch);
+
+    memset(p, 0, sizeof *p);
+    p->cfg = *cfg;
+    p->spec = *spec;
+    builder b = {.p = p, .s = spec, .batch = (size_t)cfg->batch, .esize = cfg->act_elem_bytes};
+    b.first_param = spec->n_layers - 1; /* the last layer is dense */
+    for (int l = spec->n_layers - 1; l >= 0; l--) {
+        b.ops[l] = hfl_layer_ops_for(spec->layers[l].kind);
+        if (spec->layers[l].n_params) b.first_param = l;
+    }
+    for (int j = 0; j <= HFL_MAX_LAYERS; j++) b.act[j] = b.re[j] = b.grad[j] = -1;
+    if (plan_schedule(&b, err) != 0) return -1;
+
+    p->params = add_buffer(&b, HFL_BUF_WEIGHTS, -1, spec->n_params, sizeof(float), "params", 0);
+    p->grads = add_buffer(&b, HFL_BUF_GRADS, -1, spec->n_params, sizeof(float), "grads", 0);
+    p->momentum = cfg->momentum ? add_buffer(&b, HFL_BUF_OPTIMIZER, -1, spec->n_params,
+                                             sizeof(float), "momentum", 0)
+                                : -1;
+    p->input = add_buffer(&b, HFL_BUF_INPUT, -1, stage_count(&b, 0), b.esize, "a0", 0);
+    p->labels = add_buffer(&b, HFL_BUF_INPUT, -1, b.batch, sizeof(int32_t), "labels", 0);
+    emit_ops(&b);
+    set_lifetimes(p);
+    if (cfg->hold_checkpoints)
+        for (int j = 0; j <= p->n_stages; j++)
+            if (p->ckpt.stored[j]) touch(p, b.act[j], p->optimizer_op - 1);
+    set_peaks(p);
+    hfl_plan_place(p);
+    return 0;
+}
