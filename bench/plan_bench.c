@@ -23,11 +23,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "kernels/backend.h"
 #include "kernels/philox.h"
+#include "model/measure.h"
 #include "model/model.h"
 #include "model/planner.h"
 #include "util/memmeter.h"
@@ -90,44 +89,16 @@ static size_t covered_bytes(const hfl_plan *p) {
     return covered;
 }
 
-/* In a child: reset the peak, create a trainer from the plan, one step, read the peak. */
+/* One measured step (model/measure.c), in this bench's row format. */
 static measurement measure(const hfl_model_spec *s, const hfl_plan *p, const float *params,
                            const float *x, const int32_t *y) {
     measurement r = {0};
-    int fd[2];
-    if (pipe(fd) != 0) {
-        snprintf(r.err, sizeof r.err, "pipe failed");
-        return r;
+    hfl_step_measure m;
+    if (hfl_measure_step(s, p, params, x, y, &m, r.err) == 0) {
+        r.ok = 1;
+        r.growth = m.growth;
+        r.backend_peak = m.backend_peak;
     }
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fd[0]);
-        uint64_t rss0 = 0, peak = 0;
-        hfl_backend_cpu_reset_peak();
-        if (hfl_mem_reset_peak(r.err) == 0 && hfl_mem_read(&rss0, NULL, r.err) == 0) {
-            hfl_trainer *t = hfl_trainer_create_plan(s, hfl_backend_cpu(), p, r.err);
-            if (t) {
-                hfl_trainer_set_params(t, params);
-                hfl_trainer_step(t, x, y, p->cfg.batch, 0.05f, 0.9f, 0.0f);
-                if (hfl_mem_read(NULL, &peak, r.err) == 0) {
-                    r.ok = 1;
-                    r.growth = peak - rss0;
-                    r.backend_peak = hfl_backend_cpu_peak_bytes();
-                }
-                hfl_trainer_free(t);
-            }
-        }
-        ssize_t w = write(fd[1], &r, sizeof r);
-        _exit(w == (ssize_t)sizeof r ? 0 : 1);
-    }
-    close(fd[1]);
-    if (pid < 0 || read(fd[0], &r, sizeof r) != (ssize_t)sizeof r) {
-        memset(&r, 0, sizeof r);
-        snprintf(r.err, sizeof r.err, "measuring child failed");
-    }
-    close(fd[0]);
-    if (pid > 0) waitpid(pid, NULL, 0);
     return r;
 }
 

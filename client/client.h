@@ -2,7 +2,8 @@
  *
  * main.c   options, device probe, data, the hello/pull/update loop
  * train.c  one round of local training and the encoded update it produces
- * state.c  the state file that keeps the error-feedback residual across restarts */
+ * state.c  the state file that keeps the error-feedback residual across restarts
+ * plan_cli.c  --plan: the candidate table, the choice, and --verify measurements */
 #ifndef HFL_CLIENT_H
 #define HFL_CLIENT_H
 
@@ -10,6 +11,7 @@
 #include <stdint.h>
 
 #include "compress/codec.h"
+#include "kernels/device.h"
 #include "data/idx.h"
 #include "model/model.h"
 
@@ -51,6 +53,17 @@ int client_state_save(const char *dir, const char *name, const char *model, cons
                       const float *residual, size_t n, char *err);
 int client_state_load(const char *dir, const char *name, const char *model, const char *codec,
                       float *residual, size_t n, char *why);
+
+typedef struct {
+    const char *model;     /* built-in name or JSON spec file */
+    uint64_t budget;       /* 0: the device's free memory */
+    double headroom;       /* fraction of the budget kept free */
+    int verify, json;
+    const char *state_dir; /* overhead records; NULL or "": none */
+} client_plan_options;
+
+/* hfl-client --plan; -1 with err when nothing fits or the model is bad. */
+int client_plan_run(const client_plan_options *o, const hfl_device_info *dev, char *err);
 
 /* Peak resident memory of this process so far (VmHWM), in bytes. */
 uint64_t client_peak_rss(void);

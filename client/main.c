@@ -27,6 +27,10 @@ typedef struct {
     char partition[64];
     char codec[32]; /* update codec override; empty: the run's */
     char state_dir[1024];
+    int plan, verify, json; /* --plan mode */
+    char model[1024];
+    uint64_t budget;
+    double headroom;
     int index, num_clients;
     uint64_t seed;
     int threads;
@@ -37,6 +41,7 @@ typedef struct {
 static void usage(FILE *f) {
     fprintf(f,
         "usage: hfl-client --coordinator URL [options]\n"
+        "       hfl-client --plan --model NAME|SPEC.json [--memory-budget SIZE] [--verify] [--json]\n"
         "Trains rounds handed out by hfl-coordinator on this machine's device and data.\n\n"
         "  --coordinator URL    coordinator address, e.g. tls+tcp://127.0.0.1:7450\n"
         "  --ca FILE            CA certificate (PEM)\n"
@@ -45,7 +50,14 @@ static void usage(FILE *f) {
         "  --insecure           allow plain tcp:// without TLS\n"
         "  --name NAME          client name (default client-<index>)\n"
         "  --codec NAME         update codec for this client instead of the run's\n"
-        "  --state-dir DIR      keep the error-feedback residual in DIR/<name>.state across restarts\n"
+        "  --state-dir DIR      keep the error-feedback residual in DIR/<name>.state across restarts,\n"
+        "                       and memory measurements in DIR/overhead.jsonl\n"
+        "  --plan               print the training configurations that fit and the one chosen, then exit\n"
+        "  --model NAME|FILE    with --plan: a built-in model (mlp, cnn) or a JSON spec\n"
+        "  --memory-budget SIZE memory this client may use, e.g. 512M, 4G (default: the device's free memory)\n"
+        "  --headroom F         fraction of the budget kept free (default 0.05)\n"
+        "  --verify             with --plan: run one real step per candidate and report the measured peak\n"
+        "  --json               with --plan: print the table as JSON\n"
         "  --data DIR           Fashion-MNIST directory (default " HFL_FMNIST_DIR ")\n"
         "  --partition SPEC     iid, dirichlet:<alpha> or shards:<k> (default iid)\n"
         "  --client-index I     which share of the partition is this client's (default 0)\n"
@@ -59,13 +71,15 @@ static void usage(FILE *f) {
 
 static int parse_args(int argc, char **argv, client_options *o, char *err) {
     enum { O_URL = 256, O_CA, O_CERT, O_SNI, O_INSECURE, O_NAME, O_DATA, O_PART, O_INDEX, O_NUM, O_SEED,
-           O_THREADS, O_TIMEOUT, O_QUIET, O_HELP, O_CODEC, O_STATE };
+           O_THREADS, O_TIMEOUT, O_QUIET, O_HELP, O_CODEC, O_STATE, O_PLAN, O_MODEL, O_BUDGET, O_HEADROOM, O_VERIFY, O_JSON };
     static const struct option opts[] = {
         {"coordinator", 1, 0, O_URL}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"server-name", 1, 0, O_SNI}, {"insecure", 0, 0, O_INSECURE}, {"name", 1, 0, O_NAME},
         {"data", 1, 0, O_DATA}, {"partition", 1, 0, O_PART}, {"client-index", 1, 0, O_INDEX},
         {"num-clients", 1, 0, O_NUM}, {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS},
-        {"timeout", 1, 0, O_TIMEOUT}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP}, {"codec", 1, 0, O_CODEC}, {"state-dir", 1, 0, O_STATE}, {0, 0, 0, 0}};
+        {"timeout", 1, 0, O_TIMEOUT}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP}, {"codec", 1, 0, O_CODEC}, {"state-dir", 1, 0, O_STATE},
+        {"plan", 0, 0, O_PLAN}, {"model", 1, 0, O_MODEL}, {"memory-budget", 1, 0, O_BUDGET},
+        {"headroom", 1, 0, O_HEADROOM}, {"verify", 0, 0, O_VERIFY}, {"json", 0, 0, O_JSON}, {0, 0, 0, 0}};
     long v;
     double d;
     opterr = 0;
@@ -90,6 +104,12 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         case O_QUIET: o->quiet = 1; break;
         case O_CODEC: snprintf(o->codec, sizeof o->codec, "%s", optarg); break;
         case O_STATE: snprintf(o->state_dir, sizeof o->state_dir, "%s", optarg); break;
+        case O_PLAN: o->plan = 1; break;
+        case O_MODEL: snprintf(o->model, sizeof o->model, "%s", optarg); break;
+        case O_BUDGET: hfl_parse_size(optarg, &o->budget, e); break;
+        case O_HEADROOM: hfl_parse_double(optarg, 0, 0.9, &o->headroom, e); break;
+        case O_VERIFY: o->verify = 1; break;
+        case O_JSON: o->json = 1; break;
         case O_HELP: usage(stdout); exit(0);
         case ':': return hfl_errf(err, "option '%s' needs a value (see --help)", argv[optind - 1]);
         default: return hfl_errf(err, "unknown option '%s' (see --help)", argv[optind - 1]);
@@ -97,6 +117,10 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         if (e[0]) return hfl_errf(err, "--%s: %s", opts[c - O_URL].name, e);
     }
     if (optind < argc) return hfl_errf(err, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (o->plan) {
+        if (!o->model[0]) return hfl_errf(err, "--plan needs --model NAME|SPEC.json (see --help)");
+        return 0;
+    }
     if (!o->url[0]) return hfl_errf(err, "--coordinator URL is required (see --help)");
     if (o->index >= o->num_clients)
         return hfl_errf(err, "--client-index %d must be below --num-clients %d", o->index, o->num_clients);
@@ -329,7 +353,7 @@ out:
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress reaches logs and pipes as it happens */
-    client_options o = {.num_clients = 1, .seed = 1, .threads = 1, .timeout_s = 120};
+    client_options o = {.num_clients = 1, .seed = 1, .threads = 1, .timeout_s = 120, .headroom = 0.05};
     o.tls.server_name = "localhost";
     snprintf(o.data_dir, sizeof o.data_dir, "%s", HFL_FMNIST_DIR);
     snprintf(o.partition, sizeof o.partition, "iid");
@@ -339,6 +363,16 @@ int main(int argc, char **argv) {
         return 2;
     }
     openblas_set_num_threads(o.threads);
+    if (o.plan) {
+        hfl_device_info dev;
+        hfl_device_probe(&dev);
+        client_plan_options po = {o.model, o.budget, o.headroom, o.verify, o.json, o.state_dir};
+        if (client_plan_run(&po, &dev, err) != 0) {
+            fprintf(stderr, "hfl-client: %s\n", err);
+            return 1;
+        }
+        return 0;
+    }
     hfl_device_info dev;
     hfl_device_probe(&dev);
     if (!o.quiet) {

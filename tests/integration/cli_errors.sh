@@ -69,6 +69,10 @@ expect_error "client: missing data"         "$client" --insecure --coordinator t
 expect_error "client: bad partition"        "$client" --insecure --coordinator tcp://127.0.0.1:1 --partition shards:0
 expect_error "client: index out of range"   "$client" --insecure --coordinator tcp://127.0.0.1:1 --client-index 4 --num-clients 4
 expect_error "client: no coordinator"       "$client" --insecure
+expect_error "client: plan, nothing fits"   "$client" --plan --model cnn --memory-budget 1M
+expect_error "client: plan, unknown model"  "$client" --plan --model resnet
+expect_error "client: plan, broken spec"    "$client" --plan --model "$tmp/broken.json"
+expect_error "client: plan, bad budget"     "$client" --plan --model mlp --memory-budget lots
 
 expect_error "pki: bad client count"        "$pki" --out "$tmp/p2" --clients -1
 expect_error "pki: unwritable directory"    "$pki" --out /proc/hfl-pki --clients 1

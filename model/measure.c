@@ -1,0 +1,65 @@
+/* measure.c: one training step's peak RSS, in a forked child (see measure.h). */
+#include "model/measure.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "util/memmeter.h"
+#include "util/util.h"
+
+typedef struct {
+    int ok;
+    hfl_step_measure m;
+    char err[HFL_ERR_LEN];
+} measure_result;
+
+static void measure_child(const hfl_model_spec *spec, const hfl_plan *plan, const float *params,
+                          const float *x, const int32_t *y, measure_result *r) {
+    uint64_t rss0 = 0, peak = 0;
+    hfl_backend_cpu_reset_peak();
+    if (hfl_mem_reset_peak(r->err) != 0 || hfl_mem_read(&rss0, NULL, r->err) != 0) return;
+    hfl_trainer *t = hfl_trainer_create_plan(spec, hfl_backend_cpu(), plan, r->err);
+    if (!t) return;
+    hfl_trainer_set_params(t, params);
+    hfl_trainer_step(t, x, y, plan->cfg.batch, 0.05f, plan->cfg.momentum ? 0.9f : 0.0f, 0.0f);
+    if (hfl_mem_read(NULL, &peak, r->err) == 0) {
+        r->ok = 1;
+        r->m.growth = peak > rss0 ? peak - rss0 : 0;
+        r->m.backend_peak = hfl_backend_cpu_peak_bytes();
+    }
+    hfl_trainer_free(t);
+}
+
+int hfl_measure_step(const hfl_model_spec *spec, const hfl_plan *plan, const float *params,
+                     const float *x, const int32_t *y, hfl_step_measure *out, char *err) {
+    int fd[2];
+    if (pipe(fd) != 0) return hfl_errf(err, "cannot measure: pipe failed");
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd[0]);
+        close(fd[1]);
+        return hfl_errf(err, "cannot measure: fork failed");
+    }
+    if (pid == 0) {
+        close(fd[0]);
+        measure_result r;
+        memset(&r, 0, sizeof r);
+        measure_child(spec, plan, params, x, y, &r);
+        ssize_t w = write(fd[1], &r, sizeof r);
+        _exit(w == (ssize_t)sizeof r ? 0 : 1);
+    }
+    close(fd[1]);
+    measure_result r;
+    memset(&r, 0, sizeof r);
+    ssize_t got = read(fd[0], &r, sizeof r);
+    close(fd[0]);
+    waitpid(pid, NULL, 0);
+    if (got != (ssize_t)sizeof r) return hfl_errf(err, "the measuring process died");
+    if (!r.ok) return hfl_errf(err, "%s", r.err);
+    *out = r.m;
+    return 0;
+}

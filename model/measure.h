@@ -1,0 +1,27 @@
+/* measure.h: the real peak memory of one training step, measured outside
+ * the planner.
+ *
+ * In a forked child (so each measurement starts from the same process state:
+ * glibc keeps freed memory and moves its mmap threshold, which would leak one
+ * measurement into the next) it resets the peak RSS (util/memmeter), creates
+ * a trainer from the plan, runs one full-batch step, and reads the peak RSS
+ * growth: the arena plus whatever libraries took for themselves during the
+ * step. Warm OpenBLAS up in the parent first if its first-use buffers are not
+ * to be counted. */
+#ifndef HFL_MODEL_MEASURE_H
+#define HFL_MODEL_MEASURE_H
+
+#include <stdint.h>
+
+#include "model/planner.h"
+
+typedef struct {
+    uint64_t growth;       /* peak RSS growth over the step, bytes */
+    uint64_t backend_peak; /* the backend allocator's live-bytes peak */
+} hfl_step_measure;
+
+/* x: plan->cfg.batch samples of spec->in_dim floats; y: their labels. -1 with err. */
+int hfl_measure_step(const hfl_model_spec *spec, const hfl_plan *plan, const float *params,
+                     const float *x, const int32_t *y, hfl_step_measure *out, char *err);
+
+#endif

@@ -1,0 +1,82 @@
+/* test_chooser.c: the chooser picks a configuration that fits, and it trains.
+ *
+ * cnn at batch 128 without checkpointing needs a certain arena; with a budget
+ * one byte short of it (and no headroom), the chooser must not pick that
+ * configuration, must pick one that fits, and that configuration must then
+ * train under the CPU backend's enforcing allocator set to the budget. With
+ * a budget below every candidate it must choose nothing and name the
+ * smallest budget that would do; with a generous one, the largest batch. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/philox.h"
+#include "model/chooser.h"
+#include "tests/kernels/check.h"
+#include "util/util.h"
+
+static hfl_choice choose(const hfl_model_spec *s, uint64_t budget, int max_batch) {
+    hfl_chooser_input in = {.budget = budget, .headroom = 0, .overhead = 0, .gflops = 100, .momentum = 1,
+                            .max_batch = max_batch};
+    hfl_choice ch;
+    char err[HFL_ERR_LEN];
+    CHECK(hfl_choose(s, &in, &ch, err) == 0);
+    return ch;
+}
+
+int main(void) {
+    hfl_model_spec s;
+    CHECK(hfl_model_builtin("cnn", &s, NULL) == 0);
+    hfl_choice all = choose(&s, UINT64_MAX / 4, 128);
+    size_t none128 = 0;
+    for (int i = 0; i < all.n; i++)
+        if (all.rows[i].batch == 128 && all.rows[i].ckpt == HFL_CKPT_NONE) none128 = all.rows[i].arena;
+    CHECK(none128 > 0);
+    CHECK(all.chosen >= 0 && all.rows[all.chosen].batch == 128);
+
+    uint64_t budget = none128 - 1;
+    hfl_choice ch = choose(&s, budget, 128);
+    CHECK(ch.chosen >= 0);
+    const hfl_candidate *c = &ch.rows[ch.chosen];
+    printf("budget %llu: chose batch %d %s, arena %zu (none at 128: %zu)\n", (unsigned long long)budget, c->batch,
+           hfl_ckpt_name(c->ckpt), c->arena, none128);
+    CHECK(c->fits && c->arena <= budget);
+    CHECK(!(c->batch == 128 && c->ckpt == HFL_CKPT_NONE));
+
+    hfl_plan *plan = hfl_malloc(sizeof *plan);
+    hfl_plan_config cfg;
+    hfl_candidate_config(c, 1, &cfg);
+    char err[HFL_ERR_LEN];
+    CHECK(hfl_plan_make(&s, &cfg, plan, err) == 0 && plan->arena_bytes == c->arena);
+    hfl_backend_cpu_set_budget(budget);
+    hfl_trainer *t = hfl_trainer_create_plan(&s, hfl_backend_cpu(), plan, err);
+    CHECK(t != NULL);
+    float *params = hfl_malloc(s.n_params * sizeof(float));
+    hfl_model_init_params(&s, params, 3);
+    hfl_trainer_set_params(t, params);
+    size_t nx = (size_t)c->batch * (size_t)s.in_dim;
+    float *x = hfl_malloc(nx * sizeof(float));
+    int32_t *y = hfl_malloc(sizeof(int32_t) * (size_t)c->batch);
+    for (size_t i = 0; i < nx; i++) x[i] = hfl_u01(hfl_philox_u32(5, 1, 0, 0, 0, i));
+    for (int i = 0; i < c->batch; i++) y[i] = (int32_t)(hfl_philox_u32(5, 1, 0, 0, 1, (uint64_t)i) % 10);
+    float l0 = hfl_trainer_step(t, x, y, c->batch, 0.05f, 0.9f, 0.0f), l1 = l0;
+    for (int k = 0; k < 3; k++) l1 = hfl_trainer_step(t, x, y, c->batch, 0.05f, 0.9f, 0.0f);
+    printf("trained under the budget: loss %.4f -> %.4f, backend peak %llu\n", l0, l1,
+           (unsigned long long)hfl_backend_cpu_peak_bytes());
+    CHECK(hfl_backend_cpu_peak_bytes() <= budget);
+    CHECK(l1 < l0);
+    hfl_trainer_free(t);
+    hfl_backend_cpu_set_budget(0);
+
+    hfl_choice none = choose(&s, 1 << 20, 512); /* 1 MiB: below every candidate */
+    CHECK(none.chosen < 0);
+    CHECK(none.min_budget > (1 << 20));
+    size_t smallest = SIZE_MAX;
+    for (int i = 0; i < none.n; i++) smallest = none.rows[i].arena < smallest ? none.rows[i].arena : smallest;
+    CHECK(none.min_budget == smallest);
+    free(plan);
+    free(params);
+    free(x);
+    free(y);
+    return check_exit_code("model_chooser");
+}
