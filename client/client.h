@@ -3,7 +3,8 @@
  * main.c   options, device probe, data, the hello/pull/update loop
  * train.c  one round of local training and the encoded update it produces
  * state.c  the state file that keeps the error-feedback residual across restarts
- * plan_cli.c  --plan: the candidate table, the choice, and --verify measurements */
+ * plan_cli.c  --plan: the candidate table, the choice, and --verify measurements
+ * overhead.c  the memory a step takes outside the arena, learned from measurements */
 #ifndef HFL_CLIENT_H
 #define HFL_CLIENT_H
 
@@ -13,6 +14,7 @@
 #include "compress/codec.h"
 #include "kernels/device.h"
 #include "data/idx.h"
+#include "model/chooser.h"
 #include "model/model.h"
 
 typedef struct {
@@ -37,15 +39,21 @@ typedef struct {
     int held_version; /* -1 before the first task */
     float *local;     /* after training */
     float *residual;  /* error feedback, kept across rounds */
+    hfl_plan *plan;          /* the step this client runs, chosen to fit its budget */
+    hfl_candidate chosen;    /* the chooser's row for it: predicted peak, samples/s */
+    uint64_t budget;         /* --memory-budget, 0: none */
+    uint64_t overhead;       /* outside the arena, as predicted */
+    uint64_t measured_peak;  /* peak RSS growth over trainer creation and the first step */
     float *xbuf;      /* one gathered batch */
     int32_t *ybuf;
 } client_state;
 
-/* Trains on the client's data from `weights`; returns the encoded update
- * (malloc'd, *len bytes), the mean training loss of the last epoch in *loss
- * and the training time in *seconds. */
+/* Trains on the client's data from `weights` with the planned trainer;
+ * returns the encoded update (malloc'd, *len bytes), the mean training loss
+ * of the last epoch in *loss and the training time in *seconds; NULL with err
+ * when the trainer cannot be created (its arena would break the budget). */
 uint8_t *client_train_round(client_state *s, const client_task *task, const float *weights,
-                            size_t *len, double *loss, double *seconds);
+                            size_t *len, double *loss, double *seconds, char *err);
 
 /* Writes / reads the residual of client `name` under dir. Load returns -1
  * with the reason in why (no file, damaged, other model or codec). */
@@ -64,6 +72,15 @@ typedef struct {
 
 /* hfl-client --plan; -1 with err when nothing fits or the model is bad. */
 int client_plan_run(const client_plan_options *o, const hfl_device_info *dev, char *err);
+
+/* A built-in model name or a JSON spec file. */
+int client_load_model(const char *name, hfl_model_spec *spec, char *err);
+
+/* Overhead records under state_dir (none when NULL or ""): the fitted overhead
+ * for this device, 0 without records; and appending one measurement. */
+uint64_t client_overhead_fit(const char *state_dir, const char *device, int *n_records);
+void client_overhead_record(const char *state_dir, const char *device, const char *model, int batch,
+                            const char *ckpt, size_t arena, uint64_t measured);
 
 /* Peak resident memory of this process so far (VmHWM), in bytes. */
 uint64_t client_peak_rss(void);

@@ -13,6 +13,7 @@
 
 #include "client/client.h"
 #include "data/partition.h"
+#include "model/chooser.h"
 #include "kernels/device.h"
 #include "proto/transport.h"
 #include "util/util.h"
@@ -223,6 +224,92 @@ static int read_task(const hfl_msg *m, size_t n_params, const char *override, cl
     return 0;
 }
 
+typedef struct {
+    char model[1024], codec[32];
+    int64_t batch;            /* the run's batch */
+    int64_t overhead_estimate; /* the fleet's overhead for our device, -1: none */
+} welcome;
+
+/* Says hello (with our plan, once we have one) and reads the welcome: our id
+ * and token, the model, our codec, the run's batch and the fleet's overhead
+ * estimate for our device. Saying hello again is safe: the name keeps the id. */
+static int say_hello(nng_socket sock, const client_options *o, const hfl_device_info *dev, client_state *s,
+                     const cJSON *plan, size_t max_payload, welcome *w, char *err) {
+    hfl_msg rep;
+    nng_msg *raw;
+    cJSON *meta = hello_meta(o, dev, s);
+    if (plan) cJSON_ReplaceItemInObject(meta, "plan", cJSON_Duplicate(plan, 1));
+    int sent = hfl_transport_request(sock, HFL_MSG_HELLO, meta, NULL, 0, max_payload, &rep, &raw, err);
+    cJSON_Delete(meta);
+    if (sent != 0) return -1;
+    int64_t id;
+    int rc = -1;
+    if (rep.type != HFL_MSG_WELCOME) {
+        char why[200] = "unexpected reply";
+        hfl_meta_str(rep.meta, "error", sizeof why - 1, why, NULL);
+        hfl_errf(err, "coordinator refused hello: %s", why);
+    } else if (hfl_meta_int(rep.meta, "client_id", 0, 1 << 20, &id, err) == 0 &&
+               hfl_meta_str(rep.meta, "model", sizeof w->model - 1, w->model, err) == 0 &&
+               hfl_meta_str(rep.meta, "codec", sizeof w->codec - 1, w->codec, err) == 0 &&
+               hfl_meta_str(rep.meta, "token", sizeof s->token - 1, s->token, err) == 0 &&
+               hfl_meta_int(rep.meta, "batch", 1, 65536, &w->batch, err) == 0) {
+        w->overhead_estimate = -1;
+        if (cJSON_GetObjectItemCaseSensitive(rep.meta, "overhead_estimate") &&
+            hfl_meta_int(rep.meta, "overhead_estimate", 0, INT64_C(1) << 50, &w->overhead_estimate, err) != 0)
+            w->overhead_estimate = -1;
+        s->client_id = (int)id;
+        rc = 0;
+    }
+    hfl_msg_free(&rep);
+    nng_msg_free(raw);
+    return rc;
+}
+
+/* Chooses this client's training configuration for the run's batch under its
+ * memory budget (model/chooser.c), plans it into s->plan, and returns the plan
+ * as JSON for the coordinator. The overhead outside the arena is our own fit
+ * when we have measurements, else the fleet's estimate for our device. */
+static cJSON *choose_plan(const client_options *o, const hfl_device_info *dev, client_state *s, const welcome *w,
+                          char *err) {
+    int n_records;
+    uint64_t own = client_overhead_fit(o->state_dir, dev->name, &n_records);
+    hfl_chooser_input in = {.budget = o->budget ? o->budget : dev->free_bytes, .headroom = o->headroom,
+                            .momentum = 1, .max_batch = (int)w->batch, .prefer_batch = (int)w->batch};
+    in.overhead = n_records > 0 ? own : w->overhead_estimate > 0 ? (uint64_t)w->overhead_estimate : 0;
+    in.gflops = hfl_chooser_calibrate(hfl_backend_cpu());
+    hfl_choice ch;
+    if (hfl_choose(&s->spec, &in, &ch, err) != 0) return NULL;
+    if (ch.chosen < 0) {
+        hfl_errf(err, "nothing fits in %.1f MiB for model %s: the smallest budget that would is %.1f MiB",
+                 in.budget / 1048576.0, s->spec.name, ch.min_budget / 1048576.0);
+        return NULL;
+    }
+    s->chosen = ch.rows[ch.chosen];
+    hfl_plan_config cfg;
+    hfl_candidate_config(&s->chosen, 1, &cfg);
+    s->plan = hfl_malloc(sizeof *s->plan);
+    if (hfl_plan_make(&s->spec, &cfg, s->plan, err) != 0) return NULL;
+    s->budget = o->budget;
+    s->overhead = in.overhead;
+    if (o->budget) hfl_backend_cpu_set_budget(o->budget); /* a breach fails loudly */
+    if (!o->quiet)
+        printf("%s: plan: batch %d, fp32, checkpoint %s, predicted peak %.2f MiB (arena %.2f + overhead %.2f) of %.1f MiB\n",
+               o->name, s->chosen.batch, hfl_ckpt_name(s->chosen.ckpt), s->chosen.predicted / 1048576.0,
+               s->chosen.arena / 1048576.0, in.overhead / 1048576.0, in.budget / 1048576.0);
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddStringToObject(p, "backend", "cpu");
+    cJSON_AddNumberToObject(p, "batch", s->chosen.batch);
+    cJSON_AddStringToObject(p, "precision", "fp32");
+    cJSON_AddStringToObject(p, "checkpoint", hfl_ckpt_name(s->chosen.ckpt));
+    cJSON_AddNumberToObject(p, "budget_bytes", (double)in.budget);
+    cJSON_AddNumberToObject(p, "arena_bytes", (double)s->chosen.arena);
+    cJSON_AddNumberToObject(p, "predicted_peak_bytes", (double)s->chosen.predicted);
+    cJSON_AddNumberToObject(p, "predicted_samples_per_s", s->chosen.samples_per_s);
+    cJSON_AddNumberToObject(p, "overhead_bytes", (double)in.overhead);
+    cJSON_AddNumberToObject(p, "overhead_records", n_records);
+    return p;
+}
+
 static int run(const client_options *o, client_state *s, const hfl_device_info *dev, char *err) {
     nng_socket sock;
     /* The model is not known until welcome; replies from our own coordinator are
@@ -233,41 +320,29 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
     hfl_msg rep;
     nng_msg *raw;
     int rc = -1;
-    cJSON *meta = hello_meta(o, dev, s);
-    int sent = hfl_transport_request(sock, HFL_MSG_HELLO, meta, NULL, 0, max_payload, &rep, &raw, err);
-    cJSON_Delete(meta);
-    if (sent != 0) goto out;
-    int64_t id;
-    char model[32], codec[32];
-    if (rep.type == HFL_MSG_ERROR || rep.type != HFL_MSG_WELCOME ||
-        hfl_meta_int(rep.meta, "client_id", 0, 1 << 20, &id, err) ||
-        hfl_meta_str(rep.meta, "model", sizeof model - 1, model, err) ||
-        hfl_meta_str(rep.meta, "codec", sizeof codec - 1, codec, err) ||
-        hfl_meta_str(rep.meta, "token", sizeof s->token - 1, s->token, err)) {
-        if (rep.type != HFL_MSG_WELCOME) {
-            char why[200] = "unexpected reply";
-            hfl_meta_str(rep.meta, "error", sizeof why - 1, why, NULL);
-            hfl_errf(err, "coordinator refused hello: %s", why);
-        }
-        hfl_msg_free(&rep);
-        nng_msg_free(raw);
-        goto out;
-    }
-    hfl_msg_free(&rep);
-    nng_msg_free(raw);
-    if (hfl_model_builtin(model, &s->spec, err) != 0) goto out;
+    welcome w;
+    cJSON *meta;
+    int sent;
+    if (say_hello(sock, o, dev, s, NULL, max_payload, &w, err) != 0) goto out;
+    if (client_load_model(w.model, &s->spec, err) != 0) goto out;
     if (s->spec.in_dim != s->data.dim) {
-        hfl_errf(err, "model %s takes %d features, the data has %d", model, s->spec.in_dim, s->data.dim);
+        hfl_errf(err, "model %s takes %d features, the data has %d", w.model, s->spec.in_dim, s->data.dim);
         goto out;
     }
+    /* Plan before allocating anything for training, then say hello again with the plan. */
+    cJSON *plan_json = choose_plan(o, dev, s, &w, err);
+    if (!plan_json) goto out;
+    int hello2 = say_hello(sock, o, dev, s, plan_json, max_payload, &w, err);
+    cJSON_Delete(plan_json);
+    if (hello2 != 0) goto out;
     s->global = hfl_malloc(s->spec.n_params * sizeof(float));
     s->local = hfl_malloc(s->spec.n_params * sizeof(float));
     s->residual = hfl_calloc(s->spec.n_params, sizeof(float));
-    s->client_id = (int)id;
-    if (!o->quiet) printf("%s: registered as client %d with %d samples, codec %s\n", o->name, s->client_id, s->data.n, codec);
+    if (!o->quiet)
+        printf("%s: registered as client %d with %d samples, codec %s\n", o->name, s->client_id, s->data.n, w.codec);
     if (o->state_dir[0]) {
         char why[HFL_ERR_LEN];
-        int loaded = client_state_load(o->state_dir, o->name, model, codec, s->residual, s->spec.n_params, why) == 0;
+        int loaded = client_state_load(o->state_dir, o->name, w.model, w.codec, s->residual, s->spec.n_params, why) == 0;
         if (!o->quiet) printf("%s: %s\n", o->name, loaded ? "error-feedback residual restored from the state file" : why);
     }
 
@@ -316,7 +391,19 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
         double loss, secs;
         hfl_msg_free(&rep);
         nng_msg_free(raw);
-        uint8_t *upd = client_train_round(s, &task, w, &ulen, &loss, &secs);
+        int measured_before = s->measured_peak != 0;
+        uint8_t *upd = client_train_round(s, &task, w, &ulen, &loss, &secs, err);
+        if (!upd) {
+            free(w);
+            goto out;
+        }
+        if (!measured_before && s->measured_peak) {
+            client_overhead_record(o->state_dir, dev->name, s->spec.name, s->chosen.batch, hfl_ckpt_name(s->chosen.ckpt),
+                                   s->chosen.arena, s->measured_peak);
+            if (!o->quiet)
+                printf("%s: first step: measured peak %.2f MiB, predicted %.2f MiB\n", o->name,
+                       s->measured_peak / 1048576.0, s->chosen.predicted / 1048576.0);
+        }
         s->held_version = version; /* client_train_round kept w as s->global */
         if (o->state_dir[0] && client_state_save(o->state_dir, o->name, s->spec.name, task.codec->name, s->residual,
                                                  s->spec.n_params, err) != 0)
@@ -331,6 +418,8 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
         cJSON_AddStringToObject(meta, "codec", task.codec->name);
         cJSON_AddNumberToObject(meta, "peak_bytes", (double)client_peak_rss());
         cJSON_AddNumberToObject(meta, "train_s", secs);
+        cJSON_AddNumberToObject(meta, "predicted_peak_bytes", (double)s->chosen.predicted);
+        if (s->measured_peak) cJSON_AddNumberToObject(meta, "measured_peak_bytes", (double)s->measured_peak);
         sent = hfl_transport_request(sock, HFL_MSG_UPDATE, meta, upd, ulen, max_payload, &rep, &raw, err);
         cJSON_Delete(meta);
         free(upd);

@@ -5,9 +5,8 @@
  * its predicted peak and samples/s and whether it fits, and the one chosen
  * (model/chooser.c). --verify runs one real training step per candidate in a
  * child process and adds the measured peak RSS growth and the error; the
- * measurements are appended to <state-dir>/overhead.jsonl, from which the
- * overhead outside the arena (BLAS buffers, allocator, stack) is fitted as
- * the median of measured - arena for this device and added to later
+ * measurements are appended to <state-dir>/overhead.jsonl (client/overhead.c),
+ * from which the overhead outside the arena is fitted and added to later
  * predictions. --json prints the same as one JSON object. */
 #include <cblas.h>
 #include <math.h>
@@ -23,55 +22,7 @@
 #include "model/measure.h"
 #include "util/util.h"
 
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median of measured - arena over this device's records; 0 without any. */
-static uint64_t overhead_fit(const char *state_dir, const char *device, int *n_records) {
-    *n_records = 0;
-    if (!state_dir || !state_dir[0]) return 0;
-    char path[1200], err[HFL_ERR_LEN];
-    snprintf(path, sizeof path, "%s/overhead.jsonl", state_dir);
-    char *text = hfl_read_file(path, NULL, err);
-    if (!text) return 0;
-    int cap = 0;
-    for (char *p = text; *p; p++) cap += *p == '\n';
-    int64_t *d = hfl_malloc(sizeof(int64_t) * (size_t)(cap + 1));
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        cJSON *o = cJSON_Parse(line);
-        const cJSON *dev = cJSON_GetObjectItemCaseSensitive(o, "device");
-        const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "arena"), *m = cJSON_GetObjectItemCaseSensitive(o, "measured");
-        if (cJSON_IsString(dev) && !strcmp(dev->valuestring, device) && cJSON_IsNumber(a) && cJSON_IsNumber(m) &&
-            *n_records < cap)
-            d[(*n_records)++] = (int64_t)(m->valuedouble - a->valuedouble);
-        cJSON_Delete(o);
-    }
-    free(text);
-    uint64_t fit = 0;
-    if (*n_records > 0) {
-        qsort(d, (size_t)*n_records, sizeof *d, cmp_i64);
-        int64_t med = d[*n_records / 2];
-        fit = med > 0 ? (uint64_t)med : 0;
-    }
-    free(d);
-    return fit;
-}
-
-static void overhead_record(const char *state_dir, const char *device, const char *model, const hfl_candidate *c,
-                            uint64_t measured) {
-    if (!state_dir || !state_dir[0]) return;
-    char path[1200];
-    snprintf(path, sizeof path, "%s/overhead.jsonl", state_dir);
-    FILE *f = fopen(path, "a");
-    if (!f) return;
-    fprintf(f, "{\"device\": \"%s\", \"model\": \"%s\", \"batch\": %d, \"checkpoint\": \"%s\", \"arena\": %zu, \"measured\": %llu}\n",
-            device, model, c->batch, hfl_ckpt_name(c->ckpt), c->arena, (unsigned long long)measured);
-    fclose(f);
-}
-
-static int load_model(const char *name, hfl_model_spec *spec, char *err) {
+int client_load_model(const char *name, hfl_model_spec *spec, char *err) {
     char e[HFL_ERR_LEN];
     if (hfl_model_builtin(name, spec, e) == 0) return 0;
     if (strchr(name, '/') || strstr(name, ".json")) return hfl_model_spec_load(name, spec, err);
@@ -80,11 +31,11 @@ static int load_model(const char *name, hfl_model_spec *spec, char *err) {
 
 int client_plan_run(const client_plan_options *o, const hfl_device_info *dev, char *err) {
     hfl_model_spec spec;
-    if (load_model(o->model, &spec, err) != 0) return -1;
+    if (client_load_model(o->model, &spec, err) != 0) return -1;
     hfl_chooser_input in = {.budget = o->budget ? o->budget : dev->free_bytes, .headroom = o->headroom,
                             .momentum = 1, .max_batch = 512};
     int n_records;
-    in.overhead = overhead_fit(o->state_dir, dev->name, &n_records);
+    in.overhead = client_overhead_fit(o->state_dir, dev->name, &n_records);
     in.gflops = hfl_chooser_calibrate(hfl_backend_cpu());
     hfl_choice ch;
     if (hfl_choose(&spec, &in, &ch, err) != 0) return -1;
@@ -114,7 +65,7 @@ int client_plan_run(const client_plan_options *o, const hfl_device_info *dev, ch
             if (hfl_plan_make(&spec, &cfg, plan, e) == 0 && plan->arena_bytes == c->arena &&
                 hfl_measure_step(&spec, plan, params, x, y, &m, e) == 0) {
                 measured[i] = m.growth;
-                overhead_record(o->state_dir, dev->name, spec.name, c, m.growth);
+                client_overhead_record(o->state_dir, dev->name, spec.name, c->batch, hfl_ckpt_name(c->ckpt), c->arena, m.growth);
             } else if (!o->json) {
                 fprintf(stderr, "hfl-client: batch %d %s not measured: %s\n", c->batch, hfl_ckpt_name(c->ckpt),
                         plan->arena_bytes != c->arena ? "plan changed" : e);

@@ -12,6 +12,7 @@
 
 #include "client/client.h"
 #include "kernels/philox.h"
+#include "util/memmeter.h"
 #include "util/util.h"
 
 static void shuffle(int *idx, int n, uint64_t seed, int round, int stream, int epoch) {
@@ -26,23 +27,28 @@ static void shuffle(int *idx, int n, uint64_t seed, int round, int stream, int e
     }
 }
 
-static void ensure_trainer(client_state *s, int batch) {
-    if (s->trainer && s->trainer_batch == batch) return;
-    hfl_trainer_free(s->trainer);
-    free(s->xbuf);
-    free(s->ybuf);
-    s->trainer = hfl_trainer_create(&s->spec, hfl_backend_cpu(), batch);
-    s->trainer_batch = batch;
+/* The trainer runs the chosen plan in one arena; its creation and first step
+ * are measured (peak RSS growth) so the client learns its overhead. */
+static int ensure_trainer(client_state *s, uint64_t *rss0, char *err) {
+    if (s->trainer) return 0;
+    int batch = s->plan->cfg.batch;
+    if (hfl_mem_reset_peak(NULL) != 0 || hfl_mem_read(rss0, NULL, NULL) != 0) *rss0 = 0;
     s->xbuf = hfl_malloc(sizeof(float) * (size_t)batch * (size_t)s->data.dim);
     s->ybuf = hfl_malloc(sizeof(int32_t) * (size_t)batch);
+    s->trainer = hfl_trainer_create_plan(&s->spec, hfl_backend_cpu(), s->plan, err);
+    s->trainer_batch = batch;
+    return s->trainer ? 0 : -1;
 }
 
 uint8_t *client_train_round(client_state *s, const client_task *task, const float *weights,
-                            size_t *len, double *loss, double *seconds) {
+                            size_t *len, double *loss, double *seconds, char *err) {
     double t0 = hfl_now();
     size_t n_params = s->spec.n_params;
-    int n = s->data.n, dim = s->data.dim, batch = task->batch;
-    ensure_trainer(s, batch);
+    uint64_t rss0 = 0;
+    int first = s->trainer == NULL;
+    if (ensure_trainer(s, &rss0, err) != 0) return NULL;
+    /* the run's batch, unless this device had to plan a smaller one */
+    int n = s->data.n, dim = s->data.dim, batch = task->batch < s->trainer_batch ? task->batch : s->trainer_batch;
     memcpy(s->global, weights, n_params * sizeof(float));
     hfl_trainer_set_params(s->trainer, weights);
     hfl_trainer_reset_optimizer(s->trainer);
@@ -62,6 +68,11 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
             float l = hfl_trainer_step(s->trainer, s->xbuf, s->ybuf, b, (float)task->lr,
                                        (float)task->momentum, (float)task->weight_decay);
             sum += (double)l * b;
+            if (first) {
+                uint64_t peak;
+                if (rss0 && hfl_mem_read(NULL, &peak, NULL) == 0 && peak > rss0) s->measured_peak = peak - rss0;
+                first = 0;
+            }
         }
         epoch_loss = sum / n;
     }

@@ -61,6 +61,7 @@ typedef struct {
     int64_t samples;
     const hfl_codec *codec; /* the run's codec, or the one the client asked for */
     int64_t updates; /* accepted updates */
+    double predicted_peak, measured_peak; /* from its updates: the plan's figure and the real one */
     double last_seen;
 } coord_client;
 
@@ -119,6 +120,9 @@ int registry_hello(coord *c, const cJSON *meta, char *err); /* returns client id
 /* Checks a request's client_id and token; returns the id or -1 with err. */
 int registry_check(const coord *c, const cJSON *meta, char *err);
 cJSON *registry_report(const coord *c);
+/* The fleet's overhead outside the arena for a device name: the median of
+ * what clients with measurements reported in their plans; -1 when none. */
+double registry_overhead_estimate(const coord *c, const char *device);
 
 /* rounds.c */
 void rounds_init(coord *c);

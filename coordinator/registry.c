@@ -92,6 +92,32 @@ int registry_check(const coord *c, const cJSON *meta, char *err) {
     return (int)id;
 }
 
+static const char *registry_device_name(const coord_client *cl) {
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cl->hello, "device"), "name");
+    return cJSON_IsString(d) ? d->valuestring : "";
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double registry_overhead_estimate(const coord *c, const char *device) {
+    double v[COORD_MAX_CLIENTS];
+    int n = 0;
+    for (int i = 0; i < c->n_clients; i++) {
+        const cJSON *plan = cJSON_GetObjectItemCaseSensitive(c->clients[i].hello, "plan");
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(plan, "overhead_bytes");
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(plan, "overhead_records");
+        if (!strcmp(registry_device_name(&c->clients[i]), device) && cJSON_IsNumber(o) && cJSON_IsNumber(r) &&
+            r->valuedouble > 0 && o->valuedouble >= 0)
+            v[n++] = o->valuedouble;
+    }
+    if (n == 0) return -1;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
 cJSON *registry_report(const coord *c) {
     cJSON *arr = cJSON_CreateArray();
     for (int i = 0; i < c->n_clients; i++) {
@@ -102,6 +128,10 @@ cJSON *registry_report(const coord *c) {
         cJSON_AddNumberToObject(o, "samples", (double)cl->samples);
         cJSON_AddStringToObject(o, "codec", cl->codec->name);
         cJSON_AddNumberToObject(o, "updates", (double)cl->updates);
+        if (cl->measured_peak > 0) {
+            cJSON_AddNumberToObject(o, "predicted_peak_bytes", cl->predicted_peak);
+            cJSON_AddNumberToObject(o, "measured_peak_bytes", cl->measured_peak);
+        }
         if (cl->hello) {
             cJSON *dev = cJSON_GetObjectItemCaseSensitive(cl->hello, "device");
             cJSON *plan = cJSON_GetObjectItemCaseSensitive(cl->hello, "plan");

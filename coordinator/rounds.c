@@ -149,6 +149,12 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     if (cJSON_GetObjectItemCaseSensitive(meta, "train_s") &&
         hfl_meta_num(meta, "train_s", 0, 1e9, &train_s, err) != 0)
         goto reject;
+    double predicted = 0, measured = 0;
+    if ((cJSON_GetObjectItemCaseSensitive(meta, "predicted_peak_bytes") &&
+         hfl_meta_num(meta, "predicted_peak_bytes", 0, 1e18, &predicted, err) != 0) ||
+        (cJSON_GetObjectItemCaseSensitive(meta, "measured_peak_bytes") &&
+         hfl_meta_num(meta, "measured_peak_bytes", 0, 1e18, &measured, err) != 0))
+        goto reject;
     if (!r->open || round != r->round) {
         hfl_errf(err, "update for round %lld, but round %d is %s", (long long)round, r->round,
                  r->open ? "open" : "closed");
@@ -180,6 +186,10 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     r->loss_sum += loss * (double)samples;
     r->bytes_up += msg_bytes;
     c->clients[id].updates++;
+    if (measured > 0) {
+        c->clients[id].predicted_peak = predicted;
+        c->clients[id].measured_peak = measured;
+    }
     c->clients[id].last_seen = hfl_now();
 
     cJSON *ev = cJSON_CreateObject();
@@ -190,6 +200,10 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     cJSON_AddNumberToObject(ev, "loss", loss);
     cJSON_AddNumberToObject(ev, "peak_bytes", peak);
     cJSON_AddNumberToObject(ev, "train_s", train_s);
+    if (measured > 0) {
+        cJSON_AddNumberToObject(ev, "predicted_peak_bytes", predicted);
+        cJSON_AddNumberToObject(ev, "measured_peak_bytes", measured);
+    }
     cJSON_AddNumberToObject(ev, "bytes", (double)msg_bytes);
     report_log_event(c, ev);
 

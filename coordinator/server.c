@@ -47,6 +47,10 @@ static uint8_t *server_handle_hello(coord *c, const hfl_msg *m, size_t *len) {
     cJSON_AddStringToObject(meta, "codec", c->clients[id].codec->name);
     cJSON_AddNumberToObject(meta, "block", c->cfg.block);
     cJSON_AddNumberToObject(meta, "rounds", c->cfg.rounds);
+    cJSON_AddNumberToObject(meta, "batch", c->cfg.batch);
+    const cJSON *dev = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m->meta, "device"), "name");
+    double est = cJSON_IsString(dev) ? registry_overhead_estimate(c, dev->valuestring) : -1;
+    if (est >= 0) cJSON_AddNumberToObject(meta, "overhead_estimate", est);
     cJSON_AddNumberToObject(meta, "seed", (double)c->cfg.seed);
     uint8_t *out = hfl_msg_encode(HFL_MSG_WELCOME, meta, NULL, 0, len);
     cJSON_Delete(meta);

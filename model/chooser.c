@@ -42,7 +42,8 @@ static size_t optimal_budget(const hfl_plan *none, uint64_t usable) {
     return usable > other ? (size_t)(usable - other) : 0;
 }
 
-static int better(const hfl_candidate *a, const hfl_candidate *b) {
+static int better(const hfl_candidate *a, const hfl_candidate *b, int prefer) {
+    if (prefer > 0 && (a->batch == prefer) != (b->batch == prefer)) return a->batch == prefer;
     if (a->samples_per_s != b->samples_per_s) return a->samples_per_s > b->samples_per_s;
     if (a->batch != b->batch) return a->batch > b->batch;
     return a->predicted < b->predicted;
@@ -55,10 +56,18 @@ int hfl_choose(const hfl_model_spec *spec, const hfl_chooser_input *in, hfl_choi
     uint64_t usable = (uint64_t)((double)in->budget * (1.0 - in->headroom));
     double fwd = (double)hfl_model_forward_flops(spec);
     hfl_plan *plan = hfl_malloc(sizeof *plan), *none = hfl_malloc(sizeof *none);
+    int ladder[sizeof chooser_ladder / sizeof *chooser_ladder + 1], n_ladder = 0;
+    for (size_t bi = 0; bi < sizeof chooser_ladder / sizeof *chooser_ladder; bi++) {
+        int b = chooser_ladder[bi];
+        if (in->prefer_batch > 0 && b > in->prefer_batch && (n_ladder == 0 || ladder[n_ladder - 1] < in->prefer_batch))
+            ladder[n_ladder++] = in->prefer_batch;
+        if (b <= in->max_batch && b != in->prefer_batch) ladder[n_ladder++] = b;
+    }
+    if (in->prefer_batch > 0 && (n_ladder == 0 || ladder[n_ladder - 1] < in->prefer_batch))
+        ladder[n_ladder++] = in->prefer_batch;
     int rc = 0;
-    for (size_t bi = 0; bi < sizeof chooser_ladder / sizeof *chooser_ladder && rc == 0; bi++) {
-        int batch = chooser_ladder[bi];
-        if (batch > in->max_batch) break;
+    for (int bi = 0; bi < n_ladder && rc == 0; bi++) {
+        int batch = ladder[bi];
         for (size_t ki = 0; ki < sizeof chooser_kinds / sizeof *chooser_kinds; ki++) {
             hfl_candidate *c = &out->rows[out->n];
             c->batch = batch;
@@ -77,7 +86,7 @@ int hfl_choose(const hfl_model_spec *spec, const hfl_chooser_input *in, hfl_choi
             c->fits = c->predicted <= usable;
             uint64_t need = (uint64_t)ceil((double)c->predicted / (1.0 - in->headroom));
             if (need < out->min_budget) out->min_budget = need;
-            if (c->fits && (out->chosen < 0 || better(c, &out->rows[out->chosen]))) out->chosen = out->n;
+            if (c->fits && (out->chosen < 0 || better(c, &out->rows[out->chosen], in->prefer_batch))) out->chosen = out->n;
             out->n++;
         }
     }

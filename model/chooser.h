@@ -7,7 +7,9 @@
  * (3x the forward pass, plus what the schedule recomputes) at a GEMM rate
  * measured on this device at start-up. It picks the fastest candidate whose
  * peak fits the budget less a headroom; ties go to the larger batch, then to
- * the smaller peak. When nothing fits, it says the smallest budget that would. */
+ * the smaller peak. A preferred batch (the one the coordinator asked for)
+ * wins whenever some schedule makes it fit; smaller batches are the fallback.
+ * When nothing fits, it says the smallest budget that would. */
 #ifndef HFL_MODEL_CHOOSER_H
 #define HFL_MODEL_CHOOSER_H
 
@@ -26,6 +28,8 @@ typedef struct {
     double gflops;       /* measured GEMM rate (hfl_chooser_calibrate) */
     int momentum;        /* the optimizer keeps momentum */
     int max_batch;       /* ladder top: 1, 8, 32, 128, 512 up to this */
+    int prefer_batch;    /* > 0: also a candidate, and any fitting candidate at this batch
+                            wins over other batches (the run's batch keeps its meaning) */
 } hfl_chooser_input;
 
 typedef struct {
