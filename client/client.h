@@ -73,9 +73,6 @@ typedef struct {
 /* hfl-client --plan; -1 with err when nothing fits or the model is bad. */
 int client_plan_run(const client_plan_options *o, const hfl_device_info *dev, char *err);
 
-/* A built-in model name or a JSON spec file. */
-int client_load_model(const char *name, hfl_model_spec *spec, char *err);
-
 /* Overhead records under state_dir (none when NULL or ""): the fitted overhead
  * for this device, 0 without records; and appending one measurement. */
 uint64_t client_overhead_fit(const char *state_dir, const char *device, int *n_records);

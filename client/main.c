@@ -226,6 +226,7 @@ static int read_task(const hfl_msg *m, size_t n_params, const char *override, cl
 
 typedef struct {
     char model[1024], codec[32];
+    char spec_json[16384];     /* the model's layers as JSON, "" when the welcome had none */
     int64_t batch;            /* the run's batch */
     int64_t overhead_estimate; /* the fleet's overhead for our device, -1: none */
 } welcome;
@@ -254,6 +255,11 @@ static int say_hello(nng_socket sock, const client_options *o, const hfl_device_
                hfl_meta_str(rep.meta, "token", sizeof s->token - 1, s->token, err) == 0 &&
                hfl_meta_int(rep.meta, "batch", 1, 65536, &w->batch, err) == 0) {
         w->overhead_estimate = -1;
+        const cJSON *spec = cJSON_GetObjectItemCaseSensitive(rep.meta, "model_spec");
+        char *text = cJSON_IsObject(spec) ? cJSON_PrintUnformatted(spec) : NULL;
+        w->spec_json[0] = 0;
+        if (text && strlen(text) < sizeof w->spec_json) memcpy(w->spec_json, text, strlen(text) + 1);
+        free(text);
         if (cJSON_GetObjectItemCaseSensitive(rep.meta, "overhead_estimate") &&
             hfl_meta_int(rep.meta, "overhead_estimate", 0, INT64_C(1) << 50, &w->overhead_estimate, err) != 0)
             w->overhead_estimate = -1;
@@ -324,7 +330,9 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
     cJSON *meta;
     int sent;
     if (say_hello(sock, o, dev, s, NULL, max_payload, &w, err) != 0) goto out;
-    if (client_load_model(w.model, &s->spec, err) != 0) goto out;
+    if (w.spec_json[0] ? hfl_model_spec_from_json(w.spec_json, strlen(w.spec_json), &s->spec, err) != 0
+                       : hfl_model_builtin(w.model, &s->spec, err) != 0)
+        goto out;
     if (s->spec.in_dim != s->data.dim) {
         hfl_errf(err, "model %s takes %d features, the data has %d", w.model, s->spec.in_dim, s->data.dim);
         goto out;

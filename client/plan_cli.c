@@ -22,16 +22,9 @@
 #include "model/measure.h"
 #include "util/util.h"
 
-int client_load_model(const char *name, hfl_model_spec *spec, char *err) {
-    char e[HFL_ERR_LEN];
-    if (hfl_model_builtin(name, spec, e) == 0) return 0;
-    if (strchr(name, '/') || strstr(name, ".json")) return hfl_model_spec_load(name, spec, err);
-    return hfl_errf(err, "%s", e);
-}
-
 int client_plan_run(const client_plan_options *o, const hfl_device_info *dev, char *err) {
     hfl_model_spec spec;
-    if (client_load_model(o->model, &spec, err) != 0) return -1;
+    if (hfl_model_resolve(o->model, &spec, err) != 0) return -1;
     hfl_chooser_input in = {.budget = o->budget ? o->budget : dev->free_bytes, .headroom = o->headroom,
                             .momentum = 1, .max_batch = 512};
     int n_records;

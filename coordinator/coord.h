@@ -30,7 +30,7 @@
 
 typedef struct {
     /* run settings */
-    char model[32];
+    char model[1024]; /* built-in name or JSON spec file */
     char codec[32];
     char downlink[32];  /* fp32, fp16, bf16 */
     int downlink_delta; /* send deltas against the version a client holds */
@@ -97,6 +97,7 @@ typedef struct {
     coord_config cfg;
     pthread_mutex_t lock;
     hfl_model_spec spec;
+    char *spec_json; /* the spec as JSON, sent in every welcome */
     const hfl_codec *codec;
     float *global; /* host copy of the global model */
     int version;   /* rounds aggregated into global */

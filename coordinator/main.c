@@ -26,7 +26,7 @@ static void usage(FILE *f) {
         "  --ca FILE             CA certificate (PEM) that signed every client\n"
         "  --cert FILE           coordinator certificate and key (PEM)\n"
         "  --insecure            allow plain tcp:// without TLS\n"
-        "  --model NAME          model to train (default mlp)\n"
+        "  --model NAME|FILE     model to train: mlp, cnn or a JSON spec (default mlp)\n"
         "  --codec NAME          update codec: fp32, fp16, bf16, int8, int4, sign, topk:<fraction> (default int8)\n"
         "  --block N             codec block size (default 256)\n"
         "  --downlink NAME       how weights travel to clients: fp32, fp16, bf16 (default fp32)\n"
@@ -122,7 +122,8 @@ static void ready_url(const char *listen, int port, char *out, size_t n) {
 }
 
 static int coord_setup(coord *c, char *err) {
-    if (hfl_model_builtin(c->cfg.model, &c->spec, err) != 0) return -1;
+    if (hfl_model_resolve(c->cfg.model, &c->spec, err) != 0) return -1;
+    if (!(c->spec_json = hfl_model_spec_to_json(&c->spec, err))) return -1;
     if (!(c->codec = hfl_codec_find(c->cfg.codec, err))) return -1;
     if (hfl_codec_check(c->codec, c->spec.n_params, c->cfg.block, err) != 0) return -1;
     if (hfl_fmnist_load(c->cfg.data_dir, 0, &c->test, err) != 0) return -1;

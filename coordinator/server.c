@@ -43,6 +43,7 @@ static uint8_t *server_handle_hello(coord *c, const hfl_msg *m, size_t *len) {
     cJSON_AddNumberToObject(meta, "client_id", id);
     cJSON_AddStringToObject(meta, "token", c->clients[id].token);
     cJSON_AddStringToObject(meta, "model", c->spec.name);
+    cJSON_AddItemToObject(meta, "model_spec", cJSON_Parse(c->spec_json));
     cJSON_AddNumberToObject(meta, "params", (double)c->spec.n_params);
     cJSON_AddStringToObject(meta, "codec", c->clients[id].codec->name);
     cJSON_AddNumberToObject(meta, "block", c->cfg.block);

@@ -114,6 +114,8 @@ int hfl_model_spec_check(const hfl_model_spec *spec, char *err);
 int hfl_model_spec_from_json(const char *text, size_t len, hfl_model_spec *spec, char *err);
 /* Reads and parses a JSON spec file; err starts with the path. */
 int hfl_model_spec_load(const char *path, hfl_model_spec *spec, char *err);
+/* A built-in name ("mlp", "cnn") or, failing that, a JSON spec file. */
+int hfl_model_resolve(const char *name_or_path, hfl_model_spec *spec, char *err);
 /* The spec as compact JSON with every key explicit (parses back to an equal
  * spec). Returns a malloc'ed string the caller frees, or NULL (with err) for
  * a spec that fails hfl_model_spec_check. */

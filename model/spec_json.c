@@ -186,6 +186,13 @@ int hfl_model_spec_load(const char *path, hfl_model_spec *spec, char *err) {
     return 0;
 }
 
+int hfl_model_resolve(const char *name_or_path, hfl_model_spec *spec, char *err) {
+    char why[HFL_ERR_LEN];
+    if (hfl_model_builtin(name_or_path, spec, why) == 0) return 0;
+    if (!strchr(name_or_path, '/') && !strstr(name_or_path, ".json")) return hfl_errf(err, "%s", why);
+    return hfl_model_spec_load(name_or_path, spec, err);
+}
+
 static void add_int(cJSON *obj, const char *key, int v) { cJSON_AddNumberToObject(obj, key, v); }
 
 char *hfl_model_spec_to_json(const hfl_model_spec *spec, char *err) {

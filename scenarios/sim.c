@@ -178,7 +178,7 @@ static int sim_check(const hfl_scenario *sc, char *err) {
     hfl_model_spec spec;
     hfl_partition_spec part;
     const hfl_codec *codec;
-    if (hfl_model_builtin(sc->model, &spec, err) != 0 || !(codec = hfl_codec_find(sc->codec, err)) ||
+    if (hfl_model_resolve(sc->model, &spec, err) != 0 || !(codec = hfl_codec_find(sc->codec, err)) ||
         hfl_codec_check(codec, spec.n_params, (uint32_t)sc->block, err) != 0 ||
         hfl_partition_parse(sc->partition, &part, err) != 0)
         return -1;

@@ -4,7 +4,10 @@
  *    moved both ways match the codec's size, and the model learned.
  * 2. 3 clients x 3 rounds, fp16 downlink sent as deltas after round 1, and
  *    one client on topk:0.01: tasks are fp16-sized and deltas, the topk
- *    client's updates are topk-sized, and the model still learns. */
+ *    client's updates are topk-sized, and the model still learns.
+ * 3. A model from a JSON spec file (scenarios/models/small-cnn.json) that
+ *    only the coordinator reads: clients build it from the welcome, train it,
+ *    and report their planned and measured peaks. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +103,23 @@ static void check_downlink_and_client_codec(cJSON *r) {
     CHECK(acc > 0.75, "final accuracy %.4f below 0.75", acc);
 }
 
+static void check_json_model(cJSON *r) {
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(r, "model");
+    CHECK(cJSON_IsString(model) && !strcmp(model->valuestring, "small-cnn"), "model is not small-cnn");
+    /* conv 1->8 5x5: 208; conv 8->16 5x5: 3,216; dense 784->64: 50,240; dense 64->10: 650 */
+    CHECK(num(r, "params") == 54314, "params %g", num(r, "params"));
+    double acc = num(r, "final_test_acc");
+    printf("small-cnn from a JSON spec, one round: accuracy %.4f\n", acc);
+    CHECK(acc > 0.6, "accuracy %.4f: the spec model did not learn", acc);
+    const cJSON *cl;
+    cJSON_ArrayForEach(cl, cJSON_GetObjectItemCaseSensitive(r, "clients")) {
+        const cJSON *plan = cJSON_GetObjectItemCaseSensitive(cl, "plan");
+        CHECK(cJSON_IsObject(plan) && num(plan, "arena_bytes") > 0, "a client reported no plan");
+        CHECK(num(cl, "measured_peak_bytes") > num(plan, "arena_bytes") * 0.9,
+              "measured peak %g against an arena of %g", num(cl, "measured_peak_bytes"), num(plan, "arena_bytes"));
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_sim HFL_SIM\n");
@@ -119,6 +139,15 @@ int main(int argc, char **argv) {
                 " \"codec\": \"int8\", \"downlink\": \"fp16\", \"downlink_delta\": true,"
                 " \"client_codecs\": {\"client-1\": \"topk:0.01\"}, \"seed\": 7}");
     check_downlink_and_client_codec(r);
+    cJSON_Delete(r);
+    const char *root = getenv("HFL_SOURCE_ROOT");
+    CHECK(root, "HFL_SOURCE_ROOT is not set");
+    char json[1400];
+    snprintf(json, sizeof json,
+             "{\"name\": \"spec\", \"model\": \"%s/scenarios/models/small-cnn.json\", \"clients\": 2,"
+             " \"rounds\": 1, \"partition\": \"iid\", \"codec\": \"int8\", \"seed\": 7}", root);
+    r = run_sim(argv[1], "spec", json);
+    check_json_model(r);
     cJSON_Delete(r);
     harness_cleanup();
     printf("ok\n");
