@@ -3,7 +3,8 @@
  * Three families of chains: uniform layers; a transformer-like stack (8
  * blocks of layernorm, qkv, attention scores (softmax: needs its output),
  * projection, mlp (4x, GELU: needs its output)); and random layers (bytes
- * uniform in 1..1e6, costs uniform, needs_output a coin flip) — the hard
+ * uniform in 1..1e6, costs uniform, needs_output a coin flip; every layer
+ * reads its input in backward) — the hard
  * case: with unrelated sizes and costs the problem contains 0/1 knapsack, so
  * the exact frontiers can grow. For each, the median and worst time of
  * `optimal` at budgets 10%, 50% and 90% of the way from the least peak to
@@ -27,23 +28,27 @@ static uint64_t rnd(void) {
     return rng * 0x2545F4914F6CDD1Dull;
 }
 
+/* A layer that reads its input in backward (and its output when no). */
+static hfl_ckpt_layer lay(double cost, size_t bytes, int no) {
+    return (hfl_ckpt_layer){.cost = cost, .out_bytes = bytes, .needs_output = no, .needs_input = 1};
+}
+
 static void make_chain(int family, int n, hfl_ckpt_layer *L, size_t *in_bytes) {
     const size_t tok = 8 * 512, d = 768, f32 = 4; /* batch 8 x 512 tokens, width 768 */
     *in_bytes = tok * d * f32;
     for (int i = 0; i < n; i++) {
         if (family == 0) {
-            L[i] = (hfl_ckpt_layer){1e9, 64u << 20, 0};
+            L[i] = lay(1e9, 64u << 20, 0);
         } else if (family == 1) {
             switch (i % 5) {
-            case 0: L[i] = (hfl_ckpt_layer){5.0 * tok * d, tok * d * f32, 0}; break;
-            case 1: L[i] = (hfl_ckpt_layer){2.0 * tok * d * 3 * d, tok * 3 * d * f32, 0}; break;
-            case 2: L[i] = (hfl_ckpt_layer){4.0 * tok * 512 * d, 8 * 12 * 512 * 512 * f32, 1}; break;
-            case 3: L[i] = (hfl_ckpt_layer){2.0 * tok * d * d, tok * d * f32, 0}; break;
-            default: L[i] = (hfl_ckpt_layer){16.0 * tok * d * d, tok * 4 * d * f32, 1}; break;
+            case 0: L[i] = lay(5.0 * tok * d, tok * d * f32, 0); break;
+            case 1: L[i] = lay(2.0 * tok * d * 3 * d, tok * 3 * d * f32, 0); break;
+            case 2: L[i] = lay(4.0 * tok * 512 * d, 8 * 12 * 512 * 512 * f32, 1); break;
+            case 3: L[i] = lay(2.0 * tok * d * d, tok * d * f32, 0); break;
+            default: L[i] = lay(16.0 * tok * d * d, tok * 4 * d * f32, 1); break;
             }
         } else {
-            L[i] = (hfl_ckpt_layer){1.0 + (double)(rnd() % 1000000), 1 + rnd() % 1000000,
-                                    (int)(rnd() & 1)};
+            L[i] = lay(1.0 + (double)(rnd() % 1000000), 1 + rnd() % 1000000, (int)(rnd() & 1));
         }
     }
 }
@@ -68,7 +73,7 @@ int main(int argc, char **argv) {
         for (int which = 0; which < 4; which++) { /* 3 budgets for optimal, then full */
             double worst = 0.0, sum_rec = 0.0;
             for (long c = 0; c < chains; c++) {
-                hfl_ckpt_chain ch = {N, 0, L};
+                hfl_ckpt_chain ch = {.n = N, .layers = L};
                 make_chain(fam, N, L, &ch.in_bytes);
                 hfl_ckpt_plan none, p;
                 if (hfl_ckpt_schedule(&ch, HFL_CKPT_NONE, SIZE_MAX, &none, err)) {
@@ -99,7 +104,7 @@ int main(int argc, char **argv) {
         }
         /* Reference: brute force over every set of a 20-layer chain. */
         hfl_ckpt_layer B[20];
-        hfl_ckpt_chain bc = {20, 0, B};
+        hfl_ckpt_chain bc = {.n = 20, .layers = B};
         make_chain(fam, 20, B, &bc.in_bytes);
         double t0 = hfl_now(), best = 1e300;
         unsigned char st[21];

@@ -10,13 +10,19 @@
  * The convolution and pooling bodies at the end work on one sample's [C, H, W]
  * plane and a kernels/geom.h window. They are written in *gather* form (each
  * output element computes its own value, nothing is scattered), so a CUDA
- * thread per element needs no atomics and both backends sum in one order. */
+ * thread per element needs no atomics and both backends sum in one order.
+ *
+ * The *_lp bodies at the very end are the same formulas on 2-byte storage
+ * (bf16 or fp16, kernels/backend.h): widen exactly with compress/quant_hd.h's
+ * conversions, compute in fp32, round once to nearest even. */
 #ifndef HFL_OPS_HD_H
 #define HFL_OPS_HD_H
 
 #include <math.h>
 #include <stdint.h>
 
+#include "compress/quant_hd.h"
+#include "kernels/backend.h"
 #include "kernels/geom.h"
 #include "kernels/hd.h"
 
@@ -174,6 +180,94 @@ static inline HFL_HD float hfl_op_channel_sum(const float *dy, int n, int c, int
         for (int j = 0; j < hw; j++) sum += row[j];
     }
     return sum;
+}
+
+/* ---- 2-byte storage (bf16 or fp16) ---- */
+
+/* The exact fp32 value of a 2-byte element of type lp. */
+static inline HFL_HD float hfl_op_widen(hfl_precision lp, uint16_t h) {
+    return lp == HFL_PREC_FP16 ? hfl_f16_to_f32(h) : hfl_bf16_to_f32(h);
+}
+
+/* x rounded to lp, nearest even; past the largest finite value it becomes
+ * Inf (no saturation: an fp16 overflow must be seen by the loss scaler). */
+static inline HFL_HD uint16_t hfl_op_narrow(hfl_precision lp, float x) {
+    return lp == HFL_PREC_FP16 ? hfl_f32_to_f16(x) : hfl_f32_to_bf16(x);
+}
+
+/* Whether a 2-byte value is > 0 (positive, finite or +Inf; not NaN), on the
+ * bits: what hfl_op_relu's x > 0 says of its widened value. */
+static inline HFL_HD int hfl_op_positive_lp(hfl_precision lp, uint16_t h) {
+    uint16_t inf = lp == HFL_PREC_FP16 ? 0x7C00u : 0x7F80u;
+    return h != 0 && h <= inf; /* the sign bit set makes h > inf */
+}
+
+/* ReLU forward and backward on 2-byte values, on the bits: hfl_op_relu and
+ * hfl_op_relu_bwd of the widened values, whose results are 2-byte values
+ * already (a NaN dy passes through unchanged rather than requieted). */
+static inline HFL_HD uint16_t hfl_op_relu_lp(hfl_precision lp, uint16_t x) {
+    return hfl_op_positive_lp(lp, x) ? x : 0;
+}
+static inline HFL_HD uint16_t hfl_op_relu_bwd_lp(hfl_precision lp, uint16_t dy, uint16_t y) {
+    return hfl_op_positive_lp(lp, y) ? dy : 0;
+}
+
+/* hfl_op_maxpool_argmax on a 2-byte plane (same scan, same tie rule). */
+static inline HFL_HD int hfl_op_maxpool_argmax_lp(hfl_precision lp, const uint16_t *plane,
+                                                  const hfl_window_geom *g, int oy, int ox) {
+    int best = -1;
+    float bv = 0.0f;
+    for (int ky = 0; ky < g->k; ky++) {
+        int iy = oy * g->s - g->p + ky;
+        if (iy < 0 || iy >= g->h) continue;
+        for (int kx = 0; kx < g->k; kx++) {
+            int ix = ox * g->s - g->p + kx;
+            if (ix < 0 || ix >= g->w) continue;
+            float v = hfl_op_widen(lp, plane[iy * g->w + ix]);
+            if (best < 0 || v > bv) {
+                best = iy * g->w + ix;
+                bv = v;
+            }
+        }
+    }
+    return best;
+}
+
+/* hfl_op_maxpool_bwd on 2-byte planes: the fp32 sum over the windows whose
+ * first maximum is (iy, ix), in window order (the caller rounds it once). */
+static inline HFL_HD float hfl_op_maxpool_bwd_lp(hfl_precision lp, const uint16_t *xplane,
+                                                 const uint16_t *dyplane, const hfl_window_geom *g,
+                                                 int iy, int ix) {
+    int ty = iy + g->p, tx = ix + g->p;
+    int oy0 = ty - g->k + 1 <= 0 ? 0 : (ty - g->k + 1 + g->s - 1) / g->s;
+    int ox0 = tx - g->k + 1 <= 0 ? 0 : (tx - g->k + 1 + g->s - 1) / g->s;
+    int oy1 = ty / g->s, ox1 = tx / g->s;
+    if (oy1 >= g->ho) oy1 = g->ho - 1;
+    if (ox1 >= g->wo) ox1 = g->wo - 1;
+    float sum = 0.0f;
+    for (int oy = oy0; oy <= oy1; oy++)
+        for (int ox = ox0; ox <= ox1; ox++)
+            if (hfl_op_maxpool_argmax_lp(lp, xplane, g, oy, ox) == iy * g->w + ix)
+                sum += hfl_op_widen(lp, dyplane[oy * g->wo + ox]);
+    return sum;
+}
+
+/* hfl_op_channel_sum of a 2-byte dy, summed in fp32. */
+static inline HFL_HD float hfl_op_channel_sum_lp(hfl_precision lp, const uint16_t *dy, int n,
+                                                 int c, int hw, int ch) {
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) {
+        const uint16_t *row = dy + ((long)i * c + ch) * hw;
+        for (int j = 0; j < hw; j++) sum += hfl_op_widen(lp, row[j]);
+    }
+    return sum;
+}
+
+/* g * inv_scale, and whether it is finite (the fp16 loss scaler's check). */
+static inline HFL_HD float hfl_op_unscale(float g, float inv_scale, int *finite) {
+    float r = g * inv_scale;
+    *finite &= (r - r) == 0.0f; /* Inf - Inf and NaN - NaN are NaN */
+    return r;
 }
 
 #endif

@@ -3,28 +3,28 @@
  * The model and the accounting are defined in checkpoint.h.
  *
  * The DP. A partial schedule that ends with a_q stored is summarised by a
- * label (s, p, c): bytes stored among a_0..a_q, s + the largest segment work
- * W so far (its peak, were the chain to end there), and recompute so far.
- * Extending it by the segment (q, e] gives (s + m_e, max(p + m_e, s + m_e +
- * W(q,e)), c + segment cost); a finished schedule's peak is p, its recompute
- * c. All three only grow under extension and the final peak is monotone in
- * (s, p), so a label another matches or beats in s, p and c can never finish
- * better in (recompute, peak) or (peak, recompute): each position keeps the
- * exact Pareto frontier of its labels. This is the shortest-path-over-
- * checkpoint-positions formulation behind Griewank & Walther's revolve and
- * Beaumont et al.'s rotor ("Optimal checkpointing for heterogeneous chains",
- * 2019), specialised to single-level recomputation; because the peak is a
- * sum plus a max, one scalar per position is not enough, hence frontiers,
- * and because bytes are not discretised (rotor's memory slots) the answer is
- * exact. The problem contains 0/1 knapsack (with a huge last layer, a_{n-1}
- * stored, M is fixed and what remains is "keep the costliest layers within
- * the bytes left"), so frontiers can grow on chains of unrelated sizes and
- * costs; three things keep them small:
- *   1. A backward pass computes, for every q, the 2-D frontier of (stored
- *      bytes after q, largest segment work after q) over all suffixes. It
- *      gives the least peak of all (min_peak) and an exact test of whether a
- *      forward label can still finish within the budget; labels that cannot
- *      are never stored.
+ * label (s, p, c): s = P(q), the bytes of the checkpoints below q still
+ * needed; p = the largest P + X over its segments so far (its peak, were the
+ * chain to end there); c = recompute so far. Extending it by the segment
+ * (q, e] gives (s + nd_q m_q, max(p, s + X(q,e)), c + segment cost); a
+ * finished schedule's peak is p, its recompute c. All three only grow under
+ * extension and the result is monotone in (s, p), so a label another matches
+ * or beats in s, p and c can never finish better in (recompute, peak) or
+ * (peak, recompute): each position keeps the exact Pareto frontier of its
+ * labels. This is the shortest-path-over-checkpoint-positions formulation
+ * behind Griewank & Walther's revolve and Beaumont et al.'s rotor ("Optimal
+ * checkpointing for heterogeneous chains", 2019), specialised to
+ * single-level recomputation; because bytes are not discretised (rotor's
+ * memory slots) the answer is exact. The problem contains 0/1 knapsack, so
+ * frontiers can grow on chains of unrelated sizes and costs; three things
+ * keep them small:
+ *   1. A backward pass computes, for every q, B(q): the least over all
+ *      suffixes from a stored a_q of max over their segments of (D + X),
+ *      D the needed bytes they add above P(q). A completion of (s, p) at q
+ *      peaks at max(p, s + D + X), so max(p, s + B(q)) is the least peak
+ *      any completion reaches: an exact test of whether a forward label can
+ *      still finish within the budget (labels that cannot are never stored),
+ *      and B(0) is the least peak of all (min_peak).
  *   2. A beam pass (the BEAM cheapest labels per position) finds a schedule
  *      within the budget; its recompute is an upper bound, and the exact pass
  *      drops labels already costlier.
@@ -32,8 +32,9 @@
  *      constant), merged rather than sorted.
  * `full` is the exact pass with budget = min_peak. Each segment's cost is
  * summed left to right and the segments' costs in order, exactly as
- * hfl_ckpt_evaluate sums them, so the DP's figures and the evaluator's agree
- * bit for bit; every call re-evaluates its choice and checks that. */
+ * hfl_ckpt_evaluate sums them, and X and nd come from the one function both
+ * use, so the DP's figures and the evaluator's agree bit for bit; every call
+ * re-evaluates its choice and checks that. */
 #include "model/checkpoint.h"
 
 #include <math.h>
@@ -65,9 +66,13 @@ static size_t act_bytes(const hfl_ckpt_chain *ch, int j) {
     return j == 0 ? ch->in_bytes : ch->layers[j - 1].out_bytes;
 }
 
-/* Bytes of g_j: the input batch gets no gradient. */
-static size_t grad_bytes(const hfl_ckpt_chain *ch, int j) {
-    return j == 0 ? 0 : ch->layers[j - 1].out_bytes;
+/* The flags of layer i (1..n); needs_output_0 is 0. */
+static int no_(const hfl_ckpt_chain *ch, int i) { return i > 0 && ch->layers[i - 1].needs_output; }
+static int ni_(const hfl_ckpt_chain *ch, int i) { return ch->layers[i - 1].needs_input != 0; }
+
+/* f of checkpoint.h. */
+static int first_bwd(const hfl_ckpt_chain *ch) {
+    return ch->first_backward < 1 ? 1 : ch->first_backward;
 }
 
 int hfl_ckpt_chain_check(const hfl_ckpt_chain *ch, char *err) {
@@ -76,14 +81,20 @@ int hfl_ckpt_chain_check(const hfl_ckpt_chain *ch, char *err) {
         return hfl_errf(err, "checkpoint chain: %d layers (1..%d allowed)", ch->n,
                         HFL_CKPT_MAX_LAYERS);
     if (!ch->layers) return hfl_errf(err, "checkpoint chain: no layer array");
-    /* Every figure is at most sum(m) + 2 max(m) (see the bound in checkpoint.h's
-     * accounting: stored, internal and a_i are disjoint; then g_i and g_{i-1}). */
+    if (ch->first_backward < 0 || ch->first_backward > ch->n)
+        return hfl_errf(err, "checkpoint chain: first_backward %d outside 0..%d",
+                        ch->first_backward, ch->n);
+    /* Every figure is at most sum(m) + 2 max(m) (checkpoint.h's accounting:
+     * distinct activations, then at most two gradients). */
     size_t total = ch->in_bytes, maxm = ch->in_bytes;
     for (int i = 1; i <= ch->n; i++) {
         const hfl_ckpt_layer *l = &ch->layers[i - 1];
         if (!isfinite(l->cost) || !(l->cost > 0.0))
             return hfl_errf(err, "checkpoint chain: layer %d has cost %g (must be finite and > 0)",
                             i, l->cost);
+        if (l->grad_in_place && l->out_bytes != act_bytes(ch, i - 1))
+            return hfl_errf(err, "checkpoint chain: layer %d has grad_in_place but %zu output "
+                            "bytes for %zu input bytes", i, l->out_bytes, act_bytes(ch, i - 1));
         if (l->out_bytes > SIZE_MAX - total)
             return hfl_errf(err, "checkpoint chain: activation bytes overflow at layer %d", i);
         total += l->out_bytes;
@@ -94,16 +105,52 @@ int hfl_ckpt_chain_check(const hfl_ckpt_chain *ch, char *err) {
     return 0;
 }
 
-/* W(s,e) of checkpoint.h, computed directly from the definition. */
-static size_t segment_work(const hfl_ckpt_chain *ch, int s, int e) {
-    size_t r = 0, w = 0; /* r = R(s,i) */
-    for (int i = s + 1; i <= e; i++) {
-        size_t wi = r + act_bytes(ch, i) + grad_bytes(ch, i - 1);
-        if (i < e && ch->layers[i - 1].needs_output) wi += act_bytes(ch, i);
-        if (wi > w) w = wi;
-        r += act_bytes(ch, i);
+static size_t max2(size_t a, size_t b) { return a > b ? a : b; }
+
+/* X(q, e) of checkpoint.h, step by step from the definition; *need =
+ * nd_q m_q (what a_q adds to P above it); *cost = the segment's recompute,
+ * summed left to right. */
+static size_t segment_x(const hfl_ckpt_chain *ch, int q, int e, size_t *need, double *cost) {
+    int n = ch->n, f = first_bwd(ch);
+    size_t mq = act_bytes(ch, q), me = act_bytes(ch, e);
+    int hq = (ni_(ch, q + 1) && q + 1 >= f) || (no_(ch, q) && q >= f);
+    int nd = hq || (e > q + 1 && e >= f);
+    size_t ndm = nd ? mq : 0;
+    /* forward steps q+1..e, and the loss */
+    size_t x = mq + act_bytes(ch, q + 1);
+    for (int i = q + 2; i <= e; i++) x = max2(x, ndm + act_bytes(ch, i - 1) + act_bytes(ch, i));
+    if (e == n) x = max2(x, ndm + me + me);
+    double c = 0.0;
+    if (e >= f) {
+        size_t t = (no_(ch, e) ? me : 0) + me, hm = hq ? mq : 0, h = 0; /* h = H(i-1) */
+        for (int i = q + 1; i < e; i++) { /* recompute step i */
+            c += ch->layers[i - 1].cost;
+            x = max2(x, (i == q + 1 ? mq : hm) + t + h + (i > q + 1 ? act_bytes(ch, i - 1) : 0) +
+                            act_bytes(ch, i));
+            int k = i - 1; /* H(i) = H(i-1) + h_k m_k */
+            if (k > q && ((no_(ch, k) && k >= f) || (ni_(ch, k + 1) && k + 1 >= f)))
+                h += act_bytes(ch, k);
+        }
+        /* h = H(e-1); H(e) adds k = e-1 when internal */
+        if (e - 1 > q && ((no_(ch, e - 1) && e - 1 >= f) || (ni_(ch, e) && e >= f)))
+            h += act_bytes(ch, e - 1);
+        int lo = q + 1 > f ? q + 1 : f;
+        for (int i = e; i >= lo; i--) { /* backward step i; h = H(i) */
+            const hfl_ckpt_layer *l = &ch->layers[i - 1];
+            size_t mi = act_bytes(ch, i), base = hm + h;
+            size_t g = i > f && !l->grad_in_place ? act_bytes(ch, i - 1) : 0;
+            if (l->needs_output && l->output_first)
+                x = max2(x, max2(base + mi + mi, base + mi + g));
+            else
+                x = max2(x, base + (l->needs_output ? mi : 0) + mi + g);
+            int k = i - 1; /* H(i-1) = H(i) - h_k m_k */
+            if (k > q && ((no_(ch, k) && k >= f) || (ni_(ch, k + 1) && k + 1 >= f)))
+                h -= act_bytes(ch, k);
+        }
     }
-    return w;
+    *need = ndm;
+    *cost = c;
+    return x;
 }
 
 int hfl_ckpt_evaluate(const hfl_ckpt_chain *ch, const unsigned char *stored, hfl_ckpt_plan *out,
@@ -127,31 +174,31 @@ int hfl_ckpt_evaluate(const hfl_ckpt_chain *ch, const unsigned char *stored, hfl
     }
     out->bound[0] = 0;
     for (int i = 1; i <= n; i++) out->forward += ch->layers[i - 1].cost;
+    size_t held = 0; /* P(q) */
     for (int j = 0; j < out->n_segments; j++) {
         /* Summed per segment, left to right, then over segments: the DP's order. */
-        double c = 0.0;
-        for (int i = out->bound[j] + 1; i < out->bound[j + 1]; i++) c += ch->layers[i - 1].cost;
+        size_t need;
+        double c;
+        size_t x = segment_x(ch, out->bound[j], out->bound[j + 1], &need, &c);
         out->recompute += c;
-        size_t w = segment_work(ch, out->bound[j], out->bound[j + 1]);
-        if (w > out->segment_bytes || j == 0) {
-            out->segment_bytes = w;
+        if (j == 0 || held + x > out->peak) {
+            out->peak = held + x;
+            out->held_bytes = held;
+            out->segment_bytes = x;
             out->peak_segment = j;
         }
+        held += need;
     }
-    out->peak = out->stored_bytes + out->segment_bytes;
     return 0;
 }
 
 /* ---- the DP ---- */
 
-/* A label. Forward (prefix ending with a_q stored): s = stored bytes among
- * a_0..a_q, p = s + the largest segment work so far, c = recompute so far.
- * Backward (suffix starting at a_q stored): s = stored bytes among
- * a_{q+1}..a_n, p = the largest segment work after q; c unused. */
+/* A label of a prefix ending with a_q stored: s = P(q), p = the largest P + X
+ * over its segments, c = recompute so far (checkpoint.c's header). */
 typedef struct {
     size_t s, p;
     double c;
-    size_t best; /* backward labels: min of s + p over this and earlier steps */
     int prev_pos, prev_idx;
 } label;
 
@@ -218,15 +265,6 @@ static int sort_runs(label_vec *cand, size_t *runs, size_t nruns, label_vec *tmp
     return 0;
 }
 
-/* 2-D frontier of cand (sorted by s, then p) into out: a staircase of rising
- * s and falling p. */
-static int pareto2(const label_vec *cand, label_vec *out) {
-    for (size_t i = 0; i < cand->len; i++)
-        if ((out->len == 0 || cand->v[i].p < out->v[out->len - 1].p) && push(out, cand->v[i]))
-            return -1;
-    return 0;
-}
-
 /* 3-D frontier of cand (sorted by c, then s, then p) into out; stair is
  * scratch. Every label kept before x has c <= x.c, so x is dominated if one
  * of them has s and p no larger (exact duplicates included), i.e. if the
@@ -270,65 +308,34 @@ static int pareto3(const label_vec *cand, label_vec *out, label_vec *stair) {
 typedef struct {
     const hfl_ckpt_chain *ch;
     int n;
-    size_t *work;   /* [(n+1)^2]: W(s,e) */
-    double *segc;   /* [(n+1)^2]: c_{s+1} + ... + c_{e-1}, summed left to right */
-    label_vec back[HFL_CKPT_MAX_LAYERS + 1];
+    size_t *work;   /* [(n+1)^2]: X(q,e) */
+    size_t *need;   /* [(n+1)^2]: nd_q m_q of the segment (q,e] */
+    double *segc;   /* [(n+1)^2]: the segment's recompute, summed left to right */
+    size_t bk[HFL_CKPT_MAX_LAYERS + 1]; /* B(q) */
     label_vec fwd[HFL_CKPT_MAX_LAYERS + 1];
     label_vec cand, stair, tmp;
     size_t runs[HFL_CKPT_MAX_LAYERS + 2];
 } dp_state;
 
-/* Backward 2-D pass: back[q] = the frontier of (stored bytes after q, largest
- * segment work after q) over all suffixes from a stored a_q. */
-static int run_back(dp_state *d) {
+/* Backward pass: B(n) = 0 (no segment left; p >= s always, so it is
+ * neutral) and B(q) = min over e > q of max(X(q,e), nd_q m_q + B(e)). */
+static void run_back(dp_state *d) {
     int n = d->n;
-    label end = {0, 0, 0.0, 0, -1, -1};
-    if (push(&d->back[n], end)) return -1;
+    d->bk[n] = 0;
     for (int q = n - 1; q >= 0; q--) {
-        d->cand.len = 0;
-        size_t nruns = 0;
-        for (int e = q + 1; e <= n; e++) {
-            size_t w = d->work[q * (n + 1) + e], me = act_bytes(d->ch, e);
-            d->runs[nruns++] = d->cand.len; /* in s order, as back[e] is */
-            /* back[e] is a staircase (s rising, p falling): once p <= w every
-             * later label becomes (s', w) with a larger s', dominated by the
-             * first of them. */
-            for (size_t k = 0; k < d->back[e].len; k++) {
-                const label *l = &d->back[e].v[k];
-                label nl = {l->s + me, l->p > w ? l->p : w, 0.0, 0, e, (int)k};
-                if (push(&d->cand, nl)) return -1;
-                if (l->p <= w) break;
-            }
-        }
-        d->runs[nruns] = d->cand.len;
-        if (sort_runs(&d->cand, d->runs, nruns, &d->tmp, 0) || pareto2(&d->cand, &d->back[q]))
-            return -1;
-    }
-    for (int q = 0; q <= n; q++) {
         size_t best = SIZE_MAX;
-        for (size_t k = 0; k < d->back[q].len; k++) {
-            label *l = &d->back[q].v[k];
-            if (l->s + l->p < best) best = l->s + l->p;
-            l->best = best;
+        for (int e = q + 1; e <= n; e++) {
+            size_t v = max2(d->work[q * (n + 1) + e], d->need[q * (n + 1) + e] + d->bk[e]);
+            if (v < best) best = v;
         }
+        d->bk[q] = best;
     }
-    return 0;
 }
 
-/* The least peak any completion of a forward label (s, p) at q reaches:
- * min over back[q] of max(p + S_r, s + S_r + M_r); <= budget is what matters. */
+/* Whether a forward label (s, p) at q has a completion with peak <= budget:
+ * the least peak of its completions is max(p, s + B(q)). */
 static int completes(const dp_state *d, int q, size_t s, size_t p, size_t budget) {
-    const label_vec *b = &d->back[q];
-    /* Staircase: S_r rising. Steps with p + S_r <= budget form a prefix. */
-    if (p > budget) return 0;
-    size_t lim = budget - p, lo = 0, hi = b->len;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (b->v[mid].s <= lim) lo = mid + 1;
-        else hi = mid;
-    }
-    if (hi == 0) return 0;
-    return b->v[hi - 1].best <= budget - s; /* s <= p <= budget */
+    return p <= budget && d->bk[q] <= budget - s; /* s <= p */
 }
 
 /* Forward 3-D pass: fwd[q] = the frontier of (s, p, c) over prefixes ending
@@ -337,24 +344,23 @@ static int completes(const dp_state *d, int q, size_t s, size_t p, size_t budget
  * position: a heuristic pass whose result is an upper bound. */
 static int run_fwd(dp_state *d, size_t budget, double ub, size_t beam) {
     int n = d->n;
-    size_t m0 = act_bytes(d->ch, 0), min_s[HFL_CKPT_MAX_LAYERS + 1];
-    label start = {m0, m0, 0.0, 0, -1, -1};
-    if (!completes(d, 0, m0, m0, budget)) return 0;
+    size_t min_s[HFL_CKPT_MAX_LAYERS + 1];
+    label start = {0, 0, 0.0, -1, -1};
+    if (!completes(d, 0, 0, 0, budget)) return 0;
     if (push(&d->fwd[0], start)) return -1;
-    min_s[0] = m0;
+    min_s[0] = 0;
     for (int q = 1; q <= n; q++) {
         d->cand.len = 0;
-        size_t mq = act_bytes(d->ch, q), nruns = 0;
+        size_t nruns = 0;
         for (int p = 0; p < q; p++) {
             d->runs[nruns++] = d->cand.len; /* in c order, as fwd[p] is */
-            size_t w = d->work[p * (n + 1) + q];
+            size_t w = d->work[p * (n + 1) + q], nd = d->need[p * (n + 1) + q];
             double sc = d->segc[p * (n + 1) + q];
-            if (d->fwd[p].len == 0 || min_s[p] + mq + w > budget) continue; /* nl.p >= this */
+            if (d->fwd[p].len == 0 || min_s[p] + w > budget) continue; /* nl.p >= this */
             for (size_t k = 0; k < d->fwd[p].len; k++) {
                 const label *l = &d->fwd[p].v[k];
-                label nl = {l->s + mq, 0, l->c + sc, 0, p, (int)k};
+                label nl = {l->s + nd, max2(l->p, l->s + w), l->c + sc, p, (int)k};
                 if (nl.c > ub) break; /* and so are the rest: sorted by c */
-                nl.p = l->p + mq > nl.s + w ? l->p + mq : nl.s + w;
                 if (!completes(d, q, nl.s, nl.p, budget)) continue;
                 if (push(&d->cand, nl)) return -1;
             }
@@ -384,39 +390,29 @@ static void trace(const dp_state *d, size_t idx, unsigned char *stored) {
 }
 
 static void dp_free(dp_state *d) {
-    for (int q = 0; q <= d->n; q++) {
-        free(d->back[q].v);
-        free(d->fwd[q].v);
-    }
+    for (int q = 0; q <= d->n; q++) free(d->fwd[q].v);
     free(d->cand.v);
     free(d->stair.v);
     free(d->tmp.v);
     free(d->work);
+    free(d->need);
     free(d->segc);
 }
 
-/* W(s,e) and the segments' recompute for all s < e, in O(n^2). */
+/* X, nd_q m_q and the recompute of every segment (q, e]: O(n^3), by the
+ * function hfl_ckpt_evaluate uses. */
 static int dp_tables(dp_state *d) {
     int n = d->n;
     size_t cells = (size_t)(n + 1) * (size_t)(n + 1);
     d->work = malloc(cells * sizeof *d->work);
+    d->need = malloc(cells * sizeof *d->need);
     d->segc = malloc(cells * sizeof *d->segc);
-    if (!d->work || !d->segc) return -1;
-    for (int s = 0; s < n; s++) {
-        size_t r = 0, inner = 0;
-        double c = 0.0;
-        for (int e = s + 1; e <= n; e++) {
-            /* Step e of (s, e]: R(s,e) + m_e + g(e-1); the steps before it are
-             * inner steps, whose running max is `inner`. */
-            size_t top = r + act_bytes(d->ch, e) + grad_bytes(d->ch, e - 1);
-            d->work[s * (n + 1) + e] = top > inner ? top : inner;
-            d->segc[s * (n + 1) + e] = c;
-            size_t as_inner = top + (d->ch->layers[e - 1].needs_output ? act_bytes(d->ch, e) : 0);
-            if (as_inner > inner) inner = as_inner;
-            r += act_bytes(d->ch, e);
-            c += d->ch->layers[e - 1].cost;
+    if (!d->work || !d->need || !d->segc) return -1;
+    for (int q = 0; q < n; q++)
+        for (int e = q + 1; e <= n; e++) {
+            size_t i = (size_t)q * (size_t)(n + 1) + (size_t)e;
+            d->work[i] = segment_x(d->ch, q, e, &d->need[i], &d->segc[i]);
         }
-    }
     return 0;
 }
 
@@ -433,12 +429,12 @@ int hfl_ckpt_schedule(const hfl_ckpt_chain *ch, hfl_ckpt_kind kind, size_t budge
     d.n = n;
     unsigned char stored[HFL_CKPT_MAX_LAYERS + 1];
     const label *pick = NULL;
-    size_t min_peak = SIZE_MAX, m0 = act_bytes(ch, 0);
-    int rc = dp_tables(&d) || run_back(&d) ? -1 : 0;
-    if (rc == 0)
-        for (size_t k = 0; k < d.back[0].len; k++)
-            if (m0 + d.back[0].v[k].s + d.back[0].v[k].p < min_peak)
-                min_peak = m0 + d.back[0].v[k].s + d.back[0].v[k].p;
+    size_t min_peak = SIZE_MAX;
+    int rc = dp_tables(&d) ? -1 : 0;
+    if (rc == 0) {
+        run_back(&d);
+        min_peak = d.bk[0];
+    }
     if (rc == 0 && (kind == HFL_CKPT_OPTIMAL || kind == HFL_CKPT_FULL)) {
         /* Least recompute, then least peak, among peaks <= b (full, or a
          * budget below min_peak: among the least-peak schedules). */

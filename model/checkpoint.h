@@ -10,46 +10,82 @@
  *
  * THE CHAIN. Layers 1..n. Activation a_0 is the input batch (m_0 bytes);
  * layer i reads a_{i-1} and writes a_i (m_i bytes) at forward cost c_i.
- * Backward of layer i reads the gradient g_i (m_i bytes) and a_{i-1}, and
- * also a_i when the layer's needs_output flag is set; it writes g_{i-1}
- * (m_{i-1} bytes), except that layer 1 writes no gradient for the input
- * batch. The loss gradient g_n is the first gradient.
+ * The loss reads a_n and writes the loss gradient g_n (m_n bytes). Let f =
+ * first_backward (0 counts as 1). Layers f..n run a backward: layer i's
+ * backward reads g_i (m_i bytes), a_{i-1} when needs_input_i, a_i when
+ * needs_output_i, and, for i > f, writes g_{i-1} (m_{i-1} bytes; into g_i's
+ * own buffer when grad_in_place_i, which needs m_{i-1} = m_i). Layers below
+ * f run no backward, layer f writes no gradient (f = 1: the input batch
+ * gets none). When output_first_i (with needs_output_i), layer i's backward
+ * is two sub-steps: the first reads a_i (and g_i), the second writes
+ * g_{i-1}, so a_i is gone by then (a stage ending in an in-place ReLU, as
+ * model/planner.h groups layers). needs_output_0 is 0 by definition.
  *
  * A SCHEDULE is the set of stored activations: a_0 and a_n are always stored;
  * any subset of a_1..a_{n-1} may be (2^(n-1) schedules). Stored activations
- * ("checkpoints") split the chain into segments (s, e]: layers s+1..e, with s
- * and e stored and a_{s+1}..a_{e-1} ("internal") not stored.
+ * ("checkpoints") split the chain into segments (q, e]: layers q+1..e, with q
+ * and e stored and a_{q+1}..a_{e-1} ("internal") not stored.
  *
- * EXECUTION MODEL, from which the accounting follows exactly.
- *   Forward: layer i computes a_i from a_{i-1}; an internal a_{i-1} is freed
- *   once a_i exists. Stored activations are held until the end of backward.
- *   Backward, segments last to first; for segment (s, e]:
- *     1. recompute a_{s+1}..a_{e-1} from a_s (layers s+1..e-1, each once) and
- *        keep them; g_e (from the segment above, or the loss) is live;
- *     2. for i = e down to s+1, run layer i's backward: g_{i-1} is allocated
- *        while g_i is live; then g_i is freed, and each internal activation
- *        is freed right after the last backward step that reads it (a_k is
- *        read by step k+1, and by step k when layer k needs_output).
+ * EXECUTION MODEL: every buffer lives from the step that writes it to the
+ * last step that reads it, both included, and no longer (what
+ * model/trainer.c does with the planner's lifetimes).
+ *   Forward: steps 1..n, step i reads a_{i-1} and writes a_i. Then the loss
+ *   step reads a_n and writes g_n.
+ *   Backward: segments last to first; a segment (q, e] with e >= f is
+ *   processed as
+ *     recompute steps i = q+1..e-1: read a_{i-1} (a_q or the recomputed
+ *       a_{i-1}), write a fresh a_i;
+ *     backward steps i = e down to max(q+1, f), as described for the chain;
+ *   a segment with e < f is not processed at all.
+ *   A stored a_k is therefore read by forward step k+1 (and the loss for
+ *   k = n), by the recompute step q+1 of the segment it starts (when that
+ *   segment is processed and has internal activations), by backward step
+ *   k+1 (needs_input_{k+1}, k+1 >= f) and by backward step k (needs_output_k,
+ *   k >= f); an internal a_k written in forward only by forward step k+1;
+ *   a recomputed a_k by recompute step k+1 and the same two backward steps.
  *   Parameter gradients, weights and kernel workspace are not activation
  *   memory and are not counted.
  *
- * ACCOUNTING. With R(s,i) = sum of m_k for s < k < i and g(j) = m_j for
- * j > 0, g(0) = 0, the non-stored bytes live during backward step i of
- * segment (s, e] are
- *     W_i = R(s,i) + [i < e and needs_output_i] * m_i + m_i + g(i-1)
- * (recomputed activations still needed, a_i itself if step i reads it and it
- * is internal, g_i and g_{i-1}). The segment's work is W(s,e) = max over
- * s < i <= e of W_i. Then
- *     peak      = sum of m_j over stored j  +  max over segments of W(s,e)
- *     recompute = sum of c_i over internal i (each recomputed exactly once).
- * This is the exact maximum of live activation+gradient bytes over the whole
- * step under the model above: the recompute phase of a segment never exceeds
- * its step e (g_e + all internal <= W_e), and forward step i never exceeds
- * backward step i of the same segment (stored + [a_{i-1} internal] m_{i-1} +
- * m_i <= stored + W_i). A framework that also frees each checkpoint once
- * backward has passed it peaks at or below this figure.
- * The needs_output flag of a segment's last layer, and of layer n, has no
- * effect: its output is stored anyway.
+ * ACCOUNTING, exact for that model. For a stored a_q starting segment (q, e]:
+ *   h_q  = (needs_input_{q+1} and q+1 >= f) or (needs_output_q and q >= f):
+ *          a_q is read by a backward step of (q, e] or of the segment below;
+ *   nd_q = h_q or (e > q+1 and e >= f): a_q is read at all after forward.
+ * For an internal k of (q, e]: h_k = (needs_output_k and k >= f) or
+ * (needs_input_{k+1} and k+1 >= f), the recomputed a_k is held after the
+ * recompute phase; H(j) = sum of h_k m_k over q < k < j.
+ * P(q) = sum of nd_k m_k over the stored k < q (each with its own next stored
+ * index): the checkpoints below q still needed; they are live during every
+ * step of (q, e], forward or backward, nothing else stored below q is, and
+ * no activation or gradient above e is (all their reads are over; a_e and
+ * g_e belong to (q, e]).
+ * Each step of (q, e] has live bytes P(q) + the figure below:
+ *   forward step q+1:        m_q + m_{q+1}
+ *   forward step i > q+1:    nd_q m_q + m_{i-1} + m_i
+ *   loss (e = n):            nd_q m_q + m_n + m_n
+ *   and when e >= f, with T = [needs_output_e] m_e + m_e (a_e held for step
+ *   e, and g_e):
+ *   recompute step i:        [i = q+1 or h_q] m_q + T + H(i-1)
+ *                            + [i > q+1] m_{i-1} + m_i
+ *   backward step i:         h_q m_q + H(i) + [needs_output_i] m_i + m_i
+ *                            + G_i, G_i = [i > f and not grad_in_place_i]
+ *                            m_{i-1}; with output_first_i and
+ *                            needs_output_i, the two sub-steps instead
+ *                            h_q m_q + H(i) + m_i + m_i and
+ *                            h_q m_q + H(i) + m_i + G_i.
+ * (In backward step i, m_i + m_i is a_i and g_i: for i = e, a_e is the
+ * stored one; for i < e, the recomputed one, held since needs_output_i and
+ * i >= f.) X(q, e) is the largest of these figures, and
+ *     peak      = max over segments (q, e] of P(q) + X(q, e)
+ *     recompute = sum of c_i over internal i of segments with e >= f (each
+ *                 recomputed exactly once; a segment that is not processed
+ *                 recomputes nothing).
+ * P(e) = P(q) + nd_q m_q, so a prefix of the schedule fixes P and the peak
+ * so far; the DP needs nothing else (checkpoint.c). Unlike the textbook
+ * accounting (every checkpoint held to the end of backward, which this file
+ * used before), a checkpoint costs memory only until its last read: for the
+ * FedAvg cnn that model ranked `full` below `none` while the trainer's real
+ * peak was the same under both. tests/checkpoint/test_checkpoint.c states
+ * the model a second time as an event simulator and checks the two agree.
  *
  * Kinds:
  *   none     store everything: zero recompute.
@@ -69,17 +105,22 @@
 
 typedef enum { HFL_CKPT_NONE, HFL_CKPT_SQRT, HFL_CKPT_OPTIMAL, HFL_CKPT_FULL } hfl_ckpt_kind;
 
-/* One layer of the chain: layer i of the text is layers[i-1]. */
+/* One layer of the chain: layer i of the text is layers[i-1]. The flags are
+ * 0 or nonzero. */
 typedef struct {
-    double cost;      /* forward cost c_i (FLOPs), finite and > 0 */
-    size_t out_bytes; /* m_i, bytes of a_i (and of its gradient g_i) */
-    int needs_output; /* nonzero: backward of this layer reads a_i too */
+    double cost;       /* forward cost c_i (FLOPs), finite and > 0 */
+    size_t out_bytes;  /* m_i, bytes of a_i (and of its gradient g_i) */
+    int needs_output;  /* backward of this layer reads a_i */
+    int needs_input;   /* backward of this layer reads a_{i-1} */
+    int output_first;  /* with needs_output: a_i is read before g_{i-1} is written */
+    int grad_in_place; /* g_{i-1} is written over g_i (needs m_{i-1} = m_i) */
 } hfl_ckpt_layer;
 
 typedef struct {
     int n;                        /* layers, 1..HFL_CKPT_MAX_LAYERS */
     size_t in_bytes;              /* m_0, bytes of the input batch a_0 */
     const hfl_ckpt_layer *layers; /* [n] */
+    int first_backward;           /* f: 0 or 1 (all layers run backward) .. n */
 } hfl_ckpt_chain;
 
 typedef struct {
@@ -89,11 +130,12 @@ typedef struct {
     int n_segments;
     int bound[HFL_CKPT_MAX_LAYERS + 1]; /* [0..n_segments]: 0 = bound[0] < ... = n; the
                                             stored indices; segment j is (bound[j], bound[j+1]] */
-    size_t stored_bytes;  /* sum of m_j over stored j */
-    size_t segment_bytes; /* max over segments of W(s,e) */
-    int peak_segment;     /* a segment attaining segment_bytes (the lowest index) */
-    size_t peak;          /* stored_bytes + segment_bytes */
-    double recompute;     /* sum of c_i over internal i */
+    size_t stored_bytes;  /* sum of m_j over stored j (not all live at once) */
+    int peak_segment;     /* the lowest-index segment (q, e] attaining the peak */
+    size_t held_bytes;    /* P(q) of that segment */
+    size_t segment_bytes; /* X(q, e) of that segment */
+    size_t peak;          /* held_bytes + segment_bytes: max over segments of P + X */
+    double recompute;     /* sum of c_i over internal i of processed segments */
     double forward;       /* sum of all c_i: one plain forward pass */
     size_t budget;        /* as passed to hfl_ckpt_schedule (SIZE_MAX from evaluate) */
     int feasible;         /* peak <= budget */
@@ -105,7 +147,8 @@ int hfl_ckpt_parse(const char *name, hfl_ckpt_kind *kind, char *err);
 const char *hfl_ckpt_name(hfl_ckpt_kind kind);
 
 /* Checks a chain: 1 <= n <= HFL_CKPT_MAX_LAYERS, layers non-NULL, every cost
- * finite and > 0, and the byte sums cannot overflow size_t. -1 with err. */
+ * finite and > 0, 0 <= first_backward <= n, grad_in_place only where
+ * m_{i-1} = m_i, and the byte sums cannot overflow size_t. -1 with err. */
 int hfl_ckpt_chain_check(const hfl_ckpt_chain *chain, char *err);
 
 /* Peak and recompute of the schedule `stored` ([0..n]; stored[0] and
@@ -121,9 +164,9 @@ int hfl_ckpt_evaluate(const hfl_ckpt_chain *chain, const unsigned char *stored,
  * whether out->peak <= budget and out->min_peak is the least peak any
  * schedule reaches. An infeasible budget is not an error: `optimal` returns 0
  * with the least-peak plan and feasible = 0. -1 with err for a bad chain or
- * kind. Cost: O(n^2) tables plus DPs over exact Pareto frontiers, whose size
- * depends on the chain: for n = 40, typically 0.1-1 ms (bench/ckpt_bench.c);
- * the problem contains 0/1 knapsack, so no polynomial bound is promised. */
+ * kind. Cost: O(n^3) tables plus DPs over exact Pareto frontiers, whose size
+ * depends on the chain (bench/ckpt_bench.c times n = 40); the problem
+ * contains 0/1 knapsack, so no polynomial bound is promised. */
 int hfl_ckpt_schedule(const hfl_ckpt_chain *chain, hfl_ckpt_kind kind, size_t budget,
                       hfl_ckpt_plan *out, char *err);
 

@@ -3,7 +3,9 @@
  * Weight w[out, in] (PyTorch's nn.Linear layout) then bias b[out]. The input
  * may be any [C, H, W] volume: its CHW features are the `in` columns, which
  * is PyTorch's flatten. Backward keeps only the input (dw = dy^T x,
- * dx = dy w) and needs no workspace. */
+ * dx = dy w) and needs no workspace. In bf16/fp16 (the _lp functions) the
+ * same GEMMs run through the backend's gemm_lp, the bias fused before the
+ * output's one rounding; the workspace is gemm_lp's fp32 staging. */
 #include <stdio.h>
 
 #include "model/layers.h"
@@ -26,6 +28,31 @@ void hfl_dense_backward(const hfl_backend *be, const float *w, const float *x, c
     be->bias_grad(db, dy, n, out);
     /* dx[n,in] = dy[n,out] * w[out,in] */
     if (dx) be->sgemm(0, 0, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+}
+
+size_t hfl_dense_workspace_bytes_lp(int n, int in, int out, int backward) {
+    if (!backward) return hfl_gemm_lp_ws_bytes(0, n, out, in);
+    size_t dw = hfl_gemm_lp_ws_bytes(HFL_GEMM_C_F32, out, in, n);
+    size_t dx = hfl_gemm_lp_ws_bytes(0, n, in, out);
+    return dw > dx ? dw : dx;
+}
+
+void hfl_dense_forward_lp(const hfl_backend *be, hfl_precision lp, const uint16_t *w,
+                          const uint16_t *b, const uint16_t *x, uint16_t *y, int n, int in,
+                          int out, void *ws) {
+    be->gemm_lp(lp, 0, 0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out, b, HFL_BIAS_COL, ws);
+}
+
+void hfl_dense_backward_lp(const hfl_backend *be, hfl_precision lp, const uint16_t *w,
+                           const uint16_t *x, const uint16_t *dy, float *dw, float *db,
+                           uint16_t *dx, int n, int in, int out, void *ws) {
+    be->gemm_lp(lp, HFL_GEMM_C_F32, 1, 0, out, in, n, 1.0f, dy, out, x, in, 0.0f, dw, in, NULL,
+                HFL_BIAS_NONE, ws);
+    be->fill(db, 0.0f, (size_t)out);
+    be->bias_grad_lp(lp, db, dy, n, out);
+    if (dx)
+        be->gemm_lp(lp, 0, 0, 0, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, NULL,
+                    HFL_BIAS_NONE, ws);
 }
 
 static int dense_infer_shape(hfl_layer *ly, char *err) {
@@ -67,6 +94,31 @@ static size_t dense_no_workspace(const hfl_layer *ly, int batch) {
     return 0;
 }
 
+static void dense_forward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
+                             const uint16_t *params, const uint16_t *in, uint16_t *out,
+                             void *workspace, int batch) {
+    hfl_dense_forward_lp(be, lp, params, params + (size_t)ly->out * ly->in, in, out, batch,
+                         ly->in, ly->out, workspace);
+}
+
+static void dense_backward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
+                              const uint16_t *params, const uint16_t *in, const uint16_t *out,
+                              const uint16_t *dout, uint16_t *din, float *dparams, void *workspace,
+                              int batch) {
+    (void)out;
+    size_t nw = (size_t)ly->out * ly->in;
+    hfl_dense_backward_lp(be, lp, params, in, dout, dparams, dparams + nw, din, batch, ly->in,
+                          ly->out, workspace);
+}
+
+static size_t dense_fwd_ws_lp(const hfl_layer *ly, int batch) {
+    return hfl_dense_workspace_bytes_lp(batch, ly->in, ly->out, 0);
+}
+
+static size_t dense_bwd_ws_lp(const hfl_layer *ly, int batch) {
+    return hfl_dense_workspace_bytes_lp(batch, ly->in, ly->out, 1);
+}
+
 static uint64_t dense_flops(const hfl_layer *ly) {
     return 2 * (uint64_t)ly->in * ly->out + (uint64_t)ly->out;
 }
@@ -83,4 +135,8 @@ const hfl_layer_ops hfl_dense_ops = {
     .fwd_in_place = 0,
     .bwd_in_place = 0,
     .flops = dense_flops,
+    .forward_lp = dense_forward_lp,
+    .backward_lp = dense_backward_lp,
+    .fwd_workspace_bytes_lp = dense_fwd_ws_lp,
+    .bwd_workspace_bytes_lp = dense_bwd_ws_lp,
 };

@@ -22,7 +22,15 @@
  * "fwd in place" means forward may run with out == in (the trainer does so
  * when nothing else needs that input); "bwd in place" that din may alias
  * dout. Backward overwrites din and dparams (never accumulates), and din may
- * be NULL (the first parametric layer: nobody needs it). */
+ * be NULL (the first parametric layer: nobody needs it).
+ *
+ * Reduced precision (bf16/fp16, kernels/backend.h): forward_lp and
+ * backward_lp take the layer's working weights, its input, output and their
+ * gradients as 2-byte values of lp, and write fp32 parameter gradients. They
+ * compute in fp32 and round each 2-byte output once; their workspaces (the
+ * *_lp sizes) include the fp32 staging the backend's gemm_lp needs, so the
+ * planner accounts for it. Same keeps, in-place rules and call order as the
+ * fp32 pair, which is left exactly as it was. */
 #ifndef HFL_LAYERS_H
 #define HFL_LAYERS_H
 
@@ -66,6 +74,15 @@ typedef struct hfl_layer_ops {
     int fwd_in_place; /* forward may run with out == in */
     int bwd_in_place; /* backward may run with din == dout */
     uint64_t (*flops)(const hfl_layer *ly); /* forward FLOPs per sample (multiply-add = 2) */
+    void (*forward_lp)(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
+                       const uint16_t *params, const uint16_t *in, uint16_t *out, void *workspace,
+                       int batch);
+    void (*backward_lp)(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
+                        const uint16_t *params, const uint16_t *in, const uint16_t *out,
+                        const uint16_t *dout, uint16_t *din, float *dparams, void *workspace,
+                        int batch);
+    size_t (*fwd_workspace_bytes_lp)(const hfl_layer *ly, int batch);
+    size_t (*bwd_workspace_bytes_lp)(const hfl_layer *ly, int batch);
 } hfl_layer_ops;
 
 /* The table for a kind, or NULL for an unknown kind. */
@@ -83,6 +100,15 @@ void hfl_dense_forward(const hfl_backend *be, const float *w, const float *b, co
  * dx = dy w when dx != NULL. */
 void hfl_dense_backward(const hfl_backend *be, const float *w, const float *x, const float *dy,
                         float *dw, float *db, float *dx, int n, int in, int out);
+
+/* Dense in 2-byte storage (fp32 dw, db); ws is hfl_dense_workspace_bytes_lp. */
+void hfl_dense_forward_lp(const hfl_backend *be, hfl_precision lp, const uint16_t *w,
+                          const uint16_t *b, const uint16_t *x, uint16_t *y, int n, int in,
+                          int out, void *ws);
+void hfl_dense_backward_lp(const hfl_backend *be, hfl_precision lp, const uint16_t *w,
+                           const uint16_t *x, const uint16_t *dy, float *dw, float *db,
+                           uint16_t *dx, int n, int in, int out, void *ws);
+size_t hfl_dense_workspace_bytes_lp(int n, int in, int out, int backward);
 
 /* The window geometry of a conv2d or maxpool2d layer (from its in_shape). */
 hfl_window_geom hfl_layer_geom(const hfl_layer *ly);

@@ -129,36 +129,70 @@ void hfl_model_init_params(const hfl_model_spec *spec, float *params, uint64_t s
 /* Forward FLOPs of one sample (multiply-add = 2), summed over the layers. */
 uint64_t hfl_model_forward_flops(const hfl_model_spec *spec);
 
+/* Training precision (hfl_precision, kernels/backend.h; model/precision.c).
+ * fp32 runs everything in fp32. bf16 and fp16 are mixed precision after
+ * Micikevicius et al. 2018 ("Mixed Precision Training", ICLR): activations,
+ * activation gradients and working weights are stored in the 2-byte type,
+ * arithmetic is fp32 with each stored result rounded to nearest even, and the
+ * optimizer updates fp32 master weights from fp32 gradients, then rounds
+ * them into the working copy. fp16 adds dynamic loss scaling: the loss
+ * gradient is multiplied by a scale S (initially HFL_LOSS_SCALE_INIT) so
+ * small gradients survive fp16's range, the parameter gradients are divided
+ * by S, and a step whose gradients hold an Inf or NaN is skipped (master
+ * weights and momentum untouched) and halves S; HFL_LOSS_SCALE_INTERVAL
+ * clean steps in a row double it. bf16 has fp32's exponent range and runs
+ * with S = 1, never skipping. */
+int hfl_precision_parse(const char *name, hfl_precision *prec, char *err); /* "fp32", "bf16", "fp16" */
+const char *hfl_precision_name(hfl_precision prec);
+size_t hfl_precision_bytes(hfl_precision prec); /* 4 or 2: an activation element */
+
+#define HFL_LOSS_SCALE_INIT 65536.0f
+#define HFL_LOSS_SCALE_INTERVAL 2000
+
 typedef struct hfl_trainer hfl_trainer;
 typedef struct hfl_plan hfl_plan; /* model/planner.h */
 
 /* Buffers for batches of up to max_batch samples: the plan of
  * hfl_plan_make with batch max_batch, checkpoint schedule `none`, a momentum
- * buffer and fp32 activations. NULL for max_batch < 1 or a spec that fails
+ * buffer and fp32 precision. NULL for max_batch < 1 or a spec that fails
  * hfl_model_spec_check; prints one line and exits(1) when the backend refuses
  * the arena (as be->alloc does). */
 hfl_trainer *hfl_trainer_create(const hfl_model_spec *spec, const hfl_backend *be, int max_batch);
 /* A trainer running `plan` (made by hfl_plan_make for this spec; copied):
  * ONE be->try_alloc of plan->arena_bytes, nothing allocated afterwards.
  * Batches of up to plan->cfg.batch samples; step() with a nonzero momentum
- * needs a plan with momentum. NULL with err when the plan was made for
- * another spec, its activations are not fp32, or the backend refuses. */
+ * needs a plan with momentum. The precision is the plan's (cfg.precision).
+ * NULL with err when the plan was made for another spec, its activation
+ * element size does not match its precision, or the backend refuses. */
 hfl_trainer *hfl_trainer_create_plan(const hfl_model_spec *spec, const hfl_backend *be,
                                      const hfl_plan *plan, char *err);
 void hfl_trainer_free(hfl_trainer *t);
 size_t hfl_trainer_device_bytes(const hfl_trainer *t); /* what the one allocation took */
 const hfl_plan *hfl_trainer_plan(const hfl_trainer *t); /* the trainer's copy of its plan */
 
+/* Parameters are fp32 in every precision: set writes the master weights (and
+ * rounds the working copy from them), get reads the master weights. Gradients
+ * are fp32 and unscaled (d(mean loss)/d(params), whatever the loss scale). */
 void hfl_trainer_set_params(hfl_trainer *t, const float *host_params);
 void hfl_trainer_get_params(const hfl_trainer *t, float *host_params);
 void hfl_trainer_get_grads(const hfl_trainer *t, float *host_grads);
 void hfl_trainer_reset_optimizer(hfl_trainer *t); /* zero momentum */
 
+hfl_precision hfl_trainer_precision(const hfl_trainer *t);
+/* fp16's dynamic loss scale S (1 in fp32 and bf16); set replaces it (> 0)
+ * and restarts the count of clean steps. */
+float hfl_trainer_loss_scale(const hfl_trainer *t);
+void hfl_trainer_set_loss_scale(hfl_trainer *t, float scale);
+/* Steps skipped for non-finite gradients since creation (fp16 only). */
+uint64_t hfl_trainer_skipped_steps(const hfl_trainer *t);
+
 /* Forward and backward on n <= max_batch host samples (x: n*in_dim floats);
  * leaves d(mean loss)/d(params) in the trainer's gradient buffer. Returns the mean loss. */
 float hfl_trainer_forward_backward(hfl_trainer *t, const float *x, const int32_t *y, int n);
 
-/* forward_backward followed by an SGD step; returns the mean loss. */
+/* forward_backward followed by an SGD step; returns the mean loss. In fp16 a
+ * step whose gradients are not finite is skipped (hfl_trainer_skipped_steps
+ * counts it) and the loss scale halves; see the precision comment above. */
 float hfl_trainer_step(hfl_trainer *t, const float *x, const int32_t *y, int n, float lr,
                        float momentum, float weight_decay);
 

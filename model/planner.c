@@ -21,6 +21,7 @@ typedef struct {
     const hfl_model_spec *s;
     const hfl_layer_ops *ops[HFL_MAX_LAYERS];
     size_t batch, esize;
+    hfl_precision prec;             /* HFL_PREC_FP32: fp32 layer workspaces and weights */
     int first_param;                /* the first layer with parameters */
     int act[HFL_MAX_LAYERS + 1];    /* a_j as written by the forward pass */
     int re[HFL_MAX_LAYERS + 1];     /* a_j as recomputed during backward, or -1 */
@@ -76,6 +77,16 @@ static size_t stage_count(const builder *b, int j) {
     return b->batch * (size_t)b->s->layers[b->p->stage_first[j] - 1].out;
 }
 
+/* Layer l's forward or backward workspace at the plan's batch and precision. */
+static size_t layer_ws(const builder *b, int l, int backward) {
+    const hfl_layer_ops *o = b->ops[l];
+    const hfl_layer *ly = &b->s->layers[l];
+    int n = (int)b->batch;
+    if (b->prec == HFL_PREC_FP32)
+        return backward ? o->bwd_workspace_bytes(ly, n) : o->fwd_workspace_bytes(ly, n);
+    return backward ? o->bwd_workspace_bytes_lp(ly, n) : o->fwd_workspace_bytes_lp(ly, n);
+}
+
 /* A workspace buffer for one op of layer l, or -1 when it needs none. */
 static int workspace(builder *b, int l, size_t bytes, const char *fmt) {
     return bytes ? add_buffer(b, HFL_BUF_WORKSPACE, l, bytes, 1, fmt, l) : -1;
@@ -88,7 +99,7 @@ static int emit_stage_forward(builder *b, int j, int src, int recompute) {
     int dst = add_buffer(b, HFL_BUF_ACTIVATIONS, last, stage_count(b, j), b->esize,
                          recompute ? "a%d.re" : "a%d", j);
     for (int l = p->stage_first[j - 1]; l <= last; l++) {
-        size_t ws = b->ops[l]->fwd_workspace_bytes(&b->s->layers[l], (int)b->batch);
+        size_t ws = layer_ws(b, l, 0);
         int w = workspace(b, l, ws, recompute ? "ws.r%d" : "ws.f%d");
         hfl_plan_op *op = add_op(b, HFL_OP_FORWARD, l);
         op->recompute = recompute;
@@ -111,7 +122,7 @@ static void emit_stage_backward(builder *b, int j) {
     int first = p->stage_first[j - 1];
     for (int l = p->stage_first[j] - 1; l >= first && l >= b->first_param; l--) {
         const hfl_layer_ops *o = b->ops[l];
-        size_t ws = o->bwd_workspace_bytes(&b->s->layers[l], (int)b->batch);
+        size_t ws = layer_ws(b, l, 1);
         int w = workspace(b, l, ws, "ws.b%d");
         int din = -1;
         if (l > b->first_param) {
@@ -149,6 +160,10 @@ static void emit_ops(builder *b) {
     op->in = b->act[n];
     op->labels = p->labels;
     op->out = b->grad[n];
+    /* bf16/fp16: one logit row and its gradient widened to fp32. */
+    if (b->prec != HFL_PREC_FP32)
+        op->ws = add_buffer(b, HFL_BUF_WORKSPACE, -1, 2 * (size_t)b->s->n_classes, sizeof(float),
+                            "ws.loss", 0);
 
     int first_stage = b->stage_of[b->first_param];
     for (int k = p->ckpt.n_segments - 1; k >= 0; k--) {
@@ -175,8 +190,8 @@ static void set_lifetimes(hfl_plan *p) {
         int bufs[6] = {op->in, op->out, op->dout, op->din, op->ws, op->labels};
         for (int k = 0; k < 6; k++) touch(p, bufs[k], i);
     }
-    int whole[3] = {p->params, p->grads, p->momentum};
-    for (int k = 0; k < 3; k++) {
+    int whole[4] = {p->params, p->master, p->grads, p->momentum};
+    for (int k = 0; k < 4; k++) {
         touch(p, whole[k], 0);
         touch(p, whole[k], p->n_ops - 1);
     }
@@ -220,18 +235,33 @@ static int plan_schedule(builder *b, char *err) {
     p->n_stages = 0;
     p->stage_first[0] = 0;
     for (int l = 0; l < s->n_layers; l++) {
-        if (!joins_previous(b, l)) {
+        const hfl_layer_ops *o = b->ops[l];
+        int joins = joins_previous(b, l);
+        if (!joins) {
+            /* The stage's first layer: it reads a_{j-1} if it keeps its input
+             * and writes g_{j-1} (over g_j when it runs in place). */
             hfl_ckpt_layer *c = &chain_layers[p->n_stages++];
-            c->cost = 0.0;
+            *c = (hfl_ckpt_layer){.cost = 0.0,
+                                  .needs_input = (o->keeps & HFL_KEEP_INPUT) != 0,
+                                  .grad_in_place = o->bwd_in_place &&
+                                                   s->layers[l].in == s->layers[l].out};
         }
         hfl_ckpt_layer *c = &chain_layers[p->n_stages - 1];
-        c->cost += (double)b->ops[l]->flops(&s->layers[l]) * (double)b->batch;
+        c->cost += (double)o->flops(&s->layers[l]) * (double)b->batch;
         c->out_bytes = b->batch * (size_t)s->layers[l].out * b->esize;
-        c->needs_output = (b->ops[l]->keeps & HFL_KEEP_OUTPUT) != 0;
+        /* Only the last layer can keep the output (joins_previous); a joined
+         * one reads it in its own backward op, before the first layer's. */
+        c->needs_output = (o->keeps & HFL_KEEP_OUTPUT) != 0;
+        c->output_first = joins;
         p->stage_first[p->n_stages] = l + 1;
         b->stage_of[l] = p->n_stages;
     }
-    hfl_ckpt_chain chain = {p->n_stages, b->batch * (size_t)s->in_dim * b->esize, chain_layers};
+    /* first_param is always a stage's first layer: joined layers are
+     * parameter-free in-place ones (ReLU). */
+    hfl_ckpt_chain chain = {.n = p->n_stages,
+                            .in_bytes = b->batch * (size_t)s->in_dim * b->esize,
+                            .layers = chain_layers,
+                            .first_backward = b->stage_of[b->first_param]};
     return hfl_ckpt_schedule(&chain, p->cfg.ckpt, p->cfg.ckpt_budget, &p->ckpt, err);
 }
 
@@ -239,9 +269,15 @@ int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_pl
     if (!spec || !cfg || !p) return hfl_errf(err, "planner: NULL argument");
     if (hfl_model_spec_check(spec, err) != 0) return -1;
     if (cfg->batch < 1) return hfl_errf(err, "planner: batch %d must be >= 1", cfg->batch);
-    if (cfg->act_elem_bytes != 2 && cfg->act_elem_bytes != 4)
-        return hfl_errf(err, "planner: activation element size %zu (2 or 4 allowed)",
-                        cfg->act_elem_bytes);
+    if ((unsigned)cfg->precision > HFL_PREC_FP16)
+        return hfl_errf(err, "planner: unknown precision %d", (int)cfg->precision);
+    size_t esize = cfg->act_elem_bytes ? cfg->act_elem_bytes
+                                       : cfg->precision == HFL_PREC_FP32 ? sizeof(float) : 2;
+    if (esize != 2 && esize != 4)
+        return hfl_errf(err, "planner: activation element size %zu (2 or 4 allowed)", esize);
+    if (cfg->precision != HFL_PREC_FP32 && esize != 2)
+        return hfl_errf(err, "planner: %s activations are 2 bytes an element, not %zu",
+                        hfl_precision_name(cfg->precision), esize);
     if ((unsigned)cfg->ckpt > HFL_CKPT_FULL)
         return hfl_errf(err, "planner: unknown checkpoint kind %d", (int)cfg->ckpt);
     /* Overflow guard: a buffer is a batch of the widest tensor (at most 8
@@ -256,8 +292,10 @@ int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_pl
 
     memset(p, 0, sizeof *p);
     p->cfg = *cfg;
+    p->cfg.act_elem_bytes = esize;
     p->spec = *spec;
-    builder b = {.p = p, .s = spec, .batch = (size_t)cfg->batch, .esize = cfg->act_elem_bytes};
+    builder b = {.p = p, .s = spec, .batch = (size_t)cfg->batch, .esize = esize,
+                 .prec = cfg->precision};
     b.first_param = spec->n_layers - 1; /* the last layer is dense */
     for (int l = spec->n_layers - 1; l >= 0; l--) {
         b.ops[l] = hfl_layer_ops_for(spec->layers[l].kind);
@@ -266,7 +304,11 @@ int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_pl
     for (int j = 0; j <= HFL_MAX_LAYERS; j++) b.act[j] = b.re[j] = b.grad[j] = -1;
     if (plan_schedule(&b, err) != 0) return -1;
 
-    p->params = add_buffer(&b, HFL_BUF_WEIGHTS, -1, spec->n_params, sizeof(float), "params", 0);
+    int lp = cfg->precision != HFL_PREC_FP32;
+    p->params = add_buffer(&b, HFL_BUF_WEIGHTS, -1, spec->n_params, lp ? 2 : sizeof(float),
+                           "params", 0);
+    p->master = lp ? add_buffer(&b, HFL_BUF_MASTER, -1, spec->n_params, sizeof(float), "master", 0)
+                   : -1;
     p->grads = add_buffer(&b, HFL_BUF_GRADS, -1, spec->n_params, sizeof(float), "grads", 0);
     p->momentum = cfg->momentum ? add_buffer(&b, HFL_BUF_OPTIMIZER, -1, spec->n_params,
                                              sizeof(float), "momentum", 0)
@@ -275,9 +317,6 @@ int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_pl
     p->labels = add_buffer(&b, HFL_BUF_INPUT, -1, b.batch, sizeof(int32_t), "labels", 0);
     emit_ops(&b);
     set_lifetimes(p);
-    if (cfg->hold_checkpoints)
-        for (int j = 0; j <= p->n_stages; j++)
-            if (p->ckpt.stored[j]) touch(p, b.act[j], p->optimizer_op - 1);
     set_peaks(p);
     hfl_plan_place(p);
     return 0;

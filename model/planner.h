@@ -15,7 +15,7 @@
  * layers into the stage of the layer before them; the checkpoint chain
  * (hfl_ckpt_chain) has one entry per stage: cost = the stage's forward FLOPs
  * times the batch, out_bytes = its output at this batch and element size,
- * needs_output = its last layer keeps its output. Layer 0 never runs in
+ * and the flags of AGAINST checkpoint.h's ACCOUNTING below. Layer 0 never runs in
  * place (the input batch must survive for backward and recomputation), so a
  * model starting with ReLU gets a separate buffer for it.
  *
@@ -41,35 +41,41 @@
  * one op. Evaluation runs the ops up to LOSS (without dlogits), a prefix of
  * the same timeline, so it fits in the same arena.
  *
- * AGAINST checkpoint.h's ACCOUNTING. chain_peak, the largest sum over ops of
- * the live activation, activation-gradient and input-batch (a_0) bytes, is
- * at most ckpt.peak, and below it by exactly what this execution frees
- * earlier than the model there: (1) a stored checkpoint dies after its last
- * read instead of at the end of backward (the logits right after LOSS);
- * (2) a stage's output read only by its in-place ReLU's backward dies before
- * the stage's first layer allocates g_{j-1} (checkpoint.h holds a_i for the
- * whole step i); (3) no gradient is made for stages below the first layer
- * with parameters, nor for the input; (4) a stage whose first layer keeps no
- * input does not hold it during backward. Labels (int32 per sample) are
- * input-batch bytes outside the chain.
- *
- * With cfg.hold_checkpoints the stored activations (a_0 included) instead
- * live to the last backward op, checkpoint.h's execution model itself: then
- * chain_peak differs from ckpt.peak only by (2) to (4). That costs memory
- * under every schedule; its use is that checkpoint.c's DP minimises exactly
- * that model, so the schedules rank as it says (full < sqrt < none). Freeing
- * after the last read, the default, needs less under every schedule but the
- * DP's choice may then save nothing: for cnn the early activations live to
- * the end of backward anyway, and `full` peaks where `none` does.
+ * AGAINST checkpoint.h's ACCOUNTING. The chain handed to hfl_ckpt_schedule
+ * states this execution exactly: per stage, needs_input = its first layer
+ * keeps its input, needs_output = its last layer keeps its output,
+ * output_first = that last layer is not the first (an in-place ReLU whose
+ * backward op reads a_j before the first layer's op writes g_{j-1}),
+ * grad_in_place = the first layer's backward writes g_{j-1} over g_j, and
+ * first_backward = the stage of the first layer with parameters. So
+ * chain_peak, the largest sum over ops of the live activation,
+ * activation-gradient and input-batch (a_0) bytes, equals ckpt.peak for
+ * every plan, and the DP minimises the activation part of the step's real
+ * peak. Labels (int32 per sample), workspaces and the parameter-sized
+ * buffers are outside the chain: live_peak is at most chain_peak plus the
+ * most of those alive at one op, and arena_bytes can exceed live_peak by
+ * placement gaps (PLACEMENT; 3.2 MB for cnn at batch 128 under optimal and
+ * full, docs/benchmarks.md).
  *
  * PLACEMENT (planner_place.c): first fit at 64-byte-aligned offsets clear of
  * every placed buffer whose lifetime overlaps, in two orders (by size, by
  * first op), keeping the smaller arena.
  * arena_bytes is the end of the highest buffer; it is at least live_peak.
  *
- * Element size: activations, activation gradients and the input batch are
- * act_elem_bytes per element (4 today; bf16/fp16 storage later); parameters,
- * gradients and momentum are fp32; workspaces are what the ops table says. */
+ * PRECISION (cfg.precision; model/model.h, kernels/backend.h). fp32: the
+ * weights, gradients, momentum, activations, activation gradients and input
+ * batch are 4 bytes an element, and there are no master weights. bf16 and
+ * fp16 (mixed precision, Micikevicius et al. 2018): the working weights
+ * (category "weights", what the layers read) are 2 bytes an element beside
+ * fp32 master weights ("master_weights", what the optimizer updates); the
+ * activations, activation gradients and input batch are 2 bytes; gradients
+ * and momentum stay fp32; the layers' workspaces are their *_lp sizes, which
+ * include the fp32 staging the CPU backend needs to run sgemm on 2-byte data,
+ * and the LOSS op gets a workspace of two logit rows in fp32 (ws.loss).
+ * Master weights live over the whole timeline, like the weights.
+ * cfg.act_elem_bytes: 0 derives it from the precision (4 for fp32, 2 for
+ * bf16/fp16); 2 or 4 must match, except that fp32 with 2 plans a what-if of
+ * fp32 weights around 2-byte activations, which the trainer refuses. */
 #ifndef HFL_MODEL_PLANNER_H
 #define HFL_MODEL_PLANNER_H
 
@@ -80,15 +86,15 @@
 
 #define HFL_PLAN_ALIGN 64
 #define HFL_PLAN_NAME_LEN 16
-/* params, grads, momentum, input, labels; per stage: a_j, its recompute
- * instance, g_j; per layer: fwd, recompute and bwd workspace. */
-#define HFL_PLAN_MAX_BUFFERS (5 + 6 * HFL_MAX_LAYERS + 1)
+/* params, master, grads, momentum, input, labels, ws.loss; per stage: a_j,
+ * its recompute instance, g_j; per layer: fwd, recompute and bwd workspace. */
+#define HFL_PLAN_MAX_BUFFERS (7 + 6 * HFL_MAX_LAYERS + 1)
 /* LOAD, LOSS, OPTIMIZER; per layer forward, recompute, backward. */
 #define HFL_PLAN_MAX_OPS (3 + 3 * HFL_MAX_LAYERS)
 
 typedef enum {
-    HFL_BUF_WEIGHTS,     /* the fp32 parameter vector */
-    HFL_BUF_MASTER,      /* fp32 master weights (reduced-precision training; 0 in fp32) */
+    HFL_BUF_WEIGHTS,     /* the working parameter vector the layers read (fp32, bf16 or fp16) */
+    HFL_BUF_MASTER,      /* fp32 master weights (bf16/fp16 training; none in fp32) */
     HFL_BUF_GRADS,       /* parameter gradients */
     HFL_BUF_OPTIMIZER,   /* momentum */
     HFL_BUF_ACTIVATIONS, /* layer outputs, their recompute instances, activation gradients */
@@ -111,9 +117,9 @@ typedef struct {
 typedef enum {
     HFL_OP_LOAD,      /* out = input batch, labels = labels */
     HFL_OP_FORWARD,   /* layer: in -> out with ws; in == out when in place */
-    HFL_OP_LOSS,      /* in = logits, labels; out = dlogits */
+    HFL_OP_LOSS,      /* in = logits, labels; out = dlogits; ws (bf16/fp16 only) */
     HFL_OP_BACKWARD,  /* layer: in, out (each -1 when not kept), dout -> din (-1: none), ws */
-    HFL_OP_OPTIMIZER, /* plan->params, grads, momentum */
+    HFL_OP_OPTIMIZER, /* plan->params, master, grads, momentum */
 } hfl_plan_op_kind;
 
 typedef struct {
@@ -128,8 +134,8 @@ typedef struct {
     hfl_ckpt_kind ckpt;    /* which activations to store */
     size_t ckpt_budget;    /* optimal: bound on the chain's peak (checkpoint.h); SIZE_MAX: none */
     int momentum;          /* nonzero: SGD with momentum (plans the momentum buffer) */
-    size_t act_elem_bytes; /* bytes per activation element: 4 (fp32) or 2 (bf16/fp16) */
-    int hold_checkpoints;  /* nonzero: stored activations live to the end of backward */
+    size_t act_elem_bytes; /* bytes per activation element: 0 = from precision (PRECISION) */
+    hfl_precision precision; /* HFL_PREC_FP32 (the zero value), BF16 or FP16 */
 } hfl_plan_config;
 
 typedef struct hfl_plan {
@@ -144,17 +150,20 @@ typedef struct hfl_plan {
     int n_ops;
     hfl_plan_op ops[HFL_PLAN_MAX_OPS];
     int params, grads, momentum, input, labels; /* buffer indices; momentum -1 without */
+    int master;                                  /* fp32 master weights; -1 in fp32 */
     int loss_op, optimizer_op;                   /* op indices */
     size_t arena_bytes; /* the one allocation: every buffer's offset + bytes fits */
     size_t live_peak;   /* max over ops of the bytes of the buffers live at it */
     int peak_op;        /* the first op attaining live_peak */
     size_t breakdown[HFL_BUF_N_CATEGORIES]; /* live bytes at peak_op by category */
-    size_t chain_peak;  /* max over ops of live activation + a_0 bytes (<= ckpt.peak) */
+    size_t chain_peak;  /* max over ops of live activation + a_0 bytes (== ckpt.peak) */
 } hfl_plan;
 
 /* Plans one training step of spec under cfg into *plan (placement included).
- * -1 with err for a spec failing hfl_model_spec_check, batch < 1, an element
- * size other than 2 or 4, an unknown kind, or sizes overflowing size_t. An
+ * -1 with err for a spec failing hfl_model_spec_check, batch < 1, an unknown
+ * precision, an element size other than 0, 2 or 4 or one that does not suit
+ * the precision, an unknown kind, or sizes overflowing size_t. cfg's
+ * act_elem_bytes is stored derived (never 0) in plan->cfg. An
  * `optimal` budget below every schedule is not an error: the plan is the
  * `full` one with ckpt.feasible = 0. */
 int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_plan *plan,

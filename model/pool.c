@@ -3,7 +3,9 @@
  * No parameters and no workspace. Backward keeps only the input: the
  * backend recomputes each window's first maximum from it (a k*k scan per
  * window, cheap next to a convolution) instead of keeping the output or an
- * index map, so a ReLU -> maxpool pair keeps one tensor, the ReLU output. */
+ * index map, so a ReLU -> maxpool pair keeps one tensor, the ReLU output.
+ * In bf16/fp16 forward is exact; backward sums each input's dy in fp32 and
+ * rounds once (gather form, no workspace). */
 #include "model/layers.h"
 #include "util/util.h"
 
@@ -35,6 +37,25 @@ static void pool_backward(const hfl_backend *be, const hfl_layer *ly, const floa
     if (din) be->maxpool_bwd(din, dout, in, batch, hfl_layer_geom(ly));
 }
 
+static void pool_forward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
+                            const uint16_t *params, const uint16_t *in, uint16_t *out,
+                            void *workspace, int batch) {
+    (void)params;
+    (void)workspace;
+    be->maxpool_fwd_lp(lp, out, in, batch, hfl_layer_geom(ly));
+}
+
+static void pool_backward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
+                             const uint16_t *params, const uint16_t *in, const uint16_t *out,
+                             const uint16_t *dout, uint16_t *din, float *dparams, void *workspace,
+                             int batch) {
+    (void)params;
+    (void)out;
+    (void)dparams;
+    (void)workspace;
+    if (din) be->maxpool_bwd_lp(lp, din, dout, in, batch, hfl_layer_geom(ly));
+}
+
 static size_t pool_no_workspace(const hfl_layer *ly, int batch) {
     (void)ly;
     (void)batch;
@@ -58,4 +79,8 @@ const hfl_layer_ops hfl_maxpool2d_ops = {
     .fwd_in_place = 0,
     .bwd_in_place = 0,
     .flops = pool_flops,
+    .forward_lp = pool_forward_lp,
+    .backward_lp = pool_backward_lp,
+    .fwd_workspace_bytes_lp = pool_no_workspace,
+    .bwd_workspace_bytes_lp = pool_no_workspace,
 };

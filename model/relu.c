@@ -2,7 +2,8 @@
  *
  * Backward reads only the output (y > 0 exactly when x > 0), so the
  * pre-activation need not be kept and both passes may run in place: the
- * trainer lets forward overwrite its input when nothing else reads it. */
+ * trainer lets forward overwrite its input when nothing else reads it. In
+ * bf16/fp16 both passes are exact (a 2-byte value or zero). */
 #include "model/layers.h"
 #include "util/util.h"
 
@@ -36,6 +37,25 @@ static void relu_backward(const hfl_backend *be, const hfl_layer *ly, const floa
     if (din) be->relu_bwd(din, dout, out, (size_t)batch * ly->out);
 }
 
+static void relu_forward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
+                            const uint16_t *params, const uint16_t *in, uint16_t *out,
+                            void *workspace, int batch) {
+    (void)params;
+    (void)workspace;
+    be->relu_fwd_lp(lp, out, in, (size_t)batch * ly->out);
+}
+
+static void relu_backward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
+                             const uint16_t *params, const uint16_t *in, const uint16_t *out,
+                             const uint16_t *dout, uint16_t *din, float *dparams, void *workspace,
+                             int batch) {
+    (void)params;
+    (void)in;
+    (void)dparams;
+    (void)workspace;
+    if (din) be->relu_bwd_lp(lp, din, dout, out, (size_t)batch * ly->out);
+}
+
 static size_t relu_no_workspace(const hfl_layer *ly, int batch) {
     (void)ly;
     (void)batch;
@@ -56,4 +76,8 @@ const hfl_layer_ops hfl_relu_ops = {
     .fwd_in_place = 1,
     .bwd_in_place = 1,
     .flops = relu_flops,
+    .forward_lp = relu_forward_lp,
+    .backward_lp = relu_backward_lp,
+    .fwd_workspace_bytes_lp = relu_no_workspace,
+    .bwd_workspace_bytes_lp = relu_no_workspace,
 };

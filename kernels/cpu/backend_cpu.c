@@ -14,7 +14,16 @@
  * Convolution and pooling loops walk samples, channels and positions in
  * memory order and call the bodies of ops_hd.h per element; col2im and the
  * max-pool backward scatter (cheaper on one core) in an order that sums
- * each element exactly as the gather-form bodies a GPU runs would. */
+ * each element exactly as the gather-form bodies a GPU runs would.
+ * The reduced-precision (*_lp) ops widen 2-byte operands with the bodies of
+ * ops_hd.h, compute in fp32 and round each result once. gemm_lp stages
+ * 2-byte operands as fp32 tiles (HFL_GEMM_TILE rows of op(A) or columns of
+ * op(B), HFL_GEMM_TILE_K deep) in the caller's workspace and calls sgemm per
+ * tile, accumulating over k in fp32; a 2-byte C goes through an fp32 tile
+ * that takes the bias, then is rounded once. Tiling k keeps the staging a
+ * few hundred KB even for cnn's 3136-wide dense layer.
+ * col2im_lp and maxpool_bwd_lp use the gather-form bodies (each output summed
+ * in fp32, rounded once), so no fp32 image of dx is needed. */
 #include <cblas.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -301,8 +310,257 @@ static void cpu_channel_bias_grad(float *dbias, const float *dy, int n, int c, i
     for (int ch = 0; ch < c; ch++) dbias[ch] += hfl_op_channel_sum(dy, n, c, hw, ch);
 }
 
+/* ---- reduced precision ---- */
+
+static size_t cpu_min(size_t a, size_t b) { return a < b ? a : b; }
+
+size_t hfl_gemm_lp_ws_bytes(unsigned f32_mask, int m, int n, int k) {
+    size_t mt = cpu_min((size_t)m, HFL_GEMM_TILE), nt = cpu_min((size_t)n, HFL_GEMM_TILE);
+    size_t kt = cpu_min((size_t)k, HFL_GEMM_TILE_K), floats = 0;
+    if (!(f32_mask & HFL_GEMM_A_F32)) floats += mt * kt;
+    if (!(f32_mask & HFL_GEMM_B_F32)) floats += kt * nt;
+    if (!(f32_mask & HFL_GEMM_C_F32)) floats += mt * nt;
+    return floats * sizeof(float);
+}
+
+/* dst[r * cols + c] = widen(src[r * ld + c]) for r < rows, c < cols. The
+ * type is tested once, outside the loops, so each inner loop vectorises. */
+static void cpu_widen_block(hfl_precision lp, float *dst, const uint16_t *src, size_t ld,
+                            size_t rows, size_t cols) {
+    for (size_t r = 0; r < rows; r++) {
+        const uint16_t *s = src + r * ld;
+        float *d = dst + r * cols;
+        if (lp == HFL_PREC_FP16)
+            for (size_t c = 0; c < cols; c++) d[c] = hfl_op_widen(HFL_PREC_FP16, s[c]);
+        else
+            for (size_t c = 0; c < cols; c++) d[c] = hfl_op_widen(HFL_PREC_BF16, s[c]);
+    }
+}
+
+/* The tile of op(X) with rows [r0, r0 + rn) and k-range [k0, k0 + kn) for A
+ * (is_b = 0), or k-range x columns [r0, r0 + rn) for B (is_b = 1). Returns
+ * the fp32 pointer and leading dimension sgemm should read, staging 2-byte
+ * data into `stage` in its stored orientation (sgemm still transposes). */
+static const float *cpu_gemm_operand(hfl_precision lp, int is_f32, int trans, int is_b,
+                                     const void *x, int ld, size_t r0, size_t rn, size_t k0,
+                                     size_t kn, float *stage, int *ld_out) {
+    /* A untransposed / B transposed store the tile as rn rows of k; else k rows of rn. */
+    int rows_are_tile = is_b ? trans : !trans;
+    size_t off = rows_are_tile ? r0 * (size_t)ld + k0 : k0 * (size_t)ld + r0;
+    if (is_f32) {
+        *ld_out = ld;
+        return (const float *)x + off;
+    }
+    const uint16_t *h = (const uint16_t *)x + off;
+    if (rows_are_tile) {
+        cpu_widen_block(lp, stage, h, (size_t)ld, rn, kn);
+        *ld_out = (int)kn;
+    } else {
+        cpu_widen_block(lp, stage, h, (size_t)ld, kn, rn);
+        *ld_out = (int)rn;
+    }
+    return stage;
+}
+
+/* Tiles of C (mt x nt), each summed over k in chunks of HFL_GEMM_TILE_K in
+ * fp32 (in C itself when C is fp32, else in the staging tile, then bias and
+ * one rounding). The tiling depends only on (m, n, k), so a call is
+ * deterministic whatever the buffers' addresses. */
+static void cpu_gemm_lp(hfl_precision lp, unsigned f32_mask, int trans_a, int trans_b, int m,
+                        int n, int k, float alpha, const void *a, int lda, const void *b, int ldb,
+                        float beta, void *c, int ldc, const uint16_t *bias, int bias_axis,
+                        void *ws) {
+    if (m <= 0 || n <= 0) return;
+    size_t mt = cpu_min((size_t)m, HFL_GEMM_TILE), nt = cpu_min((size_t)n, HFL_GEMM_TILE);
+    size_t kt = cpu_min((size_t)k, HFL_GEMM_TILE_K);
+    int a32 = (f32_mask & HFL_GEMM_A_F32) != 0, b32 = (f32_mask & HFL_GEMM_B_F32) != 0;
+    int c32 = (f32_mask & HFL_GEMM_C_F32) != 0;
+    float *sa = ws, *sb = sa + (a32 ? 0 : mt * kt), *sc = sb + (b32 ? 0 : kt * nt);
+    for (size_t i0 = 0; i0 < (size_t)m; i0 += mt) {
+        size_t mi = cpu_min(mt, (size_t)m - i0);
+        for (size_t j0 = 0; j0 < (size_t)n; j0 += nt) {
+            size_t nj = cpu_min(nt, (size_t)n - j0);
+            float *pc;
+            int lc;
+            if (c32) {
+                pc = (float *)c + i0 * (size_t)ldc + j0;
+                lc = ldc;
+            } else {
+                pc = sc;
+                lc = (int)nj;
+                if (beta != 0.0f)
+                    cpu_widen_block(lp, sc, (const uint16_t *)c + i0 * (size_t)ldc + j0,
+                                    (size_t)ldc, mi, nj);
+            }
+            if (k <= 0) { /* C = beta C, as sgemm would do */
+                for (size_t r = 0; r < mi; r++)
+                    for (size_t q = 0; q < nj; q++) pc[r * (size_t)lc + q] *= beta;
+            }
+            for (size_t k0 = 0; k0 < (size_t)(k > 0 ? k : 0); k0 += kt) {
+                size_t kn = cpu_min(kt, (size_t)k - k0);
+                int la, lb;
+                const float *pa =
+                    cpu_gemm_operand(lp, a32, trans_a, 0, a, lda, i0, mi, k0, kn, sa, &la);
+                const float *pb =
+                    cpu_gemm_operand(lp, b32, trans_b, 1, b, ldb, j0, nj, k0, kn, sb, &lb);
+                cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                            trans_b ? CblasTrans : CblasNoTrans, (int)mi, (int)nj, (int)kn, alpha,
+                            pa, la, pb, lb, k0 ? 1.0f : beta, pc, lc);
+            }
+            for (size_t r = 0; r < mi; r++) {
+                float *row = pc + r * (size_t)lc;
+                if (bias_axis == HFL_BIAS_COL)
+                    for (size_t q = 0; q < nj; q++)
+                        row[q] = hfl_op_bias_add(row[q], hfl_op_widen(lp, bias[j0 + q]));
+                else if (bias_axis == HFL_BIAS_ROW)
+                    for (size_t q = 0; q < nj; q++)
+                        row[q] = hfl_op_bias_add(row[q], hfl_op_widen(lp, bias[i0 + r]));
+                if (!c32) {
+                    uint16_t *out = (uint16_t *)c + (i0 + r) * (size_t)ldc + j0;
+                    for (size_t q = 0; q < nj; q++) out[q] = hfl_op_narrow(lp, row[q]);
+                }
+            }
+        }
+    }
+}
+
+static void cpu_round_lp(hfl_precision lp, uint16_t *dst, const float *src, size_t n) {
+    if (lp == HFL_PREC_FP16)
+        for (size_t i = 0; i < n; i++) dst[i] = hfl_op_narrow(HFL_PREC_FP16, src[i]);
+    else
+        for (size_t i = 0; i < n; i++) dst[i] = hfl_op_narrow(HFL_PREC_BF16, src[i]);
+}
+
+static void cpu_relu_fwd_lp(hfl_precision lp, uint16_t *y, const uint16_t *x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] = hfl_op_relu_lp(lp, x[i]);
+}
+
+static void cpu_relu_bwd_lp(hfl_precision lp, uint16_t *dx, const uint16_t *dy, const uint16_t *y,
+                            size_t n) {
+    for (size_t i = 0; i < n; i++) dx[i] = hfl_op_relu_bwd_lp(lp, dy[i], y[i]);
+}
+
+static void cpu_bias_grad_lp(hfl_precision lp, float *dbias, const uint16_t *dy, int rows,
+                             int cols) {
+    for (int r = 0; r < rows; r++) {
+        const uint16_t *row = dy + (size_t)r * cols;
+        for (int c = 0; c < cols; c++) dbias[c] += hfl_op_widen(lp, row[c]);
+    }
+}
+
+static void cpu_channel_bias_grad_lp(hfl_precision lp, float *dbias, const uint16_t *dy, int n,
+                                     int c, int hw) {
+    for (int ch = 0; ch < c; ch++) dbias[ch] += hfl_op_channel_sum_lp(lp, dy, n, c, hw, ch);
+}
+
+/* As cpu_im2col, widening each copied element. */
+static void cpu_im2col_lp(hfl_precision lp, float *cols, const uint16_t *x, int n,
+                          hfl_window_geom g) {
+    size_t in_size = (size_t)g.c * g.h * g.w;
+    for (int i = 0; i < n; i++) {
+        const uint16_t *xi = x + (size_t)i * in_size;
+        for (int ci = 0; ci < g.c; ci++)
+            for (int ky = 0; ky < g.k; ky++)
+                for (int kx = 0; kx < g.k; kx++) {
+                    int lo, hi;
+                    cpu_tap_range(&g, kx, &lo, &hi);
+                    for (int oy = 0; oy < g.ho; oy++, cols += g.wo) {
+                        int iy = oy * g.s - g.p + ky;
+                        if (iy < 0 || iy >= g.h) {
+                            memset(cols, 0, (size_t)g.wo * sizeof(float));
+                            continue;
+                        }
+                        const uint16_t *src = xi + ((size_t)ci * g.h + iy) * g.w - g.p + kx;
+                        for (int ox = 0; ox < lo; ox++) cols[ox] = 0.0f;
+                        for (int ox = lo; ox < hi; ox++) cols[ox] = hfl_op_widen(lp, src[ox * g.s]);
+                        for (int ox = hi; ox < g.wo; ox++) cols[ox] = 0.0f;
+                    }
+                }
+    }
+}
+
+static void cpu_col2im_lp(hfl_precision lp, uint16_t *dx, const float *cols, int n,
+                          hfl_window_geom g) {
+    size_t in_size = (size_t)g.c * g.h * g.w, col_size = (size_t)g.c * g.k * g.k * g.ho * g.wo;
+    for (int i = 0; i < n; i++, dx += in_size, cols += col_size)
+        for (int ci = 0; ci < g.c; ci++)
+            for (int iy = 0; iy < g.h; iy++)
+                for (int ix = 0; ix < g.w; ix++)
+                    dx[((size_t)ci * g.h + iy) * g.w + ix] =
+                        hfl_op_narrow(lp, hfl_op_col2im(cols, &g, ci, iy, ix));
+}
+
+static void cpu_maxpool_fwd_lp(hfl_precision lp, uint16_t *y, const uint16_t *x, int n,
+                               hfl_window_geom g) {
+    size_t planes = (size_t)n * g.c, in_plane = (size_t)g.h * g.w;
+    for (size_t q = 0; q < planes; q++) {
+        const uint16_t *xp = x + q * in_plane;
+        for (int oy = 0; oy < g.ho; oy++)
+            for (int ox = 0; ox < g.wo; ox++)
+                *y++ = xp[hfl_op_maxpool_argmax_lp(lp, xp, &g, oy, ox)];
+    }
+}
+
+/* Windows that do not overlap (s >= k) send each input at most one dy, so a
+ * scatter of 0 + dy, rounded, gives the gather form's bits (0 + dy also turns
+ * -0 into +0 as the gather's sum does) without its per-input argmax search. */
+static void cpu_maxpool_bwd_lp(hfl_precision lp, uint16_t *dx, const uint16_t *dy,
+                               const uint16_t *x, int n, hfl_window_geom g) {
+    size_t planes = (size_t)n * g.c, in_plane = (size_t)g.h * g.w, out_plane = (size_t)g.ho * g.wo;
+    if (g.s >= g.k) {
+        memset(dx, 0, planes * in_plane * sizeof(uint16_t));
+        for (size_t q = 0; q < planes; q++) {
+            const uint16_t *xp = x + q * in_plane;
+            for (int oy = 0; oy < g.ho; oy++)
+                for (int ox = 0; ox < g.wo; ox++, dy++)
+                    dx[q * in_plane + hfl_op_maxpool_argmax_lp(lp, xp, &g, oy, ox)] =
+                        hfl_op_narrow(lp, 0.0f + hfl_op_widen(lp, *dy));
+        }
+        return;
+    }
+    for (size_t q = 0; q < planes; q++)
+        for (int iy = 0; iy < g.h; iy++)
+            for (int ix = 0; ix < g.w; ix++)
+                dx[q * in_plane + (size_t)iy * g.w + ix] = hfl_op_narrow(
+                    lp, hfl_op_maxpool_bwd_lp(lp, x + q * in_plane, dy + q * out_plane, &g, iy, ix));
+}
+
+static float cpu_softmax_xent_lp(hfl_precision lp, const uint16_t *logits, const int32_t *labels,
+                                 uint16_t *dlogits, int rows, int cols, int *correct,
+                                 float grad_scale, float *ws) {
+    if (rows <= 0) {
+        if (correct) *correct = 0;
+        return 0.0f;
+    }
+    double total = 0.0;
+    int n_correct = 0;
+    float scale = grad_scale / (float)rows, *z = ws, *drow = ws + cols;
+    for (int r = 0; r < rows; r++) {
+        int ok;
+        cpu_widen_block(lp, z, logits + (size_t)r * cols, 0, 1, (size_t)cols);
+        total += hfl_op_softmax_xent_row(z, labels[r], dlogits ? drow : NULL, cols, scale, &ok);
+        if (dlogits) cpu_round_lp(lp, dlogits + (size_t)r * cols, drow, (size_t)cols);
+        n_correct += ok;
+    }
+    if (correct) *correct = n_correct;
+    return (float)(total / rows);
+}
+
+static int cpu_unscale_grads(float *g, size_t n, float inv_scale) {
+    int finite = 1;
+    for (size_t i = 0; i < n; i++) g[i] = hfl_op_unscale(g[i], inv_scale, &finite);
+    return finite;
+}
+
+static void cpu_sgd_step_lp(hfl_precision lp, float *master, float *v, const float *g, uint16_t *w,
+                            size_t n, float lr, float momentum, float wd) {
+    cpu_sgd_step(master, v, g, n, lr, momentum, wd);
+    cpu_round_lp(lp, w, master, n);
+}
+
 static const hfl_backend cpu_backend = {
     .name = "cpu",
+    .host_memory = 1,
     .alloc = cpu_alloc,
     .try_alloc = cpu_try_alloc,
     .free = cpu_free,
@@ -323,6 +581,19 @@ static const hfl_backend cpu_backend = {
     .maxpool_bwd = cpu_maxpool_bwd,
     .channel_bias_add = cpu_channel_bias_add,
     .channel_bias_grad = cpu_channel_bias_grad,
+    .gemm_lp = cpu_gemm_lp,
+    .round_lp = cpu_round_lp,
+    .relu_fwd_lp = cpu_relu_fwd_lp,
+    .relu_bwd_lp = cpu_relu_bwd_lp,
+    .bias_grad_lp = cpu_bias_grad_lp,
+    .channel_bias_grad_lp = cpu_channel_bias_grad_lp,
+    .im2col_lp = cpu_im2col_lp,
+    .col2im_lp = cpu_col2im_lp,
+    .maxpool_fwd_lp = cpu_maxpool_fwd_lp,
+    .maxpool_bwd_lp = cpu_maxpool_bwd_lp,
+    .softmax_xent_lp = cpu_softmax_xent_lp,
+    .unscale_grads = cpu_unscale_grads,
+    .sgd_step_lp = cpu_sgd_step_lp,
 };
 
 const hfl_backend *hfl_backend_cpu(void) { return &cpu_backend; }

@@ -1,11 +1,13 @@
 /* test_checkpoint.c: gradient-checkpointing schedules (model/checkpoint.h).
  *
  * 1. The accounting: hand-computed peaks and recomputes of small chains, and
- *    an event-by-event memory simulator (allocate/free every activation and
- *    gradient in the order checkpoint.h's execution model runs them) that
- *    must agree with hfl_ckpt_evaluate on random chains and random sets.
+ *    an event-by-event memory simulator (every activation, recomputed
+ *    activation and gradient is a buffer living from the step that writes it
+ *    to the last step that reads it, the steps in the order checkpoint.h's
+ *    execution model runs them) that must agree with hfl_ckpt_evaluate on
+ *    random chains (all flags, first_backward) and random sets.
  * 2. The schedules against brute force over all 2^(n-1) checkpoint sets on
- *    2000 random chains of 1..10 layers (and 12 of 16..18) with random budgets: `optimal` has
+ *    2000 random chains of 1..10 layers (and 40 of 14..18) with random budgets: `optimal` has
  *    the brute-force least recompute (bit-equal) and, among those, the least
  *    peak, within budget, and is infeasible exactly when brute force finds
  *    no set; `full` has the least peak and the least recompute among those;
@@ -49,47 +51,72 @@ static size_t m_of(const hfl_ckpt_chain *ch, int j) {
 /* ---- the simulator: an independent statement of the execution model ---- */
 
 typedef struct {
-    size_t cur, peak;
-} meter;
+    size_t bytes;
+    int written, last; /* step indices; last = the last step touching it */
+} sim_buf;
 
-static void alloc_b(meter *mt, size_t b) {
-    mt->cur += b;
-    if (mt->cur > mt->peak) mt->peak = mt->cur;
+typedef struct {
+    sim_buf b[3 * (HFL_CKPT_MAX_LAYERS + 1)];
+    int nb, t;
+} sim;
+
+static int sim_new(sim *s, size_t bytes) {
+    s->b[s->nb] = (sim_buf){bytes, s->t, s->t};
+    return s->nb++;
 }
+static void sim_read(sim *s, int id) { s->b[id].last = s->t; }
 
 /* Peak bytes of activations and gradients over forward and backward. */
 static size_t simulate(const hfl_ckpt_chain *ch, const unsigned char *stored) {
-    int n = ch->n;
-    meter mt = {0, 0};
-    alloc_b(&mt, m_of(ch, 0));
-    for (int i = 1; i <= n; i++) { /* forward: an internal input dies once used */
-        alloc_b(&mt, m_of(ch, i));
-        if (!stored[i - 1]) mt.cur -= m_of(ch, i - 1);
+    int n = ch->n, f = ch->first_backward < 1 ? 1 : ch->first_backward;
+    sim s;
+    memset(&s, 0, sizeof s);
+    int A[HFL_CKPT_MAX_LAYERS + 1], R[HFL_CKPT_MAX_LAYERS + 1], G[HFL_CKPT_MAX_LAYERS + 1];
+    A[0] = sim_new(&s, m_of(ch, 0)); /* load */
+    for (int i = 1; i <= n; i++) {   /* forward */
+        s.t++;
+        sim_read(&s, A[i - 1]);
+        A[i] = sim_new(&s, m_of(ch, i));
     }
-    alloc_b(&mt, m_of(ch, n)); /* the loss gradient g_n */
+    s.t++; /* loss */
+    sim_read(&s, A[n]);
+    G[n] = sim_new(&s, m_of(ch, n));
     int e = n;
     while (e > 0) {
-        int s = e - 1;
-        while (!stored[s]) s--;
-        unsigned char live[HFL_CKPT_MAX_LAYERS + 1] = {0};
-        for (int k = s + 1; k < e; k++) { /* recompute, keep everything */
-            alloc_b(&mt, m_of(ch, k));
-            live[k] = 1;
-        }
-        for (int i = e; i > s; i--) {
-            if (i - 1 > 0) alloc_b(&mt, m_of(ch, i - 1)); /* g_{i-1}, while g_i lives */
-            mt.cur -= m_of(ch, i);                         /* g_i */
-            for (int k = s + 1; k < e; k++) {             /* free what step i read last */
-                int last = ch->layers[k - 1].needs_output ? k : k + 1;
-                if (live[k] && last == i) {
-                    live[k] = 0;
-                    mt.cur -= m_of(ch, k);
+        int q = e - 1;
+        while (!stored[q]) q--;
+        if (e >= f) {
+            for (int i = q + 1; i < e; i++) { /* recompute */
+                s.t++;
+                sim_read(&s, i - 1 == q ? A[q] : R[i - 1]);
+                R[i] = sim_new(&s, m_of(ch, i));
+            }
+            for (int i = e; i >= q + 1 && i >= f; i--) {
+                const hfl_ckpt_layer *l = &ch->layers[i - 1];
+                int out = i == e ? A[e] : R[i], in = i - 1 == q ? A[q] : R[i - 1];
+                s.t++;
+                sim_read(&s, G[i]);
+                if (l->needs_output) {
+                    sim_read(&s, out);
+                    if (l->output_first) { /* the second sub-step */
+                        s.t++;
+                        sim_read(&s, G[i]);
+                    }
                 }
+                if (l->needs_input) sim_read(&s, in);
+                if (i > f) G[i - 1] = l->grad_in_place ? G[i] : sim_new(&s, m_of(ch, i - 1));
             }
         }
-        e = s;
+        e = q;
     }
-    return mt.peak;
+    size_t peak = 0;
+    for (int t = 0; t <= s.t; t++) {
+        size_t live = 0;
+        for (int k = 0; k < s.nb; k++)
+            if (s.b[k].written <= t && t <= s.b[k].last) live += s.b[k].bytes;
+        if (live > peak) peak = live;
+    }
+    return peak;
 }
 
 /* ---- helpers ---- */
@@ -124,74 +151,116 @@ static void check_plan(const hfl_ckpt_chain *ch, const hfl_ckpt_plan *p) {
         CHECK(p->bound[j] < p->bound[j + 1] && p->stored[p->bound[j + 1]], "bound %d", j);
     hfl_ckpt_plan e = eval_ok(ch, p->stored);
     CHECK(e.peak == p->peak && e.recompute == p->recompute && e.stored_bytes == p->stored_bytes &&
-              e.segment_bytes == p->segment_bytes,
+              e.segment_bytes == p->segment_bytes && e.held_bytes == p->held_bytes,
           "plan figures %zu/%g vs evaluated %zu/%g", p->peak, p->recompute, e.peak, e.recompute);
-    CHECK(p->peak == p->stored_bytes + p->segment_bytes, "peak is stored + segment");
+    CHECK(p->peak == p->held_bytes + p->segment_bytes, "peak is held + segment");
     CHECK(p->feasible == (p->peak <= p->budget), "feasible flag");
 }
 
 /* ---- 1. hand-computed accounting ---- */
 
+static hfl_ckpt_layer lay(double c, size_t m, int no, int ni, int of, int gip) {
+    return (hfl_ckpt_layer){.cost = c, .out_bytes = m, .needs_output = no, .needs_input = ni,
+                            .output_first = of, .grad_in_place = gip};
+}
+
 static void test_hand(void) {
-    /* m_0..m_3 = 10, 20, 30, 40; c = 1, 2, 4; layer 2 needs its output.
-     * W_i = R(s,i) + [i<e && no_i] m_i + m_i + g(i-1), g(0) = 0. */
-    hfl_ckpt_layer L[3] = {{1.0, 20, 0}, {2.0, 30, 1}, {4.0, 40, 0}};
-    hfl_ckpt_chain ch = {3, 10, L};
+    /* m_0..m_3 = 10, 20, 30, 40; c = 1, 2, 4; every layer reads its input,
+     * layer 2 also its output; f = 1. Figures are P(q) + X(q,e). */
+    hfl_ckpt_layer L[3] = {lay(1.0, 20, 0, 1, 0, 0), lay(2.0, 30, 1, 1, 0, 0),
+                           lay(4.0, 40, 0, 1, 0, 0)};
+    hfl_ckpt_chain ch = {.n = 3, .in_bytes = 10, .layers = L};
     struct {
         unsigned char st[4];
-        size_t stored, seg, peak;
+        size_t held, seg, peak;
         double cost;
     } cases[] = {
-        /* all stored: segments (0,1] W=20+0, (1,2] W=30+20, (2,3] W=40+30 -> 70;
-         * stored 100; peak 170. */
-        {{1, 1, 1, 1}, 100, 70, 170, 0.0},
-        /* {0,3}: W_3 = R 50 + 40 + 30 = 120; W_2 = R 20 + 30 (needs output) + 30
-         * + 20 = 100; W_1 = 20. stored 50; peak 170; recompute 1+2. */
-        {{1, 0, 0, 1}, 50, 120, 170, 3.0},
-        /* {0,1,3}: (0,1] 20; (1,3]: W_3 = 30 + 40 + 30 = 100, W_2 = 0 + 30 + 30
-         * + 20 = 80. stored 70; peak 170; recompute 2. */
-        {{1, 1, 0, 1}, 70, 100, 170, 2.0},
-        /* {0,2,3}: (0,2]: W_2 = 20 + 30 + 20 = 70, W_1 = 20; (2,3] 70. stored
-         * 80; peak 150; recompute 1. */
-        {{1, 0, 1, 1}, 80, 70, 150, 1.0},
+        /* all stored: (0,1] X 30; (1,2] backward 2: a1 a2 g2 g1 = 100, P 10;
+         * (2,3] loss: a2 + a3 + g3 = 110, P 10 + 20 = 30 -> 140. */
+        {{1, 1, 1, 1}, 30, 110, 140, 0.0},
+        /* {0,3}: backward step 3: a0, recomputed a1 a2 (held), g3, g2 = 130. */
+        {{1, 0, 0, 1}, 0, 130, 130, 3.0},
+        /* {0,1,3}: (1,3] backward 3: a1, a2, g3, g2 = 120, P 10 -> 130. */
+        {{1, 1, 0, 1}, 10, 120, 130, 2.0},
+        /* {0,2,3}: (0,2] backward 2: a0, a1, a2, g2, g1 = 110; (2,3] loss:
+         * a2 + a3 + g3 = 110, P 10 -> 120. */
+        {{1, 0, 1, 1}, 10, 110, 120, 1.0},
     };
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
         hfl_ckpt_plan p = eval_ok(&ch, cases[t].st);
-        CHECK(p.stored_bytes == cases[t].stored && p.segment_bytes == cases[t].seg &&
+        CHECK(p.held_bytes == cases[t].held && p.segment_bytes == cases[t].seg &&
                   p.peak == cases[t].peak && p.recompute == cases[t].cost,
-              "case %zu: stored %zu seg %zu peak %zu cost %g", t, p.stored_bytes,
-              p.segment_bytes, p.peak, p.recompute);
-        CHECK(simulate(&ch, cases[t].st) == cases[t].peak, "case %zu: simulator", t);
+              "case %zu: held %zu seg %zu peak %zu cost %g", t, p.held_bytes, p.segment_bytes,
+              p.peak, p.recompute);
+        CHECK(simulate(&ch, cases[t].st) == cases[t].peak, "case %zu: simulator %zu", t,
+              simulate(&ch, cases[t].st));
         CHECK(p.forward == 7.0, "forward cost");
     }
-    /* full: least peak 150 ({0,2,3}); optimal by budget. */
+    /* full: least peak 120 ({0,2,3}); optimal by budget. */
     hfl_ckpt_plan f = sched_ok(&ch, HFL_CKPT_FULL, SIZE_MAX);
-    CHECK(f.peak == 150 && f.recompute == 1.0 && f.stored[2] && !f.stored[1], "full");
-    hfl_ckpt_plan o = sched_ok(&ch, HFL_CKPT_OPTIMAL, 170);
-    CHECK(o.peak == 170 && o.recompute == 0.0 && o.feasible, "optimal at 170: store all");
-    o = sched_ok(&ch, HFL_CKPT_OPTIMAL, 169);
-    CHECK(o.peak == 150 && o.recompute == 1.0 && o.feasible, "optimal at 169");
-    o = sched_ok(&ch, HFL_CKPT_OPTIMAL, 149);
-    CHECK(!o.feasible && o.min_peak == 150 && o.peak == 150, "optimal at 149: infeasible");
+    CHECK(f.peak == 120 && f.recompute == 1.0 && f.stored[2] && !f.stored[1], "full");
+    hfl_ckpt_plan o = sched_ok(&ch, HFL_CKPT_OPTIMAL, 140);
+    CHECK(o.peak == 140 && o.recompute == 0.0 && o.feasible, "optimal at 140: store all");
+    o = sched_ok(&ch, HFL_CKPT_OPTIMAL, 139);
+    CHECK(o.peak == 120 && o.recompute == 1.0 && o.feasible, "optimal at 139");
+    o = sched_ok(&ch, HFL_CKPT_OPTIMAL, 119);
+    CHECK(!o.feasible && o.min_peak == 120 && o.peak == 120, "optimal at 119: infeasible");
 
-    /* needs_output decides the peak: m = 10, 50, 10, 5, only a_0, a_3 stored.
-     * W_3 = R 60 + 5 + 10 = 75; W_2 = R 50 + [no_2] 10 + 10 + 50; W_1 = 50.
-     * With no_2: W = 120, peak 15 + 120 = 135; without: 110, peak 125. */
-    hfl_ckpt_layer M[3] = {{1.0, 50, 0}, {1.0, 10, 1}, {1.0, 5, 0}};
-    hfl_ckpt_chain ch2 = {3, 10, M};
-    unsigned char ends[4] = {1, 0, 0, 1};
-    CHECK(eval_ok(&ch2, ends).peak == 135 && simulate(&ch2, ends) == 135, "needs_output on");
-    M[1].needs_output = 0;
-    CHECK(eval_ok(&ch2, ends).peak == 125 && simulate(&ch2, ends) == 125, "needs_output off");
-    M[2].needs_output = 1; /* a segment's last layer: its output is stored anyway */
-    CHECK(eval_ok(&ch2, ends).peak == 125, "needs_output of the last layer");
+    /* A planner-like chain: m_0 = 8; a pool below the first parametric layer
+     * (4), conv + in-place ReLU (6: reads its input, and its output first),
+     * dense (2); f = 2.
+     * All stored: a_0 dies after forward 1 (nothing in backward reads it);
+     * (2,3] backward 3: P(2) = a1, then a2, g3, g2: 4 + 6 + 2 + 6 = 18.
+     * {0,3}: forward 2 holds a0 for the recomputation: 8 + 4 + 6 = 18;
+     * backward 3: recomputed a1 a2, g3, g2 = 18 (a0 died at recompute 1);
+     * recompute c1 + c2 = 6. */
+    hfl_ckpt_layer M[3] = {lay(1.0, 4, 0, 1, 0, 0), lay(5.0, 6, 1, 1, 1, 0),
+                           lay(2.0, 2, 0, 1, 0, 0)};
+    hfl_ckpt_chain pc = {.n = 3, .in_bytes = 8, .layers = M, .first_backward = 2};
+    unsigned char all[4] = {1, 1, 1, 1}, ends[4] = {1, 0, 0, 1}, mid[4] = {1, 0, 1, 1};
+    hfl_ckpt_plan p = eval_ok(&pc, all);
+    CHECK(p.peak == 18 && p.held_bytes == 4 && p.recompute == 0.0, "f=2 all: %zu", p.peak);
+    p = eval_ok(&pc, ends);
+    CHECK(p.peak == 18 && p.recompute == 6.0, "f=2 ends: %zu %g", p.peak, p.recompute);
+    CHECK(simulate(&pc, all) == 18 && simulate(&pc, ends) == 18, "f=2 simulator");
+    /* m_3 = 20, {0,2,3}: (0,2] is processed (e = 2 >= f), so a0 is needed
+     * (P(2) = 8) and recompute step 1 holds a0, a2 (for step 2), g2, a1 =
+     * 24; (2,3]'s loss: 8 + a2 + a3 + g3 = 8 + 6 + 40 = 54. */
+    M[2].out_bytes = 20;
+    p = eval_ok(&pc, mid);
+    CHECK(p.peak == 54 && simulate(&pc, mid) == 54, "f=2 mid: %zu", p.peak);
+    M[2].out_bytes = 2;
+    /* f = 1: a0 is read by backward 1 (P = 8 above it) and layer 2 writes
+     * g1 (4). Without output_first, backward 2 holds a1 a2 g2 g1: 8 + 20 =
+     * 28; with it, max(a1 a2 g2, a1 g2 g1) = 16, and (2,3] gives P(2) 12 +
+     * a2 g3 g2 14 = 26. */
+    pc.first_backward = 1;
+    M[1].output_first = 0;
+    CHECK(eval_ok(&pc, all).peak == 28 && simulate(&pc, all) == 28, "f=1: %zu",
+          eval_ok(&pc, all).peak);
+    M[1].output_first = 1;
+    CHECK(eval_ok(&pc, all).peak == 26 && simulate(&pc, all) == 26, "f=1 output_first: %zu",
+          eval_ok(&pc, all).peak);
 
-    /* One layer: a_0 and a_1 stored, W_1 = m_1 (no input gradient). */
-    hfl_ckpt_layer one[1] = {{3.0, 7, 1}};
-    hfl_ckpt_chain ch1 = {1, 5, one};
+    /* grad_in_place: a ReLU on its own (reads only its output) over an
+     * equal-sized input; m = 10, 10, 10. All stored: a1 dies after forward 2
+     * (layer 2 keeps no input, layer 1 no output); a0 is held for backward 1
+     * (P = 10); backward 2: a2 + g2, g1 written over g2: 10 + 20 = 30, as
+     * the loss (10 + a2 + g2). Without it, g1 is a buffer of its own: 40. */
+    hfl_ckpt_layer Q[2] = {lay(1.0, 10, 0, 1, 0, 0), lay(1.0, 10, 1, 0, 0, 1)};
+    hfl_ckpt_chain qc = {.n = 2, .in_bytes = 10, .layers = Q};
+    unsigned char two[3] = {1, 1, 1};
+    CHECK(eval_ok(&qc, two).peak == 30 && simulate(&qc, two) == 30, "gip: %zu",
+          eval_ok(&qc, two).peak);
+    Q[1].grad_in_place = 0;
+    CHECK(eval_ok(&qc, two).peak == 40 && simulate(&qc, two) == 40, "no gip");
+
+    /* One layer: a_0 and a_1 stored; backward 1 holds a_0 (read) + g_1. */
+    hfl_ckpt_layer one[1] = {lay(3.0, 7, 1, 1, 0, 0)};
+    hfl_ckpt_chain ch1 = {.n = 1, .in_bytes = 5, .layers = one};
     for (int k = HFL_CKPT_NONE; k <= HFL_CKPT_FULL; k++) {
-        hfl_ckpt_plan p = sched_ok(&ch1, (hfl_ckpt_kind)k, SIZE_MAX);
-        CHECK(p.peak == 19 && p.recompute == 0.0 && p.n_segments == 1, "n=1 %d", k);
+        hfl_ckpt_plan q = sched_ok(&ch1, (hfl_ckpt_kind)k, SIZE_MAX);
+        CHECK(q.peak == 19 && q.recompute == 0.0 && q.n_segments == 1, "n=1 %d: %zu", k, q.peak);
     }
 }
 
@@ -204,10 +273,15 @@ static void random_chain(hfl_ckpt_chain *ch, hfl_ckpt_layer *L, int n) {
     ch->n = n;
     ch->in_bytes = (size_t)rnd_below(r + 1);
     ch->layers = L;
+    ch->first_backward = rnd_below(2) ? 0 : 1 + (int)rnd_below((uint64_t)n);
     for (int i = 0; i < n; i++) {
         L[i].out_bytes = (size_t)rnd_below(r + 1);
         L[i].cost = int_costs ? (double)(1 + rnd_below(3)) : 0.1 + 10.0 * (double)rnd_below(1000) / 997.0;
         L[i].needs_output = (int)rnd_below(2);
+        L[i].needs_input = rnd_below(4) != 0;
+        L[i].output_first = (int)rnd_below(2);
+        L[i].grad_in_place = rnd_below(4) == 0;
+        if (L[i].grad_in_place) L[i].out_bytes = i == 0 ? ch->in_bytes : L[i - 1].out_bytes;
     }
 }
 
@@ -297,19 +371,20 @@ static int test_brute(int chains, int nmin, int nmax) {
 
 static void test_sqrt_and_large(void) {
     hfl_ckpt_layer L[HFL_CKPT_MAX_LAYERS];
-    for (int i = 0; i < 16; i++) L[i] = (hfl_ckpt_layer){1.0, 1000, i % 2};
-    hfl_ckpt_chain ch = {16, 1000, L};
+    for (int i = 0; i < 16; i++) L[i] = lay(1.0, 1000, i % 2, 1, 0, 0);
+    hfl_ckpt_chain ch = {.n = 16, .in_bytes = 1000, .layers = L};
     hfl_ckpt_plan q = sched_ok(&ch, HFL_CKPT_SQRT, SIZE_MAX);
     hfl_ckpt_plan z = sched_ok(&ch, HFL_CKPT_NONE, SIZE_MAX);
     CHECK(q.n_segments == 4, "sqrt segments %d", q.n_segments);
     for (int j = 0; j <= 4; j++) CHECK(q.bound[j] == 4 * j, "sqrt bound %d = %d", j, q.bound[j]);
-    /* none: 17 stored + 2 gradients = 19000. sqrt: 5 stored + segment (3 inner
-     * + 2 gradients, or 2 inner + a needed output + 2 gradients) = 10000. */
+    /* none: backward 16 holds a0..a16, g16 and g15 = 19000. sqrt: backward
+     * 16 holds a0, a4, a8 (P), a12, recomputed a13..a15, a16 (needed), g16
+     * and g15 = 10000. */
     CHECK(z.peak == 19000 && q.peak == 10000, "peaks none %zu sqrt %zu", z.peak, q.peak);
     CHECK(q.recompute == 12.0, "sqrt recompute %g", q.recompute);
     for (int n = 1; n <= HFL_CKPT_MAX_LAYERS; n++) { /* segment counts near sqrt(n) */
         ch.n = n;
-        for (int i = 0; i < n; i++) L[i] = (hfl_ckpt_layer){1.0, 1000, 0};
+        for (int i = 0; i < n; i++) L[i] = lay(1.0, 1000, 0, 1, 0, 0);
         q = sched_ok(&ch, HFL_CKPT_SQRT, SIZE_MAX);
         CHECK(q.n_segments == (int)lround(sqrt((double)n)), "n=%d: %d segments", n, q.n_segments);
         check_plan(&ch, &q);
@@ -352,8 +427,8 @@ static void test_refusals(void) {
     CHECK(hfl_ckpt_parse(NULL, &k, err) == -1, "NULL name");
 
     hfl_ckpt_layer L[HFL_CKPT_MAX_LAYERS + 1];
-    for (int i = 0; i <= HFL_CKPT_MAX_LAYERS; i++) L[i] = (hfl_ckpt_layer){1.0, 8, 0};
-    hfl_ckpt_chain ch = {0, 8, L};
+    for (int i = 0; i <= HFL_CKPT_MAX_LAYERS; i++) L[i] = lay(1.0, 8, 0, 1, 0, 0);
+    hfl_ckpt_chain ch = {.n = 0, .in_bytes = 8, .layers = L};
     hfl_ckpt_plan p;
     unsigned char st[HFL_CKPT_MAX_LAYERS + 2];
     memset(st, 1, sizeof st);
@@ -372,6 +447,20 @@ static void test_refusals(void) {
     CHECK(hfl_ckpt_schedule(&ch, HFL_CKPT_NONE, SIZE_MAX, &p, err) == -1, "accounting overflow");
     L[1].out_bytes = 8;
     CHECK(hfl_ckpt_schedule(&ch, (hfl_ckpt_kind)7, SIZE_MAX, &p, err) == -1, "bad kind");
+    ch.first_backward = 5;
+    CHECK(hfl_ckpt_schedule(&ch, HFL_CKPT_NONE, SIZE_MAX, &p, err) == -1 &&
+              strstr(err, "first_backward"), "first_backward > n: %s", err);
+    ch.first_backward = -1;
+    CHECK(hfl_ckpt_chain_check(&ch, err) == -1, "first_backward < 0");
+    ch.first_backward = 4;
+    CHECK(hfl_ckpt_chain_check(&ch, err) == 0, "first_backward = n: %s", err);
+    L[2].grad_in_place = 1;
+    CHECK(hfl_ckpt_chain_check(&ch, err) == 0, "grad_in_place, equal sizes: %s", err);
+    L[2].out_bytes = 16;
+    CHECK(hfl_ckpt_chain_check(&ch, err) == -1 && strstr(err, "layer 3"), "grad_in_place: %s",
+          err);
+    L[2].out_bytes = 8;
+    L[2].grad_in_place = 0;
     st[0] = 0;
     CHECK(hfl_ckpt_evaluate(&ch, st, &p, err) == -1, "a_0 not stored");
     st[0] = 1;
