@@ -66,6 +66,7 @@ typedef struct {
     const char *model;     /* built-in name or JSON spec file */
     uint64_t budget;       /* 0: the device's free memory */
     double headroom;       /* fraction of the budget kept free */
+    unsigned precisions;   /* bit (1 << hfl_precision) per precision allowed */
     int verify, json;
     const char *state_dir; /* overhead records; NULL or "": none */
 } client_plan_options;
@@ -73,11 +74,25 @@ typedef struct {
 /* hfl-client --plan; -1 with err when nothing fits or the model is bad. */
 int client_plan_run(const client_plan_options *o, const hfl_device_info *dev, char *err);
 
-/* Overhead records under state_dir (none when NULL or ""): the fitted overhead
- * for this device, 0 without records; and appending one measurement. */
-uint64_t client_overhead_fit(const char *state_dir, const char *device, int *n_records);
+/* The overhead outside the arena, from the measurements under state_dir
+ * (client/overhead.c): load once, then ask per (precision, batch). */
+#define CLIENT_OVERHEAD_MAX 4096
+typedef struct {
+    int n;
+    struct {
+        hfl_precision precision;
+        int same_model;
+        double batch, extra; /* extra = measured - arena */
+    } rec[CLIENT_OVERHEAD_MAX];
+    double fleet; /* the coordinator's estimate for this device, 0: none */
+} client_overhead;
+void client_overhead_load(const char *state_dir, const char *device, const char *model, double fleet_estimate,
+                          client_overhead *m);
+uint64_t client_overhead_at(const client_overhead *m, hfl_precision p, int batch);
+uint64_t client_overhead_fn(void *ctx, hfl_precision p, int batch); /* for hfl_chooser_input */
+int client_overhead_records(const client_overhead *m);
 void client_overhead_record(const char *state_dir, const char *device, const char *model, int batch,
-                            const char *ckpt, size_t arena, uint64_t measured);
+                            const char *precision, const char *ckpt, size_t arena, uint64_t measured);
 
 /* Peak resident memory of this process so far (VmHWM), in bytes. */
 uint64_t client_peak_rss(void);

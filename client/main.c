@@ -32,6 +32,7 @@ typedef struct {
     char model[1024];
     uint64_t budget;
     double headroom;
+    unsigned precisions; /* bit (1 << hfl_precision) per precision the chooser may use */
     int index, num_clients;
     uint64_t seed;
     int threads;
@@ -57,6 +58,7 @@ static void usage(FILE *f) {
         "  --model NAME|FILE    with --plan: a built-in model (mlp, cnn) or a JSON spec\n"
         "  --memory-budget SIZE memory this client may use, e.g. 512M, 4G (default: the device's free memory)\n"
         "  --headroom F         fraction of the budget kept free (default 0.05)\n"
+        "  --precision P        auto (let the chooser pick), fp32, bf16 or fp16 (default auto)\n"
         "  --verify             with --plan: run one real step per candidate and report the measured peak\n"
         "  --json               with --plan: print the table as JSON\n"
         "  --data DIR           Fashion-MNIST directory (default " HFL_FMNIST_DIR ")\n"
@@ -72,7 +74,7 @@ static void usage(FILE *f) {
 
 static int parse_args(int argc, char **argv, client_options *o, char *err) {
     enum { O_URL = 256, O_CA, O_CERT, O_SNI, O_INSECURE, O_NAME, O_DATA, O_PART, O_INDEX, O_NUM, O_SEED,
-           O_THREADS, O_TIMEOUT, O_QUIET, O_HELP, O_CODEC, O_STATE, O_PLAN, O_MODEL, O_BUDGET, O_HEADROOM, O_VERIFY, O_JSON };
+           O_THREADS, O_TIMEOUT, O_QUIET, O_HELP, O_CODEC, O_STATE, O_PLAN, O_MODEL, O_BUDGET, O_HEADROOM, O_VERIFY, O_JSON, O_PREC };
     static const struct option opts[] = {
         {"coordinator", 1, 0, O_URL}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"server-name", 1, 0, O_SNI}, {"insecure", 0, 0, O_INSECURE}, {"name", 1, 0, O_NAME},
@@ -80,7 +82,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         {"num-clients", 1, 0, O_NUM}, {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS},
         {"timeout", 1, 0, O_TIMEOUT}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP}, {"codec", 1, 0, O_CODEC}, {"state-dir", 1, 0, O_STATE},
         {"plan", 0, 0, O_PLAN}, {"model", 1, 0, O_MODEL}, {"memory-budget", 1, 0, O_BUDGET},
-        {"headroom", 1, 0, O_HEADROOM}, {"verify", 0, 0, O_VERIFY}, {"json", 0, 0, O_JSON}, {0, 0, 0, 0}};
+        {"headroom", 1, 0, O_HEADROOM}, {"verify", 0, 0, O_VERIFY}, {"json", 0, 0, O_JSON}, {"precision", 1, 0, O_PREC}, {0, 0, 0, 0}};
     long v;
     double d;
     opterr = 0;
@@ -111,6 +113,14 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         case O_HEADROOM: hfl_parse_double(optarg, 0, 0.9, &o->headroom, e); break;
         case O_VERIFY: o->verify = 1; break;
         case O_JSON: o->json = 1; break;
+        case O_PREC:
+            if (!strcmp(optarg, "auto")) {
+                o->precisions = 7;
+            } else {
+                hfl_precision pr;
+                if (hfl_precision_parse(optarg, &pr, e) == 0) o->precisions = 1u << pr;
+            }
+            break;
         case O_HELP: usage(stdout); exit(0);
         case ':': return hfl_errf(err, "option '%s' needs a value (see --help)", argv[optind - 1]);
         default: return hfl_errf(err, "unknown option '%s' (see --help)", argv[optind - 1]);
@@ -170,7 +180,7 @@ static cJSON *hello_meta(const client_options *o, const hfl_device_info *dev, co
     cJSON_AddNumberToObject(d, "total_bytes", (double)dev->total_bytes);
     cJSON *p = cJSON_AddObjectToObject(meta, "plan");
     cJSON_AddStringToObject(p, "backend", "cpu");
-    cJSON_AddStringToObject(p, "precision", "fp32");
+    cJSON_AddStringToObject(p, "precision", hfl_precision_name(s->chosen.precision));
     cJSON_AddStringToObject(p, "checkpoint", "none");
     return meta;
 }
@@ -277,14 +287,19 @@ static int say_hello(nng_socket sock, const client_options *o, const hfl_device_
  * when we have measurements, else the fleet's estimate for our device. */
 static cJSON *choose_plan(const client_options *o, const hfl_device_info *dev, client_state *s, const welcome *w,
                           char *err) {
-    int n_records;
-    uint64_t own = client_overhead_fit(o->state_dir, dev->name, &n_records);
+    client_overhead *ov = hfl_malloc(sizeof *ov);
+    client_overhead_load(o->state_dir, dev->name, s->spec.name, (double)w->overhead_estimate, ov);
+    int n_records = client_overhead_records(ov);
     hfl_chooser_input in = {.budget = o->budget ? o->budget : dev->free_bytes, .headroom = o->headroom,
-                            .momentum = 1, .max_batch = (int)w->batch, .prefer_batch = (int)w->batch};
-    in.overhead = n_records > 0 ? own : w->overhead_estimate > 0 ? (uint64_t)w->overhead_estimate : 0;
-    in.gflops = hfl_chooser_calibrate(hfl_backend_cpu());
+                            .momentum = 1, .max_batch = (int)w->batch, .prefer_batch = (int)w->batch,
+                            .precisions = o->precisions};
+    in.overhead = client_overhead_fn;
+    in.overhead_ctx = ov;
+    hfl_chooser_calibrate(hfl_backend_cpu(), in.gflops);
     hfl_choice ch;
-    if (hfl_choose(&s->spec, &in, &ch, err) != 0) return NULL;
+    int chose = hfl_choose(&s->spec, &in, &ch, err);
+    free(ov);
+    if (chose != 0) return NULL;
     if (ch.chosen < 0) {
         hfl_errf(err, "nothing fits in %.1f MiB for model %s: the smallest budget that would is %.1f MiB",
                  in.budget / 1048576.0, s->spec.name, ch.min_budget / 1048576.0);
@@ -296,12 +311,13 @@ static cJSON *choose_plan(const client_options *o, const hfl_device_info *dev, c
     s->plan = hfl_malloc(sizeof *s->plan);
     if (hfl_plan_make(&s->spec, &cfg, s->plan, err) != 0) return NULL;
     s->budget = o->budget;
-    s->overhead = in.overhead;
+    s->overhead = s->chosen.predicted - s->chosen.arena;
     if (o->budget) hfl_backend_cpu_set_budget(o->budget); /* a breach fails loudly */
     if (!o->quiet)
-        printf("%s: plan: batch %d, fp32, checkpoint %s, predicted peak %.2f MiB (arena %.2f + overhead %.2f) of %.1f MiB\n",
-               o->name, s->chosen.batch, hfl_ckpt_name(s->chosen.ckpt), s->chosen.predicted / 1048576.0,
-               s->chosen.arena / 1048576.0, in.overhead / 1048576.0, in.budget / 1048576.0);
+        printf("%s: plan: batch %d, %s, checkpoint %s, predicted peak %.2f MiB (arena %.2f + overhead %.2f) of %.1f MiB\n",
+               o->name, s->chosen.batch, hfl_precision_name(s->chosen.precision), hfl_ckpt_name(s->chosen.ckpt),
+               s->chosen.predicted / 1048576.0,
+               s->chosen.arena / 1048576.0, (s->chosen.predicted - s->chosen.arena) / 1048576.0, in.budget / 1048576.0);
     cJSON *p = cJSON_CreateObject();
     cJSON_AddStringToObject(p, "backend", "cpu");
     cJSON_AddNumberToObject(p, "batch", s->chosen.batch);
@@ -311,7 +327,7 @@ static cJSON *choose_plan(const client_options *o, const hfl_device_info *dev, c
     cJSON_AddNumberToObject(p, "arena_bytes", (double)s->chosen.arena);
     cJSON_AddNumberToObject(p, "predicted_peak_bytes", (double)s->chosen.predicted);
     cJSON_AddNumberToObject(p, "predicted_samples_per_s", s->chosen.samples_per_s);
-    cJSON_AddNumberToObject(p, "overhead_bytes", (double)in.overhead);
+    cJSON_AddNumberToObject(p, "overhead_bytes", (double)s->overhead);
     cJSON_AddNumberToObject(p, "overhead_records", n_records);
     return p;
 }
@@ -406,7 +422,8 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
             goto out;
         }
         if (!measured_before && s->measured_peak) {
-            client_overhead_record(o->state_dir, dev->name, s->spec.name, s->chosen.batch, hfl_ckpt_name(s->chosen.ckpt),
+            client_overhead_record(o->state_dir, dev->name, s->spec.name, s->chosen.batch,
+                                   hfl_precision_name(s->chosen.precision), hfl_ckpt_name(s->chosen.ckpt),
                                    s->chosen.arena, s->measured_peak);
             if (!o->quiet)
                 printf("%s: first step: measured peak %.2f MiB, predicted %.2f MiB\n", o->name,
@@ -450,7 +467,7 @@ out:
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress reaches logs and pipes as it happens */
-    client_options o = {.num_clients = 1, .seed = 1, .threads = 1, .timeout_s = 120, .headroom = 0.05};
+    client_options o = {.num_clients = 1, .seed = 1, .threads = 1, .timeout_s = 120, .headroom = 0.05, .precisions = 7};
     o.tls.server_name = "localhost";
     snprintf(o.data_dir, sizeof o.data_dir, "%s", HFL_FMNIST_DIR);
     snprintf(o.partition, sizeof o.partition, "iid");
@@ -463,7 +480,7 @@ int main(int argc, char **argv) {
     if (o.plan) {
         hfl_device_info dev;
         hfl_device_probe(&dev);
-        client_plan_options po = {o.model, o.budget, o.headroom, o.verify, o.json, o.state_dir};
+        client_plan_options po = {o.model, o.budget, o.headroom, o.precisions, o.verify, o.json, o.state_dir};
         if (client_plan_run(&po, &dev, err) != 0) {
             fprintf(stderr, "hfl-client: %s\n", err);
             return 1;

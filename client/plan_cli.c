@@ -26,12 +26,17 @@ int client_plan_run(const client_plan_options *o, const hfl_device_info *dev, ch
     hfl_model_spec spec;
     if (hfl_model_resolve(o->model, &spec, err) != 0) return -1;
     hfl_chooser_input in = {.budget = o->budget ? o->budget : dev->free_bytes, .headroom = o->headroom,
-                            .momentum = 1, .max_batch = 512};
-    int n_records;
-    in.overhead = client_overhead_fit(o->state_dir, dev->name, &n_records);
-    in.gflops = hfl_chooser_calibrate(hfl_backend_cpu());
+                            .momentum = 1, .max_batch = 512, .precisions = o->precisions};
+    client_overhead *ov = hfl_malloc(sizeof *ov);
+    client_overhead_load(o->state_dir, dev->name, spec.name, 0, ov);
+    int n_records = client_overhead_records(ov);
+    in.overhead = client_overhead_fn;
+    in.overhead_ctx = ov;
+    hfl_chooser_calibrate(hfl_backend_cpu(), in.gflops);
     hfl_choice ch;
-    if (hfl_choose(&spec, &in, &ch, err) != 0) return -1;
+    int chose = hfl_choose(&spec, &in, &ch, err);
+    free(ov);
+    if (chose != 0) return -1;
 
     uint64_t measured[HFL_CHOOSER_MAX_ROWS] = {0};
     if (o->verify) {
@@ -43,11 +48,8 @@ int client_plan_run(const client_plan_options *o, const hfl_device_info *dev, ch
         for (size_t i = 0; i < nx; i++) x[i] = hfl_u01(hfl_philox_u32(9, HFL_STREAM_SHUFFLE, 0, 0, 0, i));
         for (int i = 0; i < maxb; i++) y[i] = (int32_t)(hfl_philox_u32(9, HFL_STREAM_SHUFFLE, 0, 0, 1, (uint64_t)i) % (uint32_t)spec.n_classes);
         hfl_model_init_params(&spec, params, 1);
-        /* OpenBLAS's first-use buffers belong to the process, not to a step: take them here. */
-        hfl_trainer *warm = hfl_trainer_create(&spec, hfl_backend_cpu(), maxb);
-        hfl_trainer_set_params(warm, params);
-        hfl_trainer_step(warm, x, y, maxb, 0.05f, 0.9f, 0.0f);
-        hfl_trainer_free(warm);
+        /* This process has not used BLAS (calibration ran in a child), so every
+         * measured step pays BLAS's first-use buffers, as a fresh client does. */
         for (int i = 0; i < ch.n; i++) {
             const hfl_candidate *c = &ch.rows[i];
             hfl_plan *plan = hfl_malloc(sizeof *plan);
@@ -58,9 +60,11 @@ int client_plan_run(const client_plan_options *o, const hfl_device_info *dev, ch
             if (hfl_plan_make(&spec, &cfg, plan, e) == 0 && plan->arena_bytes == c->arena &&
                 hfl_measure_step(&spec, plan, params, x, y, &m, e) == 0) {
                 measured[i] = m.growth;
-                client_overhead_record(o->state_dir, dev->name, spec.name, c->batch, hfl_ckpt_name(c->ckpt), c->arena, m.growth);
+                client_overhead_record(o->state_dir, dev->name, spec.name, c->batch, hfl_precision_name(c->precision),
+                                       hfl_ckpt_name(c->ckpt), c->arena, m.growth);
             } else if (!o->json) {
-                fprintf(stderr, "hfl-client: batch %d %s not measured: %s\n", c->batch, hfl_ckpt_name(c->ckpt),
+                fprintf(stderr, "hfl-client: batch %d %s %s not measured: %s\n", c->batch, hfl_precision_name(c->precision),
+                        hfl_ckpt_name(c->ckpt),
                         plan->arena_bytes != c->arena ? "plan changed" : e);
             }
             free(plan);
@@ -78,18 +82,20 @@ int client_plan_run(const client_plan_options *o, const hfl_device_info *dev, ch
         cJSON_AddStringToObject(root, "device", dev->name);
         cJSON_AddNumberToObject(root, "budget_bytes", (double)in.budget);
         cJSON_AddNumberToObject(root, "headroom", in.headroom);
-        cJSON_AddNumberToObject(root, "overhead_bytes", (double)in.overhead);
+
         cJSON_AddNumberToObject(root, "overhead_records", n_records);
-        cJSON_AddNumberToObject(root, "gemm_gflops", in.gflops);
+        cJSON *g = cJSON_AddObjectToObject(root, "gemm_gflops");
+        for (int p = HFL_PREC_FP32; p <= HFL_PREC_FP16; p++) cJSON_AddNumberToObject(g, hfl_precision_name((hfl_precision)p), in.gflops[p]);
         cJSON_AddNumberToObject(root, "min_budget_bytes", (double)ch.min_budget);
         cJSON *rows = cJSON_AddArrayToObject(root, "candidates");
         for (int i = 0; i < ch.n; i++) {
             const hfl_candidate *c = &ch.rows[i];
             cJSON *r = cJSON_CreateObject();
             cJSON_AddNumberToObject(r, "batch", c->batch);
-            cJSON_AddStringToObject(r, "precision", "fp32");
+            cJSON_AddStringToObject(r, "precision", hfl_precision_name(c->precision));
             cJSON_AddStringToObject(r, "checkpoint", hfl_ckpt_name(c->ckpt));
             cJSON_AddNumberToObject(r, "arena_bytes", (double)c->arena);
+            cJSON_AddNumberToObject(r, "overhead_bytes", (double)(c->predicted - c->arena));
             cJSON_AddNumberToObject(r, "predicted_peak_bytes", (double)c->predicted);
             cJSON_AddNumberToObject(r, "predicted_samples_per_s", c->samples_per_s);
             if (o->verify) cJSON_AddNumberToObject(r, "measured_peak_bytes", (double)measured[i]);
@@ -103,15 +109,16 @@ int client_plan_run(const client_plan_options *o, const hfl_device_info *dev, ch
         free(s);
         cJSON_Delete(root);
     } else {
-        printf("model %s (%zu params) on %s: budget %.1f MiB, headroom %.0f%%, overhead %.2f MiB (%d records), GEMM %.1f GFLOP/s\n",
-               spec.name, spec.n_params, dev->name, in.budget / 1048576.0, 100 * in.headroom, in.overhead / 1048576.0,
-               n_records, in.gflops);
+        printf("model %s (%zu params) on %s: budget %.1f MiB, headroom %.0f%%, %d overhead records, "
+               "GEMM GFLOP/s fp32 %.1f bf16 %.1f fp16 %.1f\n",
+               spec.name, spec.n_params, dev->name, in.budget / 1048576.0, 100 * in.headroom, n_records, in.gflops[HFL_PREC_FP32], in.gflops[HFL_PREC_BF16], in.gflops[HFL_PREC_FP16]);
         printf("%6s %-9s %-8s %14s %14s %5s", "batch", "precision", "ckpt", "predicted_MiB", "samples/s", "fits");
         if (o->verify) printf(" %13s %9s", "measured_MiB", "error");
         printf("\n");
         for (int i = 0; i < ch.n; i++) {
             const hfl_candidate *c = &ch.rows[i];
-            printf("%6d %-9s %-8s %14.3f %14.0f %5s", c->batch, "fp32", hfl_ckpt_name(c->ckpt), c->predicted / 1048576.0,
+            printf("%6d %-9s %-8s %14.3f %14.0f %5s", c->batch, hfl_precision_name(c->precision), hfl_ckpt_name(c->ckpt),
+                   c->predicted / 1048576.0,
                    c->samples_per_s, c->fits ? "yes" : "no");
             if (o->verify && measured[i])
                 printf(" %13.3f %8.2f%%", measured[i] / 1048576.0,

@@ -2,6 +2,9 @@
 #include "model/chooser.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,21 +13,51 @@
 static const int chooser_ladder[] = {1, 8, 32, 128, 512};
 static const hfl_ckpt_kind chooser_kinds[] = {HFL_CKPT_NONE, HFL_CKPT_SQRT, HFL_CKPT_OPTIMAL, HFL_CKPT_FULL};
 
-double hfl_chooser_calibrate(const hfl_backend *be) {
+/* One N^3 GEMM in precision p: sgemm for fp32, gemm_lp on 2-byte operands otherwise. */
+static void calibrate_gemm(const hfl_backend *be, hfl_precision p, void *a, void *b, void *c, void *ws, int n) {
+    if (p == HFL_PREC_FP32)
+        be->sgemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+    else
+        be->gemm_lp(p, 0, 0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, NULL, HFL_BIAS_NONE, ws);
+}
+
+static void chooser_calibrate_here(const hfl_backend *be, double gflops[3]) {
     enum { N = 256 };
     float *a = be->alloc(sizeof(float) * N * N * 3);
     float *b = a + N * N, *c = b + N * N;
-    be->fill(a, 0.5f, N * N);
-    be->fill(b, 0.25f, N * N);
-    be->sgemm(0, 0, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N); /* warm up: BLAS buffers, caches */
-    double t0 = hfl_now(), t;
-    int reps = 0;
-    do {
-        be->sgemm(0, 0, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N);
-        reps++;
-    } while ((t = hfl_now() - t0) < 0.05);
+    void *ws = be->alloc(hfl_gemm_lp_ws_bytes(0, N, N, N));
+    be->fill(a, 0.0f, (size_t)N * N * 3); /* zero bits are 0.0 in every precision */
+    for (int p = HFL_PREC_FP32; p <= HFL_PREC_FP16; p++) {
+        calibrate_gemm(be, (hfl_precision)p, a, b, c, ws, N); /* warm up: BLAS buffers, caches */
+        double t0 = hfl_now(), t;
+        int reps = 0;
+        do {
+            calibrate_gemm(be, (hfl_precision)p, a, b, c, ws, N);
+            reps++;
+        } while ((t = hfl_now() - t0) < 0.05);
+        gflops[p] = 2.0 * N * N * N * reps / t / 1e9;
+    }
+    be->free(ws);
     be->free(a);
-    return 2.0 * N * N * N * reps / t / 1e9;
+}
+
+void hfl_chooser_calibrate(const hfl_backend *be, double gflops[3]) {
+    int fd[2];
+    gflops[0] = gflops[1] = gflops[2] = 0;
+    if (pipe(fd) != 0) return;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        double g[3];
+        chooser_calibrate_here(be, g);
+        _exit(write(fd[1], g, sizeof g) == (ssize_t)sizeof g ? 0 : 1);
+    }
+    close(fd[1]);
+    if (pid > 0 && read(fd[0], gflops, sizeof(double) * 3) != (ssize_t)(sizeof(double) * 3))
+        gflops[0] = gflops[1] = gflops[2] = 0;
+    close(fd[0]);
+    if (pid > 0) waitpid(pid, NULL, 0);
 }
 
 void hfl_candidate_config(const hfl_candidate *c, int momentum, hfl_plan_config *cfg) {
@@ -32,8 +65,9 @@ void hfl_candidate_config(const hfl_candidate *c, int momentum, hfl_plan_config 
     cfg->batch = c->batch;
     cfg->ckpt = c->ckpt;
     cfg->ckpt_budget = c->ckpt_budget;
+    cfg->precision = c->precision;
     cfg->momentum = momentum;
-    cfg->act_elem_bytes = sizeof(float);
+    cfg->act_elem_bytes = 0; /* from the precision */
 }
 
 /* `optimal` gets the activation budget left once everything but activations is paid for. */
@@ -46,6 +80,7 @@ static int better(const hfl_candidate *a, const hfl_candidate *b, int prefer) {
     if (prefer > 0 && (a->batch == prefer) != (b->batch == prefer)) return a->batch == prefer;
     if (a->samples_per_s != b->samples_per_s) return a->samples_per_s > b->samples_per_s;
     if (a->batch != b->batch) return a->batch > b->batch;
+    if (a->precision != b->precision) return a->precision < b->precision; /* fp32, bf16, fp16: widest first */
     return a->predicted < b->predicted;
 }
 
@@ -66,23 +101,26 @@ int hfl_choose(const hfl_model_spec *spec, const hfl_chooser_input *in, hfl_choi
     if (in->prefer_batch > 0 && (n_ladder == 0 || ladder[n_ladder - 1] < in->prefer_batch))
         ladder[n_ladder++] = in->prefer_batch;
     int rc = 0;
-    for (int bi = 0; bi < n_ladder && rc == 0; bi++) {
-        int batch = ladder[bi];
+    for (int bp = 0; bp < n_ladder * 3 && rc == 0; bp++) {
+        int batch = ladder[bp / 3];
+        hfl_precision prec = (hfl_precision)(bp % 3);
+        if (!(in->precisions & (1u << prec))) continue;
         for (size_t ki = 0; ki < sizeof chooser_kinds / sizeof *chooser_kinds; ki++) {
             hfl_candidate *c = &out->rows[out->n];
             c->batch = batch;
+            c->precision = prec;
             c->ckpt = chooser_kinds[ki];
-            c->ckpt_budget = c->ckpt == HFL_CKPT_OPTIMAL
-                                 ? optimal_budget(none, usable > in->overhead ? usable - in->overhead : 0)
-                                 : SIZE_MAX;
+            uint64_t extra = in->overhead ? in->overhead(in->overhead_ctx, prec, batch) : 0;
+            c->ckpt_budget = c->ckpt == HFL_CKPT_OPTIMAL ? optimal_budget(none, usable > extra ? usable - extra : 0)
+                                                         : SIZE_MAX;
             hfl_plan_config cfg;
             hfl_candidate_config(c, in->momentum, &cfg);
             if ((rc = hfl_plan_make(spec, &cfg, c->ckpt == HFL_CKPT_NONE ? none : plan, err)) != 0) break;
             const hfl_plan *p = c->ckpt == HFL_CKPT_NONE ? none : plan;
             c->arena = p->arena_bytes;
-            c->predicted = p->arena_bytes + in->overhead;
+            c->predicted = p->arena_bytes + extra;
             double flops = 3.0 * fwd * batch + p->ckpt.recompute;
-            c->samples_per_s = in->gflops > 0 ? batch / (flops / (in->gflops * 1e9)) : 0;
+            c->samples_per_s = in->gflops[prec] > 0 ? batch / (flops / (in->gflops[prec] * 1e9)) : 0;
             c->fits = c->predicted <= usable;
             uint64_t need = (uint64_t)ceil((double)c->predicted / (1.0 - in->headroom));
             if (need < out->min_budget) out->min_budget = need;

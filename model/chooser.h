@@ -1,13 +1,14 @@
 /* chooser.h: picking the training configuration that fits a device.
  *
- * For each candidate (batch from a ladder x checkpoint schedule) the planner
+ * For each candidate (batch from a ladder x precision x checkpoint schedule) the planner
  * gives the arena a step needs; the chooser adds what lies outside the arena
  * (the learned overhead: allocator, BLAS buffers, on a GPU the CUDA context)
  * to predict the peak, and predicts samples per second from the step's FLOPs
- * (3x the forward pass, plus what the schedule recomputes) at a GEMM rate
- * measured on this device at start-up. It picks the fastest candidate whose
+ * (3x the forward pass, plus what the schedule recomputes) at the GEMM rate
+ * measured for that precision on this device at start-up (on the CPU, 2-byte
+ * storage is widened to fp32 around OpenBLAS, so it is slower, not faster). It picks the fastest candidate whose
  * peak fits the budget less a headroom; ties go to the larger batch, then to
- * the smaller peak. A preferred batch (the one the coordinator asked for)
+ * the wider precision, then the smaller peak. A preferred batch (the one the coordinator asked for)
  * wins whenever some schedule makes it fit; smaller batches are the fallback.
  * When nothing fits, it says the smallest budget that would. */
 #ifndef HFL_MODEL_CHOOSER_H
@@ -19,13 +20,17 @@
 #include "kernels/backend.h"
 #include "model/planner.h"
 
-#define HFL_CHOOSER_MAX_ROWS 64
+#define HFL_CHOOSER_MAX_ROWS 96 /* 6 batches x 3 precisions x 4 schedules, with room */
 
 typedef struct {
     uint64_t budget;     /* bytes this client may use */
     double headroom;     /* fraction of the budget kept free, e.g. 0.05 */
-    uint64_t overhead;   /* bytes outside the arena, learned from measurements */
-    double gflops;       /* measured GEMM rate (hfl_chooser_calibrate) */
+    /* Bytes outside the arena for a precision and batch, learned from
+     * measurements (NULL: none). */
+    uint64_t (*overhead)(void *ctx, hfl_precision precision, int batch);
+    void *overhead_ctx;
+    double gflops[3];    /* measured GEMM rate per hfl_precision (hfl_chooser_calibrate) */
+    unsigned precisions; /* bit (1 << hfl_precision) for each precision the device may use */
     int momentum;        /* the optimizer keeps momentum */
     int max_batch;       /* ladder top: 1, 8, 32, 128, 512 up to this */
     int prefer_batch;    /* > 0: also a candidate, and any fitting candidate at this batch
@@ -34,6 +39,7 @@ typedef struct {
 
 typedef struct {
     int batch;
+    hfl_precision precision;
     hfl_ckpt_kind ckpt;
     size_t ckpt_budget;    /* optimal: the activation budget it was planned under */
     size_t arena;          /* planner's arena bytes */
@@ -49,8 +55,12 @@ typedef struct {
     uint64_t min_budget;   /* the smallest budget any candidate fits (with headroom) */
 } hfl_choice;
 
-/* Measures sgemm GFLOP/s on be (about 50 ms). */
-double hfl_chooser_calibrate(const hfl_backend *be);
+/* Measures GEMM GFLOP/s on be for each precision (about 50 ms each), in a
+ * forked child: the BLAS library's first-use buffers then stay out of this
+ * process, so its first training step pays for them as a fresh client would,
+ * and every measurement of a first step sees the same overhead. 0s if the
+ * child fails. */
+void hfl_chooser_calibrate(const hfl_backend *be, double gflops[3]);
 
 /* Plans every candidate and picks one; -1 with err only when planning fails. */
 int hfl_choose(const hfl_model_spec *spec, const hfl_chooser_input *in, hfl_choice *out, char *err);

@@ -12,7 +12,7 @@
 
 static const char *const known_keys[] = {
     "name", "model", "clients", "clients_per_round", "min_quorum", "rounds", "local_epochs", "batch",
-    "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "downlink", "downlink_delta", "client_codecs", NULL};
+    "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "downlink", "downlink_delta", "client_codecs", "client_memory", "precision", NULL};
 
 static int get_str(const cJSON *o, const char *key, int required, char *out, size_t cap, char *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -35,29 +35,29 @@ static int get_num(const cJSON *o, const char *key, int required, int integral, 
     return 0;
 }
 
-/* "client_codecs": {"client-<i>": "<codec>", ...}; codec names are checked by the caller. */
-static int get_client_codecs(const cJSON *o, hfl_scenario *sc, char *err) {
-    sc->client_codec = calloc((size_t)sc->clients, sizeof *sc->client_codec);
-    if (!sc->client_codec) return hfl_errf(err, "out of memory");
-    const cJSON *cc = cJSON_GetObjectItemCaseSensitive(o, "client_codecs");
+/* "<key>": {"client-<i>": "<value>", ...} into out[i]; values are checked by the caller. */
+static int get_per_client(const cJSON *o, const char *key, int clients, char (*out)[32], char *err) {
+    const cJSON *cc = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!cc) return 0;
-    if (!cJSON_IsObject(cc)) return hfl_errf(err, "\"client_codecs\" must be an object of client name to codec");
+    if (!cJSON_IsObject(cc)) return hfl_errf(err, "\"%s\" must be an object of client name to string", key);
     for (const cJSON *it = cc->child; it; it = it->next) {
         int idx;
         char tail;
-        if (sscanf(it->string, "client-%d%c", &idx, &tail) != 1 || idx < 0 || idx >= sc->clients)
-            return hfl_errf(err, "\"client_codecs\": no client named \"%s\" (names are client-0 .. client-%d)",
-                            it->string, sc->clients - 1);
-        if (!cJSON_IsString(it) || !it->valuestring[0] || strlen(it->valuestring) >= sizeof sc->client_codec[0])
-            return hfl_errf(err, "\"client_codecs\": \"%s\" must name a codec", it->string);
-        memcpy(sc->client_codec[idx], it->valuestring, strlen(it->valuestring) + 1);
+        if (sscanf(it->string, "client-%d%c", &idx, &tail) != 1 || idx < 0 || idx >= clients)
+            return hfl_errf(err, "\"%s\": no client named \"%s\" (names are client-0 .. client-%d)", key,
+                            it->string, clients - 1);
+        if (!cJSON_IsString(it) || !it->valuestring[0] || strlen(it->valuestring) >= sizeof out[0])
+            return hfl_errf(err, "\"%s\": \"%s\" must be a short non-empty string", key, it->string);
+        memcpy(out[idx], it->valuestring, strlen(it->valuestring) + 1);
     }
     return 0;
 }
 
 void hfl_scenario_free(hfl_scenario *sc) {
     free(sc->client_codec);
+    free(sc->client_memory);
     sc->client_codec = NULL;
+    sc->client_memory = NULL;
 }
 
 int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err) {
@@ -84,6 +84,7 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
     double clients = 0, k = -1, q = -1, rounds = 0, epochs = 1, batch = 32, block = 256, seed = 1;
     sc->lr = 0.05, sc->deadline_s = 300;
     snprintf(sc->downlink, sizeof sc->downlink, "fp32");
+    snprintf(sc->precision, sizeof sc->precision, "auto");
     if (get_str(o, "name", 1, sc->name, sizeof sc->name, err) || get_str(o, "model", 1, sc->model, sizeof sc->model, err) ||
         get_str(o, "partition", 1, sc->partition, sizeof sc->partition, err) ||
         get_str(o, "codec", 1, sc->codec, sizeof sc->codec, err) ||
@@ -114,7 +115,16 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
         hfl_errf(err, "\"min_quorum\" (%d) exceeds \"clients_per_round\" (%d)", sc->min_quorum, sc->clients_per_round);
         goto out;
     }
-    if (get_client_codecs(o, sc, err) != 0) goto out;
+    sc->client_codec = calloc((size_t)sc->clients, sizeof *sc->client_codec);
+    sc->client_memory = calloc((size_t)sc->clients, sizeof *sc->client_memory);
+    if (!sc->client_codec || !sc->client_memory) {
+        hfl_errf(err, "out of memory");
+        goto out;
+    }
+    if (get_per_client(o, "client_codecs", sc->clients, sc->client_codec, err) != 0 ||
+        get_per_client(o, "client_memory", sc->clients, sc->client_memory, err) != 0 ||
+        get_str(o, "precision", 0, sc->precision, sizeof sc->precision, err) != 0)
+        goto out;
     rc = 0;
 out:
     if (rc != 0) hfl_scenario_free(sc);

@@ -8,11 +8,13 @@
  *   "partition": "dirichlet:0.5", "codec": "int8",       "block": 256,
  *   "seed": 1,                 "deadline_s": 300,
  *   "downlink": "fp32",        "downlink_delta": false,
- *   "client_codecs": {"client-3": "topk:0.01"}
+ *   "client_codecs": {"client-3": "topk:0.01"},
+ *   "precision": "auto",       "client_memory": {"client-0": "64M"}
  * }
  * Required: name, model, clients, rounds, partition, codec. Everything else
  * has the default shown (clients_per_round and min_quorum default to
- * clients; client_codecs to none: every client uses "codec"). Clients are
+ * clients; client_codecs to none: every client uses "codec"; client_memory to
+ * none: every client may use its device's free memory). Clients are
  * named client-0 .. client-<clients-1>. Unknown keys are an error, so a typo never silently falls back. */
 #ifndef HFL_SCENARIO_H
 #define HFL_SCENARIO_H
@@ -30,6 +32,8 @@ typedef struct {
     char downlink[32];
     int downlink_delta;
     char (*client_codec)[32]; /* [clients]: "" for the run's codec; malloc'd, free with hfl_scenario_free */
+    char (*client_memory)[32]; /* [clients]: "" for the device's free memory, else a size like "64M" */
+    char precision[8];         /* auto, fp32, bf16, fp16: what every client may train in */
     int block;
     uint64_t seed;
 } hfl_scenario;

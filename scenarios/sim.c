@@ -184,9 +184,15 @@ static int sim_check(const hfl_scenario *sc, char *err) {
         return -1;
     if (strcmp(sc->downlink, "fp32") && strcmp(sc->downlink, "fp16") && strcmp(sc->downlink, "bf16"))
         return hfl_errf(err, "\"downlink\" must be fp32, fp16 or bf16, not '%s'", sc->downlink);
+    if (strcmp(sc->precision, "auto") && strcmp(sc->precision, "fp32") && strcmp(sc->precision, "bf16") &&
+        strcmp(sc->precision, "fp16"))
+        return hfl_errf(err, "\"precision\" must be auto, fp32, bf16 or fp16, not '%s'", sc->precision);
     for (int i = 0; i < sc->clients; i++) {
-        if (!sc->client_codec[i][0]) continue;
+        uint64_t bytes;
         char e[HFL_ERR_LEN];
+        if (sc->client_memory[i][0] && hfl_parse_size(sc->client_memory[i], &bytes, e) != 0)
+            return hfl_errf(err, "client-%d: memory: %s", i, e);
+        if (!sc->client_codec[i][0]) continue;
         if (!(codec = hfl_codec_find(sc->client_codec[i], e)) ||
             hfl_codec_check(codec, spec.n_params, (uint32_t)sc->block, e) != 0)
             return hfl_errf(err, "client-%d: %s", i, e);
@@ -349,7 +355,11 @@ int main(int argc, char **argv) {
         char *argv_c[] = {client_exe, "--coordinator", url, "--ca", ca, "--cert", pem, "--name", name,
                           "--data", o.data_dir, "--partition", sc.partition, "--client-index", idx,
                           "--num-clients", a_n, "--seed", a_seed, "--threads", a_threads, "--state-dir", state_dir,
-                          sc.client_codec[i][0] ? "--codec" : NULL, sc.client_codec[i], NULL};
+                          "--precision", sc.precision, NULL, NULL, NULL, NULL, NULL};
+        int k = 0;
+        while (argv_c[k]) k++;
+        if (sc.client_codec[i][0]) argv_c[k++] = "--codec", argv_c[k++] = sc.client_codec[i];
+        if (sc.client_memory[i][0]) argv_c[k++] = "--memory-budget", argv_c[k++] = sc.client_memory[i];
         procs.clients[i] = spawn(argv_c, clientlog);
     }
     long pos = 0;

@@ -16,8 +16,8 @@
 #include "util/util.h"
 
 static hfl_choice choose(const hfl_model_spec *s, uint64_t budget, int max_batch) {
-    hfl_chooser_input in = {.budget = budget, .headroom = 0, .overhead = 0, .gflops = 100, .momentum = 1,
-                            .max_batch = max_batch};
+    hfl_chooser_input in = {.budget = budget, .headroom = 0, .overhead = NULL, .gflops = {100, 100, 100}, .momentum = 1,
+                            .max_batch = max_batch, .precisions = 1u << HFL_PREC_FP32};
     hfl_choice ch;
     char err[HFL_ERR_LEN];
     CHECK(hfl_choose(s, &in, &ch, err) == 0);
