@@ -35,6 +35,7 @@ typedef struct {
     char report[1024];
     char data_dir[1024];
     char codec[32];
+    char precision[8];
     int rounds;
     int threads;
     int json, quiet;
@@ -50,6 +51,7 @@ static void usage(FILE *f) {
         "  --report FILE      JSON report (default DIR/report.json)\n"
         "  --codec NAME       override the scenario's codec\n"
         "  --rounds N         override the scenario's rounds\n"
+        "  --precision P      override the scenario's precision: auto, fp32, bf16, fp16\n"
         "  --data DIR         Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)\n"
         "  --threads N        OpenBLAS threads per client (default 1)\n"
         "  --timeout SECONDS  give up on the whole run after this long (default 3600)\n"
@@ -59,12 +61,12 @@ static void usage(FILE *f) {
 }
 
 static int parse_args(int argc, char **argv, sim_options *o, char *err) {
-    enum { O_OUT = 256, O_REPORT, O_CODEC, O_ROUNDS, O_DATA, O_THREADS, O_TIMEOUT, O_JSON, O_QUIET, O_HELP };
+    enum { O_OUT = 256, O_REPORT, O_CODEC, O_ROUNDS, O_DATA, O_THREADS, O_TIMEOUT, O_JSON, O_QUIET, O_HELP, O_PREC };
     static const struct option opts[] = {
         {"out", 1, 0, O_OUT}, {"report", 1, 0, O_REPORT}, {"codec", 1, 0, O_CODEC},
         {"rounds", 1, 0, O_ROUNDS}, {"data", 1, 0, O_DATA}, {"threads", 1, 0, O_THREADS},
         {"timeout", 1, 0, O_TIMEOUT}, {"json", 0, 0, O_JSON}, {"quiet", 0, 0, O_QUIET},
-        {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+        {"help", 0, 0, O_HELP}, {"precision", 1, 0, O_PREC}, {0, 0, 0, 0}};
     long v;
     opterr = 0;
     for (;;) {
@@ -81,6 +83,7 @@ static int parse_args(int argc, char **argv, sim_options *o, char *err) {
         case O_TIMEOUT: hfl_parse_double(optarg, 1, 1e7, &o->timeout_s, e); break;
         case O_JSON: o->json = 1; break;
         case O_QUIET: o->quiet = 1; break;
+        case O_PREC: snprintf(o->precision, sizeof o->precision, "%s", optarg); break;
         case O_HELP: usage(stdout); exit(0);
         case ':': return hfl_errf(err, "option '%s' needs a value (see --help)", argv[optind - 1]);
         default: return hfl_errf(err, "unknown option '%s' (see --help)", argv[optind - 1]);
@@ -260,6 +263,7 @@ int main(int argc, char **argv) {
     }
     if (o.codec[0]) snprintf(sc.codec, sizeof sc.codec, "%s", o.codec);
     if (o.rounds) sc.rounds = o.rounds;
+    if (o.precision[0]) snprintf(sc.precision, sizeof sc.precision, "%s", o.precision);
     if (sim_check(&sc, err) != 0) {
         fprintf(stderr, "hfl-sim: %s: %s\n", o.scenario_path, err);
         return 2;
