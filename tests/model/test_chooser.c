@@ -2,8 +2,9 @@
  *
  * cnn at batch 128 without checkpointing needs a certain arena; with a budget
  * one byte short of it (and no headroom), the chooser must not pick that
- * configuration, must pick one that fits, and that configuration must then
- * train under the CPU backend's enforcing allocator set to the budget. With
+ * configuration but one that fits; when the run asks for batch 128 it must
+ * keep that batch and checkpoint, and that configuration must then train
+ * under the CPU backend's enforcing allocator set to the budget. With
  * a budget below every candidate it must choose nothing and name the
  * smallest budget that would do; with a generous one, the largest batch. */
 #include <stdio.h>
@@ -15,9 +16,9 @@
 #include "tests/kernels/check.h"
 #include "util/util.h"
 
-static hfl_choice choose(const hfl_model_spec *s, uint64_t budget, int max_batch) {
+static hfl_choice choose(const hfl_model_spec *s, uint64_t budget, int max_batch, int prefer_batch) {
     hfl_chooser_input in = {.budget = budget, .headroom = 0, .overhead = NULL, .gflops = {100, 100, 100}, .momentum = 1,
-                            .max_batch = max_batch, .precisions = 1u << HFL_PREC_FP32};
+                            .max_batch = max_batch, .prefer_batch = prefer_batch, .precisions = 1u << HFL_PREC_FP32};
     hfl_choice ch;
     char err[HFL_ERR_LEN];
     CHECK(hfl_choose(s, &in, &ch, err) == 0);
@@ -27,7 +28,7 @@ static hfl_choice choose(const hfl_model_spec *s, uint64_t budget, int max_batch
 int main(void) {
     hfl_model_spec s;
     CHECK(hfl_model_builtin("cnn", &s, NULL) == 0);
-    hfl_choice all = choose(&s, UINT64_MAX / 4, 128);
+    hfl_choice all = choose(&s, UINT64_MAX / 4, 128, 0);
     size_t none128 = 0;
     for (int i = 0; i < all.n; i++)
         if (all.rows[i].batch == 128 && all.rows[i].ckpt == HFL_CKPT_NONE) none128 = all.rows[i].arena;
@@ -35,13 +36,21 @@ int main(void) {
     CHECK(all.chosen >= 0 && all.rows[all.chosen].batch == 128);
 
     uint64_t budget = none128 - 1;
-    hfl_choice ch = choose(&s, budget, 128);
+    hfl_choice free_batch = choose(&s, budget, 128, 0);
+    CHECK(free_batch.chosen >= 0);
+    const hfl_candidate *c = &free_batch.rows[free_batch.chosen];
+    printf("budget %llu, any batch: chose batch %d %s, arena %zu\n", (unsigned long long)budget, c->batch,
+           hfl_ckpt_name(c->ckpt), c->arena);
+    CHECK(c->fits && c->arena <= budget && !(c->batch == 128 && c->ckpt == HFL_CKPT_NONE));
+
+    /* The run asks for batch 128: the chooser must keep it and checkpoint instead. */
+    hfl_choice ch = choose(&s, budget, 128, 128);
     CHECK(ch.chosen >= 0);
-    const hfl_candidate *c = &ch.rows[ch.chosen];
-    printf("budget %llu: chose batch %d %s, arena %zu (none at 128: %zu)\n", (unsigned long long)budget, c->batch,
-           hfl_ckpt_name(c->ckpt), c->arena, none128);
+    c = &ch.rows[ch.chosen];
+    printf("budget %llu, batch 128 asked: chose batch %d %s, arena %zu (none at 128: %zu)\n",
+           (unsigned long long)budget, c->batch, hfl_ckpt_name(c->ckpt), c->arena, none128);
     CHECK(c->fits && c->arena <= budget);
-    CHECK(!(c->batch == 128 && c->ckpt == HFL_CKPT_NONE));
+    CHECK(c->batch == 128 && c->ckpt != HFL_CKPT_NONE);
 
     hfl_plan *plan = hfl_malloc(sizeof *plan);
     hfl_plan_config cfg;
@@ -68,7 +77,7 @@ int main(void) {
     hfl_trainer_free(t);
     hfl_backend_cpu_set_budget(0);
 
-    hfl_choice none = choose(&s, 1 << 20, 512); /* 1 MiB: below every candidate */
+    hfl_choice none = choose(&s, 1 << 20, 512, 0); /* 1 MiB: below every candidate */
     CHECK(none.chosen < 0);
     CHECK(none.min_budget > (1 << 20));
     size_t smallest = SIZE_MAX;
