@@ -4,7 +4,8 @@
  * train.c  one round of local training and the encoded update it produces
  * state.c  the state file that keeps the error-feedback residual across restarts
  * plan_cli.c  --plan: the candidate table, the choice, and --verify measurements
- * overhead.c  the memory a step takes outside the arena, learned from measurements */
+ * overhead.c  the memory a step takes outside the arena, learned from measurements
+ * handshake.c hello, welcome, and the plan chosen between them */
 #ifndef HFL_CLIENT_H
 #define HFL_CLIENT_H
 
@@ -13,6 +14,7 @@
 
 #include "compress/codec.h"
 #include "kernels/device.h"
+#include "proto/transport.h"
 #include "data/idx.h"
 #include "model/chooser.h"
 #include "model/model.h"
@@ -33,7 +35,7 @@ typedef struct {
     int trainer_batch;
     hfl_dataset data; /* this client's share */
     int client_id;    /* the coordinator's id for us: order of arrival */
-    char token[33];   /* from welcome; proves we are client_id */
+    char token[33];   /* from the welcome; proves we are client_id */
     uint32_t stream;  /* hash of our name: keys our randomness, the same in every run */
     float *global;    /* the weights the last task came with: model version held_version */
     int held_version; /* -1 before the first task */
@@ -63,16 +65,42 @@ int client_state_load(const char *dir, const char *name, const char *model, cons
                       float *residual, size_t n, char *why);
 
 typedef struct {
-    const char *model;     /* built-in name or JSON spec file */
-    uint64_t budget;       /* 0: the device's free memory */
-    double headroom;       /* fraction of the budget kept free */
-    unsigned precisions;   /* bit (1 << hfl_precision) per precision allowed */
-    int verify, json;
-    const char *state_dir; /* overhead records; NULL or "": none */
-} client_plan_options;
+    char url[256];
+    hfl_tls_opts tls;
+    char name[64];
+    char data_dir[1024];
+    char partition[64];
+    char codec[32]; /* update codec override; empty: the run's */
+    char state_dir[1024];
+    int plan, verify, json; /* --plan mode */
+    char model[1024];
+    uint64_t budget;
+    double headroom;
+    unsigned precisions; /* bit (1 << hfl_precision) per precision the chooser may use */
+    int index, num_clients;
+    uint64_t seed;
+    int threads;
+    int quiet;
+    double timeout_s;
+} client_options;
+
+typedef struct {
+    char model[1024], codec[32];
+    char spec_json[16384];     /* the model's layers as JSON, "" when the welcome had none */
+    int64_t batch;            /* the run's batch */
+    int64_t overhead_estimate; /* the fleet's overhead for our device, -1: none */
+} client_welcome;
+
+/* Says hello (with our plan, once we have one) and reads the welcome into w. */
+int client_say_hello(nng_socket sock, const client_options *o, const hfl_device_info *dev, client_state *s,
+                     const cJSON *plan, size_t max_payload, client_welcome *w, char *err);
+/* Chooses and plans this client's configuration into s; returns the plan as JSON, NULL with err. */
+cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, client_state *s,
+                          const client_welcome *w,
+                          char *err);
 
 /* hfl-client --plan; -1 with err when nothing fits or the model is bad. */
-int client_plan_run(const client_plan_options *o, const hfl_device_info *dev, char *err);
+int client_plan_run(const client_options *o, const hfl_device_info *dev, char *err);
 
 /* The overhead outside the arena, from the measurements under state_dir
  * (client/overhead.c): load once, then ask per (precision, batch). */

@@ -22,7 +22,7 @@
 #include "model/measure.h"
 #include "util/util.h"
 
-int client_plan_run(const client_plan_options *o, const hfl_device_info *dev, char *err) {
+int client_plan_run(const client_options *o, const hfl_device_info *dev, char *err) {
     hfl_model_spec spec;
     if (hfl_model_resolve(o->model, &spec, err) != 0) return -1;
     hfl_chooser_input in = {.budget = o->budget ? o->budget : dev->free_bytes, .headroom = o->headroom,

@@ -27,6 +27,7 @@
 
 #define COORD_MAX_CLIENTS 1024
 #define DOWNLINK_HISTORY 4 /* global versions kept to send deltas against */
+#define REGISTRY_MAX_CODECS 8 /* distinct codecs clients may ask for in one run */
 
 typedef struct {
     /* run settings */
@@ -105,6 +106,8 @@ typedef struct {
     hfl_dataset test;
     coord_client clients[COORD_MAX_CLIENTS];
     int n_clients;
+    const hfl_codec *client_codecs[REGISTRY_MAX_CODECS]; /* codecs clients asked for */
+    int n_client_codecs;
     coord_round r;
     coord_downlink down;
     int done;          /* all rounds finished: pulls get bye */

@@ -21,6 +21,13 @@
 
 #define REGISTRY_MAX_INFO 4096 /* bytes of device or plan JSON kept per client */
 
+/* Index of a codec name among those clients asked for so far, or -1. */
+static int registry_codec_known(const coord *c, const char *name) {
+    for (int i = 0; i < c->n_client_codecs; i++)
+        if (!strcmp(c->client_codecs[i]->name, name)) return i;
+    return -1;
+}
+
 /* 128 random bits from the kernel, as hex. */
 static int registry_token(char out[33], char *err) {
     uint8_t b[16];
@@ -55,9 +62,15 @@ int registry_hello(coord *c, const cJSON *meta, char *err) {
     const hfl_codec *codec = c->codec;
     if (cJSON_GetObjectItemCaseSensitive(meta, "codec")) {
         char name[32];
-        if (hfl_meta_str(meta, "codec", sizeof name - 1, name, err) != 0 || !(codec = hfl_codec_find(name, err)) ||
-            hfl_codec_check(codec, c->spec.n_params, c->cfg.block, err) != 0)
+        if (hfl_meta_str(meta, "codec", sizeof name - 1, name, err) != 0) return -1;
+        /* Codec names with a parameter (topk:<f>) are interned for the process's
+         * life: accept a bounded number of distinct ones, so hellos cannot
+         * exhaust the table. */
+        if (registry_codec_known(c, name) < 0 && c->n_client_codecs >= REGISTRY_MAX_CODECS)
+            return hfl_errf(err, "this run already serves %d client codecs; use one of them", REGISTRY_MAX_CODECS);
+        if (!(codec = hfl_codec_find(name, err)) || hfl_codec_check(codec, c->spec.n_params, c->cfg.block, err) != 0)
             return -1;
+        if (registry_codec_known(c, codec->name) < 0) c->client_codecs[c->n_client_codecs++] = codec;
     }
 
     int id = -1;

@@ -183,6 +183,9 @@ int hfl_meta_str(const cJSON *meta, const char *key, size_t maxlen, char *out, c
     size_t n = strlen(item->valuestring);
     if (n == 0) return hfl_errf(err, "field '%s' is empty", key);
     if (n > maxlen) return hfl_errf(err, "field '%s' is %zu bytes long (limit %zu)", key, n, maxlen);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)item->valuestring[i] < 0x20 || item->valuestring[i] == 0x7f)
+            return hfl_errf(err, "field '%s' holds a control character", key);
     memcpy(out, item->valuestring, n + 1);
     return 0;
 }

@@ -58,7 +58,8 @@ void hfl_msg_free(hfl_msg *m);
  * missing, of the wrong JSON type, or out of range. */
 int hfl_meta_int(const cJSON *meta, const char *key, int64_t lo, int64_t hi, int64_t *out, char *err);
 int hfl_meta_num(const cJSON *meta, const char *key, double lo, double hi, double *out, char *err);
-/* The string must be present and 1..maxlen bytes long; copied into out (maxlen+1 bytes). */
+/* The string must be present, 1..maxlen bytes long and free of control
+ * characters (it may end up in logs); copied into out (maxlen+1 bytes). */
 int hfl_meta_str(const cJSON *meta, const char *key, size_t maxlen, char *out, char *err);
 
 #endif

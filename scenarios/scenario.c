@@ -41,13 +41,16 @@ static int get_per_client(const cJSON *o, const char *key, int clients, char (*o
     if (!cc) return 0;
     if (!cJSON_IsObject(cc)) return hfl_errf(err, "\"%s\" must be an object of client name to string", key);
     for (const cJSON *it = cc->child; it; it = it->next) {
-        int idx;
-        char tail;
-        if (sscanf(it->string, "client-%d%c", &idx, &tail) != 1 || idx < 0 || idx >= clients)
+        /* exactly client-<digits>, no sign, no leading zero, each client once */
+        const char *d = strncmp(it->string, "client-", 7) == 0 ? it->string + 7 : "";
+        char *end;
+        long idx = *d >= '0' && *d <= '9' && (d[0] != '0' || d[1] == 0) ? strtol(d, &end, 10) : -1;
+        if (idx < 0 || *end || idx >= clients)
             return hfl_errf(err, "\"%s\": no client named \"%s\" (names are client-0 .. client-%d)", key,
                             it->string, clients - 1);
         if (!cJSON_IsString(it) || !it->valuestring[0] || strlen(it->valuestring) >= sizeof out[0])
             return hfl_errf(err, "\"%s\": \"%s\" must be a short non-empty string", key, it->string);
+        if (out[idx][0]) return hfl_errf(err, "\"%s\": \"%s\" appears twice", key, it->string);
         memcpy(out[idx], it->valuestring, strlen(it->valuestring) + 1);
     }
     return 0;

@@ -18,6 +18,10 @@ int hfl_errf(char *err, const char *fmt, ...) {
         va_start(ap, fmt);
         vsnprintf(err, HFL_ERR_LEN, fmt, ap);
         va_end(ap);
+        /* Errors quote what they were given (keys, names, paths): keep them one
+         * printable line whatever that was. */
+        for (char *p = err; *p; p++)
+            if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
     }
     return -1;
 }

@@ -12,7 +12,9 @@
 
 #define HFL_ERR_LEN 256
 
-/* printf into err (may be NULL); always returns -1 so callers can `return hfl_errf(...)`. */
+/* printf into err (may be NULL), control characters replaced by '?' so an
+ * error is always one printable line; always returns -1 so callers can
+ * `return hfl_errf(...)`. */
 int hfl_errf(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 void *hfl_malloc(size_t bytes);          /* exits with a one-line message on failure */

@@ -40,6 +40,8 @@ echo '{"name": "x", "model": "mlp", "clients": 2, "rounds": 1, "partition": "iid
 echo '{"name": "x", "model": "resnet", "clients": 2, "rounds": 1, "partition": "iid", "codec": "int8"}' >"$tmp/bad_model.json"
 echo '{"name": "x", "model": "mlp", "clients": 2, "rounds": 1, "partition": "dirichlet:-1", "codec": "int8"}' >"$tmp/bad_partition.json"
 echo '[1, 2]' >"$tmp/array.json"
+printf '{"name": "x", "a\\nb\\u001b[2J": 1}\n' >"$tmp/control_key.json"
+printf '{"name": "x", "model": "mlp", "clients": 2, "rounds": 1, "partition": "iid", "codec": "int8", "client_codecs": {"client-01": "fp32"}}\n' >"$tmp/alias_client.json"
 echo '{"name": "x", "model": "mlp", "clients": 2, "rounds": 1, "partition": "iid", "codec": "int8"}' >"$tmp/good.json"
 
 for p in "$coord" "$client" "$sim" "$pki"; do expect_help "$(basename "$p")" "$p"; done
@@ -48,6 +50,8 @@ expect_error "sim: missing scenario file"   "$sim" "$tmp/nope.json" --out "$tmp/
 expect_error "sim: malformed JSON"          "$sim" "$tmp/broken.json" --out "$tmp/run"
 expect_error "sim: scenario not an object"  "$sim" "$tmp/array.json" --out "$tmp/run"
 expect_error "sim: unknown key"             "$sim" "$tmp/unknown_key.json" --out "$tmp/run"
+expect_error "sim: key with control chars"  "$sim" "$tmp/control_key.json" --out "$tmp/run"
+expect_error "sim: client name alias"       "$sim" "$tmp/alias_client.json" --out "$tmp/run"
 expect_error "sim: unknown codec"           "$sim" "$tmp/bad_codec.json" --out "$tmp/run"
 expect_error "sim: unknown model"           "$sim" "$tmp/bad_model.json" --out "$tmp/run"
 expect_error "sim: bad partition"           "$sim" "$tmp/bad_partition.json" --out "$tmp/run"

@@ -126,6 +126,11 @@ int main(int argc, char **argv) {
     cJSON_AddStringToObject(hello, "name", "client-0");
     CHECK(request(HFL_MSG_HELLO, hello, NULL, 0, NULL, why) == HFL_MSG_ERROR, "hello without samples accepted");
     hello = cJSON_CreateObject();
+    cJSON_AddStringToObject(hello, "name", "evil\nname");
+    cJSON_AddNumberToObject(hello, "samples", 100);
+    CHECK(request(HFL_MSG_HELLO, hello, NULL, 0, NULL, why) == HFL_MSG_ERROR, "a name with a newline accepted");
+    CHECK(!strchr(why, '\n'), "error reply spans lines: %s", why);
+    hello = cJSON_CreateObject();
     cJSON_AddStringToObject(hello, "name", "client-0");
     cJSON_AddNumberToObject(hello, "samples", 100);
     CHECK(request(HFL_MSG_HELLO, hello, NULL, 0, NULL, why) == HFL_MSG_WELCOME, "hello refused: %s", why);

@@ -1,0 +1,128 @@
+/* handshake.c: hello, welcome, and the plan a client makes between them.
+ *
+ * A client says hello with its device, learns the model, its codec, the run's
+ * batch and the fleet's overhead estimate from the welcome, chooses the
+ * training configuration that fits its memory budget (model/chooser.c), and
+ * says hello again with that plan, so the coordinator knows what every client
+ * runs before any round. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/client.h"
+#include "util/util.h"
+
+static cJSON *hello_meta(const client_options *o, const hfl_device_info *dev, const client_state *s) {
+    cJSON *meta = cJSON_CreateObject();
+    cJSON_AddStringToObject(meta, "name", o->name);
+    cJSON_AddNumberToObject(meta, "samples", s->data.n);
+    if (o->codec[0]) cJSON_AddStringToObject(meta, "codec", o->codec);
+    cJSON *d = cJSON_AddObjectToObject(meta, "device");
+    cJSON_AddStringToObject(d, "kind", dev->is_gpu ? "cuda" : "cpu");
+    cJSON_AddStringToObject(d, "name", dev->name);
+    if (dev->is_gpu) {
+        char cc[16];
+        snprintf(cc, sizeof cc, "%d.%d", dev->cc_major, dev->cc_minor);
+        cJSON_AddStringToObject(d, "compute_capability", cc);
+    }
+    cJSON_AddNumberToObject(d, "cores", dev->cores);
+    cJSON_AddNumberToObject(d, "free_bytes", (double)dev->free_bytes);
+    cJSON_AddNumberToObject(d, "total_bytes", (double)dev->total_bytes);
+    cJSON *p = cJSON_AddObjectToObject(meta, "plan");
+    cJSON_AddStringToObject(p, "backend", "cpu");
+    cJSON_AddStringToObject(p, "precision", hfl_precision_name(s->chosen.precision));
+    cJSON_AddStringToObject(p, "checkpoint", "none");
+    return meta;
+}
+
+/* Says hello (with our plan, once we have one) and reads the welcome: our id
+ * and token, the model, our codec, the run's batch and the fleet's overhead
+ * estimate for our device. Saying hello again is safe: the name keeps the id. */
+int client_say_hello(nng_socket sock, const client_options *o, const hfl_device_info *dev, client_state *s,
+                     const cJSON *plan, size_t max_payload, client_welcome *w, char *err) {
+    hfl_msg rep;
+    nng_msg *raw;
+    cJSON *meta = hello_meta(o, dev, s);
+    if (plan) cJSON_ReplaceItemInObject(meta, "plan", cJSON_Duplicate(plan, 1));
+    int sent = hfl_transport_request(sock, HFL_MSG_HELLO, meta, NULL, 0, max_payload, &rep, &raw, err);
+    cJSON_Delete(meta);
+    if (sent != 0) return -1;
+    int64_t id;
+    int rc = -1;
+    if (rep.type != HFL_MSG_WELCOME) {
+        char why[200] = "unexpected reply";
+        hfl_meta_str(rep.meta, "error", sizeof why - 1, why, NULL);
+        hfl_errf(err, "coordinator refused hello: %s", why);
+    } else if (hfl_meta_int(rep.meta, "client_id", 0, 1 << 20, &id, err) == 0 &&
+               hfl_meta_str(rep.meta, "model", sizeof w->model - 1, w->model, err) == 0 &&
+               hfl_meta_str(rep.meta, "codec", sizeof w->codec - 1, w->codec, err) == 0 &&
+               hfl_meta_str(rep.meta, "token", sizeof s->token - 1, s->token, err) == 0 &&
+               hfl_meta_int(rep.meta, "batch", 1, 65536, &w->batch, err) == 0) {
+        w->overhead_estimate = -1;
+        const cJSON *spec = cJSON_GetObjectItemCaseSensitive(rep.meta, "model_spec");
+        char *text = cJSON_IsObject(spec) ? cJSON_PrintUnformatted(spec) : NULL;
+        w->spec_json[0] = 0;
+        if (text && strlen(text) < sizeof w->spec_json) memcpy(w->spec_json, text, strlen(text) + 1);
+        free(text);
+        if (cJSON_GetObjectItemCaseSensitive(rep.meta, "overhead_estimate") &&
+            hfl_meta_int(rep.meta, "overhead_estimate", 0, INT64_C(1) << 50, &w->overhead_estimate, err) != 0)
+            w->overhead_estimate = -1;
+        s->client_id = (int)id;
+        rc = 0;
+    }
+    hfl_msg_free(&rep);
+    nng_msg_free(raw);
+    return rc;
+}
+
+/* Chooses this client's training configuration for the run's batch under its
+ * memory budget (model/chooser.c), plans it into s->plan, and returns the plan
+ * as JSON for the coordinator. The overhead outside the arena is our own fit
+ * when we have measurements, else the fleet's estimate for our device. */
+cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, client_state *s,
+                          const client_welcome *w,
+                          char *err) {
+    client_overhead *ov = hfl_malloc(sizeof *ov);
+    client_overhead_load(o->state_dir, dev->name, s->spec.name, (double)w->overhead_estimate, ov);
+    int n_records = client_overhead_records(ov);
+    hfl_chooser_input in = {.budget = o->budget ? o->budget : dev->free_bytes, .headroom = o->headroom,
+                            .momentum = 1, .max_batch = (int)w->batch, .prefer_batch = (int)w->batch,
+                            .precisions = o->precisions};
+    in.overhead = client_overhead_fn;
+    in.overhead_ctx = ov;
+    hfl_chooser_calibrate(hfl_backend_cpu(), in.gflops);
+    hfl_choice ch;
+    int chose = hfl_choose(&s->spec, &in, &ch, err);
+    free(ov);
+    if (chose != 0) return NULL;
+    if (ch.chosen < 0) {
+        hfl_errf(err, "nothing fits in %.1f MiB for model %s: the smallest budget that would is %.1f MiB",
+                 in.budget / 1048576.0, s->spec.name, ch.min_budget / 1048576.0);
+        return NULL;
+    }
+    s->chosen = ch.rows[ch.chosen];
+    hfl_plan_config cfg;
+    hfl_candidate_config(&s->chosen, 1, &cfg);
+    s->plan = hfl_malloc(sizeof *s->plan);
+    if (hfl_plan_make(&s->spec, &cfg, s->plan, err) != 0) return NULL;
+    s->budget = o->budget;
+    s->overhead = s->chosen.predicted - s->chosen.arena;
+    if (o->budget) hfl_backend_cpu_set_budget(o->budget); /* a breach fails loudly */
+    if (!o->quiet)
+        printf("%s: plan: batch %d, %s, checkpoint %s, predicted peak %.2f MiB (arena %.2f + overhead %.2f) of %.1f MiB\n",
+               o->name, s->chosen.batch, hfl_precision_name(s->chosen.precision), hfl_ckpt_name(s->chosen.ckpt),
+               s->chosen.predicted / 1048576.0,
+               s->chosen.arena / 1048576.0, (s->chosen.predicted - s->chosen.arena) / 1048576.0, in.budget / 1048576.0);
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddStringToObject(p, "backend", "cpu");
+    cJSON_AddNumberToObject(p, "batch", s->chosen.batch);
+    cJSON_AddStringToObject(p, "precision", "fp32");
+    cJSON_AddStringToObject(p, "checkpoint", hfl_ckpt_name(s->chosen.ckpt));
+    cJSON_AddNumberToObject(p, "budget_bytes", (double)in.budget);
+    cJSON_AddNumberToObject(p, "arena_bytes", (double)s->chosen.arena);
+    cJSON_AddNumberToObject(p, "predicted_peak_bytes", (double)s->chosen.predicted);
+    cJSON_AddNumberToObject(p, "predicted_samples_per_s", s->chosen.samples_per_s);
+    cJSON_AddNumberToObject(p, "overhead_bytes", (double)s->overhead);
+    cJSON_AddNumberToObject(p, "overhead_records", n_records);
+    return p;
+}
