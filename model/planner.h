@@ -54,12 +54,15 @@
  * peak. Labels (int32 per sample), workspaces and the parameter-sized
  * buffers are outside the chain: live_peak is at most chain_peak plus the
  * most of those alive at one op, and arena_bytes can exceed live_peak by
- * placement gaps (PLACEMENT; 3.2 MB for cnn at batch 128 under optimal and
- * full, docs/benchmarks.md).
+ * placement gaps (PLACEMENT; at most 3.1% over mlp and cnn's plans, only
+ * alignment for cnn at batch 128; docs/benchmarks.md).
  *
- * PLACEMENT (planner_place.c): first fit at 64-byte-aligned offsets clear of
- * every placed buffer whose lifetime overlaps, in two orders (by size, by
- * first op), keeping the smaller arena.
+ * PLACEMENT (planner_place.c): buffers alive at every op are stacked at the
+ * bottom; the rest are placed at 64-byte-aligned offsets clear of every
+ * placed buffer whose lifetime overlaps, in six orders with first fit and
+ * with best fit, keeping the smallest arena; then a budgeted local search
+ * moves one buffer later in the order at a time while the arena shrinks,
+ * stopping at the lower bound (the most aligned bytes alive at one op).
  * arena_bytes is the end of the highest buffer; it is at least live_peak.
  *
  * PRECISION (cfg.precision; model/model.h, kernels/backend.h). fp32: the

@@ -18,12 +18,14 @@
  *     table) equals checkpoint.h's peak for every plan made here: the chain
  *     the planner hands the DP states the trainer's execution exactly;
  *     chain_peak equals the hand-derived figure for mlp and cnn under `none`;
- *   - for cnn at batch 128, activation and live peaks full <= optimal (at a
- *     budget between full's and none's, and one byte below none's) <= sqrt
- *     < none, by the hand-derived 3136 floats a sample that is all any
- *     schedule can save there; arena(sqrt) < arena(none) and no arena above
- *     none's (full's and optimal's arenas equal none's: first-fit gaps,
- *     docs/benchmarks.md);
+ *   - for cnn at batch 128, activation peaks, live peaks and arenas full
+ *     <= optimal (at a budget between full's and none's, and one byte below
+ *     none's) <= sqrt < none, by the hand-derived 3136 floats a sample that
+ *     is all any schedule can save there; every arena is its live peak up to
+ *     alignment, and under the tight budget fits the budget plus the rest of
+ *     the step;
+ *   - mlp and cnn placements stay within 3.2% of their live peak (most meet
+ *     it up to alignment);
  *   - training with a checkpointed schedule (and momentum) still fits a
  *     synthetic problem, and evaluation runs in the same arena. */
 #include <stdint.h>
@@ -176,6 +178,7 @@ static void test_placements(void) {
     const char *names[4] = {"mlp", "cnn", "tiny", "odd"};
     const int batches[4] = {1, 7, 32, 512};
     hfl_plan *p = hfl_malloc(sizeof *p), *half = hfl_malloc(sizeof *half);
+    double worst = 0.0; /* the largest (arena - live peak) / live peak of mlp and cnn */
     for (int m = 0; m < 4; m++) {
         hfl_model_spec s;
         load_spec(names[m], &s);
@@ -190,8 +193,18 @@ static void test_placements(void) {
                     CHECK(hfl_plan_make(&s, &cfg, half, err) == 0);
                     check_placement(half);
                     CHECK(half->live_peak < p->live_peak);
+                    for (int h = 0; h < 2 && m < 2; h++) {
+                        const hfl_plan *x = h ? half : p;
+                        double gap = (double)(x->arena_bytes - x->live_peak) / (double)x->live_peak;
+                        if (gap > worst) worst = gap;
+                    }
                 }
     }
+    /* planner_place.c's local search: mlp and cnn place within 3.2% of
+     * their live peak (docs/benchmarks.md), the first-fit greedy alone left
+     * up to 9.8%. */
+    printf("placement: mlp and cnn arenas at most %.2f%% over their live peak\n", 100.0 * worst);
+    CHECK(worst < 0.032);
     free(p);
     free(half);
 }
@@ -269,12 +282,16 @@ static void test_against_checkpoint_model(void) {
     CHECK(live[FULL] <= live[OPT] && live[OPT] <= live[SQRT] && live[SQRT] < live[NONE]);
     CHECK(live[NONE] - live[FULL] == peak[NONE] - peak[FULL]);
     CHECK(live[OPT_TIGHT] <= budget[OPT_TIGHT] + other);
-    /* The arena: sqrt's placement reaches its live peak within 1.1%, and no
-     * schedule's arena exceeds none's. full and optimal keep conv1's output
-     * stored, and first fit (planner_place.c) then leaves 3.2 MB of gaps:
-     * their arena is none's although their live peak is sqrt's. */
-    CHECK(arena[SQRT] < arena[NONE] && arena[SQRT] - live[SQRT] < live[SQRT] / 90);
-    for (int k = 0; k < N_CASES; k++) CHECK(arena[k] <= arena[NONE]);
+    /* The arena follows: the placement (planner_place.c) reaches every live
+     * peak here up to the 64-byte alignment of the buffers (72 bytes), so
+     * the arenas order as the live peaks do, and under the tight budget the
+     * arena fits that budget plus the rest of the step. */
+    CHECK(arena[FULL] <= arena[OPT] && arena[OPT] <= arena[SQRT] && arena[SQRT] < arena[NONE]);
+    CHECK(arena[FULL] <= arena[OPT_TIGHT] && arena[OPT_TIGHT] < arena[NONE]);
+    CHECK(arena[OPT_TIGHT] <= budget[OPT_TIGHT] + other);
+    for (int k = 0; k < N_CASES; k++)
+        CHECK(arena[k] - live[k] < (size_t)HFL_PLAN_ALIGN * (size_t)p->n_buffers);
+    CHECK(arena[NONE] - arena[FULL] == live[NONE] - live[FULL]);
     free(p);
 }
 
