@@ -6,7 +6,8 @@
  * hfl_q4_pack). An odd block's last high nibble is 0; the decoder rejects a
  * nibble of -8 or a non-zero pad. Rounding is int8's (codec_sr.c, 16-bit
  * uniforms at the element's global index) with qmax = 7, so decode is unbiased
- * to within 2^-17 of a scale and |decoded - v| < scale. Threads split blocks.
+ * to within 2^-17 of a scale and |decoded - v| < scale. Threads split blocks;
+ * header, size and thread handling are codec.c's (codec_units).
  * Vectorised (gcc 12 -O3, SSE2): the rounding loops (codec_sr.c), the pack and
  * the check scan; the accumulate loop's interleaved stores are done by SLP. */
 #include "compress/codec_impl.h"
@@ -18,32 +19,6 @@
 
 static size_t int4_block_bytes(size_t m) { return sizeof(float) + (m + 1) / 2; }
 
-static size_t int4_max_bytes(const hfl_codec *c, size_t n, uint32_t block) {
-    (void)c;
-    if ((uint64_t)n > UINT32_MAX || block < 1 || block > HFL_CODEC_MAX_BLOCK)
-        return 0;
-    size_t full = n / block, last = n % block;
-    return HFL_CODEC_HEADER_BYTES + full * int4_block_bytes(block) +
-           (last ? int4_block_bytes(last) : 0);
-}
-
-typedef struct {
-    const float *delta;
-    float *residual;
-    size_t n;
-    uint32_t block;
-    const hfl_rng_key *key;
-    uint8_t *body;      /* encode: where the blocks go */
-    const uint8_t *in;  /* decode: the blocks read */
-    float weight;
-    float *acc;
-} int4_job;
-
-static size_t block_len(const int4_job *j, size_t k) {
-    size_t start = k * j->block;
-    return j->n - start < j->block ? j->n - start : j->block;
-}
-
 static void int4_pack(const int8_t *restrict q, size_t m, uint8_t *restrict out) {
     size_t half = m / 2;
     for (size_t i = 0; i < half; i++)
@@ -54,11 +29,11 @@ static void int4_pack(const int8_t *restrict q, size_t m, uint8_t *restrict out)
 
 static int int4_encode_range(void *ctx, size_t lo, size_t hi, char *err) {
     (void)err;
-    int4_job *j = ctx;
+    codec_job *j = ctx;
     uint16_t *scratch = hfl_malloc(codec_sr_scratch(j->block) * sizeof(uint16_t));
     int8_t *q = hfl_malloc(j->block);
     for (size_t k = lo; k < hi; k++) {
-        size_t start = k * j->block, m = block_len(j, k);
+        size_t start = k * j->block, m = codec_unit_len(j, k);
         uint8_t *p = j->body + k * int4_block_bytes(j->block);
         float s = codec_sr_encode_block(j->delta + start, j->residual ? j->residual + start : NULL,
                                         start, m, j->key, 7.0f, scratch, q);
@@ -70,24 +45,13 @@ static int int4_encode_range(void *ctx, size_t lo, size_t hi, char *err) {
     return 0;
 }
 
-static size_t int4_encode(const hfl_codec *c, const float *delta, float *residual, size_t n,
-                          uint32_t block, const hfl_rng_key *key, int threads, uint8_t *out) {
-    codec_write_header(out, HFL_CODEC_ID_INT4, (uint32_t)n, block);
-    int4_job j = {.delta = delta, .residual = residual, .n = n, .block = block, .key = key,
-                  .body = out + HFL_CODEC_HEADER_BYTES};
-    codec_parallel(codec_blocks(n, block), threads, NULL, int4_encode_range, &j, NULL);
-    return int4_max_bytes(c, n, block);
-}
-
 static int int4_check_range(void *ctx, size_t lo, size_t hi, char *err) {
-    int4_job *j = ctx;
+    codec_job *j = ctx;
     for (size_t k = lo; k < hi; k++) {
         const uint8_t *p = j->in + k * int4_block_bytes(j->block);
-        float s = codec_load_f32(p);
-        if (!codec_scale_ok(s))
-            return hfl_errf(err, "int4 payload: block %zu has scale %g, not finite and >= 0", k,
-                            (double)s);
-        size_t m = block_len(j, k), bytes = (m + 1) / 2;
+        if (codec_check_scale(j, k, p, err))
+            return -1;
+        size_t m = codec_unit_len(j, k), bytes = (m + 1) / 2;
         const uint8_t *q = p + sizeof(float);
         uint32_t bad = 0;
         for (size_t i = 0; i < bytes; i++)
@@ -113,46 +77,20 @@ static void int4_accum_block(float *restrict acc, const uint8_t *restrict q, siz
 
 static int int4_apply_range(void *ctx, size_t lo, size_t hi, char *err) {
     (void)err;
-    int4_job *j = ctx;
+    codec_job *j = ctx;
     for (size_t k = lo; k < hi; k++) {
         const uint8_t *p = j->in + k * int4_block_bytes(j->block);
-        int4_accum_block(j->acc + k * j->block, p + sizeof(float), block_len(j, k),
+        int4_accum_block(j->acc + k * j->block, p + sizeof(float), codec_unit_len(j, k),
                          j->weight * codec_load_f32(p));
     }
     return 0;
 }
 
-static int int4_validate(const hfl_codec *c, const uint8_t *in, size_t len, size_t expect_n,
-                         uint32_t *block, char *err) {
-    uint32_t b = 1;
-    if (codec_read_fixed(c, in, len, expect_n, &b, err))
-        return -1;
-    int4_job j = {.n = expect_n, .block = b, .in = in + HFL_CODEC_HEADER_BYTES};
-    if (int4_check_range(&j, 0, codec_blocks(expect_n, b), err))
-        return -1;
-    *block = b;
-    return 0;
-}
-
-static int int4_decode_accumulate(const hfl_codec *c, const uint8_t *in, size_t len,
-                                  size_t expect_n, float weight, float *acc, int threads,
-                                  char *err) {
-    uint32_t b = 1;
-    if (codec_read_fixed(c, in, len, expect_n, &b, err))
-        return -1;
-    int4_job j = {.n = expect_n, .block = b, .in = in + HFL_CODEC_HEADER_BYTES, .weight = weight,
-                  .acc = acc};
-    return codec_parallel(codec_blocks(expect_n, b), threads, int4_check_range, int4_apply_range,
-                          &j, err);
-}
-
-const hfl_codec hfl_codec_int4 = {
-    .name = "int4",
-    .id = HFL_CODEC_ID_INT4,
-    .biased = 0,
-    .blocked = 1,
-    .max_bytes = int4_max_bytes,
-    .encode = int4_encode,
-    .decode_accumulate = int4_decode_accumulate,
-    .validate = int4_validate,
+const codec_units codec_int4 = {
+    .codec = {.name = "int4", .id = HFL_CODEC_ID_INT4, .biased = 0, .blocked = 1,
+              CODEC_UNITS_FUNCTIONS},
+    .unit_bytes = int4_block_bytes,
+    .encode_range = int4_encode_range,
+    .check_range = int4_check_range,
+    .apply_range = int4_apply_range,
 };

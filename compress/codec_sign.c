@@ -9,7 +9,8 @@
  * residual. The mean is taken as eight interleaved float partial sums (lane
  * j % 8), added lane 0 to 7, divided by m: a fixed order, so the bytes do not
  * depend on the thread count. NaN or Inf in v gives a non-finite scale, which
- * the decoder rejects. Vectorised (gcc 12 -O3, SSE2): the |v| lanes, and the
+ * the decoder rejects. Header, size and thread handling are codec.c's
+ * (codec_units). Vectorised (gcc 12 -O3, SSE2): the |v| lanes, and the
  * per-byte bit packing and the decode's sign-flip adds (SLP over 8 lanes). */
 #include "compress/codec_impl.h"
 #include "compress/quant_hd.h"
@@ -19,31 +20,6 @@
 enum { LANES = 8 };
 
 static size_t sign_block_bytes(size_t m) { return sizeof(float) + (m + 7) / 8; }
-
-static size_t sign_max_bytes(const hfl_codec *c, size_t n, uint32_t block) {
-    (void)c;
-    if ((uint64_t)n > UINT32_MAX || block < 1 || block > HFL_CODEC_MAX_BLOCK)
-        return 0;
-    size_t full = n / block, last = n % block;
-    return HFL_CODEC_HEADER_BYTES + full * sign_block_bytes(block) +
-           (last ? sign_block_bytes(last) : 0);
-}
-
-typedef struct {
-    const float *delta;
-    float *residual;
-    size_t n;
-    uint32_t block;
-    uint8_t *body;      /* encode: where the blocks go */
-    const uint8_t *in;  /* decode: the blocks read */
-    float weight;
-    float *acc;
-} sign_job;
-
-static size_t block_len(const sign_job *j, size_t k) {
-    size_t start = k * j->block;
-    return j->n - start < j->block ? j->n - start : j->block;
-}
 
 static float sign_block_scale(const float *restrict d, const float *restrict r, size_t m) {
     float lane[LANES] = {0};
@@ -99,9 +75,9 @@ static void sign_pack_ef(const float *restrict d, float *restrict r, size_t byte
 
 static int sign_encode_range(void *ctx, size_t lo, size_t hi, char *err) {
     (void)err;
-    sign_job *j = ctx;
+    codec_job *j = ctx;
     for (size_t k = lo; k < hi; k++) {
-        size_t start = k * j->block, m = block_len(j, k), full = m / LANES;
+        size_t start = k * j->block, m = codec_unit_len(j, k), full = m / LANES;
         const float *d = j->delta + start;
         float *r = j->residual ? j->residual + start : NULL;
         uint8_t *p = j->body + k * sign_block_bytes(j->block);
@@ -118,25 +94,13 @@ static int sign_encode_range(void *ctx, size_t lo, size_t hi, char *err) {
     return 0;
 }
 
-static size_t sign_encode(const hfl_codec *c, const float *delta, float *residual, size_t n,
-                          uint32_t block, const hfl_rng_key *key, int threads, uint8_t *out) {
-    (void)key;
-    codec_write_header(out, HFL_CODEC_ID_SIGN, (uint32_t)n, block);
-    sign_job j = {.delta = delta, .residual = residual, .n = n, .block = block,
-                  .body = out + HFL_CODEC_HEADER_BYTES};
-    codec_parallel(codec_blocks(n, block), threads, NULL, sign_encode_range, &j, NULL);
-    return sign_max_bytes(c, n, block);
-}
-
 static int sign_check_range(void *ctx, size_t lo, size_t hi, char *err) {
-    sign_job *j = ctx;
+    codec_job *j = ctx;
     for (size_t k = lo; k < hi; k++) {
         const uint8_t *p = j->in + k * sign_block_bytes(j->block);
-        float s = codec_load_f32(p);
-        if (!codec_scale_ok(s))
-            return hfl_errf(err, "sign payload: block %zu has scale %g, not finite and >= 0", k,
-                            (double)s);
-        size_t m = block_len(j, k);
+        if (codec_check_scale(j, k, p, err))
+            return -1;
+        size_t m = codec_unit_len(j, k);
         if ((m % LANES) && (p[sizeof(float) + m / LANES] >> (m % LANES)))
             return hfl_errf(err, "sign payload: block %zu has non-zero unused bits", k);
     }
@@ -155,46 +119,20 @@ static void sign_accum_block(float *restrict acc, const uint8_t *restrict q, siz
 
 static int sign_apply_range(void *ctx, size_t lo, size_t hi, char *err) {
     (void)err;
-    sign_job *j = ctx;
+    codec_job *j = ctx;
     for (size_t k = lo; k < hi; k++) {
         const uint8_t *p = j->in + k * sign_block_bytes(j->block);
-        sign_accum_block(j->acc + k * j->block, p + sizeof(float), block_len(j, k),
+        sign_accum_block(j->acc + k * j->block, p + sizeof(float), codec_unit_len(j, k),
                          j->weight * codec_load_f32(p));
     }
     return 0;
 }
 
-static int sign_validate(const hfl_codec *c, const uint8_t *in, size_t len, size_t expect_n,
-                         uint32_t *block, char *err) {
-    uint32_t b = 1;
-    if (codec_read_fixed(c, in, len, expect_n, &b, err))
-        return -1;
-    sign_job j = {.n = expect_n, .block = b, .in = in + HFL_CODEC_HEADER_BYTES};
-    if (sign_check_range(&j, 0, codec_blocks(expect_n, b), err))
-        return -1;
-    *block = b;
-    return 0;
-}
-
-static int sign_decode_accumulate(const hfl_codec *c, const uint8_t *in, size_t len,
-                                  size_t expect_n, float weight, float *acc, int threads,
-                                  char *err) {
-    uint32_t b = 1;
-    if (codec_read_fixed(c, in, len, expect_n, &b, err))
-        return -1;
-    sign_job j = {.n = expect_n, .block = b, .in = in + HFL_CODEC_HEADER_BYTES, .weight = weight,
-                  .acc = acc};
-    return codec_parallel(codec_blocks(expect_n, b), threads, sign_check_range, sign_apply_range,
-                          &j, err);
-}
-
-const hfl_codec hfl_codec_sign = {
-    .name = "sign",
-    .id = HFL_CODEC_ID_SIGN,
-    .biased = 1,
-    .blocked = 1,
-    .max_bytes = sign_max_bytes,
-    .encode = sign_encode,
-    .decode_accumulate = sign_decode_accumulate,
-    .validate = sign_validate,
+const codec_units codec_sign = {
+    .codec = {.name = "sign", .id = HFL_CODEC_ID_SIGN, .biased = 1, .blocked = 1,
+              CODEC_UNITS_FUNCTIONS},
+    .unit_bytes = sign_block_bytes,
+    .encode_range = sign_encode_range,
+    .check_range = sign_check_range,
+    .apply_range = sign_apply_range,
 };
