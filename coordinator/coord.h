@@ -76,8 +76,10 @@ typedef struct {
     uint8_t tasked[COORD_MAX_CLIENTS];
     uint8_t received[COORD_MAX_CLIENTS];
     int n_received;
-    double weight_sum;
-    double loss_sum; /* sample-weighted training loss */
+    double samples_planned; /* the selected clients' samples (from their hellos) */
+    double weight_sum;      /* sum of accepted updates' weights, samples / samples_planned */
+    double samples_sum;     /* samples behind the accepted updates */
+    double loss_sum;        /* sample-weighted training loss */
     uint64_t bytes_up, bytes_down;
     int tasks_delta; /* tasks sent as a delta against the client's version */
     float *acc;           /* sum of weight * decoded delta */

@@ -1,12 +1,13 @@
 /* rounds.c: the round engine.
  *
  * A round opens once enough clients are registered: K of them are drawn
- * (seeded, so a run is reproducible) and each gets the same TASK, encoded
- * once per round. Updates are validated and decoded straight into the
- * accumulator (acc += samples * delta; no per-client copy). The main loop
- * closes the round when every selected client has answered, or at the
- * deadline if the quorum is in; then global += acc / sum(samples) (FedAvg,
- * McMahan et al. 2017), the test set is evaluated and the round is logged.
+ * (seeded, so a run is reproducible) and each gets the same task. Updates
+ * are validated and decoded straight into the accumulator (acc += share *
+ * delta, share = samples / the selected clients' samples; no per-client
+ * copy). The main loop closes the round when every selected client has
+ * answered, or at the deadline if the quorum is in; then global += acc /
+ * sum(shares) (FedAvg, McMahan et al. 2017), the test set is evaluated and
+ * the round is logged.
  * A round that misses its quorum, or whose aggregate is not finite, leaves
  * the global model untouched. Clients never wait on a reply: a client with
  * nothing to do is told to come back later. */
@@ -66,9 +67,11 @@ static void round_select(coord *c) {
         ids[j] = t;
     }
     r->n_selected = k;
+    r->samples_planned = 0;
     for (int i = 0; i < k; i++) {
         r->selected[i] = ids[i];
         r->is_selected[ids[i]] = 1;
+        r->samples_planned += (double)c->clients[ids[i]].samples;
     }
     free(ids);
 }
@@ -178,11 +181,16 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
         hfl_errf(err, "update uses codec '%s', client %d uses '%s'", codec, id, uc->name);
         goto reject;
     }
-    if (hfl_codec_decode_accumulate(uc, payload, plen, c->spec.n_params, (float)samples, r->acc, 1, err) != 0)
+    /* Weights are sample shares of the round (at most 1, since an update may not
+     * claim more samples than its client holds), so a single update whose
+     * decoded values are finite stays finite in the accumulator. */
+    double weight = (double)samples / r->samples_planned;
+    if (hfl_codec_decode_accumulate(uc, payload, plen, c->spec.n_params, (float)weight, r->acc, 1, err) != 0)
         goto reject;
     r->received[id] = 1;
     r->n_received++;
-    r->weight_sum += (double)samples;
+    r->weight_sum += weight;
+    r->samples_sum += (double)samples;
     r->loss_sum += loss * (double)samples;
     r->bytes_up += msg_bytes;
     c->clients[id].updates++;
@@ -235,10 +243,10 @@ static void round_finish(coord *c, const char *reason) {
     }
     cJSON_AddNumberToObject(o, "test_acc", ok ? test_acc : c->final_acc);
     cJSON_AddNumberToObject(o, "test_loss", test_loss);
-    cJSON_AddNumberToObject(o, "train_loss", r->weight_sum > 0 ? r->loss_sum / r->weight_sum : 0);
+    cJSON_AddNumberToObject(o, "train_loss", r->samples_sum > 0 ? r->loss_sum / r->samples_sum : 0);
     cJSON_AddNumberToObject(o, "clients", r->n_received);
     cJSON_AddNumberToObject(o, "selected", r->n_selected);
-    cJSON_AddNumberToObject(o, "samples", r->weight_sum);
+    cJSON_AddNumberToObject(o, "samples", r->samples_sum);
     cJSON_AddNumberToObject(o, "bytes_up", (double)r->bytes_up);
     cJSON_AddNumberToObject(o, "bytes_down", (double)r->bytes_down);
     cJSON_AddNumberToObject(o, "tasks_delta", r->tasks_delta);

@@ -2,6 +2,8 @@
  * rejected with a one-line error and the accumulator untouched (decoded with
  * two threads, so the range that fails need not be the one that would write). Damage is put in the last block where
  * it can be, so a decoder that accumulates while it validates would be caught. */
+#include <float.h>
+
 #include "tests/compress/codec_test.h"
 
 enum { N = 1000, BLOCK = 256 }; /* 3 full blocks and one of 232 */
@@ -96,6 +98,8 @@ static void test_lowbit(void) {
     check_patch(i4, p4, l4, s4, &nan, 4, "NaN scale", "block 3");
     check_patch(i4, p4, l4, s4, &inf, 4, "Inf scale", "block 3");
     check_patch(i4, p4, l4, s4, &neg, 4, "negative scale", "block 3");
+    float huge4 = FLT_MAX / 8 * 1.01f;
+    check_patch(i4, p4, l4, s4, &huge4, 4, "scale past FLT_MAX/8", "block 3");
     check_patch(sg, ps, ls, ss, &nan, 4, "NaN scale", "block 3");
     check_patch(sg, ps, ls, ss, &inf, 4, "Inf scale", "block 3");
     check_patch(sg, ps, ls, ss, &neg, 4, "negative scale", "block 3");
@@ -229,6 +233,17 @@ int main(void) {
     check_patch(i8, pi, li, last_scale, &inf, 4, "Inf scale", "inf");
     check_patch(i8, pi, li, last_scale, &neg, 4, "negative scale", "-1");
     check_patch(i8, pi, li, last_scale, &tiny_neg, 4, "tiny negative scale", NULL);
+    /* A finite scale whose 127x overflows would decode to Inf: refused; at the
+     * bound itself the decoded values stay finite. */
+    float huge8 = FLT_MAX / 128 * 1.01f, edge8 = FLT_MAX / 128;
+    check_patch(i8, pi, li, last_scale, &huge8, 4, "scale past FLT_MAX/128", "block 3");
+    uint8_t *edge = patched(pi, li, last_scale, &edge8, 4);
+    float *acc = calloc(N, sizeof(float));
+    char err[HFL_ERR_LEN];
+    CHECK(hfl_codec_decode_accumulate(i8, edge, li, N, 1.0f, acc, 1, err) == 0, "scale at the bound refused: %s", err);
+    for (size_t i = 0; i < N; i++) CHECK(isfinite(acc[i]), "value %zu decoded to %g", i, (double)acc[i]);
+    free(acc);
+    free(edge);
     size_t last_value = HFL_CODEC_HEADER_BYTES + (N - 1) * 4;
     check_patch(f32, pf, lf, last_value, &nan, 4, "NaN value", "value 999");
     check_patch(f32, pf, lf, last_value, &inf, 4, "Inf value", "value 999");
