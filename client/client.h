@@ -46,6 +46,7 @@ typedef struct {
     uint64_t budget;         /* --memory-budget, 0: none */
     uint64_t overhead;       /* outside the arena, as predicted */
     uint64_t measured_peak;  /* peak RSS growth over trainer creation and the first step */
+    int measured_batch;      /* samples in that first step */
     float *xbuf;      /* one gathered batch */
     int32_t *ybuf;
 } client_state;
@@ -109,6 +110,7 @@ typedef struct {
     int n;
     struct {
         hfl_precision precision;
+        hfl_ckpt_kind ckpt;
         int same_model;
         double batch, extra; /* extra = measured - arena */
     } rec[CLIENT_OVERHEAD_MAX];
@@ -116,11 +118,12 @@ typedef struct {
 } client_overhead;
 void client_overhead_load(const char *state_dir, const char *device, const char *model, double fleet_estimate,
                           client_overhead *m);
-uint64_t client_overhead_at(const client_overhead *m, hfl_precision p, int batch);
-uint64_t client_overhead_fn(void *ctx, hfl_precision p, int batch); /* for hfl_chooser_input */
+uint64_t client_overhead_at(const client_overhead *m, hfl_precision p, int batch, hfl_ckpt_kind ckpt);
+uint64_t client_overhead_fn(void *ctx, hfl_precision p, int batch, hfl_ckpt_kind ckpt); /* hfl_chooser_input */
 int client_overhead_records(const client_overhead *m);
-void client_overhead_record(const char *state_dir, const char *device, const char *model, int batch,
-                            const char *precision, const char *ckpt, size_t arena, uint64_t measured);
+/* Appends one measurement; -1 with err when the file cannot be written. */
+int client_overhead_record(const char *state_dir, const char *device, const char *model, int batch,
+                           const char *precision, const char *ckpt, size_t arena, uint64_t measured, char *err);
 
 /* Peak resident memory of this process so far (VmHWM), in bytes. */
 uint64_t client_peak_rss(void);

@@ -28,10 +28,6 @@ static cJSON *hello_meta(const client_options *o, const hfl_device_info *dev, co
     cJSON_AddNumberToObject(d, "cores", dev->cores);
     cJSON_AddNumberToObject(d, "free_bytes", (double)dev->free_bytes);
     cJSON_AddNumberToObject(d, "total_bytes", (double)dev->total_bytes);
-    cJSON *p = cJSON_AddObjectToObject(meta, "plan");
-    cJSON_AddStringToObject(p, "backend", "cpu");
-    cJSON_AddStringToObject(p, "precision", hfl_precision_name(s->chosen.precision));
-    cJSON_AddStringToObject(p, "checkpoint", "none");
     return meta;
 }
 
@@ -43,7 +39,7 @@ int client_say_hello(nng_socket sock, const client_options *o, const hfl_device_
     hfl_msg rep;
     nng_msg *raw;
     cJSON *meta = hello_meta(o, dev, s);
-    if (plan) cJSON_ReplaceItemInObject(meta, "plan", cJSON_Duplicate(plan, 1));
+    if (plan) cJSON_AddItemToObject(meta, "plan", cJSON_Duplicate(plan, 1));
     int sent = hfl_transport_request(sock, HFL_MSG_HELLO, meta, NULL, 0, max_payload, &rep, &raw, err);
     cJSON_Delete(meta);
     if (sent != 0) return -1;
@@ -116,7 +112,7 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
     cJSON *p = cJSON_CreateObject();
     cJSON_AddStringToObject(p, "backend", "cpu");
     cJSON_AddNumberToObject(p, "batch", s->chosen.batch);
-    cJSON_AddStringToObject(p, "precision", "fp32");
+    cJSON_AddStringToObject(p, "precision", hfl_precision_name(s->chosen.precision));
     cJSON_AddStringToObject(p, "checkpoint", hfl_ckpt_name(s->chosen.ckpt));
     cJSON_AddNumberToObject(p, "budget_bytes", (double)in.budget);
     cJSON_AddNumberToObject(p, "arena_bytes", (double)s->chosen.arena);

@@ -282,10 +282,13 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
             free(w);
             goto out;
         }
-        if (!measured_before && s->measured_peak) {
-            client_overhead_record(o->state_dir, dev->name, s->spec.name, s->chosen.batch,
-                                   hfl_precision_name(s->chosen.precision), hfl_ckpt_name(s->chosen.ckpt),
-                                   s->chosen.arena, s->measured_peak);
+        /* a first step on a short batch says nothing about the planned one */
+        if (!measured_before && s->measured_peak && s->measured_batch == s->chosen.batch) {
+            char e[HFL_ERR_LEN];
+            if (client_overhead_record(o->state_dir, dev->name, s->spec.name, s->chosen.batch,
+                                       hfl_precision_name(s->chosen.precision), hfl_ckpt_name(s->chosen.ckpt),
+                                       s->chosen.arena, s->measured_peak, e) != 0)
+                fprintf(stderr, "%s: %s\n", o->name, e);
             if (!o->quiet)
                 printf("%s: first step: measured peak %.2f MiB, predicted %.2f MiB\n", o->name,
                        s->measured_peak / 1048576.0, s->chosen.predicted / 1048576.0);

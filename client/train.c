@@ -70,7 +70,10 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
             sum += (double)l * b;
             if (first) {
                 uint64_t peak;
-                if (rss0 && hfl_mem_read(NULL, &peak, NULL) == 0 && peak > rss0) s->measured_peak = peak - rss0;
+                if (rss0 && hfl_mem_read(NULL, &peak, NULL) == 0 && peak > rss0) {
+                    s->measured_peak = peak - rss0;
+                    s->measured_batch = b;
+                }
                 first = 0;
             }
         }
@@ -89,12 +92,6 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
 }
 
 uint64_t client_peak_rss(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return 0;
-    char line[256];
-    unsigned long long kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmHWM: %llu kB", &kb) == 1) break;
-    fclose(f);
-    return kb * 1024ull;
+    uint64_t peak = 0;
+    return hfl_mem_read(NULL, &peak, NULL) == 0 ? peak : 0;
 }

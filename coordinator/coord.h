@@ -58,6 +58,7 @@ typedef struct {
     char name[64];
     char token[33];  /* random, given in welcome; every later request must carry it */
     int got_bye;     /* has been told the run is over */
+    int has_plan;    /* its hello carried a plan: it knows what it will run, so it may be selected */
     cJSON *hello; /* device, plan, samples as the client reported them */
     int64_t samples;
     const hfl_codec *codec; /* the run's codec, or the one the client asked for */
@@ -75,6 +76,7 @@ typedef struct {
     uint8_t is_selected[COORD_MAX_CLIENTS];
     uint8_t tasked[COORD_MAX_CLIENTS];
     uint8_t received[COORD_MAX_CLIENTS];
+    int64_t samples_at_select[COORD_MAX_CLIENTS]; /* each selected client's samples when drawn */
     int n_received;
     double samples_planned; /* the selected clients' samples (from their hellos) */
     double weight_sum;      /* sum of accepted updates' weights, samples / samples_planned */

@@ -89,6 +89,7 @@ int registry_hello(coord *c, const cJSON *meta, char *err) {
     if (device) cJSON_AddItemToObject(cl->hello, "device", cJSON_Duplicate(device, 1));
     if (plan) cJSON_AddItemToObject(cl->hello, "plan", cJSON_Duplicate(plan, 1));
     cl->samples = samples;
+    cl->has_plan = plan != NULL;
     cl->codec = codec;
     cl->last_seen = hfl_now();
     return id;

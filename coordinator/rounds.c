@@ -49,16 +49,18 @@ void rounds_init(coord *c) {
  * hello first. */
 static void round_select(coord *c) {
     coord_round *r = &c->r;
-    int n = c->n_clients, k = c->cfg.clients_per_round < n ? c->cfg.clients_per_round : n;
-    int *ids = hfl_malloc(sizeof(int) * (size_t)n);
-    for (int i = 0; i < n; i++) { /* insertion sort by name; n is small */
-        int j = i;
+    int *ids = hfl_malloc(sizeof(int) * (size_t)(c->n_clients + 1));
+    int n = 0;
+    for (int i = 0; i < c->n_clients; i++) { /* planned clients, insertion-sorted by name; n is small */
+        if (!c->clients[i].has_plan) continue;
+        int j = n++;
         while (j > 0 && strcmp(c->clients[ids[j - 1]].name, c->clients[i].name) > 0) {
             ids[j] = ids[j - 1];
             j--;
         }
         ids[j] = i;
     }
+    int k = c->cfg.clients_per_round < n ? c->cfg.clients_per_round : n;
     for (int i = 0; i < k; i++) {
         uint32_t u = hfl_philox_u32(c->cfg.seed, HFL_STREAM_SHUFFLE, (uint32_t)r->round, 0xFFFFFFFFu, 0, (uint64_t)i);
         int j = i + (int)((uint64_t)u * (uint64_t)(n - i) >> 32);
@@ -71,6 +73,7 @@ static void round_select(coord *c) {
     for (int i = 0; i < k; i++) {
         r->selected[i] = ids[i];
         r->is_selected[ids[i]] = 1;
+        r->samples_at_select[ids[i]] = c->clients[ids[i]].samples;
         r->samples_planned += (double)c->clients[ids[i]].samples;
     }
     free(ids);
@@ -163,9 +166,9 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
                  r->open ? "open" : "closed");
         goto reject;
     }
-    if (samples > c->clients[id].samples) {
-        hfl_errf(err, "update weighted by %lld samples, but client %d holds %lld", (long long)samples, id,
-                 (long long)c->clients[id].samples);
+    if (r->is_selected[id] && samples > r->samples_at_select[id]) {
+        hfl_errf(err, "update weighted by %lld samples, but client %d held %lld when drawn", (long long)samples, id,
+                 (long long)r->samples_at_select[id]);
         goto reject;
     }
     if (!r->is_selected[id] || !r->tasked[id]) {
@@ -286,7 +289,9 @@ void rounds_tick(coord *c) {
     coord_round *r = &c->r;
     if (c->done) return;
     if (!r->open) {
-        if (c->n_clients >= c->cfg.clients_per_round) round_open(c);
+        int planned = 0;
+        for (int i = 0; i < c->n_clients; i++) planned += c->clients[i].has_plan;
+        if (planned >= c->cfg.clients_per_round) round_open(c);
         return;
     }
     if (r->n_received == r->n_selected) {

@@ -110,7 +110,7 @@ int hfl_choose(const hfl_model_spec *spec, const hfl_chooser_input *in, hfl_choi
             c->batch = batch;
             c->precision = prec;
             c->ckpt = chooser_kinds[ki];
-            uint64_t extra = in->overhead ? in->overhead(in->overhead_ctx, prec, batch) : 0;
+            uint64_t extra = in->overhead ? in->overhead(in->overhead_ctx, prec, batch, c->ckpt) : 0;
             c->ckpt_budget = c->ckpt == HFL_CKPT_OPTIMAL ? optimal_budget(none, usable > extra ? usable - extra : 0)
                                                          : SIZE_MAX;
             hfl_plan_config cfg;

@@ -25,9 +25,9 @@
 typedef struct {
     uint64_t budget;     /* bytes this client may use */
     double headroom;     /* fraction of the budget kept free, e.g. 0.05 */
-    /* Bytes outside the arena for a precision and batch, learned from
-     * measurements (NULL: none). */
-    uint64_t (*overhead)(void *ctx, hfl_precision precision, int batch);
+    /* Bytes outside the arena for a configuration, learned from measurements
+     * (NULL: none). */
+    uint64_t (*overhead)(void *ctx, hfl_precision precision, int batch, hfl_ckpt_kind ckpt);
     void *overhead_ctx;
     double gflops[3];    /* measured GEMM rate per hfl_precision (hfl_chooser_calibrate) */
     unsigned precisions; /* bit (1 << hfl_precision) for each precision the device may use */

@@ -1,6 +1,7 @@
 /* measure.c: one training step's peak RSS, in a forked child (see measure.h). */
 #include "model/measure.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -38,6 +39,10 @@ int hfl_measure_step(const hfl_model_spec *spec, const hfl_plan *plan, const flo
     if (pipe(fd) != 0) return hfl_errf(err, "cannot measure: pipe failed");
     fflush(stdout);
     fflush(stderr);
+    /* Give freed heap back first: a child reuses whatever resident free heap
+     * it inherits, which would make the measurement depend on what this
+     * process happened to free before (seen: 40 KiB per 60 records read). */
+    malloc_trim(0);
     pid_t pid = fork();
     if (pid < 0) {
         close(fd[0]);

@@ -53,25 +53,6 @@ static int pki_mbed_err(char *err, const char *what, int rv) {
     return hfl_errf(err, "%s: mbedTLS error -0x%04x (%s)", what, (unsigned)-rv, msg);
 }
 
-static int pki_mkdirs(const char *dir, char *err) {
-    char path[PKI_PATH_MAX];
-    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
-        return hfl_errf(err, "directory name too long: %s", dir);
-    for (char *p = path + 1;; p++) {
-        if (*p != '/' && *p != 0) continue;
-        char c = *p;
-        *p = 0;
-        if (mkdir(path, 0755) != 0 && errno != EEXIST)
-            return hfl_errf(err, "cannot create directory %s: %s", path, strerror(errno));
-        *p = c;
-        if (c == 0) break;
-    }
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return hfl_errf(err, "%s is not a directory", dir);
-    return 0;
-}
-
 static int pki_write_file(const char *dir, const char *name, const char *a, const char *b,
                           mode_t mode, char *err) {
     char path[PKI_PATH_MAX], tmp[PKI_PATH_MAX + 16];
@@ -200,7 +181,7 @@ int hfl_pki_create(const char *dir, int n_clients, const char *server_cn, int va
         return hfl_errf(err, "client count %d is outside [0, 100000]", n_clients);
     if (valid_days < 1 || valid_days > 36500)
         return hfl_errf(err, "validity of %d days is outside [1, 36500]", valid_days);
-    if (pki_check_cn(server_cn, err) != 0 || pki_mkdirs(dir, err) != 0) return -1;
+    if (pki_check_cn(server_cn, err) != 0 || hfl_mkdirs(dir, err) != 0) return -1;
     pki_ctx *c = hfl_calloc(1, sizeof *c);
     pki_entity *ca = hfl_calloc(1, sizeof *ca);
     mbedtls_entropy_init(&c->entropy);

@@ -106,19 +106,6 @@ static int find_program(const char *name, const char *build_subdir, char *out, s
     return hfl_errf(err, "cannot find %s next to hfl-sim", name);
 }
 
-static int mkdirs(const char *path, char *err) {
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return hfl_errf(err, "cannot create %s: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST) return hfl_errf(err, "cannot create %s: %s", buf, strerror(errno));
-    return 0;
-}
-
 /* Starts argv[0] with stdout and stderr going to log_path. */
 static pid_t spawn(char *const argv[], const char *log_path) {
     pid_t pid = fork();
@@ -273,7 +260,7 @@ int main(int argc, char **argv) {
     char coord_exe[1100], client_exe[1100], pki_dir[1100], ready[1100], log[1100], clog[1100];
     if (find_program("hfl-coordinator", "coordinator", coord_exe, sizeof coord_exe, err) != 0 ||
         find_program("hfl-client", "client", client_exe, sizeof client_exe, err) != 0 ||
-        mkdirs(o.out_dir, err) != 0) {
+        hfl_mkdirs(o.out_dir, err) != 0) {
         fprintf(stderr, "hfl-sim: %s\n", err);
         return 1;
     }
@@ -284,7 +271,7 @@ int main(int argc, char **argv) {
     /* Clients keep their error-feedback residual here across restarts; a new run starts clean. */
     char state_dir[1100];
     snprintf(state_dir, sizeof state_dir, "%s/state", o.out_dir);
-    if (mkdirs(state_dir, err) != 0) {
+    if (hfl_mkdirs(state_dir, err) != 0) {
         fprintf(stderr, "hfl-sim: %s\n", err);
         return 1;
     }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -167,6 +168,25 @@ int hfl_parse_double(const char *s, double lo, double hi, double *out, char *err
     if (*end || errno || !isfinite(v)) return hfl_errf(err, "'%s' is not a number", s);
     if (v < lo || v > hi) return hfl_errf(err, "%g out of range [%g, %g]", v, lo, hi);
     *out = v;
+    return 0;
+}
+
+int hfl_mkdirs(const char *dir, char *err) {
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
+        return hfl_errf(err, "directory name too long: %s", dir);
+    for (char *p = path + 1;; p++) {
+        if (*p != '/' && *p != 0) continue;
+        char c = *p;
+        *p = 0;
+        if (mkdir(path, 0755) != 0 && errno != EEXIST)
+            return hfl_errf(err, "cannot create directory %s: %s", path, strerror(errno));
+        *p = c;
+        if (c == 0) break;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return hfl_errf(err, "%s is not a directory", dir);
     return 0;
 }
 

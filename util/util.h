@@ -34,6 +34,9 @@ int hfl_parse_size(const char *s, uint64_t *bytes, char *err);
 int hfl_parse_int(const char *s, long lo, long hi, long *out, char *err);
 int hfl_parse_double(const char *s, double lo, double hi, double *out, char *err);
 
+/* mkdir -p: creates dir and its parents; -1 with err unless dir ends up a directory. */
+int hfl_mkdirs(const char *dir, char *err);
+
 /* FNV-1a hash of a string: a stable 32-bit id for a name (e.g. a client's random stream). */
 uint32_t hfl_hash32(const char *s);
 

@@ -133,6 +133,7 @@ int main(int argc, char **argv) {
     hello = cJSON_CreateObject();
     cJSON_AddStringToObject(hello, "name", "client-0");
     cJSON_AddNumberToObject(hello, "samples", 100);
+    cJSON_AddObjectToObject(hello, "plan"); /* clients without a plan are never drawn */
     CHECK(request(HFL_MSG_HELLO, hello, NULL, 0, NULL, why) == HFL_MSG_WELCOME, "hello refused: %s", why);
     CHECK(request(HFL_MSG_TASK, with_id(0), NULL, 0, NULL, why) == HFL_MSG_ERROR, "a task sent by a client accepted");
 

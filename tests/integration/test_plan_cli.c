@@ -41,6 +41,7 @@ static void check_model(const char *client, const char *model) {
         const cJSON *rows = cJSON_GetObjectItemCaseSensitive(j, "candidates"), *r;
         int n = 0, chosen = 0;
         double worst = 0;
+        char worst_at[200] = "";
         cJSON_ArrayForEach(r, rows) {
             static const char *const keys[] = {"batch", "precision", "checkpoint", "predicted_peak_bytes",
                                                "measured_peak_bytes", "fits", "chosen"};
@@ -54,7 +55,12 @@ static void check_model(const char *client, const char *model) {
             double pred = num(r, "predicted_peak_bytes"), meas = num(r, "measured_peak_bytes");
             CHECK(meas > 0, "%s: a candidate was not measured", model);
             double tol = fmax(0.01 * meas, 256.0 * 1024), e = fabs(pred - meas);
-            if (e / tol > worst) worst = e / tol;
+            if (e / tol > worst) {
+                worst = e / tol;
+                snprintf(worst_at, sizeof worst_at, "batch %g %s %s: predicted %.0f, measured %.0f", num(r, "batch"),
+                         cJSON_GetObjectItemCaseSensitive(r, "precision")->valuestring,
+                         cJSON_GetObjectItemCaseSensitive(r, "checkpoint")->valuestring, pred, meas);
+            }
             if (run == 1)
                 CHECK(e <= tol, "%s batch %g %s: predicted %.0f, measured %.0f (off by %.0f, allowed %.0f)", model,
                       num(r, "batch"), cJSON_GetObjectItemCaseSensitive(r, "checkpoint")->valuestring, pred, meas, e, tol);
@@ -62,8 +68,8 @@ static void check_model(const char *client, const char *model) {
         }
         CHECK(n >= 10, "%s: only %d candidates", model, n);
         CHECK(chosen == 1, "%s: %d candidates chosen", model, chosen);
-        printf("%s run %d: %d candidates, %g overhead records, worst error %.2f of the allowance\n", model,
-               run + 1, n, num(j, "overhead_records"), worst);
+        printf("%s run %d: %d candidates, %g overhead records, worst error %.2f of the allowance (%s)\n", model,
+               run + 1, n, num(j, "overhead_records"), worst, worst_at);
         cJSON_Delete(j);
     }
 }
