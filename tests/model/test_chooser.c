@@ -25,6 +25,34 @@ static hfl_choice choose(const hfl_model_spec *s, uint64_t budget, int max_batch
     return ch;
 }
 
+static uint64_t fixed_overhead(void *ctx, hfl_precision p, int batch, hfl_ckpt_kind ckpt) {
+    (void)p, (void)batch, (void)ckpt;
+    return *(const uint64_t *)ctx;
+}
+
+/* An off-ladder preferred batch is a candidate and wins when it fits; the
+ * overhead callback and the headroom both count against the budget. */
+static void test_inputs(const hfl_model_spec *s) {
+    hfl_choice ch = choose(s, UINT64_MAX / 4, 64, 48);
+    int seen48 = 0;
+    for (int i = 0; i < ch.n; i++) seen48 += ch.rows[i].batch == 48;
+    CHECK(seen48 == 4); /* one per schedule, fp32 only */
+    CHECK(ch.chosen >= 0 && ch.rows[ch.chosen].batch == 48);
+
+    uint64_t extra = 3u << 20;
+    hfl_chooser_input in = {.budget = UINT64_MAX / 4, .gflops = {100, 100, 100}, .momentum = 1, .max_batch = 8,
+                            .precisions = 1u << HFL_PREC_FP32, .overhead = fixed_overhead, .overhead_ctx = &extra};
+    char err[HFL_ERR_LEN];
+    CHECK(hfl_choose(s, &in, &ch, err) == 0);
+    for (int i = 0; i < ch.n; i++) CHECK(ch.rows[i].predicted == ch.rows[i].arena + extra);
+    /* a budget that fits the smallest prediction exactly, but not once 5% is kept free */
+    in.budget = ch.min_budget;
+    CHECK(hfl_choose(s, &in, &ch, err) == 0 && ch.chosen >= 0);
+    in.headroom = 0.05;
+    CHECK(hfl_choose(s, &in, &ch, err) == 0 && ch.chosen < 0);
+    CHECK(ch.min_budget > in.budget);
+}
+
 int main(void) {
     hfl_model_spec s;
     CHECK(hfl_model_builtin("cnn", &s, NULL) == 0);
@@ -77,6 +105,7 @@ int main(void) {
     hfl_trainer_free(t);
     hfl_backend_cpu_set_budget(0);
 
+    test_inputs(&s);
     hfl_choice none = choose(&s, 1 << 20, 512, 0); /* 1 MiB: below every candidate */
     CHECK(none.chosen < 0);
     CHECK(none.min_budget > (1 << 20));
