@@ -1,4 +1,5 @@
-/* check.h: the few assertion helpers the kernels and model tests share.
+/* check.h: the few assertion helpers the kernels, model and proto tests share
+ * (the proto tests through tests/proto/check.h).
  *
  * CHECK records a failure with its file and line and carries on, so one run
  * reports every broken case; a test's main returns check_exit_code(). They
@@ -11,10 +12,16 @@
 
 static int check_failures;
 
+/* How a failure line names the failed check; an includer may spell it its
+ * own way by defining it first (tests/proto/check.h: "check failed"). */
+#ifndef CHECK_FAILED_TEXT
+#define CHECK_FAILED_TEXT "CHECK failed"
+#endif
+
 #define CHECK(cond)                                                                   \
     do {                                                                              \
         if (!(cond)) {                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, "%s:%d: " CHECK_FAILED_TEXT ": %s\n", __FILE__, __LINE__, #cond); \
             check_failures++;                                                         \
         }                                                                             \
     } while (0)

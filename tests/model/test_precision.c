@@ -35,53 +35,11 @@
 #include "model/model.h"
 #include "model/planner.h"
 #include "tests/kernels/check.h"
+#define PLAN_TEST_ODD_OVERLAPPING_POOL /* odd gets overlapping pool windows */
+#include "tests/model/plan_test.h"
 #include "util/util.h"
 
-static const hfl_ckpt_kind kinds[4] = {HFL_CKPT_NONE, HFL_CKPT_SQRT, HFL_CKPT_OPTIMAL,
-                                       HFL_CKPT_FULL};
 static const hfl_precision precs[3] = {HFL_PREC_FP32, HFL_PREC_BF16, HFL_PREC_FP16};
-
-/* conv, relu, pool, strided conv, relu, dense, relu, dense (as test_planner.c). */
-static const char *tiny_json =
-    "{\"name\": \"tiny\", \"input\": [2, 8, 8], \"layers\": ["
-    "{\"type\": \"conv2d\", \"out\": 4, \"kernel\": 3, \"pad\": 1}, {\"type\": \"relu\"},"
-    "{\"type\": \"maxpool2d\", \"size\": 2},"
-    "{\"type\": \"conv2d\", \"out\": 6, \"kernel\": 3, \"pad\": 1, \"stride\": 2}, {\"type\": \"relu\"},"
-    "{\"type\": \"dense\", \"out\": 8}, {\"type\": \"relu\"}, {\"type\": \"dense\", \"out\": 3}]}";
-/* A pool below the first parametric layer, overlapping pool windows, a ReLU after a ReLU. */
-static const char *odd_json =
-    "{\"name\": \"odd\", \"input\": [1, 8, 8], \"layers\": ["
-    "{\"type\": \"maxpool2d\", \"size\": 2}, {\"type\": \"conv2d\", \"out\": 4, \"kernel\": 3, \"pad\": 1},"
-    "{\"type\": \"relu\"}, {\"type\": \"relu\"}, {\"type\": \"maxpool2d\", \"size\": 2, \"stride\": 1},"
-    "{\"type\": \"dense\", \"out\": 5}, {\"type\": \"relu\"},"
-    "{\"type\": \"dense\", \"out\": 6}, {\"type\": \"relu\"}, {\"type\": \"dense\", \"out\": 3}]}";
-
-static void load_spec(const char *name, hfl_model_spec *s) {
-    char err[HFL_ERR_LEN] = "";
-    int rc = strcmp(name, "tiny") == 0  ? hfl_model_spec_from_json(tiny_json, strlen(tiny_json), s, err)
-             : strcmp(name, "odd") == 0 ? hfl_model_spec_from_json(odd_json, strlen(odd_json), s, err)
-                                        : hfl_model_builtin(name, s, err);
-    if (rc != 0) fprintf(stderr, "%s: %s\n", name, err);
-    CHECK(rc == 0);
-}
-
-/* A plan of `kind` in `prec`; optimal gets a budget halfway between the
- * least peak and the none schedule's peak. */
-static void make_plan(const hfl_model_spec *s, int batch, hfl_ckpt_kind kind, int momentum,
-                      hfl_precision prec, hfl_plan *p) {
-    char err[HFL_ERR_LEN] = "";
-    hfl_plan_config cfg = {.batch = batch, .ckpt = HFL_CKPT_NONE, .ckpt_budget = SIZE_MAX,
-                           .momentum = momentum, .precision = prec};
-    size_t budget = SIZE_MAX;
-    if (kind == HFL_CKPT_OPTIMAL) {
-        CHECK(hfl_plan_make(s, &cfg, p, err) == 0);
-        budget = p->ckpt.min_peak + (p->ckpt.peak - p->ckpt.min_peak) / 2;
-    }
-    cfg.ckpt = kind;
-    cfg.ckpt_budget = budget;
-    if (hfl_plan_make(s, &cfg, p, err) != 0) fprintf(stderr, "plan: %s\n", err);
-    CHECK(p->cfg.precision == prec && p->cfg.act_elem_bytes == hfl_precision_bytes(prec));
-}
 
 static hfl_trainer *make_trainer(const hfl_model_spec *s, int batch, hfl_ckpt_kind kind,
                                  hfl_precision prec) {
@@ -95,35 +53,16 @@ static hfl_trainer *make_trainer(const hfl_model_spec *s, int batch, hfl_ckpt_ki
     return t;
 }
 
-/* Everything a placement must satisfy (test_planner.c's check), with the
- * weights and master weights each precision plans. */
+/* Everything a placement must satisfy (plan_test.h's common checks, and the
+ * live peak), with the weights and master weights each precision plans. */
 static void check_placement(const hfl_plan *p) {
-    for (int i = 0; i < p->n_buffers; i++) {
-        const hfl_plan_buffer *a = &p->buffers[i];
-        CHECK(a->bytes > 0 && a->bytes == a->count * a->elem_bytes);
-        CHECK(0 <= a->first_op && a->first_op <= a->last_op && a->last_op < p->n_ops);
-        CHECK(a->offset % HFL_PLAN_ALIGN == 0 && a->offset + a->bytes <= p->arena_bytes);
-        for (int j = i + 1; j < p->n_buffers; j++) {
-            const hfl_plan_buffer *b = &p->buffers[j];
-            int alive_together = a->first_op <= b->last_op && b->first_op <= a->last_op;
-            int share_bytes = a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
-            CHECK(!(alive_together && share_bytes));
-        }
-    }
+    check_placement_common(p);
     size_t max_live = 0;
     for (int o = 0; o < p->n_ops; o++) {
         size_t live = hfl_plan_live_bytes(p, o);
         if (live > max_live) max_live = live;
-        const hfl_plan_op *op = &p->ops[o];
-        int used[6] = {op->in, op->out, op->dout, op->din, op->ws, op->labels};
-        for (int k = 0; k < 6; k++)
-            if (used[k] >= 0)
-                CHECK(p->buffers[used[k]].first_op <= o && o <= p->buffers[used[k]].last_op);
     }
     CHECK(max_live == p->live_peak && p->arena_bytes >= max_live);
-    size_t sum = 0;
-    for (int c = 0; c < HFL_BUF_N_CATEGORIES; c++) sum += p->breakdown[c];
-    CHECK(sum == p->live_peak);
     size_t n = p->spec.n_params;
     if (p->cfg.precision == HFL_PREC_FP32) {
         CHECK(p->master < 0 && p->breakdown[HFL_BUF_MASTER] == 0);
@@ -134,12 +73,6 @@ static void check_placement(const hfl_plan *p) {
         CHECK(p->breakdown[HFL_BUF_GRADS] == n * 4);
         CHECK(p->buffers[p->input].elem_bytes == 2 && p->ops[p->loss_op].ws >= 0);
     }
-}
-
-static void random_batch(const hfl_model_spec *s, int n, float *x, int32_t *y, uint32_t key) {
-    for (size_t i = 0; i < (size_t)n * s->in_dim; i++)
-        x[i] = 2.0f * hfl_u01(hfl_philox_u32(7, key, 0, 0, 0, i)) - 1.0f;
-    for (int i = 0; i < n; i++) y[i] = (int32_t)(hfl_philox_u32(7, key, 0, 0, 1, (uint64_t)i) % s->n_classes);
 }
 
 static void test_names_and_refusals(void) {
@@ -420,92 +353,25 @@ static void test_cnn_arena(void) {
     for (int k = 0; k < 3; k++) free(p[k]);
 }
 
-/* Losses and gradients bit-identical across schedules within a precision. */
-static void test_identical_gradients(const char *name, int batch, int n, hfl_precision prec) {
-    hfl_model_spec s;
-    load_spec(name, &s);
-    float *x = hfl_malloc((size_t)n * s.in_dim * sizeof(float));
-    float *params = hfl_malloc(s.n_params * sizeof(float));
-    int32_t *y = hfl_malloc((size_t)n * sizeof(int32_t));
-    float *g[4];
-    float loss[4];
-    random_batch(&s, n, x, y, 1);
-    hfl_model_init_params(&s, params, 3);
-    hfl_plan *p = hfl_malloc(sizeof *p);
-    int recomputing = 0;
-    for (int k = 0; k < 4; k++) {
-        char err[HFL_ERR_LEN] = "";
-        make_plan(&s, batch, kinds[k], 0, prec, p);
-        check_placement(p);
-        for (int o = 0; o < p->n_ops; o++) recomputing += k > 0 && p->ops[o].recompute;
-        g[k] = hfl_malloc(s.n_params * sizeof(float));
-        hfl_trainer *t = hfl_trainer_create_plan(&s, hfl_backend_cpu(), p, err);
-        CHECK(t != NULL);
-        if (!t) return;
-        hfl_trainer_set_params(t, params);
-        loss[k] = hfl_trainer_forward_backward(t, x, y, n);
-        hfl_trainer_get_grads(t, g[k]);
-        hfl_trainer_free(t);
-    }
-    CHECK(recomputing > 0);
-    for (int k = 1; k < 4; k++) {
-        CHECK(memcmp(&loss[k], &loss[0], sizeof loss[0]) == 0);
-        if (memcmp(g[k], g[0], s.n_params * sizeof(float)) != 0)
-            fprintf(stderr, "%s %s batch %d/%d: %s gradient differs from none\n", name,
-                    hfl_precision_name(prec), n, batch, hfl_ckpt_name(kinds[k]));
-        CHECK(memcmp(g[k], g[0], s.n_params * sizeof(float)) == 0);
-    }
-    for (int k = 0; k < 4; k++) free(g[k]);
-    free(p);
-    free(x);
-    free(y);
-    free(params);
-}
-
 /* Placement over models, batches, schedules and momentum in bf16 and fp16;
  * each arena below the fp32 one's live peak where activations dominate. */
 static void test_placements(hfl_precision prec) {
-    const char *names[4] = {"mlp", "cnn", "tiny", "odd"};
     const int batches[3] = {1, 7, 512};
-    hfl_plan *p = hfl_malloc(sizeof *p);
-    for (int m = 0; m < 4; m++) {
-        hfl_model_spec s;
-        load_spec(names[m], &s);
-        for (int b = 0; b < 3; b++)
-            for (int k = 0; k < 4; k++)
-                for (int mom = 0; mom < 2; mom++) {
-                    make_plan(&s, batches[b], kinds[k], mom, prec, p);
-                    check_placement(p);
-                }
-    }
-    free(p);
+    for_each_plan(batches, 3, prec, NULL, NULL);
 }
 
 /* Four noisy clusters in 24 dimensions (test_planner.c's task) under the
  * sqrt schedule with momentum, and a small CNN's translated-pattern task. */
 static void test_training(hfl_precision prec) {
-    enum { N = 256, D = 24, C = 4, B = 32 };
-    int dims[6] = {D, 48, 48, 48, 48, C};
+    enum { B = 32 };
     hfl_model_spec s;
-    char err[HFL_ERR_LEN] = "";
-    CHECK(hfl_model_spec_mlp(&s, "clusters", dims, 6, err) == 0);
-    float *x = hfl_malloc((size_t)N * D * sizeof(float)), *params = hfl_malloc(s.n_params * sizeof(float));
-    int32_t *y = hfl_malloc(N * sizeof(int32_t));
-    for (int i = 0; i < N; i++) {
-        y[i] = i % C;
-        for (int d = 0; d < D; d++)
-            x[i * D + d] = (d % C == y[i] ? 1.0f : 0.0f) +
-                           0.6f * (hfl_u01(hfl_philox_u32(9, 1, 0, 0, 0, (uint64_t)i * D + d)) - 0.5f);
-    }
-    hfl_model_init_params(&s, params, 5);
+    float *x, *params;
+    int32_t *y;
+    clusters_task(&s, &x, &y, &params);
     hfl_trainer *t = make_trainer(&s, B, HFL_CKPT_SQRT, prec);
     if (!t) return;
-    hfl_trainer_set_params(t, params);
-    float acc0 = 0.0f, acc1 = 0.0f;
-    float before = hfl_trainer_evaluate(t, x, y, N, &acc0);
-    for (int e = 0; e < 30; e++)
-        for (int i = 0; i + B <= N; i += B) hfl_trainer_step(t, x + i * D, y + i, B, 0.05f, 0.9f, 0.0f);
-    float after = hfl_trainer_evaluate(t, x, y, N, &acc1);
+    float acc0 = 0.0f, acc1 = 0.0f, before, after;
+    clusters_train(t, params, x, y, B, &before, &after, &acc0, &acc1);
     printf("clusters in %s: loss %.4f -> %.4f, accuracy %.3f -> %.3f, skipped %llu, scale %g\n",
            hfl_precision_name(prec), before, after, acc0, acc1,
            (unsigned long long)hfl_trainer_skipped_steps(t), (double)hfl_trainer_loss_scale(t));
