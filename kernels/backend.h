@@ -1,10 +1,28 @@
-/* backend.h: the device layer's one interface, implemented by cpu/ (OpenBLAS)
- * and later cuda/ (cuBLAS).
+/* backend.h: the device layer's one interface, implemented by cpu/ (OpenBLAS,
+ * always built in) and cuda/ (cuBLAS, a module loaded at run time by
+ * kernels/select.c when the machine has a usable NVIDIA GPU).
  *
  * All float pointers passed to the ops are device pointers obtained from
  * `alloc` (on the CPU backend, ordinary host memory). Matrices are row-major.
  * The per-element arithmetic of every op lives in `kernels/ops_hd.h` so both
  * backends run the same formulas.
+ *
+ * ASYNCHRONY. Ops are enqueued in order on the backend's one compute stream
+ * and may return before they ran (the CPU backend runs them at once). Only
+ * `download` and `sync` wait for the device; nothing else returns a value
+ * the device computed. What a training step computes for the host (the summed
+ * loss, the correct count, fp16's finite flag and loss scale) lands in a
+ * device-side hfl_step_scalars that the host downloads when it wants it.
+ * `upload` from pageable memory may be synchronous; the input pipeline below
+ * is the asynchronous way in.
+ *
+ * INPUT PIPELINE. A trainer with two input slots (plan cfg.prefetch) copies
+ * batch i+1 in while step i runs: the host fills pinned memory from
+ * host_alloc (after stage_wait(slot) says the slot's last copy has left it),
+ * prefetch(slot) copies it on a second stream once the slot's previous step
+ * released it (release_input), and await_prefetch(slot) makes the compute
+ * stream wait for that copy. On the CPU backend all of these are plain
+ * copies or nothing.
  *
  * Convolution and pooling ops take n samples laid out [n, C, H, W] (row-major,
  * CHW within a sample) and the window geometry g of kernels/geom.h. A
@@ -16,11 +34,13 @@
  * (uint16_t bit patterns of the hfl_precision `lp`) and computes in fp32:
  * every op widens its 2-byte operands exactly, does the fp32 arithmetic of
  * the fp32 op, and rounds each 2-byte result once, to nearest even (the
- * conversions of compress/quant_hd.h), as a GPU's fp32-accumulating kernels
- * do. Parameter gradients, master weights and momentum stay fp32. The CPU
- * backend feeds OpenBLAS sgemm through fp32 staging tiles in a caller-given
- * workspace of hfl_gemm_lp_ws_bytes (planned like any workspace); a cuBLAS
- * backend (GemmEx) would ignore it, so plans do not depend on the backend. */
+ * conversions of kernels/half_hd.h), as a GPU's fp32-accumulating kernels
+ * do. Parameter gradients, master weights and momentum stay fp32. A gemm_lp's
+ * two inputs A and B are of one type (both fp32 or both 2-byte), as cuBLAS
+ * requires. The CPU backend feeds OpenBLAS sgemm through fp32 staging tiles
+ * in a caller-given workspace of hfl_gemm_lp_ws_bytes (planned like any
+ * workspace); the CUDA backend ignores it and uses the cuBLAS workspace the
+ * plan gives it instead (blas_ws_bytes, set_blas_workspace). */
 #ifndef HFL_BACKEND_H
 #define HFL_BACKEND_H
 
@@ -47,10 +67,33 @@ enum { HFL_BIAS_NONE, HFL_BIAS_COL, HFL_BIAS_ROW };
 #define HFL_GEMM_TILE_K 256
 size_t hfl_gemm_lp_ws_bytes(unsigned f32_mask, int m, int n, int k);
 
+/* What a training step computes for the host, kept on the device (one 64-byte
+ * block, a plan buffer or trainer-held memory on the CPU backend). The loss ops
+ * add to loss_sum, correct and rows; unscale_grads sets finite; fp16's loss
+ * scaler (scaler_update, hfl_op_scaler_update in kernels/ops_hd.h) reads
+ * finite and updates loss_scale, clean_steps and skipped. */
+typedef struct hfl_step_scalars {
+    double loss_sum;     /* summed row losses (each row's, not the mean) since reset */
+    int64_t correct;     /* rows whose first argmax is the label */
+    int64_t rows;        /* rows summed into loss_sum */
+    int64_t skipped;     /* fp16 steps skipped for non-finite gradients */
+    float loss_scale;    /* fp16's dynamic loss scale S; 1 otherwise */
+    int32_t finite;      /* 1 when the last unscale_grads saw only finite gradients */
+    int32_t clean_steps; /* finite steps since S last changed */
+    int32_t reserved[5]; /* zero; pads the block to 64 bytes */
+} hfl_step_scalars;
+#ifdef __cplusplus
+static_assert(sizeof(hfl_step_scalars) == 64, "hfl_step_scalars is one 64-byte block");
+#else
+_Static_assert(sizeof(hfl_step_scalars) == 64, "hfl_step_scalars is one 64-byte block");
+#endif
+#define HFL_INPUT_SLOTS 2
+
 typedef struct hfl_backend {
     const char *name; /* "cpu", "cuda" */
     int host_memory;  /* 1: device pointers are host pointers (the CPU backend), so the host
                          may write a buffer directly instead of staging and uploading */
+    size_t blas_ws_bytes; /* the BLAS workspace a plan should give it (0: none) */
 
     /* A buffer of `bytes` (64-byte aligned on the CPU). try_alloc returns NULL
      * with one line in err (may be NULL) when the memory budget or the system
@@ -61,6 +104,24 @@ typedef struct hfl_backend {
     void (*upload)(void *dst_dev, const void *src_host, size_t bytes);
     void (*download)(void *dst_host, const void *src_dev, size_t bytes);
     void (*copy)(void *dst_dev, const void *src_dev, size_t bytes);
+    /* Waits until every op enqueued so far has run. */
+    void (*sync)(void);
+    /* Free and total device memory now (CUDA: cudaMemGetInfo). -1 where the
+     * backend cannot tell (the CPU backend: util/memmeter.h measures RSS). */
+    int (*mem_info)(uint64_t *free_bytes, uint64_t *total_bytes);
+    /* The BLAS workspace for every later GEMM: `bytes` (>= blas_ws_bytes) at p,
+     * a planned buffer alive for the whole step. NULL: the library's default. */
+    void (*set_blas_workspace)(void *p, size_t bytes);
+
+    /* Host memory the device copies from asynchronously (pinned on CUDA;
+     * plain on the CPU). Not counted against the memory budget. */
+    void *(*host_alloc)(size_t bytes);
+    void (*host_free)(void *p);
+    /* Input pipeline (header comment); slot < HFL_INPUT_SLOTS. */
+    void (*stage_wait)(int slot);
+    void (*prefetch)(void *dst_dev, const void *src_host, size_t bytes, int slot);
+    void (*await_prefetch)(int slot);
+    void (*release_input)(int slot);
 
     /* C[m,n] = alpha * op(A) op(B) + beta * C, row-major; op(X) = X^T when trans_x. */
     void (*sgemm)(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
@@ -72,11 +133,12 @@ typedef struct hfl_backend {
     void (*relu_fwd)(float *y, const float *x, size_t n);
     /* dx = dy * (y > 0); dx may alias dy */
     void (*relu_bwd)(float *dx, const float *dy, const float *y, size_t n);
-    /* Mean softmax cross-entropy of logits[rows, cols] against labels; writes
-     * dlogits = d(mean loss)/d(logits) when dlogits != NULL, and the number of
-     * rows whose argmax equals the label into *correct when correct != NULL. */
-    float (*softmax_xent)(const float *logits, const int32_t *labels, float *dlogits, int rows,
-                          int cols, int *correct);
+    /* Softmax cross-entropy of logits[rows, cols] against labels: adds the
+     * rows' summed loss (in double, rows in order) to sc->loss_sum, the rows
+     * whose argmax equals the label to sc->correct and rows to sc->rows;
+     * writes dlogits = d(mean loss)/d(logits) when dlogits != NULL. */
+    void (*softmax_xent)(const float *logits, const int32_t *labels, float *dlogits, int rows,
+                         int cols, hfl_step_scalars *sc);
     /* SGD with momentum and decoupled-from-nothing (L2) weight decay, PyTorch's form:
      * g' = g + wd*w; v = momentum*v + g'; w -= lr*v  (v unused when momentum == 0) */
     void (*sgd_step)(float *w, float *v, const float *g, size_t n, float lr, float momentum,
@@ -118,8 +180,9 @@ typedef struct hfl_backend {
     void (*bias_grad_lp)(hfl_precision lp, float *dbias, const uint16_t *dy, int rows, int cols);
     void (*channel_bias_grad_lp)(hfl_precision lp, float *dbias, const uint16_t *dy, int n, int c,
                                  int hw);
-    /* im2col of a 2-byte x into fp32 columns (exact). */
-    void (*im2col_lp)(hfl_precision lp, float *cols, const uint16_t *x, int n, hfl_window_geom g);
+    /* im2col of a 2-byte x into 2-byte columns (a copy: exact). */
+    void (*im2col_lp)(hfl_precision lp, uint16_t *cols, const uint16_t *x, int n,
+                      hfl_window_geom g);
     /* col2im of fp32 columns, each dx element summed in fp32 and rounded once. */
     void (*col2im_lp)(hfl_precision lp, uint16_t *dx, const float *cols, int n, hfl_window_geom g);
     void (*maxpool_fwd_lp)(hfl_precision lp, uint16_t *y, const uint16_t *x, int n,
@@ -127,30 +190,25 @@ typedef struct hfl_backend {
     void (*maxpool_bwd_lp)(hfl_precision lp, uint16_t *dx, const uint16_t *dy, const uint16_t *x,
                            int n, hfl_window_geom g);
     /* softmax_xent on 2-byte logits; dlogits (2-byte, may be NULL) receives
-     * grad_scale times the fp32 op's gradient, rounded once (the loss scale of
-     * fp16 training). ws holds 2 * cols floats. */
-    float (*softmax_xent_lp)(hfl_precision lp, const uint16_t *logits, const int32_t *labels,
-                             uint16_t *dlogits, int rows, int cols, int *correct, float grad_scale,
-                             float *ws);
-    /* g[i] *= inv_scale; returns 1 when every result is finite, else 0. */
-    int (*unscale_grads)(float *g, size_t n, float inv_scale);
-    /* sgd_step on the fp32 master weights, then w[i] = master[i] rounded to lp. */
+     * sc->loss_scale times the fp32 op's gradient, rounded once (the loss
+     * scale of fp16 training). ws holds 2 * cols floats. */
+    void (*softmax_xent_lp)(hfl_precision lp, const uint16_t *logits, const int32_t *labels,
+                            uint16_t *dlogits, int rows, int cols, hfl_step_scalars *sc,
+                            float *ws);
+    /* g[i] *= 1 / sc->loss_scale; sc->finite = every result is finite. */
+    void (*unscale_grads)(float *g, size_t n, hfl_step_scalars *sc);
+    /* sgd_step on the fp32 master weights, then w[i] = master[i] rounded to lp.
+     * Does nothing when skip_if_nonfinite is given and its finite flag is 0
+     * (fp16's skipped step). */
     void (*sgd_step_lp)(hfl_precision lp, float *master, float *v, const float *g, uint16_t *w,
-                        size_t n, float lr, float momentum, float wd);
+                        size_t n, float lr, float momentum, float wd,
+                        const hfl_step_scalars *skip_if_nonfinite);
+    /* fp16's loss scaler after a step: hfl_op_scaler_update(sc, interval). */
+    void (*scaler_update)(hfl_step_scalars *sc, int interval);
 } hfl_backend;
 
 const hfl_backend *hfl_backend_cpu(void);
-
-/* The CPU backend's memory budget and accounting (process-wide, thread-safe).
- * Live bytes are the sum of the sizes asked of alloc/try_alloc not yet freed
- * (the planner's figures; the allocator's 64-byte header and rounding are not
- * counted). An allocation that would take live bytes above a non-zero budget
- * fails: try_alloc returns NULL, alloc exits. Setting a budget below the live
- * bytes frees nothing; allocations fail until enough is freed. */
-void hfl_backend_cpu_set_budget(uint64_t bytes); /* 0 = no budget (the default) */
-uint64_t hfl_backend_cpu_budget(void);
-uint64_t hfl_backend_cpu_live_bytes(void);
-uint64_t hfl_backend_cpu_peak_bytes(void); /* high-water mark of live bytes */
-void hfl_backend_cpu_reset_peak(void);     /* peak := live bytes now */
+/* Both backends' allocations are counted against one process-wide budget:
+ * kernels/budget.h. Choosing a backend at run time: kernels/select.h. */
 
 #endif

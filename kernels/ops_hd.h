@@ -263,6 +263,23 @@ static inline HFL_HD float hfl_op_channel_sum_lp(hfl_precision lp, const uint16_
     return sum;
 }
 
+/* fp16's dynamic loss scaler after one step, from the step's finite flag
+ * (Micikevicius et al. 2018; PyTorch's GradScaler with growth and backoff 2
+ * and 1/2): a step with non-finite gradients was skipped, so count it, halve
+ * S and restart the clean count; `interval` clean steps in a row double S. */
+static inline HFL_HD void hfl_op_scaler_update(hfl_step_scalars *sc, int interval) {
+    if (!sc->finite) {
+        sc->skipped++;
+        sc->loss_scale *= 0.5f;
+        sc->clean_steps = 0;
+        return;
+    }
+    if (++sc->clean_steps == interval) {
+        sc->loss_scale *= 2.0f;
+        sc->clean_steps = 0;
+    }
+}
+
 /* g * inv_scale, and whether it is finite (the fp16 loss scaler's check). */
 static inline HFL_HD float hfl_op_unscale(float g, float inv_scale, int *finite) {
     float r = g * inv_scale;
