@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/budget.h"
 #include "kernels/philox.h"
 #include "model/model.h"
 #include "util/memmeter.h"
@@ -159,7 +160,7 @@ int main(int argc, char **argv) {
 
     /* Window 3: a new trainer and one step, allocated inside the window. */
     hfl_trainer_free(t);
-    hfl_backend_cpu_reset_peak();
+    hfl_budget_reset_peak();
     window_open(&win[3], "create_and_step", &rss0);
     t = hfl_trainer_create(&spec, be, (int)batch);
     if (!t) {
@@ -169,7 +170,7 @@ int main(int argc, char **argv) {
     hfl_trainer_set_params(t, params);
     hfl_trainer_step(t, x, y, (int)batch, 0.05f, 0.0f, 0.0f);
     window_close(&win[3], rss0);
-    uint64_t live_peak = hfl_backend_cpu_peak_bytes();
+    uint64_t live_peak = hfl_budget_peak_bytes();
 
     if (json) {
         printf("{\"impl\": \"hfl\", \"model\": \"%s\", \"batch\": %ld, \"threads\": %ld, "

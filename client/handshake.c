@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/budget.h"
 #include "client/client.h"
 #include "util/util.h"
 
@@ -103,7 +104,7 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
     if (hfl_plan_make(&s->spec, &cfg, s->plan, err) != 0) return NULL;
     s->budget = o->budget;
     s->overhead = s->chosen.predicted - s->chosen.arena;
-    if (o->budget) hfl_backend_cpu_set_budget(o->budget); /* a breach fails loudly */
+    if (o->budget) hfl_budget_set(o->budget); /* a breach fails loudly */
     if (!o->quiet)
         printf("%s: plan: batch %d, %s, checkpoint %s, predicted peak %.2f MiB (arena %.2f + overhead %.2f) of %.1f MiB\n",
                o->name, s->chosen.batch, hfl_precision_name(s->chosen.precision), hfl_ckpt_name(s->chosen.ckpt),

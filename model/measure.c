@@ -1,4 +1,5 @@
 /* measure.c: one training step's peak RSS, in a forked child (see measure.h). */
+#include "kernels/budget.h"
 #include "model/measure.h"
 
 #include <malloc.h>
@@ -19,7 +20,7 @@ typedef struct {
 static void measure_child(const hfl_model_spec *spec, const hfl_plan *plan, const float *params,
                           const float *x, const int32_t *y, measure_result *r) {
     uint64_t rss0 = 0, peak = 0;
-    hfl_backend_cpu_reset_peak();
+    hfl_budget_reset_peak();
     if (hfl_mem_reset_peak(r->err) != 0 || hfl_mem_read(&rss0, NULL, r->err) != 0) return;
     hfl_trainer *t = hfl_trainer_create_plan(spec, hfl_backend_cpu(), plan, r->err);
     if (!t) return;
@@ -28,7 +29,7 @@ static void measure_child(const hfl_model_spec *spec, const hfl_plan *plan, cons
     if (hfl_mem_read(NULL, &peak, r->err) == 0) {
         r->ok = 1;
         r->m.growth = peak > rss0 ? peak - rss0 : 0;
-        r->m.backend_peak = hfl_backend_cpu_peak_bytes();
+        r->m.backend_peak = hfl_budget_peak_bytes();
     }
     hfl_trainer_free(t);
 }

@@ -2,10 +2,10 @@
  * loops over the per-element formulas of kernels/ops_hd.h.
  *
  * "Device" memory is ordinary 64-byte aligned host memory, so upload,
- * download and copy are memcpy. The allocator counts live bytes (and their
- * high-water mark) and enforces an optional process-wide budget
- * (hfl_backend_cpu_set_budget): try_alloc refuses with a one-line error,
- * alloc prints it and exits. Memory is not touched at allocation, so pages
+ * download and copy are memcpy, ops run when called (sync is a no-op) and
+ * the input pipeline's prefetch is a memcpy. The allocator reserves every
+ * block against the process-wide budget of kernels/budget.h: try_alloc
+ * refuses with a one-line error, alloc prints it and exits. Memory is not touched at allocation, so pages
  * become resident (and visible to util/memmeter.h) only when written.
  * Every op is a plain loop calling the HFL_HD body; the CUDA backend runs
  * the same bodies one per thread. The number of OpenBLAS threads is left to
@@ -25,13 +25,13 @@
  * col2im_lp and maxpool_bwd_lp use the gather-form bodies (each output summed
  * in fp32, rounded once), so no fp32 image of dx is needed. */
 #include <cblas.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/budget.h"
 #include "kernels/ops_hd.h"
 #include "util/util.h"
 
@@ -48,71 +48,26 @@ typedef struct {
     uint64_t magic;
 } cpu_block_header;
 
-/* Process-wide accounting; atomics so any thread may allocate and free. */
-static _Atomic uint64_t cpu_budget;
-static _Atomic uint64_t cpu_live;
-static _Atomic uint64_t cpu_peak;
-
-void hfl_backend_cpu_set_budget(uint64_t bytes) { atomic_store(&cpu_budget, bytes); }
-uint64_t hfl_backend_cpu_budget(void) { return atomic_load(&cpu_budget); }
-uint64_t hfl_backend_cpu_live_bytes(void) { return atomic_load(&cpu_live); }
-uint64_t hfl_backend_cpu_peak_bytes(void) { return atomic_load(&cpu_peak); }
-void hfl_backend_cpu_reset_peak(void) { atomic_store(&cpu_peak, atomic_load(&cpu_live)); }
-
-/* Reserves bytes against the budget: a compare-and-swap loop, so two threads
- * racing for the last bytes cannot both get them. On success *live_seen is
- * the live total just after; on refusal *live_seen and *budget_seen hold the
- * figures that refused it, for the message. */
-static int cpu_reserve(uint64_t bytes, uint64_t *live_seen, uint64_t *budget_seen) {
-    uint64_t live = atomic_load(&cpu_live);
-    for (;;) {
-        uint64_t budget = atomic_load(&cpu_budget);
-        if (budget && (bytes > budget || live > budget - bytes)) {
-            *live_seen = live, *budget_seen = budget;
-            return -1;
-        }
-        if (atomic_compare_exchange_weak(&cpu_live, &live, live + bytes)) {
-            *live_seen = live + bytes;
-            return 0;
-        }
-    }
-}
-
-/* Raises the high-water mark to live (once the memory is really had). */
-static void cpu_note_peak(uint64_t live) {
-    uint64_t peak = atomic_load(&cpu_peak);
-    while (live > peak && !atomic_compare_exchange_weak(&cpu_peak, &peak, live)) {
-    }
-}
-
 static void *cpu_try_alloc(size_t bytes, char *err) {
-    uint64_t live = 0, budget = 0;
     /* Larger than any address space: refuse before it can wrap the counters. */
     if (bytes > SIZE_MAX / 2) {
         hfl_errf(err, "cpu backend: out of memory allocating %zu bytes (%llu bytes live)", bytes,
-                 (unsigned long long)atomic_load(&cpu_live));
+                 (unsigned long long)hfl_budget_live_bytes());
         return NULL;
     }
-    if (cpu_reserve(bytes, &live, &budget) != 0) {
-        hfl_errf(err,
-                 "cpu backend: allocating %zu bytes would exceed the memory budget: %llu bytes "
-                 "live, budget %llu bytes",
-                 bytes, (unsigned long long)live, (unsigned long long)budget);
-        return NULL;
-    }
+    if (hfl_budget_reserve(bytes, "cpu", err) != 0) return NULL;
     /* aligned_alloc wants a multiple of the alignment; never ask for 0 bytes. */
     size_t rounded = (bytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
     char *base = aligned_alloc(CPU_ALIGN, CPU_HEADER + rounded);
     if (!base) {
-        atomic_fetch_sub(&cpu_live, (uint64_t)bytes);
+        hfl_budget_release(bytes);
         hfl_errf(err, "cpu backend: out of memory allocating %zu bytes (%llu bytes live)", bytes,
-                 (unsigned long long)atomic_load(&cpu_live));
+                 (unsigned long long)hfl_budget_live_bytes());
         return NULL;
     }
     cpu_block_header *h = (cpu_block_header *)base;
     h->bytes = bytes;
     h->magic = CPU_MAGIC_LIVE;
-    cpu_note_peak(live);
     return base + CPU_HEADER;
 }
 
@@ -137,7 +92,7 @@ static void cpu_free(void *p) {
         abort();
     }
     h->magic = CPU_MAGIC_FREED;
-    atomic_fetch_sub(&cpu_live, h->bytes);
+    hfl_budget_release(h->bytes);
     free(base);
 }
 

@@ -14,45 +14,46 @@
 #include <unistd.h>
 
 #include "kernels/backend.h"
+#include "kernels/budget.h"
 #include "tests/kernels/check.h"
 #include "util/util.h"
 
 static const hfl_backend *be;
 
 static void test_high_water(void) {
-    hfl_backend_cpu_set_budget(0);
-    uint64_t base = hfl_backend_cpu_live_bytes();
+    hfl_budget_set(0);
+    uint64_t base = hfl_budget_live_bytes();
     CHECK(base == 0);
-    hfl_backend_cpu_reset_peak();
-    CHECK(hfl_backend_cpu_peak_bytes() == base);
+    hfl_budget_reset_peak();
+    CHECK(hfl_budget_peak_bytes() == base);
 
     void *a = be->alloc(100), *b = be->alloc(200);
-    CHECK(hfl_backend_cpu_live_bytes() == 300 && hfl_backend_cpu_peak_bytes() == 300);
+    CHECK(hfl_budget_live_bytes() == 300 && hfl_budget_peak_bytes() == 300);
     be->free(a);
-    CHECK(hfl_backend_cpu_live_bytes() == 200 && hfl_backend_cpu_peak_bytes() == 300);
+    CHECK(hfl_budget_live_bytes() == 200 && hfl_budget_peak_bytes() == 300);
     void *c = be->alloc(50);
-    CHECK(hfl_backend_cpu_live_bytes() == 250 && hfl_backend_cpu_peak_bytes() == 300);
+    CHECK(hfl_budget_live_bytes() == 250 && hfl_budget_peak_bytes() == 300);
     void *d = be->alloc(1000); /* above the old mark: the mark follows */
-    CHECK(hfl_backend_cpu_live_bytes() == 1250 && hfl_backend_cpu_peak_bytes() == 1250);
+    CHECK(hfl_budget_live_bytes() == 1250 && hfl_budget_peak_bytes() == 1250);
     be->free(d);
-    hfl_backend_cpu_reset_peak();
-    CHECK(hfl_backend_cpu_peak_bytes() == 250);
+    hfl_budget_reset_peak();
+    CHECK(hfl_budget_peak_bytes() == 250);
     void *e = be->alloc(10);
-    CHECK(hfl_backend_cpu_peak_bytes() == 260);
+    CHECK(hfl_budget_peak_bytes() == 260);
     void *z = be->alloc(0); /* a zero-byte block counts nothing but is a real block */
-    CHECK(z != NULL && (uintptr_t)z % 64 == 0 && hfl_backend_cpu_live_bytes() == 260);
+    CHECK(z != NULL && (uintptr_t)z % 64 == 0 && hfl_budget_live_bytes() == 260);
     be->free(z);
     be->free(NULL);
     be->free(b);
     be->free(c);
     be->free(e);
-    CHECK(hfl_backend_cpu_live_bytes() == 0 && hfl_backend_cpu_peak_bytes() == 260);
+    CHECK(hfl_budget_live_bytes() == 0 && hfl_budget_peak_bytes() == 260);
 }
 
 static void test_budget_limits(void) {
     char err[HFL_ERR_LEN] = "";
-    hfl_backend_cpu_set_budget(4096);
-    CHECK(hfl_backend_cpu_budget() == 4096);
+    hfl_budget_set(4096);
+    CHECK(hfl_budget_get() == 4096);
     void *a = be->try_alloc(3000, err);
     CHECK(a != NULL);
     void *b = be->try_alloc(1097, err); /* 4097 > 4096 */
@@ -60,15 +61,15 @@ static void test_budget_limits(void) {
     CHECK(strstr(err, "allocating 1097 bytes would exceed the memory budget") != NULL);
     CHECK(strstr(err, "3000 bytes live") != NULL && strstr(err, "budget 4096 bytes") != NULL);
     CHECK(strchr(err, '\n') == NULL);
-    CHECK(hfl_backend_cpu_live_bytes() == 3000); /* a refusal takes nothing */
+    CHECK(hfl_budget_live_bytes() == 3000); /* a refusal takes nothing */
     b = be->try_alloc(1096, err);                /* exactly the budget fits */
-    CHECK(b != NULL && hfl_backend_cpu_live_bytes() == 4096);
+    CHECK(b != NULL && hfl_budget_live_bytes() == 4096);
     CHECK(be->try_alloc(1, err) == NULL);
     CHECK(be->try_alloc(SIZE_MAX, err) == NULL); /* no wrap-around in the check */
     be->free(b);
 
     /* A budget below what is live: nothing more until enough is freed. */
-    hfl_backend_cpu_set_budget(1000);
+    hfl_budget_set(1000);
     CHECK(be->try_alloc(1, err) == NULL);
     CHECK(strstr(err, "3000 bytes live, budget 1000 bytes") != NULL);
     be->free(a);
@@ -77,7 +78,7 @@ static void test_budget_limits(void) {
     be->free(a);
 
     /* No budget: even a request over the old one succeeds. */
-    hfl_backend_cpu_set_budget(0);
+    hfl_budget_set(0);
     a = be->try_alloc(1 << 20, err);
     CHECK(a != NULL);
     be->free(a);
@@ -88,8 +89,8 @@ static void test_budget_limits(void) {
     err[0] = 0;
     CHECK(be->try_alloc(SIZE_MAX - 8, err) == NULL); /* the guard */
     CHECK(strstr(err, "out of memory allocating") != NULL);
-    CHECK(hfl_backend_cpu_live_bytes() == 0);
-    CHECK(hfl_backend_cpu_peak_bytes() < (1u << 21)); /* failures never raise the mark */
+    CHECK(hfl_budget_live_bytes() == 0);
+    CHECK(hfl_budget_peak_bytes() < (1u << 21)); /* failures never raise the mark */
 }
 
 /* Runs fn in a child with stderr captured; returns the wait status and the text. */
@@ -116,7 +117,7 @@ static int run_child(void (*fn)(void), char *text, size_t cap) {
 }
 
 static void child_over_budget(void) {
-    hfl_backend_cpu_set_budget(1 << 20);
+    hfl_budget_set(1 << 20);
     void *a = be->alloc(700000);
     (void)a;
     be->alloc(400000); /* 1,100,000 > 1,048,576: must exit(1) */
@@ -154,8 +155,8 @@ static void *race(void *arg) {
 }
 
 static void test_threads(void) {
-    hfl_backend_cpu_set_budget((uint64_t)BLOCKS * BLOCK);
-    hfl_backend_cpu_reset_peak();
+    hfl_budget_set((uint64_t)BLOCKS * BLOCK);
+    hfl_budget_reset_peak();
     pthread_t th[THREADS];
     for (int t = 0; t < THREADS; t++) CHECK(pthread_create(&th[t], NULL, race, blocks[t]) == 0);
     for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
@@ -163,12 +164,12 @@ static void test_threads(void) {
     for (int t = 0; t < THREADS; t++)
         for (int i = 0; i < BLOCKS; i++) granted += blocks[t][i] != NULL;
     CHECK(granted == BLOCKS);
-    CHECK(hfl_backend_cpu_live_bytes() == (uint64_t)BLOCKS * BLOCK);
-    CHECK(hfl_backend_cpu_peak_bytes() == (uint64_t)BLOCKS * BLOCK);
+    CHECK(hfl_budget_live_bytes() == (uint64_t)BLOCKS * BLOCK);
+    CHECK(hfl_budget_peak_bytes() == (uint64_t)BLOCKS * BLOCK);
     for (int t = 0; t < THREADS; t++)
         for (int i = 0; i < BLOCKS; i++) be->free(blocks[t][i]);
-    CHECK(hfl_backend_cpu_live_bytes() == 0);
-    hfl_backend_cpu_set_budget(0);
+    CHECK(hfl_budget_live_bytes() == 0);
+    hfl_budget_set(0);
 }
 
 int main(void) {

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/budget.h"
 #include "kernels/philox.h"
 #include "model/chooser.h"
 #include "tests/kernels/check.h"
@@ -85,7 +86,7 @@ int main(void) {
     hfl_candidate_config(c, 1, &cfg);
     char err[HFL_ERR_LEN];
     CHECK(hfl_plan_make(&s, &cfg, plan, err) == 0 && plan->arena_bytes == c->arena);
-    hfl_backend_cpu_set_budget(budget);
+    hfl_budget_set(budget);
     hfl_trainer *t = hfl_trainer_create_plan(&s, hfl_backend_cpu(), plan, err);
     CHECK(t != NULL);
     float *params = hfl_malloc(s.n_params * sizeof(float));
@@ -99,11 +100,11 @@ int main(void) {
     float l0 = hfl_trainer_step(t, x, y, c->batch, 0.05f, 0.9f, 0.0f), l1 = l0;
     for (int k = 0; k < 3; k++) l1 = hfl_trainer_step(t, x, y, c->batch, 0.05f, 0.9f, 0.0f);
     printf("trained under the budget: loss %.4f -> %.4f, backend peak %llu\n", l0, l1,
-           (unsigned long long)hfl_backend_cpu_peak_bytes());
-    CHECK(hfl_backend_cpu_peak_bytes() == c->arena); /* the arena and nothing else */
+           (unsigned long long)hfl_budget_peak_bytes());
+    CHECK(hfl_budget_peak_bytes() == c->arena); /* the arena and nothing else */
     CHECK(l1 < l0);
     hfl_trainer_free(t);
-    hfl_backend_cpu_set_budget(0);
+    hfl_budget_set(0);
 
     test_inputs(&s);
     hfl_choice none = choose(&s, 1 << 20, 512, 0); /* 1 MiB: below every candidate */

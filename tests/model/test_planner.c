@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/budget.h"
 #include "model/model.h"
 #include "model/planner.h"
 #include "tests/kernels/check.h"
@@ -200,25 +201,25 @@ static void test_allocation(void) {
     random_batch(&s, B, x, y, 2);
     char err[HFL_ERR_LEN] = "";
 
-    uint64_t live0 = hfl_backend_cpu_live_bytes();
-    hfl_backend_cpu_set_budget(live0 + p->arena_bytes);
+    uint64_t live0 = hfl_budget_live_bytes();
+    hfl_budget_set(live0 + p->arena_bytes);
     hfl_trainer *t = hfl_trainer_create_plan(&s, be, p, err);
     CHECK(t != NULL);
     if (!t) return;
-    CHECK(hfl_backend_cpu_live_bytes() - live0 == p->arena_bytes);
+    CHECK(hfl_budget_live_bytes() - live0 == p->arena_bytes);
     CHECK(hfl_trainer_device_bytes(t) == p->arena_bytes);
-    hfl_backend_cpu_reset_peak();
+    hfl_budget_reset_peak();
     float loss = hfl_trainer_step(t, x, y, B, 0.01f, 0.9f, 1e-4f);
     float acc = -1.0f;
     hfl_trainer_evaluate(t, x, y, B, &acc);
     CHECK(loss > 0.0f && acc >= 0.0f);
-    CHECK(hfl_backend_cpu_peak_bytes() == live0 + p->arena_bytes);
+    CHECK(hfl_budget_peak_bytes() == live0 + p->arena_bytes);
     hfl_trainer_free(t);
 
-    hfl_backend_cpu_set_budget(live0 + p->arena_bytes - 1);
+    hfl_budget_set(live0 + p->arena_bytes - 1);
     CHECK(hfl_trainer_create_plan(&s, be, p, err) == NULL);
     CHECK(strstr(err, "budget") != NULL);
-    hfl_backend_cpu_set_budget(0);
+    hfl_budget_set(0);
 
     /* Plans the trainer must refuse: another model's, and 2-byte activations. */
     hfl_model_spec other;

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/budget.h"
 #include "kernels/ops_hd.h"
 #include "kernels/philox.h"
 #include "model/model.h"
@@ -335,20 +336,20 @@ static void test_cnn_arena(void) {
     int32_t y[B];
     random_batch(&s, B, x, y, 2);
     char err[HFL_ERR_LEN] = "";
-    uint64_t live0 = hfl_backend_cpu_live_bytes();
-    hfl_backend_cpu_set_budget(live0 + q->arena_bytes);
+    uint64_t live0 = hfl_budget_live_bytes();
+    hfl_budget_set(live0 + q->arena_bytes);
     hfl_trainer *t = hfl_trainer_create_plan(&s, hfl_backend_cpu(), q, err);
     CHECK(t != NULL);
     if (t) {
-        CHECK(hfl_backend_cpu_live_bytes() - live0 == q->arena_bytes);
-        hfl_backend_cpu_reset_peak();
+        CHECK(hfl_budget_live_bytes() - live0 == q->arena_bytes);
+        hfl_budget_reset_peak();
         float acc = -1.0f, loss = hfl_trainer_step(t, x, y, B, 0.01f, 0.9f, 1e-4f);
         hfl_trainer_evaluate(t, x, y, B, &acc);
         CHECK(loss > 0.0f && acc >= 0.0f);
-        CHECK(hfl_backend_cpu_peak_bytes() == live0 + q->arena_bytes);
+        CHECK(hfl_budget_peak_bytes() == live0 + q->arena_bytes);
         hfl_trainer_free(t);
     }
-    hfl_backend_cpu_set_budget(0);
+    hfl_budget_set(0);
     free(x);
     for (int k = 0; k < 3; k++) free(p[k]);
 }
