@@ -1,13 +1,13 @@
-/* device.c: device probe: the GPU through the CUDA runtime when built with
- * CUDA and one is present, otherwise the CPU from /proc. */
+/* device.c: device probe: the GPU through the CUDA module (kernels/select.c
+ * loads it) when one is usable, otherwise the CPU from /proc. */
 #include "kernels/device.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-static void device_probe_cpu(hfl_device_info *info) {
-    info->is_gpu = 0;
+void hfl_device_probe_cpu(hfl_device_info *info) {
+    memset(info, 0, sizeof *info);
     snprintf(info->name, sizeof info->name, "cpu");
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (f) {
@@ -40,14 +40,8 @@ static void device_probe_cpu(hfl_device_info *info) {
 }
 
 void hfl_device_probe(hfl_device_info *info) {
-    memset(info, 0, sizeof *info);
-#ifdef HFL_HAVE_CUDA
-    char reason[128];
-    if (hfl_cuda_probe(info, reason, sizeof reason) == 0) return;
-    memset(info, 0, sizeof *info);
-    snprintf(info->fallback_reason, sizeof info->fallback_reason, "%s", reason);
-#else
-    snprintf(info->fallback_reason, sizeof info->fallback_reason, "hfl was built without CUDA");
-#endif
-    device_probe_cpu(info);
+    char reason[sizeof info->fallback_reason];
+    if (hfl_cuda_probe(info, reason, (int)sizeof reason) == 0) return;
+    hfl_device_probe_cpu(info);
+    snprintf(info->fallback_reason, sizeof info->fallback_reason, "%.*s", (int)sizeof info->fallback_reason - 1, reason);
 }

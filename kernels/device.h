@@ -1,9 +1,10 @@
 /* device.h: what a client can find out about the device it trains on.
  *
- * hfl_device_probe asks the CUDA runtime (when hfl was built with CUDA) for
- * the first GPU's name, compute capability and free/total memory. Without a
- * GPU, or without CUDA in the build, it describes the CPU instead: its model
- * name, core count and physical memory, and says why it fell back. */
+ * hfl_device_probe asks the CUDA module (libhfl_cuda.so, loaded at run time
+ * by kernels/select.c) for the first GPU's name, compute capability and
+ * free/total memory. Without the module, a driver or a GPU it describes the
+ * CPU instead: its model name, core count and physical memory, and says why
+ * it fell back. */
 #ifndef HFL_DEVICE_H
 #define HFL_DEVICE_H
 
@@ -20,9 +21,12 @@ typedef struct {
 } hfl_device_info;
 
 void hfl_device_probe(hfl_device_info *info);
+/* The CPU alone (fallback_reason left empty). */
+void hfl_device_probe_cpu(hfl_device_info *info);
 
-/* Implemented in cuda/device.cu when built with CUDA: 0 and info filled when a
- * GPU is usable, -1 with reason otherwise. */
+/* Through the module loader of kernels/select.c: 0 and info filled when a GPU
+ * is usable, -1 with one line in reason otherwise ("CUDA module not found",
+ * "no CUDA GPU found (...)"). */
 int hfl_cuda_probe(hfl_device_info *info, char *reason, int reason_len);
 
 #endif

@@ -1,0 +1,162 @@
+/* select.c: which backend a process runs on (kernels/select.h), and the
+ * loader of the CUDA module libhfl_cuda.so (kernels/cuda_module.h).
+ *
+ * The module is looked for, in order, at $HFL_CUDA_MODULE (when set, the
+ * only place), then relative to the executable: ../lib (a bundle), . and
+ * ../kernels/cuda (the build tree's programs live in build/<dir>/), and last
+ * where this build put it (HFL_CUDA_MODULE_BUILD_PATH, set by meson). The
+ * first file that loads and carries our ABI wins; a file that exists but
+ * does not load (no cuBLAS, wrong CUDA major) is reported if none loads.
+ * Loading, probing and opening happen once per process, on the first
+ * "auto" or "cuda" request, and the outcome is kept: "cpu" never loads
+ * CUDA. The module gets the process-wide budget functions of budget.h. */
+#include "kernels/select.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels/budget.h"
+#include "kernels/cuda_module.h"
+#include "util/util.h"
+
+#ifndef HFL_CUDA_MODULE_BUILD_PATH
+#define HFL_CUDA_MODULE_BUILD_PATH ""
+#endif
+#define SELECT_MODULE_FILE "libhfl_cuda.so"
+
+static pthread_mutex_t select_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    int loaded; /* 0: not tried, 1: mod is ours, -1: failed (load_err) */
+    const hfl_cuda_module *mod;
+    char load_err[HFL_ERR_LEN];
+    int opened; /* 0: not tried, 1: be works, -1: failed (open_err) */
+    const hfl_backend *be;
+    hfl_device_info info; /* the device be runs on, as probed at open */
+    char open_err[HFL_ERR_LEN];
+} select_cuda;
+
+static const hfl_cuda_host select_host = {
+    .abi = HFL_CUDA_MODULE_ABI,
+    .budget_reserve = hfl_budget_reserve,
+    .budget_release = hfl_budget_release,
+};
+
+/* 1: no file at path; 0: loaded into select_cuda.mod; -1 with err. */
+static int select_load_at(const char *path, char *err) {
+    if (access(path, F_OK) != 0) return 1;
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) return hfl_errf(err, "CUDA module %s does not load (%s)", path, dlerror());
+    const hfl_cuda_module *(*entry)(void);
+    void *sym = dlsym(h, HFL_CUDA_MODULE_SYMBOL);
+    memcpy(&entry, &sym, sizeof entry); /* POSIX: a data pointer to a function pointer */
+    const hfl_cuda_module *m = sym ? entry() : NULL;
+    if (!m || m->abi != HFL_CUDA_MODULE_ABI) {
+        dlclose(h);
+        if (!sym) return hfl_errf(err, "CUDA module %s has no %s", path, HFL_CUDA_MODULE_SYMBOL);
+        return hfl_errf(err, "CUDA module %s is from another hfl (interface %d, want %d)", path,
+                        m ? m->abi : -1, HFL_CUDA_MODULE_ABI);
+    }
+    select_cuda.mod = m; /* never closed: the backend lives as long as the process */
+    return 0;
+}
+
+static void select_load_locked(void) {
+    if (select_cuda.loaded) return;
+    select_cuda.loaded = -1;
+    char *err = select_cuda.load_err, e[HFL_ERR_LEN] = "";
+    const char *env = getenv("HFL_CUDA_MODULE");
+    if (env && env[0]) {
+        int rc = select_load_at(env, e);
+        if (rc == 0) select_cuda.loaded = 1;
+        else if (rc > 0) hfl_errf(err, "CUDA module not found (HFL_CUDA_MODULE=%s: no such file)", env);
+        else hfl_errf(err, "%s", e);
+        return;
+    }
+    char dir[1024], path[4][1100];
+    int n = 0;
+    if (hfl_exe_dir(dir, sizeof dir) == 0) {
+        snprintf(path[n++], sizeof path[0], "%s/../lib/%s", dir, SELECT_MODULE_FILE);
+        snprintf(path[n++], sizeof path[0], "%s/%s", dir, SELECT_MODULE_FILE);
+        snprintf(path[n++], sizeof path[0], "%s/../kernels/cuda/%s", dir, SELECT_MODULE_FILE);
+    }
+    if (HFL_CUDA_MODULE_BUILD_PATH[0]) snprintf(path[n++], sizeof path[0], "%s", HFL_CUDA_MODULE_BUILD_PATH);
+    for (int i = 0; i < n; i++) {
+        int rc = select_load_at(path[i], e[0] ? NULL : e); /* keep the first failure */
+        if (rc == 0) {
+            select_cuda.loaded = 1;
+            return;
+        }
+    }
+    if (e[0]) hfl_errf(err, "%s", e);
+#ifdef HFL_HAVE_CUDA
+    else hfl_errf(err, "CUDA module not found (no %s beside the executable or in the build tree)", SELECT_MODULE_FILE);
+#else
+    else hfl_errf(err, "CUDA module not found (hfl was built without CUDA)");
+#endif
+}
+
+int hfl_cuda_probe(hfl_device_info *info, char *reason, int reason_len) {
+    pthread_mutex_lock(&select_lock);
+    select_load_locked();
+    int rc = -1;
+    if (select_cuda.loaded > 0) rc = select_cuda.mod->probe(info, reason, reason_len);
+    else snprintf(reason, (size_t)reason_len, "%s", select_cuda.load_err);
+    pthread_mutex_unlock(&select_lock);
+    return rc;
+}
+
+/* Loads, probes and opens the CUDA backend, once. */
+static void select_open_locked(void) {
+    if (select_cuda.opened) return;
+    select_cuda.opened = -1;
+    select_load_locked();
+    if (select_cuda.loaded < 0) {
+        snprintf(select_cuda.open_err, sizeof select_cuda.open_err, "%s", select_cuda.load_err);
+        return;
+    }
+    if (select_cuda.mod->probe(&select_cuda.info, select_cuda.open_err, (int)sizeof select_cuda.open_err) != 0) return;
+    char e[HFL_ERR_LEN] = "";
+    select_cuda.be = select_cuda.mod->open(&select_host, e);
+    if (!select_cuda.be) {
+        hfl_errf(select_cuda.open_err, "%s", e[0] ? e : "cuda backend: open failed");
+        return;
+    }
+    select_cuda.opened = 1;
+}
+
+const hfl_backend *hfl_backend_select(const char *device, hfl_device_info *info, char *why, char *err) {
+    if (why) why[0] = 0;
+    if (!device || !device[0]) device = "auto";
+    int want_cuda = !strcmp(device, "cuda");
+    if (!want_cuda && strcmp(device, "auto") != 0) {
+        if (!strcmp(device, "cpu")) {
+            if (info) hfl_device_probe_cpu(info);
+            return hfl_backend_cpu();
+        }
+        hfl_errf(err, "unknown device '%s' (auto, cpu, cuda)", device);
+        return NULL;
+    }
+    pthread_mutex_lock(&select_lock);
+    select_open_locked();
+    const hfl_backend *be = select_cuda.opened > 0 ? select_cuda.be : NULL;
+    char reason[HFL_ERR_LEN];
+    snprintf(reason, sizeof reason, "%s", select_cuda.open_err);
+    /* a fresh description (free memory now), else the one taken at open */
+    if (be && info && select_cuda.mod->probe(info, reason, (int)sizeof reason) != 0) *info = select_cuda.info;
+    pthread_mutex_unlock(&select_lock);
+    if (be) return be;
+    if (want_cuda) {
+        hfl_errf(err, "device cuda unavailable: %s", reason);
+        return NULL;
+    }
+    if (info) {
+        hfl_device_probe_cpu(info);
+        snprintf(info->fallback_reason, sizeof info->fallback_reason, "%.*s", (int)sizeof info->fallback_reason - 1, reason);
+    }
+    if (why) hfl_errf(why, "%s", reason);
+    return hfl_backend_cpu();
+}
