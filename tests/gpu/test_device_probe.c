@@ -1,21 +1,22 @@
-/* test_device_probe.c: the CUDA device probe on a real GPU (suite gpu).
+/* test_device_probe.c: the CUDA device probe on a real GPU (suite gpu),
+ * through the run-time module loader (kernels/select.c).
  *
- * Without a GPU, or in a build without CUDA, it skips (exit 77) and says
+ * Without a GPU, a driver or the CUDA module it skips (exit 77) and says
  * why. With one, the probe must report a named device of compute
- * capability >= 5.0 whose free memory is positive and at most its total,
- * and hfl_device_probe must pick it over the CPU. */
+ * capability >= 7.5 whose free memory is positive and at most its total,
+ * hfl_device_probe must pick it over the CPU, and hfl_backend_select("cuda")
+ * must hand out the CUDA backend on that device (a module built without
+ * backend_cuda.c says so and the test fails). */
 #include <stdio.h>
 #include <string.h>
 
 #include "kernels/device.h"
+#include "kernels/select.h"
+#include "util/util.h"
 
 int main(void) {
-#ifndef HFL_HAVE_CUDA
-    printf("SKIP: hfl was built without CUDA\n");
-    return 77;
-#else
     hfl_device_info info;
-    char reason[128];
+    char reason[HFL_ERR_LEN];
     memset(&info, 0, sizeof info);
     if (hfl_cuda_probe(&info, reason, sizeof reason) != 0) {
         printf("SKIP: %s\n", reason);
@@ -23,12 +24,22 @@ int main(void) {
     }
     printf("GPU: %s, cc %d.%d, %d SMs, %.2f of %.2f GiB free\n", info.name, info.cc_major, info.cc_minor,
            info.cores, info.free_bytes / 1073741824.0, info.total_bytes / 1073741824.0);
-    int ok = info.is_gpu && info.name[0] && info.cc_major >= 5 && info.cores > 0 && info.free_bytes > 0 &&
-             info.free_bytes <= info.total_bytes;
+    int ok = info.is_gpu && info.name[0] && info.cc_major * 10 + info.cc_minor >= 75 && info.cores > 0 &&
+             info.free_bytes > 0 && info.free_bytes <= info.total_bytes;
+    if (!ok) printf("FAIL: implausible probe result\n");
     hfl_device_info best;
     hfl_device_probe(&best);
-    ok = ok && best.is_gpu && !strcmp(best.name, info.name);
-    printf("%s\n", ok ? "ok" : "FAIL: implausible probe result");
+    if (!best.is_gpu || strcmp(best.name, info.name) != 0) {
+        printf("FAIL: hfl_device_probe chose %s (%s)\n", best.name, best.fallback_reason);
+        ok = 0;
+    }
+    char err[HFL_ERR_LEN] = "";
+    hfl_device_info sel;
+    const hfl_backend *be = hfl_backend_select("cuda", &sel, NULL, err);
+    if (!be || strcmp(be->name, "cuda") != 0 || !sel.is_gpu || strcmp(sel.name, info.name) != 0) {
+        printf("FAIL: --device cuda: %s\n", be ? be->name : err);
+        ok = 0;
+    }
+    printf("%s\n", ok ? "ok" : "FAIL");
     return ok ? 0 : 1;
-#endif
 }
