@@ -31,6 +31,7 @@ typedef struct {
 
 typedef struct {
     hfl_model_spec spec;
+    const hfl_backend *be; /* what this client trains on (--device, kernels/select.h) */
     hfl_trainer *trainer;
     int trainer_batch;
     hfl_dataset data; /* this client's share */
@@ -74,6 +75,7 @@ typedef struct {
     char codec[32]; /* update codec override; empty: the run's */
     char state_dir[1024];
     int plan, verify, json; /* --plan mode */
+    char device[8];         /* --device: auto, cpu or cuda */
     char model[1024];
     uint64_t budget;
     double headroom;
@@ -100,8 +102,8 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
                           const client_welcome *w,
                           char *err);
 
-/* hfl-client --plan; -1 with err when nothing fits or the model is bad. */
-int client_plan_run(const client_options *o, const hfl_device_info *dev, char *err);
+/* hfl-client --plan on backend be (on device dev); -1 with err when nothing fits or the model is bad. */
+int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_device_info *dev, char *err);
 
 /* The overhead outside the arena, from the measurements under state_dir
  * (client/overhead.c): load once, then ask per (precision, batch). */

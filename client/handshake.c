@@ -20,6 +20,7 @@ static cJSON *hello_meta(const client_options *o, const hfl_device_info *dev, co
     if (o->codec[0]) cJSON_AddStringToObject(meta, "codec", o->codec);
     cJSON *d = cJSON_AddObjectToObject(meta, "device");
     cJSON_AddStringToObject(d, "kind", dev->is_gpu ? "cuda" : "cpu");
+    cJSON_AddStringToObject(d, "backend", s->be->name);
     cJSON_AddStringToObject(d, "name", dev->name);
     if (dev->is_gpu) {
         char cc[16];
@@ -87,7 +88,7 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
                             .precisions = o->precisions};
     in.overhead = client_overhead_fn;
     in.overhead_ctx = ov;
-    hfl_chooser_calibrate(hfl_backend_cpu(), in.gflops);
+    hfl_chooser_calibrate(s->be, in.gflops);
     hfl_choice ch;
     int chose = hfl_choose(&s->spec, &in, &ch, err);
     free(ov);
@@ -111,7 +112,8 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
                s->chosen.predicted / 1048576.0,
                s->chosen.arena / 1048576.0, (s->chosen.predicted - s->chosen.arena) / 1048576.0, in.budget / 1048576.0);
     cJSON *p = cJSON_CreateObject();
-    cJSON_AddStringToObject(p, "backend", "cpu");
+    cJSON_AddStringToObject(p, "backend", s->be->name);
+    cJSON_AddStringToObject(p, "device", dev->name);
     cJSON_AddNumberToObject(p, "batch", s->chosen.batch);
     cJSON_AddStringToObject(p, "precision", hfl_precision_name(s->chosen.precision));
     cJSON_AddStringToObject(p, "checkpoint", hfl_ckpt_name(s->chosen.ckpt));

@@ -1,5 +1,7 @@
-/* main.c: hfl-client: probe the device, load this client's share of the
- * data, say hello, then pull tasks, train and send updates until bye.
+/* main.c: hfl-client: pick the backend and device (--device auto|cpu|cuda,
+ * kernels/select.h), load this client's share of the data, say hello, then
+ * pull tasks, train and send updates until bye. When "auto" falls back to
+ * the CPU, the reason is printed once.
  *
  * The coordinator never holds a reply: "wait" means sleep and pull again.
  * Any transport failure (coordinator unreachable, refused handshake,
@@ -14,6 +16,7 @@
 #include "client/client.h"
 #include "data/partition.h"
 #include "kernels/device.h"
+#include "kernels/select.h"
 #include "proto/transport.h"
 #include "util/util.h"
 
@@ -39,6 +42,8 @@ static void usage(FILE *f) {
         "  --memory-budget SIZE memory this client may use, e.g. 512M, 4G (default: the device's free memory)\n"
         "  --headroom F         fraction of the budget kept free (default 0.05)\n"
         "  --precision P        auto (let the chooser pick), fp32, bf16 or fp16 (default auto)\n"
+        "  --device D           auto (the GPU when the CUDA module loads and finds one, else the CPU),\n"
+        "                       cpu, or cuda (fail unless the GPU can be used); default auto\n"
         "  --verify             with --plan: run one real step per candidate and report the measured peak\n"
         "  --json               with --plan: print the table as JSON\n"
         "  --data DIR           Fashion-MNIST directory (default " HFL_FMNIST_DIR ")\n"
@@ -54,7 +59,7 @@ static void usage(FILE *f) {
 
 static int parse_args(int argc, char **argv, client_options *o, char *err) {
     enum { O_URL = 256, O_CA, O_CERT, O_SNI, O_INSECURE, O_NAME, O_DATA, O_PART, O_INDEX, O_NUM, O_SEED,
-           O_THREADS, O_TIMEOUT, O_QUIET, O_HELP, O_CODEC, O_STATE, O_PLAN, O_MODEL, O_BUDGET, O_HEADROOM, O_VERIFY, O_JSON, O_PREC };
+           O_THREADS, O_TIMEOUT, O_QUIET, O_HELP, O_CODEC, O_STATE, O_PLAN, O_MODEL, O_BUDGET, O_HEADROOM, O_VERIFY, O_JSON, O_PREC, O_DEVICE };
     static const struct option opts[] = {
         {"coordinator", 1, 0, O_URL}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"server-name", 1, 0, O_SNI}, {"insecure", 0, 0, O_INSECURE}, {"name", 1, 0, O_NAME},
@@ -62,7 +67,8 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         {"num-clients", 1, 0, O_NUM}, {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS},
         {"timeout", 1, 0, O_TIMEOUT}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP}, {"codec", 1, 0, O_CODEC}, {"state-dir", 1, 0, O_STATE},
         {"plan", 0, 0, O_PLAN}, {"model", 1, 0, O_MODEL}, {"memory-budget", 1, 0, O_BUDGET},
-        {"headroom", 1, 0, O_HEADROOM}, {"verify", 0, 0, O_VERIFY}, {"json", 0, 0, O_JSON}, {"precision", 1, 0, O_PREC}, {0, 0, 0, 0}};
+        {"headroom", 1, 0, O_HEADROOM}, {"verify", 0, 0, O_VERIFY}, {"json", 0, 0, O_JSON}, {"precision", 1, 0, O_PREC},
+        {"device", 1, 0, O_DEVICE}, {0, 0, 0, 0}};
     long v;
     double d;
     opterr = 0;
@@ -100,6 +106,11 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
                 hfl_precision pr;
                 if (hfl_precision_parse(optarg, &pr, e) == 0) o->precisions = 1u << pr;
             }
+            break;
+        case O_DEVICE:
+            if (strcmp(optarg, "auto") && strcmp(optarg, "cpu") && strcmp(optarg, "cuda"))
+                return hfl_errf(err, "unknown device '%s' (auto, cpu, cuda)", optarg);
+            snprintf(o->device, sizeof o->device, "%s", optarg);
             break;
         case O_HELP: usage(stdout); exit(0);
         case ':': return hfl_errf(err, "option '%s' needs a value (see --help)", argv[optind - 1]);
@@ -331,7 +342,8 @@ out:
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress reaches logs and pipes as it happens */
-    client_options o = {.num_clients = 1, .seed = 1, .threads = 1, .timeout_s = 120, .headroom = 0.05, .precisions = 7};
+    client_options o = {.num_clients = 1, .seed = 1, .threads = 1, .timeout_s = 120, .headroom = 0.05, .precisions = 7,
+                        .device = "auto"};
     o.tls.server_name = "localhost";
     snprintf(o.data_dir, sizeof o.data_dir, "%s", HFL_FMNIST_DIR);
     snprintf(o.partition, sizeof o.partition, "iid");
@@ -341,23 +353,31 @@ int main(int argc, char **argv) {
         return 2;
     }
     openblas_set_num_threads(o.threads);
+    hfl_device_info dev;
+    char why[HFL_ERR_LEN];
+    const hfl_backend *be = hfl_backend_select(o.device, &dev, why, err);
+    if (!be) {
+        fprintf(stderr, "hfl-client: %s\n", err);
+        return 1;
+    }
+    /* --plan --json keeps stdout for the JSON */
+    FILE *note = o.plan && o.json ? stderr : stdout;
+    const char *who = o.plan ? "hfl-client" : o.name;
+    if (!o.quiet && why[0]) fprintf(note, "%s: training on the CPU: %s\n", who, why);
+    else if (!o.quiet && !dev.is_gpu) fprintf(note, "%s: training on the CPU (%s), as asked\n", who, dev.name);
+    else if (!o.quiet)
+        fprintf(note, "%s: training on %s (cc %d.%d, %.0f MiB free, %s backend)\n", who, dev.name, dev.cc_major,
+                dev.cc_minor, dev.free_bytes / 1048576.0, be->name);
     if (o.plan) {
-        hfl_device_info dev;
-        hfl_device_probe(&dev);
-        if (client_plan_run(&o, &dev, err) != 0) {
+        if (client_plan_run(&o, be, &dev, err) != 0) {
             fprintf(stderr, "hfl-client: %s\n", err);
             return 1;
         }
         return 0;
     }
-    hfl_device_info dev;
-    hfl_device_probe(&dev);
-    if (!o.quiet) {
-        if (dev.is_gpu) printf("%s: found %s (cc %d.%d); the CUDA backend arrives later, training on the CPU\n", o.name, dev.name, dev.cc_major, dev.cc_minor);
-        else printf("%s: training on the CPU: %s (%s)\n", o.name, dev.name, dev.fallback_reason);
-    }
     client_state s;
     memset(&s, 0, sizeof s);
+    s.be = be;
     s.stream = hfl_hash32(o.name);
     s.held_version = -1;
     if (load_share(&o, &s.data, err) != 0) {

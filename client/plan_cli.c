@@ -22,7 +22,7 @@
 #include "model/measure.h"
 #include "util/util.h"
 
-int client_plan_run(const client_options *o, const hfl_device_info *dev, char *err) {
+int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_device_info *dev, char *err) {
     hfl_model_spec spec;
     if (hfl_model_resolve(o->model, &spec, err) != 0) return -1;
     hfl_chooser_input in = {.budget = o->budget ? o->budget : dev->free_bytes, .headroom = o->headroom,
@@ -32,7 +32,7 @@ int client_plan_run(const client_options *o, const hfl_device_info *dev, char *e
     int n_records = client_overhead_records(ov);
     in.overhead = client_overhead_fn;
     in.overhead_ctx = ov;
-    hfl_chooser_calibrate(hfl_backend_cpu(), in.gflops);
+    hfl_chooser_calibrate(be, in.gflops);
     hfl_choice ch;
     int chose = hfl_choose(&spec, &in, &ch, err);
     free(ov);
@@ -103,6 +103,7 @@ int client_plan_run(const client_options *o, const hfl_device_info *dev, char *e
         cJSON *root = cJSON_CreateObject();
         cJSON_AddStringToObject(root, "model", spec.name);
         cJSON_AddStringToObject(root, "device", dev->name);
+        cJSON_AddStringToObject(root, "backend", be->name);
         cJSON_AddNumberToObject(root, "budget_bytes", (double)in.budget);
         cJSON_AddNumberToObject(root, "headroom", in.headroom);
 
@@ -132,9 +133,9 @@ int client_plan_run(const client_options *o, const hfl_device_info *dev, char *e
         free(s);
         cJSON_Delete(root);
     } else {
-        printf("model %s (%zu params) on %s: budget %.1f MiB, headroom %.0f%%, %d overhead records, "
+        printf("model %s (%zu params) on %s (%s backend): budget %.1f MiB, headroom %.0f%%, %d overhead records, "
                "GEMM GFLOP/s fp32 %.1f bf16 %.1f fp16 %.1f\n",
-               spec.name, spec.n_params, dev->name, in.budget / 1048576.0, 100 * in.headroom, n_records, in.gflops[HFL_PREC_FP32], in.gflops[HFL_PREC_BF16], in.gflops[HFL_PREC_FP16]);
+               spec.name, spec.n_params, dev->name, be->name, in.budget / 1048576.0, 100 * in.headroom, n_records, in.gflops[HFL_PREC_FP32], in.gflops[HFL_PREC_BF16], in.gflops[HFL_PREC_FP16]);
         printf("%6s %-9s %-8s %14s %14s %5s", "batch", "precision", "ckpt", "predicted_MiB", "samples/s", "fits");
         if (o->verify) printf(" %13s %9s", "measured_MiB", "error");
         printf("\n");

@@ -22,6 +22,7 @@
 
 #include "compress/codec.h"
 #include "data/idx.h"
+#include "kernels/device.h"
 #include "model/model.h"
 #include "proto/transport.h"
 
@@ -51,6 +52,7 @@ typedef struct {
     char log_path[1024];
     char report_path[1024];
     char ready_path[1024];
+    char device[8]; /* --device: auto, cpu, cuda */
     int quiet;
 } coord_config;
 
@@ -106,6 +108,8 @@ typedef struct {
     const hfl_codec *codec;
     float *global; /* host copy of the global model */
     int version;   /* rounds aggregated into global */
+    const hfl_backend *be; /* evaluation (and, later, aggregation) runs here */
+    hfl_device_info dev;   /* the device be runs on */
     hfl_trainer *eval;
     hfl_dataset test;
     coord_client clients[COORD_MAX_CLIENTS];

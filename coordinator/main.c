@@ -1,10 +1,11 @@
 /* main.c: hfl-coordinator: options, start-up, and the loop that closes rounds.
  *
- * Start-up loads the test set (for evaluation after every round), builds the
- * model and its initial weights from the seed, and starts serving. The main
- * loop ticks the round engine every few milliseconds; NNG's callbacks do all
- * the talking. When the last round is closed it keeps answering pulls with
- * bye until every client has had one (or --linger passes), then exits 0. */
+ * Start-up picks the backend (--device, kernels/select.h), loads the test
+ * set (for evaluation after every round), builds the model and its initial
+ * weights from the seed, and starts serving. The main loop ticks the round
+ * engine every few milliseconds; NNG's callbacks do all the talking. When
+ * the last round is closed it keeps answering pulls with bye until every
+ * client has had one (or --linger passes), then exits 0. */
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 
 #include "coordinator/coord.h"
 #include "kernels/device.h"
+#include "kernels/select.h"
 #include "util/util.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -41,6 +43,8 @@ static void usage(FILE *f) {
         "  --momentum M          local SGD momentum (default 0)\n"
         "  --weight-decay WD     local L2 weight decay (default 0)\n"
         "  --seed S              seed for initial weights and client selection (default 1)\n"
+        "  --device D            where to evaluate: auto (the GPU when the CUDA module loads and finds\n"
+        "                        one, else the CPU), cpu, or cuda (fail unless the GPU can be used); default auto\n"
         "  --data DIR            Fashion-MNIST directory (default " HFL_FMNIST_DIR ")\n"
         "  --log FILE            JSON-lines event log\n"
         "  --report FILE         JSON report, rewritten after every round\n"
@@ -53,7 +57,7 @@ static void usage(FILE *f) {
 static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, char *err) {
     enum { O_LISTEN = 256, O_CA, O_CERT, O_INSECURE, O_MODEL, O_CODEC, O_BLOCK, O_ROUNDS, O_K, O_QUORUM,
            O_DEADLINE, O_EPOCHS, O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_DATA, O_LOG, O_REPORT, O_READY,
-           O_LINGER, O_QUIET, O_HELP, O_DOWNLINK, O_DOWNDELTA };
+           O_LINGER, O_QUIET, O_HELP, O_DOWNLINK, O_DOWNDELTA, O_DEVICE };
     static const struct option opts[] = {
         {"listen", 1, 0, O_LISTEN}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"insecure", 0, 0, O_INSECURE}, {"model", 1, 0, O_MODEL}, {"codec", 1, 0, O_CODEC},
@@ -64,7 +68,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         {"data", 1, 0, O_DATA}, {"log", 1, 0, O_LOG}, {"report", 1, 0, O_REPORT},
         {"ready-file", 1, 0, O_READY}, {"linger", 1, 0, O_LINGER}, {"quiet", 0, 0, O_QUIET},
         {"help", 0, 0, O_HELP}, {"downlink", 1, 0, O_DOWNLINK}, {"downlink-delta", 0, 0, O_DOWNDELTA},
-        {0, 0, 0, 0}};
+        {"device", 1, 0, O_DEVICE}, {0, 0, 0, 0}};
     long v;
     double d;
     int quorum = -1;
@@ -99,6 +103,11 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         case O_QUIET: cfg->quiet = 1; break;
         case O_DOWNLINK: snprintf(cfg->downlink, sizeof cfg->downlink, "%s", optarg); break;
         case O_DOWNDELTA: cfg->downlink_delta = 1; break;
+        case O_DEVICE:
+            if (strcmp(optarg, "auto") && strcmp(optarg, "cpu") && strcmp(optarg, "cuda"))
+                return hfl_errf(err, "unknown device '%s' (auto, cpu, cuda)", optarg);
+            snprintf(cfg->device, sizeof cfg->device, "%s", optarg);
+            break;
         case O_HELP: usage(stdout); exit(0);
         case ':': return hfl_errf(err, "option '%s' needs a value (see --help)", argv[optind - 1]);
         default: return hfl_errf(err, "unknown option '%s' (see --help)", argv[optind - 1]);
@@ -134,7 +143,7 @@ static int coord_setup(coord *c, char *err) {
     c->global = hfl_malloc(c->spec.n_params * sizeof(float));
     hfl_model_init_params(&c->spec, c->global, c->cfg.seed);
     if (downlink_init(c, c->cfg.downlink, c->cfg.downlink_delta, err) != 0) return -1;
-    c->eval = hfl_trainer_create(&c->spec, hfl_backend_cpu(), 500);
+    c->eval = hfl_trainer_create(&c->spec, c->be, 500);
     c->round_log = cJSON_CreateArray();
     pthread_mutex_init(&c->lock, NULL);
     rounds_init(c);
@@ -150,6 +159,7 @@ int main(int argc, char **argv) {
     snprintf(cfg->codec, sizeof cfg->codec, "int8");
     snprintf(cfg->downlink, sizeof cfg->downlink, "fp32");
     snprintf(cfg->data_dir, sizeof cfg->data_dir, "%s", HFL_FMNIST_DIR);
+    snprintf(cfg->device, sizeof cfg->device, "auto");
     cfg->block = 256, cfg->rounds = 10, cfg->clients_per_round = 2, cfg->deadline_s = 300;
     cfg->local_epochs = 1, cfg->batch = 32, cfg->lr = 0.05, cfg->seed = 1;
     cfg->tls.server_name = "localhost";
@@ -160,11 +170,14 @@ int main(int argc, char **argv) {
         return 2;
     }
     c.started = hfl_now();
-    hfl_device_info dev;
-    hfl_device_probe(&dev);
+    char why[HFL_ERR_LEN];
+    if (!(c.be = hfl_backend_select(cfg->device, &c.dev, why, err))) {
+        fprintf(stderr, "hfl-coordinator: %s\n", err);
+        return 1;
+    }
     if (!cfg->quiet) {
-        if (dev.is_gpu) printf("aggregating on the CPU; GPU %s present\n", dev.name);
-        else printf("aggregating on the CPU (%s)\n", dev.fallback_reason);
+        if (why[0]) printf("hfl-coordinator: evaluating on the CPU: %s\n", why);
+        else printf("hfl-coordinator: evaluating on %s (%s backend); aggregating on the CPU\n", c.dev.name, c.be->name);
     }
     if (coord_setup(&c, err) != 0) {
         fprintf(stderr, "hfl-coordinator: %s\n", err);

@@ -4,7 +4,9 @@
  * JSON in the log, flushed at once so `hfl-sim` can follow progress. The
  * report is rewritten atomically after every round, so a reader never sees
  * half a file and a killed run still leaves the rounds it finished. Keys
- * `model`, `params`, `codec`, `transport`, `wall_s`, `final_test_acc` and
+ * `model`, `params`, `codec`, `transport`, `coordinator_device` ({backend,
+ * name}; each client's backend and device are in `clients[].device` and
+ * `clients[].plan`), `wall_s`, `final_test_acc` and
  * `rounds` (each `{round, test_acc, test_loss, clients, bytes_up,
  * bytes_down, wall_s}`) are stable. */
 #include <stdlib.h>
@@ -36,6 +38,9 @@ int report_write(coord *c, char *err) {
     cJSON_AddStringToObject(o, "downlink", c->down.codec->name);
     cJSON_AddBoolToObject(o, "downlink_delta", c->down.delta);
     cJSON_AddStringToObject(o, "transport", cfg->tls.insecure ? "tcp" : "tls+tcp");
+    cJSON *agg = cJSON_AddObjectToObject(o, "coordinator_device");
+    cJSON_AddStringToObject(agg, "backend", c->be ? c->be->name : "cpu");
+    cJSON_AddStringToObject(agg, "name", c->dev.name);
     cJSON_AddNumberToObject(o, "wall_s", hfl_now() - c->started);
     cJSON_AddNumberToObject(o, "final_test_acc", c->final_acc);
     cJSON_AddBoolToObject(o, "complete", c->done);

@@ -12,7 +12,8 @@
 
 static const char *const known_keys[] = {
     "name", "model", "clients", "clients_per_round", "min_quorum", "rounds", "local_epochs", "batch",
-    "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "downlink", "downlink_delta", "client_codecs", "client_memory", "precision", NULL};
+    "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "downlink", "downlink_delta", "client_codecs", "client_memory", "precision",
+    "device", "client_devices", NULL};
 
 static int get_str(const cJSON *o, const char *key, int required, char *out, size_t cap, char *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -56,11 +57,19 @@ static int get_per_client(const cJSON *o, const char *key, int clients, char (*o
     return 0;
 }
 
+/* A --device value: auto, cpu or cuda. */
+static int check_device(const char *what, const char *d, char *err) {
+    if (!strcmp(d, "auto") || !strcmp(d, "cpu") || !strcmp(d, "cuda")) return 0;
+    return hfl_errf(err, "%s: unknown device '%s' (auto, cpu, cuda)", what, d);
+}
+
 void hfl_scenario_free(hfl_scenario *sc) {
     free(sc->client_codec);
     free(sc->client_memory);
+    free(sc->client_device);
     sc->client_codec = NULL;
     sc->client_memory = NULL;
+    sc->client_device = NULL;
 }
 
 int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err) {
@@ -88,6 +97,7 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
     sc->lr = 0.05, sc->deadline_s = 300;
     snprintf(sc->downlink, sizeof sc->downlink, "fp32");
     snprintf(sc->precision, sizeof sc->precision, "auto");
+    snprintf(sc->device, sizeof sc->device, "auto");
     if (get_str(o, "name", 1, sc->name, sizeof sc->name, err) || get_str(o, "model", 1, sc->model, sizeof sc->model, err) ||
         get_str(o, "partition", 1, sc->partition, sizeof sc->partition, err) ||
         get_str(o, "codec", 1, sc->codec, sizeof sc->codec, err) ||
@@ -120,14 +130,23 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
     }
     sc->client_codec = calloc((size_t)sc->clients, sizeof *sc->client_codec);
     sc->client_memory = calloc((size_t)sc->clients, sizeof *sc->client_memory);
-    if (!sc->client_codec || !sc->client_memory) {
+    sc->client_device = calloc((size_t)sc->clients, sizeof *sc->client_device);
+    if (!sc->client_codec || !sc->client_memory || !sc->client_device) {
         hfl_errf(err, "out of memory");
         goto out;
     }
     if (get_per_client(o, "client_codecs", sc->clients, sc->client_codec, err) != 0 ||
         get_per_client(o, "client_memory", sc->clients, sc->client_memory, err) != 0 ||
-        get_str(o, "precision", 0, sc->precision, sizeof sc->precision, err) != 0)
+        get_str(o, "precision", 0, sc->precision, sizeof sc->precision, err) != 0 ||
+        get_per_client(o, "client_devices", sc->clients, sc->client_device, err) != 0 ||
+        get_str(o, "device", 0, sc->device, sizeof sc->device, err) != 0 ||
+        check_device("\"device\"", sc->device, err) != 0)
         goto out;
+    for (int i = 0; i < sc->clients; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "\"client_devices\": \"client-%d\"", i);
+        if (sc->client_device[i][0] && check_device(what, sc->client_device[i], err) != 0) goto out;
+    }
     rc = 0;
 out:
     if (rc != 0) hfl_scenario_free(sc);

@@ -9,12 +9,15 @@
  *   "seed": 1,                 "deadline_s": 300,
  *   "downlink": "fp32",        "downlink_delta": false,
  *   "client_codecs": {"client-3": "topk:0.01"},
- *   "precision": "auto",       "client_memory": {"client-0": "64M"}
+ *   "precision": "auto",       "client_memory": {"client-0": "64M"},
+ *   "device": "auto",          "client_devices": {"client-1": "cpu"}
  * }
  * Required: name, model, clients, rounds, partition, codec. Everything else
  * has the default shown (clients_per_round and min_quorum default to
  * clients; client_codecs to none: every client uses "codec"; client_memory to
- * none: every client may use its device's free memory). Clients are
+ * none: every client may use its device's free memory; device is what
+ * every client and the coordinator run on, auto, cpu or cuda as their
+ * --device, and client_devices overrides it per client). Clients are
  * named client-0 .. client-<clients-1>. Unknown keys are an error, so a typo never silently falls back. */
 #ifndef HFL_SCENARIO_H
 #define HFL_SCENARIO_H
@@ -34,6 +37,8 @@ typedef struct {
     char (*client_codec)[32]; /* [clients]: "" for the run's codec; malloc'd, free with hfl_scenario_free */
     char (*client_memory)[32]; /* [clients]: "" for the device's free memory, else a size like "64M" */
     char precision[8];         /* auto, fp32, bf16, fp16: what every client may train in */
+    char device[8];            /* auto, cpu, cuda: --device of the coordinator and every client */
+    char (*client_device)[32]; /* [clients]: "" for device, else auto, cpu or cuda */
     int block;
     uint64_t seed;
 } hfl_scenario;

@@ -36,6 +36,7 @@ typedef struct {
     char data_dir[1024];
     char codec[32];
     char precision[8];
+    char device[8];
     int rounds;
     int threads;
     int json, quiet;
@@ -52,6 +53,9 @@ static void usage(FILE *f) {
         "  --codec NAME       override the scenario's codec\n"
         "  --rounds N         override the scenario's rounds\n"
         "  --precision P      override the scenario's precision: auto, fp32, bf16, fp16\n"
+        "  --device D         override the scenario's device for the coordinator and every client not in\n"
+        "                     its client_devices: auto (the GPU when the CUDA module loads and finds one,\n"
+        "                     else the CPU), cpu, or cuda (fail unless the GPU can be used)\n"
         "  --data DIR         Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)\n"
         "  --threads N        OpenBLAS threads per client (default 1)\n"
         "  --timeout SECONDS  give up on the whole run after this long (default 3600)\n"
@@ -61,12 +65,12 @@ static void usage(FILE *f) {
 }
 
 static int parse_args(int argc, char **argv, sim_options *o, char *err) {
-    enum { O_OUT = 256, O_REPORT, O_CODEC, O_ROUNDS, O_DATA, O_THREADS, O_TIMEOUT, O_JSON, O_QUIET, O_HELP, O_PREC };
+    enum { O_OUT = 256, O_REPORT, O_CODEC, O_ROUNDS, O_DATA, O_THREADS, O_TIMEOUT, O_JSON, O_QUIET, O_HELP, O_PREC, O_DEVICE };
     static const struct option opts[] = {
         {"out", 1, 0, O_OUT}, {"report", 1, 0, O_REPORT}, {"codec", 1, 0, O_CODEC},
         {"rounds", 1, 0, O_ROUNDS}, {"data", 1, 0, O_DATA}, {"threads", 1, 0, O_THREADS},
         {"timeout", 1, 0, O_TIMEOUT}, {"json", 0, 0, O_JSON}, {"quiet", 0, 0, O_QUIET},
-        {"help", 0, 0, O_HELP}, {"precision", 1, 0, O_PREC}, {0, 0, 0, 0}};
+        {"help", 0, 0, O_HELP}, {"precision", 1, 0, O_PREC}, {"device", 1, 0, O_DEVICE}, {0, 0, 0, 0}};
     long v;
     opterr = 0;
     for (;;) {
@@ -84,6 +88,11 @@ static int parse_args(int argc, char **argv, sim_options *o, char *err) {
         case O_JSON: o->json = 1; break;
         case O_QUIET: o->quiet = 1; break;
         case O_PREC: snprintf(o->precision, sizeof o->precision, "%s", optarg); break;
+        case O_DEVICE:
+            if (strcmp(optarg, "auto") && strcmp(optarg, "cpu") && strcmp(optarg, "cuda"))
+                return hfl_errf(err, "unknown device '%s' (auto, cpu, cuda)", optarg);
+            snprintf(o->device, sizeof o->device, "%s", optarg);
+            break;
         case O_HELP: usage(stdout); exit(0);
         case ':': return hfl_errf(err, "option '%s' needs a value (see --help)", argv[optind - 1]);
         default: return hfl_errf(err, "unknown option '%s' (see --help)", argv[optind - 1]);
@@ -251,6 +260,7 @@ int main(int argc, char **argv) {
     if (o.codec[0]) snprintf(sc.codec, sizeof sc.codec, "%s", o.codec);
     if (o.rounds) sc.rounds = o.rounds;
     if (o.precision[0]) snprintf(sc.precision, sizeof sc.precision, "%s", o.precision);
+    if (o.device[0]) snprintf(sc.device, sizeof sc.device, "%s", o.device);
     if (sim_check(&sc, err) != 0) {
         fprintf(stderr, "hfl-sim: %s: %s\n", o.scenario_path, err);
         return 2;
@@ -308,7 +318,7 @@ int main(int argc, char **argv) {
                      "--clients-per-round", a_k, "--min-quorum", a_q, "--deadline", a_dl,
                      "--local-epochs", a_ep, "--batch", a_b, "--lr", a_lr, "--momentum", a_mom,
                      "--weight-decay", a_wd, "--seed", a_seed, "--data", o.data_dir, "--log", log,
-                     "--report", o.report, "--ready-file", ready, "--downlink", sc.downlink,
+                     "--report", o.report, "--ready-file", ready, "--downlink", sc.downlink, "--device", sc.device,
                      sc.downlink_delta ? "--downlink-delta" : NULL, NULL};
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
@@ -346,7 +356,8 @@ int main(int argc, char **argv) {
         char *argv_c[] = {client_exe, "--coordinator", url, "--ca", ca, "--cert", pem, "--name", name,
                           "--data", o.data_dir, "--partition", sc.partition, "--client-index", idx,
                           "--num-clients", a_n, "--seed", a_seed, "--threads", a_threads, "--state-dir", state_dir,
-                          "--precision", sc.precision, NULL, NULL, NULL, NULL, NULL};
+                          "--precision", sc.precision, "--device",
+                          sc.client_device[i][0] ? sc.client_device[i] : sc.device, NULL, NULL, NULL, NULL, NULL};
         int k = 0;
         while (argv_c[k]) k++;
         if (sc.client_codec[i][0]) argv_c[k++] = "--codec", argv_c[k++] = sc.client_codec[i];
