@@ -103,6 +103,25 @@ static void check_downlink_and_client_codec(cJSON *r) {
     CHECK(acc > 0.75, "final accuracy %.4f below 0.75", acc);
 }
 
+/* Every client says which backend and device it ran on, in its hello's device
+ * and in its plan; client-2 was told "cpu" by the scenario's client_devices. */
+static void check_devices(cJSON *r) {
+    const cJSON *cd = cJSON_GetObjectItemCaseSensitive(r, "coordinator_device");
+    CHECK(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(cd, "backend")), "report has no coordinator_device.backend");
+    const cJSON *cl;
+    cJSON_ArrayForEach(cl, cJSON_GetObjectItemCaseSensitive(r, "clients")) {
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cl, "name"));
+        const cJSON *dev = cJSON_GetObjectItemCaseSensitive(cl, "device"), *plan = cJSON_GetObjectItemCaseSensitive(cl, "plan");
+        const char *db = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(dev, "backend"));
+        const char *pb = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(plan, "backend"));
+        const char *pd = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(plan, "device"));
+        CHECK(name && db && pb && pd, "a client's report lacks device.backend, plan.backend or plan.device");
+        CHECK(!strcmp(db, pb) && (!strcmp(db, "cpu") || !strcmp(db, "cuda")), "%s: device backend %s, plan backend %s",
+              name, db, pb);
+        if (!strcmp(name, "client-2")) CHECK(!strcmp(pb, "cpu"), "client-2 was told cpu and ran on %s", pb);
+    }
+}
+
 static void check_json_model(cJSON *r) {
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(r, "model");
     CHECK(cJSON_IsString(model) && !strcmp(model->valuestring, "small-cnn"), "model is not small-cnn");
@@ -137,8 +156,10 @@ int main(int argc, char **argv) {
     r = run_sim(argv[1], "mixed",
                 "{\"name\": \"mixed\", \"model\": \"mlp\", \"clients\": 3, \"rounds\": 3, \"partition\": \"iid\","
                 " \"codec\": \"int8\", \"downlink\": \"fp16\", \"downlink_delta\": true,"
-                " \"client_codecs\": {\"client-1\": \"topk:0.01\"}, \"seed\": 7}");
+                " \"client_codecs\": {\"client-1\": \"topk:0.01\"}, \"client_devices\": {\"client-2\": \"cpu\"},"
+                " \"seed\": 7}");
     check_downlink_and_client_codec(r);
+    check_devices(r);
     cJSON_Delete(r);
     const char *root = getenv("HFL_SOURCE_ROOT");
     CHECK(root, "HFL_SOURCE_ROOT is not set");
