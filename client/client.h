@@ -102,8 +102,10 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
                           const client_welcome *w,
                           char *err);
 
-/* hfl-client --plan on backend be (on device dev); -1 with err when nothing fits or the model is bad. */
-int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_device_info *dev, char *err);
+/* hfl-client --plan on backend be (on device dev; why: "" or why --device auto
+ * fell back to the CPU, a key of --json); -1 with err when nothing fits or the model is bad. */
+int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_device_info *dev, const char *why,
+                    char *err);
 
 /* The overhead outside the arena, from the measurements under state_dir
  * (client/overhead.c): load once, then ask per (precision, batch). */

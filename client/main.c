@@ -360,16 +360,18 @@ int main(int argc, char **argv) {
         fprintf(stderr, "hfl-client: %s\n", err);
         return 1;
     }
-    /* --plan --json keeps stdout for the JSON */
-    FILE *note = o.plan && o.json ? stderr : stdout;
+    /* Said once; --plan --json says it in the JSON instead (fallback_reason). */
     const char *who = o.plan ? "hfl-client" : o.name;
-    if (!o.quiet && why[0]) fprintf(note, "%s: training on the CPU: %s\n", who, why);
-    else if (!o.quiet && !dev.is_gpu) fprintf(note, "%s: training on the CPU (%s), as asked\n", who, dev.name);
-    else if (!o.quiet)
-        fprintf(note, "%s: training on %s (cc %d.%d, %.0f MiB free, %s backend)\n", who, dev.name, dev.cc_major,
-                dev.cc_minor, dev.free_bytes / 1048576.0, be->name);
+    int say = !o.quiet && !(o.plan && o.json);
+    if (say && why[0])
+        printf("%s: training on the CPU: %s\n", who, why);
+    else if (say && !dev.is_gpu)
+        printf("%s: training on the CPU (%s), as asked\n", who, dev.name);
+    else if (say)
+        printf("%s: training on %s (cc %d.%d, %.0f MiB free, %s backend)\n", who, dev.name, dev.cc_major,
+               dev.cc_minor, dev.free_bytes / 1048576.0, be->name);
     if (o.plan) {
-        if (client_plan_run(&o, be, &dev, err) != 0) {
+        if (client_plan_run(&o, be, &dev, why, err) != 0) {
             fprintf(stderr, "hfl-client: %s\n", err);
             return 1;
         }

@@ -7,7 +7,8 @@
  * child process and adds the measured peak RSS growth and the error; the
  * measurements are appended to <state-dir>/overhead.jsonl (client/overhead.c),
  * from which the overhead outside the arena is fitted and added to later
- * predictions. --json prints the same as one JSON object. */
+ * predictions. --json prints the same as one JSON object, with the backend,
+ * the device and why --device auto fell back to the CPU (null when it did not). */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
@@ -22,7 +23,8 @@
 #include "model/measure.h"
 #include "util/util.h"
 
-int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_device_info *dev, char *err) {
+int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_device_info *dev, const char *why,
+                    char *err) {
     hfl_model_spec spec;
     if (hfl_model_resolve(o->model, &spec, err) != 0) return -1;
     hfl_chooser_input in = {.budget = o->budget ? o->budget : dev->free_bytes, .headroom = o->headroom,
@@ -104,6 +106,8 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
         cJSON_AddStringToObject(root, "model", spec.name);
         cJSON_AddStringToObject(root, "device", dev->name);
         cJSON_AddStringToObject(root, "backend", be->name);
+        if (why[0]) cJSON_AddStringToObject(root, "fallback_reason", why);
+        else cJSON_AddNullToObject(root, "fallback_reason");
         cJSON_AddNumberToObject(root, "budget_bytes", (double)in.budget);
         cJSON_AddNumberToObject(root, "headroom", in.headroom);
 
