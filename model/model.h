@@ -154,7 +154,7 @@ typedef struct hfl_plan hfl_plan; /* model/planner.h */
 
 /* Buffers for batches of up to max_batch samples: the plan of
  * hfl_plan_make with batch max_batch, checkpoint schedule `none`, a momentum
- * buffer and fp32 precision. NULL for max_batch < 1 or a spec that fails
+ * buffer, fp32 precision and the backend's device buffers. NULL for max_batch < 1 or a spec that fails
  * hfl_model_spec_check; prints one line and exits(1) when the backend refuses
  * the arena (as be->alloc does). */
 hfl_trainer *hfl_trainer_create(const hfl_model_spec *spec, const hfl_backend *be, int max_batch);

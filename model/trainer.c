@@ -180,6 +180,7 @@ hfl_trainer *hfl_trainer_create(const hfl_model_spec *spec, const hfl_backend *b
     hfl_plan *plan = hfl_malloc(sizeof *plan);
     hfl_plan_config cfg = {.batch = max_batch, .ckpt = HFL_CKPT_NONE, .ckpt_budget = SIZE_MAX,
                            .momentum = 1, .act_elem_bytes = sizeof(float)};
+    hfl_plan_config_for_backend(&cfg, be);
     hfl_trainer *t = NULL;
     if (hfl_plan_make(spec, &cfg, plan, err) == 0) t = hfl_trainer_create_plan(spec, be, plan, err);
     free(plan);
