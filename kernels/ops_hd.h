@@ -13,7 +13,7 @@
  * thread per element needs no atomics and both backends sum in one order.
  *
  * The *_lp bodies at the very end are the same formulas on 2-byte storage
- * (bf16 or fp16, kernels/backend.h): widen exactly with compress/quant_hd.h's
+ * (bf16 or fp16, kernels/backend.h): widen exactly with kernels/half_hd.h's
  * conversions, compute in fp32, round once to nearest even. */
 #ifndef HFL_OPS_HD_H
 #define HFL_OPS_HD_H
@@ -21,9 +21,9 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "compress/quant_hd.h"
 #include "kernels/backend.h"
 #include "kernels/geom.h"
+#include "kernels/half_hd.h"
 #include "kernels/hd.h"
 
 /* y = x + b for one element of a row-broadcast bias. */
