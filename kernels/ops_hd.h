@@ -263,6 +263,37 @@ static inline HFL_HD float hfl_op_channel_sum_lp(hfl_precision lp, const uint16_
     return sum;
 }
 
+/* hfl_op_softmax_xent_row on a 2-byte row: each logit is widened where it is
+ * read (exact, so the arithmetic is that of the fp32 body on the widened row,
+ * operation for operation) and each gradient element is rounded once to lp.
+ * Needs no fp32 copy of the row, so a GPU thread can run it in registers.
+ * Keep the two bodies in step: the tests compare them bit for bit. */
+static inline HFL_HD float hfl_op_softmax_xent_row_lp(hfl_precision lp, const uint16_t *z,
+                                                      int32_t label, uint16_t *drow, int cols,
+                                                      float scale, int *is_correct) {
+    float zmax = hfl_op_widen(lp, z[0]);
+    int amax = 0;
+    for (int c = 1; c < cols; c++) {
+        float v = hfl_op_widen(lp, z[c]);
+        if (v > zmax) {
+            zmax = v;
+            amax = c;
+        }
+    }
+    float sum = 0.0f;
+    for (int c = 0; c < cols; c++) sum += expf(hfl_op_widen(lp, z[c]) - zmax);
+    float log_sum = logf(sum);
+    if (drow) {
+        float inv = 1.0f / sum;
+        for (int c = 0; c < cols; c++) {
+            float p = expf(hfl_op_widen(lp, z[c]) - zmax) * inv;
+            drow[c] = hfl_op_narrow(lp, scale * (p - (c == label ? 1.0f : 0.0f)));
+        }
+    }
+    *is_correct = (amax == label);
+    return log_sum - (hfl_op_widen(lp, z[label]) - zmax);
+}
+
 /* fp16's dynamic loss scaler after one step, from the step's finite flag
  * (Micikevicius et al. 2018; PyTorch's GradScaler with growth and backoff 2
  * and 1/2): a step with non-finite gradients was skipped, so count it, halve
