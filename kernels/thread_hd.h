@@ -73,11 +73,17 @@ static inline HFL_HD void hfl_thread_widen(size_t i, hfl_precision lp, float *ds
     dst[i] = hfl_op_widen(lp, src[i]);
 }
 
-/* SGD on element i (v untouched, and may be NULL, when momentum == 0). */
+/* SGD on element i (v untouched, and may be NULL, when momentum == 0). Two
+ * calls rather than one through `momentum ? &v[i] : &unused`: a pointer that
+ * may point at a local puts the local in a CUDA thread's stack frame. */
 static inline HFL_HD void hfl_thread_sgd_step(size_t i, float *w, float *v, const float *g,
                                               float lr, float momentum, float wd) {
-    float unused = 0.0f;
-    w[i] = hfl_op_sgd(w[i], momentum != 0.0f ? &v[i] : &unused, g[i], lr, momentum, wd);
+    if (momentum != 0.0f) {
+        w[i] = hfl_op_sgd(w[i], &v[i], g[i], lr, momentum, wd);
+    } else {
+        float unused = 0.0f;
+        w[i] = hfl_op_sgd(w[i], &unused, g[i], lr, 0.0f, wd);
+    }
 }
 
 /* SGD on the fp32 master weight, then its 2-byte working copy. */
