@@ -125,7 +125,7 @@ static void *cuda_try_alloc(size_t bytes, char *err) {
         if (err) snprintf(err, HFL_ERR_LEN, "cuda backend: out of host memory for the block table");
         return NULL;
     }
-    hfl_cuda_ctx.host.budget_commit();
+    if (hfl_cuda_ctx.host.budget_commit) hfl_cuda_ctx.host.budget_commit();
     return p;
 }
 
@@ -364,8 +364,9 @@ static int context_create(cuda_context *c, const hfl_cuda_host *host, char *err)
 const hfl_backend *hfl_cuda_backend_open(const hfl_cuda_host *host, char *err) {
     static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
     static int opened;
+    /* budget_commit (the peak) may be missing; reserve and release may not. */
     if (!host || host->abi != HFL_CUDA_MODULE_ABI || !host->budget_reserve ||
-        !host->budget_commit || !host->budget_release) {
+        !host->budget_release) {
         snprintf(err, HFL_ERR_LEN, "cuda backend: host interface version mismatch");
         return NULL;
     }
