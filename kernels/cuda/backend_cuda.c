@@ -17,11 +17,12 @@
  * cudaMalloc returns 256-byte aligned memory (the planner needs 64).
  *
  * Synchronisation: every op is enqueued on the compute stream and returns.
- * download (cudaMemcpyAsync, then cudaStreamSynchronize) and sync are the
- * host's only waits, plus upload when its source is pinned host memory: a
- * pageable source is staged by CUDA before cudaMemcpyAsync returns, a pinned
- * one would be read later, so upload waits for it and the caller may reuse
- * its buffer at once in both cases.
+ * download and sync wait for the device, and so does upload: the caller may
+ * reuse (or return from the frame holding) its source at once, which
+ * cudaMemcpyAsync promises for neither a pinned source (read later) nor a
+ * pageable one (CUDA's API synchronization notes: "might be synchronous").
+ * Uploads are rare (parameters once a round, the step scalars around their
+ * reads); batches come in through the input pipeline, which is asynchronous.
  *
  * cuBLAS workspace: blas_ws_bytes is what cuBLAS recommends for
  * cublasSetWorkspace (cuBLAS API reference, "cublasSetWorkspace()": 32 MiB
@@ -177,19 +178,10 @@ static void cuda_host_free(void *p) {
 
 /* ---- copies and synchronisation ---- */
 
-static int is_pinned(const void *host) {
-    struct cudaPointerAttributes attr;
-    if (cudaPointerGetAttributes(&attr, host) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    return attr.type == cudaMemoryTypeHost;
-}
-
 static void cuda_upload(void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, hfl_cuda_ctx.compute));
-    if (is_pinned(src)) CUDA_CHECK(cudaStreamSynchronize(hfl_cuda_ctx.compute));
+    CUDA_CHECK(cudaStreamSynchronize(hfl_cuda_ctx.compute));
 }
 
 static void cuda_download(void *dst, const void *src, size_t bytes) {
