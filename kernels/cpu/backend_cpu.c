@@ -353,9 +353,10 @@ static void cpu_gemm_lp(hfl_precision lp, unsigned f32_mask, int trans_a, int tr
                     cpu_widen_block(lp, sc, (const uint16_t *)c + i0 * (size_t)ldc + j0,
                                     (size_t)ldc, mi, nj);
             }
-            if (k <= 0) { /* C = beta C, as sgemm would do */
+            if (k <= 0) { /* C = beta C, as sgemm would do (beta 0 never reads C) */
                 for (size_t r = 0; r < mi; r++)
-                    for (size_t q = 0; q < nj; q++) pc[r * (size_t)lc + q] *= beta;
+                    for (size_t q = 0; q < nj; q++)
+                        pc[r * (size_t)lc + q] = beta == 0.0f ? 0.0f : pc[r * (size_t)lc + q] * beta;
             }
             for (size_t k0 = 0; k0 < (size_t)(k > 0 ? k : 0); k0 += kt) {
                 size_t kn = cpu_min(kt, (size_t)k - k0);
