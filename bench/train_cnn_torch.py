@@ -16,6 +16,12 @@ convolutions go to oneDNN (MKL-DNN, on in this build), which runs on torch's
 own OpenMP threads, so torch.set_num_threads covers those; --no-mkldnn turns
 oneDNN off (torch then unfolds per sample and multiplies in OpenBLAS, as hfl
 does).
+
+--device cuda runs it on the GPU (bench/gpu_train.sh, beside bench-gpu-train):
+the pool of batches lives on the device, and the clock is read after
+torch.cuda.synchronize(). --precision bf16/fp16 is torch.autocast's mixed
+precision (fp32 weights, 2-byte GEMMs and activations; fp16 with a
+GradScaler), the counterpart of hfl's bf16/fp16 training.
 """
 import argparse
 import json
@@ -31,6 +37,8 @@ def main():
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
     ap.add_argument("--no-mkldnn", action="store_true",
                     help="disable oneDNN convolutions (torch.backends.mkldnn.enabled = False)")
     args = ap.parse_args()
@@ -51,27 +59,49 @@ def main():
         nn.Flatten(), nn.Linear(3136, 512), nn.ReLU(), nn.Linear(512, 10))
     n_params = sum(p.numel() for p in model.parameters())
     assert n_params == 1663370, n_params
+    dev = torch.device(args.device)
+    model = model.to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     loss_fn = nn.CrossEntropyLoss()
-    xs = torch.rand(POOL_BATCHES, args.batch, 1, 28, 28)
-    ys = torch.randint(0, 10, (POOL_BATCHES, args.batch))
+    xs = torch.rand(POOL_BATCHES, args.batch, 1, 28, 28).to(dev)
+    ys = torch.randint(0, 10, (POOL_BATCHES, args.batch)).to(dev)
+    amp = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.precision]
+    scaler = torch.cuda.amp.GradScaler() if args.precision == "fp16" else None
+
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
 
     warmup = max(args.steps // 10, 10)
     t0 = 0.0
     loss = None
     for k in range(warmup + args.steps):
         if k == warmup:
+            sync()
             t0 = time.perf_counter()
         b = k % POOL_BATCHES
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(xs[b]), ys[b])
-        loss.backward()
-        opt.step()
-    final_loss = loss.item()
+        if amp is None:
+            loss = loss_fn(model(xs[b]), ys[b])
+            loss.backward()
+            opt.step()
+        else:
+            with torch.autocast(device_type=dev.type, dtype=amp):
+                loss = loss_fn(model(xs[b]), ys[b])
+            if scaler:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                opt.step()
+    sync()
     secs = time.perf_counter() - t0
+    final_loss = loss.item()
     sps = args.steps * args.batch / secs
     if args.json:
         print(json.dumps({"impl": "torch", "model": "cnn", "batch": args.batch,
+                          "device": args.device, "precision": args.precision,
                           "threads": args.threads, "steps": args.steps,
                           "seconds": round(secs, 6), "samples_per_s": round(sps, 1),
                           "final_loss": round(final_loss, 5), "torch": torch.__version__,

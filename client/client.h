@@ -31,7 +31,7 @@ typedef struct {
 
 typedef struct {
     hfl_model_spec spec;
-    const hfl_backend *be; /* what this client trains on (--device, kernels/select.h) */
+    const hfl_backend *be; /* what the trainer runs on (--device, kernels/select.h); NULL: the CPU */
     hfl_trainer *trainer;
     int trainer_batch;
     hfl_dataset data; /* this client's share */
@@ -46,7 +46,8 @@ typedef struct {
     hfl_candidate chosen;    /* the chooser's row for it: predicted peak, samples/s */
     uint64_t budget;         /* --memory-budget, 0: none */
     uint64_t overhead;       /* outside the arena, as predicted */
-    uint64_t measured_peak;  /* peak RSS growth over trainer creation and the first step */
+    uint64_t measured_peak;  /* growth over trainer creation and the first step: peak RSS on
+                                the CPU, used device memory (cudaMemGetInfo) on a GPU */
     int measured_batch;      /* samples in that first step */
     float *xbuf;      /* one gathered batch */
     int32_t *ybuf;

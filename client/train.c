@@ -5,7 +5,12 @@
  * name rather than its arrival-order id, so a client's run is reproducible.
  * The optimizer state starts fresh each round (as Flower's and the FedAvg
  * paper's clients do). The update is local - global, compressed with the
- * client's error-feedback residual. */
+ * client's error-feedback residual.
+ *
+ * The loop uses the trainer's staged form: each gathered batch is staged as
+ * many steps ahead as the plan has input slots (two on a GPU, so batch i+1
+ * is copied in while step i runs), and the loss is read once per epoch, so
+ * nothing inside an epoch waits for the device. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,57 +32,95 @@ static void shuffle(int *idx, int n, uint64_t seed, int round, int stream, int e
     }
 }
 
+/* What the first step is measured from: peak RSS on the CPU, free device
+ * memory on a device backend (no fork: CUDA is initialised). */
+typedef struct {
+    int device;        /* 1: free device memory; 0: peak RSS */
+    uint64_t before;   /* RSS, or free bytes, before the trainer existed; 0: unknown */
+} first_measure;
+
 /* The trainer runs the chosen plan in one arena; its creation and first step
- * are measured (peak RSS growth) so the client learns its overhead. */
-static int ensure_trainer(client_state *s, uint64_t *rss0, char *err) {
+ * are measured so the client learns its overhead. */
+static int ensure_trainer(client_state *s, first_measure *m, char *err) {
     if (s->trainer) return 0;
+    const hfl_backend *be = s->be ? s->be : hfl_backend_cpu();
     int batch = s->plan->cfg.batch;
-    if (hfl_mem_reset_peak(NULL) != 0 || hfl_mem_read(rss0, NULL, NULL) != 0) *rss0 = 0;
+    uint64_t total;
+    m->device = !be->host_memory && be->mem_info(&m->before, &total) == 0;
+    if (!m->device && (hfl_mem_reset_peak(NULL) != 0 || hfl_mem_read(&m->before, NULL, NULL) != 0))
+        m->before = 0;
     s->xbuf = hfl_malloc(sizeof(float) * (size_t)batch * (size_t)s->data.dim);
     s->ybuf = hfl_malloc(sizeof(int32_t) * (size_t)batch);
-    s->trainer = hfl_trainer_create_plan(&s->spec, hfl_backend_cpu(), s->plan, err);
+    s->trainer = hfl_trainer_create_plan(&s->spec, be, s->plan, err);
     s->trainer_batch = batch;
     return s->trainer ? 0 : -1;
+}
+
+/* After the first step: its growth over m->before, or 0 when unknown. */
+static uint64_t first_growth(const client_state *s, const first_measure *m) {
+    uint64_t now = 0, total;
+    if (!m->before) return 0;
+    if (m->device) {
+        s->be->sync();
+        if (s->be->mem_info(&now, &total) != 0) return 0;
+        return m->before > now ? m->before - now : 0;
+    }
+    return hfl_mem_read(NULL, &now, NULL) == 0 && now > m->before ? now - m->before : 0;
+}
+
+/* Gathers samples order[start .. start+b) into the batch buffers and stages them. */
+static void stage_batch(client_state *s, const int *order, int start, int b) {
+    int dim = s->data.dim;
+    for (int i = 0; i < b; i++) {
+        int k = order[start + i];
+        memcpy(s->xbuf + (size_t)i * dim, s->data.x + (size_t)k * dim, sizeof(float) * (size_t)dim);
+        s->ybuf[i] = s->data.y[k];
+    }
+    hfl_trainer_stage(s->trainer, s->xbuf, s->ybuf, b);
 }
 
 uint8_t *client_train_round(client_state *s, const client_task *task, const float *weights,
                             size_t *len, double *loss, double *seconds, char *err) {
     double t0 = hfl_now();
     size_t n_params = s->spec.n_params;
-    uint64_t rss0 = 0;
+    first_measure m = {0, 0};
     int first = s->trainer == NULL;
-    if (ensure_trainer(s, &rss0, err) != 0) return NULL;
+    if (ensure_trainer(s, &m, err) != 0) return NULL;
     /* the run's batch, unless this device had to plan a smaller one */
-    int n = s->data.n, dim = s->data.dim, batch = task->batch < s->trainer_batch ? task->batch : s->trainer_batch;
+    int n = s->data.n, batch = task->batch < s->trainer_batch ? task->batch : s->trainer_batch;
+    int ahead = hfl_trainer_stage_slots(s->trainer);
     memcpy(s->global, weights, n_params * sizeof(float));
     hfl_trainer_set_params(s->trainer, weights);
     hfl_trainer_reset_optimizer(s->trainer);
 
     int *order = hfl_malloc(sizeof(int) * (size_t)n);
     double epoch_loss = 0;
+    hfl_trainer_take_loss(s->trainer, NULL, NULL, NULL); /* start the sums from zero */
     for (int e = 0; e < task->local_epochs; e++) {
         shuffle(order, n, task->seed, task->round, (int)s->stream, e);
-        double sum = 0;
+        int staged = 0; /* batches of this epoch handed to the trainer */
         for (int start = 0; start < n; start += batch) {
-            int b = n - start < batch ? n - start : batch;
-            for (int i = 0; i < b; i++) {
-                int k = order[start + i];
-                memcpy(s->xbuf + (size_t)i * dim, s->data.x + (size_t)k * dim, sizeof(float) * (size_t)dim);
-                s->ybuf[i] = s->data.y[k];
+            int step = start / batch;
+            while (staged * batch < n && staged - step < ahead) {
+                int at = staged * batch;
+                stage_batch(s, order, at, n - at < batch ? n - at : batch);
+                staged++;
             }
-            float l = hfl_trainer_step(s->trainer, s->xbuf, s->ybuf, b, (float)task->lr,
-                                       (float)task->momentum, (float)task->weight_decay);
-            sum += (double)l * b;
+            hfl_trainer_step_staged(s->trainer, (float)task->lr, (float)task->momentum,
+                                    (float)task->weight_decay);
             if (first) {
-                uint64_t peak;
-                if (rss0 && hfl_mem_read(NULL, &peak, NULL) == 0 && peak > rss0) {
-                    s->measured_peak = peak - rss0;
-                    s->measured_batch = b;
+                uint64_t growth = first_growth(s, &m);
+                if (growth) {
+                    s->measured_peak = growth;
+                    s->measured_batch = n - start < batch ? n - start : batch;
                 }
                 first = 0;
             }
         }
-        epoch_loss = sum / n;
+        double sum = 0;
+        int64_t rows = 0;
+        hfl_trainer_take_loss(s->trainer, &sum, &rows, NULL); /* the epoch's one sync */
+        epoch_loss = rows ? sum / (double)rows : 0.0;
     }
     free(order);
 

@@ -17,11 +17,11 @@
  * (i >> 3, round ^ (i >> 35), client, tensor), output word (i >> 1) & 3, and
  * its low (i even) or high (i odd) 16 bits. A CUDA thread calls hfl_sr_bits16
  * for its element; the CPU encoder runs Philox over arrays of eight
- * independent counters (compress/codec_rand.c) and gets the same bits.
+ * independent counters (compress/codec_sr.c) and gets the same bits.
  *
- * fp16 / bf16: IEEE binary16 and bfloat16 conversions with round to nearest
- * even, written on the bits (no _Float16), correct for subnormals, infinities
- * and NaN (NaN stays a quiet NaN, sign kept). The codecs saturate finite values
+ * fp16 / bf16: the conversions (round to nearest even, on the bits) live in
+ * kernels/half_hd.h, shared with the device layer's 2-byte ops; this header
+ * includes it. The codecs saturate finite values
  * past the format's largest finite value to that value (hfl_*_saturate) so a
  * finite update stays finite; Inf and NaN are kept and the decoder rejects them.
  *
@@ -34,20 +34,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/half_hd.h"
 #include "kernels/hd.h"
 #include "kernels/philox.h"
-
-static inline HFL_HD uint32_t hfl_f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static inline HFL_HD float hfl_bits_f32(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
 
 /* Running absmax that propagates NaN (fmaxf would drop it), so a NaN input
  * yields a NaN scale that the decoder rejects. */
@@ -66,7 +55,11 @@ static inline HFL_HD uint32_t hfl_sr_bits16(uint64_t seed, uint32_t round, uint3
     uint32_t ctr[4] = {(uint32_t)(index >> 3), round ^ (uint32_t)(index >> 35), client, tensor};
     uint32_t out[4];
     hfl_philox4x32_10(ctr, key, out);
-    return (out[(index >> 1) & 3] >> (16 * (index & 1))) & 0xFFFFu;
+    /* A select chain, not out[s]: a run-time index would put out[] in a CUDA
+     * thread's local memory (a 16-byte stack frame per thread). */
+    uint32_t s = (uint32_t)(index >> 1) & 3u;
+    uint32_t word = s == 0 ? out[0] : s == 1 ? out[1] : s == 2 ? out[2] : out[3];
+    return (word >> (16 * (index & 1))) & 0xFFFFu;
 }
 
 /* u = (bits16 + 1/2) / 2^16, in (0, 1), exact in float. */
@@ -129,43 +122,6 @@ static inline HFL_HD float hfl_fp32_accum(float acc, float x, float weight) {
 static inline HFL_HD float hfl_sign_value(uint32_t bit, float wscale) {
     return hfl_bits_f32(hfl_f32_bits(wscale) ^ (bit << 31));
 }
-
-/* IEEE binary16 with round to nearest even (F. Giesen's float_to_half_fast3_rtne):
- * normal results round by adding 0xFFF plus the mantissa's lowest kept bit; a
- * carry out of the mantissa moves to the next binade, and past 65520 into
- * 0x7C00 = Inf. Subnormal results come from adding 0.5f, whose ulp (2^-24) is the
- * half subnormal step, so the float adder does the rounding. */
-static inline HFL_HD uint16_t hfl_f32_to_f16(float f) {
-    uint32_t x = hfl_f32_bits(f);
-    uint32_t sign = (x >> 16) & 0x8000u, a = x & 0x7FFFFFFFu;
-    uint32_t sub = hfl_f32_bits(hfl_bits_f32(a) + 0.5f) - 0x3F000000u;
-    uint32_t norm = (a + 0xC8000FFFu + ((a >> 13) & 1u)) >> 13; /* 0xC8000000 = (15-127) << 23 */
-    uint32_t big = 0x7C00u | ((0u - (uint32_t)(a > 0x7F800000u)) & 0x0200u); /* Inf, NaN */
-    uint32_t is_big = 0u - (uint32_t)(a >= 0x47800000u), is_sub = 0u - (uint32_t)(a < 0x38800000u);
-    uint32_t h = (is_big & big) | (~is_big & ((is_sub & sub) | (~is_sub & norm)));
-    return (uint16_t)(h | sign);
-}
-
-/* Exact: normal and Inf/NaN by moving the exponent, subnormals as m * 2^-24. Written
- * with masks rather than ?: so that gcc's vectoriser sees no control flow. */
-static inline HFL_HD float hfl_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = h & 0x7C00u, m = h & 0x3FFu;
-    uint32_t inf = 0u - (uint32_t)(e == 0x7C00u), zero_e = 0u - (uint32_t)(e == 0);
-    /* 0x38000000 = (127 - 15) << 23; Inf/NaN need twice that to reach 0x7F800000. */
-    uint32_t bits = ((uint32_t)(h & 0x7FFFu) << 13) + 0x38000000u + (inf & 0x38000000u);
-    uint32_t sub = hfl_f32_bits((float)m * (1.0f / 16777216.0f));
-    return hfl_bits_f32(((zero_e & sub) | (~zero_e & bits)) | sign);
-}
-
-/* bfloat16 with round to nearest even; NaN is kept quiet (a NaN whose payload sits in the
- * low 16 bits must not round to Inf or truncate to Inf). */
-static inline HFL_HD uint16_t hfl_f32_to_bf16(float f) {
-    uint32_t x = hfl_f32_bits(f);
-    uint32_t r = (x + 0x7FFFu + ((x >> 16) & 1u)) >> 16;
-    return (uint16_t)((x & 0x7FFFFFFFu) > 0x7F800000u ? (x >> 16) | 0x40u : r);
-}
-
-static inline HFL_HD float hfl_bf16_to_f32(uint16_t h) { return hfl_bits_f32((uint32_t)h << 16); }
 
 #define HFL_F16_MAX 65504.0f
 

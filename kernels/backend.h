@@ -13,8 +13,8 @@
  * the device computed. What a training step computes for the host (the summed
  * loss, the correct count, fp16's finite flag and loss scale) lands in a
  * device-side hfl_step_scalars that the host downloads when it wants it.
- * `upload` from pageable memory may be synchronous; the input pipeline below
- * is the asynchronous way in.
+ * `upload` returns once src may be reused (from pageable memory it may wait);
+ * the input pipeline below is the asynchronous way in.
  *
  * INPUT PIPELINE. A trainer with two input slots (plan cfg.prefetch) copies
  * batch i+1 in while step i runs: the host fills pinned memory from

@@ -2,7 +2,8 @@
  *
  * Reservations are a compare-and-swap loop on the live count, so two threads
  * racing for the last bytes cannot both get them; the peak is raised only
- * once a reservation has succeeded. */
+ * when the backend commits (its allocation succeeded), so a failed
+ * allocation never raises it. */
 #include "kernels/budget.h"
 
 #include <stdatomic.h>
@@ -29,12 +30,14 @@ int hfl_budget_reserve(uint64_t bytes, const char *who, char *err) {
                             "%llu bytes live, budget %llu bytes",
                             who, (unsigned long long)bytes, (unsigned long long)live,
                             (unsigned long long)limit);
-        if (atomic_compare_exchange_weak(&budget_live, &live, live + bytes)) break;
+        if (atomic_compare_exchange_weak(&budget_live, &live, live + bytes)) return 0;
     }
-    uint64_t now = live + bytes, peak = atomic_load(&budget_peak);
+}
+
+void hfl_budget_commit(void) {
+    uint64_t now = atomic_load(&budget_live), peak = atomic_load(&budget_peak);
     while (now > peak && !atomic_compare_exchange_weak(&budget_peak, &peak, now)) {
     }
-    return 0;
 }
 
 void hfl_budget_release(uint64_t bytes) { atomic_fetch_sub(&budget_live, bytes); }

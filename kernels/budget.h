@@ -25,6 +25,8 @@ void hfl_budget_reset_peak(void);     /* peak := live bytes now */
 /* Reserves bytes for backend `who` ("cpu", "cuda"): 0, or -1 with
  * "<who> backend: allocating N bytes would exceed the memory budget: ..." */
 int hfl_budget_reserve(uint64_t bytes, const char *who, char *err);
+/* The allocation of a reservation succeeded: the peak rises to the live bytes. */
+void hfl_budget_commit(void);
 /* Gives back a reservation (an allocation that failed after it, or a free). */
 void hfl_budget_release(uint64_t bytes);
 

@@ -21,6 +21,7 @@
 typedef struct {
     int abi;
     int (*budget_reserve)(uint64_t bytes, const char *who, char *err);
+    void (*budget_commit)(void); /* after the cudaMalloc of a reservation succeeded */
     void (*budget_release)(uint64_t bytes);
 } hfl_cuda_host;
 

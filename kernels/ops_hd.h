@@ -13,7 +13,7 @@
  * thread per element needs no atomics and both backends sum in one order.
  *
  * The *_lp bodies at the very end are the same formulas on 2-byte storage
- * (bf16 or fp16, kernels/backend.h): widen exactly with compress/quant_hd.h's
+ * (bf16 or fp16, kernels/backend.h): widen exactly with kernels/half_hd.h's
  * conversions, compute in fp32, round once to nearest even. */
 #ifndef HFL_OPS_HD_H
 #define HFL_OPS_HD_H
@@ -21,9 +21,9 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "compress/quant_hd.h"
 #include "kernels/backend.h"
 #include "kernels/geom.h"
+#include "kernels/half_hd.h"
 #include "kernels/hd.h"
 
 /* y = x + b for one element of a row-broadcast bias. */
@@ -261,6 +261,37 @@ static inline HFL_HD float hfl_op_channel_sum_lp(hfl_precision lp, const uint16_
         for (int j = 0; j < hw; j++) sum += hfl_op_widen(lp, row[j]);
     }
     return sum;
+}
+
+/* hfl_op_softmax_xent_row on a 2-byte row: each logit is widened where it is
+ * read (exact, so the arithmetic is that of the fp32 body on the widened row,
+ * operation for operation) and each gradient element is rounded once to lp.
+ * Needs no fp32 copy of the row, so a GPU thread can run it in registers.
+ * Keep the two bodies in step: the tests compare them bit for bit. */
+static inline HFL_HD float hfl_op_softmax_xent_row_lp(hfl_precision lp, const uint16_t *z,
+                                                      int32_t label, uint16_t *drow, int cols,
+                                                      float scale, int *is_correct) {
+    float zmax = hfl_op_widen(lp, z[0]);
+    int amax = 0;
+    for (int c = 1; c < cols; c++) {
+        float v = hfl_op_widen(lp, z[c]);
+        if (v > zmax) {
+            zmax = v;
+            amax = c;
+        }
+    }
+    float sum = 0.0f;
+    for (int c = 0; c < cols; c++) sum += expf(hfl_op_widen(lp, z[c]) - zmax);
+    float log_sum = logf(sum);
+    if (drow) {
+        float inv = 1.0f / sum;
+        for (int c = 0; c < cols; c++) {
+            float p = expf(hfl_op_widen(lp, z[c]) - zmax) * inv;
+            drow[c] = hfl_op_narrow(lp, scale * (p - (c == label ? 1.0f : 0.0f)));
+        }
+    }
+    *is_correct = (amax == label);
+    return log_sum - (hfl_op_widen(lp, z[label]) - zmax);
 }
 
 /* fp16's dynamic loss scaler after one step, from the step's finite flag

@@ -42,6 +42,7 @@ static struct {
 static const hfl_cuda_host select_host = {
     .abi = HFL_CUDA_MODULE_ABI,
     .budget_reserve = hfl_budget_reserve,
+    .budget_commit = hfl_budget_commit,
     .budget_release = hfl_budget_release,
 };
 

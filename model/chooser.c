@@ -21,18 +21,23 @@ static void calibrate_gemm(const hfl_backend *be, hfl_precision p, void *a, void
         be->gemm_lp(p, 0, 0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, NULL, HFL_BIAS_NONE, ws);
 }
 
+/* GEMM rate per precision over 50 ms of N^3 GEMMs. A GPU needs a larger N
+ * (a 256^3 GEMM there is launch latency, not throughput) and a sync before
+ * the clock is read. */
 static void chooser_calibrate_here(const hfl_backend *be, double gflops[3]) {
-    enum { N = 256 };
-    float *a = be->alloc(sizeof(float) * N * N * 3);
+    const int N = be->host_memory ? 256 : 2048;
+    float *a = be->alloc(sizeof(float) * (size_t)N * N * 3);
     float *b = a + N * N, *c = b + N * N;
-    void *ws = be->alloc(hfl_gemm_lp_ws_bytes(0, N, N, N));
+    void *ws = be->host_memory ? be->alloc(hfl_gemm_lp_ws_bytes(0, N, N, N)) : NULL;
     be->fill(a, 0.0f, (size_t)N * N * 3); /* zero bits are 0.0 in every precision */
     for (int p = HFL_PREC_FP32; p <= HFL_PREC_FP16; p++) {
         calibrate_gemm(be, (hfl_precision)p, a, b, c, ws, N); /* warm up: BLAS buffers, caches */
+        be->sync();
         double t0 = hfl_now(), t;
         int reps = 0;
         do {
             calibrate_gemm(be, (hfl_precision)p, a, b, c, ws, N);
+            be->sync();
             reps++;
         } while ((t = hfl_now() - t0) < 0.05);
         gflops[p] = 2.0 * N * N * N * reps / t / 1e9;
@@ -41,9 +46,16 @@ static void chooser_calibrate_here(const hfl_backend *be, double gflops[3]) {
     be->free(a);
 }
 
+/* On the CPU in a forked child (the parent's heap and BLAS buffers stay as
+ * they were); a device backend in-process, since CUDA cannot be used in a
+ * child forked after the parent initialised it. */
 void hfl_chooser_calibrate(const hfl_backend *be, double gflops[3]) {
     int fd[2];
     gflops[0] = gflops[1] = gflops[2] = 0;
+    if (!be->host_memory) {
+        chooser_calibrate_here(be, gflops);
+        return;
+    }
     if (pipe(fd) != 0) return;
     fflush(stdout);
     pid_t pid = fork();
@@ -58,6 +70,14 @@ void hfl_chooser_calibrate(const hfl_backend *be, double gflops[3]) {
         gflops[0] = gflops[1] = gflops[2] = 0;
     close(fd[0]);
     if (pid > 0) waitpid(pid, NULL, 0);
+}
+
+unsigned hfl_chooser_device_precisions(int is_gpu, int cc_major, int cc_minor) {
+    unsigned all = 1u << HFL_PREC_FP32 | 1u << HFL_PREC_BF16 | 1u << HFL_PREC_FP16;
+    if (!is_gpu) return all;
+    int cc = cc_major * 10 + cc_minor;
+    return 1u << HFL_PREC_FP32 | (cc >= 75 ? 1u << HFL_PREC_FP16 : 0) |
+           (cc >= 80 ? 1u << HFL_PREC_BF16 : 0);
 }
 
 void hfl_candidate_config(const hfl_candidate *c, int momentum, hfl_plan_config *cfg) {
@@ -115,6 +135,7 @@ int hfl_choose(const hfl_model_spec *spec, const hfl_chooser_input *in, hfl_choi
                                                          : SIZE_MAX;
             hfl_plan_config cfg;
             hfl_candidate_config(c, in->momentum, &cfg);
+            if (in->be) hfl_plan_config_for_backend(&cfg, in->be);
             if ((rc = hfl_plan_make(spec, &cfg, c->ckpt == HFL_CKPT_NONE ? none : plan, err)) != 0) break;
             const hfl_plan *p = c->ckpt == HFL_CKPT_NONE ? none : plan;
             c->arena = p->arena_bytes;

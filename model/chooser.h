@@ -23,6 +23,8 @@
 #define HFL_CHOOSER_MAX_ROWS 96 /* 6 batches x 3 precisions x 4 schedules, with room */
 
 typedef struct {
+    const hfl_backend *be; /* the backend the plans are for (its DEVICE BUFFERS,
+                              model/planner.h); NULL: the CPU's plans */
     uint64_t budget;     /* bytes this client may use */
     double headroom;     /* fraction of the budget kept free, e.g. 0.05 */
     /* Bytes outside the arena for a configuration, learned from measurements
@@ -61,6 +63,11 @@ typedef struct {
  * and every measurement of a first step sees the same overhead. 0s if the
  * child fails. */
 void hfl_chooser_calibrate(const hfl_backend *be, double gflops[3]);
+/* Precisions worth offering on a device (bits 1 << hfl_precision): every one
+ * on the CPU; on a GPU fp16 from compute capability 7.5 (tensor cores with
+ * fp32 accumulation) and bf16 from 8.0 (Ampere's first bf16 tensor cores;
+ * NVIDIA's CUDA C Programming Guide, compute capability tables). */
+unsigned hfl_chooser_device_precisions(int is_gpu, int cc_major, int cc_minor);
 
 /* Plans every candidate and picks one; -1 with err only when planning fails. */
 int hfl_choose(const hfl_model_spec *spec, const hfl_chooser_input *in, hfl_choice *out, char *err);

@@ -12,11 +12,13 @@
  * the batch; a backend with batched GEMM could unfold several at once and
  * report a larger workspace here.
  *
- * bf16/fp16 (the _lp functions): im2col widens the 2-byte input into fp32
- * columns (as large as the fp32 path's), gemm_lp reads the 2-byte weights
- * and dy through fp32 staging placed after the columns, adds the bias and
- * rounds the output once; dW is fp32; dcols stay fp32 in the columns buffer
- * and col2im_lp rounds each dx element once. */
+ * bf16/fp16 (the _lp functions): im2col copies the 2-byte input into
+ * 2-byte columns (exact, and cuBLAS's GemmEx wants A and B of one type),
+ * gemm_lp reads the 2-byte weights, dy and columns through the fp32 staging
+ * the CPU backend needs (placed after the columns), adds the bias and rounds
+ * the output once; dW is fp32. Backward's columns buffer is fp32-sized: the
+ * 2-byte columns feed dW, then dcols = w^T dy overwrite them in fp32 and
+ * col2im_lp rounds each dx element once. */
 #include "model/layers.h"
 #include "util/util.h"
 
@@ -86,18 +88,25 @@ static size_t conv_cols_bytes(const hfl_layer *ly) {
     return conv_patch(ly) * g.ho * g.wo * sizeof(float);
 }
 
+/* Bytes of one sample's columns in 2-byte storage (16-byte rounded, so the
+ * staging after it stays aligned for vector loads). */
+static size_t conv_cols_bytes_lp(const hfl_layer *ly) {
+    size_t bytes = conv_cols_bytes(ly) / 2;
+    return (bytes + 15) / 16 * 16;
+}
+
 static void conv_forward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
                             const uint16_t *params, const uint16_t *in, uint16_t *out,
                             void *workspace, int batch) {
     hfl_window_geom g = hfl_layer_geom(ly);
     int ckk = (int)conv_patch(ly), hw = g.ho * g.wo;
-    float *cols = workspace;
-    void *stage = (char *)workspace + conv_cols_bytes(ly);
+    uint16_t *cols = workspace;
+    void *stage = (char *)workspace + conv_cols_bytes_lp(ly);
     const uint16_t *b = params + (size_t)ly->units * ckk;
     for (int i = 0; i < batch; i++) {
         be->im2col_lp(lp, cols, in + (size_t)i * ly->in, 1, g);
-        be->gemm_lp(lp, HFL_GEMM_B_F32, 0, 0, ly->units, hw, ckk, 1.0f, params, ckk, cols, hw,
-                    0.0f, out + (size_t)i * ly->out, hw, b, HFL_BIAS_ROW, stage);
+        be->gemm_lp(lp, 0, 0, 0, ly->units, hw, ckk, 1.0f, params, ckk, cols, hw, 0.0f,
+                    out + (size_t)i * ly->out, hw, b, HFL_BIAS_ROW, stage);
     }
 }
 
@@ -108,19 +117,20 @@ static void conv_backward_lp(const hfl_backend *be, hfl_precision lp, const hfl_
     (void)out;
     hfl_window_geom g = hfl_layer_geom(ly);
     int ckk = (int)conv_patch(ly), hw = g.ho * g.wo;
-    float *cols = workspace, *db = dparams + (size_t)ly->units * ckk;
+    float *dcols = workspace, *db = dparams + (size_t)ly->units * ckk;
+    uint16_t *cols = workspace; /* the same bytes, 2-byte columns until dcols overwrite them */
     void *stage = (char *)workspace + conv_cols_bytes(ly);
     be->fill(db, 0.0f, (size_t)ly->units);
     be->channel_bias_grad_lp(lp, db, dout, batch, ly->units, hw);
     for (int i = 0; i < batch; i++) {
         const uint16_t *dy = dout + (size_t)i * ly->out;
         be->im2col_lp(lp, cols, in + (size_t)i * ly->in, 1, g);
-        be->gemm_lp(lp, HFL_GEMM_B_F32 | HFL_GEMM_C_F32, 0, 1, ly->units, ckk, hw, 1.0f, dy, hw,
-                    cols, hw, i ? 1.0f : 0.0f, dparams, ckk, NULL, HFL_BIAS_NONE, stage);
+        be->gemm_lp(lp, HFL_GEMM_C_F32, 0, 1, ly->units, ckk, hw, 1.0f, dy, hw, cols, hw,
+                    i ? 1.0f : 0.0f, dparams, ckk, NULL, HFL_BIAS_NONE, stage);
         if (!din) continue;
         be->gemm_lp(lp, HFL_GEMM_C_F32, 1, 0, ckk, hw, ly->units, 1.0f, params, ckk, dy, hw, 0.0f,
-                    cols, hw, NULL, HFL_BIAS_NONE, stage);
-        be->col2im_lp(lp, din + (size_t)i * ly->in, cols, 1, g);
+                    dcols, hw, NULL, HFL_BIAS_NONE, stage);
+        be->col2im_lp(lp, din + (size_t)i * ly->in, dcols, 1, g);
     }
 }
 
@@ -128,14 +138,14 @@ static size_t conv_fwd_ws_lp(const hfl_layer *ly, int batch) {
     (void)batch;
     hfl_window_geom g = hfl_layer_geom(ly);
     int ckk = (int)conv_patch(ly), hw = g.ho * g.wo;
-    return conv_cols_bytes(ly) + hfl_gemm_lp_ws_bytes(HFL_GEMM_B_F32, ly->units, hw, ckk);
+    return conv_cols_bytes_lp(ly) + hfl_gemm_lp_ws_bytes(0, ly->units, hw, ckk);
 }
 
 static size_t conv_bwd_ws_lp(const hfl_layer *ly, int batch) {
     (void)batch;
     hfl_window_geom g = hfl_layer_geom(ly);
     int ckk = (int)conv_patch(ly), hw = g.ho * g.wo;
-    size_t dw = hfl_gemm_lp_ws_bytes(HFL_GEMM_B_F32 | HFL_GEMM_C_F32, ly->units, ckk, hw);
+    size_t dw = hfl_gemm_lp_ws_bytes(HFL_GEMM_C_F32, ly->units, ckk, hw);
     size_t dcols = hfl_gemm_lp_ws_bytes(HFL_GEMM_C_F32, ckk, hw, ly->units);
     return conv_cols_bytes(ly) + (dw > dcols ? dw : dcols);
 }

@@ -1,5 +1,5 @@
-/* measure.c: one training step's peak RSS, in a forked child (see measure.h). */
-#include "kernels/budget.h"
+/* measure.c: one training step's peak memory: RSS in a forked child on the
+ * CPU, free device memory in-process on a GPU (see measure.h). */
 #include "model/measure.h"
 
 #include <malloc.h>
@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kernels/budget.h"
 #include "util/memmeter.h"
 #include "util/util.h"
 
@@ -67,5 +68,27 @@ int hfl_measure_step(const hfl_model_spec *spec, const hfl_plan *plan, const flo
     if (got != (ssize_t)sizeof r) return hfl_errf(err, "the measuring process died");
     if (!r.ok) return hfl_errf(err, "%s", r.err);
     *out = r.m;
+    return 0;
+}
+
+int hfl_measure_step_on(const hfl_backend *be, const hfl_model_spec *spec, const hfl_plan *plan,
+                        const float *params, const float *x, const int32_t *y,
+                        hfl_step_measure *out, char *err) {
+    uint64_t free0, free1, total;
+    if (be->host_memory || be->mem_info(&free0, &total) != 0)
+        return hfl_measure_step(spec, plan, params, x, y, out, err);
+    hfl_budget_reset_peak();
+    hfl_trainer *t = hfl_trainer_create_plan(spec, be, plan, err);
+    if (!t) return -1;
+    hfl_trainer_set_params(t, params);
+    hfl_trainer_step(t, x, y, plan->cfg.batch, 0.05f, plan->cfg.momentum ? 0.9f : 0.0f, 0.0f);
+    float acc;
+    hfl_trainer_evaluate(t, x, y, plan->cfg.batch, &acc);
+    be->sync();
+    int rc = be->mem_info(&free1, &total);
+    out->backend_peak = hfl_budget_peak_bytes();
+    hfl_trainer_free(t);
+    if (rc != 0) return hfl_errf(err, "cannot measure: %s backend lost its memory figures", be->name);
+    out->growth = free0 > free1 ? free0 - free1 : 0;
     return 0;
 }

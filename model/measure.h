@@ -20,8 +20,18 @@ typedef struct {
     uint64_t backend_peak; /* the backend allocator's live-bytes peak */
 } hfl_step_measure;
 
-/* x: plan->cfg.batch samples of spec->in_dim floats; y: their labels. -1 with err. */
+/* x: plan->cfg.batch samples of spec->in_dim floats; y: their labels. -1 with err.
+ * On the CPU backend. */
 int hfl_measure_step(const hfl_model_spec *spec, const hfl_plan *plan, const float *params,
                      const float *x, const int32_t *y, hfl_step_measure *out, char *err);
+/* The same on backend be. A device backend (one whose mem_info works) is
+ * measured in-process, as free device memory before creating the trainer
+ * minus free memory after its first step and first evaluation: the arena
+ * plus what the library took lazily (cuBLAS handles and workspaces, kernel
+ * modules loaded on first launch, allocation granularity). No fork: CUDA
+ * cannot be used in a child forked after the parent initialised it. */
+int hfl_measure_step_on(const hfl_backend *be, const hfl_model_spec *spec, const hfl_plan *plan,
+                        const float *params, const float *x, const int32_t *y,
+                        hfl_step_measure *out, char *err);
 
 #endif

@@ -154,7 +154,7 @@ typedef struct hfl_plan hfl_plan; /* model/planner.h */
 
 /* Buffers for batches of up to max_batch samples: the plan of
  * hfl_plan_make with batch max_batch, checkpoint schedule `none`, a momentum
- * buffer and fp32 precision. NULL for max_batch < 1 or a spec that fails
+ * buffer, fp32 precision and the backend's device buffers. NULL for max_batch < 1 or a spec that fails
  * hfl_model_spec_check; prints one line and exits(1) when the backend refuses
  * the arena (as be->alloc does). */
 hfl_trainer *hfl_trainer_create(const hfl_model_spec *spec, const hfl_backend *be, int max_batch);
@@ -186,7 +186,23 @@ void hfl_trainer_set_loss_scale(hfl_trainer *t, float scale);
 /* Steps skipped for non-finite gradients since creation (fp16 only). */
 uint64_t hfl_trainer_skipped_steps(const hfl_trainer *t);
 
-/* Forward and backward on n <= max_batch host samples (x: n*in_dim floats);
+/* STAGED STEPS (trainer.c, STAGING AND SCALARS): the form a training loop
+ * uses so that nothing in it waits for the device. stage() hands over a host
+ * batch (n <= max_batch samples, x: n*in_dim floats; both may be reused as
+ * soon as it returns); up to hfl_trainer_stage_slots() batches may be staged
+ * ahead of the steps (2 with a prefetch plan: stage batch i+1, then step i).
+ * step_staged() runs forward, backward and the optimizer on the oldest staged
+ * batch and returns at once; its loss is added to the step scalars, which
+ * take_loss() reads (the one sync: once per epoch) and resets: the summed
+ * row losses, the rows and the correct rows since the last take. */
+int hfl_trainer_stage_slots(const hfl_trainer *t);
+void hfl_trainer_stage(hfl_trainer *t, const float *x, const int32_t *y, int n);
+void hfl_trainer_step_staged(hfl_trainer *t, float lr, float momentum, float weight_decay);
+void hfl_trainer_take_loss(hfl_trainer *t, double *loss_sum, int64_t *rows, int64_t *correct);
+
+/* The synchronous forms below stage their own batch (none may be staged),
+ * wait for the result and reset the scalars' loss accumulators.
+ * Forward and backward on n <= max_batch host samples (x: n*in_dim floats);
  * leaves d(mean loss)/d(params) in the trainer's gradient buffer. Returns the mean loss. */
 float hfl_trainer_forward_backward(hfl_trainer *t, const float *x, const int32_t *y, int n);
 
@@ -196,8 +212,9 @@ float hfl_trainer_forward_backward(hfl_trainer *t, const float *x, const int32_t
 float hfl_trainer_step(hfl_trainer *t, const float *x, const int32_t *y, int n, float lr,
                        float momentum, float weight_decay);
 
-/* Mean loss and accuracy over n samples, in batches of max_batch (forward
- * only, inside the same arena). */
+/* Mean loss (row losses summed in double, divided by n) and accuracy over n
+ * samples, in batches of max_batch (forward only, inside the same arena); one
+ * sync at the end. A running epoch loss in the scalars is kept. */
 float hfl_trainer_evaluate(hfl_trainer *t, const float *x, const int32_t *y, int n, float *accuracy);
 
 #endif

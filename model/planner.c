@@ -190,8 +190,8 @@ static void set_lifetimes(hfl_plan *p) {
         int bufs[6] = {op->in, op->out, op->dout, op->din, op->ws, op->labels};
         for (int k = 0; k < 6; k++) touch(p, bufs[k], i);
     }
-    int whole[4] = {p->params, p->master, p->grads, p->momentum};
-    for (int k = 0; k < 4; k++) {
+    int whole[6] = {p->params, p->master, p->grads, p->momentum, p->scalars, p->blas_ws};
+    for (int k = 0; k < 6; k++) {
         touch(p, whole[k], 0);
         touch(p, whole[k], p->n_ops - 1);
     }
@@ -315,9 +315,37 @@ int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_pl
                                 : -1;
     p->input = add_buffer(&b, HFL_BUF_INPUT, -1, stage_count(&b, 0), b.esize, "a0", 0);
     p->labels = add_buffer(&b, HFL_BUF_INPUT, -1, b.batch, sizeof(int32_t), "labels", 0);
+    p->input_next = p->labels_next = p->scalars = p->blas_ws = -1;
+    if (cfg->prefetch) {
+        p->input_next = add_buffer(&b, HFL_BUF_INPUT, -1, stage_count(&b, 0), b.esize, "a0.next", 0);
+        p->labels_next = add_buffer(&b, HFL_BUF_INPUT, -1, b.batch, sizeof(int32_t), "labels.next", 0);
+    }
+    if (cfg->device_scalars)
+        p->scalars = add_buffer(&b, HFL_BUF_WORKSPACE, -1, 1, sizeof(hfl_step_scalars), "scalars", 0);
+    if (cfg->blas_ws_bytes)
+        p->blas_ws = add_buffer(&b, HFL_BUF_WORKSPACE, -1, cfg->blas_ws_bytes, 1, "ws.blas", 0);
     emit_ops(&b);
     set_lifetimes(p);
     set_peaks(p);
+    if (cfg->prefetch) {
+        /* Two input slots take turns: while a step reads one, the next batch is
+         * copied into the other, so both hold their bytes over the whole step.
+         * The checkpoint chain still sees one input batch (chain_peak). */
+        size_t chain = p->chain_peak;
+        int slots[4] = {p->input, p->labels, p->input_next, p->labels_next};
+        for (int k = 0; k < 4; k++) {
+            p->buffers[slots[k]].first_op = 0;
+            p->buffers[slots[k]].last_op = p->n_ops - 1;
+        }
+        set_peaks(p);
+        p->chain_peak = chain;
+    }
     hfl_plan_place(p);
     return 0;
+}
+
+void hfl_plan_config_for_backend(hfl_plan_config *cfg, const hfl_backend *be) {
+    cfg->blas_ws_bytes = be->blas_ws_bytes;
+    cfg->prefetch = !be->host_memory;
+    cfg->device_scalars = !be->host_memory;
 }

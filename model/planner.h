@@ -78,7 +78,15 @@
  * Master weights live over the whole timeline, like the weights.
  * cfg.act_elem_bytes: 0 derives it from the precision (4 for fp32, 2 for
  * bf16/fp16); 2 or 4 must match, except that fp32 with 2 plans a what-if of
- * fp32 weights around 2-byte activations, which the trainer refuses. */
+ * fp32 weights around 2-byte activations, which the trainer refuses.
+ *
+ * DEVICE BUFFERS (cfg.blas_ws_bytes, prefetch, device_scalars; all zero on
+ * the CPU backend). A GPU step also needs cuBLAS's workspace (a whole-step
+ * "ws.blas", handed to the library by the trainer), a second input slot and
+ * its labels ("a0.next", "labels.next"; with it both slots live over the
+ * whole step, since one is being filled while the other is read) and the
+ * 64-byte step scalars the loss and loss-scale ops write ("scalars",
+ * whole-step; on the CPU backend the trainer keeps them in host memory). */
 #ifndef HFL_MODEL_PLANNER_H
 #define HFL_MODEL_PLANNER_H
 
@@ -89,9 +97,10 @@
 
 #define HFL_PLAN_ALIGN 64
 #define HFL_PLAN_NAME_LEN 16
-/* params, master, grads, momentum, input, labels, ws.loss; per stage: a_j,
- * its recompute instance, g_j; per layer: fwd, recompute and bwd workspace. */
-#define HFL_PLAN_MAX_BUFFERS (7 + 6 * HFL_MAX_LAYERS + 1)
+/* params, master, grads, momentum, input, labels, ws.loss, a0.next,
+ * labels.next, scalars, ws.blas; per stage: a_j, its recompute instance, g_j;
+ * per layer: fwd, recompute and bwd workspace. */
+#define HFL_PLAN_MAX_BUFFERS (11 + 6 * HFL_MAX_LAYERS + 1)
 /* LOAD, LOSS, OPTIMIZER; per layer forward, recompute, backward. */
 #define HFL_PLAN_MAX_OPS (3 + 3 * HFL_MAX_LAYERS)
 
@@ -139,6 +148,12 @@ typedef struct {
     int momentum;          /* nonzero: SGD with momentum (plans the momentum buffer) */
     size_t act_elem_bytes; /* bytes per activation element: 0 = from precision (PRECISION) */
     hfl_precision precision; /* HFL_PREC_FP32 (the zero value), BF16 or FP16 */
+    /* What a device backend needs (DEVICE BUFFERS); 0 for the CPU backend,
+     * which reproduces the plans made before these existed byte for byte.
+     * hfl_plan_config_for_backend sets them from a backend. */
+    size_t blas_ws_bytes;  /* a whole-step BLAS workspace "ws.blas" of this many bytes */
+    int prefetch;          /* two input slots "a0"/"a0.next" and their labels */
+    int device_scalars;    /* the step scalars (kernels/backend.h) as a 64-byte "scalars" */
 } hfl_plan_config;
 
 typedef struct hfl_plan {
@@ -154,6 +169,7 @@ typedef struct hfl_plan {
     hfl_plan_op ops[HFL_PLAN_MAX_OPS];
     int params, grads, momentum, input, labels; /* buffer indices; momentum -1 without */
     int master;                                  /* fp32 master weights; -1 in fp32 */
+    int input_next, labels_next, scalars, blas_ws; /* DEVICE BUFFERS; -1 when not planned */
     int loss_op, optimizer_op;                   /* op indices */
     size_t arena_bytes; /* the one allocation: every buffer's offset + bytes fits */
     size_t live_peak;   /* max over ops of the bytes of the buffers live at it */
@@ -171,6 +187,11 @@ typedef struct hfl_plan {
  * `full` one with ckpt.feasible = 0. */
 int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_plan *plan,
                   char *err);
+
+/* Sets cfg's DEVICE BUFFERS for backend be: its BLAS workspace, and for a
+ * backend whose memory is not the host's, two input slots and device-side
+ * step scalars. Leaves everything else as it was. */
+void hfl_plan_config_for_backend(hfl_plan_config *cfg, const hfl_backend *be);
 
 /* Places plan's buffers (planner_place.c): sets every offset and arena_bytes
  * from the sizes and lifetimes. hfl_plan_make calls it. */

@@ -18,19 +18,33 @@
  * buffer. Evaluation runs the plan's prefix up to LOSS (forward only), so it
  * fits in the same arena.
  *
+ * STAGING AND SCALARS. A batch enters through hfl_trainer_stage: on a
+ * backend whose memory is the host's (the CPU) it is written straight into
+ * the arena's input slot (rounded to the 2-byte type in bf16/fp16); else it
+ * is written into pinned host memory (be->host_alloc, one slot per planned
+ * input slot, made at creation) and copied in on the backend's copy stream
+ * (be->prefetch), which the step's LOAD op waits for. With a plan of two
+ * input slots (cfg.prefetch) batch i+1 is staged while step i runs. What a
+ * step computes for the host (summed loss, correct rows, fp16's finite flag,
+ * loss scale and skipped count) stays in the step scalars (the plan's
+ * "scalars" buffer, or trainer-held host memory on the CPU backend) until
+ * the caller asks: hfl_trainer_take_loss once per epoch, or the synchronous
+ * wrappers (hfl_trainer_step, forward_backward, evaluate), which read them
+ * after each call and so return the same loss bits as before scalars.
+ *
  * PRECISION (model/model.h). fp32 runs the layers' fp32 entries exactly as
  * before mixed precision existed. bf16/fp16 run their *_lp entries on the
- * 2-byte working weights (plan->params) and activations; the input batch is
- * rounded to the 2-byte type straight into the arena when device memory is
- * host memory (the CPU backend), else on the host in a staging buffer made at
- * creation before the upload, so no device memory outside the plan is needed. After
- * backward the fp32 gradients are divided by the loss scale in place and
- * checked for Inf/NaN (one pass, be->unscale_grads), so get_grads always
- * returns unscaled gradients; the OPTIMIZER op then either runs
- * be->sgd_step_lp (master weights, momentum, then the working copy rounded
- * from the masters) or, in fp16 with non-finite gradients, skips the update
- * and halves the scale (Micikevicius et al. 2018; PyTorch's GradScaler with
- * init_scale 2^16, growth_interval 2000, growth/backoff 2 and 1/2). */
+ * 2-byte working weights (plan->params) and activations. After backward the
+ * fp32 gradients are divided by the loss scale in place and checked for
+ * Inf/NaN (one pass, be->unscale_grads, which sets the scalars' finite
+ * flag), so get_grads always returns unscaled gradients; the OPTIMIZER op
+ * then runs be->sgd_step_lp (master weights, momentum, then the working copy
+ * rounded from the masters), which in fp16 does nothing when the flag is 0,
+ * and fp16's be->scaler_update halves the scale after a skipped step or
+ * doubles it after HFL_LOSS_SCALE_INTERVAL clean ones, all on the device
+ * (Micikevicius et al. 2018; PyTorch's GradScaler with init_scale 2^16,
+ * growth_interval 2000, growth/backoff 2 and 1/2). */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,16 +67,43 @@ struct hfl_trainer {
     hfl_precision prec;
     uint16_t *working;
     float *master;
-    uint16_t *xstage;     /* host: one batch of input rounded to prec */
-    float loss_scale;     /* fp16's S; 1 otherwise */
-    int clean_steps;      /* finite steps since S last changed */
-    int grads_finite;     /* from the last backward's unscale pass */
-    uint64_t skipped;     /* steps skipped for non-finite gradients */
+    hfl_step_scalars *sc;      /* device: the plan's "scalars", or &host_sc */
+    hfl_step_scalars host_sc;  /* the CPU backend's scalars (host memory is its device memory) */
+    int n_slots;               /* input slots: 2 with a prefetch plan, else 1 */
+    void *pinned[HFL_INPUT_SLOTS]; /* device backends: a batch and its labels, staged */
+    int queue_slot[HFL_INPUT_SLOTS], queue_n[HFL_INPUT_SLOTS]; /* staged batches, oldest first */
+    int queued, next_slot;
+    int slot;                  /* the input slot the running ops read */
 };
 
-/* A buffer's address, or NULL for index -1. */
+/* A buffer's address, or NULL for index -1. The input batch and labels are
+ * those of the slot the running step reads. */
 static void *buf(const hfl_trainer *t, int i) {
-    return i < 0 ? NULL : t->arena + t->plan->buffers[i].offset;
+    if (i < 0) return NULL;
+    if (t->slot == 1 && i == t->plan->input) i = t->plan->input_next;
+    else if (t->slot == 1 && i == t->plan->labels) i = t->plan->labels_next;
+    return t->arena + t->plan->buffers[i].offset;
+}
+
+/* Bytes of one staged batch's inputs (element size of the precision) and
+ * where its labels start in a pinned slot (64-byte aligned). */
+static size_t input_bytes(const hfl_trainer *t, int n) {
+    return (size_t)n * t->spec.in_dim * hfl_precision_bytes(t->prec);
+}
+static size_t labels_off(const hfl_trainer *t) {
+    return (input_bytes(t, t->plan->cfg.batch) + 63) / 64 * 64;
+}
+
+static void scalars_read(const hfl_trainer *t, hfl_step_scalars *out) {
+    t->be->download(out, t->sc, sizeof *out);
+}
+static void scalars_write(hfl_trainer *t, const hfl_step_scalars *in) {
+    t->be->upload(t->sc, in, sizeof *in);
+}
+/* Zeroes the loss accumulators (loss_sum, correct, rows), keeping the rest. */
+static void scalars_reset_loss(hfl_trainer *t) {
+    static const hfl_step_scalars zero;
+    t->be->upload(t->sc, &zero, offsetof(hfl_step_scalars, skipped));
 }
 
 /* The plan was made for this spec: every layer's kind, sizes and parameter block. */
@@ -94,6 +135,11 @@ hfl_trainer *hfl_trainer_create_plan(const hfl_model_spec *spec, const hfl_backe
                  hfl_precision_name(plan->cfg.precision), plan->cfg.act_elem_bytes);
         return NULL;
     }
+    if (!be->host_memory && plan->scalars < 0) {
+        hfl_errf(err, "trainer: the %s backend needs a plan with device scalars "
+                      "(hfl_plan_config_for_backend)", be->name);
+        return NULL;
+    }
     void *arena = be->try_alloc(plan->arena_bytes, err);
     if (!arena) return NULL;
     hfl_trainer *t = hfl_calloc(1, sizeof *t);
@@ -104,8 +150,14 @@ hfl_trainer *hfl_trainer_create_plan(const hfl_model_spec *spec, const hfl_backe
     t->arena = arena;
     for (int l = 0; l < spec->n_layers; l++) t->ops[l] = hfl_layer_ops_for(spec->layers[l].kind);
     t->prec = plan->cfg.precision;
-    t->loss_scale = t->prec == HFL_PREC_FP16 ? HFL_LOSS_SCALE_INIT : 1.0f;
-    t->grads_finite = 1;
+    t->sc = plan->scalars >= 0 ? buf(t, plan->scalars) : &t->host_sc;
+    hfl_step_scalars sc0 = {.loss_scale = t->prec == HFL_PREC_FP16 ? HFL_LOSS_SCALE_INIT : 1.0f,
+                            .finite = 1};
+    scalars_write(t, &sc0);
+    t->n_slots = plan->input_next >= 0 ? 2 : 1;
+    if (!be->host_memory)
+        for (int k = 0; k < t->n_slots; k++)
+            t->pinned[k] = be->host_alloc(labels_off(t) + (size_t)plan->cfg.batch * sizeof(int32_t));
     t->grads = buf(t, plan->grads);
     t->momentum = buf(t, plan->momentum);
     if (t->prec == HFL_PREC_FP32) {
@@ -114,10 +166,6 @@ hfl_trainer *hfl_trainer_create_plan(const hfl_model_spec *spec, const hfl_backe
     } else {
         t->working = buf(t, plan->params);
         t->master = buf(t, plan->master);
-        /* A device whose memory is not the host's needs a host staging buffer for
-         * the rounded input; on the CPU backend the input is rounded straight
-         * into the arena, so nothing outside the plan is allocated. */
-        if (!be->host_memory) t->xstage = hfl_malloc((size_t)plan->cfg.batch * spec->in_dim * sizeof(uint16_t));
         be->fill(t->master, 0.0f, spec->n_params);
         be->round_lp(t->prec, t->working, t->master, spec->n_params);
     }
@@ -132,6 +180,7 @@ hfl_trainer *hfl_trainer_create(const hfl_model_spec *spec, const hfl_backend *b
     hfl_plan *plan = hfl_malloc(sizeof *plan);
     hfl_plan_config cfg = {.batch = max_batch, .ckpt = HFL_CKPT_NONE, .ckpt_budget = SIZE_MAX,
                            .momentum = 1, .act_elem_bytes = sizeof(float)};
+    hfl_plan_config_for_backend(&cfg, be);
     hfl_trainer *t = NULL;
     if (hfl_plan_make(spec, &cfg, plan, err) == 0) t = hfl_trainer_create_plan(spec, be, plan, err);
     free(plan);
@@ -144,8 +193,11 @@ hfl_trainer *hfl_trainer_create(const hfl_model_spec *spec, const hfl_backend *b
 
 void hfl_trainer_free(hfl_trainer *t) {
     if (!t) return;
+    t->be->sync();
+    if (t->plan->blas_ws >= 0) t->be->set_blas_workspace(NULL, 0);
     t->be->free(t->arena);
-    free(t->xstage);
+    for (int k = 0; k < t->n_slots; k++)
+        if (t->pinned[k]) t->be->host_free(t->pinned[k]);
     free(t->plan);
     free(t);
 }
@@ -178,18 +230,29 @@ void hfl_trainer_reset_optimizer(hfl_trainer *t) {
 
 hfl_precision hfl_trainer_precision(const hfl_trainer *t) { return t->prec; }
 
-float hfl_trainer_loss_scale(const hfl_trainer *t) { return t->loss_scale; }
+float hfl_trainer_loss_scale(const hfl_trainer *t) {
+    hfl_step_scalars sc;
+    scalars_read(t, &sc);
+    return sc.loss_scale;
+}
 
 void hfl_trainer_set_loss_scale(hfl_trainer *t, float scale) {
     if (!(scale > 0.0f) || scale - scale != 0.0f) {
         fprintf(stderr, "hfl: trainer: loss scale %g must be finite and > 0\n", (double)scale);
         abort();
     }
-    t->loss_scale = scale;
-    t->clean_steps = 0;
+    hfl_step_scalars sc;
+    scalars_read(t, &sc);
+    sc.loss_scale = scale;
+    sc.clean_steps = 0;
+    scalars_write(t, &sc);
 }
 
-uint64_t hfl_trainer_skipped_steps(const hfl_trainer *t) { return t->skipped; }
+uint64_t hfl_trainer_skipped_steps(const hfl_trainer *t) {
+    hfl_step_scalars sc;
+    scalars_read(t, &sc);
+    return (uint64_t)sc.skipped;
+}
 
 /* A batch larger than the buffers is a caller bug, not an input error. */
 static void check_batch(const hfl_trainer *t, int n) {
@@ -199,33 +262,85 @@ static void check_batch(const hfl_trainer *t, int n) {
     }
 }
 
+int hfl_trainer_stage_slots(const hfl_trainer *t) { return t->n_slots; }
+
+/* x (n * in_dim fp32) as the precision's elements at dst. */
+static void stage_input(const hfl_trainer *t, void *dst, const float *x, int n) {
+    size_t count = (size_t)n * t->spec.in_dim;
+    if (t->prec == HFL_PREC_FP32) {
+        memcpy(dst, x, count * sizeof(float));
+        return;
+    }
+    uint16_t *d = dst;
+    for (size_t k = 0; k < count; k++) d[k] = hfl_op_narrow(t->prec, x[k]);
+}
+
+void hfl_trainer_stage(hfl_trainer *t, const float *x, const int32_t *y, int n) {
+    check_batch(t, n);
+    if (t->queued == t->n_slots) {
+        fprintf(stderr, "hfl: trainer: %d batches staged already\n", t->queued);
+        abort();
+    }
+    const hfl_backend *be = t->be;
+    int slot = t->next_slot;
+    int saved = t->slot;
+    t->slot = slot;
+    void *din = buf(t, t->plan->input), *dlab = buf(t, t->plan->labels);
+    t->slot = saved;
+    if (be->host_memory) {
+        /* The CPU runs ops at once, so the slot is free: write it directly. */
+        stage_input(t, din, x, n);
+        memcpy(dlab, y, (size_t)n * sizeof(int32_t));
+    } else {
+        char *pin = t->pinned[slot];
+        be->stage_wait(slot); /* the slot's previous copy has left the pinned memory */
+        stage_input(t, pin, x, n);
+        memcpy(pin + labels_off(t), y, (size_t)n * sizeof(int32_t));
+        be->prefetch(din, pin, input_bytes(t, n), slot);
+        be->prefetch(dlab, pin + labels_off(t), (size_t)n * sizeof(int32_t), slot);
+    }
+    t->queue_slot[t->queued] = slot;
+    t->queue_n[t->queued] = n;
+    t->queued++;
+    t->next_slot = (slot + 1) % t->n_slots;
+}
+
+/* Takes the oldest staged batch: sets t->slot and returns its size. */
+static int take_staged(hfl_trainer *t) {
+    if (t->queued == 0) {
+        fprintf(stderr, "hfl: trainer: step without a staged batch\n");
+        abort();
+    }
+    int n = t->queue_n[0];
+    t->slot = t->queue_slot[0];
+    for (int k = 1; k < t->queued; k++) {
+        t->queue_slot[k - 1] = t->queue_slot[k];
+        t->queue_n[k - 1] = t->queue_n[k];
+    }
+    t->queued--;
+    return n;
+}
+
 /* run_ops for bf16/fp16: the same ops on 2-byte storage (header comment). */
-static float run_ops_lp(hfl_trainer *t, int end, const float *x, const int32_t *y, int n,
-                        int train, int *correct) {
+static void run_ops_lp(hfl_trainer *t, int end, int n, int train) {
     const hfl_backend *be = t->be;
     const hfl_model_spec *s = &t->spec;
     hfl_precision lp = t->prec;
-    float loss = 0.0f;
     for (int i = 0; i < end; i++) {
         const hfl_plan_op *op = &t->plan->ops[i];
         const hfl_layer *ly = op->layer >= 0 ? &s->layers[op->layer] : NULL;
         switch (op->kind) {
-        case HFL_OP_LOAD: {
-            size_t count = (size_t)n * s->in_dim;
-            uint16_t *dst = be->host_memory ? (uint16_t *)buf(t, op->out) : t->xstage;
-            for (size_t k = 0; k < count; k++) dst[k] = hfl_op_narrow(lp, x[k]);
-            if (!be->host_memory) be->upload(buf(t, op->out), t->xstage, count * sizeof(uint16_t));
-            be->upload(buf(t, op->labels), y, (size_t)n * sizeof(int32_t));
+        case HFL_OP_LOAD:
+            be->await_prefetch(t->slot);
             break;
-        }
         case HFL_OP_FORWARD:
             t->ops[op->layer]->forward_lp(be, lp, ly, t->working + ly->param_off, buf(t, op->in),
                                           buf(t, op->out), buf(t, op->ws), n);
             break;
         case HFL_OP_LOSS:
-            loss = be->softmax_xent_lp(lp, buf(t, op->in), buf(t, op->labels),
-                                       train ? buf(t, op->out) : NULL, n, s->n_classes, correct,
-                                       t->loss_scale, buf(t, op->ws));
+            be->softmax_xent_lp(lp, buf(t, op->in), buf(t, op->labels),
+                                train ? buf(t, op->out) : NULL, n, s->n_classes, t->sc,
+                                buf(t, op->ws));
             break;
         case HFL_OP_BACKWARD:
             t->ops[op->layer]->backward_lp(be, lp, ly, t->working + ly->param_off, buf(t, op->in),
@@ -233,36 +348,37 @@ static float run_ops_lp(hfl_trainer *t, int end, const float *x, const int32_t *
                                            t->grads + ly->param_off, buf(t, op->ws), n);
             break;
         case HFL_OP_OPTIMIZER:
-            break; /* hfl_trainer_step runs it */
+            break; /* run_step runs it */
         }
     }
-    if (train) t->grads_finite = be->unscale_grads(t->grads, s->n_params, 1.0f / t->loss_scale);
-    return loss;
+    if (train) be->unscale_grads(t->grads, s->n_params, t->sc);
 }
 
-/* Runs ops [0, end) on n samples; returns the LOSS op's mean loss (with
- * dlogits only when `train`, and the count of correct rows into *correct). */
-static float run_ops(hfl_trainer *t, int end, const float *x, const int32_t *y, int n, int train,
-                     int *correct) {
-    if (t->prec != HFL_PREC_FP32) return run_ops_lp(t, end, x, y, n, train, correct);
+/* Runs ops [0, end) on the n samples staged in t->slot (dlogits only when
+ * `train`), adding the LOSS op's loss to the step scalars. */
+static void run_ops(hfl_trainer *t, int end, int n, int train) {
     const hfl_backend *be = t->be;
+    if (t->plan->blas_ws >= 0)
+        be->set_blas_workspace(buf(t, t->plan->blas_ws), t->plan->buffers[t->plan->blas_ws].bytes);
+    if (t->prec != HFL_PREC_FP32) {
+        run_ops_lp(t, end, n, train);
+        return;
+    }
     const hfl_model_spec *s = &t->spec;
-    float loss = 0.0f;
     for (int i = 0; i < end; i++) {
         const hfl_plan_op *op = &t->plan->ops[i];
         const hfl_layer *ly = op->layer >= 0 ? &s->layers[op->layer] : NULL;
         switch (op->kind) {
         case HFL_OP_LOAD:
-            be->upload(buf(t, op->out), x, (size_t)n * s->in_dim * sizeof(float));
-            be->upload(buf(t, op->labels), y, (size_t)n * sizeof(int32_t));
+            be->await_prefetch(t->slot);
             break;
         case HFL_OP_FORWARD:
             t->ops[op->layer]->forward(be, ly, t->params + ly->param_off, buf(t, op->in),
                                        buf(t, op->out), buf(t, op->ws), n);
             break;
         case HFL_OP_LOSS:
-            loss = be->softmax_xent(buf(t, op->in), buf(t, op->labels),
-                                    train ? buf(t, op->out) : NULL, n, s->n_classes, correct);
+            be->softmax_xent(buf(t, op->in), buf(t, op->labels), train ? buf(t, op->out) : NULL, n,
+                             s->n_classes, t->sc);
             break;
         case HFL_OP_BACKWARD:
             t->ops[op->layer]->backward(be, ly, t->params + ly->param_off, buf(t, op->in),
@@ -270,58 +386,103 @@ static float run_ops(hfl_trainer *t, int end, const float *x, const int32_t *y, 
                                         t->grads + ly->param_off, buf(t, op->ws), n);
             break;
         case HFL_OP_OPTIMIZER:
-            break; /* hfl_trainer_step runs it: it needs the step's hyperparameters */
+            break; /* run_step runs it: it needs the step's hyperparameters */
         }
     }
-    return loss;
 }
 
-float hfl_trainer_forward_backward(hfl_trainer *t, const float *x, const int32_t *y, int n) {
-    check_batch(t, n);
-    return run_ops(t, t->plan->optimizer_op, x, y, n, 1, NULL);
-}
-
-float hfl_trainer_step(hfl_trainer *t, const float *x, const int32_t *y, int n, float lr,
-                       float momentum, float weight_decay) {
+/* The OPTIMIZER op: one update over the whole contiguous vector, weights and
+ * biases alike (PyTorch's SGD also decays biases unless told otherwise). */
+static void run_optimizer(hfl_trainer *t, float lr, float momentum, float weight_decay) {
     if (momentum != 0.0f && !t->momentum) {
         fprintf(stderr, "hfl: trainer: momentum %g asked of a plan without a momentum buffer\n",
                 (double)momentum);
         abort();
     }
-    float loss = hfl_trainer_forward_backward(t, x, y, n);
-    /* One update over the whole contiguous vector: weights and biases alike
-     * (PyTorch's SGD also decays biases unless told otherwise). */
+    const hfl_backend *be = t->be;
+    size_t n = t->spec.n_params;
     if (t->prec == HFL_PREC_FP32) {
-        t->be->sgd_step(t->params, t->momentum, t->grads, t->spec.n_params, lr, momentum,
-                        weight_decay);
-        return loss;
+        be->sgd_step(t->params, t->momentum, t->grads, n, lr, momentum, weight_decay);
+        return;
     }
-    if (!t->grads_finite && t->prec == HFL_PREC_FP16) {
-        t->skipped++;
-        t->loss_scale *= 0.5f;
-        t->clean_steps = 0;
-        return loss;
+    int fp16 = t->prec == HFL_PREC_FP16;
+    be->sgd_step_lp(t->prec, t->master, t->momentum, t->grads, t->working, n, lr, momentum,
+                    weight_decay, fp16 ? t->sc : NULL);
+    if (fp16) be->scaler_update(t->sc, HFL_LOSS_SCALE_INTERVAL);
+}
+
+void hfl_trainer_step_staged(hfl_trainer *t, float lr, float momentum, float weight_decay) {
+    int n = take_staged(t);
+    run_ops(t, t->plan->optimizer_op, n, 1);
+    run_optimizer(t, lr, momentum, weight_decay);
+    t->be->release_input(t->slot);
+}
+
+void hfl_trainer_take_loss(hfl_trainer *t, double *loss_sum, int64_t *rows, int64_t *correct) {
+    hfl_step_scalars sc;
+    scalars_read(t, &sc);
+    if (loss_sum) *loss_sum = sc.loss_sum;
+    if (rows) *rows = sc.rows;
+    if (correct) *correct = sc.correct;
+    scalars_reset_loss(t);
+}
+
+/* The synchronous forms stage one batch themselves (nothing may be staged
+ * already) and read the batch's loss back: the loss accumulators start from
+ * zero, so loss_sum is exactly the batch's double total. */
+static void sync_stage(hfl_trainer *t, const float *x, const int32_t *y, int n) {
+    if (t->queued) {
+        fprintf(stderr, "hfl: trainer: synchronous call with %d batches staged\n", t->queued);
+        abort();
     }
-    t->be->sgd_step_lp(t->prec, t->master, t->momentum, t->grads, t->working, t->spec.n_params,
-                       lr, momentum, weight_decay);
-    if (t->prec == HFL_PREC_FP16 && ++t->clean_steps == HFL_LOSS_SCALE_INTERVAL) {
-        t->loss_scale *= 2.0f;
-        t->clean_steps = 0;
-    }
-    return loss;
+    scalars_reset_loss(t);
+    hfl_trainer_stage(t, x, y, n);
+}
+
+static float sync_mean_loss(hfl_trainer *t, int n) {
+    double sum = 0.0;
+    hfl_trainer_take_loss(t, &sum, NULL, NULL);
+    return (float)(sum / n);
+}
+
+float hfl_trainer_forward_backward(hfl_trainer *t, const float *x, const int32_t *y, int n) {
+    sync_stage(t, x, y, n);
+    int m = take_staged(t);
+    run_ops(t, t->plan->optimizer_op, m, 1);
+    t->be->release_input(t->slot);
+    return sync_mean_loss(t, n);
+}
+
+float hfl_trainer_step(hfl_trainer *t, const float *x, const int32_t *y, int n, float lr,
+                       float momentum, float weight_decay) {
+    sync_stage(t, x, y, n);
+    hfl_trainer_step_staged(t, lr, momentum, weight_decay);
+    return sync_mean_loss(t, n);
 }
 
 float hfl_trainer_evaluate(hfl_trainer *t, const float *x, const int32_t *y, int n, float *accuracy) {
     const hfl_model_spec *s = &t->spec;
     int cap = t->plan->cfg.batch;
-    double loss_sum = 0.0;
-    long correct = 0;
+    hfl_step_scalars before;
+    scalars_read(t, &before); /* an epoch's running loss survives an evaluation */
+    scalars_reset_loss(t);
     for (int i = 0; i < n; i += cap) {
-        int b = n - i < cap ? n - i : cap, c = 0;
-        float l = run_ops(t, t->plan->loss_op + 1, x + (size_t)i * s->in_dim, y + i, b, 0, &c);
-        loss_sum += (double)l * b;
-        correct += c;
+        int b = n - i < cap ? n - i : cap;
+        if (t->queued) {
+            fprintf(stderr, "hfl: trainer: evaluation with %d batches staged\n", t->queued);
+            abort();
+        }
+        hfl_trainer_stage(t, x + (size_t)i * s->in_dim, y + i, b);
+        take_staged(t);
+        run_ops(t, t->plan->loss_op + 1, b, 0);
+        t->be->release_input(t->slot);
     }
+    hfl_step_scalars after;
+    scalars_read(t, &after);
+    double loss_sum = after.loss_sum;
+    int64_t correct = after.correct;
+    after.loss_sum = before.loss_sum, after.correct = before.correct, after.rows = before.rows;
+    scalars_write(t, &after);
     if (accuracy) *accuracy = n > 0 ? (float)((double)correct / n) : 0.0f;
     return n > 0 ? (float)(loss_sum / n) : 0.0f;
 }

@@ -68,6 +68,7 @@ static void *cpu_try_alloc(size_t bytes, char *err) {
     cpu_block_header *h = (cpu_block_header *)base;
     h->bytes = bytes;
     h->magic = CPU_MAGIC_LIVE;
+    hfl_budget_commit();
     return base + CPU_HEADER;
 }
 
@@ -130,12 +131,18 @@ static void cpu_relu_bwd(float *dx, const float *dy, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) dx[i] = hfl_op_relu_bwd(dy[i], y[i]);
 }
 
-static float cpu_softmax_xent(const float *logits, const int32_t *labels, float *dlogits,
-                              int rows, int cols, int *correct) {
-    if (rows <= 0) {
-        if (correct) *correct = 0;
-        return 0.0f;
-    }
+/* Adds one batch's summed loss, hits and rows to the step scalars. The batch
+ * is summed on its own first (from 0, rows in order), so a caller that reset
+ * loss_sum reads exactly the batch's total. */
+static void cpu_scalars_add(hfl_step_scalars *sc, double total, int n_correct, int rows) {
+    sc->loss_sum += total;
+    sc->correct += n_correct;
+    sc->rows += rows;
+}
+
+static void cpu_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int rows,
+                             int cols, hfl_step_scalars *sc) {
+    if (rows <= 0) return;
     /* Sum row losses in double: the mean over a large evaluation batch should
      * not depend on float rounding order. */
     double total = 0.0;
@@ -148,8 +155,7 @@ static float cpu_softmax_xent(const float *logits, const int32_t *labels, float 
                                          &ok);
         n_correct += ok;
     }
-    if (correct) *correct = n_correct;
-    return (float)(total / rows);
+    cpu_scalars_add(sc, total, n_correct, rows);
 }
 
 static void cpu_sgd_step(float *w, float *v, const float *g, size_t n, float lr, float momentum,
@@ -347,9 +353,10 @@ static void cpu_gemm_lp(hfl_precision lp, unsigned f32_mask, int trans_a, int tr
                     cpu_widen_block(lp, sc, (const uint16_t *)c + i0 * (size_t)ldc + j0,
                                     (size_t)ldc, mi, nj);
             }
-            if (k <= 0) { /* C = beta C, as sgemm would do */
+            if (k <= 0) { /* C = beta C, as sgemm would do (beta 0 never reads C) */
                 for (size_t r = 0; r < mi; r++)
-                    for (size_t q = 0; q < nj; q++) pc[r * (size_t)lc + q] *= beta;
+                    for (size_t q = 0; q < nj; q++)
+                        pc[r * (size_t)lc + q] = beta == 0.0f ? 0.0f : pc[r * (size_t)lc + q] * beta;
             }
             for (size_t k0 = 0; k0 < (size_t)(k > 0 ? k : 0); k0 += kt) {
                 size_t kn = cpu_min(kt, (size_t)k - k0);
@@ -408,9 +415,10 @@ static void cpu_channel_bias_grad_lp(hfl_precision lp, float *dbias, const uint1
     for (int ch = 0; ch < c; ch++) dbias[ch] += hfl_op_channel_sum_lp(lp, dy, n, c, hw, ch);
 }
 
-/* As cpu_im2col, widening each copied element. */
-static void cpu_im2col_lp(hfl_precision lp, float *cols, const uint16_t *x, int n,
+/* As cpu_im2col on 2-byte elements (a copy, so the type does not matter). */
+static void cpu_im2col_lp(hfl_precision lp, uint16_t *cols, const uint16_t *x, int n,
                           hfl_window_geom g) {
+    (void)lp;
     size_t in_size = (size_t)g.c * g.h * g.w;
     for (int i = 0; i < n; i++) {
         const uint16_t *xi = x + (size_t)i * in_size;
@@ -422,13 +430,13 @@ static void cpu_im2col_lp(hfl_precision lp, float *cols, const uint16_t *x, int 
                     for (int oy = 0; oy < g.ho; oy++, cols += g.wo) {
                         int iy = oy * g.s - g.p + ky;
                         if (iy < 0 || iy >= g.h) {
-                            memset(cols, 0, (size_t)g.wo * sizeof(float));
+                            memset(cols, 0, (size_t)g.wo * sizeof(uint16_t));
                             continue;
                         }
                         const uint16_t *src = xi + ((size_t)ci * g.h + iy) * g.w - g.p + kx;
-                        for (int ox = 0; ox < lo; ox++) cols[ox] = 0.0f;
-                        for (int ox = lo; ox < hi; ox++) cols[ox] = hfl_op_widen(lp, src[ox * g.s]);
-                        for (int ox = hi; ox < g.wo; ox++) cols[ox] = 0.0f;
+                        for (int ox = 0; ox < lo; ox++) cols[ox] = 0;
+                        for (int ox = lo; ox < hi; ox++) cols[ox] = src[ox * g.s];
+                        for (int ox = hi; ox < g.wo; ox++) cols[ox] = 0;
                     }
                 }
     }
@@ -480,16 +488,13 @@ static void cpu_maxpool_bwd_lp(hfl_precision lp, uint16_t *dx, const uint16_t *d
                     lp, hfl_op_maxpool_bwd_lp(lp, x + q * in_plane, dy + q * out_plane, &g, iy, ix));
 }
 
-static float cpu_softmax_xent_lp(hfl_precision lp, const uint16_t *logits, const int32_t *labels,
-                                 uint16_t *dlogits, int rows, int cols, int *correct,
-                                 float grad_scale, float *ws) {
-    if (rows <= 0) {
-        if (correct) *correct = 0;
-        return 0.0f;
-    }
+static void cpu_softmax_xent_lp(hfl_precision lp, const uint16_t *logits, const int32_t *labels,
+                                uint16_t *dlogits, int rows, int cols, hfl_step_scalars *sc,
+                                float *ws) {
+    if (rows <= 0) return;
     double total = 0.0;
     int n_correct = 0;
-    float scale = grad_scale / (float)rows, *z = ws, *drow = ws + cols;
+    float scale = sc->loss_scale / (float)rows, *z = ws, *drow = ws + cols;
     for (int r = 0; r < rows; r++) {
         int ok;
         cpu_widen_block(lp, z, logits + (size_t)r * cols, 0, 1, (size_t)cols);
@@ -497,20 +502,48 @@ static float cpu_softmax_xent_lp(hfl_precision lp, const uint16_t *logits, const
         if (dlogits) cpu_round_lp(lp, dlogits + (size_t)r * cols, drow, (size_t)cols);
         n_correct += ok;
     }
-    if (correct) *correct = n_correct;
-    return (float)(total / rows);
+    cpu_scalars_add(sc, total, n_correct, rows);
 }
 
-static int cpu_unscale_grads(float *g, size_t n, float inv_scale) {
+static void cpu_unscale_grads(float *g, size_t n, hfl_step_scalars *sc) {
     int finite = 1;
+    float inv_scale = 1.0f / sc->loss_scale;
     for (size_t i = 0; i < n; i++) g[i] = hfl_op_unscale(g[i], inv_scale, &finite);
-    return finite;
+    sc->finite = finite;
 }
 
 static void cpu_sgd_step_lp(hfl_precision lp, float *master, float *v, const float *g, uint16_t *w,
-                            size_t n, float lr, float momentum, float wd) {
+                            size_t n, float lr, float momentum, float wd,
+                            const hfl_step_scalars *skip_if_nonfinite) {
+    if (skip_if_nonfinite && !skip_if_nonfinite->finite) return;
     cpu_sgd_step(master, v, g, n, lr, momentum, wd);
     cpu_round_lp(lp, w, master, n);
+}
+
+static void cpu_scaler_update(hfl_step_scalars *sc, int interval) {
+    hfl_op_scaler_update(sc, interval);
+}
+
+/* ---- synchronisation and the input pipeline: all immediate on the CPU ---- */
+
+static void cpu_sync(void) {}
+
+static int cpu_mem_info(uint64_t *free_bytes, uint64_t *total_bytes) {
+    (void)free_bytes, (void)total_bytes;
+    return -1; /* RSS (util/memmeter.h) is the CPU's measure */
+}
+
+static void cpu_set_blas_workspace(void *p, size_t bytes) { (void)p, (void)bytes; }
+
+static void *cpu_host_alloc(size_t bytes) { return hfl_malloc(bytes ? bytes : 1); }
+
+static void cpu_host_free(void *p) { free(p); }
+
+static void cpu_slot_nop(int slot) { (void)slot; }
+
+static void cpu_prefetch(void *dst, const void *src, size_t bytes, int slot) {
+    (void)slot;
+    cpu_memcpy(dst, src, bytes);
 }
 
 static const hfl_backend cpu_backend = {
@@ -549,6 +582,16 @@ static const hfl_backend cpu_backend = {
     .softmax_xent_lp = cpu_softmax_xent_lp,
     .unscale_grads = cpu_unscale_grads,
     .sgd_step_lp = cpu_sgd_step_lp,
+    .scaler_update = cpu_scaler_update,
+    .sync = cpu_sync,
+    .mem_info = cpu_mem_info,
+    .set_blas_workspace = cpu_set_blas_workspace,
+    .host_alloc = cpu_host_alloc,
+    .host_free = cpu_host_free,
+    .stage_wait = cpu_slot_nop,
+    .prefetch = cpu_prefetch,
+    .await_prefetch = cpu_slot_nop,
+    .release_input = cpu_slot_nop,
 };
 
 const hfl_backend *hfl_backend_cpu(void) { return &cpu_backend; }

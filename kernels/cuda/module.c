@@ -15,7 +15,7 @@
 #include "util/util.h" /* HFL_ERR_LEN */
 
 #ifdef HFL_CUDA_HAVE_BACKEND
-const hfl_backend *hfl_cuda_backend_open(const hfl_cuda_host *host, char *err);
+#include "kernels/cuda/backend_cuda.h"
 #endif
 
 static int module_probe(hfl_device_info *info, char *reason, int reason_len) {

@@ -94,6 +94,16 @@ static void test_bias_and_relu(const hfl_backend *be) {
     for (int i = 0; i < 5; i++) CHECK(g[i] == want_g[i]);
 }
 
+/* The op through fresh step scalars: the mean loss, and the correct rows. */
+static float xent(const hfl_backend *be, const float *z, const int32_t *lab, float *d, int rows,
+                  int cols, int *correct) {
+    hfl_step_scalars sc = {.loss_scale = 1.0f, .finite = 1};
+    be->softmax_xent(z, lab, d, rows, cols, &sc);
+    CHECK(sc.rows == rows);
+    if (correct) *correct = (int)sc.correct;
+    return (float)(sc.loss_sum / rows);
+}
+
 static void test_softmax_xent(const hfl_backend *be) {
     /* Uniform logits: loss log(10) for any label, gradient (0.1 - onehot)/rows. */
     enum { R = 3, C = 10 };
@@ -101,7 +111,7 @@ static void test_softmax_xent(const hfl_backend *be) {
     int32_t lab[R] = {0, 4, 9};
     for (int i = 0; i < R * C; i++) z[i] = 1.5f;
     int correct = -1;
-    float loss = be->softmax_xent(z, lab, d, R, C, &correct);
+    float loss = xent(be, z, lab, d, R, C, &correct);
     CHECK_CLOSE(loss, logf(10.0f), 1e-6, 1e-6);
     CHECK(correct == 1); /* a tie's argmax is index 0, which only row 0 has as label */
     for (int r = 0; r < R; r++)
@@ -111,20 +121,26 @@ static void test_softmax_xent(const hfl_backend *be) {
     /* Two classes, logits (0, log 3): p = (1/4, 3/4). */
     float z2[4] = {0.0f, logf(3.0f), 5.0f, -5.0f};
     int32_t lab2[2] = {0, 0};
-    loss = be->softmax_xent(z2, lab2, NULL, 2, 2, &correct);
+    loss = xent(be, z2, lab2, NULL, 2, 2, &correct);
     double want = 0.5 * (log(4.0) + log1p(exp(-10.0)));
     CHECK_CLOSE(loss, want, 1e-6, 1e-6);
     CHECK(correct == 1); /* argmaxes are (1, 0): only row 1 is right */
     /* With labels (1, 1) only row 0 is right. */
     lab2[0] = 1;
     lab2[1] = 1;
-    be->softmax_xent(z2, lab2, NULL, 2, 2, &correct);
+    xent(be, z2, lab2, NULL, 2, 2, &correct);
     CHECK(correct == 1);
+    /* The scalars accumulate over calls: two batches add their sums, rows and hits. */
+    hfl_step_scalars sc = {.loss_scale = 1.0f};
+    be->softmax_xent(z2, lab2, NULL, 2, 2, &sc);
+    double first = sc.loss_sum;
+    be->softmax_xent(z2, lab2, NULL, 2, 2, &sc);
+    CHECK(sc.rows == 4 && sc.correct == 2 && sc.loss_sum == 2 * first);
 
     /* Huge logits must not overflow: (1000, 0) against label 1 costs 1000. */
     float z3[2] = {1000.0f, 0.0f}, d3[2];
     int32_t lab3[1] = {1};
-    loss = be->softmax_xent(z3, lab3, d3, 1, 2, NULL);
+    loss = xent(be, z3, lab3, d3, 1, 2, NULL);
     CHECK(isfinite(loss));
     CHECK_CLOSE(loss, 1000.0, 1e-3, 1e-6);
     CHECK_CLOSE(d3[0], 1.0, 1e-6, 0);

@@ -202,7 +202,9 @@ static double forward_pattern(const hfl_model_spec *s, const float *p, const flo
         a = o;
         o = t;
     }
-    double loss = be->softmax_xent(a, y, NULL, b, s->n_classes, NULL);
+    hfl_step_scalars sc = {.loss_scale = 1.0f, .finite = 1};
+    be->softmax_xent(a, y, NULL, b, s->n_classes, &sc);
+    double loss = (float)(sc.loss_sum / b);
     free(a);
     free(o);
     free(w);

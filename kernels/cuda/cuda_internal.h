@@ -1,0 +1,126 @@
+/* cuda_internal.h: what the files of the CUDA backend share inside the
+ * module: the one backend context and the ops each file implements.
+ *
+ * backend_cuda.c owns the context (device, streams, events, cuBLAS handle)
+ * and the hfl_backend table; gemm.c the GEMMs; elementwise.cu, conv.cu and
+ * loss.cu the kernels, each exported here with the exact signature of its
+ * kernels/backend.h slot so the table points at it directly. Every op
+ * enqueues on ctx.compute and returns; nothing here synchronizes. */
+#ifndef HFL_CUDA_INTERNAL_H
+#define HFL_CUDA_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "kernels/backend.h"
+#include "kernels/cuda_module.h"
+
+typedef struct {
+    int device, cc_major, cc_minor;
+    cudaStream_t compute; /* every op, copy and GEMM, in order (non-blocking) */
+    cudaStream_t copy;    /* the input pipeline's H2D copies */
+    /* Input slot s: copied[s] is recorded on `copy` after each prefetch into
+     * it (the pinned source is free again and the data has arrived);
+     * consumed[s] on `compute` at release_input (the step is done with it). */
+    cudaEvent_t copied[HFL_INPUT_SLOTS], consumed[HFL_INPUT_SLOTS];
+    cublasHandle_t blas;
+    int tf32; /* HFL_TF32=1: fp32 GEMMs may use TF32 tensor cores */
+    hfl_cuda_host host;
+} cuda_context;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+extern cuda_context hfl_cuda_ctx;
+
+/* gemm.c */
+void cuda_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                const float *b, int ldb, float beta, float *c, int ldc);
+void cuda_gemm_lp(hfl_precision lp, unsigned f32_mask, int trans_a, int trans_b, int m, int n,
+                  int k, float alpha, const void *a, int lda, const void *b, int ldb, float beta,
+                  void *c, int ldc, const uint16_t *bias, int bias_axis, void *ws);
+
+/* elementwise.cu */
+void cuda_fill(float *p, float value, size_t n);
+void cuda_bias_add(float *y, const float *bias, int rows, int cols);
+void cuda_bias_grad(float *dbias, const float *dy, int rows, int cols);
+void cuda_relu_fwd(float *y, const float *x, size_t n);
+void cuda_relu_bwd(float *dx, const float *dy, const float *y, size_t n);
+void cuda_sgd_step(float *w, float *v, const float *g, size_t n, float lr, float momentum,
+                   float wd);
+void cuda_round_lp(hfl_precision lp, uint16_t *dst, const float *src, size_t n);
+void cuda_relu_fwd_lp(hfl_precision lp, uint16_t *y, const uint16_t *x, size_t n);
+void cuda_relu_bwd_lp(hfl_precision lp, uint16_t *dx, const uint16_t *dy, const uint16_t *y,
+                      size_t n);
+void cuda_bias_grad_lp(hfl_precision lp, float *dbias, const uint16_t *dy, int rows, int cols);
+void cuda_unscale_grads(float *g, size_t n, hfl_step_scalars *sc);
+void cuda_sgd_step_lp(hfl_precision lp, float *master, float *v, const float *g, uint16_t *w,
+                      size_t n, float lr, float momentum, float wd,
+                      const hfl_step_scalars *skip_if_nonfinite);
+void cuda_scaler_update(hfl_step_scalars *sc, int interval);
+/* gemm_lp's bias (thread_hd.h's hfl_thread_bias_*) over the m x n block of C */
+void cuda_gemm_bias_fill_lp(uint16_t *c, int ldc, int m, int n, const uint16_t *bias,
+                            int bias_axis);
+void cuda_gemm_bias_combine_lp(hfl_precision lp, uint16_t *c, int ldc, int m, int n, float beta,
+                               const uint16_t *bias, int bias_axis);
+void cuda_gemm_bias_add_f32(hfl_precision lp, float *c, int ldc, int m, int n,
+                            const uint16_t *bias, int bias_axis);
+
+/* conv.cu */
+void cuda_im2col(float *cols, const float *x, int n, hfl_window_geom g);
+void cuda_col2im(float *dx, const float *cols, int n, hfl_window_geom g);
+void cuda_maxpool_fwd(float *y, const float *x, int n, hfl_window_geom g);
+void cuda_maxpool_bwd(float *dx, const float *dy, const float *x, int n, hfl_window_geom g);
+void cuda_channel_bias_add(float *y, const float *bias, int n, int c, int hw);
+void cuda_channel_bias_grad(float *dbias, const float *dy, int n, int c, int hw);
+void cuda_channel_bias_grad_lp(hfl_precision lp, float *dbias, const uint16_t *dy, int n, int c,
+                               int hw);
+void cuda_im2col_lp(hfl_precision lp, uint16_t *cols, const uint16_t *x, int n, hfl_window_geom g);
+void cuda_col2im_lp(hfl_precision lp, uint16_t *dx, const float *cols, int n, hfl_window_geom g);
+void cuda_maxpool_fwd_lp(hfl_precision lp, uint16_t *y, const uint16_t *x, int n,
+                         hfl_window_geom g);
+void cuda_maxpool_bwd_lp(hfl_precision lp, uint16_t *dx, const uint16_t *dy, const uint16_t *x,
+                         int n, hfl_window_geom g);
+
+/* loss.cu */
+void cuda_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int rows,
+                       int cols, hfl_step_scalars *sc);
+void cuda_softmax_xent_lp(hfl_precision lp, const uint16_t *logits, const int32_t *labels,
+                          uint16_t *dlogits, int rows, int cols, hfl_step_scalars *sc, float *ws);
+
+#ifdef __cplusplus
+}
+#endif
+
+#ifdef __CUDACC__
+#include "kernels/cuda/check.h"
+
+/* Kernels run one thread per output in blocks of HFL_CUDA_BLOCK; a grid
+ * covers count outputs (count > 0, and < 2^31 blocks: 5e11 outputs). */
+#define HFL_CUDA_BLOCK 256
+static inline unsigned hfl_cuda_grid(size_t count) {
+    size_t blocks = (count + HFL_CUDA_BLOCK - 1) / HFL_CUDA_BLOCK;
+    if (blocks > 0x7FFFFFFFu) {
+        fprintf(stderr, "hfl: cuda backend: %zu elements in one launch\n", count);
+        abort();
+    }
+    return (unsigned)blocks;
+}
+/* Enqueues kernel<<<grid for count, HFL_CUDA_BLOCK>>>(args...) on the
+ * compute stream and checks the launch. */
+#define HFL_CUDA_LAUNCH(kernel, count, ...)                                                    \
+    do {                                                                                       \
+        kernel<<<hfl_cuda_grid(count), HFL_CUDA_BLOCK, 0, hfl_cuda_ctx.compute>>>(__VA_ARGS__); \
+        CUDA_CHECK(cudaGetLastError());                                                        \
+    } while (0)
+/* The flat index of this thread. */
+static __device__ inline size_t hfl_cuda_index(void) {
+    return (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+}
+#endif
+
+#endif

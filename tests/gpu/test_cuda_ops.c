@@ -1,0 +1,726 @@
+/* test_cuda_ops.c: every op of the CUDA backend against the CPU backend on
+ * the same inputs (suite gpu; skips with exit 77 where there is no GPU).
+ *
+ * Bit for bit (memcmp; for a NaN made by arithmetic, any NaN: the GPU's is
+ * canonical, x86's keeps the operand's sign and payload): fill, copies, bias
+ * add/grad, ReLU (fp32 and 2-byte), round_lp, SGD (and its skipped fp16
+ * step), unscale and its finite flag,
+ * scaler_update, channel bias add/grad, im2col, col2im, max pooling forward
+ * and backward (fp32 and 2-byte). These are the thread bodies that
+ * tests/kernels/test_thread_bodies.c runs on the CPU; here they run as
+ * kernels built with -fmad=false.
+ *
+ * Within tolerances (the GEMM's summation order and the device's expf/logf
+ * are not the CPU's). With S_ij = |alpha| sum_p |A_ip B_pj| + |beta C_ij| +
+ * |bias|, the magnitude a dot product's rounding error scales with:
+ * - fp32 sgemm and gemm_lp into fp32 C: |gpu - cpu| <= 1e-5 sqrt(k) S_ij
+ *   (2-byte products are exact in fp32, so gemm_lp with fp32 C is an fp32
+ *   accumulation too);
+ * - gemm_lp into 2-byte C: one rounding step more, 2^-7 |cpu| (bf16) or
+ *   2^-10 |cpu| + 2^-24 (fp16), plus eps S_ij for beta != 0 with a bias
+ *   (gemm.c rounds beta C + bias once before the GEMM);
+ * - softmax: loss_sum relative 1e-6, correct and rows exact, dlogits within
+ *   8 fp32 ulp or 8 * 2^-24 * scale absolute (one 2-byte ulp more for the
+ *   2-byte form). HFL_TF32=1 would break the fp32 GEMM bound: unset it.
+ * The input pipeline (host_alloc, stage_wait, prefetch, await_prefetch,
+ * release_input) must move every byte, and the allocator must honour the
+ * budget and report a cudaMalloc the card cannot hold. One line per check. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+#include "kernels/budget.h"
+#include "kernels/device.h"
+#include "kernels/geom.h"
+#include "kernels/ops_hd.h"
+#include "kernels/philox.h"
+#include "kernels/select.h"
+#include "util/util.h"
+
+static const hfl_backend *G; /* the CUDA backend */
+static const hfl_backend *C; /* the CPU backend, the reference */
+static int cc;                /* the GPU's compute capability, 10 * major + minor */
+static int failures;
+
+static void report(int ok, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s ", ok ? "ok  " : "FAIL");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    failures += !ok;
+}
+
+/* ---- inputs (as tests/kernels/test_thread_bodies.c) ---- */
+
+enum { PLAIN = 0, WITH_NAN = 1, WITH_INF = 2, COARSE = 4 };
+
+static float input(uint32_t tensor, size_t i, int flags) {
+    uint32_t u = hfl_philox_u32(29, 3, 0, 0, tensor, i);
+    float v = 8.0f * hfl_u01(u) - 4.0f;
+    if (flags & COARSE) v = (float)((int)(u % 5u) - 2);
+    if (i % 7 == 3) return -0.0f;
+    if (i % 11 == 5) return 0.0f;
+    if ((flags & WITH_NAN) && i % 13 == 6) return i % 2 ? NAN : -NAN;
+    if ((flags & WITH_INF) && i % 17 == 8) return i % 2 ? INFINITY : -INFINITY;
+    return v;
+}
+
+static float *inputs(uint32_t tensor, size_t n, int flags) {
+    float *p = malloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) p[i] = input(tensor, i, flags);
+    return p;
+}
+
+static uint16_t *inputs_lp(hfl_precision lp, uint32_t tensor, size_t n, int flags) {
+    uint16_t *p = malloc(sizeof(uint16_t) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) p[i] = hfl_op_narrow(lp, input(tensor, i, flags));
+    return p;
+}
+
+static void *dup_bytes(const void *p, size_t bytes) {
+    void *q = malloc(bytes ? bytes : 1);
+    memcpy(q, p, bytes);
+    return q;
+}
+
+static const char *lp_name(hfl_precision lp) { return lp == HFL_PREC_FP16 ? "fp16" : "bf16"; }
+
+/* A device copy of host bytes, and a host copy of device bytes. */
+static void *to_dev(const void *host, size_t bytes) {
+    void *d = G->alloc(bytes);
+    G->upload(d, host, bytes);
+    return d;
+}
+
+static void *to_host(const void *dev, size_t bytes) {
+    void *h = malloc(bytes ? bytes : 1);
+    G->download(h, dev, bytes);
+    return h;
+}
+
+/* The device buffer's bytes equal want's; frees nothing. */
+static void check_dev(const char *what, const void *dev, const void *want, size_t bytes) {
+    void *got = to_host(dev, bytes);
+    size_t first = bytes;
+    for (size_t i = 0; i < bytes && first == bytes; i++)
+        if (((const uint8_t *)got)[i] != ((const uint8_t *)want)[i]) first = i;
+    if (first == bytes)
+        report(1, "%s: bit-identical (%zu bytes)", what, bytes);
+    else
+        report(0, "%s: differs from the CPU backend from byte %zu of %zu", what, first, bytes);
+    free(got);
+}
+
+/* As check_dev for fp32 values, except that any NaN equals any NaN: a GPU's
+ * arithmetic returns the canonical NaN (0x7FFFFFFF) where x86 keeps an
+ * operand's sign and payload, so x + b on a NaN x differs in the NaN's bits
+ * (and only there). Copies and selects keep a NaN's bits on both. */
+static void check_dev_f32_nan(const char *what, const float *dev, const float *want, size_t n) {
+    float *got = to_host(dev, n * sizeof(float));
+    size_t bad = 0, nans = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (memcmp(&got[i], &want[i], sizeof(float)) == 0) continue;
+        if (got[i] != got[i] && want[i] != want[i]) {
+            nans++;
+            continue;
+        }
+        bad++;
+    }
+    report(bad == 0, "%s: bit-identical but for %zu NaN payloads, %zu values differ", what, nans, bad);
+    free(got);
+}
+
+/* ---- memory, copies, budget ---- */
+
+static void test_memory(void) {
+    uint64_t live0 = hfl_budget_live_bytes();
+    static const size_t sizes[] = {0, 1, 63, 64, 65, 4096 + 3, (size_t)3 << 20};
+    int aligned = 1;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        void *p = G->alloc(sizes[i]);
+        aligned &= p != NULL && (uintptr_t)p % 256 == 0;
+        G->free(p);
+    }
+    report(aligned && hfl_budget_live_bytes() == live0, "alloc/free: 256-byte aligned, budget back to %llu live bytes",
+           (unsigned long long)live0);
+
+    char err[HFL_ERR_LEN] = "";
+    hfl_budget_set(live0 + ((uint64_t)1 << 20));
+    void *p = G->try_alloc((size_t)2 << 20, err);
+    report(!p && strstr(err, "cuda backend: allocating") && strstr(err, "memory budget") &&
+               hfl_budget_live_bytes() == live0,
+           "try_alloc over the budget refused: %s", err);
+    hfl_budget_set(0);
+    if (p) G->free(p);
+
+    err[0] = 0;
+    p = G->try_alloc((size_t)1 << 50, err); /* 1 PiB */
+    report(!p && strstr(err, "cudaMalloc of 1125899906842624 bytes failed: out of memory (free ") &&
+               hfl_budget_live_bytes() == live0,
+           "try_alloc beyond the card refused: %s", err);
+    if (p) G->free(p);
+
+    uint64_t f = 0, t = 0;
+    report(G->mem_info(&f, &t) == 0 && f > 0 && f <= t, "mem_info: %.2f of %.2f GiB free",
+           f / 1073741824.0, t / 1073741824.0);
+
+    enum { N = 12345 };
+    float *host = inputs(1, N, WITH_NAN | WITH_INF);
+    float *a = to_dev(host, sizeof(float) * N), *b = G->alloc(sizeof(float) * N);
+    G->copy(b, a, sizeof(float) * N);
+    check_dev("upload, copy, download", b, host, sizeof(float) * N);
+    float *pinned = G->host_alloc(sizeof(float) * N);
+    memcpy(pinned, host, sizeof(float) * N);
+    G->upload(a, pinned, sizeof(float) * N);
+    memset(pinned, 0xFF, sizeof(float) * N); /* upload from pinned memory must be done */
+    check_dev("upload from pinned memory", a, host, sizeof(float) * N);
+    G->host_free(pinned);
+    float *want = malloc(sizeof(float) * N);
+    C->fill(want, -0.0f, N);
+    G->fill(b, -0.0f, N);
+    check_dev("fill", b, want, sizeof(float) * N);
+    G->free(a);
+    G->free(b);
+    free(host);
+    free(want);
+}
+
+/* ---- elementwise ---- */
+
+static void test_elementwise(void) {
+    enum { ROWS = 129, COLS = 37, N = ROWS * COLS };
+    float *x = inputs(10, N, WITH_NAN | WITH_INF), *bias = inputs(11, COLS, PLAIN);
+    float *want = dup_bytes(x, sizeof(float) * N);
+    float *dx = to_dev(x, sizeof(float) * N), *dbias = to_dev(bias, sizeof(float) * COLS);
+    float *dy = G->alloc(sizeof(float) * N);
+
+    C->bias_add(want, bias, ROWS, COLS);
+    G->bias_add(dx, dbias, ROWS, COLS);
+    check_dev_f32_nan("bias_add (NaN and Inf inputs)", dx, want, N);
+    C->channel_bias_add(want, bias, 3, COLS, ROWS / 3);
+    G->channel_bias_add(dx, dbias, 3, COLS, ROWS / 3);
+    check_dev_f32_nan("channel_bias_add (NaN and Inf inputs)", dx, want, N);
+
+    C->relu_fwd(want, x, N);
+    G->upload(dx, x, sizeof(float) * N);
+    G->relu_fwd(dy, dx, N);
+    check_dev("relu_fwd", dy, want, sizeof(float) * N);
+    float *g = inputs(12, N, WITH_NAN), *y = dup_bytes(want, sizeof(float) * N);
+    float *dg = to_dev(g, sizeof(float) * N);
+    C->relu_bwd(g, g, y, N); /* in place, as the layers do */
+    G->relu_bwd(dg, dg, dy, N);
+    check_dev("relu_bwd (in place)", dg, g, sizeof(float) * N);
+
+    for (hfl_precision lp = HFL_PREC_BF16; lp <= HFL_PREC_FP16; lp++) {
+        char what[64];
+        uint16_t *hx = inputs_lp(lp, 13, N, WITH_NAN | WITH_INF), *hg = inputs_lp(lp, 14, N, WITH_NAN);
+        uint16_t *hw = malloc(sizeof(uint16_t) * N), *hdx = malloc(sizeof(uint16_t) * N);
+        uint16_t *d_x = to_dev(hx, sizeof(uint16_t) * N), *d_y = G->alloc(sizeof(uint16_t) * N);
+        uint16_t *d_g = to_dev(hg, sizeof(uint16_t) * N);
+        C->relu_fwd_lp(lp, hw, hx, N);
+        G->relu_fwd_lp(lp, d_y, d_x, N);
+        snprintf(what, sizeof what, "relu_fwd_lp %s", lp_name(lp));
+        check_dev(what, d_y, hw, sizeof(uint16_t) * N);
+        C->relu_bwd_lp(lp, hdx, hg, hw, N);
+        G->relu_bwd_lp(lp, d_x, d_g, d_y, N);
+        snprintf(what, sizeof what, "relu_bwd_lp %s", lp_name(lp));
+        check_dev(what, d_x, hdx, sizeof(uint16_t) * N);
+        float *src = inputs(15, N, WITH_NAN | WITH_INF);
+        for (size_t i = 0; i < N; i += 5) src[i] *= i % 2 ? 1e-6f : 7e4f; /* subnormal, overflow */
+        G->upload(dx, src, sizeof(float) * N);
+        C->round_lp(lp, hw, src, N);
+        G->round_lp(lp, d_y, dx, N);
+        snprintf(what, sizeof what, "round_lp %s", lp_name(lp));
+        check_dev(what, d_y, hw, sizeof(uint16_t) * N);
+        free(hx), free(hg), free(hw), free(hdx), free(src);
+        G->free(d_x), G->free(d_y), G->free(d_g);
+    }
+    G->free(dx), G->free(dy), G->free(dbias), G->free(dg);
+    free(x), free(bias), free(want), free(g), free(y);
+}
+
+/* ---- bias gradients ---- */
+
+static void test_bias_grads(void) {
+    static const int shapes[][2] = {{1, 1}, {128, 10}, {33, 65}, {7, 300}};
+    for (int si = 0; si < 4; si++) {
+        int rows = shapes[si][0], cols = shapes[si][1], cn = rows % 4 + 1, hw = 49;
+        size_t n = (size_t)rows * cols, cnum = (size_t)cn * cols * hw;
+        char what[96];
+        float *dy = inputs(20, n, PLAIN), *db = inputs(21, cols, PLAIN), *cdy = inputs(22, cnum, PLAIN);
+        float *d_dy = to_dev(dy, sizeof(float) * n), *d_db = to_dev(db, sizeof(float) * cols);
+        float *d_cdy = to_dev(cdy, sizeof(float) * cnum);
+        C->bias_grad(db, dy, rows, cols);
+        G->bias_grad(d_db, d_dy, rows, cols);
+        snprintf(what, sizeof what, "bias_grad %dx%d", rows, cols);
+        check_dev(what, d_db, db, sizeof(float) * cols);
+        C->channel_bias_grad(db, cdy, cn, cols, hw);
+        G->channel_bias_grad(d_db, d_cdy, cn, cols, hw);
+        snprintf(what, sizeof what, "channel_bias_grad n %d c %d hw %d", cn, cols, hw);
+        check_dev(what, d_db, db, sizeof(float) * cols);
+        for (hfl_precision lp = HFL_PREC_BF16; lp <= HFL_PREC_FP16; lp++) {
+            uint16_t *h = inputs_lp(lp, 23, n, PLAIN), *ch = inputs_lp(lp, 24, cnum, PLAIN);
+            uint16_t *d_h = to_dev(h, sizeof(uint16_t) * n), *d_ch = to_dev(ch, sizeof(uint16_t) * cnum);
+            C->bias_grad_lp(lp, db, h, rows, cols);
+            G->bias_grad_lp(lp, d_db, d_h, rows, cols);
+            snprintf(what, sizeof what, "bias_grad_lp %s %dx%d", lp_name(lp), rows, cols);
+            check_dev(what, d_db, db, sizeof(float) * cols);
+            C->channel_bias_grad_lp(lp, db, ch, cn, cols, hw);
+            G->channel_bias_grad_lp(lp, d_db, d_ch, cn, cols, hw);
+            snprintf(what, sizeof what, "channel_bias_grad_lp %s", lp_name(lp));
+            check_dev(what, d_db, db, sizeof(float) * cols);
+            free(h), free(ch);
+            G->free(d_h), G->free(d_ch);
+        }
+        free(dy), free(db), free(cdy);
+        G->free(d_dy), G->free(d_db), G->free(d_cdy);
+    }
+}
+
+/* ---- SGD, unscale, the loss scaler ---- */
+
+static void test_optimizer(void) {
+    enum { N = 100003 };
+    float *w = inputs(30, N, PLAIN), *v = inputs(31, N, PLAIN), *g = inputs(32, N, PLAIN);
+    float *d_w = to_dev(w, sizeof(float) * N), *d_v = to_dev(v, sizeof(float) * N);
+    float *d_g = to_dev(g, sizeof(float) * N);
+    C->sgd_step(w, NULL, g, N, 0.05f, 0.0f, 1e-4f);
+    G->sgd_step(d_w, NULL, d_g, N, 0.05f, 0.0f, 1e-4f);
+    check_dev("sgd_step without momentum", d_w, w, sizeof(float) * N);
+    C->sgd_step(w, v, g, N, 0.05f, 0.9f, 5e-4f);
+    G->sgd_step(d_w, d_v, d_g, N, 0.05f, 0.9f, 5e-4f);
+    check_dev("sgd_step with momentum: w", d_w, w, sizeof(float) * N);
+    check_dev("sgd_step with momentum: v", d_v, v, sizeof(float) * N);
+
+    hfl_step_scalars sc = {.loss_scale = 1024.0f, .finite = 1};
+    hfl_step_scalars *d_sc = to_dev(&sc, sizeof sc);
+    for (hfl_precision lp = HFL_PREC_BF16; lp <= HFL_PREC_FP16; lp++) {
+        char what[64];
+        uint16_t *hw = malloc(sizeof(uint16_t) * N);
+        uint16_t *d_hw = G->alloc(sizeof(uint16_t) * N);
+        sc.finite = 1;
+        G->upload(d_sc, &sc, sizeof sc);
+        C->sgd_step_lp(lp, w, v, g, hw, N, 0.05f, 0.9f, 5e-4f, &sc);
+        G->sgd_step_lp(lp, d_w, d_v, d_g, d_hw, N, 0.05f, 0.9f, 5e-4f, d_sc);
+        snprintf(what, sizeof what, "sgd_step_lp %s: master", lp_name(lp));
+        check_dev(what, d_w, w, sizeof(float) * N);
+        snprintf(what, sizeof what, "sgd_step_lp %s: 2-byte weights", lp_name(lp));
+        check_dev(what, d_hw, hw, sizeof(uint16_t) * N);
+        /* a non-finite step is skipped: nothing moves */
+        sc.finite = 0;
+        G->upload(d_sc, &sc, sizeof sc);
+        G->sgd_step_lp(lp, d_w, d_v, d_g, d_hw, N, 0.05f, 0.9f, 5e-4f, d_sc);
+        snprintf(what, sizeof what, "sgd_step_lp %s skipped when not finite", lp_name(lp));
+        check_dev(what, d_w, w, sizeof(float) * N);
+        check_dev(what, d_v, v, sizeof(float) * N);
+        free(hw);
+        G->free(d_hw);
+    }
+
+    for (int with_inf = 0; with_inf < 2; with_inf++) {
+        float *u = inputs(33, N, with_inf ? WITH_INF : PLAIN);
+        float *d_u = to_dev(u, sizeof(float) * N);
+        hfl_step_scalars a = {.loss_scale = 32768.0f, .finite = 1 - with_inf}; /* stale flag */
+        G->upload(d_sc, &a, sizeof a);
+        C->unscale_grads(u, N, &a);
+        G->unscale_grads(d_u, N, d_sc);
+        check_dev(with_inf ? "unscale_grads with Inf: values" : "unscale_grads: values", d_u, u,
+                  sizeof(float) * N);
+        check_dev(with_inf ? "unscale_grads with Inf: scalars (finite 0)"
+                           : "unscale_grads: scalars (finite 1)",
+                  d_sc, &a, sizeof a);
+        free(u);
+        G->free(d_u);
+    }
+
+    hfl_step_scalars s = {.loss_scale = 65536.0f, .finite = 1, .clean_steps = 0};
+    G->upload(d_sc, &s, sizeof s);
+    int same = 1;
+    for (int step = 0; step < 20; step++) {
+        s.finite = step % 7 != 6;
+        hfl_step_scalars back;
+        G->download(&back, d_sc, sizeof back);
+        back.finite = s.finite;
+        G->upload(d_sc, &back, sizeof back);
+        C->scaler_update(&s, 4);
+        G->scaler_update(d_sc, 4);
+        G->download(&back, d_sc, sizeof back);
+        same &= memcmp(&back, &s, sizeof s) == 0;
+    }
+    report(same, "scaler_update: 20 steps with skips, scalars bit-identical (scale %g, skipped %lld)",
+           s.loss_scale, (long long)s.skipped);
+    G->free(d_sc);
+    free(w), free(v), free(g);
+    G->free(d_w), G->free(d_v), G->free(d_g);
+}
+
+/* ---- convolution and pooling ---- */
+
+static const int geoms[][6] = {
+    /* c, h, w, k, s, p */
+    {1, 28, 28, 5, 1, 2}, {32, 14, 14, 5, 1, 2}, {2, 7, 6, 3, 2, 1}, {32, 28, 28, 2, 2, 0},
+    {2, 4, 5, 4, 3, 3},   {3, 9, 5, 1, 2, 0},    {2, 9, 9, 3, 1, 1},
+};
+#define N_GEOMS (int)(sizeof geoms / sizeof geoms[0])
+
+static void test_conv(void) {
+    enum { SAMPLES = 5 };
+    for (int gi = 0; gi < N_GEOMS; gi++) {
+        const int *q = geoms[gi];
+        hfl_window_geom g = hfl_window_geom_make(q[0], q[1], q[2], q[3], q[4], q[5]);
+        size_t in_n = (size_t)SAMPLES * g.c * g.h * g.w;
+        size_t col_n = (size_t)SAMPLES * g.c * g.k * g.k * g.ho * g.wo;
+        size_t out_n = (size_t)SAMPLES * g.c * g.ho * g.wo;
+        char what[96];
+        float *x = inputs(40 + gi, in_n, WITH_NAN), *cols = inputs(50 + gi, col_n, PLAIN);
+        float *want_cols = malloc(sizeof(float) * col_n), *want_in = malloc(sizeof(float) * in_n);
+        float *d_x = to_dev(x, sizeof(float) * in_n), *d_cols = G->alloc(sizeof(float) * col_n);
+        float *d_in = G->alloc(sizeof(float) * in_n);
+        C->im2col(want_cols, x, SAMPLES, g);
+        G->im2col(d_cols, d_x, SAMPLES, g);
+        snprintf(what, sizeof what, "im2col c%d %dx%d k%d s%d p%d", g.c, g.h, g.w, g.k, g.s, g.p);
+        check_dev(what, d_cols, want_cols, sizeof(float) * col_n);
+        G->upload(d_cols, cols, sizeof(float) * col_n);
+        C->col2im(want_in, cols, SAMPLES, g);
+        G->col2im(d_in, d_cols, SAMPLES, g);
+        snprintf(what, sizeof what, "col2im c%d %dx%d k%d s%d p%d", g.c, g.h, g.w, g.k, g.s, g.p);
+        check_dev(what, d_in, want_in, sizeof(float) * in_n);
+        int pool = 2 * g.p <= g.k;
+        float *dy = inputs(60 + gi, out_n, PLAIN), *want_out = malloc(sizeof(float) * out_n);
+        float *d_dy = to_dev(dy, sizeof(float) * out_n), *d_out = G->alloc(sizeof(float) * out_n);
+        if (pool) {
+            C->maxpool_fwd(want_out, x, SAMPLES, g);
+            G->maxpool_fwd(d_out, d_x, SAMPLES, g);
+            snprintf(what, sizeof what, "maxpool_fwd c%d %dx%d k%d s%d p%d", g.c, g.h, g.w, g.k, g.s, g.p);
+            check_dev(what, d_out, want_out, sizeof(float) * out_n);
+            C->maxpool_bwd(want_in, dy, x, SAMPLES, g);
+            G->maxpool_bwd(d_in, d_dy, d_x, SAMPLES, g);
+            snprintf(what, sizeof what, "maxpool_bwd c%d %dx%d k%d s%d p%d", g.c, g.h, g.w, g.k, g.s, g.p);
+            check_dev(what, d_in, want_in, sizeof(float) * in_n);
+        }
+        for (hfl_precision lp = HFL_PREC_BF16; lp <= HFL_PREC_FP16; lp++) {
+            uint16_t *hx = inputs_lp(lp, 70 + gi, in_n, WITH_NAN), *hdy = inputs_lp(lp, 80 + gi, out_n, PLAIN);
+            uint16_t *hcols = malloc(sizeof(uint16_t) * col_n), *hin = malloc(sizeof(uint16_t) * in_n);
+            uint16_t *hout = malloc(sizeof(uint16_t) * out_n);
+            uint16_t *d_hx = to_dev(hx, sizeof(uint16_t) * in_n), *d_hdy = to_dev(hdy, sizeof(uint16_t) * out_n);
+            uint16_t *d_hcols = G->alloc(sizeof(uint16_t) * col_n), *d_hin = G->alloc(sizeof(uint16_t) * in_n);
+            uint16_t *d_hout = G->alloc(sizeof(uint16_t) * out_n);
+            C->im2col_lp(lp, hcols, hx, SAMPLES, g);
+            G->im2col_lp(lp, d_hcols, d_hx, SAMPLES, g);
+            snprintf(what, sizeof what, "im2col_lp %s geometry %d", lp_name(lp), gi);
+            check_dev(what, d_hcols, hcols, sizeof(uint16_t) * col_n);
+            C->col2im_lp(lp, hin, cols, SAMPLES, g);
+            G->col2im_lp(lp, d_hin, d_cols, SAMPLES, g);
+            snprintf(what, sizeof what, "col2im_lp %s geometry %d", lp_name(lp), gi);
+            check_dev(what, d_hin, hin, sizeof(uint16_t) * in_n);
+            if (pool) {
+                C->maxpool_fwd_lp(lp, hout, hx, SAMPLES, g);
+                G->maxpool_fwd_lp(lp, d_hout, d_hx, SAMPLES, g);
+                snprintf(what, sizeof what, "maxpool_fwd_lp %s geometry %d", lp_name(lp), gi);
+                check_dev(what, d_hout, hout, sizeof(uint16_t) * out_n);
+                C->maxpool_bwd_lp(lp, hin, hdy, hx, SAMPLES, g);
+                G->maxpool_bwd_lp(lp, d_hin, d_hdy, d_hx, SAMPLES, g);
+                snprintf(what, sizeof what, "maxpool_bwd_lp %s geometry %d", lp_name(lp), gi);
+                check_dev(what, d_hin, hin, sizeof(uint16_t) * in_n);
+            }
+            free(hx), free(hdy), free(hcols), free(hin), free(hout);
+            G->free(d_hx), G->free(d_hdy), G->free(d_hcols), G->free(d_hin), G->free(d_hout);
+        }
+        free(x), free(cols), free(want_cols), free(want_in), free(dy), free(want_out);
+        G->free(d_x), G->free(d_cols), G->free(d_in), G->free(d_dy), G->free(d_out);
+    }
+}
+
+/* ---- GEMM ---- */
+
+/* fp32 view of an operand stored fp32 or 2-byte. */
+static float elem(hfl_precision lp, int is_f32, const void *p, size_t i) {
+    return is_f32 ? ((const float *)p)[i] : hfl_op_widen(lp, ((const uint16_t *)p)[i]);
+}
+
+/* S_ij (header comment) of C[i, j]. */
+static double gemm_bound(hfl_precision lp, unsigned mask, int ta, int tb, int i, int j, int k,
+                         float alpha, const void *a, int lda, const void *b, int ldb, float beta,
+                         const void *c0, int ldc, const uint16_t *bias, int axis) {
+    double s = 0.0;
+    for (int p = 0; p < k; p++) {
+        float av = elem(lp, mask & HFL_GEMM_A_F32, a, ta ? (size_t)p * lda + i : (size_t)i * lda + p);
+        float bv = elem(lp, mask & HFL_GEMM_B_F32, b, tb ? (size_t)j * ldb + p : (size_t)p * ldb + j);
+        s += fabs((double)av * bv);
+    }
+    s = fabs(alpha) * s;
+    if (beta != 0.0f) s += fabs(beta * (double)elem(lp, mask & HFL_GEMM_C_F32, c0, (size_t)i * ldc + j));
+    if (axis == HFL_BIAS_COL) s += fabs(hfl_op_widen(lp, bias[j]));
+    if (axis == HFL_BIAS_ROW) s += fabs(hfl_op_widen(lp, bias[i]));
+    return s;
+}
+
+/* One GEMM on both backends (lp = FP32 means sgemm), compared within the
+ * header's bounds over the m x n block; the ldc padding must stay untouched. */
+static void gemm_case(const char *name, hfl_precision lp, unsigned mask, int ta, int tb, int m,
+                      int n, int k, float alpha, float beta, int axis) {
+    int sg = lp == HFL_PREC_FP32;
+    if (sg) mask = HFL_GEMM_A_F32 | HFL_GEMM_B_F32 | HFL_GEMM_C_F32;
+    int pad = 3, lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+    size_t an = (size_t)(ta ? k : m) * lda, bn = (size_t)(tb ? n : k) * ldb, cn = (size_t)m * ldc;
+    size_t ea = mask & HFL_GEMM_A_F32 ? 4 : 2, eb = mask & HFL_GEMM_B_F32 ? 4 : 2;
+    size_t ec = mask & HFL_GEMM_C_F32 ? 4 : 2;
+    void *a = ea == 4 ? (void *)inputs(90, an, PLAIN) : (void *)inputs_lp(lp, 90, an, PLAIN);
+    void *b = eb == 4 ? (void *)inputs(91, bn, PLAIN) : (void *)inputs_lp(lp, 91, bn, PLAIN);
+    void *c0 = ec == 4 ? (void *)inputs(92, cn, PLAIN) : (void *)inputs_lp(lp, 92, cn, PLAIN);
+    uint16_t *bias = axis == HFL_BIAS_NONE ? NULL : inputs_lp(lp, 93, axis == HFL_BIAS_ROW ? m : n, PLAIN);
+    void *want = dup_bytes(c0, ec * cn);
+    void *d_a = to_dev(a, ea * an), *d_b = to_dev(b, eb * bn), *d_c = to_dev(c0, ec * cn);
+    uint16_t *d_bias = bias ? to_dev(bias, sizeof(uint16_t) * (axis == HFL_BIAS_ROW ? m : n)) : NULL;
+    if (sg) {
+        C->sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, want, ldc);
+        G->sgemm(ta, tb, m, n, k, alpha, d_a, lda, d_b, ldb, beta, d_c, ldc);
+    } else {
+        void *ws = malloc(hfl_gemm_lp_ws_bytes(mask, m, n, k) + 1);
+        C->gemm_lp(lp, mask, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, want, ldc, bias, axis, ws);
+        G->gemm_lp(lp, mask, ta, tb, m, n, k, alpha, d_a, lda, d_b, ldb, beta, d_c, ldc, d_bias, axis,
+                   NULL);
+        free(ws);
+    }
+    void *got = to_host(d_c, ec * cn);
+    double eps = ec == 4 ? 0.0 : lp == HFL_PREC_FP16 ? 1.0 / 1024 : 1.0 / 128;
+    double abs_floor = ec == 2 && lp == HFL_PREC_FP16 ? 1.0 / 16777216 : 0.0;
+    int combine = ec == 2 && beta != 0.0f && axis != HFL_BIAS_NONE;
+    double worst = 0.0;
+    int bad = 0;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < ldc; j++) {
+            size_t at = (size_t)i * ldc + j;
+            float gv = elem(lp, ec == 4, got, at), cv = elem(lp, ec == 4, want, at);
+            if (j >= n) { /* padding */
+                bad += memcmp((char *)got + at * ec, (char *)c0 + at * ec, ec) != 0;
+                continue;
+            }
+            double s = gemm_bound(lp, mask, ta, tb, i, j, k, alpha, a, lda, b, ldb, beta, c0, ldc,
+                                  bias, axis);
+            double tol = 1e-5 * sqrt((double)k) * s + eps * fabs(cv) + abs_floor + (combine ? eps * s : 0.0);
+            double d = fabs((double)gv - cv);
+            if (!(d <= tol)) bad++;
+            if (s > 0 && d / s > worst) worst = d / s;
+        }
+    report(bad == 0, "%s: %dx%dx%d ta %d tb %d alpha %g beta %g bias %d: %d outside tolerance, worst |d|/S %.3g",
+           name, m, n, k, ta, tb, alpha, beta, axis, bad, worst);
+    free(a), free(b), free(c0), free(bias), free(want), free(got);
+    G->free(d_a), G->free(d_b), G->free(d_c), G->free(d_bias);
+}
+
+static void test_gemm(void) {
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) gemm_case("sgemm", HFL_PREC_FP32, 0, ta, tb, 37, 29, 300, 0.75f, 0.5f, HFL_BIAS_NONE);
+    gemm_case("sgemm", HFL_PREC_FP32, 0, 0, 1, 128, 10, 3136, 1.0f, 0.0f, HFL_BIAS_NONE);
+    for (hfl_precision lp = HFL_PREC_BF16; lp <= HFL_PREC_FP16; lp++) {
+        char name[64];
+        if (lp == HFL_PREC_BF16 && cc < 80) { /* the chooser offers bf16 from cc 8.0 */
+            printf("skip bf16 GEMMs: cc %d.%d has no bf16 tensor cores\n", cc / 10, cc % 10);
+            continue;
+        }
+        snprintf(name, sizeof name, "gemm_lp %s dense fwd", lp_name(lp));
+        gemm_case(name, lp, 0, 0, 1, 128, 100, 784, 1.0f, 0.0f, HFL_BIAS_COL);
+        snprintf(name, sizeof name, "gemm_lp %s dense dW", lp_name(lp));
+        gemm_case(name, lp, HFL_GEMM_C_F32, 1, 0, 100, 784, 128, 1.0f, 0.0f, HFL_BIAS_NONE);
+        snprintf(name, sizeof name, "gemm_lp %s dense dx", lp_name(lp));
+        gemm_case(name, lp, 0, 0, 0, 128, 784, 100, 1.0f, 0.0f, HFL_BIAS_NONE);
+        snprintf(name, sizeof name, "gemm_lp %s conv fwd", lp_name(lp));
+        gemm_case(name, lp, 0, 0, 0, 32, 784, 25, 1.0f, 0.0f, HFL_BIAS_ROW);
+        snprintf(name, sizeof name, "gemm_lp %s conv dW", lp_name(lp));
+        gemm_case(name, lp, HFL_GEMM_C_F32, 0, 1, 64, 800, 196, 1.0f, 1.0f, HFL_BIAS_NONE);
+        snprintf(name, sizeof name, "gemm_lp %s conv dcols", lp_name(lp));
+        gemm_case(name, lp, HFL_GEMM_C_F32, 1, 0, 800, 196, 64, 1.0f, 0.0f, HFL_BIAS_NONE);
+        snprintf(name, sizeof name, "gemm_lp %s beta and bias", lp_name(lp));
+        gemm_case(name, lp, 0, 1, 1, 37, 29, 300, 0.75f, 0.5f, HFL_BIAS_COL);
+        snprintf(name, sizeof name, "gemm_lp %s fp32 C with bias", lp_name(lp));
+        gemm_case(name, lp, HFL_GEMM_C_F32, 0, 0, 37, 29, 300, 1.0f, 0.25f, HFL_BIAS_ROW);
+        snprintf(name, sizeof name, "gemm_lp %s fp32 operands", lp_name(lp));
+        gemm_case(name, lp, HFL_GEMM_A_F32 | HFL_GEMM_B_F32 | HFL_GEMM_C_F32, 0, 0, 37, 29, 300, 1.0f,
+                  0.0f, HFL_BIAS_COL);
+    }
+    /* A planned workspace at a 64-byte (not 256-byte) offset, then cuBLAS's own again. */
+    char *ws = G->alloc(G->blas_ws_bytes + 64);
+    G->set_blas_workspace(ws + 64, G->blas_ws_bytes);
+    gemm_case("sgemm in a planned workspace", HFL_PREC_FP32, 0, 0, 0, 64, 64, 512, 1.0f, 0.0f, HFL_BIAS_NONE);
+    gemm_case("gemm_lp fp16 in a planned workspace", HFL_PREC_FP16, 0, 0, 1, 64, 64, 512, 1.0f, 0.0f,
+              HFL_BIAS_COL);
+    G->set_blas_workspace(NULL, 0);
+    G->free(ws);
+    gemm_case("sgemm back on cuBLAS's workspace", HFL_PREC_FP32, 0, 1, 0, 64, 64, 512, 1.0f, 0.0f,
+              HFL_BIAS_NONE);
+}
+
+/* ---- softmax cross-entropy ---- */
+
+/* Distance in fp32 ulps (0 for equal values, huge across signs). */
+static uint32_t ulps(float a, float b) {
+    int32_t x, y;
+    memcpy(&x, &a, 4);
+    memcpy(&y, &b, 4);
+    if (x < 0) x = (int32_t)0x80000000 - x;
+    if (y < 0) y = (int32_t)0x80000000 - y;
+    return x > y ? (uint32_t)(x - y) : (uint32_t)(y - x);
+}
+
+static void softmax_case(hfl_precision lp, int rows, int cols) {
+    size_t n = (size_t)rows * cols;
+    int32_t *labels = malloc(sizeof(int32_t) * rows);
+    for (int r = 0; r < rows; r++) labels[r] = (int32_t)(hfl_philox_u32(1, 2, 3, 4, 5, r) % cols);
+    float *z = inputs(100, n, PLAIN);
+    for (size_t i = 0; i < n; i += 4) z[i] *= 6.0f;
+    hfl_step_scalars a = {.loss_sum = 10.5, .correct = 7, .rows = 9, .loss_scale = lp == HFL_PREC_FP16 ? 4096.0f : 1.0f};
+    hfl_step_scalars *d_sc = to_dev(&a, sizeof a);
+    int32_t *d_labels = to_dev(labels, sizeof(int32_t) * rows);
+    float scale = lp == HFL_PREC_FP32 ? 1.0f / rows : a.loss_scale / rows;
+    size_t bad = 0;
+    void *got;
+    if (lp == HFL_PREC_FP32) {
+        float *want = malloc(sizeof(float) * n), *d_z = to_dev(z, sizeof(float) * n);
+        float *d_d = G->alloc(sizeof(float) * n);
+        C->softmax_xent(z, labels, want, rows, cols, &a);
+        G->softmax_xent(d_z, d_labels, d_d, rows, cols, d_sc);
+        got = to_host(d_d, sizeof(float) * n);
+        for (size_t i = 0; i < n; i++) {
+            float gv = ((float *)got)[i], cv = want[i];
+            bad += !(ulps(gv, cv) <= 8 || fabsf(gv - cv) <= 8.0f * scale / 16777216.0f);
+        }
+        free(want);
+        G->free(d_z), G->free(d_d);
+    } else {
+        uint16_t *hz = malloc(sizeof(uint16_t) * n), *want = malloc(sizeof(uint16_t) * n);
+        for (size_t i = 0; i < n; i++) hz[i] = hfl_op_narrow(lp, z[i]);
+        uint16_t *d_z = to_dev(hz, sizeof(uint16_t) * n), *d_d = G->alloc(sizeof(uint16_t) * n);
+        float *ws = malloc(sizeof(float) * 2 * cols);
+        C->softmax_xent_lp(lp, hz, labels, want, rows, cols, &a, ws);
+        G->softmax_xent_lp(lp, d_z, d_labels, d_d, rows, cols, d_sc, NULL);
+        got = to_host(d_d, sizeof(uint16_t) * n);
+        double eps = lp == HFL_PREC_FP16 ? 1.0 / 1024 : 1.0 / 128;
+        for (size_t i = 0; i < n; i++) {
+            float gv = hfl_op_widen(lp, ((uint16_t *)got)[i]), cv = hfl_op_widen(lp, want[i]);
+            bad += !(fabs((double)gv - cv) <= eps * fabs(cv) + 8.0 * scale / 16777216.0 + 1.0 / 16777216);
+        }
+        free(hz), free(want), free(ws);
+        G->free(d_z), G->free(d_d);
+    }
+    hfl_step_scalars b;
+    G->download(&b, d_sc, sizeof b);
+    int ok = bad == 0 && b.correct == a.correct && b.rows == a.rows &&
+             fabs(b.loss_sum - a.loss_sum) <= 1e-6 * fabs(a.loss_sum);
+    report(ok, "softmax_xent%s%s %dx%d: loss_sum %.9g vs %.9g, correct %lld vs %lld, %zu dlogits outside",
+           lp == HFL_PREC_FP32 ? "" : "_lp ", lp == HFL_PREC_FP32 ? "" : lp_name(lp), rows, cols,
+           b.loss_sum, a.loss_sum, (long long)b.correct, (long long)a.correct, bad);
+    free(got), free(z), free(labels);
+    G->free(d_sc), G->free(d_labels);
+}
+
+static void test_softmax(void) {
+    for (hfl_precision lp = HFL_PREC_FP32; lp <= HFL_PREC_FP16; lp++) {
+        softmax_case(lp, 1, 10);
+        softmax_case(lp, 128, 10);
+        softmax_case(lp, 1000, 10);
+        softmax_case(lp, 3, 1000);
+    }
+    /* evaluation: dlogits NULL */
+    enum { ROWS = 500, COLS = 10 };
+    float *z = inputs(101, ROWS * COLS, PLAIN);
+    int32_t labels[ROWS];
+    for (int r = 0; r < ROWS; r++) labels[r] = r % COLS;
+    hfl_step_scalars a = {.loss_scale = 1.0f};
+    hfl_step_scalars *d_sc = to_dev(&a, sizeof a);
+    float *d_z = to_dev(z, sizeof(float) * ROWS * COLS);
+    int32_t *d_labels = to_dev(labels, sizeof labels);
+    C->softmax_xent(z, labels, NULL, ROWS, COLS, &a);
+    G->softmax_xent(d_z, d_labels, NULL, ROWS, COLS, d_sc);
+    hfl_step_scalars b;
+    G->download(&b, d_sc, sizeof b);
+    report(b.correct == a.correct && b.rows == a.rows && fabs(b.loss_sum - a.loss_sum) <= 1e-6 * fabs(a.loss_sum),
+           "softmax_xent without dlogits %dx%d: loss_sum %.9g vs %.9g", ROWS, COLS, b.loss_sum, a.loss_sum);
+    free(z);
+    G->free(d_sc), G->free(d_z), G->free(d_labels);
+}
+
+/* ---- the input pipeline ---- */
+
+static void test_pipeline(void) {
+    enum { STEPS = 9, XB = (1 << 20) + 12, YB = 512 };
+    uint8_t *pinned[HFL_INPUT_SLOTS], *d_x[HFL_INPUT_SLOTS], *d_y[HFL_INPUT_SLOTS];
+    for (int s = 0; s < HFL_INPUT_SLOTS; s++) {
+        pinned[s] = G->host_alloc(XB + YB);
+        d_x[s] = G->alloc(XB);
+        d_y[s] = G->alloc(YB);
+    }
+    uint8_t *d_out = G->alloc((size_t)STEPS * (XB + YB));
+    for (int step = 0; step < STEPS; step++) {
+        int s = step % HFL_INPUT_SLOTS;
+        G->stage_wait(s); /* the slot's previous copy has left pinned[s] */
+        for (size_t i = 0; i < XB + YB; i++) pinned[s][i] = (uint8_t)(step * 131 + i * 7 + (i >> 9));
+        G->prefetch(d_x[s], pinned[s], XB, s);
+        G->prefetch(d_y[s], pinned[s] + XB, YB, s);
+        G->await_prefetch(s);
+        /* the "step": reads the slot's device buffers on the compute stream */
+        G->copy(d_out + (size_t)step * (XB + YB), d_x[s], XB);
+        G->copy(d_out + (size_t)step * (XB + YB) + XB, d_y[s], YB);
+        G->release_input(s);
+    }
+    G->sync();
+    uint8_t *got = to_host(d_out, (size_t)STEPS * (XB + YB));
+    size_t bad = 0;
+    for (int step = 0; step < STEPS; step++)
+        for (size_t i = 0; i < XB + YB; i++)
+            bad += got[(size_t)step * (XB + YB) + i] != (uint8_t)(step * 131 + i * 7 + (i >> 9));
+    report(bad == 0, "input pipeline: %d steps over %d slots, %zu bytes each: %zu bytes wrong", STEPS,
+           HFL_INPUT_SLOTS, (size_t)(XB + YB), bad);
+    free(got);
+    G->free(d_out);
+    for (int s = 0; s < HFL_INPUT_SLOTS; s++) {
+        G->host_free(pinned[s]);
+        G->free(d_x[s]);
+        G->free(d_y[s]);
+    }
+}
+
+int main(void) {
+    hfl_device_info info;
+    char reason[HFL_ERR_LEN] = "", err[HFL_ERR_LEN] = "";
+    memset(&info, 0, sizeof info);
+    if (hfl_cuda_probe(&info, reason, sizeof reason) != 0) {
+        printf("SKIP: %s\n", reason);
+        return 77;
+    }
+    const char *tf32 = getenv("HFL_TF32");
+    if (tf32 && strcmp(tf32, "1") == 0) {
+        printf("SKIP: HFL_TF32=1 (the fp32 GEMM tolerances assume true fp32)\n");
+        return 77;
+    }
+    G = hfl_backend_select("cuda", &info, NULL, err);
+    if (!G) {
+        printf("FAIL: a GPU is present (%s) but the CUDA backend is not: %s\n", info.name, err);
+        return 1;
+    }
+    C = hfl_backend_cpu();
+    cc = 10 * info.cc_major + info.cc_minor;
+    printf("GPU: %s, cc %d.%d; cuBLAS workspace %zu bytes\n", info.name, info.cc_major, info.cc_minor,
+           G->blas_ws_bytes);
+    test_memory();
+    test_elementwise();
+    test_bias_grads();
+    test_optimizer();
+    test_conv();
+    test_gemm();
+    test_softmax();
+    test_pipeline();
+    G->sync();
+    if (failures) {
+        printf("test_cuda_ops: %d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("test_cuda_ops: all checks passed\n");
+    return 0;
+}
