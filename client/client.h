@@ -103,6 +103,10 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
                           const client_welcome *w,
                           char *err);
 
+/* The precisions the chooser may use: --precision's, less those the device
+ * does not offer (hfl_chooser_device_precisions); -1 with err when none is left. */
+int client_precisions(const client_options *o, const hfl_device_info *dev, unsigned *out, char *err);
+
 /* hfl-client --plan on backend be (on device dev; why: "" or why --device auto
  * fell back to the CPU, a key of --json); -1 with err when nothing fits or the model is bad. */
 int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_device_info *dev, const char *why,

@@ -73,6 +73,13 @@ int client_say_hello(nng_socket sock, const client_options *o, const hfl_device_
     return rc;
 }
 
+int client_precisions(const client_options *o, const hfl_device_info *dev, unsigned *out, char *err) {
+    *out = o->precisions & hfl_chooser_device_precisions(dev->is_gpu, dev->cc_major, dev->cc_minor);
+    if (*out) return 0;
+    return hfl_errf(err, "--precision: not on %s (cc %d.%d): fp32 runs everywhere, fp16 from cc 7.5, bf16 from 8.0",
+                    dev->name, dev->cc_major, dev->cc_minor);
+}
+
 /* Chooses this client's training configuration for the run's batch under its
  * memory budget (model/chooser.c), plans it into s->plan, and returns the plan
  * as JSON for the coordinator. The overhead outside the arena is our own fit
@@ -80,12 +87,13 @@ int client_say_hello(nng_socket sock, const client_options *o, const hfl_device_
 cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, client_state *s,
                           const client_welcome *w,
                           char *err) {
+    hfl_chooser_input in = {.be = s->be, .budget = o->budget ? o->budget : dev->free_bytes,
+                            .headroom = o->headroom, .momentum = 1, .max_batch = (int)w->batch,
+                            .prefer_batch = (int)w->batch};
+    if (client_precisions(o, dev, &in.precisions, err) != 0) return NULL;
     client_overhead *ov = hfl_malloc(sizeof *ov);
     client_overhead_load(o->state_dir, dev->name, s->spec.name, (double)w->overhead_estimate, ov);
     int n_records = client_overhead_records(ov);
-    hfl_chooser_input in = {.budget = o->budget ? o->budget : dev->free_bytes, .headroom = o->headroom,
-                            .momentum = 1, .max_batch = (int)w->batch, .prefer_batch = (int)w->batch,
-                            .precisions = o->precisions};
     in.overhead = client_overhead_fn;
     in.overhead_ctx = ov;
     hfl_chooser_calibrate(s->be, in.gflops);
@@ -101,6 +109,7 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
     s->chosen = ch.rows[ch.chosen];
     hfl_plan_config cfg;
     hfl_candidate_config(&s->chosen, 1, &cfg);
+    hfl_plan_config_for_backend(&cfg, s->be);
     s->plan = hfl_malloc(sizeof *s->plan);
     if (hfl_plan_make(&s->spec, &cfg, s->plan, err) != 0) return NULL;
     s->budget = o->budget;

@@ -3,8 +3,9 @@
  * For a model (built-in name or JSON spec file) and a memory budget (given,
  * or the device's free memory) it prints every candidate configuration with
  * its predicted peak and samples/s and whether it fits, and the one chosen
- * (model/chooser.c). --verify runs one real training step per candidate in a
- * child process and adds the measured peak RSS growth and the error; the
+ * (model/chooser.c) for the backend --device picked. --verify runs one real
+ * training step per candidate (hfl_measure_step_on: in a child process on the
+ * CPU, in-process on a GPU) and adds the measured peak growth and the error; the
  * measurements are appended to <state-dir>/overhead.jsonl (client/overhead.c),
  * from which the overhead outside the arena is fitted and added to later
  * predictions. --json prints the same as one JSON object, with the backend,
@@ -27,8 +28,9 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
                     char *err) {
     hfl_model_spec spec;
     if (hfl_model_resolve(o->model, &spec, err) != 0) return -1;
-    hfl_chooser_input in = {.budget = o->budget ? o->budget : dev->free_bytes, .headroom = o->headroom,
-                            .momentum = 1, .max_batch = 512, .precisions = o->precisions};
+    hfl_chooser_input in = {.be = be, .budget = o->budget ? o->budget : dev->free_bytes, .headroom = o->headroom,
+                            .momentum = 1, .max_batch = 512};
+    if (client_precisions(o, dev, &in.precisions, err) != 0) return -1;
     client_overhead *ov = hfl_malloc(sizeof *ov);
     client_overhead_load(o->state_dir, dev->name, spec.name, 0, ov);
     int n_records = client_overhead_records(ov);
@@ -62,7 +64,8 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
             hfl_plan_config cfg;
             hfl_step_measure m;
             hfl_candidate_config(&ch.rows[0], 1, &cfg);
-            if (hfl_plan_make(&spec, &cfg, plan, NULL) == 0) hfl_measure_step(&spec, plan, params, x, y, &m, NULL);
+            hfl_plan_config_for_backend(&cfg, be);
+            if (hfl_plan_make(&spec, &cfg, plan, NULL) == 0) hfl_measure_step_on(be, &spec, plan, params, x, y, &m, NULL);
             free(plan);
         }
         for (int i = 0; i < ch.n; i++) {
@@ -70,6 +73,7 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
             hfl_plan *plan = hfl_malloc(sizeof *plan);
             hfl_plan_config cfg;
             hfl_candidate_config(c, 1, &cfg);
+            hfl_plan_config_for_backend(&cfg, be);
             hfl_step_measure m;
             char e[HFL_ERR_LEN] = "";
             int planned = hfl_plan_make(&spec, &cfg, plan, e) == 0;
@@ -78,7 +82,7 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
              * the kernel happens to lay out its stack and heap). */
             uint64_t g[3];
             int got = 0;
-            while (planned && got < 3 && hfl_measure_step(&spec, plan, params, x, y, &m, e) == 0) g[got++] = m.growth;
+            while (planned && got < 3 && hfl_measure_step_on(be, &spec, plan, params, x, y, &m, e) == 0) g[got++] = m.growth;
             if (got == 3) {
                 uint64_t lo = g[0] < g[1] ? g[0] : g[1], hi = g[0] < g[1] ? g[1] : g[0];
                 m.growth = g[2] < lo ? lo : g[2] > hi ? hi : g[2];
