@@ -42,6 +42,13 @@ last=$(tail -1 "$tmp/check.txt")
 echo "gpu-check: $last"
 python3 -c 'import json, sys; j = json.loads(sys.argv[1]); assert j["failed"] == 0 and len(j["tests"]) >= 1, j' "$last" ||
   fail "gpu-check's last line is not a summary without failures"
+if ! command -v nvidia-smi >/dev/null; then # no GPU here: it must know, and skip everything
+  python3 -c '
+import json, sys
+j = json.loads(sys.argv[1])
+assert j["reason"] and j["passed"] == 0 and j["skipped"] == len(j["tests"]) + len(j["benchmarks"]), j' "$last" ||
+    fail "gpu-check without a GPU did not report every test skipped, with the reason"
+fi
 [ "$rc" -eq 0 ] || fail "gpu-check exited $rc"
 cmp -s "$tmp/check/summary.json" <(echo "$last") || fail "gpu-check did not write the summary to \$OUT"
 [ -s "$tmp/check/tests/gpu_device_probe.log" ] || fail "gpu-check kept no test output"
