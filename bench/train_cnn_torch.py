@@ -60,6 +60,10 @@ def main():
     n_params = sum(p.numel() for p in model.parameters())
     assert n_params == 1663370, n_params
     dev = torch.device(args.device)
+    if dev.type == "cuda":
+        # hfl's fp32 is true fp32 (no TF32 unless HFL_TF32=1): compare like with like.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     model = model.to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     loss_fn = nn.CrossEntropyLoss()

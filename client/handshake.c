@@ -96,7 +96,7 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
     int n_records = client_overhead_records(ov);
     in.overhead = client_overhead_fn;
     in.overhead_ctx = ov;
-    hfl_chooser_calibrate(s->be, in.gflops);
+    hfl_chooser_calibrate(s->be, in.precisions, in.gflops);
     hfl_choice ch;
     int chose = hfl_choose(&s->spec, &in, &ch, err);
     free(ov);

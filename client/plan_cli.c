@@ -36,7 +36,7 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
     int n_records = client_overhead_records(ov);
     in.overhead = client_overhead_fn;
     in.overhead_ctx = ov;
-    hfl_chooser_calibrate(be, in.gflops);
+    hfl_chooser_calibrate(be, in.precisions, in.gflops);
     hfl_choice ch;
     int chose = hfl_choose(&spec, &in, &ch, err);
     free(ov);

@@ -63,7 +63,10 @@ static uint64_t first_growth(const client_state *s, const first_measure *m) {
     if (m->device) {
         s->be->sync();
         if (s->be->mem_info(&now, &total) != 0) return 0;
-        return m->before > now ? m->before - now : 0;
+        uint64_t growth = m->before > now ? m->before - now : 0;
+        /* Free memory is device-wide: less than our own arena means another
+         * process freed memory meanwhile, and the figure is not ours to learn. */
+        return growth >= hfl_trainer_device_bytes(s->trainer) ? growth : 0;
     }
     return hfl_mem_read(NULL, &now, NULL) == 0 && now > m->before ? now - m->before : 0;
 }

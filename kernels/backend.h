@@ -114,7 +114,8 @@ typedef struct hfl_backend {
     void (*set_blas_workspace)(void *p, size_t bytes);
 
     /* Host memory the device copies from asynchronously (pinned on CUDA;
-     * plain on the CPU). Not counted against the memory budget. */
+     * plain on the CPU), or NULL when it cannot be had. Not counted against
+     * the memory budget. */
     void *(*host_alloc)(size_t bytes);
     void (*host_free)(void *p);
     /* Input pipeline (header comment); slot < HFL_INPUT_SLOTS. */
@@ -134,7 +135,8 @@ typedef struct hfl_backend {
     /* dx = dy * (y > 0); dx may alias dy */
     void (*relu_bwd)(float *dx, const float *dy, const float *y, size_t n);
     /* Softmax cross-entropy of logits[rows, cols] against labels: adds the
-     * rows' summed loss (in double, rows in order) to sc->loss_sum, the rows
+     * rows' summed loss (in double; rows in order on the CPU, a fixed tree on
+     * the GPU) to sc->loss_sum, the rows
      * whose argmax equals the label to sc->correct and rows to sc->rows;
      * writes dlogits = d(mean loss)/d(logits) when dlogits != NULL. */
     void (*softmax_xent)(const float *logits, const int32_t *labels, float *dlogits, int rows,

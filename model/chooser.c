@@ -24,13 +24,15 @@ static void calibrate_gemm(const hfl_backend *be, hfl_precision p, void *a, void
 /* GEMM rate per precision over 50 ms of N^3 GEMMs. A GPU needs a larger N
  * (a 256^3 GEMM there is launch latency, not throughput) and a sync before
  * the clock is read. */
-static void chooser_calibrate_here(const hfl_backend *be, double gflops[3]) {
+static void chooser_calibrate_here(const hfl_backend *be, unsigned precisions, double gflops[3]) {
     const int N = be->host_memory ? 256 : 2048;
     float *a = be->alloc(sizeof(float) * (size_t)N * N * 3);
     float *b = a + N * N, *c = b + N * N;
     void *ws = be->host_memory ? be->alloc(hfl_gemm_lp_ws_bytes(0, N, N, N)) : NULL;
     be->fill(a, 0.0f, (size_t)N * N * 3); /* zero bits are 0.0 in every precision */
     for (int p = HFL_PREC_FP32; p <= HFL_PREC_FP16; p++) {
+        gflops[p] = 0;
+        if (!(precisions & (1u << p))) continue; /* e.g. bf16 on a GPU without it */
         calibrate_gemm(be, (hfl_precision)p, a, b, c, ws, N); /* warm up: BLAS buffers, caches */
         be->sync();
         double t0 = hfl_now(), t;
@@ -49,11 +51,11 @@ static void chooser_calibrate_here(const hfl_backend *be, double gflops[3]) {
 /* On the CPU in a forked child (the parent's heap and BLAS buffers stay as
  * they were); a device backend in-process, since CUDA cannot be used in a
  * child forked after the parent initialised it. */
-void hfl_chooser_calibrate(const hfl_backend *be, double gflops[3]) {
+void hfl_chooser_calibrate(const hfl_backend *be, unsigned precisions, double gflops[3]) {
     int fd[2];
     gflops[0] = gflops[1] = gflops[2] = 0;
     if (!be->host_memory) {
-        chooser_calibrate_here(be, gflops);
+        chooser_calibrate_here(be, precisions, gflops);
         return;
     }
     if (pipe(fd) != 0) return;
@@ -62,7 +64,7 @@ void hfl_chooser_calibrate(const hfl_backend *be, double gflops[3]) {
     if (pid == 0) {
         close(fd[0]);
         double g[3];
-        chooser_calibrate_here(be, g);
+        chooser_calibrate_here(be, precisions, g);
         _exit(write(fd[1], g, sizeof g) == (ssize_t)sizeof g ? 0 : 1);
     }
     close(fd[1]);

@@ -57,12 +57,16 @@ typedef struct {
     uint64_t min_budget;   /* the smallest budget any candidate fits (with headroom) */
 } hfl_choice;
 
-/* Measures GEMM GFLOP/s on be for each precision (about 50 ms each), in a
+/* Measures GEMM GFLOP/s on be for each precision in `precisions` (bits
+ * 1 << hfl_precision; about 50 ms each; the others get 0). On the CPU in a
  * forked child: the BLAS library's first-use buffers then stay out of this
  * process, so its first training step pays for them as a fresh client would,
- * and every measurement of a first step sees the same overhead. 0s if the
- * child fails. */
-void hfl_chooser_calibrate(const hfl_backend *be, double gflops[3]);
+ * and every measurement of a first step sees the same overhead (0s if the
+ * child fails). A device backend is timed in-process (CUDA cannot run in a
+ * child forked after it started), with a sync around each GEMM; cuBLAS's
+ * first-use allocations then stay in the process, where the device's
+ * measured overhead includes them anyway. */
+void hfl_chooser_calibrate(const hfl_backend *be, unsigned precisions, double gflops[3]);
 /* Precisions worth offering on a device (bits 1 << hfl_precision): every one
  * on the CPU; on a GPU fp16 from compute capability 7.5 (tensor cores with
  * fp32 accumulation) and bf16 from 8.0 (Ampere's first bf16 tensor cores;

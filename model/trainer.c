@@ -156,8 +156,15 @@ hfl_trainer *hfl_trainer_create_plan(const hfl_model_spec *spec, const hfl_backe
     scalars_write(t, &sc0);
     t->n_slots = plan->input_next >= 0 ? 2 : 1;
     if (!be->host_memory)
-        for (int k = 0; k < t->n_slots; k++)
-            t->pinned[k] = be->host_alloc(labels_off(t) + (size_t)plan->cfg.batch * sizeof(int32_t));
+        for (int k = 0; k < t->n_slots; k++) {
+            size_t bytes = labels_off(t) + (size_t)plan->cfg.batch * sizeof(int32_t);
+            if (!(t->pinned[k] = be->host_alloc(bytes))) {
+                hfl_errf(err, "trainer: the %s backend cannot pin %zu bytes of host memory for "
+                              "input staging", be->name, bytes);
+                hfl_trainer_free(t);
+                return NULL;
+            }
+        }
     t->grads = buf(t, plan->grads);
     t->momentum = buf(t, plan->momentum);
     if (t->prec == HFL_PREC_FP32) {

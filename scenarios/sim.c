@@ -22,6 +22,7 @@
 
 #include "compress/codec.h"
 #include "data/partition.h"
+#include "kernels/device.h"
 #include "model/model.h"
 #include "proto/pki.h"
 #include "scenarios/scenario.h"
@@ -347,6 +348,26 @@ int main(int argc, char **argv) {
     snprintf(a_n, sizeof a_n, "%d", sc.clients);
     snprintf(a_threads, sizeof a_threads, "%d", o.threads);
     procs.n_clients = sc.clients;
+    /* GPU clients without a scenario budget share the card: each gets an
+     * equal part of its free memory (the coordinator's evaluation keeps one
+     * part), so N processes each planning against the whole card cannot
+     * overcommit it. Only probed when some client may use the GPU. */
+    char gpu_share[32] = "";
+    int gpu_clients = 0;
+    for (int i = 0; i < sc.clients; i++)
+        gpu_clients += strcmp(sc.client_device[i][0] ? sc.client_device[i] : sc.device, "cpu") != 0 &&
+                       !sc.client_memory[i][0];
+    if (gpu_clients) {
+        hfl_device_info dev;
+        hfl_device_probe(&dev);
+        if (dev.is_gpu) {
+            snprintf(gpu_share, sizeof gpu_share, "%llu",
+                     (unsigned long long)(dev.free_bytes / (uint64_t)(sc.clients + 1)));
+            if (!o.quiet)
+                printf("hfl-sim: GPU clients share %s: %.0f MiB each\n", dev.name,
+                       dev.free_bytes / (double)(sc.clients + 1) / 1048576.0);
+        }
+    }
     for (int i = 0; i < sc.clients; i++) {
         char pem[1200], idx[16], name[32], clientlog[1200];
         snprintf(pem, sizeof pem, "%s/client-%d.pem", pki_dir, i);
@@ -362,6 +383,8 @@ int main(int argc, char **argv) {
         while (argv_c[k]) k++;
         if (sc.client_codec[i][0]) argv_c[k++] = "--codec", argv_c[k++] = sc.client_codec[i];
         if (sc.client_memory[i][0]) argv_c[k++] = "--memory-budget", argv_c[k++] = sc.client_memory[i];
+        else if (gpu_share[0] && strcmp(sc.client_device[i][0] ? sc.client_device[i] : sc.device, "cpu"))
+            argv_c[k++] = "--memory-budget", argv_c[k++] = gpu_share;
         procs.clients[i] = spawn(argv_c, clientlog);
     }
     long pos = 0;

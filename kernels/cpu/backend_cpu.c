@@ -535,7 +535,7 @@ static int cpu_mem_info(uint64_t *free_bytes, uint64_t *total_bytes) {
 
 static void cpu_set_blas_workspace(void *p, size_t bytes) { (void)p, (void)bytes; }
 
-static void *cpu_host_alloc(size_t bytes) { return hfl_malloc(bytes ? bytes : 1); }
+static void *cpu_host_alloc(size_t bytes) { return malloc(bytes ? bytes : 1); }
 
 static void cpu_host_free(void *p) { free(p); }
 

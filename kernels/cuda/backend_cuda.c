@@ -160,14 +160,13 @@ static int cuda_mem_info(uint64_t *free_bytes, uint64_t *total_bytes) {
     return 0;
 }
 
+/* NULL when the memory cannot be pinned (a low memlock limit in a
+ * container, say): the caller reports it. */
 static void *cuda_host_alloc(size_t bytes) {
     void *p = NULL;
-    cudaError_t e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault);
-    if (e != cudaSuccess) {
-        char err[HFL_ERR_LEN];
-        cuda_errf(err, "cudaHostAlloc", bytes, e);
-        fprintf(stderr, "hfl: %s\n", err);
-        exit(1);
+    if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
     }
     return p;
 }
@@ -321,6 +320,13 @@ static int context_create(cuda_context *c, const hfl_cuda_host *host, char *err)
         what = "cudaSetDevice(0)";
     } else if ((e = cudaGetDeviceProperties(&prop, 0)) != cudaSuccess) {
         what = "cudaGetDeviceProperties";
+    } else if ((e = cuda_kernels_runnable()) != cudaSuccess) {
+        /* A GPU older than every architecture this module was built for:
+         * refuse here, so --device auto falls back to the CPU and says why. */
+        snprintf(err, HFL_ERR_LEN, "cuda backend: %s (compute capability %d.%d) cannot run this "
+                 "module's kernels: %s", prop.name, prop.major, prop.minor, cudaGetErrorString(e));
+        context_destroy(c);
+        return -1;
     } else if ((e = cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking)) != cudaSuccess ||
                (e = cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking)) != cudaSuccess) {
         what = "cudaStreamCreateWithFlags";

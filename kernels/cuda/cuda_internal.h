@@ -45,6 +45,11 @@ void cuda_gemm_lp(hfl_precision lp, unsigned f32_mask, int trans_a, int trans_b,
                   void *c, int ldc, const uint16_t *bias, int bias_axis, void *ws);
 
 /* elementwise.cu */
+/* cudaSuccess when this module holds code the device can run (an image for
+ * its architecture, or PTX it can compile); else the error a launch would
+ * give (e.g. cudaErrorNoKernelImageForDevice on a GPU older than the build's
+ * oldest architecture). Launches nothing. */
+cudaError_t cuda_kernels_runnable(void);
 void cuda_fill(float *p, float value, size_t n);
 void cuda_bias_add(float *y, const float *bias, int rows, int cols);
 void cuda_bias_grad(float *dbias, const float *dy, int rows, int cols);

@@ -23,6 +23,13 @@ static __global__ void k_fill(float *p, float value, size_t n) {
     hfl_thread_fill(i, p, value);
 }
 
+extern "C" cudaError_t cuda_kernels_runnable(void) {
+    struct cudaFuncAttributes attr;
+    cudaError_t e = cudaFuncGetAttributes(&attr, k_fill);
+    (void)cudaGetLastError(); /* not sticky: clear it for later calls */
+    return e;
+}
+
 static __global__ void k_bias_add(float *y, const float *bias, int cols, size_t n) {
     size_t i = hfl_cuda_index();
     if (i >= n) return;

@@ -1,7 +1,8 @@
 /* test_cuda_train.c: whole training steps on the GPU against the CPU, and
  * the planner's memory prediction against cudaMemGetInfo (suite gpu).
  *
- * Skips (exit 77, saying why) where the CUDA backend cannot be had. On a GPU:
+ * Skips (exit 77, saying why) where no GPU is found; fails where a GPU is
+ * found but the CUDA backend cannot be had. On a GPU:
  *   STEPS. mlp and cnn, fp32/bf16/fp16 (those the device offers): the same
  *   initial weights and batches on both backends; after one forward/backward
  *   the gradient vectors and the losses agree within a per-precision
@@ -207,10 +208,15 @@ static void test_budget(void) {
 int main(void) {
     hfl_device_info info;
     char why[HFL_ERR_LEN], err[HFL_ERR_LEN];
+    if (hfl_cuda_probe(&info, why, sizeof why) != 0) {
+        printf("SKIP: %s\n", why);
+        return 77;
+    }
+    /* A GPU is there: failing to get the backend now is a failure, not a skip. */
     gpu = hfl_backend_select("cuda", &info, why, err);
     if (!gpu) {
-        printf("SKIP: %s\n", err);
-        return 77;
+        printf("FAIL: a GPU is present but the CUDA backend is not: %s\n", err);
+        return 1;
     }
     cpu = hfl_backend_cpu();
     offered = hfl_chooser_device_precisions(info.is_gpu, info.cc_major, info.cc_minor);

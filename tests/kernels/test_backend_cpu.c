@@ -176,6 +176,37 @@ static void test_sgd(const hfl_backend *be) {
     CHECK_CLOSE(hfl_op_sgd(1.0f, &ve, 0.5f, 0.1f, 0.9f, 0.01f), 0.949, 1e-6, 0);
 }
 
+/* fp16's loss scaler, by hand (GradScaler's rule with interval 2): a
+ * non-finite step is skipped and halves S, two clean steps in a row double
+ * it; unscale_grads sets the flag it reads and divides by S. */
+static void test_loss_scaler(const hfl_backend *be) {
+    hfl_step_scalars sc = {.loss_scale = 1024.0f, .finite = 1};
+    float g[3] = {2048.0f, -512.0f, 0.0f};
+    be->unscale_grads(g, 3, &sc);
+    CHECK(sc.finite == 1 && g[0] == 2.0f && g[1] == -0.5f && g[2] == 0.0f);
+    g[1] = INFINITY;
+    be->unscale_grads(g, 3, &sc);
+    CHECK(sc.finite == 0);
+    be->scaler_update(&sc, 2); /* skipped: 512 */
+    CHECK(sc.loss_scale == 512.0f && sc.skipped == 1 && sc.clean_steps == 0);
+    sc.finite = 1;
+    be->scaler_update(&sc, 2); /* one clean step */
+    CHECK(sc.loss_scale == 512.0f && sc.clean_steps == 1);
+    be->scaler_update(&sc, 2); /* two: doubled, count restarts */
+    CHECK(sc.loss_scale == 1024.0f && sc.clean_steps == 0 && sc.skipped == 1);
+    sc.finite = 0;
+    be->scaler_update(&sc, 2);
+    CHECK(sc.loss_scale == 512.0f && sc.skipped == 2);
+    /* sgd_step_lp does nothing when told to skip on a 0 flag, and steps otherwise. */
+    float master[1] = {1.0f}, grad[1] = {1.0f};
+    uint16_t w[1] = {0};
+    be->sgd_step_lp(HFL_PREC_FP16, master, NULL, grad, w, 1, 0.5f, 0.0f, 0.0f, &sc);
+    CHECK(master[0] == 1.0f && w[0] == 0);
+    sc.finite = 1;
+    be->sgd_step_lp(HFL_PREC_FP16, master, NULL, grad, w, 1, 0.5f, 0.0f, 0.0f, &sc);
+    CHECK(master[0] == 0.5f && w[0] == 0x3800); /* 0.5 in fp16 */
+}
+
 int main(void) {
     const hfl_backend *be = hfl_backend_cpu();
     CHECK(strcmp(be->name, "cpu") == 0);
@@ -184,5 +215,6 @@ int main(void) {
     test_bias_and_relu(be);
     test_softmax_xent(be);
     test_sgd(be);
+    test_loss_scaler(be);
     return check_exit_code("test_backend_cpu");
 }
