@@ -323,7 +323,7 @@ static int context_create(cuda_context *c, const hfl_cuda_host *host, char *err)
     } else if ((e = cuda_kernels_runnable()) != cudaSuccess) {
         /* A GPU older than every architecture this module was built for:
          * refuse here, so --device auto falls back to the CPU and says why. */
-        snprintf(err, HFL_ERR_LEN, "cuda backend: %s (compute capability %d.%d) cannot run this "
+        snprintf(err, HFL_ERR_LEN, "cuda backend: %.80s (compute capability %d.%d) cannot run this "
                  "module's kernels: %s", prop.name, prop.major, prop.minor, cudaGetErrorString(e));
         context_destroy(c);
         return -1;
