@@ -94,6 +94,8 @@ typedef struct hfl_backend {
     int host_memory;  /* 1: device pointers are host pointers (the CPU backend), so the host
                          may write a buffer directly instead of staging and uploading */
     size_t blas_ws_bytes; /* the BLAS workspace a plan should give it (0: none) */
+    int conv_chunk;       /* samples a convolution should unfold per batched GEMM (plan
+                             cfg.conv_chunk; 0 or 1: one sample at a time) */
 
     /* A buffer of `bytes` (64-byte aligned on the CPU). try_alloc returns NULL
      * with one line in err (may be NULL) when the memory budget or the system
@@ -127,6 +129,14 @@ typedef struct hfl_backend {
     /* C[m,n] = alpha * op(A) op(B) + beta * C, row-major; op(X) = X^T when trans_x. */
     void (*sgemm)(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                   int lda, const float *b, int ldb, float beta, float *c, int ldc);
+    /* `count` independent sgemms: number s reads a + s*stride_a and b + s*stride_b
+     * and writes c + s*stride_c (strides in elements; 0 shares an operand),
+     * each computed as sgemm would (the CPU runs them in order; cuBLAS as one
+     * strided batched GEMM). */
+    void (*sgemm_strided)(int trans_a, int trans_b, int m, int n, int k, float alpha,
+                          const float *a, int lda, long long stride_a, const float *b, int ldb,
+                          long long stride_b, float beta, float *c, int ldc, long long stride_c,
+                          int count);
     /* y[r, c] += bias[c] for r < rows */
     void (*bias_add)(float *y, const float *bias, int rows, int cols);
     /* dbias[c] += sum_r dy[r, c] */
@@ -173,6 +183,13 @@ typedef struct hfl_backend {
     void (*gemm_lp)(hfl_precision lp, unsigned f32_mask, int trans_a, int trans_b, int m, int n,
                     int k, float alpha, const void *a, int lda, const void *b, int ldb, float beta,
                     void *c, int ldc, const uint16_t *bias, int bias_axis, void *ws);
+    /* `count` independent gemm_lps, as sgemm_strided (strides in elements of
+     * each operand's type), each with the same bias; ws as for one. */
+    void (*gemm_lp_strided)(hfl_precision lp, unsigned f32_mask, int trans_a, int trans_b, int m,
+                            int n, int k, float alpha, const void *a, int lda, long long stride_a,
+                            const void *b, int ldb, long long stride_b, float beta, void *c,
+                            int ldc, long long stride_c, int count, const uint16_t *bias,
+                            int bias_axis, void *ws);
     /* dst[i] = src[i] rounded to lp (nearest even; overflow gives Inf). */
     void (*round_lp)(hfl_precision lp, uint16_t *dst, const float *src, size_t n);
     void (*relu_fwd_lp)(hfl_precision lp, uint16_t *y, const uint16_t *x, size_t n);

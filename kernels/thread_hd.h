@@ -112,6 +112,15 @@ static inline HFL_HD void hfl_thread_bias_fill_lp(size_t i, uint16_t *c, int ldc
     c[r * (size_t)ldc + q] = bias[bias_axis == HFL_BIAS_ROW ? r : q];
 }
 
+/* i < count * m * n: hfl_thread_bias_fill_lp for GEMM s = i / (m * n) of a
+ * strided batch, whose C starts at c + s * stride_c (gemm_lp_strided). */
+static inline HFL_HD void hfl_thread_bias_fill_lp_strided(size_t i, uint16_t *c, int ldc, int m,
+                                                          int n, long long stride_c,
+                                                          const uint16_t *bias, int bias_axis) {
+    size_t per = (size_t)m * n, s = i / per;
+    hfl_thread_bias_fill_lp(i % per, c + (long long)s * stride_c, ldc, n, bias, bias_axis);
+}
+
 /* i < m * n: a 2-byte C[r, c] := round(beta * C + bias) for a GEMM with
  * beta = 1 to follow (beta != 0 with a bias: one extra rounding vs the CPU). */
 static inline HFL_HD void hfl_thread_bias_combine_lp(size_t i, hfl_precision lp, uint16_t *c,

@@ -1,5 +1,5 @@
-/* conv.c: the 2-D convolution layer as im2col + sgemm + bias, one sample at
- * a time.
+/* conv.c: the 2-D convolution layer as im2col + sgemm + bias, over chunks of
+ * samples.
  *
  * Weight w[out_c, in_c, k, k] (PyTorch's nn.Conv2d layout) then bias
  * b[out_c]. Per sample the input [C, H, W] is unfolded into columns
@@ -8,9 +8,13 @@
  * only the input: it unfolds it again (rather than keeping every sample's
  * columns, which are k*k times larger), accumulates dW += dy_i cols^T, then
  * reuses the same columns buffer for dcols = w^T dy_i, which col2im folds
- * into dx. The workspace is one sample's columns for both passes, whatever
- * the batch; a backend with batched GEMM could unfold several at once and
- * report a larger workspace here.
+ * into dx. The workspace is one chunk's columns for both passes, whatever
+ * the batch: ly->chunk samples (0 or 1: one; model/planner.h, cfg.conv_chunk)
+ * are unfolded at once and multiplied by one strided batched GEMM (the
+ * weights shared, stride 0), so a GPU launches per chunk, not per sample.
+ * dW still accumulates sample by sample (beta = 1 after the first), so the
+ * sum runs in one order whatever the chunk, and on the CPU, whose batched
+ * GEMM is a loop of the same sgemms, every chunk gives the same bits.
  *
  * bf16/fp16 (the _lp functions): im2col copies the 2-byte input into
  * 2-byte columns (exact, and cuBLAS's GemmEx wants A and B of one type),
@@ -41,17 +45,25 @@ static int conv_param_tensors(const hfl_layer *ly, hfl_param_tensor out[HFL_MAX_
     return 2;
 }
 
+/* Samples per chunk, and the samples of the chunk starting at i. */
+static int conv_chunk(const hfl_layer *ly) { return ly->chunk > 1 ? ly->chunk : 1; }
+static int chunk_at(const hfl_layer *ly, int i, int batch) {
+    return batch - i < conv_chunk(ly) ? batch - i : conv_chunk(ly);
+}
+
 static void conv_forward(const hfl_backend *be, const hfl_layer *ly, const float *params,
                          const float *in, float *out, void *workspace, int batch) {
     hfl_window_geom g = hfl_layer_geom(ly);
     int ckk = (int)conv_patch(ly), hw = g.ho * g.wo;
+    long long col_size = (long long)ckk * hw;
     float *cols = workspace;
     const float *b = params + (size_t)ly->units * ckk;
-    for (int i = 0; i < batch; i++) {
-        be->im2col(cols, in + (size_t)i * ly->in, 1, g);
-        /* y_i[out_c, hw] = w[out_c, ckk] cols[ckk, hw] */
-        be->sgemm(0, 0, ly->units, hw, ckk, 1.0f, params, ckk, cols, hw, 0.0f,
-                  out + (size_t)i * ly->out, hw);
+    for (int i = 0; i < batch; i += conv_chunk(ly)) {
+        int cn = chunk_at(ly, i, batch);
+        be->im2col(cols, in + (size_t)i * ly->in, cn, g);
+        /* y_s[out_c, hw] = w[out_c, ckk] cols_s[ckk, hw] for each sample s of the chunk */
+        be->sgemm_strided(0, 0, ly->units, hw, ckk, 1.0f, params, ckk, 0, cols, hw, col_size, 0.0f,
+                          out + (size_t)i * ly->out, hw, ly->out, cn);
     }
     be->channel_bias_add(out, b, batch, ly->units, hw);
 }
@@ -62,25 +74,34 @@ static void conv_backward(const hfl_backend *be, const hfl_layer *ly, const floa
     (void)out;
     hfl_window_geom g = hfl_layer_geom(ly);
     int ckk = (int)conv_patch(ly), hw = g.ho * g.wo;
+    size_t col_size = (size_t)ckk * hw;
     float *cols = workspace, *db = dparams + (size_t)ly->units * ckk;
     be->fill(db, 0.0f, (size_t)ly->units);
     be->channel_bias_grad(db, dout, batch, ly->units, hw);
-    for (int i = 0; i < batch; i++) {
+    for (int i = 0; i < batch; i += conv_chunk(ly)) {
+        int cn = chunk_at(ly, i, batch);
         const float *dy = dout + (size_t)i * ly->out;
-        be->im2col(cols, in + (size_t)i * ly->in, 1, g);
-        /* dW[out_c, ckk] (+)= dy_i[out_c, hw] cols^T; the first sample overwrites. */
-        be->sgemm(0, 1, ly->units, ckk, hw, 1.0f, dy, hw, cols, hw, i ? 1.0f : 0.0f, dparams, ckk);
+        be->im2col(cols, in + (size_t)i * ly->in, cn, g);
+        /* dW[out_c, ckk] (+)= dy_s[out_c, hw] cols_s^T; the first sample overwrites. */
+        for (int s = 0; s < cn; s++)
+            be->sgemm(0, 1, ly->units, ckk, hw, 1.0f, dy + (size_t)s * ly->out, hw,
+                      cols + s * col_size, hw, i + s ? 1.0f : 0.0f, dparams, ckk);
         if (!din) continue;
-        /* dcols[ckk, hw] = w^T dy_i, into the columns buffer now that dW is done. */
-        be->sgemm(1, 0, ckk, hw, ly->units, 1.0f, params, ckk, dy, hw, 0.0f, cols, hw);
-        be->col2im(din + (size_t)i * ly->in, cols, 1, g);
+        /* dcols_s[ckk, hw] = w^T dy_s, into the columns buffer now that dW is done. */
+        be->sgemm_strided(1, 0, ckk, hw, ly->units, 1.0f, params, ckk, 0, dy, hw, ly->out, 0.0f,
+                          cols, hw, (long long)col_size, cn);
+        be->col2im(din + (size_t)i * ly->in, cols, cn, g);
     }
 }
 
+/* Samples unfolded at once for a batch: the chunk, or the batch if smaller. */
+static size_t conv_chunk_for(const hfl_layer *ly, int batch) {
+    return (size_t)(batch < conv_chunk(ly) ? batch : conv_chunk(ly));
+}
+
 static size_t conv_workspace_bytes(const hfl_layer *ly, int batch) {
-    (void)batch;
     hfl_window_geom g = hfl_layer_geom(ly);
-    return conv_patch(ly) * g.ho * g.wo * sizeof(float);
+    return conv_chunk_for(ly, batch) * conv_patch(ly) * g.ho * g.wo * sizeof(float);
 }
 
 static size_t conv_cols_bytes(const hfl_layer *ly) {
@@ -88,10 +109,10 @@ static size_t conv_cols_bytes(const hfl_layer *ly) {
     return conv_patch(ly) * g.ho * g.wo * sizeof(float);
 }
 
-/* Bytes of one sample's columns in 2-byte storage (16-byte rounded, so the
+/* Bytes of one chunk's columns in 2-byte storage (16-byte rounded, so the
  * staging after it stays aligned for vector loads). */
-static size_t conv_cols_bytes_lp(const hfl_layer *ly) {
-    size_t bytes = conv_cols_bytes(ly) / 2;
+static size_t conv_cols_bytes_lp(const hfl_layer *ly, int batch) {
+    size_t bytes = conv_chunk_for(ly, batch) * conv_cols_bytes(ly) / 2;
     return (bytes + 15) / 16 * 16;
 }
 
@@ -100,13 +121,16 @@ static void conv_forward_lp(const hfl_backend *be, hfl_precision lp, const hfl_l
                             void *workspace, int batch) {
     hfl_window_geom g = hfl_layer_geom(ly);
     int ckk = (int)conv_patch(ly), hw = g.ho * g.wo;
+    long long col_size = (long long)ckk * hw;
     uint16_t *cols = workspace;
-    void *stage = (char *)workspace + conv_cols_bytes_lp(ly);
+    void *stage = (char *)workspace + conv_cols_bytes_lp(ly, batch);
     const uint16_t *b = params + (size_t)ly->units * ckk;
-    for (int i = 0; i < batch; i++) {
-        be->im2col_lp(lp, cols, in + (size_t)i * ly->in, 1, g);
-        be->gemm_lp(lp, 0, 0, 0, ly->units, hw, ckk, 1.0f, params, ckk, cols, hw, 0.0f,
-                    out + (size_t)i * ly->out, hw, b, HFL_BIAS_ROW, stage);
+    for (int i = 0; i < batch; i += conv_chunk(ly)) {
+        int cn = chunk_at(ly, i, batch);
+        be->im2col_lp(lp, cols, in + (size_t)i * ly->in, cn, g);
+        be->gemm_lp_strided(lp, 0, 0, 0, ly->units, hw, ckk, 1.0f, params, ckk, 0, cols, hw,
+                            col_size, 0.0f, out + (size_t)i * ly->out, hw, ly->out, cn, b,
+                            HFL_BIAS_ROW, stage);
     }
 }
 
@@ -117,37 +141,40 @@ static void conv_backward_lp(const hfl_backend *be, hfl_precision lp, const hfl_
     (void)out;
     hfl_window_geom g = hfl_layer_geom(ly);
     int ckk = (int)conv_patch(ly), hw = g.ho * g.wo;
+    size_t col_size = (size_t)ckk * hw;
     float *dcols = workspace, *db = dparams + (size_t)ly->units * ckk;
     uint16_t *cols = workspace; /* the same bytes, 2-byte columns until dcols overwrite them */
-    void *stage = (char *)workspace + conv_cols_bytes(ly);
+    void *stage = (char *)workspace + conv_chunk_for(ly, batch) * conv_cols_bytes(ly);
     be->fill(db, 0.0f, (size_t)ly->units);
     be->channel_bias_grad_lp(lp, db, dout, batch, ly->units, hw);
-    for (int i = 0; i < batch; i++) {
+    for (int i = 0; i < batch; i += conv_chunk(ly)) {
+        int cn = chunk_at(ly, i, batch);
         const uint16_t *dy = dout + (size_t)i * ly->out;
-        be->im2col_lp(lp, cols, in + (size_t)i * ly->in, 1, g);
-        be->gemm_lp(lp, HFL_GEMM_C_F32, 0, 1, ly->units, ckk, hw, 1.0f, dy, hw, cols, hw,
-                    i ? 1.0f : 0.0f, dparams, ckk, NULL, HFL_BIAS_NONE, stage);
+        be->im2col_lp(lp, cols, in + (size_t)i * ly->in, cn, g);
+        for (int s = 0; s < cn; s++)
+            be->gemm_lp(lp, HFL_GEMM_C_F32, 0, 1, ly->units, ckk, hw, 1.0f,
+                        dy + (size_t)s * ly->out, hw, cols + s * col_size, hw,
+                        i + s ? 1.0f : 0.0f, dparams, ckk, NULL, HFL_BIAS_NONE, stage);
         if (!din) continue;
-        be->gemm_lp(lp, HFL_GEMM_C_F32, 1, 0, ckk, hw, ly->units, 1.0f, params, ckk, dy, hw, 0.0f,
-                    dcols, hw, NULL, HFL_BIAS_NONE, stage);
-        be->col2im_lp(lp, din + (size_t)i * ly->in, dcols, 1, g);
+        be->gemm_lp_strided(lp, HFL_GEMM_C_F32, 1, 0, ckk, hw, ly->units, 1.0f, params, ckk, 0, dy,
+                            hw, ly->out, 0.0f, dcols, hw, (long long)col_size, cn, NULL,
+                            HFL_BIAS_NONE, stage);
+        be->col2im_lp(lp, din + (size_t)i * ly->in, dcols, cn, g);
     }
 }
 
 static size_t conv_fwd_ws_lp(const hfl_layer *ly, int batch) {
-    (void)batch;
     hfl_window_geom g = hfl_layer_geom(ly);
     int ckk = (int)conv_patch(ly), hw = g.ho * g.wo;
-    return conv_cols_bytes_lp(ly) + hfl_gemm_lp_ws_bytes(0, ly->units, hw, ckk);
+    return conv_cols_bytes_lp(ly, batch) + hfl_gemm_lp_ws_bytes(0, ly->units, hw, ckk);
 }
 
 static size_t conv_bwd_ws_lp(const hfl_layer *ly, int batch) {
-    (void)batch;
     hfl_window_geom g = hfl_layer_geom(ly);
     int ckk = (int)conv_patch(ly), hw = g.ho * g.wo;
     size_t dw = hfl_gemm_lp_ws_bytes(HFL_GEMM_C_F32, ly->units, ckk, hw);
     size_t dcols = hfl_gemm_lp_ws_bytes(HFL_GEMM_C_F32, ckk, hw, ly->units);
-    return conv_cols_bytes(ly) + (dw > dcols ? dw : dcols);
+    return conv_chunk_for(ly, batch) * conv_cols_bytes(ly) + (dw > dcols ? dw : dcols);
 }
 
 static uint64_t conv_flops(const hfl_layer *ly) {

@@ -56,6 +56,9 @@ typedef struct {
     int in, out;      /* in_shape and out_shape as feature counts c*h*w */
     size_t param_off; /* offset of this layer's block in the parameter vector */
     size_t n_params;  /* dense: out*in + out; conv2d: units*c*k*k + units; others 0 */
+    int chunk;        /* conv2d: samples unfolded per batched GEMM in the plan this layer
+                         runs under (the planner sets it from cfg.conv_chunk; 0 = 1); not
+                         part of the model: specs, JSON and the wire never carry it */
 } hfl_layer;
 
 typedef struct {

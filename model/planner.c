@@ -269,6 +269,8 @@ int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_pl
     if (!spec || !cfg || !p) return hfl_errf(err, "planner: NULL argument");
     if (hfl_model_spec_check(spec, err) != 0) return -1;
     if (cfg->batch < 1) return hfl_errf(err, "planner: batch %d must be >= 1", cfg->batch);
+    if (cfg->conv_chunk < 0 || cfg->conv_chunk > 4096)
+        return hfl_errf(err, "planner: conv chunk %d outside [0, 4096]", cfg->conv_chunk);
     if ((unsigned)cfg->precision > HFL_PREC_FP16)
         return hfl_errf(err, "planner: unknown precision %d", (int)cfg->precision);
     size_t esize = cfg->act_elem_bytes ? cfg->act_elem_bytes
@@ -294,6 +296,12 @@ int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_pl
     p->cfg = *cfg;
     p->cfg.act_elem_bytes = esize;
     p->spec = *spec;
+    /* A conv layer's workspace (and how it runs) depends on its chunk. */
+    for (int l = 0; l < spec->n_layers; l++)
+        p->spec.layers[l].chunk = spec->layers[l].kind == HFL_LAYER_CONV2D && cfg->conv_chunk > 1
+                                      ? cfg->conv_chunk
+                                      : 0;
+    spec = &p->spec;
     builder b = {.p = p, .s = spec, .batch = (size_t)cfg->batch, .esize = esize,
                  .prec = cfg->precision};
     b.first_param = spec->n_layers - 1; /* the last layer is dense */
@@ -346,6 +354,7 @@ int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_pl
 
 void hfl_plan_config_for_backend(hfl_plan_config *cfg, const hfl_backend *be) {
     cfg->blas_ws_bytes = be->blas_ws_bytes;
+    cfg->conv_chunk = be->conv_chunk;
     cfg->prefetch = !be->host_memory;
     cfg->device_scalars = !be->host_memory;
 }

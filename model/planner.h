@@ -86,7 +86,12 @@
  * its labels ("a0.next", "labels.next"; with it both slots live over the
  * whole step, since one is being filled while the other is read) and the
  * 64-byte step scalars the loss and loss-scale ops write ("scalars",
- * whole-step; on the CPU backend the trainer keeps them in host memory). */
+ * whole-step; on the CPU backend the trainer keeps them in host memory).
+ * cfg.conv_chunk > 1 lets each conv layer unfold that many samples into its
+ * workspace and run one strided batched GEMM over them (a GPU would
+ * otherwise launch per sample); its workspaces grow by that factor. The
+ * planner records it in plan->spec's conv layers (hfl_layer.chunk), which the
+ * trainer copies into its own. */
 #ifndef HFL_MODEL_PLANNER_H
 #define HFL_MODEL_PLANNER_H
 
@@ -154,6 +159,7 @@ typedef struct {
     size_t blas_ws_bytes;  /* a whole-step BLAS workspace "ws.blas" of this many bytes */
     int prefetch;          /* two input slots "a0"/"a0.next" and their labels */
     int device_scalars;    /* the step scalars (kernels/backend.h) as a 64-byte "scalars" */
+    int conv_chunk;        /* samples a conv layer unfolds per batched GEMM (0 or 1: one) */
 } hfl_plan_config;
 
 typedef struct hfl_plan {
@@ -188,9 +194,9 @@ typedef struct hfl_plan {
 int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_plan *plan,
                   char *err);
 
-/* Sets cfg's DEVICE BUFFERS for backend be: its BLAS workspace, and for a
- * backend whose memory is not the host's, two input slots and device-side
- * step scalars. Leaves everything else as it was. */
+/* Sets cfg's DEVICE BUFFERS for backend be: its BLAS workspace and conv
+ * chunk, and for a backend whose memory is not the host's, two input slots
+ * and device-side step scalars. Leaves everything else as it was. */
 void hfl_plan_config_for_backend(hfl_plan_config *cfg, const hfl_backend *be);
 
 /* Places plan's buffers (planner_place.c): sets every offset and arena_bytes

@@ -144,6 +144,7 @@ hfl_trainer *hfl_trainer_create_plan(const hfl_model_spec *spec, const hfl_backe
     if (!arena) return NULL;
     hfl_trainer *t = hfl_calloc(1, sizeof *t);
     t->spec = *spec;
+    for (int l = 0; l < spec->n_layers; l++) t->spec.layers[l].chunk = plan->spec.layers[l].chunk;
     t->be = be;
     t->plan = hfl_malloc(sizeof *plan);
     memcpy(t->plan, plan, sizeof *plan);

@@ -108,6 +108,15 @@ static void cpu_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha
                 ldc);
 }
 
+static void cpu_sgemm_strided(int trans_a, int trans_b, int m, int n, int k, float alpha,
+                              const float *a, int lda, long long stride_a, const float *b, int ldb,
+                              long long stride_b, float beta, float *c, int ldc,
+                              long long stride_c, int count) {
+    for (int s = 0; s < count; s++)
+        cpu_sgemm(trans_a, trans_b, m, n, k, alpha, a + s * stride_a, lda, b + s * stride_b, ldb,
+                  beta, c + s * stride_c, ldc);
+}
+
 static void cpu_bias_add(float *y, const float *bias, int rows, int cols) {
     for (int r = 0; r < rows; r++) {
         float *row = y + (size_t)r * cols;
@@ -386,6 +395,25 @@ static void cpu_gemm_lp(hfl_precision lp, unsigned f32_mask, int trans_a, int tr
     }
 }
 
+/* Element s*stride of operand x (fp32 when is_f32, else 2-byte). */
+static const void *cpu_nth(const void *x, int is_f32, long long stride, int s) {
+    return is_f32 ? (const void *)((const float *)x + s * stride)
+                  : (const void *)((const uint16_t *)x + s * stride);
+}
+
+static void cpu_gemm_lp_strided(hfl_precision lp, unsigned f32_mask, int trans_a, int trans_b,
+                                int m, int n, int k, float alpha, const void *a, int lda,
+                                long long stride_a, const void *b, int ldb, long long stride_b,
+                                float beta, void *c, int ldc, long long stride_c, int count,
+                                const uint16_t *bias, int bias_axis, void *ws) {
+    for (int s = 0; s < count; s++)
+        cpu_gemm_lp(lp, f32_mask, trans_a, trans_b, m, n, k, alpha,
+                    cpu_nth(a, f32_mask & HFL_GEMM_A_F32, stride_a, s), lda,
+                    cpu_nth(b, f32_mask & HFL_GEMM_B_F32, stride_b, s), ldb, beta,
+                    (void *)cpu_nth(c, f32_mask & HFL_GEMM_C_F32, stride_c, s), ldc, bias,
+                    bias_axis, ws);
+}
+
 static void cpu_round_lp(hfl_precision lp, uint16_t *dst, const float *src, size_t n) {
     if (lp == HFL_PREC_FP16)
         for (size_t i = 0; i < n; i++) dst[i] = hfl_op_narrow(HFL_PREC_FP16, src[i]);
@@ -556,6 +584,8 @@ static const hfl_backend cpu_backend = {
     .download = cpu_memcpy,
     .copy = cpu_memcpy,
     .sgemm = cpu_sgemm,
+    .sgemm_strided = cpu_sgemm_strided,
+    .gemm_lp_strided = cpu_gemm_lp_strided,
     .bias_add = cpu_bias_add,
     .bias_grad = cpu_bias_grad,
     .relu_fwd = cpu_relu_fwd,

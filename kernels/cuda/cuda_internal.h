@@ -43,6 +43,15 @@ void cuda_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, cons
 void cuda_gemm_lp(hfl_precision lp, unsigned f32_mask, int trans_a, int trans_b, int m, int n,
                   int k, float alpha, const void *a, int lda, const void *b, int ldb, float beta,
                   void *c, int ldc, const uint16_t *bias, int bias_axis, void *ws);
+void cuda_sgemm_strided(int trans_a, int trans_b, int m, int n, int k, float alpha,
+                        const float *a, int lda, long long stride_a, const float *b, int ldb,
+                        long long stride_b, float beta, float *c, int ldc, long long stride_c,
+                        int count);
+void cuda_gemm_lp_strided(hfl_precision lp, unsigned f32_mask, int trans_a, int trans_b, int m,
+                          int n, int k, float alpha, const void *a, int lda, long long stride_a,
+                          const void *b, int ldb, long long stride_b, float beta, void *c,
+                          int ldc, long long stride_c, int count, const uint16_t *bias,
+                          int bias_axis, void *ws);
 
 /* elementwise.cu */
 /* cudaSuccess when this module holds code the device can run (an image for
@@ -70,6 +79,8 @@ void cuda_scaler_update(hfl_step_scalars *sc, int interval);
 /* gemm_lp's bias (thread_hd.h's hfl_thread_bias_*) over the m x n block of C */
 void cuda_gemm_bias_fill_lp(uint16_t *c, int ldc, int m, int n, const uint16_t *bias,
                             int bias_axis);
+void cuda_gemm_bias_fill_lp_strided(uint16_t *c, int ldc, int m, int n, long long stride_c,
+                                    int batch, const uint16_t *bias, int bias_axis);
 void cuda_gemm_bias_combine_lp(hfl_precision lp, uint16_t *c, int ldc, int m, int n, float beta,
                                const uint16_t *bias, int bias_axis);
 void cuda_gemm_bias_add_f32(hfl_precision lp, float *c, int ldc, int m, int n,

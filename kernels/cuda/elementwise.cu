@@ -190,6 +190,14 @@ static __global__ void k_bias_combine_lp(hfl_precision lp, uint16_t *c, int ldc,
     hfl_thread_bias_combine_lp(i, lp, c, ldc, n, beta, bias, bias_axis);
 }
 
+static __global__ void k_bias_fill_lp_strided(uint16_t *c, int ldc, int m, int n,
+                                              long long stride_c, const uint16_t *bias,
+                                              int bias_axis, size_t count) {
+    size_t i = hfl_cuda_index();
+    if (i >= count) return;
+    hfl_thread_bias_fill_lp_strided(i, c, ldc, m, n, stride_c, bias, bias_axis);
+}
+
 static __global__ void k_bias_add_f32(hfl_precision lp, float *c, int ldc, int n,
                                       const uint16_t *bias, int bias_axis, size_t count) {
     size_t i = hfl_cuda_index();
@@ -201,6 +209,13 @@ extern "C" void cuda_gemm_bias_fill_lp(uint16_t *c, int ldc, int m, int n, const
                                        int bias_axis) {
     size_t count = (size_t)m * n;
     if (count) LAUNCH(k_bias_fill_lp, count, c, ldc, n, bias, bias_axis, count);
+}
+
+extern "C" void cuda_gemm_bias_fill_lp_strided(uint16_t *c, int ldc, int m, int n,
+                                               long long stride_c, int batch,
+                                               const uint16_t *bias, int bias_axis) {
+    size_t count = (size_t)batch * m * n;
+    if (count) LAUNCH(k_bias_fill_lp_strided, count, c, ldc, m, n, stride_c, bias, bias_axis, count);
 }
 
 extern "C" void cuda_gemm_bias_combine_lp(hfl_precision lp, uint16_t *c, int ldc, int m, int n,
