@@ -15,7 +15,8 @@
  * |bias|, the magnitude a dot product's rounding error scales with:
  * - fp32 sgemm and gemm_lp into fp32 C: |gpu - cpu| <= 1e-5 sqrt(k) S_ij
  *   (2-byte products are exact in fp32, so gemm_lp with fp32 C is an fp32
- *   accumulation too);
+ *   accumulation too); sgemm_strided and gemm_lp_strided (conv's chunks)
+ *   likewise for each product of the batch, the gaps between Cs untouched;
  * - gemm_lp into 2-byte C: one rounding step more, 2^-7 |cpu| (bf16) or
  *   2^-10 |cpu| + 2^-24 (fp16), plus eps S_ij for beta != 0 with a bias
  *   (gemm.c rounds beta C + bias once before the GEMM);
@@ -431,63 +432,91 @@ static double gemm_bound(hfl_precision lp, unsigned mask, int ta, int tb, int i,
 }
 
 /* One GEMM on both backends (lp = FP32 means sgemm), compared within the
- * header's bounds over the m x n block; the ldc padding must stay untouched. */
-static void gemm_case(const char *name, hfl_precision lp, unsigned mask, int ta, int tb, int m,
-                      int n, int k, float alpha, float beta, int axis) {
+ * header's bounds over the m x n block; the ldc padding must stay untouched.
+ * count > 1 runs the strided batched form instead: A shared (stride 0), B
+ * and C strided with a gap after each, every product checked the same way. */
+static void gemm_case_n(const char *name, hfl_precision lp, unsigned mask, int ta, int tb, int m,
+                        int n, int k, float alpha, float beta, int axis, int count) {
     int sg = lp == HFL_PREC_FP32;
     if (sg) mask = HFL_GEMM_A_F32 | HFL_GEMM_B_F32 | HFL_GEMM_C_F32;
     int pad = 3, lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
     size_t an = (size_t)(ta ? k : m) * lda, bn = (size_t)(tb ? n : k) * ldb, cn = (size_t)m * ldc;
+    long long sb = count > 1 ? (long long)bn + 5 : 0, sc = count > 1 ? (long long)cn + 7 : 0;
+    size_t btot = count > 1 ? (size_t)sb * count : bn, ctot = count > 1 ? (size_t)sc * count : cn;
     size_t ea = mask & HFL_GEMM_A_F32 ? 4 : 2, eb = mask & HFL_GEMM_B_F32 ? 4 : 2;
     size_t ec = mask & HFL_GEMM_C_F32 ? 4 : 2;
     void *a = ea == 4 ? (void *)inputs(90, an, PLAIN) : (void *)inputs_lp(lp, 90, an, PLAIN);
-    void *b = eb == 4 ? (void *)inputs(91, bn, PLAIN) : (void *)inputs_lp(lp, 91, bn, PLAIN);
-    void *c0 = ec == 4 ? (void *)inputs(92, cn, PLAIN) : (void *)inputs_lp(lp, 92, cn, PLAIN);
+    void *b = eb == 4 ? (void *)inputs(91, btot, PLAIN) : (void *)inputs_lp(lp, 91, btot, PLAIN);
+    void *c0 = ec == 4 ? (void *)inputs(92, ctot, PLAIN) : (void *)inputs_lp(lp, 92, ctot, PLAIN);
     uint16_t *bias = axis == HFL_BIAS_NONE ? NULL : inputs_lp(lp, 93, axis == HFL_BIAS_ROW ? m : n, PLAIN);
-    void *want = dup_bytes(c0, ec * cn);
-    void *d_a = to_dev(a, ea * an), *d_b = to_dev(b, eb * bn), *d_c = to_dev(c0, ec * cn);
+    void *want = dup_bytes(c0, ec * ctot);
+    void *d_a = to_dev(a, ea * an), *d_b = to_dev(b, eb * btot), *d_c = to_dev(c0, ec * ctot);
     uint16_t *d_bias = bias ? to_dev(bias, sizeof(uint16_t) * (axis == HFL_BIAS_ROW ? m : n)) : NULL;
-    if (sg) {
+    void *ws = sg ? NULL : malloc(hfl_gemm_lp_ws_bytes(mask, m, n, k) + 1);
+    if (sg && count == 1) {
         C->sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, want, ldc);
         G->sgemm(ta, tb, m, n, k, alpha, d_a, lda, d_b, ldb, beta, d_c, ldc);
-    } else {
-        void *ws = malloc(hfl_gemm_lp_ws_bytes(mask, m, n, k) + 1);
+    } else if (sg) {
+        C->sgemm_strided(ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, sb, beta, want, ldc, sc, count);
+        G->sgemm_strided(ta, tb, m, n, k, alpha, d_a, lda, 0, d_b, ldb, sb, beta, d_c, ldc, sc, count);
+    } else if (count == 1) {
         C->gemm_lp(lp, mask, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, want, ldc, bias, axis, ws);
         G->gemm_lp(lp, mask, ta, tb, m, n, k, alpha, d_a, lda, d_b, ldb, beta, d_c, ldc, d_bias, axis,
                    NULL);
-        free(ws);
+    } else {
+        C->gemm_lp_strided(lp, mask, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, sb, beta, want, ldc,
+                           sc, count, bias, axis, ws);
+        G->gemm_lp_strided(lp, mask, ta, tb, m, n, k, alpha, d_a, lda, 0, d_b, ldb, sb, beta, d_c,
+                           ldc, sc, count, d_bias, axis, NULL);
     }
-    void *got = to_host(d_c, ec * cn);
+    free(ws);
+    void *got = to_host(d_c, ec * ctot);
     double eps = ec == 4 ? 0.0 : lp == HFL_PREC_FP16 ? 1.0 / 1024 : 1.0 / 128;
     double abs_floor = ec == 2 && lp == HFL_PREC_FP16 ? 1.0 / 16777216 : 0.0;
     int combine = ec == 2 && beta != 0.0f && axis != HFL_BIAS_NONE;
     double worst = 0.0;
     int bad = 0;
-    for (int i = 0; i < m; i++)
-        for (int j = 0; j < ldc; j++) {
-            size_t at = (size_t)i * ldc + j;
-            float gv = elem(lp, ec == 4, got, at), cv = elem(lp, ec == 4, want, at);
-            if (j >= n) { /* padding */
-                bad += memcmp((char *)got + at * ec, (char *)c0 + at * ec, ec) != 0;
-                continue;
+    for (int q = 0; q < count; q++) {
+        const char *bq = (const char *)b + (size_t)q * sb * eb;
+        const char *c0q = (const char *)c0 + (size_t)q * sc * ec;
+        const char *gq = (const char *)got + (size_t)q * sc * ec, *wq = (const char *)want + (size_t)q * sc * ec;
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < ldc; j++) {
+                size_t at = (size_t)i * ldc + j;
+                float gv = elem(lp, ec == 4, gq, at), cv = elem(lp, ec == 4, wq, at);
+                if (j >= n) { /* padding */
+                    bad += memcmp(gq + at * ec, c0q + at * ec, ec) != 0;
+                    continue;
+                }
+                double s = gemm_bound(lp, mask, ta, tb, i, j, k, alpha, a, lda, bq, ldb, beta, c0q,
+                                      ldc, bias, axis);
+                double tol = 1e-5 * sqrt((double)k) * s + eps * fabs(cv) + abs_floor + (combine ? eps * s : 0.0);
+                double d = fabs((double)gv - cv);
+                if (!(d <= tol)) bad++;
+                if (s > 0 && d / s > worst) worst = d / s;
             }
-            double s = gemm_bound(lp, mask, ta, tb, i, j, k, alpha, a, lda, b, ldb, beta, c0, ldc,
-                                  bias, axis);
-            double tol = 1e-5 * sqrt((double)k) * s + eps * fabs(cv) + abs_floor + (combine ? eps * s : 0.0);
-            double d = fabs((double)gv - cv);
-            if (!(d <= tol)) bad++;
-            if (s > 0 && d / s > worst) worst = d / s;
-        }
-    report(bad == 0, "%s: %dx%dx%d ta %d tb %d alpha %g beta %g bias %d: %d outside tolerance, worst |d|/S %.3g",
-           name, m, n, k, ta, tb, alpha, beta, axis, bad, worst);
+        for (long long g = (long long)cn; count > 1 && g < sc; g++) /* the gap after C_q */
+            bad += memcmp(gq + g * ec, c0q + g * ec, ec) != 0;
+    }
+    report(bad == 0, "%s: %dx%dx%d ta %d tb %d alpha %g beta %g bias %d count %d: %d outside tolerance, worst |d|/S %.3g",
+           name, m, n, k, ta, tb, alpha, beta, axis, count, bad, worst);
     free(a), free(b), free(c0), free(bias), free(want), free(got);
     G->free(d_a), G->free(d_b), G->free(d_c), G->free(d_bias);
+}
+
+static void gemm_case(const char *name, hfl_precision lp, unsigned mask, int ta, int tb, int m,
+                      int n, int k, float alpha, float beta, int axis) {
+    gemm_case_n(name, lp, mask, ta, tb, m, n, k, alpha, beta, axis, 1);
 }
 
 static void test_gemm(void) {
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) gemm_case("sgemm", HFL_PREC_FP32, 0, ta, tb, 37, 29, 300, 0.75f, 0.5f, HFL_BIAS_NONE);
     gemm_case("sgemm", HFL_PREC_FP32, 0, 0, 1, 128, 10, 3136, 1.0f, 0.0f, HFL_BIAS_NONE);
+    /* conv's chunked forms (model/conv.c): forward and dcols over 5 samples */
+    gemm_case_n("sgemm strided conv fwd", HFL_PREC_FP32, 0, 0, 0, 32, 784, 25, 1.0f, 0.0f, HFL_BIAS_NONE, 5);
+    gemm_case_n("sgemm strided conv dcols", HFL_PREC_FP32, 0, 1, 0, 800, 196, 64, 1.0f, 0.0f, HFL_BIAS_NONE, 5);
+    gemm_case_n("sgemm strided beta", HFL_PREC_FP32, 0, 1, 1, 37, 29, 300, 0.75f, 0.5f, HFL_BIAS_NONE, 3);
     for (hfl_precision lp = HFL_PREC_BF16; lp <= HFL_PREC_FP16; lp++) {
         char name[64];
         if (lp == HFL_PREC_BF16 && cc < 80) { /* the chooser offers bf16 from cc 8.0 */
@@ -506,6 +535,12 @@ static void test_gemm(void) {
         gemm_case(name, lp, HFL_GEMM_C_F32, 0, 1, 64, 800, 196, 1.0f, 1.0f, HFL_BIAS_NONE);
         snprintf(name, sizeof name, "gemm_lp %s conv dcols", lp_name(lp));
         gemm_case(name, lp, HFL_GEMM_C_F32, 1, 0, 800, 196, 64, 1.0f, 0.0f, HFL_BIAS_NONE);
+        snprintf(name, sizeof name, "gemm_lp strided %s conv fwd", lp_name(lp));
+        gemm_case_n(name, lp, 0, 0, 0, 32, 784, 25, 1.0f, 0.0f, HFL_BIAS_ROW, 5);
+        snprintf(name, sizeof name, "gemm_lp strided %s conv dcols", lp_name(lp));
+        gemm_case_n(name, lp, HFL_GEMM_C_F32, 1, 0, 800, 196, 64, 1.0f, 0.0f, HFL_BIAS_NONE, 5);
+        snprintf(name, sizeof name, "gemm_lp strided %s beta and bias (one at a time)", lp_name(lp));
+        gemm_case_n(name, lp, 0, 1, 1, 37, 29, 300, 0.75f, 0.5f, HFL_BIAS_COL, 3);
         snprintf(name, sizeof name, "gemm_lp %s beta and bias", lp_name(lp));
         gemm_case(name, lp, 0, 1, 1, 37, 29, 300, 0.75f, 0.5f, HFL_BIAS_COL);
         snprintf(name, sizeof name, "gemm_lp %s fp32 C with bias", lp_name(lp));

@@ -449,9 +449,29 @@ static void test_gemm_bias(const hfl_backend *be) {
                 for (int q = 0; q < LDC; q++)
                     bad += cg[r * LDC + q] != (q >= N ? c0[r * LDC + q] : bias[axis == HFL_BIAS_ROW ? r : q]);
             CHECK(bad == 0);
+
+            /* the strided prefill: 3 GEMMs whose Cs are STRIDE apart (a gap
+             * between them): each C[r, c] is its bias, the padding and the
+             * gaps untouched */
+            enum { COUNT = 3, STRIDE = M * LDC + 4 };
+            uint16_t *s0 = inputs_lp(lp, 303, COUNT * STRIDE, PLAIN);
+            uint16_t *sg = dup_bytes(s0, sizeof(uint16_t) * COUNT * STRIDE);
+            for (size_t i = 0; i < COUNT * M * N; i++)
+                hfl_thread_bias_fill_lp_strided(i, sg, LDC, M, N, STRIDE, bias, axis);
+            bad = 0;
+            for (int g = 0; g < COUNT; g++)
+                for (int q = 0; q < STRIDE; q++) {
+                    int r = q / LDC, col = q % LDC;
+                    uint16_t want = r >= M || col >= N ? s0[g * STRIDE + q]
+                                                       : bias[axis == HFL_BIAS_ROW ? r : col];
+                    bad += sg[g * STRIDE + q] != want;
+                }
+            CHECK(bad == 0);
+            free(s0), free(sg);
             free(bias), free(c0), free(cw), free(cg), free(f0), free(fw), free(fg);
         }
-    printf("gemm bias: prefill, combine (beta != 0) and fp32 add, bf16/fp16, row and column bias\n");
+    printf("gemm bias: prefill (single and strided), combine (beta != 0) and fp32 add, bf16/fp16, "
+           "row and column bias\n");
 }
 
 int main(void) {

@@ -4,7 +4,13 @@
  * strides, and of maxpool2d's dX (inputs kept apart, so no ties); the shape
  * rules, parameter layout, workspace sizes, keeps flags and FLOPs the
  * tables report. A scalar loss L = sum(out * R) with a fixed random R turns
- * each backward into a gradient checkable by central differences. */
+ * each backward into a gradient checkable by central differences.
+ *
+ * CHUNKS: the layer run over chunks of 2, 3 and 7 samples (ly->chunk; 7 is
+ * more than the batch of 5) gives the same bits as one sample at a time, in
+ * fp32, bf16 and fp16, and touches nothing past its batch or workspace:
+ * every buffer carries a tail holding 1000 that inputs must not read (it
+ * would change the bits) and outputs must not overwrite. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -259,7 +265,94 @@ static void test_tables(void) {
     CHECK(hfl_layer_ops_for((hfl_layer_kind)0) == NULL && hfl_layer_ops_for((hfl_layer_kind)99) == NULL);
 }
 
+enum { CN = 5, TAIL = 4096 };
+
+/* Elements [from, to) of a buffer of esize-byte elements := 1000. */
+static void fill_k(void *buf, size_t from, size_t to, int esize) {
+    for (size_t i = from; i < to; i++) {
+        if (esize == 4) ((float *)buf)[i] = 1000.0f;
+        else if (esize == 2) ((uint16_t *)buf)[i] = 0x447A; /* fp16 1002, bf16 1000 */
+        else ((unsigned char *)buf)[i] = 0xA5;
+    }
+}
+
+static int tail_ok(const void *buf, size_t from, int esize) {
+    unsigned char want[TAIL * 4];
+    fill_k(want, 0, TAIL, esize);
+    return memcmp((const char *)buf + from * esize, want, (size_t)TAIL * esize) == 0;
+}
+
+/* A buffer of n esize-byte elements plus the tail, all 1000. */
+static void *guarded(size_t n, int esize) {
+    void *b = malloc((n + TAIL) * esize);
+    fill_k(b, 0, n + TAIL, esize);
+    return b;
+}
+
+/* One forward and backward of ly (its chunk as given) in precision prec on
+ * the fixed inputs; y, dx (as stored: 4 or 2 bytes) and dp are returned. */
+static void chunk_run(const hfl_layer *ly, hfl_precision prec, const float *p32, const float *x32,
+                      const float *r32, void **y_out, void **dx_out, float **dp_out) {
+    const hfl_backend *be = hfl_backend_cpu();
+    const hfl_layer_ops *ops = hfl_layer_ops_for(ly->kind);
+    int es = prec == HFL_PREC_FP32 ? 4 : 2;
+    size_t nin = (size_t)CN * ly->in, nout = (size_t)CN * ly->out;
+    size_t wsb = es == 4 ? ops->fwd_workspace_bytes(ly, CN) : ops->fwd_workspace_bytes_lp(ly, CN);
+    size_t bw = es == 4 ? ops->bwd_workspace_bytes(ly, CN) : ops->bwd_workspace_bytes_lp(ly, CN);
+    if (bw > wsb) wsb = bw;
+    void *p = guarded(ly->n_params, es), *x = guarded(nin, es), *r = guarded(nout, es);
+    void *y = guarded(nout, es), *dx = guarded(nin, es), *ws = guarded(wsb, 1);
+    float *dp = guarded(ly->n_params, 4);
+    if (es == 4) {
+        memcpy(p, p32, ly->n_params * 4);
+        memcpy(x, x32, nin * 4);
+        memcpy(r, r32, nout * 4);
+        ops->forward(be, ly, p, x, y, ws, CN);
+        ops->backward(be, ly, p, x, y, r, dx, dp, ws, CN);
+    } else {
+        be->round_lp(prec, p, p32, ly->n_params);
+        be->round_lp(prec, x, x32, nin);
+        be->round_lp(prec, r, r32, nout);
+        ops->forward_lp(be, prec, ly, p, x, y, ws, CN);
+        ops->backward_lp(be, prec, ly, p, x, y, r, dx, dp, ws, CN);
+    }
+    CHECK(tail_ok(y, nout, es) && tail_ok(dx, nin, es) && tail_ok(dp, ly->n_params, 4));
+    CHECK(tail_ok(ws, wsb, 1));
+    free(p), free(x), free(r), free(ws);
+    *y_out = y, *dx_out = dx, *dp_out = dp;
+}
+
+static void test_conv_chunks(void) {
+    const hfl_precision precs[3] = {HFL_PREC_FP32, HFL_PREC_BF16, HFL_PREC_FP16};
+    const int chunks[3] = {2, 3, 7};
+    for (size_t ci = 0; ci < sizeof conv_cases / sizeof conv_cases[0]; ci++) {
+        const int *q = conv_cases[ci];
+        hfl_layer ly;
+        make_layer(&ly, HFL_LAYER_CONV2D, (hfl_shape){q[0], q[1], q[2]}, q[3], q[4], q[5], q[6], NULL);
+        rig g;
+        rig_init(&g, &ly, CN, 300 + 10 * (uint32_t)ci);
+        for (int pi = 0; pi < 3; pi++) {
+            size_t es = precs[pi] == HFL_PREC_FP32 ? 4 : 2;
+            void *y0, *dx0, *y1, *dx1;
+            float *dp0, *dp1;
+            ly.chunk = 0;
+            chunk_run(&ly, precs[pi], g.p, g.x, g.r, &y0, &dx0, &dp0);
+            for (int k = 0; k < 3; k++) {
+                ly.chunk = chunks[k];
+                chunk_run(&ly, precs[pi], g.p, g.x, g.r, &y1, &dx1, &dp1);
+                CHECK(memcmp(y0, y1, CN * ly.out * es) == 0);
+                CHECK(memcmp(dx0, dx1, CN * ly.in * es) == 0);
+                CHECK(memcmp(dp0, dp1, ly.n_params * sizeof(float)) == 0);
+                free(y1), free(dx1), free(dp1);
+            }
+            free(y0), free(dx0), free(dp0);
+        }
+        rig_free(&g);
+    }
+}
+
 int main(void) {
+    test_conv_chunks();
     test_conv_forward();
     test_conv_gradients();
     test_maxpool_gradient();

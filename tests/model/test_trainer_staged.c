@@ -26,7 +26,13 @@
  * backend dressed as a device, so the trainer stages through host_alloc'd
  * memory and prefetch copies) end with the same parameters, loss scale and
  * skipped count as the synchronous run, and the loss read once at the end
- * is the sum of the per-step totals. */
+ * is the sum of the per-step totals.
+ *
+ * CHUNKED CONV. The device-dressed backend also asks for a conv chunk of 3
+ * (so cnn's batches of 8 and 5 run as chunks 3+3+2 and 3+2, partial chunks
+ * included): the CPU's batched GEMM is a loop of the same GEMMs and dW still
+ * accumulates sample by sample, so the result must stay bit-identical in
+ * every precision. The planner grows each conv workspace by the chunk. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -356,10 +362,53 @@ static void test_device_buffers(void) {
     CHECK(strstr(err, "device scalars") != NULL);
 }
 
+/* A conv chunk multiplies each conv layer's workspace by min(chunk, batch),
+ * is recorded in the plan's conv layers only, and is bounded. */
+static void test_conv_chunk_plan(void) {
+    char err[HFL_ERR_LEN];
+    hfl_model_spec spec;
+    CHECK(hfl_model_builtin("cnn", &spec, err) == 0);
+    static hfl_plan a, b, c;
+    for (int p = 0; p < 3; p++) {
+        hfl_plan_config cfg = {.batch = 8, .ckpt_budget = SIZE_MAX, .precision = precs[p]};
+        CHECK(hfl_plan_make(&spec, &cfg, &a, err) == 0);
+        cfg.conv_chunk = 3;
+        CHECK(hfl_plan_make(&spec, &cfg, &b, err) == 0);
+        cfg.conv_chunk = 64; /* more than the batch: the batch is the chunk */
+        CHECK(hfl_plan_make(&spec, &cfg, &c, err) == 0);
+        int convs = 0;
+        for (int l = 0; l < spec.n_layers; l++) {
+            int conv = spec.layers[l].kind == HFL_LAYER_CONV2D;
+            CHECK(a.spec.layers[l].chunk == 0);
+            CHECK(b.spec.layers[l].chunk == (conv ? 3 : 0));
+            convs += conv;
+        }
+        CHECK(convs == 2);
+        size_t ws_a = 0, ws_b = 0, ws_c = 0;
+        for (int i = 0; i < a.n_buffers; i++)
+            if (!strncmp(a.buffers[i].name, "ws.", 3) && strcmp(a.buffers[i].name, "ws.blas")) {
+                ws_a = a.buffers[i].bytes > ws_a ? a.buffers[i].bytes : ws_a;
+                ws_b = b.buffers[i].bytes > ws_b ? b.buffers[i].bytes : ws_b;
+                ws_c = c.buffers[i].bytes > ws_c ? c.buffers[i].bytes : ws_c;
+            }
+        /* The largest workspace is a conv's: one sample's columns plus, in
+         * 2-byte precisions, a GEMM's staging that does not grow; chunks of
+         * 3 and 8 (the batch) add 2 and 7 samples' columns. */
+        CHECK(ws_b > ws_a && (ws_c - ws_a) * 2 == (ws_b - ws_a) * 7);
+        CHECK(p || ws_b == 3 * ws_a);
+        CHECK(b.arena_bytes > a.arena_bytes);
+    }
+    hfl_plan_config bad = {.batch = 8, .conv_chunk = -1};
+    CHECK(hfl_plan_make(&spec, &bad, &a, err) != 0 && strstr(err, "conv chunk") != NULL);
+    bad.conv_chunk = 5000;
+    CHECK(hfl_plan_make(&spec, &bad, &a, err) != 0 && strstr(err, "conv chunk") != NULL);
+}
+
 int main(void) {
     openblas_set_num_threads(1);
     device_like = *hfl_backend_cpu();
     device_like.host_memory = 0;
+    device_like.conv_chunk = 3;
     const char *core = openblas_get_corename();
     golden_core = !strcmp(core, "Zen") || !strcmp(core, "Haswell") ? "Zen"
                   : !strcmp(core, "Sandybridge")                   ? "Sandybridge"
@@ -370,6 +419,7 @@ int main(void) {
                "and staged-vs-synchronous checks still run)\n", core);
     test_golden_plans();
     test_device_buffers();
+    test_conv_chunk_plan();
     test_training("mlp", 32, 6);
     test_training("cnn", 8, 3);
     return check_exit_code("test_trainer_staged");
