@@ -40,25 +40,45 @@ static int parse_kb_field(const char *line, const char *key, uint64_t *bytes) {
     return 1;
 }
 
-int hfl_mem_read(uint64_t *rss, uint64_t *peak, char *err) {
+/* VmRSS, VmHWM and RssFile from /proc/self/status; any pointer may be NULL. */
+static int read_status(uint64_t *rss, uint64_t *peak, uint64_t *file, char *err) {
+    static const char *keys[3] = {"VmRSS", "VmHWM", "RssFile"};
+    uint64_t v[3] = {0, 0, 0};
+    int have[3] = {0, 0, 0}, bad = 0;
     FILE *f = fopen("/proc/self/status", "r");
     if (!f) return hfl_errf(err, "cannot open /proc/self/status: %s", strerror(errno));
     char line[256];
-    uint64_t v_rss = 0, v_hwm = 0;
-    int have_rss = 0, have_hwm = 0, bad = 0;
     while (fgets(line, sizeof line, f)) {
-        int r = parse_kb_field(line, "VmRSS", &v_rss);
-        if (r == 1) have_rss = 1;
-        int h = parse_kb_field(line, "VmHWM", &v_hwm);
-        if (h == 1) have_hwm = 1;
-        if (r < 0 || h < 0) bad = 1;
+        for (int k = 0; k < 3; k++) {
+            int r = parse_kb_field(line, keys[k], &v[k]);
+            if (r == 1) have[k] = 1;
+            if (r < 0) bad = 1;
+        }
     }
     fclose(f);
-    if (bad) return hfl_errf(err, "/proc/self/status: malformed VmRSS or VmHWM line");
-    if (!have_rss || !have_hwm)
-        return hfl_errf(err, "/proc/self/status has no %s line", have_rss ? "VmHWM" : "VmRSS");
-    if (rss) *rss = v_rss;
-    if (peak) *peak = v_hwm;
+    if (bad) return hfl_errf(err, "/proc/self/status: malformed VmRSS, VmHWM or RssFile line");
+    uint64_t *out[3] = {rss, peak, file};
+    for (int k = 0; k < 3; k++) {
+        if (!out[k]) continue;
+        if (!have[k]) return hfl_errf(err, "/proc/self/status has no %s line", keys[k]);
+        *out[k] = v[k];
+    }
+    return 0;
+}
+
+int hfl_mem_read(uint64_t *rss, uint64_t *peak, char *err) {
+    return read_status(rss, peak, NULL, err);
+}
+
+int hfl_mem_window_begin(hfl_mem_window *w, char *err) {
+    return hfl_mem_reset_peak(err) == 0 ? read_status(&w->rss0, NULL, &w->file0, err) : -1;
+}
+
+int hfl_mem_window_growth(const hfl_mem_window *w, uint64_t *growth, char *err) {
+    uint64_t peak, file;
+    if (read_status(NULL, &peak, &file, err) != 0) return -1;
+    uint64_t mapped = file > w->file0 ? file - w->file0 : 0;
+    *growth = peak > w->rss0 + mapped ? peak - w->rss0 - mapped : 0;
     return 0;
 }
 

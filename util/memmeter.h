@@ -36,6 +36,29 @@ int hfl_mem_reset_peak(char *err);
  * lacks the fields. */
 int hfl_mem_read(uint64_t *rss, uint64_t *peak, char *err);
 
+/* A measured window over the process's private memory. The peak resident
+ * size counts file-backed pages too: library code and read-only data mapped in
+ * when code first runs, which the kernel maps ahead in aligned runs of up to
+ * 16 pages (fault-around), so how many depends on where address-space layout
+ * randomization placed each library: seen +-100 KiB from one process to the
+ * next for the same training step. Those pages are clean, shared with every
+ * process using the library and dropped by the kernel under pressure, so they
+ * are not what a memory budget guards. The window's growth is the peak
+ * resident growth less the file-backed pages (RssFile) mapped in meanwhile:
+ * exact when they were mapped before the peak (a warmed-up step maps none),
+ * otherwise low by at most those mapped after it. */
+typedef struct {
+    uint64_t rss0, file0;
+} hfl_mem_window;
+
+/* Resets the peak and records where the window starts. -1 with err when the
+ * kernel's figures are unavailable (see above). */
+int hfl_mem_window_begin(hfl_mem_window *w, char *err);
+
+/* The window's peak growth of private resident memory in *growth (0 when it
+ * shrank). -1 with err when the figures are unavailable. */
+int hfl_mem_window_growth(const hfl_mem_window *w, uint64_t *growth, char *err);
+
 /* Writes one byte per page of [p, p + bytes) (keeping its value), so every
  * page is resident and the meter sees all of it. */
 void hfl_mem_touch(void *p, size_t bytes);

@@ -5,11 +5,14 @@
  * allocator (touched with hfl_mem_touch, and untouched: not resident unless
  * MALLOC_PERTURB_ has glibc fill each block, which it then must be), and
  * after the memory is returned a reset brings the peak back down to the
- * resident size.
+ * resident size. A window (hfl_mem_window) counts N MiB of private memory
+ * touched in it and not M MiB of a file read through a mapping meanwhile,
+ * though the peak counts both.
  * The test links no OpenBLAS work and starts no threads, so nothing else
  * grows the process while it measures. Exits 77 (skipped) only where the
  * kernel has no /proc/self/clear_refs at all. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,6 +105,47 @@ static void test_backend(size_t mib) {
            filled ? " (MALLOC_PERTURB_ set)" : "", untouched, touched);
 }
 
+/* Reads one byte per page: file pages map in without becoming private. */
+static unsigned read_pages(const volatile char *p, size_t bytes) {
+    unsigned sum = 0;
+    for (size_t i = 0; i < bytes; i += 4096) sum += (unsigned char)p[i];
+    return sum;
+}
+
+static void test_window(size_t anon_mib, size_t file_mib) {
+    char path[256], err[HFL_ERR_LEN];
+    snprintf(path, sizeof path, "/tmp/test_memmeter.%d", (int)getpid());
+    size_t fbytes = file_mib << 20, abytes = anon_mib << 20;
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    unlink(path);
+    char block[65536];
+    memset(block, 7, sizeof block);
+    for (size_t off = 0; off < fbytes; off += sizeof block)
+        CHECK(write(fd, block, sizeof block) == (ssize_t)sizeof block); /* now in the page cache */
+    char *file = mmap(NULL, fbytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    char *anon = mmap(NULL, abytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(file != MAP_FAILED && anon != MAP_FAILED);
+    if (file == MAP_FAILED || anon == MAP_FAILED) return;
+    hfl_mem_window w;
+    uint64_t growth = 0, peak0 = 0, peak1 = 0;
+    CHECK(hfl_mem_window_begin(&w, err) == 0);
+    CHECK(hfl_mem_read(NULL, &peak0, err) == 0);
+    CHECK(read_pages(file, fbytes) == 7u * (unsigned)(fbytes / 4096));
+    hfl_mem_touch(anon, abytes);
+    CHECK(hfl_mem_read(NULL, &peak1, err) == 0);
+    CHECK(hfl_mem_window_growth(&w, &growth, err) == 0);
+    double peak_mib = (double)(peak1 - peak0) / MIB, private_mib = growth / MIB;
+    CHECK_CLOSE(peak_mib, (double)(anon_mib + file_mib), 1.0, 0.0);
+    CHECK_CLOSE(private_mib, (double)anon_mib, 1.0, 0.0);
+    printf("test_memmeter: window over %zu MiB private + %zu MiB file: peak +%.2f MiB, private +%.2f MiB\n",
+           anon_mib, file_mib, peak_mib, private_mib);
+    munmap(file, fbytes);
+    munmap(anon, abytes);
+    close(fd);
+}
+
 int main(void) {
     if (access("/proc/self/clear_refs", F_OK) != 0) {
         printf("test_memmeter: skipped: no /proc/self/clear_refs (%s)\n", strerror(errno));
@@ -116,5 +160,6 @@ int main(void) {
     test_mmap(64);
     test_mmap(8);
     test_backend(48);
+    test_window(8, 16);
     return check_exit_code("test_memmeter");
 }
