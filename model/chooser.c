@@ -51,6 +51,16 @@ static void chooser_calibrate_here(const hfl_backend *be, unsigned precisions, d
 /* On the CPU in a forked child (the parent's heap and BLAS buffers stay as
  * they were); a device backend in-process, since CUDA cannot be used in a
  * child forked after the parent initialised it. */
+/* On the CPU, 2-byte storage is widened around the same fp32 GEMMs
+ * (cpu_gemm_lp), so it is never faster than fp32: a timing that says so is
+ * noise (seen under load: 8 of 10 clients chose a 2-byte type), and the
+ * device's capability decides. 2-byte precisions then win only on memory. */
+static void cap_emulated(const hfl_backend *be, double gflops[3]) {
+    if (!be->host_memory) return;
+    for (int p = HFL_PREC_BF16; p <= HFL_PREC_FP16; p++)
+        if (gflops[p] > gflops[HFL_PREC_FP32]) gflops[p] = gflops[HFL_PREC_FP32];
+}
+
 void hfl_chooser_calibrate(const hfl_backend *be, unsigned precisions, double gflops[3]) {
     int fd[2];
     gflops[0] = gflops[1] = gflops[2] = 0;
@@ -72,6 +82,7 @@ void hfl_chooser_calibrate(const hfl_backend *be, unsigned precisions, double gf
         gflops[0] = gflops[1] = gflops[2] = 0;
     close(fd[0]);
     if (pid > 0) waitpid(pid, NULL, 0);
+    cap_emulated(be, gflops);
 }
 
 unsigned hfl_chooser_device_precisions(int is_gpu, int cc_major, int cc_minor) {

@@ -65,7 +65,9 @@ typedef struct {
  * child fails). A device backend is timed in-process (CUDA cannot run in a
  * child forked after it started), with a sync around each GEMM; cuBLAS's
  * first-use allocations then stay in the process, where the device's
- * measured overhead includes them anyway. */
+ * measured overhead includes them anyway. On the CPU a 2-byte rate above
+ * fp32's is capped to it: 2-byte storage is emulated around fp32 GEMMs there,
+ * so only memory can make the chooser prefer it. */
 void hfl_chooser_calibrate(const hfl_backend *be, unsigned precisions, double gflops[3]);
 /* Precisions worth offering on a device (bits 1 << hfl_precision): every one
  * on the CPU; on a GPU fp16 from compute capability 7.5 (tensor cores with
