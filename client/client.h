@@ -5,6 +5,7 @@
  * state.c  the state file that keeps the error-feedback residual across restarts
  * plan_cli.c  --plan: the candidate table, the choice, and --verify measurements
  * overhead.c  the memory a step takes outside the arena, learned from measurements
+ * verify.c    a candidate's real peak, measured before it is trusted
  * handshake.c hello, welcome, and the plan chosen between them */
 #ifndef HFL_CLIENT_H
 #define HFL_CLIENT_H
@@ -18,6 +19,7 @@
 #include "data/idx.h"
 #include "model/chooser.h"
 #include "model/model.h"
+#include "model/overhead.h"
 
 typedef struct {
     int round;
@@ -49,6 +51,8 @@ typedef struct {
     uint64_t measured_peak;  /* growth over trainer creation and the first step: peak RSS on
                                 the CPU, used device memory (cudaMemGetInfo) on a GPU */
     int measured_batch;      /* samples in that first step */
+    uint64_t footprint;      /* the step's real footprint (that growth, else the prediction) */
+    int breached;            /* the budget was exceeded: the client stops (client/train.c) */
     float *xbuf;      /* one gathered batch */
     int32_t *ybuf;
 } client_state;
@@ -56,7 +60,8 @@ typedef struct {
 /* Trains on the client's data from `weights` with the planned trainer;
  * returns the encoded update (malloc'd, *len bytes), the mean training loss
  * of the last epoch in *loss and the training time in *seconds; NULL with err
- * when the trainer cannot be created (its arena would break the budget). */
+ * when the trainer cannot be created (its arena would break the budget) or
+ * the budget was breached (s->breached). */
 uint8_t *client_train_round(client_state *s, const client_task *task, const float *weights,
                             size_t *len, double *loss, double *seconds, char *err);
 
@@ -112,27 +117,45 @@ int client_precisions(const client_options *o, const hfl_device_info *dev, unsig
 int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_device_info *dev, const char *why,
                     char *err);
 
-/* The overhead outside the arena, from the measurements under state_dir
- * (client/overhead.c): load once, then ask per (precision, batch). */
-#define CLIENT_OVERHEAD_MAX 4096
+/* The overhead outside the arena (client/overhead.c): the model
+ * (model/overhead.h) fitted on every measurement of this device and backend
+ * under state_dir, and this model's configurations measured themselves. */
+#define CLIENT_EXACT_MAX 256
 typedef struct {
-    int n;
+    hfl_overhead_model model;
+    int n_exact;
     struct {
         hfl_precision precision;
+        int batch;
         hfl_ckpt_kind ckpt;
-        int same_model;
-        double batch, extra; /* extra = measured - arena */
-    } rec[CLIENT_OVERHEAD_MAX];
-    double fleet; /* the coordinator's estimate for this device, 0: none */
+        double overhead; /* the largest measured - arena */
+    } exact[CLIENT_EXACT_MAX];
 } client_overhead;
-void client_overhead_load(const char *state_dir, const char *device, const char *model, double fleet_estimate,
-                          client_overhead *m);
-uint64_t client_overhead_at(const client_overhead *m, hfl_precision p, int batch, hfl_ckpt_kind ckpt);
-uint64_t client_overhead_fn(void *ctx, hfl_precision p, int batch, hfl_ckpt_kind ckpt); /* hfl_chooser_input */
-int client_overhead_records(const client_overhead *m);
-/* Appends one measurement; -1 with err when the file cannot be written. */
-int client_overhead_record(const char *state_dir, const char *device, const char *model, int batch,
-                           const char *precision, const char *ckpt, size_t arena, uint64_t measured, char *err);
+void client_overhead_load(const char *state_dir, const char *device, const hfl_backend *be,
+                          const char *model, size_t in_dim, double fleet_estimate,
+                          client_overhead *ov);
+/* Adds a measurement of candidate c of this model (in memory only). */
+void client_overhead_add(client_overhead *ov, const hfl_candidate *c, uint64_t staging,
+                         uint64_t measured);
+/* 1 and the overhead when this configuration was measured itself, else 0. */
+int client_overhead_exact(const client_overhead *ov, hfl_precision p, int batch, hfl_ckpt_kind ckpt,
+                          uint64_t *overhead);
+/* hfl_chooser_input's callback: a measured configuration's own overhead, else the model's. */
+uint64_t client_overhead_fn(void *ctx, hfl_precision p, int batch, hfl_ckpt_kind ckpt);
+/* Appends one measurement of candidate c; -1 with err when the file cannot be written. */
+int client_overhead_record(const char *state_dir, const char *device, const hfl_backend *be,
+                           const char *model, const hfl_candidate *c, uint64_t staging,
+                           uint64_t measured, char *err);
+
+/* Synthetic batches for measuring candidates of one model (client/verify.c). */
+typedef struct client_probe client_probe;
+client_probe *client_probe_new(const hfl_model_spec *spec, int max_batch);
+void client_probe_free(client_probe *p);
+/* The real peak of one step of candidate c on be: the median of three
+ * measurements (model/measure.h); -1 with err when it cannot be planned or
+ * measured (e.g. its arena does not fit the device). */
+int client_probe_measure(client_probe *p, const hfl_backend *be, const hfl_candidate *c,
+                         int momentum, uint64_t *measured, char *err);
 
 /* Peak resident memory of this process so far (VmHWM), in bytes. */
 uint64_t client_peak_rss(void);

@@ -81,9 +81,39 @@ int client_precisions(const client_options *o, const hfl_device_info *dev, unsig
 }
 
 /* Chooses this client's training configuration for the run's batch under its
- * memory budget (model/chooser.c), plans it into s->plan, and returns the plan
- * as JSON for the coordinator. The overhead outside the arena is our own fit
- * when we have measurements, else the fleet's estimate for our device. */
+ * memory budget (model/chooser.c), verifies it, plans it into s->plan, and
+ * returns the plan as JSON for the coordinator.
+ *
+ * Nothing is trusted unmeasured: a chosen configuration this state directory
+ * has no measurement of is measured first (client/verify.c: one forked step
+ * on the CPU, cudaMemGetInfo growth on a GPU) and recorded; the chooser then
+ * runs again, now with that measurement (and the model refitted on it; both
+ * kept in memory, and in the state directory when there is one), until
+ * it picks a configuration measured to fit. On a cold start the model's
+ * prior is conservative, so the first pick is small and safe; its
+ * measurement teaches the model the real overhead, and the next pick is the
+ * best one that fits. When nothing is predicted to fit, the smallest
+ * unmeasured candidate whose arena fits is measured (the prior may be what
+ * rules it out). Each pass adds one measured configuration, so this ends;
+ * CLIENT_VERIFY_MAX bounds it. */
+#define CLIENT_VERIFY_MAX 8
+
+/* When nothing is predicted to fit, the unmeasured candidate with the
+ * smallest prediction whose arena alone fits, if any: a prediction from the
+ * prior (or from other configurations) may be what rules everything out, and
+ * measuring it settles that. */
+static const hfl_candidate *unmeasured_smallest(const hfl_choice *ch, const client_overhead *ov,
+                                                uint64_t usable) {
+    const hfl_candidate *best = NULL;
+    for (int i = 0; i < ch->n; i++) {
+        const hfl_candidate *c = &ch->rows[i];
+        uint64_t known;
+        if (c->arena > usable || client_overhead_exact(ov, c->precision, c->batch, c->ckpt, &known))
+            continue;
+        if (!best || c->predicted < best->predicted) best = c;
+    }
+    return best;
+}
 cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, client_state *s,
                           const client_welcome *w,
                           char *err) {
@@ -92,20 +122,52 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
                             .prefer_batch = (int)w->batch};
     if (client_precisions(o, dev, &in.precisions, err) != 0) return NULL;
     client_overhead *ov = hfl_malloc(sizeof *ov);
-    client_overhead_load(o->state_dir, dev->name, s->spec.name, (double)w->overhead_estimate, ov);
-    int n_records = client_overhead_records(ov);
     in.overhead = client_overhead_fn;
     in.overhead_ctx = ov;
     hfl_chooser_calibrate(s->be, in.precisions, in.gflops);
+    uint64_t usable = (uint64_t)((double)in.budget * (1.0 - in.headroom));
     hfl_choice ch;
-    int chose = hfl_choose(&s->spec, &in, &ch, err);
-    free(ov);
-    if (chose != 0) return NULL;
-    if (ch.chosen < 0) {
-        hfl_errf(err, "nothing fits in %.1f MiB for model %s: the smallest budget that would is %.1f MiB",
-                 in.budget / 1048576.0, s->spec.name, ch.min_budget / 1048576.0);
-        return NULL;
+    client_probe *probe = NULL;
+    int verified = 0, measured = 0;
+    client_overhead_load(o->state_dir, dev->name, s->be, s->spec.name, s->spec.in_dim,
+                         (double)w->overhead_estimate, ov);
+    while (!verified) {
+        if (hfl_choose(&s->spec, &in, &ch, err) != 0) break;
+        const hfl_candidate *c = ch.chosen >= 0 ? &ch.rows[ch.chosen] : unmeasured_smallest(&ch, ov, usable);
+        if (!c) {
+            hfl_errf(err, "nothing fits in %.1f MiB for model %s: the smallest budget that would is %.1f MiB",
+                     in.budget / 1048576.0, s->spec.name, ch.min_budget / 1048576.0);
+            break;
+        }
+        uint64_t known;
+        if (client_overhead_exact(ov, c->precision, c->batch, c->ckpt, &known)) {
+            verified = 1; /* measured before, and the chooser found it fits */
+            break;
+        }
+        if (measured == CLIENT_VERIFY_MAX) {
+            hfl_errf(err, "no configuration verified to fit in %.1f MiB after %d measurements",
+                     in.budget / 1048576.0, measured);
+            break;
+        }
+        uint64_t peak;
+        if (!probe) probe = client_probe_new(&s->spec, (int)w->batch);
+        if (client_probe_measure(probe, s->be, c, in.momentum, &peak, err) != 0) break;
+        measured++;
+        if (!o->quiet)
+            printf("%s: verify: batch %d %s %s measured %.2f MiB (predicted %.2f) of %.2f MiB usable%s\n",
+                   o->name, c->batch, hfl_precision_name(c->precision), hfl_ckpt_name(c->ckpt),
+                   peak / 1048576.0, c->predicted / 1048576.0, usable / 1048576.0,
+                   peak > usable ? ": too big, re-planning" : "");
+        uint64_t staging = hfl_overhead_staging(s->be->host_memory, c->batch, s->spec.in_dim);
+        client_overhead_add(ov, c, staging, peak);
+        if (client_overhead_record(o->state_dir, dev->name, s->be, s->spec.name, c, staging, peak,
+                                   err) != 0)
+            break;
     }
+    client_probe_free(probe);
+    int n_records = ov->model.n;
+    free(ov);
+    if (!verified) return NULL;
     s->chosen = ch.rows[ch.chosen];
     hfl_plan_config cfg;
     hfl_candidate_config(&s->chosen, 1, &cfg);
@@ -132,5 +194,6 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
     cJSON_AddNumberToObject(p, "predicted_samples_per_s", s->chosen.samples_per_s);
     cJSON_AddNumberToObject(p, "overhead_bytes", (double)s->overhead);
     cJSON_AddNumberToObject(p, "overhead_records", n_records);
+    cJSON_AddNumberToObject(p, "verify_measurements", measured);
     return p;
 }

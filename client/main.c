@@ -39,7 +39,10 @@ static void usage(FILE *f) {
         "                       and memory measurements in DIR/overhead.jsonl\n"
         "  --plan               print the training configurations that fit and the one chosen, then exit\n"
         "  --model NAME|FILE    with --plan: a built-in model (mlp, cnn) or a JSON spec\n"
-        "  --memory-budget SIZE memory this client may use, e.g. 512M, 4G (default: the device's free memory)\n"
+        "  --memory-budget SIZE memory the training step may use, e.g. 512M, 4G: on the CPU its peak\n"
+        "                       resident growth (arena, batch staging, libraries; not the dataset or\n"
+        "                       the model copies), on a GPU device memory (default: the device's free\n"
+        "                       memory); checked every epoch, and a breach stops the client\n"
         "  --headroom F         fraction of the budget kept free (default 0.05)\n"
         "  --precision P        auto (let the chooser pick), fp32, bf16 or fp16 (default auto)\n"
         "  --device D           auto (the GPU when the CUDA module loads and finds one, else the CPU),\n"
@@ -204,6 +207,26 @@ static int read_task(const hfl_msg *m, size_t n_params, const char *override, cl
 }
 
 
+/* Tells the coordinator this client leaves because it broke its memory
+ * budget (why: the one line), so the run's report shows it; best effort. */
+static void say_breach(nng_socket sock, const client_state *s, size_t max_payload, const char *why) {
+    cJSON *meta = cJSON_CreateObject();
+    cJSON_AddNumberToObject(meta, "client_id", s->client_id);
+    cJSON_AddStringToObject(meta, "token", s->token);
+    cJSON_AddStringToObject(meta, "error", why);
+    cJSON_AddNumberToObject(meta, "budget_bytes", (double)s->budget);
+    cJSON_AddNumberToObject(meta, "measured_peak_bytes", (double)s->measured_peak);
+    cJSON_AddNumberToObject(meta, "predicted_peak_bytes", (double)s->chosen.predicted);
+    hfl_msg rep;
+    nng_msg *raw;
+    char e[HFL_ERR_LEN];
+    if (hfl_transport_request(sock, HFL_MSG_BYE, meta, NULL, 0, max_payload, &rep, &raw, e) == 0) {
+        hfl_msg_free(&rep);
+        nng_msg_free(raw);
+    }
+    cJSON_Delete(meta);
+}
+
 static int run(const client_options *o, client_state *s, const hfl_device_info *dev, char *err) {
     nng_socket sock;
     /* The model is not known until client_welcome; replies from our own coordinator are
@@ -231,9 +254,14 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
     int hello2 = client_say_hello(sock, o, dev, s, plan_json, max_payload, &w, err);
     cJSON_Delete(plan_json);
     if (hello2 != 0) goto out;
+    /* The model copies are touched now, so they are resident before the
+     * training step's memory is measured (the budget is the step's). */
     s->global = hfl_malloc(s->spec.n_params * sizeof(float));
     s->local = hfl_malloc(s->spec.n_params * sizeof(float));
-    s->residual = hfl_calloc(s->spec.n_params, sizeof(float));
+    s->residual = hfl_malloc(s->spec.n_params * sizeof(float));
+    memset(s->global, 0, s->spec.n_params * sizeof(float));
+    memset(s->local, 0, s->spec.n_params * sizeof(float));
+    memset(s->residual, 0, s->spec.n_params * sizeof(float));
     if (!o->quiet)
         printf("%s: registered as client %d with %d samples, codec %s\n", o->name, s->client_id, s->data.n, w.codec);
     if (o->state_dir[0]) {
@@ -291,14 +319,15 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
         uint8_t *upd = client_train_round(s, &task, w, &ulen, &loss, &secs, err);
         if (!upd) {
             free(w);
+            if (s->breached) say_breach(sock, s, max_payload, err);
             goto out;
         }
         /* a first step on a short batch says nothing about the planned one */
         if (!measured_before && s->measured_peak && s->measured_batch == s->chosen.batch) {
             char e[HFL_ERR_LEN];
-            if (client_overhead_record(o->state_dir, dev->name, s->spec.name, s->chosen.batch,
-                                       hfl_precision_name(s->chosen.precision), hfl_ckpt_name(s->chosen.ckpt),
-                                       s->chosen.arena, s->measured_peak, e) != 0)
+            uint64_t staging = hfl_overhead_staging(s->be->host_memory, s->chosen.batch, s->spec.in_dim);
+            if (client_overhead_record(o->state_dir, dev->name, s->be, s->spec.name, &s->chosen, staging,
+                                       s->measured_peak, e) != 0)
                 fprintf(stderr, "%s: %s\n", o->name, e);
             if (!o->quiet)
                 printf("%s: first step: measured peak %.2f MiB, predicted %.2f MiB\n", o->name,

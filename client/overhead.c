@@ -1,18 +1,18 @@
-/* overhead.c: what a training step takes outside the planned arena, learned.
+/* overhead.c: the client's measurements of real step peaks, kept in the
+ * state directory, and the overhead model (model/overhead.h) fitted on them.
  *
- * The arena is the planner's to predict; around it a process also holds BLAS
- * buffers (whose touched part grows with the GEMM shapes, so with the batch),
- * allocator slack and stack, which vary by device and library. Every measured
- * step (hfl-client --plan --verify, and a client's first real step) appends
- * {device, model, batch, precision, checkpoint, arena, measured} as a line of
- * <state-dir>/overhead.jsonl (the newest CLIENT_OVERHEAD_MAX valid lines
- * count). The overhead for (model, precision, batch, checkpoint) is, in this
- * order: the median of measured - arena over records of exactly that
- * configuration; a
- * least-squares line in the batch over the model's records in that precision
- * when they span two batches or more (never sloping down, never below the
- * least measured); the median over the device's records in that precision;
- * the fleet's estimate from the coordinator; 0. */
+ * Every measured step (hfl-client --plan --verify, the verification of a
+ * chosen configuration before the first round, and a client's first real
+ * step) appends {device, backend, model, batch, precision, checkpoint, arena,
+ * staging, measured} as a line of <state-dir>/overhead.jsonl. Loading keeps
+ * the lines of this device and backend (any model: the model is fitted
+ * across models), the newest HFL_OVERHEAD_MAX of them; a damaged or
+ * hand-edited line is skipped, never trusted.
+ *
+ * A configuration measured itself is not predicted: the chooser's callback
+ * gives it the largest overhead it was measured with (measured - arena), so
+ * a configuration found too big stays too big, and every other one gets the
+ * model's prediction. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,102 +23,105 @@
 #include "client/client.h"
 #include "util/util.h"
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+/* Keeps the largest overhead measured for one configuration of this model. */
+static void exact_add(client_overhead *ov, hfl_precision p, int batch, hfl_ckpt_kind ckpt,
+                      double overhead) {
+    for (int i = 0; i < ov->n_exact; i++)
+        if (ov->exact[i].precision == p && ov->exact[i].batch == batch && ov->exact[i].ckpt == ckpt) {
+            if (overhead > ov->exact[i].overhead) ov->exact[i].overhead = overhead;
+            return;
+        }
+    if (ov->n_exact == CLIENT_EXACT_MAX) return;
+    ov->exact[ov->n_exact].precision = p;
+    ov->exact[ov->n_exact].batch = batch;
+    ov->exact[ov->n_exact].ckpt = ckpt;
+    ov->exact[ov->n_exact++].overhead = overhead;
 }
 
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
+void client_overhead_add(client_overhead *ov, const hfl_candidate *c, uint64_t staging,
+                         uint64_t measured) {
+    hfl_overhead_add(&ov->model, c->precision, c->batch, (double)c->arena, (double)staging,
+                     (double)measured);
+    exact_add(ov, c->precision, c->batch, c->ckpt, (double)measured - (double)c->arena);
 }
 
-void client_overhead_load(const char *state_dir, const char *device, const char *model, double fleet_estimate,
-                          client_overhead *m) {
-    memset(m, 0, sizeof *m);
-    m->fleet = fleet_estimate;
+int client_overhead_exact(const client_overhead *ov, hfl_precision p, int batch, hfl_ckpt_kind ckpt,
+                          uint64_t *overhead) {
+    for (int i = 0; i < ov->n_exact; i++)
+        if (ov->exact[i].precision == p && ov->exact[i].batch == batch && ov->exact[i].ckpt == ckpt) {
+            *overhead = ov->exact[i].overhead > 0 ? (uint64_t)ov->exact[i].overhead : 0;
+            return 1;
+        }
+    return 0;
+}
+
+uint64_t client_overhead_fn(void *ctx, hfl_precision p, int batch, hfl_ckpt_kind ckpt) {
+    const client_overhead *ov = ctx;
+    uint64_t v;
+    if (client_overhead_exact(ov, p, batch, ckpt, &v)) return v;
+    return hfl_overhead_predict(&ov->model, p, batch);
+}
+
+static const cJSON *item(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
+
+void client_overhead_load(const char *state_dir, const char *device, const hfl_backend *be,
+                          const char *model, size_t in_dim, double fleet_estimate,
+                          client_overhead *ov) {
+    hfl_overhead_model *m = &ov->model;
+    hfl_overhead_init(m, be->host_memory, in_dim, fleet_estimate);
+    ov->n_exact = 0;
     if (!state_dir || !state_dir[0]) return;
     char path[1200], err[HFL_ERR_LEN];
     snprintf(path, sizeof path, "%s/overhead.jsonl", state_dir);
     char *text = hfl_read_file(path, NULL, err);
     if (!text) return;
-    int seen = 0; /* the newest CLIENT_OVERHEAD_MAX records win: a ring */
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         cJSON *o = cJSON_Parse(line);
-        const cJSON *dev = cJSON_GetObjectItemCaseSensitive(o, "device"), *mod = cJSON_GetObjectItemCaseSensitive(o, "model");
-        const cJSON *prec = cJSON_GetObjectItemCaseSensitive(o, "precision"), *b = cJSON_GetObjectItemCaseSensitive(o, "batch");
-        const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "arena"), *ms = cJSON_GetObjectItemCaseSensitive(o, "measured");
-        const cJSON *ck = cJSON_GetObjectItemCaseSensitive(o, "checkpoint");
+        const cJSON *dev = item(o, "device"), *bk = item(o, "backend"), *prec = item(o, "precision");
+        const cJSON *b = item(o, "batch"), *a = item(o, "arena"), *ms = item(o, "measured");
+        const cJSON *st = item(o, "staging"), *mod = item(o, "model"), *ck = item(o, "checkpoint");
         hfl_precision p;
         hfl_ckpt_kind kind;
-        /* a damaged or hand-edited line is skipped, never trusted */
-        int ok = cJSON_IsString(dev) && !strcmp(dev->valuestring, device) && cJSON_IsString(prec) &&
-                 hfl_precision_parse(prec->valuestring, &p, NULL) == 0 && cJSON_IsString(ck) &&
-                 hfl_ckpt_parse(ck->valuestring, &kind, NULL) == 0 && cJSON_IsNumber(b) && cJSON_IsNumber(a) &&
-                 cJSON_IsNumber(ms) && b->valuedouble >= 1 && b->valuedouble <= 65536 && a->valuedouble >= 0 &&
-                 a->valuedouble < 0x1p50 && ms->valuedouble >= 0 && ms->valuedouble < 0x1p50;
-        if (ok) {
-            int k = seen++ % CLIENT_OVERHEAD_MAX;
-            m->rec[k].precision = p;
-            m->rec[k].ckpt = kind;
-            m->rec[k].same_model = cJSON_IsString(mod) && !strcmp(mod->valuestring, model);
-            m->rec[k].batch = b->valuedouble;
-            m->rec[k].extra = ms->valuedouble - a->valuedouble;
-        }
+        int ok = cJSON_IsString(dev) && !strcmp(dev->valuestring, device) && cJSON_IsString(bk) &&
+                 !strcmp(bk->valuestring, be->name) && cJSON_IsString(prec) &&
+                 hfl_precision_parse(prec->valuestring, &p, NULL) == 0 && cJSON_IsNumber(b) &&
+                 cJSON_IsNumber(a) && cJSON_IsNumber(ms) && cJSON_IsNumber(st) &&
+                 b->valuedouble >= 1 && b->valuedouble <= 65536 && a->valuedouble >= 0 &&
+                 a->valuedouble < 0x1p50 && ms->valuedouble > 0 && ms->valuedouble < 0x1p50 &&
+                 st->valuedouble >= 0 && st->valuedouble < 0x1p40;
+        if (ok)
+            hfl_overhead_add(m, p, (int)b->valuedouble, a->valuedouble, st->valuedouble,
+                             ms->valuedouble);
+        if (ok && cJSON_IsString(mod) && !strcmp(mod->valuestring, model) && cJSON_IsString(ck) &&
+            hfl_ckpt_parse(ck->valuestring, &kind, NULL) == 0)
+            exact_add(ov, p, (int)b->valuedouble, kind, ms->valuedouble - a->valuedouble);
         cJSON_Delete(o);
     }
-    m->n = seen < CLIENT_OVERHEAD_MAX ? seen : CLIENT_OVERHEAD_MAX;
     free(text);
 }
 
-uint64_t client_overhead_at(const client_overhead *m, hfl_precision p, int batch, hfl_ckpt_kind ckpt) {
-    double *exact = hfl_malloc(sizeof(double) * (size_t)(m->n + 1)), *all = hfl_malloc(sizeof(double) * (size_t)(m->n + 1));
-    int n_exact = 0, n_all = 0, n = 0;
-    double sb = 0, sy = 0, sbb = 0, sby = 0, bmin = 1e30, bmax = -1e30, ymin = 1e30;
-    for (int i = 0; i < m->n; i++) {
-        if (m->rec[i].precision != p) continue;
-        all[n_all++] = m->rec[i].extra;
-        if (!m->rec[i].same_model) continue;
-        double x = m->rec[i].batch, y = m->rec[i].extra;
-        if (x == batch && m->rec[i].ckpt == ckpt) exact[n_exact++] = y;
-        sb += x, sy += y, sbb += x * x, sby += x * y, n++;
-        bmin = x < bmin ? x : bmin, bmax = x > bmax ? x : bmax, ymin = y < ymin ? y : ymin;
-    }
-    double v = m->fleet > 0 ? m->fleet : 0;
-    if (n_exact > 0) {
-        v = median(exact, n_exact); /* this very configuration was measured */
-    } else if (n >= 2 && bmax > bmin) {
-        /* a line in the batch, never sloping down and never below what was measured */
-        double slope = (n * sby - sb * sy) / (n * sbb - sb * sb);
-        if (!(slope > 0)) slope = 0;
-        double x = batch < bmin ? bmin : batch;
-        v = (sy - slope * sb) / n + slope * x;
-        if (v < ymin) v = ymin;
-    } else if (n_all > 0) {
-        v = median(all, n_all);
-    }
-    free(exact);
-    free(all);
-    return v > 0 && v < 0x1p50 ? (uint64_t)v : 0;
-}
-
-int client_overhead_records(const client_overhead *m) { return m->n; }
-
-int client_overhead_record(const char *state_dir, const char *device, const char *model, int batch,
-                           const char *precision, const char *ckpt, size_t arena, uint64_t measured, char *err) {
+int client_overhead_record(const char *state_dir, const char *device, const hfl_backend *be,
+                           const char *model, const hfl_candidate *c, uint64_t staging,
+                           uint64_t measured, char *err) {
     if (!state_dir || !state_dir[0]) return 0;
     char path[1200];
     snprintf(path, sizeof path, "%s/overhead.jsonl", state_dir);
     FILE *f = fopen(path, "a");
     if (!f) return hfl_errf(err, "cannot record a measurement in %s: %s", path, strerror(errno));
-    fprintf(f,
-            "{\"device\": \"%s\", \"model\": \"%s\", \"batch\": %d, \"precision\": \"%s\", \"checkpoint\": \"%s\", "
-            "\"arena\": %zu, \"measured\": %llu}\n",
-            device, model, batch, precision, ckpt, arena, (unsigned long long)measured);
-    if (fclose(f) != 0) return hfl_errf(err, "cannot record a measurement in %s", path);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "device", device);
+    cJSON_AddStringToObject(o, "backend", be->name);
+    cJSON_AddStringToObject(o, "model", model);
+    cJSON_AddNumberToObject(o, "batch", c->batch);
+    cJSON_AddStringToObject(o, "precision", hfl_precision_name(c->precision));
+    cJSON_AddStringToObject(o, "checkpoint", hfl_ckpt_name(c->ckpt));
+    cJSON_AddNumberToObject(o, "arena", (double)c->arena);
+    cJSON_AddNumberToObject(o, "staging", (double)staging);
+    cJSON_AddNumberToObject(o, "measured", (double)measured);
+    char *line = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    int bad = fprintf(f, "%s\n", line) < 0;
+    free(line);
+    if (fclose(f) != 0 || bad) return hfl_errf(err, "cannot record a measurement in %s", path);
     return 0;
-}
-
-uint64_t client_overhead_fn(void *ctx, hfl_precision p, int batch, hfl_ckpt_kind ckpt) {
-    return client_overhead_at((const client_overhead *)ctx, p, batch, ckpt);
 }

@@ -4,11 +4,11 @@
  * or the device's free memory) it prints every candidate configuration with
  * its predicted peak and samples/s and whether it fits, and the one chosen
  * (model/chooser.c) for the backend --device picked. --verify runs one real
- * training step per candidate (hfl_measure_step_on: in a child process on the
+ * training step per candidate (client/verify.c: in a child process on the
  * CPU, in-process on a GPU) and adds the measured peak growth and the error; the
  * measurements are appended to <state-dir>/overhead.jsonl (client/overhead.c),
- * from which the overhead outside the arena is fitted and added to later
- * predictions. --json prints the same as one JSON object, with the backend,
+ * from which the overhead outside the arena is fitted (model/overhead.h) and
+ * added to later predictions. --json prints the same as one JSON object, with the backend,
  * the device and why --device auto fell back to the CPU (null when it did not). */
 #include <cblas.h>
 #include <math.h>
@@ -19,9 +19,7 @@
 #include <cjson/cJSON.h>
 
 #include "client/client.h"
-#include "kernels/philox.h"
 #include "model/chooser.h"
-#include "model/measure.h"
 #include "util/util.h"
 
 int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_device_info *dev, const char *why,
@@ -32,13 +30,14 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
                             .momentum = 1, .max_batch = 512};
     if (client_precisions(o, dev, &in.precisions, err) != 0) return -1;
     client_overhead *ov = hfl_malloc(sizeof *ov);
-    client_overhead_load(o->state_dir, dev->name, spec.name, 0, ov);
-    int n_records = client_overhead_records(ov);
+    client_overhead_load(o->state_dir, dev->name, be, spec.name, spec.in_dim, 0, ov);
+    int n_records = ov->model.n;
     in.overhead = client_overhead_fn;
     in.overhead_ctx = ov;
     hfl_chooser_calibrate(be, in.precisions, in.gflops);
     hfl_choice ch;
     int chose = hfl_choose(&spec, &in, &ch, err);
+    const char *source = hfl_overhead_source(&ov->model, HFL_PREC_FP32);
     free(ov);
     if (chose != 0) return -1;
 
@@ -48,61 +47,31 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
     if (o->verify) {
         int maxb = 0;
         for (int i = 0; i < ch.n; i++) maxb = ch.rows[i].batch > maxb ? ch.rows[i].batch : maxb;
-        size_t nx = (size_t)maxb * (size_t)spec.in_dim;
-        float *x = hfl_malloc(nx * sizeof(float)), *params = hfl_malloc(spec.n_params * sizeof(float));
-        int32_t *y = hfl_malloc(sizeof(int32_t) * (size_t)maxb);
-        for (size_t i = 0; i < nx; i++) x[i] = hfl_u01(hfl_philox_u32(9, HFL_STREAM_SHUFFLE, 0, 0, 0, i));
-        for (int i = 0; i < maxb; i++) y[i] = (int32_t)(hfl_philox_u32(9, HFL_STREAM_SHUFFLE, 0, 0, 1, (uint64_t)i) % (uint32_t)spec.n_classes);
-        hfl_model_init_params(&spec, params, 1);
+        client_probe *probe = client_probe_new(&spec, maxb);
         /* This process has not used BLAS (calibration ran in a child), so every
          * measured step pays BLAS's first-use buffers, as a fresh client does.
          * The first child forked from this process measures differently from
          * the rest (seen: 270 KiB more for cnn at batch 1), so one measurement
          * of the smallest candidate is taken and thrown away first. */
-        if (ch.n > 0) {
-            hfl_plan *plan = hfl_malloc(sizeof *plan);
-            hfl_plan_config cfg;
-            hfl_step_measure m;
-            hfl_candidate_config(&ch.rows[0], 1, &cfg);
-            hfl_plan_config_for_backend(&cfg, be);
-            if (hfl_plan_make(&spec, &cfg, plan, NULL) == 0) hfl_measure_step_on(be, &spec, plan, params, x, y, &m, NULL);
-            free(plan);
-        }
+        uint64_t ignored;
+        if (ch.n > 0) client_probe_measure(probe, be, &ch.rows[0], 1, &ignored, NULL);
         for (int i = 0; i < ch.n; i++) {
             const hfl_candidate *c = &ch.rows[i];
-            hfl_plan *plan = hfl_malloc(sizeof *plan);
-            hfl_plan_config cfg;
-            hfl_candidate_config(c, 1, &cfg);
-            hfl_plan_config_for_backend(&cfg, be);
-            hfl_step_measure m;
             char e[HFL_ERR_LEN] = "";
-            int planned = hfl_plan_make(&spec, &cfg, plan, e) == 0;
-            if (planned && plan->arena_bytes != c->arena) planned = 0, hfl_errf(e, "the plan changed");
-            /* The median of three: one child's peak can stray by ~150 KiB (where
-             * the kernel happens to lay out its stack and heap). */
-            uint64_t g[3];
-            int got = 0;
-            while (planned && got < 3 && hfl_measure_step_on(be, &spec, plan, params, x, y, &m, e) == 0) g[got++] = m.growth;
-            if (got == 3) {
-                uint64_t lo = g[0] < g[1] ? g[0] : g[1], hi = g[0] < g[1] ? g[1] : g[0];
-                m.growth = g[2] < lo ? lo : g[2] > hi ? hi : g[2];
-                measured[i] = m.growth;
+            if (client_probe_measure(probe, be, c, 1, &measured[i], e) == 0) {
+                uint64_t staging = hfl_overhead_staging(be->host_memory, c->batch, spec.in_dim);
                 if (!record_failed &&
-                    client_overhead_record(o->state_dir, dev->name, spec.name, c->batch,
-                                           hfl_precision_name(c->precision), hfl_ckpt_name(c->ckpt), c->arena,
-                                           m.growth, record_err) != 0)
+                    client_overhead_record(o->state_dir, dev->name, be, spec.name, c, staging,
+                                           measured[i], record_err) != 0)
                     record_failed = 1;
             } else if (!o->json) {
                 fprintf(stderr, "hfl-client: batch %d %s %s not measured: %s\n", c->batch,
                         hfl_precision_name(c->precision), hfl_ckpt_name(c->ckpt), e);
             }
-            free(plan);
             if (!o->json) fprintf(stderr, "\rverified %d/%d", i + 1, ch.n);
         }
         if (!o->json) fprintf(stderr, "\n");
-        free(x);
-        free(params);
-        free(y);
+        client_probe_free(probe);
     }
 
     if (o->json) {
@@ -116,6 +85,7 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
         cJSON_AddNumberToObject(root, "headroom", in.headroom);
 
         cJSON_AddNumberToObject(root, "overhead_records", n_records);
+        cJSON_AddStringToObject(root, "overhead_source", source);
         cJSON *g = cJSON_AddObjectToObject(root, "gemm_gflops");
         for (int p = HFL_PREC_FP32; p <= HFL_PREC_FP16; p++) cJSON_AddNumberToObject(g, hfl_precision_name((hfl_precision)p), in.gflops[p]);
         cJSON_AddNumberToObject(root, "min_budget_bytes", (double)ch.min_budget);
@@ -128,6 +98,8 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
             cJSON_AddStringToObject(r, "checkpoint", hfl_ckpt_name(c->ckpt));
             cJSON_AddNumberToObject(r, "arena_bytes", (double)c->arena);
             cJSON_AddNumberToObject(r, "overhead_bytes", (double)(c->predicted - c->arena));
+            cJSON_AddNumberToObject(r, "staging_bytes",
+                                    (double)hfl_overhead_staging(be->host_memory, c->batch, spec.in_dim));
             cJSON_AddNumberToObject(r, "predicted_peak_bytes", (double)c->predicted);
             cJSON_AddNumberToObject(r, "predicted_samples_per_s", c->samples_per_s);
             if (o->verify) cJSON_AddNumberToObject(r, "measured_peak_bytes", (double)measured[i]);

@@ -10,12 +10,22 @@
  * The loop uses the trainer's staged form: each gathered batch is staged as
  * many steps ahead as the plan has input slots (two on a GPU, so batch i+1
  * is copied in while step i runs), and the loss is read once per epoch, so
- * nothing inside an epoch waits for the device. */
+ * nothing inside an epoch waits for the device.
+ *
+ * THE BUDGET (--memory-budget) is checked, not assumed. The first step's
+ * growth (peak RSS on the CPU, free device memory on a GPU, from before the
+ * trainer existed) is the step's real footprint; every epoch then adds what
+ * memory grew during it (the peak RSS since the epoch began over the RSS
+ * then; on a GPU, the backend allocator's peak beyond the arena, since free
+ * memory is shared with other processes). Footprint plus growth over the
+ * budget stops the client with one line naming both figures (s->breached),
+ * which main.c also tells the coordinator. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client/client.h"
+#include "kernels/budget.h"
 #include "kernels/philox.h"
 #include "util/memmeter.h"
 #include "util/util.h"
@@ -35,8 +45,10 @@ static void shuffle(int *idx, int n, uint64_t seed, int round, int stream, int e
 /* What the first step is measured from: peak RSS on the CPU, free device
  * memory on a device backend (no fork: CUDA is initialised). */
 typedef struct {
-    int device;        /* 1: free device memory; 0: peak RSS */
-    uint64_t before;   /* RSS, or free bytes, before the trainer existed; 0: unknown */
+    int device;        /* 1: free device memory; 0: private peak RSS */
+    int known;         /* 0: no figure to measure from */
+    uint64_t before;   /* device: free bytes before the trainer existed */
+    hfl_mem_window w;  /* host: the window opened before the trainer existed */
 } first_measure;
 
 /* The trainer runs the chosen plan in one arena; its creation and first step
@@ -47,8 +59,7 @@ static int ensure_trainer(client_state *s, first_measure *m, char *err) {
     int batch = s->plan->cfg.batch;
     uint64_t total;
     m->device = !be->host_memory && be->mem_info(&m->before, &total) == 0;
-    if (!m->device && (hfl_mem_reset_peak(NULL) != 0 || hfl_mem_read(&m->before, NULL, NULL) != 0))
-        m->before = 0;
+    m->known = m->device || hfl_mem_window_begin(&m->w, NULL) == 0;
     s->xbuf = hfl_malloc(sizeof(float) * (size_t)batch * (size_t)s->data.dim);
     s->ybuf = hfl_malloc(sizeof(int32_t) * (size_t)batch);
     s->trainer = hfl_trainer_create_plan(&s->spec, be, s->plan, err);
@@ -56,10 +67,10 @@ static int ensure_trainer(client_state *s, first_measure *m, char *err) {
     return s->trainer ? 0 : -1;
 }
 
-/* After the first step: its growth over m->before, or 0 when unknown. */
+/* After the first step: its growth, or 0 when unknown. */
 static uint64_t first_growth(const client_state *s, const first_measure *m) {
     uint64_t now = 0, total;
-    if (!m->before) return 0;
+    if (!m->known) return 0;
     if (m->device) {
         s->be->sync();
         if (s->be->mem_info(&now, &total) != 0) return 0;
@@ -68,7 +79,36 @@ static uint64_t first_growth(const client_state *s, const first_measure *m) {
          * process freed memory meanwhile, and the figure is not ours to learn. */
         return growth >= hfl_trainer_device_bytes(s->trainer) ? growth : 0;
     }
-    return hfl_mem_read(NULL, &now, NULL) == 0 && now > m->before ? now - m->before : 0;
+    return hfl_mem_window_growth(&m->w, &now, NULL) == 0 ? now : 0;
+}
+
+static int budget_breach(client_state *s, uint64_t peak, const char *when, char *err) {
+    if (!s->budget || peak <= s->budget) return 0;
+    s->breached = 1;
+    s->measured_peak = peak > s->measured_peak ? peak : s->measured_peak;
+    return hfl_errf(err, "memory budget breached %s: peak %.2f MiB over the %.2f MiB budget (predicted %.2f MiB)",
+                    when, peak / 1048576.0, s->budget / 1048576.0, s->chosen.predicted / 1048576.0);
+}
+
+/* Memory growth during an epoch (see the header). */
+typedef struct {
+    int device;
+    int known;        /* CPU: 0 when the window could not be opened */
+    hfl_mem_window w; /* CPU: opened when the epoch began */
+} epoch_meter;
+
+static void epoch_begin(const client_state *s, epoch_meter *e) {
+    e->device = !s->be->host_memory;
+    e->known = !e->device && hfl_mem_window_begin(&e->w, NULL) == 0;
+}
+
+static uint64_t epoch_growth(const client_state *s, const epoch_meter *e) {
+    if (e->device) {
+        uint64_t peak = hfl_budget_peak_bytes(), arena = hfl_trainer_device_bytes(s->trainer);
+        return peak > arena ? peak - arena : 0;
+    }
+    uint64_t growth = 0;
+    return e->known && hfl_mem_window_growth(&e->w, &growth, NULL) == 0 ? growth : 0;
 }
 
 /* Gathers samples order[start .. start+b) into the batch buffers and stages them. */
@@ -86,20 +126,27 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
                             size_t *len, double *loss, double *seconds, char *err) {
     double t0 = hfl_now();
     size_t n_params = s->spec.n_params;
-    first_measure m = {0, 0};
+    first_measure m = {0};
     int first = s->trainer == NULL;
-    if (ensure_trainer(s, &m, err) != 0) return NULL;
+    int n = s->data.n;
+    int *order = hfl_malloc(sizeof(int) * (size_t)n); /* before the footprint is measured */
+    if (ensure_trainer(s, &m, err) != 0) {
+        free(order);
+        return NULL;
+    }
     /* the run's batch, unless this device had to plan a smaller one */
-    int n = s->data.n, batch = task->batch < s->trainer_batch ? task->batch : s->trainer_batch;
+    int batch = task->batch < s->trainer_batch ? task->batch : s->trainer_batch;
     int ahead = hfl_trainer_stage_slots(s->trainer);
     memcpy(s->global, weights, n_params * sizeof(float));
     hfl_trainer_set_params(s->trainer, weights);
     hfl_trainer_reset_optimizer(s->trainer);
 
-    int *order = hfl_malloc(sizeof(int) * (size_t)n);
     double epoch_loss = 0;
+    int breached = 0;
     hfl_trainer_take_loss(s->trainer, NULL, NULL, NULL); /* start the sums from zero */
-    for (int e = 0; e < task->local_epochs; e++) {
+    for (int e = 0; e < task->local_epochs && !breached; e++) {
+        epoch_meter em = {0};
+        if (!first) epoch_begin(s, &em); /* the first epoch's meter starts after step 1 */
         shuffle(order, n, task->seed, task->round, (int)s->stream, e);
         int staged = 0; /* batches of this epoch handed to the trainer */
         for (int start = 0; start < n; start += batch) {
@@ -117,15 +164,27 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
                     s->measured_peak = growth;
                     s->measured_batch = n - start < batch ? n - start : batch;
                 }
+                s->footprint = growth ? growth : s->chosen.predicted;
                 first = 0;
+                if (budget_breach(s, s->footprint, "in the first step", err) != 0) {
+                    breached = 1;
+                    break;
+                }
+                epoch_begin(s, &em);
             }
         }
         double sum = 0;
         int64_t rows = 0;
         hfl_trainer_take_loss(s->trainer, &sum, &rows, NULL); /* the epoch's one sync */
         epoch_loss = rows ? sum / (double)rows : 0.0;
+        if (!breached) {
+            char when[48];
+            snprintf(when, sizeof when, "in round %d epoch %d", task->round, e + 1);
+            breached = budget_breach(s, s->footprint + epoch_growth(s, &em), when, err) != 0;
+        }
     }
     free(order);
+    if (breached) return NULL;
 
     hfl_trainer_get_params(s->trainer, s->local);
     for (size_t i = 0; i < n_params; i++) s->local[i] -= s->global[i]; /* local now holds the delta */

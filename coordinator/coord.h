@@ -66,6 +66,7 @@ typedef struct {
     const hfl_codec *codec; /* the run's codec, or the one the client asked for */
     int64_t updates; /* accepted updates */
     double predicted_peak, measured_peak; /* from its updates: the plan's figure and the real one */
+    char left[240]; /* why it left before the run ended (its bye's error), "" while it takes part */
     double last_seen;
 } coord_client;
 
@@ -131,6 +132,10 @@ typedef struct {
 int registry_hello(coord *c, const cJSON *meta, char *err); /* returns client id or -1 */
 /* Checks a request's client_id and token; returns the id or -1 with err. */
 int registry_check(const coord *c, const cJSON *meta, char *err);
+/* A client's own bye: with an `error` (e.g. a broken memory budget) it
+ * leaves the run, is drawn no more, and the report keeps the reason and its
+ * peak figures. The reply is BYE; -1 with err when the meta is malformed. */
+int registry_leave(coord *c, int id, const cJSON *meta, char *err);
 cJSON *registry_report(const coord *c);
 /* The fleet's overhead outside the arena for a device name: the median of
  * what clients with measurements reported in their plans; -1 when none. */

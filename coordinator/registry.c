@@ -132,6 +132,37 @@ double registry_overhead_estimate(const coord *c, const char *device) {
     return v[n / 2];
 }
 
+int registry_leave(coord *c, int id, const cJSON *meta, char *err) {
+    coord_client *cl = &c->clients[id];
+    char why[sizeof cl->left] = "";
+    double measured = 0, budget = 0, predicted = 0;
+    if ((cJSON_GetObjectItemCaseSensitive(meta, "error") &&
+         hfl_meta_str(meta, "error", sizeof why - 1, why, err) != 0) ||
+        (cJSON_GetObjectItemCaseSensitive(meta, "measured_peak_bytes") &&
+         hfl_meta_num(meta, "measured_peak_bytes", 0, 1e18, &measured, err) != 0) ||
+        (cJSON_GetObjectItemCaseSensitive(meta, "predicted_peak_bytes") &&
+         hfl_meta_num(meta, "predicted_peak_bytes", 0, 1e18, &predicted, err) != 0) ||
+        (cJSON_GetObjectItemCaseSensitive(meta, "budget_bytes") &&
+         hfl_meta_num(meta, "budget_bytes", 0, 1e18, &budget, err) != 0))
+        return -1;
+    if (!why[0]) return 0; /* a plain goodbye */
+    snprintf(cl->left, sizeof cl->left, "%s", why);
+    cl->has_plan = 0; /* drawn no more */
+    if (measured > 0) cl->measured_peak = measured, cl->predicted_peak = predicted;
+    if (!cl->got_bye) c->byes_sent++;
+    cl->got_bye = 1;
+    cJSON *ev = cJSON_CreateObject();
+    cJSON_AddStringToObject(ev, "event", "client_left");
+    cJSON_AddNumberToObject(ev, "client", id);
+    cJSON_AddStringToObject(ev, "name", cl->name);
+    cJSON_AddStringToObject(ev, "reason", why);
+    if (measured > 0) cJSON_AddNumberToObject(ev, "measured_peak_bytes", measured);
+    if (budget > 0) cJSON_AddNumberToObject(ev, "budget_bytes", budget);
+    report_log_event(c, ev);
+    if (!c->cfg.quiet) printf("coordinator: %s left: %s\n", cl->name, why);
+    return 0;
+}
+
 cJSON *registry_report(const coord *c) {
     cJSON *arr = cJSON_CreateArray();
     for (int i = 0; i < c->n_clients; i++) {
@@ -146,6 +177,7 @@ cJSON *registry_report(const coord *c) {
             cJSON_AddNumberToObject(o, "predicted_peak_bytes", cl->predicted_peak);
             cJSON_AddNumberToObject(o, "measured_peak_bytes", cl->measured_peak);
         }
+        if (cl->left[0]) cJSON_AddStringToObject(o, "left", cl->left);
         if (cl->hello) {
             cJSON *dev = cJSON_GetObjectItemCaseSensitive(cl->hello, "device");
             cJSON *plan = cJSON_GetObjectItemCaseSensitive(cl->hello, "plan");

@@ -289,14 +289,23 @@ void rounds_tick(coord *c) {
     coord_round *r = &c->r;
     if (c->done) return;
     if (!r->open) {
-        int planned = 0;
-        for (int i = 0; i < c->n_clients; i++) planned += c->clients[i].has_plan;
-        if (planned >= c->cfg.clients_per_round) round_open(c);
+        int planned = 0, left = 0;
+        for (int i = 0; i < c->n_clients; i++) {
+            planned += c->clients[i].has_plan;
+            left += c->clients[i].left[0] != 0;
+        }
+        /* clients that left are not waited for: a round draws from the rest */
+        if (planned >= c->cfg.clients_per_round ||
+            (left && planned + left >= c->cfg.clients_per_round && planned >= c->cfg.min_quorum))
+            round_open(c);
         return;
     }
+    int gone = 0; /* selected clients that left the run (registry_leave): they will not answer */
+    for (int i = 0; i < r->n_selected; i++) gone += c->clients[r->selected[i]].left[0] != 0;
     if (r->n_received == r->n_selected) {
         round_aggregate(c);
-    } else if (hfl_now() - r->opened_at > c->cfg.deadline_s) {
+    } else if (hfl_now() - r->opened_at > c->cfg.deadline_s ||
+               (gone && r->n_received + gone >= r->n_selected)) {
         if (r->n_received >= c->cfg.min_quorum && r->n_received > 0)
             round_aggregate(c);
         else

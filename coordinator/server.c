@@ -95,6 +95,9 @@ static uint8_t *server_handle(coord *c, const uint8_t *buf, size_t n, size_t *le
             }
         } else if (m.type == HFL_MSG_UPDATE) {
             out = rounds_update(c, (int)id, m.meta, m.payload, m.payload_len, n, len);
+        } else if (registry_leave(c, (int)id, m.meta, err) != 0) {
+            c->rejected++;
+            out = coord_error_reply(err, len);
         } else {
             cJSON *meta = cJSON_CreateObject();
             out = hfl_msg_encode(HFL_MSG_BYE, meta, NULL, 0, len);

@@ -3,6 +3,7 @@
 #include "model/measure.h"
 
 #include <malloc.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -20,19 +21,29 @@ typedef struct {
 
 static void measure_child(const hfl_model_spec *spec, const hfl_plan *plan, const float *params,
                           const float *x, const int32_t *y, measure_result *r) {
-    uint64_t rss0 = 0, peak = 0;
+    hfl_mem_window w;
+    uint64_t growth = 0;
     hfl_budget_reset_peak();
-    if (hfl_mem_reset_peak(r->err) != 0 || hfl_mem_read(&rss0, NULL, r->err) != 0) return;
+    if (hfl_mem_window_begin(&w, r->err) != 0) return;
+    /* The batch gathered into host staging first, as a client does
+     * (hfl_overhead_staging counts it). */
+    int b = plan->cfg.batch;
+    float *xs = hfl_malloc(sizeof(float) * (size_t)b * spec->in_dim);
+    int32_t *ys = hfl_malloc(sizeof(int32_t) * (size_t)b);
+    memcpy(xs, x, sizeof(float) * (size_t)b * spec->in_dim);
+    memcpy(ys, y, sizeof(int32_t) * (size_t)b);
     hfl_trainer *t = hfl_trainer_create_plan(spec, hfl_backend_cpu(), plan, r->err);
     if (!t) return;
     hfl_trainer_set_params(t, params);
-    hfl_trainer_step(t, x, y, plan->cfg.batch, 0.05f, plan->cfg.momentum ? 0.9f : 0.0f, 0.0f);
-    if (hfl_mem_read(NULL, &peak, r->err) == 0) {
+    hfl_trainer_step(t, xs, ys, b, 0.05f, plan->cfg.momentum ? 0.9f : 0.0f, 0.0f);
+    if (hfl_mem_window_growth(&w, &growth, r->err) == 0) {
         r->ok = 1;
-        r->m.growth = peak > rss0 ? peak - rss0 : 0;
+        r->m.growth = growth;
         r->m.backend_peak = hfl_budget_peak_bytes();
     }
     hfl_trainer_free(t);
+    free(xs);
+    free(ys);
 }
 
 int hfl_measure_step(const hfl_model_spec *spec, const hfl_plan *plan, const float *params,

@@ -4,10 +4,13 @@
  * In a forked child (so each measurement starts from the same process state:
  * glibc keeps freed memory and moves its mmap threshold, which would leak one
  * measurement into the next) it resets the peak RSS (util/memmeter), creates
- * a trainer from the plan, runs one full-batch step, and reads the peak RSS
- * growth: the arena plus whatever libraries took for themselves during the
- * step. Warm OpenBLAS up in the parent first if its first-use buffers are not
- * to be counted. */
+ * a trainer from the plan, gathers the batch into host staging (as a client
+ * does; model/overhead.h counts it), runs one full-batch step, and reads the
+ * growth of its private resident memory (util/memmeter.h's window: library
+ * code mapped in is shared and reclaimable, and not counted): the arena, the
+ * staging, and whatever libraries took for themselves during the step. Warm
+ * OpenBLAS up in the parent first if its first-use buffers are not to be
+ * counted. */
 #ifndef HFL_MODEL_MEASURE_H
 #define HFL_MODEL_MEASURE_H
 

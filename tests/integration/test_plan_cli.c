@@ -1,11 +1,20 @@
-/* test_plan_cli.c: hfl-client --plan --verify --json, as a user runs it.
+/* test_plan_cli.c: hfl-client --plan --verify --json as a user runs it, and
+ * the memory predictions checked honestly.
  *
- * For mlp and cnn: the JSON has the documented keys for every candidate,
- * exactly one candidate is chosen and it fits. The first --verify run has no
- * learned overhead; it records its measurements in the state directory. The
- * second run adds the overhead fitted from them, and then every candidate's
- * predicted peak must be within max(1% of measured, 256 KiB) of the peak
- * RSS growth measured over a real training step. */
+ * 1. Keys and choice: for mlp and cnn the JSON has the documented keys for
+ *    every candidate, exactly one candidate is chosen and it fits.
+ * 2. Cold start: from an empty state dir (the model's prior) no candidate's
+ *    predicted peak is below the peak measured over a real training step.
+ * 3. Leave one model out: with only mlp's measurements in a state dir, every
+ *    cnn candidate (batches 1..512, every precision and schedule) is
+ *    predicted within max(1% of measured, 256 KiB) of cnn's own measurement,
+ *    and the reverse. Neither prediction saw a measurement of the model it
+ *    predicts, so the check is not circular.
+ * 4. Nothing unplanned: every measured peak is within 1.5 MiB of what the
+ *    plan accounts for exactly (arena + batch staging). The rest is the
+ *    private memory OpenBLAS and libc take for themselves, 0.15-0.97 MiB here
+ *    (docs/benchmarks.md); 1.5 MiB allocated outside the plan during a step
+ *    fails this, whatever the overhead model learns. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,14 +25,15 @@
 #include "tests/integration/harness.h"
 #include "util/util.h"
 
-static cJSON *plan_json(const char *client, const char *model, const char *state) {
-    char out[400], log[400], err[HFL_ERR_LEN];
-    snprintf(out, sizeof out, "%s/plan-%s.json", harness_tmpdir(), model);
-    char *argv[] = {(char *)client, "--plan", "--model", (char *)model, "--verify", "--json",
-                    "--state-dir", (char *)state, NULL};
+#define UNPLANNED_MAX (1.5 * 1048576)
+
+static cJSON *plan_json(const char *client, const char *model, const char *state, int verify) {
+    char out[400], err[HFL_ERR_LEN];
+    snprintf(out, sizeof out, "%s/plan-%s-%d.json", harness_tmpdir(), model, verify);
+    char *argv[] = {(char *)client, "--plan", "--model", (char *)model, "--json", "--state-dir",
+                    (char *)state, verify ? "--verify" : NULL, NULL};
     int rc = harness_wait(harness_spawn(argv, out), 600);
     CHECK(rc == 0, "hfl-client --plan --model %s exited %d", model, rc);
-    (void)log;
     char *text = hfl_read_file(out, NULL, err);
     CHECK(text, "%s", err);
     cJSON *j = cJSON_Parse(text);
@@ -33,45 +43,78 @@ static cJSON *plan_json(const char *client, const char *model, const char *state
 }
 
 static double num(const cJSON *o, const char *k) { return cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, k)); }
+static const char *str(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : "?";
+}
 
-static void check_model(const char *client, const char *model) {
-    const char *state = harness_tmpdir();
-    for (int run = 0; run < 2; run++) {
-        cJSON *j = plan_json(client, model, state);
-        const cJSON *rows = cJSON_GetObjectItemCaseSensitive(j, "candidates"), *r;
-        int n = 0, chosen = 0;
-        double worst = 0;
-        char worst_at[200] = "";
-        cJSON_ArrayForEach(r, rows) {
-            static const char *const keys[] = {"batch", "precision", "checkpoint", "predicted_peak_bytes",
-                                               "measured_peak_bytes", "fits", "chosen"};
-            for (size_t k = 0; k < sizeof keys / sizeof *keys; k++)
-                CHECK(cJSON_GetObjectItemCaseSensitive(r, keys[k]), "%s: candidate without '%s'", model, keys[k]);
-            const cJSON *ch = cJSON_GetObjectItemCaseSensitive(r, "chosen");
-            if (cJSON_IsTrue(ch)) {
-                chosen++;
-                CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "fits")), "%s: chose a candidate that does not fit", model);
-            }
-            double pred = num(r, "predicted_peak_bytes"), meas = num(r, "measured_peak_bytes");
-            CHECK(meas > 0, "%s: a candidate was not measured", model);
-            double tol = fmax(0.01 * meas, 256.0 * 1024), e = fabs(pred - meas);
-            if (e / tol > worst) {
-                worst = e / tol;
-                snprintf(worst_at, sizeof worst_at, "batch %g %s %s: predicted %.0f, measured %.0f", num(r, "batch"),
-                         cJSON_GetObjectItemCaseSensitive(r, "precision")->valuestring,
-                         cJSON_GetObjectItemCaseSensitive(r, "checkpoint")->valuestring, pred, meas);
-            }
-            if (run == 1)
-                CHECK(e <= tol, "%s batch %g %s: predicted %.0f, measured %.0f (off by %.0f, allowed %.0f)", model,
-                      num(r, "batch"), cJSON_GetObjectItemCaseSensitive(r, "checkpoint")->valuestring, pred, meas, e, tol);
-            n++;
+/* 1, 2 and 4 on a fresh --verify run; returns it (measured peaks for 3). */
+static cJSON *verify_cold(const char *client, const char *model, const char *state) {
+    cJSON *j = plan_json(client, model, state, 1);
+    CHECK(!strcmp(str(j, "overhead_source"), "prior"), "%s: a fresh state dir predicted from '%s'", model,
+          str(j, "overhead_source"));
+    const cJSON *r;
+    int n = 0, chosen = 0, under = 0;
+    double worst_unplanned = 0;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(j, "candidates")) {
+        static const char *const keys[] = {"batch", "precision", "checkpoint", "arena_bytes", "staging_bytes",
+                                           "predicted_peak_bytes", "measured_peak_bytes", "fits", "chosen"};
+        for (size_t k = 0; k < sizeof keys / sizeof *keys; k++)
+            CHECK(cJSON_GetObjectItemCaseSensitive(r, keys[k]), "%s: candidate without '%s'", model, keys[k]);
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "chosen"))) {
+            chosen++;
+            CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "fits")), "%s: chose a candidate that does not fit", model);
         }
-        CHECK(n >= 10, "%s: only %d candidates", model, n);
-        CHECK(chosen == 1, "%s: %d candidates chosen", model, chosen);
-        printf("%s run %d: %d candidates, %g overhead records, worst error %.2f of the allowance (%s)\n", model,
-               run + 1, n, num(j, "overhead_records"), worst, worst_at);
-        cJSON_Delete(j);
+        double pred = num(r, "predicted_peak_bytes"), meas = num(r, "measured_peak_bytes");
+        double planned = num(r, "arena_bytes") + num(r, "staging_bytes");
+        CHECK(meas > 0, "%s: a candidate was not measured", model);
+        if (pred < meas) {
+            under++;
+            fprintf(stderr, "%s batch %g %s %s: cold prediction %.0f under the measured %.0f\n", model,
+                    num(r, "batch"), str(r, "precision"), str(r, "checkpoint"), pred, meas);
+        }
+        if (meas - planned > worst_unplanned) worst_unplanned = meas - planned;
+        CHECK(meas - planned <= UNPLANNED_MAX, "%s batch %g %s %s: measured %.0f is %.2f MiB over arena + staging",
+              model, num(r, "batch"), str(r, "precision"), str(r, "checkpoint"), meas, (meas - planned) / 1048576.0);
+        n++;
     }
+    CHECK(n >= 10, "%s: only %d candidates", model, n);
+    CHECK(chosen == 1, "%s: %d candidates chosen", model, chosen);
+    CHECK(under == 0, "%s: %d candidates under-predicted from a cold start", model, under);
+    printf("%s cold: %d candidates, none under-predicted; measured - (arena + staging) at most %.2f MiB\n", model, n,
+           worst_unplanned / 1048576.0);
+    return j;
+}
+
+/* 3: predictions for `model` from a state dir holding only the other
+ * model's measurements, against `measured` (model's own --verify run). */
+static void check_left_out(const char *client, const char *model, const char *other_state, const cJSON *measured) {
+    cJSON *j = plan_json(client, model, other_state, 0);
+    CHECK(!strcmp(str(j, "overhead_source"), "class"), "%s: predicted from '%s', not the other model's class",
+          model, str(j, "overhead_source"));
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "candidates")->child;
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(measured, "candidates")->child;
+    double worst = 0;
+    char worst_at[200] = "";
+    int n = 0;
+    for (; p && m; p = p->next, m = m->next, n++) {
+        CHECK(num(p, "batch") == num(m, "batch") && !strcmp(str(p, "precision"), str(m, "precision")) &&
+                  !strcmp(str(p, "checkpoint"), str(m, "checkpoint")) && num(p, "arena_bytes") == num(m, "arena_bytes"),
+              "%s: the candidate tables differ at row %d", model, n);
+        double pred = num(p, "predicted_peak_bytes"), meas = num(m, "measured_peak_bytes");
+        double tol = fmax(0.01 * meas, 256.0 * 1024), e = fabs(pred - meas);
+        if (e / tol > worst) {
+            worst = e / tol;
+            snprintf(worst_at, sizeof worst_at, "batch %g %s %s: predicted %.0f, measured %.0f", num(p, "batch"),
+                     str(p, "precision"), str(p, "checkpoint"), pred, meas);
+        }
+        CHECK(e <= tol, "%s batch %g %s %s: predicted %.0f from the other model, measured %.0f (off by %.0f, allowed %.0f)",
+              model, num(p, "batch"), str(p, "precision"), str(p, "checkpoint"), pred, meas, e, tol);
+    }
+    CHECK(!p && !m, "%s: the candidate tables differ in length", model);
+    printf("%s predicted from the other model only: %d candidates, worst error %.2f of the allowance (%s)\n", model,
+           n, worst, worst_at);
+    cJSON_Delete(j);
 }
 
 int main(int argc, char **argv) {
@@ -85,8 +128,16 @@ int main(int argc, char **argv) {
         return 77;
     }
     fclose(f);
-    check_model(argv[1], "mlp");
-    check_model(argv[1], "cnn");
+    char mlp_state[400], cnn_state[400], err[HFL_ERR_LEN];
+    snprintf(mlp_state, sizeof mlp_state, "%s/mlp-state", harness_tmpdir());
+    snprintf(cnn_state, sizeof cnn_state, "%s/cnn-state", harness_tmpdir());
+    CHECK(hfl_mkdirs(mlp_state, err) == 0 && hfl_mkdirs(cnn_state, err) == 0, "%s", err);
+    cJSON *mlp = verify_cold(argv[1], "mlp", mlp_state);
+    cJSON *cnn = verify_cold(argv[1], "cnn", cnn_state);
+    check_left_out(argv[1], "cnn", mlp_state, cnn);
+    check_left_out(argv[1], "mlp", cnn_state, mlp);
+    cJSON_Delete(mlp);
+    cJSON_Delete(cnn);
     harness_cleanup();
     printf("ok\n");
     return 0;

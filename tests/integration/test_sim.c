@@ -7,7 +7,16 @@
  *    client's updates are topk-sized, and the model still learns.
  * 3. A model from a JSON spec file (scenarios/models/small-cnn.json) that
  *    only the coordinator reads: clients build it from the welcome, train it,
- *    and report their planned and measured peaks. */
+ *    and report their planned and measured peaks.
+ * 4. A broken memory promise is caught, not hidden: the shared state dir is
+ *    seeded with a false measurement (mlp at batch 32 in fp32 "measured" at
+ *    its arena alone, as a state dir copied from elsewhere could say), so
+ *    client-0, with a 2.6 MiB budget (2.47 MiB usable) that the real step
+ *    (its 2.45 MiB arena, 0.1 MiB staging and OpenBLAS's and libc's private
+ *    memory: ~2.8 MiB) exceeds, trusts it and trains. Its first
+ *    step breaches the budget: it stops with the one-line error naming both
+ *    figures, the coordinator's report marks it as left with that reason and
+ *    its measured peak over the budget, and the run goes on without it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +148,70 @@ static void check_json_model(cJSON *r) {
     }
 }
 
+/* The device name the clients of run `name` recorded in their state dir. */
+static void recorded_device(const char *name, char *out, size_t n) {
+    char path[400], err[HFL_ERR_LEN];
+    snprintf(path, sizeof path, "%s/%s/state/overhead.jsonl", harness_tmpdir(), name);
+    char *text = hfl_read_file(path, NULL, err);
+    CHECK(text, "%s", err);
+    char *nl = strchr(text, '\n');
+    if (nl) *nl = 0;
+    cJSON *o = cJSON_Parse(text);
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "device");
+    CHECK(cJSON_IsString(d), "no device in %s", path);
+    snprintf(out, n, "%s", d->valuestring);
+    cJSON_Delete(o);
+    free(text);
+}
+
+static void check_breach(const char *sim, const char *device) {
+    const char *dir = harness_tmpdir();
+    char state[400], path[500], line[600], scen[400], report[400], log[400], err[HFL_ERR_LEN];
+    snprintf(state, sizeof state, "%s/breach/state", dir);
+    CHECK(hfl_mkdirs(state, err) == 0, "%s", err);
+    snprintf(path, sizeof path, "%s/overhead.jsonl", state);
+    snprintf(line, sizeof line,
+             "{\"device\": \"%s\", \"backend\": \"cpu\", \"model\": \"mlp\", \"batch\": 32, "
+             "\"precision\": \"fp32\", \"checkpoint\": \"none\", \"arena\": 1000, \"staging\": 0, "
+             "\"measured\": 1000}\n", device);
+    CHECK(hfl_write_file_atomic(path, line, strlen(line), err) == 0, "%s", err);
+    const char *json = "{\"name\": \"breach\", \"model\": \"mlp\", \"clients\": 2, \"clients_per_round\": 2,"
+                       " \"min_quorum\": 1, \"rounds\": 2, \"partition\": \"iid\", \"codec\": \"int8\","
+                       " \"batch\": 32, \"precision\": \"fp32\", \"client_memory\": {\"client-0\": \"2.6M\"},"
+                       " \"seed\": 7}";
+    snprintf(scen, sizeof scen, "%s/breach.json", dir);
+    snprintf(report, sizeof report, "%s/breach-report.json", dir);
+    snprintf(log, sizeof log, "%s/breach.log", dir);
+    snprintf(path, sizeof path, "%s/breach", dir);
+    CHECK(hfl_write_file_atomic(scen, json, strlen(json), err) == 0, "%s", err);
+    char *argv_sim[] = {(char *)sim, scen, "--out", path, "--report", report, NULL};
+    harness_wait(harness_spawn(argv_sim, log), 300); /* a client failed: its status may show */
+    char *text = hfl_read_file(log, NULL, err);
+    CHECK(text, "%s", err);
+    printf("%s", text);
+    CHECK(strstr(text, "memory budget breached in the first step: peak "), "no breach line in the log");
+    CHECK(strstr(text, "over the 2.60 MiB budget"), "the breach line does not name the budget");
+    free(text);
+    text = hfl_read_file(report, NULL, err);
+    CHECK(text, "%s", err);
+    cJSON *r = cJSON_Parse(text);
+    free(text);
+    const cJSON *cl;
+    int left = 0;
+    cJSON_ArrayForEach(cl, cJSON_GetObjectItemCaseSensitive(r, "clients")) {
+        const cJSON *why = cJSON_GetObjectItemCaseSensitive(cl, "left");
+        const char *name = cJSON_GetObjectItemCaseSensitive(cl, "name")->valuestring;
+        if (!cJSON_IsString(why)) continue;
+        left++;
+        CHECK(!strcmp(name, "client-0"), "%s left: %s", name, why->valuestring);
+        CHECK(strstr(why->valuestring, "memory budget breached"), "reason: %s", why->valuestring);
+        CHECK(num(cl, "measured_peak_bytes") > 2.6 * 1048576, "measured peak %.0f not over the budget",
+              num(cl, "measured_peak_bytes"));
+    }
+    CHECK(left == 1, "%d clients left", left);
+    cJSON_Delete(r);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_sim HFL_SIM\n");
@@ -153,6 +226,9 @@ int main(int argc, char **argv) {
                        " \"partition\": \"iid\", \"codec\": \"int8\", \"batch\": 32, \"lr\": 0.05, \"seed\": 7}");
     check_tls_fedavg(r);
     cJSON_Delete(r);
+    char device[256];
+    recorded_device("three", device, sizeof device);
+    check_breach(argv[1], device);
     r = run_sim(argv[1], "mixed",
                 "{\"name\": \"mixed\", \"model\": \"mlp\", \"clients\": 3, \"rounds\": 3, \"partition\": \"iid\","
                 " \"codec\": \"int8\", \"downlink\": \"fp16\", \"downlink_delta\": true,"

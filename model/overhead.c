@@ -1,0 +1,85 @@
+/* overhead.c: the extra outside the arena, one median per precision class
+ * (see overhead.h). */
+#include "model/overhead.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/util.h"
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* fp32 and 2-byte storage behave differently outside the arena. */
+static int same_class(hfl_precision a, hfl_precision b) {
+    return (a == HFL_PREC_FP32) == (b == HFL_PREC_FP32);
+}
+
+void hfl_overhead_init(hfl_overhead_model *m, int host_memory, size_t in_dim, double fleet) {
+    m->n = 0;
+    m->host_memory = host_memory;
+    m->in_dim = in_dim;
+    m->fleet = fleet > 0 ? fleet : 0;
+}
+
+uint64_t hfl_overhead_staging(int host_memory, int batch, size_t in_dim) {
+    return host_memory ? (uint64_t)batch * (in_dim + 1) * 4u : 0;
+}
+
+void hfl_overhead_add(hfl_overhead_model *m, hfl_precision p, int batch, double arena,
+                      double staging, double measured) {
+    if (m->n == HFL_OVERHEAD_MAX) { /* keep the newest: drop the oldest */
+        memmove(m->rec, m->rec + 1, sizeof m->rec[0] * (HFL_OVERHEAD_MAX - 1));
+        m->n--;
+    }
+    hfl_overhead_rec *r = &m->rec[m->n++];
+    r->precision = p;
+    r->batch = batch;
+    r->extra = measured - arena - staging;
+}
+
+/* The median extra of the records in p's class (want_class) or outside it;
+ * 0 when there are none (*found = 0). */
+static double class_median(const hfl_overhead_model *m, hfl_precision p, int want_class,
+                           int *found) {
+    double *v = hfl_malloc(sizeof(double) * (size_t)(m->n + 1));
+    int n = 0;
+    for (int i = 0; i < m->n; i++)
+        if (same_class(m->rec[i].precision, p) == want_class) v[n++] = m->rec[i].extra;
+    double med = 0;
+    if (n) {
+        qsort(v, (size_t)n, sizeof *v, cmp_double);
+        med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    }
+    free(v);
+    *found = n > 0;
+    return med;
+}
+
+const char *hfl_overhead_source(const hfl_overhead_model *m, hfl_precision p) {
+    int found;
+    class_median(m, p, 1, &found);
+    if (found) return "class";
+    class_median(m, p, 0, &found);
+    if (found) return "other-class";
+    return m->fleet > 0 ? "fleet" : "prior";
+}
+
+uint64_t hfl_overhead_predict(const hfl_overhead_model *m, hfl_precision p, int batch) {
+    uint64_t staging = hfl_overhead_staging(m->host_memory, batch, m->in_dim);
+    int found;
+    double extra = class_median(m, p, 1, &found);
+    if (!found) extra = class_median(m, p, 0, &found);
+    if (!found) {
+        if (m->fleet > 0) return (uint64_t)m->fleet; /* already a whole overhead */
+        extra = (double)(m->host_memory ? HFL_OVERHEAD_PRIOR_HOST : HFL_OVERHEAD_PRIOR_DEVICE);
+    }
+    return staging + (extra > 0 && extra < 0x1p50 ? (uint64_t)extra : 0);
+}
+
+uint64_t hfl_overhead_fn(void *ctx, hfl_precision p, int batch, hfl_ckpt_kind ckpt) {
+    (void)ckpt;
+    return hfl_overhead_predict((const hfl_overhead_model *)ctx, p, batch);
+}
