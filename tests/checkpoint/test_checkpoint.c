@@ -13,8 +13,13 @@
  *    no set; `full` has the least peak and the least recompute among those;
  *    `none` recomputes nothing and peaks where storing everything does;
  *    every plan re-evaluates to its own figures.
- * 3. sqrt on 16 uniform layers: 4 segments of 4, peak far below none's.
- * 4. Parsing and the refusals. */
+ * 3. Three chains (9 to 11 layers) on which the DP's beam pass alone (the
+ *    16 cheapest labels per position, checkpoint.c) is not optimal: at
+ *    every budget from a chain's least peak to its greatest, `optimal` has
+ *    brute force's recompute and peak, so a DP that returned the beam's
+ *    schedule fails here (section 2's random chains pass with it).
+ * 4. sqrt on 16 uniform layers: 4 segments of 4, peak far below none's.
+ * 5. Parsing and the refusals. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -266,6 +271,49 @@ static void test_hand(void) {
 
 /* ---- 2. brute force ---- */
 
+enum { BRUTE_MAXN = 18 };
+static size_t bf_peaks[1 << (BRUTE_MAXN - 1)]; /* [mask]: bit i-1 set = a_i stored */
+static double bf_costs[1 << (BRUTE_MAXN - 1)];
+
+/* Evaluates all 2^(n-1) sets of ch (n <= BRUTE_MAXN) into bf_peaks and
+ * bf_costs; with sim, the simulator checks a random quarter of them, counted
+ * there. Returns the number of sets. */
+static unsigned brute_all(const hfl_ckpt_chain *ch, int *sim) {
+    int n = ch->n;
+    unsigned sets = 1u << (n - 1);
+    for (unsigned mask = 0; mask < sets; mask++) {
+        unsigned char st[HFL_CKPT_MAX_LAYERS + 1] = {0};
+        st[0] = st[n] = 1;
+        for (int i = 1; i < n; i++) st[i] = (mask >> (i - 1)) & 1u;
+        hfl_ckpt_plan p = eval_ok(ch, st);
+        bf_peaks[mask] = p.peak;
+        bf_costs[mask] = p.recompute;
+        if (sim && rnd_below(4) == 0) { /* the simulator on a sample of sets */
+            size_t sp = simulate(ch, st);
+            CHECK(sp == p.peak, "simulator %zu vs evaluate %zu (n=%d mask %u)", sp, p.peak, n,
+                  mask);
+            (*sim)++;
+        }
+    }
+    return sets;
+}
+
+/* Brute force's `optimal` within budget: the least recompute, then the least
+ * peak, of the sets brute_all evaluated. 0 when none fits. */
+static int brute_best(unsigned sets, size_t budget, double *cost, size_t *peak) {
+    int found = 0;
+    for (unsigned mask = 0; mask < sets; mask++) {
+        if (bf_peaks[mask] > budget) continue;
+        if (!found || bf_costs[mask] < *cost ||
+            (bf_costs[mask] == *cost && bf_peaks[mask] < *peak)) {
+            *cost = bf_costs[mask];
+            *peak = bf_peaks[mask];
+        }
+        found = 1;
+    }
+    return found;
+}
+
 static void random_chain(hfl_ckpt_chain *ch, hfl_ckpt_layer *L, int n) {
     static const uint64_t ranges[] = {3, 100, 1000000};
     uint64_t r = ranges[rnd_below(3)];
@@ -288,57 +336,32 @@ static void random_chain(hfl_ckpt_chain *ch, hfl_ckpt_layer *L, int n) {
 /* `chains` random chains of nmin..nmax layers; returns how many had no
  * feasible set for their budget. */
 static int test_brute(int chains, int nmin, int nmax) {
-    enum { MAXN = 18 };
-    hfl_ckpt_layer L[MAXN];
+    hfl_ckpt_layer L[BRUTE_MAXN];
     hfl_ckpt_chain ch;
-    static size_t peaks[1 << (MAXN - 1)];
-    static double costs[1 << (MAXN - 1)];
     int infeasible = 0, sim_checked = 0;
     for (int t = 0; t < chains; t++) {
         int n = nmin + (int)rnd_below((uint64_t)(nmax - nmin + 1));
         random_chain(&ch, L, n);
-        unsigned sets = 1u << (n - 1);
-        size_t min_peak = SIZE_MAX, all_peak = 0;
+        unsigned sets = brute_all(&ch, &sim_checked);
+        size_t min_peak = SIZE_MAX, all_peak = bf_peaks[sets - 1];
         double full_cost = 0.0;
-        for (unsigned mask = 0; mask < sets; mask++) {
-            unsigned char st[HFL_CKPT_MAX_LAYERS + 1] = {0};
-            st[0] = st[n] = 1;
-            for (int i = 1; i < n; i++) st[i] = (mask >> (i - 1)) & 1u;
-            hfl_ckpt_plan p = eval_ok(&ch, st);
-            peaks[mask] = p.peak;
-            costs[mask] = p.recompute;
-            if (mask == sets - 1) all_peak = p.peak;
-            if (p.peak < min_peak || (p.peak == min_peak && p.recompute < full_cost)) {
-                min_peak = p.peak;
-                full_cost = p.recompute;
+        for (unsigned mask = 0; mask < sets; mask++)
+            if (bf_peaks[mask] < min_peak ||
+                (bf_peaks[mask] == min_peak && bf_costs[mask] < full_cost)) {
+                min_peak = bf_peaks[mask];
+                full_cost = bf_costs[mask];
             }
-            if (rnd_below(4) == 0) { /* the simulator on a sample of sets */
-                size_t sp = simulate(&ch, st);
-                CHECK(sp == p.peak, "simulator %zu vs evaluate %zu (n=%d mask %u)", sp, p.peak, n,
-                      mask);
-                sim_checked++;
-            }
-        }
         size_t budget;
         switch (rnd_below(5)) {
-        case 0: budget = peaks[rnd_below(sets)]; break;
-        case 1: budget = peaks[rnd_below(sets)] - 1; break; /* peaks >= 0: SIZE_MAX at worst */
+        case 0: budget = bf_peaks[rnd_below(sets)]; break;
+        case 1: budget = bf_peaks[rnd_below(sets)] - 1; break; /* peaks >= 0: SIZE_MAX at worst */
         case 2: budget = (size_t)rnd_below(all_peak + all_peak / 5 + 2); break;
         case 3: budget = min_peak - (min_peak > 0); break;
         default: budget = SIZE_MAX; break;
         }
-        int found = 0;
         double best_cost = 0.0;
         size_t best_peak = 0;
-        for (unsigned mask = 0; mask < sets; mask++) {
-            if (peaks[mask] > budget) continue;
-            if (!found || costs[mask] < best_cost ||
-                (costs[mask] == best_cost && peaks[mask] < best_peak)) {
-                best_cost = costs[mask];
-                best_peak = peaks[mask];
-            }
-            found = 1;
-        }
+        int found = brute_best(sets, budget, &best_cost, &best_peak);
         hfl_ckpt_plan o = sched_ok(&ch, HFL_CKPT_OPTIMAL, budget);
         check_plan(&ch, &o);
         CHECK(o.min_peak == min_peak, "min_peak %zu vs %zu", o.min_peak, min_peak);
@@ -367,7 +390,69 @@ static int test_brute(int chains, int nmin, int nmax) {
     return infeasible;
 }
 
-/* ---- 3. sqrt and larger chains ---- */
+/* ---- 3. chains the beam pass alone gets wrong ---- */
+
+/* The DP's first pass keeps only the 16 cheapest labels per position and
+ * serves only as a bound; on these chains its own schedule is worse, at
+ * `budget` (random finds, A and B then shrunk; f = 0 unless given):
+ *   A, n = 9:  optimum recompute 7 at peak 27, the beam's 8 at 27;
+ *   B, n = 10: optimum 97 at peak 75, the beam's 97 at 76 (the same
+ *              recompute: the tie-break to the lower peak is lost);
+ *   C, n = 11, f = 2, mixed flags: optimum 158 at 433, the beam's 174 at 433.
+ * In A and B, cheap layers of small, unequal sizes give more than 16
+ * labels per position at nearly equal cost; the cut keeps the wrong ones
+ * for the costly, large layers at the end. */
+static void test_beam_traps(void) {
+    hfl_ckpt_layer A[] = {lay(2, 1, 0, 1, 0, 0), lay(1, 1, 0, 1, 0, 0), lay(1, 1, 0, 1, 0, 0),
+                          lay(1, 1, 0, 1, 0, 0), lay(1, 3, 0, 1, 0, 0), lay(1, 2, 0, 1, 0, 0),
+                          lay(1, 0, 0, 1, 0, 0), lay(8, 9, 0, 1, 0, 0), lay(1, 9, 0, 1, 0, 1)};
+    hfl_ckpt_layer B[] = {lay(1, 1, 0, 1, 0, 0),  lay(1, 1, 0, 1, 0, 0),  lay(1, 1, 0, 1, 0, 0),
+                          lay(46, 18, 0, 1, 0, 0), lay(1, 2, 0, 1, 0, 0),  lay(50, 7, 0, 1, 0, 0),
+                          lay(1, 0, 0, 1, 0, 0),  lay(96, 24, 0, 1, 0, 0), lay(1, 0, 0, 1, 0, 0),
+                          lay(1, 24, 0, 1, 0, 0)};
+    hfl_ckpt_layer C[] = {lay(98, 39, 1, 1, 1, 0), lay(53, 39, 1, 1, 1, 1), lay(63, 54, 0, 0, 1, 0),
+                          lay(5, 46, 1, 1, 0, 0),  lay(21, 83, 1, 1, 1, 0), lay(51, 70, 0, 1, 1, 0),
+                          lay(64, 70, 1, 1, 1, 1), lay(5, 9, 1, 1, 0, 0),   lay(21, 9, 0, 1, 1, 1),
+                          lay(93, 92, 1, 1, 1, 0), lay(84, 92, 0, 0, 1, 1)};
+    struct {
+        hfl_ckpt_chain ch;
+        size_t budget, peak;
+        double recompute;
+    } traps[] = {
+        {{.n = 9, .in_bytes = 0, .layers = A}, 27, 27, 7.0},
+        {{.n = 10, .in_bytes = 0, .layers = B}, 76, 75, 97.0},
+        {{.n = 11, .in_bytes = 40, .layers = C, .first_backward = 2}, 433, 433, 158.0},
+    };
+    for (size_t t = 0; t < sizeof traps / sizeof traps[0]; t++) {
+        const hfl_ckpt_chain *ch = &traps[t].ch;
+        unsigned sets = brute_all(ch, NULL);
+        double cost = 0.0;
+        size_t peak = 0;
+        CHECK(brute_best(sets, traps[t].budget, &cost, &peak) && cost == traps[t].recompute &&
+                  peak == traps[t].peak, "trap %zu: brute force %g/%zu", t, cost, peak);
+        /* Every budget from the least peak of a set to the greatest. */
+        size_t lo = SIZE_MAX, hi = 0;
+        for (unsigned mask = 0; mask < sets; mask++) {
+            if (bf_peaks[mask] < lo) lo = bf_peaks[mask];
+            if (bf_peaks[mask] > hi) hi = bf_peaks[mask];
+        }
+        int wrong = 0;
+        for (size_t b = lo; b <= hi; b++) {
+            brute_best(sets, b, &cost, &peak);
+            hfl_ckpt_plan o = sched_ok(ch, HFL_CKPT_OPTIMAL, b);
+            if (o.recompute != cost || o.peak != peak) {
+                if (!wrong || b == traps[t].budget)
+                    fprintf(stderr, "trap %zu, budget %zu: optimal %g/%zu vs brute force %g/%zu\n",
+                            t, b, o.recompute, o.peak, cost, peak);
+                wrong++;
+            }
+        }
+        CHECK(wrong == 0, "trap %zu: optimal misses the optimum at %d of the budgets %zu..%zu",
+              t, wrong, lo, hi);
+    }
+}
+
+/* ---- 4. sqrt and larger chains ---- */
 
 static void test_sqrt_and_large(void) {
     hfl_ckpt_layer L[HFL_CKPT_MAX_LAYERS];
@@ -412,7 +497,7 @@ static void test_sqrt_and_large(void) {
     }
 }
 
-/* ---- 4. parsing and refusals ---- */
+/* ---- 5. parsing and refusals ---- */
 
 static void test_refusals(void) {
     char err[HFL_ERR_LEN];
@@ -476,6 +561,7 @@ int main(void) {
     CHECK(infeasible > 50 && infeasible < 1000, "budgets exercise both outcomes: %d", infeasible);
     /* Longer chains, where the DP's frontiers outgrow its heuristic beam. */
     test_brute(40, 14, 18);
+    test_beam_traps();
     test_sqrt_and_large();
     test_refusals();
     if (failures) {
