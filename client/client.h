@@ -81,6 +81,8 @@ typedef struct {
     char codec[32]; /* update codec override; empty: the run's */
     char state_dir[1024];
     int plan, verify, json; /* --plan mode */
+    int batch;              /* --plan --batch: the run's batch to plan for; 0: the ladder */
+    int allow_smaller;      /* --allow-smaller-batch */
     char device[8];         /* --device: auto, cpu or cuda */
     char model[1024];
     uint64_t budget;
@@ -98,6 +100,7 @@ typedef struct {
     char spec_json[16384];     /* the model's layers as JSON, "" when the welcome had none */
     int64_t batch;            /* the run's batch */
     int64_t overhead_estimate; /* the fleet's overhead for our device, -1: none */
+    double momentum;           /* the run's SGD momentum: its buffer is planned only when non-zero */
 } client_welcome;
 
 /* Says hello (with our plan, once we have one) and reads the welcome into w. */

@@ -57,6 +57,13 @@ int client_say_hello(nng_socket sock, const client_options *o, const hfl_device_
                hfl_meta_str(rep.meta, "token", sizeof s->token - 1, s->token, err) == 0 &&
                hfl_meta_int(rep.meta, "batch", 1, 65536, &w->batch, err) == 0) {
         w->overhead_estimate = -1;
+        w->momentum = 0.9; /* a welcome without it: plan the buffer, to be safe */
+        if (cJSON_GetObjectItemCaseSensitive(rep.meta, "momentum") &&
+            hfl_meta_num(rep.meta, "momentum", 0, 1, &w->momentum, err) != 0) {
+            hfl_msg_free(&rep);
+            nng_msg_free(raw);
+            return -1;
+        }
         const cJSON *spec = cJSON_GetObjectItemCaseSensitive(rep.meta, "model_spec");
         char *text = cJSON_IsObject(spec) ? cJSON_PrintUnformatted(spec) : NULL;
         w->spec_json[0] = 0;
@@ -118,8 +125,9 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
                           const client_welcome *w,
                           char *err) {
     hfl_chooser_input in = {.be = s->be, .budget = o->budget ? o->budget : dev->free_bytes,
-                            .headroom = o->headroom, .momentum = 1, .max_batch = (int)w->batch,
-                            .prefer_batch = (int)w->batch};
+                            .headroom = o->headroom, .momentum = w->momentum != 0,
+                            .max_batch = (int)w->batch, .prefer_batch = (int)w->batch,
+                            .allow_smaller = o->allow_smaller};
     if (client_precisions(o, dev, &in.precisions, err) != 0) return NULL;
     client_overhead *ov = hfl_malloc(sizeof *ov);
     in.overhead = client_overhead_fn;
@@ -170,13 +178,19 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
     if (!verified) return NULL;
     s->chosen = ch.rows[ch.chosen];
     hfl_plan_config cfg;
-    hfl_candidate_config(&s->chosen, 1, &cfg);
+    hfl_candidate_config(&s->chosen, in.momentum, &cfg);
     hfl_plan_config_for_backend(&cfg, s->be);
     s->plan = hfl_malloc(sizeof *s->plan);
     if (hfl_plan_make(&s->spec, &cfg, s->plan, err) != 0) return NULL;
     s->budget = o->budget;
     s->overhead = s->chosen.predicted - s->chosen.arena;
     if (o->budget) hfl_budget_set(o->budget); /* a breach fails loudly */
+    if (!o->quiet && s->chosen.accum > 1)
+        printf("%s: plan: batch %d as %d micro-batches of %d (accumulated)\n", o->name, s->chosen.step_batch,
+               s->chosen.accum, s->chosen.batch);
+    else if (!o->quiet && s->chosen.step_batch < (int)w->batch)
+        printf("%s: plan: batch %d of the run's %d does not fit: a smaller batch, learning rate x %.4g\n",
+               o->name, s->chosen.batch, (int)w->batch, (double)s->chosen.batch / (double)w->batch);
     if (!o->quiet)
         printf("%s: plan: batch %d, %s, checkpoint %s, predicted peak %.2f MiB (arena %.2f + overhead %.2f) of %.1f MiB\n",
                o->name, s->chosen.batch, hfl_precision_name(s->chosen.precision), hfl_ckpt_name(s->chosen.ckpt),
@@ -186,6 +200,9 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
     cJSON_AddStringToObject(p, "backend", s->be->name);
     cJSON_AddStringToObject(p, "device", dev->name);
     cJSON_AddNumberToObject(p, "batch", s->chosen.batch);
+    cJSON_AddNumberToObject(p, "accumulation_steps", s->chosen.accum);
+    cJSON_AddNumberToObject(p, "step_batch", s->chosen.step_batch);
+    cJSON_AddBoolToObject(p, "momentum", in.momentum);
     cJSON_AddStringToObject(p, "precision", hfl_precision_name(s->chosen.precision));
     cJSON_AddStringToObject(p, "checkpoint", hfl_ckpt_name(s->chosen.ckpt));
     cJSON_AddNumberToObject(p, "budget_bytes", (double)in.budget);

@@ -49,6 +49,11 @@ static void usage(FILE *f) {
         "                       cpu, or cuda (fail unless the GPU can be used); default auto\n"
         "  --verify             with --plan: run one real step per candidate and report the measured peak\n"
         "  --json               with --plan: print the table as JSON\n"
+        "  --batch N            with --plan: plan for a run whose batch is N (micro-batches that\n"
+        "                       accumulate to N where N does not fit; the table shows the steps)\n"
+        "  --allow-smaller-batch where the run's batch does not fit, train a smaller real batch\n"
+        "                       instead of accumulating micro-batches to it, with the learning rate\n"
+        "                       scaled by batch/run batch (Goyal et al. 2017's linear rule)\n"
         "  --data DIR           Fashion-MNIST directory (default " HFL_FMNIST_DIR ")\n"
         "  --partition SPEC     iid, dirichlet:<alpha> or shards:<k> (default iid)\n"
         "  --client-index I     which share of the partition is this client's (default 0)\n"
@@ -62,7 +67,8 @@ static void usage(FILE *f) {
 
 static int parse_args(int argc, char **argv, client_options *o, char *err) {
     enum { O_URL = 256, O_CA, O_CERT, O_SNI, O_INSECURE, O_NAME, O_DATA, O_PART, O_INDEX, O_NUM, O_SEED,
-           O_THREADS, O_TIMEOUT, O_QUIET, O_HELP, O_CODEC, O_STATE, O_PLAN, O_MODEL, O_BUDGET, O_HEADROOM, O_VERIFY, O_JSON, O_PREC, O_DEVICE };
+           O_THREADS, O_TIMEOUT, O_QUIET, O_HELP, O_CODEC, O_STATE, O_PLAN, O_MODEL, O_BUDGET, O_HEADROOM, O_VERIFY, O_JSON, O_PREC, O_DEVICE,
+           O_BATCH, O_SMALLER };
     static const struct option opts[] = {
         {"coordinator", 1, 0, O_URL}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"server-name", 1, 0, O_SNI}, {"insecure", 0, 0, O_INSECURE}, {"name", 1, 0, O_NAME},
@@ -71,7 +77,8 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         {"timeout", 1, 0, O_TIMEOUT}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP}, {"codec", 1, 0, O_CODEC}, {"state-dir", 1, 0, O_STATE},
         {"plan", 0, 0, O_PLAN}, {"model", 1, 0, O_MODEL}, {"memory-budget", 1, 0, O_BUDGET},
         {"headroom", 1, 0, O_HEADROOM}, {"verify", 0, 0, O_VERIFY}, {"json", 0, 0, O_JSON}, {"precision", 1, 0, O_PREC},
-        {"device", 1, 0, O_DEVICE}, {0, 0, 0, 0}};
+        {"device", 1, 0, O_DEVICE}, {"batch", 1, 0, O_BATCH}, {"allow-smaller-batch", 0, 0, O_SMALLER},
+        {0, 0, 0, 0}};
     long v;
     double d;
     opterr = 0;
@@ -102,6 +109,8 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         case O_HEADROOM: hfl_parse_double(optarg, 0, 0.9, &o->headroom, e); break;
         case O_VERIFY: o->verify = 1; break;
         case O_JSON: o->json = 1; break;
+        case O_BATCH: if (hfl_parse_int(optarg, 1, 65536, &v, e) == 0) o->batch = (int)v; break;
+        case O_SMALLER: o->allow_smaller = 1; break;
         case O_PREC:
             if (!strcmp(optarg, "auto")) {
                 o->precisions = 7;

@@ -8,7 +8,10 @@
  * CPU, in-process on a GPU) and adds the measured peak growth and the error; the
  * measurements are appended to <state-dir>/overhead.jsonl (client/overhead.c),
  * from which the overhead outside the arena is fitted (model/overhead.h) and
- * added to later predictions. --json prints the same as one JSON object, with the backend,
+ * added to later predictions. --batch N plans for a run whose batch is N: every
+ * candidate then steps over N rows, as micro-batches accumulated where N
+ * itself does not fit (the accum column; --allow-smaller-batch: smaller real
+ * batches instead). --json prints the same as one JSON object, with the backend,
  * the device and why --device auto fell back to the CPU (null when it did not). */
 #include <cblas.h>
 #include <math.h>
@@ -27,7 +30,8 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
     hfl_model_spec spec;
     if (hfl_model_resolve(o->model, &spec, err) != 0) return -1;
     hfl_chooser_input in = {.be = be, .budget = o->budget ? o->budget : dev->free_bytes, .headroom = o->headroom,
-                            .momentum = 1, .max_batch = 512};
+                            .momentum = 1, .max_batch = 512, .prefer_batch = o->batch,
+                            .allow_smaller = o->allow_smaller};
     if (client_precisions(o, dev, &in.precisions, err) != 0) return -1;
     client_overhead *ov = hfl_malloc(sizeof *ov);
     client_overhead_load(o->state_dir, dev->name, be, spec.name, spec.in_dim, 0, ov);
@@ -94,6 +98,8 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
             const hfl_candidate *c = &ch.rows[i];
             cJSON *r = cJSON_CreateObject();
             cJSON_AddNumberToObject(r, "batch", c->batch);
+            cJSON_AddNumberToObject(r, "accumulation_steps", c->accum);
+            cJSON_AddNumberToObject(r, "step_batch", c->step_batch);
             cJSON_AddStringToObject(r, "precision", hfl_precision_name(c->precision));
             cJSON_AddStringToObject(r, "checkpoint", hfl_ckpt_name(c->ckpt));
             cJSON_AddNumberToObject(r, "arena_bytes", (double)c->arena);
@@ -116,12 +122,18 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
         printf("model %s (%zu params) on %s (%s backend): budget %.1f MiB, headroom %.0f%%, %d overhead records, "
                "GEMM GFLOP/s fp32 %.1f bf16 %.1f fp16 %.1f\n",
                spec.name, spec.n_params, dev->name, be->name, in.budget / 1048576.0, 100 * in.headroom, n_records, in.gflops[HFL_PREC_FP32], in.gflops[HFL_PREC_BF16], in.gflops[HFL_PREC_FP16]);
-        printf("%6s %-9s %-8s %14s %14s %5s", "batch", "precision", "ckpt", "predicted_MiB", "samples/s", "fits");
+        if (o->batch)
+            printf("run batch %d: %s\n", o->batch,
+                   o->allow_smaller ? "smaller real batches where it does not fit"
+                                    : "micro-batches accumulate to it where it does not fit");
+        printf("%6s %5s %-9s %-8s %14s %14s %5s", "batch", "accum", "precision", "ckpt", "predicted_MiB",
+               "samples/s", "fits");
         if (o->verify) printf(" %13s %9s", "measured_MiB", "error");
         printf("\n");
         for (int i = 0; i < ch.n; i++) {
             const hfl_candidate *c = &ch.rows[i];
-            printf("%6d %-9s %-8s %14.3f %14.0f %5s", c->batch, hfl_precision_name(c->precision), hfl_ckpt_name(c->ckpt),
+            printf("%6d %5d %-9s %-8s %14.3f %14.0f %5s", c->batch, c->accum, hfl_precision_name(c->precision),
+                   hfl_ckpt_name(c->ckpt),
                    c->predicted / 1048576.0,
                    c->samples_per_s, c->fits ? "yes" : "no");
             if (o->verify && measured[i])

@@ -122,6 +122,34 @@ static void stage_batch(client_state *s, const int *order, int start, int b) {
     hfl_trainer_stage(s->trainer, s->xbuf, s->ybuf, b);
 }
 
+/* An epoch's micro-batches in order: optimizer steps of `step` rows (the
+ * last one shorter), each staged as micro-batches of at most `micro` rows. */
+typedef struct {
+    int n, step, micro;
+    int start;  /* the current optimizer step's first row */
+    int offset; /* the current micro-batch's first row within that step */
+} micro_cursor;
+
+/* The cursor's micro-batch: its first row and size (0 when the epoch is done),
+ * and whether it begins or ends its optimizer step. */
+static int micro_at(const micro_cursor *c, int *row, int *first, int *last, int *step_rows) {
+    if (c->start >= c->n) return 0;
+    int rows = c->n - c->start < c->step ? c->n - c->start : c->step;
+    int size = rows - c->offset < c->micro ? rows - c->offset : c->micro;
+    *row = c->start + c->offset;
+    *first = c->offset == 0;
+    *last = c->offset + size >= rows;
+    *step_rows = rows;
+    return size;
+}
+
+static void micro_next(micro_cursor *c) {
+    int row, first, last, rows, size = micro_at(c, &row, &first, &last, &rows);
+    if (!size) return;
+    if (last) c->start += rows, c->offset = 0;
+    else c->offset += size;
+}
+
 uint8_t *client_train_round(client_state *s, const client_task *task, const float *weights,
                             size_t *len, double *loss, double *seconds, char *err) {
     double t0 = hfl_now();
@@ -129,13 +157,22 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
     first_measure m = {0};
     int first = s->trainer == NULL;
     int n = s->data.n;
+    if (task->momentum != 0 && s->plan->momentum < 0) {
+        hfl_errf(err, "the task asks for momentum %g, but the welcome said none, so no momentum buffer "
+                 "was planned", task->momentum);
+        return NULL;
+    }
     int *order = hfl_malloc(sizeof(int) * (size_t)n); /* before the footprint is measured */
     if (ensure_trainer(s, &m, err) != 0) {
         free(order);
         return NULL;
     }
-    /* the run's batch, unless this device had to plan a smaller one */
-    int batch = task->batch < s->trainer_batch ? task->batch : s->trainer_batch;
+    /* Optimizer steps of the run's batch, as micro-batches when the plan
+     * accumulates; with --allow-smaller-batch a smaller real batch, with the
+     * learning rate scaled by batch / run batch (chooser.h). */
+    int micro = s->trainer_batch < task->batch ? s->trainer_batch : task->batch;
+    int step = s->chosen.accum > 1 ? task->batch : micro;
+    double lr = task->lr * (double)step / (double)task->batch;
     int ahead = hfl_trainer_stage_slots(s->trainer);
     memcpy(s->global, weights, n_params * sizeof(float));
     hfl_trainer_set_params(s->trainer, weights);
@@ -148,21 +185,26 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
         epoch_meter em = {0};
         if (!first) epoch_begin(s, &em); /* the first epoch's meter starts after step 1 */
         shuffle(order, n, task->seed, task->round, (int)s->stream, e);
-        int staged = 0; /* batches of this epoch handed to the trainer */
-        for (int start = 0; start < n; start += batch) {
-            int step = start / batch;
-            while (staged * batch < n && staged - step < ahead) {
-                int at = staged * batch;
-                stage_batch(s, order, at, n - at < batch ? n - at : batch);
-                staged++;
+        micro_cursor run = {n, step, micro, 0, 0}, fill = run;
+        int queued = 0; /* micro-batches staged ahead of the running one */
+        int row, begins, ends, step_rows, size;
+        while ((size = micro_at(&run, &row, &begins, &ends, &step_rows)) > 0) {
+            int frow, fb, fe, frows, fsize;
+            while (queued < ahead && (fsize = micro_at(&fill, &frow, &fb, &fe, &frows)) > 0) {
+                stage_batch(s, order, frow, fsize);
+                micro_next(&fill);
+                queued++;
             }
-            hfl_trainer_step_staged(s->trainer, (float)task->lr, (float)task->momentum,
-                                    (float)task->weight_decay);
+            hfl_trainer_grads_staged(s->trainer, begins, ends, step_rows);
+            queued--;
+            micro_next(&run);
+            if (!ends) continue;
+            hfl_trainer_apply(s->trainer, (float)lr, (float)task->momentum, (float)task->weight_decay);
             if (first) {
                 uint64_t growth = first_growth(s, &m);
                 if (growth) {
                     s->measured_peak = growth;
-                    s->measured_batch = n - start < batch ? n - start : batch;
+                    s->measured_batch = step_rows < micro ? step_rows : micro; /* its first micro-batch */
                 }
                 s->footprint = growth ? growth : s->chosen.predicted;
                 first = 0;

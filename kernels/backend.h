@@ -148,9 +148,11 @@ typedef struct hfl_backend {
      * rows' summed loss (in double; rows in order on the CPU, a fixed tree on
      * the GPU) to sc->loss_sum, the rows
      * whose argmax equals the label to sc->correct and rows to sc->rows;
-     * writes dlogits = d(mean loss)/d(logits) when dlogits != NULL. */
+     * writes dlogits = d(summed loss / mean_rows)/d(logits) when dlogits !=
+     * NULL: mean_rows = rows for the batch's mean loss, or the rows of the
+     * whole step when this is one micro-batch of an accumulated step. */
     void (*softmax_xent)(const float *logits, const int32_t *labels, float *dlogits, int rows,
-                         int cols, hfl_step_scalars *sc);
+                         int cols, int mean_rows, hfl_step_scalars *sc);
     /* SGD with momentum and decoupled-from-nothing (L2) weight decay, PyTorch's form:
      * g' = g + wd*w; v = momentum*v + g'; w -= lr*v  (v unused when momentum == 0) */
     void (*sgd_step)(float *w, float *v, const float *g, size_t n, float lr, float momentum,
@@ -212,8 +214,8 @@ typedef struct hfl_backend {
      * sc->loss_scale times the fp32 op's gradient, rounded once (the loss
      * scale of fp16 training). ws holds 2 * cols floats. */
     void (*softmax_xent_lp)(hfl_precision lp, const uint16_t *logits, const int32_t *labels,
-                            uint16_t *dlogits, int rows, int cols, hfl_step_scalars *sc,
-                            float *ws);
+                            uint16_t *dlogits, int rows, int cols, int mean_rows,
+                            hfl_step_scalars *sc, float *ws);
     /* g[i] *= 1 / sc->loss_scale; sc->finite = every result is finite. */
     void (*unscale_grads)(float *g, size_t n, hfl_step_scalars *sc);
     /* sgd_step on the fp32 master weights, then w[i] = master[i] rounded to lp.

@@ -110,11 +110,48 @@ static size_t optimal_budget(const hfl_plan *none, uint64_t usable) {
 }
 
 static int better(const hfl_candidate *a, const hfl_candidate *b, int prefer) {
-    if (prefer > 0 && (a->batch == prefer) != (b->batch == prefer)) return a->batch == prefer;
+    if (prefer > 0 && (a->step_batch == prefer) != (b->step_batch == prefer)) return a->step_batch == prefer;
     if (a->samples_per_s != b->samples_per_s) return a->samples_per_s > b->samples_per_s;
     if (a->batch != b->batch) return a->batch > b->batch;
     if (a->precision != b->precision) return a->precision < b->precision; /* fp32, bf16, fp16: widest first */
     return a->predicted < b->predicted;
+}
+
+/* The (micro-)batches to plan, smallest first, each with its accumulation
+ * steps and rows per optimizer step (THE RUN'S BATCH in chooser.h). */
+typedef struct {
+    int batch, accum, step;
+} chooser_batch;
+
+static int chooser_batches(const hfl_chooser_input *in, chooser_batch *out) {
+    int n = 0, B = in->prefer_batch;
+    if (B <= 0) {
+        for (size_t i = 0; i < sizeof chooser_ladder / sizeof *chooser_ladder; i++)
+            if (chooser_ladder[i] <= in->max_batch)
+                out[n++] = (chooser_batch){chooser_ladder[i], 1, chooser_ladder[i]};
+        return n;
+    }
+    out[n++] = (chooser_batch){B, 1, B};
+    if (in->allow_smaller) {
+        for (size_t i = 0; i < sizeof chooser_ladder / sizeof *chooser_ladder; i++)
+            if (chooser_ladder[i] < B) out[n++] = (chooser_batch){chooser_ladder[i], 1, chooser_ladder[i]};
+    } else {
+        for (int k = 2, last = B; last > 1 && n < 17; k *= 2) {
+            int m = (B + k - 1) / k;
+            if (m == last) continue;
+            out[n++] = (chooser_batch){m, (B + m - 1) / m, B};
+            last = m;
+        }
+    }
+    /* Smallest first, a real batch before a micro-batch of the same size. */
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && (out[j].batch < out[j - 1].batch ||
+                                  (out[j].batch == out[j - 1].batch && out[j].accum < out[j - 1].accum)); j--) {
+            chooser_batch t = out[j];
+            out[j] = out[j - 1];
+            out[j - 1] = t;
+        }
+    return n;
 }
 
 int hfl_choose(const hfl_model_spec *spec, const hfl_chooser_input *in, hfl_choice *out, char *err) {
@@ -124,23 +161,18 @@ int hfl_choose(const hfl_model_spec *spec, const hfl_chooser_input *in, hfl_choi
     uint64_t usable = (uint64_t)((double)in->budget * (1.0 - in->headroom));
     double fwd = (double)hfl_model_forward_flops(spec);
     hfl_plan *plan = hfl_malloc(sizeof *plan), *none = hfl_malloc(sizeof *none);
-    int ladder[sizeof chooser_ladder / sizeof *chooser_ladder + 1], n_ladder = 0;
-    for (size_t bi = 0; bi < sizeof chooser_ladder / sizeof *chooser_ladder; bi++) {
-        int b = chooser_ladder[bi];
-        if (in->prefer_batch > 0 && b > in->prefer_batch && (n_ladder == 0 || ladder[n_ladder - 1] < in->prefer_batch))
-            ladder[n_ladder++] = in->prefer_batch;
-        if (b <= in->max_batch && b != in->prefer_batch) ladder[n_ladder++] = b;
-    }
-    if (in->prefer_batch > 0 && (n_ladder == 0 || ladder[n_ladder - 1] < in->prefer_batch))
-        ladder[n_ladder++] = in->prefer_batch;
+    chooser_batch batches[24];
+    int n_batches = chooser_batches(in, batches);
     int rc = 0;
-    for (int bp = 0; bp < n_ladder * 3 && rc == 0; bp++) {
-        int batch = ladder[bp / 3];
+    for (int bp = 0; bp < n_batches * 3 && rc == 0; bp++) {
+        int batch = batches[bp / 3].batch;
         hfl_precision prec = (hfl_precision)(bp % 3);
         if (!(in->precisions & (1u << prec))) continue;
         for (size_t ki = 0; ki < sizeof chooser_kinds / sizeof *chooser_kinds; ki++) {
             hfl_candidate *c = &out->rows[out->n];
             c->batch = batch;
+            c->accum = batches[bp / 3].accum;
+            c->step_batch = batches[bp / 3].step;
             c->precision = prec;
             c->ckpt = chooser_kinds[ki];
             uint64_t extra = in->overhead ? in->overhead(in->overhead_ctx, prec, batch, c->ckpt) : 0;

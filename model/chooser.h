@@ -8,9 +8,22 @@
  * measured for that precision on this device at start-up (on the CPU, 2-byte
  * storage is widened to fp32 around OpenBLAS, so it is slower, not faster). It picks the fastest candidate whose
  * peak fits the budget less a headroom; ties go to the larger batch, then to
- * the wider precision, then the smaller peak. A preferred batch (the one the coordinator asked for)
- * wins whenever some schedule makes it fit; smaller batches are the fallback.
- * When nothing fits, it says the smallest budget that would. */
+ * the wider precision, then the smaller peak.
+ *
+ * THE RUN'S BATCH. With a preferred batch B (the one the coordinator asked
+ * for) every candidate takes optimizer steps of B rows: B itself, or a
+ * micro-batch m = ceil(B/k) for k = 2, 4, 8, ... (down to 1) accumulating
+ * ceil(B/m) micro-batches into one step (model/model.h, GRADIENT
+ * ACCUMULATION): the same effective batch, learning rate and number of
+ * optimizer steps, in the memory of a step of m. Micro-batch, precision and
+ * checkpoint schedule are chosen together by predicted samples/s (the FLOP
+ * model counts no cost for accumulating, so the largest micro-batch that
+ * fits wins a tie, and accumulation beats a schedule that recomputes).
+ * With allow_smaller the fallback below B is instead a smaller real batch
+ * from the ladder (1, 8, 32, 128, 512), as before accumulation existed: more,
+ * noisier optimizer steps, for which the client scales the learning rate by
+ * batch/B (Goyal et al. 2017's linear scaling rule). When nothing fits, it
+ * says the smallest budget that would. */
 #ifndef HFL_MODEL_CHOOSER_H
 #define HFL_MODEL_CHOOSER_H
 
@@ -20,7 +33,8 @@
 #include "kernels/backend.h"
 #include "model/planner.h"
 
-#define HFL_CHOOSER_MAX_ROWS 96 /* 6 batches x 3 precisions x 4 schedules, with room */
+/* (the run's batch and up to 16 micro-batches or 5 ladder batches) x 3 precisions x 4 schedules */
+#define HFL_CHOOSER_MAX_ROWS 204
 
 typedef struct {
     const hfl_backend *be; /* the backend the plans are for (its DEVICE BUFFERS,
@@ -35,12 +49,15 @@ typedef struct {
     unsigned precisions; /* bit (1 << hfl_precision) for each precision the device may use */
     int momentum;        /* the optimizer keeps momentum */
     int max_batch;       /* ladder top: 1, 8, 32, 128, 512 up to this */
-    int prefer_batch;    /* > 0: also a candidate, and any fitting candidate at this batch
-                            wins over other batches (the run's batch keeps its meaning) */
+    int prefer_batch;    /* > 0: the run's batch B; candidates step over B rows (THE RUN'S
+                            BATCH above); 0: the ladder, without accumulation */
+    int allow_smaller;   /* with prefer_batch: smaller real batches instead of accumulation */
 } hfl_chooser_input;
 
 typedef struct {
-    int batch;
+    int batch;             /* rows the arena holds: the (micro-)batch of one forward/backward */
+    int accum;             /* micro-batches per optimizer step (1: none) */
+    int step_batch;        /* rows per optimizer step: batch, or the run's batch when accum > 1 */
     hfl_precision precision;
     hfl_ckpt_kind ckpt;
     size_t ckpt_budget;    /* optimal: the activation budget it was planned under */

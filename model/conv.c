@@ -70,22 +70,23 @@ static void conv_forward(const hfl_backend *be, const hfl_layer *ly, const float
 
 static void conv_backward(const hfl_backend *be, const hfl_layer *ly, const float *params,
                           const float *in, const float *out, const float *dout, float *din,
-                          float *dparams, void *workspace, int batch) {
+                          float *dparams, void *workspace, int batch, int accumulate) {
     (void)out;
     hfl_window_geom g = hfl_layer_geom(ly);
     int ckk = (int)conv_patch(ly), hw = g.ho * g.wo;
     size_t col_size = (size_t)ckk * hw;
     float *cols = workspace, *db = dparams + (size_t)ly->units * ckk;
-    be->fill(db, 0.0f, (size_t)ly->units);
+    if (!accumulate) be->fill(db, 0.0f, (size_t)ly->units);
     be->channel_bias_grad(db, dout, batch, ly->units, hw);
     for (int i = 0; i < batch; i += conv_chunk(ly)) {
         int cn = chunk_at(ly, i, batch);
         const float *dy = dout + (size_t)i * ly->out;
         be->im2col(cols, in + (size_t)i * ly->in, cn, g);
-        /* dW[out_c, ckk] (+)= dy_s[out_c, hw] cols_s^T; the first sample overwrites. */
+        /* dW[out_c, ckk] (+)= dy_s[out_c, hw] cols_s^T; the first sample
+         * overwrites unless accumulating. */
         for (int s = 0; s < cn; s++)
             be->sgemm(0, 1, ly->units, ckk, hw, 1.0f, dy + (size_t)s * ly->out, hw,
-                      cols + s * col_size, hw, i + s ? 1.0f : 0.0f, dparams, ckk);
+                      cols + s * col_size, hw, i + s || accumulate ? 1.0f : 0.0f, dparams, ckk);
         if (!din) continue;
         /* dcols_s[ckk, hw] = w^T dy_s, into the columns buffer now that dW is done. */
         be->sgemm_strided(1, 0, ckk, hw, ly->units, 1.0f, params, ckk, 0, dy, hw, ly->out, 0.0f,
@@ -137,7 +138,7 @@ static void conv_forward_lp(const hfl_backend *be, hfl_precision lp, const hfl_l
 static void conv_backward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
                              const uint16_t *params, const uint16_t *in, const uint16_t *out,
                              const uint16_t *dout, uint16_t *din, float *dparams, void *workspace,
-                             int batch) {
+                             int batch, int accumulate) {
     (void)out;
     hfl_window_geom g = hfl_layer_geom(ly);
     int ckk = (int)conv_patch(ly), hw = g.ho * g.wo;
@@ -145,7 +146,7 @@ static void conv_backward_lp(const hfl_backend *be, hfl_precision lp, const hfl_
     float *dcols = workspace, *db = dparams + (size_t)ly->units * ckk;
     uint16_t *cols = workspace; /* the same bytes, 2-byte columns until dcols overwrite them */
     void *stage = (char *)workspace + conv_chunk_for(ly, batch) * conv_cols_bytes(ly);
-    be->fill(db, 0.0f, (size_t)ly->units);
+    if (!accumulate) be->fill(db, 0.0f, (size_t)ly->units);
     be->channel_bias_grad_lp(lp, db, dout, batch, ly->units, hw);
     for (int i = 0; i < batch; i += conv_chunk(ly)) {
         int cn = chunk_at(ly, i, batch);
@@ -154,7 +155,8 @@ static void conv_backward_lp(const hfl_backend *be, hfl_precision lp, const hfl_
         for (int s = 0; s < cn; s++)
             be->gemm_lp(lp, HFL_GEMM_C_F32, 0, 1, ly->units, ckk, hw, 1.0f,
                         dy + (size_t)s * ly->out, hw, cols + s * col_size, hw,
-                        i + s ? 1.0f : 0.0f, dparams, ckk, NULL, HFL_BIAS_NONE, stage);
+                        i + s || accumulate ? 1.0f : 0.0f, dparams, ckk, NULL, HFL_BIAS_NONE,
+                        stage);
         if (!din) continue;
         be->gemm_lp_strided(lp, HFL_GEMM_C_F32, 1, 0, ckk, hw, ly->units, 1.0f, params, ckk, 0, dy,
                             hw, ly->out, 0.0f, dcols, hw, (long long)col_size, cn, NULL,

@@ -19,12 +19,12 @@ void hfl_dense_forward(const hfl_backend *be, const float *w, const float *b, co
 }
 
 void hfl_dense_backward(const hfl_backend *be, const float *w, const float *x, const float *dy,
-                        float *dw, float *db, float *dx, int n, int in, int out) {
-    /* dw[out,in] = dy[n,out]^T * x[n,in]; beta 0 overwrites, so the gradient
-     * buffer needs no clearing pass. */
-    be->sgemm(1, 0, out, in, n, 1.0f, dy, out, x, in, 0.0f, dw, in);
+                        float *dw, float *db, float *dx, int n, int in, int out, int accumulate) {
+    /* dw[out,in] (+)= dy[n,out]^T * x[n,in]; beta 0 overwrites, so the
+     * gradient buffer needs no clearing pass. */
+    be->sgemm(1, 0, out, in, n, 1.0f, dy, out, x, in, accumulate ? 1.0f : 0.0f, dw, in);
     /* bias_grad accumulates, so clear the (short) bias gradient first. */
-    be->fill(db, 0.0f, (size_t)out);
+    if (!accumulate) be->fill(db, 0.0f, (size_t)out);
     be->bias_grad(db, dy, n, out);
     /* dx[n,in] = dy[n,out] * w[out,in] */
     if (dx) be->sgemm(0, 0, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
@@ -45,10 +45,10 @@ void hfl_dense_forward_lp(const hfl_backend *be, hfl_precision lp, const uint16_
 
 void hfl_dense_backward_lp(const hfl_backend *be, hfl_precision lp, const uint16_t *w,
                            const uint16_t *x, const uint16_t *dy, float *dw, float *db,
-                           uint16_t *dx, int n, int in, int out, void *ws) {
-    be->gemm_lp(lp, HFL_GEMM_C_F32, 1, 0, out, in, n, 1.0f, dy, out, x, in, 0.0f, dw, in, NULL,
-                HFL_BIAS_NONE, ws);
-    be->fill(db, 0.0f, (size_t)out);
+                           uint16_t *dx, int n, int in, int out, void *ws, int accumulate) {
+    be->gemm_lp(lp, HFL_GEMM_C_F32, 1, 0, out, in, n, 1.0f, dy, out, x, in,
+                accumulate ? 1.0f : 0.0f, dw, in, NULL, HFL_BIAS_NONE, ws);
+    if (!accumulate) be->fill(db, 0.0f, (size_t)out);
     be->bias_grad_lp(lp, db, dy, n, out);
     if (dx)
         be->gemm_lp(lp, 0, 0, 0, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, NULL,
@@ -81,11 +81,12 @@ static void dense_forward(const hfl_backend *be, const hfl_layer *ly, const floa
 
 static void dense_backward(const hfl_backend *be, const hfl_layer *ly, const float *params,
                            const float *in, const float *out, const float *dout, float *din,
-                           float *dparams, void *workspace, int batch) {
+                           float *dparams, void *workspace, int batch, int accumulate) {
     (void)out;
     (void)workspace;
     size_t nw = (size_t)ly->out * ly->in;
-    hfl_dense_backward(be, params, in, dout, dparams, dparams + nw, din, batch, ly->in, ly->out);
+    hfl_dense_backward(be, params, in, dout, dparams, dparams + nw, din, batch, ly->in, ly->out,
+                       accumulate);
 }
 
 static size_t dense_no_workspace(const hfl_layer *ly, int batch) {
@@ -104,11 +105,11 @@ static void dense_forward_lp(const hfl_backend *be, hfl_precision lp, const hfl_
 static void dense_backward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
                               const uint16_t *params, const uint16_t *in, const uint16_t *out,
                               const uint16_t *dout, uint16_t *din, float *dparams, void *workspace,
-                              int batch) {
+                              int batch, int accumulate) {
     (void)out;
     size_t nw = (size_t)ly->out * ly->in;
     hfl_dense_backward_lp(be, lp, params, in, dout, dparams, dparams + nw, din, batch, ly->in,
-                          ly->out, workspace);
+                          ly->out, workspace, accumulate);
 }
 
 static size_t dense_fwd_ws_lp(const hfl_layer *ly, int batch) {

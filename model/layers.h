@@ -65,9 +65,11 @@ typedef struct hfl_layer_ops {
     int (*param_tensors)(const hfl_layer *ly, hfl_param_tensor out[HFL_MAX_PARAM_TENSORS]);
     void (*forward)(const hfl_backend *be, const hfl_layer *ly, const float *params,
                     const float *in, float *out, void *workspace, int batch);
+    /* dparams: overwritten, or added to when `accumulate` (gradient
+     * accumulation over micro-batches: the sum of each one's gradients). */
     void (*backward)(const hfl_backend *be, const hfl_layer *ly, const float *params,
                      const float *in, const float *out, const float *dout, float *din,
-                     float *dparams, void *workspace, int batch);
+                     float *dparams, void *workspace, int batch, int accumulate);
     size_t (*fwd_workspace_bytes)(const hfl_layer *ly, int batch);
     size_t (*bwd_workspace_bytes)(const hfl_layer *ly, int batch);
     unsigned keeps;   /* HFL_KEEP_* bits: what backward reads besides dout and params */
@@ -80,7 +82,7 @@ typedef struct hfl_layer_ops {
     void (*backward_lp)(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
                         const uint16_t *params, const uint16_t *in, const uint16_t *out,
                         const uint16_t *dout, uint16_t *din, float *dparams, void *workspace,
-                        int batch);
+                        int batch, int accumulate);
     size_t (*fwd_workspace_bytes_lp)(const hfl_layer *ly, int batch);
     size_t (*bwd_workspace_bytes_lp)(const hfl_layer *ly, int batch);
 } hfl_layer_ops;
@@ -96,10 +98,10 @@ extern const hfl_layer_ops hfl_dense_ops, hfl_relu_ops, hfl_conv2d_ops, hfl_maxp
  * y = x w^T + b */
 void hfl_dense_forward(const hfl_backend *be, const float *w, const float *b, const float *x,
                        float *y, int n, int in, int out);
-/* dw = dy^T x and db = colsum(dy) (both overwritten, not accumulated);
- * dx = dy w when dx != NULL. */
+/* dw = dy^T x and db = colsum(dy) (overwritten, or added to when
+ * `accumulate`); dx = dy w when dx != NULL. */
 void hfl_dense_backward(const hfl_backend *be, const float *w, const float *x, const float *dy,
-                        float *dw, float *db, float *dx, int n, int in, int out);
+                        float *dw, float *db, float *dx, int n, int in, int out, int accumulate);
 
 /* Dense in 2-byte storage (fp32 dw, db); ws is hfl_dense_workspace_bytes_lp. */
 void hfl_dense_forward_lp(const hfl_backend *be, hfl_precision lp, const uint16_t *w,
@@ -107,7 +109,7 @@ void hfl_dense_forward_lp(const hfl_backend *be, hfl_precision lp, const uint16_
                           int out, void *ws);
 void hfl_dense_backward_lp(const hfl_backend *be, hfl_precision lp, const uint16_t *w,
                            const uint16_t *x, const uint16_t *dy, float *dw, float *db,
-                           uint16_t *dx, int n, int in, int out, void *ws);
+                           uint16_t *dx, int n, int in, int out, void *ws, int accumulate);
 size_t hfl_dense_workspace_bytes_lp(int n, int in, int out, int backward);
 
 /* The window geometry of a conv2d or maxpool2d layer (from its in_shape). */

@@ -203,11 +203,26 @@ void hfl_trainer_stage(hfl_trainer *t, const float *x, const int32_t *y, int n);
 void hfl_trainer_step_staged(hfl_trainer *t, float lr, float momentum, float weight_decay);
 void hfl_trainer_take_loss(hfl_trainer *t, double *loss_sum, int64_t *rows, int64_t *correct);
 
+/* GRADIENT ACCUMULATION: one optimizer step over total_rows rows, more than
+ * the plan's batch, run as micro-batches of at most the plan's batch.
+ * grads_staged() runs forward and backward on the oldest staged micro-batch;
+ * its gradients (those of its summed loss divided by total_rows) overwrite
+ * the gradient buffer when `first`, else are added to it, so after the last
+ * micro-batch (`last`: in bf16/fp16 the sum is then unscaled and checked for
+ * Inf/NaN) the buffer holds d(mean loss over the total_rows rows)/d(params),
+ * a full batch's gradients up to fp32 summation order. apply() then runs the
+ * optimizer on them. step_staged() is grads_staged(1, 1, n) and apply(). */
+void hfl_trainer_grads_staged(hfl_trainer *t, int first, int last, int total_rows);
+void hfl_trainer_apply(hfl_trainer *t, float lr, float momentum, float weight_decay);
+
 /* The synchronous forms below stage their own batch (none may be staged),
  * wait for the result and reset the scalars' loss accumulators.
  * Forward and backward on n <= max_batch host samples (x: n*in_dim floats);
  * leaves d(mean loss)/d(params) in the trainer's gradient buffer. Returns the mean loss. */
 float hfl_trainer_forward_backward(hfl_trainer *t, const float *x, const int32_t *y, int n);
+/* forward_backward over n rows (n may exceed the plan's batch) as
+ * micro-batches of `micro` rows accumulated into one gradient. */
+float hfl_trainer_accumulate(hfl_trainer *t, const float *x, const int32_t *y, int n, int micro);
 
 /* forward_backward followed by an SGD step; returns the mean loss. In fp16 a
  * step whose gradients are not finite is skipped (hfl_trainer_skipped_steps

@@ -29,7 +29,8 @@ static void pool_forward(const hfl_backend *be, const hfl_layer *ly, const float
 
 static void pool_backward(const hfl_backend *be, const hfl_layer *ly, const float *params,
                           const float *in, const float *out, const float *dout, float *din,
-                          float *dparams, void *workspace, int batch) {
+                          float *dparams, void *workspace, int batch, int accumulate) {
+    (void)accumulate; /* no parameters */
     (void)params;
     (void)out;
     (void)dparams;
@@ -48,7 +49,8 @@ static void pool_forward_lp(const hfl_backend *be, hfl_precision lp, const hfl_l
 static void pool_backward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
                              const uint16_t *params, const uint16_t *in, const uint16_t *out,
                              const uint16_t *dout, uint16_t *din, float *dparams, void *workspace,
-                             int batch) {
+                             int batch, int accumulate) {
+    (void)accumulate;
     (void)params;
     (void)out;
     (void)dparams;

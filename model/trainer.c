@@ -330,7 +330,7 @@ static int take_staged(hfl_trainer *t) {
 }
 
 /* run_ops for bf16/fp16: the same ops on 2-byte storage (header comment). */
-static void run_ops_lp(hfl_trainer *t, int end, int n, int train) {
+static void run_ops_lp(hfl_trainer *t, int end, int n, int train, int mean_rows, int accumulate) {
     const hfl_backend *be = t->be;
     const hfl_model_spec *s = &t->spec;
     hfl_precision lp = t->prec;
@@ -347,29 +347,30 @@ static void run_ops_lp(hfl_trainer *t, int end, int n, int train) {
             break;
         case HFL_OP_LOSS:
             be->softmax_xent_lp(lp, buf(t, op->in), buf(t, op->labels),
-                                train ? buf(t, op->out) : NULL, n, s->n_classes, t->sc,
-                                buf(t, op->ws));
+                                train ? buf(t, op->out) : NULL, n, s->n_classes, mean_rows,
+                                t->sc, buf(t, op->ws));
             break;
         case HFL_OP_BACKWARD:
             t->ops[op->layer]->backward_lp(be, lp, ly, t->working + ly->param_off, buf(t, op->in),
                                            buf(t, op->out), buf(t, op->dout), buf(t, op->din),
-                                           t->grads + ly->param_off, buf(t, op->ws), n);
+                                           t->grads + ly->param_off, buf(t, op->ws), n, accumulate);
             break;
         case HFL_OP_OPTIMIZER:
             break; /* run_step runs it */
         }
     }
-    if (train) be->unscale_grads(t->grads, s->n_params, t->sc);
 }
 
 /* Runs ops [0, end) on the n samples staged in t->slot (dlogits only when
- * `train`), adding the LOSS op's loss to the step scalars. */
-static void run_ops(hfl_trainer *t, int end, int n, int train) {
+ * `train`, as the gradient of the summed loss over mean_rows; parameter
+ * gradients added to the buffer when `accumulate`), adding the LOSS op's
+ * loss to the step scalars. */
+static void run_ops(hfl_trainer *t, int end, int n, int train, int mean_rows, int accumulate) {
     const hfl_backend *be = t->be;
     if (t->plan->blas_ws >= 0)
         be->set_blas_workspace(buf(t, t->plan->blas_ws), t->plan->buffers[t->plan->blas_ws].bytes);
     if (t->prec != HFL_PREC_FP32) {
-        run_ops_lp(t, end, n, train);
+        run_ops_lp(t, end, n, train, mean_rows, accumulate);
         return;
     }
     const hfl_model_spec *s = &t->spec;
@@ -386,12 +387,12 @@ static void run_ops(hfl_trainer *t, int end, int n, int train) {
             break;
         case HFL_OP_LOSS:
             be->softmax_xent(buf(t, op->in), buf(t, op->labels), train ? buf(t, op->out) : NULL, n,
-                             s->n_classes, t->sc);
+                             s->n_classes, mean_rows, t->sc);
             break;
         case HFL_OP_BACKWARD:
             t->ops[op->layer]->backward(be, ly, t->params + ly->param_off, buf(t, op->in),
                                         buf(t, op->out), buf(t, op->dout), buf(t, op->din),
-                                        t->grads + ly->param_off, buf(t, op->ws), n);
+                                        t->grads + ly->param_off, buf(t, op->ws), n, accumulate);
             break;
         case HFL_OP_OPTIMIZER:
             break; /* run_step runs it: it needs the step's hyperparameters */
@@ -419,11 +420,27 @@ static void run_optimizer(hfl_trainer *t, float lr, float momentum, float weight
     if (fp16) be->scaler_update(t->sc, HFL_LOSS_SCALE_INTERVAL);
 }
 
-void hfl_trainer_step_staged(hfl_trainer *t, float lr, float momentum, float weight_decay) {
+/* In bf16/fp16 the gradients are scaled by the loss scale until the step's
+ * last micro-batch: one pass divides them and checks them for Inf/NaN. */
+static void finish_grads(hfl_trainer *t) {
+    if (t->prec != HFL_PREC_FP32) t->be->unscale_grads(t->grads, t->spec.n_params, t->sc);
+}
+
+void hfl_trainer_grads_staged(hfl_trainer *t, int first, int last, int total_rows) {
     int n = take_staged(t);
-    run_ops(t, t->plan->optimizer_op, n, 1);
-    run_optimizer(t, lr, momentum, weight_decay);
+    run_ops(t, t->plan->optimizer_op, n, 1, total_rows, !first);
     t->be->release_input(t->slot);
+    if (last) finish_grads(t);
+}
+
+void hfl_trainer_apply(hfl_trainer *t, float lr, float momentum, float weight_decay) {
+    run_optimizer(t, lr, momentum, weight_decay);
+}
+
+void hfl_trainer_step_staged(hfl_trainer *t, float lr, float momentum, float weight_decay) {
+    int n = t->queued ? t->queue_n[0] : 0;
+    hfl_trainer_grads_staged(t, 1, 1, n);
+    run_optimizer(t, lr, momentum, weight_decay);
 }
 
 void hfl_trainer_take_loss(hfl_trainer *t, double *loss_sum, int64_t *rows, int64_t *correct) {
@@ -454,10 +471,19 @@ static float sync_mean_loss(hfl_trainer *t, int n) {
 }
 
 float hfl_trainer_forward_backward(hfl_trainer *t, const float *x, const int32_t *y, int n) {
-    sync_stage(t, x, y, n);
-    int m = take_staged(t);
-    run_ops(t, t->plan->optimizer_op, m, 1);
-    t->be->release_input(t->slot);
+    return hfl_trainer_accumulate(t, x, y, n, n);
+}
+
+float hfl_trainer_accumulate(hfl_trainer *t, const float *x, const int32_t *y, int n, int micro) {
+    const hfl_model_spec *s = &t->spec;
+    for (int i = 0; i < n; i += micro) {
+        int m = n - i < micro ? n - i : micro;
+        if (i == 0)
+            sync_stage(t, x, y, m);
+        else
+            hfl_trainer_stage(t, x + (size_t)i * s->in_dim, y + i, m);
+        hfl_trainer_grads_staged(t, i == 0, i + m >= n, n);
+    }
     return sync_mean_loss(t, n);
 }
 
@@ -482,7 +508,7 @@ float hfl_trainer_evaluate(hfl_trainer *t, const float *x, const int32_t *y, int
         }
         hfl_trainer_stage(t, x + (size_t)i * s->in_dim, y + i, b);
         take_staged(t);
-        run_ops(t, t->plan->loss_op + 1, b, 0);
+        run_ops(t, t->plan->loss_op + 1, b, 0, b, 0);
         t->be->release_input(t->slot);
     }
     hfl_step_scalars after;

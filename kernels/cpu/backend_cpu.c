@@ -150,13 +150,13 @@ static void cpu_scalars_add(hfl_step_scalars *sc, double total, int n_correct, i
 }
 
 static void cpu_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int rows,
-                             int cols, hfl_step_scalars *sc) {
+                             int cols, int mean_rows, hfl_step_scalars *sc) {
     if (rows <= 0) return;
     /* Sum row losses in double: the mean over a large evaluation batch should
      * not depend on float rounding order. */
     double total = 0.0;
     int n_correct = 0;
-    float scale = 1.0f / (float)rows;
+    float scale = 1.0f / (float)mean_rows;
     for (int r = 0; r < rows; r++) {
         int ok;
         float *drow = dlogits ? dlogits + (size_t)r * cols : NULL;
@@ -517,12 +517,12 @@ static void cpu_maxpool_bwd_lp(hfl_precision lp, uint16_t *dx, const uint16_t *d
 }
 
 static void cpu_softmax_xent_lp(hfl_precision lp, const uint16_t *logits, const int32_t *labels,
-                                uint16_t *dlogits, int rows, int cols, hfl_step_scalars *sc,
-                                float *ws) {
+                                uint16_t *dlogits, int rows, int cols, int mean_rows,
+                                hfl_step_scalars *sc, float *ws) {
     if (rows <= 0) return;
     double total = 0.0;
     int n_correct = 0;
-    float scale = sc->loss_scale / (float)rows, *z = ws, *drow = ws + cols;
+    float scale = sc->loss_scale / (float)mean_rows, *z = ws, *drow = ws + cols;
     for (int r = 0; r < rows; r++) {
         int ok;
         cpu_widen_block(lp, z, logits + (size_t)r * cols, 0, 1, (size_t)cols);

@@ -104,9 +104,10 @@ void cuda_maxpool_bwd_lp(hfl_precision lp, uint16_t *dx, const uint16_t *dy, con
 
 /* loss.cu */
 void cuda_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int rows,
-                       int cols, hfl_step_scalars *sc);
+                       int cols, int mean_rows, hfl_step_scalars *sc);
 void cuda_softmax_xent_lp(hfl_precision lp, const uint16_t *logits, const int32_t *labels,
-                          uint16_t *dlogits, int rows, int cols, hfl_step_scalars *sc, float *ws);
+                          uint16_t *dlogits, int rows, int cols, int mean_rows,
+                          hfl_step_scalars *sc, float *ws);
 
 #ifdef __cplusplus
 }

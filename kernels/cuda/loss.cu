@@ -43,9 +43,9 @@ static __device__ void loss_block_add(double loss, int hits, int rows, hfl_step_
 }
 
 static __global__ __launch_bounds__(LOSS_THREADS) void k_softmax_xent(
-    const float *logits, const int32_t *labels, float *dlogits, int rows, int cols,
+    const float *logits, const int32_t *labels, float *dlogits, int rows, int cols, int mean_rows,
     hfl_step_scalars *sc) {
-    float scale = 1.0f / (float)rows;
+    float scale = 1.0f / (float)mean_rows;
     double loss = 0.0;
     int hits = 0;
     for (size_t r = threadIdx.x; r < (size_t)rows; r += LOSS_THREADS) {
@@ -60,8 +60,8 @@ static __global__ __launch_bounds__(LOSS_THREADS) void k_softmax_xent(
  * previous step's scaler_update left in sc. */
 static __global__ __launch_bounds__(LOSS_THREADS) void k_softmax_xent_lp(
     hfl_precision lp, const uint16_t *logits, const int32_t *labels, uint16_t *dlogits, int rows,
-    int cols, hfl_step_scalars *sc) {
-    float scale = sc->loss_scale / (float)rows;
+    int cols, int mean_rows, hfl_step_scalars *sc) {
+    float scale = sc->loss_scale / (float)mean_rows;
     double loss = 0.0;
     int hits = 0;
     for (size_t r = threadIdx.x; r < (size_t)rows; r += LOSS_THREADS) {
@@ -73,19 +73,19 @@ static __global__ __launch_bounds__(LOSS_THREADS) void k_softmax_xent_lp(
 }
 
 extern "C" void cuda_softmax_xent(const float *logits, const int32_t *labels, float *dlogits,
-                                  int rows, int cols, hfl_step_scalars *sc) {
+                                  int rows, int cols, int mean_rows, hfl_step_scalars *sc) {
     if (rows <= 0) return;
     k_softmax_xent<<<1, LOSS_THREADS, 0, hfl_cuda_ctx.compute>>>(logits, labels, dlogits, rows,
-                                                                 cols, sc);
+                                                                 cols, mean_rows, sc);
     CUDA_CHECK_LAUNCH();
 }
 
 extern "C" void cuda_softmax_xent_lp(hfl_precision lp, const uint16_t *logits,
                                      const int32_t *labels, uint16_t *dlogits, int rows, int cols,
-                                     hfl_step_scalars *sc, float *ws) {
+                                     int mean_rows, hfl_step_scalars *sc, float *ws) {
     (void)ws; /* the CPU's row staging; a thread widens the row where it reads it */
     if (rows <= 0) return;
     k_softmax_xent_lp<<<1, LOSS_THREADS, 0, hfl_cuda_ctx.compute>>>(lp, logits, labels, dlogits,
-                                                                    rows, cols, sc);
+                                                                    rows, cols, mean_rows, sc);
     CUDA_CHECK_LAUNCH();
 }

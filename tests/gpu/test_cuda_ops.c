@@ -588,8 +588,8 @@ static void softmax_case(hfl_precision lp, int rows, int cols) {
     if (lp == HFL_PREC_FP32) {
         float *want = malloc(sizeof(float) * n), *d_z = to_dev(z, sizeof(float) * n);
         float *d_d = G->alloc(sizeof(float) * n);
-        C->softmax_xent(z, labels, want, rows, cols, &a);
-        G->softmax_xent(d_z, d_labels, d_d, rows, cols, d_sc);
+        C->softmax_xent(z, labels, want, rows, cols, rows, &a);
+        G->softmax_xent(d_z, d_labels, d_d, rows, cols, rows, d_sc);
         got = to_host(d_d, sizeof(float) * n);
         for (size_t i = 0; i < n; i++) {
             float gv = ((float *)got)[i], cv = want[i];
@@ -602,8 +602,8 @@ static void softmax_case(hfl_precision lp, int rows, int cols) {
         for (size_t i = 0; i < n; i++) hz[i] = hfl_op_narrow(lp, z[i]);
         uint16_t *d_z = to_dev(hz, sizeof(uint16_t) * n), *d_d = G->alloc(sizeof(uint16_t) * n);
         float *ws = malloc(sizeof(float) * 2 * cols);
-        C->softmax_xent_lp(lp, hz, labels, want, rows, cols, &a, ws);
-        G->softmax_xent_lp(lp, d_z, d_labels, d_d, rows, cols, d_sc, NULL);
+        C->softmax_xent_lp(lp, hz, labels, want, rows, cols, rows, &a, ws);
+        G->softmax_xent_lp(lp, d_z, d_labels, d_d, rows, cols, rows, d_sc, NULL);
         got = to_host(d_d, sizeof(uint16_t) * n);
         double eps = lp == HFL_PREC_FP16 ? 1.0 / 1024 : 1.0 / 128;
         for (size_t i = 0; i < n; i++) {
@@ -640,8 +640,8 @@ static void test_softmax(void) {
     hfl_step_scalars *d_sc = to_dev(&a, sizeof a);
     float *d_z = to_dev(z, sizeof(float) * ROWS * COLS);
     int32_t *d_labels = to_dev(labels, sizeof labels);
-    C->softmax_xent(z, labels, NULL, ROWS, COLS, &a);
-    G->softmax_xent(d_z, d_labels, NULL, ROWS, COLS, d_sc);
+    C->softmax_xent(z, labels, NULL, ROWS, COLS, ROWS, &a);
+    G->softmax_xent(d_z, d_labels, NULL, ROWS, COLS, ROWS, d_sc);
     hfl_step_scalars b;
     G->download(&b, d_sc, sizeof b);
     report(b.correct == a.correct && b.rows == a.rows && fabs(b.loss_sum - a.loss_sum) <= 1e-6 * fabs(a.loss_sum),

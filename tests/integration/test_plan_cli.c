@@ -14,7 +14,10 @@
  *    plan accounts for exactly (arena + batch staging). The rest is the
  *    private memory OpenBLAS and libc take for themselves, 0.15-0.97 MiB here
  *    (docs/benchmarks.md); 1.5 MiB allocated outside the plan during a step
- *    fails this, whatever the overhead model learns. */
+ *    fails this, whatever the overhead model learns.
+ * 5. --batch 128 in 30 MiB (cnn's batch 128 needs more): every candidate
+ *    steps over 128 rows, as ceil(128/b) micro-batches of b; with
+ *    --allow-smaller-batch none accumulates. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,11 +30,13 @@
 
 #define UNPLANNED_MAX (1.5 * 1048576)
 
-static cJSON *plan_json(const char *client, const char *model, const char *state, int verify) {
+/* hfl-client --plan --model M --json --state-dir S [extra...] as JSON. */
+static cJSON *plan_json_args(const char *client, const char *model, const char *state, const char *tag,
+                             char **extra) {
     char out[400], err[HFL_ERR_LEN];
-    snprintf(out, sizeof out, "%s/plan-%s-%d.json", harness_tmpdir(), model, verify);
-    char *argv[] = {(char *)client, "--plan", "--model", (char *)model, "--json", "--state-dir",
-                    (char *)state, verify ? "--verify" : NULL, NULL};
+    snprintf(out, sizeof out, "%s/plan-%s-%s.json", harness_tmpdir(), model, tag);
+    char *argv[16] = {(char *)client, "--plan", "--model", (char *)model, "--json", "--state-dir", (char *)state};
+    for (int i = 0; extra[i] && i < 8; i++) argv[7 + i] = extra[i];
     int rc = harness_wait(harness_spawn(argv, out), 600);
     CHECK(rc == 0, "hfl-client --plan --model %s exited %d", model, rc);
     char *text = hfl_read_file(out, NULL, err);
@@ -40,6 +45,11 @@ static cJSON *plan_json(const char *client, const char *model, const char *state
     CHECK(j, "--json output is not JSON: %.200s", text);
     free(text);
     return j;
+}
+
+static cJSON *plan_json(const char *client, const char *model, const char *state, int verify) {
+    char *extra[] = {verify ? "--verify" : NULL, NULL};
+    return plan_json_args(client, model, state, verify ? "verify" : "plan", extra);
 }
 
 static double num(const cJSON *o, const char *k) { return cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, k)); }
@@ -117,6 +127,31 @@ static void check_left_out(const char *client, const char *model, const char *ot
     cJSON_Delete(j);
 }
 
+/* 5. --batch N: a run's batch that does not fit is planned as micro-batches
+ * accumulating to it (every candidate steps over N rows); with
+ * --allow-smaller-batch as a smaller real batch instead. */
+static void check_accumulation(const char *client, const char *state) {
+    char *acc[] = {"--batch", "128", "--memory-budget", "30M", NULL};
+    char *smaller[] = {"--batch", "128", "--memory-budget", "30M", "--allow-smaller-batch", NULL};
+    for (int mode = 0; mode < 2; mode++) {
+        cJSON *j = plan_json_args(client, "cnn", state, mode ? "smaller" : "accum", mode ? smaller : acc);
+        const cJSON *r, *chosen = NULL;
+        cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(j, "candidates")) {
+            int b = (int)num(r, "batch"), k = (int)num(r, "accumulation_steps");
+            if (mode)
+                CHECK(k == 1 && num(r, "step_batch") == b, "smaller batches: batch %d with %d steps", b, k);
+            else
+                CHECK(num(r, "step_batch") == 128 && k == (128 + b - 1) / b, "batch %d x %d does not step over 128", b, k);
+            if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "chosen"))) chosen = r;
+        }
+        CHECK(chosen, "nothing chosen in 30M");
+        CHECK(num(chosen, "batch") < 128, "batch 128 fits 30M: the check proves nothing");
+        printf("batch 128 in 30 MiB%s: chose batch %g x %g steps\n", mode ? ", smaller allowed" : "",
+               num(chosen, "batch"), num(chosen, "accumulation_steps"));
+        cJSON_Delete(j);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_plan_cli HFL_CLIENT\n");
@@ -136,6 +171,7 @@ int main(int argc, char **argv) {
     cJSON *cnn = verify_cold(argv[1], "cnn", cnn_state);
     check_left_out(argv[1], "cnn", mlp_state, cnn);
     check_left_out(argv[1], "mlp", cnn_state, mlp);
+    check_accumulation(argv[1], cnn_state);
     cJSON_Delete(mlp);
     cJSON_Delete(cnn);
     harness_cleanup();

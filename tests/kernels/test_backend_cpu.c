@@ -98,7 +98,7 @@ static void test_bias_and_relu(const hfl_backend *be) {
 static float xent(const hfl_backend *be, const float *z, const int32_t *lab, float *d, int rows,
                   int cols, int *correct) {
     hfl_step_scalars sc = {.loss_scale = 1.0f, .finite = 1};
-    be->softmax_xent(z, lab, d, rows, cols, &sc);
+    be->softmax_xent(z, lab, d, rows, cols, rows, &sc);
     CHECK(sc.rows == rows);
     if (correct) *correct = (int)sc.correct;
     return (float)(sc.loss_sum / rows);
@@ -132,9 +132,9 @@ static void test_softmax_xent(const hfl_backend *be) {
     CHECK(correct == 1);
     /* The scalars accumulate over calls: two batches add their sums, rows and hits. */
     hfl_step_scalars sc = {.loss_scale = 1.0f};
-    be->softmax_xent(z2, lab2, NULL, 2, 2, &sc);
+    be->softmax_xent(z2, lab2, NULL, 2, 2, 2, &sc);
     double first = sc.loss_sum;
-    be->softmax_xent(z2, lab2, NULL, 2, 2, &sc);
+    be->softmax_xent(z2, lab2, NULL, 2, 2, 2, &sc);
     CHECK(sc.rows == 4 && sc.correct == 2 && sc.loss_sum == 2 * first);
 
     /* Huge logits must not overflow: (1000, 0) against label 1 costs 1000. */

@@ -387,12 +387,12 @@ static void test_softmax(const hfl_backend *be) {
             float *dw = malloc(sizeof(float) * n), *dg = malloc(sizeof(float) * n);
             hfl_step_scalars a = {.loss_sum = 1.25, .correct = 3, .rows = 4, .loss_scale = 1.0f};
             hfl_step_scalars b = a;
-            be->softmax_xent(z, labels, dw, rows, cols, &a);
+            be->softmax_xent(z, labels, dw, rows, cols, rows, &a);
             softmax_rows(HFL_PREC_FP32, z, labels, dg, rows, cols, &b);
             snprintf(what, sizeof what, "softmax_xent %dx%d%s", rows, cols, coarse ? " ties" : "");
             same(what, dg, dw, sizeof(float) * n);
             same(what, &b, &a, sizeof a);
-            be->softmax_xent(z, labels, NULL, rows, cols, &a); /* no gradient asked */
+            be->softmax_xent(z, labels, NULL, rows, cols, rows, &a); /* no gradient asked */
             softmax_rows(HFL_PREC_FP32, z, labels, NULL, rows, cols, &b);
             same(what, &b, &a, sizeof a);
             for (int lp = HFL_PREC_BF16; lp <= HFL_PREC_FP16; lp++) {
@@ -401,7 +401,7 @@ static void test_softmax(const hfl_backend *be) {
                 float *ws = malloc(sizeof(float) * 2 * cols);
                 hfl_step_scalars c = {.loss_scale = lp == HFL_PREC_FP16 ? 32768.0f : 1.0f};
                 hfl_step_scalars d = c;
-                be->softmax_xent_lp(lp, hz, labels, hdw, rows, cols, &c, ws);
+                be->softmax_xent_lp(lp, hz, labels, hdw, rows, cols, rows, &c, ws);
                 softmax_rows(lp, hz, labels, hdg, rows, cols, &d);
                 snprintf(what, sizeof what, "softmax_xent_lp %s %dx%d%s", lp_name(lp), rows, cols,
                          coarse ? " ties" : "");

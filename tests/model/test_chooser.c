@@ -3,8 +3,11 @@
  * cnn at batch 128 without checkpointing needs a certain arena; with a budget
  * one byte short of it (and no headroom), the chooser must not pick that
  * configuration but one that fits; when the run asks for batch 128 it must
- * keep that batch and checkpoint, and that configuration must then train
- * under the CPU backend's enforcing allocator set to the budget. With
+ * keep 128 rows per optimizer step by accumulating micro-batches (with equal
+ * FLOP rates that costs no recompute, so it beats checkpointing), and that
+ * configuration must then train under the CPU backend's enforcing allocator
+ * set to the budget; with allow_smaller it must instead fall back to a
+ * smaller real batch from the ladder, without accumulation. With
  * a budget below every candidate it must choose nothing and name the
  * smallest budget that would do; with a generous one, the largest batch. */
 #include <stdio.h>
@@ -17,13 +20,19 @@
 #include "tests/kernels/check.h"
 #include "util/util.h"
 
-static hfl_choice choose(const hfl_model_spec *s, uint64_t budget, int max_batch, int prefer_batch) {
+static hfl_choice choose_opt(const hfl_model_spec *s, uint64_t budget, int max_batch, int prefer_batch,
+                             int allow_smaller) {
     hfl_chooser_input in = {.budget = budget, .headroom = 0, .overhead = NULL, .gflops = {100, 100, 100}, .momentum = 1,
-                            .max_batch = max_batch, .prefer_batch = prefer_batch, .precisions = 1u << HFL_PREC_FP32};
+                            .max_batch = max_batch, .prefer_batch = prefer_batch, .precisions = 1u << HFL_PREC_FP32,
+                            .allow_smaller = allow_smaller};
     hfl_choice ch;
     char err[HFL_ERR_LEN];
     CHECK(hfl_choose(s, &in, &ch, err) == 0);
     return ch;
+}
+
+static hfl_choice choose(const hfl_model_spec *s, uint64_t budget, int max_batch, int prefer_batch) {
+    return choose_opt(s, budget, max_batch, prefer_batch, 0);
 }
 
 static uint64_t fixed_overhead(void *ctx, hfl_precision p, int batch, hfl_ckpt_kind ckpt) {
@@ -72,14 +81,33 @@ int main(void) {
            hfl_ckpt_name(c->ckpt), c->arena);
     CHECK(c->fits && c->arena <= budget && !(c->batch == 128 && c->ckpt == HFL_CKPT_NONE));
 
-    /* The run asks for batch 128: the chooser must keep it and checkpoint instead. */
+    /* The run asks for batch 128: every candidate steps over 128 rows, and the
+     * chooser accumulates micro-batches rather than recompute. */
     hfl_choice ch = choose(&s, budget, 128, 128);
     CHECK(ch.chosen >= 0);
     c = &ch.rows[ch.chosen];
-    printf("budget %llu, batch 128 asked: chose batch %d %s, arena %zu (none at 128: %zu)\n",
-           (unsigned long long)budget, c->batch, hfl_ckpt_name(c->ckpt), c->arena, none128);
+    printf("budget %llu, batch 128 asked: chose %d x %d %s, arena %zu (none at 128: %zu)\n",
+           (unsigned long long)budget, c->accum, c->batch, hfl_ckpt_name(c->ckpt), c->arena, none128);
     CHECK(c->fits && c->arena <= budget);
-    CHECK(c->batch == 128 && c->ckpt != HFL_CKPT_NONE);
+    CHECK(c->step_batch == 128 && c->batch < 128 && c->accum == (128 + c->batch - 1) / c->batch);
+    CHECK(c->batch == 64 && c->ckpt == HFL_CKPT_NONE); /* the largest micro-batch, nothing recomputed */
+    for (int i = 0; i < ch.n; i++) CHECK(ch.rows[i].step_batch == 128);
+
+    /* Allowed a smaller real batch: 128 itself while a schedule fits it; below
+     * the least 128 needs, a ladder batch, never accumulation. */
+    hfl_choice smaller = choose_opt(&s, budget, 128, 128, 1);
+    CHECK(smaller.chosen >= 0 && smaller.rows[smaller.chosen].batch == 128);
+    size_t least128 = SIZE_MAX;
+    for (int i = 0; i < smaller.n; i++) {
+        CHECK(smaller.rows[i].accum == 1);
+        if (smaller.rows[i].batch == 128 && smaller.rows[i].arena < least128) least128 = smaller.rows[i].arena;
+    }
+    smaller = choose_opt(&s, least128 - 1, 128, 128, 1);
+    CHECK(smaller.chosen >= 0);
+    const hfl_candidate *sc = &smaller.rows[smaller.chosen];
+    printf("budget %zu, batch 128 asked, smaller allowed: chose batch %d %s\n", least128 - 1, sc->batch,
+           hfl_ckpt_name(sc->ckpt));
+    CHECK(sc->batch == 32 && sc->step_batch == 32 && sc->accum == 1);
 
     hfl_plan *plan = hfl_malloc(sizeof *plan);
     hfl_plan_config cfg;
@@ -92,13 +120,17 @@ int main(void) {
     float *params = hfl_malloc(s.n_params * sizeof(float));
     hfl_model_init_params(&s, params, 3);
     hfl_trainer_set_params(t, params);
-    size_t nx = (size_t)c->batch * (size_t)s.in_dim;
+    size_t nx = (size_t)c->step_batch * (size_t)s.in_dim;
     float *x = hfl_malloc(nx * sizeof(float));
-    int32_t *y = hfl_malloc(sizeof(int32_t) * (size_t)c->batch);
+    int32_t *y = hfl_malloc(sizeof(int32_t) * (size_t)c->step_batch);
     for (size_t i = 0; i < nx; i++) x[i] = hfl_u01(hfl_philox_u32(5, 1, 0, 0, 0, i));
-    for (int i = 0; i < c->batch; i++) y[i] = (int32_t)(hfl_philox_u32(5, 1, 0, 0, 1, (uint64_t)i) % 10);
-    float l0 = hfl_trainer_step(t, x, y, c->batch, 0.05f, 0.9f, 0.0f), l1 = l0;
-    for (int k = 0; k < 3; k++) l1 = hfl_trainer_step(t, x, y, c->batch, 0.05f, 0.9f, 0.0f);
+    for (int i = 0; i < c->step_batch; i++) y[i] = (int32_t)(hfl_philox_u32(5, 1, 0, 0, 1, (uint64_t)i) % 10);
+    float l0 = 0, l1 = 0;
+    for (int k = 0; k < 4; k++) {
+        l1 = hfl_trainer_accumulate(t, x, y, c->step_batch, c->batch);
+        hfl_trainer_apply(t, 0.05f, 0.9f, 0.0f);
+        if (k == 0) l0 = l1;
+    }
     printf("trained under the budget: loss %.4f -> %.4f, backend peak %llu\n", l0, l1,
            (unsigned long long)hfl_budget_peak_bytes());
     CHECK(hfl_budget_peak_bytes() == c->arena); /* the arena and nothing else */

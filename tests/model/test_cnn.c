@@ -203,7 +203,7 @@ static double forward_pattern(const hfl_model_spec *s, const float *p, const flo
         o = t;
     }
     hfl_step_scalars sc = {.loss_scale = 1.0f, .finite = 1};
-    be->softmax_xent(a, y, NULL, b, s->n_classes, &sc);
+    be->softmax_xent(a, y, NULL, b, s->n_classes, b, &sc);
     double loss = (float)(sc.loss_sum / b);
     free(a);
     free(o);

@@ -59,14 +59,14 @@ static void test_dense(const hfl_backend *be) {
     float dw[OUT * IN], db[OUT], dx[N * IN];
     for (int i = 0; i < OUT * IN; i++) dw[i] = 100.0f;
     for (int i = 0; i < OUT; i++) db[i] = 100.0f;
-    hfl_dense_backward(be, w, x, r, dw, db, dx, N, IN, OUT);
+    hfl_dense_backward(be, w, x, r, dw, db, dx, N, IN, OUT, 0);
     for (int i = 0; i < OUT * IN; i++) CHECK_CLOSE(dw[i], dense_fd(be, &w[i], w, b, x, r), 1e-3, 1e-3);
     for (int i = 0; i < OUT; i++) CHECK_CLOSE(db[i], dense_fd(be, &b[i], w, b, x, r), 1e-3, 1e-3);
     for (int i = 0; i < N * IN; i++) CHECK_CLOSE(dx[i], dense_fd(be, &x[i], w, b, x, r), 1e-3, 1e-3);
 
     /* dx == NULL skips the input gradient but still fills dw and db. */
     float dw2[OUT * IN], db2[OUT];
-    hfl_dense_backward(be, w, x, r, dw2, db2, NULL, N, IN, OUT);
+    hfl_dense_backward(be, w, x, r, dw2, db2, NULL, N, IN, OUT, 0);
     for (int i = 0; i < OUT * IN; i++) CHECK(dw2[i] == dw[i]);
     for (int i = 0; i < OUT; i++) CHECK(db2[i] == db[i]);
 }
@@ -109,7 +109,7 @@ static void test_relu(const hfl_backend *be) {
 static double mean_xent(const hfl_backend *be, const float *z, const int32_t *lab, float *d,
                         int rows, int cols) {
     hfl_step_scalars sc = {.loss_scale = 1.0f, .finite = 1};
-    be->softmax_xent(z, lab, d, rows, cols, &sc);
+    be->softmax_xent(z, lab, d, rows, cols, rows, &sc);
     return sc.loss_sum / rows;
 }
 
