@@ -6,6 +6,7 @@
  * plan_cli.c  --plan: the candidate table, the choice, and --verify measurements
  * overhead.c  the memory a step takes outside the arena, learned from measurements
  * verify.c    a candidate's real peak, measured before it is trusted
+ * calibrate.c the GEMM rates behind predicted speed, measured until stable and kept
  * handshake.c hello, welcome, and the plan chosen between them */
 #ifndef HFL_CLIENT_H
 #define HFL_CLIENT_H
@@ -111,6 +112,12 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
                           const client_welcome *w,
                           char *err);
 
+/* GEMM rates per precision for the chooser (client/calibrate.c): the first
+ * stored for this device and backend in state_dir that covers `precisions`,
+ * else measured until stable (and stored when there is a state dir).
+ * Returns the timing runs made (0: the stored rates). */
+int client_calibrate(const char *state_dir, const char *device, const hfl_backend *be, unsigned precisions,
+                     double gflops[3]);
 /* The precisions the chooser may use: --precision's, less those the device
  * does not offer (hfl_chooser_device_precisions); -1 with err when none is left. */
 int client_precisions(const client_options *o, const hfl_device_info *dev, unsigned *out, char *err);

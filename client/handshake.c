@@ -132,7 +132,7 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
     client_overhead *ov = hfl_malloc(sizeof *ov);
     in.overhead = client_overhead_fn;
     in.overhead_ctx = ov;
-    hfl_chooser_calibrate(s->be, in.precisions, in.gflops);
+    client_calibrate(o->state_dir, dev->name, s->be, in.precisions, in.gflops);
     uint64_t usable = (uint64_t)((double)in.budget * (1.0 - in.headroom));
     hfl_choice ch;
     client_probe *probe = NULL;

@@ -38,7 +38,7 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
     int n_records = ov->model.n;
     in.overhead = client_overhead_fn;
     in.overhead_ctx = ov;
-    hfl_chooser_calibrate(be, in.precisions, in.gflops);
+    client_calibrate(o->state_dir, dev->name, be, in.precisions, in.gflops);
     hfl_choice ch;
     int chose = hfl_choose(&spec, &in, &ch, err);
     const char *source = hfl_overhead_source(&ov->model, HFL_PREC_FP32);

@@ -109,11 +109,17 @@ static size_t optimal_budget(const hfl_plan *none, uint64_t usable) {
     return usable > other ? (size_t)(usable - other) : 0;
 }
 
+/* Predicted speeds closer than this (relative) are a tie: the rates behind
+ * them are measurements, and a choice should not flip on their noise. */
+#define CHOOSER_TIE 0.05
+
 static int better(const hfl_candidate *a, const hfl_candidate *b, int prefer) {
     if (prefer > 0 && (a->step_batch == prefer) != (b->step_batch == prefer)) return a->step_batch == prefer;
-    if (a->samples_per_s != b->samples_per_s) return a->samples_per_s > b->samples_per_s;
+    double fa = a->samples_per_s, fb = b->samples_per_s;
+    if (fa > fb * (1 + CHOOSER_TIE) || fb > fa * (1 + CHOOSER_TIE)) return fa > fb;
     if (a->batch != b->batch) return a->batch > b->batch;
     if (a->precision != b->precision) return a->precision < b->precision; /* fp32, bf16, fp16: widest first */
+    if (fa != fb) return fa > fb; /* less recompute */
     return a->predicted < b->predicted;
 }
 

@@ -7,8 +7,10 @@
  * (3x the forward pass, plus what the schedule recomputes) at the GEMM rate
  * measured for that precision on this device at start-up (on the CPU, 2-byte
  * storage is widened to fp32 around OpenBLAS, so it is slower, not faster). It picks the fastest candidate whose
- * peak fits the budget less a headroom; ties go to the larger batch, then to
- * the wider precision, then the smaller peak.
+ * peak fits the budget less a headroom; speeds within 5% of each other tie
+ * (the rates are measurements: a choice must not flip on their noise), and
+ * ties go to the larger batch, then to the wider precision, then the faster,
+ * then the smaller peak.
  *
  * THE RUN'S BATCH. With a preferred batch B (the one the coordinator asked
  * for) every candidate takes optimizer steps of B rows: B itself, or a

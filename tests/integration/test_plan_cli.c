@@ -17,7 +17,9 @@
  *    fails this, whatever the overhead model learns.
  * 5. --batch 128 in 30 MiB (cnn's batch 128 needs more): every candidate
  *    steps over 128 rows, as ceil(128/b) micro-batches of b; with
- *    --allow-smaller-batch none accumulates. */
+ *    --allow-smaller-batch none accumulates.
+ * 6. Rates decided, not sampled: a later run with the same state dir uses
+ *    exactly the GEMM rates the first measured (one line in calibration.jsonl). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,6 +154,30 @@ static void check_accumulation(const char *client, const char *state) {
     }
 }
 
+/* 6. The GEMM rates behind the precision choice are measured once per
+ * device and state dir (client/calibrate.c): a later run with the same
+ * state dir reports exactly the rates of the first, stored in one line. */
+static void check_same_rates(const char *client, const char *state, const cJSON *first) {
+    cJSON *j = plan_json(client, "mlp", state, 0);
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(first, "gemm_gflops");
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(j, "gemm_gflops");
+    static const char *precs[] = {"fp32", "bf16", "fp16"};
+    for (int p = 0; p < 3; p++) {
+        CHECK(num(a, precs[p]) > 0, "no %s rate in the first run", precs[p]);
+        CHECK(num(a, precs[p]) == num(b, precs[p]), "%s: %g GFLOP/s, then %g with the same state dir", precs[p],
+              num(a, precs[p]), num(b, precs[p]));
+    }
+    char path[500], err[HFL_ERR_LEN];
+    snprintf(path, sizeof path, "%s/calibration.jsonl", state);
+    char *text = hfl_read_file(path, NULL, err);
+    CHECK(text, "%s", err);
+    int lines = 0;
+    for (const char *c = text; *c; c++) lines += *c == '\n';
+    CHECK(lines == 1, "%d calibration lines after several runs", lines);
+    free(text);
+    cJSON_Delete(j);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_plan_cli HFL_CLIENT\n");
@@ -172,6 +198,7 @@ int main(int argc, char **argv) {
     check_left_out(argv[1], "cnn", mlp_state, cnn);
     check_left_out(argv[1], "mlp", cnn_state, mlp);
     check_accumulation(argv[1], cnn_state);
+    check_same_rates(argv[1], mlp_state, mlp);
     cJSON_Delete(mlp);
     cJSON_Delete(cnn);
     harness_cleanup();

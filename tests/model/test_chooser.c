@@ -9,7 +9,9 @@
  * set to the budget; with allow_smaller it must instead fall back to a
  * smaller real batch from the ladder, without accumulation. With
  * a budget below every candidate it must choose nothing and name the
- * smallest budget that would do; with a generous one, the largest batch. */
+ * smallest budget that would do; with a generous one, the largest batch.
+ * Predicted speeds within 5% tie: a 2-byte rate 3% above fp32's keeps fp32,
+ * one 50% above it wins. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +65,20 @@ static void test_inputs(const hfl_model_spec *s) {
     CHECK(ch.min_budget > in.budget);
 }
 
+/* Speeds within 5% tie and the wider precision wins: a 2-byte GEMM rate 3%
+ * above fp32's (noise) keeps fp32; one 50% above (tensor cores) wins. */
+static void test_tie(const hfl_model_spec *s) {
+    hfl_chooser_input in = {.budget = UINT64_MAX / 4, .gflops = {100, 103, 103}, .momentum = 1, .max_batch = 32,
+                            .prefer_batch = 32, .precisions = 7};
+    hfl_choice ch;
+    char err[HFL_ERR_LEN];
+    CHECK(hfl_choose(s, &in, &ch, err) == 0 && ch.chosen >= 0);
+    CHECK(ch.rows[ch.chosen].precision == HFL_PREC_FP32 && ch.rows[ch.chosen].ckpt == HFL_CKPT_NONE);
+    in.gflops[1] = in.gflops[2] = 150;
+    CHECK(hfl_choose(s, &in, &ch, err) == 0 && ch.chosen >= 0);
+    CHECK(ch.rows[ch.chosen].precision == HFL_PREC_BF16 && ch.rows[ch.chosen].ckpt == HFL_CKPT_NONE);
+}
+
 int main(void) {
     hfl_model_spec s;
     CHECK(hfl_model_builtin("cnn", &s, NULL) == 0);
@@ -81,33 +97,40 @@ int main(void) {
            hfl_ckpt_name(c->ckpt), c->arena);
     CHECK(c->fits && c->arena <= budget && !(c->batch == 128 && c->ckpt == HFL_CKPT_NONE));
 
-    /* The run asks for batch 128: every candidate steps over 128 rows, and the
-     * chooser accumulates micro-batches rather than recompute. */
+    /* The run asks for batch 128: every candidate steps over 128 rows. One
+     * byte short of 128 without checkpointing, 128 with a schedule whose
+     * recompute is within the chooser's 5% tie keeps the larger batch. */
     hfl_choice ch = choose(&s, budget, 128, 128);
     CHECK(ch.chosen >= 0);
     c = &ch.rows[ch.chosen];
     printf("budget %llu, batch 128 asked: chose %d x %d %s, arena %zu (none at 128: %zu)\n",
            (unsigned long long)budget, c->accum, c->batch, hfl_ckpt_name(c->ckpt), c->arena, none128);
+    CHECK(c->fits && c->arena <= budget && c->step_batch == 128);
+    size_t least128 = SIZE_MAX;
+    for (int i = 0; i < ch.n; i++) {
+        CHECK(ch.rows[i].step_batch == 128);
+        if (ch.rows[i].batch == 128 && ch.rows[i].arena < least128) least128 = ch.rows[i].arena;
+    }
+
+    /* Below what any schedule needs at 128: micro-batches accumulating to 128. */
+    budget = least128 - 1;
+    ch = choose(&s, budget, 128, 128);
+    CHECK(ch.chosen >= 0);
+    c = &ch.rows[ch.chosen];
+    printf("budget %llu, batch 128 asked: chose %d x %d %s, arena %zu\n", (unsigned long long)budget, c->accum,
+           c->batch, hfl_ckpt_name(c->ckpt), c->arena);
     CHECK(c->fits && c->arena <= budget);
     CHECK(c->step_batch == 128 && c->batch < 128 && c->accum == (128 + c->batch - 1) / c->batch);
     CHECK(c->batch == 64 && c->ckpt == HFL_CKPT_NONE); /* the largest micro-batch, nothing recomputed */
-    for (int i = 0; i < ch.n; i++) CHECK(ch.rows[i].step_batch == 128);
 
-    /* Allowed a smaller real batch: 128 itself while a schedule fits it; below
-     * the least 128 needs, a ladder batch, never accumulation. */
+    /* Allowed a smaller real batch instead: a ladder batch, no accumulation. */
     hfl_choice smaller = choose_opt(&s, budget, 128, 128, 1);
-    CHECK(smaller.chosen >= 0 && smaller.rows[smaller.chosen].batch == 128);
-    size_t least128 = SIZE_MAX;
-    for (int i = 0; i < smaller.n; i++) {
-        CHECK(smaller.rows[i].accum == 1);
-        if (smaller.rows[i].batch == 128 && smaller.rows[i].arena < least128) least128 = smaller.rows[i].arena;
-    }
-    smaller = choose_opt(&s, least128 - 1, 128, 128, 1);
     CHECK(smaller.chosen >= 0);
     const hfl_candidate *sc = &smaller.rows[smaller.chosen];
-    printf("budget %zu, batch 128 asked, smaller allowed: chose batch %d %s\n", least128 - 1, sc->batch,
-           hfl_ckpt_name(sc->ckpt));
-    CHECK(sc->batch == 32 && sc->step_batch == 32 && sc->accum == 1);
+    for (int i = 0; i < smaller.n; i++) CHECK(smaller.rows[i].accum == 1);
+    printf("budget %llu, batch 128 asked, smaller allowed: chose batch %d %s\n", (unsigned long long)budget,
+           sc->batch, hfl_ckpt_name(sc->ckpt));
+    CHECK(sc->batch == 32 && sc->step_batch == 32 && sc->ckpt == HFL_CKPT_NONE);
 
     hfl_plan *plan = hfl_malloc(sizeof *plan);
     hfl_plan_config cfg;
@@ -139,6 +162,7 @@ int main(void) {
     hfl_budget_set(0);
 
     test_inputs(&s);
+    test_tie(&s);
     hfl_choice none = choose(&s, 1 << 20, 512, 0); /* 1 MiB: below every candidate */
     CHECK(none.chosen < 0);
     CHECK(none.min_budget > (1 << 20));
