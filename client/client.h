@@ -7,6 +7,7 @@
  * overhead.c  the memory a step takes outside the arena, learned from measurements
  * verify.c    a candidate's real peak, measured before it is trusted
  * calibrate.c the GEMM rates behind predicted speed, measured until stable and kept
+ * trial.c     --plan --trial-step: choose, verify and train one step, offline
  * handshake.c hello, welcome, and the plan chosen between them */
 #ifndef HFL_CLIENT_H
 #define HFL_CLIENT_H
@@ -84,6 +85,7 @@ typedef struct {
     int plan, verify, json; /* --plan mode */
     int batch;              /* --plan --batch: the run's batch to plan for; 0: the ladder */
     int allow_smaller;      /* --allow-smaller-batch */
+    int trial;              /* --plan --trial-step */
     char device[8];         /* --device: auto, cpu or cuda */
     char model[1024];
     uint64_t budget;
@@ -126,6 +128,11 @@ int client_precisions(const client_options *o, const hfl_device_info *dev, unsig
  * fell back to the CPU, a key of --json); -1 with err when nothing fits or the model is bad. */
 int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_device_info *dev, const char *why,
                     char *err);
+
+/* hfl-client --plan --trial-step (client/trial.c): choose, verify and train
+ * one step of the run's batch on synthetic data; -1 with err when refused up
+ * front or when the step breached the budget. */
+int client_trial_run(const client_options *o, const hfl_backend *be, const hfl_device_info *dev, char *err);
 
 /* The overhead outside the arena (client/overhead.c): the model
  * (model/overhead.h) fitted on every measurement of this device and backend

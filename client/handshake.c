@@ -106,16 +106,19 @@ int client_precisions(const client_options *o, const hfl_device_info *dev, unsig
 #define CLIENT_VERIFY_MAX 8
 
 /* When nothing is predicted to fit, the unmeasured candidate with the
- * smallest prediction whose arena alone fits, if any: a prediction from the
- * prior (or from other configurations) may be what rules everything out, and
- * measuring it settles that. */
+ * smallest prediction whose arena alone fits, if any, among the precisions
+ * whose overhead is not yet fitted on their own class's measurements: a
+ * prediction from the prior, the fleet or the other class may be what rules
+ * everything out, and measuring it settles that. Once a class has its own
+ * measurements its predictions stand, and nothing fitting is a refusal. */
 static const hfl_candidate *unmeasured_smallest(const hfl_choice *ch, const client_overhead *ov,
                                                 uint64_t usable) {
     const hfl_candidate *best = NULL;
     for (int i = 0; i < ch->n; i++) {
         const hfl_candidate *c = &ch->rows[i];
         uint64_t known;
-        if (c->arena > usable || client_overhead_exact(ov, c->precision, c->batch, c->ckpt, &known))
+        if (c->arena > usable || client_overhead_exact(ov, c->precision, c->batch, c->ckpt, &known) ||
+            !strcmp(hfl_overhead_source(&ov->model, c->precision), "class"))
             continue;
         if (!best || c->predicted < best->predicted) best = c;
     }
@@ -143,7 +146,7 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
         if (hfl_choose(&s->spec, &in, &ch, err) != 0) break;
         const hfl_candidate *c = ch.chosen >= 0 ? &ch.rows[ch.chosen] : unmeasured_smallest(&ch, ov, usable);
         if (!c) {
-            hfl_errf(err, "nothing fits in %.1f MiB for model %s: the smallest budget that would is %.1f MiB",
+            hfl_errf(err, "nothing fits in %.2f MiB for model %s: the smallest budget that would is %.2f MiB",
                      in.budget / 1048576.0, s->spec.name, ch.min_budget / 1048576.0);
             break;
         }

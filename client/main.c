@@ -51,6 +51,9 @@ static void usage(FILE *f) {
         "  --json               with --plan: print the table as JSON\n"
         "  --batch N            with --plan: plan for a run whose batch is N (micro-batches that\n"
         "                       accumulate to N where N does not fit; the table shows the steps)\n"
+        "  --trial-step         with --plan: choose and verify as a client does for a run of --batch\n"
+        "                       (default 32), then train one step of it on synthetic data and report\n"
+        "                       its measured peak against the budget (exit 1: refused or breached)\n"
         "  --allow-smaller-batch where the run's batch does not fit, train a smaller real batch\n"
         "                       instead of accumulating micro-batches to it, with the learning rate\n"
         "                       scaled by batch/run batch (Goyal et al. 2017's linear rule)\n"
@@ -68,7 +71,7 @@ static void usage(FILE *f) {
 static int parse_args(int argc, char **argv, client_options *o, char *err) {
     enum { O_URL = 256, O_CA, O_CERT, O_SNI, O_INSECURE, O_NAME, O_DATA, O_PART, O_INDEX, O_NUM, O_SEED,
            O_THREADS, O_TIMEOUT, O_QUIET, O_HELP, O_CODEC, O_STATE, O_PLAN, O_MODEL, O_BUDGET, O_HEADROOM, O_VERIFY, O_JSON, O_PREC, O_DEVICE,
-           O_BATCH, O_SMALLER };
+           O_BATCH, O_SMALLER, O_TRIAL };
     static const struct option opts[] = {
         {"coordinator", 1, 0, O_URL}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"server-name", 1, 0, O_SNI}, {"insecure", 0, 0, O_INSECURE}, {"name", 1, 0, O_NAME},
@@ -78,6 +81,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         {"plan", 0, 0, O_PLAN}, {"model", 1, 0, O_MODEL}, {"memory-budget", 1, 0, O_BUDGET},
         {"headroom", 1, 0, O_HEADROOM}, {"verify", 0, 0, O_VERIFY}, {"json", 0, 0, O_JSON}, {"precision", 1, 0, O_PREC},
         {"device", 1, 0, O_DEVICE}, {"batch", 1, 0, O_BATCH}, {"allow-smaller-batch", 0, 0, O_SMALLER},
+        {"trial-step", 0, 0, O_TRIAL},
         {0, 0, 0, 0}};
     long v;
     double d;
@@ -111,6 +115,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         case O_JSON: o->json = 1; break;
         case O_BATCH: if (hfl_parse_int(optarg, 1, 65536, &v, e) == 0) o->batch = (int)v; break;
         case O_SMALLER: o->allow_smaller = 1; break;
+        case O_TRIAL: o->trial = 1; break;
         case O_PREC:
             if (!strcmp(optarg, "auto")) {
                 o->precisions = 7;
@@ -409,7 +414,7 @@ int main(int argc, char **argv) {
         printf("%s: training on %s (cc %d.%d, %.0f MiB free, %s backend)\n", who, dev.name, dev.cc_major,
                dev.cc_minor, dev.free_bytes / 1048576.0, be->name);
     if (o.plan) {
-        if (client_plan_run(&o, be, &dev, why, err) != 0) {
+        if ((o.trial ? client_trial_run(&o, be, &dev, err) : client_plan_run(&o, be, &dev, why, err)) != 0) {
             fprintf(stderr, "hfl-client: %s\n", err);
             return 1;
         }

@@ -19,7 +19,10 @@
  *    steps over 128 rows, as ceil(128/b) micro-batches of b; with
  *    --allow-smaller-batch none accumulates.
  * 6. Rates decided, not sampled: a later run with the same state dir uses
- *    exactly the GEMM rates the first measured (one line in calibration.jsonl). */
+ *    exactly the GEMM rates the first measured (one line in calibration.jsonl).
+ * 7. --trial-step from an empty state dir: mlp at batch 64 in 5 MiB trains
+ *    one step within the budget; in 1 MiB it is refused up front (exit 1,
+ *    one line). bench/memory_sweep.py runs it over 1,000 random draws. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,6 +181,39 @@ static void check_same_rates(const char *client, const char *state, const cJSON 
     cJSON_Delete(j);
 }
 
+/* 7. --trial-step: a client's choice, verification and one real step of the
+ * run's batch from an empty state dir, within the budget; a budget below
+ * every configuration is refused up front, exit 1, one line in the JSON. */
+static void check_trial(const char *client) {
+    static const struct { const char *budget; int trains; } cases[] = {{"5M", 1}, {"1M", 0}};
+    for (int k = 0; k < 2; k++) {
+        char state[400], out[400], err[HFL_ERR_LEN];
+        snprintf(state, sizeof state, "%s/trial-%d", harness_tmpdir(), k);
+        snprintf(out, sizeof out, "%s/trial-%d.json", harness_tmpdir(), k);
+        CHECK(hfl_mkdirs(state, err) == 0, "%s", err);
+        char *argv[] = {(char *)client, "--plan", "--trial-step", "--json", "--model", "mlp", "--batch", "64",
+                        "--memory-budget", (char *)cases[k].budget, "--state-dir", state, NULL};
+        int rc = harness_wait(harness_spawn(argv, out), 300);
+        char *text = hfl_read_file(out, NULL, err);
+        CHECK(text, "%s", err);
+        cJSON *j = cJSON_Parse(text);
+        CHECK(j, "--trial-step --json printed no JSON: %.200s", text);
+        free(text);
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
+        if (cases[k].trains) {
+            double measured = num(j, "measured_peak_bytes"), budget = num(j, "budget_bytes");
+            printf("trial: mlp batch 64 in %s trained, measured %.2f MiB\n", cases[k].budget, measured / 1048576.0);
+            CHECK(rc == 0 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "trained")), "exit %d", rc);
+            CHECK(measured > 0 && measured <= budget, "measured %.0f against a budget of %.0f", measured, budget);
+        } else {
+            CHECK(rc == 1 && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "trained")), "exit %d", rc);
+            CHECK(cJSON_IsString(e) && strstr(e->valuestring, "nothing fits in 1.00 MiB") &&
+                      !strchr(e->valuestring, '\n'), "refusal: %s", cJSON_IsString(e) ? e->valuestring : "?");
+        }
+        cJSON_Delete(j);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_plan_cli HFL_CLIENT\n");
@@ -199,6 +235,7 @@ int main(int argc, char **argv) {
     check_left_out(argv[1], "mlp", cnn_state, mlp);
     check_accumulation(argv[1], cnn_state);
     check_same_rates(argv[1], mlp_state, mlp);
+    check_trial(argv[1]);
     cJSON_Delete(mlp);
     cJSON_Delete(cnn);
     harness_cleanup();

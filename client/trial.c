@@ -1,0 +1,118 @@
+/* trial.c: hfl-client --plan --trial-step: the memory promise for one
+ * configuration, end to end, without a coordinator.
+ *
+ * It does what a client does between its welcome and its first update, on
+ * synthetic data of the model's shape: chooses and verifies its plan for the
+ * run's batch (--batch, default 32) under --memory-budget from --state-dir
+ * (client_choose_plan: calibration, overhead model, measurements before it
+ * commits), allocates the model copies, and trains one optimizer step of the
+ * run's batch (client_train_round: the real staging, accumulation and budget
+ * checks). The answer (with --json, one object) says whether it trained and
+ * within what, or why it was refused up front; a breach of the budget is an
+ * error. bench/memory_sweep.py runs it over random draws. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "client/client.h"
+#include "compress/codec.h"
+#include "kernels/philox.h"
+#include "util/util.h"
+
+#define TRIAL_MOMENTUM 0.9 /* planned, so the step carries the momentum buffer */
+
+/* One optimizer step's rows of synthetic data in the model's shape. */
+static void trial_data(const hfl_model_spec *spec, int rows, hfl_dataset *d) {
+    d->n = rows;
+    d->dim = spec->in_dim;
+    d->n_classes = spec->n_classes;
+    d->x = hfl_malloc(sizeof(float) * (size_t)rows * spec->in_dim);
+    d->y = hfl_malloc(sizeof(int32_t) * (size_t)rows);
+    for (size_t i = 0; i < (size_t)rows * spec->in_dim; i++) d->x[i] = hfl_u01(hfl_philox_u32(1, 0, 0, 0, 0, i));
+    for (int i = 0; i < rows; i++) d->y[i] = (int32_t)(hfl_philox_u32(1, 0, 0, 0, 1, (uint64_t)i) % spec->n_classes);
+}
+
+static void trial_report(const client_options *o, const client_state *s, const hfl_device_info *dev,
+                         cJSON *plan, int trained, const char *error) {
+    if (!o->json) {
+        if (trained)
+            printf("trained one step of batch %d: measured %.2f MiB, predicted %.2f MiB, budget %.2f MiB\n",
+                   o->batch, s->measured_peak / 1048576.0, s->chosen.predicted / 1048576.0,
+                   (o->budget ? o->budget : dev->free_bytes) / 1048576.0);
+        cJSON_Delete(plan);
+        return;
+    }
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "model", s->spec.name);
+    cJSON_AddNumberToObject(root, "batch", o->batch);
+    cJSON_AddNumberToObject(root, "budget_bytes", (double)(o->budget ? o->budget : dev->free_bytes));
+    cJSON_AddBoolToObject(root, "trained", trained);
+    cJSON_AddBoolToObject(root, "breached", s->breached);
+    if (error) cJSON_AddStringToObject(root, "error", error);
+    else cJSON_AddNullToObject(root, "error");
+    if (plan) cJSON_AddItemToObject(root, "plan", plan);
+    else cJSON_AddNullToObject(root, "plan");
+    cJSON_AddNumberToObject(root, "measured_peak_bytes", (double)s->measured_peak);
+    cJSON_AddNumberToObject(root, "footprint_bytes", (double)s->footprint);
+    char *text = cJSON_Print(root);
+    printf("%s\n", text);
+    free(text);
+    cJSON_Delete(root);
+}
+
+int client_trial_run(const client_options *opts, const hfl_backend *be, const hfl_device_info *dev, char *err) {
+    client_options o = *opts;
+    if (!o.batch) o.batch = 32;
+    if (o.json) o.quiet = 1; /* the JSON is the whole output */
+    if (!o.name[0]) snprintf(o.name, sizeof o.name, "hfl-client");
+    client_state s;
+    memset(&s, 0, sizeof s);
+    s.be = be;
+    s.stream = hfl_hash32("trial");
+    s.held_version = -1;
+    if (hfl_model_resolve(o.model, &s.spec, err) != 0) return -1;
+    client_welcome w;
+    memset(&w, 0, sizeof w);
+    snprintf(w.model, sizeof w.model, "%s", s.spec.name);
+    w.batch = o.batch;
+    w.overhead_estimate = -1;
+    w.momentum = TRIAL_MOMENTUM;
+    cJSON *plan = client_choose_plan(&o, dev, &s, &w, err);
+    if (!plan) {
+        trial_report(&o, &s, dev, NULL, 0, err);
+        return -1; /* refused up front: err is the one line */
+    }
+    trial_data(&s.spec, o.batch, &s.data);
+    size_t n = s.spec.n_params;
+    s.global = hfl_malloc(n * sizeof(float));
+    s.local = hfl_malloc(n * sizeof(float));
+    s.residual = hfl_malloc(n * sizeof(float));
+    memset(s.local, 0, n * sizeof(float));
+    memset(s.residual, 0, n * sizeof(float));
+    hfl_model_init_params(&s.spec, s.global, 1);
+    float *weights = hfl_malloc(n * sizeof(float));
+    memcpy(weights, s.global, n * sizeof(float));
+    client_task task = {.round = 1, .local_epochs = 1, .batch = o.batch, .lr = 0.01,
+                        .momentum = TRIAL_MOMENTUM, .seed = 1, .block = 256};
+    int rc = -1;
+    if ((task.codec = hfl_codec_find("int8", err))) {
+        size_t len;
+        double loss, secs;
+        uint8_t *upd = client_train_round(&s, &task, weights, &len, &loss, &secs, err);
+        rc = upd ? 0 : -1;
+        free(upd);
+    }
+    trial_report(&o, &s, dev, plan, rc == 0, rc == 0 ? NULL : err);
+    free(weights);
+    free(s.global);
+    free(s.local);
+    free(s.residual);
+    free(s.xbuf);
+    free(s.ybuf);
+    hfl_dataset_free(&s.data);
+    if (s.trainer) hfl_trainer_free(s.trainer);
+    free(s.plan);
+    return rc;
+}
