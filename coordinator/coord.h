@@ -2,7 +2,8 @@
  *
  * registry.c  clients that said hello (id, name, device, plan, samples)
  * rounds.c    the round engine: selection, tasks, updates into the
- *             accumulator, closing a round (FedAvg, evaluation)
+ *             aggregator (aggregate.h: clipped, exact), closing a round
+ *             (FedAvg, evaluation, the adaptive clip)
  * downlink.c  the global model to clients: full or as a delta, fp32/fp16/bf16
  * server.c    NNG rep0 contexts with async I/O; decodes each request,
  *             dispatches it to the round engine under one lock, replies at once
@@ -21,6 +22,7 @@
 #include <cjson/cJSON.h>
 
 #include "compress/codec.h"
+#include "coordinator/aggregate.h"
 #include "data/idx.h"
 #include "kernels/device.h"
 #include "model/model.h"
@@ -45,6 +47,11 @@ typedef struct {
     int batch;
     double lr, momentum, weight_decay;
     uint64_t seed;
+    /* bounded trust (rounds.c) */
+    double clip_norm;           /* fixed clip, or the adaptive clip's start; 0: no clipping */
+    int clip_adaptive;          /* the clip follows the median update norm (Andrew et al. 2021) */
+    int64_t max_client_samples; /* a hello's sample claim is capped to this (0: no cap) */
+    double max_share;           /* an update's weight is at most this share of its round */
     /* I/O */
     char listen_url[256];
     hfl_tls_opts tls;
@@ -62,7 +69,8 @@ typedef struct {
     int got_bye;     /* has been told the run is over */
     int has_plan;    /* its hello carried a plan: it knows what it will run, so it may be selected */
     cJSON *hello; /* device, plan, samples as the client reported them */
-    int64_t samples;
+    int64_t samples;  /* declared, capped by --max-client-samples: what its updates weigh at most */
+    int64_t declared; /* as declared in its hello */
     const hfl_codec *codec; /* the run's codec, or the one the client asked for */
     int64_t updates; /* accepted updates */
     double predicted_peak, measured_peak; /* from its updates: the plan's figure and the real one */
@@ -79,15 +87,20 @@ typedef struct {
     uint8_t is_selected[COORD_MAX_CLIENTS];
     uint8_t tasked[COORD_MAX_CLIENTS];
     uint8_t received[COORD_MAX_CLIENTS];
-    int64_t samples_at_select[COORD_MAX_CLIENTS]; /* each selected client's samples when drawn */
+    int64_t samples_at_select[COORD_MAX_CLIENTS];  /* each selected client's samples when drawn, capped */
+    int64_t declared_at_select[COORD_MAX_CLIENTS]; /* and what it declared (an update may not claim more) */
+    int64_t share_cap[COORD_MAX_CLIENTS];          /* the most samples its update may weigh (--max-share) */
     int n_received;
     double samples_planned; /* the selected clients' samples (from their hellos) */
-    double weight_sum;      /* sum of accepted updates' weights, samples / samples_planned */
+    int64_t weight_samples; /* accepted updates' samples after the share cap: weights sum
+                               to weight_samples / samples_planned, exactly */
     double samples_sum;     /* samples behind the accepted updates */
+    double clip;            /* this round's clip norm (0: none) */
+    int n_clipped;          /* accepted updates scaled down to the clip */
+    double norms[COORD_MAX_CLIENTS]; /* accepted updates' norms before clipping */
     double loss_sum;        /* sample-weighted training loss */
     uint64_t bytes_up, bytes_down;
     int tasks_delta; /* tasks sent as a delta against the client's version */
-    float *acc;           /* sum of weight * decoded delta */
     cJSON *task_meta;     /* this round's task settings, the same for every client */
 } coord_round;
 
@@ -118,6 +131,9 @@ typedef struct {
     const hfl_codec *client_codecs[REGISTRY_MAX_CODECS]; /* codecs clients asked for */
     int n_client_codecs;
     coord_round r;
+    hfl_agg agg;       /* the round's exact sum of clipped, weighted updates */
+    float *mean;       /* the aggregate at a round's close */
+    double clip;       /* the next round's clip norm (adaptive: moves after each round) */
     coord_downlink down;
     int done;          /* all rounds finished: pulls get bye */
     int byes_sent; /* distinct clients told the run is over */
@@ -126,6 +142,7 @@ typedef struct {
     cJSON *round_log;  /* array of per-round objects for the report */
     FILE *log;
     double final_acc;
+    char final_sha256[65]; /* the global model's SHA-256 after the last round closed */
 } coord;
 
 /* registry.c */
@@ -141,8 +158,23 @@ cJSON *registry_report(const coord *c);
  * what clients with measurements reported in their plans; -1 when none. */
 double registry_overhead_estimate(const coord *c, const char *device);
 
+/* Bounded trust defaults: the adaptive clip's start (a quickstart update's
+ * norm is about 1-3; the clip moves to the median within a few rounds). */
+#define COORD_CLIP_DEFAULT 2.0
+#define COORD_CLIP_DEFAULT_STR "2"
+/* --max-share's default: no update weighs more than a fifth of its round, so
+ * one client claiming huge data moves a round at most as much as a fifth of
+ * a clipped step (test_poison: 1000.0 in every weight, 100M samples claimed,
+ * moves round 2's accuracy by 0.25 points; at 0.5 it moved it by 4). Rounds
+ * of 5 or more equal clients are not affected. */
+#define COORD_MAX_SHARE_DEFAULT 0.2
+/* Without clipping, no element of an update may exceed this (aggregate.h). */
+#define COORD_VALUE_BOUND 1048576.0
+/* --clip-norm's value into cfg: "off", "adaptive[:C0]" or a number; err on junk. */
+void coord_parse_clip(const char *s, coord_config *cfg, char *err);
+
 /* rounds.c */
-void rounds_init(coord *c);
+int rounds_init(coord *c, char *err);
 /* Replies (malloc'd encoded messages) to pull and update requests. */
 uint8_t *rounds_pull(coord *c, int id, int64_t have_version, size_t *len);
 uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *payload, size_t plen,

@@ -43,6 +43,11 @@ static void usage(FILE *f) {
         "  --momentum M          local SGD momentum (default 0)\n"
         "  --weight-decay WD     local L2 weight decay (default 0)\n"
         "  --seed S              seed for initial weights and client selection (default 1)\n"
+        "  --clip-norm C         clip each update's L2 norm: a fixed C, adaptive[:C0] (the clip follows\n"
+        "                        the median update norm from C0, Andrew et al. 2021), or off\n"
+        "                        (default adaptive:" COORD_CLIP_DEFAULT_STR ")\n"
+        "  --max-client-samples N cap each client's claimed samples at N (default: no cap)\n"
+        "  --max-share F         no update weighs more than F of its round (default 0.2; 1: no cap)\n"
         "  --device D            where to evaluate: auto (the GPU when the CUDA module loads and finds\n"
         "                        one, else the CPU), cpu, or cuda (fail unless the GPU can be used); default auto\n"
         "  --data DIR            Fashion-MNIST directory (default " HFL_FMNIST_DIR ")\n"
@@ -57,7 +62,7 @@ static void usage(FILE *f) {
 static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, char *err) {
     enum { O_LISTEN = 256, O_CA, O_CERT, O_INSECURE, O_MODEL, O_CODEC, O_BLOCK, O_ROUNDS, O_K, O_QUORUM,
            O_DEADLINE, O_EPOCHS, O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_DATA, O_LOG, O_REPORT, O_READY,
-           O_LINGER, O_QUIET, O_HELP, O_DOWNLINK, O_DOWNDELTA, O_DEVICE };
+           O_LINGER, O_QUIET, O_HELP, O_DOWNLINK, O_DOWNDELTA, O_DEVICE, O_CLIP, O_MAXSAMPLES, O_MAXSHARE };
     static const struct option opts[] = {
         {"listen", 1, 0, O_LISTEN}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"insecure", 0, 0, O_INSECURE}, {"model", 1, 0, O_MODEL}, {"codec", 1, 0, O_CODEC},
@@ -68,7 +73,8 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         {"data", 1, 0, O_DATA}, {"log", 1, 0, O_LOG}, {"report", 1, 0, O_REPORT},
         {"ready-file", 1, 0, O_READY}, {"linger", 1, 0, O_LINGER}, {"quiet", 0, 0, O_QUIET},
         {"help", 0, 0, O_HELP}, {"downlink", 1, 0, O_DOWNLINK}, {"downlink-delta", 0, 0, O_DOWNDELTA},
-        {"device", 1, 0, O_DEVICE}, {0, 0, 0, 0}};
+        {"device", 1, 0, O_DEVICE}, {"clip-norm", 1, 0, O_CLIP}, {"max-client-samples", 1, 0, O_MAXSAMPLES},
+        {"max-share", 1, 0, O_MAXSHARE}, {0, 0, 0, 0}};
     long v;
     double d;
     int quorum = -1;
@@ -103,6 +109,11 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         case O_QUIET: cfg->quiet = 1; break;
         case O_DOWNLINK: snprintf(cfg->downlink, sizeof cfg->downlink, "%s", optarg); break;
         case O_DOWNDELTA: cfg->downlink_delta = 1; break;
+        case O_CLIP: coord_parse_clip(optarg, cfg, e); break;
+        case O_MAXSAMPLES:
+            if (hfl_parse_int(optarg, 0, 100000000, &v, e) == 0) cfg->max_client_samples = v;
+            break;
+        case O_MAXSHARE: if (hfl_parse_double(optarg, 0.01, 1, &d, e) == 0) cfg->max_share = d; break;
         case O_DEVICE:
             if (strcmp(optarg, "auto") && strcmp(optarg, "cpu") && strcmp(optarg, "cuda"))
                 return hfl_errf(err, "unknown device '%s' (auto, cpu, cuda)", optarg);
@@ -146,8 +157,7 @@ static int coord_setup(coord *c, char *err) {
     c->eval = hfl_trainer_create(&c->spec, c->be, 500);
     c->round_log = cJSON_CreateArray();
     pthread_mutex_init(&c->lock, NULL);
-    rounds_init(c);
-    return 0;
+    return rounds_init(c, err);
 }
 
 int main(int argc, char **argv) {
@@ -162,6 +172,7 @@ int main(int argc, char **argv) {
     snprintf(cfg->device, sizeof cfg->device, "auto");
     cfg->block = 256, cfg->rounds = 10, cfg->clients_per_round = 2, cfg->deadline_s = 300;
     cfg->local_epochs = 1, cfg->batch = 32, cfg->lr = 0.05, cfg->seed = 1;
+    cfg->clip_norm = COORD_CLIP_DEFAULT, cfg->clip_adaptive = 1, cfg->max_share = COORD_MAX_SHARE_DEFAULT;
     cfg->tls.server_name = "localhost";
     double linger = 10;
     char err[HFL_ERR_LEN];

@@ -88,7 +88,10 @@ int registry_hello(coord *c, const cJSON *meta, char *err) {
     cl->hello = cJSON_CreateObject();
     if (device) cJSON_AddItemToObject(cl->hello, "device", cJSON_Duplicate(device, 1));
     if (plan) cJSON_AddItemToObject(cl->hello, "plan", cJSON_Duplicate(plan, 1));
-    cl->samples = samples;
+    /* a claim is capped by the run's policy (--max-client-samples) */
+    cl->declared = samples;
+    cl->samples = c->cfg.max_client_samples > 0 && samples > c->cfg.max_client_samples ? c->cfg.max_client_samples
+                                                                                         : samples;
     cl->has_plan = plan != NULL;
     cl->codec = codec;
     cl->last_seen = hfl_now();

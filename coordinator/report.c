@@ -43,6 +43,11 @@ int report_write(coord *c, char *err) {
     cJSON_AddStringToObject(agg, "name", c->dev.name);
     cJSON_AddNumberToObject(o, "wall_s", hfl_now() - c->started);
     cJSON_AddNumberToObject(o, "final_test_acc", c->final_acc);
+    cJSON_AddStringToObject(o, "final_model_sha256", c->final_sha256);
+    if (cfg->clip_norm > 0) cJSON_AddStringToObject(o, "clip", cfg->clip_adaptive ? "adaptive" : "fixed");
+    else cJSON_AddStringToObject(o, "clip", "off");
+    cJSON_AddNumberToObject(o, "max_client_samples", (double)cfg->max_client_samples);
+    cJSON_AddNumberToObject(o, "max_share", cfg->max_share);
     cJSON_AddBoolToObject(o, "complete", c->done);
     cJSON_AddNumberToObject(o, "rounds_planned", cfg->rounds);
     cJSON_AddNumberToObject(o, "rounds_aggregated", c->version);

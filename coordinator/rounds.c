@@ -2,18 +2,27 @@
  *
  * A round opens once enough clients are registered: K of them are drawn
  * (seeded, so a run is reproducible) and each gets the same task. Updates
- * are validated and decoded straight into the accumulator (acc += share *
- * delta, share = samples / the selected clients' samples; no per-client
- * copy). The main loop closes the round when every selected client has
- * answered, or at the deadline if the quorum is in; then global += acc /
- * sum(shares) (FedAvg, McMahan et al. 2017), the test set is evaluated and
- * the round is logged.
+ * are validated, decoded, clipped and added to the round's exact sum
+ * (aggregate.h: sum += share * min(1, clip / norm) * delta, in fixed point,
+ * the same bits in any arrival order); share = samples / the selected
+ * clients' samples, the samples capped at the hello by --max-client-samples
+ * and per update so that none outweighs --max-share of the round. The main loop closes the round
+ * when every selected client has answered, or at the deadline if the quorum
+ * is in; then global += sum / sum(shares) (FedAvg, McMahan et al. 2017), the
+ * test set is evaluated and the round is logged with the model's SHA-256.
+ * An adaptive clip then moves toward the median update norm: C *= exp(-0.2
+ * (b - 0.5)), b the fraction of the round's norms at most C (Andrew et al.
+ * 2021, "Differentially private learning with adaptive clipping", with
+ * eta = 0.2 and the target quantile 0.5); it is fixed for each round before
+ * the round opens, so it never depends on arrival order.
  * A round that misses its quorum, or whose aggregate is not finite, leaves
  * the global model untouched. Clients never wait on a reply: a client with
  * nothing to do is told to come back later. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <mbedtls/sha256.h>
 
 #include "coordinator/coord.h"
 #include "kernels/philox.h"
@@ -39,10 +48,36 @@ static uint8_t *wait_reply(size_t *len) {
     return reply(HFL_MSG_WAIT, meta, NULL, 0, len);
 }
 
-void rounds_init(coord *c) {
-    memset(&c->r, 0, sizeof c->r);
-    c->r.acc = hfl_calloc(c->spec.n_params, sizeof(float));
+/* The global model's SHA-256 (its float bytes as stored) in hex. */
+static void model_sha256(const coord *c, char hex[65]) {
+    unsigned char d[32];
+    mbedtls_sha256_ret((const unsigned char *)c->global, c->spec.n_params * sizeof(float), d, 0);
+    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
 }
+
+int rounds_init(coord *c, char *err) {
+    memset(&c->r, 0, sizeof c->r);
+    c->mean = hfl_calloc(c->spec.n_params, sizeof(float));
+    c->clip = c->cfg.clip_norm;
+    model_sha256(c, c->final_sha256); /* before any round: the initial model's */
+    return hfl_agg_init(&c->agg, c->spec.n_params, 1, err);
+}
+
+void coord_parse_clip(const char *s, coord_config *cfg, char *err) {
+    double d;
+    if (!strcmp(s, "off")) {
+        cfg->clip_norm = 0, cfg->clip_adaptive = 0;
+    } else if (!strncmp(s, "adaptive", 8) && (s[8] == 0 || s[8] == ':')) {
+        cfg->clip_adaptive = 1;
+        cfg->clip_norm = COORD_CLIP_DEFAULT;
+        if (s[8] == ':' && hfl_parse_double(s + 9, 1e-6, 1e6, &d, err) == 0) cfg->clip_norm = d;
+    } else if (hfl_parse_double(s, 1e-6, 1e6, &d, err) == 0) {
+        cfg->clip_norm = d, cfg->clip_adaptive = 0;
+    } else {
+        snprintf(err, HFL_ERR_LEN, "'%s' is not off, adaptive[:C0] or a norm in [1e-6, 1e6]", s);
+    }
+}
+
 
 /* Draws K of the registered clients: a partial Fisher-Yates shuffle from philox
  * over the clients in name order, so the draw does not depend on who said
@@ -74,7 +109,18 @@ static void round_select(coord *c) {
         r->selected[i] = ids[i];
         r->is_selected[ids[i]] = 1;
         r->samples_at_select[ids[i]] = c->clients[ids[i]].samples;
+        r->declared_at_select[ids[i]] = c->clients[ids[i]].declared;
         r->samples_planned += (double)c->clients[ids[i]].samples;
+    }
+    /* --max-share F: no update outweighs F of its round, i.e. its samples
+     * count at most F / (1 - F) times the other selected clients' (a round of
+     * one has no others to outweigh). Fixed here, before any update arrives. */
+    double f = c->cfg.max_share;
+    for (int i = 0; i < k; i++) {
+        int64_t own = r->samples_at_select[ids[i]];
+        double others = r->samples_planned - (double)own;
+        double cap = f >= 1 || others <= 0 ? (double)own : floor(f / (1 - f) * others);
+        r->share_cap[ids[i]] = cap < 1 ? 1 : cap < (double)own ? (int64_t)cap : own;
     }
     free(ids);
 }
@@ -84,10 +130,9 @@ static void round_open(coord *c) {
     int next = r->round + 1;
     cJSON_Delete(r->task_meta);
     downlink_reset_cache(c);
-    float *acc = r->acc;
     memset(r, 0, sizeof *r);
-    r->acc = acc;
-    memset(r->acc, 0, c->spec.n_params * sizeof(float));
+    r->clip = c->clip;
+    hfl_agg_reset(&c->agg, r->clip, COORD_VALUE_BOUND);
     r->round = next;
     r->open = 1;
     r->opened_at = hfl_now();
@@ -166,9 +211,9 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
                  r->open ? "open" : "closed");
         goto reject;
     }
-    if (r->is_selected[id] && samples > r->samples_at_select[id]) {
-        hfl_errf(err, "update weighted by %lld samples, but client %d held %lld when drawn", (long long)samples, id,
-                 (long long)r->samples_at_select[id]);
+    if (r->is_selected[id] && samples > r->declared_at_select[id]) {
+        hfl_errf(err, "update weighted by %lld samples, but client %d declared %lld when drawn", (long long)samples,
+                 id, (long long)r->declared_at_select[id]);
         goto reject;
     }
     if (!r->is_selected[id] || !r->tasked[id]) {
@@ -184,15 +229,19 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
         hfl_errf(err, "update uses codec '%s', client %d uses '%s'", codec, id, uc->name);
         goto reject;
     }
-    /* Weights are sample shares of the round (at most 1, since an update may not
-     * claim more samples than its client holds), so a single update whose
-     * decoded values are finite stays finite in the accumulator. */
-    double weight = (double)samples / r->samples_planned;
-    if (hfl_codec_decode_accumulate(uc, payload, plen, c->spec.n_params, (float)weight, r->acc, 1, err) != 0)
-        goto reject;
+    /* Weights are sample shares of the round, at most --max-share of it (and
+     * at most 1: an update may not claim more samples than its client held
+     * when drawn). */
+    int64_t weighed = samples < r->samples_at_select[id] ? samples : r->samples_at_select[id];
+    if (weighed > r->share_cap[id]) weighed = r->share_cap[id];
+    double weight = (double)weighed / r->samples_planned;
+    hfl_agg_update info;
+    if (hfl_agg_add(&c->agg, uc, payload, plen, weight, &info, err) != 0) goto reject;
+    r->norms[r->n_received] = info.norm;
+    r->n_clipped += info.clipped;
     r->received[id] = 1;
     r->n_received++;
-    r->weight_sum += weight;
+    r->weight_samples += weighed;
     r->samples_sum += (double)samples;
     r->loss_sum += loss * (double)samples;
     r->bytes_up += msg_bytes;
@@ -208,6 +257,9 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     cJSON_AddNumberToObject(ev, "round", r->round);
     cJSON_AddNumberToObject(ev, "client", id);
     cJSON_AddNumberToObject(ev, "samples", (double)samples);
+    cJSON_AddNumberToObject(ev, "weight", weight);
+    cJSON_AddNumberToObject(ev, "norm", info.norm);
+    cJSON_AddBoolToObject(ev, "clipped", info.clipped);
     cJSON_AddNumberToObject(ev, "loss", loss);
     cJSON_AddNumberToObject(ev, "peak_bytes", peak);
     cJSON_AddNumberToObject(ev, "train_s", train_s);
@@ -227,6 +279,19 @@ reject:
     snprintf(msg, sizeof msg, "update rejected: %s", err);
     if (!c->cfg.quiet) fprintf(stderr, "hfl-coordinator: client %d: %s\n", id, msg);
     return coord_error_reply(msg, len);
+}
+
+static double median_norm(const coord_round *r) {
+    double v[COORD_MAX_CLIENTS];
+    int n = r->n_received;
+    memcpy(v, r->norms, sizeof(double) * (size_t)n);
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static void round_finish(coord *c, const char *reason) {
@@ -255,6 +320,17 @@ static void round_finish(coord *c, const char *reason) {
     cJSON_AddNumberToObject(o, "tasks_delta", r->tasks_delta);
     cJSON_AddNumberToObject(o, "wall_s", wall);
     cJSON_AddNumberToObject(o, "version", c->version);
+    if (r->clip > 0) cJSON_AddNumberToObject(o, "clip_norm", r->clip);
+    else cJSON_AddNullToObject(o, "clip_norm");
+    cJSON_AddNumberToObject(o, "clipped", r->n_clipped);
+    cJSON_AddNumberToObject(o, "update_norm_median", median_norm(r));
+    double top = 0;
+    for (int i = 0; i < r->n_received; i++) top = r->norms[i] > top ? r->norms[i] : top;
+    cJSON_AddNumberToObject(o, "update_norm_max", top);
+    char sha[65];
+    model_sha256(c, sha);
+    cJSON_AddStringToObject(o, "model_sha256", sha);
+    snprintf(c->final_sha256, sizeof c->final_sha256, "%s", sha);
     cJSON_AddItemToArray(c->round_log, cJSON_Duplicate(o, 1));
     cJSON_AddStringToObject(o, "event", "round");
     report_log_event(c, o);
@@ -269,17 +345,27 @@ static void round_finish(coord *c, const char *reason) {
     if (report_write(c, err) != 0) fprintf(stderr, "hfl-coordinator: %s\n", err);
 }
 
+/* The adaptive clip after a round with updates (see the header). */
+static void clip_adapt(coord *c) {
+    coord_round *r = &c->r;
+    if (!c->cfg.clip_adaptive || r->clip <= 0 || r->n_received == 0) return;
+    int below = 0;
+    for (int i = 0; i < r->n_received; i++) below += r->norms[i] <= r->clip;
+    c->clip = r->clip * exp(-0.2 * ((double)below / r->n_received - 0.5));
+}
+
 static void round_aggregate(coord *c) {
     coord_round *r = &c->r;
     size_t n = c->spec.n_params;
-    float inv = (float)(1.0 / r->weight_sum);
+    hfl_agg_finish(&c->agg, (double)r->weight_samples / r->samples_planned, c->mean);
     int finite = 1;
-    for (size_t i = 0; i < n; i++) finite &= isfinite(r->acc[i]) != 0;
+    for (size_t i = 0; i < n; i++) finite &= isfinite(c->mean[i]) != 0;
+    clip_adapt(c);
     if (!finite) {
         round_finish(c, "aggregate not finite, global model kept");
         return;
     }
-    for (size_t i = 0; i < n; i++) c->global[i] += r->acc[i] * inv;
+    for (size_t i = 0; i < n; i++) c->global[i] += c->mean[i];
     c->version++;
     downlink_record(c);
     round_finish(c, NULL);

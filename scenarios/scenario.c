@@ -12,7 +12,7 @@
 
 static const char *const known_keys[] = {
     "name", "model", "clients", "clients_per_round", "min_quorum", "rounds", "local_epochs", "batch",
-    "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "downlink", "downlink_delta", "client_codecs", "client_memory", "precision",
+    "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "downlink", "downlink_delta", "client_codecs", "client_memory", "precision", "clip_norm", "max_client_samples", "max_share",
     "device", "client_devices", NULL};
 
 static int get_str(const cJSON *o, const char *key, int required, char *out, size_t cap, char *err) {
@@ -108,8 +108,17 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
         get_num(o, "lr", 0, 0, 0, 100, &sc->lr, err) || get_num(o, "momentum", 0, 0, 0, 0.9999, &sc->momentum, err) ||
         get_num(o, "weight_decay", 0, 0, 0, 1, &sc->weight_decay, err) ||
         get_num(o, "deadline_s", 0, 0, 0.1, 1e7, &sc->deadline_s, err) ||
-        get_str(o, "downlink", 0, sc->downlink, sizeof sc->downlink, err))
+        get_str(o, "downlink", 0, sc->downlink, sizeof sc->downlink, err) ||
+        get_num(o, "max_client_samples", 0, 1, 0, 100000000, &sc->max_client_samples, err) ||
+        get_num(o, "max_share", 0, 0, 0.01, 1, &sc->max_share, err))
         goto out;
+    const cJSON *clip = cJSON_GetObjectItemCaseSensitive(o, "clip_norm");
+    if (cJSON_IsNumber(clip) && clip->valuedouble >= 1e-6 && clip->valuedouble <= 1e6) {
+        snprintf(sc->clip_norm, sizeof sc->clip_norm, "%.17g", clip->valuedouble);
+    } else if (clip && get_str(o, "clip_norm", 0, sc->clip_norm, sizeof sc->clip_norm, err) != 0) {
+        hfl_errf(err, "\"clip_norm\" must be \"off\", \"adaptive[:C0]\" or a norm in [1e-6, 1e6]");
+        goto out;
+    }
     const cJSON *dd = cJSON_GetObjectItemCaseSensitive(o, "downlink_delta");
     if (dd && !cJSON_IsBool(dd)) {
         hfl_errf(err, "\"downlink_delta\" must be true or false");

@@ -320,7 +320,17 @@ int main(int argc, char **argv) {
                      "--local-epochs", a_ep, "--batch", a_b, "--lr", a_lr, "--momentum", a_mom,
                      "--weight-decay", a_wd, "--seed", a_seed, "--data", o.data_dir, "--log", log,
                      "--report", o.report, "--ready-file", ready, "--downlink", sc.downlink, "--device", sc.device,
-                     sc.downlink_delta ? "--downlink-delta" : NULL, NULL};
+                     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    /* the optional ones, after the fixed ones */
+    int na = 0;
+    while (cargv[na]) na++;
+    char a_maxs[32], a_share[32];
+    snprintf(a_maxs, sizeof a_maxs, "%.0f", sc.max_client_samples);
+    snprintf(a_share, sizeof a_share, "%.17g", sc.max_share);
+    if (sc.downlink_delta) cargv[na++] = "--downlink-delta";
+    if (sc.clip_norm[0]) cargv[na++] = "--clip-norm", cargv[na++] = sc.clip_norm;
+    if (sc.max_client_samples > 0) cargv[na++] = "--max-client-samples", cargv[na++] = a_maxs;
+    if (sc.max_share > 0) cargv[na++] = "--max-share", cargv[na++] = a_share;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     static sim_procs procs;

@@ -1,0 +1,219 @@
+/* test_aggregate.c: the aggregator (coordinator/aggregate.h).
+ *
+ * 1. Order: 12 updates (fp32, fp16, int8, topk:0.05, sign; sample shares
+ *    summing to 1, one clipped) added in 40 random orders, and by 4 threads
+ *    racing, give the same output bytes every time. The same updates summed
+ *    in float in two orders differ, so this data would catch a float sum.
+ * 2. Value: the output equals an independent double-precision FedAvg of the
+ *    decoded, clipped updates within 2^-22 of its largest element.
+ * 3. Clipping: an update of norm 10 x clip comes out with norm clip (weight
+ *    1), flagged; one below the clip is untouched and not flagged.
+ * 4. Refusals leave the sum untouched: a NaN, a malformed payload, a weight
+ *    outside (0, 1], and without clipping a value beyond the bound. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coordinator/aggregate.h"
+#include "kernels/philox.h"
+#include "tests/kernels/check.h"
+#include "util/util.h"
+
+#define N 10007
+#define K 12
+#define CLIP 2.0
+
+static const char *const codecs[K] = {"fp32", "fp16", "int8", "topk:0.05", "sign", "fp32",
+                                      "int8", "fp16", "fp32", "int8", "topk:0.05", "fp32"};
+static uint8_t *payload[K];
+static size_t plen[K];
+static double share[K];
+
+static void make_updates(void) {
+    char err[HFL_ERR_LEN];
+    float *delta = hfl_malloc(sizeof(float) * N);
+    double total = 0;
+    for (int k = 0; k < K; k++) total += share[k] = 1 + k % 5;
+    for (int k = 0; k < K; k++) {
+        share[k] /= total;
+        /* values of very different sizes, so float sums depend on their order */
+        double scale = k == 3 ? 0.5 : pow(10.0, -(k % 4));
+        for (size_t i = 0; i < N; i++)
+            delta[i] = (float)(scale * (hfl_u01(hfl_philox_u32(3, 0, 0, (uint32_t)k, 0, i)) - 0.5));
+        if (k == 3) delta[7] = 400.0f; /* norm far above CLIP: clipped */
+        const hfl_codec *c = hfl_codec_find(codecs[k], err);
+        CHECK(c != NULL);
+        payload[k] = hfl_malloc(hfl_codec_max_bytes(c, N, 256));
+        hfl_rng_key key = {5, 1, (uint32_t)k, 0};
+        plen[k] = hfl_codec_encode(c, delta, NULL, N, 256, &key, 1, payload[k]);
+    }
+    free(delta);
+}
+
+static void add_all(hfl_agg *a, const int *order) {
+    char err[HFL_ERR_LEN];
+    for (int j = 0; j < K; j++) {
+        int k = order[j];
+        CHECK(hfl_agg_add(a, hfl_codec_find(codecs[k], NULL), payload[k], plen[k], share[k], NULL, err) == 0);
+    }
+}
+
+static void shuffle(int *order, uint32_t seed) {
+    for (int k = 0; k < K; k++) order[k] = k;
+    for (int k = K - 1; k > 0; k--) {
+        int j = (int)(hfl_philox_u32(seed, 1, 0, 0, 0, (uint64_t)k) % (uint32_t)(k + 1));
+        int t = order[k];
+        order[k] = order[j];
+        order[j] = t;
+    }
+}
+
+typedef struct {
+    hfl_agg *a;
+    int first;
+} racer;
+
+static void *race(void *arg) {
+    racer *r = arg;
+    char err[HFL_ERR_LEN];
+    for (int k = r->first; k < K; k += 4)
+        CHECK(hfl_agg_add(r->a, hfl_codec_find(codecs[k], NULL), payload[k], plen[k], share[k], NULL, err) == 0);
+    return NULL;
+}
+
+static void test_order(hfl_agg *a, float *want) {
+    int order[K];
+    float *got = hfl_malloc(sizeof(float) * N);
+    shuffle(order, 0);
+    hfl_agg_reset(a, CLIP, 0);
+    add_all(a, order);
+    hfl_agg_finish(a, 1.0, want);
+    int same = 1;
+    for (uint32_t s = 1; s <= 40; s++) {
+        shuffle(order, s);
+        hfl_agg_reset(a, CLIP, 0);
+        add_all(a, order);
+        hfl_agg_finish(a, 1.0, got);
+        same &= memcmp(got, want, sizeof(float) * N) == 0;
+    }
+    CHECK(same);
+    hfl_agg_reset(a, CLIP, 0);
+    pthread_t th[4];
+    racer rs[4];
+    for (int t = 0; t < 4; t++) {
+        rs[t] = (racer){a, t};
+        pthread_create(&th[t], NULL, race, &rs[t]);
+    }
+    for (int t = 0; t < 4; t++) pthread_join(th[t], NULL);
+    hfl_agg_finish(a, 1.0, got);
+    CHECK(memcmp(got, want, sizeof(float) * N) == 0);
+
+    /* The float sum this replaces: two orders, different bits. */
+    float *f1 = hfl_calloc(N, sizeof(float)), *f2 = hfl_calloc(N, sizeof(float));
+    for (int k = 0; k < K; k++) {
+        const hfl_codec *c = hfl_codec_find(codecs[k], NULL);
+        CHECK(hfl_codec_decode_accumulate(c, payload[k], plen[k], N, (float)share[k], f1, 1, NULL) == 0);
+        int r = K - 1 - k;
+        CHECK(hfl_codec_decode_accumulate(hfl_codec_find(codecs[r], NULL), payload[r], plen[r], N, (float)share[r],
+                                          f2, 1, NULL) == 0);
+    }
+    CHECK(memcmp(f1, f2, sizeof(float) * N) != 0);
+    printf("test_aggregate: 40 orders and 4 racing threads: identical bytes (a float sum differs between two)\n");
+    free(f1);
+    free(f2);
+    free(got);
+}
+
+/* FedAvg of the clipped updates in double, from each update decoded alone. */
+static void test_value(const float *got) {
+    double *ref = hfl_calloc(N, sizeof(double));
+    float *v = hfl_malloc(sizeof(float) * N);
+    for (int k = 0; k < K; k++) {
+        memset(v, 0, sizeof(float) * N);
+        CHECK(hfl_codec_decode_accumulate(hfl_codec_find(codecs[k], NULL), payload[k], plen[k], N, 1.0f, v, 1, NULL) == 0);
+        double norm = 0;
+        for (size_t i = 0; i < N; i++) norm += (double)v[i] * v[i];
+        norm = sqrt(norm);
+        double f = share[k] * (norm > CLIP ? CLIP / norm : 1.0);
+        for (size_t i = 0; i < N; i++) ref[i] += f * v[i];
+    }
+    double big = 0, worst = 0;
+    for (size_t i = 0; i < N; i++) big = fmax(big, fabs(ref[i]));
+    for (size_t i = 0; i < N; i++) worst = fmax(worst, fabs(ref[i] - got[i]));
+    printf("test_aggregate: against a double FedAvg: worst %.3g of the largest %.3g\n", worst, big);
+    CHECK(big > 0 && worst <= ldexp(big, -22));
+    free(ref);
+    free(v);
+}
+
+static void test_clip(hfl_agg *a) {
+    char err[HFL_ERR_LEN];
+    const hfl_codec *fp32 = hfl_codec_find("fp32", NULL);
+    float *x = hfl_calloc(N, sizeof(float)), *out = hfl_malloc(sizeof(float) * N);
+    uint8_t *buf = hfl_malloc(hfl_codec_max_bytes(fp32, N, 256));
+    hfl_rng_key key = {1, 1, 0, 0};
+    x[0] = 3.0f * (float)CLIP * 2; /* with x[1], norm 10 x CLIP */
+    x[1] = 4.0f * (float)CLIP * 2;
+    size_t len = hfl_codec_encode(fp32, x, NULL, N, 256, &key, 1, buf);
+    hfl_agg_update info;
+    hfl_agg_reset(a, CLIP, 0);
+    CHECK(hfl_agg_add(a, fp32, buf, len, 1.0, &info, err) == 0);
+    hfl_agg_finish(a, 1.0, out);
+    CHECK(info.clipped && fabs(info.norm - 10 * CLIP) < 1e-9);
+    CHECK(fabs(hypot(out[0], out[1]) - CLIP) < 1e-6 && fabs(out[0] / out[1] - 0.75) < 1e-6);
+    x[0] = 0.3f, x[1] = 0.4f;
+    len = hfl_codec_encode(fp32, x, NULL, N, 256, &key, 1, buf);
+    hfl_agg_reset(a, CLIP, 0);
+    CHECK(hfl_agg_add(a, fp32, buf, len, 1.0, &info, err) == 0);
+    hfl_agg_finish(a, 1.0, out);
+    CHECK(!info.clipped && out[0] == 0.3f && out[1] == 0.4f);
+    free(x);
+    free(out);
+    free(buf);
+}
+
+static void test_refusals(hfl_agg *a) {
+    char err[HFL_ERR_LEN];
+    const hfl_codec *fp32 = hfl_codec_find("fp32", NULL);
+    float *x = hfl_calloc(N, sizeof(float));
+    uint8_t *buf = hfl_malloc(hfl_codec_max_bytes(fp32, N, 256));
+    hfl_rng_key key = {1, 1, 0, 0};
+    x[5] = 0.25f;
+    size_t len = hfl_codec_encode(fp32, x, NULL, N, 256, &key, 1, buf);
+    hfl_agg_reset(a, 0, 1.0); /* no clipping, values within 1 */
+    CHECK(hfl_agg_add(a, fp32, buf, len, 0.5, NULL, err) == 0);
+    int64_t before = a->acc[5];
+    CHECK(before != 0);
+    x[9] = NAN;
+    len = hfl_codec_encode(fp32, x, NULL, N, 256, &key, 1, buf);
+    CHECK(hfl_agg_add(a, fp32, buf, len, 0.5, NULL, err) != 0);
+    x[9] = 2.0f; /* beyond the bound of 1 */
+    len = hfl_codec_encode(fp32, x, NULL, N, 256, &key, 1, buf);
+    CHECK(hfl_agg_add(a, fp32, buf, len, 0.5, NULL, err) != 0 && strstr(err, "beyond the aggregation bound"));
+    x[9] = 0;
+    len = hfl_codec_encode(fp32, x, NULL, N, 256, &key, 1, buf);
+    CHECK(hfl_agg_add(a, fp32, buf, len - 1, 0.5, NULL, err) != 0);
+    CHECK(hfl_agg_add(a, fp32, buf, len, 1.5, NULL, err) != 0);
+    CHECK(hfl_agg_add(a, fp32, buf, len, 0.0, NULL, err) != 0);
+    CHECK(a->acc[5] == before && a->acc[9] == 0);
+    free(x);
+    free(buf);
+}
+
+int main(void) {
+    char err[HFL_ERR_LEN];
+    hfl_agg a;
+    CHECK(hfl_agg_init(&a, N, 1, err) == 0);
+    make_updates();
+    float *want = hfl_malloc(sizeof(float) * N);
+    test_order(&a, want);
+    test_value(want);
+    test_clip(&a);
+    test_refusals(&a);
+    hfl_agg_free(&a);
+    for (int k = 0; k < K; k++) free(payload[k]);
+    free(want);
+    return check_exit_code("test_aggregate");
+}
