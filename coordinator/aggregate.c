@@ -36,20 +36,47 @@ void hfl_agg_reset(hfl_agg *a, double clip, double value_bound) {
     a->bound = a->clip > 0 ? a->clip : value_bound;
     int e;
     frexp(a->bound, &e); /* bound < 2^e */
-    a->shift = 61 - e;
+    a->shift = 50 - e;
     memset(a->acc, 0, a->n * sizeof *a->acc);
 }
 
-/* The decoded update's L2 norm, and its largest |element|, in double. */
+/* The decoded update's L2 norm and its largest |element|, in double: eight
+ * partial sums over interleaved lanes, combined in a fixed order (so the
+ * compiler may vectorise, and the result is still one fixed function of v). */
 static double norm_of(const float *v, size_t n, double *maxabs) {
-    double s = 0, m = 0;
-    for (size_t i = 0; i < n; i++) {
+    double s[8] = {0}, m[8] = {0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) {
+            double x = v[i + j];
+            s[j] += x * x;
+            double ax = fabs(x);
+            m[j] = ax > m[j] ? ax : m[j];
+        }
+    for (int j = 0; i < n; i++, j++) {
         double x = v[i];
-        s += x * x;
-        if (fabs(x) > m) m = fabs(x);
+        s[j] += x * x;
+        m[j] = fabs(x) > m[j] ? fabs(x) : m[j];
     }
-    *maxabs = m;
-    return sqrt(s);
+    double sum = 0, top = 0;
+    for (int j = 0; j < 8; j++) {
+        sum += s[j];
+        top = m[j] > top ? m[j] : top;
+    }
+    *maxabs = top;
+    return sqrt(sum);
+}
+
+/* round(y) as an int64 for |y| < 2^51: adding 1.5 * 2^52 leaves the rounded
+ * integer (to nearest, ties to even) in the low mantissa bits, which a plain
+ * integer subtraction reads off; unlike llrint it vectorises. */
+static inline int64_t round_fixed(double y) {
+    const double magic = 6755399441055744.0; /* 1.5 * 2^52 */
+    double t = y + magic;
+    int64_t bits, mbits;
+    memcpy(&bits, &t, sizeof bits);
+    memcpy(&mbits, &magic, sizeof mbits);
+    return bits - mbits;
 }
 
 int hfl_agg_add(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t len, double weight,
@@ -71,9 +98,11 @@ int hfl_agg_add(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t l
         hfl_errf(err, "update value %g beyond the aggregation bound %g (set a clip norm)", maxabs, a->bound);
         goto out;
     }
-    /* every |factor * v_i| <= bound < 2^(61 - shift) */
+    /* every |factor * v_i| <= bound < 2^(50 - shift) */
     double f = ldexp(factor, a->shift);
-    for (size_t i = 0; i < a->n; i++) a->acc[i] += llrint(f * (double)a->scratch[i]);
+    int64_t *acc = a->acc;
+    const float *v = a->scratch;
+    for (size_t i = 0; i < a->n; i++) acc[i] += round_fixed(f * (double)v[i]);
     if (info) {
         info->norm = norm;
         info->clipped = a->clip > 0 && norm > a->clip;

@@ -16,10 +16,12 @@
  * weighted element: with clipping, |w * c * v_i| <= w * clip <= clip (a
  * weight is a sample share, at most 1, and |v_i| <= ||v||); without it the
  * caller passes a value bound and add() refuses an update with a larger
- * element. Shares sum to at most 1, so every partial sum stays within B, and
- * S = 61 - ceil(log2 B) keeps it below 2^62. The resolution, 2^-S = B / 2^61
- * or finer, is 4e-19 B: for a clip of 10, 4e-18 per element, far below
- * fp32's rounding of the values themselves.
+ * element. S = 50 - ceil(log2 B) keeps every weighted element below 2^50,
+ * where it is rounded by the exact add-and-subtract trick (aggregate.c), and
+ * shares summing to at most 1 keep every partial sum within 2^50 too (a
+ * caller's shares may even sum to 8000 before an int64 could overflow). The
+ * resolution, 2^-S, is B / 2^50 or finer, 9e-16 B: for a clip of 2, 2e-15
+ * per element, far below fp32's rounding of the values themselves.
  *
  * finish() writes sum / weight_sum as floats (the FedAvg mean of the clipped
  * updates); weight_sum is passed by the caller from integer sample counts, so
