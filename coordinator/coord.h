@@ -23,6 +23,7 @@
 
 #include "compress/codec.h"
 #include "coordinator/aggregate.h"
+#include "coordinator/server_opt.h"
 #include "data/idx.h"
 #include "kernels/device.h"
 #include "model/model.h"
@@ -52,6 +53,7 @@ typedef struct {
     int clip_adaptive;          /* the clip follows the median update norm (Andrew et al. 2021) */
     int64_t max_client_samples; /* a hello's sample claim is capped to this (0: no cap) */
     double max_share;           /* an update's weight is at most this share of its round */
+    char server_opt[32];        /* --server-opt (server_opt.h) */
     /* I/O */
     char listen_url[256];
     hfl_tls_opts tls;
@@ -134,6 +136,7 @@ typedef struct {
     hfl_agg agg;       /* the round's exact sum of clipped, weighted updates */
     float *mean;       /* the aggregate at a round's close */
     double clip;       /* the next round's clip norm (adaptive: moves after each round) */
+    hfl_server_opt sopt; /* how the aggregate moves the global model */
     coord_downlink down;
     int done;          /* all rounds finished: pulls get bye */
     int byes_sent; /* distinct clients told the run is over */

@@ -48,6 +48,7 @@ int report_write(coord *c, char *err) {
     else cJSON_AddStringToObject(o, "clip", "off");
     cJSON_AddNumberToObject(o, "max_client_samples", (double)cfg->max_client_samples);
     cJSON_AddNumberToObject(o, "max_share", cfg->max_share);
+    cJSON_AddStringToObject(o, "server_opt", cfg->server_opt);
     cJSON_AddBoolToObject(o, "complete", c->done);
     cJSON_AddNumberToObject(o, "rounds_planned", cfg->rounds);
     cJSON_AddNumberToObject(o, "rounds_aggregated", c->version);

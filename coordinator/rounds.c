@@ -8,7 +8,9 @@
  * clients' samples, the samples capped at the hello by --max-client-samples
  * and per update so that none outweighs --max-share of the round. The main loop closes the round
  * when every selected client has answered, or at the deadline if the quorum
- * is in; then global += sum / sum(shares) (FedAvg, McMahan et al. 2017), the
+ * is in; then the mean delta sum / sum(shares) moves the global model
+ * through the server optimizer (server_opt.h; FedAvg by default, McMahan et
+ * al. 2017: global += mean), the
  * test set is evaluated and the round is logged with the model's SHA-256.
  * An adaptive clip then moves toward the median update norm: C *= exp(-0.2
  * (b - 0.5)), b the fraction of the round's norms at most C (Andrew et al.
@@ -59,6 +61,8 @@ int rounds_init(coord *c, char *err) {
     memset(&c->r, 0, sizeof c->r);
     c->mean = hfl_calloc(c->spec.n_params, sizeof(float));
     c->clip = c->cfg.clip_norm;
+    if (hfl_sopt_parse(c->cfg.server_opt, &c->sopt, err) != 0 || hfl_sopt_init(&c->sopt, c->spec.n_params, err) != 0)
+        return -1;
     model_sha256(c, c->final_sha256); /* before any round: the initial model's */
     return hfl_agg_init(&c->agg, c->spec.n_params, 1, err);
 }
@@ -365,7 +369,7 @@ static void round_aggregate(coord *c) {
         round_finish(c, "aggregate not finite, global model kept");
         return;
     }
-    for (size_t i = 0; i < n; i++) c->global[i] += c->mean[i];
+    hfl_sopt_step(&c->sopt, c->global, c->mean);
     c->version++;
     downlink_record(c);
     round_finish(c, NULL);

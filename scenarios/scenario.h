@@ -11,7 +11,8 @@
  *   "client_codecs": {"client-3": "topk:0.01"},
  *   "precision": "auto",       "client_memory": {"client-0": "64M"},
  *   "device": "auto",          "client_devices": {"client-1": "cpu"},
- *   "clip_norm": "adaptive:2", "max_client_samples": 0,  "max_share": 0.2
+ *   "clip_norm": "adaptive:2", "max_client_samples": 0,  "max_share": 0.2,
+ *   "server_opt": "fedavg"
  * }
  * Required: name, model, clients, rounds, partition, codec. Everything else
  * has the default shown (clients_per_round and min_quorum default to
@@ -21,7 +22,8 @@
  * --device, and client_devices overrides it per client; clip_norm,
  * max_client_samples and max_share are the coordinator's --clip-norm (off,
  * adaptive[:C0] or a norm, as a string or a number), --max-client-samples
- * (0: no cap) and --max-share, with its defaults). Clients are
+ * (0: no cap) and --max-share, server_opt its --server-opt, with their
+ * defaults). Clients are
  * named client-0 .. client-<clients-1>. Unknown keys are an error, so a typo never silently falls back. */
 #ifndef HFL_SCENARIO_H
 #define HFL_SCENARIO_H
@@ -48,6 +50,7 @@ typedef struct {
     char clip_norm[32];        /* "" for the coordinator's default */
     double max_client_samples; /* 0: no cap */
     double max_share;          /* 0: the coordinator's default */
+    char server_opt[32];       /* "" for the coordinator's default */
 } hfl_scenario;
 
 int hfl_scenario_load(const char *path, hfl_scenario *sc, char *err);

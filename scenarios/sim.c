@@ -320,7 +320,7 @@ int main(int argc, char **argv) {
                      "--local-epochs", a_ep, "--batch", a_b, "--lr", a_lr, "--momentum", a_mom,
                      "--weight-decay", a_wd, "--seed", a_seed, "--data", o.data_dir, "--log", log,
                      "--report", o.report, "--ready-file", ready, "--downlink", sc.downlink, "--device", sc.device,
-                     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+                     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     /* the optional ones, after the fixed ones */
     int na = 0;
     while (cargv[na]) na++;
@@ -331,6 +331,7 @@ int main(int argc, char **argv) {
     if (sc.clip_norm[0]) cargv[na++] = "--clip-norm", cargv[na++] = sc.clip_norm;
     if (sc.max_client_samples > 0) cargv[na++] = "--max-client-samples", cargv[na++] = a_maxs;
     if (sc.max_share > 0) cargv[na++] = "--max-share", cargv[na++] = a_share;
+    if (sc.server_opt[0]) cargv[na++] = "--server-opt", cargv[na++] = sc.server_opt;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     static sim_procs procs;

@@ -1,0 +1,82 @@
+/* server_opt.c: FedAvg, FedAvgM, FedAdam, FedYogi on the coordinator (see server_opt.h). */
+#include "coordinator/server_opt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/util.h"
+
+static const char *const names[] = {"fedavg", "fedavgm", "fedadam", "fedyogi"};
+
+int hfl_sopt_parse(const char *spec, hfl_server_opt *o, char *err) {
+    memset(o, 0, sizeof *o);
+    char kind[16];
+    double a = NAN, b = NAN;
+    int n = sscanf(spec, "%15[a-z]:%lf:%lf", kind, &a, &b);
+    int k = -1;
+    for (int i = 0; i < 4 && n >= 1; i++)
+        if (!strcmp(kind, names[i])) k = i;
+    size_t prefix = n >= 1 ? strlen(kind) : 0;
+    int args = spec[prefix] == ':' ? n - 1 : 0;
+    if (k < 0 || (k == HFL_SOPT_FEDAVGM ? args > 2 : args > 1) || (spec[prefix] && spec[prefix] != ':') ||
+        (spec[prefix] == ':' && args < 1))
+        return hfl_errf(err, "unknown server optimizer '%s' (fedavg[:lr], fedavgm[:lr[:beta]], fedadam[:lr], fedyogi[:lr])",
+                        spec);
+    o->kind = (hfl_sopt_kind)k;
+    o->lr = k >= HFL_SOPT_FEDADAM ? 0.01 : 1.0;
+    o->beta1 = 0.9, o->beta2 = 0.99, o->tau = 1e-3;
+    if (args >= 1) o->lr = a;
+    if (args >= 2) o->beta1 = b;
+    if (!(o->lr > 0 && o->lr <= 100) || !(o->beta1 >= 0 && o->beta1 < 1))
+        return hfl_errf(err, "server optimizer '%s': lr must be in (0, 100] and beta in [0, 1)", spec);
+    return 0;
+}
+
+const char *hfl_sopt_name(const hfl_server_opt *o) { return names[o->kind]; }
+
+int hfl_sopt_init(hfl_server_opt *o, size_t n, char *err) {
+    o->n = n;
+    if (o->kind == HFL_SOPT_FEDAVG) return 0;
+    o->v = calloc(n ? n : 1, sizeof(float));
+    o->m = o->kind == HFL_SOPT_FEDAVGM ? NULL : calloc(n ? n : 1, sizeof(float));
+    if (!o->v || (o->kind != HFL_SOPT_FEDAVGM && !o->m))
+        return hfl_errf(err, "cannot allocate the server optimizer's state for %zu values", n);
+    return 0;
+}
+
+void hfl_sopt_free(hfl_server_opt *o) {
+    free(o->m);
+    free(o->v);
+    o->m = o->v = NULL;
+}
+
+void hfl_sopt_step(hfl_server_opt *o, float *x, const float *d) {
+    size_t n = o->n;
+    double lr = o->lr, b1 = o->beta1, b2 = o->beta2, tau = o->tau;
+    switch (o->kind) {
+    case HFL_SOPT_FEDAVG:
+        for (size_t i = 0; i < n; i++) x[i] = (float)(x[i] + lr * d[i]);
+        break;
+    case HFL_SOPT_FEDAVGM:
+        for (size_t i = 0; i < n; i++) {
+            double v = b1 * o->v[i] + d[i];
+            o->v[i] = (float)v;
+            x[i] = (float)(x[i] + lr * v);
+        }
+        break;
+    case HFL_SOPT_FEDADAM:
+    case HFL_SOPT_FEDYOGI:
+        for (size_t i = 0; i < n; i++) {
+            double g = d[i], g2 = g * g, m = b1 * o->m[i] + (1 - b1) * g, v = o->v[i];
+            if (o->kind == HFL_SOPT_FEDADAM) v = b2 * v + (1 - b2) * g2;
+            else v = v - (1 - b2) * g2 * (v > g2 ? 1.0 : v < g2 ? -1.0 : 0.0);
+            o->m[i] = (float)m;
+            o->v[i] = (float)v;
+            x[i] = (float)(x[i] + lr * m / (sqrt(v) + tau));
+        }
+        break;
+    }
+    o->steps++;
+}

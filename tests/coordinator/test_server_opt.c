@@ -1,0 +1,65 @@
+/* test_server_opt.c: the server optimizers (coordinator/server_opt.h)
+ * against values worked out by hand from Reddi et al. 2021's Algorithm 2.
+ *
+ * x0 = (1, -2, 0.5), round deltas D1 = (0.1, -0.2, 0), D2 = (0.3, 0.1, -0.05).
+ * FedAvg (lr 1): x = x0 + D1 + D2 = (1.4, -2.1, 0.45).
+ * FedAvgM (lr 1, beta 0.9): v1 = D1, v2 = 0.9 D1 + D2; x = x0 + v1 + v2
+ *   = (1.49, -2.28, 0.45).
+ * FedAdam (lr 0.01, b1 0.9, b2 0.99, tau 1e-3), element 0: m1 = 0.01,
+ *   v1 = 1e-4, x1 = 1 + 0.01 * 0.01 / (0.01 + 0.001) = 1.0090909;
+ *   m2 = 0.009 + 0.03 = 0.039, v2 = 0.99e-4 + 0.01 * 0.09 = 0.000999,
+ *   x2 = x1 + 0.01 * 0.039 / (0.0316070 + 0.001) = 1.0210515.
+ * FedYogi: the same but v2 = v1 + 0.01 * 0.09 (v1 < D2^2) = 0.001, so
+ *   x2 = 1.0210457. The other elements likewise (the table below).
+ * Parsing: the four names with their parameters, and refusals. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "coordinator/server_opt.h"
+#include "tests/kernels/check.h"
+#include "util/util.h"
+
+static void run(const char *spec, const double want[3]) {
+    char err[HFL_ERR_LEN];
+    hfl_server_opt o;
+    CHECK(hfl_sopt_parse(spec, &o, err) == 0);
+    CHECK(hfl_sopt_init(&o, 3, err) == 0);
+    float x[3] = {1.0f, -2.0f, 0.5f};
+    const float d1[3] = {0.1f, -0.2f, 0.0f}, d2[3] = {0.3f, 0.1f, -0.05f};
+    hfl_sopt_step(&o, x, d1);
+    hfl_sopt_step(&o, x, d2);
+    for (int i = 0; i < 3; i++) {
+        if (fabs(x[i] - want[i]) > 2e-7 * fabs(want[i]) + 1e-7)
+            printf("%s: x[%d] = %.9g, want %.9g\n", spec, i, (double)x[i], want[i]);
+        CHECK(fabs(x[i] - want[i]) <= 2e-7 * fabs(want[i]) + 1e-7);
+    }
+    printf("test_server_opt: %s after two rounds: %.7f %.7f %.7f\n", spec, (double)x[0], (double)x[1], (double)x[2]);
+    hfl_sopt_free(&o);
+}
+
+int main(void) {
+    static const double fedavg[3] = {1.4, -2.1, 0.45};
+    static const double fedavgm[3] = {1.49, -2.28, 0.45};
+    static const double fedadam[3] = {1.0210515, -2.0129616, 0.4916667};
+    static const double fedyogi[3] = {1.0210457, -2.0129485, 0.4916667};
+    run("fedavg", fedavg);
+    run("fedavgm", fedavgm);
+    run("fedadam", fedadam);
+    run("fedyogi", fedyogi);
+    static const double half[3] = {1.2, -2.05, 0.475};
+    run("fedavg:0.5", half);
+
+    char err[HFL_ERR_LEN];
+    hfl_server_opt o;
+    CHECK(hfl_sopt_parse("fedavgm:0.5:0.8", &o, err) == 0 && o.lr == 0.5 && o.beta1 == 0.8);
+    CHECK(hfl_sopt_parse("fedadam:0.001", &o, err) == 0 && o.lr == 0.001 && o.kind == HFL_SOPT_FEDADAM);
+    static const char *bad[] = {"", "fedsgd", "fedavg:", "fedavg:0", "fedavg:x", "fedadam:0.1:0.9", "fedavgm:1:1",
+                                "fedavg 1", "FEDAVG"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int rc = hfl_sopt_parse(bad[i], &o, err);
+        if (rc == 0) printf("test_server_opt: '%s' accepted\n", bad[i]);
+        CHECK(rc != 0 && strstr(err, "server optimizer"));
+    }
+    return check_exit_code("test_server_opt");
+}
