@@ -55,6 +55,8 @@ typedef struct {
     int measured_batch;      /* samples in that first step */
     uint64_t footprint;      /* the step's real footprint (that growth, else the prediction) */
     int breached;            /* the budget was exceeded: the client stops (client/train.c) */
+    double attack_scale;     /* --attack (simulation only): see client_options */
+    int64_t claimed;         /* the samples this client says it holds (its real count unless --attack) */
     float *xbuf;      /* one gathered batch */
     int32_t *ybuf;
 } client_state;
@@ -86,6 +88,8 @@ typedef struct {
     int batch;              /* --plan --batch: the run's batch to plan for; 0: the ladder */
     int allow_smaller;      /* --allow-smaller-batch */
     int trial;              /* --plan --trial-step */
+    double attack_scale;    /* --attack: the update sent is this times the real one (0: honest) */
+    int64_t attack_samples; /* --attack: the samples claimed (0: the real count) */
     char device[8];         /* --device: auto, cpu or cuda */
     char model[1024];
     uint64_t budget;

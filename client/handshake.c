@@ -16,7 +16,7 @@
 static cJSON *hello_meta(const client_options *o, const hfl_device_info *dev, const client_state *s) {
     cJSON *meta = cJSON_CreateObject();
     cJSON_AddStringToObject(meta, "name", o->name);
-    cJSON_AddNumberToObject(meta, "samples", s->data.n);
+    cJSON_AddNumberToObject(meta, "samples", (double)(s->claimed ? s->claimed : s->data.n));
     if (o->codec[0]) cJSON_AddStringToObject(meta, "codec", o->codec);
     cJSON *d = cJSON_AddObjectToObject(meta, "device");
     cJSON_AddStringToObject(d, "kind", dev->is_gpu ? "cuda" : "cpu");

@@ -7,6 +7,7 @@
  * Any transport failure (coordinator unreachable, refused handshake,
  * timeout) ends the client with a one-line error and exit status 1. */
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,8 @@ static void usage(FILE *f) {
         "  --trial-step         with --plan: choose and verify as a client does for a run of --batch\n"
         "                       (default 32), then train one step of it on synthetic data and report\n"
         "                       its measured peak against the budget (exit 1: refused or breached)\n"
+        "  --attack SCALE[:SAMPLES] simulation of a Byzantine client: send SCALE times the real update\n"
+        "                       (e.g. -10: scaled and sign-flipped) and claim SAMPLES samples\n"
         "  --allow-smaller-batch where the run's batch does not fit, train a smaller real batch\n"
         "                       instead of accumulating micro-batches to it, with the learning rate\n"
         "                       scaled by batch/run batch (Goyal et al. 2017's linear rule)\n"
@@ -71,7 +74,7 @@ static void usage(FILE *f) {
 static int parse_args(int argc, char **argv, client_options *o, char *err) {
     enum { O_URL = 256, O_CA, O_CERT, O_SNI, O_INSECURE, O_NAME, O_DATA, O_PART, O_INDEX, O_NUM, O_SEED,
            O_THREADS, O_TIMEOUT, O_QUIET, O_HELP, O_CODEC, O_STATE, O_PLAN, O_MODEL, O_BUDGET, O_HEADROOM, O_VERIFY, O_JSON, O_PREC, O_DEVICE,
-           O_BATCH, O_SMALLER, O_TRIAL };
+           O_BATCH, O_SMALLER, O_TRIAL, O_ATTACK };
     static const struct option opts[] = {
         {"coordinator", 1, 0, O_URL}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"server-name", 1, 0, O_SNI}, {"insecure", 0, 0, O_INSECURE}, {"name", 1, 0, O_NAME},
@@ -81,7 +84,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         {"plan", 0, 0, O_PLAN}, {"model", 1, 0, O_MODEL}, {"memory-budget", 1, 0, O_BUDGET},
         {"headroom", 1, 0, O_HEADROOM}, {"verify", 0, 0, O_VERIFY}, {"json", 0, 0, O_JSON}, {"precision", 1, 0, O_PREC},
         {"device", 1, 0, O_DEVICE}, {"batch", 1, 0, O_BATCH}, {"allow-smaller-batch", 0, 0, O_SMALLER},
-        {"trial-step", 0, 0, O_TRIAL},
+        {"trial-step", 0, 0, O_TRIAL}, {"attack", 1, 0, O_ATTACK},
         {0, 0, 0, 0}};
     long v;
     double d;
@@ -116,6 +119,16 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         case O_BATCH: if (hfl_parse_int(optarg, 1, 65536, &v, e) == 0) o->batch = (int)v; break;
         case O_SMALLER: o->allow_smaller = 1; break;
         case O_TRIAL: o->trial = 1; break;
+        case O_ATTACK: {
+            char tail;
+            double sc = 0, smp = 0;
+            int got = sscanf(optarg, "%lf:%lf%c", &sc, &smp, &tail);
+            if (got < 1 || got > 2 || !isfinite(sc) || sc == 0 || fabs(sc) > 1e6 ||
+                (got == 2 && (smp < 1 || smp > 100000000 || smp != floor(smp))))
+                hfl_errf(e, "'%s' is not SCALE[:SAMPLES] (a non-zero scale, samples in [1, 1e8])", optarg);
+            o->attack_scale = sc, o->attack_samples = (int64_t)smp;
+            break;
+        }
         case O_PREC:
             if (!strcmp(optarg, "auto")) {
                 o->precisions = 7;
@@ -356,7 +369,7 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
         cJSON_AddNumberToObject(meta, "client_id", s->client_id);
         cJSON_AddStringToObject(meta, "token", s->token);
         cJSON_AddNumberToObject(meta, "round", task.round);
-        cJSON_AddNumberToObject(meta, "samples", s->data.n);
+        cJSON_AddNumberToObject(meta, "samples", (double)s->claimed);
         cJSON_AddNumberToObject(meta, "loss", loss);
         cJSON_AddStringToObject(meta, "codec", task.codec->name);
         cJSON_AddNumberToObject(meta, "peak_bytes", (double)client_peak_rss());
@@ -429,6 +442,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "hfl-client: %s\n", err);
         return 1;
     }
+    s.attack_scale = o.attack_scale;
+    s.claimed = o.attack_samples > 0 ? o.attack_samples : s.data.n;
+    if (o.attack_scale != 0 && !o.quiet)
+        printf("%s: attacking: updates x %g, claiming %lld samples\n", o.name, o.attack_scale, (long long)s.claimed);
     if (run(&o, &s, &dev, err) != 0) {
         fprintf(stderr, "hfl-client: %s\n", err);
         return 1;

@@ -230,6 +230,8 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
 
     hfl_trainer_get_params(s->trainer, s->local);
     for (size_t i = 0; i < n_params; i++) s->local[i] -= s->global[i]; /* local now holds the delta */
+    if (s->attack_scale != 0) /* --attack: a Byzantine client in a simulation */
+        for (size_t i = 0; i < n_params; i++) s->local[i] = (float)(s->local[i] * s->attack_scale);
     uint8_t *out = hfl_malloc(hfl_codec_max_bytes(task->codec, n_params, task->block));
     hfl_rng_key key = {task->seed, (uint32_t)task->round, s->stream, 0};
     *len = hfl_codec_encode(task->codec, s->local, s->residual, n_params, task->block, &key, 1, out);

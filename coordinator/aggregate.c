@@ -28,6 +28,8 @@ void hfl_agg_free(hfl_agg *a) {
     pthread_mutex_destroy(&a->lock);
     free(a->acc);
     free(a->scratch);
+    free(a->rows);
+    free(a->present);
     memset(a, 0, sizeof *a);
 }
 
@@ -38,6 +40,7 @@ void hfl_agg_reset(hfl_agg *a, double clip, double value_bound) {
     frexp(a->bound, &e); /* bound < 2^e */
     a->shift = 50 - e;
     memset(a->acc, 0, a->n * sizeof *a->acc);
+    if (a->present) memset(a->present, 0, (size_t)a->n_rows);
 }
 
 /* The decoded update's L2 norm and its largest |element|, in double: eight
@@ -79,36 +82,74 @@ static inline int64_t round_fixed(double y) {
     return bits - mbits;
 }
 
+/* Validates and decodes one update into dst, takes its norm and the factor
+ * that clips it (1 without clipping); -1 with err as hfl_agg_add refuses. */
+static int decode_clip(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t len, float *dst,
+                       double *factor, hfl_agg_update *info, char *err) {
+    memset(dst, 0, a->n * sizeof *dst);
+    if (hfl_codec_decode_accumulate(c, payload, len, a->n, 1.0f, dst, a->threads, err) != 0) return -1;
+    double maxabs, norm = norm_of(dst, a->n, &maxabs);
+    if (!isfinite(norm)) return hfl_errf(err, "update is not finite (L2 norm %g)", norm);
+    if (a->clip == 0 && maxabs > a->bound)
+        return hfl_errf(err, "update value %g beyond the aggregation bound %g (set a clip norm)", maxabs, a->bound);
+    *factor = a->clip > 0 && norm > a->clip ? a->clip / norm : 1.0;
+    if (info) {
+        info->norm = norm;
+        info->clipped = a->clip > 0 && norm > a->clip;
+    }
+    return 0;
+}
+
 int hfl_agg_add(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t len, double weight,
                 hfl_agg_update *info, char *err) {
     if (!(weight > 0 && weight <= 1))
         return hfl_errf(err, "update weight %g outside (0, 1]", weight);
     pthread_mutex_lock(&a->lock);
-    int rc = -1;
-    memset(a->scratch, 0, a->n * sizeof *a->scratch);
-    if (hfl_codec_decode_accumulate(c, payload, len, a->n, 1.0f, a->scratch, a->threads, err) != 0) goto out;
-    double maxabs, norm = norm_of(a->scratch, a->n, &maxabs);
-    if (!isfinite(norm)) {
-        hfl_errf(err, "update is not finite (L2 norm %g)", norm);
-        goto out;
+    double clip;
+    int rc = decode_clip(a, c, payload, len, a->scratch, &clip, info, err);
+    if (rc == 0) {
+        /* every |weight * clip * v_i| <= bound < 2^(50 - shift) */
+        double f = ldexp(weight * clip, a->shift);
+        int64_t *acc = a->acc;
+        const float *v = a->scratch;
+        for (size_t i = 0; i < a->n; i++) acc[i] += round_fixed(f * (double)v[i]);
     }
-    double factor = weight;
-    if (a->clip > 0 && norm > a->clip) factor *= a->clip / norm;
-    if (a->clip == 0 && maxabs > a->bound) {
-        hfl_errf(err, "update value %g beyond the aggregation bound %g (set a clip norm)", maxabs, a->bound);
-        goto out;
+    pthread_mutex_unlock(&a->lock);
+    return rc;
+}
+
+int hfl_agg_hold(hfl_agg *a, int rows, uint64_t limit_bytes, char *err) {
+    double need = (double)rows * (double)a->n * sizeof(float);
+    if (rows < 1 || need > (double)limit_bytes)
+        return hfl_errf(err, "holding %d updates of %zu values needs %.1f MiB, over the limit of %.1f MiB "
+                        "(--robust-memory)", rows, a->n, need / 1048576.0, limit_bytes / 1048576.0);
+    free(a->rows);
+    free(a->present);
+    a->rows = malloc((size_t)need);
+    a->present = calloc((size_t)rows, 1);
+    if (!a->rows || !a->present) {
+        free(a->rows);
+        free(a->present);
+        a->rows = NULL, a->present = NULL, a->n_rows = 0;
+        return hfl_errf(err, "cannot allocate %.1f MiB to hold %d updates", need / 1048576.0, rows);
     }
-    /* every |factor * v_i| <= bound < 2^(50 - shift) */
-    double f = ldexp(factor, a->shift);
-    int64_t *acc = a->acc;
-    const float *v = a->scratch;
-    for (size_t i = 0; i < a->n; i++) acc[i] += round_fixed(f * (double)v[i]);
-    if (info) {
-        info->norm = norm;
-        info->clipped = a->clip > 0 && norm > a->clip;
+    a->n_rows = rows;
+    return 0;
+}
+
+int hfl_agg_add_row(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t len, int row,
+                    hfl_agg_update *info, char *err) {
+    if (row < 0 || row >= a->n_rows) return hfl_errf(err, "row %d outside the %d held", row, a->n_rows);
+    pthread_mutex_lock(&a->lock);
+    float *dst = a->rows + (size_t)row * a->n;
+    double clip;
+    int rc = a->present[row] ? hfl_errf(err, "row %d already added", row)
+                             : decode_clip(a, c, payload, len, dst, &clip, info, err);
+    if (rc == 0) {
+        if (clip < 1)
+            for (size_t i = 0; i < a->n; i++) dst[i] = (float)(dst[i] * clip);
+        a->present[row] = 1;
     }
-    rc = 0;
-out:
     pthread_mutex_unlock(&a->lock);
     return rc;
 }

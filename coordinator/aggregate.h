@@ -43,6 +43,9 @@ typedef struct {
     int shift;         /* S */
     int64_t *acc;      /* the fixed-point sum */
     float *scratch;    /* one decoded update */
+    float *rows;       /* hold mode: n_rows decoded, clipped updates (robust.h) */
+    int n_rows;
+    unsigned char *present; /* [n_rows]: row added this round */
     pthread_mutex_t lock; /* add() may be called from several threads */
 } hfl_agg;
 
@@ -70,5 +73,15 @@ int hfl_agg_add(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t l
 
 /* out[i] = sum_i / weight_sum (weight_sum > 0). */
 void hfl_agg_finish(const hfl_agg *a, double weight_sum, float *out);
+
+/* HOLD MODE, for rules that need every update at once (robust.h): room for
+ * `rows` decoded updates, refused with err naming the limit when rows * n
+ * floats exceed limit_bytes. */
+int hfl_agg_hold(hfl_agg *a, int rows, uint64_t limit_bytes, char *err);
+/* As add, unweighted, into row `row` (clipped in place): the rows are the
+ * round's selection order, so the set does not depend on arrival order. -1
+ * with err (the row left absent) as add refuses. */
+int hfl_agg_add_row(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t len, int row,
+                    hfl_agg_update *info, char *err);
 
 #endif

@@ -23,6 +23,7 @@
 
 #include "compress/codec.h"
 #include "coordinator/aggregate.h"
+#include "coordinator/robust.h"
 #include "coordinator/server_opt.h"
 #include "data/idx.h"
 #include "kernels/device.h"
@@ -54,6 +55,8 @@ typedef struct {
     int64_t max_client_samples; /* a hello's sample claim is capped to this (0: no cap) */
     double max_share;           /* an update's weight is at most this share of its round */
     char server_opt[32];        /* --server-opt (server_opt.h) */
+    char strategy[32];          /* --strategy (robust.h) */
+    uint64_t robust_memory;     /* the most a robust rule may hold decoded (bytes) */
     /* I/O */
     char listen_url[256];
     hfl_tls_opts tls;
@@ -99,6 +102,7 @@ typedef struct {
     double samples_sum;     /* samples behind the accepted updates */
     double clip;            /* this round's clip norm (0: none) */
     int n_clipped;          /* accepted updates scaled down to the clip */
+    int n_rule_kept;        /* Krum rules: updates the rule averaged */
     double norms[COORD_MAX_CLIENTS]; /* accepted updates' norms before clipping */
     double loss_sum;        /* sample-weighted training loss */
     uint64_t bytes_up, bytes_down;
@@ -137,6 +141,7 @@ typedef struct {
     float *mean;       /* the aggregate at a round's close */
     double clip;       /* the next round's clip norm (adaptive: moves after each round) */
     hfl_server_opt sopt; /* how the aggregate moves the global model */
+    hfl_rule rule;       /* fedavg (the weighted exact sum) or a robust rule over held rows */
     coord_downlink down;
     int done;          /* all rounds finished: pulls get bye */
     int byes_sent; /* distinct clients told the run is over */

@@ -49,6 +49,10 @@ static void usage(FILE *f) {
         "  --max-client-samples N cap each client's claimed samples at N (default: no cap)\n"
         "  --server-opt S        how the aggregate moves the model: fedavg[:lr], fedavgm[:lr[:beta]],\n"
         "                        fedadam[:lr], fedyogi[:lr] (Reddi et al. 2021; default fedavg)\n"
+        "  --strategy S          fedavg (the weighted mean), median, trimmed[:beta], krum[:f] or\n"
+        "                        multikrum[:f[:m]]: robust rules over the round's clipped updates,\n"
+        "                        unweighted (default fedavg)\n"
+        "  --robust-memory SIZE  the most a robust rule may hold decoded (default 2G)\n"
         "  --max-share F         no update weighs more than F of its round (default 0.2; 1: no cap)\n"
         "  --device D            where to evaluate: auto (the GPU when the CUDA module loads and finds\n"
         "                        one, else the CPU), cpu, or cuda (fail unless the GPU can be used); default auto\n"
@@ -65,7 +69,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
     enum { O_LISTEN = 256, O_CA, O_CERT, O_INSECURE, O_MODEL, O_CODEC, O_BLOCK, O_ROUNDS, O_K, O_QUORUM,
            O_DEADLINE, O_EPOCHS, O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_DATA, O_LOG, O_REPORT, O_READY,
            O_LINGER, O_QUIET, O_HELP, O_DOWNLINK, O_DOWNDELTA, O_DEVICE, O_CLIP, O_MAXSAMPLES, O_MAXSHARE,
-           O_SOPT };
+           O_SOPT, O_STRATEGY, O_ROBUSTMEM };
     static const struct option opts[] = {
         {"listen", 1, 0, O_LISTEN}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"insecure", 0, 0, O_INSECURE}, {"model", 1, 0, O_MODEL}, {"codec", 1, 0, O_CODEC},
@@ -77,7 +81,8 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         {"ready-file", 1, 0, O_READY}, {"linger", 1, 0, O_LINGER}, {"quiet", 0, 0, O_QUIET},
         {"help", 0, 0, O_HELP}, {"downlink", 1, 0, O_DOWNLINK}, {"downlink-delta", 0, 0, O_DOWNDELTA},
         {"device", 1, 0, O_DEVICE}, {"clip-norm", 1, 0, O_CLIP}, {"max-client-samples", 1, 0, O_MAXSAMPLES},
-        {"max-share", 1, 0, O_MAXSHARE}, {"server-opt", 1, 0, O_SOPT}, {0, 0, 0, 0}};
+        {"max-share", 1, 0, O_MAXSHARE}, {"server-opt", 1, 0, O_SOPT},
+        {"strategy", 1, 0, O_STRATEGY}, {"robust-memory", 1, 0, O_ROBUSTMEM}, {0, 0, 0, 0}};
     long v;
     double d;
     int quorum = -1;
@@ -121,6 +126,12 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
             if (hfl_sopt_parse(optarg, &probe, e) == 0) snprintf(cfg->server_opt, sizeof cfg->server_opt, "%s", optarg);
             break;
         }
+        case O_STRATEGY: {
+            hfl_rule probe;
+            if (hfl_rule_parse(optarg, &probe, e) == 0) snprintf(cfg->strategy, sizeof cfg->strategy, "%s", optarg);
+            break;
+        }
+        case O_ROBUSTMEM: hfl_parse_size(optarg, &cfg->robust_memory, e); break;
         case O_MAXSHARE: if (hfl_parse_double(optarg, 0.01, 1, &d, e) == 0) cfg->max_share = d; break;
         case O_DEVICE:
             if (strcmp(optarg, "auto") && strcmp(optarg, "cpu") && strcmp(optarg, "cuda"))
@@ -181,6 +192,8 @@ int main(int argc, char **argv) {
     cfg->block = 256, cfg->rounds = 10, cfg->clients_per_round = 2, cfg->deadline_s = 300;
     cfg->local_epochs = 1, cfg->batch = 32, cfg->lr = 0.05, cfg->seed = 1;
     snprintf(cfg->server_opt, sizeof cfg->server_opt, "fedavg");
+    snprintf(cfg->strategy, sizeof cfg->strategy, "fedavg");
+    cfg->robust_memory = (uint64_t)2 << 30;
     cfg->clip_norm = COORD_CLIP_DEFAULT, cfg->clip_adaptive = 1, cfg->max_share = COORD_MAX_SHARE_DEFAULT;
     cfg->tls.server_name = "localhost";
     double linger = 10;

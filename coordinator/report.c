@@ -49,6 +49,7 @@ int report_write(coord *c, char *err) {
     cJSON_AddNumberToObject(o, "max_client_samples", (double)cfg->max_client_samples);
     cJSON_AddNumberToObject(o, "max_share", cfg->max_share);
     cJSON_AddStringToObject(o, "server_opt", cfg->server_opt);
+    cJSON_AddStringToObject(o, "strategy", cfg->strategy);
     cJSON_AddBoolToObject(o, "complete", c->done);
     cJSON_AddNumberToObject(o, "rounds_planned", cfg->rounds);
     cJSON_AddNumberToObject(o, "rounds_aggregated", c->version);

@@ -61,10 +61,16 @@ int rounds_init(coord *c, char *err) {
     memset(&c->r, 0, sizeof c->r);
     c->mean = hfl_calloc(c->spec.n_params, sizeof(float));
     c->clip = c->cfg.clip_norm;
-    if (hfl_sopt_parse(c->cfg.server_opt, &c->sopt, err) != 0 || hfl_sopt_init(&c->sopt, c->spec.n_params, err) != 0)
+    if (hfl_sopt_parse(c->cfg.server_opt, &c->sopt, err) != 0 || hfl_sopt_init(&c->sopt, c->spec.n_params, err) != 0 ||
+        hfl_rule_parse(c->cfg.strategy, &c->rule, err) != 0 || hfl_agg_init(&c->agg, c->spec.n_params, 1, err) != 0)
         return -1;
+    /* a robust rule holds every update of a round, decoded: planned here, once */
+    char why[HFL_ERR_LEN];
+    if (c->rule.kind != HFL_RULE_FEDAVG &&
+        hfl_agg_hold(&c->agg, c->cfg.clients_per_round, c->cfg.robust_memory, why) != 0)
+        return hfl_errf(err, "--strategy %s: %s", c->cfg.strategy, why);
     model_sha256(c, c->final_sha256); /* before any round: the initial model's */
-    return hfl_agg_init(&c->agg, c->spec.n_params, 1, err);
+    return 0;
 }
 
 void coord_parse_clip(const char *s, coord_config *cfg, char *err) {
@@ -240,7 +246,11 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     if (weighed > r->share_cap[id]) weighed = r->share_cap[id];
     double weight = (double)weighed / r->samples_planned;
     hfl_agg_update info;
-    if (hfl_agg_add(&c->agg, uc, payload, plen, weight, &info, err) != 0) goto reject;
+    int slot = 0; /* robust rules: the update's row is its client's place in the selection */
+    while (slot < r->n_selected && r->selected[slot] != id) slot++;
+    if ((c->rule.kind == HFL_RULE_FEDAVG ? hfl_agg_add(&c->agg, uc, payload, plen, weight, &info, err)
+                                          : hfl_agg_add_row(&c->agg, uc, payload, plen, slot, &info, err)) != 0)
+        goto reject;
     r->norms[r->n_received] = info.norm;
     r->n_clipped += info.clipped;
     r->received[id] = 1;
@@ -327,6 +337,7 @@ static void round_finish(coord *c, const char *reason) {
     if (r->clip > 0) cJSON_AddNumberToObject(o, "clip_norm", r->clip);
     else cJSON_AddNullToObject(o, "clip_norm");
     cJSON_AddNumberToObject(o, "clipped", r->n_clipped);
+    if (c->rule.kind != HFL_RULE_FEDAVG) cJSON_AddNumberToObject(o, "rule_kept", r->n_rule_kept);
     cJSON_AddNumberToObject(o, "update_norm_median", median_norm(r));
     double top = 0;
     for (int i = 0; i < r->n_received; i++) top = r->norms[i] > top ? r->norms[i] : top;
@@ -358,10 +369,38 @@ static void clip_adapt(coord *c) {
     c->clip = r->clip * exp(-0.2 * ((double)below / r->n_received - 0.5));
 }
 
+/* A robust rule over the round's held rows, in selection order, into c->mean;
+ * a round the rule cannot judge (too few updates for Krum) fails, the global
+ * model kept. */
+static int robust_mean(coord *c) {
+    coord_round *r = &c->r;
+    const float *rows[COORD_MAX_CLIENTS];
+    int k = 0, sel[COORD_MAX_CLIENTS];
+    for (int i = 0; i < c->agg.n_rows; i++)
+        if (c->agg.present[i]) rows[k++] = c->agg.rows + (size_t)i * c->agg.n;
+    char err[HFL_ERR_LEN], why[HFL_ERR_LEN + 32];
+    if (hfl_rule_apply(&c->rule, rows, k, c->agg.n, c->mean, sel, err) != 0) {
+        clip_adapt(c);
+        snprintf(why, sizeof why, "%s, global model kept", err);
+        round_finish(c, why);
+        return -1;
+    }
+    r->n_rule_kept = k;
+    if (c->rule.kind == HFL_RULE_KRUM || c->rule.kind == HFL_RULE_MULTIKRUM) {
+        r->n_rule_kept = 0;
+        for (int i = 0; i < k; i++) r->n_rule_kept += sel[i];
+    }
+    return 0;
+}
+
 static void round_aggregate(coord *c) {
     coord_round *r = &c->r;
     size_t n = c->spec.n_params;
-    hfl_agg_finish(&c->agg, (double)r->weight_samples / r->samples_planned, c->mean);
+    if (c->rule.kind == HFL_RULE_FEDAVG) {
+        hfl_agg_finish(&c->agg, (double)r->weight_samples / r->samples_planned, c->mean);
+    } else if (robust_mean(c) != 0) {
+        return;
+    }
     int finite = 1;
     for (size_t i = 0; i < n; i++) finite &= isfinite(c->mean[i]) != 0;
     clip_adapt(c);

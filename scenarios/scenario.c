@@ -12,7 +12,7 @@
 
 static const char *const known_keys[] = {
     "name", "model", "clients", "clients_per_round", "min_quorum", "rounds", "local_epochs", "batch",
-    "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "downlink", "downlink_delta", "client_codecs", "client_memory", "precision", "clip_norm", "max_client_samples", "max_share", "server_opt",
+    "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "downlink", "downlink_delta", "client_codecs", "client_memory", "precision", "clip_norm", "max_client_samples", "max_share", "server_opt", "strategy", "client_attacks",
     "device", "client_devices", NULL};
 
 static int get_str(const cJSON *o, const char *key, int required, char *out, size_t cap, char *err) {
@@ -67,6 +67,8 @@ void hfl_scenario_free(hfl_scenario *sc) {
     free(sc->client_codec);
     free(sc->client_memory);
     free(sc->client_device);
+    free(sc->client_attack);
+    sc->client_attack = NULL;
     sc->client_codec = NULL;
     sc->client_memory = NULL;
     sc->client_device = NULL;
@@ -111,7 +113,8 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
         get_str(o, "downlink", 0, sc->downlink, sizeof sc->downlink, err) ||
         get_num(o, "max_client_samples", 0, 1, 0, 100000000, &sc->max_client_samples, err) ||
         get_num(o, "max_share", 0, 0, 0.01, 1, &sc->max_share, err) ||
-        get_str(o, "server_opt", 0, sc->server_opt, sizeof sc->server_opt, err))
+        get_str(o, "server_opt", 0, sc->server_opt, sizeof sc->server_opt, err) ||
+        get_str(o, "strategy", 0, sc->strategy, sizeof sc->strategy, err))
         goto out;
     const cJSON *clip = cJSON_GetObjectItemCaseSensitive(o, "clip_norm");
     if (cJSON_IsNumber(clip) && clip->valuedouble >= 1e-6 && clip->valuedouble <= 1e6) {
@@ -141,7 +144,8 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
     sc->client_codec = calloc((size_t)sc->clients, sizeof *sc->client_codec);
     sc->client_memory = calloc((size_t)sc->clients, sizeof *sc->client_memory);
     sc->client_device = calloc((size_t)sc->clients, sizeof *sc->client_device);
-    if (!sc->client_codec || !sc->client_memory || !sc->client_device) {
+    sc->client_attack = calloc((size_t)sc->clients, sizeof *sc->client_attack);
+    if (!sc->client_codec || !sc->client_memory || !sc->client_device || !sc->client_attack) {
         hfl_errf(err, "out of memory");
         goto out;
     }
@@ -149,6 +153,7 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
         get_per_client(o, "client_memory", sc->clients, sc->client_memory, err) != 0 ||
         get_str(o, "precision", 0, sc->precision, sizeof sc->precision, err) != 0 ||
         get_per_client(o, "client_devices", sc->clients, sc->client_device, err) != 0 ||
+        get_per_client(o, "client_attacks", sc->clients, sc->client_attack, err) != 0 ||
         get_str(o, "device", 0, sc->device, sizeof sc->device, err) != 0 ||
         check_device("\"device\"", sc->device, err) != 0)
         goto out;

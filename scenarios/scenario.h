@@ -12,7 +12,8 @@
  *   "precision": "auto",       "client_memory": {"client-0": "64M"},
  *   "device": "auto",          "client_devices": {"client-1": "cpu"},
  *   "clip_norm": "adaptive:2", "max_client_samples": 0,  "max_share": 0.2,
- *   "server_opt": "fedavg"
+ *   "server_opt": "fedavg",    "strategy": "fedavg",
+ *   "client_attacks": {"client-0": "-10:1000000"}
  * }
  * Required: name, model, clients, rounds, partition, codec. Everything else
  * has the default shown (clients_per_round and min_quorum default to
@@ -22,8 +23,9 @@
  * --device, and client_devices overrides it per client; clip_norm,
  * max_client_samples and max_share are the coordinator's --clip-norm (off,
  * adaptive[:C0] or a norm, as a string or a number), --max-client-samples
- * (0: no cap) and --max-share, server_opt its --server-opt, with their
- * defaults). Clients are
+ * (0: no cap) and --max-share, server_opt and strategy its --server-opt
+ * and --strategy, with their defaults; client_attacks makes a client
+ * Byzantine: hfl-client --attack SCALE[:SAMPLES]). Clients are
  * named client-0 .. client-<clients-1>. Unknown keys are an error, so a typo never silently falls back. */
 #ifndef HFL_SCENARIO_H
 #define HFL_SCENARIO_H
@@ -45,12 +47,14 @@ typedef struct {
     char precision[8];         /* auto, fp32, bf16, fp16: what every client may train in */
     char device[8];            /* auto, cpu, cuda: --device of the coordinator and every client */
     char (*client_device)[32]; /* [clients]: "" for device, else auto, cpu or cuda */
+    char (*client_attack)[32]; /* [clients]: "" for an honest client, else --attack's SCALE[:SAMPLES] */
     int block;
     uint64_t seed;
     char clip_norm[32];        /* "" for the coordinator's default */
     double max_client_samples; /* 0: no cap */
     double max_share;          /* 0: the coordinator's default */
     char server_opt[32];       /* "" for the coordinator's default */
+    char strategy[32];         /* "" for the coordinator's default */
 } hfl_scenario;
 
 int hfl_scenario_load(const char *path, hfl_scenario *sc, char *err);

@@ -320,7 +320,7 @@ int main(int argc, char **argv) {
                      "--local-epochs", a_ep, "--batch", a_b, "--lr", a_lr, "--momentum", a_mom,
                      "--weight-decay", a_wd, "--seed", a_seed, "--data", o.data_dir, "--log", log,
                      "--report", o.report, "--ready-file", ready, "--downlink", sc.downlink, "--device", sc.device,
-                     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+                     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     /* the optional ones, after the fixed ones */
     int na = 0;
     while (cargv[na]) na++;
@@ -332,6 +332,7 @@ int main(int argc, char **argv) {
     if (sc.max_client_samples > 0) cargv[na++] = "--max-client-samples", cargv[na++] = a_maxs;
     if (sc.max_share > 0) cargv[na++] = "--max-share", cargv[na++] = a_share;
     if (sc.server_opt[0]) cargv[na++] = "--server-opt", cargv[na++] = sc.server_opt;
+    if (sc.strategy[0]) cargv[na++] = "--strategy", cargv[na++] = sc.strategy;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     static sim_procs procs;
@@ -389,10 +390,12 @@ int main(int argc, char **argv) {
                           "--data", o.data_dir, "--partition", sc.partition, "--client-index", idx,
                           "--num-clients", a_n, "--seed", a_seed, "--threads", a_threads, "--state-dir", state_dir,
                           "--precision", sc.precision, "--device",
-                          sc.client_device[i][0] ? sc.client_device[i] : sc.device, NULL, NULL, NULL, NULL, NULL};
+                          sc.client_device[i][0] ? sc.client_device[i] : sc.device, NULL, NULL, NULL, NULL, NULL,
+                          NULL, NULL};
         int k = 0;
         while (argv_c[k]) k++;
         if (sc.client_codec[i][0]) argv_c[k++] = "--codec", argv_c[k++] = sc.client_codec[i];
+        if (sc.client_attack[i][0]) argv_c[k++] = "--attack", argv_c[k++] = sc.client_attack[i];
         if (sc.client_memory[i][0]) argv_c[k++] = "--memory-budget", argv_c[k++] = sc.client_memory[i];
         else if (gpu_share[0] && strcmp(sc.client_device[i][0] ? sc.client_device[i] : sc.device, "cpu"))
             argv_c[k++] = "--memory-budget", argv_c[k++] = gpu_share;

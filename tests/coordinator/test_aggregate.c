@@ -9,7 +9,9 @@
  * 3. Clipping: an update of norm 10 x clip comes out with norm clip (weight
  *    1), flagged; one below the clip is untouched and not flagged.
  * 4. Refusals leave the sum untouched: a NaN, a malformed payload, a weight
- *    outside (0, 1], and without clipping a value beyond the bound. */
+ *    outside (0, 1], and without clipping a value beyond the bound.
+ * 5. Hold mode (robust rules): a limit below rows x n floats is refused
+ *    naming it; a held row is decoded and clipped in place, once. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -202,6 +204,23 @@ static void test_refusals(hfl_agg *a) {
     free(buf);
 }
 
+static void test_hold(hfl_agg *a) {
+    char err[HFL_ERR_LEN];
+    CHECK(hfl_agg_hold(a, K, (uint64_t)K * N * sizeof(float) - 1, err) != 0 && strstr(err, "--robust-memory"));
+    CHECK(hfl_agg_hold(a, K, (uint64_t)K * N * sizeof(float), err) == 0);
+    hfl_agg_reset(a, CLIP, 0);
+    hfl_agg_update info;
+    CHECK(hfl_agg_add_row(a, hfl_codec_find(codecs[3], NULL), payload[3], plen[3], 5, &info, err) == 0);
+    CHECK(info.clipped && a->present[5] && !a->present[4]);
+    double norm = 0;
+    for (size_t i = 0; i < N; i++) norm += (double)a->rows[5 * (size_t)N + i] * a->rows[5 * (size_t)N + i];
+    CHECK(fabs(sqrt(norm) - CLIP) < 1e-5);
+    CHECK(hfl_agg_add_row(a, hfl_codec_find(codecs[3], NULL), payload[3], plen[3], 5, &info, err) != 0);
+    CHECK(hfl_agg_add_row(a, hfl_codec_find(codecs[3], NULL), payload[3], plen[3], K, &info, err) != 0);
+    hfl_agg_reset(a, CLIP, 0);
+    CHECK(!a->present[5]);
+}
+
 int main(void) {
     char err[HFL_ERR_LEN];
     hfl_agg a;
@@ -212,6 +231,7 @@ int main(void) {
     test_value(want);
     test_clip(&a);
     test_refusals(&a);
+    test_hold(&a);
     hfl_agg_free(&a);
     for (int k = 0; k < K; k++) free(payload[k]);
     free(want);

@@ -66,6 +66,14 @@ expect_error "coordinator: missing cert file" "$coord" --listen tls+tcp://127.0.
 expect_error "coordinator: bad number"      "$coord" --insecure --rounds ten
 expect_error "coordinator: missing value"   "$coord" --insecure --rounds
 expect_error "coordinator: no TLS files"    "$coord"
+expect_error "coordinator: unknown strategy" "$coord" --insecure --strategy mean
+expect_error "coordinator: bad trim"        "$coord" --insecure --strategy trimmed:0.6
+expect_error "coordinator: unknown server optimizer" "$coord" --insecure --server-opt sgd
+expect_error "coordinator: bad clip"        "$coord" --insecure --clip-norm adaptive:x
+expect_error "coordinator: bad share"       "$coord" --insecure --max-share 0
+expect_error "coordinator: robust rule over the memory limit" "$coord" --insecure --listen tcp://127.0.0.1:0 \
+  --strategy median --clients-per-round 10 --robust-memory 1M
+expect_error "client: bad attack"           "$client" --insecure --coordinator tcp://127.0.0.1:1 --attack 0
 
 expect_error "client: unreachable (tcp)"    "$client" --insecure --coordinator tcp://127.0.0.1:1 --num-clients 10 --client-index 3
 expect_error "client: unreachable (TLS)"    "$client" --coordinator tls+tcp://127.0.0.1:1 --ca "$ca" --cert "$c0" --num-clients 10
