@@ -1,0 +1,179 @@
+/* test_rounds.c: the round engine (coordinator/rounds.c) with exact expected
+ * values, driven in-process: clients registered through registry_hello,
+ * tasks pulled, fp32 updates of constant values sent, rounds closed by
+ * rounds_tick. Clipping is off, the share cap is 1, so the arithmetic is
+ * FedAvg's (binary-exact values: every comparison is ==).
+ *
+ * 1. Unequal samples: 100 and 300 samples, updates of 1.0 and 3.0 in every
+ *    weight: the model moves by (100 + 900) / 400 = 2.5 (uniform weights
+ *    would give 2.0).
+ * 2. A partial round at the deadline with the quorum in: K = 3, quorum 2,
+ *    two updates (100 x 1.0, 100 x 2.0): moves by 1.5, the round "ok" with
+ *    2 of 3 clients.
+ * 3. A round that misses its quorum (one update of 3, quorum 2): failed,
+ *    model unchanged, version unchanged.
+ * 4. FedAvgM (lr 1, beta 0.5) over two rounds of mean deltas 2 and 1:
+ *    v = 2, then 0.5 * 2 + 1 = 2; the model moves by 4 in all.
+ * 5. The share cap: 100 and 300 samples with --max-share 0.5 cap the 300
+ *    at 100 (F / (1 - F) x the other's 100): 1.0 and 3.0 move it by 2.0. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coordinator/coord.h"
+#include "kernels/backend.h"
+#include "tests/kernels/check.h"
+#include "util/util.h"
+
+static coord c; /* large */
+
+static void setup(int k, int quorum, double deadline, const char *sopt, double max_share) {
+    char err[HFL_ERR_LEN];
+    memset(&c, 0, sizeof c);
+    coord_config *cfg = &c.cfg;
+    snprintf(cfg->model, sizeof cfg->model, "mlp");
+    snprintf(cfg->codec, sizeof cfg->codec, "fp32");
+    snprintf(cfg->downlink, sizeof cfg->downlink, "fp32");
+    snprintf(cfg->server_opt, sizeof cfg->server_opt, "%s", sopt);
+    snprintf(cfg->strategy, sizeof cfg->strategy, "fedavg");
+    cfg->block = 256, cfg->rounds = 5, cfg->clients_per_round = k, cfg->min_quorum = quorum;
+    cfg->deadline_s = deadline, cfg->local_epochs = 1, cfg->batch = 32, cfg->lr = 0.05, cfg->seed = 1;
+    cfg->clip_norm = 0, cfg->clip_adaptive = 0, cfg->max_share = max_share, cfg->quiet = 1;
+    CHECK(hfl_model_builtin("mlp", &c.spec, err) == 0);
+    c.codec = hfl_codec_find("fp32", err);
+    c.global = hfl_calloc(c.spec.n_params, sizeof(float));
+    c.be = hfl_backend_cpu();
+    c.eval = hfl_trainer_create(&c.spec, c.be, 16);
+    c.test.n = 16, c.test.dim = c.spec.in_dim, c.test.n_classes = 10;
+    c.test.x = hfl_calloc((size_t)16 * c.spec.in_dim, sizeof(float));
+    c.test.y = hfl_calloc(16, sizeof(int32_t));
+    c.round_log = cJSON_CreateArray();
+    pthread_mutex_init(&c.lock, NULL);
+    CHECK(downlink_init(&c, "fp32", 0, err) == 0);
+    CHECK(rounds_init(&c, err) == 0);
+}
+
+static int hello(const char *name, int samples) {
+    char err[HFL_ERR_LEN];
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "name", name);
+    cJSON_AddNumberToObject(m, "samples", samples);
+    cJSON_AddObjectToObject(m, "plan");
+    int id = registry_hello(&c, m, err);
+    cJSON_Delete(m);
+    CHECK(id >= 0);
+    return id;
+}
+
+/* Pulls the client's task and sends an update of `value` in every weight. */
+static void update(int id, int samples, float value) {
+    size_t len;
+    free(rounds_pull(&c, id, -1, &len));
+    CHECK(c.r.tasked[id]);
+    size_t n = c.spec.n_params;
+    float *d = hfl_malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) d[i] = value;
+    uint8_t *buf = hfl_malloc(hfl_codec_max_bytes(c.codec, n, 256));
+    hfl_rng_key key = {1, 1, 0, 0};
+    size_t plen = hfl_codec_encode(c.codec, d, NULL, n, 256, &key, 1, buf);
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddNumberToObject(m, "round", c.r.round);
+    cJSON_AddNumberToObject(m, "samples", samples);
+    cJSON_AddNumberToObject(m, "loss", 0.5);
+    cJSON_AddStringToObject(m, "codec", "fp32");
+    uint8_t *rep = rounds_update(&c, id, m, buf, plen, plen, &len);
+    hfl_msg msg;
+    char err[HFL_ERR_LEN];
+    CHECK(hfl_msg_decode(rep, len, 0, &msg, err) == 0 && msg.type == HFL_MSG_ACK);
+    hfl_msg_free(&msg);
+    free(rep);
+    cJSON_Delete(m);
+    free(d);
+    free(buf);
+}
+
+/* Every weight moved by exactly `by` from zero (the model started at 0). */
+static int moved_by(double by) {
+    for (size_t i = 0; i < c.spec.n_params; i++)
+        if (c.global[i] != (float)by) {
+            printf("test_rounds: weight %zu is %.9g, expected %.9g\n", i, (double)c.global[i], by);
+            return 0;
+        }
+    return 1;
+}
+
+static const char *last_status(void) {
+    const cJSON *rd = cJSON_GetArrayItem(c.round_log, cJSON_GetArraySize(c.round_log) - 1);
+    return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rd, "status"));
+}
+
+static void teardown(void) {
+    hfl_trainer_free(c.eval);
+    cJSON_Delete(c.round_log);
+    cJSON_Delete(c.r.task_meta);
+    hfl_agg_free(&c.agg);
+    hfl_sopt_free(&c.sopt);
+    for (int i = 0; i < c.n_clients; i++) cJSON_Delete(c.clients[i].hello);
+    free(c.global);
+    free(c.mean);
+    free(c.test.x);
+    free(c.test.y);
+}
+
+int main(void) {
+    /* 1: unequal samples */
+    setup(2, 2, 60, "fedavg", 1);
+    int a = hello("a", 100), b = hello("b", 300);
+    rounds_tick(&c);
+    CHECK(c.r.open && c.r.n_selected == 2);
+    update(a, 100, 1.0f);
+    update(b, 300, 3.0f);
+    rounds_tick(&c);
+    CHECK(!c.r.open && c.version == 1 && moved_by(2.5));
+    teardown();
+
+    /* 2 and 3: the deadline, with and without the quorum */
+    setup(3, 2, 0.2, "fedavg", 1);
+    int x = hello("x", 100), y = hello("y", 100), z = hello("z", 100);
+    (void)z;
+    rounds_tick(&c);
+    update(x, 100, 1.0f);
+    update(y, 100, 2.0f);
+    rounds_tick(&c);
+    CHECK(c.r.open); /* the third may still answer */
+    hfl_sleep_ms(300);
+    rounds_tick(&c);
+    CHECK(!c.r.open && c.version == 1 && moved_by(1.5) && !strcmp(last_status(), "ok"));
+    rounds_tick(&c); /* round 2 */
+    CHECK(c.r.open && c.r.round == 2);
+    update(x, 100, 3.0f);
+    hfl_sleep_ms(300);
+    rounds_tick(&c);
+    CHECK(!c.r.open && c.version == 1 && moved_by(1.5) && !strcmp(last_status(), "failed"));
+    teardown();
+
+    /* 4: FedAvgM over two rounds */
+    setup(1, 1, 60, "fedavgm:1:0.5", 1);
+    int s = hello("s", 50);
+    rounds_tick(&c);
+    update(s, 50, 2.0f);
+    rounds_tick(&c);
+    CHECK(moved_by(2.0));
+    rounds_tick(&c);
+    update(s, 50, 1.0f);
+    rounds_tick(&c);
+    CHECK(c.version == 2 && moved_by(4.0));
+    teardown();
+
+    /* 5: the share cap */
+    setup(2, 2, 60, "fedavg", 0.5);
+    a = hello("a", 100), b = hello("b", 300);
+    rounds_tick(&c);
+    update(a, 100, 1.0f);
+    update(b, 300, 3.0f);
+    rounds_tick(&c);
+    CHECK(c.version == 1 && moved_by(2.0));
+    teardown();
+    return check_exit_code("test_rounds");
+}
