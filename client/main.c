@@ -381,6 +381,8 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
         free(upd);
         if (sent != 0) goto out;
         if (rep.type == HFL_MSG_ERROR) {
+            /* with skip_round the coordinator waits no more for us this round:
+             * the next pull brings the next round's task */
             char why[200] = "?";
             hfl_meta_str(rep.meta, "error", sizeof why - 1, why, NULL);
             fprintf(stderr, "%s: round %d: %s\n", o->name, task.round, why);

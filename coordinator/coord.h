@@ -92,6 +92,8 @@ typedef struct {
     uint8_t is_selected[COORD_MAX_CLIENTS];
     uint8_t tasked[COORD_MAX_CLIENTS];
     uint8_t received[COORD_MAX_CLIENTS];
+    uint8_t refused[COORD_MAX_CLIENTS]; /* its update was refused: told to skip the round */
+    int n_refused;
     int64_t samples_at_select[COORD_MAX_CLIENTS];  /* each selected client's samples when drawn, capped */
     int64_t declared_at_select[COORD_MAX_CLIENTS]; /* and what it declared (an update may not claim more) */
     int64_t share_cap[COORD_MAX_CLIENTS];          /* the most samples its update may weigh (--max-share) */

@@ -182,7 +182,7 @@ uint8_t *rounds_pull(coord *c, int id, int64_t have_version, size_t *len) {
         cJSON_AddStringToObject(meta, "reason", "run complete");
         return reply(HFL_MSG_BYE, meta, NULL, 0, len);
     }
-    if (!r->open || !r->is_selected[id] || r->received[id]) return wait_reply(len);
+    if (!r->open || !r->is_selected[id] || r->received[id] || r->refused[id]) return wait_reply(len);
     int is_delta = 0;
     uint8_t *m = downlink_task(c, r->task_meta, have_version, len, &is_delta);
     if (!m) return coord_error_reply("cannot encode the task", len);
@@ -196,7 +196,7 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
                        size_t msg_bytes, size_t *len) {
     coord_round *r = &c->r;
     char err[HFL_ERR_LEN], msg[HFL_ERR_LEN + 64];
-    int64_t round, samples;
+    int64_t round = 0, samples;
     double loss, peak = 0, train_s = 0;
     char codec[32];
     if (hfl_meta_int(meta, "round", 1, 1 << 30, &round, err) != 0 ||
@@ -290,9 +290,20 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
 
 reject:
     c->rejected++;
-    snprintf(msg, sizeof msg, "update rejected: %s", err);
+    /* A client tasked in this round whose update is refused would retrain the
+     * same task into the same update: it is told to skip the round instead,
+     * and the round stops waiting for it. */
+    int skip = r->open && round == r->round && r->is_selected[id] && r->tasked[id] && !r->received[id];
+    if (skip) {
+        r->refused[id] = 1;
+        r->n_refused++;
+    }
+    snprintf(msg, sizeof msg, "update rejected%s: %s", skip ? " (skip the round)" : "", err);
     if (!c->cfg.quiet) fprintf(stderr, "hfl-coordinator: client %d: %s\n", id, msg);
-    return coord_error_reply(msg, len);
+    cJSON *rm = cJSON_CreateObject();
+    cJSON_AddStringToObject(rm, "error", msg);
+    cJSON_AddBoolToObject(rm, "skip_round", skip);
+    return reply(HFL_MSG_ERROR, rm, NULL, 0, len);
 }
 
 static double median_norm(const coord_round *r) {
@@ -337,6 +348,7 @@ static void round_finish(coord *c, const char *reason) {
     if (r->clip > 0) cJSON_AddNumberToObject(o, "clip_norm", r->clip);
     else cJSON_AddNullToObject(o, "clip_norm");
     cJSON_AddNumberToObject(o, "clipped", r->n_clipped);
+    cJSON_AddNumberToObject(o, "refused", r->n_refused);
     if (c->rule.kind != HFL_RULE_FEDAVG) cJSON_AddNumberToObject(o, "rule_kept", r->n_rule_kept);
     cJSON_AddNumberToObject(o, "update_norm_median", median_norm(r));
     double top = 0;
@@ -429,8 +441,9 @@ void rounds_tick(coord *c) {
             round_open(c);
         return;
     }
-    int gone = 0; /* selected clients that left the run (registry_leave): they will not answer */
-    for (int i = 0; i < r->n_selected; i++) gone += c->clients[r->selected[i]].left[0] != 0;
+    int gone = 0; /* selected clients that left the run (registry_leave) or were told to skip it */
+    for (int i = 0; i < r->n_selected; i++)
+        gone += c->clients[r->selected[i]].left[0] != 0 || r->refused[r->selected[i]];
     if (r->n_received == r->n_selected) {
         round_aggregate(c);
     } else if (hfl_now() - r->opened_at > c->cfg.deadline_s ||

@@ -3,8 +3,11 @@
  * Over real mutual TLS, one connection sends garbage, unknown ids, updates
  * full of NaN, of the wrong length, for the wrong round and with the wrong
  * codec. Each must get an error reply, the coordinator must keep serving,
- * and the global model must be untouched: after a valid zero update, round
- * 2's weights are byte-identical to round 1's. Then hfl-client with a
+ * and the global model must be untouched: after a valid zero update, every
+ * later round's weights are byte-identical to round 1's. A refused update
+ * for the open round tells the client to skip it ("skip the round"; its
+ * pulls then get wait, the round fails without it), since retraining the
+ * same task would send the same update; one for another round does not. Then hfl-client with a
  * certificate from a foreign CA must be refused and exit non-zero. */
 #include <math.h>
 #include <stdio.h>
@@ -102,7 +105,7 @@ int main(int argc, char **argv) {
     snprintf(fpem, sizeof fpem, "%s/client-0.pem", foreign);
     snprintf(report, sizeof report, "%s/report.json", dir);
     char *extra[] = {"--listen", "tls+tcp://127.0.0.1:0", "--ca", ca, "--cert", cpem, "--codec", "fp32",
-                     "--rounds", "2", "--clients-per-round", "1", "--deadline", "60", "--linger", "2",
+                     "--rounds", "8", "--clients-per-round", "1", "--deadline", "60", "--linger", "2",
                      "--report", report, NULL};
     char url[300];
     pid_t coord = harness_start_coordinator(argv[1], extra, url, sizeof url);
@@ -148,43 +151,52 @@ int main(int argc, char **argv) {
     uint8_t *upd = hfl_malloc(ub);
     hfl_rng_key key = {1, 1, 0, 0};
 
-    /* Every rejected update below carries a large non-zero delta: had any of
-     * them reached the accumulator, round 2's weights would differ. */
+    /* Round 1: an update for another round and a duplicate are refused without
+     * costing the round; the valid zero update is taken. */
     for (size_t i = 0; i < N_PARAMS; i++) delta[i] = 0.5f;
-    delta[12345] = NAN;
     hfl_codec_encode(fp32, delta, NULL, N_PARAMS, 0, &key, 1, upd);
-    CHECK(request(HFL_MSG_UPDATE, update_meta(0, 1, "fp32"), upd, ub, NULL, why) == HFL_MSG_ERROR, "NaN update accepted");
-    printf("NaN update: %s\n", why);
-    delta[12345] = INFINITY;
-    hfl_codec_encode(fp32, delta, NULL, N_PARAMS, 0, &key, 1, upd);
-    CHECK(request(HFL_MSG_UPDATE, update_meta(0, 1, "fp32"), upd, ub, NULL, why) == HFL_MSG_ERROR, "Inf update accepted");
-    delta[12345] = 0.5f;
-    hfl_codec_encode(fp32, delta, NULL, N_PARAMS, 0, &key, 1, upd);
-    CHECK(request(HFL_MSG_UPDATE, update_meta(0, 1, "fp32"), upd, ub - 4, NULL, why) == HFL_MSG_ERROR, "short update accepted");
     CHECK(request(HFL_MSG_UPDATE, update_meta(0, 2, "fp32"), upd, ub, NULL, why) == HFL_MSG_ERROR, "wrong round accepted");
-    CHECK(request(HFL_MSG_UPDATE, update_meta(0, 1, "int8"), upd, ub, NULL, why) == HFL_MSG_ERROR, "wrong codec accepted");
-    cJSON *bad = update_meta(0, 1, "fp32");
-    cJSON_ReplaceItemInObject(bad, "loss", cJSON_CreateString("low"));
-    CHECK(request(HFL_MSG_UPDATE, bad, upd, ub, NULL, why) == HFL_MSG_ERROR, "string loss accepted");
-    printf("last rejection: %s\n", why);
-
-    samples = 1000000;
-    CHECK(request(HFL_MSG_UPDATE, update_meta(0, 1, "fp32"), upd, ub, NULL, why) == HFL_MSG_ERROR,
-          "update weighted by more samples than the client holds accepted");
-    printf("overweight: %s\n", why);
-    samples = 100;
-
+    CHECK(!strstr(why, "skip"), "an update for another round cost the client its round: %s", why);
     memset(delta, 0, N_PARAMS * sizeof(float));
     hfl_codec_encode(fp32, delta, NULL, N_PARAMS, 0, &key, 1, upd);
     CHECK(request(HFL_MSG_UPDATE, update_meta(0, 1, "fp32"), upd, ub, NULL, why) == HFL_MSG_ACK, "valid update refused: %s", why);
     CHECK(request(HFL_MSG_UPDATE, update_meta(0, 1, "fp32"), upd, ub, NULL, why) == HFL_MSG_ERROR, "duplicate update accepted");
-    uint8_t *w2 = pull_task(0, 2);
+
+    /* Rounds 2-7: one bad update each, every one carrying a large non-zero
+     * delta (had any reached the sum, the next round's weights would differ).
+     * Each is refused with "skip the round", the round stops waiting for the
+     * client (it fails: K = 1), and its pulls get no task until the next. */
+    uint8_t *w2 = NULL;
+    for (int round = 2; round <= 7; round++) {
+        free(w2);
+        w2 = pull_task(0, round);
+        CHECK(memcmp(w1, w2, (size_t)N_PARAMS * 4) == 0, "round %d: the global model changed", round);
+        for (size_t i = 0; i < N_PARAMS; i++) delta[i] = 0.5f;
+        size_t len = ub;
+        cJSON *m = update_meta(0, round, "fp32");
+        if (round == 2) delta[12345] = NAN;
+        if (round == 3) delta[12345] = INFINITY;
+        if (round == 4) len = ub - 4;
+        if (round == 5) cJSON_ReplaceItemInObject(m, "codec", cJSON_CreateString("int8"));
+        if (round == 6) cJSON_ReplaceItemInObject(m, "loss", cJSON_CreateString("low"));
+        if (round == 7) cJSON_ReplaceItemInObject(m, "samples", cJSON_CreateNumber(1000000));
+        hfl_codec_encode(fp32, delta, NULL, N_PARAMS, 0, &key, 1, upd);
+        CHECK(request(HFL_MSG_UPDATE, m, upd, len, NULL, why) == HFL_MSG_ERROR, "round %d: bad update accepted", round);
+        printf("round %d: %s\n", round, why);
+        CHECK(strstr(why, "(skip the round)"), "round %d: not told to skip: %s", round, why);
+        int t = request(HFL_MSG_PULL, with_id(0), NULL, 0, NULL, why);
+        CHECK(t == HFL_MSG_WAIT, "round %d: pull after a refused update answered with %s", round, hfl_msg_type_name(t));
+    }
+    free(w2);
+    w2 = pull_task(0, 8);
     CHECK(memcmp(w1, w2, (size_t)N_PARAMS * 4) == 0, "global model changed although only a zero update was accepted");
     for (size_t i = 0; i < N_PARAMS; i++) {
         float v;
         memcpy(&v, w2 + 4 * i, 4);
         CHECK(isfinite(v), "weight %zu not finite", i);
     }
+    memset(delta, 0, N_PARAMS * sizeof(float));
+    hfl_codec_encode(fp32, delta, NULL, N_PARAMS, 0, &key, 1, upd);
 
     /* A client whose certificate comes from another CA is refused. */
     char flog[300];
@@ -199,7 +211,7 @@ int main(int argc, char **argv) {
     free(ftext);
 
     /* The coordinator is still serving: finish the run. */
-    CHECK(request(HFL_MSG_UPDATE, update_meta(0, 2, "fp32"), upd, ub, NULL, why) == HFL_MSG_ACK, "round 2 update refused: %s", why);
+    CHECK(request(HFL_MSG_UPDATE, update_meta(0, 8, "fp32"), upd, ub, NULL, why) == HFL_MSG_ACK, "round 8 update refused: %s", why);
     for (int i = 0; i < 100; i++) {
         int t = request(HFL_MSG_PULL, with_id(0), NULL, 0, NULL, why);
         if (t == HFL_MSG_BYE) break;
@@ -215,9 +227,14 @@ int main(int argc, char **argv) {
     free(text);
     double rejected = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(r, "rejected_messages"));
     CHECK(rejected >= 10, "coordinator counted %g rejected messages, expected at least 10", rejected);
-    const cJSON *r1 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "rounds"), 0);
-    const cJSON *st = cJSON_GetObjectItemCaseSensitive(r1, "status");
-    CHECK(cJSON_IsString(st) && !strcmp(st->valuestring, "ok"), "round 1 did not aggregate the valid update");
+    for (int i = 0; i < 8; i++) {
+        const cJSON *rd = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "rounds"), i);
+        const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rd, "status"));
+        double refused = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(rd, "refused"));
+        int bad = i >= 1 && i <= 6;
+        CHECK(st && !strcmp(st, bad ? "failed" : "ok") && refused == bad, "round %d: %s with %g refused", i + 1,
+              st ? st : "?", refused);
+    }
     cJSON_Delete(r);
     free(w1);
     free(w2);
