@@ -31,6 +31,7 @@
 #include "proto/transport.h"
 
 #define COORD_MAX_CLIENTS 1024
+#define COORD_MAX_CLIENTS_STR "1024"
 #define DOWNLINK_HISTORY 4 /* global versions kept to send deltas against */
 #define REGISTRY_MAX_CODECS 8 /* distinct codecs clients may ask for in one run */
 
@@ -56,6 +57,7 @@ typedef struct {
     double max_share;           /* an update's weight is at most this share of its round */
     char server_opt[32];        /* --server-opt (server_opt.h) */
     char strategy[32];          /* --strategy (robust.h) */
+    double session_ttl_s;       /* a full registry forgets sessions idle this long */
     uint64_t robust_memory;     /* the most a robust rule may hold decoded (bytes) */
     /* I/O */
     char listen_url[256];

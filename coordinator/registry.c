@@ -48,6 +48,31 @@ static int registry_info_size(const cJSON *o) {
     return n;
 }
 
+/* A full registry makes room by forgetting the session idle longest, if it
+ * has been idle for --session-ttl and is not drawn in the open round (invented
+ * names that said hello once must not lock honest newcomers out for good).
+ * Returns the freed id, or -1. */
+static int registry_evict(coord *c) {
+    double now = hfl_now();
+    int victim = -1;
+    for (int i = 0; i < c->n_clients; i++) {
+        const coord_client *cl = &c->clients[i];
+        if (now - cl->last_seen < c->cfg.session_ttl_s || (c->r.open && c->r.is_selected[i])) continue;
+        if (victim < 0 || cl->last_seen < c->clients[victim].last_seen) victim = i;
+    }
+    if (victim < 0) return -1;
+    coord_client *cl = &c->clients[victim];
+    cJSON *ev = cJSON_CreateObject();
+    cJSON_AddStringToObject(ev, "event", "session_evicted");
+    cJSON_AddNumberToObject(ev, "client", victim);
+    cJSON_AddStringToObject(ev, "name", cl->name);
+    cJSON_AddNumberToObject(ev, "idle_s", now - cl->last_seen);
+    report_log_event(c, ev);
+    cJSON_Delete(cl->hello);
+    memset(cl, 0, sizeof *cl);
+    return victim;
+}
+
 int registry_hello(coord *c, const cJSON *meta, char *err) {
     char name[64];
     int64_t samples;
@@ -76,11 +101,10 @@ int registry_hello(coord *c, const cJSON *meta, char *err) {
     int id = -1;
     for (int i = 0; i < c->n_clients; i++)
         if (!strcmp(c->clients[i].name, name)) id = i;
-    if (id < 0) {
-        if (c->n_clients >= COORD_MAX_CLIENTS)
-            return hfl_errf(err, "registry full (%d clients)", COORD_MAX_CLIENTS);
-        id = c->n_clients++;
-    }
+    if (id < 0 && c->n_clients < COORD_MAX_CLIENTS) id = c->n_clients++;
+    if (id < 0 && (id = registry_evict(c)) < 0)
+        return hfl_errf(err, "registry full: %d sessions, none idle for %.0f s (--session-ttl)", COORD_MAX_CLIENTS,
+                        c->cfg.session_ttl_s);
     coord_client *cl = &c->clients[id];
     if (registry_token(cl->token, err) != 0) return -1;
     snprintf(cl->name, sizeof cl->name, "%s", name);

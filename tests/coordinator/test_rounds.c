@@ -15,7 +15,11 @@
  * 4. FedAvgM (lr 1, beta 0.5) over two rounds of mean deltas 2 and 1:
  *    v = 2, then 0.5 * 2 + 1 = 2; the model moves by 4 in all.
  * 5. The share cap: 100 and 300 samples with --max-share 0.5 cap the 300
- *    at 100 (F / (1 - F) x the other's 100): 1.0 and 3.0 move it by 2.0. */
+ *    at 100 (F / (1 - F) x the other's 100): 1.0 and 3.0 move it by 2.0.
+ * 6. A registry flooded with 1,024 invented names refuses the next hello
+ *    while every session is fresh; once they are idle past --session-ttl a
+ *    newcomer takes the slot of the one idle longest, never of a session
+ *    still active. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,6 +178,26 @@ int main(void) {
     update(b, 300, 3.0f);
     rounds_tick(&c);
     CHECK(c.version == 1 && moved_by(2.0));
+    teardown();
+    /* 6: flooding */
+    setup(1, 1, 60, "fedavg", 1);
+    c.cfg.session_ttl_s = 0.2;
+    char name[32], err[HFL_ERR_LEN];
+    for (int i = 0; i < COORD_MAX_CLIENTS; i++) {
+        snprintf(name, sizeof name, "flood-%d", i);
+        hello(name, 10);
+    }
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "name", "honest");
+    cJSON_AddNumberToObject(m, "samples", 100);
+    CHECK(registry_hello(&c, m, err) < 0 && strstr(err, "registry full"));
+    hfl_sleep_ms(300);
+    size_t len;
+    free(rounds_pull(&c, 0, -1, &len)); /* flood-0 is still active */
+    int honest = registry_hello(&c, m, err);
+    CHECK(honest == 1 && !strcmp(c.clients[honest].name, "honest")); /* flood-1: idle longest */
+    CHECK(!strcmp(c.clients[0].name, "flood-0"));
+    cJSON_Delete(m);
     teardown();
     return check_exit_code("test_rounds");
 }
