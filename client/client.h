@@ -145,6 +145,7 @@ int client_trial_run(const client_options *o, const hfl_backend *be, const hfl_d
 typedef struct {
     hfl_overhead_model model;
     int n_exact;
+    int exact_next; /* when full, the slot the next new configuration takes (the oldest) */
     struct {
         hfl_precision precision;
         int batch;

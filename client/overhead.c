@@ -31,11 +31,12 @@ static void exact_add(client_overhead *ov, hfl_precision p, int batch, hfl_ckpt_
             if (overhead > ov->exact[i].overhead) ov->exact[i].overhead = overhead;
             return;
         }
-    if (ov->n_exact == CLIENT_EXACT_MAX) return;
-    ov->exact[ov->n_exact].precision = p;
-    ov->exact[ov->n_exact].batch = batch;
-    ov->exact[ov->n_exact].ckpt = ckpt;
-    ov->exact[ov->n_exact++].overhead = overhead;
+    /* full: the oldest gives way, so a configuration just measured is always known */
+    int slot = ov->n_exact < CLIENT_EXACT_MAX ? ov->n_exact++ : ov->exact_next++ % CLIENT_EXACT_MAX;
+    ov->exact[slot].precision = p;
+    ov->exact[slot].batch = batch;
+    ov->exact[slot].ckpt = ckpt;
+    ov->exact[slot].overhead = overhead;
 }
 
 void client_overhead_add(client_overhead *ov, const hfl_candidate *c, uint64_t staging,
@@ -70,6 +71,7 @@ void client_overhead_load(const char *state_dir, const char *device, const hfl_b
     hfl_overhead_model *m = &ov->model;
     hfl_overhead_init(m, be->host_memory, in_dim, fleet_estimate);
     ov->n_exact = 0;
+    ov->exact_next = 0;
     if (!state_dir || !state_dir[0]) return;
     char path[1200], err[HFL_ERR_LEN];
     snprintf(path, sizeof path, "%s/overhead.jsonl", state_dir);

@@ -16,6 +16,7 @@ int hfl_agg_init(hfl_agg *a, size_t n, int threads, char *err) {
     if (!a->acc || !a->scratch) {
         free(a->acc);
         free(a->scratch);
+        a->acc = NULL, a->scratch = NULL;
         return hfl_errf(err, "cannot allocate the aggregator for %zu values", n);
     }
     pthread_mutex_init(&a->lock, NULL);

@@ -103,6 +103,8 @@ typedef struct {
     double samples_planned; /* the selected clients' samples (from their hellos) */
     int64_t weight_samples; /* accepted updates' samples after the share cap: weights sum
                                to weight_samples / samples_planned, exactly */
+    int64_t weight_max;     /* the largest of them */
+    int64_t cap_total;      /* the selected clients' samples after the share cap */
     double samples_sum;     /* samples behind the accepted updates */
     double clip;            /* this round's clip norm (0: none) */
     int n_clipped;          /* accepted updates scaled down to the clip */
@@ -178,7 +180,9 @@ double registry_overhead_estimate(const coord *c, const char *device);
  * one client claiming huge data moves a round at most as much as a fifth of
  * a clipped step (test_poison: 1000.0 in every weight, 100M samples claimed,
  * moves round 2's accuracy by 0.25 points; at 0.5 it moved it by 4). Rounds
- * of 5 or more equal clients are not affected. */
+ * of 5 or more equal clients are not affected. In a round closed with some
+ * updates missing, the divisor grows (up to the round's whole capped weight)
+ * until the largest update weighs at most F of it (rounds.c). */
 #define COORD_MAX_SHARE_DEFAULT 0.2
 /* Without clipping, no element of an update may exceed this (aggregate.h). */
 #define COORD_VALUE_BOUND 1048576.0

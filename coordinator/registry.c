@@ -69,6 +69,7 @@ static int registry_evict(coord *c) {
     cJSON_AddNumberToObject(ev, "idle_s", now - cl->last_seen);
     report_log_event(c, ev);
     cJSON_Delete(cl->hello);
+    if (cl->got_bye) c->byes_sent--; /* the slot's next owner is told bye on its own account */
     memset(cl, 0, sizeof *cl);
     return victim;
 }
@@ -114,6 +115,11 @@ int registry_hello(coord *c, const cJSON *meta, char *err) {
     if (plan) cJSON_AddItemToObject(cl->hello, "plan", cJSON_Duplicate(plan, 1));
     /* a claim is capped by the run's policy (--max-client-samples) */
     cl->declared = samples;
+    cl->left[0] = 0; /* a client that left and says hello again takes part again */
+    if (cl->got_bye && !c->done) { /* and is owed a bye of its own at the end */
+        cl->got_bye = 0;
+        c->byes_sent--;
+    }
     cl->samples = c->cfg.max_client_samples > 0 && samples > c->cfg.max_client_samples ? c->cfg.max_client_samples
                                                                                          : samples;
     cl->has_plan = plan != NULL;

@@ -13,24 +13,34 @@ static const char *const rule_names[] = {"fedavg", "median", "trimmed", "krum", 
 int hfl_rule_parse(const char *spec, hfl_rule *r, char *err) {
     memset(r, 0, sizeof *r);
     r->beta = 0.2, r->f = 1;
-    char kind[16], tail;
+    char kind[16];
     double a = NAN, b = NAN;
-    int n = sscanf(spec, "%15[a-z]:%lf:%lf%c", kind, &a, &b, &tail);
+    int used = 0, n = sscanf(spec, "%15[a-z]%n", kind, &used);
     int k = -1;
-    for (int i = 0; i < 5 && n >= 1; i++)
+    for (int i = 0; i < 5 && n == 1; i++)
         if (!strcmp(kind, rule_names[i])) k = i;
-    size_t len = n >= 1 ? strlen(kind) : 0;
-    int args = n >= 1 && spec[len] == ':' ? n - 1 : 0;
+    int args = 0;
+    const char *p = spec + used;
+    while (k >= 0 && *p == ':' && args < 2) { /* ":number", the whole of it */
+        char *end;
+        double v = strtod(p + 1, &end);
+        if (end == p + 1) break;
+        if (args++ == 0) a = v;
+        else b = v;
+        p = end;
+    }
     int max_args = k == HFL_RULE_TRIMMED || k == HFL_RULE_KRUM ? 1 : k == HFL_RULE_MULTIKRUM ? 2 : 0;
-    if (k < 0 || n == 4 || args > max_args || (spec[len] && spec[len] != ':') || (spec[len] == ':' && args < 1))
+    if (k < 0 || *p || args > max_args)
         return hfl_errf(err, "unknown strategy '%s' (fedavg, median, trimmed[:beta], krum[:f], multikrum[:f[:m]])",
                         spec);
+    if ((args >= 1 && k != HFL_RULE_TRIMMED && !(a >= 0 && a <= 1000 && a == floor(a))) ||
+        (args == 2 && !(b >= 1 && b <= 1000 && b == floor(b))))
+        return hfl_errf(err, "strategy '%s': beta must be in [0, 0.5), f and m whole numbers (m >= 1)", spec);
     r->kind = (hfl_rule_kind)k;
     if (k == HFL_RULE_TRIMMED && args == 1) r->beta = a;
     if ((k == HFL_RULE_KRUM || k == HFL_RULE_MULTIKRUM) && args >= 1) r->f = (int)a;
     if (k == HFL_RULE_MULTIKRUM && args == 2) r->m = (int)b;
-    if (!(r->beta >= 0 && r->beta < 0.5) || r->f < 0 || r->f > 1000 || (args >= 1 && k != HFL_RULE_TRIMMED && a != floor(a)) ||
-        r->m < 0 || (args == 2 && (b != floor(b) || b < 1)))
+    if (!(r->beta >= 0 && r->beta < 0.5))
         return hfl_errf(err, "strategy '%s': beta must be in [0, 0.5), f and m whole numbers (m >= 1)", spec);
     return 0;
 }

@@ -131,6 +131,7 @@ static void round_select(coord *c) {
         double others = r->samples_planned - (double)own;
         double cap = f >= 1 || others <= 0 ? (double)own : floor(f / (1 - f) * others);
         r->share_cap[ids[i]] = cap < 1 ? 1 : cap < (double)own ? (int64_t)cap : own;
+        r->cap_total += r->share_cap[ids[i]];
     }
     free(ids);
 }
@@ -234,6 +235,10 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
         hfl_errf(err, "round %d already has an update from client %d", r->round, id);
         goto reject;
     }
+    if (r->refused[id]) {
+        hfl_errf(err, "client %d was told to skip round %d", id, r->round);
+        goto reject;
+    }
     const hfl_codec *uc = c->clients[id].codec;
     if (strcmp(codec, uc->name) != 0) {
         hfl_errf(err, "update uses codec '%s', client %d uses '%s'", codec, id, uc->name);
@@ -256,6 +261,7 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     r->received[id] = 1;
     r->n_received++;
     r->weight_samples += weighed;
+    if (weighed > r->weight_max) r->weight_max = weighed;
     r->samples_sum += (double)samples;
     r->loss_sum += loss * (double)samples;
     r->bytes_up += msg_bytes;
@@ -293,7 +299,8 @@ reject:
     /* A client tasked in this round whose update is refused would retrain the
      * same task into the same update: it is told to skip the round instead,
      * and the round stops waiting for it. */
-    int skip = r->open && round == r->round && r->is_selected[id] && r->tasked[id] && !r->received[id];
+    int skip = r->open && round == r->round && r->is_selected[id] && r->tasked[id] && !r->received[id] &&
+               !r->refused[id];
     if (skip) {
         r->refused[id] = 1;
         r->n_refused++;
@@ -409,7 +416,15 @@ static void round_aggregate(coord *c) {
     coord_round *r = &c->r;
     size_t n = c->spec.n_params;
     if (c->rule.kind == HFL_RULE_FEDAVG) {
-        hfl_agg_finish(&c->agg, (double)r->weight_samples / r->samples_planned, c->mean);
+        /* --max-share holds over the updates that came: when some of the round
+         * are missing, the divisor grows (up to the whole round's capped
+         * weight, the missing counting as zero) until the largest update
+         * weighs at most F of it. A complete round is plain FedAvg. */
+        double divisor = (double)r->weight_samples, f = c->cfg.max_share;
+        double need = f < 1 ? (double)r->weight_max / f : 0;
+        if (need > (double)r->cap_total) need = (double)r->cap_total;
+        if (need > divisor) divisor = need;
+        hfl_agg_finish(&c->agg, divisor / r->samples_planned, c->mean);
     } else if (robust_mean(c) != 0) {
         return;
     }
@@ -442,8 +457,10 @@ void rounds_tick(coord *c) {
         return;
     }
     int gone = 0; /* selected clients that left the run (registry_leave) or were told to skip it */
-    for (int i = 0; i < r->n_selected; i++)
-        gone += c->clients[r->selected[i]].left[0] != 0 || r->refused[r->selected[i]];
+    for (int i = 0; i < r->n_selected; i++) {
+        int s = r->selected[i];
+        gone += !r->received[s] && (c->clients[s].left[0] != 0 || r->refused[s]);
+    }
     if (r->n_received == r->n_selected) {
         round_aggregate(c);
     } else if (hfl_now() - r->opened_at > c->cfg.deadline_s ||

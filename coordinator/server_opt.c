@@ -14,14 +14,21 @@ int hfl_sopt_parse(const char *spec, hfl_server_opt *o, char *err) {
     memset(o, 0, sizeof *o);
     char kind[16];
     double a = NAN, b = NAN;
-    int n = sscanf(spec, "%15[a-z]:%lf:%lf", kind, &a, &b);
+    int used = 0, n = sscanf(spec, "%15[a-z]%n", kind, &used);
     int k = -1;
-    for (int i = 0; i < 4 && n >= 1; i++)
+    for (int i = 0; i < 4 && n == 1; i++)
         if (!strcmp(kind, names[i])) k = i;
-    size_t prefix = n >= 1 ? strlen(kind) : 0;
-    int args = spec[prefix] == ':' ? n - 1 : 0;
-    if (k < 0 || (k == HFL_SOPT_FEDAVGM ? args > 2 : args > 1) || (spec[prefix] && spec[prefix] != ':') ||
-        (spec[prefix] == ':' && args < 1))
+    int args = 0;
+    const char *p = spec + used;
+    while (k >= 0 && *p == ':' && args < 2) { /* ":number", the whole of it */
+        char *end;
+        double v = strtod(p + 1, &end);
+        if (end == p + 1) break;
+        if (args++ == 0) a = v;
+        else b = v;
+        p = end;
+    }
+    if (k < 0 || *p || (k == HFL_SOPT_FEDAVGM ? args > 2 : args > 1))
         return hfl_errf(err, "unknown server optimizer '%s' (fedavg[:lr], fedavgm[:lr[:beta]], fedadam[:lr], fedyogi[:lr])",
                         spec);
     o->kind = (hfl_sopt_kind)k;

@@ -66,7 +66,8 @@ static void test_parse(void) {
     CHECK(hfl_rule_parse("multikrum:2:5", &r, err) == 0 && r.f == 2 && r.m == 5);
     CHECK(hfl_rule_parse("krum", &r, err) == 0 && r.f == 1);
     static const char *bad[] = {"", "mean", "median:1", "trimmed:0.5", "trimmed:-0.1", "krum:1.5", "krum:1:2",
-                                "multikrum:1:0", "trimmed:", "Median", "krum:-1"};
+                                "multikrum:1:0", "trimmed:", "Median", "krum:-1",
+                                "trimmed:0.3x", "krum:2junk", "multikrum:1:", "krum:1e12", "median "};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         int rc = hfl_rule_parse(bad[i], &r, err);
         if (rc == 0) printf("test_robust: '%s' accepted\n", bad[i]);

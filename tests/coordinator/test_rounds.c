@@ -16,6 +16,12 @@
  *    v = 2, then 0.5 * 2 + 1 = 2; the model moves by 4 in all.
  * 5. The share cap: 100 and 300 samples with --max-share 0.5 cap the 300
  *    at 100 (F / (1 - F) x the other's 100): 1.0 and 3.0 move it by 2.0.
+ * 7. A client told to skip the round cannot send again in it, and the
+ *    round still waits for the clients that have not answered.
+ * 8. --max-share holds over the updates that came: K = 5, F = 0.2, one
+ *    client claiming 100,000 samples (capped at 0.25 x the others' 400) and
+ *    one of 100 answer with 10.0 and 0.0 before the deadline; the divisor is
+ *    at least the largest weight / F = 500, so the model moves by 2.0, not 5.
  * 6. A registry flooded with 1,024 invented names refuses the next hello
  *    while every session is fresh; once they are idle past --session-ttl a
  *    newcomer takes the slot of the one idle longest, never of a session
@@ -90,6 +96,29 @@ static void update(int id, int samples, float value) {
     hfl_msg msg;
     char err[HFL_ERR_LEN];
     CHECK(hfl_msg_decode(rep, len, 0, &msg, err) == 0 && msg.type == HFL_MSG_ACK);
+    hfl_msg_free(&msg);
+    free(rep);
+    cJSON_Delete(m);
+    free(d);
+    free(buf);
+}
+
+/* A valid update from a client told to skip the round: refused. */
+static void m_update_expect_error(int id) {
+    size_t n = c.spec.n_params, len;
+    float *d = hfl_calloc(n, sizeof(float));
+    uint8_t *buf = hfl_malloc(hfl_codec_max_bytes(c.codec, n, 256));
+    hfl_rng_key key = {1, 1, 0, 0};
+    size_t plen = hfl_codec_encode(c.codec, d, NULL, n, 256, &key, 1, buf);
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddNumberToObject(m, "round", c.r.round);
+    cJSON_AddNumberToObject(m, "samples", 100);
+    cJSON_AddNumberToObject(m, "loss", 0.5);
+    cJSON_AddStringToObject(m, "codec", "fp32");
+    uint8_t *rep = rounds_update(&c, id, m, buf, plen, plen, &len);
+    hfl_msg msg;
+    char err[HFL_ERR_LEN];
+    CHECK(hfl_msg_decode(rep, len, 0, &msg, err) == 0 && msg.type == HFL_MSG_ERROR);
     hfl_msg_free(&msg);
     free(rep);
     cJSON_Delete(m);
@@ -179,6 +208,43 @@ int main(void) {
     rounds_tick(&c);
     CHECK(c.version == 1 && moved_by(2.0));
     teardown();
+    /* 7: a refused client stays refused */
+    setup(3, 3, 60, "fedavg", 1);
+    int p = hello("p", 100), q = hello("q", 100);
+    hello("r", 100);
+    rounds_tick(&c);
+    size_t len0;
+    free(rounds_pull(&c, p, -1, &len0));
+    {
+        const hfl_codec *i8 = hfl_codec_find("int8", NULL);
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddNumberToObject(m, "round", 1);
+        cJSON_AddNumberToObject(m, "samples", 100);
+        cJSON_AddNumberToObject(m, "loss", 0.5);
+        cJSON_AddStringToObject(m, "codec", i8->name); /* the run's codec is fp32: refused */
+        uint8_t junk[64] = {0};
+        free(rounds_update(&c, p, m, junk, sizeof junk, sizeof junk, &len0));
+        cJSON_Delete(m);
+    }
+    CHECK(c.r.refused[p]);
+    m_update_expect_error(p);
+    update(q, 100, 1.0f);
+    rounds_tick(&c);
+    CHECK(c.r.open && c.r.n_received == 1); /* r has not answered */
+    teardown();
+
+    /* 8: the share cap with updates missing */
+    setup(5, 2, 0.2, "fedavg", 0.2);
+    int big = hello("big", 100000), h1 = hello("h1", 100);
+    hello("h2", 100), hello("h3", 100), hello("h4", 100);
+    rounds_tick(&c);
+    update(big, 100000, 10.0f);
+    update(h1, 100, 0.0f);
+    hfl_sleep_ms(300);
+    rounds_tick(&c);
+    CHECK(c.version == 1 && moved_by(2.0));
+    teardown();
+
     /* 6: flooding */
     setup(1, 1, 60, "fedavg", 1);
     c.cfg.session_ttl_s = 0.2;

@@ -55,7 +55,8 @@ int main(void) {
     CHECK(hfl_sopt_parse("fedavgm:0.5:0.8", &o, err) == 0 && o.lr == 0.5 && o.beta1 == 0.8);
     CHECK(hfl_sopt_parse("fedadam:0.001", &o, err) == 0 && o.lr == 0.001 && o.kind == HFL_SOPT_FEDADAM);
     static const char *bad[] = {"", "fedsgd", "fedavg:", "fedavg:0", "fedavg:x", "fedadam:0.1:0.9", "fedavgm:1:1",
-                                "fedavg 1", "FEDAVG"};
+                                "fedavg 1", "FEDAVG", "fedadam:0.1junk",
+                                "fedavgm:1:", "fedyogi:1e9"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         int rc = hfl_sopt_parse(bad[i], &o, err);
         if (rc == 0) printf("test_server_opt: '%s' accepted\n", bad[i]);
