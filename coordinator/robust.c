@@ -14,23 +14,13 @@ int hfl_rule_parse(const char *spec, hfl_rule *r, char *err) {
     memset(r, 0, sizeof *r);
     r->beta = 0.2, r->f = 1;
     char kind[16];
-    double a = NAN, b = NAN;
-    int used = 0, n = sscanf(spec, "%15[a-z]%n", kind, &used);
-    int k = -1;
-    for (int i = 0; i < 5 && n == 1; i++)
+    double v[2] = {NAN, NAN};
+    int args = hfl_parse_name_args(spec, kind, sizeof kind, v, 2), k = -1;
+    for (int i = 0; i < 5 && args >= 0; i++)
         if (!strcmp(kind, rule_names[i])) k = i;
-    int args = 0;
-    const char *p = spec + used;
-    while (k >= 0 && *p == ':' && args < 2) { /* ":number", the whole of it */
-        char *end;
-        double v = strtod(p + 1, &end);
-        if (end == p + 1) break;
-        if (args++ == 0) a = v;
-        else b = v;
-        p = end;
-    }
+    double a = v[0], b = v[1];
     int max_args = k == HFL_RULE_TRIMMED || k == HFL_RULE_KRUM ? 1 : k == HFL_RULE_MULTIKRUM ? 2 : 0;
-    if (k < 0 || *p || args > max_args)
+    if (k < 0 || args > max_args)
         return hfl_errf(err, "unknown strategy '%s' (fedavg, median, trimmed[:beta], krum[:f], multikrum[:f[:m]])",
                         spec);
     if ((args >= 1 && k != HFL_RULE_TRIMMED && !(a >= 0 && a <= 1000 && a == floor(a))) ||

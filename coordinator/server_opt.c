@@ -13,22 +13,12 @@ static const char *const names[] = {"fedavg", "fedavgm", "fedadam", "fedyogi"};
 int hfl_sopt_parse(const char *spec, hfl_server_opt *o, char *err) {
     memset(o, 0, sizeof *o);
     char kind[16];
-    double a = NAN, b = NAN;
-    int used = 0, n = sscanf(spec, "%15[a-z]%n", kind, &used);
-    int k = -1;
-    for (int i = 0; i < 4 && n == 1; i++)
+    double v[2] = {NAN, NAN};
+    int args = hfl_parse_name_args(spec, kind, sizeof kind, v, 2), k = -1;
+    for (int i = 0; i < 4 && args >= 0; i++)
         if (!strcmp(kind, names[i])) k = i;
-    int args = 0;
-    const char *p = spec + used;
-    while (k >= 0 && *p == ':' && args < 2) { /* ":number", the whole of it */
-        char *end;
-        double v = strtod(p + 1, &end);
-        if (end == p + 1) break;
-        if (args++ == 0) a = v;
-        else b = v;
-        p = end;
-    }
-    if (k < 0 || *p || (k == HFL_SOPT_FEDAVGM ? args > 2 : args > 1))
+    double a = v[0], b = v[1];
+    if (k < 0 || (k == HFL_SOPT_FEDAVGM ? args > 2 : args > 1))
         return hfl_errf(err, "unknown server optimizer '%s' (fedavg[:lr], fedavgm[:lr[:beta]], fedadam[:lr], fedyogi[:lr])",
                         spec);
     o->kind = (hfl_sopt_kind)k;

@@ -205,3 +205,21 @@ int hfl_exe_dir(char *out, size_t outlen) {
     *slash = 0;
     return 0;
 }
+
+int hfl_parse_name_args(const char *s, char *name, size_t cap, double *args, int max_args) {
+    size_t n = 0;
+    while (s[n] >= 'a' && s[n] <= 'z') n++;
+    if (n == 0 || n >= cap) return -1;
+    memcpy(name, s, n);
+    name[n] = 0;
+    int count = 0;
+    const char *p = s + n;
+    while (*p == ':') {
+        char *end;
+        double v = strtod(p + 1, &end);
+        if (end == p + 1 || count == max_args) return -1;
+        args[count++] = v;
+        p = end;
+    }
+    return *p ? -1 : count;
+}

@@ -33,6 +33,11 @@ int hfl_parse_size(const char *s, uint64_t *bytes, char *err);
 /* Strict integer / double parsing of a whole string within [lo, hi]. */
 int hfl_parse_int(const char *s, long lo, long hi, long *out, char *err);
 int hfl_parse_double(const char *s, double lo, double hi, double *out, char *err);
+/* "name[:number[:number...]]" (a lower-case name, then up to max_args numbers
+ * each after a colon, nothing else): the name into name (cap bytes) and the
+ * numbers into args; returns how many numbers, or -1 when s is not of that
+ * form. */
+int hfl_parse_name_args(const char *s, char *name, size_t cap, double *args, int max_args);
 
 /* mkdir -p: creates dir and its parents; -1 with err unless dir ends up a directory. */
 int hfl_mkdirs(const char *dir, char *err);
