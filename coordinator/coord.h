@@ -58,6 +58,7 @@ typedef struct {
     char server_opt[32];        /* --server-opt (server_opt.h) */
     char strategy[32];          /* --strategy (robust.h) */
     double session_ttl_s;       /* a full registry forgets sessions idle this long */
+    double liveness_s;          /* a client silent this long is not drawn */
     uint64_t robust_memory;     /* the most a robust rule may hold decoded (bytes) */
     /* I/O */
     char listen_url[256];
@@ -96,6 +97,7 @@ typedef struct {
     uint8_t received[COORD_MAX_CLIENTS];
     uint8_t refused[COORD_MAX_CLIENTS]; /* its update was refused: told to skip the round */
     int n_refused;
+    int n_silent;           /* planned clients not drawn: silent for --liveness */
     int64_t samples_at_select[COORD_MAX_CLIENTS];  /* each selected client's samples when drawn, capped */
     int64_t declared_at_select[COORD_MAX_CLIENTS]; /* and what it declared (an update may not claim more) */
     int64_t share_cap[COORD_MAX_CLIENTS];          /* the most samples its update may weigh (--max-share) */

@@ -53,6 +53,8 @@ static void usage(FILE *f) {
         "                        multikrum[:f[:m]]: robust rules over the round's clipped updates,\n"
         "                        unweighted (default fedavg)\n"
         "  --robust-memory SIZE  the most a robust rule may hold decoded (default 2G)\n"
+        "  --liveness SECONDS    a client not heard from for this long is not drawn (a waiting client\n"
+        "                        asks every 0.2 s; default 10)\n"
         "  --session-ttl SECONDS a full registry (" COORD_MAX_CLIENTS_STR " sessions) forgets the session idle\n"
         "                        longest once it has been idle this long (default 600)\n"
         "  --max-share F         no update weighs more than F of its round (default 0.2; 1: no cap)\n"
@@ -71,7 +73,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
     enum { O_LISTEN = 256, O_CA, O_CERT, O_INSECURE, O_MODEL, O_CODEC, O_BLOCK, O_ROUNDS, O_K, O_QUORUM,
            O_DEADLINE, O_EPOCHS, O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_DATA, O_LOG, O_REPORT, O_READY,
            O_LINGER, O_QUIET, O_HELP, O_DOWNLINK, O_DOWNDELTA, O_DEVICE, O_CLIP, O_MAXSAMPLES, O_MAXSHARE,
-           O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL };
+           O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS };
     static const struct option opts[] = {
         {"listen", 1, 0, O_LISTEN}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"insecure", 0, 0, O_INSECURE}, {"model", 1, 0, O_MODEL}, {"codec", 1, 0, O_CODEC},
@@ -85,7 +87,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         {"device", 1, 0, O_DEVICE}, {"clip-norm", 1, 0, O_CLIP}, {"max-client-samples", 1, 0, O_MAXSAMPLES},
         {"max-share", 1, 0, O_MAXSHARE}, {"server-opt", 1, 0, O_SOPT},
         {"strategy", 1, 0, O_STRATEGY}, {"robust-memory", 1, 0, O_ROBUSTMEM},
-        {"session-ttl", 1, 0, O_TTL}, {0, 0, 0, 0}};
+        {"session-ttl", 1, 0, O_TTL}, {"liveness", 1, 0, O_LIVENESS}, {0, 0, 0, 0}};
     long v;
     double d;
     int quorum = -1;
@@ -135,6 +137,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
             break;
         }
         case O_ROBUSTMEM: hfl_parse_size(optarg, &cfg->robust_memory, e); break;
+        case O_LIVENESS: if (hfl_parse_double(optarg, 0.01, 1e7, &d, e) == 0) cfg->liveness_s = d; break;
         case O_TTL: if (hfl_parse_double(optarg, 0.01, 1e7, &d, e) == 0) cfg->session_ttl_s = d; break;
         case O_MAXSHARE: if (hfl_parse_double(optarg, 0.01, 1, &d, e) == 0) cfg->max_share = d; break;
         case O_DEVICE:
@@ -199,6 +202,7 @@ int main(int argc, char **argv) {
     snprintf(cfg->strategy, sizeof cfg->strategy, "fedavg");
     cfg->robust_memory = (uint64_t)2 << 30;
     cfg->session_ttl_s = 600;
+    cfg->liveness_s = 10;
     cfg->clip_norm = COORD_CLIP_DEFAULT, cfg->clip_adaptive = 1, cfg->max_share = COORD_MAX_SHARE_DEFAULT;
     cfg->tls.server_name = "localhost";
     double linger = 10;

@@ -91,13 +91,20 @@ void coord_parse_clip(const char *s, coord_config *cfg, char *err) {
 
 /* Draws K of the registered clients: a partial Fisher-Yates shuffle from philox
  * over the clients in name order, so the draw does not depend on who said
- * hello first. */
+ * hello first. A client not heard from for --liveness (a waiting client asks
+ * every WAIT_MS) is presumed dead or busy and not drawn, so a killed client
+ * no longer costs every later round its deadline. */
 static void round_select(coord *c) {
     coord_round *r = &c->r;
     int *ids = hfl_malloc(sizeof(int) * (size_t)(c->n_clients + 1));
     int n = 0;
-    for (int i = 0; i < c->n_clients; i++) { /* planned clients, insertion-sorted by name; n is small */
+    double now = hfl_now();
+    for (int i = 0; i < c->n_clients; i++) { /* live planned clients, insertion-sorted by name; n is small */
         if (!c->clients[i].has_plan) continue;
+        if (now - c->clients[i].last_seen > c->cfg.liveness_s) {
+            r->n_silent++;
+            continue;
+        }
         int j = n++;
         while (j > 0 && strcmp(c->clients[ids[j - 1]].name, c->clients[i].name) > 0) {
             ids[j] = ids[j - 1];
@@ -168,6 +175,7 @@ static void round_open(coord *c) {
     cJSON *ev = cJSON_CreateObject();
     cJSON_AddStringToObject(ev, "event", "round_open");
     cJSON_AddNumberToObject(ev, "round", r->round);
+    cJSON_AddNumberToObject(ev, "silent", r->n_silent);
     cJSON *sel = cJSON_AddArrayToObject(ev, "selected");
     for (int i = 0; i < r->n_selected; i++) cJSON_AddItemToArray(sel, cJSON_CreateNumber(r->selected[i]));
     report_log_event(c, ev);
@@ -445,14 +453,16 @@ void rounds_tick(coord *c) {
     coord_round *r = &c->r;
     if (c->done) return;
     if (!r->open) {
-        int planned = 0, left = 0;
+        int planned = 0, left = 0, live = 0;
+        double now = hfl_now();
         for (int i = 0; i < c->n_clients; i++) {
             planned += c->clients[i].has_plan;
             left += c->clients[i].left[0] != 0;
+            live += c->clients[i].has_plan && now - c->clients[i].last_seen <= c->cfg.liveness_s;
         }
-        /* clients that left are not waited for: a round draws from the rest */
-        if (planned >= c->cfg.clients_per_round ||
-            (left && planned + left >= c->cfg.clients_per_round && planned >= c->cfg.min_quorum))
+        /* clients that left or fell silent are not waited for: a round draws from the rest */
+        if (live >= c->cfg.clients_per_round ||
+            (live >= c->cfg.min_quorum && live > 0 && planned + left >= c->cfg.clients_per_round))
             round_open(c);
         return;
     }
@@ -461,7 +471,9 @@ void rounds_tick(coord *c) {
         int s = r->selected[i];
         gone += !r->received[s] && (c->clients[s].left[0] != 0 || r->refused[s]);
     }
-    if (r->n_received == r->n_selected) {
+    if (r->n_selected == 0) {
+        round_finish(c, "no live client to draw, global model kept");
+    } else if (r->n_received == r->n_selected) {
         round_aggregate(c);
     } else if (hfl_now() - r->opened_at > c->cfg.deadline_s ||
                (gone && r->n_received + gone >= r->n_selected)) {

@@ -22,6 +22,8 @@
  *    client claiming 100,000 samples (capped at 0.25 x the others' 400) and
  *    one of 100 answer with 10.0 and 0.0 before the deadline; the divisor is
  *    at least the largest weight / F = 500, so the model moves by 2.0, not 5.
+ * 9. Liveness: of three planned clients, one silent for longer than
+ *    --liveness is not drawn; the round opens with the two that asked.
  * 6. A registry flooded with 1,024 invented names refuses the next hello
  *    while every session is fresh; once they are idle past --session-ttl a
  *    newcomer takes the slot of the one idle longest, never of a session
@@ -50,6 +52,7 @@ static void setup(int k, int quorum, double deadline, const char *sopt, double m
     cfg->block = 256, cfg->rounds = 5, cfg->clients_per_round = k, cfg->min_quorum = quorum;
     cfg->deadline_s = deadline, cfg->local_epochs = 1, cfg->batch = 32, cfg->lr = 0.05, cfg->seed = 1;
     cfg->clip_norm = 0, cfg->clip_adaptive = 0, cfg->max_share = max_share, cfg->quiet = 1;
+    cfg->liveness_s = 60, cfg->session_ttl_s = 600;
     CHECK(hfl_model_builtin("mlp", &c.spec, err) == 0);
     c.codec = hfl_codec_find("fp32", err);
     c.global = hfl_calloc(c.spec.n_params, sizeof(float));
@@ -224,6 +227,21 @@ int main(void) {
     update(big, 100000, 10.0f);
     update(h1, 100, 0.0f);
     hfl_sleep_ms(300);
+    rounds_tick(&c);
+    CHECK(c.version == 1 && moved_by(2.0));
+    teardown();
+
+    /* 9: a silent client is not drawn */
+    setup(3, 2, 60, "fedavg", 1);
+    c.cfg.liveness_s = 0.2;
+    int l1 = hello("l1", 100), l2 = hello("l2", 100), dead = hello("dead", 100);
+    hfl_sleep_ms(300);
+    free(rounds_pull(&c, l1, -1, &len0)); /* l1 and l2 ask for work; dead is silent */
+    free(rounds_pull(&c, l2, -1, &len0));
+    rounds_tick(&c);
+    CHECK(c.r.open && c.r.n_selected == 2 && c.r.n_silent == 1 && !c.r.is_selected[dead]);
+    update(l1, 100, 1.0f);
+    update(l2, 100, 3.0f);
     rounds_tick(&c);
     CHECK(c.version == 1 && moved_by(2.0));
     teardown();
