@@ -174,15 +174,92 @@ done:
     return rc;
 }
 
-int hfl_fmnist_load(const char *dir, int train, hfl_dataset *out, char *err) {
-    const char *prefix = train ? "train" : "t10k";
-    char images[4096], labels[4096];
-    int a = snprintf(images, sizeof images, "%s/%s-images-idx3-ubyte.gz", dir, prefix);
-    int b = snprintf(labels, sizeof labels, "%s/%s-labels-idx1-ubyte.gz", dir, prefix);
-    if (a < 0 || b < 0 || a >= (int)sizeof images || b >= (int)sizeof labels) {
-        memset(out, 0, sizeof *out);
-        return hfl_errf(err, "dataset directory path too long: %.200s...", dir);
+/* The images of fp, keeping sample i at row pos[i] of x (pos -1: skipped),
+ * a chunk at a time. */
+static int idx_read_picked(idx_file *fp, const int *pos, float *x, char *err) {
+    size_t dim = (size_t)fp->rows * fp->cols;
+    unsigned char *raw = hfl_malloc(dim);
+    int rc = 0;
+    for (uint32_t i = 0; rc == 0 && i < fp->n; i++) {
+        rc = idx_read_fully(fp, raw, dim, "images", err);
+        if (rc != 0 || pos[i] < 0) continue;
+        float *row = x + (size_t)pos[i] * dim;
+        for (size_t j = 0; j < dim; j++) row[j] = ((float)raw[j] * (1.0f / 255.0f) - IDX_MEAN) / IDX_STD;
     }
+    free(raw);
+    return rc;
+}
+
+int hfl_idx_load_picked(const char *images_path, const char *labels_path, hfl_idx_picker pick, void *ctx,
+                        hfl_dataset *out, char *err) {
+    memset(out, 0, sizeof *out);
+    idx_file im = {0}, lb = {0};
+    int32_t *y = NULL;
+    int *idx = NULL, *pos = NULL, k = 0, rc = -1;
+    if (idx_open(&im, images_path, IDX_MAGIC_IMAGES, err) != 0) return -1;
+    if (idx_open(&lb, labels_path, IDX_MAGIC_LABELS, err) != 0) goto done;
+    if (im.n != lb.n) {
+        hfl_errf(err, "%s has %u images but %s has %u labels", images_path, im.n, labels_path, lb.n);
+        goto done;
+    }
+    y = hfl_malloc((size_t)lb.n * sizeof *y);
+    if (idx_read_labels(&lb, y, err) != 0 || (k = pick(ctx, y, (int)lb.n, &idx, err)) < 0) goto done;
+    pos = hfl_malloc((size_t)lb.n * sizeof *pos);
+    for (uint32_t i = 0; i < lb.n; i++) pos[i] = -1;
+    for (int j = 0; j < k; j++) {
+        if (idx[j] < 0 || (uint32_t)idx[j] >= lb.n || pos[idx[j]] >= 0) {
+            hfl_errf(err, "sample %d picked twice or outside the %u of %s", idx[j], lb.n, images_path);
+            goto done;
+        }
+        pos[idx[j]] = j;
+    }
+    out->dim = (int)(im.rows * im.cols);
+    /* malloc, not hfl_malloc: a header claiming absurd images fails in one line */
+    out->x = malloc((size_t)(k ? k : 1) * (size_t)out->dim * sizeof(float));
+    if (!out->x) {
+        hfl_errf(err, "out of memory for %d images of %d pixels from %s", k, out->dim, images_path);
+        goto done;
+    }
+    if (idx_read_picked(&im, pos, out->x, err) != 0) {
+        hfl_dataset_free(out);
+        goto done;
+    }
+    out->y = hfl_malloc((size_t)(k ? k : 1) * sizeof(int32_t));
+    for (int j = 0; j < k; j++) out->y[j] = y[idx[j]];
+    out->n = k;
+    out->n_classes = IDX_N_CLASSES;
+    rc = 0;
+done:
+    free(y);
+    free(idx);
+    free(pos);
+    gzclose(im.f);
+    if (lb.f) gzclose(lb.f);
+    return rc;
+}
+
+/* dir/<prefix>-{images-idx3,labels-idx1}-ubyte.gz into images and labels. */
+static int fmnist_paths(const char *dir, int train, char *images, char *labels, size_t cap, char *err) {
+    const char *prefix = train ? "train" : "t10k";
+    int a = snprintf(images, cap, "%s/%s-images-idx3-ubyte.gz", dir, prefix);
+    int b = snprintf(labels, cap, "%s/%s-labels-idx1-ubyte.gz", dir, prefix);
+    if (a < 0 || b < 0 || a >= (int)cap || b >= (int)cap)
+        return hfl_errf(err, "dataset directory path too long: %.200s...", dir);
+    return 0;
+}
+
+int hfl_fmnist_load_picked(const char *dir, int train, hfl_idx_picker pick, void *ctx, hfl_dataset *out,
+                           char *err) {
+    char images[4096], labels[4096];
+    memset(out, 0, sizeof *out);
+    if (fmnist_paths(dir, train, images, labels, sizeof images, err) != 0) return -1;
+    return hfl_idx_load_picked(images, labels, pick, ctx, out, err);
+}
+
+int hfl_fmnist_load(const char *dir, int train, hfl_dataset *out, char *err) {
+    char images[4096], labels[4096];
+    memset(out, 0, sizeof *out);
+    if (fmnist_paths(dir, train, images, labels, sizeof images, err) != 0) return -1;
     return hfl_idx_load(images, labels, out, err);
 }
 

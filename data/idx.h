@@ -25,6 +25,17 @@ typedef struct {
 int hfl_idx_load(const char *images_path, const char *labels_path, hfl_dataset *out, char *err);
 /* dir/train-*-ubyte.gz (train=1) or dir/t10k-*-ubyte.gz (train=0). */
 int hfl_fmnist_load(const char *dir, int train, hfl_dataset *out, char *err);
+/* Chooses the samples to keep from the labels (y[0..n)): their indices, in
+ * the order wanted, into *idx (malloc'd); returns how many, or -1 with err. */
+typedef int (*hfl_idx_picker)(void *ctx, const int32_t *y, int n, int **idx, char *err);
+/* As hfl_idx_load, then hfl_dataset_subset with pick's indices, without
+ * ever holding the unpicked images: the labels are read first, pick chooses,
+ * and the images stream past keeping only the chosen ones (a client's share
+ * of Fashion-MNIST costs its share, not the 188 MB of the whole set). */
+int hfl_idx_load_picked(const char *images_path, const char *labels_path, hfl_idx_picker pick, void *ctx,
+                        hfl_dataset *out, char *err);
+int hfl_fmnist_load_picked(const char *dir, int train, hfl_idx_picker pick, void *ctx, hfl_dataset *out,
+                           char *err);
 /* New dataset holding the listed samples of src, in that order. */
 void hfl_dataset_subset(const hfl_dataset *src, const int *idx, int n, hfl_dataset *out);
 void hfl_dataset_free(hfl_dataset *d);

@@ -3,6 +3,9 @@
  * Counts and dimensions, the first labels (checked beforehand with Python's
  * gzip module), every label and pixel against an independent zlib read of the
  * raw files, the standardised pixel statistics, and hfl_dataset_subset.
+ * hfl_fmnist_load_picked gives byte for byte what the full load and subset
+ * give, for every 7th sample of class 3 in reverse order, and refuses a
+ * picker that names a sample twice or one past the end.
  * Skips (exit 77) when dataset-fashion-mnist is not installed. */
 #include <math.h>
 #include <stdlib.h>
@@ -54,6 +57,38 @@ static void check_against_raw(const hfl_dataset *ds, const char *prefix) {
     free(raw);
 }
 
+/* Every 7th sample of class 3, last first; *ctx selects a bad pick instead. */
+static int pick_threes(void *ctx, const int32_t *y, int n, int **idx, char *err) {
+    int bad = *(int *)ctx, k = 0;
+    (void)err;
+    *idx = malloc(sizeof(int) * (size_t)n);
+    for (int i = n - 1, seen = 0; i >= 0; i--)
+        if (y[i] == 3 && seen++ % 7 == 0) (*idx)[k++] = i;
+    if (bad == 1) (*idx)[1] = (*idx)[0]; /* twice */
+    if (bad == 2) (*idx)[0] = n;         /* past the end */
+    return k;
+}
+
+static void test_picked(const hfl_dataset *all) {
+    char err[HFL_ERR_LEN] = "";
+    int bad = 0, *idx = NULL, k = pick_threes(&bad, all->y, all->n, &idx, err);
+    hfl_dataset want, got;
+    hfl_dataset_subset(all, idx, k, &want);
+    CHECK(hfl_fmnist_load_picked(HFL_FMNIST_DIR, 1, pick_threes, &bad, &got, err) == 0, "picked load: %s", err);
+    CHECK(got.n == k && k > 800 && got.dim == 784 && got.n_classes == 10, "picked n=%d of %d", got.n, k);
+    CHECK(memcmp(got.x, want.x, sizeof(float) * (size_t)k * 784) == 0 &&
+              memcmp(got.y, want.y, sizeof(int32_t) * (size_t)k) == 0, "picked samples differ from load + subset");
+    printf("picked load: %d samples, identical to the full load's subset\n", got.n);
+    hfl_dataset_free(&got);
+    hfl_dataset_free(&want);
+    free(idx);
+    for (bad = 1; bad <= 2; bad++) {
+        CHECK(hfl_fmnist_load_picked(HFL_FMNIST_DIR, 1, pick_threes, &bad, &got, err) == -1 &&
+                  strstr(err, "picked twice or outside"), "bad pick %d: %s", bad, err);
+        CHECK(got.x == NULL && got.n == 0, "bad pick %d left a dataset", bad);
+    }
+}
+
 static void test_train(void) {
     static const int first[10] = {9, 0, 0, 3, 0, 2, 7, 2, 5, 5};
     hfl_dataset ds;
@@ -88,6 +123,7 @@ static void test_train(void) {
     }
     hfl_dataset_free(&sub);
     CHECK(sub.x == NULL && sub.y == NULL && sub.n == 0, "free clears the struct");
+    test_picked(&ds);
     hfl_dataset_free(&ds);
 }
 
