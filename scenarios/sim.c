@@ -216,6 +216,20 @@ static void kill_all(sim_procs *p) {
     if (p->coord > 0) kill(p->coord, SIGTERM);
 }
 
+/* How a process ended, for people: "exited with status 1", "was killed by
+ * signal 9 (SIGKILL)". */
+static void describe_end(int st, char *out, size_t n) {
+    if (WIFSIGNALED(st)) {
+        int sig = WTERMSIG(st);
+        const char *name = sig == SIGKILL ? "SIGKILL" : sig == SIGTERM ? "SIGTERM" : sig == SIGSEGV ? "SIGSEGV"
+                         : sig == SIGABRT ? "SIGABRT" : sig == SIGINT ? "SIGINT" : sig == SIGBUS ? "SIGBUS" : "";
+        snprintf(out, n, "was killed by signal %d%s%s%s%s", sig, name[0] ? " (" : "", name, name[0] ? ")" : "",
+                 sig == SIGKILL ? ", e.g. by the out-of-memory killer" : "");
+    } else {
+        snprintf(out, n, "exited with status %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    }
+}
+
 /* Reaps whatever exited; returns the coordinator's exit status once it has exited, else -1. */
 static int reap(sim_procs *p, const char *out_dir, int *coord_status, int quiet) {
     int st;
@@ -235,7 +249,9 @@ static int reap(sim_procs *p, const char *out_dir, int *coord_status, int quiet)
                 char log[1200], why[512];
                 snprintf(log, sizeof log, "%s/client-%d.log", out_dir, i);
                 last_line(log, why, sizeof why);
-                fprintf(stderr, "hfl-sim: client %d exited with status %d: %s\n", i, code, why);
+                char how[128];
+                describe_end(st, how, sizeof how);
+                fprintf(stderr, "hfl-sim: client %d %s; its last line: %s\n", i, how, why);
             }
         }
     }
