@@ -26,16 +26,6 @@
 #define CAL_MAX_RUNS 9
 #define CAL_SETTLED 0.02
 
-static double median(double *v, int n) {
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
-            double t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* The first stored line for device and backend with a rate for every
  * precision in `precisions`; 1 when found. */
 static int cal_load(const char *path, const char *device, const char *backend, unsigned precisions,
@@ -104,7 +94,7 @@ int client_calibrate(const char *state_dir, const char *device, const hfl_backen
             runs[p][n] = g[p];
             double tmp[CAL_MAX_RUNS];
             memcpy(tmp, runs[p], sizeof(double) * (size_t)(n + 1));
-            double m = median(tmp, n + 1);
+            double m = hfl_median(tmp, (size_t)n + 1);
             if (n > 0 && (m > last[p] * (1 + CAL_SETTLED) || m < last[p] * (1 - CAL_SETTLED))) moved = 1;
             gflops[p] = last[p] = m;
         }

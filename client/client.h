@@ -169,6 +169,9 @@ int client_overhead_record(const char *state_dir, const char *device, const hfl_
                            const char *model, const hfl_candidate *c, uint64_t staging,
                            uint64_t measured, char *err);
 
+/* Synthetic inputs and labels for `rows` samples of the model's shape (the
+ * memory a step takes does not depend on the values); client/verify.c. */
+void client_synthetic(const hfl_model_spec *spec, int rows, float *x, int32_t *y);
 /* Synthetic batches for measuring candidates of one model (client/verify.c). */
 typedef struct client_probe client_probe;
 client_probe *client_probe_new(const hfl_model_spec *spec, int max_batch);

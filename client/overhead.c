@@ -23,14 +23,21 @@
 #include "client/client.h"
 #include "util/util.h"
 
+/* The slot of one configuration of this model, or -1. */
+static int exact_find(const client_overhead *ov, hfl_precision p, int batch, hfl_ckpt_kind ckpt) {
+    for (int i = 0; i < ov->n_exact; i++)
+        if (ov->exact[i].precision == p && ov->exact[i].batch == batch && ov->exact[i].ckpt == ckpt) return i;
+    return -1;
+}
+
 /* Keeps the largest overhead measured for one configuration of this model. */
 static void exact_add(client_overhead *ov, hfl_precision p, int batch, hfl_ckpt_kind ckpt,
                       double overhead) {
-    for (int i = 0; i < ov->n_exact; i++)
-        if (ov->exact[i].precision == p && ov->exact[i].batch == batch && ov->exact[i].ckpt == ckpt) {
-            if (overhead > ov->exact[i].overhead) ov->exact[i].overhead = overhead;
-            return;
-        }
+    int i = exact_find(ov, p, batch, ckpt);
+    if (i >= 0) {
+        if (overhead > ov->exact[i].overhead) ov->exact[i].overhead = overhead;
+        return;
+    }
     /* full: the oldest gives way, so a configuration just measured is always known */
     int slot = ov->n_exact < CLIENT_EXACT_MAX ? ov->n_exact++ : ov->exact_next++ % CLIENT_EXACT_MAX;
     ov->exact[slot].precision = p;
@@ -48,12 +55,9 @@ void client_overhead_add(client_overhead *ov, const hfl_candidate *c, uint64_t s
 
 int client_overhead_exact(const client_overhead *ov, hfl_precision p, int batch, hfl_ckpt_kind ckpt,
                           uint64_t *overhead) {
-    for (int i = 0; i < ov->n_exact; i++)
-        if (ov->exact[i].precision == p && ov->exact[i].batch == batch && ov->exact[i].ckpt == ckpt) {
-            *overhead = ov->exact[i].overhead > 0 ? (uint64_t)ov->exact[i].overhead : 0;
-            return 1;
-        }
-    return 0;
+    int i = exact_find(ov, p, batch, ckpt);
+    if (i >= 0) *overhead = ov->exact[i].overhead > 0 ? (uint64_t)ov->exact[i].overhead : 0;
+    return i >= 0;
 }
 
 uint64_t client_overhead_fn(void *ctx, hfl_precision p, int batch, hfl_ckpt_kind ckpt) {

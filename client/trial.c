@@ -18,7 +18,6 @@
 
 #include "client/client.h"
 #include "compress/codec.h"
-#include "kernels/philox.h"
 #include "util/util.h"
 
 #define TRIAL_MOMENTUM 0.9 /* planned, so the step carries the momentum buffer */
@@ -30,8 +29,7 @@ static void trial_data(const hfl_model_spec *spec, int rows, hfl_dataset *d) {
     d->n_classes = spec->n_classes;
     d->x = hfl_malloc(sizeof(float) * (size_t)rows * spec->in_dim);
     d->y = hfl_malloc(sizeof(int32_t) * (size_t)rows);
-    for (size_t i = 0; i < (size_t)rows * spec->in_dim; i++) d->x[i] = hfl_u01(hfl_philox_u32(1, 0, 0, 0, 0, i));
-    for (int i = 0; i < rows; i++) d->y[i] = (int32_t)(hfl_philox_u32(1, 0, 0, 0, 1, (uint64_t)i) % spec->n_classes);
+    client_synthetic(spec, rows, d->x, d->y);
 }
 
 static void trial_report(const client_options *o, const client_state *s, const hfl_device_info *dev,

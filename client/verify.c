@@ -4,9 +4,11 @@
  *
  * One training step of the candidate's plan on synthetic inputs (the peak
  * does not depend on the values): in a forked child on the CPU, in-process
- * on a GPU (model/measure.h). The median of three: one child's peak can
- * stray by ~150 KiB (where the kernel happens to lay out its stack and
- * heap). */
+ * on a GPU (model/measure.h). The median of three: before the meter left
+ * out library code, one child's peak strayed by ~150 KiB with where ASLR put
+ * the libraries; the three now agree to the byte on the CPU (seen), and the
+ * median stays as insurance for a GPU's free-memory figure, which other
+ * processes move. */
 #include <stdlib.h>
 
 #include "client/client.h"
@@ -21,6 +23,12 @@ struct client_probe {
     int32_t *y;
 };
 
+void client_synthetic(const hfl_model_spec *spec, int rows, float *x, int32_t *y) {
+    for (size_t i = 0; i < (size_t)rows * spec->in_dim; i++) x[i] = hfl_u01(hfl_philox_u32(9, HFL_STREAM_SHUFFLE, 0, 0, 0, i));
+    for (int i = 0; i < rows; i++)
+        y[i] = (int32_t)(hfl_philox_u32(9, HFL_STREAM_SHUFFLE, 0, 0, 1, (uint64_t)i) % (uint32_t)spec->n_classes);
+}
+
 client_probe *client_probe_new(const hfl_model_spec *spec, int max_batch) {
     client_probe *p = hfl_calloc(1, sizeof *p);
     size_t nx = (size_t)max_batch * spec->in_dim;
@@ -29,10 +37,7 @@ client_probe *client_probe_new(const hfl_model_spec *spec, int max_batch) {
     p->x = hfl_malloc(nx * sizeof(float));
     p->params = hfl_malloc(spec->n_params * sizeof(float));
     p->y = hfl_malloc(sizeof(int32_t) * (size_t)max_batch);
-    for (size_t i = 0; i < nx; i++) p->x[i] = hfl_u01(hfl_philox_u32(9, HFL_STREAM_SHUFFLE, 0, 0, 0, i));
-    for (int i = 0; i < max_batch; i++)
-        p->y[i] = (int32_t)(hfl_philox_u32(9, HFL_STREAM_SHUFFLE, 0, 0, 1, (uint64_t)i) %
-                            (uint32_t)spec->n_classes);
+    client_synthetic(spec, max_batch, p->x, p->y);
     hfl_model_init_params(spec, p->params, 1);
     return p;
 }

@@ -13,11 +13,8 @@ static const char *const rule_names[] = {"fedavg", "median", "trimmed", "krum", 
 int hfl_rule_parse(const char *spec, hfl_rule *r, char *err) {
     memset(r, 0, sizeof *r);
     r->beta = 0.2, r->f = 1;
-    char kind[16];
     double v[2] = {NAN, NAN};
-    int args = hfl_parse_name_args(spec, kind, sizeof kind, v, 2), k = -1;
-    for (int i = 0; i < 5 && args >= 0; i++)
-        if (!strcmp(kind, rule_names[i])) k = i;
+    int args, k = hfl_parse_choice(spec, rule_names, 5, v, 2, &args);
     double a = v[0], b = v[1];
     int max_args = k == HFL_RULE_TRIMMED || k == HFL_RULE_KRUM ? 1 : k == HFL_RULE_MULTIKRUM ? 2 : 0;
     if (k < 0 || args > max_args)

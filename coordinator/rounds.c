@@ -323,15 +323,8 @@ reject:
 
 static double median_norm(const coord_round *r) {
     double v[COORD_MAX_CLIENTS];
-    int n = r->n_received;
-    memcpy(v, r->norms, sizeof(double) * (size_t)n);
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
-            double t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    memcpy(v, r->norms, sizeof(double) * (size_t)r->n_received);
+    return hfl_median(v, (size_t)r->n_received);
 }
 
 static void round_finish(coord *c, const char *reason) {

@@ -12,11 +12,8 @@ static const char *const names[] = {"fedavg", "fedavgm", "fedadam", "fedyogi"};
 
 int hfl_sopt_parse(const char *spec, hfl_server_opt *o, char *err) {
     memset(o, 0, sizeof *o);
-    char kind[16];
     double v[2] = {NAN, NAN};
-    int args = hfl_parse_name_args(spec, kind, sizeof kind, v, 2), k = -1;
-    for (int i = 0; i < 4 && args >= 0; i++)
-        if (!strcmp(kind, names[i])) k = i;
+    int args, k = hfl_parse_choice(spec, names, 4, v, 2, &args);
     double a = v[0], b = v[1];
     if (k < 0 || (k == HFL_SOPT_FEDAVGM ? args > 2 : args > 1))
         return hfl_errf(err, "unknown server optimizer '%s' (fedavg[:lr], fedavgm[:lr[:beta]], fedadam[:lr], fedyogi[:lr])",

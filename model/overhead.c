@@ -7,11 +7,6 @@
 
 #include "util/util.h"
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* fp32 and 2-byte storage behave differently outside the arena. */
 static int same_class(hfl_precision a, hfl_precision b) {
     return (a == HFL_PREC_FP32) == (b == HFL_PREC_FP32);
@@ -48,11 +43,7 @@ static double class_median(const hfl_overhead_model *m, hfl_precision p, int wan
     int n = 0;
     for (int i = 0; i < m->n; i++)
         if (same_class(m->rec[i].precision, p) == want_class) v[n++] = m->rec[i].extra;
-    double med = 0;
-    if (n) {
-        qsort(v, (size_t)n, sizeof *v, cmp_double);
-        med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-    }
+    double med = hfl_median(v, (size_t)n);
     free(v);
     *found = n > 0;
     return med;

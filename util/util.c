@@ -223,3 +223,23 @@ int hfl_parse_name_args(const char *s, char *name, size_t cap, double *args, int
     }
     return *p ? -1 : count;
 }
+
+int hfl_parse_choice(const char *s, const char *const *names, int n_names, double *args, int max_args,
+                     int *n_args) {
+    char name[32];
+    *n_args = hfl_parse_name_args(s, name, sizeof name, args, max_args);
+    for (int i = 0; *n_args >= 0 && i < n_names; i++)
+        if (!strcmp(name, names[i])) return i;
+    return -1;
+}
+
+static int cmp_double_asc(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double hfl_median(double *v, size_t n) {
+    if (n == 0) return 0;
+    qsort(v, n, sizeof *v, cmp_double_asc);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}

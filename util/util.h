@@ -38,6 +38,14 @@ int hfl_parse_double(const char *s, double lo, double hi, double *out, char *err
  * numbers into args; returns how many numbers, or -1 when s is not of that
  * form. */
 int hfl_parse_name_args(const char *s, char *name, size_t cap, double *args, int max_args);
+/* hfl_parse_name_args whose name must be one of names[0..n_names): its index,
+ * or -1 when s is not of that form or names none of them. */
+int hfl_parse_choice(const char *s, const char *const *names, int n_names, double *args, int max_args,
+                     int *n_args);
+
+/* The median of v[0..n) (the mean of the middle two for even n; 0 for n = 0).
+ * Sorts v. */
+double hfl_median(double *v, size_t n);
 
 /* mkdir -p: creates dir and its parents; -1 with err unless dir ends up a directory. */
 int hfl_mkdirs(const char *dir, char *err);
