@@ -17,6 +17,7 @@
 
 #include "compress/codec.h"
 #include "kernels/device.h"
+#include "proto/hello.h"
 #include "proto/transport.h"
 #include "data/idx.h"
 #include "model/chooser.h"
@@ -32,6 +33,17 @@ typedef struct {
     uint32_t block;
     const hfl_codec *codec;
 } client_task;
+
+/* The last update this client made, kept (and saved with the residual) so
+ * that a task for the same round and model version, after a restart of the
+ * coordinator or of this client, is answered with the same bytes instead of
+ * training again: the residual has already moved past it. */
+typedef struct {
+    int round, version; /* the task it answers; round 0: none */
+    double loss, seconds;
+    uint8_t *bytes;     /* malloc'd */
+    size_t len;
+} client_pending;
 
 typedef struct {
     hfl_model_spec spec;
@@ -59,6 +71,9 @@ typedef struct {
     int64_t claimed;         /* the samples this client says it holds (its real count unless --attack) */
     float *xbuf;      /* one gathered batch */
     int32_t *ybuf;
+    hfl_hello_auth auth;   /* our certificate, and the CA to check the coordinator's */
+    char instance[40];     /* the coordinator instance our session is with */
+    client_pending pending; /* the last update we made, until a new task replaces it */
 } client_state;
 
 /* Trains on the client's data from `weights` with the planned trainer;
@@ -69,17 +84,20 @@ typedef struct {
 uint8_t *client_train_round(client_state *s, const client_task *task, const float *weights,
                             size_t *len, double *loss, double *seconds, char *err);
 
-/* Writes / reads the residual of client `name` under dir. Load returns -1
- * with the reason in why (no file, damaged, other model or codec). */
+/* Writes / reads the residual of client `name` under dir, with the pending
+ * update (may be NULL) in the same atomic write. Load returns -1 with the
+ * reason in why (no file, damaged, other model or codec). */
 int client_state_save(const char *dir, const char *name, const char *model, const char *codec,
-                      const float *residual, size_t n, char *err);
+                      const float *residual, size_t n, const client_pending *p, char *err);
 int client_state_load(const char *dir, const char *name, const char *model, const char *codec,
-                      float *residual, size_t n, char *why);
+                      float *residual, size_t n, client_pending *p, char *why);
 
 typedef struct {
     char url[256];
     hfl_tls_opts tls;
-    char name[64];
+    char name[64];          /* with a certificate: its CN */
+    int name_given;         /* --name was given */
+    double retry_s;         /* --retry-for: how long to keep rejoining a coordinator that went away */
     char data_dir[1024];
     char partition[64];
     char codec[32]; /* update codec override; empty: the run's */
@@ -110,7 +128,9 @@ typedef struct {
     double momentum;           /* the run's SGD momentum: its buffer is planned only when non-zero */
 } client_welcome;
 
-/* Says hello (with our plan, once we have one) and reads the welcome into w. */
+/* Says hello (with our plan, once we have one) and reads the welcome into w;
+ * -1 with err when the coordinator could not be reached (worth retrying),
+ * -2 when it refused us or did not prove its own identity. */
 int client_say_hello(nng_socket sock, const client_options *o, const hfl_device_info *dev, client_state *s,
                      const cJSON *plan, size_t max_payload, client_welcome *w, char *err);
 /* Chooses and plans this client's configuration into s; returns the plan as JSON, NULL with err. */

@@ -35,18 +35,19 @@ static cJSON *hello_meta(const client_options *o, const hfl_device_info *dev, co
 
 /* Says hello (with our plan, once we have one) and reads the welcome: our id
  * and token, the model, our codec, the run's batch and the fleet's overhead
- * estimate for our device. Saying hello again is safe: the name keeps the id. */
+ * estimate for our device. Saying hello again is safe: our identity keeps
+ * the id. With a certificate the hello is proven (proto/hello.h). */
 int client_say_hello(nng_socket sock, const client_options *o, const hfl_device_info *dev, client_state *s,
                      const cJSON *plan, size_t max_payload, client_welcome *w, char *err) {
     hfl_msg rep;
     nng_msg *raw;
     cJSON *meta = hello_meta(o, dev, s);
     if (plan) cJSON_AddItemToObject(meta, "plan", cJSON_Duplicate(plan, 1));
-    int sent = hfl_transport_request(sock, HFL_MSG_HELLO, meta, NULL, 0, max_payload, &rep, &raw, err);
+    int sent = hfl_hello(sock, &s->auth, meta, max_payload, &rep, &raw, err);
     cJSON_Delete(meta);
-    if (sent != 0) return -1;
+    if (sent != 0) return sent;
     int64_t id;
-    int rc = -1;
+    int rc = -2;
     if (rep.type != HFL_MSG_WELCOME) {
         char why[200] = "unexpected reply";
         hfl_meta_str(rep.meta, "error", sizeof why - 1, why, NULL);
@@ -62,7 +63,7 @@ int client_say_hello(nng_socket sock, const client_options *o, const hfl_device_
             hfl_meta_num(rep.meta, "momentum", 0, 1, &w->momentum, err) != 0) {
             hfl_msg_free(&rep);
             nng_msg_free(raw);
-            return -1;
+            return -2;
         }
         const cJSON *spec = cJSON_GetObjectItemCaseSensitive(rep.meta, "model_spec");
         char *text = cJSON_IsObject(spec) ? cJSON_PrintUnformatted(spec) : NULL;
@@ -73,6 +74,7 @@ int client_say_hello(nng_socket sock, const client_options *o, const hfl_device_
             hfl_meta_int(rep.meta, "overhead_estimate", 0, INT64_C(1) << 50, &w->overhead_estimate, err) != 0)
             w->overhead_estimate = -1;
         s->client_id = (int)id;
+        if (hfl_meta_str(rep.meta, "instance", sizeof s->instance - 1, s->instance, NULL) != 0) s->instance[0] = 0;
         rc = 0;
     }
     hfl_msg_free(&rep);

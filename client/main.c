@@ -4,19 +4,27 @@
  * the CPU, the reason is printed once.
  *
  * The coordinator never holds a reply: "wait" means sleep and pull again.
- * Any transport failure (coordinator unreachable, refused handshake,
- * timeout) ends the client with a one-line error and exit status 1. */
+ * With a certificate, the client's name is the certificate's CN and its
+ * hello is proven (proto/hello.h). A coordinator that goes away (a lost
+ * connection, a timeout) or no longer knows our session (it restarted, or
+ * our token expired) is rejoined: hello again with exponential backoff and
+ * full jitter, for up to --retry-for seconds, keeping the residual and the
+ * last update, which is sent again, not retrained, if the same task comes
+ * back. A refused hello, or a coordinator that cannot prove its identity,
+ * ends the client with a one-line error and exit status 1. */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cblas.h>
 
 #include "client/client.h"
 #include "data/partition.h"
 #include "kernels/device.h"
+#include "kernels/philox.h"
 #include "kernels/select.h"
 #include "proto/transport.h"
 #include "util/util.h"
@@ -34,7 +42,10 @@ static void usage(FILE *f) {
         "  --cert FILE          this client's certificate and key (PEM)\n"
         "  --server-name NAME   expected CN of the coordinator certificate (default localhost)\n"
         "  --insecure           allow plain tcp:// without TLS\n"
-        "  --name NAME          client name (default client-<index>)\n"
+        "  --name NAME          client name without a certificate (default client-<index>); with one,\n"
+        "                       the name is the certificate's CN and --name must agree\n"
+        "  --retry-for SECONDS  keep rejoining a coordinator that went away or restarted for this\n"
+        "                       long (default 60)\n"
         "  --codec NAME         update codec for this client instead of the run's\n"
         "  --state-dir DIR      keep the error-feedback residual in DIR/<name>.state across restarts,\n"
         "                       and memory measurements in DIR/overhead.jsonl\n"
@@ -72,12 +83,13 @@ static void usage(FILE *f) {
 }
 
 static int parse_args(int argc, char **argv, client_options *o, char *err) {
-    enum { O_URL = 256, O_CA, O_CERT, O_SNI, O_INSECURE, O_NAME, O_DATA, O_PART, O_INDEX, O_NUM, O_SEED,
+    enum { O_URL = 256, O_CA, O_CERT, O_SNI, O_INSECURE, O_NAME, O_RETRY, O_DATA, O_PART, O_INDEX, O_NUM, O_SEED,
            O_THREADS, O_TIMEOUT, O_QUIET, O_HELP, O_CODEC, O_STATE, O_PLAN, O_MODEL, O_BUDGET, O_HEADROOM, O_VERIFY, O_JSON, O_PREC, O_DEVICE,
            O_BATCH, O_SMALLER, O_TRIAL, O_ATTACK };
     static const struct option opts[] = {
         {"coordinator", 1, 0, O_URL}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"server-name", 1, 0, O_SNI}, {"insecure", 0, 0, O_INSECURE}, {"name", 1, 0, O_NAME},
+        {"retry-for", 1, 0, O_RETRY},
         {"data", 1, 0, O_DATA}, {"partition", 1, 0, O_PART}, {"client-index", 1, 0, O_INDEX},
         {"num-clients", 1, 0, O_NUM}, {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS},
         {"timeout", 1, 0, O_TIMEOUT}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP}, {"codec", 1, 0, O_CODEC}, {"state-dir", 1, 0, O_STATE},
@@ -99,7 +111,8 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         case O_CERT: o->tls.cert_file = optarg; break;
         case O_SNI: o->tls.server_name = optarg; break;
         case O_INSECURE: o->tls.insecure = 1; break;
-        case O_NAME: snprintf(o->name, sizeof o->name, "%s", optarg); break;
+        case O_NAME: snprintf(o->name, sizeof o->name, "%s", optarg), o->name_given = 1; break;
+        case O_RETRY: if (hfl_parse_double(optarg, 0, 1e6, &d, e) == 0) o->retry_s = d; break;
         case O_DATA: snprintf(o->data_dir, sizeof o->data_dir, "%s", optarg); break;
         case O_PART: snprintf(o->partition, sizeof o->partition, "%s", optarg); break;
         case O_INDEX: if (hfl_parse_int(optarg, 0, 1000000, &v, e) == 0) o->index = (int)v; break;
@@ -260,6 +273,126 @@ static void say_breach(nng_socket sock, const client_state *s, size_t max_payloa
     cJSON_Delete(meta);
 }
 
+/* Sleeps before rejoin attempt k: a delay drawn uniformly from [0, min(5 s,
+ * 0.2 s * 2^k)] ("full jitter", Brooker, "Exponential Backoff And Jitter",
+ * AWS Architecture Blog, 2015), so a fleet whose coordinator restarted does
+ * not come back in one burst. */
+static void backoff_sleep(client_state *s, int k) {
+    double cap = 0.2 * (double)(1u << (k < 5 ? k : 5));
+    if (cap > 5) cap = 5;
+    uint32_t u = hfl_philox_u32((uint64_t)(hfl_now() * 1e9) ^ (uint64_t)getpid(), HFL_STREAM_SHUFFLE, s->stream, 0xFFFFFFFEu, 0, (uint64_t)k);
+    hfl_sleep_ms((int)(cap * 1000.0 * (u / 4294967296.0)));
+}
+
+/* Says hello again (with our plan) until the coordinator takes us back or
+ * --retry-for runs out; why: what happened, for the progress line. */
+static int rejoin(nng_socket sock, const client_options *o, const hfl_device_info *dev, client_state *s,
+                  const cJSON *plan, size_t max_payload, client_welcome *w, const char *why, char *err) {
+    double until = hfl_now() + o->retry_s;
+    char before[sizeof s->instance];
+    snprintf(before, sizeof before, "%s", s->instance);
+    if (!o->quiet) printf("%s: %s; rejoining\n", o->name, why);
+    for (int k = 0;; k++) {
+        backoff_sleep(s, k);
+        int rc = client_say_hello(sock, o, dev, s, plan, max_payload, w, err);
+        if (rc == 0) {
+            if (!o->quiet)
+                printf("%s: rejoined as client %d%s\n", o->name, s->client_id,
+                       strcmp(before, s->instance) ? " (a new coordinator instance)" : "");
+            return 0;
+        }
+        if (rc == -2 || hfl_now() > until) return -1;
+    }
+}
+
+/* 1 when an error reply says our session is unknown or stale (say hello again). */
+static int wants_reauth(const hfl_msg *m, char *why, size_t cap) {
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(m->meta, "reauth");
+    if (m->type != HFL_MSG_ERROR || !cJSON_IsTrue(r)) return 0;
+    if (hfl_meta_str(m->meta, "error", cap - 1, why, NULL) != 0) snprintf(why, cap, "session unknown");
+    return 1;
+}
+
+/* Sends the pending update for its round; 0 when answered (accepted or
+ * refused), 1 when we had to rejoin first (the update waits for its task to
+ * come back), -1 with err when the coordinator is gone for good. */
+static int send_update(nng_socket sock, const client_options *o, const hfl_device_info *dev, client_state *s,
+                       const cJSON *plan, size_t max_payload, client_welcome *w, const char *codec, char *err) {
+    const client_pending *p = &s->pending;
+    cJSON *meta = cJSON_CreateObject();
+    cJSON_AddNumberToObject(meta, "client_id", s->client_id);
+    cJSON_AddStringToObject(meta, "token", s->token);
+    cJSON_AddNumberToObject(meta, "round", p->round);
+    cJSON_AddNumberToObject(meta, "samples", (double)s->claimed);
+    cJSON_AddNumberToObject(meta, "loss", p->loss);
+    cJSON_AddStringToObject(meta, "codec", codec);
+    cJSON_AddNumberToObject(meta, "peak_bytes", (double)client_peak_rss());
+    cJSON_AddNumberToObject(meta, "train_s", p->seconds);
+    cJSON_AddNumberToObject(meta, "predicted_peak_bytes", (double)s->chosen.predicted);
+    if (s->measured_peak) cJSON_AddNumberToObject(meta, "measured_peak_bytes", (double)s->measured_peak);
+    hfl_msg rep;
+    nng_msg *raw;
+    char why[200] = "?";
+    int sent = hfl_transport_request(sock, HFL_MSG_UPDATE, meta, p->bytes, p->len, max_payload, &rep, &raw, why);
+    cJSON_Delete(meta);
+    if (sent != 0) return rejoin(sock, o, dev, s, plan, max_payload, w, why, err) == 0 ? 1 : -1;
+    int again = wants_reauth(&rep, why, sizeof why);
+    if (!again && rep.type == HFL_MSG_ERROR) {
+        /* with skip_round the coordinator waits no more for us this round:
+         * the next pull brings the next round's task */
+        hfl_meta_str(rep.meta, "error", sizeof why - 1, why, NULL);
+        fprintf(stderr, "%s: round %d: %s\n", o->name, p->round, why);
+    } else if (!again && !o->quiet) {
+        printf("%s: round %d  loss %.4f  %.2f s  sent %zu bytes\n", o->name, p->round, p->loss, p->seconds, p->len);
+    }
+    fflush(stdout);
+    hfl_msg_free(&rep);
+    nng_msg_free(raw);
+    if (again) return rejoin(sock, o, dev, s, plan, max_payload, w, why, err) == 0 ? 1 : -1;
+    return 0;
+}
+
+/* Trains for the task (or takes the pending update when it answers this very
+ * task), saves residual and update together, and sends it. */
+static int do_task(nng_socket sock, const client_options *o, const hfl_device_info *dev, client_state *s,
+                   const cJSON *plan, size_t max_payload, client_welcome *w, const client_task *task, float *weights,
+                   int version, char *err) {
+    client_pending *p = &s->pending;
+    if (p->round == task->round && p->version == version && p->bytes) {
+        if (!o->quiet) printf("%s: round %d: sending the update already made for it\n", o->name, task->round);
+        memcpy(s->global, weights, s->spec.n_params * sizeof(float));
+        s->held_version = version;
+        return send_update(sock, o, dev, s, plan, max_payload, w, task->codec->name, err) < 0 ? -1 : 0;
+    }
+    size_t ulen;
+    double loss, secs;
+    int measured_before = s->measured_peak != 0;
+    uint8_t *upd = client_train_round(s, task, weights, &ulen, &loss, &secs, err);
+    if (!upd) {
+        if (s->breached) say_breach(sock, s, max_payload, err);
+        return -1;
+    }
+    /* a first step on a short batch says nothing about the planned one */
+    if (!measured_before && s->measured_peak && s->measured_batch == s->chosen.batch) {
+        char e[HFL_ERR_LEN];
+        uint64_t staging = hfl_overhead_staging(s->be->host_memory, s->chosen.batch, s->spec.in_dim);
+        if (client_overhead_record(o->state_dir, dev->name, s->be, s->spec.name, &s->chosen, staging,
+                                   s->measured_peak, e) != 0)
+            fprintf(stderr, "%s: %s\n", o->name, e);
+        if (!o->quiet)
+            printf("%s: first step: measured peak %.2f MiB, predicted %.2f MiB\n", o->name,
+                   s->measured_peak / 1048576.0, s->chosen.predicted / 1048576.0);
+    }
+    s->held_version = version; /* client_train_round kept the weights as s->global */
+    free(p->bytes);
+    *p = (client_pending){.round = task->round, .version = version, .loss = loss, .seconds = secs, .bytes = upd, .len = ulen};
+    if (o->state_dir[0] && client_state_save(o->state_dir, o->name, s->spec.name, task->codec->name, s->residual,
+                                             s->spec.n_params, p, err) != 0)
+        fprintf(stderr, "%s: %s\n", o->name, err);
+    hfl_test_crash("client-trained", task->round); /* saved, not yet sent */
+    return send_update(sock, o, dev, s, plan, max_payload, w, task->codec->name, err) < 0 ? -1 : 0;
+}
+
 static int run(const client_options *o, client_state *s, const hfl_device_info *dev, char *err) {
     nng_socket sock;
     /* The model is not known until client_welcome; replies from our own coordinator are
@@ -271,7 +404,7 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
     nng_msg *raw;
     int rc = -1;
     client_welcome w;
-    cJSON *meta;
+    cJSON *meta, *plan_json = NULL;
     int sent;
     if (client_say_hello(sock, o, dev, s, NULL, max_payload, &w, err) != 0) goto out;
     if (w.spec_json[0] ? hfl_model_spec_from_json(w.spec_json, strlen(w.spec_json), &s->spec, err) != 0
@@ -282,11 +415,8 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
         goto out;
     }
     /* Plan before allocating anything for training, then say hello again with the plan. */
-    cJSON *plan_json = client_choose_plan(o, dev, s, &w, err);
-    if (!plan_json) goto out;
-    int hello2 = client_say_hello(sock, o, dev, s, plan_json, max_payload, &w, err);
-    cJSON_Delete(plan_json);
-    if (hello2 != 0) goto out;
+    if (!(plan_json = client_choose_plan(o, dev, s, &w, err))) goto out;
+    if (client_say_hello(sock, o, dev, s, plan_json, max_payload, &w, err) != 0) goto out;
     /* The model copies are touched now, so they are resident before the
      * training step's memory is measured (the budget is the step's). */
     s->global = hfl_malloc(s->spec.n_params * sizeof(float));
@@ -299,7 +429,8 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
         printf("%s: registered as client %d with %d samples, codec %s\n", o->name, s->client_id, s->data.n, w.codec);
     if (o->state_dir[0]) {
         char why[HFL_ERR_LEN];
-        int loaded = client_state_load(o->state_dir, o->name, w.model, w.codec, s->residual, s->spec.n_params, why) == 0;
+        int loaded = client_state_load(o->state_dir, o->name, w.model, w.codec, s->residual, s->spec.n_params,
+                                       &s->pending, why) == 0;
         if (!o->quiet) printf("%s: %s\n", o->name, loaded ? "error-feedback residual restored from the state file" : why);
     }
 
@@ -308,9 +439,13 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
         cJSON_AddNumberToObject(meta, "client_id", s->client_id);
         cJSON_AddStringToObject(meta, "token", s->token);
         cJSON_AddNumberToObject(meta, "have_version", s->held_version);
-        sent = hfl_transport_request(sock, HFL_MSG_PULL, meta, NULL, 0, max_payload, &rep, &raw, err);
+        char why[200] = "unexpected reply";
+        sent = hfl_transport_request(sock, HFL_MSG_PULL, meta, NULL, 0, max_payload, &rep, &raw, why);
         cJSON_Delete(meta);
-        if (sent != 0) goto out;
+        if (sent != 0) {
+            if (rejoin(sock, o, dev, s, plan_json, max_payload, &w, why, err) != 0) goto out;
+            continue;
+        }
         int type = rep.type;
         if (type == HFL_MSG_WAIT) {
             int64_t ms = 200;
@@ -327,87 +462,56 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
             rc = 0;
             goto out;
         }
+        if (wants_reauth(&rep, why, sizeof why)) {
+            hfl_msg_free(&rep);
+            nng_msg_free(raw);
+            if (rejoin(sock, o, dev, s, plan_json, max_payload, &w, why, err) != 0) goto out;
+            continue;
+        }
         client_task task;
         if (type != HFL_MSG_TASK) {
-            char why[200] = "unexpected reply";
             hfl_meta_str(rep.meta, "error", sizeof why - 1, why, NULL);
             hfl_errf(err, "coordinator answered pull with %s: %s", hfl_msg_type_name(type), why);
             hfl_msg_free(&rep);
             nng_msg_free(raw);
             goto out;
         }
-        float *w = hfl_malloc(s->spec.n_params * sizeof(float));
+        float *wts = hfl_malloc(s->spec.n_params * sizeof(float));
         int version = -1;
-        if (read_task(&rep, s->spec.n_params, o->codec, &task, err) != 0 || task_weights(&rep, s, w, &version, err) != 0) {
-            free(w);
-            hfl_msg_free(&rep);
-            nng_msg_free(raw);
-            goto out;
-        }
-        size_t ulen;
-        double loss, secs;
+        int bad = read_task(&rep, s->spec.n_params, o->codec, &task, err) != 0 ||
+                  task_weights(&rep, s, wts, &version, err) != 0;
         hfl_msg_free(&rep);
         nng_msg_free(raw);
-        int measured_before = s->measured_peak != 0;
-        uint8_t *upd = client_train_round(s, &task, w, &ulen, &loss, &secs, err);
-        if (!upd) {
-            free(w);
-            if (s->breached) say_breach(sock, s, max_payload, err);
-            goto out;
-        }
-        /* a first step on a short batch says nothing about the planned one */
-        if (!measured_before && s->measured_peak && s->measured_batch == s->chosen.batch) {
-            char e[HFL_ERR_LEN];
-            uint64_t staging = hfl_overhead_staging(s->be->host_memory, s->chosen.batch, s->spec.in_dim);
-            if (client_overhead_record(o->state_dir, dev->name, s->be, s->spec.name, &s->chosen, staging,
-                                       s->measured_peak, e) != 0)
-                fprintf(stderr, "%s: %s\n", o->name, e);
-            if (!o->quiet)
-                printf("%s: first step: measured peak %.2f MiB, predicted %.2f MiB\n", o->name,
-                       s->measured_peak / 1048576.0, s->chosen.predicted / 1048576.0);
-        }
-        s->held_version = version; /* client_train_round kept w as s->global */
-        if (o->state_dir[0] && client_state_save(o->state_dir, o->name, s->spec.name, task.codec->name, s->residual,
-                                                 s->spec.n_params, err) != 0)
-            fprintf(stderr, "%s: %s\n", o->name, err);
-        free(w);
-        meta = cJSON_CreateObject();
-        cJSON_AddNumberToObject(meta, "client_id", s->client_id);
-        cJSON_AddStringToObject(meta, "token", s->token);
-        cJSON_AddNumberToObject(meta, "round", task.round);
-        cJSON_AddNumberToObject(meta, "samples", (double)s->claimed);
-        cJSON_AddNumberToObject(meta, "loss", loss);
-        cJSON_AddStringToObject(meta, "codec", task.codec->name);
-        cJSON_AddNumberToObject(meta, "peak_bytes", (double)client_peak_rss());
-        cJSON_AddNumberToObject(meta, "train_s", secs);
-        cJSON_AddNumberToObject(meta, "predicted_peak_bytes", (double)s->chosen.predicted);
-        if (s->measured_peak) cJSON_AddNumberToObject(meta, "measured_peak_bytes", (double)s->measured_peak);
-        sent = hfl_transport_request(sock, HFL_MSG_UPDATE, meta, upd, ulen, max_payload, &rep, &raw, err);
-        cJSON_Delete(meta);
-        free(upd);
-        if (sent != 0) goto out;
-        if (rep.type == HFL_MSG_ERROR) {
-            /* with skip_round the coordinator waits no more for us this round:
-             * the next pull brings the next round's task */
-            char why[200] = "?";
-            hfl_meta_str(rep.meta, "error", sizeof why - 1, why, NULL);
-            fprintf(stderr, "%s: round %d: %s\n", o->name, task.round, why);
-        } else if (!o->quiet) {
-            printf("%s: round %d  loss %.4f  %.2f s  sent %zu bytes\n", o->name, task.round, loss, secs, ulen);
-        }
-        fflush(stdout);
-        hfl_msg_free(&rep);
-        nng_msg_free(raw);
+        int done = bad ? -1 : do_task(sock, o, dev, s, plan_json, max_payload, &w, &task, wts, version, err);
+        free(wts);
+        if (done != 0) goto out;
     }
 out:
+    cJSON_Delete(plan_json);
     nng_close(sock);
     return rc;
+}
+
+/* Our certificate is our identity: its CN becomes our name (--name must
+ * agree), and the coordinator must prove its own with the CA's help. */
+static int load_identity(client_options *o, hfl_hello_auth *auth, char *err) {
+    char e[HFL_ERR_LEN];
+    if (hfl_identity_load(o->tls.cert_file, &auth->self, e) != 0) return hfl_errf(err, "--cert: %s", e);
+    const char *cn = hfl_identity_name(auth->self), *role = hfl_identity_role(auth->self);
+    if (strcmp(role, HFL_ROLE_CLIENT) != 0)
+        return hfl_errf(err, "--cert: the certificate of '%s' was issued for the %s role, not client", cn, role);
+    if (o->name_given && strcmp(o->name, cn) != 0)
+        return hfl_errf(err, "--name %s: this client is '%s', its certificate's name", o->name, cn);
+    snprintf(o->name, sizeof o->name, "%s", cn);
+    if (hfl_trust_load(o->tls.ca_file, NULL, &auth->trust, e) != 0) return hfl_errf(err, "--ca: %s", e);
+    auth->server_name = o->tls.server_name;
+    return 0;
 }
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress reaches logs and pipes as it happens */
     client_options o = {.num_clients = 1, .seed = 1, .threads = 1, .timeout_s = 120, .headroom = 0.05, .precisions = 7,
-                        .device = "auto"};
+                        .device = "auto", .retry_s = 60};
     o.tls.server_name = "localhost";
     snprintf(o.data_dir, sizeof o.data_dir, "%s", HFL_FMNIST_DIR);
     snprintf(o.partition, sizeof o.partition, "iid");
@@ -417,6 +521,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     openblas_set_num_threads(o.threads);
+    if (o.state_dir[0] && hfl_mkdirs(o.state_dir, err) != 0) {
+        fprintf(stderr, "hfl-client: --state-dir: %s\n", err);
+        return 1;
+    }
     hfl_device_info dev;
     char why[HFL_ERR_LEN];
     const hfl_backend *be = hfl_backend_select(o.device, &dev, why, err);
@@ -443,6 +551,10 @@ int main(int argc, char **argv) {
     }
     client_state s;
     memset(&s, 0, sizeof s);
+    if (o.tls.cert_file && o.tls.ca_file && load_identity(&o, &s.auth, err) != 0) {
+        fprintf(stderr, "hfl-client: %s\n", err);
+        return 1;
+    }
     s.be = be;
     s.stream = hfl_hash32(o.name);
     s.held_version = -1;
@@ -454,9 +566,10 @@ int main(int argc, char **argv) {
     s.claimed = o.attack_samples > 0 ? o.attack_samples : s.data.n;
     if (o.attack_scale != 0 && !o.quiet)
         printf("%s: attacking: updates x %g, claiming %lld samples\n", o.name, o.attack_scale, (long long)s.claimed);
-    if (run(&o, &s, &dev, err) != 0) {
-        fprintf(stderr, "hfl-client: %s\n", err);
-        return 1;
-    }
-    return 0;
+    int rc = run(&o, &s, &dev, err);
+    if (rc != 0) fprintf(stderr, "hfl-client: %s\n", err);
+    hfl_identity_free(s.auth.self);
+    hfl_trust_free(s.auth.trust);
+    free(s.pending.bytes);
+    return rc == 0 ? 0 : 1;
 }

@@ -3,10 +3,14 @@
  * The residual of a biased codec carries what earlier updates failed to
  * send; losing it on a reconnect loses that signal. After every update the
  * client writes <state-dir>/<name>.state atomically (write, fsync, rename):
- * a 16-byte header (magic 'HFLS', version 1, n, CRC-32C of the rest), the
- * model and codec names (32 bytes each), then n fp32 residuals. On start it
- * reads the file back only if model, codec and n all match; anything else
- * (missing, short, wrong CRC) starts from a zero residual and says why. */
+ * a 16-byte header (magic 'HFLS', version 2, n, CRC-32C of the rest), the
+ * model and codec names (32 bytes each), n fp32 residuals, then the update
+ * they go with (client_pending: i32 round, i32 version, f64 loss, f64
+ * seconds, u32 length, the bytes; round 0 and length 0 when none). One file,
+ * one rename: a residual is never on disk without the update it produced.
+ * On start it reads the file back only if model, codec and n all match;
+ * anything else (missing, short, wrong CRC, version 1) starts from a zero
+ * residual and says why. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,21 +22,33 @@
 #define STATE_MAGIC 0x534C4648u /* "HFLS" */
 #define STATE_HEADER 16
 #define STATE_NAMES 64
+#define STATE_PENDING 28
+#define STATE_VERSION 2
 
 static void state_path(const char *dir, const char *name, char *out, size_t n) {
     snprintf(out, n, "%s/%s.state", dir, name);
 }
 
 int client_state_save(const char *dir, const char *name, const char *model, const char *codec,
-                      const float *residual, size_t n, char *err) {
+                      const float *residual, size_t n, const client_pending *p, char *err) {
     char path[1200];
     state_path(dir, name, path, sizeof path);
-    size_t len = STATE_HEADER + STATE_NAMES + n * sizeof(float);
+    size_t plen = p && p->round > 0 ? p->len : 0, base = STATE_HEADER + STATE_NAMES + n * sizeof(float);
+    size_t len = base + STATE_PENDING + plen;
     uint8_t *buf = hfl_calloc(1, len);
     snprintf((char *)buf + STATE_HEADER, 32, "%s", model);
     snprintf((char *)buf + STATE_HEADER + 32, 32, "%s", codec);
     memcpy(buf + STATE_HEADER + STATE_NAMES, residual, n * sizeof(float));
-    uint32_t head[4] = {STATE_MAGIC, 1, (uint32_t)n, hfl_crc32c(0, buf + STATE_HEADER, len - STATE_HEADER)};
+    if (plen) {
+        int32_t rv[2] = {p->round, p->version};
+        double ls[2] = {p->loss, p->seconds};
+        uint32_t l32 = (uint32_t)plen;
+        memcpy(buf + base, rv, 8);
+        memcpy(buf + base + 8, ls, 16);
+        memcpy(buf + base + 24, &l32, 4);
+        memcpy(buf + base + STATE_PENDING, p->bytes, plen);
+    }
+    uint32_t head[4] = {STATE_MAGIC, STATE_VERSION, (uint32_t)n, hfl_crc32c(0, buf + STATE_HEADER, len - STATE_HEADER)};
     memcpy(buf, head, sizeof head);
     int rc = hfl_write_file_atomic(path, buf, len, err);
     free(buf);
@@ -40,7 +56,7 @@ int client_state_save(const char *dir, const char *name, const char *model, cons
 }
 
 int client_state_load(const char *dir, const char *name, const char *model, const char *codec,
-                      float *residual, size_t n, char *why) {
+                      float *residual, size_t n, client_pending *p, char *why) {
     char path[1200], err[HFL_ERR_LEN];
     state_path(dir, name, path, sizeof path);
     size_t len;
@@ -48,12 +64,15 @@ int client_state_load(const char *dir, const char *name, const char *model, cons
     if (!buf) return hfl_errf(why, "no state file %s", path);
     uint32_t head[4];
     int rc = -1;
-    if (len != STATE_HEADER + STATE_NAMES + n * sizeof(float)) {
-        hfl_errf(why, "%s has %zu bytes, expected %zu", path, len, STATE_HEADER + STATE_NAMES + n * sizeof(float));
+    size_t base = STATE_HEADER + STATE_NAMES + n * sizeof(float);
+    uint32_t plen = 0;
+    if (len >= base + STATE_PENDING) memcpy(&plen, buf + base + 24, 4);
+    if (len < base + STATE_PENDING || len != base + STATE_PENDING + plen) {
+        hfl_errf(why, "%s has %zu bytes, expected %zu for %zu parameters", path, len, base + STATE_PENDING + plen, n);
         goto out;
     }
     memcpy(head, buf, sizeof head);
-    if (head[0] != STATE_MAGIC || head[1] != 1 || head[2] != n ||
+    if (head[0] != STATE_MAGIC || head[1] != STATE_VERSION || head[2] != n ||
         head[3] != hfl_crc32c(0, buf + STATE_HEADER, len - STATE_HEADER)) {
         hfl_errf(why, "%s is damaged (header or CRC)", path);
         goto out;
@@ -64,6 +83,17 @@ int client_state_load(const char *dir, const char *name, const char *model, cons
         goto out;
     }
     memcpy(residual, buf + STATE_HEADER + STATE_NAMES, n * sizeof(float));
+    if (p && plen) {
+        int32_t rv[2];
+        double ls[2];
+        memcpy(rv, buf + base, 8);
+        memcpy(ls, buf + base + 8, 16);
+        free(p->bytes);
+        p->round = rv[0], p->version = rv[1], p->loss = ls[0], p->seconds = ls[1];
+        p->bytes = hfl_malloc(plen);
+        memcpy(p->bytes, buf + base + STATE_PENDING, plen);
+        p->len = plen;
+    }
     rc = 0;
 out:
     free(buf);

@@ -1,5 +1,6 @@
 /* coord.h: the coordinator's state, shared by its files.
  *
+ * auth.c      proof of identity at hello, revocation, session tokens
  * registry.c  clients that said hello (id, name, device, plan, samples)
  * rounds.c    the round engine: selection, tasks, updates into the
  *             aggregator (aggregate.h: clipped, exact), closing a round
@@ -8,6 +9,7 @@
  * server.c    NNG rep0 contexts with async I/O; decodes each request,
  *             dispatches it to the round engine under one lock, replies at once
  * report.c    the JSON-lines log and the final report
+ * persist.c   the state at every round's end (--state-dir), and the restart from it
  * main.c      options and the main loop that closes rounds on quorum or deadline
  *
  * One mutex guards everything below; NNG's callbacks take it for the short
@@ -28,12 +30,14 @@
 #include "data/idx.h"
 #include "kernels/device.h"
 #include "model/model.h"
+#include "proto/identity.h"
 #include "proto/transport.h"
 
 #define COORD_MAX_CLIENTS 1024
 #define COORD_MAX_CLIENTS_STR "1024"
 #define DOWNLINK_HISTORY 4 /* global versions kept to send deltas against */
 #define REGISTRY_MAX_CODECS 8 /* distinct codecs clients may ask for in one run */
+#define COORD_MAX_PENDING 1024 /* hello challenges awaiting their signed answer */
 
 typedef struct {
     /* run settings */
@@ -59,6 +63,9 @@ typedef struct {
     char strategy[32];          /* --strategy (robust.h) */
     double session_ttl_s;       /* a full registry forgets sessions idle this long */
     double liveness_s;          /* a client silent this long is not drawn */
+    double token_ttl_s;         /* a session token expires this long after its hello */
+    char revoked_path[1024];    /* the revocation list (reloaded on SIGHUP) */
+    char state_dir[1024];       /* --state-dir: persist.c */
     uint64_t robust_memory;     /* the most a robust rule may hold decoded (bytes) */
     /* I/O */
     char listen_url[256];
@@ -72,8 +79,10 @@ typedef struct {
 } coord_config;
 
 typedef struct {
-    char name[64];
+    char name[64];   /* its identity: the certificate's CN (--insecure: the hello's name) */
     char token[33];  /* random, given in welcome; every later request must carry it */
+    double token_expires;
+    int revoked;     /* its name is on the revocation list: refused from now on */
     int got_bye;     /* has been told the run is over */
     int has_plan;    /* its hello carried a plan: it knows what it will run, so it may be selected */
     cJSON *hello; /* device, plan, samples as the client reported them */
@@ -131,6 +140,15 @@ typedef struct {
 typedef struct {
     coord_config cfg;
     pthread_mutex_t lock;
+    hfl_identity *self; /* our certificate and key (NULL with --insecure) */
+    hfl_trust *trust;   /* the CA and the revoked names (NULL with --insecure) */
+    char instance[HFL_ID_NONCE_HEX + 1]; /* random per process: clients notice a restart */
+    struct {
+        char name[64];
+        char challenge[HFL_ID_NONCE_HEX + 1];
+        double at;
+    } pending[COORD_MAX_PENDING];
+    int n_pending;
     hfl_model_spec spec;
     char *spec_json; /* the spec as JSON, sent in every welcome */
     const hfl_codec *codec;
@@ -158,13 +176,27 @@ typedef struct {
     cJSON *round_log;  /* array of per-round objects for the report */
     FILE *log;
     double final_acc;
+    int restarts; /* times this run was continued from its state dir */
     char final_sha256[65]; /* the global model's SHA-256 after the last round closed */
 } coord;
 
+/* auth.c */
+int auth_init(coord *c, const char *revoked_file, char *err);
+void auth_free(coord *c);
+/* A hello's proof of identity: 1 with the proven name (go on to the
+ * registry), 0 with *reply set (a challenge to answer), -1 with err. */
+int auth_hello(coord *c, const hfl_msg *m, char name[HFL_ID_NAME_MAX + 1], uint8_t **reply, size_t *len, char *err);
+void auth_reload(coord *c); /* SIGHUP: re-reads the revocation list and applies it */
+int auth_equal(const char *a, const char *b);
+/* An error reply telling the client to say hello again (its session is unknown or stale). */
+uint8_t *coord_reauth_reply(const char *msg, size_t *len);
+
 /* registry.c */
-int registry_hello(coord *c, const cJSON *meta, char *err); /* returns client id or -1 */
-/* Checks a request's client_id and token; returns the id or -1 with err. */
-int registry_check(const coord *c, const cJSON *meta, char *err);
+/* Registers (or renews) the session of the proven identity `name`; returns its id or -1. */
+int registry_hello(coord *c, const char *name, const cJSON *meta, char *err);
+/* Checks a request's client_id and token; returns the id, or -1 with err and
+ * *reauth set when saying hello again would help (unknown, wrong or expired token). */
+int registry_check(const coord *c, const cJSON *meta, int *reauth, char *err);
 /* A client's own bye: with an `error` (e.g. a broken memory budget) it
  * leaves the run, is drawn no more, and the report keeps the reason and its
  * peak figures. The reply is BYE; -1 with err when the meta is malformed. */
@@ -209,6 +241,12 @@ uint8_t *downlink_task(coord *c, const cJSON *task_meta, int64_t have_version, s
 /* report.c */
 void report_log_event(coord *c, cJSON *event); /* takes ownership */
 int report_write(coord *c, char *err);
+
+/* persist.c */
+int persist_save(coord *c, char *err); /* at a round's end; no-op without --state-dir */
+/* Continues a run from --state-dir when it holds one (*resumed = 1); -1 with
+ * err when the state is damaged beyond its fallback or from another run. */
+int persist_load(coord *c, int *resumed, char *err);
 
 /* server.c */
 typedef struct coord_server coord_server;

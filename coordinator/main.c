@@ -18,7 +18,9 @@
 #include "util/util.h"
 
 static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t reload_requested;
 static void on_signal(int sig) { (void)sig; stop_requested = 1; }
+static void on_hup(int sig) { (void)sig; reload_requested = 1; }
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -27,7 +29,13 @@ static void usage(FILE *f) {
         "  --listen URL          address to serve (default tls+tcp://127.0.0.1:7450; port 0 picks one)\n"
         "  --ca FILE             CA certificate (PEM) that signed every client\n"
         "  --cert FILE           coordinator certificate and key (PEM)\n"
-        "  --insecure            allow plain tcp:// without TLS\n"
+        "  --insecure            allow plain tcp:// without TLS (clients' names are then taken on trust)\n"
+        "  --revoked FILE        revocation list, one certificate name per line, re-read on SIGHUP\n"
+        "                        (default: revoked.txt beside --ca; written by hfl-pki revoke)\n"
+        "  --state-dir DIR       keep the run's state in DIR at every round's end; started again with\n"
+        "                        the same DIR, the coordinator continues the run where it stopped\n"
+        "  --token-ttl SECONDS   a session token expires this long after its hello; the client then\n"
+        "                        proves its identity again (default 3600)\n"
         "  --model NAME|FILE     model to train: mlp, cnn or a JSON spec (default mlp)\n"
         "  --codec NAME          update codec: fp32, fp16, bf16, int8, int4, sign, topk:<fraction> (default int8)\n"
         "  --block N             codec block size (default 256)\n"
@@ -73,7 +81,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
     enum { O_LISTEN = 256, O_CA, O_CERT, O_INSECURE, O_MODEL, O_CODEC, O_BLOCK, O_ROUNDS, O_K, O_QUORUM,
            O_DEADLINE, O_EPOCHS, O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_DATA, O_LOG, O_REPORT, O_READY,
            O_LINGER, O_QUIET, O_HELP, O_DOWNLINK, O_DOWNDELTA, O_DEVICE, O_CLIP, O_MAXSAMPLES, O_MAXSHARE,
-           O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS };
+           O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS, O_REVOKED, O_TOKENTTL, O_STATEDIR };
     static const struct option opts[] = {
         {"listen", 1, 0, O_LISTEN}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"insecure", 0, 0, O_INSECURE}, {"model", 1, 0, O_MODEL}, {"codec", 1, 0, O_CODEC},
@@ -87,7 +95,8 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         {"device", 1, 0, O_DEVICE}, {"clip-norm", 1, 0, O_CLIP}, {"max-client-samples", 1, 0, O_MAXSAMPLES},
         {"max-share", 1, 0, O_MAXSHARE}, {"server-opt", 1, 0, O_SOPT},
         {"strategy", 1, 0, O_STRATEGY}, {"robust-memory", 1, 0, O_ROBUSTMEM},
-        {"session-ttl", 1, 0, O_TTL}, {"liveness", 1, 0, O_LIVENESS}, {0, 0, 0, 0}};
+        {"session-ttl", 1, 0, O_TTL}, {"liveness", 1, 0, O_LIVENESS}, {"revoked", 1, 0, O_REVOKED},
+        {"token-ttl", 1, 0, O_TOKENTTL}, {"state-dir", 1, 0, O_STATEDIR}, {0, 0, 0, 0}};
     long v;
     double d;
     int quorum = -1;
@@ -138,6 +147,9 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         }
         case O_ROBUSTMEM: hfl_parse_size(optarg, &cfg->robust_memory, e); break;
         case O_LIVENESS: if (hfl_parse_double(optarg, 0.01, 1e7, &d, e) == 0) cfg->liveness_s = d; break;
+        case O_STATEDIR: snprintf(cfg->state_dir, sizeof cfg->state_dir, "%s", optarg); break;
+        case O_REVOKED: snprintf(cfg->revoked_path, sizeof cfg->revoked_path, "%s", optarg); break;
+        case O_TOKENTTL: if (hfl_parse_double(optarg, 1, 1e7, &d, e) == 0) cfg->token_ttl_s = d; break;
         case O_TTL: if (hfl_parse_double(optarg, 0.01, 1e7, &d, e) == 0) cfg->session_ttl_s = d; break;
         case O_MAXSHARE: if (hfl_parse_double(optarg, 0.01, 1, &d, e) == 0) cfg->max_share = d; break;
         case O_DEVICE:
@@ -157,6 +169,11 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         return hfl_errf(err, "--min-quorum %d exceeds --clients-per-round %d", cfg->min_quorum, cfg->clients_per_round);
     if (!cfg->tls.insecure && (!cfg->tls.ca_file || !cfg->tls.cert_file))
         return hfl_errf(err, "TLS needs --ca and --cert (or --insecure with a tcp:// URL)");
+    if (!cfg->revoked_path[0] && cfg->tls.ca_file) { /* revoked.txt beside the CA */
+        const char *slash = strrchr(cfg->tls.ca_file, '/');
+        int dir_len = slash ? (int)(slash - cfg->tls.ca_file) : 1;
+        snprintf(cfg->revoked_path, sizeof cfg->revoked_path, "%.*s/revoked.txt", dir_len, slash ? cfg->tls.ca_file : ".");
+    }
     return 0;
 }
 
@@ -175,15 +192,23 @@ static int coord_setup(coord *c, char *err) {
     if (hfl_fmnist_load(c->cfg.data_dir, 0, &c->test, err) != 0) return -1;
     if (c->test.dim != c->spec.in_dim)
         return hfl_errf(err, "test set has %d features, model %s expects %d", c->test.dim, c->spec.name, c->spec.in_dim);
-    if (c->cfg.log_path[0] && !(c->log = fopen(c->cfg.log_path, "w")))
-        return hfl_errf(err, "cannot write log %s", c->cfg.log_path);
     c->global = hfl_malloc(c->spec.n_params * sizeof(float));
     hfl_model_init_params(&c->spec, c->global, c->cfg.seed);
     if (downlink_init(c, c->cfg.downlink, c->cfg.downlink_delta, err) != 0) return -1;
+    if (auth_init(c, c->cfg.revoked_path, err) != 0) return -1;
+    if (!c->self && !c->cfg.quiet) printf("hfl-coordinator: no certificates: clients' names are taken on trust\n");
     c->eval = hfl_trainer_create(&c->spec, c->be, 500);
     c->round_log = cJSON_CreateArray();
     pthread_mutex_init(&c->lock, NULL);
-    return rounds_init(c, err);
+    int resumed;
+    if (rounds_init(c, err) != 0 || persist_load(c, &resumed, err) != 0) return -1;
+    /* a continued run appends to its log */
+    if (c->cfg.log_path[0] && !(c->log = fopen(c->cfg.log_path, resumed ? "a" : "w")))
+        return hfl_errf(err, "cannot write log %s", c->cfg.log_path);
+    if (resumed && !c->cfg.quiet)
+        printf("hfl-coordinator: continuing the run in %s after round %d (model version %d)\n", c->cfg.state_dir,
+               c->r.round, c->version);
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -203,6 +228,7 @@ int main(int argc, char **argv) {
     cfg->robust_memory = (uint64_t)2 << 30;
     cfg->session_ttl_s = 600;
     cfg->liveness_s = 10;
+    cfg->token_ttl_s = 3600;
     cfg->clip_norm = COORD_CLIP_DEFAULT, cfg->clip_adaptive = 1, cfg->max_share = COORD_MAX_SHARE_DEFAULT;
     cfg->tls.server_name = "localhost";
     double linger = 10;
@@ -248,9 +274,14 @@ int main(int argc, char **argv) {
     }
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
+    signal(SIGHUP, on_hup);
     double done_at = 0;
     while (!stop_requested) {
         pthread_mutex_lock(&c.lock);
+        if (reload_requested) {
+            reload_requested = 0;
+            auth_reload(&c);
+        }
         rounds_tick(&c);
         int done = c.done, all_bye = c.byes_sent >= c.n_clients;
         pthread_mutex_unlock(&c.lock);

@@ -1,12 +1,12 @@
 /* registry.c: the clients that said hello.
  *
- * A client is known by the name in its hello (its certificate's CN in the
- * simulator). Saying hello again with the same name, after a restart or a
- * reconnect, gives back the same id, so its round state is kept. NNG 1.5
- * does not expose the peer certificate, so the name is the client's word;
- * mutual TLS already keeps out anyone without a certificate from our CA.
- * Welcome hands each client a random token that every later request must
- * carry, so one client cannot pull or update as another by guessing its id.
+ * A client is known by its identity: its certificate's CN, proven at hello
+ * (auth.c); with --insecure, by the name in its hello. Saying hello again
+ * with the same identity, after a restart or a reconnect, gives back the
+ * same id, so its round state is kept; the new session replaces the old
+ * one, which only a valid proof can do. Welcome hands each session a random
+ * token, bound to the identity and expiring after --token-ttl, that every
+ * later request must carry.
  * A client may ask for its own update codec (a slow uplink wants a smaller
  * one); its updates must then use that codec. */
 #include <fcntl.h>
@@ -74,10 +74,8 @@ static int registry_evict(coord *c) {
     return victim;
 }
 
-int registry_hello(coord *c, const cJSON *meta, char *err) {
-    char name[64];
+int registry_hello(coord *c, const char *name, const cJSON *meta, char *err) {
     int64_t samples;
-    if (hfl_meta_str(meta, "name", sizeof name - 1, name, err) != 0) return -1;
     if (hfl_meta_int(meta, "samples", 1, 100000000, &samples, err) != 0) return -1;
     const cJSON *device = cJSON_GetObjectItemCaseSensitive(meta, "device");
     const cJSON *plan = cJSON_GetObjectItemCaseSensitive(meta, "plan");
@@ -102,12 +100,14 @@ int registry_hello(coord *c, const cJSON *meta, char *err) {
     int id = -1;
     for (int i = 0; i < c->n_clients; i++)
         if (!strcmp(c->clients[i].name, name)) id = i;
+    if (id >= 0 && c->clients[id].revoked) return hfl_errf(err, "certificate of '%s' is revoked", name);
     if (id < 0 && c->n_clients < COORD_MAX_CLIENTS) id = c->n_clients++;
     if (id < 0 && (id = registry_evict(c)) < 0)
         return hfl_errf(err, "registry full: %d sessions, none idle for %.0f s (--session-ttl)", COORD_MAX_CLIENTS,
                         c->cfg.session_ttl_s);
     coord_client *cl = &c->clients[id];
     if (registry_token(cl->token, err) != 0) return -1;
+    cl->token_expires = hfl_now() + c->cfg.token_ttl_s;
     snprintf(cl->name, sizeof cl->name, "%s", name);
     cJSON_Delete(cl->hello);
     cl->hello = cJSON_CreateObject();
@@ -128,14 +128,21 @@ int registry_hello(coord *c, const cJSON *meta, char *err) {
     return id;
 }
 
-int registry_check(const coord *c, const cJSON *meta, char *err) {
+int registry_check(const coord *c, const cJSON *meta, int *reauth, char *err) {
     int64_t id;
     char token[33];
+    *reauth = 0;
     if (hfl_meta_int(meta, "client_id", 0, COORD_MAX_CLIENTS - 1, &id, err) != 0) return -1;
-    if (id >= c->n_clients) return hfl_errf(err, "unknown client id %lld (say hello first)", (long long)id);
     if (hfl_meta_str(meta, "token", 32, token, err) != 0) return -1;
-    if (strcmp(token, c->clients[id].token) != 0)
-        return hfl_errf(err, "wrong token for client %lld", (long long)id);
+    const coord_client *cl = &c->clients[id];
+    if (id < c->n_clients && cl->revoked) return hfl_errf(err, "certificate of '%s' is revoked", cl->name);
+    *reauth = 1;
+    if (id >= c->n_clients || !cl->token[0])
+        return hfl_errf(err, "unknown session for client %lld: say hello", (long long)id);
+    if (!auth_equal(token, cl->token)) return hfl_errf(err, "wrong token for client %lld: say hello", (long long)id);
+    if (hfl_now() > cl->token_expires)
+        return hfl_errf(err, "token of client %lld expired: say hello", (long long)id);
+    *reauth = 0;
     return (int)id;
 }
 

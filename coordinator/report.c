@@ -51,6 +51,7 @@ int report_write(coord *c, char *err) {
     cJSON_AddStringToObject(o, "server_opt", cfg->server_opt);
     cJSON_AddStringToObject(o, "strategy", cfg->strategy);
     cJSON_AddBoolToObject(o, "complete", c->done);
+    cJSON_AddNumberToObject(o, "restarts", c->restarts);
     cJSON_AddNumberToObject(o, "rounds_planned", cfg->rounds);
     cJSON_AddNumberToObject(o, "rounds_aggregated", c->version);
     cJSON_AddNumberToObject(o, "clients_per_round", cfg->clients_per_round);

@@ -268,6 +268,7 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     r->n_clipped += info.clipped;
     r->received[id] = 1;
     r->n_received++;
+    if (r->n_received == 1) hfl_test_crash("update", r->round);
     r->weight_samples += weighed;
     if (weighed > r->weight_max) r->weight_max = weighed;
     r->samples_sum += (double)samples;
@@ -378,6 +379,7 @@ static void round_finish(coord *c, const char *reason) {
     if (r->round >= c->cfg.rounds) c->done = 1;
     char err[HFL_ERR_LEN];
     if (report_write(c, err) != 0) fprintf(stderr, "hfl-coordinator: %s\n", err);
+    if (persist_save(c, err) != 0) fprintf(stderr, "hfl-coordinator: cannot save the run's state: %s\n", err);
 }
 
 /* The adaptive clip after a round with updates (see the header). */
@@ -416,6 +418,7 @@ static int robust_mean(coord *c) {
 static void round_aggregate(coord *c) {
     coord_round *r = &c->r;
     size_t n = c->spec.n_params;
+    hfl_test_crash("aggregate", r->round);
     if (c->rule.kind == HFL_RULE_FEDAVG) {
         /* --max-share holds over the updates that came: when some of the round
          * are missing, the divisor grows (up to the whole round's capped

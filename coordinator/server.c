@@ -33,15 +33,22 @@ struct coord_server {
 };
 
 static uint8_t *server_handle_hello(coord *c, const hfl_msg *m, size_t *len) {
-    char err[HFL_ERR_LEN];
-    int id = registry_hello(c, m->meta, err);
+    char err[HFL_ERR_LEN], name[HFL_ID_NAME_MAX + 1];
+    uint8_t *challenge;
+    int proven = auth_hello(c, m, name, &challenge, len, err);
+    if (proven == 0) return challenge;
+    int id = proven < 0 ? -1 : registry_hello(c, name, m->meta, err);
     if (id < 0) {
         c->rejected++;
+        if (!c->cfg.quiet) fprintf(stderr, "hfl-coordinator: hello refused: %s\n", err);
         return coord_error_reply(err, len);
     }
     cJSON *meta = cJSON_CreateObject();
     cJSON_AddNumberToObject(meta, "client_id", id);
     cJSON_AddStringToObject(meta, "token", c->clients[id].token);
+    cJSON_AddStringToObject(meta, "name", c->clients[id].name);
+    cJSON_AddStringToObject(meta, "instance", c->instance);
+    cJSON_AddNumberToObject(meta, "token_ttl_s", c->cfg.token_ttl_s);
     cJSON_AddStringToObject(meta, "model", c->spec.name);
     cJSON_AddItemToObject(meta, "model_spec", cJSON_Parse(c->spec_json));
     cJSON_AddNumberToObject(meta, "params", (double)c->spec.n_params);
@@ -82,9 +89,10 @@ static uint8_t *server_handle(coord *c, const uint8_t *buf, size_t n, size_t *le
     case HFL_MSG_PULL:
     case HFL_MSG_UPDATE:
     case HFL_MSG_BYE:
-        if ((id = registry_check(c, m.meta, err)) < 0) {
+        int reauth;
+        if ((id = registry_check(c, m.meta, &reauth, err)) < 0) {
             c->rejected++;
-            out = coord_error_reply(err, len);
+            out = reauth ? coord_reauth_reply(err, len) : coord_error_reply(err, len);
         } else if (m.type == HFL_MSG_PULL) {
             int64_t have = -1; /* optional: the model version the client holds */
             if (cJSON_GetObjectItemCaseSensitive(m.meta, "have_version") &&

@@ -17,10 +17,11 @@ static const char *const msg_type_names[] = {
     [HFL_MSG_HELLO] = "hello", [HFL_MSG_WELCOME] = "welcome", [HFL_MSG_PULL] = "pull",
     [HFL_MSG_TASK] = "task",   [HFL_MSG_WAIT] = "wait",       [HFL_MSG_UPDATE] = "update",
     [HFL_MSG_ACK] = "ack",     [HFL_MSG_ERROR] = "error",     [HFL_MSG_BYE] = "bye",
+    [HFL_MSG_CHALLENGE] = "challenge",
 };
 
 const char *hfl_msg_type_name(int type) {
-    if (type < HFL_MSG_HELLO || type > HFL_MSG_BYE) return "unknown";
+    if (type < HFL_MSG_HELLO || type > HFL_MSG_LAST) return "unknown";
     return msg_type_names[type];
 }
 
@@ -41,7 +42,7 @@ static uint16_t msg_get_u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] <<
  * exceeds what the header (or the decoder's meta limit) can carry. */
 uint8_t *hfl_msg_encode(int type, const cJSON *meta, const void *payload, size_t payload_len,
                         size_t *out_len) {
-    if (type < HFL_MSG_HELLO || type > HFL_MSG_BYE || payload_len > UINT32_MAX) return NULL;
+    if (type < HFL_MSG_HELLO || type > HFL_MSG_LAST || payload_len > UINT32_MAX) return NULL;
     if (payload_len > 0 && !payload) return NULL;
     char *json = NULL;
     size_t meta_len = 0;
@@ -110,7 +111,7 @@ int hfl_msg_decode(const uint8_t *buf, size_t len, size_t max_payload, hfl_msg *
         return hfl_errf(err, "unsupported message version %u (expected %d)", version,
                         HFL_MSG_VERSION);
     unsigned type = msg_get_u16(buf + 6);
-    if (type < HFL_MSG_HELLO || type > HFL_MSG_BYE)
+    if (type < HFL_MSG_HELLO || type > HFL_MSG_LAST)
         return hfl_errf(err, "unknown message type %u", type);
     size_t meta_len = msg_get_u32(buf + 8), payload_len = msg_get_u32(buf + 12);
     if (meta_len > HFL_MSG_MAX_META)
@@ -131,6 +132,8 @@ int hfl_msg_decode(const uint8_t *buf, size_t len, size_t max_payload, hfl_msg *
     out->type = (int)type;
     out->payload = body + meta_len;
     out->payload_len = payload_len;
+    out->meta_raw = body;
+    out->meta_len = meta_len;
     return 0;
 }
 

@@ -33,7 +33,9 @@ typedef enum {
     HFL_MSG_ACK = 7,     /* reply to update */
     HFL_MSG_ERROR = 8,   /* any reply: `error` says why */
     HFL_MSG_BYE = 9,     /* reply to pull when the run is over; or client leaving */
+    HFL_MSG_CHALLENGE = 10, /* reply to a hello without proof: sign this (proto/hello.h) */
 } hfl_msg_type;
+#define HFL_MSG_LAST HFL_MSG_CHALLENGE
 
 const char *hfl_msg_type_name(int type); /* "hello", ... or "unknown" */
 
@@ -42,6 +44,8 @@ typedef struct {
     cJSON *meta;            /* owned; freed by hfl_msg_free */
     const uint8_t *payload; /* points into the decoded buffer (not owned) */
     size_t payload_len;
+    const uint8_t *meta_raw; /* meta's bytes as sent (what a signature covers), in the buffer */
+    size_t meta_len;
 } hfl_msg;
 
 /* CRC-32C (Castagnoli), as in iSCSI and ext4. */

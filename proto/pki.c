@@ -28,6 +28,7 @@
 #include <mbedtls/platform_util.h>
 #include <mbedtls/x509_crt.h>
 
+#include "proto/identity.h"
 #include "util/util.h"
 
 #define PKI_CERT_PEM_MAX 4096
@@ -98,10 +99,10 @@ static int pki_serial(pki_ctx *c, unsigned index, mbedtls_mpi *serial) {
 }
 
 /* Signs subject's certificate with issuer's key (issuer == subject for the CA). */
-static int pki_sign_cert(pki_ctx *c, pki_entity *subject, const char *subject_cn,
+static int pki_sign_cert(pki_ctx *c, pki_entity *subject, const char *subject_cn, const char *role,
                          pki_entity *issuer, unsigned index, int is_ca, char *err) {
     char name[128];
-    if (snprintf(name, sizeof name, "CN=%s", subject_cn) >= (int)sizeof name)
+    if (snprintf(name, sizeof name, role ? "CN=%s,OU=%s" : "CN=%s", subject_cn, role) >= (int)sizeof name)
         return hfl_errf(err, "common name too long: %s", subject_cn);
     mbedtls_x509write_cert crt;
     mbedtls_mpi serial;
@@ -147,26 +148,45 @@ static int pki_init(pki_ctx *c, int valid_days, char *err) {
     return 0;
 }
 
+/* A seeded generator and an empty CA entity; pki_end frees and wipes them. */
+static int pki_begin(pki_ctx **c, pki_entity **ca, int valid_days, char *err) {
+    *c = hfl_calloc(1, sizeof **c);
+    *ca = hfl_calloc(1, sizeof **ca);
+    mbedtls_entropy_init(&(*c)->entropy);
+    mbedtls_ctr_drbg_init(&(*c)->drbg);
+    mbedtls_pk_init(&(*ca)->key);
+    return pki_init(*c, valid_days, err);
+}
+
+static void pki_end(pki_ctx *c, pki_entity *ca) {
+    mbedtls_pk_free(&ca->key);
+    mbedtls_platform_zeroize(ca, sizeof *ca);
+    mbedtls_ctr_drbg_free(&c->drbg);
+    mbedtls_entropy_free(&c->entropy);
+    free(ca);
+    free(c);
+}
+
 /* Host names only: letters, digits, '.', '-' and '_' (keeps the X.509 name string unambiguous). */
-static int pki_check_cn(const char *cn, char *err) {
+static int pki_check_cn(const char *cn, const char *what, char *err) {
     size_t n = cn ? strlen(cn) : 0;
-    if (n == 0 || n > 64) return hfl_errf(err, "server name must be 1..64 characters");
+    if (n == 0 || n > HFL_ID_NAME_MAX) return hfl_errf(err, "%s must be 1..%d characters", what, HFL_ID_NAME_MAX);
     for (size_t i = 0; i < n; i++) {
         char ch = cn[i];
         if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
               ch == '.' || ch == '-' || ch == '_'))
-            return hfl_errf(err, "server name '%s' has a character other than A-Z a-z 0-9 . - _", cn);
+            return hfl_errf(err, "%s '%s' has a character other than A-Z a-z 0-9 . - _", what, cn);
     }
     return 0;
 }
 
 /* Issues one leaf certificate and writes "<name>.pem" (certificate then key). */
 static int pki_issue_leaf(pki_ctx *c, pki_entity *ca, const char *dir, const char *file,
-                          const char *cn, unsigned index, char *err) {
+                          const char *cn, const char *role, unsigned index, char *err) {
     pki_entity *leaf = hfl_calloc(1, sizeof *leaf);
     mbedtls_pk_init(&leaf->key);
     int rv = pki_gen_key(c, leaf, err);
-    if (rv == 0) rv = pki_sign_cert(c, leaf, cn, ca, index, 0, err);
+    if (rv == 0) rv = pki_sign_cert(c, leaf, cn, role, ca, index, 0, err);
     if (rv == 0) rv = pki_write_file(dir, file, leaf->cert_pem, leaf->key_pem, 0600, err);
     mbedtls_pk_free(&leaf->key);
     mbedtls_platform_zeroize(leaf, sizeof *leaf);
@@ -181,29 +201,42 @@ int hfl_pki_create(const char *dir, int n_clients, const char *server_cn, int va
         return hfl_errf(err, "client count %d is outside [0, 100000]", n_clients);
     if (valid_days < 1 || valid_days > 36500)
         return hfl_errf(err, "validity of %d days is outside [1, 36500]", valid_days);
-    if (pki_check_cn(server_cn, err) != 0 || hfl_mkdirs(dir, err) != 0) return -1;
-    pki_ctx *c = hfl_calloc(1, sizeof *c);
-    pki_entity *ca = hfl_calloc(1, sizeof *ca);
-    mbedtls_entropy_init(&c->entropy);
-    mbedtls_ctr_drbg_init(&c->drbg);
-    mbedtls_pk_init(&ca->key);
-    int rv = pki_init(c, valid_days, err);
+    if (pki_check_cn(server_cn, "server name", err) != 0 || hfl_mkdirs(dir, err) != 0) return -1;
+    pki_ctx *c;
+    pki_entity *ca;
+    int rv = pki_begin(&c, &ca, valid_days, err);
     if (rv == 0) rv = pki_gen_key(c, ca, err);
-    if (rv == 0) rv = pki_sign_cert(c, ca, "hfl-ca", ca, 0, 1, err);
+    if (rv == 0) rv = pki_sign_cert(c, ca, "hfl-ca", NULL, ca, 0, 1, err);
     if (rv == 0) rv = pki_write_file(dir, "ca.crt", ca->cert_pem, NULL, 0644, err);
     if (rv == 0) rv = pki_write_file(dir, "ca.key", ca->key_pem, NULL, 0600, err);
-    if (rv == 0) rv = pki_issue_leaf(c, ca, dir, "coordinator.pem", server_cn, 1, err);
+    if (rv == 0) rv = pki_issue_leaf(c, ca, dir, "coordinator.pem", server_cn, HFL_ROLE_COORDINATOR, 1, err);
     for (int i = 0; rv == 0 && i < n_clients; i++) {
         char cn[32], file[48];
         snprintf(cn, sizeof cn, "client-%d", i);
         snprintf(file, sizeof file, "%s.pem", cn);
-        rv = pki_issue_leaf(c, ca, dir, file, cn, 2u + (unsigned)i, err);
+        rv = pki_issue_leaf(c, ca, dir, file, cn, HFL_ROLE_CLIENT, 2u + (unsigned)i, err);
     }
-    mbedtls_pk_free(&ca->key);
-    mbedtls_platform_zeroize(ca, sizeof *ca);
-    mbedtls_ctr_drbg_free(&c->drbg);
-    mbedtls_entropy_free(&c->entropy);
-    free(ca);
-    free(c);
+    pki_end(c, ca);
     return rv;
+}
+
+int hfl_pki_issue(const char *dir, const char *name, const char *role, int valid_days, char *err) {
+    char path[PKI_PATH_MAX], file[HFL_ID_NAME_MAX + 8];
+    if (!dir || !*dir) return hfl_errf(err, "no CA directory given");
+    if (strcmp(role, HFL_ROLE_CLIENT) && strcmp(role, HFL_ROLE_COORDINATOR))
+        return hfl_errf(err, "role '%s' is not client or coordinator", role);
+    if (valid_days < 1 || valid_days > 36500)
+        return hfl_errf(err, "validity of %d days is outside [1, 36500]", valid_days);
+    if (pki_check_cn(name, "certificate name", err) != 0) return -1;
+    if (!strcmp(name, "ca")) return hfl_errf(err, "'ca' names the CA's own files");
+    snprintf(file, sizeof file, "%s.pem", name);
+    snprintf(path, sizeof path, "%s/ca.key", dir);
+    pki_ctx *c;
+    pki_entity *ca;
+    int rv = pki_begin(&c, &ca, valid_days, err);
+    if (rv == 0 && (rv = mbedtls_pk_parse_keyfile(&ca->key, path, NULL)) != 0) pki_mbed_err(err, path, rv);
+    /* serials: 12 random bytes, then a hash of the name */
+    if (rv == 0) rv = pki_issue_leaf(c, ca, dir, file, name, role, hfl_hash32(name), err);
+    pki_end(c, ca);
+    return rv == 0 ? 0 : -1;
 }

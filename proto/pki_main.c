@@ -1,27 +1,38 @@
 /* pki_main.c: the hfl-pki program, which writes a throwaway CA, a coordinator
- * certificate and client certificates for mutual TLS (see pki.h).
+ * certificate and client certificates for mutual TLS (see pki.h), issues
+ * more from it, and revokes names (proto/identity.h).
  *
  *   hfl-pki --out DIR --clients N [--cn NAME] [--days D] [--json]
+ *   hfl-pki issue NAME --out DIR [--role client|coordinator] [--days D]
+ *   hfl-pki revoke NAME --out DIR    (DIR/revoked.txt; a coordinator reloads it on SIGHUP)
  *
  * Exit status: 0 on success, 1 when the files cannot be written, 2 on bad
  * arguments. --json prints the written paths as one JSON object. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cjson/cJSON.h>
 
+#include "proto/identity.h"
 #include "proto/pki.h"
 #include "util/util.h"
 
 static void pki_usage(FILE *f) {
     fprintf(f,
             "usage: hfl-pki --out DIR --clients N [--cn NAME] [--days D] [--json]\n"
+            "       hfl-pki issue NAME --out DIR [--role client|coordinator] [--days D]\n"
+            "       hfl-pki revoke NAME --out DIR\n"
             "Writes a throwaway certificate authority for hfl's mutual TLS into DIR:\n"
             "  ca.crt, ca.key (0600), coordinator.pem and client-<i>.pem (certificate + key, 0600).\n"
-            "  --out DIR      output directory (created if missing)\n"
+            "  Each certificate names its holder (CN) and role (OU); a client is known by its CN.\n"
+            "issue: one more certificate from DIR's CA, written to DIR/NAME.pem.\n"
+            "revoke: adds NAME to DIR/revoked.txt; a coordinator refuses it after SIGHUP.\n"
+            "  --out DIR      output (CA) directory (created if missing)\n"
             "  --clients N    number of client certificates, 0..100000\n"
             "  --cn NAME      coordinator host name, put in its certificate's CN (default localhost)\n"
+            "  --role R       issue: client (default) or coordinator\n"
             "  --days D       validity in days (default 365)\n"
             "  --json         print the written paths as JSON\n"
             "  --help         this text\n");
@@ -54,14 +65,43 @@ static int pki_print_json(const char *dir, int n_clients) {
     return s ? 0 : -1;
 }
 
+/* hfl-pki issue|revoke NAME --out DIR. */
+static int pki_command(const char *cmd, int n_args, char **args, const char *dir, const char *role, int days) {
+    char err[HFL_ERR_LEN], path[4200];
+    if (n_args != 1 || !dir) {
+        fprintf(stderr, "hfl-pki: %s needs one NAME and --out DIR (see --help)\n", cmd);
+        return 2;
+    }
+    if (!strcmp(cmd, "issue")) {
+        if (hfl_pki_issue(dir, args[0], role, days, err) != 0) {
+            fprintf(stderr, "hfl-pki: %s\n", err);
+            return 1;
+        }
+        printf("hfl-pki: wrote %s/%s.pem (CN=%s, role %s), valid %d days\n", dir, args[0], args[0], role, days);
+        return 0;
+    }
+    snprintf(path, sizeof path, "%s/revoked.txt", dir);
+    if (hfl_revoke_name(path, args[0], err) != 0) {
+        fprintf(stderr, "hfl-pki: %s\n", err);
+        return 1;
+    }
+    printf("hfl-pki: %s revoked in %s; send SIGHUP to a running coordinator to apply it\n", args[0], path);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     static const struct option opts[] = {
         {"out", required_argument, NULL, 'o'},  {"clients", required_argument, NULL, 'n'},
         {"cn", required_argument, NULL, 'c'},   {"days", required_argument, NULL, 'd'},
         {"json", no_argument, NULL, 'j'},       {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"role", required_argument, NULL, 'r'}, {NULL, 0, NULL, 0},
     };
-    const char *out = NULL, *cn = "localhost";
+    const char *out = NULL, *cn = "localhost", *role = HFL_ROLE_CLIENT, *cmd = NULL;
+    if (argc > 1 && (!strcmp(argv[1], "issue") || !strcmp(argv[1], "revoke"))) {
+        cmd = argv[1];
+        argv[1] = argv[0];
+        argc--, argv++;
+    }
     long clients = -1, days = 365;
     int json = 0, ch;
     char err[HFL_ERR_LEN];
@@ -71,6 +111,7 @@ int main(int argc, char **argv) {
         switch (ch) {
         case 'o': out = optarg; break;
         case 'c': cn = optarg; break;
+        case 'r': role = optarg; break;
         case 'j': json = 1; break;
         case 'h': pki_usage(stdout); return 0;
         case 'n': bad = hfl_parse_int(optarg, 0, 100000, &clients, err); break;
@@ -88,6 +129,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    if (cmd) return pki_command(cmd, argc - optind, argv + optind, out, role, (int)days);
     if (optind < argc) {
         fprintf(stderr, "hfl-pki: unexpected argument '%s' (see --help)\n", argv[optind]);
         return 2;

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,20 @@ void *hfl_calloc(size_t n, size_t size) {
         exit(1);
     }
     return p;
+}
+
+void *hfl_realloc(void *p, size_t bytes) {
+    void *q = realloc(p, bytes ? bytes : 1);
+    if (!q) {
+        fprintf(stderr, "hfl: out of memory reallocating %zu bytes\n", bytes);
+        exit(1);
+    }
+    return q;
+}
+
+char *hfl_strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    return memcpy(hfl_malloc(n), s, n);
 }
 
 double hfl_now(void) {
@@ -120,7 +135,18 @@ int hfl_write_file_atomic(const char *path, const void *data, size_t len, char *
         unlink(tmp);
         return hfl_errf(err, "cannot rename %s to %s: %s", tmp, path, strerror(e));
     }
-    return 0;
+    return hfl_fsync_dir_of(path, err);
+}
+
+int hfl_fsync_dir_of(const char *path, char *err) {
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return hfl_errf(err, "cannot open directory %s: %s", dir, strerror(errno));
+    int rc = fsync(fd) == 0 || errno == EINVAL ? 0 : hfl_errf(err, "cannot flush directory %s: %s", dir, strerror(errno));
+    close(fd);
+    return rc;
 }
 
 int hfl_parse_size(const char *s, uint64_t *bytes, char *err) {
@@ -242,4 +268,14 @@ double hfl_median(double *v, size_t n) {
     if (n == 0) return 0;
     qsort(v, n, sizeof *v, cmp_double_asc);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void hfl_test_crash(const char *point, int round) {
+    const char *spec = getenv("HFL_TEST_CRASH");
+    size_t n = strlen(point);
+    if (spec && !strncmp(spec, point, n) && spec[n] == ':' && atoi(spec + n + 1) == round) {
+        fprintf(stderr, "HFL_TEST_CRASH: killed at %s in round %d\n", point, round);
+        fflush(NULL);
+        raise(SIGKILL);
+    }
 }

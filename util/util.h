@@ -19,14 +19,19 @@ int hfl_errf(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3
 
 void *hfl_malloc(size_t bytes);          /* exits with a one-line message on failure */
 void *hfl_calloc(size_t n, size_t size);
+void *hfl_realloc(void *p, size_t bytes);
+char *hfl_strdup(const char *s);
 
 double hfl_now(void);                    /* monotonic seconds */
 void hfl_sleep_ms(int ms);
 
 /* Reads a whole file; *len gets its size. Returns NULL and fills err on failure. */
 char *hfl_read_file(const char *path, size_t *len, char *err);
-/* Writes via a temporary file, fsync and rename, so readers never see half a file. */
+/* Writes via a temporary file, fsync, rename and an fsync of the directory,
+ * so readers never see half a file and the new one survives a crash. */
 int hfl_write_file_atomic(const char *path, const void *data, size_t len, char *err);
+/* fsync of the directory holding path (makes a rename in it durable). */
+int hfl_fsync_dir_of(const char *path, char *err);
 
 /* "512M", "4G", "1.5GiB", "1048576" -> bytes. Returns -1 on a malformed size. */
 int hfl_parse_size(const char *s, uint64_t *bytes, char *err);
@@ -52,6 +57,11 @@ int hfl_mkdirs(const char *dir, char *err);
 
 /* FNV-1a hash of a string: a stable 32-bit id for a name (e.g. a client's random stream). */
 uint32_t hfl_hash32(const char *s);
+
+/* Crash tests (tests/integration/test_resume.c): when the environment holds
+ * HFL_TEST_CRASH=point:round and this is that point in that round, the
+ * process says so on stderr and kills itself with SIGKILL, as kill -9 would. */
+void hfl_test_crash(const char *point, int round);
 
 /* Directory holding the running executable (to find sibling programs). */
 int hfl_exe_dir(char *out, size_t outlen);

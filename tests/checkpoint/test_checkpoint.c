@@ -26,19 +26,8 @@
 #include <string.h>
 
 #include "model/checkpoint.h"
+#include "tests/check.h"
 #include "util/util.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            failures++;                                                        \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);    \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fputc('\n', stderr);                                               \
-        }                                                                      \
-    } while (0)
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static uint64_t rnd(void) { /* xorshift64* */
@@ -131,7 +120,7 @@ static hfl_ckpt_plan eval_ok(const hfl_ckpt_chain *ch, const unsigned char *stor
     memset(&p, 0, sizeof p);
     char err[HFL_ERR_LEN] = "";
     int rc = hfl_ckpt_evaluate(ch, stored, &p, err);
-    CHECK(rc == 0, "evaluate: %s", err);
+    CHECK_MSG(rc == 0, "evaluate: %s", err);
     return p;
 }
 
@@ -140,7 +129,7 @@ static hfl_ckpt_plan sched_ok(const hfl_ckpt_chain *ch, hfl_ckpt_kind k, size_t 
     memset(&p, 0, sizeof p);
     char err[HFL_ERR_LEN] = "";
     int rc = hfl_ckpt_schedule(ch, k, budget, &p, err);
-    CHECK(rc == 0, "schedule %s: %s", hfl_ckpt_name(k), err);
+    CHECK_MSG(rc == 0, "schedule %s: %s", hfl_ckpt_name(k), err);
     return p;
 }
 
@@ -148,18 +137,18 @@ static hfl_ckpt_plan sched_ok(const hfl_ckpt_chain *ch, hfl_ckpt_kind k, size_t 
  * figures are what evaluate gives for its set. */
 static void check_plan(const hfl_ckpt_chain *ch, const hfl_ckpt_plan *p) {
     int n = ch->n;
-    CHECK(p->n == n && p->stored[0] && p->stored[n], "ends of the set");
+    CHECK_MSG(p->n == n && p->stored[0] && p->stored[n], "ends of the set");
     int segs = 0;
     for (int j = 1; j <= n; j++) segs += p->stored[j];
-    CHECK(p->n_segments == segs && p->bound[0] == 0 && p->bound[segs] == n, "segments");
+    CHECK_MSG(p->n_segments == segs && p->bound[0] == 0 && p->bound[segs] == n, "segments");
     for (int j = 0; j < p->n_segments; j++)
-        CHECK(p->bound[j] < p->bound[j + 1] && p->stored[p->bound[j + 1]], "bound %d", j);
+        CHECK_MSG(p->bound[j] < p->bound[j + 1] && p->stored[p->bound[j + 1]], "bound %d", j);
     hfl_ckpt_plan e = eval_ok(ch, p->stored);
-    CHECK(e.peak == p->peak && e.recompute == p->recompute && e.stored_bytes == p->stored_bytes &&
-              e.segment_bytes == p->segment_bytes && e.held_bytes == p->held_bytes,
-          "plan figures %zu/%g vs evaluated %zu/%g", p->peak, p->recompute, e.peak, e.recompute);
-    CHECK(p->peak == p->held_bytes + p->segment_bytes, "peak is held + segment");
-    CHECK(p->feasible == (p->peak <= p->budget), "feasible flag");
+    CHECK_MSG(e.peak == p->peak && e.recompute == p->recompute && e.stored_bytes == p->stored_bytes &&
+                  e.segment_bytes == p->segment_bytes && e.held_bytes == p->held_bytes,
+              "plan figures %zu/%g vs evaluated %zu/%g", p->peak, p->recompute, e.peak, e.recompute);
+    CHECK_MSG(p->peak == p->held_bytes + p->segment_bytes, "peak is held + segment");
+    CHECK_MSG(p->feasible == (p->peak <= p->budget), "feasible flag");
 }
 
 /* ---- 1. hand-computed accounting ---- */
@@ -193,23 +182,23 @@ static void test_hand(void) {
     };
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
         hfl_ckpt_plan p = eval_ok(&ch, cases[t].st);
-        CHECK(p.held_bytes == cases[t].held && p.segment_bytes == cases[t].seg &&
-                  p.peak == cases[t].peak && p.recompute == cases[t].cost,
-              "case %zu: held %zu seg %zu peak %zu cost %g", t, p.held_bytes, p.segment_bytes,
-              p.peak, p.recompute);
-        CHECK(simulate(&ch, cases[t].st) == cases[t].peak, "case %zu: simulator %zu", t,
-              simulate(&ch, cases[t].st));
-        CHECK(p.forward == 7.0, "forward cost");
+        CHECK_MSG(p.held_bytes == cases[t].held && p.segment_bytes == cases[t].seg &&
+                      p.peak == cases[t].peak && p.recompute == cases[t].cost,
+                  "case %zu: held %zu seg %zu peak %zu cost %g", t, p.held_bytes, p.segment_bytes,
+                  p.peak, p.recompute);
+        CHECK_MSG(simulate(&ch, cases[t].st) == cases[t].peak, "case %zu: simulator %zu", t,
+                  simulate(&ch, cases[t].st));
+        CHECK_MSG(p.forward == 7.0, "forward cost");
     }
     /* full: least peak 120 ({0,2,3}); optimal by budget. */
     hfl_ckpt_plan f = sched_ok(&ch, HFL_CKPT_FULL, SIZE_MAX);
-    CHECK(f.peak == 120 && f.recompute == 1.0 && f.stored[2] && !f.stored[1], "full");
+    CHECK_MSG(f.peak == 120 && f.recompute == 1.0 && f.stored[2] && !f.stored[1], "full");
     hfl_ckpt_plan o = sched_ok(&ch, HFL_CKPT_OPTIMAL, 140);
-    CHECK(o.peak == 140 && o.recompute == 0.0 && o.feasible, "optimal at 140: store all");
+    CHECK_MSG(o.peak == 140 && o.recompute == 0.0 && o.feasible, "optimal at 140: store all");
     o = sched_ok(&ch, HFL_CKPT_OPTIMAL, 139);
-    CHECK(o.peak == 120 && o.recompute == 1.0 && o.feasible, "optimal at 139");
+    CHECK_MSG(o.peak == 120 && o.recompute == 1.0 && o.feasible, "optimal at 139");
     o = sched_ok(&ch, HFL_CKPT_OPTIMAL, 119);
-    CHECK(!o.feasible && o.min_peak == 120 && o.peak == 120, "optimal at 119: infeasible");
+    CHECK_MSG(!o.feasible && o.min_peak == 120 && o.peak == 120, "optimal at 119: infeasible");
 
     /* A planner-like chain: m_0 = 8; a pool below the first parametric layer
      * (4), conv + in-place ReLU (6: reads its input, and its output first),
@@ -224,16 +213,16 @@ static void test_hand(void) {
     hfl_ckpt_chain pc = {.n = 3, .in_bytes = 8, .layers = M, .first_backward = 2};
     unsigned char all[4] = {1, 1, 1, 1}, ends[4] = {1, 0, 0, 1}, mid[4] = {1, 0, 1, 1};
     hfl_ckpt_plan p = eval_ok(&pc, all);
-    CHECK(p.peak == 18 && p.held_bytes == 4 && p.recompute == 0.0, "f=2 all: %zu", p.peak);
+    CHECK_MSG(p.peak == 18 && p.held_bytes == 4 && p.recompute == 0.0, "f=2 all: %zu", p.peak);
     p = eval_ok(&pc, ends);
-    CHECK(p.peak == 18 && p.recompute == 6.0, "f=2 ends: %zu %g", p.peak, p.recompute);
-    CHECK(simulate(&pc, all) == 18 && simulate(&pc, ends) == 18, "f=2 simulator");
+    CHECK_MSG(p.peak == 18 && p.recompute == 6.0, "f=2 ends: %zu %g", p.peak, p.recompute);
+    CHECK_MSG(simulate(&pc, all) == 18 && simulate(&pc, ends) == 18, "f=2 simulator");
     /* m_3 = 20, {0,2,3}: (0,2] is processed (e = 2 >= f), so a0 is needed
      * (P(2) = 8) and recompute step 1 holds a0, a2 (for step 2), g2, a1 =
      * 24; (2,3]'s loss: 8 + a2 + a3 + g3 = 8 + 6 + 40 = 54. */
     M[2].out_bytes = 20;
     p = eval_ok(&pc, mid);
-    CHECK(p.peak == 54 && simulate(&pc, mid) == 54, "f=2 mid: %zu", p.peak);
+    CHECK_MSG(p.peak == 54 && simulate(&pc, mid) == 54, "f=2 mid: %zu", p.peak);
     M[2].out_bytes = 2;
     /* f = 1: a0 is read by backward 1 (P = 8 above it) and layer 2 writes
      * g1 (4). Without output_first, backward 2 holds a1 a2 g2 g1: 8 + 20 =
@@ -241,11 +230,11 @@ static void test_hand(void) {
      * a2 g3 g2 14 = 26. */
     pc.first_backward = 1;
     M[1].output_first = 0;
-    CHECK(eval_ok(&pc, all).peak == 28 && simulate(&pc, all) == 28, "f=1: %zu",
-          eval_ok(&pc, all).peak);
+    CHECK_MSG(eval_ok(&pc, all).peak == 28 && simulate(&pc, all) == 28, "f=1: %zu",
+              eval_ok(&pc, all).peak);
     M[1].output_first = 1;
-    CHECK(eval_ok(&pc, all).peak == 26 && simulate(&pc, all) == 26, "f=1 output_first: %zu",
-          eval_ok(&pc, all).peak);
+    CHECK_MSG(eval_ok(&pc, all).peak == 26 && simulate(&pc, all) == 26, "f=1 output_first: %zu",
+              eval_ok(&pc, all).peak);
 
     /* grad_in_place: a ReLU on its own (reads only its output) over an
      * equal-sized input; m = 10, 10, 10. All stored: a1 dies after forward 2
@@ -255,17 +244,17 @@ static void test_hand(void) {
     hfl_ckpt_layer Q[2] = {lay(1.0, 10, 0, 1, 0, 0), lay(1.0, 10, 1, 0, 0, 1)};
     hfl_ckpt_chain qc = {.n = 2, .in_bytes = 10, .layers = Q};
     unsigned char two[3] = {1, 1, 1};
-    CHECK(eval_ok(&qc, two).peak == 30 && simulate(&qc, two) == 30, "gip: %zu",
-          eval_ok(&qc, two).peak);
+    CHECK_MSG(eval_ok(&qc, two).peak == 30 && simulate(&qc, two) == 30, "gip: %zu",
+              eval_ok(&qc, two).peak);
     Q[1].grad_in_place = 0;
-    CHECK(eval_ok(&qc, two).peak == 40 && simulate(&qc, two) == 40, "no gip");
+    CHECK_MSG(eval_ok(&qc, two).peak == 40 && simulate(&qc, two) == 40, "no gip");
 
     /* One layer: a_0 and a_1 stored; backward 1 holds a_0 (read) + g_1. */
     hfl_ckpt_layer one[1] = {lay(3.0, 7, 1, 1, 0, 0)};
     hfl_ckpt_chain ch1 = {.n = 1, .in_bytes = 5, .layers = one};
     for (int k = HFL_CKPT_NONE; k <= HFL_CKPT_FULL; k++) {
         hfl_ckpt_plan q = sched_ok(&ch1, (hfl_ckpt_kind)k, SIZE_MAX);
-        CHECK(q.peak == 19 && q.recompute == 0.0 && q.n_segments == 1, "n=1 %d: %zu", k, q.peak);
+        CHECK_MSG(q.peak == 19 && q.recompute == 0.0 && q.n_segments == 1, "n=1 %d: %zu", k, q.peak);
     }
 }
 
@@ -290,8 +279,8 @@ static unsigned brute_all(const hfl_ckpt_chain *ch, int *sim) {
         bf_costs[mask] = p.recompute;
         if (sim && rnd_below(4) == 0) { /* the simulator on a sample of sets */
             size_t sp = simulate(ch, st);
-            CHECK(sp == p.peak, "simulator %zu vs evaluate %zu (n=%d mask %u)", sp, p.peak, n,
-                  mask);
+            CHECK_MSG(sp == p.peak, "simulator %zu vs evaluate %zu (n=%d mask %u)", sp, p.peak, n,
+                      mask);
             (*sim)++;
         }
     }
@@ -364,26 +353,26 @@ static int test_brute(int chains, int nmin, int nmax) {
         int found = brute_best(sets, budget, &best_cost, &best_peak);
         hfl_ckpt_plan o = sched_ok(&ch, HFL_CKPT_OPTIMAL, budget);
         check_plan(&ch, &o);
-        CHECK(o.min_peak == min_peak, "min_peak %zu vs %zu", o.min_peak, min_peak);
-        CHECK(o.feasible == found, "chain %d: feasible %d vs brute %d", t, o.feasible, found);
+        CHECK_MSG(o.min_peak == min_peak, "min_peak %zu vs %zu", o.min_peak, min_peak);
+        CHECK_MSG(o.feasible == found, "chain %d: feasible %d vs brute %d", t, o.feasible, found);
         if (found) {
-            CHECK(o.recompute == best_cost && o.peak == best_peak && o.peak <= budget,
-                  "chain %d (n=%d, budget %zu): optimal %g/%zu vs brute %g/%zu", t, n, budget,
-                  o.recompute, o.peak, best_cost, best_peak);
+            CHECK_MSG(o.recompute == best_cost && o.peak == best_peak && o.peak <= budget,
+                      "chain %d (n=%d, budget %zu): optimal %g/%zu vs brute %g/%zu", t, n, budget,
+                      o.recompute, o.peak, best_cost, best_peak);
         } else {
             infeasible++;
-            CHECK(o.peak == min_peak && o.recompute == full_cost, "infeasible plan is full's");
+            CHECK_MSG(o.peak == min_peak && o.recompute == full_cost, "infeasible plan is full's");
         }
         hfl_ckpt_plan f = sched_ok(&ch, HFL_CKPT_FULL, budget);
         check_plan(&ch, &f);
-        CHECK(f.peak == min_peak && f.recompute == full_cost, "chain %d: full %zu/%g vs %zu/%g", t,
-              f.peak, f.recompute, min_peak, full_cost);
+        CHECK_MSG(f.peak == min_peak && f.recompute == full_cost, "chain %d: full %zu/%g vs %zu/%g", t,
+                  f.peak, f.recompute, min_peak, full_cost);
         hfl_ckpt_plan z = sched_ok(&ch, HFL_CKPT_NONE, budget);
         check_plan(&ch, &z);
-        CHECK(z.recompute == 0.0 && z.peak == all_peak && z.n_segments == n, "none");
+        CHECK_MSG(z.recompute == 0.0 && z.peak == all_peak && z.n_segments == n, "none");
         hfl_ckpt_plan q = sched_ok(&ch, HFL_CKPT_SQRT, budget);
         check_plan(&ch, &q);
-        CHECK(q.peak >= min_peak && q.min_peak == min_peak, "sqrt");
+        CHECK_MSG(q.peak >= min_peak && q.min_peak == min_peak, "sqrt");
     }
     printf("brute force, %d chains of %d..%d layers: %d with no feasible set, %d sets simulated\n",
            chains, nmin, nmax, infeasible, sim_checked);
@@ -428,8 +417,8 @@ static void test_beam_traps(void) {
         unsigned sets = brute_all(ch, NULL);
         double cost = 0.0;
         size_t peak = 0;
-        CHECK(brute_best(sets, traps[t].budget, &cost, &peak) && cost == traps[t].recompute &&
-                  peak == traps[t].peak, "trap %zu: brute force %g/%zu", t, cost, peak);
+        CHECK_MSG(brute_best(sets, traps[t].budget, &cost, &peak) && cost == traps[t].recompute &&
+                      peak == traps[t].peak, "trap %zu: brute force %g/%zu", t, cost, peak);
         /* Every budget from the least peak of a set to the greatest. */
         size_t lo = SIZE_MAX, hi = 0;
         for (unsigned mask = 0; mask < sets; mask++) {
@@ -447,8 +436,8 @@ static void test_beam_traps(void) {
                 wrong++;
             }
         }
-        CHECK(wrong == 0, "trap %zu: optimal misses the optimum at %d of the budgets %zu..%zu",
-              t, wrong, lo, hi);
+        CHECK_MSG(wrong == 0, "trap %zu: optimal misses the optimum at %d of the budgets %zu..%zu",
+                  t, wrong, lo, hi);
     }
 }
 
@@ -460,18 +449,18 @@ static void test_sqrt_and_large(void) {
     hfl_ckpt_chain ch = {.n = 16, .in_bytes = 1000, .layers = L};
     hfl_ckpt_plan q = sched_ok(&ch, HFL_CKPT_SQRT, SIZE_MAX);
     hfl_ckpt_plan z = sched_ok(&ch, HFL_CKPT_NONE, SIZE_MAX);
-    CHECK(q.n_segments == 4, "sqrt segments %d", q.n_segments);
-    for (int j = 0; j <= 4; j++) CHECK(q.bound[j] == 4 * j, "sqrt bound %d = %d", j, q.bound[j]);
+    CHECK_MSG(q.n_segments == 4, "sqrt segments %d", q.n_segments);
+    for (int j = 0; j <= 4; j++) CHECK_MSG(q.bound[j] == 4 * j, "sqrt bound %d = %d", j, q.bound[j]);
     /* none: backward 16 holds a0..a16, g16 and g15 = 19000. sqrt: backward
      * 16 holds a0, a4, a8 (P), a12, recomputed a13..a15, a16 (needed), g16
      * and g15 = 10000. */
-    CHECK(z.peak == 19000 && q.peak == 10000, "peaks none %zu sqrt %zu", z.peak, q.peak);
-    CHECK(q.recompute == 12.0, "sqrt recompute %g", q.recompute);
+    CHECK_MSG(z.peak == 19000 && q.peak == 10000, "peaks none %zu sqrt %zu", z.peak, q.peak);
+    CHECK_MSG(q.recompute == 12.0, "sqrt recompute %g", q.recompute);
     for (int n = 1; n <= HFL_CKPT_MAX_LAYERS; n++) { /* segment counts near sqrt(n) */
         ch.n = n;
         for (int i = 0; i < n; i++) L[i] = lay(1.0, 1000, 0, 1, 0, 0);
         q = sched_ok(&ch, HFL_CKPT_SQRT, SIZE_MAX);
-        CHECK(q.n_segments == (int)lround(sqrt((double)n)), "n=%d: %d segments", n, q.n_segments);
+        CHECK_MSG(q.n_segments == (int)lround(sqrt((double)n)), "n=%d: %d segments", n, q.n_segments);
         check_plan(&ch, &q);
     }
 
@@ -481,17 +470,17 @@ static void test_sqrt_and_large(void) {
         hfl_ckpt_plan all = sched_ok(&ch, HFL_CKPT_NONE, SIZE_MAX);
         hfl_ckpt_plan f = sched_ok(&ch, HFL_CKPT_FULL, SIZE_MAX);
         hfl_ckpt_plan s = sched_ok(&ch, HFL_CKPT_SQRT, SIZE_MAX);
-        CHECK(f.peak <= s.peak && f.peak <= all.peak && f.peak == all.min_peak, "full is least");
+        CHECK_MSG(f.peak <= s.peak && f.peak <= all.peak && f.peak == all.min_peak, "full is least");
         hfl_ckpt_plan o = sched_ok(&ch, HFL_CKPT_OPTIMAL, all.peak);
-        CHECK(o.recompute == 0.0 && o.peak == all.peak, "budget = none's peak: no recompute");
+        CHECK_MSG(o.recompute == 0.0 && o.peak == all.peak, "budget = none's peak: no recompute");
         double prev = -1.0;
         for (int k = 0; k <= 8; k++) {
             size_t b = f.peak + (all.peak - f.peak) / 8 * (size_t)(8 - k);
             o = sched_ok(&ch, HFL_CKPT_OPTIMAL, b);
             check_plan(&ch, &o);
-            CHECK(o.feasible && o.peak <= b, "n=40 budget %zu", b);
-            CHECK(o.recompute >= prev, "tighter budget, no less recompute");
-            if (s.peak <= b) CHECK(o.recompute <= s.recompute, "optimal beats sqrt when sqrt fits");
+            CHECK_MSG(o.feasible && o.peak <= b, "n=40 budget %zu", b);
+            CHECK_MSG(o.recompute >= prev, "tighter budget, no less recompute");
+            if (s.peak <= b) CHECK_MSG(o.recompute <= s.recompute, "optimal beats sqrt when sqrt fits");
             prev = o.recompute;
         }
     }
@@ -504,12 +493,12 @@ static void test_refusals(void) {
     hfl_ckpt_kind k;
     const char *names[] = {"none", "sqrt", "optimal", "full"};
     for (int i = 0; i < 4; i++) {
-        CHECK(hfl_ckpt_parse(names[i], &k, err) == 0 && (int)k == i, "parse %s", names[i]);
-        CHECK(strcmp(hfl_ckpt_name(k), names[i]) == 0, "name %s", names[i]);
+        CHECK_MSG(hfl_ckpt_parse(names[i], &k, err) == 0 && (int)k == i, "parse %s", names[i]);
+        CHECK_MSG(strcmp(hfl_ckpt_name(k), names[i]) == 0, "name %s", names[i]);
     }
     err[0] = 0;
-    CHECK(hfl_ckpt_parse("revolve", &k, err) == -1 && strstr(err, "revolve"), "bad name: %s", err);
-    CHECK(hfl_ckpt_parse(NULL, &k, err) == -1, "NULL name");
+    CHECK_MSG(hfl_ckpt_parse("revolve", &k, err) == -1 && strstr(err, "revolve"), "bad name: %s", err);
+    CHECK_MSG(hfl_ckpt_parse(NULL, &k, err) == -1, "NULL name");
 
     hfl_ckpt_layer L[HFL_CKPT_MAX_LAYERS + 1];
     for (int i = 0; i <= HFL_CKPT_MAX_LAYERS; i++) L[i] = lay(1.0, 8, 0, 1, 0, 0);
@@ -517,57 +506,52 @@ static void test_refusals(void) {
     hfl_ckpt_plan p;
     unsigned char st[HFL_CKPT_MAX_LAYERS + 2];
     memset(st, 1, sizeof st);
-    CHECK(hfl_ckpt_schedule(&ch, HFL_CKPT_FULL, SIZE_MAX, &p, err) == -1, "n = 0");
+    CHECK_MSG(hfl_ckpt_schedule(&ch, HFL_CKPT_FULL, SIZE_MAX, &p, err) == -1, "n = 0");
     ch.n = HFL_CKPT_MAX_LAYERS + 1;
-    CHECK(hfl_ckpt_schedule(&ch, HFL_CKPT_FULL, SIZE_MAX, &p, err) == -1, "n too large");
+    CHECK_MSG(hfl_ckpt_schedule(&ch, HFL_CKPT_FULL, SIZE_MAX, &p, err) == -1, "n too large");
     ch.n = 4;
     L[2].cost = 0.0;
-    CHECK(hfl_ckpt_evaluate(&ch, st, &p, err) == -1 && strstr(err, "layer 3"), "cost 0: %s", err);
+    CHECK_MSG(hfl_ckpt_evaluate(&ch, st, &p, err) == -1 && strstr(err, "layer 3"), "cost 0: %s", err);
     L[2].cost = NAN;
-    CHECK(hfl_ckpt_schedule(&ch, HFL_CKPT_NONE, SIZE_MAX, &p, err) == -1, "NaN cost");
+    CHECK_MSG(hfl_ckpt_schedule(&ch, HFL_CKPT_NONE, SIZE_MAX, &p, err) == -1, "NaN cost");
     L[2].cost = 1.0;
     L[1].out_bytes = SIZE_MAX - 4;
-    CHECK(hfl_ckpt_schedule(&ch, HFL_CKPT_NONE, SIZE_MAX, &p, err) == -1, "byte overflow: %s", err);
+    CHECK_MSG(hfl_ckpt_schedule(&ch, HFL_CKPT_NONE, SIZE_MAX, &p, err) == -1, "byte overflow: %s", err);
     L[1].out_bytes = SIZE_MAX / 3 + 1; /* sums fit, but not with two gradients on top */
-    CHECK(hfl_ckpt_schedule(&ch, HFL_CKPT_NONE, SIZE_MAX, &p, err) == -1, "accounting overflow");
+    CHECK_MSG(hfl_ckpt_schedule(&ch, HFL_CKPT_NONE, SIZE_MAX, &p, err) == -1, "accounting overflow");
     L[1].out_bytes = 8;
-    CHECK(hfl_ckpt_schedule(&ch, (hfl_ckpt_kind)7, SIZE_MAX, &p, err) == -1, "bad kind");
+    CHECK_MSG(hfl_ckpt_schedule(&ch, (hfl_ckpt_kind)7, SIZE_MAX, &p, err) == -1, "bad kind");
     ch.first_backward = 5;
-    CHECK(hfl_ckpt_schedule(&ch, HFL_CKPT_NONE, SIZE_MAX, &p, err) == -1 &&
-              strstr(err, "first_backward"), "first_backward > n: %s", err);
+    CHECK_MSG(hfl_ckpt_schedule(&ch, HFL_CKPT_NONE, SIZE_MAX, &p, err) == -1 &&
+                  strstr(err, "first_backward"), "first_backward > n: %s", err);
     ch.first_backward = -1;
-    CHECK(hfl_ckpt_chain_check(&ch, err) == -1, "first_backward < 0");
+    CHECK_MSG(hfl_ckpt_chain_check(&ch, err) == -1, "first_backward < 0");
     ch.first_backward = 4;
-    CHECK(hfl_ckpt_chain_check(&ch, err) == 0, "first_backward = n: %s", err);
+    CHECK_MSG(hfl_ckpt_chain_check(&ch, err) == 0, "first_backward = n: %s", err);
     L[2].grad_in_place = 1;
-    CHECK(hfl_ckpt_chain_check(&ch, err) == 0, "grad_in_place, equal sizes: %s", err);
+    CHECK_MSG(hfl_ckpt_chain_check(&ch, err) == 0, "grad_in_place, equal sizes: %s", err);
     L[2].out_bytes = 16;
-    CHECK(hfl_ckpt_chain_check(&ch, err) == -1 && strstr(err, "layer 3"), "grad_in_place: %s",
-          err);
+    CHECK_MSG(hfl_ckpt_chain_check(&ch, err) == -1 && strstr(err, "layer 3"), "grad_in_place: %s",
+              err);
     L[2].out_bytes = 8;
     L[2].grad_in_place = 0;
     st[0] = 0;
-    CHECK(hfl_ckpt_evaluate(&ch, st, &p, err) == -1, "a_0 not stored");
+    CHECK_MSG(hfl_ckpt_evaluate(&ch, st, &p, err) == -1, "a_0 not stored");
     st[0] = 1;
     st[4] = 0;
-    CHECK(hfl_ckpt_evaluate(&ch, st, &p, err) == -1, "a_n not stored");
+    CHECK_MSG(hfl_ckpt_evaluate(&ch, st, &p, err) == -1, "a_n not stored");
     ch.layers = NULL;
-    CHECK(hfl_ckpt_chain_check(&ch, err) == -1, "no layers");
+    CHECK_MSG(hfl_ckpt_chain_check(&ch, err) == -1, "no layers");
 }
 
 int main(void) {
     test_hand();
     int infeasible = test_brute(2000, 1, 10);
-    CHECK(infeasible > 50 && infeasible < 1000, "budgets exercise both outcomes: %d", infeasible);
+    CHECK_MSG(infeasible > 50 && infeasible < 1000, "budgets exercise both outcomes: %d", infeasible);
     /* Longer chains, where the DP's frontiers outgrow its heuristic beam. */
     test_brute(40, 14, 18);
     test_beam_traps();
     test_sqrt_and_large();
     test_refusals();
-    if (failures) {
-        fprintf(stderr, "test_checkpoint: %d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("test_checkpoint: all checks passed\n");
-    return 0;
+    return check_exit_code("test_checkpoint");
 }

@@ -1,7 +1,7 @@
-/* codec_test.h: helpers shared by the codec tests: a CHECK that counts
- * failures and keeps going, reproducible random vectors drawn from philox,
- * and encode/decode wrappers that check the byte count encode writes and that
- * the bytes do not depend on the thread count. */
+/* codec_test.h: helpers shared by the codec tests: reproducible random
+ * vectors drawn from philox, and encode/decode wrappers that check (with
+ * tests/check.h) the byte count encode writes and that the bytes do not
+ * depend on the thread count. */
 #ifndef HFL_CODEC_TEST_H
 #define HFL_CODEC_TEST_H
 
@@ -12,19 +12,8 @@
 
 #include "compress/codec.h"
 #include "kernels/philox.h"
+#include "tests/check.h"
 #include "util/util.h"
-
-static int test_failures;
-
-#define CHECK(cond, ...)                                                          \
-    do {                                                                          \
-        if (!(cond)) {                                                            \
-            test_failures++;                                                      \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                         \
-            fputc('\n', stderr);                                                  \
-        }                                                                         \
-    } while (0)
 
 /* x[i] uniform in [-amp, amp), reproducible from (seed, tensor). */
 static inline void test_fill(float *x, size_t n, float amp, uint64_t seed, uint32_t tensor) {
@@ -35,10 +24,7 @@ static inline void test_fill(float *x, size_t n, float amp, uint64_t seed, uint3
 static inline const hfl_codec *test_codec(const char *name) {
     char err[HFL_ERR_LEN];
     const hfl_codec *c = hfl_codec_find(name, err);
-    if (!c) {
-        fprintf(stderr, "%s\n", err);
-        exit(1);
-    }
+    REQUIRE_MSG(c != NULL, "%s", err);
     return c;
 }
 
@@ -49,7 +35,7 @@ static inline const hfl_codec *test_codec(const char *name) {
 static inline uint8_t *test_encode(const hfl_codec *c, const float *x, float *residual, size_t n,
                                    uint32_t block, const hfl_rng_key *key, size_t *len) {
     size_t bytes = hfl_codec_max_bytes(c, n, block), guard = 16;
-    CHECK(bytes > 0, "%s max_bytes(%zu, %u) = 0", c->name, n, block);
+    CHECK_MSG(bytes > 0, "%s max_bytes(%zu, %u) = 0", c->name, n, block);
     uint8_t *a = hfl_malloc(bytes + guard), *b = hfl_malloc(bytes + guard);
     memset(a, 0x00, bytes + guard);
     memset(b, 0xFF, bytes + guard);
@@ -60,17 +46,17 @@ static inline uint8_t *test_encode(const hfl_codec *c, const float *x, float *re
     }
     size_t la = hfl_codec_encode(c, x, residual, n, block, key, 1, a);
     size_t lb = hfl_codec_encode(c, x, res_copy, n, block, key, 3, b);
-    CHECK(la == lb && la <= bytes, "%s encode wrote %zu and %zu bytes, max %zu", c->name, la, lb,
-          bytes);
-    CHECK(c->fraction > 0 || la == bytes, "%s encode wrote %zu bytes, not %zu", c->name, la,
-          bytes); /* only topk (the one codec with a fraction) varies */
-    CHECK(memcmp(a, b, la) == 0, "%s encode leaves bytes unwritten or depends on threads "
-          "(n=%zu block=%u)", c->name, n, block);
-    CHECK(!residual || memcmp(residual, res_copy, n * sizeof(float)) == 0,
-          "%s residual depends on threads", c->name);
+    CHECK_MSG(la == lb && la <= bytes, "%s encode wrote %zu and %zu bytes, max %zu", c->name, la, lb,
+              bytes);
+    CHECK_MSG(c->fraction > 0 || la == bytes, "%s encode wrote %zu bytes, not %zu", c->name, la,
+              bytes); /* only topk (the one codec with a fraction) varies */
+    CHECK_MSG(memcmp(a, b, la) == 0, "%s encode leaves bytes unwritten or depends on threads "
+              "(n=%zu block=%u)", c->name, n, block);
+    CHECK_MSG(!residual || memcmp(residual, res_copy, n * sizeof(float)) == 0,
+              "%s residual depends on threads", c->name);
     for (size_t i = la; i < bytes + guard; i++)
-        CHECK(a[i] == 0x00 && b[i] == 0xFF, "%s encode writes past its length (n=%zu block=%u)",
-              c->name, n, block);
+        CHECK_MSG(a[i] == 0x00 && b[i] == 0xFF, "%s encode writes past its length (n=%zu block=%u)",
+                  c->name, n, block);
     free(b);
     free(res_copy);
     *len = la;
@@ -90,16 +76,7 @@ static inline void test_decode(const hfl_codec *c, const uint8_t *p, size_t len,
     char err[HFL_ERR_LEN] = "";
     memset(out, 0, n * sizeof(float));
     int rc = hfl_codec_decode_accumulate(c, p, len, n, 1.0f, out, 1, err);
-    CHECK(rc == 0, "%s decode failed: %s", c->name, err);
-}
-
-static inline int test_report(const char *name) {
-    if (test_failures) {
-        fprintf(stderr, "%s: %d check(s) failed\n", name, test_failures);
-        return 1;
-    }
-    printf("%s: all checks passed\n", name);
-    return 0;
+    CHECK_MSG(rc == 0, "%s decode failed: %s", c->name, err);
 }
 
 #endif

@@ -77,7 +77,7 @@ static void test_conversions(void) {
         if (b == b)
             bad += hfl_f32_to_bf16(b) != h;
     }
-    CHECK(bad == 0, "%zu of 65536 half patterns do not round-trip", bad);
+    CHECK_MSG(bad == 0, "%zu of 65536 half patterns do not round-trip", bad);
     size_t bad16 = 0, badbf = 0;
     for (uint64_t x = 0; x < (1ull << 32); x += 65521) /* a prime stride through all patterns */
         check_f32(hfl_bits_f32((uint32_t)x), &bad16, &badbf);
@@ -94,12 +94,12 @@ static void test_conversions(void) {
                        2.99e-8f, hfl_bits_f32(0x7F7F7FFF), hfl_bits_f32(0x7F7F8000)};
     for (size_t k = 0; k < sizeof special / sizeof special[0]; k++)
         check_f32(special[k], &bad16, &badbf);
-    CHECK(bad16 == 0, "%zu floats convert to the wrong binary16", bad16);
-    CHECK(badbf == 0, "%zu floats convert to the wrong bf16", badbf);
-    CHECK(hfl_f32_to_f16(65520.0f) == 0x7C00 && hfl_f32_to_f16(65519.99f) == 0x7BFF &&
-          hfl_f32_to_f16(2.98023224e-8f) == 0 && hfl_f32_to_f16(2.9802326e-8f) == 1,
-          "binary16 rounding edges");
-    CHECK(hfl_f32_to_bf16(hfl_bits_f32(0x7F7F8000)) == 0x7F80, "bf16 overflow edge");
+    CHECK_MSG(bad16 == 0, "%zu floats convert to the wrong binary16", bad16);
+    CHECK_MSG(badbf == 0, "%zu floats convert to the wrong bf16", badbf);
+    CHECK_MSG(hfl_f32_to_f16(65520.0f) == 0x7C00 && hfl_f32_to_f16(65519.99f) == 0x7BFF &&
+              hfl_f32_to_f16(2.98023224e-8f) == 0 && hfl_f32_to_f16(2.9802326e-8f) == 1,
+              "binary16 rounding edges");
+    CHECK_MSG(hfl_f32_to_bf16(hfl_bits_f32(0x7F7F8000)) == 0x7F80, "bf16 overflow edge");
     printf("half conversions: %zu exact values, 0 mismatches expected\n", exact);
 }
 
@@ -126,10 +126,10 @@ static void test_round_trip(const char *name, double rel, float normal_min, floa
         if (res[i] != x[i] - y[i])
             bad++;
     }
-    CHECK(bad == 0, "%s: %zu values past the bound or with a wrong residual", name, bad);
-    CHECK(y[7] == max_fin && y[8] == -max_fin && res[7] == big - max_fin,
-          "%s: %g saturates to %g (residual %g)", name, (double)big, (double)y[7],
-          (double)res[7]);
+    CHECK_MSG(bad == 0, "%s: %zu values past the bound or with a wrong residual", name, bad);
+    CHECK_MSG(y[7] == max_fin && y[8] == -max_fin && res[7] == big - max_fin,
+              "%s: %g saturates to %g (residual %g)", name, (double)big, (double)y[7],
+              (double)res[7]);
     free(p);
 }
 
@@ -137,5 +137,5 @@ int main(void) {
     test_conversions();
     test_round_trip("fp16", 1.0 / 2048, 6.1035156e-5f, 1e5f, 65504.0f);
     test_round_trip("bf16", 1.0 / 256, FLT_MIN, FLT_MAX, hfl_bits_f32(0x7F7F0000));
-    return test_report("test_codec_half");
+    return check_exit_code("test_codec_half");
 }

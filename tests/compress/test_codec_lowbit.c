@@ -30,14 +30,14 @@ static void test_int4(size_t n, uint32_t block) {
         memcpy(&s, p + HFL_CODEC_HEADER_BYTES + (i / block) * bb, 4);
         bad += !(fabsf(y[i] - x[i]) < s || y[i] == x[i]);
     }
-    CHECK(bad == 0, "int4 n=%zu block=%u: %zu values off by >= scale", n, block, bad);
+    CHECK_MSG(bad == 0, "int4 n=%zu block=%u: %zu values off by >= scale", n, block, bad);
     free(p);
     for (size_t i = 0; i < n; i++) /* each block opens with 7/8, so every scale is 1/8 */
         x[i] = (float)(i % block == 0 ? 7 : (long)(i % 15) - 7) * 0.125f;
     p = test_encode(c, x, NULL, n, block, &key, &len);
     test_decode(c, p, len, n, y);
-    CHECK(memcmp(x, y, n * sizeof(float)) == 0, "int4 n=%zu block=%u: multiples not exact", n,
-          block);
+    CHECK_MSG(memcmp(x, y, n * sizeof(float)) == 0, "int4 n=%zu block=%u: multiples not exact", n,
+              block);
     free(p);
     free(x);
     free(y);
@@ -62,7 +62,7 @@ static void test_sign(size_t n, uint32_t block) {
             bad += fabs(fabs((double)d) - mean) > 1e-5 * mean || (v < 0) != (d < 0);
         }
     }
-    CHECK(bad == 0, "sign n=%zu block=%u: %zu values not +-mean|v| with v's sign", n, block, bad);
+    CHECK_MSG(bad == 0, "sign n=%zu block=%u: %zu values not +-mean|v| with v's sign", n, block, bad);
     free(p);
     free(x);
     free(y);
@@ -98,8 +98,8 @@ static void test_topk(const char *name, size_t n, size_t want_k) {
         bad += y[i] != want || res[i] != x[i] - y[i];
         kept += y[i] != 0.0f;
     }
-    CHECK(bad == 0, "%s n=%zu: %zu entries not the top-k (or residual wrong)", name, n, bad);
-    CHECK(kept == want_k, "%s n=%zu: kept %zu, expected %zu", name, n, kept, want_k);
+    CHECK_MSG(bad == 0, "%s n=%zu: %zu entries not the top-k (or residual wrong)", name, n, bad);
+    CHECK_MSG(kept == want_k, "%s n=%zu: kept %zu, expected %zu", name, n, kept, want_k);
     free(p);
     free(x);
     free(y);
@@ -115,9 +115,9 @@ static void test_topk_ties(void) {
     size_t len;
     uint8_t *p = test_encode(c, x, NULL, 6, 0, &key, &len);
     test_decode(c, p, len, 6, y);
-    CHECK(y[0] == 0 && y[1] == -2 && y[2] == 2 && y[3] == -2 && y[4] == 0 && y[5] == 0,
-          "ties not taken from the lowest index");
-    CHECK(len == 12 + 4 + 3 * 2 + 3, "topk ties payload %zu bytes", len);
+    CHECK_MSG(y[0] == 0 && y[1] == -2 && y[2] == 2 && y[3] == -2 && y[4] == 0 && y[5] == 0,
+              "ties not taken from the lowest index");
+    CHECK_MSG(len == 12 + 4 + 3 * 2 + 3, "topk ties payload %zu bytes", len);
     free(p);
 }
 
@@ -134,13 +134,13 @@ static void test_threads(void) {
         char err[HFL_ERR_LEN];
         test_fill(a1, n, 1.0f, 2, 2);
         memcpy(a2, a1, n * sizeof(float));
-        CHECK(hfl_codec_decode_accumulate(codec, p, len, n, 0.75f, a1, 1, err) == 0, "%s", err);
+        CHECK_MSG(hfl_codec_decode_accumulate(codec, p, len, n, 0.75f, a1, 1, err) == 0, "%s", err);
         for (int t = 2; t <= 5; t += 3) {
             float *a = hfl_malloc(n * sizeof(float));
             memcpy(a, a2, n * sizeof(float));
-            CHECK(hfl_codec_decode_accumulate(codec, p, len, n, 0.75f, a, t, err) == 0, "%s", err);
-            CHECK(memcmp(a, a1, n * sizeof(float)) == 0, "%s: %d threads decode differently",
-                  names[c], t);
+            CHECK_MSG(hfl_codec_decode_accumulate(codec, p, len, n, 0.75f, a, t, err) == 0, "%s", err);
+            CHECK_MSG(memcmp(a, a1, n * sizeof(float)) == 0, "%s: %d threads decode differently",
+                      names[c], t);
             free(a);
         }
         free(p);
@@ -165,5 +165,5 @@ int main(void) {
     test_topk("topk:0.3", 3001, 901);
     test_topk_ties();
     test_threads();
-    return test_report("test_codec_lowbit");
+    return check_exit_code("test_codec_lowbit");
 }

@@ -16,14 +16,14 @@ static void expect_reject(const hfl_codec *c, const uint8_t *p, size_t len, size
         acc[i] = before[i] = (float)i * 0.25f - 7.0f;
     char err[HFL_ERR_LEN] = "";
     int rc = hfl_codec_decode_accumulate(c, p, len, expect_n, 1.0f, acc, 2, err);
-    CHECK(rc == -1, "%s %s: accepted", c->name, what);
-    CHECK(memcmp(acc, before, sizeof acc) == 0, "%s %s: acc modified", c->name, what);
-    CHECK(err[0] && !strchr(err, '\n'), "%s %s: no one-line error", c->name, what);
-    CHECK(!want_in_err || strstr(err, want_in_err), "%s %s: error '%s' lacks '%s'", c->name, what,
-          err, want_in_err);
+    CHECK_MSG(rc == -1, "%s %s: accepted", c->name, what);
+    CHECK_MSG(memcmp(acc, before, sizeof acc) == 0, "%s %s: acc modified", c->name, what);
+    CHECK_MSG(err[0] && !strchr(err, '\n'), "%s %s: no one-line error", c->name, what);
+    CHECK_MSG(!want_in_err || strstr(err, want_in_err), "%s %s: error '%s' lacks '%s'", c->name, what,
+              err, want_in_err);
     uint32_t block;
-    CHECK(hfl_codec_validate(c, p, len, expect_n, &block, err) == -1, "%s %s: validate accepted", c->name,
-          what);
+    CHECK_MSG(hfl_codec_validate(c, p, len, expect_n, &block, err) == -1, "%s %s: validate accepted", c->name,
+              what);
 }
 
 /* A copy of p (len bytes) with `bytes` bytes of v written at offset off. */
@@ -113,18 +113,18 @@ static void test_lowbit(void) {
     uint8_t *bad = patched(q4, l4o, l4o - 1, &pad, 1);
     float acc[N] = {0};
     char err[HFL_ERR_LEN] = "";
-    CHECK(hfl_codec_decode_accumulate(i4, bad, l4o, N - 1, 1.0f, acc, 1, err) == -1 &&
-          strstr(err, "pad"), "int4 pad nibble accepted: %s", err);
+    CHECK_MSG(hfl_codec_decode_accumulate(i4, bad, l4o, N - 1, 1.0f, acc, 1, err) == -1 &&
+              strstr(err, "pad"), "int4 pad nibble accepted: %s", err);
     free(bad);
     free(q4);
     size_t lso;
     uint8_t *qs = test_encode(sg, x, NULL, N - 1, BLOCK, &key, &lso);
     pad = (uint8_t)(qs[lso - 1] | 0x80);
     bad = patched(qs, lso, lso - 1, &pad, 1);
-    CHECK(hfl_codec_decode_accumulate(sg, bad, lso, N - 1, 1.0f, acc, 2, err) == -1 &&
-          strstr(err, "unused bits"), "sign pad bit accepted: %s", err);
+    CHECK_MSG(hfl_codec_decode_accumulate(sg, bad, lso, N - 1, 1.0f, acc, 2, err) == -1 &&
+              strstr(err, "unused bits"), "sign pad bit accepted: %s", err);
     for (size_t i = 0; i < N; i++)
-        CHECK(acc[i] == 0.0f, "acc touched at %zu", i);
+        CHECK_MSG(acc[i] == 0.0f, "acc touched at %zu", i);
     free(bad);
     free(qs);
     free(p4);
@@ -168,8 +168,8 @@ static void test_topk(void) {
     p = topk_payload(good, sizeof good, 0x4000, &len);
     float acc[N] = {0};
     char err[HFL_ERR_LEN] = "";
-    CHECK(hfl_codec_decode_accumulate(c, p, len, N, 2.0f, acc, 1, err) == 0, "%s", err);
-    CHECK(acc[5] == 2.0f && acc[135] == -2.0f && acc[136] == 4.0f, "hand-built payload decoded wrong");
+    CHECK_MSG(hfl_codec_decode_accumulate(c, p, len, N, 2.0f, acc, 1, err) == 0, "%s", err);
+    CHECK_MSG(acc[5] == 2.0f && acc[135] == -2.0f && acc[136] == 4.0f, "hand-built payload decoded wrong");
     uint32_t four = 4;
     check_patch(c, p, len, 12, &four, 4, "index count", "4 entries, expected 3");
     free(p);
@@ -240,8 +240,8 @@ int main(void) {
     uint8_t *edge = patched(pi, li, last_scale, &edge8, 4);
     float *acc = calloc(N, sizeof(float));
     char err[HFL_ERR_LEN];
-    CHECK(hfl_codec_decode_accumulate(i8, edge, li, N, 1.0f, acc, 1, err) == 0, "scale at the bound refused: %s", err);
-    for (size_t i = 0; i < N; i++) CHECK(isfinite(acc[i]), "value %zu decoded to %g", i, (double)acc[i]);
+    CHECK_MSG(hfl_codec_decode_accumulate(i8, edge, li, N, 1.0f, acc, 1, err) == 0, "scale at the bound refused: %s", err);
+    for (size_t i = 0; i < N; i++) CHECK_MSG(isfinite(acc[i]), "value %zu decoded to %g", i, (double)acc[i]);
     free(acc);
     free(edge);
     size_t last_value = HFL_CODEC_HEADER_BYTES + (N - 1) * 4;
@@ -255,5 +255,5 @@ int main(void) {
     test_diverged();
     free(pi);
     free(pf);
-    return test_report("test_codec_malformed");
+    return check_exit_code("test_codec_malformed");
 }

@@ -39,7 +39,7 @@ static void test_unbiased(const char *name, float qmax) {
         float s0, s1;
         memcpy(&s0, p + HFL_CODEC_HEADER_BYTES, 4);
         memcpy(&s1, p + len - (qmax > 100 ? 4 + BLOCK : 4 + BLOCK / 2), 4);
-        CHECK(s0 == s && s1 == s, "%s scale not absmax / qmax", name);
+        CHECK_MSG(s0 == s && s1 == s, "%s scale not absmax / qmax", name);
         test_decode(i8, p, len, N, y);
         for (size_t i = 0; i < N; i++)
             sum_err[i] += (double)y[i] - (double)x[i];
@@ -53,11 +53,11 @@ static void test_unbiased(const char *name, float qmax) {
         worst = fmax(worst, fabs(m));
         over += fabs(m) >= bound;
     }
-    CHECK(over == 0, "%s: %zu of %d elements have |mean error| >= %.3g scale (worst %.3g scale)",
-          name, over, N, bound / s, worst / s);
+    CHECK_MSG(over == 0, "%s: %zu of %d elements have |mean error| >= %.3g scale (worst %.3g scale)",
+              name, over, N, bound / s, worst / s);
     /* Mean over all elements: standard deviation <= scale / (2 sqrt(K N)). */
     double all_bound = 3.0 * s / sqrt((double)KEYS * N);
-    CHECK(fabs(total / N) < all_bound, "overall mean error %.3g scale", total / N / s);
+    CHECK_MSG(fabs(total / N) < all_bound, "overall mean error %.3g scale", total / N / s);
     printf("%s unbiased: worst |mean error| %.4f scale, bound %.4f scale\n", name, worst / s,
            bound / s);
 
@@ -65,8 +65,8 @@ static void test_unbiased(const char *name, float qmax) {
      * scale is off by 0.3 scale on every key. */
     double near_err = (double)hfl_sr_round(x[1], s, 0.5f, qmax) * s - x[1];
     double trunc_err = (double)hfl_sr_round(x[3], s, 0.0f, qmax) * s - x[3];
-    CHECK(fabs(near_err) > bound && fabs(trunc_err) > bound,
-          "deterministic rounding would pass (%.3g, %.3g scale)", near_err / s, trunc_err / s);
+    CHECK_MSG(fabs(near_err) > bound && fabs(trunc_err) > bound,
+              "deterministic rounding would pass (%.3g, %.3g scale)", near_err / s, trunc_err / s);
 }
 
 enum { EF_N = 1000, EF_BLOCK = 128, ROUNDS = 200 }; /* last block holds 104 values */
@@ -100,7 +100,7 @@ static double run_rounds(const hfl_codec *c, uint32_t block, int ef, double *max
         if (ef && (fabs(e + res[i]) > 2e-4 || fabs(e) > last_scale[i] + 2e-4))
             bad++;
     }
-    CHECK(bad == 0, "%s: %zu elements drift past their residual / scale", c->name, bad);
+    CHECK_MSG(bad == 0, "%s: %zu elements drift past their residual / scale", c->name, bad);
     return worst;
 }
 
@@ -109,21 +109,21 @@ static void test_error_feedback(void) {
     double scale, scale_no_ef;
     double with_ef = run_rounds(i8, EF_BLOCK, 1, &scale);
     double without = run_rounds(i8, EF_BLOCK, 0, &scale_no_ef);
-    CHECK(with_ef <= scale + 2e-4, "with feedback drift %.3g > scale %.3g", with_ef, scale);
-    CHECK(without > 3.0 * scale_no_ef, "without feedback drift only %.3g (scale %.3g)", without,
-          scale_no_ef);
+    CHECK_MSG(with_ef <= scale + 2e-4, "with feedback drift %.3g > scale %.3g", with_ef, scale);
+    CHECK_MSG(without > 3.0 * scale_no_ef, "without feedback drift only %.3g (scale %.3g)", without,
+              scale_no_ef);
     printf("error feedback over %d rounds: drift %.2f scale with, %.2f scale without\n", ROUNDS,
            with_ef / scale, without / scale_no_ef);
     double ignored, fp = run_rounds(f32, 0, 1, &ignored);
-    CHECK(fp < 1e-3, "fp32 drift %.3g", fp);
+    CHECK_MSG(fp < 1e-3, "fp32 drift %.3g", fp);
     float d[4] = {1, -2, 3, 0.5f}, r[4] = {0.25f, 0.5f, -1, 0};
     size_t len;
     hfl_rng_key key = {0};
     uint8_t *p = test_encode(f32, d, r, 4, 0, &key, &len);
     float y[4];
     test_decode(f32, p, len, 4, y);
-    CHECK(y[0] == 1.25f && y[1] == -1.5f && y[2] == 2.0f && y[3] == 0.5f, "fp32 sends delta + residual");
-    CHECK(r[0] == 0 && r[1] == 0 && r[2] == 0 && r[3] == 0, "fp32 residual not cleared");
+    CHECK_MSG(y[0] == 1.25f && y[1] == -1.5f && y[2] == 2.0f && y[3] == 0.5f, "fp32 sends delta + residual");
+    CHECK_MSG(r[0] == 0 && r[1] == 0 && r[2] == 0 && r[3] == 0, "fp32 residual not cleared");
     free(p);
 }
 
@@ -161,12 +161,12 @@ static void test_biased_feedback(const char *name, double factor) {
                 bad += fabs(e + res[i]) > 1e-3;
             }
         }
-        CHECK(bad == 0, "%s: %zu elements where sum decoded - sum true != -residual", name, bad);
+        CHECK_MSG(bad == 0, "%s: %zu elements where sum decoded - sum true != -residual", name, bad);
     }
-    CHECK(drift[1] <= max_res + 1e-3, "%s: drift %.3g with feedback, past the residual %.3g", name,
-          drift[1], max_res);
-    CHECK(drift[0] > factor * drift[1], "%s: drift without feedback %.3g, with %.3g", name,
-          drift[0], drift[1]);
+    CHECK_MSG(drift[1] <= max_res + 1e-3, "%s: drift %.3g with feedback, past the residual %.3g", name,
+              drift[1], max_res);
+    CHECK_MSG(drift[0] > factor * drift[1], "%s: drift without feedback %.3g, with %.3g", name,
+              drift[0], drift[1]);
     printf("%s over %d rounds: drift %.3f with feedback (max residual %.3f), %.3f without\n",
            name, ROUNDS, drift[1], max_res, drift[0]);
 }
@@ -177,5 +177,5 @@ int main(void) {
     test_error_feedback();
     test_biased_feedback("sign", 3.0);
     test_biased_feedback("topk:0.05", 3.0);
-    return test_report("test_codec_stats");
+    return check_exit_code("test_codec_stats");
 }

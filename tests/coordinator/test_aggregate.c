@@ -20,7 +20,7 @@
 
 #include "coordinator/aggregate.h"
 #include "kernels/philox.h"
-#include "tests/kernels/check.h"
+#include "tests/check.h"
 #include "util/util.h"
 
 #define N 10007

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "coordinator/robust.h"
-#include "tests/kernels/check.h"
+#include "tests/check.h"
 #include "util/util.h"
 
 static float close_to(float a, double b) { return fabs(a - b) <= 1e-6 * fmax(1, fabs(b)); }

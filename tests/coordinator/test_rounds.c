@@ -35,7 +35,7 @@
 
 #include "coordinator/coord.h"
 #include "kernels/backend.h"
-#include "tests/kernels/check.h"
+#include "tests/check.h"
 #include "util/util.h"
 
 static coord c; /* large */
@@ -73,7 +73,7 @@ static int hello(const char *name, int samples) {
     cJSON_AddStringToObject(m, "name", name);
     cJSON_AddNumberToObject(m, "samples", samples);
     cJSON_AddObjectToObject(m, "plan");
-    int id = registry_hello(&c, m, err);
+    int id = registry_hello(&c, name, m, err);
     cJSON_Delete(m);
     CHECK(id >= 0);
     return id;
@@ -257,11 +257,11 @@ int main(void) {
     cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "name", "honest");
     cJSON_AddNumberToObject(m, "samples", 100);
-    CHECK(registry_hello(&c, m, err) < 0 && strstr(err, "registry full"));
+    CHECK(registry_hello(&c, "honest", m, err) < 0 && strstr(err, "registry full"));
     hfl_sleep_ms(300);
     size_t len;
     free(rounds_pull(&c, 0, -1, &len)); /* flood-0 is still active */
-    int honest = registry_hello(&c, m, err);
+    int honest = registry_hello(&c, "honest", m, err);
     CHECK(honest == 1 && !strcmp(c.clients[honest].name, "honest")); /* flood-1: idle longest */
     CHECK(!strcmp(c.clients[0].name, "flood-0"));
     cJSON_Delete(m);

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "coordinator/server_opt.h"
-#include "tests/kernels/check.h"
+#include "tests/check.h"
 #include "util/util.h"
 
 static void run(const char *spec, const double want[3]) {

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
 #include "data/draw.h"
+#include "tests/check.h"
 
 #define N_DRAWS 200000
 
@@ -19,8 +19,8 @@ static void test_normal(void) {
         s2 += x * x;
     }
     double mean = s / N_DRAWS, var = s2 / N_DRAWS - mean * mean;
-    CHECK(fabs(mean) < 0.01, "normal mean %g", mean);
-    CHECK(fabs(var - 1.0) < 0.02, "normal variance %g", var);
+    CHECK_MSG(fabs(mean) < 0.01, "normal mean %g", mean);
+    CHECK_MSG(fabs(var - 1.0) < 0.02, "normal variance %g", var);
 }
 
 /* Gamma(a, 1) has mean a and variance a. */
@@ -37,9 +37,9 @@ static void test_gamma(double alpha) {
         s2 += x * x;
     }
     double mean = s / N_DRAWS, var = s2 / N_DRAWS - mean * mean;
-    CHECK(finite, "gamma(%g) gave a non-finite log", alpha);
-    CHECK(fabs(mean - alpha) < 0.02 * alpha + 0.005, "gamma(%g) mean %g", alpha, mean);
-    CHECK(fabs(var - alpha) < 0.06 * alpha + 0.005, "gamma(%g) variance %g", alpha, var);
+    CHECK_MSG(finite, "gamma(%g) gave a non-finite log", alpha);
+    CHECK_MSG(fabs(mean - alpha) < 0.02 * alpha + 0.005, "gamma(%g) mean %g", alpha, mean);
+    CHECK_MSG(fabs(var - alpha) < 0.06 * alpha + 0.005, "gamma(%g) variance %g", alpha, var);
 }
 
 static void test_dirichlet(void) {
@@ -51,18 +51,18 @@ static void test_dirichlet(void) {
         hfl_draw_dirichlet(&d, 0.5, K, p);
         double sum = 0;
         for (int j = 0; j < K; j++) {
-            CHECK(p[j] >= 0 && p[j] <= 1, "p[%d] = %g", j, p[j]);
+            CHECK_MSG(p[j] >= 0 && p[j] <= 1, "p[%d] = %g", j, p[j]);
             sum += p[j];
             mean[j] += p[j] / REPS;
         }
-        CHECK(fabs(sum - 1) < 1e-9, "dirichlet sums to %g", sum);
+        CHECK_MSG(fabs(sum - 1) < 1e-9, "dirichlet sums to %g", sum);
     }
-    for (int j = 0; j < K; j++) CHECK(fabs(mean[j] - 0.1) < 0.01, "mean p[%d] = %g", j, mean[j]);
+    for (int j = 0; j < K; j++) CHECK_MSG(fabs(mean[j] - 0.1) < 0.01, "mean p[%d] = %g", j, mean[j]);
     /* Tiny alpha: the gamma boost underflows a double; the log-space path must not. */
     hfl_draw_dirichlet(&d, 1e-4, K, p);
     double sum = 0;
     for (int j = 0; j < K; j++) sum += p[j];
-    CHECK(fabs(sum - 1) < 1e-9, "dirichlet(1e-4) sums to %g", sum);
+    CHECK_MSG(fabs(sum - 1) < 1e-9, "dirichlet(1e-4) sums to %g", sum);
 }
 
 static void test_shuffle_and_below(void) {
@@ -74,25 +74,25 @@ static void test_shuffle_and_below(void) {
     hfl_draw_init(&d2, 99, 1);
     hfl_draw_shuffle(&d1, a, N);
     hfl_draw_shuffle(&d2, b, N);
-    CHECK(memcmp(a, b, sizeof a) == 0, "same seed and purpose shuffle differently");
+    CHECK_MSG(memcmp(a, b, sizeof a) == 0, "same seed and purpose shuffle differently");
     int fixed = 0;
     for (int i = 0; i < N; i++) {
         seen[a[i]]++;
         fixed += a[i] == i;
     }
-    for (int i = 0; i < N; i++) CHECK(seen[i] == 1, "value %d seen %d times", i, seen[i]);
-    CHECK(fixed < 10, "%d fixed points (expect about 1)", fixed);
+    for (int i = 0; i < N; i++) CHECK_MSG(seen[i] == 1, "value %d seen %d times", i, seen[i]);
+    CHECK_MSG(fixed < 10, "%d fixed points (expect about 1)", fixed);
     hfl_draw_init(&d2, 99, 2);
     for (int i = 0; i < N; i++) b[i] = i;
     hfl_draw_shuffle(&d2, b, N);
-    CHECK(memcmp(a, b, sizeof a) != 0, "another purpose gives the same shuffle");
+    CHECK_MSG(memcmp(a, b, sizeof a) != 0, "another purpose gives the same shuffle");
     int hist[7] = {0};
     for (int i = 0; i < 70000; i++) {
         uint32_t v = hfl_draw_below(&d1, 7);
-        CHECK(v < 7, "below(7) gave %u", v);
+        CHECK_MSG(v < 7, "below(7) gave %u", v);
         if (v < 7) hist[v]++;
     }
-    for (int v = 0; v < 7; v++) CHECK(abs(hist[v] - 10000) < 500, "below(7): %d drawn %d times", v, hist[v]);
+    for (int v = 0; v < 7; v++) CHECK_MSG(abs(hist[v] - 10000) < 500, "below(7): %d drawn %d times", v, hist[v]);
 }
 
 int main(void) {
@@ -104,5 +104,5 @@ int main(void) {
     test_gamma(1000.0);
     test_dirichlet();
     test_shuffle_and_below();
-    return check_report("test_draw");
+    return check_exit_code("test_draw");
 }

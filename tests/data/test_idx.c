@@ -13,8 +13,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "check.h"
 #include "data/idx.h"
+#include "tests/check.h"
 #include "util/util.h"
 
 /* The whole decompressed file, independently of data/idx.c. */
@@ -38,22 +38,22 @@ static void check_against_raw(const hfl_dataset *ds, const char *prefix) {
     size_t len = 0;
     snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte.gz", HFL_FMNIST_DIR, prefix);
     unsigned char *raw = read_gz(path, &len);
-    CHECK(raw && len == 8 + (size_t)ds->n, "%s: %zu bytes", path, len);
+    CHECK_MSG(raw && len == 8 + (size_t)ds->n, "%s: %zu bytes", path, len);
     int bad = 0;
     for (int i = 0; raw && len == 8 + (size_t)ds->n && i < ds->n; i++) bad += ds->y[i] != raw[8 + i];
-    CHECK(bad == 0, "%s: %d labels differ from the raw file", prefix, bad);
+    CHECK_MSG(bad == 0, "%s: %d labels differ from the raw file", prefix, bad);
     free(raw);
 
     snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte.gz", HFL_FMNIST_DIR, prefix);
     raw = read_gz(path, &len);
     size_t total = (size_t)ds->n * ds->dim;
-    CHECK(raw && len == 16 + total, "%s: %zu bytes", path, len);
+    CHECK_MSG(raw && len == 16 + total, "%s: %zu bytes", path, len);
     bad = 0;
     for (size_t i = 0; raw && len == 16 + total && i < total; i++) {
         double want = (raw[16 + i] / 255.0 - 0.2860) / 0.3530;
         bad += fabs(ds->x[i] - want) > 1e-5;
     }
-    CHECK(bad == 0, "%s: %d pixels differ from (raw/255 - 0.2860)/0.3530", prefix, bad);
+    CHECK_MSG(bad == 0, "%s: %d pixels differ from (raw/255 - 0.2860)/0.3530", prefix, bad);
     free(raw);
 }
 
@@ -74,18 +74,18 @@ static void test_picked(const hfl_dataset *all) {
     int bad = 0, *idx = NULL, k = pick_threes(&bad, all->y, all->n, &idx, err);
     hfl_dataset want, got;
     hfl_dataset_subset(all, idx, k, &want);
-    CHECK(hfl_fmnist_load_picked(HFL_FMNIST_DIR, 1, pick_threes, &bad, &got, err) == 0, "picked load: %s", err);
-    CHECK(got.n == k && k > 800 && got.dim == 784 && got.n_classes == 10, "picked n=%d of %d", got.n, k);
-    CHECK(memcmp(got.x, want.x, sizeof(float) * (size_t)k * 784) == 0 &&
-              memcmp(got.y, want.y, sizeof(int32_t) * (size_t)k) == 0, "picked samples differ from load + subset");
+    CHECK_MSG(hfl_fmnist_load_picked(HFL_FMNIST_DIR, 1, pick_threes, &bad, &got, err) == 0, "picked load: %s", err);
+    CHECK_MSG(got.n == k && k > 800 && got.dim == 784 && got.n_classes == 10, "picked n=%d of %d", got.n, k);
+    CHECK_MSG(memcmp(got.x, want.x, sizeof(float) * (size_t)k * 784) == 0 &&
+                  memcmp(got.y, want.y, sizeof(int32_t) * (size_t)k) == 0, "picked samples differ from load + subset");
     printf("picked load: %d samples, identical to the full load's subset\n", got.n);
     hfl_dataset_free(&got);
     hfl_dataset_free(&want);
     free(idx);
     for (bad = 1; bad <= 2; bad++) {
-        CHECK(hfl_fmnist_load_picked(HFL_FMNIST_DIR, 1, pick_threes, &bad, &got, err) == -1 &&
-                  strstr(err, "picked twice or outside"), "bad pick %d: %s", bad, err);
-        CHECK(got.x == NULL && got.n == 0, "bad pick %d left a dataset", bad);
+        CHECK_MSG(hfl_fmnist_load_picked(HFL_FMNIST_DIR, 1, pick_threes, &bad, &got, err) == -1 &&
+                      strstr(err, "picked twice or outside"), "bad pick %d: %s", bad, err);
+        CHECK_MSG(got.x == NULL && got.n == 0, "bad pick %d left a dataset", bad);
     }
 }
 
@@ -94,11 +94,11 @@ static void test_train(void) {
     hfl_dataset ds;
     char err[HFL_ERR_LEN] = "";
     int rc = hfl_fmnist_load(HFL_FMNIST_DIR, 1, &ds, err);
-    CHECK(rc == 0, "train load: %s", err);
+    CHECK_MSG(rc == 0, "train load: %s", err);
     if (rc != 0) return;
-    CHECK(ds.n == 60000 && ds.dim == 784 && ds.n_classes == 10, "train n=%d dim=%d classes=%d",
-          ds.n, ds.dim, ds.n_classes);
-    for (int i = 0; i < 10; i++) CHECK(ds.y[i] == first[i], "train label %d = %d", i, (int)ds.y[i]);
+    CHECK_MSG(ds.n == 60000 && ds.dim == 784 && ds.n_classes == 10, "train n=%d dim=%d classes=%d",
+              ds.n, ds.dim, ds.n_classes);
+    for (int i = 0; i < 10; i++) CHECK_MSG(ds.y[i] == first[i], "train label %d = %d", i, (int)ds.y[i]);
     check_against_raw(&ds, "train");
 
     double s = 0, s2 = 0;
@@ -109,20 +109,20 @@ static void test_train(void) {
     }
     double mean = s / total, sd = sqrt(s2 / total - mean * mean);
     printf("train pixels: mean %.5f std %.5f\n", mean, sd);
-    CHECK(fabs(mean) < 0.01, "standardised mean %g", mean);
-    CHECK(fabs(sd - 1) < 0.02, "standardised std %g", sd);
+    CHECK_MSG(fabs(mean) < 0.01, "standardised mean %g", mean);
+    CHECK_MSG(fabs(sd - 1) < 0.02, "standardised std %g", sd);
 
     int idx[3] = {59999, 0, 1234};
     hfl_dataset sub;
     hfl_dataset_subset(&ds, idx, 3, &sub);
-    CHECK(sub.n == 3 && sub.dim == 784 && sub.n_classes == 10, "subset shape");
+    CHECK_MSG(sub.n == 3 && sub.dim == 784 && sub.n_classes == 10, "subset shape");
     for (int k = 0; k < 3; k++) {
-        CHECK(sub.y[k] == ds.y[idx[k]], "subset label %d", k);
-        CHECK(memcmp(sub.x + (size_t)k * 784, ds.x + (size_t)idx[k] * 784, 784 * sizeof(float)) == 0,
-              "subset pixels %d", k);
+        CHECK_MSG(sub.y[k] == ds.y[idx[k]], "subset label %d", k);
+        CHECK_MSG(memcmp(sub.x + (size_t)k * 784, ds.x + (size_t)idx[k] * 784, 784 * sizeof(float)) == 0,
+                  "subset pixels %d", k);
     }
     hfl_dataset_free(&sub);
-    CHECK(sub.x == NULL && sub.y == NULL && sub.n == 0, "free clears the struct");
+    CHECK_MSG(sub.x == NULL && sub.y == NULL && sub.n == 0, "free clears the struct");
     test_picked(&ds);
     hfl_dataset_free(&ds);
 }
@@ -132,10 +132,10 @@ static void test_test(void) {
     hfl_dataset ds;
     char err[HFL_ERR_LEN] = "";
     int rc = hfl_fmnist_load(HFL_FMNIST_DIR, 0, &ds, err);
-    CHECK(rc == 0, "test load: %s", err);
+    CHECK_MSG(rc == 0, "test load: %s", err);
     if (rc != 0) return;
-    CHECK(ds.n == 10000 && ds.dim == 784 && ds.n_classes == 10, "test n=%d dim=%d", ds.n, ds.dim);
-    for (int i = 0; i < 10; i++) CHECK(ds.y[i] == first[i], "test label %d = %d", i, (int)ds.y[i]);
+    CHECK_MSG(ds.n == 10000 && ds.dim == 784 && ds.n_classes == 10, "test n=%d dim=%d", ds.n, ds.dim);
+    for (int i = 0; i < 10; i++) CHECK_MSG(ds.y[i] == first[i], "test label %d = %d", i, (int)ds.y[i]);
     check_against_raw(&ds, "t10k");
     hfl_dataset_free(&ds);
 }
@@ -143,9 +143,9 @@ static void test_test(void) {
 static void test_missing_dir(void) {
     hfl_dataset ds;
     char err[HFL_ERR_LEN] = "";
-    CHECK(hfl_fmnist_load("/nonexistent/hfl-data", 1, &ds, err) == -1, "missing dir loads");
-    CHECK(strstr(err, "/nonexistent/hfl-data/train-images-idx3-ubyte.gz") != NULL, "err: %s", err);
-    CHECK(ds.x == NULL && ds.y == NULL, "output not cleared on error");
+    CHECK_MSG(hfl_fmnist_load("/nonexistent/hfl-data", 1, &ds, err) == -1, "missing dir loads");
+    CHECK_MSG(strstr(err, "/nonexistent/hfl-data/train-images-idx3-ubyte.gz") != NULL, "err: %s", err);
+    CHECK_MSG(ds.x == NULL && ds.y == NULL, "output not cleared on error");
 }
 
 int main(void) {
@@ -156,5 +156,5 @@ int main(void) {
     test_train();
     test_test();
     test_missing_dir();
-    return check_report("test_idx");
+    return check_exit_code("test_idx");
 }

@@ -4,6 +4,7 @@
  * file (missing, wrong magic, short header, truncated data, count mismatch,
  * label >= 10, absurd dimensions, a hostile header claiming terabytes,
  * corrupt gzip) returns -1 with a one-line message and a cleared dataset. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,8 +12,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "check.h"
 #include "data/idx.h"
+#include "tests/check.h"
 #include "util/util.h"
 
 static char dir[256];
@@ -68,13 +69,13 @@ static void test_valid(const char *suffix) {
     hfl_dataset ds;
     char err[HFL_ERR_LEN] = "";
     int rc = hfl_idx_load(im, lb, &ds, err);
-    CHECK(rc == 0, "valid%s: %s", suffix, err);
+    CHECK_MSG(rc == 0, "valid%s: %s", suffix, err);
     if (rc != 0) return;
-    CHECK(ds.n == 3 && ds.dim == 4 && ds.n_classes == 10, "valid%s shape", suffix);
-    for (int i = 0; i < 3; i++) CHECK(ds.y[i] == labels[i], "valid%s label %d", suffix, i);
+    CHECK_MSG(ds.n == 3 && ds.dim == 4 && ds.n_classes == 10, "valid%s shape", suffix);
+    for (int i = 0; i < 3; i++) CHECK_MSG(ds.y[i] == labels[i], "valid%s label %d", suffix, i);
     for (int i = 0; i < 12; i++) {
         double want = (pixels[i] / 255.0 - 0.2860) / 0.3530;
-        CHECK(fabs(ds.x[i] - want) < 1e-5, "valid%s pixel %d = %g, want %g", suffix, i, ds.x[i], want);
+        CHECK_MSG(fabs(ds.x[i] - want) < 1e-5, "valid%s pixel %d = %g, want %g", suffix, i, ds.x[i], want);
     }
     hfl_dataset_free(&ds);
 }
@@ -85,10 +86,10 @@ static void expect_fail(const char *what, const char *im, const char *lb, const 
     memset(&ds, 0xAB, sizeof ds);
     char err[HFL_ERR_LEN] = "";
     int rc = hfl_idx_load(im, lb, &ds, err);
-    CHECK(rc == -1, "%s: returned %d", what, rc);
-    CHECK(err[0] != 0 && strchr(err, '\n') == NULL, "%s: message '%s'", what, err);
-    CHECK(strstr(err, needle) != NULL, "%s: message '%s' lacks '%s'", what, err, needle);
-    CHECK(ds.x == NULL && ds.y == NULL && ds.n == 0, "%s: dataset not cleared", what);
+    CHECK_MSG(rc == -1, "%s: returned %d", what, rc);
+    CHECK_MSG(err[0] != 0 && strchr(err, '\n') == NULL, "%s: message '%s'", what, err);
+    CHECK_MSG(strstr(err, needle) != NULL, "%s: message '%s' lacks '%s'", what, err, needle);
+    CHECK_MSG(ds.x == NULL && ds.y == NULL && ds.n == 0, "%s: dataset not cleared", what);
     printf("%-28s -> %s\n", what, err);
     if (rc == 0) hfl_dataset_free(&ds);
 }
@@ -168,13 +169,10 @@ static void cleanup(void) {
 int main(void) {
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%s/hfl-idx-XXXXXX", tmp && *tmp && strlen(tmp) < 200 ? tmp : "/tmp");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    REQUIRE_MSG(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
     test_valid("");
     test_valid(".gz");
     test_errors();
     cleanup();
-    return check_report("test_idx_errors");
+    return check_exit_code("test_idx_errors");
 }

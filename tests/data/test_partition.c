@@ -12,9 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
 #include "data/idx.h"
 #include "data/partition.h"
+#include "tests/check.h"
 #include "util/util.h"
 
 #define CLIENTS 10
@@ -24,7 +24,7 @@ static hfl_partition_spec spec_of(const char *text) {
     hfl_partition_spec s;
     char err[HFL_ERR_LEN] = "";
     int rc = hfl_partition_parse(text, &s, err);
-    CHECK(rc == 0, "parse '%s': %s", text, err);
+    CHECK_MSG(rc == 0, "parse '%s': %s", text, err);
     return s;
 }
 
@@ -41,30 +41,30 @@ static int32_t *assign_checked(const char *text, const int32_t *y, int n, uint64
     int32_t *other = malloc((size_t)n * sizeof *other);
     for (int i = 0; i < n; i++) owner[i] = again[i] = other[i] = -1;
     char err[HFL_ERR_LEN] = "";
-    CHECK(hfl_partition_assign(&s, y, n, CLASSES, CLIENTS, seed, owner, err) == 0, "%s: %s", text, err);
-    CHECK(hfl_partition_assign(&s, y, n, CLASSES, CLIENTS, seed, again, err) == 0, "%s: %s", text, err);
-    CHECK(hfl_partition_assign(&s, y, n, CLASSES, CLIENTS, seed + 1, other, err) == 0, "%s: %s", text, err);
-    CHECK(memcmp(owner, again, (size_t)n * sizeof *owner) == 0, "%s: same seed, other owners", text);
+    CHECK_MSG(hfl_partition_assign(&s, y, n, CLASSES, CLIENTS, seed, owner, err) == 0, "%s: %s", text, err);
+    CHECK_MSG(hfl_partition_assign(&s, y, n, CLASSES, CLIENTS, seed, again, err) == 0, "%s: %s", text, err);
+    CHECK_MSG(hfl_partition_assign(&s, y, n, CLASSES, CLIENTS, seed + 1, other, err) == 0, "%s: %s", text, err);
+    CHECK_MSG(memcmp(owner, again, (size_t)n * sizeof *owner) == 0, "%s: same seed, other owners", text);
     int moved = 0, count[CLIENTS] = {0};
     for (int i = 0; i < n; i++) {
         moved += owner[i] != other[i];
-        CHECK(owner[i] >= 0 && owner[i] < CLIENTS, "%s: owner[%d] = %d", text, i, (int)owner[i]);
+        CHECK_MSG(owner[i] >= 0 && owner[i] < CLIENTS, "%s: owner[%d] = %d", text, i, (int)owner[i]);
         if (owner[i] >= 0 && owner[i] < CLIENTS) count[owner[i]]++;
     }
-    CHECK(moved > n / 2, "%s: another seed moved only %d samples", text, moved);
+    CHECK_MSG(moved > n / 2, "%s: another seed moved only %d samples", text, moved);
     int total = 0;
     for (int c = 0; c < CLIENTS; c++) {
         int *idx = NULL;
         int k = hfl_partition_indices(owner, n, c, &idx);
-        CHECK(k == count[c] && k > 0, "%s: client %d has %d indices, %d owners", text, c, k, count[c]);
+        CHECK_MSG(k == count[c] && k > 0, "%s: client %d has %d indices, %d owners", text, c, k, count[c]);
         for (int j = 0; j < k; j++) {
-            CHECK(owner[idx[j]] == c, "%s: index %d not owned by %d", text, idx[j], c);
-            if (j) CHECK(idx[j] > idx[j - 1], "%s: indices not ascending", text);
+            CHECK_MSG(owner[idx[j]] == c, "%s: index %d not owned by %d", text, idx[j], c);
+            if (j) CHECK_MSG(idx[j] > idx[j - 1], "%s: indices not ascending", text);
         }
         free(idx);
         total += count[c];
     }
-    CHECK(total == n, "%s: clients hold %d of %d samples", text, total, n);
+    CHECK_MSG(total == n, "%s: clients hold %d of %d samples", text, total, n);
     free(again);
     free(other);
     return owner;
@@ -81,10 +81,10 @@ static void test_iid(const int32_t *y, int n) {
         for (int k = 0; k < CLASSES; k++) {
             size += hist[c * CLASSES + k];
             int want = class_total[k] / CLIENTS; /* 600; binomial sd about 23 */
-            CHECK(abs(hist[c * CLASSES + k] - want) < 120, "iid: client %d class %d has %d", c, k,
-                  hist[c * CLASSES + k]);
+            CHECK_MSG(abs(hist[c * CLASSES + k] - want) < 120, "iid: client %d class %d has %d", c, k,
+                      hist[c * CLASSES + k]);
         }
-        CHECK(abs(size - n / CLIENTS) <= 1, "iid: client %d has %d samples", c, size);
+        CHECK_MSG(abs(size - n / CLIENTS) <= 1, "iid: client %d has %d samples", c, size);
     }
     free(owner);
 }
@@ -115,9 +115,9 @@ static void test_dirichlet(const int32_t *y, int n) {
     double skew_hi = mean_max_fraction(y, hi, n, &min_hi);
     printf("mean max-class fraction: dirichlet:0.1 %.3f, dirichlet:100 %.3f (iid would be ~0.1)\n",
            skew_lo, skew_hi);
-    CHECK(skew_lo > 0.45, "dirichlet:0.1 mean max fraction %g", skew_lo);
-    CHECK(skew_hi < 0.15, "dirichlet:100 mean max fraction %g", skew_hi);
-    CHECK(min_lo >= 10 && min_hi >= 10, "smallest clients %d, %d (want >= 10)", min_lo, min_hi);
+    CHECK_MSG(skew_lo > 0.45, "dirichlet:0.1 mean max fraction %g", skew_lo);
+    CHECK_MSG(skew_hi < 0.15, "dirichlet:100 mean max fraction %g", skew_hi);
+    CHECK_MSG(min_lo >= 10 && min_hi >= 10, "smallest clients %d, %d (want >= 10)", min_lo, min_hi);
     free(lo);
     free(hi);
     free(assign_checked("dirichlet:0.5", y, n, 3));
@@ -134,13 +134,13 @@ static void test_shards(const char *text, int k, const int32_t *y, int n) {
             labels += hist[c * CLASSES + j] > 0;
             size += hist[c * CLASSES + j];
         }
-        CHECK(labels <= 2 * k, "%s: client %d spans %d labels", text, c, labels);
-        CHECK(size >= k * shard_lo && size <= k * shard_hi, "%s: client %d has %d samples", text, c, size);
+        CHECK_MSG(labels <= 2 * k, "%s: client %d spans %d labels", text, c, labels);
+        CHECK_MSG(size >= k * shard_lo && size <= k * shard_hi, "%s: client %d has %d samples", text, c, size);
         at_most_k1 += labels <= k + 1;
     }
     printf("%s on %d samples: %d of %d clients span at most %d labels\n", text, n, at_most_k1,
            CLIENTS, k + 1);
-    CHECK(at_most_k1 >= CLIENTS * 7 / 10, "%s: only %d clients span <= %d labels", text, at_most_k1, k + 1);
+    CHECK_MSG(at_most_k1 >= CLIENTS * 7 / 10, "%s: only %d clients span <= %d labels", text, at_most_k1, k + 1);
     free(owner);
 }
 
@@ -151,21 +151,21 @@ static void test_parse(void) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         hfl_partition_spec s;
         char err[HFL_ERR_LEN] = "";
-        CHECK(hfl_partition_parse(bad[i], &s, err) == -1, "'%s' parsed", bad[i]);
-        CHECK(strstr(err, "bad partition") != NULL, "'%s': message '%s'", bad[i], err);
+        CHECK_MSG(hfl_partition_parse(bad[i], &s, err) == -1, "'%s' parsed", bad[i]);
+        CHECK_MSG(strstr(err, "bad partition") != NULL, "'%s': message '%s'", bad[i], err);
     }
     char err[HFL_ERR_LEN] = "";
     hfl_partition_spec s;
     hfl_partition_parse("foo", &s, err);
-    CHECK(strcmp(err, "bad partition 'foo' (use iid, dirichlet:<alpha> or shards:<k>)") == 0, "%s", err);
+    CHECK_MSG(strcmp(err, "bad partition 'foo' (use iid, dirichlet:<alpha> or shards:<k>)") == 0, "%s", err);
     s = spec_of("dirichlet:0.3");
-    CHECK(s.kind == HFL_PART_DIRICHLET && s.alpha == 0.3, "dirichlet:0.3 -> %d %g", s.kind, s.alpha);
+    CHECK_MSG(s.kind == HFL_PART_DIRICHLET && s.alpha == 0.3, "dirichlet:0.3 -> %d %g", s.kind, s.alpha);
     s = spec_of("dirichlet:1e6");
-    CHECK(s.kind == HFL_PART_DIRICHLET && s.alpha == 1e6, "dirichlet:1e6");
+    CHECK_MSG(s.kind == HFL_PART_DIRICHLET && s.alpha == 1e6, "dirichlet:1e6");
     s = spec_of("shards:1000");
-    CHECK(s.kind == HFL_PART_SHARDS && s.shards == 1000, "shards:1000");
+    CHECK_MSG(s.kind == HFL_PART_SHARDS && s.shards == 1000, "shards:1000");
     s = spec_of("iid");
-    CHECK(s.kind == HFL_PART_IID, "iid");
+    CHECK_MSG(s.kind == HFL_PART_IID, "iid");
 }
 
 static void expect_refused(const char *text, const int32_t *y, int n, int classes, int clients,
@@ -173,8 +173,8 @@ static void expect_refused(const char *text, const int32_t *y, int n, int classe
     hfl_partition_spec s = spec_of(text);
     int32_t *owner = malloc((size_t)(n ? n : 1) * sizeof *owner);
     char err[HFL_ERR_LEN] = "";
-    CHECK(hfl_partition_assign(&s, y, n, classes, clients, 1, owner, err) == -1, "%s accepted", text);
-    CHECK(strstr(err, needle) != NULL, "%s: message '%s' lacks '%s'", text, err, needle);
+    CHECK_MSG(hfl_partition_assign(&s, y, n, classes, clients, 1, owner, err) == -1, "%s accepted", text);
+    CHECK_MSG(strstr(err, needle) != NULL, "%s: message '%s' lacks '%s'", text, err, needle);
     printf("refused %-14s n=%-5d clients=%-4d -> %s\n", text, n, clients, err);
     free(owner);
 }
@@ -196,10 +196,7 @@ int main(void) {
     }
     hfl_dataset ds;
     char err[HFL_ERR_LEN] = "";
-    if (hfl_fmnist_load(HFL_FMNIST_DIR, 1, &ds, err) != 0) {
-        fprintf(stderr, "FAIL: %s\n", err);
-        return 1;
-    }
+    REQUIRE_MSG(hfl_fmnist_load(HFL_FMNIST_DIR, 1, &ds, err) == 0, "%s", err);
     test_parse();
     test_iid(ds.y, ds.n);
     test_dirichlet(ds.y, ds.n);
@@ -210,5 +207,5 @@ int main(void) {
     test_shards("shards:3", 3, ds.y, 4999);
     test_refusals(ds.y, ds.n);
     hfl_dataset_free(&ds);
-    return check_report("test_partition");
+    return check_exit_code("test_partition");
 }

@@ -40,13 +40,14 @@
 #include "kernels/ops_hd.h"
 #include "kernels/philox.h"
 #include "kernels/select.h"
+#include "tests/check.h"
 #include "util/util.h"
 
 static const hfl_backend *G; /* the CUDA backend */
 static const hfl_backend *C; /* the CPU backend, the reference */
 static int cc;                /* the GPU's compute capability, 10 * major + minor */
-static int failures;
 
+/* One line per check, passed or not; a failed one counts in tests/check.h. */
 static void report(int ok, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -54,7 +55,7 @@ static void report(int ok, const char *fmt, ...) {
     vprintf(fmt, ap);
     printf("\n");
     va_end(ap);
-    failures += !ok;
+    if (!ok) check_failures++;
 }
 
 #define TEST_INPUT_SEED 29
@@ -704,10 +705,7 @@ int main(void) {
         return 77;
     }
     G = hfl_backend_select("cuda", &info, NULL, err);
-    if (!G) {
-        printf("FAIL: a GPU is present (%s) but the CUDA backend is not: %s\n", info.name, err);
-        return 1;
-    }
+    REQUIRE_MSG(G != NULL, "a GPU is present (%s) but the CUDA backend is not: %s", info.name, err);
     C = hfl_backend_cpu();
     cc = 10 * info.cc_major + info.cc_minor;
     printf("GPU: %s, cc %d.%d; cuBLAS workspace %zu bytes\n", info.name, info.cc_major, info.cc_minor,
@@ -721,10 +719,5 @@ int main(void) {
     test_softmax();
     test_pipeline();
     G->sync();
-    if (failures) {
-        printf("test_cuda_ops: %d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("test_cuda_ops: all checks passed\n");
-    return 0;
+    return check_exit_code("test_cuda_ops");
 }

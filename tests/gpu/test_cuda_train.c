@@ -28,7 +28,7 @@
 #include "kernels/select.h"
 #include "model/chooser.h"
 #include "model/measure.h"
-#include "tests/kernels/check.h"
+#include "tests/check.h"
 #include "util/util.h"
 
 static const hfl_backend *gpu, *cpu;
@@ -214,10 +214,7 @@ int main(void) {
     }
     /* A GPU is there: failing to get the backend now is a failure, not a skip. */
     gpu = hfl_backend_select("cuda", &info, why, err);
-    if (!gpu) {
-        printf("FAIL: a GPU is present but the CUDA backend is not: %s\n", err);
-        return 1;
-    }
+    REQUIRE_MSG(gpu != NULL, "a GPU is present but the CUDA backend is not: %s", err);
     cpu = hfl_backend_cpu();
     offered = hfl_chooser_device_precisions(info.is_gpu, info.cc_major, info.cc_minor);
     printf("GPU: %s, cc %d.%d\n", info.name, info.cc_major, info.cc_minor);

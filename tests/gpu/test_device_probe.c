@@ -12,6 +12,7 @@
 
 #include "kernels/device.h"
 #include "kernels/select.h"
+#include "tests/check.h"
 #include "util/util.h"
 
 int main(void) {
@@ -24,22 +25,17 @@ int main(void) {
     }
     printf("GPU: %s, cc %d.%d, %d SMs, %.2f of %.2f GiB free\n", info.name, info.cc_major, info.cc_minor,
            info.cores, info.free_bytes / 1073741824.0, info.total_bytes / 1073741824.0);
-    int ok = info.is_gpu && info.name[0] && info.cc_major * 10 + info.cc_minor >= 75 && info.cores > 0 &&
-             info.free_bytes > 0 && info.free_bytes <= info.total_bytes;
-    if (!ok) printf("FAIL: implausible probe result\n");
+    CHECK_MSG(info.is_gpu && info.name[0] && info.cc_major * 10 + info.cc_minor >= 75 && info.cores > 0 &&
+                  info.free_bytes > 0 && info.free_bytes <= info.total_bytes,
+              "implausible probe result");
     hfl_device_info best;
     hfl_device_probe(&best);
-    if (!best.is_gpu || strcmp(best.name, info.name) != 0) {
-        printf("FAIL: hfl_device_probe chose %s (%s)\n", best.name, best.fallback_reason);
-        ok = 0;
-    }
+    CHECK_MSG(best.is_gpu && strcmp(best.name, info.name) == 0, "hfl_device_probe chose %s (%s)", best.name,
+              best.fallback_reason);
     char err[HFL_ERR_LEN] = "";
     hfl_device_info sel;
     const hfl_backend *be = hfl_backend_select("cuda", &sel, NULL, err);
-    if (!be || strcmp(be->name, "cuda") != 0 || !sel.is_gpu || strcmp(sel.name, info.name) != 0) {
-        printf("FAIL: --device cuda: %s\n", be ? be->name : err);
-        ok = 0;
-    }
-    printf("%s\n", ok ? "ok" : "FAIL");
-    return ok ? 0 : 1;
+    CHECK_MSG(be && strcmp(be->name, "cuda") == 0 && sel.is_gpu && strcmp(sel.name, info.name) == 0,
+              "--device cuda: %s", be ? be->name : err);
+    return check_exit_code("test_device_probe");
 }

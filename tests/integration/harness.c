@@ -68,6 +68,13 @@ int harness_wait(pid_t pid, double timeout_s) {
     }
 }
 
+int harness_poll(pid_t pid) {
+    int st;
+    if (waitpid(pid, &st, WNOHANG) != pid) return -2;
+    forget(pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 pid_t harness_start_coordinator(const char *exe, char *const extra[], char *url, size_t n) {
     char ready[400], log[400];
     snprintf(ready, sizeof ready, "%s/coordinator.url", harness_tmpdir());

@@ -19,6 +19,7 @@
 #include "proto/pki.h"
 #include "proto/transport.h"
 #include "tests/integration/harness.h"
+#include "tests/integration/prove.h"
 #include "util/util.h"
 
 #define N_PARAMS 199210
@@ -35,7 +36,7 @@ static int request(int type, cJSON *meta, const void *payload, size_t len, uint8
     char err[HFL_ERR_LEN];
     int rc = hfl_transport_request(sock, type, meta, payload, len, MAX_PAYLOAD, &rep, &raw, err);
     cJSON_Delete(meta);
-    CHECK(rc == 0, "request failed: %s", err);
+    REQUIRE_MSG(rc == 0, "request failed: %s", err);
     if (why) {
         why[0] = 0;
         hfl_meta_str(rep.meta, "error", 200, why, NULL);
@@ -77,10 +78,10 @@ static uint8_t *pull_task(int id, int round) {
         int t = request(HFL_MSG_PULL, with_id(id), NULL, 0, &w, why);
         if (t == HFL_MSG_TASK) return w;
         free(w);
-        CHECK(t == HFL_MSG_WAIT, "pull answered with %s: %s", hfl_msg_type_name(t), why);
+        REQUIRE_MSG(t == HFL_MSG_WAIT, "pull answered with %s: %s", hfl_msg_type_name(t), why);
         hfl_sleep_ms(50);
     }
-    CHECK(0, "no task for round %d", round);
+    REQUIRE_MSG(0, "no task for round %d", round);
     return NULL;
 }
 
@@ -93,12 +94,13 @@ int main(int argc, char **argv) {
         printf("SKIP: Fashion-MNIST not installed\n");
         return 77;
     }
+    check_on_stop(harness_cleanup);
     const char *dir = harness_tmpdir();
     char pki[300], foreign[300], ca[320], cpem[320], c0[320], fpem[320], report[300], why[256], err[HFL_ERR_LEN];
     snprintf(pki, sizeof pki, "%s/pki", dir);
     snprintf(foreign, sizeof foreign, "%s/foreign", dir);
-    CHECK(hfl_pki_create(pki, 1, "localhost", 1, err) == 0, "%s", err);
-    CHECK(hfl_pki_create(foreign, 1, "localhost", 1, err) == 0, "%s", err);
+    REQUIRE_MSG(hfl_pki_create(pki, 1, "localhost", 1, err) == 0, "%s", err);
+    REQUIRE_MSG(hfl_pki_create(foreign, 1, "localhost", 1, err) == 0, "%s", err);
     snprintf(ca, sizeof ca, "%s/ca.crt", pki);
     snprintf(cpem, sizeof cpem, "%s/coordinator.pem", pki);
     snprintf(c0, sizeof c0, "%s/client-0.pem", pki);
@@ -109,41 +111,46 @@ int main(int argc, char **argv) {
                      "--report", report, NULL};
     char url[300];
     pid_t coord = harness_start_coordinator(argv[1], extra, url, sizeof url);
-    CHECK(coord > 0, "coordinator did not start");
+    REQUIRE_MSG(coord > 0, "coordinator did not start");
 
     hfl_tls_opts tls = {0, ca, c0, "localhost"};
-    CHECK(hfl_transport_dial(&sock, url, &tls, MAX_PAYLOAD + 65536, 10000, err) == 0, "%s", err);
+    REQUIRE_MSG(hfl_transport_dial(&sock, url, &tls, MAX_PAYLOAD + 65536, 10000, err) == 0, "%s", err);
 
     /* Garbage that is not an hfl message at all. */
-    CHECK(nng_send(sock, "hello?", 6, 0) == 0, "send");
+    REQUIRE_MSG(nng_send(sock, "hello?", 6, 0) == 0, "send");
     void *buf;
     size_t len;
-    CHECK(nng_recv(sock, &buf, &len, NNG_FLAG_ALLOC) == 0, "no reply to garbage");
+    REQUIRE_MSG(nng_recv(sock, &buf, &len, NNG_FLAG_ALLOC) == 0, "no reply to garbage");
     hfl_msg m;
-    CHECK(hfl_msg_decode(buf, len, 0, &m, err) == 0 && m.type == HFL_MSG_ERROR, "garbage not answered with an error");
+    CHECK_MSG(hfl_msg_decode(buf, len, 0, &m, err) == 0 && m.type == HFL_MSG_ERROR, "garbage not answered with an error");
     hfl_msg_free(&m);
     nng_free(buf, len);
 
-    CHECK(request(HFL_MSG_PULL, with_id(5), NULL, 0, NULL, why) == HFL_MSG_ERROR, "unknown id accepted");
+    CHECK_MSG(request(HFL_MSG_PULL, with_id(5), NULL, 0, NULL, why) == HFL_MSG_ERROR, "unknown id accepted");
+    int id = -1;
     cJSON *hello = cJSON_CreateObject();
     cJSON_AddStringToObject(hello, "name", "client-0");
-    CHECK(request(HFL_MSG_HELLO, hello, NULL, 0, NULL, why) == HFL_MSG_ERROR, "hello without samples accepted");
-    hello = cJSON_CreateObject();
-    cJSON_AddStringToObject(hello, "name", "evil\nname");
     cJSON_AddNumberToObject(hello, "samples", 100);
-    CHECK(request(HFL_MSG_HELLO, hello, NULL, 0, NULL, why) == HFL_MSG_ERROR, "a name with a newline accepted");
-    CHECK(!strchr(why, '\n'), "error reply spans lines: %s", why);
+    CHECK_MSG(request(HFL_MSG_HELLO, hello, NULL, 0, NULL, why) == HFL_MSG_ERROR && strstr(why, "certificate"),
+              "a hello without proof of identity accepted: %s", why);
     hello = cJSON_CreateObject();
-    cJSON_AddStringToObject(hello, "name", "client-0");
+    CHECK_MSG(prove_hello(sock, c0, ca, hello, MAX_PAYLOAD, &id, token, why) == HFL_MSG_ERROR, "hello without samples accepted");
+    hello = cJSON_CreateObject();
+    cJSON_AddStringToObject(hello, "codec", "evil\ncodec");
+    cJSON_AddNumberToObject(hello, "samples", 100);
+    CHECK_MSG(prove_hello(sock, c0, ca, hello, MAX_PAYLOAD, &id, token, why) == HFL_MSG_ERROR, "a codec with a newline accepted");
+    CHECK_MSG(!strchr(why, '\n'), "error reply spans lines: %s", why);
+    hello = cJSON_CreateObject();
     cJSON_AddNumberToObject(hello, "samples", 100);
     cJSON_AddObjectToObject(hello, "plan"); /* clients without a plan are never drawn */
-    CHECK(request(HFL_MSG_HELLO, hello, NULL, 0, NULL, why) == HFL_MSG_WELCOME, "hello refused: %s", why);
-    CHECK(request(HFL_MSG_TASK, with_id(0), NULL, 0, NULL, why) == HFL_MSG_ERROR, "a task sent by a client accepted");
+    REQUIRE_MSG(prove_hello(sock, c0, ca, hello, MAX_PAYLOAD, &id, token, why) == HFL_MSG_WELCOME, "hello refused: %s", why);
+    REQUIRE_MSG(id == 0, "the first client got id %d", id);
+    CHECK_MSG(request(HFL_MSG_TASK, with_id(0), NULL, 0, NULL, why) == HFL_MSG_ERROR, "a task sent by a client accepted");
 
     uint8_t *w1 = pull_task(0, 1);
     cJSON *forged = with_id(0);
     cJSON_ReplaceItemInObject(forged, "token", cJSON_CreateString("0123456789abcdef0123456789abcdef"));
-    CHECK(request(HFL_MSG_PULL, forged, NULL, 0, NULL, why) == HFL_MSG_ERROR, "pull with a forged token accepted");
+    CHECK_MSG(request(HFL_MSG_PULL, forged, NULL, 0, NULL, why) == HFL_MSG_ERROR, "pull with a forged token accepted");
     printf("forged token: %s\n", why);
     const hfl_codec *fp32 = hfl_codec_find("fp32", err);
     size_t ub = hfl_codec_max_bytes(fp32, N_PARAMS, 0);
@@ -155,12 +162,12 @@ int main(int argc, char **argv) {
      * costing the round; the valid zero update is taken. */
     for (size_t i = 0; i < N_PARAMS; i++) delta[i] = 0.5f;
     hfl_codec_encode(fp32, delta, NULL, N_PARAMS, 0, &key, 1, upd);
-    CHECK(request(HFL_MSG_UPDATE, update_meta(0, 2, "fp32"), upd, ub, NULL, why) == HFL_MSG_ERROR, "wrong round accepted");
-    CHECK(!strstr(why, "skip"), "an update for another round cost the client its round: %s", why);
+    CHECK_MSG(request(HFL_MSG_UPDATE, update_meta(0, 2, "fp32"), upd, ub, NULL, why) == HFL_MSG_ERROR, "wrong round accepted");
+    CHECK_MSG(!strstr(why, "skip"), "an update for another round cost the client its round: %s", why);
     memset(delta, 0, N_PARAMS * sizeof(float));
     hfl_codec_encode(fp32, delta, NULL, N_PARAMS, 0, &key, 1, upd);
-    CHECK(request(HFL_MSG_UPDATE, update_meta(0, 1, "fp32"), upd, ub, NULL, why) == HFL_MSG_ACK, "valid update refused: %s", why);
-    CHECK(request(HFL_MSG_UPDATE, update_meta(0, 1, "fp32"), upd, ub, NULL, why) == HFL_MSG_ERROR, "duplicate update accepted");
+    CHECK_MSG(request(HFL_MSG_UPDATE, update_meta(0, 1, "fp32"), upd, ub, NULL, why) == HFL_MSG_ACK, "valid update refused: %s", why);
+    CHECK_MSG(request(HFL_MSG_UPDATE, update_meta(0, 1, "fp32"), upd, ub, NULL, why) == HFL_MSG_ERROR, "duplicate update accepted");
 
     /* Rounds 2-7: one bad update each, every one carrying a large non-zero
      * delta (had any reached the sum, the next round's weights would differ).
@@ -170,7 +177,7 @@ int main(int argc, char **argv) {
     for (int round = 2; round <= 7; round++) {
         free(w2);
         w2 = pull_task(0, round);
-        CHECK(memcmp(w1, w2, (size_t)N_PARAMS * 4) == 0, "round %d: the global model changed", round);
+        CHECK_MSG(memcmp(w1, w2, (size_t)N_PARAMS * 4) == 0, "round %d: the global model changed", round);
         for (size_t i = 0; i < N_PARAMS; i++) delta[i] = 0.5f;
         size_t len = ub;
         cJSON *m = update_meta(0, round, "fp32");
@@ -181,20 +188,22 @@ int main(int argc, char **argv) {
         if (round == 6) cJSON_ReplaceItemInObject(m, "loss", cJSON_CreateString("low"));
         if (round == 7) cJSON_ReplaceItemInObject(m, "samples", cJSON_CreateNumber(1000000));
         hfl_codec_encode(fp32, delta, NULL, N_PARAMS, 0, &key, 1, upd);
-        CHECK(request(HFL_MSG_UPDATE, m, upd, len, NULL, why) == HFL_MSG_ERROR, "round %d: bad update accepted", round);
+        CHECK_MSG(request(HFL_MSG_UPDATE, m, upd, len, NULL, why) == HFL_MSG_ERROR, "round %d: bad update accepted", round);
         printf("round %d: %s\n", round, why);
-        CHECK(strstr(why, "(skip the round)"), "round %d: not told to skip: %s", round, why);
+        CHECK_MSG(strstr(why, "(skip the round)"), "round %d: not told to skip: %s", round, why);
         int t = request(HFL_MSG_PULL, with_id(0), NULL, 0, NULL, why);
-        CHECK(t == HFL_MSG_WAIT, "round %d: pull after a refused update answered with %s", round, hfl_msg_type_name(t));
+        CHECK_MSG(t == HFL_MSG_WAIT, "round %d: pull after a refused update answered with %s", round, hfl_msg_type_name(t));
     }
     free(w2);
     w2 = pull_task(0, 8);
-    CHECK(memcmp(w1, w2, (size_t)N_PARAMS * 4) == 0, "global model changed although only a zero update was accepted");
+    CHECK_MSG(memcmp(w1, w2, (size_t)N_PARAMS * 4) == 0, "global model changed although only a zero update was accepted");
+    size_t not_finite = 0;
     for (size_t i = 0; i < N_PARAMS; i++) {
         float v;
         memcpy(&v, w2 + 4 * i, 4);
-        CHECK(isfinite(v), "weight %zu not finite", i);
+        not_finite += !isfinite(v);
     }
+    CHECK_MSG(not_finite == 0, "%zu weights not finite", not_finite);
     memset(delta, 0, N_PARAMS * sizeof(float));
     hfl_codec_encode(fp32, delta, NULL, N_PARAMS, 0, &key, 1, upd);
 
@@ -206,34 +215,34 @@ int main(int argc, char **argv) {
     int frc = harness_wait(harness_spawn(fargv, flog), 60);
     char *ftext = hfl_read_file(flog, NULL, err);
     printf("foreign client exited %d: %s", frc, ftext ? ftext : "");
-    CHECK(frc == 1, "foreign client exited with %d, expected 1", frc);
-    CHECK(ftext && strstr(ftext, "hfl-client: "), "foreign client gave no error line");
+    CHECK_MSG(frc == 1, "foreign client exited with %d, expected 1", frc);
+    CHECK_MSG(ftext && strstr(ftext, "hfl-client: "), "foreign client gave no error line");
     free(ftext);
 
     /* The coordinator is still serving: finish the run. */
-    CHECK(request(HFL_MSG_UPDATE, update_meta(0, 8, "fp32"), upd, ub, NULL, why) == HFL_MSG_ACK, "round 8 update refused: %s", why);
+    CHECK_MSG(request(HFL_MSG_UPDATE, update_meta(0, 8, "fp32"), upd, ub, NULL, why) == HFL_MSG_ACK, "round 8 update refused: %s", why);
     for (int i = 0; i < 100; i++) {
         int t = request(HFL_MSG_PULL, with_id(0), NULL, 0, NULL, why);
         if (t == HFL_MSG_BYE) break;
-        CHECK(t == HFL_MSG_WAIT, "pull after the last round answered with %s", hfl_msg_type_name(t));
+        if (!CHECK_MSG(t == HFL_MSG_WAIT, "pull after the last round answered with %s", hfl_msg_type_name(t))) break;
         hfl_sleep_ms(50);
     }
     nng_close(sock);
     int rc = harness_wait(coord, 30);
-    CHECK(rc == 0, "coordinator exited with %d", rc);
+    CHECK_MSG(rc == 0, "coordinator exited with %d", rc);
     char *text = hfl_read_file(report, &len, err);
-    CHECK(text, "%s", err);
+    REQUIRE_MSG(text, "%s", err);
     cJSON *r = cJSON_Parse(text);
     free(text);
     double rejected = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(r, "rejected_messages"));
-    CHECK(rejected >= 10, "coordinator counted %g rejected messages, expected at least 10", rejected);
+    CHECK_MSG(rejected >= 10, "coordinator counted %g rejected messages, expected at least 10", rejected);
     for (int i = 0; i < 8; i++) {
         const cJSON *rd = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "rounds"), i);
         const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rd, "status"));
         double refused = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(rd, "refused"));
         int bad = i >= 1 && i <= 6;
-        CHECK(st && !strcmp(st, bad ? "failed" : "ok") && refused == bad, "round %d: %s with %g refused", i + 1,
-              st ? st : "?", refused);
+        CHECK_MSG(st && !strcmp(st, bad ? "failed" : "ok") && refused == bad, "round %d: %s with %g refused", i + 1,
+                  st ? st : "?", refused);
     }
     cJSON_Delete(r);
     free(w1);
@@ -241,6 +250,5 @@ int main(int argc, char **argv) {
     free(delta);
     free(upd);
     harness_cleanup();
-    printf("ok\n");
-    return 0;
+    return check_exit_code("test_bad_client");
 }

@@ -43,11 +43,11 @@ static cJSON *plan_json_args(const char *client, const char *model, const char *
     char *argv[16] = {(char *)client, "--plan", "--model", (char *)model, "--json", "--state-dir", (char *)state};
     for (int i = 0; extra[i] && i < 8; i++) argv[7 + i] = extra[i];
     int rc = harness_wait(harness_spawn(argv, out), 600);
-    CHECK(rc == 0, "hfl-client --plan --model %s exited %d", model, rc);
+    CHECK_MSG(rc == 0, "hfl-client --plan --model %s exited %d", model, rc);
     char *text = hfl_read_file(out, NULL, err);
-    CHECK(text, "%s", err);
+    REQUIRE_MSG(text, "%s", err);
     cJSON *j = cJSON_Parse(text);
-    CHECK(j, "--json output is not JSON: %.200s", text);
+    REQUIRE_MSG(j, "--json output is not JSON: %.200s", text);
     free(text);
     return j;
 }
@@ -66,8 +66,8 @@ static const char *str(const cJSON *o, const char *k) {
 /* 1, 2 and 4 on a fresh --verify run; returns it (measured peaks for 3). */
 static cJSON *verify_cold(const char *client, const char *model, const char *state) {
     cJSON *j = plan_json(client, model, state, 1);
-    CHECK(!strcmp(str(j, "overhead_source"), "prior"), "%s: a fresh state dir predicted from '%s'", model,
-          str(j, "overhead_source"));
+    CHECK_MSG(!strcmp(str(j, "overhead_source"), "prior"), "%s: a fresh state dir predicted from '%s'", model,
+              str(j, "overhead_source"));
     const cJSON *r;
     int n = 0, chosen = 0, under = 0;
     double worst_unplanned = 0;
@@ -75,27 +75,27 @@ static cJSON *verify_cold(const char *client, const char *model, const char *sta
         static const char *const keys[] = {"batch", "precision", "checkpoint", "arena_bytes", "staging_bytes",
                                            "predicted_peak_bytes", "measured_peak_bytes", "fits", "chosen"};
         for (size_t k = 0; k < sizeof keys / sizeof *keys; k++)
-            CHECK(cJSON_GetObjectItemCaseSensitive(r, keys[k]), "%s: candidate without '%s'", model, keys[k]);
+            CHECK_MSG(cJSON_GetObjectItemCaseSensitive(r, keys[k]), "%s: candidate without '%s'", model, keys[k]);
         if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "chosen"))) {
             chosen++;
-            CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "fits")), "%s: chose a candidate that does not fit", model);
+            CHECK_MSG(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "fits")), "%s: chose a candidate that does not fit", model);
         }
         double pred = num(r, "predicted_peak_bytes"), meas = num(r, "measured_peak_bytes");
         double planned = num(r, "arena_bytes") + num(r, "staging_bytes");
-        CHECK(meas > 0, "%s: a candidate was not measured", model);
+        CHECK_MSG(meas > 0, "%s: a candidate was not measured", model);
         if (pred < meas) {
             under++;
             fprintf(stderr, "%s batch %g %s %s: cold prediction %.0f under the measured %.0f\n", model,
                     num(r, "batch"), str(r, "precision"), str(r, "checkpoint"), pred, meas);
         }
         if (meas - planned > worst_unplanned) worst_unplanned = meas - planned;
-        CHECK(meas - planned <= UNPLANNED_MAX, "%s batch %g %s %s: measured %.0f is %.2f MiB over arena + staging",
-              model, num(r, "batch"), str(r, "precision"), str(r, "checkpoint"), meas, (meas - planned) / 1048576.0);
+        CHECK_MSG(meas - planned <= UNPLANNED_MAX, "%s batch %g %s %s: measured %.0f is %.2f MiB over arena + staging",
+                  model, num(r, "batch"), str(r, "precision"), str(r, "checkpoint"), meas, (meas - planned) / 1048576.0);
         n++;
     }
-    CHECK(n >= 10, "%s: only %d candidates", model, n);
-    CHECK(chosen == 1, "%s: %d candidates chosen", model, chosen);
-    CHECK(under == 0, "%s: %d candidates under-predicted from a cold start", model, under);
+    CHECK_MSG(n >= 10, "%s: only %d candidates", model, n);
+    CHECK_MSG(chosen == 1, "%s: %d candidates chosen", model, chosen);
+    CHECK_MSG(under == 0, "%s: %d candidates under-predicted from a cold start", model, under);
     printf("%s cold: %d candidates, none under-predicted; measured - (arena + staging) at most %.2f MiB\n", model, n,
            worst_unplanned / 1048576.0);
     return j;
@@ -105,17 +105,17 @@ static cJSON *verify_cold(const char *client, const char *model, const char *sta
  * model's measurements, against `measured` (model's own --verify run). */
 static void check_left_out(const char *client, const char *model, const char *other_state, const cJSON *measured) {
     cJSON *j = plan_json(client, model, other_state, 0);
-    CHECK(!strcmp(str(j, "overhead_source"), "class"), "%s: predicted from '%s', not the other model's class",
-          model, str(j, "overhead_source"));
+    CHECK_MSG(!strcmp(str(j, "overhead_source"), "class"), "%s: predicted from '%s', not the other model's class",
+              model, str(j, "overhead_source"));
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "candidates")->child;
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(measured, "candidates")->child;
     double worst = 0;
     char worst_at[200] = "";
     int n = 0;
     for (; p && m; p = p->next, m = m->next, n++) {
-        CHECK(num(p, "batch") == num(m, "batch") && !strcmp(str(p, "precision"), str(m, "precision")) &&
-                  !strcmp(str(p, "checkpoint"), str(m, "checkpoint")) && num(p, "arena_bytes") == num(m, "arena_bytes"),
-              "%s: the candidate tables differ at row %d", model, n);
+        CHECK_MSG(num(p, "batch") == num(m, "batch") && !strcmp(str(p, "precision"), str(m, "precision")) &&
+                      !strcmp(str(p, "checkpoint"), str(m, "checkpoint")) && num(p, "arena_bytes") == num(m, "arena_bytes"),
+                  "%s: the candidate tables differ at row %d", model, n);
         double pred = num(p, "predicted_peak_bytes"), meas = num(m, "measured_peak_bytes");
         double tol = fmax(0.01 * meas, 256.0 * 1024), e = fabs(pred - meas);
         if (e / tol > worst) {
@@ -123,10 +123,10 @@ static void check_left_out(const char *client, const char *model, const char *ot
             snprintf(worst_at, sizeof worst_at, "batch %g %s %s: predicted %.0f, measured %.0f", num(p, "batch"),
                      str(p, "precision"), str(p, "checkpoint"), pred, meas);
         }
-        CHECK(e <= tol, "%s batch %g %s %s: predicted %.0f from the other model, measured %.0f (off by %.0f, allowed %.0f)",
-              model, num(p, "batch"), str(p, "precision"), str(p, "checkpoint"), pred, meas, e, tol);
+        CHECK_MSG(e <= tol, "%s batch %g %s %s: predicted %.0f from the other model, measured %.0f (off by %.0f, allowed %.0f)",
+                  model, num(p, "batch"), str(p, "precision"), str(p, "checkpoint"), pred, meas, e, tol);
     }
-    CHECK(!p && !m, "%s: the candidate tables differ in length", model);
+    CHECK_MSG(!p && !m, "%s: the candidate tables differ in length", model);
     printf("%s predicted from the other model only: %d candidates, worst error %.2f of the allowance (%s)\n", model,
            n, worst, worst_at);
     cJSON_Delete(j);
@@ -144,15 +144,16 @@ static void check_accumulation(const char *client, const char *state) {
         cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(j, "candidates")) {
             int b = (int)num(r, "batch"), k = (int)num(r, "accumulation_steps");
             if (mode)
-                CHECK(k == 1 && num(r, "step_batch") == b, "smaller batches: batch %d with %d steps", b, k);
+                CHECK_MSG(k == 1 && num(r, "step_batch") == b, "smaller batches: batch %d with %d steps", b, k);
             else
-                CHECK(num(r, "step_batch") == 128 && k == (128 + b - 1) / b, "batch %d x %d does not step over 128", b, k);
+                CHECK_MSG(num(r, "step_batch") == 128 && k == (128 + b - 1) / b, "batch %d x %d does not step over 128", b, k);
             if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "chosen"))) chosen = r;
         }
-        CHECK(chosen, "nothing chosen in 30M");
-        CHECK(num(chosen, "batch") < 128, "batch 128 fits 30M: the check proves nothing");
-        printf("batch 128 in 30 MiB%s: chose batch %g x %g steps\n", mode ? ", smaller allowed" : "",
-               num(chosen, "batch"), num(chosen, "accumulation_steps"));
+        if (CHECK_MSG(chosen, "nothing chosen in 30M")) {
+            CHECK_MSG(num(chosen, "batch") < 128, "batch 128 fits 30M: the check proves nothing");
+            printf("batch 128 in 30 MiB%s: chose batch %g x %g steps\n", mode ? ", smaller allowed" : "",
+                   num(chosen, "batch"), num(chosen, "accumulation_steps"));
+        }
         cJSON_Delete(j);
     }
 }
@@ -166,17 +167,17 @@ static void check_same_rates(const char *client, const char *state, const cJSON 
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(j, "gemm_gflops");
     static const char *precs[] = {"fp32", "bf16", "fp16"};
     for (int p = 0; p < 3; p++) {
-        CHECK(num(a, precs[p]) > 0, "no %s rate in the first run", precs[p]);
-        CHECK(num(a, precs[p]) == num(b, precs[p]), "%s: %g GFLOP/s, then %g with the same state dir", precs[p],
-              num(a, precs[p]), num(b, precs[p]));
+        CHECK_MSG(num(a, precs[p]) > 0, "no %s rate in the first run", precs[p]);
+        CHECK_MSG(num(a, precs[p]) == num(b, precs[p]), "%s: %g GFLOP/s, then %g with the same state dir", precs[p],
+                  num(a, precs[p]), num(b, precs[p]));
     }
     char path[500], err[HFL_ERR_LEN];
     snprintf(path, sizeof path, "%s/calibration.jsonl", state);
     char *text = hfl_read_file(path, NULL, err);
-    CHECK(text, "%s", err);
+    REQUIRE_MSG(text, "%s", err);
     int lines = 0;
     for (const char *c = text; *c; c++) lines += *c == '\n';
-    CHECK(lines == 1, "%d calibration lines after several runs", lines);
+    CHECK_MSG(lines == 1, "%d calibration lines after several runs", lines);
     free(text);
     cJSON_Delete(j);
 }
@@ -190,25 +191,26 @@ static void check_trial(const char *client) {
         char state[400], out[400], err[HFL_ERR_LEN];
         snprintf(state, sizeof state, "%s/trial-%d", harness_tmpdir(), k);
         snprintf(out, sizeof out, "%s/trial-%d.json", harness_tmpdir(), k);
-        CHECK(hfl_mkdirs(state, err) == 0, "%s", err);
+        REQUIRE_MSG(hfl_mkdirs(state, err) == 0, "%s", err);
         char *argv[] = {(char *)client, "--plan", "--trial-step", "--json", "--model", "mlp", "--batch", "64",
                         "--memory-budget", (char *)cases[k].budget, "--state-dir", state, NULL};
         int rc = harness_wait(harness_spawn(argv, out), 300);
         char *text = hfl_read_file(out, NULL, err);
-        CHECK(text, "%s", err);
+        REQUIRE_MSG(text, "%s", err);
         cJSON *j = cJSON_Parse(text);
-        CHECK(j, "--trial-step --json printed no JSON: %.200s", text);
+        int parsed = CHECK_MSG(j, "--trial-step --json printed no JSON: %.200s", text);
         free(text);
+        if (!parsed) continue;
         const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
         if (cases[k].trains) {
             double measured = num(j, "measured_peak_bytes"), budget = num(j, "budget_bytes");
             printf("trial: mlp batch 64 in %s trained, measured %.2f MiB\n", cases[k].budget, measured / 1048576.0);
-            CHECK(rc == 0 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "trained")), "exit %d", rc);
-            CHECK(measured > 0 && measured <= budget, "measured %.0f against a budget of %.0f", measured, budget);
+            CHECK_MSG(rc == 0 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "trained")), "exit %d", rc);
+            CHECK_MSG(measured > 0 && measured <= budget, "measured %.0f against a budget of %.0f", measured, budget);
         } else {
-            CHECK(rc == 1 && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "trained")), "exit %d", rc);
-            CHECK(cJSON_IsString(e) && strstr(e->valuestring, "nothing fits in 1.00 MiB") &&
-                      !strchr(e->valuestring, '\n'), "refusal: %s", cJSON_IsString(e) ? e->valuestring : "?");
+            CHECK_MSG(rc == 1 && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "trained")), "exit %d", rc);
+            CHECK_MSG(cJSON_IsString(e) && strstr(e->valuestring, "nothing fits in 1.00 MiB") &&
+                          !strchr(e->valuestring, '\n'), "refusal: %s", cJSON_IsString(e) ? e->valuestring : "?");
         }
         cJSON_Delete(j);
     }
@@ -219,6 +221,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: test_plan_cli HFL_CLIENT\n");
         return 2;
     }
+    check_on_stop(harness_cleanup);
     FILE *f = fopen("/proc/self/clear_refs", "w");
     if (!f) {
         printf("SKIP: /proc/self/clear_refs is not writable here, so peaks cannot be measured\n");
@@ -228,7 +231,7 @@ int main(int argc, char **argv) {
     char mlp_state[400], cnn_state[400], err[HFL_ERR_LEN];
     snprintf(mlp_state, sizeof mlp_state, "%s/mlp-state", harness_tmpdir());
     snprintf(cnn_state, sizeof cnn_state, "%s/cnn-state", harness_tmpdir());
-    CHECK(hfl_mkdirs(mlp_state, err) == 0 && hfl_mkdirs(cnn_state, err) == 0, "%s", err);
+    REQUIRE_MSG(hfl_mkdirs(mlp_state, err) == 0 && hfl_mkdirs(cnn_state, err) == 0, "%s", err);
     cJSON *mlp = verify_cold(argv[1], "mlp", mlp_state);
     cJSON *cnn = verify_cold(argv[1], "cnn", cnn_state);
     check_left_out(argv[1], "cnn", mlp_state, cnn);
@@ -239,6 +242,5 @@ int main(int argc, char **argv) {
     cJSON_Delete(mlp);
     cJSON_Delete(cnn);
     harness_cleanup();
-    printf("ok\n");
-    return 0;
+    return check_exit_code("test_plan_cli");
 }

@@ -25,6 +25,7 @@
 #include "proto/pki.h"
 #include "proto/transport.h"
 #include "tests/integration/harness.h"
+#include "tests/integration/prove.h"
 #include "util/util.h"
 
 #define N_PARAMS 199210
@@ -40,7 +41,7 @@ static int request(int type, cJSON *meta, const void *payload, size_t len, char 
     char err[HFL_ERR_LEN];
     int rc = hfl_transport_request(sock, type, meta, payload, len, MAX_PAYLOAD, &rep, &raw, err);
     cJSON_Delete(meta);
-    CHECK(rc == 0, "request failed: %s", err);
+    REQUIRE_MSG(rc == 0, "request failed: %s", err);
     why[0] = 0;
     hfl_meta_str(rep.meta, "error", 200, why, NULL);
     int t = rep.type;
@@ -69,10 +70,10 @@ static int wait_task(void) {
         int t = request(HFL_MSG_PULL, with_id(), NULL, 0, why);
         if (t == HFL_MSG_TASK) return 1;
         if (t == HFL_MSG_BYE) return 0;
-        CHECK(t == HFL_MSG_WAIT, "pull answered with %s: %s", hfl_msg_type_name(t), why);
+        REQUIRE_MSG(t == HFL_MSG_WAIT, "pull answered with %s: %s", hfl_msg_type_name(t), why);
         hfl_sleep_ms(50);
     }
-    CHECK(0, "no task within 120 s");
+    REQUIRE_MSG(0, "no task within 120 s");
     return 0;
 }
 
@@ -90,7 +91,7 @@ static void send_update(int round, float value) {
     cJSON_AddNumberToObject(m, "loss", 0.1);
     cJSON_AddStringToObject(m, "codec", "fp32");
     char why[256];
-    CHECK(request(HFL_MSG_UPDATE, m, upd, len, why) == HFL_MSG_ACK, "round %d update refused: %s", round, why);
+    CHECK_MSG(request(HFL_MSG_UPDATE, m, upd, len, why) == HFL_MSG_ACK, "round %d update refused: %s", round, why);
     free(delta);
     free(upd);
 }
@@ -104,12 +105,12 @@ static cJSON *run(const char *coord_exe, const char *client_exe, const char *nam
     snprintf(cpem, sizeof cpem, "%s/coordinator.pem", pki);
     snprintf(mpem, sizeof mpem, "%s/client-2.pem", pki);
     snprintf(report, sizeof report, "%s/%s-report.json", dir, name);
-    if (access(ca, R_OK) != 0) CHECK(hfl_pki_create(pki, 3, "localhost", 1, err) == 0, "%s", err);
+    if (access(ca, R_OK) != 0) REQUIRE_MSG(hfl_pki_create(pki, 3, "localhost", 1, err) == 0, "%s", err);
     char *extra[] = {"--listen", "tls+tcp://127.0.0.1:0", "--ca", ca, "--cert", cpem, "--rounds", "2",
                      "--clients-per-round", "3", "--deadline", "120", "--linger", "2", "--report", report,
                      "--seed", "3", clip_off ? "--clip-norm" : NULL, "off", NULL};
     pid_t coord = harness_start_coordinator(coord_exe, extra, url, sizeof url);
-    CHECK(coord > 0, "coordinator did not start");
+    REQUIRE_MSG(coord > 0, "coordinator did not start");
     pid_t clients[2];
     for (int i = 0; i < 2; i++) {
         char pem[320], log[320], idx[8], cname[16];
@@ -122,28 +123,28 @@ static cJSON *run(const char *coord_exe, const char *client_exe, const char *nam
         clients[i] = harness_spawn(argv, log);
     }
     hfl_tls_opts tls = {0, ca, mpem, "localhost"};
-    CHECK(hfl_transport_dial(&sock, url, &tls, MAX_PAYLOAD + 65536, 30000, err) == 0, "%s", err);
-    cJSON *hello = cJSON_CreateObject();
-    cJSON_AddStringToObject(hello, "name", "mallory");
+    REQUIRE_MSG(hfl_transport_dial(&sock, url, &tls, MAX_PAYLOAD + 65536, 30000, err) == 0, "%s", err);
+    cJSON *hello = cJSON_CreateObject(); /* mallory holds client-2's certificate */
     cJSON_AddNumberToObject(hello, "samples", 100000000);
     cJSON_AddStringToObject(hello, "codec", "fp32");
     cJSON_AddObjectToObject(hello, "plan");
     char why[256];
-    CHECK(request(HFL_MSG_HELLO, hello, NULL, 0, why) == HFL_MSG_WELCOME, "hello refused: %s", why);
+    REQUIRE_MSG(prove_hello(sock, mpem, ca, hello, MAX_PAYLOAD, &my_id, token, why) == HFL_MSG_WELCOME,
+                "hello refused: %s", why);
     for (int round = 1; round <= 2; round++) {
-        CHECK(wait_task(), "the run ended before round %d", round);
+        REQUIRE_MSG(wait_task(), "the run ended before round %d", round);
         send_update(round, round == 2 ? attack : 0.0f);
     }
     while (wait_task()) {
     }
     nng_close(sock);
-    for (int i = 0; i < 2; i++) CHECK(harness_wait(clients[i], 120) == 0, "client %d failed", i);
-    CHECK(harness_wait(coord, 60) == 0, "coordinator failed");
+    for (int i = 0; i < 2; i++) CHECK_MSG(harness_wait(clients[i], 120) == 0, "client %d failed", i);
+    CHECK_MSG(harness_wait(coord, 60) == 0, "coordinator failed");
     char *text = hfl_read_file(report, NULL, err);
-    CHECK(text, "%s", err);
+    REQUIRE_MSG(text, "%s", err);
     cJSON *r = cJSON_Parse(text);
     free(text);
-    CHECK(r, "report is not JSON");
+    REQUIRE_MSG(r, "report is not JSON");
     return r;
 }
 
@@ -161,20 +162,20 @@ int main(int argc, char **argv) {
         printf("SKIP: Fashion-MNIST not installed\n");
         return 77;
     }
+    check_on_stop(harness_cleanup);
     cJSON *clean = run(argv[1], argv[2], "clean", 0.0f, 0);
     cJSON *attacked = run(argv[1], argv[2], "attacked", 1000.0f, 0);
     cJSON *open = run(argv[1], argv[2], "unclipped", 1000.0f, 1);
     double a = round2(clean, "test_acc"), b = round2(attacked, "test_acc"), u = round2(open, "test_acc");
     printf("round 2 test accuracy: clean %.4f, attacked %.4f (clip %.3f, %g clipped), attacked without clipping %.4f\n",
            a, b, round2(attacked, "clip_norm"), round2(attacked, "clipped"), u);
-    CHECK(a > 0.6, "the clean run did not learn (%.4f)", a);
-    CHECK(fabs(a - b) <= 0.02, "the attack moved round 2's accuracy from %.4f to %.4f", a, b);
-    CHECK(round2(attacked, "clipped") >= 1, "the attack was not clipped");
-    CHECK(u < 0.3, "without clipping the attack left %.4f: the test shows nothing", u);
+    CHECK_MSG(a > 0.6, "the clean run did not learn (%.4f)", a);
+    CHECK_MSG(fabs(a - b) <= 0.02, "the attack moved round 2's accuracy from %.4f to %.4f", a, b);
+    CHECK_MSG(round2(attacked, "clipped") >= 1, "the attack was not clipped");
+    CHECK_MSG(u < 0.3, "without clipping the attack left %.4f: the test shows nothing", u);
     cJSON_Delete(clean);
     cJSON_Delete(attacked);
     cJSON_Delete(open);
     harness_cleanup();
-    printf("ok\n");
-    return 0;
+    return check_exit_code("test_poison");
 }

@@ -40,7 +40,7 @@
 
 static double num(const cJSON *o, const char *k) { return cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, k)); }
 
-/* Runs hfl-sim on a scenario written from json; returns its report (exits on failure). */
+/* Runs hfl-sim on a scenario written from json; returns its report (stops the test without one). */
 static cJSON *run_sim(const char *sim, const char *name, const char *json) {
     const char *dir = harness_tmpdir();
     char scen[300], report[300], out[300], log[300], err[HFL_ERR_LEN];
@@ -48,18 +48,18 @@ static cJSON *run_sim(const char *sim, const char *name, const char *json) {
     snprintf(report, sizeof report, "%s/%s-report.json", dir, name);
     snprintf(out, sizeof out, "%s/%s", dir, name);
     snprintf(log, sizeof log, "%s/%s.log", dir, name);
-    CHECK(hfl_write_file_atomic(scen, json, strlen(json), err) == 0, "%s", err);
+    REQUIRE_MSG(hfl_write_file_atomic(scen, json, strlen(json), err) == 0, "%s", err);
     char *argv_sim[] = {(char *)sim, scen, "--out", out, "--report", report, NULL};
     int rc = harness_wait(harness_spawn(argv_sim, log), 300);
     char *text = hfl_read_file(log, NULL, err);
     if (text) printf("%s", text);
     free(text);
-    CHECK(rc == 0, "hfl-sim exited with %d", rc);
+    CHECK_MSG(rc == 0, "hfl-sim exited with %d", rc);
     text = hfl_read_file(report, NULL, err);
-    CHECK(text != NULL, "%s", err);
+    REQUIRE_MSG(text != NULL, "%s", err);
     cJSON *r = cJSON_Parse(text);
     free(text);
-    CHECK(r != NULL, "report is not JSON");
+    REQUIRE_MSG(r != NULL, "report is not JSON");
     return r;
 }
 
@@ -77,57 +77,57 @@ static const char *client_codec(const cJSON *r, const char *name) {
 
 static void check_tls_fedavg(cJSON *r) {
     const cJSON *transport = cJSON_GetObjectItemCaseSensitive(r, "transport");
-    CHECK(cJSON_IsString(transport) && !strcmp(transport->valuestring, "tls+tcp"), "transport is not tls+tcp");
-    CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "complete")), "run not complete");
-    CHECK(num(r, "params") == 199210, "params %g", num(r, "params"));
+    CHECK_MSG(cJSON_IsString(transport) && !strcmp(transport->valuestring, "tls+tcp"), "transport is not tls+tcp");
+    CHECK_MSG(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "complete")), "run not complete");
+    CHECK_MSG(num(r, "params") == 199210, "params %g", num(r, "params"));
     const cJSON *rounds = cJSON_GetObjectItemCaseSensitive(r, "rounds");
-    CHECK(cJSON_GetArraySize(rounds) == 2, "%d rounds in the report", cJSON_GetArraySize(rounds));
+    CHECK_MSG(cJSON_GetArraySize(rounds) == 2, "%d rounds in the report", cJSON_GetArraySize(rounds));
     for (int i = 0; i < 2; i++) {
         const cJSON *rd = cJSON_GetArrayItem(rounds, i);
-        CHECK(num(rd, "round") == i + 1, "round %g", num(rd, "round"));
-        CHECK(num(rd, "clients") == 3, "round %d aggregated %g clients", i + 1, num(rd, "clients"));
-        CHECK(num(rd, "bytes_up") > 3 * INT8_PAYLOAD && num(rd, "bytes_up") < 3 * (INT8_PAYLOAD + 2048),
-              "bytes_up %g for 3 int8 updates of %g bytes", num(rd, "bytes_up"), INT8_PAYLOAD);
-        CHECK(num(rd, "bytes_down") > 3 * 199210 * 4.0, "bytes_down %g", num(rd, "bytes_down"));
+        CHECK_MSG(num(rd, "round") == i + 1, "round %g", num(rd, "round"));
+        CHECK_MSG(num(rd, "clients") == 3, "round %d aggregated %g clients", i + 1, num(rd, "clients"));
+        CHECK_MSG(num(rd, "bytes_up") > 3 * INT8_PAYLOAD && num(rd, "bytes_up") < 3 * (INT8_PAYLOAD + 2048),
+                  "bytes_up %g for 3 int8 updates of %g bytes", num(rd, "bytes_up"), INT8_PAYLOAD);
+        CHECK_MSG(num(rd, "bytes_down") > 3 * 199210 * 4.0, "bytes_down %g", num(rd, "bytes_down"));
     }
     double acc1 = num(cJSON_GetArrayItem(rounds, 0), "test_acc"), acc = num(r, "final_test_acc");
     printf("test accuracy after round 1: %.4f, after round 2: %.4f\n", acc1, acc);
-    CHECK(acc1 > 0.5, "round 1 accuracy %.4f: the model did not learn", acc1);
-    CHECK(acc > 0.75, "final accuracy %.4f below 0.75", acc);
+    CHECK_MSG(acc1 > 0.5, "round 1 accuracy %.4f: the model did not learn", acc1);
+    CHECK_MSG(acc > 0.75, "final accuracy %.4f below 0.75", acc);
     const cJSON *clients = cJSON_GetObjectItemCaseSensitive(r, "clients");
-    CHECK(cJSON_GetArraySize(clients) == 3, "%d clients registered", cJSON_GetArraySize(clients));
+    CHECK_MSG(cJSON_GetArraySize(clients) == 3, "%d clients registered", cJSON_GetArraySize(clients));
     double samples = 0;
     for (int i = 0; i < 3; i++) samples += num(cJSON_GetArrayItem(clients, i), "samples");
-    CHECK(samples == 60000, "clients hold %g samples, iid shares should cover 60000", samples);
+    CHECK_MSG(samples == 60000, "clients hold %g samples, iid shares should cover 60000", samples);
 }
 
 /* fp16 weights, as deltas after the first round; client-1 sends topk updates. */
 static void check_downlink_and_client_codec(cJSON *r) {
     const cJSON *rounds = cJSON_GetObjectItemCaseSensitive(r, "rounds");
-    CHECK(cJSON_GetArraySize(rounds) == 3, "%d rounds in the report", cJSON_GetArraySize(rounds));
+    CHECK_MSG(cJSON_GetArraySize(rounds) == 3, "%d rounds in the report", cJSON_GetArraySize(rounds));
     double fp16_task = 12.0 + 2 * 199210;
     for (int i = 0; i < 3; i++) {
         const cJSON *rd = cJSON_GetArrayItem(rounds, i);
-        CHECK(num(rd, "tasks_delta") == (i == 0 ? 0 : 3), "round %d sent %g delta tasks", i + 1, num(rd, "tasks_delta"));
-        CHECK(num(rd, "bytes_down") > 3 * fp16_task && num(rd, "bytes_down") < 3 * (fp16_task + 2048),
-              "round %d: bytes_down %g for 3 fp16 tasks of %g bytes", i + 1, num(rd, "bytes_down"), fp16_task);
+        CHECK_MSG(num(rd, "tasks_delta") == (i == 0 ? 0 : 3), "round %d sent %g delta tasks", i + 1, num(rd, "tasks_delta"));
+        CHECK_MSG(num(rd, "bytes_down") > 3 * fp16_task && num(rd, "bytes_down") < 3 * (fp16_task + 2048),
+                  "round %d: bytes_down %g for 3 fp16 tasks of %g bytes", i + 1, num(rd, "bytes_down"), fp16_task);
         /* two int8 updates and one topk:0.01 update (1,993 values: fp16 + 1-2 byte varint each) */
         double up = num(rd, "bytes_up");
-        CHECK(up > 2 * INT8_PAYLOAD + 1993 * 3 && up < 2 * (INT8_PAYLOAD + 2048) + 1993 * 4 + 2048,
-              "round %d: bytes_up %g", i + 1, up);
+        CHECK_MSG(up > 2 * INT8_PAYLOAD + 1993 * 3 && up < 2 * (INT8_PAYLOAD + 2048) + 1993 * 4 + 2048,
+                  "round %d: bytes_up %g", i + 1, up);
     }
-    CHECK(!strcmp(client_codec(r, "client-1"), "topk:0.01"), "client-1 uses %s", client_codec(r, "client-1"));
-    CHECK(!strcmp(client_codec(r, "client-0"), "int8"), "client-0 uses %s", client_codec(r, "client-0"));
+    CHECK_MSG(!strcmp(client_codec(r, "client-1"), "topk:0.01"), "client-1 uses %s", client_codec(r, "client-1"));
+    CHECK_MSG(!strcmp(client_codec(r, "client-0"), "int8"), "client-0 uses %s", client_codec(r, "client-0"));
     double acc = num(r, "final_test_acc");
     printf("fp16 delta downlink, mixed codecs: final accuracy %.4f\n", acc);
-    CHECK(acc > 0.75, "final accuracy %.4f below 0.75", acc);
+    CHECK_MSG(acc > 0.75, "final accuracy %.4f below 0.75", acc);
 }
 
 /* Every client says which backend and device it ran on, in its hello's device
  * and in its plan; client-2 was told "cpu" by the scenario's client_devices. */
 static void check_devices(cJSON *r) {
     const cJSON *cd = cJSON_GetObjectItemCaseSensitive(r, "coordinator_device");
-    CHECK(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(cd, "backend")), "report has no coordinator_device.backend");
+    CHECK_MSG(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(cd, "backend")), "report has no coordinator_device.backend");
     const cJSON *cl;
     cJSON_ArrayForEach(cl, cJSON_GetObjectItemCaseSensitive(r, "clients")) {
         const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cl, "name"));
@@ -135,27 +135,28 @@ static void check_devices(cJSON *r) {
         const char *db = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(dev, "backend"));
         const char *pb = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(plan, "backend"));
         const char *pd = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(plan, "device"));
-        CHECK(name && db && pb && pd, "a client's report lacks device.backend, plan.backend or plan.device");
-        CHECK(!strcmp(db, pb) && (!strcmp(db, "cpu") || !strcmp(db, "cuda")), "%s: device backend %s, plan backend %s",
-              name, db, pb);
-        if (!strcmp(name, "client-2")) CHECK(!strcmp(pb, "cpu"), "client-2 was told cpu and ran on %s", pb);
+        if (!CHECK_MSG(name && db && pb && pd, "a client's report lacks device.backend, plan.backend or plan.device"))
+            continue;
+        CHECK_MSG(!strcmp(db, pb) && (!strcmp(db, "cpu") || !strcmp(db, "cuda")), "%s: device backend %s, plan backend %s",
+                  name, db, pb);
+        if (!strcmp(name, "client-2")) CHECK_MSG(!strcmp(pb, "cpu"), "client-2 was told cpu and ran on %s", pb);
     }
 }
 
 static void check_json_model(cJSON *r) {
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(r, "model");
-    CHECK(cJSON_IsString(model) && !strcmp(model->valuestring, "small-cnn"), "model is not small-cnn");
+    CHECK_MSG(cJSON_IsString(model) && !strcmp(model->valuestring, "small-cnn"), "model is not small-cnn");
     /* conv 1->8 5x5: 208; conv 8->16 5x5: 3,216; dense 784->64: 50,240; dense 64->10: 650 */
-    CHECK(num(r, "params") == 54314, "params %g", num(r, "params"));
+    CHECK_MSG(num(r, "params") == 54314, "params %g", num(r, "params"));
     double acc = num(r, "final_test_acc");
     printf("small-cnn from a JSON spec, one round: accuracy %.4f\n", acc);
-    CHECK(acc > 0.6, "accuracy %.4f: the spec model did not learn", acc);
+    CHECK_MSG(acc > 0.6, "accuracy %.4f: the spec model did not learn", acc);
     const cJSON *cl;
     cJSON_ArrayForEach(cl, cJSON_GetObjectItemCaseSensitive(r, "clients")) {
         const cJSON *plan = cJSON_GetObjectItemCaseSensitive(cl, "plan");
-        CHECK(cJSON_IsObject(plan) && num(plan, "arena_bytes") > 0, "a client reported no plan");
-        CHECK(num(cl, "measured_peak_bytes") > num(plan, "arena_bytes") * 0.9,
-              "measured peak %g against an arena of %g", num(cl, "measured_peak_bytes"), num(plan, "arena_bytes"));
+        CHECK_MSG(cJSON_IsObject(plan) && num(plan, "arena_bytes") > 0, "a client reported no plan");
+        CHECK_MSG(num(cl, "measured_peak_bytes") > num(plan, "arena_bytes") * 0.9,
+                  "measured peak %g against an arena of %g", num(cl, "measured_peak_bytes"), num(plan, "arena_bytes"));
     }
 }
 
@@ -164,12 +165,12 @@ static void recorded_device(const char *name, char *out, size_t n) {
     char path[400], err[HFL_ERR_LEN];
     snprintf(path, sizeof path, "%s/%s/state/overhead.jsonl", harness_tmpdir(), name);
     char *text = hfl_read_file(path, NULL, err);
-    CHECK(text, "%s", err);
+    REQUIRE_MSG(text, "%s", err);
     char *nl = strchr(text, '\n');
     if (nl) *nl = 0;
     cJSON *o = cJSON_Parse(text);
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "device");
-    CHECK(cJSON_IsString(d), "no device in %s", path);
+    REQUIRE_MSG(cJSON_IsString(d), "no device in %s", path);
     snprintf(out, n, "%s", d->valuestring);
     cJSON_Delete(o);
     free(text);
@@ -179,13 +180,13 @@ static void check_breach(const char *sim, const char *device) {
     const char *dir = harness_tmpdir();
     char state[400], path[500], line[600], scen[400], report[400], log[400], err[HFL_ERR_LEN];
     snprintf(state, sizeof state, "%s/breach/state", dir);
-    CHECK(hfl_mkdirs(state, err) == 0, "%s", err);
+    REQUIRE_MSG(hfl_mkdirs(state, err) == 0, "%s", err);
     snprintf(path, sizeof path, "%s/overhead.jsonl", state);
     snprintf(line, sizeof line,
              "{\"device\": \"%s\", \"backend\": \"cpu\", \"model\": \"mlp\", \"batch\": 32, "
              "\"precision\": \"fp32\", \"checkpoint\": \"none\", \"arena\": 1000, \"staging\": 0, "
              "\"measured\": 1000}\n", device);
-    CHECK(hfl_write_file_atomic(path, line, strlen(line), err) == 0, "%s", err);
+    REQUIRE_MSG(hfl_write_file_atomic(path, line, strlen(line), err) == 0, "%s", err);
     const char *json = "{\"name\": \"breach\", \"model\": \"mlp\", \"clients\": 2, \"clients_per_round\": 2,"
                        " \"min_quorum\": 1, \"rounds\": 2, \"partition\": \"iid\", \"codec\": \"int8\","
                        " \"batch\": 32, \"momentum\": 0.9, \"precision\": \"fp32\", \"client_memory\": {\"client-0\": \"2.6M\"},"
@@ -194,17 +195,17 @@ static void check_breach(const char *sim, const char *device) {
     snprintf(report, sizeof report, "%s/breach-report.json", dir);
     snprintf(log, sizeof log, "%s/breach.log", dir);
     snprintf(path, sizeof path, "%s/breach", dir);
-    CHECK(hfl_write_file_atomic(scen, json, strlen(json), err) == 0, "%s", err);
+    REQUIRE_MSG(hfl_write_file_atomic(scen, json, strlen(json), err) == 0, "%s", err);
     char *argv_sim[] = {(char *)sim, scen, "--out", path, "--report", report, NULL};
     harness_wait(harness_spawn(argv_sim, log), 300); /* a client failed: its status may show */
     char *text = hfl_read_file(log, NULL, err);
-    CHECK(text, "%s", err);
+    REQUIRE_MSG(text, "%s", err);
     printf("%s", text);
-    CHECK(strstr(text, "memory budget breached in the first step: peak "), "no breach line in the log");
-    CHECK(strstr(text, "over the 2.60 MiB budget"), "the breach line does not name the budget");
+    CHECK_MSG(strstr(text, "memory budget breached in the first step: peak "), "no breach line in the log");
+    CHECK_MSG(strstr(text, "over the 2.60 MiB budget"), "the breach line does not name the budget");
     free(text);
     text = hfl_read_file(report, NULL, err);
-    CHECK(text, "%s", err);
+    REQUIRE_MSG(text, "%s", err);
     cJSON *r = cJSON_Parse(text);
     free(text);
     const cJSON *cl;
@@ -214,12 +215,12 @@ static void check_breach(const char *sim, const char *device) {
         const char *name = cJSON_GetObjectItemCaseSensitive(cl, "name")->valuestring;
         if (!cJSON_IsString(why)) continue;
         left++;
-        CHECK(!strcmp(name, "client-0"), "%s left: %s", name, why->valuestring);
-        CHECK(strstr(why->valuestring, "memory budget breached"), "reason: %s", why->valuestring);
-        CHECK(num(cl, "measured_peak_bytes") > 2.6 * 1048576, "measured peak %.0f not over the budget",
-              num(cl, "measured_peak_bytes"));
+        CHECK_MSG(!strcmp(name, "client-0"), "%s left: %s", name, why->valuestring);
+        CHECK_MSG(strstr(why->valuestring, "memory budget breached"), "reason: %s", why->valuestring);
+        CHECK_MSG(num(cl, "measured_peak_bytes") > 2.6 * 1048576, "measured peak %.0f not over the budget",
+                  num(cl, "measured_peak_bytes"));
     }
-    CHECK(left == 1, "%d clients left", left);
+    CHECK_MSG(left == 1, "%d clients left", left);
     cJSON_Delete(r);
 }
 
@@ -246,10 +247,10 @@ static void check_same_choices(const cJSON *a, const cJSON *b) {
         char pa[128], pb[128];
         plan_of(a, name, pa, sizeof pa);
         plan_of(b, name, pb, sizeof pb);
-        CHECK(!strcmp(pa, pb), "%s chose %s in one run and %s in the other", name, pa, pb);
+        CHECK_MSG(!strcmp(pa, pb), "%s chose %s in one run and %s in the other", name, pa, pb);
         n++;
     }
-    CHECK(n == 4, "%d clients compared", n);
+    CHECK_MSG(n == 4, "%d clients compared", n);
     printf("two runs of one scenario: the same plan for all %d clients\n", n);
 }
 
@@ -268,21 +269,21 @@ static void check_accumulating_fleet(const char *sim) {
     check_same_choices(roomy, again);
     const char *sa = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(roomy, "final_model_sha256"));
     const char *sb = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(again, "final_model_sha256"));
-    CHECK(sa && sb && strlen(sa) == 64 && !strcmp(sa, sb), "two runs of one scenario ended at models %s and %s",
-          sa ? sa : "?", sb ? sb : "?");
+    CHECK_MSG(sa && sb && strlen(sa) == 64 && !strcmp(sa, sb), "two runs of one scenario ended at models %s and %s",
+              sa ? sa : "?", sb ? sb : "?");
     const cJSON *rd;
     int rounds = 0;
     cJSON_ArrayForEach(rd, cJSON_GetObjectItemCaseSensitive(roomy, "rounds")) {
         const cJSON *ra = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(again, "rounds"), rounds++);
         const char *ma = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rd, "model_sha256"));
         const char *mb = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ra, "model_sha256"));
-        CHECK(ma && mb && !strcmp(ma, mb), "round %d: models differ between two runs", rounds);
+        CHECK_MSG(ma && mb && !strcmp(ma, mb), "round %d: models differ between two runs", rounds);
     }
-    printf("two runs of one scenario: the same model after each of %d rounds, final %.16s...\n", rounds, sa);
+    printf("two runs of one scenario: the same model after each of %d rounds, final %.16s...\n", rounds, sa ? sa : "?");
     cJSON_Delete(again);
     const cJSON *cl;
     cJSON_ArrayForEach(cl, cJSON_GetObjectItemCaseSensitive(roomy, "clients"))
-        CHECK(num(cJSON_GetObjectItemCaseSensitive(cl, "plan"), "accumulation_steps") == 1, "a roomy client accumulates");
+        CHECK_MSG(num(cJSON_GetObjectItemCaseSensitive(cl, "plan"), "accumulation_steps") == 1, "a roomy client accumulates");
     int small = 0;
     cJSON_ArrayForEach(cl, cJSON_GetObjectItemCaseSensitive(tight, "clients")) {
         const cJSON *plan = cJSON_GetObjectItemCaseSensitive(cl, "plan");
@@ -292,16 +293,16 @@ static void check_accumulating_fleet(const char *sim) {
         small++;
         printf("%s in 3 MiB: %g micro-batches of %g, measured peak %.2f MiB\n", name, steps, b,
                num(cl, "measured_peak_bytes") / 1048576.0);
-        CHECK(steps > 1 && num(plan, "step_batch") == 256 && steps == ceil(256 / b),
-              "%s: %g steps of %g for the run's batch of 256", name, steps, b);
-        CHECK(num(cl, "measured_peak_bytes") > 0 && num(cl, "measured_peak_bytes") <= 3 * 1048576.0,
-              "%s measured %.0f bytes over its 3 MiB budget", name, num(cl, "measured_peak_bytes"));
+        CHECK_MSG(steps > 1 && num(plan, "step_batch") == 256 && steps == ceil(256 / b),
+                  "%s: %g steps of %g for the run's batch of 256", name, steps, b);
+        CHECK_MSG(num(cl, "measured_peak_bytes") > 0 && num(cl, "measured_peak_bytes") <= 3 * 1048576.0,
+                  "%s measured %.0f bytes over its 3 MiB budget", name, num(cl, "measured_peak_bytes"));
     }
-    CHECK(small == 2, "%d small clients in the report", small);
+    CHECK_MSG(small == 2, "%d small clients in the report", small);
     double a = num(roomy, "final_test_acc"), b = num(tight, "final_test_acc");
     printf("batch 256: final accuracy %.4f with room for it, %.4f with two clients accumulating\n", a, b);
-    CHECK(fabs(a - b) <= 0.01, "accumulating fleet %.4f against %.4f: more than 1 point apart", b, a);
-    CHECK(a > 0.75, "final accuracy %.4f: the fleet did not learn", a);
+    CHECK_MSG(fabs(a - b) <= 0.01, "accumulating fleet %.4f against %.4f: more than 1 point apart", b, a);
+    CHECK_MSG(a > 0.75, "final accuracy %.4f: the fleet did not learn", a);
     cJSON_Delete(roomy);
     cJSON_Delete(tight);
 }
@@ -315,6 +316,7 @@ int main(int argc, char **argv) {
         printf("SKIP: Fashion-MNIST not installed\n");
         return 77;
     }
+    check_on_stop(harness_cleanup);
     cJSON *r = run_sim(argv[1], "three",
                        "{\"name\": \"three\", \"model\": \"mlp\", \"clients\": 3, \"rounds\": 2,"
                        " \"partition\": \"iid\", \"codec\": \"int8\", \"batch\": 32, \"lr\": 0.05, \"seed\": 7}");
@@ -333,7 +335,7 @@ int main(int argc, char **argv) {
     check_devices(r);
     cJSON_Delete(r);
     const char *root = getenv("HFL_SOURCE_ROOT");
-    CHECK(root, "HFL_SOURCE_ROOT is not set");
+    REQUIRE_MSG(root, "HFL_SOURCE_ROOT is not set");
     char json[1400];
     snprintf(json, sizeof json,
              "{\"name\": \"spec\", \"model\": \"%s/scenarios/models/small-cnn.json\", \"clients\": 2,"
@@ -342,6 +344,5 @@ int main(int argc, char **argv) {
     check_json_model(r);
     cJSON_Delete(r);
     harness_cleanup();
-    printf("ok\n");
-    return 0;
+    return check_exit_code("test_sim");
 }

@@ -10,7 +10,7 @@
 #include "kernels/backend.h"
 #include "kernels/ops_hd.h"
 #include "kernels/philox.h"
-#include "tests/kernels/check.h"
+#include "tests/check.h"
 
 static float rnd(uint64_t i) { return 2.0f * hfl_u01(hfl_philox_u32(7, 99, 0, 0, 0, i)) - 1.0f; }
 

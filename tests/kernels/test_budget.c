@@ -15,7 +15,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/budget.h"
-#include "tests/kernels/check.h"
+#include "tests/check.h"
 #include "util/util.h"
 
 static const hfl_backend *be;

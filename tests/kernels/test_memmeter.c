@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "kernels/backend.h"
-#include "tests/kernels/check.h"
+#include "tests/check.h"
 #include "util/memmeter.h"
 #include "util/util.h"
 
@@ -31,20 +31,14 @@
 static uint64_t window_open(void) {
     char err[HFL_ERR_LEN];
     uint64_t rss = 0;
-    if (hfl_mem_reset_peak(err) != 0 || hfl_mem_read(&rss, NULL, err) != 0) {
-        fprintf(stderr, "test_memmeter: %s\n", err);
-        check_failures++;
-    }
+    CHECK_MSG(hfl_mem_reset_peak(err) == 0 && hfl_mem_read(&rss, NULL, err) == 0, "%s", err);
     return rss;
 }
 
 static uint64_t window_growth(uint64_t rss0) {
     char err[HFL_ERR_LEN];
     uint64_t peak = 0;
-    if (hfl_mem_read(NULL, &peak, err) != 0) {
-        fprintf(stderr, "test_memmeter: %s\n", err);
-        check_failures++;
-    }
+    CHECK_MSG(hfl_mem_read(NULL, &peak, err) == 0, "%s", err);
     return peak > rss0 ? peak - rss0 : 0;
 }
 
@@ -152,10 +146,7 @@ int main(void) {
         return 77;
     }
     char err[HFL_ERR_LEN];
-    if (hfl_mem_reset_peak(err) != 0) {
-        fprintf(stderr, "test_memmeter: %s\n", err);
-        return 1;
-    }
+    REQUIRE_MSG(hfl_mem_reset_peak(err) == 0, "%s", err);
     test_read();
     test_mmap(64);
     test_mmap(8);

@@ -19,7 +19,7 @@
 #include "kernels/ops_hd.h"
 #include "kernels/philox.h"
 #include "kernels/thread_hd.h"
-#include "tests/kernels/check.h"
+#include "tests/check.h"
 
 #define TEST_INPUT_SEED 23
 #define TEST_INPUT_STREAM 5

@@ -6,7 +6,7 @@
  *
  * test_precision.c's odd model has an extra overlapping max-pool (size 2,
  * stride 1) after its ReLU pair; it defines PLAN_TEST_ODD_OVERLAPPING_POOL
- * before including this header to get it. Include after tests/kernels/check.h. */
+ * before including this header to get it. */
 #ifndef HFL_TESTS_MODEL_PLAN_TEST_H
 #define HFL_TESTS_MODEL_PLAN_TEST_H
 
@@ -19,7 +19,7 @@
 #include "kernels/philox.h"
 #include "model/model.h"
 #include "model/planner.h"
-#include "tests/kernels/check.h"
+#include "tests/check.h"
 #include "util/util.h"
 
 static const hfl_ckpt_kind kinds[4] = {HFL_CKPT_NONE, HFL_CKPT_SQRT, HFL_CKPT_OPTIMAL,

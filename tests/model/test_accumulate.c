@@ -26,7 +26,7 @@
 #include "kernels/philox.h"
 #include "model/model.h"
 #include "model/planner.h"
-#include "tests/kernels/check.h"
+#include "tests/check.h"
 #include "util/util.h"
 
 #define ROWS 32

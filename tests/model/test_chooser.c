@@ -19,7 +19,7 @@
 #include "kernels/budget.h"
 #include "kernels/philox.h"
 #include "model/chooser.h"
-#include "tests/kernels/check.h"
+#include "tests/check.h"
 #include "util/util.h"
 
 static hfl_choice choose_opt(const hfl_model_spec *s, uint64_t budget, int max_batch, int prefer_batch,

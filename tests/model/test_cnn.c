@@ -18,7 +18,7 @@
 #include "model/layers.h"
 #include "model/planner.h"
 #include "model/model.h"
-#include "tests/kernels/check.h"
+#include "tests/check.h"
 #include "util/util.h"
 
 static float rnd(uint32_t tensor, uint64_t i) {

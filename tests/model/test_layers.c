@@ -8,7 +8,7 @@
 #include "kernels/backend.h"
 #include "kernels/philox.h"
 #include "model/layers.h"
-#include "tests/kernels/check.h"
+#include "tests/check.h"
 
 static float rnd(uint32_t tensor, uint64_t i) {
     return 2.0f * hfl_u01(hfl_philox_u32(11, 99, 0, 0, tensor, i)) - 1.0f;

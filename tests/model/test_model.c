@@ -13,7 +13,7 @@
 #include "kernels/backend.h"
 #include "kernels/philox.h"
 #include "model/model.h"
-#include "tests/kernels/check.h"
+#include "tests/check.h"
 #include "util/util.h"
 
 static float rnd(uint32_t tensor, uint64_t i) {

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "model/overhead.h"
-#include "tests/kernels/check.h"
+#include "tests/check.h"
 
 #define MiB 1048576.0
 

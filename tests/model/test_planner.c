@@ -36,7 +36,7 @@
 #include "kernels/budget.h"
 #include "model/model.h"
 #include "model/planner.h"
-#include "tests/kernels/check.h"
+#include "tests/check.h"
 #include "tests/model/plan_test.h"
 #include "util/util.h"
 

@@ -35,7 +35,7 @@
 #include "kernels/philox.h"
 #include "model/model.h"
 #include "model/planner.h"
-#include "tests/kernels/check.h"
+#include "tests/check.h"
 #define PLAN_TEST_ODD_OVERLAPPING_POOL /* odd gets overlapping pool windows */
 #include "tests/model/plan_test.h"
 #include "util/util.h"

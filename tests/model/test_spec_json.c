@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "model/model.h"
-#include "tests/kernels/check.h"
+#include "tests/check.h"
 #include "util/util.h"
 
 static const char *small_cnn =
@@ -103,11 +103,8 @@ static void rejects(const char *text, const char *want, int line) {
     hfl_model_spec s;
     char err[HFL_ERR_LEN] = "";
     int rc = hfl_model_spec_from_json(text, strlen(text), &s, err);
-    if (rc != -1 || strcmp(err, want) != 0) {
-        fprintf(stderr, "%s:%d: spec %s\n  got (%d) \"%s\"\n  want \"%s\"\n", __FILE__, line, text,
-                rc, err, want);
-        check_failures++;
-    }
+    if (rc != -1 || strcmp(err, want) != 0)
+        check_fail(__FILE__, line, "REJECTS", text, "got (%d) \"%s\", want \"%s\"", rc, err, want);
     CHECK(strchr(err, '\n') == NULL);
 }
 

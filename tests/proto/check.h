@@ -1,13 +1,10 @@
-/* check.h: the assertion helpers of the proto tests: tests/kernels/check.h's
- * CHECK (a failure line reads "check failed"), which records a failure with
- * its location and carries on, so one run reports every broken case; and
- * check_exit, check_exit_code under the name the proto tests use, which turns
- * the count into the exit status meson reads. */
+/* check.h: tests/check.h under the name tests/proto/fuzz_msg.c includes it
+ * by, with check_exit for check_exit_code. Only fuzz_msg.c uses this file:
+ * new tests include "tests/check.h" itself. */
 #ifndef HFL_TESTS_PROTO_CHECK_H
 #define HFL_TESTS_PROTO_CHECK_H
 
-#define CHECK_FAILED_TEXT "check failed"
-#include "../kernels/check.h"
+#include "tests/check.h"
 
 #define check_exit check_exit_code
 

@@ -73,7 +73,7 @@ static void fuzz_mutate(uint8_t *buf, size_t *len, size_t cap) {
 
 /* A decoded message must be self-consistent and lie inside the buffer. */
 static int fuzz_valid(const hfl_msg *m, const uint8_t *buf, size_t len) {
-    return cJSON_IsObject(m->meta) && m->type >= HFL_MSG_HELLO && m->type <= HFL_MSG_BYE &&
+    return cJSON_IsObject(m->meta) && m->type >= HFL_MSG_HELLO && m->type <= HFL_MSG_LAST &&
            m->payload_len <= FUZZ_MAX_PAYLOAD && m->payload >= buf + HFL_MSG_HEADER_BYTES &&
            m->payload + m->payload_len == buf + len;
 }

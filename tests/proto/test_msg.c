@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
 #include "proto/msg.h"
+#include "tests/check.h"
 #include "util/util.h"
 
 #define MAX_PAYLOAD (1u << 20)
@@ -42,7 +42,7 @@ static void fix_crc(uint8_t *buf, size_t len) {
 static void test_round_trip(void) {
     uint8_t payload[300];
     for (size_t i = 0; i < sizeof payload; i++) payload[i] = (uint8_t)(i ^ 0x5a);
-    for (int type = HFL_MSG_HELLO; type <= HFL_MSG_BYE; type++) {
+    for (int type = HFL_MSG_HELLO; type <= HFL_MSG_LAST; type++) {
         cJSON *meta = cJSON_CreateObject();
         cJSON_AddNumberToObject(meta, "round", type * 10);
         cJSON_AddStringToObject(meta, "name", hfl_msg_type_name(type));
@@ -78,10 +78,7 @@ static void expect_reject(const uint8_t *buf, size_t len, size_t max, const char
     hfl_msg m;
     char err[HFL_ERR_LEN] = "";
     int rv = hfl_msg_decode(buf, len, max, &m, err);
-    if (rv != -1 || !strstr(err, want)) {
-        fprintf(stderr, "  expected an error with '%s', got rv=%d err='%s'\n", want, rv, err);
-        check_failures++;
-    }
+    CHECK_MSG(rv == -1 && strstr(err, want), "expected an error with '%s', got rv=%d err='%s'", want, rv, err);
     if (rv == 0) hfl_msg_free(&m);
 }
 
@@ -180,5 +177,5 @@ int main(void) {
     test_round_trip();
     test_rejections();
     test_getters();
-    return check_exit("test_msg");
+    return check_exit_code("test_msg");
 }

@@ -2,7 +2,9 @@
  * proto/pki_main.c): argument handling and exit codes, the --json listing,
  * file modes, and the certificates themselves, parsed back with mbedTLS (CNs,
  * CA flag, key usage, chain verification, key/certificate pairs, distinct
- * serials, validity). Usage: test_pki PATH-TO-hfl-pki */
+ * serials, validity), hfl-pki issue and revoke, and proto/identity.h's
+ * checks of roles, names, revocation and signatures. Usage: test_pki PATH-TO-hfl-pki */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -12,8 +14,9 @@
 #include <mbedtls/pk.h>
 #include <mbedtls/x509_crt.h>
 
-#include "check.h"
+#include "proto/identity.h"
 #include "proto/pki.h"
+#include "tests/check.h"
 #include "util/util.h"
 
 static const char *pki_exe;
@@ -60,8 +63,9 @@ static void check_cert(const char *path, const char *cn, int is_ca, mbedtls_x509
     mbedtls_x509_crt_init(&crt);
     mbedtls_pk_init(&key);
     CHECK(mbedtls_x509_crt_parse_file(&crt, path) == 0);
-    char dn[128], want[80];
-    snprintf(want, sizeof want, "CN=%s", cn);
+    char dn[128], want[100];
+    /* leaves name their role in the OU: the coordinator is idx 1, clients follow */
+    snprintf(want, sizeof want, "CN=%s%s", cn, idx == 0 ? "" : idx == 1 ? ", OU=coordinator" : ", OU=client");
     CHECK(mbedtls_x509_dn_gets(dn, sizeof dn, &crt.subject) > 0 && strcmp(dn, want) == 0);
     CHECK(mbedtls_x509_dn_gets(dn, sizeof dn, &crt.issuer) > 0 && strcmp(dn, "CN=hfl-ca") == 0);
     CHECK(crt.ca_istrue == is_ca);
@@ -102,9 +106,8 @@ static void test_output(const char *dir) {
     const cJSON *ca_path = cJSON_GetObjectItemCaseSensitive(j, "ca_cert");
     const cJSON *key_path = cJSON_GetObjectItemCaseSensitive(j, "ca_key");
     const cJSON *coord_path = cJSON_GetObjectItemCaseSensitive(j, "coordinator");
-    if (!cJSON_IsString(ca_path) || !cJSON_IsString(key_path) || !cJSON_IsString(coord_path) ||
-        cJSON_GetArraySize(clients) != 3) {
-        check_failures++;
+    if (!CHECK(cJSON_IsString(ca_path) && cJSON_IsString(key_path) && cJSON_IsString(coord_path) &&
+               cJSON_GetArraySize(clients) == 3)) {
         cJSON_Delete(j);
         return;
     }
@@ -145,6 +148,89 @@ static void test_output(const char *dir) {
     cJSON_Delete(j);
 }
 
+/* hfl-pki issue and revoke, and what proto/identity.h makes of the result:
+ * roles, names, revocation, a foreign CA, signatures and their tampering. */
+static void test_issue_revoke(const char *dir) {
+    char out[8192], args[900], pki[600], path[700], err[HFL_ERR_LEN];
+    snprintf(pki, sizeof pki, "%s/ir", dir);
+    CHECK(hfl_pki_create(pki, 1, "localhost", 1, err) == 0);
+    snprintf(args, sizeof args, "issue edge-7 --out %s", pki);
+    CHECK_MSG(run_pki(args, out, sizeof out) == 0 && strstr(out, "role client"), "%s", out);
+    snprintf(args, sizeof args, "issue backup --role coordinator --out %s", pki);
+    CHECK_MSG(run_pki(args, out, sizeof out) == 0 && strstr(out, "role coordinator"), "%s", out);
+    snprintf(args, sizeof args, "issue 'a b' --out %s", pki);
+    CHECK_MSG(run_pki(args, out, sizeof out) == 1 && strstr(out, "certificate name"), "%s", out);
+    snprintf(args, sizeof args, "issue x --role admin --out %s", pki);
+    CHECK_MSG(run_pki(args, out, sizeof out) == 1 && strstr(out, "role"), "%s", out);
+    CHECK(run_pki("revoke", out, sizeof out) == 2);
+    hfl_trust *trust;
+    hfl_identity *edge, *backup, *c0;
+    hfl_peer *peer = NULL;
+    snprintf(path, sizeof path, "%s/revoked.txt", pki);
+    REQUIRE_MSG(hfl_trust_load(strcat(strcpy(out, pki), "/ca.crt"), path, &trust, err) == 0, "%s", err);
+    snprintf(path, sizeof path, "%s/edge-7.pem", pki);
+    REQUIRE_MSG(hfl_identity_load(path, &edge, err) == 0, "%s", err);
+    CHECK(!strcmp(hfl_identity_name(edge), "edge-7") && !strcmp(hfl_identity_role(edge), HFL_ROLE_CLIENT));
+    snprintf(path, sizeof path, "%s/backup.pem", pki);
+    REQUIRE_MSG(hfl_identity_load(path, &backup, err) == 0, "%s", err);
+    CHECK(!strcmp(hfl_identity_role(backup), HFL_ROLE_COORDINATOR));
+    snprintf(path, sizeof path, "%s/client-0.pem", pki);
+    REQUIRE_MSG(hfl_identity_load(path, &c0, err) == 0, "%s", err);
+    /* roles and names */
+    CHECK_MSG(hfl_trust_check(trust, hfl_identity_cert(edge), HFL_ROLE_CLIENT, NULL, &peer, err) == 0, "%s", err);
+    hfl_peer_free(peer);
+    CHECK(hfl_trust_check(trust, hfl_identity_cert(edge), HFL_ROLE_COORDINATOR, NULL, &peer, err) == -1 &&
+          strstr(err, "client role"));
+    CHECK(hfl_trust_check(trust, hfl_identity_cert(backup), HFL_ROLE_COORDINATOR, "localhost", &peer, err) == -1 &&
+          strstr(err, "expected 'localhost'"));
+    CHECK(hfl_trust_check(trust, "not base64!", HFL_ROLE_CLIENT, NULL, &peer, err) == -1);
+    /* signatures: good, over other data, by another key */
+    const char *msg = "challenge-1234";
+    const void *parts[] = {"domain", msg};
+    size_t lens[] = {6, strlen(msg)};
+    char sig[HFL_ID_SIG_B64_MAX + 1];
+    REQUIRE(hfl_identity_sign(edge, parts, lens, 2, sig, err) == 0);
+    REQUIRE_MSG(hfl_trust_check(trust, hfl_identity_cert(edge), HFL_ROLE_CLIENT, NULL, &peer, err) == 0, "%s", err);
+    CHECK_MSG(hfl_peer_verify(peer, parts, lens, 2, sig, err) == 0, "%s", err);
+    lens[1]--; /* one byte less signed: the length prefix differs */
+    CHECK(hfl_peer_verify(peer, parts, lens, 2, sig, err) == -1 && strstr(err, "does not verify"));
+    lens[1]++;
+    char other[HFL_ID_SIG_B64_MAX + 1];
+    REQUIRE(hfl_identity_sign(c0, parts, lens, 2, other, err) == 0);
+    CHECK(hfl_peer_verify(peer, parts, lens, 2, other, err) == -1);
+    hfl_peer_free(peer);
+    /* revocation: by name, once per name, applied on reload */
+    snprintf(args, sizeof args, "revoke edge-7 --out %s", pki);
+    CHECK_MSG(run_pki(args, out, sizeof out) == 0, "%s", out);
+    CHECK_MSG(run_pki(args, out, sizeof out) == 0, "%s", out);
+    CHECK_MSG(hfl_trust_check(trust, hfl_identity_cert(edge), HFL_ROLE_CLIENT, NULL, &peer, err) == 0,
+              "revoked before the list was reloaded");
+    hfl_peer_free(peer);
+    CHECK(hfl_trust_reload(trust, err) == 0 && hfl_trust_is_revoked(trust, "edge-7") &&
+          !hfl_trust_is_revoked(trust, "client-0"));
+    CHECK(hfl_trust_check(trust, hfl_identity_cert(edge), HFL_ROLE_CLIENT, NULL, &peer, err) == -1 &&
+          strstr(err, "revoked"));
+    snprintf(path, sizeof path, "%s/revoked.txt", pki);
+    size_t len;
+    char *text = hfl_read_file(path, &len, err);
+    const char *first = text ? strstr(text, "\nedge-7\n") : NULL;
+    CHECK_MSG(first && !strstr(first + 1, "\nedge-7\n"), "edge-7 not listed once in revoked.txt: %s", text ? text : err);
+    free(text);
+    /* a foreign CA's client */
+    snprintf(path, sizeof path, "%s/foreign", dir);
+    CHECK(hfl_pki_create(path, 1, "localhost", 1, err) == 0);
+    hfl_identity *alien;
+    snprintf(path, sizeof path, "%s/foreign/client-0.pem", dir);
+    REQUIRE_MSG(hfl_identity_load(path, &alien, err) == 0, "%s", err);
+    CHECK(hfl_trust_check(trust, hfl_identity_cert(alien), HFL_ROLE_CLIENT, NULL, &peer, err) == -1 &&
+          strstr(err, "not accepted"));
+    hfl_identity_free(alien);
+    hfl_identity_free(edge);
+    hfl_identity_free(backup);
+    hfl_identity_free(c0);
+    hfl_trust_free(trust);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_pki PATH-TO-hfl-pki\n");
@@ -152,11 +238,12 @@ int main(int argc, char **argv) {
     }
     pki_exe = argv[1];
     char dir[] = "/tmp/hfl-test-pki-XXXXXX";
-    if (!mkdtemp(dir)) return 1;
+    REQUIRE_MSG(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
     test_arguments(dir);
     test_output(dir);
+    test_issue_revoke(dir);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-    return check_exit("test_pki");
+    return check_exit_code("test_pki");
 }

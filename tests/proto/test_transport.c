@@ -4,6 +4,7 @@
  * server still serving afterwards), the tcp:// --insecure rule, and the
  * receive-size limit, and a bounded dial to a peer that never answers. The rep side is an echo thread. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -11,9 +12,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "check.h"
 #include "proto/pki.h"
 #include "proto/transport.h"
+#include "tests/check.h"
 #include "util/util.h"
 
 #define MB (1u << 20)
@@ -118,10 +119,7 @@ static void test_tls(const char *dir) {
     hfl_tls_opts server = {0, ca, coord, NULL};
     echo_server s;
     int port = 0;
-    if (echo_start(&s, "tls+tcp://127.0.0.1:0", &server, 2 * MB, &port) != 0) {
-        check_failures++;
-        return;
-    }
+    if (!CHECK(echo_start(&s, "tls+tcp://127.0.0.1:0", &server, 2 * MB, &port) == 0)) return;
     CHECK(port > 0);
     snprintf(url, sizeof url, "tls+tcp://127.0.0.1:%d", port);
     hfl_tls_opts good = {0, ca, c0, "localhost"};
@@ -170,10 +168,7 @@ static void test_insecure(void) {
     CHECK(hfl_transport_dial(&sock, "bogus", &insecure, MB, 1000, err) == -1);
 
     echo_server s;
-    if (echo_start(&s, "tcp://127.0.0.1:0", &insecure, 64 * 1024, &port) != 0) {
-        check_failures++;
-        return;
-    }
+    if (!CHECK(echo_start(&s, "tcp://127.0.0.1:0", &insecure, 64 * 1024, &port) == 0)) return;
     CHECK(port > 0);
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
     CHECK(round_trip(url, &insecure, 1000, 5000, err) == 0); /* (c) */
@@ -189,11 +184,9 @@ static void test_silent_peer(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t alen = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 8) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &alen) != 0) {
-        check_failures++;
+    if (!CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 8) == 0 &&
+               getsockname(fd, (struct sockaddr *)&a, &alen) == 0))
         return;
-    }
     char url[64], err[HFL_ERR_LEN];
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", ntohs(a.sin_port));
     hfl_tls_opts insecure = {1, NULL, NULL, NULL};
@@ -204,22 +197,16 @@ static void test_silent_peer(void) {
 
 int main(void) {
     char dir[] = "/tmp/hfl-test-transport-XXXXXX", sub[64], err[HFL_ERR_LEN];
-    if (!mkdtemp(dir)) return 1;
+    REQUIRE_MSG(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
     snprintf(sub, sizeof sub, "%s/good", dir);
-    if (hfl_pki_create(sub, 2, "localhost", 30, err) != 0) {
-        fprintf(stderr, "pki: %s\n", err);
-        return 1;
-    }
+    REQUIRE_MSG(hfl_pki_create(sub, 2, "localhost", 30, err) == 0, "pki: %s", err);
     snprintf(sub, sizeof sub, "%s/foreign", dir);
-    if (hfl_pki_create(sub, 1, "localhost", 30, err) != 0) {
-        fprintf(stderr, "pki: %s\n", err);
-        return 1;
-    }
+    REQUIRE_MSG(hfl_pki_create(sub, 1, "localhost", 30, err) == 0, "pki: %s", err);
     test_tls(dir);
     test_insecure();
     test_silent_peer();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-    return check_exit("test_transport");
+    return check_exit_code("test_transport");
 }

@@ -1,0 +1,160 @@
+/* auth.c: the coordinator's side of the proven hello (proto/hello.h), the
+ * revocation list, and session tokens.
+ *
+ * A hello without a challenge gets one: fresh, kept for AUTH_CHALLENGE_S
+ * seconds in a table of pending challenges (one per identity, the oldest
+ * forgotten when the table is full), and signed together with the client's
+ * nonce by our own key, so the client knows it talks to the coordinator. A
+ * hello with a challenge must carry the pending one for its certificate's
+ * name and a signature over (HFL_SIG_HELLO, our name, its meta bytes); the
+ * challenge is then spent. With --insecure there are no certificates and
+ * the hello's `name` is taken on trust (a lab setting; main.c says so).
+ * Tokens are 128 random bits, bound to one identity's session, and expire
+ * after --token-ttl; a request with an unknown, wrong or expired token is
+ * told to re-authenticate (`reauth`), which a client does on its own. */
+#include <string.h>
+
+#include "coordinator/coord.h"
+#include "proto/hello.h"
+#include "util/util.h"
+
+#define AUTH_CHALLENGE_S 30.0
+
+int auth_init(coord *c, const char *revoked_file, char *err) {
+    if (hfl_random_hex(c->instance, err) != 0) return -1;
+    c->instance[32] = 0; /* 128 bits name an instance */
+    if (!c->cfg.tls.cert_file || !c->cfg.tls.ca_file) return 0; /* --insecure: names on trust */
+    char e[HFL_ERR_LEN];
+    if (hfl_identity_load(c->cfg.tls.cert_file, &c->self, e) != 0) return hfl_errf(err, "--cert: %s", e);
+    if (strcmp(hfl_identity_role(c->self), HFL_ROLE_COORDINATOR) != 0)
+        return hfl_errf(err, "--cert: the certificate of '%s' was issued for the %s role, not coordinator",
+                        hfl_identity_name(c->self), hfl_identity_role(c->self));
+    if (hfl_trust_load(c->cfg.tls.ca_file, revoked_file, &c->trust, e) != 0) return hfl_errf(err, "--ca: %s", e);
+    return 0;
+}
+
+void auth_free(coord *c) {
+    hfl_identity_free(c->self);
+    hfl_trust_free(c->trust);
+    c->self = NULL;
+    c->trust = NULL;
+}
+
+/* Applies the revocation list to registered sessions: a revoked identity is
+ * drawn no more and its requests are refused. */
+static void auth_apply_revocations(coord *c) {
+    for (int i = 0; i < c->n_clients; i++) {
+        coord_client *cl = &c->clients[i];
+        if (cl->revoked || !hfl_trust_is_revoked(c->trust, cl->name)) continue;
+        cl->revoked = 1;
+        cl->has_plan = 0;
+        snprintf(cl->left, sizeof cl->left, "certificate revoked");
+        cJSON *ev = cJSON_CreateObject();
+        cJSON_AddStringToObject(ev, "event", "client_revoked");
+        cJSON_AddNumberToObject(ev, "client", i);
+        cJSON_AddStringToObject(ev, "name", cl->name);
+        report_log_event(c, ev);
+        if (!c->cfg.quiet) printf("coordinator: %s revoked\n", cl->name);
+    }
+}
+
+void auth_reload(coord *c) {
+    char err[HFL_ERR_LEN];
+    if (!c->trust) return;
+    if (hfl_trust_reload(c->trust, err) != 0) {
+        fprintf(stderr, "hfl-coordinator: keeping the old revocation list: %s\n", err);
+        return;
+    }
+    auth_apply_revocations(c);
+}
+
+/* A pending challenge for name, replacing its earlier one; the oldest goes when full. */
+static void auth_remember(coord *c, const char *name, const char *challenge) {
+    int slot = -1, oldest = 0;
+    for (int i = 0; i < c->n_pending; i++) {
+        if (!strcmp(c->pending[i].name, name)) slot = i;
+        if (c->pending[i].at < c->pending[oldest].at) oldest = i;
+    }
+    if (slot < 0) slot = c->n_pending < COORD_MAX_PENDING ? c->n_pending++ : oldest;
+    snprintf(c->pending[slot].name, sizeof c->pending[slot].name, "%s", name);
+    snprintf(c->pending[slot].challenge, sizeof c->pending[slot].challenge, "%s", challenge);
+    c->pending[slot].at = hfl_now();
+}
+
+/* Equal strings, in time that does not depend on where they differ. */
+int auth_equal(const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b);
+    unsigned char d = na != nb;
+    for (size_t i = 0; i < na && i < nb; i++) d |= (unsigned char)(a[i] ^ b[i]);
+    return d == 0;
+}
+
+/* Spends the pending challenge of name if it equals `challenge` and is fresh. */
+static int auth_spend(coord *c, const char *name, const char *challenge, char *err) {
+    for (int i = 0; i < c->n_pending; i++) {
+        if (strcmp(c->pending[i].name, name) != 0) continue;
+        int ok = auth_equal(c->pending[i].challenge, challenge) && hfl_now() - c->pending[i].at <= AUTH_CHALLENGE_S;
+        if (!ok) break;
+        c->pending[i] = c->pending[--c->n_pending];
+        return 0;
+    }
+    return hfl_errf(err, "hello of '%s' carries no challenge of ours that is fresh and unspent: say hello again", name);
+}
+
+static uint8_t *auth_challenge_reply(coord *c, const char *name, const char *nonce, size_t *len, char *err) {
+    char challenge[HFL_ID_NONCE_HEX + 1], sig[HFL_ID_SIG_B64_MAX + 1];
+    if (hfl_random_hex(challenge, err) != 0) return NULL;
+    const void *parts[] = {HFL_SIG_CHALLENGE, nonce, challenge, name};
+    const size_t lens[] = {strlen(HFL_SIG_CHALLENGE), strlen(nonce), strlen(challenge), strlen(name)};
+    if (hfl_identity_sign(c->self, parts, lens, 4, sig, err) != 0) return NULL;
+    auth_remember(c, name, challenge);
+    cJSON *meta = cJSON_CreateObject();
+    cJSON_AddStringToObject(meta, "challenge", challenge);
+    cJSON_AddStringToObject(meta, "coordinator", hfl_identity_name(c->self));
+    cJSON_AddStringToObject(meta, "cert", hfl_identity_cert(c->self));
+    cJSON_AddStringToObject(meta, "signature", sig);
+    cJSON_AddStringToObject(meta, "instance", c->instance);
+    uint8_t *out = hfl_msg_encode(HFL_MSG_CHALLENGE, meta, NULL, 0, len);
+    cJSON_Delete(meta);
+    return out;
+}
+
+int auth_hello(coord *c, const hfl_msg *m, char name[HFL_ID_NAME_MAX + 1], uint8_t **reply, size_t *len, char *err) {
+    *reply = NULL;
+    if (!c->trust) return hfl_meta_str(m->meta, "name", HFL_ID_NAME_MAX, name, err) == 0 ? 1 : -1;
+    const cJSON *cert = cJSON_GetObjectItemCaseSensitive(m->meta, "cert");
+    if (!cJSON_IsString(cert)) return hfl_errf(err, "hello carries no certificate ('cert'): this coordinator needs proof of identity");
+    hfl_peer *peer;
+    if (hfl_trust_check(c->trust, cert->valuestring, HFL_ROLE_CLIENT, NULL, &peer, err) != 0) return -1;
+    snprintf(name, HFL_ID_NAME_MAX + 1, "%s", hfl_peer_name(peer));
+    char nonce[HFL_ID_NONCE_HEX + 1], challenge[HFL_ID_NONCE_HEX + 1], sig[HFL_ID_SIG_B64_MAX + 1];
+    int rc = -1;
+    if (!cJSON_GetObjectItemCaseSensitive(m->meta, "challenge")) {
+        if (hfl_meta_str(m->meta, "nonce", HFL_ID_NONCE_HEX, nonce, err) == 0 &&
+            (*reply = auth_challenge_reply(c, name, nonce, len, err)) != NULL)
+            rc = 0;
+    } else if (hfl_meta_str(m->meta, "challenge", HFL_ID_NONCE_HEX, challenge, err) == 0) {
+        const char *me = hfl_identity_name(c->self);
+        const void *parts[] = {HFL_SIG_HELLO, me, m->meta_raw};
+        const size_t lens[] = {strlen(HFL_SIG_HELLO), strlen(me), m->meta_len};
+        if (m->payload_len == 0 || m->payload_len > HFL_ID_SIG_B64_MAX) {
+            hfl_errf(err, "hello carries no signature");
+        } else {
+            memcpy(sig, m->payload, m->payload_len);
+            sig[m->payload_len] = 0;
+            if (hfl_peer_verify(peer, parts, lens, 3, sig, err) == 0 && auth_spend(c, name, challenge, err) == 0)
+                rc = 1;
+        }
+    }
+    hfl_peer_free(peer);
+    return rc;
+}
+
+uint8_t *coord_reauth_reply(const char *msg, size_t *len) {
+    cJSON *meta = cJSON_CreateObject();
+    cJSON_AddStringToObject(meta, "error", msg);
+    cJSON_AddBoolToObject(meta, "reauth", 1);
+    uint8_t *out = hfl_msg_encode(HFL_MSG_ERROR, meta, NULL, 0, len);
+    cJSON_Delete(meta);
+    return out;
+}

@@ -1,0 +1,201 @@
+/* test_resume.c: a coordinator killed with SIGKILL continues its run from
+ * --state-dir, and the run ends with the same model, byte for byte, as one
+ * that was never interrupted (issue 10, crash safety).
+ *
+ * Run A: a coordinator and three hfl-client processes, 4 rounds, every
+ * client drawn in every round: its final_model_sha256 is the oracle (the
+ * aggregate is exact and order-independent, so the sum cannot depend on
+ * timing). Run B, same seed: the coordinator kills itself (HFL_TEST_CRASH,
+ * as kill -9 would) at the first update of round 2 (mid-round), before the
+ * model moves in round 3 (mid-aggregation), and with round 4's state
+ * written but not yet renamed into place; each time it is started again
+ * with the same arguments and state dir. Client-1 kills itself in round 3
+ * after saving its residual and update but before sending it, and is
+ * started again. The clients of run B are never restarted for the
+ * coordinator's crashes: they rejoin by themselves. Run B must finish all 4
+ * rounds, once each, with run A's final_model_sha256, and count 3 restarts.
+ * Then a damaged state file is refused at start with a one-line error. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "proto/pki.h"
+#include "tests/integration/harness.h"
+#include "util/util.h"
+
+#define N_CLIENTS 3
+#define ROUNDS 4
+
+static const char *coord_exe, *client_exe;
+static char pki[300], ca[320], cpem[320];
+
+/* The coordinator's arguments for run `name`; listen is "tls+tcp://127.0.0.1:0" or the URL to keep. */
+static void coord_args(const char *name, const char *listen, char *state, char *report, char **extra) {
+    const char *dir = harness_tmpdir();
+    snprintf(state, 400, "%s/%s-state", dir, name);
+    snprintf(report, 400, "%s/%s-report.json", dir, name);
+    char *const a[] = {"--listen", (char *)listen, "--ca", ca, "--cert", cpem, "--rounds", "4", "--clients-per-round",
+                       "3", "--deadline", "120", "--linger", "5", "--report", report, "--state-dir", state,
+                       "--seed", "5", "--codec", "int8", NULL};
+    memcpy(extra, a, sizeof a);
+}
+
+static pid_t start_client(const char *name, int i, const char *url, const char *crash) {
+    const char *dir = harness_tmpdir();
+    char pem[320], log[400], idx[8], state[400];
+    snprintf(pem, sizeof pem, "%s/client-%d.pem", pki, i);
+    snprintf(log, sizeof log, "%s/%s-client-%d-%.0f.log", dir, name, i, hfl_now() * 1000);
+    snprintf(state, sizeof state, "%s/%s-clients", dir, name);
+    snprintf(idx, sizeof idx, "%d", i);
+    char *argv[] = {(char *)client_exe, "--coordinator", (char *)url, "--ca", ca, "--cert", pem, "--client-index", idx,
+                    "--num-clients", "30", "--precision", "fp32", "--state-dir", state, NULL};
+    if (crash) setenv("HFL_TEST_CRASH", crash, 1);
+    pid_t pid = harness_spawn(argv, log);
+    unsetenv("HFL_TEST_CRASH");
+    return pid;
+}
+
+static pid_t start_coord(const char *name, const char *listen, const char *crash, char *url) {
+    char state[400], report[400], *extra[32];
+    coord_args(name, listen, state, report, extra);
+    if (crash) setenv("HFL_TEST_CRASH", crash, 1);
+    pid_t pid = harness_start_coordinator(coord_exe, extra, url, 300);
+    unsetenv("HFL_TEST_CRASH");
+    return pid;
+}
+
+/* Runs one fleet to the end, restarting the coordinator after each of its
+ * crashes (the next crash point armed each time) and client-1 after its own.
+ * Returns the report (parsed). */
+static cJSON *run_fleet(const char *name, const char *const *coord_crash, int n_crash, const char *client_crash) {
+    char url[300], report[400], state[400], *extra[32];
+    int next = 0;
+    pid_t coord = start_coord(name, "tls+tcp://127.0.0.1:0", n_crash ? coord_crash[next++] : NULL, url);
+    REQUIRE_MSG(coord > 0, "%s: coordinator did not start", name);
+    pid_t clients[N_CLIENTS];
+    for (int i = 0; i < N_CLIENTS; i++) clients[i] = start_client(name, i, url, i == 1 ? client_crash : NULL);
+    int client_restarts = 0;
+    double t0 = hfl_now();
+    for (;;) {
+        REQUIRE_MSG(hfl_now() - t0 < 400, "%s: the run did not finish in 400 s", name);
+        int st = harness_poll(coord);
+        if (st == 128 + SIGKILL) {
+            char again[300];
+            printf("%s: coordinator killed; starting it again%s%s\n", name, next < n_crash ? " armed for " : "",
+                   next < n_crash ? coord_crash[next] : "");
+            coord = start_coord(name, url, next < n_crash ? coord_crash[next] : NULL, again);
+            next++;
+            REQUIRE_MSG(coord > 0 && !strcmp(again, url), "%s: coordinator did not start again on %s", name, url);
+        } else if (st >= 0) {
+            CHECK_MSG(st == 0, "%s: coordinator exited with %d", name, st);
+            break;
+        }
+        for (int i = 0; i < N_CLIENTS; i++) {
+            if (!clients[i]) continue;
+            int cs = harness_poll(clients[i]);
+            if (cs == 128 + SIGKILL && client_restarts == 0) {
+                printf("%s: client-%d killed; starting it again\n", name, i);
+                clients[i] = start_client(name, i, url, NULL);
+                client_restarts++;
+            } else if (cs >= 0) {
+                CHECK_MSG(cs == 0, "%s: client-%d exited with %d", name, i, cs);
+                clients[i] = 0;
+            }
+        }
+        hfl_sleep_ms(20);
+    }
+    for (int i = 0; i < N_CLIENTS; i++)
+        if (clients[i]) CHECK_MSG(harness_wait(clients[i], 60) == 0, "%s: client-%d failed", name, i);
+    CHECK_MSG(next >= n_crash, "%s: only %d of %d coordinator crashes happened", name, next, n_crash);
+    CHECK_MSG(client_restarts == (client_crash != NULL), "%s: client-1 restarted %d times", name, client_restarts);
+    coord_args(name, url, state, report, extra);
+    size_t len;
+    char err[HFL_ERR_LEN], *text = hfl_read_file(report, &len, err);
+    REQUIRE_MSG(text, "%s", err);
+    cJSON *r = cJSON_Parse(text);
+    free(text);
+    REQUIRE_MSG(cJSON_IsObject(r), "%s: report does not parse", name);
+    return r;
+}
+
+static const char *report_str(const cJSON *r, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r, key);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* Every round once, in order, aggregated. */
+static void check_rounds(const char *name, const cJSON *r) {
+    const cJSON *rounds = cJSON_GetObjectItemCaseSensitive(r, "rounds");
+    CHECK_MSG(cJSON_GetArraySize(rounds) == ROUNDS, "%s: %d rounds in the report", name, cJSON_GetArraySize(rounds));
+    for (int i = 0; i < cJSON_GetArraySize(rounds); i++) {
+        const cJSON *o = cJSON_GetArrayItem(rounds, i);
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, "round");
+        CHECK_MSG(cJSON_IsNumber(n) && n->valueint == i + 1 && !strcmp(report_str(o, "status"), "ok"),
+                  "%s: report entry %d is round %d, %s", name, i, cJSON_IsNumber(n) ? n->valueint : -1,
+                  report_str(o, "status"));
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: test_resume HFL_COORDINATOR HFL_CLIENT\n");
+        return 2;
+    }
+    if (access("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz", R_OK) != 0) {
+        printf("SKIP: Fashion-MNIST not installed\n");
+        return 77;
+    }
+    coord_exe = argv[1], client_exe = argv[2];
+    check_on_stop(harness_cleanup);
+    const char *dir = harness_tmpdir();
+    char err[HFL_ERR_LEN];
+    snprintf(pki, sizeof pki, "%s/pki", dir);
+    snprintf(ca, sizeof ca, "%s/ca.crt", pki);
+    snprintf(cpem, sizeof cpem, "%s/coordinator.pem", pki);
+    REQUIRE_MSG(hfl_pki_create(pki, N_CLIENTS, "localhost", 1, err) == 0, "%s", err);
+
+    cJSON *a = run_fleet("a", NULL, 0, NULL);
+    check_rounds("a", a);
+    const char *crashes[] = {"update:2", "aggregate:3", "state-write:4"};
+    cJSON *b = run_fleet("b", crashes, 3, "client-trained:3");
+    check_rounds("b", b);
+    const char *sha_a = report_str(a, "final_model_sha256"), *sha_b = report_str(b, "final_model_sha256");
+    printf("uninterrupted: %s\nkilled 3 times: %s\n", sha_a, sha_b);
+    CHECK_MSG(strlen(sha_a) == 64 && !strcmp(sha_a, sha_b), "final models differ: %s vs %s", sha_a, sha_b);
+    const cJSON *restarts = cJSON_GetObjectItemCaseSensitive(b, "restarts");
+    CHECK_MSG(cJSON_IsNumber(restarts) && restarts->valueint == 3, "run b counts %d restarts",
+              cJSON_IsNumber(restarts) ? restarts->valueint : -1);
+    const cJSON *ra = cJSON_GetObjectItemCaseSensitive(a, "rounds"), *rb = cJSON_GetObjectItemCaseSensitive(b, "rounds");
+    for (int i = 0; i < ROUNDS; i++)
+        CHECK_MSG(!strcmp(report_str(cJSON_GetArrayItem(ra, i), "model_sha256"),
+                          report_str(cJSON_GetArrayItem(rb, i), "model_sha256")),
+                  "round %d's model differs", i + 1);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+
+    /* a damaged state (and no previous one to fall back on) is refused */
+    char state[400], report[400], *extra[32], path[500], url[300];
+    coord_args("b", "tls+tcp://127.0.0.1:0", state, report, extra);
+    snprintf(path, sizeof path, "%s/coordinator.state.prev", state);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/coordinator.state", state);
+    size_t len;
+    char *bytes = hfl_read_file(path, &len, err);
+    REQUIRE_MSG(bytes && len > 100, "%s", err);
+    bytes[len - 1] ^= 1;
+    REQUIRE_MSG(hfl_write_file_atomic(path, bytes, len, err) == 0, "%s", err);
+    free(bytes);
+    pid_t bad = harness_start_coordinator(coord_exe, extra, url, sizeof url);
+    CHECK_MSG(bad < 0, "a coordinator started from a damaged state");
+    char log[400];
+    snprintf(log, sizeof log, "%s/coordinator.log", dir);
+    char *out = hfl_read_file(log, &len, err);
+    CHECK_MSG(out && strstr(out, "damaged (checksum)"), "coordinator said: %s", out ? out : err);
+    free(out);
+    harness_cleanup();
+    return check_exit_code("test_resume");
+}
