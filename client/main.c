@@ -399,7 +399,16 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
      * capped generously (64M fp32 parameters) and checked against it after. */
     size_t max_payload = CLIENT_MAX_PAYLOAD;
     size_t recv_max = HFL_MSG_HEADER_BYTES + HFL_MSG_MAX_META + max_payload;
-    if (hfl_transport_dial(&sock, o->url, &o->tls, recv_max, (int)(o->timeout_s * 1000), err) != 0) return -1;
+    /* a coordinator swamped by a fleet starting at once may drop a TLS
+     * negotiation (NNG gives it 10 s): dial again, with backoff; a refused
+     * connection or a refused certificate is an error at once */
+    double until = hfl_now() + o->retry_s;
+    for (int k = 0; hfl_transport_dial(&sock, o->url, &o->tls, recv_max, (int)(o->timeout_s * 1000), err) != 0; k++) {
+        int transient = strstr(err, "shutdown") || strstr(err, "reset") || strstr(err, "handshake within");
+        if (!transient || hfl_now() > until) return -1;
+        if (!o->quiet) printf("%s: %s; dialing again\n", o->name, err);
+        backoff_sleep(s, k);
+    }
     hfl_msg rep;
     nng_msg *raw;
     int rc = -1;

@@ -9,6 +9,9 @@
  * name and a signature over (HFL_SIG_HELLO, our name, its meta bytes); the
  * challenge is then spent. With --insecure there are no certificates and
  * the hello's `name` is taken on trust (a lab setting; main.c says so).
+ * The certificate checks and signatures run outside the coordinator's lock
+ * (auth_hello is called without it and takes it only for the table of
+ * pending challenges), so hellos are checked in parallel.
  * Tokens are 128 random bits, bound to one identity's session, and expire
  * after --token-ttl; a request with an unknown, wrong or expired token is
  * told to re-authenticate (`reauth`), which a client does on its own. */
@@ -107,7 +110,9 @@ static uint8_t *auth_challenge_reply(coord *c, const char *name, const char *non
     const void *parts[] = {HFL_SIG_CHALLENGE, nonce, challenge, name};
     const size_t lens[] = {strlen(HFL_SIG_CHALLENGE), strlen(nonce), strlen(challenge), strlen(name)};
     if (hfl_identity_sign(c->self, parts, lens, 4, sig, err) != 0) return NULL;
+    pthread_mutex_lock(&c->lock);
     auth_remember(c, name, challenge);
+    pthread_mutex_unlock(&c->lock);
     cJSON *meta = cJSON_CreateObject();
     cJSON_AddStringToObject(meta, "challenge", challenge);
     cJSON_AddStringToObject(meta, "coordinator", hfl_identity_name(c->self));
@@ -142,8 +147,11 @@ int auth_hello(coord *c, const hfl_msg *m, char name[HFL_ID_NAME_MAX + 1], uint8
         } else {
             memcpy(sig, m->payload, m->payload_len);
             sig[m->payload_len] = 0;
-            if (hfl_peer_verify(peer, parts, lens, 3, sig, err) == 0 && auth_spend(c, name, challenge, err) == 0)
-                rc = 1;
+            if (hfl_peer_verify(peer, parts, lens, 3, sig, err) == 0) {
+                pthread_mutex_lock(&c->lock);
+                rc = auth_spend(c, name, challenge, err) == 0 ? 1 : -1;
+                pthread_mutex_unlock(&c->lock);
+            }
         }
     }
     hfl_peer_free(peer);

@@ -8,6 +8,7 @@
  * downlink.c  the global model to clients: full or as a delta, fp32/fp16/bf16
  * server.c    NNG rep0 contexts with async I/O; decodes each request,
  *             dispatches it to the round engine under one lock, replies at once
+ * conns.c     connections per address and idle connections, bounded
  * report.c    the JSON-lines log and the final report
  * persist.c   the state at every round's end (--state-dir), and the restart from it
  * main.c      options and the main loop that closes rounds on quorum or deadline
@@ -66,6 +67,10 @@ typedef struct {
     double token_ttl_s;         /* a session token expires this long after its hello */
     char revoked_path[1024];    /* the revocation list (reloaded on SIGHUP) */
     char state_dir[1024];       /* --state-dir: persist.c */
+    int max_sessions;           /* registry entries (identities), at most COORD_MAX_CLIENTS */
+    int max_conns_per_addr;     /* connections one address may hold (0: any) */
+    double idle_s;              /* a connection without a whole message this long is closed */
+    int max_inflight;           /* requests handled at once (NNG contexts) */
     uint64_t robust_memory;     /* the most a robust rule may hold decoded (bytes) */
     /* I/O */
     char listen_url[256];
@@ -177,6 +182,7 @@ typedef struct {
     FILE *log;
     double final_acc;
     int restarts; /* times this run was continued from its state dir */
+    uint64_t conns_refused, conns_reaped; /* conns.c: over the per-address limit; idle */
     char final_sha256[65]; /* the global model's SHA-256 after the last round closed */
 } coord;
 
@@ -184,7 +190,8 @@ typedef struct {
 int auth_init(coord *c, const char *revoked_file, char *err);
 void auth_free(coord *c);
 /* A hello's proof of identity: 1 with the proven name (go on to the
- * registry), 0 with *reply set (a challenge to answer), -1 with err. */
+ * registry), 0 with *reply set (a challenge to answer), -1 with err.
+ * Called without c->lock (it takes it briefly itself). */
 int auth_hello(coord *c, const hfl_msg *m, char name[HFL_ID_NAME_MAX + 1], uint8_t **reply, size_t *len, char *err);
 void auth_reload(coord *c); /* SIGHUP: re-reads the revocation list and applies it */
 int auth_equal(const char *a, const char *b);
@@ -248,9 +255,17 @@ int persist_save(coord *c, char *err); /* at a round's end; no-op without --stat
  * err when the state is damaged beyond its fallback or from another run. */
 int persist_load(coord *c, int *resumed, char *err);
 
+/* conns.c */
+typedef struct coord_conns coord_conns;
+coord_conns *conns_start(coord *c, nng_socket sock, char *err);
+void conns_seen(coord_conns *t, nng_pipe p); /* a whole message arrived on p */
+void conns_reap(coord_conns *t);             /* closes connections idle for --idle-timeout */
+void conns_stop(coord_conns *t);             /* after the socket is closed */
+
 /* server.c */
 typedef struct coord_server coord_server;
 coord_server *server_start(coord *c, int *port, char *err);
+void server_reap(coord_server *s); /* from the main loop: idle connections */
 void server_stop(coord_server *s);
 
 /* helpers shared by server.c and rounds.c */

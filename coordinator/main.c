@@ -63,6 +63,12 @@ static void usage(FILE *f) {
         "  --robust-memory SIZE  the most a robust rule may hold decoded (default 2G)\n"
         "  --liveness SECONDS    a client not heard from for this long is not drawn (a waiting client\n"
         "                        asks every 0.2 s; default 10)\n"
+        "  --max-sessions N      registry entries, one per identity (default and at most " COORD_MAX_CLIENTS_STR ")\n"
+        "  --max-conns-per-addr N connections one address may hold; more are closed at once (default 256,\n"
+        "                        0: no limit)\n"
+        "  --idle-timeout SECONDS close a connection that delivered no whole message for this long (a\n"
+        "                        half-sent frame included; default 300)\n"
+        "  --max-inflight N      requests handled at once; more wait in their connections (default 64)\n"
         "  --session-ttl SECONDS a full registry (" COORD_MAX_CLIENTS_STR " sessions) forgets the session idle\n"
         "                        longest once it has been idle this long (default 600)\n"
         "  --max-share F         no update weighs more than F of its round (default 0.2; 1: no cap)\n"
@@ -81,7 +87,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
     enum { O_LISTEN = 256, O_CA, O_CERT, O_INSECURE, O_MODEL, O_CODEC, O_BLOCK, O_ROUNDS, O_K, O_QUORUM,
            O_DEADLINE, O_EPOCHS, O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_DATA, O_LOG, O_REPORT, O_READY,
            O_LINGER, O_QUIET, O_HELP, O_DOWNLINK, O_DOWNDELTA, O_DEVICE, O_CLIP, O_MAXSAMPLES, O_MAXSHARE,
-           O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS, O_REVOKED, O_TOKENTTL, O_STATEDIR };
+           O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS, O_REVOKED, O_TOKENTTL, O_STATEDIR, O_MAXSESS, O_PERADDR, O_IDLE, O_INFLIGHT };
     static const struct option opts[] = {
         {"listen", 1, 0, O_LISTEN}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"insecure", 0, 0, O_INSECURE}, {"model", 1, 0, O_MODEL}, {"codec", 1, 0, O_CODEC},
@@ -96,7 +102,9 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         {"max-share", 1, 0, O_MAXSHARE}, {"server-opt", 1, 0, O_SOPT},
         {"strategy", 1, 0, O_STRATEGY}, {"robust-memory", 1, 0, O_ROBUSTMEM},
         {"session-ttl", 1, 0, O_TTL}, {"liveness", 1, 0, O_LIVENESS}, {"revoked", 1, 0, O_REVOKED},
-        {"token-ttl", 1, 0, O_TOKENTTL}, {"state-dir", 1, 0, O_STATEDIR}, {0, 0, 0, 0}};
+        {"token-ttl", 1, 0, O_TOKENTTL}, {"state-dir", 1, 0, O_STATEDIR},
+        {"max-sessions", 1, 0, O_MAXSESS}, {"max-conns-per-addr", 1, 0, O_PERADDR}, {"idle-timeout", 1, 0, O_IDLE},
+        {"max-inflight", 1, 0, O_INFLIGHT}, {0, 0, 0, 0}};
     long v;
     double d;
     int quorum = -1;
@@ -147,6 +155,10 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         }
         case O_ROBUSTMEM: hfl_parse_size(optarg, &cfg->robust_memory, e); break;
         case O_LIVENESS: if (hfl_parse_double(optarg, 0.01, 1e7, &d, e) == 0) cfg->liveness_s = d; break;
+        case O_MAXSESS: if (hfl_parse_int(optarg, 1, COORD_MAX_CLIENTS, &v, e) == 0) cfg->max_sessions = (int)v; break;
+        case O_PERADDR: if (hfl_parse_int(optarg, 0, 1000000, &v, e) == 0) cfg->max_conns_per_addr = (int)v; break;
+        case O_IDLE: if (hfl_parse_double(optarg, 0.1, 1e7, &d, e) == 0) cfg->idle_s = d; break;
+        case O_INFLIGHT: if (hfl_parse_int(optarg, 1, 1024, &v, e) == 0) cfg->max_inflight = (int)v; break;
         case O_STATEDIR: snprintf(cfg->state_dir, sizeof cfg->state_dir, "%s", optarg); break;
         case O_REVOKED: snprintf(cfg->revoked_path, sizeof cfg->revoked_path, "%s", optarg); break;
         case O_TOKENTTL: if (hfl_parse_double(optarg, 1, 1e7, &d, e) == 0) cfg->token_ttl_s = d; break;
@@ -229,6 +241,7 @@ int main(int argc, char **argv) {
     cfg->session_ttl_s = 600;
     cfg->liveness_s = 10;
     cfg->token_ttl_s = 3600;
+    cfg->max_sessions = COORD_MAX_CLIENTS, cfg->max_conns_per_addr = 256, cfg->idle_s = 300, cfg->max_inflight = 64;
     cfg->clip_norm = COORD_CLIP_DEFAULT, cfg->clip_adaptive = 1, cfg->max_share = COORD_MAX_SHARE_DEFAULT;
     cfg->tls.server_name = "localhost";
     double linger = 10;
@@ -275,7 +288,7 @@ int main(int argc, char **argv) {
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     signal(SIGHUP, on_hup);
-    double done_at = 0;
+    double done_at = 0, reaped_at = 0;
     while (!stop_requested) {
         pthread_mutex_lock(&c.lock);
         if (reload_requested) {
@@ -283,6 +296,10 @@ int main(int argc, char **argv) {
             auth_reload(&c);
         }
         rounds_tick(&c);
+        if (hfl_now() - reaped_at > 0.5) {
+            reaped_at = hfl_now();
+            server_reap(srv);
+        }
         int done = c.done, all_bye = c.byes_sent >= c.n_clients;
         pthread_mutex_unlock(&c.lock);
         if (done && !done_at) done_at = hfl_now();

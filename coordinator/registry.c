@@ -101,9 +101,10 @@ int registry_hello(coord *c, const char *name, const cJSON *meta, char *err) {
     for (int i = 0; i < c->n_clients; i++)
         if (!strcmp(c->clients[i].name, name)) id = i;
     if (id >= 0 && c->clients[id].revoked) return hfl_errf(err, "certificate of '%s' is revoked", name);
-    if (id < 0 && c->n_clients < COORD_MAX_CLIENTS) id = c->n_clients++;
+    int cap = c->cfg.max_sessions > 0 && c->cfg.max_sessions < COORD_MAX_CLIENTS ? c->cfg.max_sessions : COORD_MAX_CLIENTS;
+    if (id < 0 && c->n_clients < cap) id = c->n_clients++;
     if (id < 0 && (id = registry_evict(c)) < 0)
-        return hfl_errf(err, "registry full: %d sessions, none idle for %.0f s (--session-ttl)", COORD_MAX_CLIENTS,
+        return hfl_errf(err, "registry full: %d sessions, none idle for %.0f s (--session-ttl)", cap,
                         c->cfg.session_ttl_s);
     coord_client *cl = &c->clients[id];
     if (registry_token(cl->token, err) != 0) return -1;

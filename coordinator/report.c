@@ -64,6 +64,8 @@ int report_write(coord *c, char *err) {
     cJSON_AddNumberToObject(o, "block", cfg->block);
     cJSON_AddNumberToObject(o, "seed", (double)cfg->seed);
     cJSON_AddNumberToObject(o, "rejected_messages", (double)c->rejected);
+    cJSON_AddNumberToObject(o, "connections_refused", (double)__atomic_load_n(&c->conns_refused, __ATOMIC_RELAXED));
+    cJSON_AddNumberToObject(o, "connections_idle_closed", (double)__atomic_load_n(&c->conns_reaped, __ATOMIC_RELAXED));
     cJSON_AddItemToObject(o, "rounds", cJSON_Duplicate(c->round_log, 1));
     cJSON_AddItemToObject(o, "clients", registry_report(c));
     char *text = cJSON_Print(o);

@@ -15,7 +15,6 @@
 #include "coordinator/coord.h"
 #include "util/util.h"
 
-#define SERVER_CONTEXTS 64
 
 typedef enum { WORK_RECV, WORK_SEND } work_state;
 
@@ -24,22 +23,26 @@ typedef struct {
     nng_aio *aio;
     nng_ctx ctx;
     coord *c;
+    coord_conns *conns;
 } server_work;
 
 struct coord_server {
     nng_socket sock;
-    server_work work[SERVER_CONTEXTS];
+    coord_conns *conns;
+    server_work *work; /* --max-inflight contexts: requests handled at once */
     int n_work;
 };
 
 static uint8_t *server_handle_hello(coord *c, const hfl_msg *m, size_t *len) {
     char err[HFL_ERR_LEN], name[HFL_ID_NAME_MAX + 1];
     uint8_t *challenge;
-    int proven = auth_hello(c, m, name, &challenge, len, err);
+    int proven = auth_hello(c, m, name, &challenge, len, err); /* crypto, without the lock */
     if (proven == 0) return challenge;
+    pthread_mutex_lock(&c->lock);
     int id = proven < 0 ? -1 : registry_hello(c, name, m->meta, err);
     if (id < 0) {
         c->rejected++;
+        pthread_mutex_unlock(&c->lock);
         if (!c->cfg.quiet) fprintf(stderr, "hfl-coordinator: hello refused: %s\n", err);
         return coord_error_reply(err, len);
     }
@@ -64,6 +67,7 @@ static uint8_t *server_handle_hello(coord *c, const hfl_msg *m, size_t *len) {
     uint8_t *out = hfl_msg_encode(HFL_MSG_WELCOME, meta, NULL, 0, len);
     cJSON_Delete(meta);
     if (!c->cfg.quiet) printf("client %d (%s) said hello\n", id, c->clients[id].name);
+    pthread_mutex_unlock(&c->lock);
     return out;
 }
 
@@ -81,11 +85,13 @@ static uint8_t *server_handle(coord *c, const uint8_t *buf, size_t n, size_t *le
     }
     uint8_t *out = NULL;
     int64_t id = -1;
+    if (m.type == HFL_MSG_HELLO) { /* takes the lock itself, after the crypto */
+        out = server_handle_hello(c, &m, len);
+        hfl_msg_free(&m);
+        return out;
+    }
     pthread_mutex_lock(&c->lock);
     switch (m.type) {
-    case HFL_MSG_HELLO:
-        out = server_handle_hello(c, &m, len);
-        break;
     case HFL_MSG_PULL:
     case HFL_MSG_UPDATE:
     case HFL_MSG_BYE:
@@ -133,6 +139,7 @@ static void server_work_cb(void *arg) {
             return;
         }
         nng_msg *req = nng_aio_get_msg(w->aio);
+        conns_seen(w->conns, nng_msg_get_pipe(req));
         size_t len = 0;
         uint8_t *out = server_handle(w->c, nng_msg_body(req), nng_msg_len(req), &len);
         nng_msg_free(req);
@@ -162,9 +169,16 @@ coord_server *server_start(coord *c, int *port, char *err) {
         free(s);
         return NULL;
     }
-    for (int i = 0; i < SERVER_CONTEXTS; i++) {
+    if (!(s->conns = conns_start(c, s->sock, err))) {
+        nng_close(s->sock);
+        free(s);
+        return NULL;
+    }
+    s->work = hfl_calloc((size_t)c->cfg.max_inflight, sizeof *s->work);
+    for (int i = 0; i < c->cfg.max_inflight; i++) {
         server_work *w = &s->work[i];
         w->c = c;
+        w->conns = s->conns;
         w->state = WORK_RECV;
         int rv = nng_aio_alloc(&w->aio, server_work_cb, w);
         if (rv == 0) rv = nng_ctx_open(&w->ctx, s->sock);
@@ -189,5 +203,9 @@ void server_stop(coord_server *s) {
         if (s->work[i].aio) nng_aio_free(s->work[i].aio);
     }
     nng_close(s->sock);
+    conns_stop(s->conns);
+    free(s->work);
     free(s);
 }
+
+void server_reap(coord_server *s) { conns_reap(s->conns); }

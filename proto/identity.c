@@ -4,10 +4,14 @@
  * . - _ (what hfl-pki writes; it ends up in logs and file names); the role
  * is the OU. A peer certificate is at most 8 KiB of DER and must carry the
  * digitalSignature key usage. The revocation list is by name: a name is an
- * identity, and revoking it refuses every certificate issued under it. */
+ * identity, and revoking it refuses every certificate issued under it.
+ * Both objects may be used from several threads: signing is serialised (it
+ * draws from one generator) and the revoked names sit behind a read-write
+ * lock, so a coordinator checks hellos in parallel while SIGHUP reloads. */
 #include "proto/identity.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +33,7 @@
 #define ID_REVOKED_MAX 100000
 
 struct hfl_identity {
+    pthread_mutex_t mu; /* signing draws from the generator */
     mbedtls_x509_crt crt;
     mbedtls_pk_context key;
     mbedtls_entropy_context entropy;
@@ -38,6 +43,7 @@ struct hfl_identity {
 };
 
 struct hfl_trust {
+    pthread_rwlock_t mu; /* the revoked names, re-read on SIGHUP while others check */
     mbedtls_x509_crt ca;
     char revoked_file[1024];
     char **revoked;
@@ -97,6 +103,7 @@ static void id_digest(const void *const parts[], const size_t lens[], int n, uns
 
 int hfl_identity_load(const char *pem_file, hfl_identity **out, char *err) {
     hfl_identity *id = hfl_calloc(1, sizeof *id);
+    pthread_mutex_init(&id->mu, NULL);
     mbedtls_x509_crt_init(&id->crt);
     mbedtls_pk_init(&id->key);
     mbedtls_entropy_init(&id->entropy);
@@ -135,6 +142,7 @@ void hfl_identity_free(hfl_identity *id) {
     mbedtls_ctr_drbg_free(&id->drbg);
     mbedtls_entropy_free(&id->entropy);
     free(id->cert_b64);
+    pthread_mutex_destroy(&id->mu);
     free(id);
 }
 
@@ -147,7 +155,9 @@ int hfl_identity_sign(hfl_identity *id, const void *const parts[], const size_t 
     unsigned char hash[32], raw[MBEDTLS_PK_SIGNATURE_MAX_SIZE];
     size_t raw_len = 0, olen = 0;
     id_digest(parts, lens, n, hash);
+    pthread_mutex_lock(&id->mu);
     int rv = mbedtls_pk_sign(&id->key, MBEDTLS_MD_SHA256, hash, 0, raw, &raw_len, mbedtls_ctr_drbg_random, &id->drbg);
+    pthread_mutex_unlock(&id->mu);
     if (rv != 0) return id_mbed_err(err, "cannot sign", rv);
     rv = mbedtls_base64_encode((unsigned char *)sig, HFL_ID_SIG_B64_MAX + 1, &olen, raw, raw_len);
     if (rv != 0) return id_mbed_err(err, "cannot encode the signature", rv);
@@ -197,6 +207,7 @@ static int trust_read_revoked(const char *path, char ***names, int *n, char *err
 
 int hfl_trust_load(const char *ca_file, const char *revoked_file, hfl_trust **out, char *err) {
     hfl_trust *t = hfl_calloc(1, sizeof *t);
+    pthread_rwlock_init(&t->mu, NULL);
     mbedtls_x509_crt_init(&t->ca);
     snprintf(t->revoked_file, sizeof t->revoked_file, "%s", revoked_file ? revoked_file : "");
     int rv = mbedtls_x509_crt_parse_file(&t->ca, ca_file);
@@ -217,6 +228,7 @@ void hfl_trust_free(hfl_trust *t) {
     if (!t) return;
     mbedtls_x509_crt_free(&t->ca);
     trust_clear_revoked(t);
+    pthread_rwlock_destroy(&t->mu);
     free(t);
 }
 
@@ -224,16 +236,21 @@ int hfl_trust_reload(hfl_trust *t, char *err) {
     char **names;
     int n;
     if (trust_read_revoked(t->revoked_file, &names, &n, err) != 0) return -1;
+    pthread_rwlock_wrlock(&t->mu);
     trust_clear_revoked(t);
     t->revoked = names;
     t->n_revoked = n;
+    pthread_rwlock_unlock(&t->mu);
     return 0;
 }
 
 int hfl_trust_is_revoked(const hfl_trust *t, const char *name) {
-    for (int i = 0; i < t->n_revoked; i++)
-        if (!strcmp(t->revoked[i], name)) return 1;
-    return 0;
+    hfl_trust *w = (hfl_trust *)t; /* the lock is not the list */
+    int found = 0;
+    pthread_rwlock_rdlock(&w->mu);
+    for (int i = 0; i < t->n_revoked && !found; i++) found = !strcmp(t->revoked[i], name);
+    pthread_rwlock_unlock(&w->mu);
+    return found;
 }
 
 int hfl_trust_check(const hfl_trust *t, const char *cert_b64, const char *role, const char *expect_name,

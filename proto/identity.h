@@ -10,7 +10,8 @@
  *
  * Signatures are ECDSA (or whatever key the certificate holds) over SHA-256
  * of length-prefixed parts, with a domain string as the first part, so one
- * kind of signature can never be replayed as another. */
+ * kind of signature can never be replayed as another. Every function here
+ * may be called from several threads at once. */
 #ifndef HFL_IDENTITY_H
 #define HFL_IDENTITY_H
 

@@ -336,6 +336,8 @@ int main(int argc, char **argv) {
                      "--local-epochs", a_ep, "--batch", a_b, "--lr", a_lr, "--momentum", a_mom,
                      "--weight-decay", a_wd, "--seed", a_seed, "--data", o.data_dir, "--log", log,
                      "--report", o.report, "--ready-file", ready, "--downlink", sc.downlink, "--device", sc.device,
+                     /* every simulated client dials from 127.0.0.1 */
+                     "--max-conns-per-addr", "0",
                      NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     /* the optional ones, after the fixed ones */
     int na = 0;
