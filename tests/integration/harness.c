@@ -27,6 +27,19 @@ const char *harness_tmpdir(void) {
     return tmpdir;
 }
 
+const char *harness_begin(int argc, const char *name) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s HFL_COORDINATOR HFL_CLIENT\n", name);
+        exit(2);
+    }
+    if (access("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz", R_OK) != 0) {
+        printf("SKIP: Fashion-MNIST not installed\n");
+        exit(77);
+    }
+    check_on_stop(harness_cleanup);
+    return harness_tmpdir();
+}
+
 pid_t harness_spawn(char *const argv[], const char *log_path) {
     pid_t pid = fork();
     if (pid == 0) {

@@ -16,6 +16,11 @@
 
 #include "tests/check.h"
 
+/* The start of a test that runs hfl-coordinator and hfl-client (argv[1],
+ * argv[2]) on Fashion-MNIST: checks the arguments (exit 2 with a usage line),
+ * skips (exit 77) without the dataset, registers harness_cleanup for
+ * REQUIRE, and returns the test's temporary directory. */
+const char *harness_begin(int argc, const char *name);
 /* A fresh temporary directory for this test (removed by harness_cleanup unless HFL_KEEP_TMP is set). */
 const char *harness_tmpdir(void);
 /* Starts argv[0]; stdout and stderr go to log_path. The pid is remembered for cleanup. */

@@ -137,16 +137,7 @@ static void *impostor_serve(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: test_identity HFL_COORDINATOR HFL_CLIENT\n");
-        return 2;
-    }
-    if (access("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz", R_OK) != 0) {
-        printf("SKIP: Fashion-MNIST not installed\n");
-        return 77;
-    }
-    check_on_stop(harness_cleanup);
-    const char *dir = harness_tmpdir();
+    const char *dir = harness_begin(argc, "test_identity");
     char pki[300], ca[320], cpem[320], mpem[320], fake[320], revoked[320], report[320], why[256], err[HFL_ERR_LEN],
         url[300];
     snprintf(pki, sizeof pki, "%s/pki", dir);

@@ -85,16 +85,7 @@ static void watch_start(watch *w, nng_stream *s) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: test_limits HFL_COORDINATOR HFL_CLIENT\n");
-        return 2;
-    }
-    if (access("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz", R_OK) != 0) {
-        printf("SKIP: Fashion-MNIST not installed\n");
-        return 77;
-    }
-    check_on_stop(harness_cleanup);
-    const char *dir = harness_tmpdir();
+    const char *dir = harness_begin(argc, "test_limits");
     char pki[300], ca[320], cpem[320], c0[320], c1[320], report[320], log[320], err[HFL_ERR_LEN], url[300];
     snprintf(pki, sizeof pki, "%s/pki", dir);
     snprintf(ca, sizeof ca, "%s/ca.crt", pki);

@@ -141,17 +141,8 @@ static void check_rounds(const char *name, const cJSON *r) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: test_resume HFL_COORDINATOR HFL_CLIENT\n");
-        return 2;
-    }
-    if (access("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz", R_OK) != 0) {
-        printf("SKIP: Fashion-MNIST not installed\n");
-        return 77;
-    }
+    const char *dir = harness_begin(argc, "test_resume");
     coord_exe = argv[1], client_exe = argv[2];
-    check_on_stop(harness_cleanup);
-    const char *dir = harness_tmpdir();
     char err[HFL_ERR_LEN];
     snprintf(pki, sizeof pki, "%s/pki", dir);
     snprintf(ca, sizeof ca, "%s/ca.crt", pki);
