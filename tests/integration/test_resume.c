@@ -3,7 +3,7 @@
  * that was never interrupted (issue 10, crash safety).
  *
  * Run A: a coordinator and three hfl-client processes, 4 rounds, every
- * client drawn in every round: its final_model_sha256 is the oracle (the
+ * client drawn in every round, FedAvgM (server momentum: state to keep): its final_model_sha256 is the oracle (the
  * aggregate is exact and order-independent, so the sum cannot depend on
  * timing). Run B, same seed: the coordinator kills itself (HFL_TEST_CRASH,
  * as kill -9 would) at the first update of round 2 (mid-round), before the
@@ -40,7 +40,7 @@ static void coord_args(const char *name, const char *listen, char *state, char *
     snprintf(report, 400, "%s/%s-report.json", dir, name);
     char *const a[] = {"--listen", (char *)listen, "--ca", ca, "--cert", cpem, "--rounds", "4", "--clients-per-round",
                        "3", "--deadline", "120", "--linger", "5", "--report", report, "--state-dir", state,
-                       "--seed", "5", "--codec", "int8", NULL};
+                       "--seed", "5", "--codec", "int8", "--server-opt", "fedavgm", NULL};
     memcpy(extra, a, sizeof a);
 }
 
