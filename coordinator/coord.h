@@ -50,6 +50,7 @@ typedef struct {
     int rounds;
     int clients_per_round; /* K: clients selected each round */
     int min_quorum;        /* updates needed to aggregate a round */
+    int min_clients;       /* the first round waits for this many planned clients (or its deadline) */
     double deadline_s;     /* per round */
     int local_epochs;
     int batch;
@@ -112,6 +113,7 @@ typedef struct {
     uint8_t refused[COORD_MAX_CLIENTS]; /* its update was refused: told to skip the round */
     int n_refused;
     int n_silent;           /* planned clients not drawn: silent for --liveness */
+    int n_eligible;         /* the live planned clients the round drew from */
     int64_t samples_at_select[COORD_MAX_CLIENTS];  /* each selected client's samples when drawn, capped */
     int64_t declared_at_select[COORD_MAX_CLIENTS]; /* and what it declared (an update may not claim more) */
     int64_t share_cap[COORD_MAX_CLIENTS];          /* the most samples its update may weigh (--max-share) */

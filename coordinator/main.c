@@ -44,6 +44,8 @@ static void usage(FILE *f) {
         "  --rounds N            rounds to run (default 10)\n"
         "  --clients-per-round K clients selected each round (default 2)\n"
         "  --min-quorum Q        updates needed to aggregate at the deadline (default K)\n"
+        "  --min-clients N       the first round waits until N clients have planned (or left), or for\n"
+        "                        --deadline, so the first draw does not depend on arrival order (default K)\n"
         "  --deadline SECONDS    per-round deadline (default 300)\n"
         "  --local-epochs E      local epochs per round (default 1)\n"
         "  --batch B             local batch size (default 32)\n"
@@ -87,7 +89,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
     enum { O_LISTEN = 256, O_CA, O_CERT, O_INSECURE, O_MODEL, O_CODEC, O_BLOCK, O_ROUNDS, O_K, O_QUORUM,
            O_DEADLINE, O_EPOCHS, O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_DATA, O_LOG, O_REPORT, O_READY,
            O_LINGER, O_QUIET, O_HELP, O_DOWNLINK, O_DOWNDELTA, O_DEVICE, O_CLIP, O_MAXSAMPLES, O_MAXSHARE,
-           O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS, O_REVOKED, O_TOKENTTL, O_STATEDIR, O_MAXSESS, O_PERADDR, O_IDLE, O_INFLIGHT };
+           O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS, O_REVOKED, O_TOKENTTL, O_STATEDIR, O_MAXSESS, O_PERADDR, O_IDLE, O_INFLIGHT, O_MINCLIENTS };
     static const struct option opts[] = {
         {"listen", 1, 0, O_LISTEN}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"insecure", 0, 0, O_INSECURE}, {"model", 1, 0, O_MODEL}, {"codec", 1, 0, O_CODEC},
@@ -104,7 +106,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         {"session-ttl", 1, 0, O_TTL}, {"liveness", 1, 0, O_LIVENESS}, {"revoked", 1, 0, O_REVOKED},
         {"token-ttl", 1, 0, O_TOKENTTL}, {"state-dir", 1, 0, O_STATEDIR},
         {"max-sessions", 1, 0, O_MAXSESS}, {"max-conns-per-addr", 1, 0, O_PERADDR}, {"idle-timeout", 1, 0, O_IDLE},
-        {"max-inflight", 1, 0, O_INFLIGHT}, {0, 0, 0, 0}};
+        {"max-inflight", 1, 0, O_INFLIGHT}, {"min-clients", 1, 0, O_MINCLIENTS}, {0, 0, 0, 0}};
     long v;
     double d;
     int quorum = -1;
@@ -155,6 +157,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         }
         case O_ROBUSTMEM: hfl_parse_size(optarg, &cfg->robust_memory, e); break;
         case O_LIVENESS: if (hfl_parse_double(optarg, 0.01, 1e7, &d, e) == 0) cfg->liveness_s = d; break;
+        case O_MINCLIENTS: if (hfl_parse_int(optarg, 1, COORD_MAX_CLIENTS, &v, e) == 0) cfg->min_clients = (int)v; break;
         case O_MAXSESS: if (hfl_parse_int(optarg, 1, COORD_MAX_CLIENTS, &v, e) == 0) cfg->max_sessions = (int)v; break;
         case O_PERADDR: if (hfl_parse_int(optarg, 0, 1000000, &v, e) == 0) cfg->max_conns_per_addr = (int)v; break;
         case O_IDLE: if (hfl_parse_double(optarg, 0.1, 1e7, &d, e) == 0) cfg->idle_s = d; break;

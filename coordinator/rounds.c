@@ -112,6 +112,7 @@ static void round_select(coord *c) {
         }
         ids[j] = i;
     }
+    r->n_eligible = n;
     int k = c->cfg.clients_per_round < n ? c->cfg.clients_per_round : n;
     for (int i = 0; i < k; i++) {
         uint32_t u = hfl_philox_u32(c->cfg.seed, HFL_STREAM_SHUFFLE, (uint32_t)r->round, 0xFFFFFFFFu, 0, (uint64_t)i);
@@ -176,6 +177,7 @@ static void round_open(coord *c) {
     cJSON_AddStringToObject(ev, "event", "round_open");
     cJSON_AddNumberToObject(ev, "round", r->round);
     cJSON_AddNumberToObject(ev, "silent", r->n_silent);
+    cJSON_AddNumberToObject(ev, "eligible", r->n_eligible);
     cJSON *sel = cJSON_AddArrayToObject(ev, "selected");
     for (int i = 0; i < r->n_selected; i++) cJSON_AddItemToArray(sel, cJSON_CreateNumber(r->selected[i]));
     report_log_event(c, ev);
@@ -348,6 +350,7 @@ static void round_finish(coord *c, const char *reason) {
     cJSON_AddNumberToObject(o, "train_loss", r->samples_sum > 0 ? r->loss_sum / r->samples_sum : 0);
     cJSON_AddNumberToObject(o, "clients", r->n_received);
     cJSON_AddNumberToObject(o, "selected", r->n_selected);
+    cJSON_AddNumberToObject(o, "eligible", r->n_eligible);
     cJSON_AddNumberToObject(o, "samples", r->samples_sum);
     cJSON_AddNumberToObject(o, "bytes_up", (double)r->bytes_up);
     cJSON_AddNumberToObject(o, "bytes_down", (double)r->bytes_down);
@@ -456,6 +459,9 @@ void rounds_tick(coord *c) {
             left += c->clients[i].left[0] != 0;
             live += c->clients[i].has_plan && now - c->clients[i].last_seen <= c->cfg.liveness_s;
         }
+        /* --min-clients: the first round waits for the fleet (or its deadline),
+         * so its draw does not depend on who said hello first */
+        if (r->round == 0 && planned + left < c->cfg.min_clients && now - c->started < c->cfg.deadline_s) return;
         /* clients that left or fell silent are not waited for: a round draws from the rest */
         if (live >= c->cfg.clients_per_round ||
             (live >= c->cfg.min_quorum && live > 0 && planned + left >= c->cfg.clients_per_round))

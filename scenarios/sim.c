@@ -318,9 +318,10 @@ int main(int argc, char **argv) {
     char ca[1200], coord_pem[1200];
     snprintf(ca, sizeof ca, "%s/ca.crt", pki_dir);
     snprintf(coord_pem, sizeof coord_pem, "%s/coordinator.pem", pki_dir);
-    char a_rounds[16], a_k[16], a_q[16], a_ep[16], a_b[16], a_lr[32], a_mom[32], a_wd[32], a_seed[24], a_dl[32], a_block[16];
+    char a_n[16], a_rounds[16], a_k[16], a_q[16], a_ep[16], a_b[16], a_lr[32], a_mom[32], a_wd[32], a_seed[24], a_dl[32], a_block[16];
     snprintf(a_rounds, sizeof a_rounds, "%d", sc.rounds);
     snprintf(a_k, sizeof a_k, "%d", sc.clients_per_round);
+    snprintf(a_n, sizeof a_n, "%d", sc.clients);
     snprintf(a_q, sizeof a_q, "%d", sc.min_quorum);
     snprintf(a_ep, sizeof a_ep, "%d", sc.local_epochs);
     snprintf(a_b, sizeof a_b, "%d", sc.batch);
@@ -338,6 +339,8 @@ int main(int argc, char **argv) {
                      "--report", o.report, "--ready-file", ready, "--downlink", sc.downlink, "--device", sc.device,
                      /* every simulated client dials from 127.0.0.1 */
                      "--max-conns-per-addr", "0",
+                     /* the first draw waits for the whole fleet: the same seed draws the same clients */
+                     "--min-clients", a_n,
                      NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     /* the optional ones, after the fixed ones */
     int na = 0;
@@ -374,8 +377,8 @@ int main(int argc, char **argv) {
         if (!url[0]) hfl_sleep_ms(20);
     }
     if (!o.quiet) printf("hfl-sim: coordinator serving on %s; starting %d clients\n", url, sc.clients);
-    char a_n[16], a_threads[16];
-    snprintf(a_n, sizeof a_n, "%d", sc.clients);
+    char a_threads[16];
+
     snprintf(a_threads, sizeof a_threads, "%d", o.threads);
     procs.n_clients = sc.clients;
     /* GPU clients without a scenario budget share the card: each gets an

@@ -26,7 +26,8 @@
  *    reached 0.576 against 0.802). A second run of the roomy fleet makes the
  *    same choice of precision (auto), schedule and batch for every client,
  *    and ends every round at the same model, byte for byte (model_sha256:
- *    the coordinator's sums do not depend on arrival order). */
+ *    the coordinator's sums do not depend on arrival order).
+ * 6. Drawing 2 of 6 clients a round, two runs end at the same model. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -307,6 +308,27 @@ static void check_accumulating_fleet(const char *sim) {
     cJSON_Delete(tight);
 }
 
+/* 6: two runs drawing 2 of 6 clients a round end at the same model: the
+ * first round waits for the whole fleet (--min-clients), and every draw is
+ * a function of the seed and the round over the clients in name order. */
+static void check_reproducible_draw(const char *sim) {
+    const char *json = "{\"name\": \"%s\", \"model\": \"mlp\", \"clients\": 6, \"clients_per_round\": 2, "
+                       "\"rounds\": 3, \"partition\": \"iid\", \"codec\": \"int8\", \"seed\": 11}";
+    char a_json[300], b_json[300];
+    snprintf(a_json, sizeof a_json, json, "draw-a");
+    snprintf(b_json, sizeof b_json, json, "draw-b");
+    cJSON *a = run_sim(sim, "draw-a", a_json), *b = run_sim(sim, "draw-b", b_json);
+    const char *sa = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "final_model_sha256"));
+    const char *sb = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(b, "final_model_sha256"));
+    CHECK_MSG(sa && sb && strlen(sa) == 64 && !strcmp(sa, sb), "2 of 6 drawn: two runs ended at models %s and %s",
+              sa ? sa : "?", sb ? sb : "?");
+    printf("2 of 6 clients drawn a round: two runs end at the same model %.16s...\n", sa ? sa : "?");
+    const cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(a, "rounds"), 0);
+    CHECK_MSG(num(first, "eligible") == 6, "round 1 drew from %g clients, not the whole fleet of 6", num(first, "eligible"));
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_sim HFL_SIM\n");
@@ -326,6 +348,7 @@ int main(int argc, char **argv) {
     recorded_device("three", device, sizeof device);
     check_breach(argv[1], device);
     check_accumulating_fleet(argv[1]);
+    check_reproducible_draw(argv[1]);
     r = run_sim(argv[1], "mixed",
                 "{\"name\": \"mixed\", \"model\": \"mlp\", \"clients\": 3, \"rounds\": 3, \"partition\": \"iid\","
                 " \"codec\": \"int8\", \"downlink\": \"fp16\", \"downlink_delta\": true,"
