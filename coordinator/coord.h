@@ -128,6 +128,10 @@ typedef struct {
     int n_clipped;          /* accepted updates scaled down to the clip */
     int n_rule_kept;        /* Krum rules: updates the rule averaged */
     double norms[COORD_MAX_CLIENTS]; /* accepted updates' norms before clipping */
+    struct {                         /* each client's accepted update, by client id */
+        double samples, weight, norm, loss, train_s, bytes, measured_peak;
+        int clipped;
+    } rec[COORD_MAX_CLIENTS];
     double loss_sum;        /* sample-weighted training loss */
     uint64_t bytes_up, bytes_down;
     int tasks_delta; /* tasks sent as a delta against the client's version */

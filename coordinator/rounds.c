@@ -299,6 +299,9 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
         cJSON_AddNumberToObject(ev, "measured_peak_bytes", measured);
     }
     cJSON_AddNumberToObject(ev, "bytes", (double)msg_bytes);
+    r->rec[id].samples = (double)samples, r->rec[id].weight = weight, r->rec[id].norm = info.norm;
+    r->rec[id].loss = loss, r->rec[id].train_s = train_s, r->rec[id].bytes = (double)msg_bytes;
+    r->rec[id].measured_peak = measured, r->rec[id].clipped = info.clipped;
     report_log_event(c, ev);
 
     cJSON *ack = cJSON_CreateObject();
@@ -328,6 +331,36 @@ static double median_norm(const coord_round *r) {
     double v[COORD_MAX_CLIENTS];
     memcpy(v, r->norms, sizeof(double) * (size_t)r->n_received);
     return hfl_median(v, (size_t)r->n_received);
+}
+
+/* Each drawn client's part in the round, in draw order: its status (ok,
+ * refused: told to skip; left: quit the run; missing: no update by the
+ * close) and, for an accepted update, what it weighed and carried. */
+static cJSON *round_participants(const coord *c) {
+    const coord_round *r = &c->r;
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; i < r->n_selected; i++) {
+        int id = r->selected[i];
+        const coord_client *cl = &c->clients[id];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "client", id);
+        cJSON_AddStringToObject(o, "name", cl->name);
+        cJSON_AddStringToObject(o, "status", r->received[id] ? "ok" : r->refused[id] ? "refused"
+                                             : cl->left[0]   ? "left" : "missing");
+        if (r->received[id]) {
+            cJSON_AddNumberToObject(o, "samples", r->rec[id].samples);
+            cJSON_AddNumberToObject(o, "weight", r->rec[id].weight);
+            cJSON_AddNumberToObject(o, "norm", r->rec[id].norm);
+            cJSON_AddBoolToObject(o, "clipped", r->rec[id].clipped);
+            cJSON_AddNumberToObject(o, "loss", r->rec[id].loss);
+            cJSON_AddNumberToObject(o, "train_s", r->rec[id].train_s);
+            cJSON_AddNumberToObject(o, "bytes_up", r->rec[id].bytes);
+            if (r->rec[id].measured_peak > 0)
+                cJSON_AddNumberToObject(o, "measured_peak_bytes", r->rec[id].measured_peak);
+        }
+        cJSON_AddItemToArray(arr, o);
+    }
+    return arr;
 }
 
 static void round_finish(coord *c, const char *reason) {
@@ -369,6 +402,7 @@ static void round_finish(coord *c, const char *reason) {
     char sha[65];
     model_sha256(c, sha);
     cJSON_AddStringToObject(o, "model_sha256", sha);
+    cJSON_AddItemToObject(o, "participants", round_participants(c));
     snprintf(c->final_sha256, sizeof c->final_sha256, "%s", sha);
     cJSON_AddItemToArray(c->round_log, cJSON_Duplicate(o, 1));
     cJSON_AddStringToObject(o, "event", "round");

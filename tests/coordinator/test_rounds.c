@@ -127,6 +127,19 @@ static const char *last_status(void) {
     return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rd, "status"));
 }
 
+/* The last closed round's record of the client called name: its status,
+ * and its weight in *weight (-1 without an accepted update); NULL when absent. */
+static const char *participant(const char *name, double *weight) {
+    const cJSON *rd = cJSON_GetArrayItem(c.round_log, cJSON_GetArraySize(c.round_log) - 1), *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(rd, "participants")) {
+        if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "name")), name) != 0) continue;
+        const cJSON *w = cJSON_GetObjectItemCaseSensitive(p, "weight");
+        *weight = cJSON_IsNumber(w) ? w->valuedouble : -1;
+        return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "status"));
+    }
+    return NULL;
+}
+
 static void teardown(void) {
     hfl_trainer_free(c.eval);
     cJSON_Delete(c.round_log);
@@ -164,6 +177,11 @@ int main(void) {
     hfl_sleep_ms(300);
     rounds_tick(&c);
     CHECK(!c.r.open && c.version == 1 && moved_by(1.5) && !strcmp(last_status(), "ok"));
+    double wx, wy, wz; /* the round's record: x and y weighed 100 of the 300 samples drawn; z missing */
+    const char *sx = participant("x", &wx), *sy = participant("y", &wy), *sz = participant("z", &wz);
+    CHECK(sx && !strcmp(sx, "ok") && fabs(wx - 1.0 / 3) < 1e-12);
+    CHECK(sy && !strcmp(sy, "ok") && fabs(wy - 1.0 / 3) < 1e-12);
+    CHECK(sz && !strcmp(sz, "missing") && wz == -1);
     rounds_tick(&c); /* round 2 */
     CHECK(c.r.open && c.r.round == 2);
     update(x, 100, 3.0f);
