@@ -25,6 +25,7 @@
 #include "kernels/device.h"
 #include "model/model.h"
 #include "proto/pki.h"
+#include "scenarios/html.h"
 #include "scenarios/scenario.h"
 #include "util/util.h"
 
@@ -34,6 +35,7 @@ typedef struct {
     const char *scenario_path;
     char out_dir[900];
     char report[1024];
+    char html[1024];
     char data_dir[1024];
     char codec[32];
     char precision[8];
@@ -51,6 +53,7 @@ static void usage(FILE *f) {
         "talking mutual TLS over loopback.\n\n"
         "  --out DIR          where PKI, logs and the report go (default runs/<name>)\n"
         "  --report FILE      JSON report (default DIR/report.json)\n"
+        "  --html FILE        the report as a self-contained HTML page with charts (default DIR/report.html)\n"
         "  --codec NAME       override the scenario's codec\n"
         "  --rounds N         override the scenario's rounds\n"
         "  --precision P      override the scenario's precision: auto, fp32, bf16, fp16\n"
@@ -66,12 +69,14 @@ static void usage(FILE *f) {
 }
 
 static int parse_args(int argc, char **argv, sim_options *o, char *err) {
-    enum { O_OUT = 256, O_REPORT, O_CODEC, O_ROUNDS, O_DATA, O_THREADS, O_TIMEOUT, O_JSON, O_QUIET, O_HELP, O_PREC, O_DEVICE };
+    enum { O_OUT = 256, O_REPORT, O_CODEC, O_ROUNDS, O_DATA, O_THREADS, O_TIMEOUT, O_JSON, O_QUIET, O_HELP, O_PREC, O_DEVICE,
+           O_HTML };
     static const struct option opts[] = {
         {"out", 1, 0, O_OUT}, {"report", 1, 0, O_REPORT}, {"codec", 1, 0, O_CODEC},
         {"rounds", 1, 0, O_ROUNDS}, {"data", 1, 0, O_DATA}, {"threads", 1, 0, O_THREADS},
         {"timeout", 1, 0, O_TIMEOUT}, {"json", 0, 0, O_JSON}, {"quiet", 0, 0, O_QUIET},
-        {"help", 0, 0, O_HELP}, {"precision", 1, 0, O_PREC}, {"device", 1, 0, O_DEVICE}, {0, 0, 0, 0}};
+        {"help", 0, 0, O_HELP}, {"precision", 1, 0, O_PREC}, {"device", 1, 0, O_DEVICE}, {"html", 1, 0, O_HTML},
+        {0, 0, 0, 0}};
     long v;
     opterr = 0;
     for (;;) {
@@ -81,6 +86,7 @@ static int parse_args(int argc, char **argv, sim_options *o, char *err) {
         switch (c) {
         case O_OUT: snprintf(o->out_dir, sizeof o->out_dir, "%s", optarg); break;
         case O_REPORT: snprintf(o->report, sizeof o->report, "%s", optarg); break;
+        case O_HTML: snprintf(o->html, sizeof o->html, "%s", optarg); break;
         case O_CODEC: snprintf(o->codec, sizeof o->codec, "%s", optarg); break;
         case O_ROUNDS: if (hfl_parse_int(optarg, 1, 1000000, &v, e) == 0) o->rounds = (int)v; break;
         case O_DATA: snprintf(o->data_dir, sizeof o->data_dir, "%s", optarg); break;
@@ -284,6 +290,7 @@ int main(int argc, char **argv) {
     }
     if (!o.out_dir[0]) snprintf(o.out_dir, sizeof o.out_dir, "runs/%s", sc.name);
     if (!o.report[0]) snprintf(o.report, sizeof o.report, "%s/report.json", o.out_dir);
+    if (!o.html[0]) snprintf(o.html, sizeof o.html, "%s/report.html", o.out_dir);
     char coord_exe[1100], client_exe[1100], pki_dir[1100], ready[1100], log[1100], clog[1100];
     if (find_program("hfl-coordinator", "coordinator", coord_exe, sizeof coord_exe, err) != 0 ||
         find_program("hfl-client", "client", client_exe, sizeof client_exe, err) != 0 ||
@@ -470,11 +477,12 @@ int main(int argc, char **argv) {
     size_t n = strlen(out);
     out[n] = '\n';
     if (hfl_write_file_atomic(o.report, out, n + 1, err) != 0) fprintf(stderr, "hfl-sim: %s\n", err);
+    if (hfl_html_report(rep, o.html, err) != 0) fprintf(stderr, "hfl-sim: %s\n", err);
     out[n] = 0;
     if (o.json) printf("%s\n", out);
     else if (!o.quiet)
-        printf("hfl-sim: done in %.1f s: final test accuracy %.4f; report %s\n", hfl_now() - t0,
-               cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(rep, "final_test_acc")), o.report);
+        printf("hfl-sim: done in %.1f s: final test accuracy %.4f; report %s and %s\n", hfl_now() - t0,
+               cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(rep, "final_test_acc")), o.report, o.html);
     free(out);
     cJSON_Delete(rep);
     hfl_scenario_free(&sc);
