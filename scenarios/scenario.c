@@ -13,7 +13,7 @@
 static const char *const known_keys[] = {
     "name", "model", "clients", "clients_per_round", "min_quorum", "rounds", "local_epochs", "batch",
     "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "downlink", "downlink_delta", "client_codecs", "client_memory", "precision", "clip_norm", "max_client_samples", "max_share", "server_opt", "strategy", "client_attacks",
-    "device", "client_devices", NULL};
+    "device", "client_devices", "profiles", "profile_library", "memory_scale", NULL};
 
 static int get_str(const cJSON *o, const char *key, int required, char *out, size_t cap, char *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -57,6 +57,26 @@ static int get_per_client(const cJSON *o, const char *key, int clients, char (*o
     return 0;
 }
 
+/* "profiles": {"<profile>": <count>, ...} into client_profile, in client
+ * order; the counts must add up to the clients. */
+static int get_profiles(const cJSON *o, hfl_scenario *sc, char *err) {
+    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(o, "profiles");
+    if (!pr) return 0;
+    if (!cJSON_IsObject(pr)) return hfl_errf(err, "\"profiles\" must be an object of profile name to client count");
+    int next = 0;
+    for (const cJSON *it = pr->child; it; it = it->next) {
+        if (!it->string[0] || strlen(it->string) >= sizeof sc->client_profile[0])
+            return hfl_errf(err, "\"profiles\": a profile name must be 1..31 bytes");
+        if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 1 ||
+            it->valuedouble > sc->clients - next)
+            return hfl_errf(err, "\"profiles\": \"%s\" must count 1..%d clients", it->string, sc->clients - next);
+        for (int k = 0; k < (int)it->valuedouble; k++) snprintf(sc->client_profile[next++], 32, "%s", it->string);
+    }
+    if (next != sc->clients)
+        return hfl_errf(err, "\"profiles\" count %d clients, the scenario has %d", next, sc->clients);
+    return 0;
+}
+
 /* A --device value: auto, cpu or cuda. */
 static int check_device(const char *what, const char *d, char *err) {
     if (!strcmp(d, "auto") || !strcmp(d, "cpu") || !strcmp(d, "cuda")) return 0;
@@ -66,6 +86,8 @@ static int check_device(const char *what, const char *d, char *err) {
 void hfl_scenario_free(hfl_scenario *sc) {
     free(sc->client_codec);
     free(sc->client_memory);
+    free(sc->client_profile);
+    sc->client_profile = NULL;
     free(sc->client_device);
     free(sc->client_attack);
     sc->client_attack = NULL;
@@ -145,7 +167,8 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
     sc->client_memory = calloc((size_t)sc->clients, sizeof *sc->client_memory);
     sc->client_device = calloc((size_t)sc->clients, sizeof *sc->client_device);
     sc->client_attack = calloc((size_t)sc->clients, sizeof *sc->client_attack);
-    if (!sc->client_codec || !sc->client_memory || !sc->client_device || !sc->client_attack) {
+    sc->client_profile = calloc((size_t)sc->clients, sizeof *sc->client_profile);
+    if (!sc->client_codec || !sc->client_memory || !sc->client_device || !sc->client_attack || !sc->client_profile) {
         hfl_errf(err, "out of memory");
         goto out;
     }
@@ -162,6 +185,10 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
         snprintf(what, sizeof what, "\"client_devices\": \"client-%d\"", i);
         if (sc->client_device[i][0] && check_device(what, sc->client_device[i], err) != 0) goto out;
     }
+    sc->memory_scale = 1;
+    if (get_str(o, "profile_library", 0, sc->profile_library, sizeof sc->profile_library, err) != 0 ||
+        get_num(o, "memory_scale", 0, 0, 1e-9, 1, &sc->memory_scale, err) != 0 || get_profiles(o, sc, err) != 0)
+        goto out;
     rc = 0;
 out:
     if (rc != 0) hfl_scenario_free(sc);
@@ -178,4 +205,11 @@ int hfl_scenario_load(const char *path, hfl_scenario *sc, char *err) {
     free(text);
     if (rc != 0) return hfl_errf(err, "%s: %s", path, e);
     return 0;
+}
+
+int hfl_scenario_client_index(const hfl_scenario *sc, const char *name) {
+    if (!name || strncmp(name, "client-", 7) != 0) return -1;
+    char *end;
+    long i = strtol(name + 7, &end, 10);
+    return *end || end == name + 7 || i < 0 || i >= sc->clients ? -1 : (int)i;
 }

@@ -13,7 +13,9 @@
  *   "device": "auto",          "client_devices": {"client-1": "cpu"},
  *   "clip_norm": "adaptive:2", "max_client_samples": 0,  "max_share": 0.2,
  *   "server_opt": "fedavg",    "strategy": "fedavg",
- *   "client_attacks": {"client-0": "-10:1000000"}
+ *   "client_attacks": {"client-0": "-10:1000000"},
+ *   "profiles": {"gtx1650-4g": 2, "laptop-cpu": 1}, "profile_library": "profiles.json",
+ *   "memory_scale": 1
  * }
  * Required: name, model, clients, rounds, partition, codec. Everything else
  * has the default shown (clients_per_round and min_quorum default to
@@ -25,7 +27,13 @@
  * adaptive[:C0] or a norm, as a string or a number), --max-client-samples
  * (0: no cap) and --max-share, server_opt and strategy its --server-opt
  * and --strategy, with their defaults; client_attacks makes a client
- * Byzantine: hfl-client --attack SCALE[:SAMPLES]). Clients are
+ * Byzantine: hfl-client --attack SCALE[:SAMPLES]; profiles names device
+ * profiles from the library (scenarios/profile.h; a path relative to the
+ * scenario file, default profiles.json beside it) with how many clients
+ * have each, in client order, adding up to clients: a client's memory
+ * budget is its profile's memory times memory_scale (so small models feel a
+ * small card's pressure) unless client_memory says otherwise, and the report
+ * gains simulated times from each profile's throughput and links). Clients are
  * named client-0 .. client-<clients-1>. Unknown keys are an error, so a typo never silently falls back. */
 #ifndef HFL_SCENARIO_H
 #define HFL_SCENARIO_H
@@ -55,10 +63,15 @@ typedef struct {
     double max_share;          /* 0: the coordinator's default */
     char server_opt[32];       /* "" for the coordinator's default */
     char strategy[32];         /* "" for the coordinator's default */
+    char (*client_profile)[32]; /* [clients]: "" for none, else a profile's name */
+    char profile_library[1024]; /* "" for profiles.json beside the scenario */
+    double memory_scale;       /* profile memory -> budget factor (1) */
 } hfl_scenario;
 
 int hfl_scenario_load(const char *path, hfl_scenario *sc, char *err);
 int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err);
 void hfl_scenario_free(hfl_scenario *sc);
+/* i for a client named "client-<i>" of the scenario, else -1. */
+int hfl_scenario_client_index(const hfl_scenario *sc, const char *name);
 
 #endif

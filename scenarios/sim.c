@@ -26,6 +26,7 @@
 #include "model/model.h"
 #include "proto/pki.h"
 #include "scenarios/html.h"
+#include "scenarios/profile.h"
 #include "scenarios/scenario.h"
 #include "util/util.h"
 
@@ -206,6 +207,23 @@ static int sim_check(const hfl_scenario *sc, char *err) {
     return 0;
 }
 
+/* Each client's device profile (scenarios/profile.h), from the library named
+ * by the scenario (relative to the scenario file; profiles.json beside it by
+ * default); a profile's memory, times memory_scale, becomes the client's
+ * budget unless client_memory gives one. */
+static int apply_profiles(const char *scenario_path, hfl_scenario *sc, hfl_profile *p, char *err) {
+    char lib[2200];
+    const char *name = sc->profile_library[0] ? sc->profile_library : "profiles.json";
+    const char *slash = strrchr(scenario_path, '/');
+    if (name[0] == '/' || !slash) snprintf(lib, sizeof lib, "%s", name);
+    else snprintf(lib, sizeof lib, "%.*s/%s", (int)(slash - scenario_path), scenario_path, name);
+    if (hfl_profiles_resolve(lib, sc, p, err) != 0) return -1;
+    for (int i = 0; i < sc->clients; i++)
+        if (p[i].name[0] && !sc->client_memory[i][0])
+            snprintf(sc->client_memory[i], sizeof sc->client_memory[i], "%.0f", (double)p[i].memory * sc->memory_scale);
+    return 0;
+}
+
 static volatile sig_atomic_t interrupted;
 static void on_signal(int sig) { (void)sig; interrupted = 1; }
 
@@ -282,6 +300,11 @@ int main(int argc, char **argv) {
     }
     if (o.codec[0]) snprintf(sc.codec, sizeof sc.codec, "%s", o.codec);
     if (o.rounds) sc.rounds = o.rounds;
+    static hfl_profile profiles[1000]; /* a scenario has at most 1000 clients */
+    if (apply_profiles(o.scenario_path, &sc, profiles, err) != 0) {
+        fprintf(stderr, "hfl-sim: %s\n", err);
+        return 2;
+    }
     if (o.precision[0]) snprintf(sc.precision, sizeof sc.precision, "%s", o.precision);
     if (o.device[0]) snprintf(sc.device, sizeof sc.device, "%s", o.device);
     if (sim_check(&sc, err) != 0) {
@@ -473,6 +496,13 @@ int main(int argc, char **argv) {
     cJSON_AddStringToObject(rep, "partition", sc.partition);
     cJSON_AddNumberToObject(rep, "num_clients", sc.clients);
     cJSON_AddNumberToObject(rep, "sim_wall_s", hfl_now() - t0);
+    hfl_model_spec spec;
+    if (hfl_model_resolve(sc.model, &spec, err) == 0) hfl_profiles_price(rep, &sc, profiles, &spec);
+    const cJSON *cl; /* each client's profile, beside its plan */
+    cJSON_ArrayForEach(cl, cJSON_GetObjectItemCaseSensitive(rep, "clients")) {
+        int i = hfl_scenario_client_index(&sc, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cl, "name")));
+        if (i >= 0 && profiles[i].name[0]) cJSON_AddStringToObject((cJSON *)cl, "profile", profiles[i].name);
+    }
     char *out = cJSON_Print(rep);
     size_t n = strlen(out);
     out[n] = '\n';

@@ -27,7 +27,8 @@
  *    same choice of precision (auto), schedule and batch for every client,
  *    and ends every round at the same model, byte for byte (model_sha256:
  *    the coordinator's sums do not depend on arrival order).
- * 6. Drawing 2 of 6 clients a round, two runs end at the same model. */
+ * 6. Drawing 2 of 6 clients a round, two runs end at the same model.
+ * 7. The edge fleet of device profiles, against eight A100s (see below). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -329,6 +330,58 @@ static void check_reproducible_draw(const char *sim) {
     cJSON_Delete(b);
 }
 
+/* 7: scenarios/edge-fleet.json's unlike devices (4 rounds) against the same
+ * data on eight A100 profiles: the small cards and the laptop accumulate
+ * micro-batches within their budgets and the fleet ends within 1 point of
+ * the uniform one; rounds are priced in simulated time from the profiles
+ * (the A100 fleet's slowest upload is one of bytes / 10 Gbit/s + 1 ms, by hand). */
+#define EDGE_JSON "{\"name\": \"%s\", \"model\": \"mlp\", \"clients\": 8, \"rounds\": 4, \"batch\": 256, " \
+                  "\"lr\": 0.1, \"partition\": \"dirichlet:0.5\", \"codec\": \"int8\", \"seed\": 4, " \
+                  "\"memory_scale\": 0.0009765625, \"profile_library\": \"%s/scenarios/profiles.json\", \"profiles\": %s}"
+
+static void check_edge_fleet(const char *sim) {
+    const char *root = getenv("HFL_SOURCE_ROOT");
+    REQUIRE_MSG(root, "HFL_SOURCE_ROOT is not set");
+    char json[1200];
+    snprintf(json, sizeof json, EDGE_JSON, "edge", root,
+             "{\"gtx1650-4g\": 1, \"jetson-orin-8g\": 1, \"laptop-cpu\": 1, \"rtx3060-12g\": 2, \"t4-16g\": 1, "
+             "\"rtx4090-24g\": 1, \"a100-80g\": 1}");
+    cJSON *edge = run_sim(sim, "edge", json);
+    snprintf(json, sizeof json, EDGE_JSON, "uniform", root, "{\"a100-80g\": 8}");
+    cJSON *uni = run_sim(sim, "uniform", json);
+    const cJSON *cl;
+    int accumulating = 0;
+    cJSON_ArrayForEach(cl, cJSON_GetObjectItemCaseSensitive(edge, "clients")) {
+        const cJSON *plan = cJSON_GetObjectItemCaseSensitive(cl, "plan");
+        const char *prof = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cl, "profile"));
+        double budget = num(plan, "budget_bytes"), peak = num(cl, "measured_peak_bytes");
+        CHECK_MSG(peak > 0 && peak <= budget, "%s (%s): measured %.0f over its budget %.0f", prof ? prof : "?",
+                  cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cl, "name")), peak, budget);
+        int small = prof && (!strcmp(prof, "gtx1650-4g") || !strcmp(prof, "jetson-orin-8g") || !strcmp(prof, "laptop-cpu"));
+        CHECK_MSG((num(plan, "accumulation_steps") > 1) == small, "%s accumulates %g steps", prof ? prof : "?",
+                  num(plan, "accumulation_steps"));
+        accumulating += small;
+    }
+    CHECK_MSG(accumulating == 3, "%d small devices found", accumulating);
+    double ae = num(edge, "final_test_acc"), au = num(uni, "final_test_acc");
+    printf("edge fleet %.4f against eight A100s %.4f; simulated %.2f s against %.2f s\n", ae, au,
+           num(edge, "simulated_s"), num(uni, "simulated_s"));
+    CHECK_MSG(fabs(ae - au) <= 0.01, "edge fleet %.4f, uniform fleet %.4f: more than 1 point apart", ae, au);
+    CHECK_MSG(num(edge, "simulated_s") > num(uni, "simulated_s"), "the edge fleet was not slower in simulated time");
+    const cJSON *r1 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(uni, "rounds"), 0), *p;
+    double lo = 1e9, hi = 0; /* the slowest client's upload is one of these */
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(r1, "participants")) {
+        double u = num(p, "bytes_up") / (10000e6 / 8) + 0.001;
+        lo = u < lo ? u : lo, hi = u > hi ? u : hi;
+    }
+    const cJSON *s1 = cJSON_GetObjectItemCaseSensitive(r1, "simulated");
+    double su = num(s1, "upload_s");
+    CHECK_MSG(lo > 0.001 && su >= lo - 1e-12 && su <= hi + 1e-12, "simulated upload %.9g s, by hand %.9g .. %.9g s", su,
+              lo, hi);
+    cJSON_Delete(edge);
+    cJSON_Delete(uni);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_sim HFL_SIM\n");
@@ -349,6 +402,7 @@ int main(int argc, char **argv) {
     check_breach(argv[1], device);
     check_accumulating_fleet(argv[1]);
     check_reproducible_draw(argv[1]);
+    check_edge_fleet(argv[1]);
     r = run_sim(argv[1], "mixed",
                 "{\"name\": \"mixed\", \"model\": \"mlp\", \"clients\": 3, \"rounds\": 3, \"partition\": \"iid\","
                 " \"codec\": \"int8\", \"downlink\": \"fp16\", \"downlink_delta\": true,"

@@ -1,0 +1,50 @@
+/* profile.h: device profiles for simulated fleets, and the simulated time of
+ * a run.
+ *
+ * A profile (scenarios/profiles.json; each entry cites its vendor figures)
+ * gives a device's memory, its throughput per precision (TFLOPS; 0 where the
+ * precision does not run) and its link (uplink and downlink Mbit/s,
+ * latency). hfl-sim enforces the memory as the client's budget and, after
+ * the run, prices each round in simulated time from what really happened
+ * (who took part, the samples each trained, the bytes each moved, the
+ * precision each chose) and the profiles alone, so a loaded host reports
+ * the same simulated times as an idle one:
+ *   download = the round's task bytes / downlink + latency
+ *   train    = epochs x samples x 3 x forward FLOPs / (TFLOPS[precision] x
+ *              HFL_PROFILE_UTILISATION)   (backward ~ 2x forward)
+ *   upload   = the update's bytes / uplink + latency
+ * A round lasts as long as its slowest drawn client, or its deadline when a
+ * drawn client never answered. The coordinator's aggregation and
+ * evaluation are not priced. */
+#ifndef HFL_PROFILE_H
+#define HFL_PROFILE_H
+
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "model/model.h"
+#include "scenarios/scenario.h"
+
+/* The share of peak throughput a small model's training step sustains: an
+ * assumption, not a measurement (small GEMMs run far from peak). */
+#define HFL_PROFILE_UTILISATION 0.3
+
+typedef struct {
+    char name[32];
+    uint64_t memory; /* bytes */
+    double tflops[3]; /* per hfl_precision: fp32, bf16, fp16 */
+    double up_bps, down_bps, latency_s;
+} hfl_profile;
+
+/* Each client's profile (out[clients], zeroed for a client without one) from
+ * the library at path; -1 with err for a missing or malformed library or an
+ * unknown profile. */
+int hfl_profiles_resolve(const char *path, const hfl_scenario *sc, hfl_profile *out, char *err);
+
+/* Adds to every round of rep a "sim" object {wall_s, download_s, train_s,
+ * upload_s, slowest} and to rep "simulated_s" (their sum), for clients with
+ * profiles. */
+void hfl_profiles_price(cJSON *rep, const hfl_scenario *sc, const hfl_profile *p, const hfl_model_spec *spec);
+
+#endif
