@@ -13,7 +13,7 @@
 static const char *const known_keys[] = {
     "name", "model", "clients", "clients_per_round", "min_quorum", "rounds", "local_epochs", "batch",
     "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "downlink", "downlink_delta", "client_codecs", "client_memory", "precision", "clip_norm", "max_client_samples", "max_share", "server_opt", "strategy", "client_attacks",
-    "device", "client_devices", "profiles", "profile_library", "memory_scale", NULL};
+    "device", "client_devices", "profiles", "profile_library", "memory_scale", "crashes", NULL};
 
 static int get_str(const cJSON *o, const char *key, int required, char *out, size_t cap, char *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -88,6 +88,8 @@ void hfl_scenario_free(hfl_scenario *sc) {
     free(sc->client_memory);
     free(sc->client_profile);
     sc->client_profile = NULL;
+    free(sc->client_crash);
+    sc->client_crash = NULL;
     free(sc->client_device);
     free(sc->client_attack);
     sc->client_attack = NULL;
@@ -168,7 +170,9 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
     sc->client_device = calloc((size_t)sc->clients, sizeof *sc->client_device);
     sc->client_attack = calloc((size_t)sc->clients, sizeof *sc->client_attack);
     sc->client_profile = calloc((size_t)sc->clients, sizeof *sc->client_profile);
-    if (!sc->client_codec || !sc->client_memory || !sc->client_device || !sc->client_attack || !sc->client_profile) {
+    sc->client_crash = calloc((size_t)sc->clients, sizeof *sc->client_crash);
+    if (!sc->client_codec || !sc->client_memory || !sc->client_device || !sc->client_attack || !sc->client_profile ||
+        !sc->client_crash) {
         hfl_errf(err, "out of memory");
         goto out;
     }
@@ -177,6 +181,7 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
         get_str(o, "precision", 0, sc->precision, sizeof sc->precision, err) != 0 ||
         get_per_client(o, "client_devices", sc->clients, sc->client_device, err) != 0 ||
         get_per_client(o, "client_attacks", sc->clients, sc->client_attack, err) != 0 ||
+        get_per_client(o, "crashes", sc->clients, sc->client_crash, err) != 0 ||
         get_str(o, "device", 0, sc->device, sizeof sc->device, err) != 0 ||
         check_device("\"device\"", sc->device, err) != 0)
         goto out;
@@ -184,6 +189,13 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
         char what[64];
         snprintf(what, sizeof what, "\"client_devices\": \"client-%d\"", i);
         if (sc->client_device[i][0] && check_device(what, sc->client_device[i], err) != 0) goto out;
+        int round;
+        double after;
+        if (sc->client_crash[i][0] && hfl_scenario_crash(sc, i, &round, &after) != 0) {
+            hfl_errf(err, "\"crashes\": \"client-%d\": \"%s\" is not R or R:S (a round from 1, seconds from 0)", i,
+                     sc->client_crash[i]);
+            goto out;
+        }
     }
     sc->memory_scale = 1;
     if (get_str(o, "profile_library", 0, sc->profile_library, sizeof sc->profile_library, err) != 0 ||
@@ -212,4 +224,19 @@ int hfl_scenario_client_index(const hfl_scenario *sc, const char *name) {
     char *end;
     long i = strtol(name + 7, &end, 10);
     return *end || end == name + 7 || i < 0 || i >= sc->clients ? -1 : (int)i;
+}
+
+int hfl_scenario_crash(const hfl_scenario *sc, int i, int *round, double *restart_s) {
+    *round = 0, *restart_s = -1;
+    if (!sc->client_crash || !sc->client_crash[i][0]) return 0;
+    char r[32], *colon;
+    snprintf(r, sizeof r, "%s", sc->client_crash[i]);
+    long v;
+    if ((colon = strchr(r, ':'))) {
+        *colon = 0;
+        if (hfl_parse_double(colon + 1, 0, 1e6, restart_s, NULL) != 0) return -1;
+    }
+    if (hfl_parse_int(r, 1, 1000000, &v, NULL) != 0) return -1;
+    *round = (int)v;
+    return 0;
 }

@@ -15,7 +15,7 @@
  *   "server_opt": "fedavg",    "strategy": "fedavg",
  *   "client_attacks": {"client-0": "-10:1000000"},
  *   "profiles": {"gtx1650-4g": 2, "laptop-cpu": 1}, "profile_library": "profiles.json",
- *   "memory_scale": 1
+ *   "memory_scale": 1,         "crashes": {"client-3": "2:1.5"}
  * }
  * Required: name, model, clients, rounds, partition, codec. Everything else
  * has the default shown (clients_per_round and min_quorum default to
@@ -33,7 +33,9 @@
  * have each, in client order, adding up to clients: a client's memory
  * budget is its profile's memory times memory_scale (so small models feel a
  * small card's pressure) unless client_memory says otherwise, and the report
- * gains simulated times from each profile's throughput and links). Clients are
+ * gains simulated times from each profile's throughput and links); crashes
+ * has hfl-sim kill a client with SIGKILL when round R opens ("R"), and
+ * start it again S seconds later ("R:S"). Clients are
  * named client-0 .. client-<clients-1>. Unknown keys are an error, so a typo never silently falls back. */
 #ifndef HFL_SCENARIO_H
 #define HFL_SCENARIO_H
@@ -66,11 +68,15 @@ typedef struct {
     char (*client_profile)[32]; /* [clients]: "" for none, else a profile's name */
     char profile_library[1024]; /* "" for profiles.json beside the scenario */
     double memory_scale;       /* profile memory -> budget factor (1) */
+    char (*client_crash)[32];  /* [clients]: "" or "R[:S]": killed when round R opens, restarted after S s */
 } hfl_scenario;
 
 int hfl_scenario_load(const char *path, hfl_scenario *sc, char *err);
 int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err);
 void hfl_scenario_free(hfl_scenario *sc);
+/* Client i's crash: the round that kills it (0: none) and the seconds until
+ * it is started again (-1: never); -1 when its "crashes" entry is malformed. */
+int hfl_scenario_crash(const hfl_scenario *sc, int i, int *round, double *restart_s);
 /* i for a client named "client-<i>" of the scenario, else -1. */
 int hfl_scenario_client_index(const hfl_scenario *sc, const char *name);
 

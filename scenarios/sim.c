@@ -123,11 +123,11 @@ static int find_program(const char *name, const char *build_subdir, char *out, s
     return hfl_errf(err, "cannot find %s next to hfl-sim", name);
 }
 
-/* Starts argv[0] with stdout and stderr going to log_path. */
-static pid_t spawn(char *const argv[], const char *log_path) {
+/* Starts argv[0] with stdout and stderr going to log_path (appended to when append is set). */
+static pid_t spawn_log(char *const argv[], const char *log_path, int append) {
     pid_t pid = fork();
     if (pid != 0) return pid;
-    int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fd = open(log_path, O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC), 0644);
     if (fd >= 0) {
         dup2(fd, 1);
         dup2(fd, 2);
@@ -140,6 +140,8 @@ static pid_t spawn(char *const argv[], const char *log_path) {
     fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
     _exit(127);
 }
+
+static pid_t spawn(char *const argv[], const char *log_path) { return spawn_log(argv, log_path, 0); }
 
 /* The last non-empty line of a log, to say why a process failed. */
 static void last_line(const char *path, char *out, size_t n) {
@@ -154,8 +156,9 @@ static void last_line(const char *path, char *out, size_t n) {
     free(text);
 }
 
-/* Prints the round lines that appeared in the coordinator's log since *pos. */
-static void follow_log(const char *path, long *pos, int quiet) {
+/* Prints the round lines that appeared in the coordinator's log since *pos;
+ * *opened gets the last round opened. */
+static void follow_log(const char *path, long *pos, int quiet, int *opened) {
     FILE *f = fopen(path, "r");
     if (!f) return;
     fseek(f, *pos, SEEK_SET);
@@ -166,6 +169,8 @@ static void follow_log(const char *path, long *pos, int quiet) {
         *pos += (long)n;
         cJSON *ev = cJSON_Parse(line);
         const cJSON *kind = cJSON_GetObjectItemCaseSensitive(ev, "event");
+        if (cJSON_IsString(kind) && !strcmp(kind->valuestring, "round_open"))
+            *opened = (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(ev, "round"));
         if (!quiet && cJSON_IsString(kind) && !strcmp(kind->valuestring, "round")) {
             const cJSON *st = cJSON_GetObjectItemCaseSensitive(ev, "status");
 #define NUM(k) cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(ev, k))
@@ -232,7 +237,44 @@ typedef struct {
     pid_t clients[SIM_MAX_CLIENTS];
     int n_clients;
     int failed; /* clients that exited with an error */
+    char **argv[SIM_MAX_CLIENTS];     /* how each client was started, to start it again */
+    int crash_round[SIM_MAX_CLIENTS]; /* "crashes": killed when this round opens (0: never) */
+    double restart_s[SIM_MAX_CLIENTS];  /* and started again this long after (-1: never) */
+    double restart_at[SIM_MAX_CLIENTS]; /* when a killed client is due to start again (0: not due) */
+    int killed[SIM_MAX_CLIENTS];      /* killed by the scenario: its SIGKILL is no failure */
 } sim_procs;
+
+static char **argv_keep(char *const *a) {
+    int n = 0;
+    while (a[n]) n++;
+    char **k = hfl_calloc((size_t)n + 1, sizeof *k);
+    for (int i = 0; i < n; i++) k[i] = hfl_strdup(a[i]);
+    return k;
+}
+
+/* The scenario's crashes: a client is killed with SIGKILL when its round
+ * opens and, when the scenario says so, started again later with the same
+ * arguments (its state dir keeps its residual; the coordinator its session). */
+static void run_faults(sim_procs *p, int opened, const char *out_dir, int quiet) {
+    double now = hfl_now();
+    for (int i = 0; i < p->n_clients; i++) {
+        if (p->crash_round[i] && p->crash_round[i] == opened && !p->killed[i] && p->clients[i] > 0) {
+            kill(p->clients[i], SIGKILL);
+            p->killed[i] = 1;
+            if (p->restart_s[i] >= 0) p->restart_at[i] = now + p->restart_s[i];
+            if (!quiet)
+                printf("hfl-sim: client %d killed as round %d opened, as the scenario says%s\n", i, opened,
+                       p->restart_s[i] >= 0 ? "; it will be started again" : "");
+        }
+        if (p->restart_at[i] > 0 && now >= p->restart_at[i] && p->clients[i] == 0) {
+            char log[1200];
+            snprintf(log, sizeof log, "%s/client-%d.log", out_dir, i);
+            p->clients[i] = spawn_log(p->argv[i], log, 1);
+            p->restart_at[i] = 0;
+            if (!quiet) printf("hfl-sim: client %d started again\n", i);
+        }
+    }
+}
 
 static void kill_all(sim_procs *p) {
     for (int i = 0; i < p->n_clients; i++)
@@ -268,6 +310,10 @@ static int reap(sim_procs *p, const char *out_dir, int *coord_status, int quiet)
         for (int i = 0; i < p->n_clients; i++) {
             if (p->clients[i] != pid) continue;
             p->clients[i] = 0;
+            if (p->killed[i] == 1 && code == 128 + SIGKILL) {
+                p->killed[i] = 2; /* the scenario's crash, reported when it was made */
+                continue;
+            }
             p->failed += code != 0;
             if (code != 0 && !quiet) {
                 char log[1200], why[512];
@@ -284,7 +330,7 @@ static int reap(sim_procs *p, const char *out_dir, int *coord_status, int quiet)
 
 static int clients_alive(const sim_procs *p) {
     int n = 0;
-    for (int i = 0; i < p->n_clients; i++) n += p->clients[i] > 0;
+    for (int i = 0; i < p->n_clients; i++) n += p->clients[i] > 0 || p->restart_at[i] > 0;
     return n;
 }
 
@@ -451,12 +497,16 @@ int main(int argc, char **argv) {
         else if (gpu_share[0] && strcmp(sc.client_device[i][0] ? sc.client_device[i] : sc.device, "cpu"))
             argv_c[k++] = "--memory-budget", argv_c[k++] = gpu_share;
         procs.clients[i] = spawn(argv_c, clientlog);
+        procs.argv[i] = argv_keep(argv_c);
+        hfl_scenario_crash(&sc, i, &procs.crash_round[i], &procs.restart_s[i]);
     }
     long pos = 0;
+    int opened = 0;
     double all_gone = 0; /* when the last client exited; the coordinator gets a grace period to finish */
     double short_of_clients = 0; /* when failures left fewer clients than a quorum */
     while (reap(&procs, o.out_dir, &coord_status, o.quiet) != 0) {
-        follow_log(log, &pos, o.quiet);
+        follow_log(log, &pos, o.quiet, &opened);
+        run_faults(&procs, opened, o.out_dir, o.quiet);
         if (clients_alive(&procs) == 0 && !all_gone) all_gone = hfl_now();
         if (!short_of_clients && procs.failed > 0 && clients_alive(&procs) < sc.min_quorum) short_of_clients = hfl_now();
         if (interrupted || hfl_now() - t0 > o.timeout_s || (all_gone && hfl_now() - all_gone > 15) ||
@@ -471,7 +521,7 @@ int main(int argc, char **argv) {
         }
         hfl_sleep_ms(50);
     }
-    follow_log(log, &pos, o.quiet);
+    follow_log(log, &pos, o.quiet, &opened);
     double grace = hfl_now();
     while (clients_alive(&procs) > 0 && hfl_now() - grace < 10) {
         reap(&procs, o.out_dir, &coord_status, o.quiet);

@@ -28,7 +28,8 @@
  *    and ends every round at the same model, byte for byte (model_sha256:
  *    the coordinator's sums do not depend on arrival order).
  * 6. Drawing 2 of 6 clients a round, two runs end at the same model.
- * 7. The edge fleet of device profiles, against eight A100s (see below). */
+ * 7. The edge fleet of device profiles, against eight A100s (see below).
+ * 8. A client the scenario kills and restarts (see below). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -382,6 +383,37 @@ static void check_edge_fleet(const char *sim) {
     cJSON_Delete(uni);
 }
 
+/* 8: a client killed as round 2 opens and started again 1 s later (the
+ * scenario's "crashes") rejoins, takes part in round 2, and the run ends
+ * at the model of the same run without the crash, byte for byte. */
+static void check_crash_restart(const char *sim) {
+    const char *json = "{\"name\": \"%s\", \"model\": \"mlp\", \"clients\": 4, \"rounds\": 4, \"partition\": \"iid\", "
+                       "\"codec\": \"int8\", \"seed\": 2%s}";
+    char a_json[400], b_json[400];
+    snprintf(a_json, sizeof a_json, json, "calm", "");
+    snprintf(b_json, sizeof b_json, json, "crash", ", \"crashes\": {\"client-3\": \"2:1\"}");
+    cJSON *a = run_sim(sim, "calm", a_json), *b = run_sim(sim, "crash", b_json);
+    const char *sa = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "final_model_sha256"));
+    const char *sb = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(b, "final_model_sha256"));
+    CHECK_MSG(sa && sb && strlen(sa) == 64 && !strcmp(sa, sb), "with a crash and restart: %s, without: %s",
+              sb ? sb : "?", sa ? sa : "?");
+    const cJSON *r2 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(b, "rounds"), 1), *p;
+    int back = 0;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(r2, "participants"))
+        back += !strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "name")), "client-3") &&
+                !strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "status")), "ok");
+    CHECK_MSG(back == 1, "the restarted client-3 did not take part in round 2");
+    char log[400], err[HFL_ERR_LEN];
+    snprintf(log, sizeof log, "%s/crash.log", harness_tmpdir());
+    char *out = hfl_read_file(log, NULL, err);
+    CHECK_MSG(out && strstr(out, "client 3 killed as round 2 opened") && strstr(out, "client 3 started again"),
+              "hfl-sim did not say what it did to client 3");
+    free(out);
+    printf("a client killed in round 2 and started again: the same model, %.16s...\n", sa ? sa : "?");
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_sim HFL_SIM\n");
@@ -403,6 +435,7 @@ int main(int argc, char **argv) {
     check_accumulating_fleet(argv[1]);
     check_reproducible_draw(argv[1]);
     check_edge_fleet(argv[1]);
+    check_crash_restart(argv[1]);
     r = run_sim(argv[1], "mixed",
                 "{\"name\": \"mixed\", \"model\": \"mlp\", \"clients\": 3, \"rounds\": 3, \"partition\": \"iid\","
                 " \"codec\": \"int8\", \"downlink\": \"fp16\", \"downlink_delta\": true,"
