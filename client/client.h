@@ -108,6 +108,7 @@ typedef struct {
     int trial;              /* --plan --trial-step */
     double attack_scale;    /* --attack: the update sent is this times the real one (0: honest) */
     int64_t attack_samples; /* --attack: the samples claimed (0: the real count) */
+    double dropout;         /* --dropout: the chance of declining a round (simulation only) */
     char device[8];         /* --device: auto, cpu or cuda */
     char model[1024];
     uint64_t budget;

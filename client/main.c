@@ -44,6 +44,8 @@ static void usage(FILE *f) {
         "  --insecure           allow plain tcp:// without TLS\n"
         "  --name NAME          client name without a certificate (default client-<index>); with one,\n"
         "                       the name is the certificate's CN and --name must agree\n"
+        "  --dropout P          (simulation) decline each round's task with chance P, drawn from the\n"
+        "                       seed, the round and the name, so a rerun declines the same rounds\n"
         "  --retry-for SECONDS  keep rejoining a coordinator that went away or restarted for this\n"
         "                       long (default 60)\n"
         "  --codec NAME         update codec for this client instead of the run's\n"
@@ -85,7 +87,7 @@ static void usage(FILE *f) {
 static int parse_args(int argc, char **argv, client_options *o, char *err) {
     enum { O_URL = 256, O_CA, O_CERT, O_SNI, O_INSECURE, O_NAME, O_RETRY, O_DATA, O_PART, O_INDEX, O_NUM, O_SEED,
            O_THREADS, O_TIMEOUT, O_QUIET, O_HELP, O_CODEC, O_STATE, O_PLAN, O_MODEL, O_BUDGET, O_HEADROOM, O_VERIFY, O_JSON, O_PREC, O_DEVICE,
-           O_BATCH, O_SMALLER, O_TRIAL, O_ATTACK };
+           O_BATCH, O_SMALLER, O_TRIAL, O_ATTACK, O_DROPOUT };
     static const struct option opts[] = {
         {"coordinator", 1, 0, O_URL}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"server-name", 1, 0, O_SNI}, {"insecure", 0, 0, O_INSECURE}, {"name", 1, 0, O_NAME},
@@ -96,7 +98,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         {"plan", 0, 0, O_PLAN}, {"model", 1, 0, O_MODEL}, {"memory-budget", 1, 0, O_BUDGET},
         {"headroom", 1, 0, O_HEADROOM}, {"verify", 0, 0, O_VERIFY}, {"json", 0, 0, O_JSON}, {"precision", 1, 0, O_PREC},
         {"device", 1, 0, O_DEVICE}, {"batch", 1, 0, O_BATCH}, {"allow-smaller-batch", 0, 0, O_SMALLER},
-        {"trial-step", 0, 0, O_TRIAL}, {"attack", 1, 0, O_ATTACK},
+        {"trial-step", 0, 0, O_TRIAL}, {"attack", 1, 0, O_ATTACK}, {"dropout", 1, 0, O_DROPOUT},
         {0, 0, 0, 0}};
     long v;
     double d;
@@ -132,6 +134,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         case O_BATCH: if (hfl_parse_int(optarg, 1, 65536, &v, e) == 0) o->batch = (int)v; break;
         case O_SMALLER: o->allow_smaller = 1; break;
         case O_TRIAL: o->trial = 1; break;
+        case O_DROPOUT: hfl_parse_double(optarg, 0, 1, &o->dropout, e); break;
         case O_ATTACK: {
             char tail;
             double sc = 0, smp = 0;
@@ -354,10 +357,42 @@ static int send_update(nng_socket sock, const client_options *o, const hfl_devic
 
 /* Trains for the task (or takes the pending update when it answers this very
  * task), saves residual and update together, and sends it. */
+/* --dropout: 1 when this client declines round r (philox keyed by the task's
+ * seed, our name's stream and the round: the same rounds in every rerun). */
+static int declines(const client_options *o, const client_state *s, const client_task *task) {
+    if (o->dropout <= 0) return 0;
+    uint32_t u = hfl_philox_u32(task->seed, HFL_STREAM_SHUFFLE, (uint32_t)task->round, s->stream, 0, 0xD0D0);
+    return u / 4294967296.0 < o->dropout;
+}
+
+/* Tells the coordinator we sit this round out (it stops waiting for us). */
+static int send_decline(nng_socket sock, const client_options *o, client_state *s, int round, size_t max_payload,
+                        char *err) {
+    cJSON *meta = cJSON_CreateObject();
+    cJSON_AddNumberToObject(meta, "client_id", s->client_id);
+    cJSON_AddStringToObject(meta, "token", s->token);
+    cJSON_AddNumberToObject(meta, "round", round);
+    cJSON_AddBoolToObject(meta, "declined", 1);
+    hfl_msg rep;
+    nng_msg *raw;
+    int rc = hfl_transport_request(sock, HFL_MSG_UPDATE, meta, NULL, 0, max_payload, &rep, &raw, err);
+    cJSON_Delete(meta);
+    if (rc != 0) return -1;
+    if (!o->quiet) printf("%s: round %d declined (--dropout)\n", o->name, round);
+    hfl_msg_free(&rep);
+    nng_msg_free(raw);
+    return 0;
+}
+
 static int do_task(nng_socket sock, const client_options *o, const hfl_device_info *dev, client_state *s,
                    const cJSON *plan, size_t max_payload, client_welcome *w, const client_task *task, float *weights,
                    int version, char *err) {
     client_pending *p = &s->pending;
+    if (declines(o, s, task)) {
+        char e[HFL_ERR_LEN];
+        if (send_decline(sock, o, s, task->round, max_payload, e) != 0) fprintf(stderr, "%s: %s\n", o->name, e);
+        return 0;
+    }
     if (p->round == task->round && p->version == version && p->bytes) {
         if (!o->quiet) printf("%s: round %d: sending the update already made for it\n", o->name, task->round);
         memcpy(s->global, weights, s->spec.n_params * sizeof(float));

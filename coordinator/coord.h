@@ -110,8 +110,8 @@ typedef struct {
     uint8_t is_selected[COORD_MAX_CLIENTS];
     uint8_t tasked[COORD_MAX_CLIENTS];
     uint8_t received[COORD_MAX_CLIENTS];
-    uint8_t refused[COORD_MAX_CLIENTS]; /* its update was refused: told to skip the round */
-    int n_refused;
+    uint8_t refused[COORD_MAX_CLIENTS]; /* 1: its update was refused, told to skip the round; 2: it declined */
+    int n_refused, n_declined;
     int n_silent;           /* planned clients not drawn: silent for --liveness */
     int n_eligible;         /* the live planned clients the round drew from */
     int64_t samples_at_select[COORD_MAX_CLIENTS];  /* each selected client's samples when drawn, capped */

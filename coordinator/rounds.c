@@ -203,11 +203,33 @@ uint8_t *rounds_pull(coord *c, int id, int64_t have_version, size_t *len) {
     return m;
 }
 
+/* A drawn, tasked client that sits the open round out (hfl-client --dropout):
+ * the round stops waiting for it. */
+static uint8_t *round_decline(coord *c, int id, int64_t round, size_t *len) {
+    coord_round *r = &c->r;
+    if (!r->open || round != r->round || !r->is_selected[id] || !r->tasked[id] || r->received[id] || r->refused[id])
+        return coord_error_reply("nothing to decline: not tasked in the open round", len);
+    r->refused[id] = 2; /* 2: declined; 1: refused */
+    r->n_declined++;
+    cJSON *ev = cJSON_CreateObject();
+    cJSON_AddStringToObject(ev, "event", "declined");
+    cJSON_AddNumberToObject(ev, "round", r->round);
+    cJSON_AddNumberToObject(ev, "client", id);
+    report_log_event(c, ev);
+    cJSON *ack = cJSON_CreateObject();
+    cJSON_AddNumberToObject(ack, "round", r->round);
+    return reply(HFL_MSG_ACK, ack, NULL, 0, len);
+}
+
 uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *payload, size_t plen,
                        size_t msg_bytes, size_t *len) {
     coord_round *r = &c->r;
     char err[HFL_ERR_LEN], msg[HFL_ERR_LEN + 64];
     int64_t round = 0, samples;
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(meta, "declined"))) {
+        if (hfl_meta_int(meta, "round", 1, 1 << 30, &round, err) != 0) return coord_error_reply(err, len);
+        return round_decline(c, id, round, len);
+    }
     double loss, peak = 0, train_s = 0;
     char codec[32];
     if (hfl_meta_int(meta, "round", 1, 1 << 30, &round, err) != 0 ||
@@ -345,8 +367,8 @@ static cJSON *round_participants(const coord *c) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "client", id);
         cJSON_AddStringToObject(o, "name", cl->name);
-        cJSON_AddStringToObject(o, "status", r->received[id] ? "ok" : r->refused[id] ? "refused"
-                                             : cl->left[0]   ? "left" : "missing");
+        cJSON_AddStringToObject(o, "status", r->received[id] ? "ok" : r->refused[id] == 2 ? "declined"
+                                             : r->refused[id] ? "refused" : cl->left[0] ? "left" : "missing");
         if (r->received[id]) {
             cJSON_AddNumberToObject(o, "samples", r->rec[id].samples);
             cJSON_AddNumberToObject(o, "weight", r->rec[id].weight);
@@ -394,6 +416,7 @@ static void round_finish(coord *c, const char *reason) {
     else cJSON_AddNullToObject(o, "clip_norm");
     cJSON_AddNumberToObject(o, "clipped", r->n_clipped);
     cJSON_AddNumberToObject(o, "refused", r->n_refused);
+    cJSON_AddNumberToObject(o, "declined", r->n_declined);
     if (c->rule.kind != HFL_RULE_FEDAVG) cJSON_AddNumberToObject(o, "rule_kept", r->n_rule_kept);
     cJSON_AddNumberToObject(o, "update_norm_median", median_norm(r));
     double top = 0;

@@ -91,14 +91,15 @@ void hfl_profiles_price(cJSON *rep, const hfl_scenario *sc, const hfl_profile *p
             if (idx < 0 || !p[idx].name[0]) continue;
             const cJSON *st = cJSON_GetObjectItemCaseSensitive(pt, "status");
             if (!cJSON_IsString(st) || strcmp(st->valuestring, "ok") != 0) {
-                waited = 1; /* the round waited for it until its deadline */
+                waited = 1; /* the round waited for it until its deadline (a dropout is silent) */
                 continue;
             }
+            double slow = sc->client_slow && sc->client_slow[idx][0] ? atof(sc->client_slow[idx]) : 1;
             const hfl_profile *q = &p[idx];
             int prec = client_precision(rep, id);
             double rate = (q->tflops[prec] > 0 ? q->tflops[prec] : q->tflops[0]) * 1e12 * HFL_PROFILE_UTILISATION;
             double d = task_bytes / q->down_bps + q->latency_s;
-            double t = sc->local_epochs * jnum(pt, "samples") * flops / rate;
+            double t = slow * sc->local_epochs * jnum(pt, "samples") * flops / rate;
             double u = jnum(pt, "bytes_up") / q->up_bps + q->latency_s;
             if (d + t + u > wall) {
                 wall = d + t + u, down = d, train = t, up = u;

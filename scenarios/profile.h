@@ -10,11 +10,11 @@
  * precision each chose) and the profiles alone, so a loaded host reports
  * the same simulated times as an idle one:
  *   download = the round's task bytes / downlink + latency
- *   train    = epochs x samples x 3 x forward FLOPs / (TFLOPS[precision] x
- *              HFL_PROFILE_UTILISATION)   (backward ~ 2x forward)
+ *   train    = slow x epochs x samples x 3 x forward FLOPs / (TFLOPS[precision] x
+ *              HFL_PROFILE_UTILISATION)   (backward ~ 2x forward; slow: the scenario's)
  *   upload   = the update's bytes / uplink + latency
  * A round lasts as long as its slowest drawn client, or its deadline when a
- * drawn client never answered. The coordinator's aggregation and
+ * drawn client never answered or declined (a real dropout is silent). The coordinator's aggregation and
  * evaluation are not priced. */
 #ifndef HFL_PROFILE_H
 #define HFL_PROFILE_H

@@ -13,7 +13,7 @@
 static const char *const known_keys[] = {
     "name", "model", "clients", "clients_per_round", "min_quorum", "rounds", "local_epochs", "batch",
     "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "downlink", "downlink_delta", "client_codecs", "client_memory", "precision", "clip_norm", "max_client_samples", "max_share", "server_opt", "strategy", "client_attacks",
-    "device", "client_devices", "profiles", "profile_library", "memory_scale", "crashes", NULL};
+    "device", "client_devices", "profiles", "profile_library", "memory_scale", "crashes", "dropout", "slow", NULL};
 
 static int get_str(const cJSON *o, const char *key, int required, char *out, size_t cap, char *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -90,6 +90,8 @@ void hfl_scenario_free(hfl_scenario *sc) {
     sc->client_profile = NULL;
     free(sc->client_crash);
     sc->client_crash = NULL;
+    free(sc->client_slow);
+    sc->client_slow = NULL;
     free(sc->client_device);
     free(sc->client_attack);
     sc->client_attack = NULL;
@@ -171,8 +173,9 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
     sc->client_attack = calloc((size_t)sc->clients, sizeof *sc->client_attack);
     sc->client_profile = calloc((size_t)sc->clients, sizeof *sc->client_profile);
     sc->client_crash = calloc((size_t)sc->clients, sizeof *sc->client_crash);
+    sc->client_slow = calloc((size_t)sc->clients, sizeof *sc->client_slow);
     if (!sc->client_codec || !sc->client_memory || !sc->client_device || !sc->client_attack || !sc->client_profile ||
-        !sc->client_crash) {
+        !sc->client_crash || !sc->client_slow) {
         hfl_errf(err, "out of memory");
         goto out;
     }
@@ -182,6 +185,8 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
         get_per_client(o, "client_devices", sc->clients, sc->client_device, err) != 0 ||
         get_per_client(o, "client_attacks", sc->clients, sc->client_attack, err) != 0 ||
         get_per_client(o, "crashes", sc->clients, sc->client_crash, err) != 0 ||
+        get_per_client(o, "slow", sc->clients, sc->client_slow, err) != 0 ||
+        get_num(o, "dropout", 0, 0, 0, 0.95, &sc->dropout, err) != 0 ||
         get_str(o, "device", 0, sc->device, sizeof sc->device, err) != 0 ||
         check_device("\"device\"", sc->device, err) != 0)
         goto out;
@@ -191,6 +196,11 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
         if (sc->client_device[i][0] && check_device(what, sc->client_device[i], err) != 0) goto out;
         int round;
         double after;
+        double slow;
+        if (sc->client_slow[i][0] && hfl_parse_double(sc->client_slow[i], 1, 1e6, &slow, NULL) != 0) {
+            hfl_errf(err, "\"slow\": \"client-%d\": \"%s\" is not a factor in [1, 1e6]", i, sc->client_slow[i]);
+            goto out;
+        }
         if (sc->client_crash[i][0] && hfl_scenario_crash(sc, i, &round, &after) != 0) {
             hfl_errf(err, "\"crashes\": \"client-%d\": \"%s\" is not R or R:S (a round from 1, seconds from 0)", i,
                      sc->client_crash[i]);

@@ -15,7 +15,8 @@
  *   "server_opt": "fedavg",    "strategy": "fedavg",
  *   "client_attacks": {"client-0": "-10:1000000"},
  *   "profiles": {"gtx1650-4g": 2, "laptop-cpu": 1}, "profile_library": "profiles.json",
- *   "memory_scale": 1,         "crashes": {"client-3": "2:1.5"}
+ *   "memory_scale": 1,         "crashes": {"client-3": "2:1.5"},
+ *   "dropout": 0,              "slow": {"client-2": "4"}
  * }
  * Required: name, model, clients, rounds, partition, codec. Everything else
  * has the default shown (clients_per_round and min_quorum default to
@@ -35,7 +36,10 @@
  * small card's pressure) unless client_memory says otherwise, and the report
  * gains simulated times from each profile's throughput and links); crashes
  * has hfl-sim kill a client with SIGKILL when round R opens ("R"), and
- * start it again S seconds later ("R:S"). Clients are
+ * start it again S seconds later ("R:S"); dropout is each client's chance of
+ * declining a round (hfl-client --dropout: the round stops waiting for it;
+ * simulated time prices it as the deadline, as a silent dropout would
+ * cost); slow multiplies a client's simulated training time. Clients are
  * named client-0 .. client-<clients-1>. Unknown keys are an error, so a typo never silently falls back. */
 #ifndef HFL_SCENARIO_H
 #define HFL_SCENARIO_H
@@ -69,6 +73,8 @@ typedef struct {
     char profile_library[1024]; /* "" for profiles.json beside the scenario */
     double memory_scale;       /* profile memory -> budget factor (1) */
     char (*client_crash)[32];  /* [clients]: "" or "R[:S]": killed when round R opens, restarted after S s */
+    char (*client_slow)[32];   /* [clients]: "" or a factor >= 1 on simulated training time */
+    double dropout;            /* each client's chance of declining a round */
 } hfl_scenario;
 
 int hfl_scenario_load(const char *path, hfl_scenario *sc, char *err);

@@ -453,7 +453,8 @@ int main(int argc, char **argv) {
         if (!url[0]) hfl_sleep_ms(20);
     }
     if (!o.quiet) printf("hfl-sim: coordinator serving on %s; starting %d clients\n", url, sc.clients);
-    char a_threads[16];
+    char a_threads[16], a_dropout[32];
+    snprintf(a_dropout, sizeof a_dropout, "%.17g", sc.dropout);
 
     snprintf(a_threads, sizeof a_threads, "%d", o.threads);
     procs.n_clients = sc.clients;
@@ -487,12 +488,13 @@ int main(int argc, char **argv) {
                           "--data", o.data_dir, "--partition", sc.partition, "--client-index", idx,
                           "--num-clients", a_n, "--seed", a_seed, "--threads", a_threads, "--state-dir", state_dir,
                           "--precision", sc.precision, "--device",
-                          sc.client_device[i][0] ? sc.client_device[i] : sc.device, NULL, NULL, NULL, NULL, NULL,
-                          NULL, NULL};
+                          sc.client_device[i][0] ? sc.client_device[i] : sc.device, NULL, NULL, NULL, NULL, NULL, NULL,
+                          NULL, NULL, NULL, NULL, NULL}; /* codec, attack, dropout, budget: 8, and the end */
         int k = 0;
         while (argv_c[k]) k++;
         if (sc.client_codec[i][0]) argv_c[k++] = "--codec", argv_c[k++] = sc.client_codec[i];
         if (sc.client_attack[i][0]) argv_c[k++] = "--attack", argv_c[k++] = sc.client_attack[i];
+        if (sc.dropout > 0) argv_c[k++] = "--dropout", argv_c[k++] = a_dropout;
         if (sc.client_memory[i][0]) argv_c[k++] = "--memory-budget", argv_c[k++] = sc.client_memory[i];
         else if (gpu_share[0] && strcmp(sc.client_device[i][0] ? sc.client_device[i] : sc.device, "cpu"))
             argv_c[k++] = "--memory-budget", argv_c[k++] = gpu_share;

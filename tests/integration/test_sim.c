@@ -29,7 +29,8 @@
  *    the coordinator's sums do not depend on arrival order).
  * 6. Drawing 2 of 6 clients a round, two runs end at the same model.
  * 7. The edge fleet of device profiles, against eight A100s (see below).
- * 8. A client the scenario kills and restarts (see below). */
+ * 8. A client the scenario kills and restarts (see below).
+ * 9. Dropout (see below). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -414,6 +415,48 @@ static void check_crash_restart(const char *sim) {
     cJSON_Delete(b);
 }
 
+/* The declined clients of every round, as "r:name r:name ..." (report order). */
+static void declined_of(const cJSON *rep, char *out, size_t cap) {
+    const cJSON *rd, *p;
+    size_t n = 0;
+    out[0] = 0;
+    cJSON_ArrayForEach(rd, cJSON_GetObjectItemCaseSensitive(rep, "rounds"))
+        cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(rd, "participants"))
+            if (!strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "status")), "declined") && n + 40 < cap)
+                n += (size_t)snprintf(out + n, cap - n, "%g:%s ", num(rd, "round"),
+                                      cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "name")));
+}
+
+/* 9: 30% dropout: rounds close without waiting out their 60 s deadline (the
+ * decliners say so), are priced at that deadline in simulated time (a real
+ * dropout is silent), and two runs decline the same rounds and end at the
+ * same model. */
+static void check_dropout(const char *sim) {
+    const char *json = "{\"name\": \"%s\", \"model\": \"mlp\", \"clients\": 6, \"rounds\": 4, \"partition\": \"iid\", "
+                       "\"codec\": \"int8\", \"seed\": 2, \"dropout\": 0.3, \"deadline_s\": 60, \"min_quorum\": 1, "
+                       "\"profiles\": {\"t4-16g\": 6}, \"profile_library\": \"%s/scenarios/profiles.json\"}";
+    char a_json[600], b_json[600], da[800], db[800];
+    snprintf(a_json, sizeof a_json, json, "drop-a", getenv("HFL_SOURCE_ROOT"));
+    snprintf(b_json, sizeof b_json, json, "drop-b", getenv("HFL_SOURCE_ROOT"));
+    cJSON *a = run_sim(sim, "drop-a", a_json), *b = run_sim(sim, "drop-b", b_json);
+    declined_of(a, da, sizeof da);
+    declined_of(b, db, sizeof db);
+    printf("declined: %s\n", da);
+    CHECK_MSG(da[0] && !strcmp(da, db), "declined rounds differ: [%s] and [%s]", da, db);
+    const char *sa = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "final_model_sha256"));
+    const char *sb = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(b, "final_model_sha256"));
+    CHECK_MSG(sa && sb && !strcmp(sa, sb), "with the same dropouts, models %s and %s", sa ? sa : "?", sb ? sb : "?");
+    const cJSON *rd;
+    cJSON_ArrayForEach(rd, cJSON_GetObjectItemCaseSensitive(a, "rounds")) {
+        CHECK_MSG(num(rd, "wall_s") < 30, "round %g waited %.1f s for its decliners", num(rd, "round"), num(rd, "wall_s"));
+        const cJSON *sim_t = cJSON_GetObjectItemCaseSensitive(rd, "simulated");
+        CHECK_MSG((num(rd, "declined") > 0) == (num(sim_t, "wall_s") == 60), "round %g: %g declined, %g s simulated",
+                  num(rd, "round"), num(rd, "declined"), num(sim_t, "wall_s"));
+    }
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_sim HFL_SIM\n");
@@ -436,6 +479,7 @@ int main(int argc, char **argv) {
     check_reproducible_draw(argv[1]);
     check_edge_fleet(argv[1]);
     check_crash_restart(argv[1]);
+    check_dropout(argv[1]);
     r = run_sim(argv[1], "mixed",
                 "{\"name\": \"mixed\", \"model\": \"mlp\", \"clients\": 3, \"rounds\": 3, \"partition\": \"iid\","
                 " \"codec\": \"int8\", \"downlink\": \"fp16\", \"downlink_delta\": true,"
