@@ -239,6 +239,7 @@ static void merge_runs(const label *x, size_t nx, const label *y, size_t ny, lab
  * neighbouring runs (bottom-up): runs[0..nruns] are the runs' starts, with
  * runs[nruns] = cand->len. tmp is scratch. O(len log nruns), no callbacks. */
 static int sort_runs(label_vec *cand, size_t *runs, size_t nruns, label_vec *tmp, int by_cost) {
+    if (cand->len == 0) return 0; /* and tmp->v may still be NULL */
     if (tmp->cap < cand->len) {
         label *nv = realloc(tmp->v, cand->len * sizeof *nv);
         if (!nv) return -1;

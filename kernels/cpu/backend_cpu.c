@@ -35,6 +35,21 @@
 #include "kernels/ops_hd.h"
 #include "util/util.h"
 
+/* Under AddressSanitizer a freed block is poisoned, and reading its header
+ * would be reported as a use after free before cpu_free could name the
+ * mistake; cpu_block_live asks ASan instead. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CPU_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(CPU_ASAN)
+#define CPU_ASAN 1
+#endif
+#ifdef CPU_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 #define CPU_ALIGN 64
 /* Each block starts with one CPU_ALIGN-sized header holding the size asked
  * for (for the accounting on free) and a magic word (to catch a double or
@@ -82,11 +97,19 @@ static void *cpu_alloc(size_t bytes) {
     return p;
 }
 
+/* 1 when h heads a block alloc gave and free has not taken back. */
+static int cpu_block_live(const cpu_block_header *h) {
+#ifdef CPU_ASAN
+    if (__asan_region_is_poisoned((void *)(uintptr_t)h, sizeof *h)) return 0;
+#endif
+    return h->magic == CPU_MAGIC_LIVE;
+}
+
 static void cpu_free(void *p) {
     if (!p) return;
     char *base = (char *)p - CPU_HEADER;
     cpu_block_header *h = (cpu_block_header *)base;
-    if (h->magic != CPU_MAGIC_LIVE) {
+    if (!cpu_block_live(h)) {
         /* Freeing twice or freeing memory alloc never gave: the accounting
          * (and likely the heap) is already wrong, so stop here. */
         fprintf(stderr, "hfl: cpu backend: free of %p, which is not a live backend block\n", p);
