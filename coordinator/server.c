@@ -90,12 +90,12 @@ static uint8_t *server_handle(coord *c, const uint8_t *buf, size_t n, size_t *le
         hfl_msg_free(&m);
         return out;
     }
+    int reauth = 0;
     pthread_mutex_lock(&c->lock);
     switch (m.type) {
     case HFL_MSG_PULL:
     case HFL_MSG_UPDATE:
     case HFL_MSG_BYE:
-        int reauth;
         if ((id = registry_check(c, m.meta, &reauth, err)) < 0) {
             c->rejected++;
             out = reauth ? coord_reauth_reply(err, len) : coord_error_reply(err, len);

@@ -52,6 +52,11 @@ static void check_scenario(const hfl_scenario *sc) {
     check_client_array(sc->client_memory, sc->clients, "client_memory");
     check_client_array(sc->client_attack, sc->clients, "client_attack");
     check_client_array(sc->client_device, sc->clients, "client_device");
+    check_client_array(sc->client_profile, sc->clients, "client_profile");
+    check_client_array(sc->client_crash, sc->clients, "client_crash");
+    check_client_array(sc->client_slow, sc->clients, "client_slow");
+    FUZZ_REQUIRE(sc->memory_scale > 0 && sc->memory_scale <= 1 && sc->dropout >= 0 && sc->dropout <= 0.95,
+                 "memory_scale %g, dropout %g", sc->memory_scale, sc->dropout);
     for (int i = 0; i < sc->clients; i++)
         FUZZ_REQUIRE(!sc->client_device[i][0] || is_device(sc->client_device[i]), "client_device[%d] '%s'", i,
                      sc->client_device[i]);
@@ -66,8 +71,14 @@ static void check_same(const hfl_scenario *a, const hfl_scenario *b) {
     FUZZ_REQUIRE(!memcmp(a->client_codec, b->client_codec, per_client) &&
                      !memcmp(a->client_memory, b->client_memory, per_client) &&
                      !memcmp(a->client_device, b->client_device, per_client) &&
-                     !memcmp(a->client_attack, b->client_attack, per_client),
+                     !memcmp(a->client_attack, b->client_attack, per_client) &&
+                     !memcmp(a->client_profile, b->client_profile, per_client) &&
+                     !memcmp(a->client_crash, b->client_crash, per_client) &&
+                     !memcmp(a->client_slow, b->client_slow, per_client),
                  "a second parse gives other per-client settings");
+    x.client_profile = y.client_profile = NULL;
+    x.client_crash = y.client_crash = NULL;
+    x.client_slow = y.client_slow = NULL;
     x.client_codec = y.client_codec = NULL;
     x.client_memory = y.client_memory = NULL;
     x.client_device = y.client_device = NULL;
@@ -83,7 +94,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (rc != 0) {
         FUZZ_REQUIRE(rc == -1 && err[0], "refused with %d and error '%s'", rc, err);
         FUZZ_REQUIRE(strchr(err, '\n') == NULL, "error is not one line: %s", err);
-        FUZZ_REQUIRE(!sc.client_codec && !sc.client_memory && !sc.client_device && !sc.client_attack,
+        FUZZ_REQUIRE(!sc.client_codec && !sc.client_memory && !sc.client_device && !sc.client_attack &&
+                         !sc.client_profile && !sc.client_crash && !sc.client_slow,
                      "a refused scenario left its arrays");
         return 0;
     }

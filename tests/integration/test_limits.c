@@ -3,7 +3,7 @@
  * A coordinator with --max-conns-per-addr 4 and --idle-timeout 2 serves one
  * honest hfl-client for 40 rounds (some 10 s) while, from the same address:
  *   - a TCP connection that never starts its TLS handshake is closed by
- *     NNG's 10 s negotiation timeout (within 22 s of connecting);
+ *     NNG's 10 s negotiation timeout (within 30 s of connecting);
  *   - ten TLS connections complete the SP handshake and send half a frame:
  *     the ones over the per-address limit are closed at once, the others
  *     once they have been idle for 2 s, not before 1.5 s;
@@ -61,6 +61,7 @@ typedef struct {
     nng_aio *aio;
     uint8_t buf[64];
     nng_iov iov;
+    double opened_at; /* when its half frame was sent */
     double closed_at; /* 0 while open */
 } watch;
 
@@ -118,9 +119,9 @@ int main(int argc, char **argv) {
     REQUIRE(nng_tls_config_server_name(tls, "localhost") == 0);
     static watch w[N_STREAMS];
     int fast = 0, idle = 0, early = 0, held = 0, opened = 0;
-    double t0 = hfl_now();
     for (int i = 0; i < N_STREAMS; i++) {
         nng_stream *s = half_frame(url, tls);
+        w[i].opened_at = hfl_now();
         if (s) watch_start(&w[i], s), opened++;
     }
     CHECK_MSG(opened == N_STREAMS, "only %d of %d TLS connections were accepted at all", opened, N_STREAMS);
@@ -128,7 +129,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < N_STREAMS; i++) {
         if (!w[i].s) continue;
         nng_aio_stop(w[i].aio);
-        double t = w[i].closed_at ? w[i].closed_at - t0 : -1;
+        double t = w[i].closed_at ? w[i].closed_at - w[i].opened_at : -1; /* from its own connection */
         if (t >= 0 && t < 1.0) fast++;
         else if (t >= 1.5) idle++;
         else if (t >= 0) early++;
@@ -140,13 +141,13 @@ int main(int argc, char **argv) {
     CHECK_MSG(fast >= N_STREAMS - 4 + 1, "%d connections over the per-address limit closed at once", fast);
     CHECK_MSG(idle >= 1 && early == 0 && held == 0, "idle-closed %d, too early %d, still open %d", idle, early, held);
     char byte;
-    struct timeval tv = {.tv_sec = 25};
+    struct timeval tv = {.tv_sec = 35};
     setsockopt(raw, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     ssize_t got = recv(raw, &byte, 1, 0);
     double raw_t = hfl_now() - raw_t0;
     printf("silent TCP connection: closed after %.1f s (recv %zd)\n", raw_t, got);
-    /* NNG's 10 s negotiation timer, and its accept and timer granularity: ~16 s seen here */
-    CHECK_MSG(got <= 0 && raw_t < 22, "a silent TCP connection was held %.1f s", raw_t);
+    /* NNG's 10 s negotiation timer, and its accept and timer granularity: ~16 s seen here, ~20 s under ASan */
+    CHECK_MSG(got <= 0 && raw_t < 30, "a silent TCP connection was held %.1f s", raw_t);
     close(raw);
     nng_tls_config_free(tls);
 

@@ -40,7 +40,7 @@ static void fix_crc(uint8_t *buf, size_t len) {
 }
 
 static void test_round_trip(void) {
-    uint8_t payload[300];
+    uint8_t payload[31 * HFL_MSG_LAST];
     for (size_t i = 0; i < sizeof payload; i++) payload[i] = (uint8_t)(i ^ 0x5a);
     for (int type = HFL_MSG_HELLO; type <= HFL_MSG_LAST; type++) {
         cJSON *meta = cJSON_CreateObject();
