@@ -270,7 +270,9 @@ static void check_accumulating_fleet(const char *sim) {
     cJSON *tight = run_sim(sim, "tight", json);
     snprintf(json, sizeof json, FLEET_JSON, "again", "");
     cJSON *again = run_sim(sim, "again", json);
-    check_same_choices(roomy, again);
+    /* the chooser ranks by timed GEMM rates; under a sanitizer those timings say little */
+    if (getenv("HFL_SANITIZED")) printf("sanitizer build: the two runs' timed choices are not compared\n");
+    else check_same_choices(roomy, again);
     const char *sa = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(roomy, "final_model_sha256"));
     const char *sb = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(again, "final_model_sha256"));
     CHECK_MSG(sa && sb && strlen(sa) == 64 && !strcmp(sa, sb), "two runs of one scenario ended at models %s and %s",
