@@ -32,6 +32,7 @@ struct coord_conns {
     int max_per_addr;
     double idle_s;
     conns_entry e[CONNS_MAX];
+    int hw; /* slots in use all lie below this: the scans stop there */
 };
 
 /* The peer's IP address folded into 64 bits (FNV-1a over its bytes); 0 when unknown. */
@@ -59,13 +60,14 @@ static void conns_event(nng_pipe p, nng_pipe_ev ev, void *arg) {
     if (ev == NNG_PIPE_EV_ADD_PRE) {
         uint64_t addr = conns_addr(p);
         int same = 0, slot = -1;
-        for (int i = 0; i < CONNS_MAX; i++) {
+        for (int i = 0; i < t->hw; i++) {
             if (!t->e[i].id) {
                 if (slot < 0) slot = i;
             } else {
                 same += addr && t->e[i].addr == addr;
             }
         }
+        if (slot < 0 && t->hw < CONNS_MAX) slot = t->hw;
         if (slot < 0 || (t->max_per_addr > 0 && same >= t->max_per_addr)) {
             __atomic_fetch_add(&t->c->conns_refused, 1, __ATOMIC_RELAXED);
             pthread_mutex_unlock(&t->mu);
@@ -73,9 +75,11 @@ static void conns_event(nng_pipe p, nng_pipe_ev ev, void *arg) {
             return;
         }
         t->e[slot] = (conns_entry){.id = id, .addr = addr, .last = hfl_now()};
+        if (slot >= t->hw) t->hw = slot + 1;
     } else if (ev == NNG_PIPE_EV_REM_POST) {
-        for (int i = 0; i < CONNS_MAX; i++)
+        for (int i = 0; i < t->hw; i++)
             if (t->e[i].id == id) t->e[i].id = 0;
+        while (t->hw > 0 && !t->e[t->hw - 1].id) t->hw--;
     }
     pthread_mutex_unlock(&t->mu);
 }
@@ -100,7 +104,7 @@ coord_conns *conns_start(coord *c, nng_socket sock, char *err) {
 void conns_seen(coord_conns *t, nng_pipe p) {
     uint32_t id = (uint32_t)nng_pipe_id(p);
     pthread_mutex_lock(&t->mu);
-    for (int i = 0; i < CONNS_MAX; i++)
+    for (int i = 0; i < t->hw; i++)
         if (t->e[i].id == id) t->e[i].last = hfl_now();
     pthread_mutex_unlock(&t->mu);
 }
@@ -110,7 +114,7 @@ void conns_reap(coord_conns *t) {
     int n = 0;
     double now = hfl_now();
     pthread_mutex_lock(&t->mu);
-    for (int i = 0; i < CONNS_MAX && n < 64; i++)
+    for (int i = 0; i < t->hw && n < 64; i++)
         if (t->e[i].id && now - t->e[i].last > t->idle_s) {
             close_ids[n++] = t->e[i].id;
             t->e[i].last = now; /* closing: not again while NNG removes it */

@@ -205,6 +205,8 @@ int auth_equal(const char *a, const char *b);
 uint8_t *coord_reauth_reply(const char *msg, size_t *len);
 
 /* registry.c */
+/* Remembers a codec a client asked for (up to REGISTRY_MAX_CODECS). */
+void registry_intern_codec(coord *c, const hfl_codec *codec);
 /* Registers (or renews) the session of the proven identity `name`; returns its id or -1. */
 int registry_hello(coord *c, const char *name, const cJSON *meta, char *err);
 /* Checks a request's client_id and token; returns the id, or -1 with err and

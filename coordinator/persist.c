@@ -190,10 +190,7 @@ static int persist_restore_registry(coord *c, const cJSON *reg, char *err) {
         if (!name[0] || strlen(name) >= sizeof cl->name) return hfl_errf(err, "state registry entry %d has no name", i);
         const hfl_codec *codec = hfl_codec_find(persist_str(o, "codec"), err);
         if (!codec) return -1;
-        int known = 0;
-        for (int k = 0; k < c->n_client_codecs; k++) known |= c->client_codecs[k] == codec;
-        if (!known && codec != c->codec && c->n_client_codecs < REGISTRY_MAX_CODECS)
-            c->client_codecs[c->n_client_codecs++] = codec;
+        if (codec != c->codec) registry_intern_codec(c, codec);
         snprintf(cl->name, sizeof cl->name, "%s", name);
         cl->samples = (int64_t)persist_num(o, "samples");
         cl->declared = (int64_t)persist_num(o, "declared");

@@ -28,6 +28,11 @@ static int registry_codec_known(const coord *c, const char *name) {
     return -1;
 }
 
+void registry_intern_codec(coord *c, const hfl_codec *codec) {
+    if (registry_codec_known(c, codec->name) < 0 && c->n_client_codecs < REGISTRY_MAX_CODECS)
+        c->client_codecs[c->n_client_codecs++] = codec;
+}
+
 /* 128 random bits from the kernel, as hex. */
 static int registry_token(char out[33], char *err) {
     uint8_t b[16];
@@ -94,7 +99,7 @@ int registry_hello(coord *c, const char *name, const cJSON *meta, char *err) {
             return hfl_errf(err, "this run already serves %d client codecs; use one of them", REGISTRY_MAX_CODECS);
         if (!(codec = hfl_codec_find(name, err)) || hfl_codec_check(codec, c->spec.n_params, c->cfg.block, err) != 0)
             return -1;
-        if (registry_codec_known(c, codec->name) < 0) c->client_codecs[c->n_client_codecs++] = codec;
+        registry_intern_codec(c, codec);
     }
 
     int id = -1;
