@@ -1,7 +1,7 @@
 /* test_codec_edges.c: the codecs (compress/) at the edges the other codec
  * tests leave open, written against mutants that survived scripts/mutate
  * (docs/testing.md). Expected values come from codec.h's contract and
- * independent references (the compiler's _Float16 for fp16, a
+ * independent references (fp16 by scaling to its ulp and rint, a
  * round-to-nearest-even on the bits for bf16, absmax / qmax and the
  * eight-lane mean written out here), never from the codec under test:
  *
@@ -81,8 +81,18 @@ static float from_bits(uint32_t u) {
     return f;
 }
 
-/* References: fp16 by the compiler, bf16 round-to-nearest-even on the bits. */
-static float ref_fp16(float v) { return (float)(_Float16)v; }
+/* References: fp16 by scaling to its ulp (2^(e - 10), at least 2^-24) and
+ * rint in double, exact for a float (round to nearest even; values here stay
+ * far below 65504); bf16 round-to-nearest-even on the bits. */
+static float ref_fp16(float v) {
+    double a = fabs((double)v);
+    if (a == 0) return v;
+    int e;
+    frexp(a, &e); /* a = m 2^e, m in [1/2, 1): the exponent is e - 1 */
+    int ex = e - 1 < -14 ? -14 : e - 1;
+    double ulp = ldexp(1.0, ex - 10);
+    return (float)(rint((double)v / ulp) * ulp);
+}
 static float ref_bf16(float v) {
     uint32_t u = bits(v);
     u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
@@ -232,10 +242,15 @@ static void test_refusals(void) {
     hfl_rng_key key = {.seed = 5};
     float x[64];
     for (int i = 0; i < 64; i++) x[i] = (float)(i % 7) - 3.0f;
-    /* int8: a -128 anywhere; the message names the element */
+    /* int8: a -128 anywhere; the message names the element. Each block's
+     * largest magnitude is negative (it encodes to -127) and its positive
+     * values are small, so no block holds a 127 either. */
     const hfl_codec *i8 = codec("int8");
     uint8_t p[1024];
-    size_t len = hfl_codec_encode(i8, x, NULL, 64, 16, &key, 1, p);
+    float y[64];
+    for (int i = 0; i < 64; i++) y[i] = i % 16 == 0 ? -3.0f : (float)(i % 5) - 2.0f;
+    size_t len = hfl_codec_encode(i8, y, NULL, 64, 16, &key, 1, p);
+    for (size_t i = 12; i < len; i++) CHECK((i - 12) % 20 < 4 || p[i] != 0x7F);
     for (size_t e = 0; e < 64; e += 7) {
         size_t at = 12 + (e / 16) * 20 + 4 + e % 16;
         uint8_t keep = p[at];

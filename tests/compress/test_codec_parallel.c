@@ -13,9 +13,11 @@
  *    the thread count, and no apply at all; a failing apply: -1 with its err.
  *    err may be NULL; check or apply may be NULL.
  * 3. Without threads (no room left for a stack): every range on the caller.
- * 4. A stress run (100 rounds of 64 threads over 64 units) that must end:
- *    a lost update of the checked count would leave it waiting forever. */
+ * 4. A stress run (600 rounds of 16 threads over 16 units, whose checks all
+ *    end at the same moment) that must end: a lost update of the checked
+ *    count would leave it waiting forever. */
 #include <pthread.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -149,17 +151,29 @@ static void failures(void) {
     }
 }
 
-static int quick_check(void *ctx, size_t lo, size_t hi, char *err) {
+/* Every range's check waits until all have arrived (or 200 ms passed), so
+ * the ranges finish their checks together and update the shared count at
+ * the same moment. */
+typedef struct {
+    int arrived, t, sum;
+} gate;
+
+static int gate_check(void *ctx, size_t lo, size_t hi, char *err) {
     (void)err;
-    __atomic_fetch_add((int *)ctx, (int)(hi - lo), __ATOMIC_RELAXED);
+    gate *g = ctx;
+    __atomic_fetch_add(&g->arrived, 1, __ATOMIC_SEQ_CST);
+    double t0 = hfl_now();
+    while (__atomic_load_n(&g->arrived, __ATOMIC_SEQ_CST) < g->t && hfl_now() - t0 < 0.05)
+        sched_yield();
+    __atomic_fetch_add(&g->sum, (int)(hi - lo), __ATOMIC_RELAXED);
     return 0;
 }
 
 static void stress(void) {
-    for (int round = 0; round < 100; round++) {
-        int sum = 0;
-        CHECK(codec_parallel(64, 64, quick_check, quick_check, &sum, NULL) == 0);
-        CHECK(sum == 128);
+    for (int round = 0; round < 600; round++) {
+        gate g = {0, 16, 0};
+        CHECK(codec_parallel(16, 16, gate_check, gate_check, &g, NULL) == 0);
+        CHECK(g.sum == 32);
     }
 }
 

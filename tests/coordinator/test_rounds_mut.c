@@ -406,6 +406,10 @@ static void test_registry_leave_report(void) {
     CHECK(registry_leave(&c, 1, m3, err) == -1 && strstr(err, "'error'"));
     cJSON_ReplaceItemInObject(m3, "error", cJSON_CreateString("bye"));
     CHECK(registry_leave(&c, 1, m3, err) == 0);
+    /* a measured peak without a predicted one: the prediction is 0 */
+    cJSON_AddNumberToObject(m3, "measured_peak_bytes", 7e9);
+    CHECK(registry_leave(&c, 1, m3, err) == 0 && c.clients[1].measured_peak == 7e9 && c.clients[1].predicted_peak == 0);
+    c.clients[1].measured_peak = 0;
     cJSON_Delete(m3);
     /* malformed fields */
     const char *bad[] = {"{\"error\":5}", "{\"error\":\"\"}", "{\"measured_peak_bytes\":-1}",
@@ -495,6 +499,7 @@ static void test_registry_evict(void) {
     /* the first slot can go too; of two equally idle, the lower id */
     now = hfl_now();
     c.clients[0].last_seen = now - 5000;
+    c.clients[30].last_seen = now - 1000; /* idle enough, but less than the first */
     CHECK(hello_full("new4", 10, 1, NULL, err) == 0);
     c.clients[20].last_seen = c.clients[21].last_seen = now - 3000;
     CHECK(hello_full("new5", 10, 1, NULL, err) == 20);
@@ -922,6 +927,30 @@ static void test_closing(void) {
     teardown();
 }
 
+/* A task sent as a delta against the version the client holds is counted. */
+static void test_delta_tasks(void) {
+    setup(1, 1, 60, 1);
+    c.down.delta = 1;
+    int a = hello("a", 100);
+    rounds_tick(&c);
+    pull(a, HFL_MSG_TASK);
+    CHECK(c.r.tasks_delta == 0); /* it holds nothing (-1): a full task */
+    accept(a, 100, 0.5, 1.0f);
+    rounds_tick(&c);
+    rounds_tick(&c);
+    REQUIRE(c.r.open && c.r.round == 2 && c.version == 1);
+    size_t len;
+    uint8_t *rep = rounds_pull(&c, a, 0, &len); /* it holds version 0 */
+    cJSON_Delete(reply_meta(rep, len, HFL_MSG_TASK));
+    CHECK(c.r.tasks_delta == 1);
+    pull(a, HFL_MSG_TASK);
+    CHECK(c.r.tasks_delta == 1);
+    accept(a, 100, 0.5, 1.0f);
+    rounds_tick(&c);
+    CHECK(num(last_round(), "tasks_delta") == 1);
+    teardown();
+}
+
 static void test_robust(void) {
     setup_full(3, 3, 60, 1, "median", 0, 0);
     int a = hello("a", 100), b = hello("b", 100), d = hello("d", 500);
@@ -1006,6 +1035,7 @@ int main(void) {
     test_clip();
     test_divisor();
     test_closing();
+    test_delta_tasks();
     test_robust();
     test_no_leak();
     return check_exit_code("test_rounds_mut");

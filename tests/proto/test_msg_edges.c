@@ -90,6 +90,7 @@ static void test_encoded_header(void) {
         CHECK(hfl_msg_decode(buf, len, plen, &m, err) == -1 && strstr(err, "CRC mismatch"));
     }
     free(buf);
+    free(payload);
     hfl_msg_free(NULL); /* safe */
 
     /* NULL meta: meta_len 0, and type 1 (the lowest) */
