@@ -1,0 +1,1042 @@
+/* test_rounds_mut.c: the round engine (coordinator/rounds.c) and the
+ * registry (coordinator/registry.c) at the edges test_rounds.c leaves open,
+ * written against mutants that survived scripts/mutate (docs/testing.md).
+ * Driven in-process as test_rounds.c does, with the event log in a temporary
+ * file so that every logged field can be checked. Expected values are worked
+ * out by hand from the headers' rules (the model is mlp: 199210 weights, all
+ * zero; fp32 updates of one constant value v have norm |v| sqrt(199210); the
+ * test set is 16 zero images of class 0, so a model whose weights are all
+ * equal gives equal logits: accuracy 1, loss ln 10):
+ *
+ *  1. The registry: hello's refusals and bounds (samples in [1, 10^8],
+ *     device and plan objects of at most 4096 bytes of JSON, a codec name of
+ *     at most 31 bytes, at most 8 distinct client codecs, a codec that cannot
+ *     take the run's block), ids by name, the token (32 hex digits, expiring
+ *     after --token-ttl), the sample cap, a bye owed again after a new hello;
+ *     registry_check's answers and its reauth flag; leaving; the report;
+ *     the overhead estimate (the upper median); eviction of the idlest
+ *     session not drawn in the open round, with its event.
+ *  2. --clip-norm parsing.
+ *  3. The draw: a partial Fisher-Yates shuffle from philox over the clients
+ *     in name order (reimplemented here from the comment in rounds.c), the
+ *     silent and the planless left out, the share caps F / (1 - F) x the
+ *     others' samples (at least 1, at most the client's own), the task
+ *     settings and the round_open event.
+ *  4. Pulls: wait (200 ms), task (its bytes counted), bye once per client.
+ *  5. Updates: every refusal with its message, the skip-the-round rule and
+ *     the rejected count; an accepted update's weight (samples capped by the
+ *     client's samples when drawn and by its share cap), norm, event fields,
+ *     peaks, the ack.
+ *  6. Closing: the round log's fields, the model's SHA-256 (by mbedTLS over
+ *     the model's bytes), the run's end; the adaptive clip C exp(-0.2 (b -
+ *     0.5)); the FedAvg divisor with updates missing (grown to the largest
+ *     weight / F, at most the round's capped total); quorum, deadline,
+ *     clients gone (left or told to skip); no client to draw; when a round
+ *     opens; the robust rules (median kept 3, Krum without enough updates
+ *     fails the round).
+ *  7. Requests leave nothing allocated (mallinfo2 over 200 of each). */
+#include <malloc.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mbedtls/sha256.h>
+
+#include "coordinator/coord.h"
+#include "kernels/backend.h"
+#include "kernels/philox.h"
+#include "tests/check.h"
+#include "util/util.h"
+
+#define NP 199210 /* mlp's weights: 784*200+200 + 200*200+200 + 200*10+10 */
+
+static coord c; /* large */
+
+static void setup_full(int k, int quorum, double deadline, double max_share, const char *strategy,
+                       double clip, int adaptive) {
+    char err[HFL_ERR_LEN];
+    memset(&c, 0, sizeof c);
+    coord_config *cfg = &c.cfg;
+    snprintf(cfg->model, sizeof cfg->model, "mlp");
+    snprintf(cfg->codec, sizeof cfg->codec, "fp32");
+    snprintf(cfg->downlink, sizeof cfg->downlink, "fp32");
+    snprintf(cfg->server_opt, sizeof cfg->server_opt, "fedavg");
+    snprintf(cfg->strategy, sizeof cfg->strategy, "%s", strategy);
+    cfg->block = 256, cfg->rounds = 2, cfg->clients_per_round = k, cfg->min_quorum = quorum;
+    cfg->deadline_s = deadline, cfg->local_epochs = 3, cfg->batch = 16, cfg->lr = 0.25, cfg->seed = 7;
+    cfg->momentum = 0.5, cfg->weight_decay = 0.125;
+    cfg->clip_norm = clip, cfg->clip_adaptive = adaptive, cfg->max_share = max_share, cfg->quiet = 1;
+    cfg->liveness_s = 60, cfg->session_ttl_s = 600, cfg->token_ttl_s = 3600, cfg->robust_memory = 1u << 30;
+    CHECK(hfl_model_builtin("mlp", &c.spec, err) == 0);
+    CHECK(c.spec.n_params == NP);
+    c.codec = hfl_codec_find("fp32", err);
+    c.global = hfl_calloc(c.spec.n_params, sizeof(float));
+    c.be = hfl_backend_cpu();
+    c.eval = hfl_trainer_create(&c.spec, c.be, 16);
+    c.test.n = 16, c.test.dim = c.spec.in_dim, c.test.n_classes = 10;
+    c.test.x = hfl_calloc((size_t)16 * c.spec.in_dim, sizeof(float));
+    c.test.y = hfl_calloc(16, sizeof(int32_t));
+    c.round_log = cJSON_CreateArray();
+    c.log = tmpfile();
+    pthread_mutex_init(&c.lock, NULL);
+    CHECK(downlink_init(&c, "fp32", 0, err) == 0);
+    CHECK_MSG(rounds_init(&c, err) == 0, "%s", err);
+}
+
+static void setup(int k, int quorum, double deadline, double max_share) {
+    setup_full(k, quorum, deadline, max_share, "fedavg", 0, 0);
+}
+
+static void teardown(void) {
+    hfl_trainer_free(c.eval);
+    cJSON_Delete(c.round_log);
+    cJSON_Delete(c.r.task_meta);
+    hfl_agg_free(&c.agg);
+    hfl_sopt_free(&c.sopt);
+    for (int i = 0; i < c.n_clients; i++) cJSON_Delete(c.clients[i].hello);
+    if (c.log) fclose(c.log);
+    free(c.global);
+    free(c.mean);
+    free(c.test.x);
+    free(c.test.y);
+}
+
+/* The events logged so far whose "event" is `name`, as a new array. */
+static cJSON *events(const char *name) {
+    cJSON *arr = cJSON_CreateArray();
+    fflush(c.log);
+    rewind(c.log);
+    char line[65536];
+    while (fgets(line, sizeof line, c.log)) {
+        cJSON *e = cJSON_Parse(line);
+        const char *ev = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "event"));
+        if (ev && !strcmp(ev, name)) cJSON_AddItemToArray(arr, e);
+        else cJSON_Delete(e);
+    }
+    fseek(c.log, 0, SEEK_END);
+    return arr;
+}
+
+static double num(const cJSON *o, const char *k) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(x) ? x->valuedouble : NAN;
+}
+
+static const char *str(const cJSON *o, const char *k) {
+    return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, k));
+}
+
+static int hello_full(const char *name, int samples, int with_plan, const char *codec, char *err) {
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddNumberToObject(m, "samples", samples);
+    if (with_plan) cJSON_AddObjectToObject(m, "plan");
+    if (codec) cJSON_AddStringToObject(m, "codec", codec);
+    int id = registry_hello(&c, name, m, err);
+    cJSON_Delete(m);
+    return id;
+}
+
+static int hello(const char *name, int samples) {
+    char err[HFL_ERR_LEN] = "";
+    int id = hello_full(name, samples, 1, NULL, err);
+    CHECK_MSG(id >= 0, "hello %s: %s", name, err);
+    return id;
+}
+
+/* Decodes a reply, checks its type, returns its meta (to free) or NULL. */
+static cJSON *reply_meta(uint8_t *rep, size_t len, int type) {
+    hfl_msg m;
+    char err[HFL_ERR_LEN] = "";
+    cJSON *meta = NULL;
+    if (CHECK_MSG(rep && hfl_msg_decode(rep, len, (size_t)1 << 30, &m, err) == 0, "%s", err)) {
+        CHECK_MSG(m.type == type, "reply %s, expected %s", hfl_msg_type_name(m.type), hfl_msg_type_name(type));
+        meta = cJSON_Duplicate(m.meta, 1);
+        hfl_msg_free(&m);
+    }
+    free(rep);
+    return meta;
+}
+
+static size_t pull(int id, int type) {
+    size_t len = 0;
+    uint8_t *rep = rounds_pull(&c, id, -1, &len);
+    cJSON_Delete(reply_meta(rep, len, type));
+    return len;
+}
+
+/* An update of v in every weight with the given meta additions; returns the
+ * reply's meta (to free). */
+static cJSON *send(int id, int round, int samples, double loss, float v, const char *codec, const char *extra,
+                   size_t msg_bytes, int want) {
+    size_t n = c.spec.n_params, len;
+    float *d = hfl_malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) d[i] = v;
+    const hfl_codec *fp32 = hfl_codec_find("fp32", NULL);
+    uint8_t *buf = hfl_malloc(hfl_codec_max_bytes(fp32, n, 256));
+    hfl_rng_key key = {1, 1, 0, 0};
+    size_t plen = hfl_codec_encode(fp32, d, NULL, n, 256, &key, 1, buf);
+    cJSON *m = extra ? cJSON_Parse(extra) : cJSON_CreateObject();
+    cJSON_AddNumberToObject(m, "round", round);
+    cJSON_AddNumberToObject(m, "samples", samples);
+    cJSON_AddNumberToObject(m, "loss", loss);
+    cJSON_AddStringToObject(m, "codec", codec);
+    uint8_t *rep = rounds_update(&c, id, m, buf, plen, msg_bytes, &len);
+    cJSON_Delete(m);
+    free(d);
+    free(buf);
+    return reply_meta(rep, len, want);
+}
+
+static void accept(int id, int samples, double loss, float v) {
+    cJSON_Delete(send(id, c.r.round, samples, loss, v, "fp32", NULL, 1000, HFL_MSG_ACK));
+}
+
+/* A refusal whose error contains `want` and whose skip_round is `skip`. */
+static void refuse(int id, int round, int samples, double loss, const char *codec, const char *extra, const char *want,
+                   int skip) {
+    cJSON *m = send(id, round, samples, loss, 1.0f, codec, extra, 1000, HFL_MSG_ERROR);
+    const char *e = str(m, "error");
+    CHECK_MSG(e && strstr(e, want) && !strncmp(e, skip ? "update rejected (skip the round): " : "update rejected: ", skip ? 34 : 17),
+              "error '%s', expected '%s' (skip %d)", e ? e : "(none)", want, skip);
+    CHECK_MSG(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "skip_round")) == skip, "skip_round for '%s'", want);
+    cJSON_Delete(m);
+}
+
+static int all_weights(float v) {
+    for (size_t i = 0; i < c.spec.n_params; i++)
+        if (c.global[i] != v) {
+            printf("weight %zu is %.9g, expected %.9g\n", i, (double)c.global[i], (double)v);
+            return 0;
+        }
+    return 1;
+}
+
+static const cJSON *last_round(void) { return cJSON_GetArrayItem(c.round_log, cJSON_GetArraySize(c.round_log) - 1); }
+
+static void sha_hex(char hex[65]) {
+    unsigned char d[32];
+    mbedtls_sha256_ret((const unsigned char *)c.global, c.spec.n_params * sizeof(float), d, 0);
+    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
+}
+
+/* ---------------------------------------------------------------- 1 */
+
+static void test_registry_hello(void) {
+    setup(1, 1, 60, 1);
+    char err[HFL_ERR_LEN] = "";
+    CHECK(hello_full("z", 0, 1, NULL, err) == -1 && strstr(err, "samples"));
+    CHECK(hello_full("z", 100000001, 1, NULL, err) == -1 && strstr(err, "samples"));
+    CHECK(hello_full("z", 100000000, 1, NULL, err) == 0);
+    CHECK(hello_full("y", 1, 1, NULL, err) == 1 && c.n_clients == 2);
+    CHECK(hello_full("z", 5, 0, NULL, err) == 0 && c.n_clients == 2 && !c.clients[0].has_plan &&
+          c.clients[0].samples == 5 && c.clients[0].declared == 5);
+    /* device and plan: objects of at most 4096 bytes as compact JSON ({"x":"..."} is 8 + len) */
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddNumberToObject(m, "samples", 10);
+    cJSON_AddNumberToObject(m, "device", 3);
+    CHECK(registry_hello(&c, "w", m, err) == -1 && strstr(err, "'device' must be an object"));
+    cJSON_DeleteItemFromObject(m, "device");
+    cJSON_AddStringToObject(m, "plan", "x");
+    CHECK(registry_hello(&c, "w", m, err) == -1 && strstr(err, "'plan' must be an object"));
+    cJSON_DeleteItemFromObject(m, "plan");
+    char big[4100];
+    memset(big, 'a', sizeof big);
+    big[4088] = 0;
+    cJSON *dev = cJSON_AddObjectToObject(m, "device");
+    cJSON_AddStringToObject(dev, "x", big);
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(m, "plan"), "x", big);
+    CHECK_MSG(registry_hello(&c, "w", m, err) == 2, "%s", err); /* exactly 4096 bytes each */
+    CHECK(cJSON_GetObjectItemCaseSensitive(c.clients[2].hello, "device") &&
+          cJSON_GetObjectItemCaseSensitive(c.clients[2].hello, "plan") && c.clients[2].has_plan);
+    big[4088] = 'a', big[4089] = 0;
+    cJSON_ReplaceItemInObject(dev, "x", cJSON_CreateString(big));
+    CHECK(registry_hello(&c, "w", m, err) == -1 && strstr(err, "over 4096 bytes"));
+    cJSON_DeleteItemFromObject(m, "device");
+    big[4088] = 0;
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(m, "device"), "x", big);
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItemCaseSensitive(m, "plan"), "x", cJSON_CreateString(big));
+    big[4088] = 'a';
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItemCaseSensitive(m, "plan"), "x", cJSON_CreateString(big));
+    CHECK(registry_hello(&c, "w", m, err) == -1 && strstr(err, "over 4096 bytes")); /* the plan alone too long */
+    cJSON_Delete(m);
+
+    /* tokens: 32 hex digits, new at every hello, expiring after --token-ttl */
+    char tok[33];
+    snprintf(tok, sizeof tok, "%s", c.clients[1].token);
+    CHECK(strlen(tok) == 32 && strspn(tok, "0123456789abcdef") == 32);
+    double t0 = hfl_now();
+    CHECK(hello("y", 7) == 1 && strcmp(c.clients[1].token, tok) != 0 && !strcmp(c.clients[1].name, "y"));
+    CHECK(fabs(c.clients[1].token_expires - (t0 + 3600)) < 5 && fabs(c.clients[1].last_seen - t0) < 5);
+    teardown();
+
+    /* the sample cap */
+    setup(1, 1, 60, 1);
+    c.cfg.max_client_samples = 150;
+    CHECK(hello("a", 200) == 0 && c.clients[0].samples == 150 && c.clients[0].declared == 200);
+    CHECK(hello("b", 150) == 1 && c.clients[1].samples == 150);
+    CHECK(hello("c", 100) == 2 && c.clients[2].samples == 100);
+    c.cfg.max_client_samples = 0;
+    CHECK(hello("d", 100000) == 3 && c.clients[3].samples == 100000);
+    /* a bye is owed again after a new hello, unless the run is over */
+    c.clients[0].got_bye = 1, c.byes_sent = 1;
+    snprintf(c.clients[0].left, sizeof c.clients[0].left, "gone");
+    hello("a", 10);
+    CHECK(!c.clients[0].got_bye && c.byes_sent == 0 && c.clients[0].left[0] == 0);
+    c.clients[0].got_bye = 1, c.byes_sent = 1, c.done = 1;
+    hello("a", 10);
+    CHECK(c.clients[0].got_bye && c.byes_sent == 1);
+    c.done = 0;
+    /* revoked */
+    c.clients[1].revoked = 1;
+    char err2[HFL_ERR_LEN] = "";
+    CHECK(hello_full("b", 10, 1, NULL, err2) == -1 && strstr(err2, "certificate of 'b' is revoked"));
+    teardown();
+}
+
+static void test_registry_codecs(void) {
+    setup(1, 1, 60, 1);
+    char err[HFL_ERR_LEN] = "";
+    CHECK(hello_full("a", 10, 1, "int8", err) == 0 && !strcmp(c.clients[0].codec->name, "int8"));
+    CHECK(c.n_client_codecs == 1 && !strcmp(c.client_codecs[0]->name, "int8"));
+    CHECK(hello_full("b", 10, 1, "int8", err) == 1 && c.n_client_codecs == 1);
+    CHECK(hello_full("c", 10, 1, NULL, err) == 2 && c.clients[2].codec == c.codec);
+    CHECK(hello_full("d", 10, 1, "int9", err) == -1 && strstr(err, "unknown codec"));
+    CHECK(hello_full("d", 10, 1, "topk:0.0000000000000000000000001", err) == -1 && strstr(err, "'codec'"));
+    CHECK(hello_full("d", 10, 1, "topk:0.500000000000000000000000", err) == 3 && /* 31 bytes */
+          !strcmp(c.clients[3].codec->name, "topk:0.5") && c.n_client_codecs == 2);
+    const char *more[] = {"fp32", "fp16", "bf16", "int4", "sign", "topk:0.25"};
+    for (int i = 0; i < 6; i++) CHECK_MSG(hello_full("e", 10, 1, more[i], err) == 4, "%s: %s", more[i], err);
+    CHECK(c.n_client_codecs == 8);
+    CHECK(hello_full("f", 10, 1, "topk:0.125", err) == -1 && strstr(err, "already serves 8 client codecs"));
+    CHECK(hello_full("f", 10, 1, "sign", err) == 5 && c.n_client_codecs == 8);
+    teardown();
+    setup(1, 1, 60, 1);
+    c.cfg.block = 0; /* a blocked codec cannot take it */
+    CHECK(hello_full("a", 10, 1, "int8", err) == -1 && strstr(err, "block size 0"));
+    CHECK(hello_full("a", 10, 1, "fp16", err) == 0);
+    teardown();
+}
+
+static void test_registry_check(void) {
+    setup(1, 1, 60, 1);
+    hello("a", 10);
+    hello("b", 10);
+    char err[HFL_ERR_LEN] = "";
+    int reauth = 7;
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddNumberToObject(m, "client_id", 1);
+    cJSON_AddStringToObject(m, "token", c.clients[1].token);
+    CHECK(registry_check(&c, m, &reauth, err) == 1 && reauth == 0);
+    c.clients[1].token_expires = hfl_now() - 1;
+    CHECK(registry_check(&c, m, &reauth, err) == -1 && reauth == 1 && strstr(err, "token of client 1 expired"));
+    c.clients[1].token_expires = hfl_now() + 100;
+    cJSON_ReplaceItemInObject(m, "token", cJSON_CreateString("0123456789abcdef0123456789abcdef"));
+    CHECK(registry_check(&c, m, &reauth, err) == -1 && reauth == 1 && strstr(err, "wrong token for client 1"));
+    cJSON_ReplaceItemInObject(m, "token", cJSON_CreateString("0123456789abcdef0123456789abcdef0"));
+    reauth = 7;
+    CHECK(registry_check(&c, m, &reauth, err) == -1 && reauth == 0 && strstr(err, "'token'"));
+    cJSON_ReplaceItemInObject(m, "token", cJSON_CreateString(c.clients[1].token));
+    cJSON_ReplaceItemInObject(m, "client_id", cJSON_CreateNumber(2));
+    CHECK(registry_check(&c, m, &reauth, err) == -1 && reauth == 1 && strstr(err, "unknown session for client 2"));
+    cJSON_ReplaceItemInObject(m, "client_id", cJSON_CreateNumber(1023));
+    CHECK(registry_check(&c, m, &reauth, err) == -1 && reauth == 1 && strstr(err, "unknown session for client 1023"));
+    cJSON_ReplaceItemInObject(m, "client_id", cJSON_CreateNumber(1024));
+    CHECK(registry_check(&c, m, &reauth, err) == -1 && reauth == 0 && strstr(err, "'client_id'"));
+    cJSON_ReplaceItemInObject(m, "client_id", cJSON_CreateNumber(-1));
+    CHECK(registry_check(&c, m, &reauth, err) == -1 && reauth == 0);
+    cJSON_ReplaceItemInObject(m, "client_id", cJSON_CreateNumber(0));
+    cJSON_ReplaceItemInObject(m, "token", cJSON_CreateString(c.clients[0].token));
+    CHECK(registry_check(&c, m, &reauth, err) == 0 && reauth == 0);
+    c.clients[0].revoked = 1;
+    reauth = 7;
+    CHECK(registry_check(&c, m, &reauth, err) == -1 && reauth == 0 && strstr(err, "certificate of 'a' is revoked"));
+    c.clients[0].revoked = 0;
+    c.clients[0].token[0] = 0; /* a session forgotten */
+    CHECK(registry_check(&c, m, &reauth, err) == -1 && reauth == 1 && strstr(err, "unknown session for client 0"));
+    cJSON_Delete(m);
+    teardown();
+}
+
+static void test_registry_leave_report(void) {
+    setup(1, 1, 60, 1);
+    hello("a", 10);
+    hello("b", 20);
+    char err[HFL_ERR_LEN] = "";
+    cJSON *m = cJSON_CreateObject();
+    CHECK(registry_leave(&c, 0, m, err) == 0 && c.clients[0].left[0] == 0 && c.clients[0].has_plan &&
+          !c.clients[0].got_bye && c.byes_sent == 0); /* a plain goodbye */
+    cJSON_AddStringToObject(m, "error", "over budget");
+    cJSON_AddNumberToObject(m, "measured_peak_bytes", 5e9);
+    cJSON_AddNumberToObject(m, "predicted_peak_bytes", 4e9);
+    cJSON_AddNumberToObject(m, "budget_bytes", 6e9);
+    CHECK(registry_leave(&c, 0, m, err) == 0);
+    CHECK(!strcmp(c.clients[0].left, "over budget") && !c.clients[0].has_plan && c.clients[0].got_bye &&
+          c.byes_sent == 1 && c.clients[0].measured_peak == 5e9 && c.clients[0].predicted_peak == 4e9);
+    CHECK(registry_leave(&c, 0, m, err) == 0 && c.byes_sent == 1); /* counted once */
+    cJSON *ev = events("client_left");
+    const cJSON *e = cJSON_GetArrayItem(ev, 0);
+    CHECK(cJSON_GetArraySize(ev) == 2 && num(e, "client") == 0 && !strcmp(str(e, "name"), "a") &&
+          !strcmp(str(e, "reason"), "over budget") && num(e, "measured_peak_bytes") == 5e9 &&
+          num(e, "budget_bytes") == 6e9);
+    cJSON_Delete(ev);
+    /* without measured or budget figures: none kept, none logged */
+    cJSON *m2 = cJSON_CreateObject();
+    cJSON_AddStringToObject(m2, "error", "bye");
+    cJSON_AddNumberToObject(m2, "measured_peak_bytes", 0);
+    cJSON_AddNumberToObject(m2, "predicted_peak_bytes", 3);
+    CHECK(registry_leave(&c, 1, m2, err) == 0 && c.clients[1].measured_peak == 0 && c.clients[1].predicted_peak == 0);
+    ev = events("client_left");
+    e = cJSON_GetArrayItem(ev, 2);
+    CHECK(e && !cJSON_GetObjectItemCaseSensitive(e, "measured_peak_bytes") &&
+          !cJSON_GetObjectItemCaseSensitive(e, "budget_bytes"));
+    cJSON_Delete(ev);
+    cJSON_Delete(m2);
+    /* an error alone: no peaks; a reason of 239 bytes (the most kept) */
+    c.clients[1].got_bye = 0;
+    cJSON *m3 = cJSON_CreateObject();
+    char why[241];
+    memset(why, 'w', 239);
+    why[239] = 0;
+    cJSON_AddStringToObject(m3, "error", why);
+    CHECK(registry_leave(&c, 1, m3, err) == 0 && strlen(c.clients[1].left) == 239 && c.clients[1].measured_peak == 0 &&
+          c.clients[1].predicted_peak == 0);
+    why[239] = 'w', why[240] = 0;
+    cJSON_ReplaceItemInObject(m3, "error", cJSON_CreateString(why));
+    CHECK(registry_leave(&c, 1, m3, err) == -1 && strstr(err, "'error'"));
+    cJSON_ReplaceItemInObject(m3, "error", cJSON_CreateString("bye"));
+    CHECK(registry_leave(&c, 1, m3, err) == 0);
+    /* a measured peak without a predicted one: the prediction is 0 */
+    cJSON_AddNumberToObject(m3, "measured_peak_bytes", 7e9);
+    CHECK(registry_leave(&c, 1, m3, err) == 0 && c.clients[1].measured_peak == 7e9 && c.clients[1].predicted_peak == 0);
+    c.clients[1].measured_peak = 0;
+    cJSON_Delete(m3);
+    /* malformed fields */
+    const char *bad[] = {"{\"error\":5}", "{\"error\":\"\"}", "{\"measured_peak_bytes\":-1}",
+                         "{\"predicted_peak_bytes\":\"x\"}", "{\"budget_bytes\":2e18}"};
+    for (int i = 0; i < 5; i++) {
+        cJSON *b = cJSON_Parse(bad[i]);
+        CHECK_MSG(registry_leave(&c, 1, b, err) == -1, "%s accepted", bad[i]);
+        cJSON_Delete(b);
+    }
+    cJSON_Delete(m);
+
+    /* the report */
+    c.clients[1].updates = 3;
+    cJSON_AddNumberToObject(cJSON_GetObjectItemCaseSensitive(c.clients[0].hello, "plan"), "batch", 32);
+    cJSON *rep = registry_report(&c);
+    CHECK(cJSON_GetArraySize(rep) == 2);
+    const cJSON *a = cJSON_GetArrayItem(rep, 0), *b = cJSON_GetArrayItem(rep, 1);
+    CHECK(num(a, "id") == 0 && !strcmp(str(a, "name"), "a") && num(a, "samples") == 10 &&
+          !strcmp(str(a, "codec"), "fp32") && num(a, "updates") == 0 && num(a, "predicted_peak_bytes") == 4e9 &&
+          num(a, "measured_peak_bytes") == 5e9 && !strcmp(str(a, "left"), "over budget") &&
+          num(cJSON_GetObjectItemCaseSensitive(a, "plan"), "batch") == 32 &&
+          !cJSON_GetObjectItemCaseSensitive(a, "device"));
+    CHECK(num(b, "id") == 1 && num(b, "samples") == 20 && num(b, "updates") == 3 &&
+          !cJSON_GetObjectItemCaseSensitive(b, "measured_peak_bytes") && !strcmp(str(b, "left"), "bye"));
+    cJSON_Delete(rep);
+    teardown();
+}
+
+static void add_device_plan(int id, const char *device, double overhead, double records) {
+    cJSON *h = c.clients[id].hello;
+    cJSON_DeleteItemFromObject(h, "device");
+    cJSON_DeleteItemFromObject(h, "plan");
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(h, "device"), "name", device);
+    cJSON *p = cJSON_AddObjectToObject(h, "plan");
+    cJSON_AddNumberToObject(p, "overhead_bytes", overhead);
+    cJSON_AddNumberToObject(p, "overhead_records", records);
+}
+
+static void test_registry_overhead(void) {
+    setup(1, 1, 60, 1);
+    for (int i = 0; i < 8; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "c%d", i);
+        hello(name, 10);
+    }
+    CHECK(registry_overhead_estimate(&c, "gpu") == -1);
+    add_device_plan(0, "gpu", 300, 1);
+    add_device_plan(1, "gpu", 100, 2);
+    add_device_plan(2, "gpu", 200, 5);
+    add_device_plan(3, "cpu", 1, 1);     /* another device */
+    add_device_plan(4, "gpu", 50, 0);    /* no measurement */
+    add_device_plan(5, "gpu", -5, 1);    /* negative: ignored */
+    CHECK(registry_overhead_estimate(&c, "gpu") == 200); /* median of 100, 200, 300 */
+    add_device_plan(6, "gpu", 0, 1);
+    CHECK(registry_overhead_estimate(&c, "gpu") == 200); /* 0, 100, 200, 300: the upper median */
+    CHECK(registry_overhead_estimate(&c, "cpu") == 1);
+    CHECK(registry_overhead_estimate(&c, "tpu") == -1);
+    teardown();
+}
+
+static void test_registry_evict(void) {
+    setup(1, 1, 60, 1);
+    char name[32], err[HFL_ERR_LEN] = "";
+    for (int i = 0; i < COORD_MAX_CLIENTS; i++) {
+        snprintf(name, sizeof name, "n-%d", i);
+        hello(name, 10);
+    }
+    double now = hfl_now();
+    c.clients[5].last_seen = now - 1000; /* idlest, but drawn in the open round */
+    c.r.open = 1, c.r.is_selected[5] = 1;
+    c.clients[7].last_seen = now - 900; /* the victim */
+    c.clients[7].got_bye = 1, c.byes_sent = 1;
+    c.clients[9].last_seen = now - 800;
+    c.clients[11].last_seen = now - 599; /* not idle for --session-ttl */
+    int id = hello_full("new", 10, 1, NULL, err);
+    CHECK_MSG(id == 7 && !strcmp(c.clients[7].name, "new") && c.byes_sent == 0 && !c.clients[7].got_bye, "id %d: %s",
+              id, err);
+    cJSON *ev = events("session_evicted");
+    const cJSON *e = cJSON_GetArrayItem(ev, 0);
+    CHECK(cJSON_GetArraySize(ev) == 1 && num(e, "client") == 7 && !strcmp(str(e, "name"), "n-7") &&
+          num(e, "idle_s") >= 900 && num(e, "idle_s") < 960);
+    cJSON_Delete(ev);
+    CHECK(hello_full("new2", 10, 1, NULL, err) == 9);
+    CHECK(hello_full("new3", 10, 1, NULL, err) == -1 && strstr(err, "registry full"));
+    c.r.open = 0; /* a closed round protects no one */
+    CHECK(hello_full("new3", 10, 1, NULL, err) == 5);
+    /* the first slot can go too; of two equally idle, the lower id */
+    now = hfl_now();
+    c.clients[0].last_seen = now - 5000;
+    c.clients[30].last_seen = now - 1000; /* idle enough, but less than the first */
+    CHECK(hello_full("new4", 10, 1, NULL, err) == 0);
+    c.clients[20].last_seen = c.clients[21].last_seen = now - 3000;
+    CHECK(hello_full("new5", 10, 1, NULL, err) == 20);
+    CHECK(hello_full("new6", 10, 1, NULL, err) == 21);
+    teardown();
+}
+
+/* ---------------------------------------------------------------- 2 */
+
+static void test_parse_clip(void) {
+    coord_config cfg;
+    char err[HFL_ERR_LEN];
+    memset(&cfg, 0, sizeof cfg);
+    cfg.clip_norm = 5, cfg.clip_adaptive = 1, err[0] = 0;
+    coord_parse_clip("off", &cfg, err);
+    CHECK(cfg.clip_norm == 0 && cfg.clip_adaptive == 0 && !err[0]);
+    coord_parse_clip("adaptive", &cfg, err);
+    CHECK(cfg.clip_norm == COORD_CLIP_DEFAULT && cfg.clip_adaptive == 1 && !err[0]);
+    coord_parse_clip("adaptive:3.5", &cfg, err);
+    CHECK(cfg.clip_norm == 3.5 && cfg.clip_adaptive == 1 && !err[0]);
+    coord_parse_clip("adaptive:1e-6", &cfg, err);
+    CHECK(cfg.clip_norm == 1e-6 && !err[0]);
+    coord_parse_clip("adaptive:junk", &cfg, err);
+    CHECK(err[0] && cfg.clip_norm == COORD_CLIP_DEFAULT && cfg.clip_adaptive == 1);
+    err[0] = 0;
+    coord_parse_clip("1.5", &cfg, err);
+    CHECK(cfg.clip_norm == 1.5 && cfg.clip_adaptive == 0 && !err[0]);
+    coord_parse_clip("1e6", &cfg, err);
+    CHECK(cfg.clip_norm == 1e6 && !err[0]);
+    coord_parse_clip("adaptivex", &cfg, err);
+    CHECK(!strcmp(err, "'adaptivex' is not off, adaptive[:C0] or a norm in [1e-6, 1e6]") && cfg.clip_norm == 1e6);
+    err[0] = 0;
+    coord_parse_clip("1e-7", &cfg, err);
+    CHECK(strstr(err, "'1e-7' is not off") && cfg.clip_norm == 1e6);
+}
+
+/* ---------------------------------------------------------------- 3, 4 */
+
+static void test_draw(void) {
+    setup(3, 3, 60, 0.5);
+    /* hello order e c a d b; names in order a b c d e are ids 2 4 1 3 0 */
+    int e = hello("e", 100), cc = hello("c", 200), a = hello("a", 300), d = hello("d", 400), b = hello("b", 500);
+    char err[HFL_ERR_LEN];
+    int np = hello_full("np", 900, 0, NULL, err); /* no plan: never drawn */
+    int quiet = hello("quiet", 50);
+    c.clients[quiet].last_seen = hfl_now() - 61; /* silent for --liveness */
+    (void)np;
+    rounds_tick(&c);
+    REQUIRE(c.r.open && c.r.round == 1);
+    int ids[5] = {a, b, cc, d, e}, n = 5;
+    for (int i = 0; i < 3; i++) {
+        uint32_t u = hfl_philox_u32(7, HFL_STREAM_SHUFFLE, 1, 0xFFFFFFFFu, 0, (uint64_t)i);
+        int j = i + (int)((uint64_t)u * (uint64_t)(n - i) >> 32);
+        int t = ids[i];
+        ids[i] = ids[j];
+        ids[j] = t;
+    }
+    CHECK(c.r.n_selected == 3 && c.r.n_silent == 1);
+    double planned = 0;
+    for (int i = 0; i < 3; i++) {
+        CHECK_MSG(c.r.selected[i] == ids[i], "selected[%d] = %d, expected %d", i, c.r.selected[i], ids[i]);
+        planned += (double)c.clients[ids[i]].samples;
+    }
+    int sel = 0;
+    for (int i = 0; i < c.n_clients; i++) sel += c.r.is_selected[i];
+    CHECK(sel == 3 && !c.r.is_selected[np] && !c.r.is_selected[quiet]);
+    CHECK(c.r.samples_planned == planned);
+    int64_t total = 0;
+    for (int i = 0; i < 3; i++) {
+        int s = ids[i];
+        int64_t own = c.clients[s].samples;
+        double others = planned - (double)own; /* F / (1 - F) = 1 */
+        int64_t cap = others < (double)own ? (int64_t)others : own;
+        CHECK_MSG(c.r.share_cap[s] == cap, "client %d cap %lld, expected %lld", s, (long long)c.r.share_cap[s],
+                  (long long)cap);
+        CHECK(c.r.samples_at_select[s] == own && c.r.declared_at_select[s] == own);
+        total += cap;
+    }
+    CHECK(c.r.cap_total == total);
+    /* the task settings */
+    const cJSON *t = c.r.task_meta;
+    CHECK(num(t, "round") == 1 && num(t, "version") == 0 && !strcmp(str(t, "model"), "mlp") && num(t, "params") == NP &&
+          num(t, "local_epochs") == 3 && num(t, "batch") == 16 && num(t, "lr") == 0.25 && num(t, "momentum") == 0.5 &&
+          num(t, "weight_decay") == 0.125 && !strcmp(str(t, "codec"), "fp32") && num(t, "block") == 256 &&
+          num(t, "seed") == 7 && num(t, "deadline_ms") == 60000);
+    cJSON *ev = events("round_open");
+    const cJSON *o = cJSON_GetArrayItem(ev, 0);
+    const cJSON *sa = cJSON_GetObjectItemCaseSensitive(o, "selected");
+    CHECK(cJSON_GetArraySize(ev) == 1 && num(o, "round") == 1 && num(o, "silent") == 1 && cJSON_GetArraySize(sa) == 3);
+    for (int i = 0; i < 3 && i < cJSON_GetArraySize(sa); i++) CHECK(cJSON_GetArrayItem(sa, i)->valuedouble == ids[i]);
+    cJSON_Delete(ev);
+
+    /* pulls */
+    int out = -1;
+    for (int i = 0; i < 5 && out < 0; i++)
+        if (!c.r.is_selected[(int[]){a, b, cc, d, e}[i]]) out = (int[]){a, b, cc, d, e}[i];
+    size_t len;
+    uint8_t *rep = rounds_pull(&c, out, -1, &len);
+    cJSON *w = reply_meta(rep, len, HFL_MSG_WAIT);
+    CHECK(num(w, "ms") == 200 && !c.r.tasked[out]);
+    cJSON_Delete(w);
+    size_t l1 = pull(ids[0], HFL_MSG_TASK), l2 = pull(ids[0], HFL_MSG_TASK); /* asked twice: sent twice */
+    CHECK(c.r.tasked[ids[0]] && c.r.bytes_down == l1 + l2 && c.r.tasks_delta == 0 && l1 > (size_t)NP * 4);
+    teardown();
+
+    /* caps: at least 1, at most the client's own; F >= 1 or a round of one: own */
+    setup(2, 2, 60, 0.2);
+    int x = hello("x", 1), y = hello("y", 1000);
+    rounds_tick(&c);
+    CHECK(c.r.share_cap[y] == 1 && c.r.share_cap[x] == 1 && c.r.cap_total == 2); /* 0.25 x 1 -> 0 -> 1; 250 > 1 */
+    teardown();
+    setup(3, 3, 60, 0.2);
+    x = hello("x", 100), y = hello("y", 200);
+    int z = hello("z", 700);
+    rounds_tick(&c);
+    CHECK(c.r.share_cap[x] == 100 && c.r.share_cap[y] == 200 && c.r.share_cap[z] == 75 && c.r.cap_total == 375);
+    teardown();
+    setup(1, 1, 60, 0.2);
+    x = hello("x", 100);
+    rounds_tick(&c);
+    CHECK(c.r.share_cap[x] == 100 && c.r.cap_total == 100);
+    teardown();
+    setup(2, 2, 60, 1);
+    x = hello("x", 100), y = hello("y", 700);
+    rounds_tick(&c);
+    CHECK(c.r.share_cap[x] == 100 && c.r.share_cap[y] == 700);
+    teardown();
+}
+
+/* ---------------------------------------------------------------- 5, 6 */
+
+static void test_updates(void) {
+    setup(3, 3, 60, 1);
+    c.cfg.max_client_samples = 200;
+    int a = hello("a", 100), b = hello("b", 300), d = hello("d", 100), n4 = hello("n4", 50);
+    c.cfg.clients_per_round = 3;
+    c.clients[n4].has_plan = 0; /* only a, b, d are drawn */
+    rounds_tick(&c);
+    REQUIRE(c.r.open && c.r.is_selected[a] && c.r.is_selected[b] && c.r.is_selected[d]);
+    CHECK(c.r.samples_planned == 400 && c.r.declared_at_select[b] == 300 && c.r.samples_at_select[b] == 200);
+    /* refusals before anything is pulled: no task, so nobody is told to skip */
+    refuse(a, 1, 100, 0.5, "fp32", NULL, "client 0 was given no task in round 1", 0);
+    refuse(n4, 1, 50, 0.5, "fp32", NULL, "was given no task", 0);
+    pull(a, HFL_MSG_TASK);
+    pull(b, HFL_MSG_TASK);
+    pull(d, HFL_MSG_TASK);
+    refuse(a, 2, 100, 0.5, "fp32", NULL, "update for round 2, but round 1 is open", 0);
+    refuse(a, 0, 100, 0.5, "fp32", NULL, "'round'", 0);
+    refuse(a, 1, 0, 0.5, "fp32", NULL, "'samples'", 1);
+    CHECK(c.r.refused[a] && c.r.n_refused == 1);
+    refuse(a, 1, 100, 0.5, "fp32", NULL, "client 0 was told to skip round 1", 0);
+    c.r.refused[a] = 0, c.r.n_refused = 0;
+    refuse(a, 1, 100, -0.5, "fp32", NULL, "'loss'", 1);
+    c.r.refused[a] = 0, c.r.n_refused = 0;
+    refuse(a, 1, 100, 2e30, "fp32", NULL, "'loss'", 1);
+    c.r.refused[a] = 0;
+    refuse(a, 1, 100, 0.5, "fp32", "{\"peak_bytes\": -1}", "'peak_bytes'", 1);
+    c.r.refused[a] = 0;
+    refuse(a, 1, 100, 0.5, "fp32", "{\"train_s\": 2e9}", "'train_s'", 1);
+    c.r.refused[a] = 0;
+    refuse(a, 1, 100, 0.5, "fp32", "{\"predicted_peak_bytes\": -1}", "'predicted_peak_bytes'", 1);
+    c.r.refused[a] = 0;
+    refuse(a, 1, 100, 0.5, "fp32", "{\"measured_peak_bytes\": 2e18}", "'measured_peak_bytes'", 1);
+    c.r.refused[a] = 0;
+    refuse(a, 1, 100, 0.5, "int8", NULL, "update uses codec 'int8', client 0 uses 'fp32'", 1);
+    c.r.refused[a] = 0;
+    refuse(a, 1, 101, 0.5, "fp32", NULL, "update weighted by 101 samples, but client 0 declared 100 when drawn", 1);
+    c.r.refused[a] = 0, c.r.n_refused = 0;
+    CHECK(c.rejected == 14 && c.r.n_received == 0);
+
+    /* accepted: b declared 300, drawn with 200 (the cap): 250 samples weigh 200 */
+    cJSON *ack = send(b, 1, 250, 1.0, 3.0f, "fp32",
+                      "{\"peak_bytes\": 1234, \"train_s\": 2.5, \"predicted_peak_bytes\": 900, \"measured_peak_bytes\": 1000}",
+                      777, HFL_MSG_ACK);
+    CHECK(num(ack, "round") == 1);
+    cJSON_Delete(ack);
+    CHECK(c.r.received[b] && c.r.n_received == 1 && c.r.weight_samples == 200 && c.r.weight_max == 200 &&
+          c.r.samples_sum == 250 && c.r.loss_sum == 250 && c.r.bytes_up == 777);
+    CHECK(c.clients[b].updates == 1 && c.clients[b].predicted_peak == 900 && c.clients[b].measured_peak == 1000);
+    CHECK_CLOSE(c.r.norms[0], 3.0 * sqrt((double)NP), 0, 1e-12);
+    refuse(b, 1, 250, 1.0, "fp32", NULL, "round 1 already has an update from client 1", 0);
+    cJSON *ev = events("update");
+    const cJSON *u = cJSON_GetArrayItem(ev, 0);
+    CHECK(cJSON_GetArraySize(ev) == 1 && num(u, "round") == 1 && num(u, "client") == b && num(u, "samples") == 250 &&
+          num(u, "weight") == 0.5 && num(u, "loss") == 1.0 && num(u, "peak_bytes") == 1234 && num(u, "train_s") == 2.5 &&
+          num(u, "predicted_peak_bytes") == 900 && num(u, "measured_peak_bytes") == 1000 && num(u, "bytes") == 777 &&
+          cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(u, "clipped")));
+    CHECK_CLOSE(num(u, "norm"), 3.0 * sqrt((double)NP), 0, 1e-12);
+    cJSON_Delete(ev);
+    /* a's update without peak figures: measured 0 keeps none */
+    c.clients[a].predicted_peak = 11, c.clients[a].measured_peak = 22;
+    cJSON_Delete(send(a, 1, 100, 0.5, 1.0f, "fp32", "{\"predicted_peak_bytes\": 5, \"measured_peak_bytes\": 0}", 100,
+                      HFL_MSG_ACK));
+    CHECK(c.clients[a].predicted_peak == 11 && c.clients[a].measured_peak == 22);
+    ev = events("update");
+    u = cJSON_GetArrayItem(ev, 1);
+    CHECK(u && !cJSON_GetObjectItemCaseSensitive(u, "measured_peak_bytes") && num(u, "peak_bytes") == 0 &&
+          num(u, "train_s") == 0 && num(u, "weight") == 0.25);
+    cJSON_Delete(ev);
+    CHECK(c.r.weight_samples == 300 && c.r.weight_max == 200);
+    accept(d, 100, 0.25, 1.0f);
+    /* pulls after the update: wait */
+    pull(b, HFL_MSG_WAIT);
+    uint64_t down = c.r.bytes_down;
+    rounds_tick(&c);
+    CHECK(!c.r.open && c.version == 1);
+    /* mean: (200 x 3 + 100 x 1 + 100 x 1) / 400 = 2 */
+    CHECK(all_weights(2.0f));
+    const cJSON *r = last_round();
+    char sha[65];
+    sha_hex(sha);
+    CHECK(!strcmp(str(r, "status"), "ok") && num(r, "round") == 1 && num(r, "clients") == 3 &&
+          num(r, "selected") == 3 && num(r, "samples") == 450 && num(r, "bytes_up") == 777 + 100 + 1000 &&
+          num(r, "bytes_down") == (double)down && num(r, "tasks_delta") == 0 && num(r, "version") == 1 &&
+          cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(r, "clip_norm")) && num(r, "clipped") == 0 &&
+          num(r, "refused") == 0 && !cJSON_GetObjectItemCaseSensitive(r, "rule_kept") &&
+          !cJSON_GetObjectItemCaseSensitive(r, "reason") && !strcmp(str(r, "model_sha256"), sha) &&
+          !strcmp(c.final_sha256, sha));
+    CHECK_CLOSE(num(r, "train_loss"), (250 * 1.0 + 100 * 0.5 + 100 * 0.25) / 450, 0, 1e-12);
+    CHECK_CLOSE(num(r, "test_acc"), 1.0, 0, 0);
+    CHECK_CLOSE(num(r, "test_loss"), log(10.0), 1e-5, 0);
+    CHECK_CLOSE(num(r, "update_norm_median"), sqrt((double)NP), 0, 1e-12);
+    CHECK_CLOSE(num(r, "update_norm_max"), 3 * sqrt((double)NP), 0, 1e-12);
+    CHECK(num(r, "wall_s") >= 0 && num(r, "wall_s") < 60);
+    CHECK(!c.done);
+    cJSON *rev = events("round");
+    CHECK(cJSON_GetArraySize(rev) == 1 && !strcmp(str(cJSON_GetArrayItem(rev, 0), "model_sha256"), sha));
+    cJSON_Delete(rev);
+    /* a closed round refuses, skipping nobody */
+    refuse(a, 1, 100, 0.5, "fp32", NULL, "update for round 1, but round 1 is closed", 0);
+    /* round 2 is the last: the run is done, pulls get bye once per client */
+    rounds_tick(&c);
+    REQUIRE(c.r.open && c.r.round == 2);
+    CHECK(num(c.r.task_meta, "version") == 1 && num(c.r.task_meta, "round") == 2);
+    pull(a, HFL_MSG_TASK), pull(b, HFL_MSG_TASK), pull(d, HFL_MSG_TASK);
+    accept(a, 100, 0.5, 1.0f), accept(b, 100, 0.5, 1.0f), accept(d, 100, 0.5, 1.0f);
+    rounds_tick(&c);
+    CHECK(c.done && c.version == 2 && all_weights(3.0f));
+    size_t len;
+    uint8_t *rep = rounds_pull(&c, a, -1, &len);
+    cJSON *bye = reply_meta(rep, len, HFL_MSG_BYE);
+    CHECK(bye && !strcmp(str(bye, "reason"), "run complete") && c.clients[a].got_bye && c.byes_sent == 1);
+    cJSON_Delete(bye);
+    pull(a, HFL_MSG_BYE);
+    pull(n4, HFL_MSG_BYE);
+    CHECK(c.byes_sent == 2);
+    int rounds_before = cJSON_GetArraySize(c.round_log);
+    rounds_tick(&c); /* done: nothing more */
+    CHECK(cJSON_GetArraySize(c.round_log) == rounds_before && !c.r.open);
+    teardown();
+}
+
+static void test_clip(void) {
+    double n1 = sqrt((double)NP);
+    /* adaptive, C = 1000: norms n1 (below) and 3 n1 (above): b = 0.5, C stays */
+    setup_full(2, 2, 60, 1, "fedavg", 1000, 1);
+    CHECK(c.clip == 1000);
+    int a = hello("a", 100), b = hello("b", 100);
+    rounds_tick(&c);
+    CHECK(c.r.clip == 1000);
+    pull(a, HFL_MSG_TASK), pull(b, HFL_MSG_TASK);
+    accept(a, 100, 0.5, 1.0f), accept(b, 100, 0.5, 3.0f);
+    rounds_tick(&c);
+    CHECK(c.clip == 1000 && num(last_round(), "clip_norm") == 1000 && num(last_round(), "clipped") == 1);
+    cJSON *ev = events("update");
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ev, 1), "clipped")));
+    cJSON_Delete(ev);
+    /* mean of 1 and 3 scaled to 1000 / (3 n1) */
+    CHECK_CLOSE(c.global[0], 0.5 * 1.0 + 0.5 * 1000.0 / n1, 0, 1e-6);
+    /* round 2: both below, b = 1: C exp(-0.1) */
+    rounds_tick(&c);
+    pull(a, HFL_MSG_TASK), pull(b, HFL_MSG_TASK);
+    accept(a, 100, 0.5, 1.0f), accept(b, 100, 0.5, 1.0f);
+    rounds_tick(&c);
+    CHECK_CLOSE(c.clip, 1000 * exp(-0.1), 0, 1e-15);
+    teardown();
+    /* both above: b = 0, C exp(0.1); and an update exactly at C counts as below */
+    setup_full(2, 2, 60, 1, "fedavg", 100, 1);
+    a = hello("a", 100), b = hello("b", 100);
+    rounds_tick(&c);
+    pull(a, HFL_MSG_TASK), pull(b, HFL_MSG_TASK);
+    accept(a, 100, 0.5, 1.0f), accept(b, 100, 0.5, 2.0f);
+    rounds_tick(&c);
+    CHECK_CLOSE(c.clip, 100 * exp(0.1), 0, 1e-15);
+    teardown();
+    /* a fixed clip does not move */
+    setup_full(2, 2, 60, 1, "fedavg", 100, 0);
+    a = hello("a", 100), b = hello("b", 100);
+    rounds_tick(&c);
+    pull(a, HFL_MSG_TASK), pull(b, HFL_MSG_TASK);
+    accept(a, 100, 0.5, 1.0f), accept(b, 100, 0.5, 2.0f);
+    rounds_tick(&c);
+    CHECK(c.clip == 100 && num(last_round(), "clipped") == 2);
+    teardown();
+}
+
+static void test_divisor(void) {
+    /* F = 0.5, three of 100, one update at the deadline: the divisor grows
+     * from 100 to 100 / 0.5 = 200 (of 300 capped): the model moves by v / 2 */
+    setup(3, 1, 0.2, 0.5);
+    int a = hello("a", 100);
+    hello("b", 100), hello("c", 100);
+    rounds_tick(&c);
+    pull(a, HFL_MSG_TASK);
+    accept(a, 100, 0.5, 4.0f);
+    hfl_sleep_ms(300);
+    rounds_tick(&c);
+    CHECK(c.version == 1 && all_weights(2.0f));
+    teardown();
+    /* F = 0.2, two of 100: caps 25 each (0.25 x 100), one update weighing 25:
+     * 25 / 0.2 = 125 exceeds the capped total 50, which is the divisor: v / 2 */
+    setup(2, 1, 0.2, 0.2);
+    a = hello("a", 100);
+    hello("b", 100);
+    rounds_tick(&c);
+    CHECK(c.r.cap_total == 50);
+    pull(a, HFL_MSG_TASK);
+    accept(a, 100, 0.5, 4.0f);
+    CHECK(c.r.weight_samples == 25 && c.r.weight_max == 25);
+    hfl_sleep_ms(300);
+    rounds_tick(&c);
+    CHECK(c.version == 1 && all_weights(2.0f));
+    teardown();
+    /* F = 1: plain FedAvg over what came, the mean of the update itself */
+    setup(3, 1, 0.2, 1);
+    a = hello("a", 100);
+    hello("b", 100), hello("c", 100);
+    rounds_tick(&c);
+    pull(a, HFL_MSG_TASK);
+    accept(a, 100, 0.5, 4.0f);
+    hfl_sleep_ms(300);
+    rounds_tick(&c);
+    CHECK(c.version == 1 && all_weights(4.0f));
+    teardown();
+}
+
+static void test_closing(void) {
+    /* gone: one selected client leaves; the other two answered: the round
+     * closes at once, long before its deadline */
+    setup(3, 2, 60, 1);
+    int a = hello("a", 100), b = hello("b", 100), d = hello("d", 100);
+    rounds_tick(&c);
+    pull(a, HFL_MSG_TASK), pull(b, HFL_MSG_TASK);
+    accept(a, 100, 0.5, 1.0f), accept(b, 100, 0.5, 3.0f);
+    rounds_tick(&c);
+    CHECK(c.r.open); /* d may still answer */
+    cJSON *m = cJSON_CreateObject();
+    char err[HFL_ERR_LEN];
+    cJSON_AddStringToObject(m, "error", "out of memory");
+    CHECK(registry_leave(&c, d, m, err) == 0);
+    cJSON_Delete(m);
+    rounds_tick(&c);
+    CHECK(!c.r.open && c.version == 1 && all_weights(2.0f) && !strcmp(str(last_round(), "status"), "ok"));
+    /* the next round opens without d: two live planned, one left, K = 3 */
+    rounds_tick(&c);
+    CHECK(c.r.open && c.r.n_selected == 2 && !c.r.is_selected[d]);
+    teardown();
+
+    /* gone but short of the quorum: failed, model kept */
+    setup(3, 3, 60, 1);
+    a = hello("a", 100), b = hello("b", 100), d = hello("d", 100);
+    rounds_tick(&c);
+    pull(a, HFL_MSG_TASK), pull(b, HFL_MSG_TASK), pull(d, HFL_MSG_TASK);
+    accept(a, 100, 0.5, 1.0f), accept(b, 100, 0.5, 3.0f);
+    refuse(d, 1, 100, 0.5, "int8", NULL, "uses codec", 1); /* told to skip: gone */
+    rounds_tick(&c);
+    const cJSON *r = last_round();
+    CHECK(!c.r.open && c.version == 0 && all_weights(0.0f) && !strcmp(str(r, "status"), "failed") &&
+          !strcmp(str(r, "reason"), "quorum not reached, global model kept") && num(r, "refused") == 1 &&
+          num(r, "clients") == 2);
+    CHECK_CLOSE(num(r, "test_acc"), 0.0, 0, 0); /* no evaluation: the last accuracy, none yet */
+    teardown();
+
+    /* the deadline with no update at all (quorum 0): failed, not aggregated */
+    setup(2, 0, 0.2, 1);
+    hello("a", 100), hello("b", 100);
+    rounds_tick(&c);
+    hfl_sleep_ms(300);
+    rounds_tick(&c);
+    CHECK(!c.r.open && c.version == 0 && !strcmp(str(last_round(), "reason"), "quorum not reached, global model kept"));
+    teardown();
+
+    /* when a round opens: K = 3, quorum 2, two planned clients wait */
+    setup(3, 2, 60, 1);
+    a = hello("a", 100), b = hello("b", 100);
+    char err2[HFL_ERR_LEN];
+    hello_full("noplan", 100, 0, NULL, err2);
+    rounds_tick(&c);
+    CHECK(!c.r.open);
+    c.clients[b].last_seen = hfl_now() - 120; /* silent: one live */
+    d = hello("d", 100);
+    m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "error", "bye");
+    registry_leave(&c, d, m, err2); /* planned 2 + left 1 >= K, but one live < quorum */
+    cJSON_Delete(m);
+    rounds_tick(&c);
+    CHECK(!c.r.open);
+    c.clients[b].last_seen = hfl_now();
+    rounds_tick(&c);
+    CHECK(c.r.open && c.r.n_selected == 2 && c.r.is_selected[a] && c.r.is_selected[b]);
+    teardown();
+
+    /* K = 2, quorum 1: one live planned client and one silent one open a
+     * round of one; with quorum 0 and no live client, nothing opens */
+    setup(2, 1, 60, 1);
+    a = hello("a", 100), b = hello("b", 100);
+    c.clients[b].last_seen = hfl_now() - 120;
+    rounds_tick(&c);
+    CHECK(c.r.open && c.r.n_selected == 1 && c.r.is_selected[a] && c.r.n_silent == 1);
+    teardown();
+    setup(2, 0, 60, 1);
+    a = hello("a", 100), b = hello("b", 100);
+    c.clients[a].last_seen = c.clients[b].last_seen = hfl_now() - 120;
+    rounds_tick(&c);
+    CHECK(!c.r.open && c.r.round == 0);
+    teardown();
+
+    /* K = 0: nobody drawn; the round fails at the next tick */
+    setup(0, 0, 60, 1);
+    hello("a", 100);
+    rounds_tick(&c);
+    CHECK(c.r.open && c.r.n_selected == 0);
+    rounds_tick(&c);
+    CHECK(!c.r.open && !strcmp(str(last_round(), "reason"), "no live client to draw, global model kept"));
+    teardown();
+}
+
+/* A task sent as a delta against the version the client holds is counted. */
+static void test_delta_tasks(void) {
+    setup(1, 1, 60, 1);
+    c.down.delta = 1;
+    int a = hello("a", 100);
+    rounds_tick(&c);
+    pull(a, HFL_MSG_TASK);
+    CHECK(c.r.tasks_delta == 0); /* it holds nothing (-1): a full task */
+    accept(a, 100, 0.5, 1.0f);
+    rounds_tick(&c);
+    rounds_tick(&c);
+    REQUIRE(c.r.open && c.r.round == 2 && c.version == 1);
+    size_t len;
+    uint8_t *rep = rounds_pull(&c, a, 0, &len); /* it holds version 0 */
+    cJSON_Delete(reply_meta(rep, len, HFL_MSG_TASK));
+    CHECK(c.r.tasks_delta == 1);
+    pull(a, HFL_MSG_TASK);
+    CHECK(c.r.tasks_delta == 1);
+    accept(a, 100, 0.5, 1.0f);
+    rounds_tick(&c);
+    CHECK(num(last_round(), "tasks_delta") == 1);
+    teardown();
+}
+
+static void test_robust(void) {
+    setup_full(3, 3, 60, 1, "median", 0, 0);
+    int a = hello("a", 100), b = hello("b", 100), d = hello("d", 500);
+    rounds_tick(&c);
+    pull(a, HFL_MSG_TASK), pull(b, HFL_MSG_TASK), pull(d, HFL_MSG_TASK);
+    accept(a, 100, 0.5, 1.0f), accept(b, 100, 0.5, 2.0f), accept(d, 500, 0.5, 10.0f);
+    rounds_tick(&c);
+    CHECK(c.version == 1 && all_weights(2.0f) && num(last_round(), "rule_kept") == 3);
+    teardown();
+    /* Krum needs more than 2f + 2 = 4 updates: three fail the round, the model kept */
+    setup_full(3, 3, 60, 1, "krum", 1000, 1);
+    a = hello("a", 100), b = hello("b", 100), d = hello("d", 100);
+    rounds_tick(&c);
+    pull(a, HFL_MSG_TASK), pull(b, HFL_MSG_TASK), pull(d, HFL_MSG_TASK);
+    accept(a, 100, 0.5, 1.0f), accept(b, 100, 0.5, 1.0f), accept(d, 100, 0.5, 1.0f);
+    rounds_tick(&c);
+    const cJSON *r = last_round();
+    CHECK(c.version == 0 && all_weights(0.0f) && !strcmp(str(r, "status"), "failed") &&
+          strstr(str(r, "reason"), "global model kept"));
+    CHECK_CLOSE(c.clip, 1000 * exp(-0.1), 0, 1e-15); /* the clip still adapts */
+    teardown();
+    /* Krum over 5 (f = 1): one update kept */
+    setup_full(5, 5, 60, 1, "krum", 0, 0);
+    int ids[5];
+    for (int i = 0; i < 5; i++) {
+        char name[4] = {'k', (char)('0' + i), 0};
+        ids[i] = hello(name, 100);
+    }
+    rounds_tick(&c);
+    for (int i = 0; i < 5; i++) pull(ids[i], HFL_MSG_TASK);
+    for (int i = 0; i < 5; i++) accept(ids[i], 100, 0.5, i == 4 ? 50.0f : 1.0f + 0.125f * (float)i);
+    rounds_tick(&c);
+    CHECK(c.version == 1 && num(last_round(), "rule_kept") == 1);
+    teardown();
+}
+
+/* ---------------------------------------------------------------- 7 */
+
+/* What the engine allocates for a request it frees: 200 of each leave
+ * nothing allocated (mallinfo2). */
+static void test_no_leak(void) {
+    setup(2, 2, 60, 1);
+    int a = hello("a", 100);
+    hello("b", 100);
+    hello("idle", 100);
+    rounds_tick(&c);
+    pull(a, HFL_MSG_TASK);
+    int idle = c.r.is_selected[2] ? (c.r.is_selected[0] ? 1 : 0) : 2; /* a client not drawn */
+    char err[HFL_ERR_LEN];
+    cJSON *hm = cJSON_CreateObject();
+    cJSON_AddNumberToObject(hm, "samples", 100);
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(hm, "device"), "name", "cpu");
+    cJSON_AddObjectToObject(hm, "plan");
+    for (int pass = 0; pass < 2; pass++) {
+        size_t before = mallinfo2().uordblks;
+        for (int t = 0; t < 200; t++) {
+            size_t len;
+            free(coord_error_reply("no", &len));
+            free(rounds_pull(&c, idle, -1, &len)); /* wait */
+            registry_hello(&c, "idle", hm, err);   /* the old session's hello freed */
+            cJSON_Delete(send(a, 5, 100, 0.5, 1.0f, "fp32", NULL, 10, HFL_MSG_ERROR)); /* refused */
+            cJSON_Delete(registry_report(&c));
+        }
+        size_t after = mallinfo2().uordblks;
+        if (pass == 1) /* a one-off lazy allocation is not a leak: 200 leaked replies would be kilobytes */
+            CHECK_MSG(after < before + 1024, "%zu bytes left allocated by 200 requests of each kind", after - before);
+    }
+    cJSON_Delete(hm);
+    teardown();
+}
+
+int main(void) {
+    test_registry_hello();
+    test_registry_codecs();
+    test_registry_check();
+    test_registry_leave_report();
+    test_registry_overhead();
+    test_registry_evict();
+    test_parse_clip();
+    test_draw();
+    test_updates();
+    test_clip();
+    test_divisor();
+    test_closing();
+    test_delta_tasks();
+    test_robust();
+    test_no_leak();
+    return check_exit_code("test_rounds_mut");
+}
