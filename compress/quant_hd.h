@@ -73,7 +73,7 @@ static inline HFL_HD float hfl_sr_uniform(uint32_t bits16) {
  * an exact multiple never moves. Written without branches or library calls so the
  * encoder's loop vectorises (SSE2 has no floor: truncate, then step down when the
  * truncation rose). y is clamped first, which also makes the int conversion
- * defined for NaN (-> -qmax) and Inf (payload rejected later by its scale). */
+ * defined for NaN (-> +qmax) and Inf (payload rejected later by its scale). */
 static inline HFL_HD int32_t hfl_sr_round_pos(float x, float scale, float u, float qmax) {
     float y = x / scale;
     y = y < qmax ? y : qmax;

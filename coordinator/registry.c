@@ -92,13 +92,12 @@ int registry_hello(coord *c, const char *name, const cJSON *meta, char *err) {
     if (cJSON_GetObjectItemCaseSensitive(meta, "codec")) {
         char name[32];
         if (hfl_meta_str(meta, "codec", sizeof name - 1, name, err) != 0) return -1;
-        /* Codec names with a parameter (topk:<f>) are interned for the process's
-         * life: accept a bounded number of distinct ones, so hellos cannot
-         * exhaust the table. */
-        if (registry_codec_known(c, name) < 0 && c->n_client_codecs >= REGISTRY_MAX_CODECS)
-            return hfl_errf(err, "this run already serves %d client codecs; use one of them", REGISTRY_MAX_CODECS);
         if (!(codec = hfl_codec_find(name, err)) || hfl_codec_check(codec, c->spec.n_params, c->cfg.block, err) != 0)
             return -1;
+        /* A run serves a bounded number of distinct codecs, counted by canonical
+         * name (topk:0.50 is topk:0.5), so hellos cannot grow the table. */
+        if (registry_codec_known(c, codec->name) < 0 && c->n_client_codecs >= REGISTRY_MAX_CODECS)
+            return hfl_errf(err, "this run already serves %d client codecs; use one of them", REGISTRY_MAX_CODECS);
         registry_intern_codec(c, codec);
     }
 

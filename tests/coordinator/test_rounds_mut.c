@@ -310,6 +310,9 @@ static void test_registry_codecs(void) {
     CHECK(c.n_client_codecs == 8);
     CHECK(hello_full("f", 10, 1, "topk:0.125", err) == -1 && strstr(err, "already serves 8 client codecs"));
     CHECK(hello_full("f", 10, 1, "sign", err) == 5 && c.n_client_codecs == 8);
+    /* A codec already served, spelled differently, is still the same codec. */
+    CHECK_MSG(hello_full("g", 10, 1, "topk:0.50", err) == 6 && c.clients[6].codec == c.clients[3].codec,
+              "%s", err);
     teardown();
     setup(1, 1, 60, 1);
     c.cfg.block = 0; /* a blocked codec cannot take it */
