@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "util/util.h"
@@ -174,19 +175,55 @@ done:
     return rc;
 }
 
-/* The images of fp, keeping sample i at row pos[i] of x (pos -1: skipped),
- * a chunk at a time. */
+/* The images of fp, keeping sample i at row pos[i] of x (pos -1: skipped).
+ * Runs of skipped rows are passed over with gzseek: in a plain (decompressed)
+ * file that is a real seek, so a client reads just its rows; in a gzip file
+ * zlib decompresses past them. A file shorter than its header says is
+ * "truncated" even when the rows it lacks are skipped ones. */
 static int idx_read_picked(idx_file *fp, const int *pos, float *x, char *err) {
     size_t dim = (size_t)fp->rows * fp->cols;
     unsigned char *raw = hfl_malloc(dim);
     int rc = 0;
-    for (uint32_t i = 0; rc == 0 && i < fp->n; i++) {
+    for (uint32_t i = 0; rc == 0 && i < fp->n;) {
+        uint32_t run = 0;
+        while (i + run < fp->n && pos[i + run] < 0) run++;
+        if (run > 0) {
+            i += run;
+            /* the last skipped byte is read, so a short file cannot pass unseen */
+            if (gzseek(fp->f, (z_off_t)(run * dim - 1), SEEK_CUR) < 0)
+                rc = hfl_errf(err, "%s is truncated (images)", fp->path);
+            else
+                rc = idx_read_fully(fp, raw, 1, "images", err);
+            continue;
+        }
         rc = idx_read_fully(fp, raw, dim, "images", err);
-        if (rc != 0 || pos[i] < 0) continue;
+        if (rc != 0) break;
         float *row = x + (size_t)pos[i] * dim;
         for (size_t j = 0; j < dim; j++) row[j] = ((float)raw[j] * (1.0f / 255.0f) - IDX_MEAN) / IDX_STD;
+        i++;
     }
     free(raw);
+    return rc;
+}
+
+int hfl_idx_decompress(const char *src, const char *dst, char *err) {
+    errno = 0;
+    gzFile in = gzopen(src, "rb");
+    if (!in) return hfl_errf(err, "cannot open %s: %s", src, errno ? strerror(errno) : "out of memory");
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", dst);
+    FILE *out = fopen(tmp, "wb");
+    int got = 0, rc = 0;
+    unsigned char *buf = hfl_malloc(IDX_CHUNK);
+    if (!out) rc = hfl_errf(err, "cannot write %s: %s", tmp, strerror(errno));
+    while (out && rc == 0 && (got = gzread(in, buf, IDX_CHUNK)) > 0)
+        if (fwrite(buf, 1, (size_t)got, out) != (size_t)got) rc = hfl_errf(err, "cannot write %s: %s", tmp, strerror(errno));
+    if (out && rc == 0 && got < 0) rc = hfl_errf(err, "cannot read %s: %s", src, gzerror(in, &got));
+    if (out && fclose(out) != 0 && rc == 0) rc = hfl_errf(err, "cannot write %s: %s", tmp, strerror(errno));
+    if (out && rc == 0 && rename(tmp, dst) != 0) rc = hfl_errf(err, "cannot rename %s: %s", tmp, strerror(errno));
+    if (out && rc != 0) remove(tmp);
+    free(buf);
+    gzclose(in);
     return rc;
 }
 
@@ -238,13 +275,17 @@ done:
     return rc;
 }
 
-/* dir/<prefix>-{images-idx3,labels-idx1}-ubyte.gz into images and labels. */
+/* dir/<prefix>-{images-idx3,labels-idx1}-ubyte into images and labels: each
+ * plain file when it is there decompressed (hfl-sim writes them so
+ * that each client reads only its rows), else the .gz files. */
 static int fmnist_paths(const char *dir, int train, char *images, char *labels, size_t cap, char *err) {
     const char *prefix = train ? "train" : "t10k";
-    int a = snprintf(images, cap, "%s/%s-images-idx3-ubyte.gz", dir, prefix);
-    int b = snprintf(labels, cap, "%s/%s-labels-idx1-ubyte.gz", dir, prefix);
-    if (a < 0 || b < 0 || a >= (int)cap || b >= (int)cap)
+    int a = snprintf(images, cap, "%s/%s-images-idx3-ubyte", dir, prefix);
+    int b = snprintf(labels, cap, "%s/%s-labels-idx1-ubyte", dir, prefix);
+    if (a < 0 || b < 0 || a + 3 >= (int)cap || b + 3 >= (int)cap)
         return hfl_errf(err, "dataset directory path too long: %.200s...", dir);
+    if (access(images, R_OK) != 0) strcat(images, ".gz");
+    if (access(labels, R_OK) != 0) strcat(labels, ".gz");
     return 0;
 }
 
@@ -254,6 +295,21 @@ int hfl_fmnist_load_picked(const char *dir, int train, hfl_idx_picker pick, void
     memset(out, 0, sizeof *out);
     if (fmnist_paths(dir, train, images, labels, sizeof images, err) != 0) return -1;
     return hfl_idx_load_picked(images, labels, pick, ctx, out, err);
+}
+
+int hfl_fmnist_unpack(const char *src, const char *dst, char *err) {
+    static const char *names[4] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                                   "t10k-labels-idx1-ubyte"};
+    char from[4096], to[4096];
+    if (hfl_mkdirs(dst, err) != 0) return -1;
+    for (int i = 0; i < 4; i++) {
+        int a = snprintf(from, sizeof from, "%s/%s.gz", src, names[i]);
+        int b = snprintf(to, sizeof to, "%s/%s", dst, names[i]);
+        if (a < 0 || b < 0 || a >= (int)sizeof from || b >= (int)sizeof to)
+            return hfl_errf(err, "dataset directory path too long: %.200s...", a >= (int)sizeof from ? src : dst);
+        if (hfl_idx_decompress(from, to, err) != 0) return -1;
+    }
+    return 0;
 }
 
 int hfl_fmnist_load(const char *dir, int train, hfl_dataset *out, char *err) {

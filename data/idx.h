@@ -23,7 +23,8 @@ typedef struct {
 /* Reads an image file and its label file; checks magics, dimensions, counts
  * agreeing, and labels < 10. Returns -1 with a one-line err on any problem. */
 int hfl_idx_load(const char *images_path, const char *labels_path, hfl_dataset *out, char *err);
-/* dir/train-*-ubyte.gz (train=1) or dir/t10k-*-ubyte.gz (train=0). */
+/* dir/train-*-ubyte (train=1) or dir/t10k-*-ubyte (train=0), each file
+ * plain when it is there, else its .gz. */
 int hfl_fmnist_load(const char *dir, int train, hfl_dataset *out, char *err);
 /* Chooses the samples to keep from the labels (y[0..n)): their indices, in
  * the order wanted, into *idx (malloc'd); returns how many, or -1 with err. */
@@ -34,6 +35,12 @@ typedef int (*hfl_idx_picker)(void *ctx, const int32_t *y, int n, int **idx, cha
  * of Fashion-MNIST costs its share, not the 188 MB of the whole set). */
 int hfl_idx_load_picked(const char *images_path, const char *labels_path, hfl_idx_picker pick, void *ctx,
                         hfl_dataset *out, char *err);
+/* Writes src (an IDX file, gzipped or not) decompressed to dst, atomically
+ * (dst.tmp, then rename); -1 with err. */
+int hfl_idx_decompress(const char *src, const char *dst, char *err);
+/* The four Fashion-MNIST .gz files of src decompressed into dst (made if
+ * missing), so that loads from dst read just the rows they keep; -1 with err. */
+int hfl_fmnist_unpack(const char *src, const char *dst, char *err);
 int hfl_fmnist_load_picked(const char *dir, int train, hfl_idx_picker pick, void *ctx, hfl_dataset *out,
                            char *err);
 /* New dataset holding the listed samples of src, in that order. */

@@ -5,7 +5,10 @@
  * raw files, the standardised pixel statistics, and hfl_dataset_subset.
  * hfl_fmnist_load_picked gives byte for byte what the full load and subset
  * give, for every 7th sample of class 3 in reverse order, and refuses a
- * picker that names a sample twice or one past the end.
+ * picker that names a sample twice or one past the end. hfl_idx_decompress
+ * writes the raw bytes, and a directory of plain files (read with seeks past
+ * the rows not picked) gives the same picked samples; a plain file cut short
+ * is "truncated" even where the rows it lacks were not picked.
  * Skips (exit 77) when dataset-fashion-mnist is not installed. */
 #include <math.h>
 #include <stdlib.h>
@@ -89,6 +92,52 @@ static void test_picked(const hfl_dataset *all) {
     }
 }
 
+static int pick_first(void *ctx, const int32_t *y, int n, int **idx, char *err) {
+    (void)ctx, (void)y, (void)n, (void)err;
+    *idx = malloc(sizeof(int));
+    (*idx)[0] = 0;
+    return 1;
+}
+
+static void test_plain(const hfl_dataset *all) {
+    char dir[] = "/tmp/hfl-idx-XXXXXX", src[512], dst[512], err[HFL_ERR_LEN] = "";
+    REQUIRE(mkdtemp(dir) != NULL);
+    const char *names[2] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(src, sizeof src, "%s/%s.gz", HFL_FMNIST_DIR, names[i]);
+        snprintf(dst, sizeof dst, "%s/%s", dir, names[i]);
+        CHECK_MSG(hfl_idx_decompress(src, dst, err) == 0, "decompress: %s", err);
+        size_t want_len = 0, got_len = 0;
+        unsigned char *want = read_gz(src, &want_len), *got = NULL;
+        FILE *f = fopen(dst, "rb");
+        if (f && want) {
+            got = malloc(want_len + 1);
+            got_len = fread(got, 1, want_len + 1, f);
+        }
+        if (f) fclose(f);
+        CHECK_MSG(want && got && got_len == want_len && !memcmp(got, want, want_len), "%s: plain bytes differ", names[i]);
+        free(want);
+        free(got);
+    }
+    int bad = 0, *idx = NULL, k = pick_threes(&bad, all->y, all->n, &idx, err);
+    hfl_dataset want, got;
+    hfl_dataset_subset(all, idx, k, &want);
+    CHECK_MSG(hfl_fmnist_load_picked(dir, 1, pick_threes, &bad, &got, err) == 0, "plain picked load: %s", err);
+    CHECK_MSG(got.n == k && !memcmp(got.x, want.x, sizeof(float) * (size_t)k * 784) &&
+                  !memcmp(got.y, want.y, sizeof(int32_t) * (size_t)k), "plain picked samples differ");
+    hfl_dataset_free(&got);
+    hfl_dataset_free(&want);
+    free(idx);
+    /* cut the last image short: only sample 0 is picked, yet it is noticed */
+    snprintf(dst, sizeof dst, "%s/%s", dir, names[0]);
+    CHECK(truncate(dst, 16 + 60000L * 784 - 100) == 0);
+    CHECK_MSG(hfl_fmnist_load_picked(dir, 1, pick_first, NULL, &got, err) == -1 && strstr(err, "truncated"),
+              "a short plain file: %s", err);
+    snprintf(src, sizeof src, "%s/%s", dir, names[1]);
+    CHECK(unlink(dst) == 0 && unlink(src) == 0 && rmdir(dir) == 0);
+    CHECK_MSG(hfl_idx_decompress("/nonexistent/x.gz", dst, err) == -1 && strstr(err, "/nonexistent/x.gz"), "%s", err);
+}
+
 static void test_train(void) {
     static const int first[10] = {9, 0, 0, 3, 0, 2, 7, 2, 5, 5};
     hfl_dataset ds;
@@ -124,6 +173,7 @@ static void test_train(void) {
     hfl_dataset_free(&sub);
     CHECK_MSG(sub.x == NULL && sub.y == NULL && sub.n == 0, "free clears the struct");
     test_picked(&ds);
+    test_plain(&ds);
     hfl_dataset_free(&ds);
 }
 
