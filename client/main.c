@@ -30,6 +30,7 @@
 #include "util/util.h"
 
 #define CLIENT_MAX_PAYLOAD ((size_t)256 << 20)
+#define CLIENT_HOLD_MS 5000.0 /* how long the coordinator may hold a pull (a long poll) */
 
 
 static void usage(FILE *f) {
@@ -478,11 +479,15 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
         if (!o->quiet) printf("%s: %s\n", o->name, loaded ? "error-feedback residual restored from the state file" : why);
     }
 
+    /* well inside our request timeout, so a held pull never times out */
+    double hold_ms = o->timeout_s * 1000 / 4 < CLIENT_HOLD_MS ? o->timeout_s * 1000 / 4 : CLIENT_HOLD_MS;
     for (;;) {
         meta = cJSON_CreateObject();
         cJSON_AddNumberToObject(meta, "client_id", s->client_id);
         cJSON_AddStringToObject(meta, "token", s->token);
         cJSON_AddNumberToObject(meta, "have_version", s->held_version);
+        /* a long poll: the coordinator may hold the pull until there is work */
+        cJSON_AddNumberToObject(meta, "hold_ms", hold_ms);
         char why[200] = "unexpected reply";
         sent = hfl_transport_request(sock, HFL_MSG_PULL, meta, NULL, 0, max_payload, &rep, &raw, why);
         cJSON_Delete(meta);

@@ -72,6 +72,7 @@ typedef struct {
     int max_conns_per_addr;     /* connections one address may hold (0: any) */
     double idle_s;              /* a connection without a whole message this long is closed */
     int max_inflight;           /* requests handled at once (NNG contexts) */
+    int threads;                /* OpenBLAS threads for evaluation */
     uint64_t robust_memory;     /* the most a robust rule may hold decoded (bytes) */
     /* I/O */
     char listen_url[256];
@@ -244,6 +245,11 @@ int rounds_init(coord *c, char *err);
 uint8_t *rounds_pull(coord *c, int id, int64_t have_version, size_t *len);
 uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *payload, size_t plen,
                        size_t msg_bytes, size_t *len);
+/* Whether a pull from id would get more than "wait": a task, or bye. */
+int rounds_pull_ready(const coord *c, int id);
+/* A WAIT reply: come back in ms (0: at once, after a held pull). */
+#define COORD_WAIT_MS 200
+uint8_t *rounds_wait_reply(int ms, size_t *len);
 /* Opens, closes or abandons rounds as quorum and deadline say; called by the main loop. */
 void rounds_tick(coord *c);
 
@@ -274,6 +280,9 @@ void conns_stop(coord_conns *t);             /* after the socket is closed */
 typedef struct coord_server coord_server;
 coord_server *server_start(coord *c, int *port, char *err);
 void server_reap(coord_server *s); /* from the main loop: idle connections */
+/* From the main loop, with c->lock: answers held pulls whose client has work
+ * now or whose hold ended. */
+void server_wake(coord_server *s);
 void server_stop(coord_server *s);
 
 /* helpers shared by server.c and rounds.c */

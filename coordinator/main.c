@@ -6,6 +6,7 @@
  * engine every few milliseconds; NNG's callbacks do all the talking. When
  * the last round is closed it keeps answering pulls with bye until every
  * client has had one (or --linger passes), then exits 0. */
+#include <cblas.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -71,6 +72,8 @@ static void usage(FILE *f) {
         "  --idle-timeout SECONDS close a connection that delivered no whole message for this long (a\n"
         "                        half-sent frame included; default 300)\n"
         "  --max-inflight N      requests handled at once; more wait in their connections (default 64)\n"
+        "  --threads N           OpenBLAS threads for evaluation (default 1: small GEMMs run slower\n"
+        "                        on more threads while clients share the cores)\n"
         "  --session-ttl SECONDS a full registry (" COORD_MAX_CLIENTS_STR " sessions) forgets the session idle\n"
         "                        longest once it has been idle this long (default 600)\n"
         "  --max-share F         no update weighs more than F of its round (default 0.2; 1: no cap)\n"
@@ -89,7 +92,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
     enum { O_LISTEN = 256, O_CA, O_CERT, O_INSECURE, O_MODEL, O_CODEC, O_BLOCK, O_ROUNDS, O_K, O_QUORUM,
            O_DEADLINE, O_EPOCHS, O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_DATA, O_LOG, O_REPORT, O_READY,
            O_LINGER, O_QUIET, O_HELP, O_DOWNLINK, O_DOWNDELTA, O_DEVICE, O_CLIP, O_MAXSAMPLES, O_MAXSHARE,
-           O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS, O_REVOKED, O_TOKENTTL, O_STATEDIR, O_MAXSESS, O_PERADDR, O_IDLE, O_INFLIGHT, O_MINCLIENTS };
+           O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS, O_REVOKED, O_TOKENTTL, O_STATEDIR, O_MAXSESS, O_PERADDR, O_IDLE, O_INFLIGHT, O_MINCLIENTS, O_THREADS };
     static const struct option opts[] = {
         {"listen", 1, 0, O_LISTEN}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"insecure", 0, 0, O_INSECURE}, {"model", 1, 0, O_MODEL}, {"codec", 1, 0, O_CODEC},
@@ -106,7 +109,8 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         {"session-ttl", 1, 0, O_TTL}, {"liveness", 1, 0, O_LIVENESS}, {"revoked", 1, 0, O_REVOKED},
         {"token-ttl", 1, 0, O_TOKENTTL}, {"state-dir", 1, 0, O_STATEDIR},
         {"max-sessions", 1, 0, O_MAXSESS}, {"max-conns-per-addr", 1, 0, O_PERADDR}, {"idle-timeout", 1, 0, O_IDLE},
-        {"max-inflight", 1, 0, O_INFLIGHT}, {"min-clients", 1, 0, O_MINCLIENTS}, {0, 0, 0, 0}};
+        {"max-inflight", 1, 0, O_INFLIGHT}, {"min-clients", 1, 0, O_MINCLIENTS},
+        {"threads", 1, 0, O_THREADS}, {0, 0, 0, 0}};
     long v;
     double d;
     int quorum = -1;
@@ -162,6 +166,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         case O_PERADDR: if (hfl_parse_int(optarg, 0, 1000000, &v, e) == 0) cfg->max_conns_per_addr = (int)v; break;
         case O_IDLE: if (hfl_parse_double(optarg, 0.1, 1e7, &d, e) == 0) cfg->idle_s = d; break;
         case O_INFLIGHT: if (hfl_parse_int(optarg, 1, 1024, &v, e) == 0) cfg->max_inflight = (int)v; break;
+        case O_THREADS: if (hfl_parse_int(optarg, 1, 256, &v, e) == 0) cfg->threads = (int)v; break;
         case O_STATEDIR: snprintf(cfg->state_dir, sizeof cfg->state_dir, "%s", optarg); break;
         case O_REVOKED: snprintf(cfg->revoked_path, sizeof cfg->revoked_path, "%s", optarg); break;
         case O_TOKENTTL: if (hfl_parse_double(optarg, 1, 1e7, &d, e) == 0) cfg->token_ttl_s = d; break;
@@ -212,6 +217,7 @@ static int coord_setup(coord *c, char *err) {
     if (downlink_init(c, c->cfg.downlink, c->cfg.downlink_delta, err) != 0) return -1;
     if (auth_init(c, c->cfg.revoked_path, err) != 0) return -1;
     if (!c->self && !c->cfg.quiet) printf("hfl-coordinator: no certificates: clients' names are taken on trust\n");
+    openblas_set_num_threads(c->cfg.threads); /* before the first GEMM */
     c->eval = hfl_trainer_create(&c->spec, c->be, 500);
     c->round_log = cJSON_CreateArray();
     pthread_mutex_init(&c->lock, NULL);
@@ -245,6 +251,7 @@ int main(int argc, char **argv) {
     cfg->liveness_s = 10;
     cfg->token_ttl_s = 3600;
     cfg->max_sessions = COORD_MAX_CLIENTS, cfg->max_conns_per_addr = 256, cfg->idle_s = 300, cfg->max_inflight = 64;
+    cfg->threads = 1;
     cfg->clip_norm = COORD_CLIP_DEFAULT, cfg->clip_adaptive = 1, cfg->max_share = COORD_MAX_SHARE_DEFAULT;
     cfg->tls.server_name = "localhost";
     double linger = 10;
@@ -299,6 +306,7 @@ int main(int argc, char **argv) {
             auth_reload(&c);
         }
         rounds_tick(&c);
+        server_wake(srv);
         if (hfl_now() - reaped_at > 0.5) {
             reaped_at = hfl_now();
             server_reap(srv);

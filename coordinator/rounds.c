@@ -18,8 +18,8 @@
  * eta = 0.2 and the target quantile 0.5); it is fixed for each round before
  * the round opens, so it never depends on arrival order.
  * A round that misses its quorum, or whose aggregate is not finite, leaves
- * the global model untouched. Clients never wait on a reply: a client with
- * nothing to do is told to come back later. */
+ * the global model untouched. A client with nothing to do is told to come
+ * back later, or held until it has something to do (server.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +29,6 @@
 #include "coordinator/coord.h"
 #include "kernels/philox.h"
 #include "util/util.h"
-
-#define WAIT_MS 200
 
 static uint8_t *reply(int type, cJSON *meta, const void *payload, size_t plen, size_t *len) {
     uint8_t *m = hfl_msg_encode(type, meta, payload, plen, len);
@@ -44,9 +42,9 @@ uint8_t *coord_error_reply(const char *msg, size_t *len) {
     return reply(HFL_MSG_ERROR, meta, NULL, 0, len);
 }
 
-static uint8_t *wait_reply(size_t *len) {
+uint8_t *rounds_wait_reply(int ms, size_t *len) {
     cJSON *meta = cJSON_CreateObject();
-    cJSON_AddNumberToObject(meta, "ms", WAIT_MS);
+    cJSON_AddNumberToObject(meta, "ms", ms);
     return reply(HFL_MSG_WAIT, meta, NULL, 0, len);
 }
 
@@ -183,6 +181,11 @@ static void round_open(coord *c) {
     report_log_event(c, ev);
 }
 
+int rounds_pull_ready(const coord *c, int id) {
+    const coord_round *r = &c->r;
+    return c->done || (r->open && r->is_selected[id] && !r->received[id] && !r->refused[id]);
+}
+
 uint8_t *rounds_pull(coord *c, int id, int64_t have_version, size_t *len) {
     coord_round *r = &c->r;
     c->clients[id].last_seen = hfl_now();
@@ -193,7 +196,7 @@ uint8_t *rounds_pull(coord *c, int id, int64_t have_version, size_t *len) {
         cJSON_AddStringToObject(meta, "reason", "run complete");
         return reply(HFL_MSG_BYE, meta, NULL, 0, len);
     }
-    if (!r->open || !r->is_selected[id] || r->received[id] || r->refused[id]) return wait_reply(len);
+    if (!rounds_pull_ready(c, id)) return rounds_wait_reply(COORD_WAIT_MS, len);
     int is_delta = 0;
     uint8_t *m = downlink_task(c, r->task_meta, have_version, len, &is_delta);
     if (!m) return coord_error_reply("cannot encode the task", len);

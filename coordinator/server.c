@@ -3,10 +3,18 @@
  * Each context is a small state machine driven by its aio callback (NNG's
  * async server pattern): receive -> handle -> send -> receive. Handling
  * decodes and validates the request (proto/msg.c), then takes the
- * coordinator lock for as long as the round engine needs, which is short:
- * replies are never held back for a round to end, since REQ resends after
- * its timeout. A malformed request gets an error reply and bumps the
- * `rejected` counter; it never reaches the round engine. */
+ * coordinator lock for as long as the round engine needs, which is short.
+ * A malformed request gets an error reply and bumps the `rejected` counter;
+ * it never reaches the round engine.
+ *
+ * Long polls: a pull with nothing to do that says it may be held (hold_ms)
+ * is parked instead of answered "wait": its context keeps the request (REQ
+ * never resends, proto/transport.c) and a spare context takes its place
+ * among the --max-inflight receivers, so parked pulls never block updates.
+ * The main loop wakes a parked pull as soon as the client has something to do
+ * (a round drew it, the run ended) or its hold ends, so a client learns of a
+ * new round within a tick (~5 ms) instead of a polling period. A hold is at
+ * most half of --liveness, so a parked client is never taken for dead. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,22 +24,50 @@
 #include "util/util.h"
 
 
-typedef enum { WORK_RECV, WORK_SEND } work_state;
+#define SERVER_MAX_PARKED COORD_MAX_CLIENTS /* one parked pull per session at most */
+
+typedef enum { WORK_IDLE, WORK_RECV, WORK_PARKED, WORK_SEND } work_state;
+
+typedef struct coord_server coord_server;
 
 typedef struct {
     work_state state;
+    int woken; /* this send answers a parked pull: the context is spare afterwards */
     nng_aio *aio;
     nng_ctx ctx;
     coord *c;
-    coord_conns *conns;
+    coord_server *s;
+    /* a parked pull */
+    int id;
+    int64_t have;
+    double until;
+    char token[33];
 } server_work;
 
+/* What server_handle asks for when a pull should be parked. */
+typedef struct {
+    int park;
+    int id;
+    int64_t have, hold_ms;
+    char token[33];
+} server_park;
+
 struct coord_server {
+    coord *c;
     nng_socket sock;
     coord_conns *conns;
-    server_work *work; /* --max-inflight contexts: requests handled at once */
-    int n_work;
+    pthread_mutex_t lock; /* the pool below (taken after c->lock, never before) */
+    server_work **work;   /* every context: --max-inflight receivers plus spares, grown on demand */
+    int n_work, cap_work;
+    int n_active;         /* contexts receiving, handling or answering (at most --max-inflight) */
+    server_work **idle;   /* spare contexts */
+    int n_idle;
+    server_work **parked;
+    int n_parked;
+    int stopping; /* server_stop began: no new contexts */
 };
+
+static void server_work_cb(void *arg);
 
 static uint8_t *server_handle_hello(coord *c, const hfl_msg *m, size_t *len) {
     char err[HFL_ERR_LEN], name[HFL_ID_NAME_MAX + 1];
@@ -71,8 +107,9 @@ static uint8_t *server_handle_hello(coord *c, const hfl_msg *m, size_t *len) {
     return out;
 }
 
-/* Decodes one request and returns the encoded reply (malloc'd). */
-static uint8_t *server_handle(coord *c, const uint8_t *buf, size_t n, size_t *len) {
+/* Decodes one request and returns the encoded reply (malloc'd), or NULL with
+ * *park filled for a pull to hold. */
+static uint8_t *server_handle(coord *c, const uint8_t *buf, size_t n, size_t *len, server_park *park) {
     char err[HFL_ERR_LEN], msg[HFL_ERR_LEN + 32];
     hfl_msg m;
     size_t max_payload = c->spec.n_params * sizeof(float) + 4096;
@@ -100,11 +137,17 @@ static uint8_t *server_handle(coord *c, const uint8_t *buf, size_t n, size_t *le
             c->rejected++;
             out = reauth ? coord_reauth_reply(err, len) : coord_error_reply(err, len);
         } else if (m.type == HFL_MSG_PULL) {
-            int64_t have = -1; /* optional: the model version the client holds */
-            if (cJSON_GetObjectItemCaseSensitive(m.meta, "have_version") &&
-                hfl_meta_int(m.meta, "have_version", -1, INT32_MAX, &have, err) != 0) {
+            int64_t have = -1, hold = 0; /* optional: the model version the client holds; how long it may wait */
+            if ((cJSON_GetObjectItemCaseSensitive(m.meta, "have_version") &&
+                 hfl_meta_int(m.meta, "have_version", -1, INT32_MAX, &have, err) != 0) ||
+                (cJSON_GetObjectItemCaseSensitive(m.meta, "hold_ms") &&
+                 hfl_meta_int(m.meta, "hold_ms", 0, 600000, &hold, err) != 0)) {
                 c->rejected++;
                 out = coord_error_reply(err, len);
+            } else if (hold > 0 && !rounds_pull_ready(c, (int)id)) {
+                c->clients[id].last_seen = hfl_now();
+                *park = (server_park){.park = 1, .id = (int)id, .have = have, .hold_ms = hold};
+                memcpy(park->token, c->clients[id].token, sizeof park->token);
             } else {
                 out = rounds_pull(c, (int)id, have, len);
             }
@@ -129,8 +172,57 @@ static uint8_t *server_handle(coord *c, const uint8_t *buf, size_t n, size_t *le
     return out;
 }
 
+/* Sends out (malloc'd, encoded) on w's context; a reply NNG cannot take
+ * (cannot happen for our own) leaves the request unanswered. */
+static int server_send(server_work *w, uint8_t *out, size_t len) {
+    nng_msg *rep;
+    if (!out || nng_msg_alloc(&rep, len) != 0) {
+        free(out);
+        return -1;
+    }
+    memcpy(nng_msg_body(rep), out, len);
+    free(out);
+    nng_aio_set_msg(w->aio, rep);
+    w->state = WORK_SEND;
+    nng_ctx_send(w->ctx, w->aio);
+    return 0;
+}
+
+/* A context for the pool (not yet receiving); NULL when NNG has none. */
+static server_work *server_work_new(coord_server *s) {
+    if (s->n_work == s->cap_work || s->stopping) return NULL;
+    server_work *w = hfl_calloc(1, sizeof *w);
+    w->c = s->c;
+    w->s = s;
+    if (nng_aio_alloc(&w->aio, server_work_cb, w) != 0 || nng_ctx_open(&w->ctx, s->sock) != 0) {
+        if (w->aio) nng_aio_free(w->aio);
+        free(w);
+        return NULL;
+    }
+    s->work[s->n_work++] = w;
+    return w;
+}
+
+/* Parks w's pull and returns the spare context to receive in its place, or
+ * NULL (nothing parked) when the pool is exhausted. Called with s->lock. */
+static server_work *server_park_work(coord_server *s, server_work *w, const server_park *p) {
+    if (s->n_parked == SERVER_MAX_PARKED) return NULL;
+    server_work *r = s->n_idle ? s->idle[--s->n_idle] : server_work_new(s);
+    if (!r) return NULL;
+    double hold = (double)p->hold_ms / 1000.0, most = w->c->cfg.liveness_s / 2;
+    w->state = WORK_PARKED;
+    w->id = p->id;
+    w->have = p->have;
+    w->until = hfl_now() + (hold < most ? hold : most);
+    memcpy(w->token, p->token, sizeof w->token);
+    s->parked[s->n_parked++] = w;
+    r->state = WORK_RECV;
+    return r;
+}
+
 static void server_work_cb(void *arg) {
     server_work *w = arg;
+    coord_server *s = w->s;
     int rv = nng_aio_result(w->aio);
     if (rv == NNG_ECLOSED || rv == NNG_ECANCELED) return;
     if (w->state == WORK_RECV) {
@@ -139,31 +231,81 @@ static void server_work_cb(void *arg) {
             return;
         }
         nng_msg *req = nng_aio_get_msg(w->aio);
-        conns_seen(w->conns, nng_msg_get_pipe(req));
+        conns_seen(s->conns, nng_msg_get_pipe(req));
         size_t len = 0;
-        uint8_t *out = server_handle(w->c, nng_msg_body(req), nng_msg_len(req), &len);
+        server_park park = {0};
+        uint8_t *out = server_handle(w->c, nng_msg_body(req), nng_msg_len(req), &len, &park);
         nng_msg_free(req);
-        nng_msg *rep;
-        if (!out || nng_msg_alloc(&rep, len) != 0) { /* cannot happen for our own replies */
-            free(out);
-            nng_ctx_recv(w->ctx, w->aio);
-            return;
+        if (park.park) {
+            pthread_mutex_lock(&s->lock);
+            server_work *r = server_park_work(s, w, &park);
+            pthread_mutex_unlock(&s->lock);
+            if (r) {
+                nng_ctx_recv(r->ctx, r->aio);
+                return;
+            }
+            out = rounds_wait_reply(COORD_WAIT_MS, &len); /* no spare context: answer at once */
         }
-        memcpy(nng_msg_body(rep), out, len);
-        free(out);
-        nng_aio_set_msg(w->aio, rep);
-        w->state = WORK_SEND;
-        nng_ctx_send(w->ctx, w->aio);
+        if (server_send(w, out, len) != 0) nng_ctx_recv(w->ctx, w->aio);
         return;
     }
     /* WORK_SEND done: a failed send still owns its message. */
     if (rv != 0) nng_msg_free(nng_aio_get_msg(w->aio));
+    if (w->woken) { /* a spare again: receive if a receiver is missing */
+        w->woken = 0;
+        pthread_mutex_lock(&s->lock);
+        int recv = s->n_active < w->c->cfg.max_inflight;
+        s->n_active += recv;
+        w->state = recv ? WORK_RECV : WORK_IDLE;
+        if (!recv) s->idle[s->n_idle++] = w;
+        pthread_mutex_unlock(&s->lock);
+        if (!recv) return;
+    }
     w->state = WORK_RECV;
     nng_ctx_recv(w->ctx, w->aio);
 }
 
+void server_wake(coord_server *s) {
+    coord *c = s->c;
+    double now = hfl_now();
+    server_work *go[SERVER_MAX_PARKED];
+    int n_go = 0;
+    pthread_mutex_lock(&s->lock);
+    for (int i = s->n_parked - 1; i >= 0; i--) {
+        server_work *w = s->parked[i];
+        if (now < w->until && !strcmp(c->clients[w->id].token, w->token) && !rounds_pull_ready(c, w->id))
+            continue;
+        s->parked[i] = s->parked[--s->n_parked];
+        go[n_go++] = w;
+    }
+    /* a parked pull was not a receiver; its answer's context becomes one or a spare */
+    pthread_mutex_unlock(&s->lock);
+    for (int i = 0; i < n_go; i++) {
+        server_work *w = go[i];
+        size_t len = 0;
+        uint8_t *out;
+        if (strcmp(c->clients[w->id].token, w->token) != 0) { /* the session changed while it waited */
+            out = coord_reauth_reply("session replaced while waiting: say hello", &len);
+        } else if (rounds_pull_ready(c, w->id)) {
+            out = rounds_pull(c, w->id, w->have, &len);
+        } else {
+            c->clients[w->id].last_seen = now;
+            out = rounds_wait_reply(0, &len);
+        }
+        w->woken = 1;
+        if (server_send(w, out, len) != 0) { /* unanswered: its client times out and dials again */
+            w->woken = 0;
+            pthread_mutex_lock(&s->lock);
+            w->state = WORK_IDLE;
+            s->idle[s->n_idle++] = w;
+            pthread_mutex_unlock(&s->lock);
+        }
+    }
+}
+
 coord_server *server_start(coord *c, int *port, char *err) {
     coord_server *s = hfl_calloc(1, sizeof *s);
+    s->c = c;
     size_t recv_max = HFL_MSG_HEADER_BYTES + HFL_MSG_MAX_META + c->spec.n_params * sizeof(float) + 4096;
     if (hfl_transport_listen(&s->sock, c->cfg.listen_url, &c->cfg.tls, recv_max, port, err) != 0) {
         free(s);
@@ -174,37 +316,42 @@ coord_server *server_start(coord *c, int *port, char *err) {
         free(s);
         return NULL;
     }
-    s->work = hfl_calloc((size_t)c->cfg.max_inflight, sizeof *s->work);
+    pthread_mutex_init(&s->lock, NULL);
+    s->cap_work = c->cfg.max_inflight + SERVER_MAX_PARKED;
+    s->work = hfl_calloc((size_t)s->cap_work, sizeof *s->work);
+    s->idle = hfl_calloc((size_t)s->cap_work, sizeof *s->idle);
+    s->parked = hfl_calloc(SERVER_MAX_PARKED, sizeof *s->parked);
     for (int i = 0; i < c->cfg.max_inflight; i++) {
-        server_work *w = &s->work[i];
-        w->c = c;
-        w->conns = s->conns;
-        w->state = WORK_RECV;
-        int rv = nng_aio_alloc(&w->aio, server_work_cb, w);
-        if (rv == 0) rv = nng_ctx_open(&w->ctx, s->sock);
-        if (rv != 0) {
-            hfl_errf(err, "cannot open server context: %s", nng_strerror(rv));
-            s->n_work = i + (w->aio != NULL);
+        server_work *w = server_work_new(s);
+        if (!w) {
+            hfl_errf(err, "cannot open server context %d of %d", i + 1, c->cfg.max_inflight);
             server_stop(s);
             return NULL;
         }
-        s->n_work = i + 1;
+        w->state = WORK_RECV;
     }
-    for (int i = 0; i < s->n_work; i++) nng_ctx_recv(s->work[i].ctx, s->work[i].aio);
+    s->n_active = s->n_work;
+    for (int i = 0; i < s->n_work; i++) nng_ctx_recv(s->work[i]->ctx, s->work[i]->aio);
     return s;
 }
 
 void server_stop(coord_server *s) {
     if (!s) return;
-    for (int i = 0; i < s->n_work; i++)
-        if (s->work[i].aio) nng_aio_stop(s->work[i].aio);
+    pthread_mutex_lock(&s->lock);
+    s->stopping = 1;
+    pthread_mutex_unlock(&s->lock);
+    for (int i = 0; i < s->n_work; i++) nng_aio_stop(s->work[i]->aio);
     for (int i = 0; i < s->n_work; i++) {
-        nng_ctx_close(s->work[i].ctx);
-        if (s->work[i].aio) nng_aio_free(s->work[i].aio);
+        nng_ctx_close(s->work[i]->ctx);
+        nng_aio_free(s->work[i]->aio);
+        free(s->work[i]);
     }
     nng_close(s->sock);
     conns_stop(s->conns);
+    pthread_mutex_destroy(&s->lock);
     free(s->work);
+    free(s->idle);
+    free(s->parked);
     free(s);
 }
 
