@@ -208,8 +208,40 @@ int registry_leave(coord *c, int id, const cJSON *meta, char *err) {
     return 0;
 }
 
+/* Each client's record over the rounds so far, from the round log's
+ * participants (so it survives a restart with the log). */
+typedef struct {
+    int joined, failures, declined;
+    double samples, train_s, bytes_up;
+} registry_record;
+
+static void registry_records(const coord *c, registry_record *rec) {
+    memset(rec, 0, sizeof *rec * (size_t)c->n_clients);
+    const cJSON *round, *p;
+    cJSON_ArrayForEach(round, c->round_log) {
+        cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(round, "participants")) {
+            int id = (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(p, "client"));
+            const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "status"));
+            if (id < 0 || id >= c->n_clients || !st) continue;
+            registry_record *r = &rec[id];
+            r->joined++;
+            if (!strcmp(st, "ok")) {
+                r->samples += cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(p, "samples"));
+                r->train_s += cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(p, "train_s"));
+                r->bytes_up += cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(p, "bytes_up"));
+            } else if (!strcmp(st, "declined")) {
+                r->declined++;
+            } else {
+                r->failures++; /* refused, missing or left */
+            }
+        }
+    }
+}
+
 cJSON *registry_report(const coord *c) {
     cJSON *arr = cJSON_CreateArray();
+    registry_record *rec = hfl_malloc(sizeof *rec * (size_t)(c->n_clients ? c->n_clients : 1));
+    registry_records(c, rec);
     for (int i = 0; i < c->n_clients; i++) {
         const coord_client *cl = &c->clients[i];
         cJSON *o = cJSON_CreateObject();
@@ -218,6 +250,11 @@ cJSON *registry_report(const coord *c) {
         cJSON_AddNumberToObject(o, "samples", (double)cl->samples);
         cJSON_AddStringToObject(o, "codec", cl->codec->name);
         cJSON_AddNumberToObject(o, "updates", (double)cl->updates);
+        cJSON_AddNumberToObject(o, "rounds_joined", rec[i].joined);
+        cJSON_AddNumberToObject(o, "failures", rec[i].failures);
+        cJSON_AddNumberToObject(o, "declined", rec[i].declined);
+        cJSON_AddNumberToObject(o, "bytes_up", rec[i].bytes_up);
+        if (rec[i].train_s > 0) cJSON_AddNumberToObject(o, "samples_per_s", rec[i].samples / rec[i].train_s);
         if (cl->measured_peak > 0) {
             cJSON_AddNumberToObject(o, "predicted_peak_bytes", cl->predicted_peak);
             cJSON_AddNumberToObject(o, "measured_peak_bytes", cl->measured_peak);
@@ -227,9 +264,17 @@ cJSON *registry_report(const coord *c) {
             cJSON *dev = cJSON_GetObjectItemCaseSensitive(cl->hello, "device");
             cJSON *plan = cJSON_GetObjectItemCaseSensitive(cl->hello, "plan");
             if (dev) cJSON_AddItemToObject(o, "device", cJSON_Duplicate(dev, 1));
-            if (plan) cJSON_AddItemToObject(o, "plan", cJSON_Duplicate(plan, 1));
+            if (plan) {
+                cJSON *pl = cJSON_Duplicate(plan, 1);
+                const cJSON *step = cJSON_GetObjectItemCaseSensitive(plan, "step_batch");
+                const cJSON *budget = cJSON_GetObjectItemCaseSensitive(plan, "budget_bytes");
+                if (cJSON_IsNumber(step)) cJSON_AddNumberToObject(pl, "micro_batch", step->valuedouble);
+                if (cJSON_IsNumber(budget)) cJSON_AddNumberToObject(o, "budget_bytes", budget->valuedouble);
+                cJSON_AddItemToObject(o, "plan", pl);
+            }
         }
         cJSON_AddItemToArray(arr, o);
     }
+    free(rec);
     return arr;
 }

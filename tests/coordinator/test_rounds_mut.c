@@ -930,6 +930,43 @@ static void test_closing(void) {
     teardown();
 }
 
+/* The report's per-client record, summed from the round log by hand: a round
+ * where a (100 samples in 0.5 s) and b (100 in 0.25 s) answer and d is told
+ * to skip, then one where a declines, b answers and d misses the deadline. */
+static void test_client_records(void) {
+    setup(3, 2, 0.3, 1);
+    int a = hello("a", 100), b = hello("b", 100), d = hello("d", 100);
+    rounds_tick(&c);
+    pull(a, HFL_MSG_TASK), pull(b, HFL_MSG_TASK), pull(d, HFL_MSG_TASK);
+    cJSON_Delete(send(a, 1, 100, 0.5, 1.0f, "fp32", "{\"train_s\": 0.5}", 1000, HFL_MSG_ACK));
+    cJSON_Delete(send(b, 1, 100, 0.5, 1.0f, "fp32", "{\"train_s\": 0.25}", 3000, HFL_MSG_ACK));
+    refuse(d, 1, 100, 0.5, "int8", NULL, "uses codec", 1);
+    rounds_tick(&c);
+    rounds_tick(&c);
+    REQUIRE(c.r.open && c.r.round == 2 && c.r.n_selected == 3);
+    pull(a, HFL_MSG_TASK), pull(b, HFL_MSG_TASK), pull(d, HFL_MSG_TASK);
+    cJSON_Delete(send(a, 2, 100, 0.5, 1.0f, "fp32", "{\"declined\": true}", 100, HFL_MSG_ACK));
+    cJSON_Delete(send(b, 2, 50, 0.5, 1.0f, "fp32", "{\"train_s\": 0.5}", 2000, HFL_MSG_ACK));
+    hfl_sleep_ms(400);
+    rounds_tick(&c);
+    REQUIRE(!c.r.open && cJSON_GetArraySize(c.round_log) == 2);
+    cJSON *rep = registry_report(&c);
+    const double want[3][5] = {/* joined, failures, declined, bytes_up, samples/s */
+                               {2, 0, 1, 1000, 200}, {2, 0, 0, 5000, 150.0 / 0.75}, {2, 2, 0, 0, -1}};
+    for (int i = 0; i < 3; i++) {
+        const cJSON *o = cJSON_GetArrayItem(rep, i);
+        CHECK_MSG(num(o, "rounds_joined") == want[i][0] && num(o, "failures") == want[i][1] &&
+                      num(o, "declined") == want[i][2] && num(o, "bytes_up") == want[i][3],
+                  "client %d: joined %g failures %g declined %g bytes %g", i, num(o, "rounds_joined"),
+                  num(o, "failures"), num(o, "declined"), num(o, "bytes_up"));
+        const cJSON *sps = cJSON_GetObjectItemCaseSensitive(o, "samples_per_s");
+        if (want[i][4] < 0) CHECK_MSG(!sps, "client %d trained nothing, yet has samples_per_s", i);
+        else CHECK_CLOSE(cJSON_GetNumberValue(sps), want[i][4], 1e-9, 0);
+    }
+    cJSON_Delete(rep);
+    teardown();
+}
+
 /* A task sent as a delta against the version the client holds is counted. */
 static void test_delta_tasks(void) {
     setup(1, 1, 60, 1);
@@ -1039,6 +1076,7 @@ int main(void) {
     test_divisor();
     test_closing();
     test_delta_tasks();
+    test_client_records();
     test_robust();
     test_no_leak();
     return check_exit_code("test_rounds_mut");
