@@ -20,18 +20,20 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: bench-train-mlp [--batch N] [--steps N] [--threads N] [--json]\n"
+            "usage: bench-train-mlp [--batch N] [--steps N] [--threads N] [--staged] [--json]\n"
             "  Trains the mlp (784-200-200-10) with SGD lr 0.05 on random data and\n"
             "  prints training samples/s.\n"
             "  --batch N    samples per step (default 32)\n"
             "  --steps N    timed steps (default 3000; a tenth more are run first as warm-up)\n"
             "  --threads N  OpenBLAS threads (default 1)\n"
+            "  --staged     stage each batch and step as hfl-client does (hfl_trainer_stage,\n"
+            "               hfl_trainer_step_staged: no loss read per step)\n"
             "  --json       print one JSON object instead of text\n");
 }
 
 int main(int argc, char **argv) {
     long batch = 32, steps = 3000, threads = 1;
-    int json = 0;
+    int json = 0, staged = 0;
     char err[HFL_ERR_LEN];
     for (int i = 1; i < argc; i++) {
         long *target = NULL, hi = 0;
@@ -40,6 +42,9 @@ int main(int argc, char **argv) {
             return 0;
         } else if (strcmp(argv[i], "--json") == 0) {
             json = 1;
+            continue;
+        } else if (strcmp(argv[i], "--staged") == 0) {
+            staged = 1;
             continue;
         } else if (strcmp(argv[i], "--batch") == 0) {
             target = &batch, hi = 65536;
@@ -94,10 +99,25 @@ int main(int argc, char **argv) {
     for (long k = 0; k < warmup + steps; k++) {
         if (k == warmup) t0 = hfl_now();
         size_t b = (size_t)(k % POOL_BATCHES) * batch;
-        loss = hfl_trainer_step(t, x + b * spec.in_dim, y + b, (int)batch, 0.05f, 0.0f, 0.0f);
+        if (staged) {
+            hfl_trainer_stage(t, x + b * spec.in_dim, y + b, (int)batch);
+            hfl_trainer_step_staged(t, 0.05f, 0.0f, 0.0f);
+        } else {
+            loss = hfl_trainer_step(t, x + b * spec.in_dim, y + b, (int)batch, 0.05f, 0.0f, 0.0f);
+        }
     }
     double secs = hfl_now() - t0;
     double sps = (double)steps * batch / secs;
+    if (staged) { /* the loss of the last step, read once at the end */
+        double sum = 0;
+        int64_t rows = 0;
+        hfl_trainer_take_loss(t, NULL, NULL, NULL);
+        size_t b = (size_t)((warmup + steps) % POOL_BATCHES) * batch;
+        hfl_trainer_stage(t, x + b * spec.in_dim, y + b, (int)batch);
+        hfl_trainer_step_staged(t, 0.05f, 0.0f, 0.0f);
+        hfl_trainer_take_loss(t, &sum, &rows, NULL);
+        loss = rows ? (float)(sum / (double)rows) : 0.0f;
+    }
     if (json)
         printf("{\"impl\": \"hfl\", \"model\": \"mlp\", \"batch\": %ld, \"threads\": %ld, "
                "\"steps\": %ld, \"seconds\": %.6f, \"samples_per_s\": %.1f, \"final_loss\": %.5f}\n",
