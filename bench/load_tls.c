@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench/bench_coord.h"
 #include "proto/hello.h"
 #include "proto/pki.h"
 #include "proto/transport.h"
@@ -103,20 +104,6 @@ out:
     return NULL;
 }
 
-/* VmHWM and VmRSS of pid in MiB. */
-static void load_rss(pid_t pid, double *hwm, double *rss) {
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    *hwm = *rss = -1;
-    if (!f) return;
-    while (fgets(line, sizeof line, f)) {
-        if (!strncmp(line, "VmHWM:", 6)) *hwm = atof(line + 6) / 1024.0;
-        if (!strncmp(line, "VmRSS:", 6)) *rss = atof(line + 6) / 1024.0;
-    }
-    fclose(f);
-}
-
 int main(int argc, char **argv) {
     static const struct option opts[] = {{"coordinator", 1, 0, 'c'}, {"clients", 1, 0, 'n'}, {"timeout", 1, 0, 't'},
                                          {"json", 0, 0, 'j'},        {"help", 0, 0, 'h'},    {0, 0, 0, 0}};
@@ -137,40 +124,22 @@ int main(int argc, char **argv) {
         printf("SKIP: Fashion-MNIST not installed (the coordinator loads its test set)\n");
         return 77;
     }
-    char dir[] = "/tmp/hfl-load-XXXXXX", pki[64], ready[96], log[96], url[300] = "";
+    char dir[] = "/tmp/hfl-load-XXXXXX", pki[64], url[300] = "";
     if (!mkdtemp(dir)) return perror("mkdtemp"), 1;
     snprintf(pki, sizeof pki, "%s/pki", dir);
-    snprintf(ready, sizeof ready, "%s/url", dir);
-    snprintf(log, sizeof log, "%s/coordinator.log", dir);
     double t = hfl_now();
     if (hfl_pki_create(pki, (int)n, "localhost", 1, err) != 0) return fprintf(stderr, "bench-load-tls: %s\n", err), 1;
     fprintf(stderr, "bench-load-tls: %ld certificates in %.1f s\n", n, hfl_now() - t);
     char ca[96], cpem[96];
     snprintf(ca, sizeof ca, "%s/ca.crt", pki);
     snprintf(cpem, sizeof cpem, "%s/coordinator.pem", pki);
-    pid_t coord = fork();
-    if (coord == 0) {
-        FILE *f = freopen(log, "w", stdout);
-        if (f) dup2(fileno(stdout), 2);
-        execl(coord_exe, coord_exe, "--listen", "tls+tcp://127.0.0.1:0", "--ca", ca, "--cert", cpem, "--ready-file",
-              ready, "--rounds", "1", "--clients-per-round", "1024", "--max-conns-per-addr", "0", "--linger", "0",
-              (char *)NULL);
-        _exit(127);
-    }
-    for (double t0 = hfl_now(); !url[0] && hfl_now() - t0 < 60; hfl_sleep_ms(20)) {
-        FILE *f = fopen(ready, "r");
-        if (f && fgets(url, sizeof url, f)) url[strcspn(url, "\n")] = 0;
-        if (f) fclose(f);
-    }
+    const char *args[] = {"--listen", "tls+tcp://127.0.0.1:0", "--ca", ca, "--cert", cpem, "--rounds", "1",
+                          "--clients-per-round", "1024", "--max-conns-per-addr", "0", "--linger", "0", NULL};
+    pid_t coord = bench_coord_start("bench-load-tls", coord_exe, args, dir, url, sizeof url);
+    if (coord < 0) return 1;
     int rc = 1;
-    if (!url[0]) {
-        fprintf(stderr, "bench-load-tls: the coordinator did not start (see %s)\n", log);
-        kill(coord, SIGKILL);
-        waitpid(coord, NULL, 0);
-        return 1;
-    }
     double idle_hwm, idle_rss;
-    load_rss(coord, &idle_hwm, &idle_rss);
+    bench_coord_rss(coord, &idle_hwm, &idle_rss);
     pthread_barrier_t go, hold;
     pthread_barrier_init(&go, NULL, (unsigned)n + 1);
     pthread_barrier_init(&hold, NULL, (unsigned)n + 1);
@@ -197,7 +166,7 @@ int main(int argc, char **argv) {
         if (!lc[i].served && !first_err) first_err = lc[i].err;
     }
     double hwm, rss;
-    load_rss(coord, &hwm, &rss);
+    bench_coord_rss(coord, &hwm, &rss);
     pthread_barrier_wait(&hold);
     for (long i = 0; i < n; i++) pthread_join(th[i], NULL);
     kill(coord, SIGTERM);

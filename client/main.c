@@ -440,7 +440,8 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
      * connection or a refused certificate is an error at once */
     double until = hfl_now() + o->retry_s;
     for (int k = 0; hfl_transport_dial(&sock, o->url, &o->tls, recv_max, (int)(o->timeout_s * 1000), err) != 0; k++) {
-        int transient = strstr(err, "shutdown") || strstr(err, "reset") || strstr(err, "handshake within");
+        int transient = strstr(err, "shutdown") || strstr(err, "reset") || strstr(err, "handshake within") ||
+                        strstr(err, "Timed out"); /* NNG's own negotiation limit */
         if (!transient || hfl_now() > until) return -1;
         if (!o->quiet) printf("%s: %s; dialing again\n", o->name, err);
         backoff_sleep(s, k);

@@ -34,8 +34,8 @@
 #include "proto/identity.h"
 #include "proto/transport.h"
 
-#define COORD_MAX_CLIENTS 1024
-#define COORD_MAX_CLIENTS_STR "1024"
+#define COORD_MAX_CLIENTS 16384 /* registry slots: a fleet of 10,000 with room for churn */
+#define COORD_MAX_CLIENTS_STR "16384"
 #define DOWNLINK_HISTORY 4 /* global versions kept to send deltas against */
 #define REGISTRY_MAX_CODECS 8 /* distinct codecs clients may ask for in one run */
 #define COORD_MAX_PENDING 1024 /* hello challenges awaiting their signed answer */

@@ -162,7 +162,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 double registry_overhead_estimate(const coord *c, const char *device) {
-    double v[COORD_MAX_CLIENTS];
+    double *v = hfl_malloc(sizeof *v * (size_t)(c->n_clients ? c->n_clients : 1)); /* NNG threads: no big stack arrays */
     int n = 0;
     for (int i = 0; i < c->n_clients; i++) {
         const cJSON *plan = cJSON_GetObjectItemCaseSensitive(c->clients[i].hello, "plan");
@@ -172,9 +172,13 @@ double registry_overhead_estimate(const coord *c, const char *device) {
             r->valuedouble > 0 && o->valuedouble >= 0)
             v[n++] = o->valuedouble;
     }
-    if (n == 0) return -1;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
+    double est = -1;
+    if (n > 0) {
+        qsort(v, (size_t)n, sizeof *v, cmp_double);
+        est = v[n / 2];
+    }
+    free(v);
+    return est;
 }
 
 int registry_leave(coord *c, int id, const cJSON *meta, char *err) {

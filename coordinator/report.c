@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "coordinator/coord.h"
+#include "util/memmeter.h"
 #include "util/util.h"
 
 void report_log_event(coord *c, cJSON *event) {
@@ -66,6 +67,11 @@ int report_write(coord *c, char *err) {
     cJSON_AddNumberToObject(o, "rejected_messages", (double)c->rejected);
     cJSON_AddNumberToObject(o, "connections_refused", (double)__atomic_load_n(&c->conns_refused, __ATOMIC_RELAXED));
     cJSON_AddNumberToObject(o, "connections_idle_closed", (double)__atomic_load_n(&c->conns_reaped, __ATOMIC_RELAXED));
+    uint64_t rss = 0, peak = 0;
+    if (hfl_mem_read(&rss, &peak, NULL) == 0) { /* the coordinator process, so far */
+        cJSON_AddNumberToObject(o, "coordinator_rss_bytes", (double)rss);
+        cJSON_AddNumberToObject(o, "coordinator_peak_rss_bytes", (double)peak);
+    }
     cJSON_AddItemToObject(o, "rounds", cJSON_Duplicate(c->round_log, 1));
     cJSON_AddItemToObject(o, "clients", registry_report(c));
     char *text = cJSON_Print(o);

@@ -353,9 +353,11 @@ reject:
 }
 
 static double median_norm(const coord_round *r) {
-    double v[COORD_MAX_CLIENTS];
+    double *v = hfl_malloc(sizeof(double) * (size_t)(r->n_received ? r->n_received : 1));
     memcpy(v, r->norms, sizeof(double) * (size_t)r->n_received);
-    return hfl_median(v, (size_t)r->n_received);
+    double m = hfl_median(v, (size_t)r->n_received);
+    free(v);
+    return m;
 }
 
 /* Each drawn client's part in the round, in draw order: its status (ok,

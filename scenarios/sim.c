@@ -32,8 +32,8 @@
 #include "util/util.h"
 
 #define SIM_MAX_CLIENTS 1000
-#define SIM_SPAWN_WAVE 25        /* clients started at once */
-#define SIM_SPAWN_PAUSE_MS 100   /* between waves */
+#define SIM_SPAWN_WAVE 20        /* clients started at once */
+#define SIM_SPAWN_PAUSE_MS 200   /* between waves: 100 hellos/s, which the coordinator's TLS keeps up with */
 
 typedef struct {
     const char *scenario_path;

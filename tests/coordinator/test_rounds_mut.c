@@ -342,9 +342,11 @@ static void test_registry_check(void) {
     cJSON_ReplaceItemInObject(m, "token", cJSON_CreateString(c.clients[1].token));
     cJSON_ReplaceItemInObject(m, "client_id", cJSON_CreateNumber(2));
     CHECK(registry_check(&c, m, &reauth, err) == -1 && reauth == 1 && strstr(err, "unknown session for client 2"));
-    cJSON_ReplaceItemInObject(m, "client_id", cJSON_CreateNumber(1023));
-    CHECK(registry_check(&c, m, &reauth, err) == -1 && reauth == 1 && strstr(err, "unknown session for client 1023"));
-    cJSON_ReplaceItemInObject(m, "client_id", cJSON_CreateNumber(1024));
+    char last[64];
+    snprintf(last, sizeof last, "unknown session for client %d", COORD_MAX_CLIENTS - 1);
+    cJSON_ReplaceItemInObject(m, "client_id", cJSON_CreateNumber(COORD_MAX_CLIENTS - 1));
+    CHECK(registry_check(&c, m, &reauth, err) == -1 && reauth == 1 && strstr(err, last));
+    cJSON_ReplaceItemInObject(m, "client_id", cJSON_CreateNumber(COORD_MAX_CLIENTS));
     CHECK(registry_check(&c, m, &reauth, err) == -1 && reauth == 0 && strstr(err, "'client_id'"));
     cJSON_ReplaceItemInObject(m, "client_id", cJSON_CreateNumber(-1));
     CHECK(registry_check(&c, m, &reauth, err) == -1 && reauth == 0);
