@@ -191,6 +191,9 @@ typedef struct {
     int restarts; /* times this run was continued from its state dir */
     uint64_t conns_refused, conns_reaped; /* conns.c: over the per-address limit; idle */
     char final_sha256[65]; /* the global model's SHA-256 after the last round closed */
+    pthread_mutex_t report_lock; /* one report write at a time (report_store) */
+    struct coord_eval *evq; /* the evaluation thread (evaluate.c); NULL: inline */
+    int done_pending; /* the last round closed; done once its evaluation is published */
 } coord;
 
 /* auth.c */
@@ -261,7 +264,26 @@ uint8_t *downlink_task(coord *c, const cJSON *task_meta, int64_t have_version, s
 
 /* report.c */
 void report_log_event(coord *c, cJSON *event); /* takes ownership */
-int report_write(coord *c, char *err);
+int report_write(coord *c, char *err);         /* render (needs c->lock) and store */
+char *report_render(coord *c, size_t *len);   /* the report's text (malloc'd; NULL out of memory); needs c->lock */
+/* Writes a rendered report (freeing it) atomically; serialised by
+ * c->report_lock, so it may run without c->lock. */
+int report_store(coord *c, char *text, size_t len, char *err);
+
+/* evaluate.c: a closed round's evaluation runs on its own thread, so the
+ * next round opens at once; until it is done the round is not published
+ * (event, progress line, report) and no later round closes. */
+int eval_start(coord *c, char *err); /* without it, rounds evaluate inline */
+void eval_stop(coord *c);            /* lets the evaluation in hand finish */
+/* With c->lock: evaluates the global model for the round log entry `entry`
+ * (its test_acc, test_loss) and publishes the round, now or on the thread. */
+void eval_round(coord *c, cJSON *entry);
+int eval_busy(coord *c);             /* with c->lock */
+/* After a state is loaded: a last round saved before its evaluation gets it now. */
+void eval_fill_pending(coord *c);
+/* Publishes a finished round log entry (with c->lock): its event, progress
+ * line and the report (rendered here, written by the caller when text is given). */
+void rounds_publish(coord *c, const cJSON *entry, char **text, size_t *len);
 
 /* persist.c */
 int persist_save(coord *c, char *err); /* at a round's end; no-op without --state-dir */

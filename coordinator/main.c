@@ -222,7 +222,9 @@ static int coord_setup(coord *c, char *err) {
     c->round_log = cJSON_CreateArray();
     pthread_mutex_init(&c->lock, NULL);
     int resumed;
+    pthread_mutex_init(&c->report_lock, NULL);
     if (rounds_init(c, err) != 0 || persist_load(c, &resumed, err) != 0) return -1;
+    eval_fill_pending(c);
     /* a continued run appends to its log */
     if (c->cfg.log_path[0] && !(c->log = fopen(c->cfg.log_path, resumed ? "a" : "w")))
         return hfl_errf(err, "cannot write log %s", c->cfg.log_path);
@@ -275,6 +277,10 @@ int main(int argc, char **argv) {
         return 1;
     }
     int port = 0;
+    if (eval_start(&c, err) != 0) {
+        fprintf(stderr, "hfl-coordinator: %s\n", err);
+        return 1;
+    }
     coord_server *srv = server_start(&c, &port, err);
     if (!srv) {
         fprintf(stderr, "hfl-coordinator: %s\n", err);
@@ -319,6 +325,7 @@ int main(int argc, char **argv) {
     }
     hfl_sleep_ms(100); /* let the last bye replies leave before the sockets close */
     server_stop(srv);
+    eval_stop(&c); /* an evaluation in hand is finished and published */
     int rc = report_write(&c, err);
     if (rc != 0) fprintf(stderr, "hfl-coordinator: %s\n", err);
     if (!c.done) {

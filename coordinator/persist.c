@@ -88,7 +88,7 @@ int persist_save(coord *c, char *err) {
     cJSON_AddItemToObject(o, "run", persist_fingerprint(c));
     cJSON_AddNumberToObject(o, "round", c->r.round);
     cJSON_AddNumberToObject(o, "version", c->version);
-    cJSON_AddBoolToObject(o, "done", c->done);
+    cJSON_AddBoolToObject(o, "done", c->done || c->done_pending); /* the last round closed */
     cJSON_AddNumberToObject(o, "clip", c->clip);
     cJSON_AddNumberToObject(o, "final_acc", c->final_acc);
     cJSON_AddStringToObject(o, "final_sha256", c->final_sha256);

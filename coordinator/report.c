@@ -29,8 +29,7 @@ void report_log_event(coord *c, cJSON *event) {
     cJSON_Delete(event);
 }
 
-int report_write(coord *c, char *err) {
-    if (!c->cfg.report_path[0]) return 0;
+char *report_render(coord *c, size_t *len) {
     const coord_config *cfg = &c->cfg;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "model", c->spec.name);
@@ -76,10 +75,25 @@ int report_write(coord *c, char *err) {
     cJSON_AddItemToObject(o, "clients", registry_report(c));
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
-    if (!text) return hfl_errf(err, "out of memory printing the report");
+    if (!text) return NULL;
     size_t n = strlen(text);
-    text[n] = '\n';
-    int rc = hfl_write_file_atomic(cfg->report_path, text, n + 1, err);
+    text[n] = '\n'; /* cJSON's terminator becomes the final newline */
+    *len = n + 1;
+    return text;
+}
+
+int report_store(coord *c, char *text, size_t len, char *err) {
+    if (!text) return hfl_errf(err, "out of memory printing the report");
+    pthread_mutex_lock(&c->report_lock);
+    int rc = hfl_write_file_atomic(c->cfg.report_path, text, len, err);
+    pthread_mutex_unlock(&c->report_lock);
     free(text);
     return rc;
+}
+
+int report_write(coord *c, char *err) {
+    if (!c->cfg.report_path[0]) return 0;
+    size_t len = 0;
+    char *text = report_render(c, &len);
+    return report_store(c, text, len, err);
 }

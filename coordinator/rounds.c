@@ -390,23 +390,41 @@ static cJSON *round_participants(const coord *c) {
     return arr;
 }
 
+/* Publishes a finished entry of the round log: its event, its progress line
+ * and the report; *text gets the report to store when text is given (the
+ * evaluation thread writes it without the lock), else it is written here. */
+void rounds_publish(coord *c, const cJSON *entry, char **text, size_t *len) {
+    cJSON *ev = cJSON_Duplicate(entry, 1);
+    cJSON_AddStringToObject(ev, "event", "round");
+    report_log_event(c, ev);
+    const char *status = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(entry, "status"));
+#define E(k) cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(entry, k))
+    if (!c->cfg.quiet)
+        printf("round %d/%d  %-6s test_acc %.4f  test_loss %.4f  clients %d/%d  up %.2f MB  down %.2f MB  %.2f s\n",
+               (int)E("round"), c->cfg.rounds, status ? status : "?", E("test_acc"), E("test_loss"), (int)E("clients"),
+               (int)E("selected"), E("bytes_up") / 1e6, E("bytes_down") / 1e6, E("wall_s"));
+#undef E
+    fflush(stdout);
+    char err[HFL_ERR_LEN];
+    if (text) *text = c->cfg.report_path[0] ? report_render(c, len) : NULL;
+    else if (report_write(c, err) != 0) fprintf(stderr, "hfl-coordinator: %s\n", err);
+}
+
 static void round_finish(coord *c, const char *reason) {
-    const char *status = reason ? "failed" : "ok";
     coord_round *r = &c->r;
     double wall = hfl_now() - r->opened_at;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "round", r->round);
-    cJSON_AddStringToObject(o, "status", status);
+    cJSON_AddStringToObject(o, "status", reason ? "failed" : "ok");
     if (reason) cJSON_AddStringToObject(o, "reason", reason);
-    int ok = reason == NULL;
-    float test_acc = 0, test_loss = 0;
-    if (ok) {
-        hfl_trainer_set_params(c->eval, c->global);
-        test_loss = hfl_trainer_evaluate(c->eval, c->test.x, c->test.y, c->test.n, &test_acc);
-        c->final_acc = test_acc;
+    /* a failed round keeps the last accuracy; an aggregated one is evaluated (evaluate.c) */
+    if (reason) {
+        cJSON_AddNumberToObject(o, "test_acc", c->final_acc);
+        cJSON_AddNumberToObject(o, "test_loss", 0);
+    } else {
+        cJSON_AddNullToObject(o, "test_acc");
+        cJSON_AddNullToObject(o, "test_loss");
     }
-    cJSON_AddNumberToObject(o, "test_acc", ok ? test_acc : c->final_acc);
-    cJSON_AddNumberToObject(o, "test_loss", test_loss);
     cJSON_AddNumberToObject(o, "train_loss", r->samples_sum > 0 ? r->loss_sum / r->samples_sum : 0);
     cJSON_AddNumberToObject(o, "clients", r->n_received);
     cJSON_AddNumberToObject(o, "selected", r->n_selected);
@@ -432,19 +450,19 @@ static void round_finish(coord *c, const char *reason) {
     cJSON_AddStringToObject(o, "model_sha256", sha);
     cJSON_AddItemToObject(o, "participants", round_participants(c));
     snprintf(c->final_sha256, sizeof c->final_sha256, "%s", sha);
-    cJSON_AddItemToArray(c->round_log, cJSON_Duplicate(o, 1));
-    cJSON_AddStringToObject(o, "event", "round");
-    report_log_event(c, o);
-    if (!c->cfg.quiet)
-        printf("round %d/%d  %-6s test_acc %.4f  test_loss %.4f  clients %d/%d  up %.2f MB  down %.2f MB  %.2f s\n",
-               r->round, c->cfg.rounds, status, ok ? test_acc : c->final_acc, test_loss, r->n_received,
-               r->n_selected, r->bytes_up / 1e6, r->bytes_down / 1e6, wall);
-    fflush(stdout);
+    cJSON_AddItemToArray(c->round_log, o);
     r->open = 0;
-    if (r->round >= c->cfg.rounds) c->done = 1;
+    if (r->round >= c->cfg.rounds) c->done_pending = 1;
+    /* The state is durable before the next round opens (its evaluation may
+     * still be running: a continued run evaluates the saved model again). */
     char err[HFL_ERR_LEN];
-    if (report_write(c, err) != 0) fprintf(stderr, "hfl-coordinator: %s\n", err);
     if (persist_save(c, err) != 0) fprintf(stderr, "hfl-coordinator: cannot save the run's state: %s\n", err);
+    if (reason) {
+        rounds_publish(c, o, NULL, NULL);
+        c->done = c->done_pending;
+    } else {
+        eval_round(c, o); /* publishes, and sets done after the last round */
+    }
 }
 
 /* The adaptive clip after a round with updates (see the header). */
@@ -512,7 +530,7 @@ static void round_aggregate(coord *c) {
 
 void rounds_tick(coord *c) {
     coord_round *r = &c->r;
-    if (c->done) return;
+    if (c->done || c->done_pending) return;
     if (!r->open) {
         int planned = 0, left = 0, live = 0;
         double now = hfl_now();
@@ -530,6 +548,7 @@ void rounds_tick(coord *c) {
             round_open(c);
         return;
     }
+    if (eval_busy(c)) return; /* the previous round is published before this one may close */
     int gone = 0; /* selected clients that left the run (registry_leave) or were told to skip it */
     for (int i = 0; i < r->n_selected; i++) {
         int s = r->selected[i];

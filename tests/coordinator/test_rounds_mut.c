@@ -969,6 +969,65 @@ static void test_client_records(void) {
     teardown();
 }
 
+/* Waits (up to 5 s) for the evaluation thread to finish its round. */
+static int eval_settled(void) {
+    for (int i = 0; i < 500; i++) {
+        pthread_mutex_lock(&c.lock);
+        int busy = eval_busy(&c);
+        pthread_mutex_unlock(&c.lock);
+        if (!busy) return 1;
+        hfl_sleep_ms(10);
+    }
+    return 0;
+}
+
+/* The evaluation thread (evaluate.c). Holding the coordinator lock keeps it
+ * from publishing, so the order is fixed: round 1 closes with its accuracy
+ * still null, round 2 opens at once, and its update does not close it while
+ * round 1 is unpublished; once the lock is let go, round 1 gets accuracy 1
+ * and loss ln 10 (all weights equal: equal logits, class 0 first), then round
+ * 2 closes and the run is done only after its own evaluation. */
+static void test_eval_thread(void) {
+    setup(1, 1, 60, 1);
+    char err[HFL_ERR_LEN];
+    REQUIRE_MSG(eval_start(&c, err) == 0, "%s", err);
+    int a = hello("a", 100);
+    pthread_mutex_lock(&c.lock);
+    rounds_tick(&c);
+    pull(a, HFL_MSG_TASK);
+    accept(a, 100, 0.5, 1.0f);
+    rounds_tick(&c);
+    cJSON *r1 = cJSON_GetArrayItem(c.round_log, 0);
+    CHECK(c.version == 1 && !c.r.open && cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(r1, "test_acc")) &&
+          eval_busy(&c));
+    rounds_tick(&c);
+    CHECK(c.r.open && c.r.round == 2);
+    pull(a, HFL_MSG_TASK);
+    accept(a, 100, 0.5, 1.0f);
+    rounds_tick(&c);
+    CHECK(c.r.open && c.version == 1); /* waits for round 1's publication */
+    pthread_mutex_unlock(&c.lock);
+    CHECK(eval_settled());
+    pthread_mutex_lock(&c.lock);
+    CHECK_CLOSE(num(r1, "test_acc"), 1.0, 0, 0);
+    CHECK_CLOSE(num(r1, "test_loss"), log(10.0), 1e-5, 0);
+    CHECK(c.final_acc == 1.0f);
+    rounds_tick(&c);
+    CHECK(!c.r.open && c.version == 2 && c.done_pending && !c.done);
+    pthread_mutex_unlock(&c.lock);
+    CHECK(eval_settled());
+    pthread_mutex_lock(&c.lock);
+    CHECK(c.done && !isnan(num(last_round(), "test_acc")));
+    pthread_mutex_unlock(&c.lock);
+    cJSON *opens = events("round_open"), *closes = events("round");
+    CHECK(cJSON_GetArraySize(opens) == 2 && cJSON_GetArraySize(closes) == 2 &&
+          num(cJSON_GetArrayItem(closes, 0), "t") >= num(cJSON_GetArrayItem(opens, 1), "t"));
+    cJSON_Delete(opens);
+    cJSON_Delete(closes);
+    eval_stop(&c);
+    teardown();
+}
+
 /* A task sent as a delta against the version the client holds is counted. */
 static void test_delta_tasks(void) {
     setup(1, 1, 60, 1);
@@ -1079,6 +1138,7 @@ int main(void) {
     test_closing();
     test_delta_tasks();
     test_client_records();
+    test_eval_thread();
     test_robust();
     test_no_leak();
     return check_exit_code("test_rounds_mut");

@@ -8,12 +8,15 @@
  * timing). Run B, same seed: the coordinator kills itself (HFL_TEST_CRASH,
  * as kill -9 would) at the first update of round 2 (mid-round), before the
  * model moves in round 3 (mid-aggregation), and with round 4's state
- * written but not yet renamed into place; each time it is started again
+ * written but not yet renamed into place, and with round 4 (the last)
+ * saved but not yet evaluated; each time it is started again
  * with the same arguments and state dir. Client-1 kills itself in round 3
  * after saving its residual and update but before sending it, and is
  * started again. The clients of run B are never restarted for the
  * coordinator's crashes: they rejoin by themselves. Run B must finish all 4
- * rounds, once each, with run A's final_model_sha256, and count 3 restarts.
+ * rounds, once each, with run A's final_model_sha256 and every round's
+ * test accuracy (the last one evaluated again from the saved model), and
+ * count 4 restarts.
  * Then a damaged state file is refused at start with a one-line error. */
 #include <signal.h>
 #include <stdio.h>
@@ -151,20 +154,26 @@ int main(int argc, char **argv) {
 
     cJSON *a = run_fleet("a", NULL, 0, NULL);
     check_rounds("a", a);
-    const char *crashes[] = {"update:2", "aggregate:3", "state-write:4"};
-    cJSON *b = run_fleet("b", crashes, 3, "client-trained:3");
+    const char *crashes[] = {"update:2", "aggregate:3", "state-write:4", "evaluate:4"};
+    cJSON *b = run_fleet("b", crashes, 4, "client-trained:3");
     check_rounds("b", b);
     const char *sha_a = report_str(a, "final_model_sha256"), *sha_b = report_str(b, "final_model_sha256");
-    printf("uninterrupted: %s\nkilled 3 times: %s\n", sha_a, sha_b);
+    printf("uninterrupted: %s\nkilled 4 times: %s\n", sha_a, sha_b);
     CHECK_MSG(strlen(sha_a) == 64 && !strcmp(sha_a, sha_b), "final models differ: %s vs %s", sha_a, sha_b);
     const cJSON *restarts = cJSON_GetObjectItemCaseSensitive(b, "restarts");
-    CHECK_MSG(cJSON_IsNumber(restarts) && restarts->valueint == 3, "run b counts %d restarts",
+    CHECK_MSG(cJSON_IsNumber(restarts) && restarts->valueint == 4, "run b counts %d restarts",
               cJSON_IsNumber(restarts) ? restarts->valueint : -1);
     const cJSON *ra = cJSON_GetObjectItemCaseSensitive(a, "rounds"), *rb = cJSON_GetObjectItemCaseSensitive(b, "rounds");
     for (int i = 0; i < ROUNDS; i++)
         CHECK_MSG(!strcmp(report_str(cJSON_GetArrayItem(ra, i), "model_sha256"),
                           report_str(cJSON_GetArrayItem(rb, i), "model_sha256")),
                   "round %d's model differs", i + 1);
+    for (int i = 0; i < ROUNDS; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ra, i), "test_acc");
+        const cJSON *y = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(rb, i), "test_acc");
+        CHECK_MSG(cJSON_IsNumber(x) && cJSON_IsNumber(y) && x->valuedouble == y->valuedouble,
+                  "round %d's test accuracy: %g vs %g", i + 1, cJSON_GetNumberValue(x), cJSON_GetNumberValue(y));
+    }
     cJSON_Delete(a);
     cJSON_Delete(b);
 

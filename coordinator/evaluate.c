@@ -1,0 +1,128 @@
+/* evaluate.c: the global model's evaluation on the test set, off the
+ * round's critical path.
+ *
+ * When a round aggregates, the next round can open at once: its clients need
+ * the new weights, not their accuracy. So the closing round hands a copy of
+ * the weights to this thread and returns; the thread evaluates without the
+ * coordinator lock, then fills the round log entry's test_acc and test_loss,
+ * publishes the round (event, progress line) and writes the report, the
+ * write also outside the lock. Until then no later round closes, so rounds
+ * are published in order, and the run is not done before its last round's
+ * accuracy is known. The state was saved at the close, before the next round
+ * opened; a run continued from a state whose last round was not yet
+ * evaluated evaluates the saved weights again (the same bits, the same
+ * figures: eval_fill_pending).
+ * Without the thread (eval_start not called: the round engine's tests) the
+ * evaluation runs inline, as it always did. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coordinator/coord.h"
+#include "util/util.h"
+
+typedef struct coord_eval coord_eval_t;
+
+struct coord_eval {
+    pthread_t thread;
+    pthread_cond_t cv; /* with c->lock */
+    float *w;          /* the weights to evaluate */
+    cJSON *entry;      /* their round log entry (owned by c->round_log) */
+    int busy, stop;
+};
+
+/* The accuracy and loss of w into entry (the caller holds whatever protects entry). */
+static void eval_fill(cJSON *entry, float acc, float loss) {
+    cJSON_ReplaceItemInObject(entry, "test_acc", cJSON_CreateNumber(acc));
+    cJSON_ReplaceItemInObject(entry, "test_loss", cJSON_CreateNumber(loss));
+}
+
+static float eval_model(coord *c, const float *w, float *loss) {
+    float acc = 0;
+    hfl_trainer_set_params(c->eval, w);
+    *loss = hfl_trainer_evaluate(c->eval, c->test.x, c->test.y, c->test.n, &acc);
+    return acc;
+}
+
+static void *eval_main(void *arg) {
+    coord *c = arg;
+    coord_eval_t *q = c->evq;
+    pthread_mutex_lock(&c->lock);
+    for (;;) {
+        while (!q->busy && !q->stop) pthread_cond_wait(&q->cv, &c->lock);
+        if (!q->busy) break;
+        pthread_mutex_unlock(&c->lock);
+        float loss, acc = eval_model(c, q->w, &loss); /* c->eval and c->test are this thread's while busy */
+        pthread_mutex_lock(&c->lock);
+        hfl_test_crash("evaluate", (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(q->entry, "round")));
+        eval_fill(q->entry, acc, loss);
+        c->final_acc = acc;
+        char *text = NULL;
+        size_t len = 0;
+        rounds_publish(c, q->entry, &text, &len);
+        pthread_mutex_unlock(&c->lock);
+        char err[HFL_ERR_LEN];
+        if (text && report_store(c, text, len, err) != 0) fprintf(stderr, "hfl-coordinator: %s\n", err);
+        pthread_mutex_lock(&c->lock);
+        q->busy = 0;
+        q->entry = NULL;
+        c->done = c->done_pending;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
+int eval_start(coord *c, char *err) {
+    coord_eval_t *q = hfl_calloc(1, sizeof *q);
+    q->w = hfl_malloc(c->spec.n_params * sizeof(float));
+    pthread_cond_init(&q->cv, NULL);
+    c->evq = q;
+    if (pthread_create(&q->thread, NULL, eval_main, c) != 0) {
+        c->evq = NULL;
+        pthread_cond_destroy(&q->cv);
+        free(q->w);
+        free(q);
+        return hfl_errf(err, "cannot start the evaluation thread");
+    }
+    return 0;
+}
+
+void eval_stop(coord *c) {
+    coord_eval_t *q = c->evq;
+    if (!q) return;
+    pthread_mutex_lock(&c->lock);
+    q->stop = 1;
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&c->lock);
+    pthread_join(q->thread, NULL);
+    c->evq = NULL;
+    pthread_cond_destroy(&q->cv);
+    free(q->w);
+    free(q);
+}
+
+int eval_busy(coord *c) { return c->evq && c->evq->busy; }
+
+void eval_round(coord *c, cJSON *entry) {
+    coord_eval_t *q = c->evq;
+    if (!q) {
+        float loss, acc = eval_model(c, c->global, &loss);
+        eval_fill(entry, acc, loss);
+        c->final_acc = acc;
+        rounds_publish(c, entry, NULL, NULL);
+        c->done = c->done_pending;
+        return;
+    }
+    memcpy(q->w, c->global, c->spec.n_params * sizeof(float));
+    q->entry = entry;
+    q->busy = 1;
+    pthread_cond_signal(&q->cv);
+}
+
+void eval_fill_pending(coord *c) {
+    cJSON *last = cJSON_GetArrayItem(c->round_log, cJSON_GetArraySize(c->round_log) - 1);
+    if (!last || !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(last, "test_acc"))) return;
+    float loss, acc = eval_model(c, c->global, &loss);
+    eval_fill(last, acc, loss);
+    c->final_acc = acc;
+}
