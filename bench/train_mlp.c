@@ -2,7 +2,7 @@
  * built-in mlp (784-200-200-10) on the CPU backend.
  *
  * Plain SGD (lr 0.05, no momentum or weight decay) on random inputs and
- * labels, cycling through a fixed pool of batches, exactly as
+ * labels, cycling through a fixed pool of batches (--pool), exactly as
  * train_mlp_torch.py does for PyTorch; train_mlp.sh runs both at one thread
  * count and prints the ratio. The number of OpenBLAS threads is set with
  * openblas_set_num_threads before anything is timed. */
@@ -20,19 +20,21 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: bench-train-mlp [--batch N] [--steps N] [--threads N] [--staged] [--json]\n"
+            "usage: bench-train-mlp [--batch N] [--steps N] [--threads N] [--pool N] [--staged] [--json]\n"
             "  Trains the mlp (784-200-200-10) with SGD lr 0.05 on random data and\n"
             "  prints training samples/s.\n"
             "  --batch N    samples per step (default 32)\n"
             "  --steps N    timed steps (default 3000; a tenth more are run first as warm-up)\n"
             "  --threads N  OpenBLAS threads (default 1)\n"
+            "  --pool N     distinct batches cycled through (default 64: they stay in cache; a\n"
+            "               client's share of a dataset does not)\n"
             "  --staged     stage each batch and step as hfl-client does (hfl_trainer_stage,\n"
             "               hfl_trainer_step_staged: no loss read per step)\n"
             "  --json       print one JSON object instead of text\n");
 }
 
 int main(int argc, char **argv) {
-    long batch = 32, steps = 3000, threads = 1;
+    long batch = 32, steps = 3000, threads = 1, pool_batches = POOL_BATCHES;
     int json = 0, staged = 0;
     char err[HFL_ERR_LEN];
     for (int i = 1; i < argc; i++) {
@@ -52,6 +54,8 @@ int main(int argc, char **argv) {
             target = &steps, hi = 100000000;
         } else if (strcmp(argv[i], "--threads") == 0) {
             target = &threads, hi = 1024;
+        } else if (strcmp(argv[i], "--pool") == 0) {
+            target = &pool_batches, hi = 1000000;
         } else {
             fprintf(stderr, "bench-train-mlp: unknown option '%s'\n", argv[i]);
             usage(stderr);
@@ -83,7 +87,7 @@ int main(int argc, char **argv) {
     hfl_model_init_params(&spec, params, 1);
     hfl_trainer_set_params(t, params);
 
-    size_t pool = (size_t)POOL_BATCHES * batch;
+    size_t pool = (size_t)pool_batches * batch;
     float *x = hfl_malloc(pool * spec.in_dim * sizeof(float));
     int32_t *y = hfl_malloc(pool * sizeof(int32_t));
     for (size_t i = 0; i < pool * spec.in_dim; i++) x[i] = hfl_u01(hfl_philox_u32(2, 99, 0, 0, 0, i));
@@ -98,7 +102,7 @@ int main(int argc, char **argv) {
     double t0 = 0.0;
     for (long k = 0; k < warmup + steps; k++) {
         if (k == warmup) t0 = hfl_now();
-        size_t b = (size_t)(k % POOL_BATCHES) * batch;
+        size_t b = (size_t)(k % pool_batches) * batch;
         if (staged) {
             hfl_trainer_stage(t, x + b * spec.in_dim, y + b, (int)batch);
             hfl_trainer_step_staged(t, 0.05f, 0.0f, 0.0f);
@@ -112,7 +116,7 @@ int main(int argc, char **argv) {
         double sum = 0;
         int64_t rows = 0;
         hfl_trainer_take_loss(t, NULL, NULL, NULL);
-        size_t b = (size_t)((warmup + steps) % POOL_BATCHES) * batch;
+        size_t b = (size_t)((warmup + steps) % pool_batches) * batch;
         hfl_trainer_stage(t, x + b * spec.in_dim, y + b, (int)batch);
         hfl_trainer_step_staged(t, 0.05f, 0.0f, 0.0f);
         hfl_trainer_take_loss(t, &sum, &rows, NULL);

@@ -192,6 +192,7 @@ typedef struct {
     uint64_t conns_refused, conns_reaped; /* conns.c: over the per-address limit; idle */
     char final_sha256[65]; /* the global model's SHA-256 after the last round closed */
     pthread_mutex_t report_lock; /* one report write at a time (report_store) */
+    pthread_cond_t tick; /* with lock: wakes the main loop early (a round complete, a round published) */
     struct coord_eval *evq; /* the evaluation thread (evaluate.c); NULL: inline */
     int done_pending; /* the last round closed; done once its evaluation is published */
 } coord;

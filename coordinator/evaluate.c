@@ -67,6 +67,7 @@ static void *eval_main(void *arg) {
         q->busy = 0;
         q->entry = NULL;
         c->done = c->done_pending;
+        pthread_cond_signal(&c->tick); /* a round waiting to close may now */
     }
     pthread_mutex_unlock(&c->lock);
     return NULL;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "coordinator/coord.h"
 #include "kernels/device.h"
@@ -204,6 +205,15 @@ static void ready_url(const char *listen, int port, char *out, size_t n) {
     snprintf(out, n, "%.*s:%d", host_len, listen, port);
 }
 
+/* Waits on c->tick (with c->lock held) for at most ms milliseconds. */
+static void main_tick_wait(coord *c, int ms) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_nsec += (long)ms * 1000000L;
+    if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&c->tick, &c->lock, &until);
+}
+
 static int coord_setup(coord *c, char *err) {
     if (hfl_model_resolve(c->cfg.model, &c->spec, err) != 0) return -1;
     if (!(c->spec_json = hfl_model_spec_to_json(&c->spec, err))) return -1;
@@ -223,6 +233,11 @@ static int coord_setup(coord *c, char *err) {
     pthread_mutex_init(&c->lock, NULL);
     int resumed;
     pthread_mutex_init(&c->report_lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->tick, &ca);
+    pthread_condattr_destroy(&ca);
     if (rounds_init(c, err) != 0 || persist_load(c, &resumed, err) != 0) return -1;
     eval_fill_pending(c);
     /* a continued run appends to its log */
@@ -305,24 +320,25 @@ int main(int argc, char **argv) {
     signal(SIGTERM, on_signal);
     signal(SIGHUP, on_hup);
     double done_at = 0, reaped_at = 0;
+    pthread_mutex_lock(&c.lock);
     while (!stop_requested) {
-        pthread_mutex_lock(&c.lock);
         if (reload_requested) {
             reload_requested = 0;
             auth_reload(&c);
         }
         rounds_tick(&c);
+        if (!c.r.open) rounds_tick(&c); /* a round that just closed: the next opens in the same tick */
         server_wake(srv);
         if (hfl_now() - reaped_at > 0.5) {
             reaped_at = hfl_now();
             server_reap(srv);
         }
         int done = c.done, all_bye = c.byes_sent >= c.n_clients;
-        pthread_mutex_unlock(&c.lock);
         if (done && !done_at) done_at = hfl_now();
         if (done && (all_bye || hfl_now() - done_at > linger)) break;
-        hfl_sleep_ms(5);
+        main_tick_wait(&c, 5); /* or sooner: a round complete or published */
     }
+    pthread_mutex_unlock(&c.lock);
     hfl_sleep_ms(100); /* let the last bye replies leave before the sockets close */
     server_stop(srv);
     eval_stop(&c); /* an evaluation in hand is finished and published */

@@ -295,6 +295,7 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     r->n_clipped += info.clipped;
     r->received[id] = 1;
     r->n_received++;
+    if (r->n_received == r->n_selected) pthread_cond_signal(&c->tick); /* the main loop closes it now */
     if (r->n_received == 1) hfl_test_crash("update", r->round);
     r->weight_samples += weighed;
     if (weighed > r->weight_max) r->weight_max = weighed;
