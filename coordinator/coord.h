@@ -51,6 +51,7 @@ typedef struct {
     int clients_per_round; /* K: clients selected each round */
     int min_quorum;        /* updates needed to aggregate a round */
     int min_clients;       /* the first round waits for this many planned clients (or its deadline) */
+    double over_select;    /* draw K (1 + F) and close once K updates arrived (0: draw K, wait for all) */
     double deadline_s;     /* per round */
     int local_epochs;
     int batch;
@@ -115,6 +116,7 @@ typedef struct {
     int n_refused, n_declined;
     int n_silent;           /* planned clients not drawn: silent for --liveness */
     int n_eligible;         /* the live planned clients the round drew from */
+    int n_target;           /* updates that close the round (K; n_selected without over-selection) */
     int64_t samples_at_select[COORD_MAX_CLIENTS];  /* each selected client's samples when drawn, capped */
     int64_t declared_at_select[COORD_MAX_CLIENTS]; /* and what it declared (an update may not claim more) */
     int64_t share_cap[COORD_MAX_CLIENTS];          /* the most samples its update may weigh (--max-share) */

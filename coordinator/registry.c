@@ -215,7 +215,7 @@ int registry_leave(coord *c, int id, const cJSON *meta, char *err) {
 /* Each client's record over the rounds so far, from the round log's
  * participants (so it survives a restart with the log). */
 typedef struct {
-    int joined, failures, declined;
+    int joined, failures, declined, late;
     double samples, train_s, bytes_up;
 } registry_record;
 
@@ -235,6 +235,8 @@ static void registry_records(const coord *c, registry_record *rec) {
                 r->bytes_up += cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(p, "bytes_up"));
             } else if (!strcmp(st, "declined")) {
                 r->declined++;
+            } else if (!strcmp(st, "late")) {
+                r->late++; /* over-selected: the round closed with enough before it answered */
             } else {
                 r->failures++; /* refused, missing or left */
             }
@@ -257,6 +259,7 @@ cJSON *registry_report(const coord *c) {
         cJSON_AddNumberToObject(o, "rounds_joined", rec[i].joined);
         cJSON_AddNumberToObject(o, "failures", rec[i].failures);
         cJSON_AddNumberToObject(o, "declined", rec[i].declined);
+        cJSON_AddNumberToObject(o, "late", rec[i].late);
         cJSON_AddNumberToObject(o, "bytes_up", rec[i].bytes_up);
         if (rec[i].train_s > 0) cJSON_AddNumberToObject(o, "samples_per_s", rec[i].samples / rec[i].train_s);
         if (cl->measured_peak > 0) {

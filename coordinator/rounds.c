@@ -7,7 +7,8 @@
  * the same bits in any arrival order); share = samples / the selected
  * clients' samples, the samples capped at the hello by --max-client-samples
  * and per update so that none outweighs --max-share of the round. The main loop closes the round
- * when every selected client has answered, or at the deadline if the quorum
+ * when every selected client has answered (with --over-select F, K (1 + F)
+ * are drawn and the first K updates close it), or at the deadline if the quorum
  * is in; then the mean delta sum / sum(shares) moves the global model
  * through the server optimizer (server_opt.h; FedAvg by default, McMahan et
  * al. 2017: global += mean), the
@@ -92,26 +93,30 @@ void coord_parse_clip(const char *s, coord_config *cfg, char *err) {
  * hello first. A client not heard from for --liveness (a waiting client asks
  * every WAIT_MS) is presumed dead or busy and not drawn, so a killed client
  * no longer costs every later round its deadline. */
+static int by_name(const void *a, const void *b, void *ctx) {
+    const coord *c = ctx;
+    return strcmp(c->clients[*(const int *)a].name, c->clients[*(const int *)b].name);
+}
+
 static void round_select(coord *c) {
     coord_round *r = &c->r;
     int *ids = hfl_malloc(sizeof(int) * (size_t)(c->n_clients + 1));
     int n = 0;
     double now = hfl_now();
-    for (int i = 0; i < c->n_clients; i++) { /* live planned clients, insertion-sorted by name; n is small */
+    for (int i = 0; i < c->n_clients; i++) { /* live planned clients, then sorted by name */
         if (!c->clients[i].has_plan) continue;
         if (now - c->clients[i].last_seen > c->cfg.liveness_s) {
             r->n_silent++;
             continue;
         }
-        int j = n++;
-        while (j > 0 && strcmp(c->clients[ids[j - 1]].name, c->clients[i].name) > 0) {
-            ids[j] = ids[j - 1];
-            j--;
-        }
-        ids[j] = i;
+        ids[n++] = i;
     }
+    qsort_r(ids, (size_t)n, sizeof *ids, by_name, c);
     r->n_eligible = n;
-    int k = c->cfg.clients_per_round < n ? c->cfg.clients_per_round : n;
+    /* --over-select F: K (1 + F) drawn, the first K updates close the round */
+    int want = c->cfg.clients_per_round + (int)ceil(c->cfg.clients_per_round * c->cfg.over_select);
+    int k = want < n ? want : n;
+    r->n_target = c->cfg.clients_per_round < k ? c->cfg.clients_per_round : k;
     for (int i = 0; i < k; i++) {
         uint32_t u = hfl_philox_u32(c->cfg.seed, HFL_STREAM_SHUFFLE, (uint32_t)r->round, 0xFFFFFFFFu, 0, (uint64_t)i);
         int j = i + (int)((uint64_t)u * (uint64_t)(n - i) >> 32);
@@ -295,7 +300,7 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     r->n_clipped += info.clipped;
     r->received[id] = 1;
     r->n_received++;
-    if (r->n_received == r->n_selected) pthread_cond_signal(&c->tick); /* the main loop closes it now */
+    if (r->n_received == r->n_target) pthread_cond_signal(&c->tick); /* the main loop closes it now */
     if (r->n_received == 1) hfl_test_crash("update", r->round);
     r->weight_samples += weighed;
     if (weighed > r->weight_max) r->weight_max = weighed;
@@ -362,8 +367,9 @@ static double median_norm(const coord_round *r) {
 }
 
 /* Each drawn client's part in the round, in draw order: its status (ok,
- * refused: told to skip; left: quit the run; missing: no update by the
- * close) and, for an accepted update, what it weighed and carried. */
+ * refused: told to skip; declined; left: quit the run; late: over-selected,
+ * the round closed with its target before it answered; missing: no update by
+ * the close) and, for an accepted update, what it weighed and carried. */
 static cJSON *round_participants(const coord *c) {
     const coord_round *r = &c->r;
     cJSON *arr = cJSON_CreateArray();
@@ -373,8 +379,10 @@ static cJSON *round_participants(const coord *c) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "client", id);
         cJSON_AddStringToObject(o, "name", cl->name);
+        int full = r->n_received >= r->n_target; /* over-selected: closed without the rest, who are late */
         cJSON_AddStringToObject(o, "status", r->received[id] ? "ok" : r->refused[id] == 2 ? "declined"
-                                             : r->refused[id] ? "refused" : cl->left[0] ? "left" : "missing");
+                                             : r->refused[id] ? "refused" : cl->left[0] ? "left"
+                                             : full ? "late" : "missing");
         if (r->received[id]) {
             cJSON_AddNumberToObject(o, "samples", r->rec[id].samples);
             cJSON_AddNumberToObject(o, "weight", r->rec[id].weight);
@@ -429,6 +437,7 @@ static void round_finish(coord *c, const char *reason) {
     cJSON_AddNumberToObject(o, "train_loss", r->samples_sum > 0 ? r->loss_sum / r->samples_sum : 0);
     cJSON_AddNumberToObject(o, "clients", r->n_received);
     cJSON_AddNumberToObject(o, "selected", r->n_selected);
+    cJSON_AddNumberToObject(o, "target", r->n_target);
     cJSON_AddNumberToObject(o, "eligible", r->n_eligible);
     cJSON_AddNumberToObject(o, "samples", r->samples_sum);
     cJSON_AddNumberToObject(o, "bytes_up", (double)r->bytes_up);
@@ -557,7 +566,7 @@ void rounds_tick(coord *c) {
     }
     if (r->n_selected == 0) {
         round_finish(c, "no live client to draw, global model kept");
-    } else if (r->n_received == r->n_selected) {
+    } else if (r->n_received == r->n_selected || r->n_received >= r->n_target) {
         round_aggregate(c);
     } else if (hfl_now() - r->opened_at > c->cfg.deadline_s ||
                (gone && r->n_received + gone >= r->n_selected)) {

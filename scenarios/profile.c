@@ -82,7 +82,8 @@ void hfl_profiles_price(cJSON *rep, const hfl_scenario *sc, const hfl_profile *p
     const cJSON *round;
     cJSON_ArrayForEach(round, cJSON_GetObjectItemCaseSensitive(rep, "rounds")) {
         const cJSON *parts = cJSON_GetObjectItemCaseSensitive(round, "participants"), *pt;
-        int n = cJSON_GetArraySize(parts), waited = 0;
+        int n = cJSON_GetArraySize(parts), waited = 0, ok = 0;
+        int target = cJSON_GetObjectItemCaseSensitive(round, "target") ? (int)jnum(round, "target") : n;
         double task_bytes = n > 0 ? jnum(round, "bytes_down") / n : 0, wall = 0, down = 0, train = 0, up = 0;
         const char *slowest = "";
         cJSON_ArrayForEach(pt, parts) {
@@ -90,10 +91,12 @@ void hfl_profiles_price(cJSON *rep, const hfl_scenario *sc, const hfl_profile *p
                                                    cJSON_GetObjectItemCaseSensitive(pt, "name")));
             if (idx < 0 || !p[idx].name[0]) continue;
             const cJSON *st = cJSON_GetObjectItemCaseSensitive(pt, "status");
+            if (cJSON_IsString(st) && !strcmp(st->valuestring, "late")) continue; /* closed without it */
             if (!cJSON_IsString(st) || strcmp(st->valuestring, "ok") != 0) {
                 waited = 1; /* the round waited for it until its deadline (a dropout is silent) */
                 continue;
             }
+            ok++;
             double slow = sc->client_slow && sc->client_slow[idx][0] ? atof(sc->client_slow[idx]) : 1;
             const hfl_profile *q = &p[idx];
             int prec = client_precision(rep, id);
@@ -106,6 +109,8 @@ void hfl_profiles_price(cJSON *rep, const hfl_scenario *sc, const hfl_profile *p
                 slowest = q->name;
             }
         }
+        /* over-selected: a round with its target in closed at its slowest included update */
+        if (ok >= target) waited = 0;
         if (waited && sc->deadline_s > wall) wall = sc->deadline_s;
         cJSON *sim = cJSON_CreateObject();
         cJSON_AddNumberToObject(sim, "wall_s", wall);

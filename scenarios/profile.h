@@ -14,7 +14,9 @@
  *              HFL_PROFILE_UTILISATION)   (backward ~ 2x forward; slow: the scenario's)
  *   upload   = the update's bytes / uplink + latency
  * A round lasts as long as its slowest drawn client, or its deadline when a
- * drawn client never answered or declined (a real dropout is silent). The coordinator's aggregation and
+ * drawn client never answered or declined (a real dropout is silent) and the
+ * round did not reach its target of updates (over-selection: it closes at
+ * the slowest update it took; the late are not waited for). The coordinator's aggregation and
  * evaluation are not priced. */
 #ifndef HFL_PROFILE_H
 #define HFL_PROFILE_H

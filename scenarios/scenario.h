@@ -16,7 +16,8 @@
  *   "client_attacks": {"client-0": "-10:1000000"},
  *   "profiles": {"gtx1650-4g": 2, "laptop-cpu": 1}, "profile_library": "profiles.json",
  *   "memory_scale": 1,         "crashes": {"client-3": "2:1.5"},
- *   "dropout": 0,              "slow": {"client-2": "4"}
+ *   "dropout": 0,              "slow": {"client-2": "4"},
+ *   "over_selection": 0
  * }
  * Required: name, model, clients, rounds, partition, codec. Everything else
  * has the default shown (clients_per_round and min_quorum default to
@@ -39,7 +40,9 @@
  * start it again S seconds later ("R:S"); dropout is each client's chance of
  * declining a round (hfl-client --dropout: the round stops waiting for it;
  * simulated time prices it as the deadline, as a silent dropout would
- * cost); slow multiplies a client's simulated training time. Clients are
+ * cost); slow multiplies a client's simulated training time;
+ * over_selection is the coordinator's --over-select F (K (1 + F) drawn, the
+ * round closes at K updates; the rest are "late"). Clients are
  * named client-0 .. client-<clients-1>. Unknown keys are an error, so a typo never silently falls back. */
 #ifndef HFL_SCENARIO_H
 #define HFL_SCENARIO_H
@@ -67,6 +70,7 @@ typedef struct {
     char clip_norm[32];        /* "" for the coordinator's default */
     double max_client_samples; /* 0: no cap */
     double max_share;          /* 0: the coordinator's default */
+    double over_selection;     /* the coordinator's --over-select: draw K (1 + F), close at K */
     char server_opt[32];       /* "" for the coordinator's default */
     char strategy[32];         /* "" for the coordinator's default */
     char (*client_profile)[32]; /* [clients]: "" for none, else a profile's name */

@@ -442,7 +442,7 @@ int main(int argc, char **argv) {
                      "--max-conns-per-addr", "0",
                      /* the first draw waits for the whole fleet: the same seed draws the same clients */
                      "--min-clients", a_n,
-                     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+                     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     /* the optional ones, after the fixed ones */
     int na = 0;
     while (cargv[na]) na++;
@@ -455,6 +455,9 @@ int main(int argc, char **argv) {
     if (sc.max_share > 0) cargv[na++] = "--max-share", cargv[na++] = a_share;
     if (sc.server_opt[0]) cargv[na++] = "--server-opt", cargv[na++] = sc.server_opt;
     if (sc.strategy[0]) cargv[na++] = "--strategy", cargv[na++] = sc.strategy;
+    char a_over[32];
+    snprintf(a_over, sizeof a_over, "%.17g", sc.over_selection);
+    if (sc.over_selection > 0) cargv[na++] = "--over-select", cargv[na++] = a_over;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     static sim_procs procs;

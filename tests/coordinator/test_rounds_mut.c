@@ -969,6 +969,51 @@ static void test_client_records(void) {
     teardown();
 }
 
+/* --over-select: K = 2 with F = 0.5 draws 3 of 4 (the same first two as
+ * without it: the shuffle's prefix), the first 2 updates close the round,
+ * the third drawn client is "late" and its update is refused; with 2
+ * eligible only 2 are drawn and both are waited for. */
+static void test_over_select(void) {
+    setup(2, 2, 60, 1);
+    int ids[4];
+    const char *names[4] = {"a", "b", "d", "e"};
+    for (int i = 0; i < 4; i++) ids[i] = hello(names[i], 100);
+    rounds_tick(&c);
+    int plain[2] = {c.r.selected[0], c.r.selected[1]};
+    teardown();
+    setup(2, 2, 60, 1);
+    c.cfg.over_select = 0.5;
+    for (int i = 0; i < 4; i++) ids[i] = hello(names[i], 100);
+    rounds_tick(&c);
+    REQUIRE(c.r.open && c.r.n_selected == 3 && c.r.n_target == 2);
+    CHECK(c.r.selected[0] == plain[0] && c.r.selected[1] == plain[1]);
+    int x = c.r.selected[0], y = c.r.selected[2], z = c.r.selected[1];
+    pull(x, HFL_MSG_TASK), pull(y, HFL_MSG_TASK), pull(z, HFL_MSG_TASK);
+    accept(x, 100, 0.5, 1.0f);
+    rounds_tick(&c);
+    CHECK(c.r.open); /* one of two */
+    accept(y, 100, 0.5, 3.0f);
+    rounds_tick(&c);
+    CHECK(!c.r.open && c.version == 1 && all_weights(2.0f));
+    const cJSON *r = last_round(), *p;
+    CHECK(num(r, "target") == 2 && num(r, "selected") == 3 && num(r, "clients") == 2);
+    int late = 0, ok = 0;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(r, "participants")) {
+        late += !strcmp(str(p, "status"), "late") && num(p, "client") == z;
+        ok += !strcmp(str(p, "status"), "ok");
+    }
+    CHECK(late == 1 && ok == 2);
+    refuse(z, 1, 100, 0.5, "fp32", NULL, "round 1 is closed", 0);
+    (void)ids;
+    teardown();
+    setup(2, 2, 60, 1);
+    c.cfg.over_select = 0.5;
+    hello("a", 100), hello("b", 100);
+    rounds_tick(&c);
+    CHECK(c.r.open && c.r.n_selected == 2 && c.r.n_target == 2);
+    teardown();
+}
+
 /* Waits (up to 5 s) for the evaluation thread to finish its round. */
 static int eval_settled(void) {
     for (int i = 0; i < 500; i++) {
@@ -1139,6 +1184,7 @@ int main(void) {
     test_delta_tasks();
     test_client_records();
     test_eval_thread();
+    test_over_select();
     test_robust();
     test_no_leak();
     return check_exit_code("test_rounds_mut");
