@@ -52,6 +52,7 @@ typedef struct {
     int min_quorum;        /* updates needed to aggregate a round */
     int min_clients;       /* the first round waits for this many planned clients (or its deadline) */
     double over_select;    /* draw K (1 + F) and close once K updates arrived (0: draw K, wait for all) */
+    int late_fold;         /* --late fold: an update one round late joins the open round at half weight */
     double deadline_s;     /* per round */
     int local_epochs;
     int batch;
@@ -101,6 +102,7 @@ typedef struct {
     double predicted_peak, measured_peak; /* from its updates: the plan's figure and the real one */
     char left[240]; /* why it left before the run ended (its bye's error), "" while it takes part */
     double last_seen;
+    int late_round; /* --late fold: the round it was tasked in and closed without it (0: none) */
 } coord_client;
 
 typedef struct {
@@ -138,6 +140,12 @@ typedef struct {
     double loss_sum;        /* sample-weighted training loss */
     uint64_t bytes_up, bytes_down;
     int tasks_delta; /* tasks sent as a delta against the client's version */
+    int n_stale;        /* late updates folded into this round (--late fold) */
+    double weight_stale; /* their samples after the caps, at half weight: exact in a double */
+    struct {
+        int client;
+        double samples, weight, norm, bytes;
+    } stale[COORD_MAX_CLIENTS];
     cJSON *task_meta;     /* this round's task settings, the same for every client */
 } coord_round;
 

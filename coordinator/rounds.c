@@ -229,6 +229,52 @@ static uint8_t *round_decline(coord *c, int id, int64_t round, size_t *len) {
     return reply(HFL_MSG_ACK, ack, NULL, 0, len);
 }
 
+/* --late fold: an update from the round before (its client was tasked there
+ * and the round closed without it) joins the open round's sum at half the
+ * weight its samples would give (staleness 1; FedBuff weighs by staleness,
+ * Nguyen et al. 2022; 1/2 keeps every weight, and so the divisor, exact and
+ * the sum order-independent). Its samples are capped as a fresh update's
+ * would be against this round. Robust rules hold a row per drawn client: no
+ * folding there. */
+static int round_fold(coord *c, int id, int64_t samples, const char *codec, const uint8_t *payload, size_t plen,
+                      size_t msg_bytes, char *err) {
+    coord_round *r = &c->r;
+    const hfl_codec *uc = c->clients[id].codec;
+    if (c->rule.kind != HFL_RULE_FEDAVG)
+        return hfl_errf(err, "late update for round %d: only fedavg folds late updates", r->round - 1);
+    if (strcmp(codec, uc->name) != 0)
+        return hfl_errf(err, "update uses codec '%s', client %d uses '%s'", codec, id, uc->name);
+    if (r->samples_planned <= 0) return hfl_errf(err, "round %d drew nobody to weigh a late update against", r->round);
+    int64_t weighed = samples < c->clients[id].samples ? samples : c->clients[id].samples;
+    double f = c->cfg.max_share;
+    if (f < 1) {
+        double cap = floor(f / (1 - f) * r->samples_planned);
+        if ((double)weighed > cap) weighed = cap < 1 ? 1 : (int64_t)cap;
+    }
+    double weight = 0.5 * (double)weighed / r->samples_planned;
+    hfl_agg_update info;
+    if (hfl_agg_add(&c->agg, uc, payload, plen, weight, &info, err) != 0) return -1;
+    c->clients[id].late_round = 0;
+    r->weight_stale += 0.5 * (double)weighed;
+    r->n_clipped += info.clipped;
+    r->bytes_up += msg_bytes;
+    r->stale[r->n_stale].client = id;
+    r->stale[r->n_stale].samples = (double)samples, r->stale[r->n_stale].weight = weight;
+    r->stale[r->n_stale].norm = info.norm, r->stale[r->n_stale].bytes = (double)msg_bytes;
+    r->n_stale++;
+    c->clients[id].last_seen = hfl_now();
+    cJSON *ev = cJSON_CreateObject();
+    cJSON_AddStringToObject(ev, "event", "update_folded");
+    cJSON_AddNumberToObject(ev, "round", r->round);
+    cJSON_AddNumberToObject(ev, "from_round", r->round - 1);
+    cJSON_AddNumberToObject(ev, "client", id);
+    cJSON_AddNumberToObject(ev, "samples", (double)samples);
+    cJSON_AddNumberToObject(ev, "weight", weight);
+    cJSON_AddNumberToObject(ev, "norm", info.norm);
+    report_log_event(c, ev);
+    return 0;
+}
+
 uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *payload, size_t plen,
                        size_t msg_bytes, size_t *len) {
     coord_round *r = &c->r;
@@ -257,6 +303,13 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
         (cJSON_GetObjectItemCaseSensitive(meta, "measured_peak_bytes") &&
          hfl_meta_num(meta, "measured_peak_bytes", 0, 1e18, &measured, err) != 0))
         goto reject;
+    if (c->cfg.late_fold && r->open && round == r->round - 1 && c->clients[id].late_round == round) {
+        if (round_fold(c, id, samples, codec, payload, plen, msg_bytes, err) != 0) goto reject;
+        cJSON *ack = cJSON_CreateObject();
+        cJSON_AddNumberToObject(ack, "round", (double)round);
+        cJSON_AddNumberToObject(ack, "folded_into", r->round);
+        return reply(HFL_MSG_ACK, ack, NULL, 0, len);
+    }
     if (!r->open || round != r->round) {
         hfl_errf(err, "update for round %lld, but round %d is %s", (long long)round, r->round,
                  r->open ? "open" : "closed");
@@ -459,6 +512,24 @@ static void round_finish(coord *c, const char *reason) {
     model_sha256(c, sha);
     cJSON_AddStringToObject(o, "model_sha256", sha);
     cJSON_AddItemToObject(o, "participants", round_participants(c));
+    if (c->cfg.late_fold) {
+        cJSON *st = cJSON_AddArrayToObject(o, "folded");
+        for (int i = 0; i < r->n_stale; i++) {
+            cJSON *x = cJSON_CreateObject();
+            cJSON_AddNumberToObject(x, "client", r->stale[i].client);
+            cJSON_AddNumberToObject(x, "from_round", r->round - 1);
+            cJSON_AddNumberToObject(x, "samples", r->stale[i].samples);
+            cJSON_AddNumberToObject(x, "weight", r->stale[i].weight);
+            cJSON_AddNumberToObject(x, "norm", r->stale[i].norm);
+            cJSON_AddNumberToObject(x, "bytes_up", r->stale[i].bytes);
+            cJSON_AddItemToArray(st, x);
+        }
+        /* who was tasked and did not answer may still fold its update into the next round */
+        for (int i = 0; i < r->n_selected; i++) {
+            int id = r->selected[i];
+            c->clients[id].late_round = r->tasked[id] && !r->received[id] && !r->refused[id] ? r->round : 0;
+        }
+    }
     snprintf(c->final_sha256, sizeof c->final_sha256, "%s", sha);
     cJSON_AddItemToArray(c->round_log, o);
     r->open = 0;
@@ -517,7 +588,7 @@ static void round_aggregate(coord *c) {
          * are missing, the divisor grows (up to the whole round's capped
          * weight, the missing counting as zero) until the largest update
          * weighs at most F of it. A complete round is plain FedAvg. */
-        double divisor = (double)r->weight_samples, f = c->cfg.max_share;
+        double divisor = (double)r->weight_samples + r->weight_stale, f = c->cfg.max_share;
         double need = f < 1 ? (double)r->weight_max / f : 0;
         if (need > (double)r->cap_total) need = (double)r->cap_total;
         if (need > divisor) divisor = need;

@@ -442,7 +442,8 @@ int main(int argc, char **argv) {
                      "--max-conns-per-addr", "0",
                      /* the first draw waits for the whole fleet: the same seed draws the same clients */
                      "--min-clients", a_n,
-                     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+                     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                     NULL, NULL};
     /* the optional ones, after the fixed ones */
     int na = 0;
     while (cargv[na]) na++;
@@ -458,6 +459,7 @@ int main(int argc, char **argv) {
     char a_over[32];
     snprintf(a_over, sizeof a_over, "%.17g", sc.over_selection);
     if (sc.over_selection > 0) cargv[na++] = "--over-select", cargv[na++] = a_over;
+    if (sc.late[0]) cargv[na++] = "--late", cargv[na++] = sc.late;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     static sim_procs procs;

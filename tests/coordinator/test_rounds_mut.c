@@ -1014,6 +1014,50 @@ static void test_over_select(void) {
     teardown();
 }
 
+/* --late fold: over-selected (3 drawn, target 2), the third drawn client of
+ * round 1 is late; its update for round 1 comes while round 2 is open and
+ * joins it at half weight: round 1 moves the model to 2 (updates 1 and 3),
+ * round 2 takes two fresh updates of 0.5 (100 samples each) and the late 3
+ * (100 samples, half weight): 2 + (50 + 50 + 150) / 250 = 3. A second late
+ * update is refused; without --late fold, the late one is refused. */
+static void test_late_fold(void) {
+    for (int fold = 0; fold <= 1; fold++) {
+        setup(2, 2, 60, 1);
+        c.cfg.over_select = 0.5, c.cfg.late_fold = fold;
+        hello("a", 100), hello("b", 100), hello("d", 100), hello("e", 100);
+        rounds_tick(&c);
+        int x = c.r.selected[0], y = c.r.selected[1], z = c.r.selected[2];
+        pull(x, HFL_MSG_TASK), pull(y, HFL_MSG_TASK), pull(z, HFL_MSG_TASK);
+        accept(x, 100, 0.5, 1.0f), accept(y, 100, 0.5, 3.0f);
+        rounds_tick(&c);
+        rounds_tick(&c);
+        REQUIRE(c.r.open && c.r.round == 2 && c.version == 1);
+        CHECK(c.clients[z].late_round == (fold ? 1 : 0));
+        if (!fold) {
+            refuse(z, 1, 100, 0.5, "fp32", NULL, "round 2 is open", 0);
+            teardown();
+            continue;
+        }
+        cJSON *ack = send(z, 1, 100, 0.5, 3.0f, "fp32", NULL, 1000, HFL_MSG_ACK);
+        CHECK(num(ack, "folded_into") == 2);
+        cJSON_Delete(ack);
+        refuse(z, 1, 100, 0.5, "fp32", NULL, "round 2 is open", 0); /* once only */
+        CHECK(c.r.n_stale == 1 && c.r.weight_stale == 50);
+        int a2 = c.r.selected[0], b2 = c.r.selected[1];
+        pull(a2, HFL_MSG_TASK), pull(b2, HFL_MSG_TASK);
+        accept(a2, 100, 0.5, 0.5f), accept(b2, 100, 0.5, 0.5f);
+        rounds_tick(&c);
+        REQUIRE(!c.r.open && c.version == 2);
+        int near = 1;
+        for (size_t i = 0; i < c.spec.n_params; i++) near &= fabsf(c.global[i] - 3.0f) < 1e-5f;
+        CHECK_MSG(near, "weight 0 is %.9g, expected 3", (double)c.global[0]);
+        const cJSON *folded = cJSON_GetObjectItemCaseSensitive(last_round(), "folded");
+        CHECK(cJSON_GetArraySize(folded) == 1 && num(cJSON_GetArrayItem(folded, 0), "client") == z &&
+              num(cJSON_GetArrayItem(folded, 0), "from_round") == 1);
+        teardown();
+    }
+}
+
 /* Waits (up to 5 s) for the evaluation thread to finish its round. */
 static int eval_settled(void) {
     for (int i = 0; i < 500; i++) {
@@ -1185,6 +1229,7 @@ int main(void) {
     test_client_records();
     test_eval_thread();
     test_over_select();
+    test_late_fold();
     test_robust();
     test_no_leak();
     return check_exit_code("test_rounds_mut");
