@@ -290,7 +290,8 @@ void eval_stop(coord *c);            /* lets the evaluation in hand finish */
  * (its test_acc, test_loss) and publishes the round, now or on the thread. */
 void eval_round(coord *c, cJSON *entry);
 int eval_busy(coord *c);             /* with c->lock */
-/* After a state is loaded: a last round saved before its evaluation gets it now. */
+/* After a state is loaded and the log opened: a last round saved before its
+ * evaluation is evaluated and published now. */
 void eval_fill_pending(coord *c);
 /* Publishes a finished round log entry (with c->lock): its event, progress
  * line and the report (rendered here, written by the caller when text is given). */

@@ -249,10 +249,10 @@ static int coord_setup(coord *c, char *err) {
     pthread_cond_init(&c->tick, &ca);
     pthread_condattr_destroy(&ca);
     if (rounds_init(c, err) != 0 || persist_load(c, &resumed, err) != 0) return -1;
-    eval_fill_pending(c);
     /* a continued run appends to its log */
     if (c->cfg.log_path[0] && !(c->log = fopen(c->cfg.log_path, resumed ? "a" : "w")))
         return hfl_errf(err, "cannot write log %s", c->cfg.log_path);
+    eval_fill_pending(c);
     if (resumed && !c->cfg.quiet)
         printf("hfl-coordinator: continuing the run in %s after round %d (model version %d)\n", c->cfg.state_dir,
                c->r.round, c->version);

@@ -59,11 +59,11 @@ struct coord_server {
     pthread_mutex_t lock; /* the pool below (taken after c->lock, never before) */
     server_work **work;   /* every context: --max-inflight receivers plus spares, grown on demand */
     int n_work, cap_work;
-    int n_active;         /* contexts receiving, handling or answering (at most --max-inflight) */
     server_work **idle;   /* spare contexts */
     int n_idle;
     server_work **parked;
     int n_parked;
+    int *parked_at; /* by client id: its parked pull's index in parked, or -1 (one per session) */
     int stopping; /* server_stop began: no new contexts */
 };
 
@@ -204,9 +204,13 @@ static server_work *server_work_new(coord_server *s) {
 }
 
 /* Parks w's pull and returns the spare context to receive in its place, or
- * NULL (nothing parked) when the pool is exhausted. Called with s->lock. */
-static server_work *server_park_work(coord_server *s, server_work *w, const server_park *p) {
-    if (s->n_parked == SERVER_MAX_PARKED) return NULL;
+ * NULL (nothing parked) when the pool is exhausted. A session's earlier
+ * parked pull (its client gave up on it: a reset, a resend) is replaced and
+ * returned in *old, to be answered. Called with s->lock. */
+static server_work *server_park_work(coord_server *s, server_work *w, const server_park *p, server_work **old) {
+    *old = NULL;
+    int at = s->parked_at[p->id];
+    if (at < 0 && s->n_parked == SERVER_MAX_PARKED) return NULL;
     server_work *r = s->n_idle ? s->idle[--s->n_idle] : server_work_new(s);
     if (!r) return NULL;
     double hold = (double)p->hold_ms / 1000.0, most = w->c->cfg.liveness_s / 2;
@@ -215,7 +219,13 @@ static server_work *server_park_work(coord_server *s, server_work *w, const serv
     w->have = p->have;
     w->until = hfl_now() + (hold < most ? hold : most);
     memcpy(w->token, p->token, sizeof w->token);
-    s->parked[s->n_parked++] = w;
+    if (at >= 0) {
+        *old = s->parked[at];
+        s->parked[at] = w;
+    } else {
+        s->parked_at[p->id] = s->n_parked;
+        s->parked[s->n_parked++] = w;
+    }
     r->state = WORK_RECV;
     return r;
 }
@@ -224,7 +234,10 @@ static void server_work_cb(void *arg) {
     server_work *w = arg;
     coord_server *s = w->s;
     int rv = nng_aio_result(w->aio);
-    if (rv == NNG_ECLOSED || rv == NNG_ECANCELED) return;
+    if (rv == NNG_ECLOSED || rv == NNG_ECANCELED) { /* stopping: a send not made still owns its message */
+        if (w->state == WORK_SEND) nng_msg_free(nng_aio_get_msg(w->aio));
+        return;
+    }
     if (w->state == WORK_RECV) {
         if (rv != 0) {
             nng_ctx_recv(w->ctx, w->aio);
@@ -237,9 +250,21 @@ static void server_work_cb(void *arg) {
         uint8_t *out = server_handle(w->c, nng_msg_body(req), nng_msg_len(req), &len, &park);
         nng_msg_free(req);
         if (park.park) {
+            server_work *old;
             pthread_mutex_lock(&s->lock);
-            server_work *r = server_park_work(s, w, &park);
+            server_work *r = server_park_work(s, w, &park, &old);
             pthread_mutex_unlock(&s->lock);
+            if (old) { /* superseded: its context becomes a spare once the answer is out */
+                size_t olen = 0;
+                old->woken = 1;
+                if (server_send(old, rounds_wait_reply(0, &olen), olen) != 0) {
+                    old->woken = 0;
+                    pthread_mutex_lock(&s->lock);
+                    old->state = WORK_IDLE;
+                    s->idle[s->n_idle++] = old;
+                    pthread_mutex_unlock(&s->lock);
+                }
+            }
             if (r) {
                 nng_ctx_recv(r->ctx, r->aio);
                 return;
@@ -251,15 +276,13 @@ static void server_work_cb(void *arg) {
     }
     /* WORK_SEND done: a failed send still owns its message. */
     if (rv != 0) nng_msg_free(nng_aio_get_msg(w->aio));
-    if (w->woken) { /* a spare again: receive if a receiver is missing */
+    if (w->woken) { /* a spare again: a parked pull's place among the receivers was taken */
         w->woken = 0;
         pthread_mutex_lock(&s->lock);
-        int recv = s->n_active < w->c->cfg.max_inflight;
-        s->n_active += recv;
-        w->state = recv ? WORK_RECV : WORK_IDLE;
-        if (!recv) s->idle[s->n_idle++] = w;
+        w->state = WORK_IDLE;
+        s->idle[s->n_idle++] = w;
         pthread_mutex_unlock(&s->lock);
-        if (!recv) return;
+        return;
     }
     w->state = WORK_RECV;
     nng_ctx_recv(w->ctx, w->aio);
@@ -273,9 +296,12 @@ void server_wake(coord_server *s) {
     pthread_mutex_lock(&s->lock);
     for (int i = s->n_parked - 1; i >= 0; i--) {
         server_work *w = s->parked[i];
-        if (now < w->until && !strcmp(c->clients[w->id].token, w->token) && !rounds_pull_ready(c, w->id))
+        if (now < w->until && !strcmp(c->clients[w->id].token, w->token) && !c->clients[w->id].revoked &&
+            !rounds_pull_ready(c, w->id))
             continue;
+        s->parked_at[w->id] = -1;
         s->parked[i] = s->parked[--s->n_parked];
+        if (i < s->n_parked) s->parked_at[s->parked[i]->id] = i;
         go[n_go++] = w;
     }
     /* a parked pull was not a receiver; its answer's context becomes one or a spare */
@@ -286,10 +312,11 @@ void server_wake(coord_server *s) {
         uint8_t *out;
         if (strcmp(c->clients[w->id].token, w->token) != 0) { /* the session changed while it waited */
             out = coord_reauth_reply("session replaced while waiting: say hello", &len);
+        } else if (c->clients[w->id].revoked) {
+            out = coord_error_reply("certificate revoked", &len);
         } else if (rounds_pull_ready(c, w->id)) {
             out = rounds_pull(c, w->id, w->have, &len);
-        } else {
-            c->clients[w->id].last_seen = now;
+        } else { /* not seen: a client that died while parked must not look alive */
             out = rounds_wait_reply(0, &len);
         }
         w->woken = 1;
@@ -321,6 +348,8 @@ coord_server *server_start(coord *c, int *port, char *err) {
     s->work = hfl_calloc((size_t)s->cap_work, sizeof *s->work);
     s->idle = hfl_calloc((size_t)s->cap_work, sizeof *s->idle);
     s->parked = hfl_calloc(SERVER_MAX_PARKED, sizeof *s->parked);
+    s->parked_at = hfl_malloc(sizeof *s->parked_at * COORD_MAX_CLIENTS);
+    for (int i = 0; i < COORD_MAX_CLIENTS; i++) s->parked_at[i] = -1;
     for (int i = 0; i < c->cfg.max_inflight; i++) {
         server_work *w = server_work_new(s);
         if (!w) {
@@ -330,7 +359,6 @@ coord_server *server_start(coord *c, int *port, char *err) {
         }
         w->state = WORK_RECV;
     }
-    s->n_active = s->n_work;
     for (int i = 0; i < s->n_work; i++) nng_ctx_recv(s->work[i]->ctx, s->work[i]->aio);
     return s;
 }
@@ -352,6 +380,7 @@ void server_stop(coord_server *s) {
     free(s->work);
     free(s->idle);
     free(s->parked);
+    free(s->parked_at);
     free(s);
 }
 
