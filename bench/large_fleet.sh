@@ -39,11 +39,13 @@ res = {"clients": len(clients), "rounds_ok": sum(x["status"] == "ok" for x in ro
        "final_test_acc": r["final_test_acc"], "run_s": round(t1 - t0, 1), "first_round_open_s": round(first_open, 1),
        "round_wall_s": [round(x["wall_s"], 2) for x in rounds],
        "whole_run_peak_bytes": peak, "coordinator_peak_rss_bytes": r.get("coordinator_peak_rss_bytes"),
-       "client_peak_rss_bytes_median": (lambda v: v[len(v) // 2] if v else None)(sorted(c["measured_peak_bytes"] for c in clients if "measured_peak_bytes" in c)),
+       "client_peak_rss_bytes_median": (lambda v: v[len(v) // 2] if v else None)(sorted(
+           json.loads(l)["peak_bytes"] for l in open(out + "/run/events.jsonl") if '"event":"update"' in l)),
        "final_model_sha256": r["final_model_sha256"]}
 print(f"{res['clients']} clients, {res['rounds_ok']} rounds ok, final accuracy {res['final_test_acc']:.4f}")
 print(f"run {res['run_s']} s (first round opened at {res['first_round_open_s']} s); rounds {res['round_wall_s']} s")
 print(f"whole run peak memory {peak / 2**30:.2f} GiB over the machine's use before it; "
-      f"coordinator peak RSS {res['coordinator_peak_rss_bytes'] / 2**20:.0f} MiB")
+      f"coordinator peak RSS {res['coordinator_peak_rss_bytes'] / 2**20:.0f} MiB; "
+      f"a client's peak RSS (median) {res['client_peak_rss_bytes_median'] / 2**20:.1f} MiB")
 print(json.dumps(res))
 PY
