@@ -304,7 +304,7 @@ void server_wake(coord_server *s) {
         if (i < s->n_parked) s->parked_at[s->parked[i]->id] = i;
         go[n_go++] = w;
     }
-    /* a parked pull was not a receiver; its answer's context becomes one or a spare */
+    /* a parked pull was not a receiver: once answered, its context is a spare */
     pthread_mutex_unlock(&s->lock);
     for (int i = 0; i < n_go; i++) {
         server_work *w = go[i];
