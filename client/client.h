@@ -27,6 +27,7 @@
 typedef struct {
     int round;
     int local_epochs;
+    int local_steps; /* > 0: exactly this many optimizer steps (capacity-aware work), not the epochs */
     int batch;
     double lr, momentum, weight_decay;
     uint64_t seed;
@@ -65,6 +66,7 @@ typedef struct {
     uint64_t measured_peak;  /* growth over trainer creation and the first step: peak RSS on
                                 the CPU, used device memory (cudaMemGetInfo) on a GPU */
     int measured_batch;      /* samples in that first step */
+    int64_t trained;         /* samples trained in the last round (its optimizer steps x their rows) */
     uint64_t footprint;      /* the step's real footprint (that growth, else the prediction) */
     int breached;            /* the budget was exceeded: the client stops (client/train.c) */
     double attack_scale;     /* --attack (simulation only): see client_options */
@@ -109,6 +111,7 @@ typedef struct {
     double attack_scale;    /* --attack: the update sent is this times the real one (0: honest) */
     int64_t attack_samples; /* --attack: the samples claimed (0: the real count) */
     double dropout;         /* --dropout: the chance of declining a round (simulation only) */
+    double speed;           /* --speed: declared samples/s (0: the plan's prediction) */
     char device[8];         /* --device: auto, cpu or cuda */
     char model[1024];
     uint64_t budget;

@@ -47,6 +47,8 @@ static void usage(FILE *f) {
         "                       the name is the certificate's CN and --name must agree\n"
         "  --dropout P          (simulation) decline each round's task with chance P, drawn from the\n"
         "                       seed, the round and the name, so a rerun declines the same rounds\n"
+        "  --speed S            (simulation) the samples/s this client declares, instead of its plan's\n"
+        "                       measured prediction: hfl-sim passes its device profile's\n"
         "  --retry-for SECONDS  keep rejoining a coordinator that went away or restarted for this\n"
         "                       long (default 60)\n"
         "  --codec NAME         update codec for this client instead of the run's\n"
@@ -88,7 +90,7 @@ static void usage(FILE *f) {
 static int parse_args(int argc, char **argv, client_options *o, char *err) {
     enum { O_URL = 256, O_CA, O_CERT, O_SNI, O_INSECURE, O_NAME, O_RETRY, O_DATA, O_PART, O_INDEX, O_NUM, O_SEED,
            O_THREADS, O_TIMEOUT, O_QUIET, O_HELP, O_CODEC, O_STATE, O_PLAN, O_MODEL, O_BUDGET, O_HEADROOM, O_VERIFY, O_JSON, O_PREC, O_DEVICE,
-           O_BATCH, O_SMALLER, O_TRIAL, O_ATTACK, O_DROPOUT };
+           O_BATCH, O_SMALLER, O_TRIAL, O_ATTACK, O_DROPOUT, O_SPEED };
     static const struct option opts[] = {
         {"coordinator", 1, 0, O_URL}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"server-name", 1, 0, O_SNI}, {"insecure", 0, 0, O_INSECURE}, {"name", 1, 0, O_NAME},
@@ -99,7 +101,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         {"plan", 0, 0, O_PLAN}, {"model", 1, 0, O_MODEL}, {"memory-budget", 1, 0, O_BUDGET},
         {"headroom", 1, 0, O_HEADROOM}, {"verify", 0, 0, O_VERIFY}, {"json", 0, 0, O_JSON}, {"precision", 1, 0, O_PREC},
         {"device", 1, 0, O_DEVICE}, {"batch", 1, 0, O_BATCH}, {"allow-smaller-batch", 0, 0, O_SMALLER},
-        {"trial-step", 0, 0, O_TRIAL}, {"attack", 1, 0, O_ATTACK}, {"dropout", 1, 0, O_DROPOUT},
+        {"trial-step", 0, 0, O_TRIAL}, {"attack", 1, 0, O_ATTACK}, {"dropout", 1, 0, O_DROPOUT}, {"speed", 1, 0, O_SPEED},
         {0, 0, 0, 0}};
     long v;
     double d;
@@ -136,6 +138,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         case O_SMALLER: o->allow_smaller = 1; break;
         case O_TRIAL: o->trial = 1; break;
         case O_DROPOUT: hfl_parse_double(optarg, 0, 1, &o->dropout, e); break;
+        case O_SPEED: hfl_parse_double(optarg, 1e-6, 1e12, &o->speed, e); break;
         case O_ATTACK: {
             char tail;
             double sc = 0, smp = 0;
@@ -250,6 +253,11 @@ static int read_task(const hfl_msg *m, size_t n_params, const char *override, cl
         return -1;
     if (!(t->codec = hfl_codec_find(override[0] ? override : codec, err))) return -1;
     if (hfl_codec_check(t->codec, n_params, (uint32_t)block, err) != 0) return -1;
+    int64_t steps = 0; /* capacity-aware work: this many optimizer steps instead of the epochs */
+    if (cJSON_GetObjectItemCaseSensitive(m->meta, "local_steps") &&
+        hfl_meta_int(m->meta, "local_steps", 1, 100000000, &steps, err) != 0)
+        return -1;
+    t->local_steps = (int)steps;
     t->round = (int)round, t->local_epochs = (int)epochs, t->batch = (int)batch;
     t->seed = (uint64_t)seed, t->block = (uint32_t)block;
     t->lr = lr, t->momentum = mom, t->weight_decay = wd;
@@ -332,6 +340,7 @@ static int send_update(nng_socket sock, const client_options *o, const hfl_devic
     cJSON_AddStringToObject(meta, "codec", codec);
     cJSON_AddNumberToObject(meta, "peak_bytes", (double)client_peak_rss());
     cJSON_AddNumberToObject(meta, "train_s", p->seconds);
+    if (s->trained > 0) cJSON_AddNumberToObject(meta, "trained_samples", (double)s->trained);
     cJSON_AddNumberToObject(meta, "predicted_peak_bytes", (double)s->chosen.predicted);
     if (s->measured_peak) cJSON_AddNumberToObject(meta, "measured_peak_bytes", (double)s->measured_peak);
     hfl_msg rep;

@@ -179,9 +179,11 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
     hfl_trainer_reset_optimizer(s->trainer);
 
     double epoch_loss = 0;
-    int breached = 0;
+    int breached = 0, steps = 0, staged = 0; /* optimizer steps taken and staged, against task->local_steps */
+    int64_t trained = 0;
     hfl_trainer_take_loss(s->trainer, NULL, NULL, NULL); /* start the sums from zero */
-    for (int e = 0; e < task->local_epochs && !breached; e++) {
+    /* capacity-aware work: epochs (each reshuffled) until local_steps steps are done */
+    for (int e = 0; !breached && (task->local_steps > 0 ? steps < task->local_steps : e < task->local_epochs); e++) {
         epoch_meter em = {0};
         if (!first) epoch_begin(s, &em); /* the first epoch's meter starts after step 1 */
         shuffle(order, n, task->seed, task->round, (int)s->stream, e);
@@ -190,16 +192,20 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
         int row, begins, ends, step_rows, size;
         while ((size = micro_at(&run, &row, &begins, &ends, &step_rows)) > 0) {
             int frow, fb, fe, frows, fsize;
-            while (queued < ahead && (fsize = micro_at(&fill, &frow, &fb, &fe, &frows)) > 0) {
+            while (queued < ahead && (task->local_steps <= 0 || staged < task->local_steps) &&
+                   (fsize = micro_at(&fill, &frow, &fb, &fe, &frows)) > 0) {
                 stage_batch(s, order, frow, fsize);
                 micro_next(&fill);
                 queued++;
+                staged += fe; /* nothing is staged past the last step */
             }
             hfl_trainer_grads_staged(s->trainer, begins, ends, step_rows);
             queued--;
             micro_next(&run);
             if (!ends) continue;
             hfl_trainer_apply(s->trainer, (float)lr, (float)task->momentum, (float)task->weight_decay);
+            steps++;
+            trained += step_rows;
             if (first) {
                 uint64_t growth = first_growth(s, &m);
                 if (growth) {
@@ -214,6 +220,7 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
                 }
                 epoch_begin(s, &em);
             }
+            if (task->local_steps > 0 && steps >= task->local_steps) break;
         }
         double sum = 0;
         int64_t rows = 0;
@@ -237,6 +244,7 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
     *len = hfl_codec_encode(task->codec, s->local, s->residual, n_params, task->block, &key, 1, out);
     *loss = epoch_loss;
     *seconds = hfl_now() - t0;
+    s->trained = trained;
     return out;
 }
 

@@ -53,6 +53,7 @@ typedef struct {
     int min_clients;       /* the first round waits for this many planned clients (or its deadline) */
     double over_select;    /* draw K (1 + F) and close once K updates arrived (0: draw K, wait for all) */
     int late_fold;         /* --late fold: an update one round late joins the open round at half weight */
+    int capacity_work;     /* --local-work capacity: each client's steps scaled to its declared speed */
     double deadline_s;     /* per round */
     int local_epochs;
     int batch;
@@ -133,8 +134,9 @@ typedef struct {
     int n_clipped;          /* accepted updates scaled down to the clip */
     int n_rule_kept;        /* Krum rules: updates the rule averaged */
     double norms[COORD_MAX_CLIENTS]; /* accepted updates' norms before clipping */
+    int local_steps[COORD_MAX_CLIENTS]; /* --local-work capacity: each drawn client's steps (0: epochs) */
     struct {                         /* each client's accepted update, by client id */
-        double samples, weight, norm, loss, train_s, bytes, measured_peak;
+        double samples, weight, norm, loss, train_s, bytes, measured_peak, trained;
         int clipped;
     } rec[COORD_MAX_CLIENTS];
     double loss_sum;        /* sample-weighted training loss */
@@ -271,7 +273,10 @@ void rounds_tick(coord *c);
 int downlink_init(coord *c, const char *codec_name, int delta, char *err);
 void downlink_record(coord *c);      /* after the global model moved to a new version */
 void downlink_reset_cache(coord *c); /* at a round's start */
-uint8_t *downlink_task(coord *c, const cJSON *task_meta, int64_t have_version, size_t *len, int *is_delta);
+/* A TASK with the weights for a client holding have_version; cached per base
+ * version when cacheable (the meta is then the same for every client). */
+uint8_t *downlink_task(coord *c, const cJSON *task_meta, int64_t have_version, size_t *len, int *is_delta,
+                       int cacheable);
 
 /* report.c */
 void report_log_event(coord *c, cJSON *event); /* takes ownership */

@@ -58,7 +58,8 @@ static uint8_t *downlink_build(coord *c, const cJSON *task_meta, int base, size_
     return m;
 }
 
-uint8_t *downlink_task(coord *c, const cJSON *task_meta, int64_t have_version, size_t *len, int *is_delta) {
+uint8_t *downlink_task(coord *c, const cJSON *task_meta, int64_t have_version, size_t *len, int *is_delta,
+                       int cacheable) {
     coord_downlink *d = &c->down;
     int base = -1;
     if (d->delta && have_version >= 0 && have_version < c->version &&
@@ -68,6 +69,7 @@ uint8_t *downlink_task(coord *c, const cJSON *task_meta, int64_t have_version, s
     /* cache slot 0: full; 1 + slot(base): delta from base */
     int k = base < 0 ? 0 : 1 + downlink_slot(base);
     *is_delta = base >= 0;
+    if (!cacheable) return downlink_build(c, task_meta, base, len);
     if (!d->msg[k]) d->msg[k] = downlink_build(c, task_meta, base, &d->msg_len[k]);
     if (!d->msg[k]) return NULL;
     uint8_t *m = hfl_malloc(d->msg_len[k]);

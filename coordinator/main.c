@@ -80,6 +80,9 @@ static void usage(FILE *f) {
         "  --max-share F         no update weighs more than F of its round (default 0.2; 1: no cap)\n"
         "  --over-select F       draw K (1 + F) clients and close the round once K updates arrived, so\n"
         "                        dropouts and stragglers do not hold it to its deadline (default 0)\n"
+        "  --local-work epochs|capacity  fixed --local-epochs for every client (default), or each\n"
+        "                        client's steps scaled to its declared speed so a round's clients\n"
+        "                        finish together (the median client trains its epochs)\n"
         "  --late drop|fold      an update that comes after its round closed: refused (drop, the\n"
         "                        default) or, one round late, added to the open round at half weight\n"
         "  --device D            where to evaluate: auto (the GPU when the CUDA module loads and finds\n"
@@ -97,7 +100,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
     enum { O_LISTEN = 256, O_CA, O_CERT, O_INSECURE, O_MODEL, O_CODEC, O_BLOCK, O_ROUNDS, O_K, O_QUORUM,
            O_DEADLINE, O_EPOCHS, O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_DATA, O_LOG, O_REPORT, O_READY,
            O_LINGER, O_QUIET, O_HELP, O_DOWNLINK, O_DOWNDELTA, O_DEVICE, O_CLIP, O_MAXSAMPLES, O_MAXSHARE,
-           O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS, O_REVOKED, O_TOKENTTL, O_STATEDIR, O_MAXSESS, O_PERADDR, O_IDLE, O_INFLIGHT, O_MINCLIENTS, O_THREADS, O_OVERSEL, O_LATE };
+           O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS, O_REVOKED, O_TOKENTTL, O_STATEDIR, O_MAXSESS, O_PERADDR, O_IDLE, O_INFLIGHT, O_MINCLIENTS, O_THREADS, O_OVERSEL, O_LATE, O_WORK };
     static const struct option opts[] = {
         {"listen", 1, 0, O_LISTEN}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"insecure", 0, 0, O_INSECURE}, {"model", 1, 0, O_MODEL}, {"codec", 1, 0, O_CODEC},
@@ -116,7 +119,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         {"max-sessions", 1, 0, O_MAXSESS}, {"max-conns-per-addr", 1, 0, O_PERADDR}, {"idle-timeout", 1, 0, O_IDLE},
         {"max-inflight", 1, 0, O_INFLIGHT}, {"min-clients", 1, 0, O_MINCLIENTS},
         {"threads", 1, 0, O_THREADS}, {"over-select", 1, 0, O_OVERSEL},
-        {"late", 1, 0, O_LATE}, {0, 0, 0, 0}};
+        {"late", 1, 0, O_LATE}, {"local-work", 1, 0, O_WORK}, {0, 0, 0, 0}};
     long v;
     double d;
     int quorum = -1;
@@ -174,6 +177,10 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         case O_INFLIGHT: if (hfl_parse_int(optarg, 1, 1024, &v, e) == 0) cfg->max_inflight = (int)v; break;
         case O_THREADS: if (hfl_parse_int(optarg, 1, 256, &v, e) == 0) cfg->threads = (int)v; break;
         case O_OVERSEL: if (hfl_parse_double(optarg, 0, 4, &d, e) == 0) cfg->over_select = d; break;
+        case O_WORK:
+            if (!strcmp(optarg, "epochs") || !strcmp(optarg, "capacity")) cfg->capacity_work = !strcmp(optarg, "capacity");
+            else hfl_errf(e, "'%s': use epochs or capacity", optarg);
+            break;
         case O_LATE:
             if (!strcmp(optarg, "fold") || !strcmp(optarg, "drop")) cfg->late_fold = !strcmp(optarg, "fold");
             else hfl_errf(e, "'%s': use drop or fold", optarg);

@@ -93,6 +93,41 @@ void coord_parse_clip(const char *s, coord_config *cfg, char *err) {
  * hello first. A client not heard from for --liveness (a waiting client asks
  * every WAIT_MS) is presumed dead or busy and not drawn, so a killed client
  * no longer costs every later round its deadline. */
+/* A client's declared speed: its plan's capacity_samples_per_s (hfl-sim: its
+ * profile's), else its measured predicted_samples_per_s; 0 when unknown. */
+static double client_speed(const coord_client *cl) {
+    const cJSON *plan = cJSON_GetObjectItemCaseSensitive(cl->hello, "plan");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(plan, "capacity_samples_per_s");
+    if (!cJSON_IsNumber(v)) v = cJSON_GetObjectItemCaseSensitive(plan, "predicted_samples_per_s");
+    return cJSON_IsNumber(v) && v->valuedouble > 0 ? v->valuedouble : 0;
+}
+
+/* --local-work capacity: the drawn clients' fixed-epoch times t = epochs x
+ * samples / speed; the round gets the median T, and each client
+ * ceil(T x speed / batch) optimizer steps (at least 1), so the round's clients
+ * finish together: a slow client trains less than its epochs, a fast one
+ * more. A round with a client of unknown speed keeps the epochs. */
+static void round_capacity(coord *c) {
+    coord_round *r = &c->r;
+    if (!c->cfg.capacity_work || r->n_selected == 0) return;
+    double *t = hfl_malloc(sizeof(double) * (size_t)r->n_selected);
+    int known = 1;
+    for (int i = 0; i < r->n_selected && known; i++) {
+        double v = client_speed(&c->clients[r->selected[i]]);
+        known = v > 0;
+        t[i] = known ? c->cfg.local_epochs * (double)r->samples_at_select[r->selected[i]] / v : 0;
+    }
+    if (known) {
+        double target = hfl_median(t, (size_t)r->n_selected);
+        for (int i = 0; i < r->n_selected; i++) {
+            int id = r->selected[i];
+            double steps = ceil(target * client_speed(&c->clients[id]) / c->cfg.batch);
+            r->local_steps[id] = steps < 1 ? 1 : steps > 1e8 ? 100000000 : (int)steps;
+        }
+    }
+    free(t);
+}
+
 static int by_name(const void *a, const void *b, void *ctx) {
     const coord *c = ctx;
     return strcmp(c->clients[*(const int *)a].name, c->clients[*(const int *)b].name);
@@ -133,6 +168,7 @@ static void round_select(coord *c) {
         r->declared_at_select[ids[i]] = c->clients[ids[i]].declared;
         r->samples_planned += (double)c->clients[ids[i]].samples;
     }
+    round_capacity(c);
     /* --max-share F: no update outweighs F of its round, i.e. its samples
      * count at most F / (1 - F) times the other selected clients' (a round of
      * one has no others to outweigh). Fixed here, before any update arrives. */
@@ -202,8 +238,14 @@ uint8_t *rounds_pull(coord *c, int id, int64_t have_version, size_t *len) {
         return reply(HFL_MSG_BYE, meta, NULL, 0, len);
     }
     if (!rounds_pull_ready(c, id)) return rounds_wait_reply(COORD_WAIT_MS, len);
-    int is_delta = 0;
-    uint8_t *m = downlink_task(c, r->task_meta, have_version, len, &is_delta);
+    int is_delta = 0, steps = r->local_steps[id];
+    cJSON *meta = r->task_meta;
+    if (steps > 0) { /* capacity-aware work: this client's own step count */
+        meta = cJSON_Duplicate(r->task_meta, 1);
+        cJSON_AddNumberToObject(meta, "local_steps", steps);
+    }
+    uint8_t *m = downlink_task(c, meta, have_version, len, &is_delta, steps == 0);
+    if (meta != r->task_meta) cJSON_Delete(meta);
     if (!m) return coord_error_reply("cannot encode the task", len);
     r->tasks_delta += is_delta;
     r->tasked[id] = 1;
@@ -297,7 +339,10 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     if (cJSON_GetObjectItemCaseSensitive(meta, "train_s") &&
         hfl_meta_num(meta, "train_s", 0, 1e9, &train_s, err) != 0)
         goto reject;
-    double predicted = 0, measured = 0;
+    double predicted = 0, measured = 0, trained = 0;
+    if (cJSON_GetObjectItemCaseSensitive(meta, "trained_samples") &&
+        hfl_meta_num(meta, "trained_samples", 0, 1e15, &trained, err) != 0)
+        goto reject;
     if ((cJSON_GetObjectItemCaseSensitive(meta, "predicted_peak_bytes") &&
          hfl_meta_num(meta, "predicted_peak_bytes", 0, 1e18, &predicted, err) != 0) ||
         (cJSON_GetObjectItemCaseSensitive(meta, "measured_peak_bytes") &&
@@ -385,7 +430,7 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     cJSON_AddNumberToObject(ev, "bytes", (double)msg_bytes);
     r->rec[id].samples = (double)samples, r->rec[id].weight = weight, r->rec[id].norm = info.norm;
     r->rec[id].loss = loss, r->rec[id].train_s = train_s, r->rec[id].bytes = (double)msg_bytes;
-    r->rec[id].measured_peak = measured, r->rec[id].clipped = info.clipped;
+    r->rec[id].measured_peak = measured, r->rec[id].clipped = info.clipped, r->rec[id].trained = trained;
     report_log_event(c, ev);
 
     cJSON *ack = cJSON_CreateObject();
@@ -446,7 +491,9 @@ static cJSON *round_participants(const coord *c) {
             cJSON_AddNumberToObject(o, "bytes_up", r->rec[id].bytes);
             if (r->rec[id].measured_peak > 0)
                 cJSON_AddNumberToObject(o, "measured_peak_bytes", r->rec[id].measured_peak);
+            if (r->rec[id].trained > 0) cJSON_AddNumberToObject(o, "trained_samples", r->rec[id].trained);
         }
+        if (r->local_steps[id] > 0) cJSON_AddNumberToObject(o, "local_steps", r->local_steps[id]);
         cJSON_AddItemToArray(arr, o);
     }
     return arr;

@@ -77,8 +77,13 @@ static int client_precision(const cJSON *rep, int id) {
     return HFL_PREC_FP32;
 }
 
+double hfl_profile_samples_per_s(const hfl_profile *p, int precision, double slow, const hfl_model_spec *spec) {
+    double rate = (p->tflops[precision] > 0 ? p->tflops[precision] : p->tflops[0]) * 1e12 * HFL_PROFILE_UTILISATION;
+    return rate / (slow * 3.0 * (double)hfl_model_forward_flops(spec));
+}
+
 void hfl_profiles_price(cJSON *rep, const hfl_scenario *sc, const hfl_profile *p, const hfl_model_spec *spec) {
-    double flops = 3.0 * (double)hfl_model_forward_flops(spec), total = 0;
+    double total = 0;
     const cJSON *round;
     cJSON_ArrayForEach(round, cJSON_GetObjectItemCaseSensitive(rep, "rounds")) {
         const cJSON *parts = cJSON_GetObjectItemCaseSensitive(round, "participants"), *pt;
@@ -100,9 +105,10 @@ void hfl_profiles_price(cJSON *rep, const hfl_scenario *sc, const hfl_profile *p
             double slow = sc->client_slow && sc->client_slow[idx][0] ? atof(sc->client_slow[idx]) : 1;
             const hfl_profile *q = &p[idx];
             int prec = client_precision(rep, id);
-            double rate = (q->tflops[prec] > 0 ? q->tflops[prec] : q->tflops[0]) * 1e12 * HFL_PROFILE_UTILISATION;
             double d = task_bytes / q->down_bps + q->latency_s;
-            double t = slow * sc->local_epochs * jnum(pt, "samples") * flops / rate;
+            double trained = cJSON_GetObjectItemCaseSensitive(pt, "trained_samples") ? jnum(pt, "trained_samples")
+                                                                                     : sc->local_epochs * jnum(pt, "samples");
+            double t = trained / hfl_profile_samples_per_s(q, prec, slow, spec);
             double u = jnum(pt, "bytes_up") / q->up_bps + q->latency_s;
             if (d + t + u > wall) {
                 wall = d + t + u, down = d, train = t, up = u;

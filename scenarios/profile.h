@@ -10,8 +10,9 @@
  * precision each chose) and the profiles alone, so a loaded host reports
  * the same simulated times as an idle one:
  *   download = the round's task bytes / downlink + latency
- *   train    = slow x epochs x samples x 3 x forward FLOPs / (TFLOPS[precision] x
- *              HFL_PROFILE_UTILISATION)   (backward ~ 2x forward; slow: the scenario's)
+ *   train    = slow x samples trained x 3 x forward FLOPs / (TFLOPS[precision] x
+ *              HFL_PROFILE_UTILISATION)   (backward ~ 2x forward; slow: the scenario's;
+ *              samples trained: as the client reports, else epochs x its samples)
  *   upload   = the update's bytes / uplink + latency
  * A round lasts as long as its slowest drawn client, or its deadline when a
  * drawn client never answered or declined (a real dropout is silent) and the
@@ -43,6 +44,10 @@ typedef struct {
  * the library at path; -1 with err for a missing or malformed library or an
  * unknown profile. */
 int hfl_profiles_resolve(const char *path, const hfl_scenario *sc, hfl_profile *out, char *err);
+
+/* The samples per second a profile trains the model at in a precision
+ * (slow: the scenario's slow-down factor), as the pricing below counts it. */
+double hfl_profile_samples_per_s(const hfl_profile *p, int precision, double slow, const hfl_model_spec *spec);
 
 /* Adds to every round of rep a "sim" object {wall_s, download_s, train_s,
  * upload_s, slowest} and to rep "simulated_s" (their sum), for clients with

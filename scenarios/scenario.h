@@ -17,7 +17,7 @@
  *   "profiles": {"gtx1650-4g": 2, "laptop-cpu": 1}, "profile_library": "profiles.json",
  *   "memory_scale": 1,         "crashes": {"client-3": "2:1.5"},
  *   "dropout": 0,              "slow": {"client-2": "4"},
- *   "over_selection": 0,       "late": "drop"
+ *   "over_selection": 0,       "late": "drop",  "local_work": "epochs"
  * }
  * Required: name, model, clients, rounds, partition, codec. Everything else
  * has the default shown (clients_per_round and min_quorum default to
@@ -43,7 +43,9 @@
  * cost); slow multiplies a client's simulated training time;
  * over_selection is the coordinator's --over-select F (K (1 + F) drawn, the
  * round closes at K updates; the rest are "late") and late its --late (drop
- * or fold: an update one round late joins the next round at half weight). Clients are
+ * or fold: an update one round late joins the next round at half weight),
+ * local_work its --local-work (epochs, or capacity: each client's steps
+ * scaled to its speed, a profiled client's being its profile's). Clients are
  * named client-0 .. client-<clients-1>. Unknown keys are an error, so a typo never silently falls back. */
 #ifndef HFL_SCENARIO_H
 #define HFL_SCENARIO_H
@@ -73,6 +75,7 @@ typedef struct {
     double max_share;          /* 0: the coordinator's default */
     double over_selection;     /* the coordinator's --over-select: draw K (1 + F), close at K */
     char late[16];             /* "" (the coordinator's default, drop) or its --late: drop, fold */
+    char local_work[16];       /* "" (epochs) or the coordinator's --local-work: epochs, capacity */
     char server_opt[32];       /* "" for the coordinator's default */
     char strategy[32];         /* "" for the coordinator's default */
     char (*client_profile)[32]; /* [clients]: "" for none, else a profile's name */

@@ -443,7 +443,7 @@ int main(int argc, char **argv) {
                      /* the first draw waits for the whole fleet: the same seed draws the same clients */
                      "--min-clients", a_n,
                      NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                     NULL, NULL};
+                     NULL, NULL, NULL, NULL};
     /* the optional ones, after the fixed ones */
     int na = 0;
     while (cargv[na]) na++;
@@ -460,6 +460,7 @@ int main(int argc, char **argv) {
     snprintf(a_over, sizeof a_over, "%.17g", sc.over_selection);
     if (sc.over_selection > 0) cargv[na++] = "--over-select", cargv[na++] = a_over;
     if (sc.late[0]) cargv[na++] = "--late", cargv[na++] = sc.late;
+    if (sc.local_work[0]) cargv[na++] = "--local-work", cargv[na++] = sc.local_work;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     static sim_procs procs;
@@ -519,12 +520,21 @@ int main(int argc, char **argv) {
                           "--num-clients", a_n, "--seed", a_seed, "--threads", a_threads, "--state-dir", state_dir,
                           "--precision", sc.precision, "--device",
                           sc.client_device[i][0] ? sc.client_device[i] : sc.device, NULL, NULL, NULL, NULL, NULL, NULL,
-                          NULL, NULL, NULL, NULL, NULL}; /* codec, attack, dropout, budget: 8, and the end */
+                          NULL, NULL, NULL, NULL, NULL, NULL, NULL}; /* codec, attack, dropout, speed, budget: 10, and the end */
         int k = 0;
         while (argv_c[k]) k++;
         if (sc.client_codec[i][0]) argv_c[k++] = "--codec", argv_c[k++] = sc.client_codec[i];
         if (sc.client_attack[i][0]) argv_c[k++] = "--attack", argv_c[k++] = sc.client_attack[i];
         if (sc.dropout > 0) argv_c[k++] = "--dropout", argv_c[k++] = a_dropout;
+        /* a profiled client declares its profile's speed (fp32: the precision it picks is
+         * not known yet), which capacity-aware work sizes its rounds by */
+        char a_speed[32];
+        hfl_model_spec mspec;
+        if (profiles[i].name[0] && hfl_model_resolve(sc.model, &mspec, err) == 0) {
+            double slow = sc.client_slow && sc.client_slow[i][0] ? atof(sc.client_slow[i]) : 1;
+            snprintf(a_speed, sizeof a_speed, "%.6g", hfl_profile_samples_per_s(&profiles[i], HFL_PREC_FP32, slow, &mspec));
+            argv_c[k++] = "--speed", argv_c[k++] = a_speed;
+        }
         if (sc.client_memory[i][0]) argv_c[k++] = "--memory-budget", argv_c[k++] = sc.client_memory[i];
         else if (gpu_share[0] && strcmp(sc.client_device[i][0] ? sc.client_device[i] : sc.device, "cpu"))
             argv_c[k++] = "--memory-budget", argv_c[k++] = gpu_share;

@@ -1058,6 +1058,61 @@ static void test_late_fold(void) {
     }
 }
 
+/* A hello whose plan declares a speed (capacity_samples_per_s, or only the
+ * measured prediction when capacity is 0). */
+static int hello_speed(const char *name, int samples, double capacity, double predicted) {
+    char err[HFL_ERR_LEN] = "";
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddNumberToObject(m, "samples", samples);
+    cJSON *plan = cJSON_AddObjectToObject(m, "plan");
+    if (capacity > 0) cJSON_AddNumberToObject(plan, "capacity_samples_per_s", capacity);
+    if (predicted > 0) cJSON_AddNumberToObject(plan, "predicted_samples_per_s", predicted);
+    int id = registry_hello(&c, name, m, err);
+    cJSON_Delete(m);
+    CHECK_MSG(id >= 0, "hello %s: %s", name, err);
+    return id;
+}
+
+/* --local-work capacity (setup: 3 local epochs, batch 16): speeds 100, 200
+ * and 400 samples/s (the last only as its measured prediction) with 100
+ * samples each take 3, 1.5 and 0.75 s for their epochs; the median 1.5 s
+ * gives ceil(1.5 x speed / 16) = 10, 19 and 38 steps, sent in each task and
+ * logged per participant. A client of unknown speed keeps the round on
+ * epochs; so does --local-work epochs. */
+static void test_capacity_work(void) {
+    for (int mode = 0; mode < 3; mode++) {
+        setup(3, 3, 60, 1);
+        c.cfg.capacity_work = mode != 0;
+        int ids[3] = {hello_speed("a", 100, 100, 999), hello_speed("b", 100, 200, 0),
+                      hello_speed("d", 100, 0, mode == 2 ? 0 : 400)};
+        rounds_tick(&c);
+        REQUIRE(c.r.open && c.r.n_selected == 3);
+        const int want[3][3] = {{0, 0, 0}, {10, 19, 38}, {0, 0, 0}};
+        for (int i = 0; i < 3; i++) {
+            size_t len = 0;
+            uint8_t *rep = rounds_pull(&c, ids[i], -1, &len);
+            cJSON *m = reply_meta(rep, len, HFL_MSG_TASK);
+            const cJSON *st = cJSON_GetObjectItemCaseSensitive(m, "local_steps");
+            CHECK_MSG(want[mode][i] ? cJSON_IsNumber(st) && st->valueint == want[mode][i] : !st,
+                      "mode %d client %d: local_steps %g, expected %d", mode, i, cJSON_GetNumberValue(st),
+                      want[mode][i]);
+            CHECK(num(m, "local_epochs") == 3);
+            cJSON_Delete(m);
+        }
+        if (mode == 1) {
+            for (int i = 0; i < 3; i++)
+                cJSON_Delete(send(ids[i], 1, 100, 0.5, 1.0f, "fp32", "{\"trained_samples\": 160}", 1000, HFL_MSG_ACK));
+            rounds_tick(&c);
+            const cJSON *p;
+            int seen = 0;
+            cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(last_round(), "participants"))
+                seen += num(p, "trained_samples") == 160 && num(p, "local_steps") > 0;
+            CHECK(seen == 3);
+        }
+        teardown();
+    }
+}
+
 /* Waits (up to 5 s) for the evaluation thread to finish its round. */
 static int eval_settled(void) {
     for (int i = 0; i < 500; i++) {
@@ -1230,6 +1285,7 @@ int main(void) {
     test_eval_thread();
     test_over_select();
     test_late_fold();
+    test_capacity_work();
     test_robust();
     test_no_leak();
     return check_exit_code("test_rounds_mut");
