@@ -123,6 +123,7 @@ static void test_tls(const char *dir) {
     CHECK(port > 0);
     snprintf(url, sizeof url, "tls+tcp://127.0.0.1:%d", port);
     hfl_tls_opts good = {0, ca, c0, "localhost"};
+    printf("1 MB over mutual TLS:\n");
     CHECK(round_trip(url, &good, MB, 5000, err) == 0); /* (a) 1 MB over mutual TLS */
 
     printf("foreign client certificate, trusted server:\n");
@@ -196,6 +197,7 @@ static void test_silent_peer(void) {
 }
 
 int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a hang's log shows the step it hung in */
     char dir[] = "/tmp/hfl-test-transport-XXXXXX", sub[64], err[HFL_ERR_LEN];
     REQUIRE_MSG(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
     snprintf(sub, sizeof sub, "%s/good", dir);
