@@ -1004,6 +1004,10 @@ static void test_over_select(void) {
     }
     CHECK(late == 1 && ok == 2);
     refuse(z, 1, 100, 0.5, "fp32", NULL, "round 1 is closed", 0);
+    cJSON *rep = registry_report(&c);
+    CHECK(num(cJSON_GetArrayItem(rep, z), "late") == 1 && num(cJSON_GetArrayItem(rep, z), "failures") == 0 &&
+          num(cJSON_GetArrayItem(rep, x), "late") == 0);
+    cJSON_Delete(rep);
     (void)ids;
     teardown();
     setup(2, 2, 60, 1);
@@ -1111,6 +1115,36 @@ static void test_capacity_work(void) {
         }
         teardown();
     }
+}
+
+/* A folded update is capped and clipped as a fresh one would be: with
+ * --max-share 0.25 over a round of 3 x 100 planned samples it weighs at most
+ * floor(0.25 / 0.75 x 300) = 100 of its 1000 claimed, half of that folded
+ * (50); with a fixed clip of 1 its update of norm > 1 is counted clipped;
+ * the event names the round it came from. */
+static void test_late_fold_caps(void) {
+    setup_full(2, 2, 60, 0.25, "fedavg", 1, 0);
+    c.cfg.over_select = 0.5, c.cfg.late_fold = 1;
+    hello("a", 100), hello("b", 100), hello("d", 1000), hello("e", 100);
+    rounds_tick(&c);
+    int x = c.r.selected[0], y = c.r.selected[1], z = c.r.selected[2];
+    pull(x, HFL_MSG_TASK), pull(y, HFL_MSG_TASK), pull(z, HFL_MSG_TASK);
+    accept(x, c.clients[x].samples, 0.5, 1e-4f), accept(y, c.clients[y].samples, 0.5, 1e-4f);
+    rounds_tick(&c);
+    rounds_tick(&c);
+    REQUIRE(c.r.open && c.r.round == 2);
+    double planned = c.r.samples_planned, cap = floor(0.25 / 0.75 * planned);
+    int64_t own = c.clients[z].samples, weighed = own < cap ? own : (int64_t)cap;
+    int clipped = c.r.n_clipped;
+    cJSON_Delete(send(z, 1, (int)own, 0.5, 1.0f, "fp32", NULL, 1000, HFL_MSG_ACK));
+    CHECK_MSG(c.r.weight_stale == 0.5 * (double)weighed, "folded weight %g, expected %g (own %lld, cap %g)",
+              c.r.weight_stale, 0.5 * (double)weighed, (long long)own, cap);
+    CHECK(c.r.n_clipped == clipped + 1); /* norm sqrt(199210) > 1 */
+    cJSON *ev = events("update_folded");
+    CHECK(cJSON_GetArraySize(ev) == 1 && num(cJSON_GetArrayItem(ev, 0), "from_round") == 1 &&
+          num(cJSON_GetArrayItem(ev, 0), "round") == 2);
+    cJSON_Delete(ev);
+    teardown();
 }
 
 /* Waits (up to 5 s) for the evaluation thread to finish its round. */
@@ -1285,6 +1319,7 @@ int main(void) {
     test_eval_thread();
     test_over_select();
     test_late_fold();
+    test_late_fold_caps();
     test_capacity_work();
     test_robust();
     test_no_leak();
