@@ -30,6 +30,7 @@ typedef struct {
     int local_steps; /* > 0: exactly this many optimizer steps (capacity-aware work), not the epochs */
     int batch;
     double lr, momentum, weight_decay;
+    double prox_mu;            /* FedProx's mu (0: plain local SGD) */
     uint64_t seed;
     uint32_t block;
     const hfl_codec *codec;
@@ -130,6 +131,7 @@ typedef struct {
     int64_t batch;            /* the run's batch */
     int64_t overhead_estimate; /* the fleet's overhead for our device, -1: none */
     double momentum;           /* the run's SGD momentum: its buffer is planned only when non-zero */
+    double prox_mu;            /* the run's FedProx mu: its anchor is planned only when non-zero */
 } client_welcome;
 
 /* Says hello (with our plan, once we have one) and reads the welcome into w;
@@ -204,7 +206,7 @@ void client_probe_free(client_probe *p);
  * measurements (model/measure.h); -1 with err when it cannot be planned or
  * measured (e.g. its arena does not fit the device). */
 int client_probe_measure(client_probe *p, const hfl_backend *be, const hfl_candidate *c,
-                         int momentum, uint64_t *measured, char *err);
+                         unsigned opt_state, uint64_t *measured, char *err);
 
 /* Peak resident memory of this process so far (VmHWM), in bytes. */
 uint64_t client_peak_rss(void);

@@ -59,8 +59,11 @@ int client_say_hello(nng_socket sock, const client_options *o, const hfl_device_
                hfl_meta_int(rep.meta, "batch", 1, 65536, &w->batch, err) == 0) {
         w->overhead_estimate = -1;
         w->momentum = 0.9; /* a welcome without it: plan the buffer, to be safe */
-        if (cJSON_GetObjectItemCaseSensitive(rep.meta, "momentum") &&
-            hfl_meta_num(rep.meta, "momentum", 0, 1, &w->momentum, err) != 0) {
+        w->prox_mu = 0; /* FedProx's mu: the anchor is planned only when non-zero */
+        if ((cJSON_GetObjectItemCaseSensitive(rep.meta, "momentum") &&
+             hfl_meta_num(rep.meta, "momentum", 0, 1, &w->momentum, err) != 0) ||
+            (cJSON_GetObjectItemCaseSensitive(rep.meta, "prox_mu") &&
+             hfl_meta_num(rep.meta, "prox_mu", 0, 1000, &w->prox_mu, err) != 0)) {
             hfl_msg_free(&rep);
             nng_msg_free(raw);
             return -2;
@@ -130,7 +133,9 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
                           const client_welcome *w,
                           char *err) {
     hfl_chooser_input in = {.be = s->be, .budget = o->budget ? o->budget : dev->free_bytes,
-                            .headroom = o->headroom, .momentum = w->momentum != 0,
+                            .headroom = o->headroom,
+                            .opt_state = (w->momentum != 0 ? HFL_OPT_MOMENTUM : 0) |
+                                         (w->prox_mu != 0 ? HFL_OPT_ANCHOR : 0),
                             .max_batch = (int)w->batch, .prefer_batch = (int)w->batch,
                             .allow_smaller = o->allow_smaller};
     if (client_precisions(o, dev, &in.precisions, err) != 0) return NULL;
@@ -164,7 +169,7 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
         }
         uint64_t peak;
         if (!probe) probe = client_probe_new(&s->spec, (int)w->batch);
-        if (client_probe_measure(probe, s->be, c, in.momentum, &peak, err) != 0) break;
+        if (client_probe_measure(probe, s->be, c, in.opt_state, &peak, err) != 0) break;
         measured++;
         if (!o->quiet)
             printf("%s: verify: batch %d %s %s measured %.2f MiB (predicted %.2f) of %.2f MiB usable%s\n",
@@ -183,7 +188,7 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
     if (!verified) return NULL;
     s->chosen = ch.rows[ch.chosen];
     hfl_plan_config cfg;
-    hfl_candidate_config(&s->chosen, in.momentum, &cfg);
+    hfl_candidate_config(&s->chosen, in.opt_state, &cfg);
     hfl_plan_config_for_backend(&cfg, s->be);
     s->plan = hfl_malloc(sizeof *s->plan);
     if (hfl_plan_make(&s->spec, &cfg, s->plan, err) != 0) return NULL;
@@ -207,7 +212,8 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
     cJSON_AddNumberToObject(p, "batch", s->chosen.batch);
     cJSON_AddNumberToObject(p, "accumulation_steps", s->chosen.accum);
     cJSON_AddNumberToObject(p, "step_batch", s->chosen.step_batch);
-    cJSON_AddBoolToObject(p, "momentum", in.momentum);
+    cJSON_AddBoolToObject(p, "momentum", (in.opt_state & HFL_OPT_MOMENTUM) != 0);
+    cJSON_AddBoolToObject(p, "prox_anchor", (in.opt_state & HFL_OPT_ANCHOR) != 0);
     cJSON_AddStringToObject(p, "precision", hfl_precision_name(s->chosen.precision));
     cJSON_AddStringToObject(p, "checkpoint", hfl_ckpt_name(s->chosen.ckpt));
     cJSON_AddNumberToObject(p, "budget_bytes", (double)in.budget);

@@ -258,6 +258,10 @@ static int read_task(const hfl_msg *m, size_t n_params, const char *override, cl
         hfl_meta_int(m->meta, "local_steps", 1, 100000000, &steps, err) != 0)
         return -1;
     t->local_steps = (int)steps;
+    t->prox_mu = 0; /* FedProx: absent means plain local SGD */
+    if (cJSON_GetObjectItemCaseSensitive(m->meta, "prox_mu") &&
+        hfl_meta_num(m->meta, "prox_mu", 0, 1000, &t->prox_mu, err) != 0)
+        return -1;
     t->round = (int)round, t->local_epochs = (int)epochs, t->batch = (int)batch;
     t->seed = (uint64_t)seed, t->block = (uint32_t)block;
     t->lr = lr, t->momentum = mom, t->weight_decay = wd;

@@ -30,7 +30,7 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
     hfl_model_spec spec;
     if (hfl_model_resolve(o->model, &spec, err) != 0) return -1;
     hfl_chooser_input in = {.be = be, .budget = o->budget ? o->budget : dev->free_bytes, .headroom = o->headroom,
-                            .momentum = 1, .max_batch = 512, .prefer_batch = o->batch,
+                            .opt_state = HFL_OPT_MOMENTUM, .max_batch = 512, .prefer_batch = o->batch,
                             .allow_smaller = o->allow_smaller};
     if (client_precisions(o, dev, &in.precisions, err) != 0) return -1;
     client_overhead *ov = hfl_malloc(sizeof *ov);
@@ -58,11 +58,11 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
          * the rest (seen: 270 KiB more for cnn at batch 1), so one measurement
          * of the smallest candidate is taken and thrown away first. */
         uint64_t ignored;
-        if (ch.n > 0) client_probe_measure(probe, be, &ch.rows[0], 1, &ignored, NULL);
+        if (ch.n > 0) client_probe_measure(probe, be, &ch.rows[0], HFL_OPT_MOMENTUM, &ignored, NULL);
         for (int i = 0; i < ch.n; i++) {
             const hfl_candidate *c = &ch.rows[i];
             char e[HFL_ERR_LEN] = "";
-            if (client_probe_measure(probe, be, c, 1, &measured[i], e) == 0) {
+            if (client_probe_measure(probe, be, c, HFL_OPT_MOMENTUM, &measured[i], e) == 0) {
                 uint64_t staging = hfl_overhead_staging(be->host_memory, c->batch, spec.in_dim);
                 if (!record_failed &&
                     client_overhead_record(o->state_dir, dev->name, be, spec.name, c, staging,

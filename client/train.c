@@ -162,6 +162,11 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
                  "was planned", task->momentum);
         return NULL;
     }
+    if (task->prox_mu != 0 && s->plan->anchor < 0) {
+        hfl_errf(err, "the task asks for FedProx mu %g, but the welcome said none, so no anchor "
+                 "was planned", task->prox_mu);
+        return NULL;
+    }
     int *order = hfl_malloc(sizeof(int) * (size_t)n); /* before the footprint is measured */
     if (ensure_trainer(s, &m, err) != 0) {
         free(order);
@@ -176,6 +181,7 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
     int ahead = hfl_trainer_stage_slots(s->trainer);
     memcpy(s->global, weights, n_params * sizeof(float));
     hfl_trainer_set_params(s->trainer, weights);
+    hfl_trainer_set_prox(s->trainer, (float)task->prox_mu); /* the anchor: this round's global model */
     hfl_trainer_reset_optimizer(s->trainer);
 
     double epoch_loss = 0;

@@ -51,12 +51,12 @@ void client_probe_free(client_probe *p) {
 }
 
 int client_probe_measure(client_probe *p, const hfl_backend *be, const hfl_candidate *c,
-                         int momentum, uint64_t *measured, char *err) {
+                         unsigned opt_state, uint64_t *measured, char *err) {
     if (c->batch > p->max_batch)
         return hfl_errf(err, "batch %d is larger than the probe's %d", c->batch, p->max_batch);
     hfl_plan *plan = hfl_malloc(sizeof *plan);
     hfl_plan_config cfg;
-    hfl_candidate_config(c, momentum, &cfg);
+    hfl_candidate_config(c, opt_state, &cfg);
     hfl_plan_config_for_backend(&cfg, be);
     int rc = hfl_plan_make(p->spec, &cfg, plan, err);
     if (rc == 0 && plan->arena_bytes != c->arena) rc = hfl_errf(err, "the plan changed");

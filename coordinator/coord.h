@@ -58,6 +58,7 @@ typedef struct {
     int local_epochs;
     int batch;
     double lr, momentum, weight_decay;
+    double prox_mu;        /* --prox-mu: FedProx's proximal term on every client (0: off) */
     uint64_t seed;
     /* bounded trust (rounds.c) */
     double clip_norm;           /* fixed clip, or the adaptive clip's start; 0: no clipping */

@@ -54,6 +54,9 @@ static void usage(FILE *f) {
         "  --lr LR               local learning rate (default 0.05)\n"
         "  --momentum M          local SGD momentum (default 0)\n"
         "  --weight-decay WD     local L2 weight decay (default 0)\n"
+        "  --prox-mu MU          FedProx (Li et al. 2020): each client's local objective gains\n"
+        "                        MU/2 ||w - w_global||^2, holding stragglers and non-IID clients near\n"
+        "                        the round's model (default 0: plain local SGD)\n"
         "  --seed S              seed for initial weights and client selection (default 1)\n"
         "  --clip-norm C         clip each update's L2 norm: a fixed C, adaptive[:C0] (the clip follows\n"
         "                        the median update norm from C0, Andrew et al. 2021), or off\n"
@@ -100,7 +103,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
     enum { O_LISTEN = 256, O_CA, O_CERT, O_INSECURE, O_MODEL, O_CODEC, O_BLOCK, O_ROUNDS, O_K, O_QUORUM,
            O_DEADLINE, O_EPOCHS, O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_DATA, O_LOG, O_REPORT, O_READY,
            O_LINGER, O_QUIET, O_HELP, O_DOWNLINK, O_DOWNDELTA, O_DEVICE, O_CLIP, O_MAXSAMPLES, O_MAXSHARE,
-           O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS, O_REVOKED, O_TOKENTTL, O_STATEDIR, O_MAXSESS, O_PERADDR, O_IDLE, O_INFLIGHT, O_MINCLIENTS, O_THREADS, O_OVERSEL, O_LATE, O_WORK };
+           O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS, O_REVOKED, O_TOKENTTL, O_STATEDIR, O_MAXSESS, O_PERADDR, O_IDLE, O_INFLIGHT, O_MINCLIENTS, O_THREADS, O_OVERSEL, O_LATE, O_WORK, O_PROX };
     static const struct option opts[] = {
         {"listen", 1, 0, O_LISTEN}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"insecure", 0, 0, O_INSECURE}, {"model", 1, 0, O_MODEL}, {"codec", 1, 0, O_CODEC},
@@ -119,7 +122,8 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         {"max-sessions", 1, 0, O_MAXSESS}, {"max-conns-per-addr", 1, 0, O_PERADDR}, {"idle-timeout", 1, 0, O_IDLE},
         {"max-inflight", 1, 0, O_INFLIGHT}, {"min-clients", 1, 0, O_MINCLIENTS},
         {"threads", 1, 0, O_THREADS}, {"over-select", 1, 0, O_OVERSEL},
-        {"late", 1, 0, O_LATE}, {"local-work", 1, 0, O_WORK}, {0, 0, 0, 0}};
+        {"late", 1, 0, O_LATE}, {"local-work", 1, 0, O_WORK},
+        {"prox-mu", 1, 0, O_PROX}, {0, 0, 0, 0}};
     long v;
     double d;
     int quorum = -1;
@@ -145,6 +149,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         case O_LR: if (hfl_parse_double(optarg, 0, 100, &d, e) == 0) cfg->lr = d; break;
         case O_MOM: if (hfl_parse_double(optarg, 0, 0.9999, &d, e) == 0) cfg->momentum = d; break;
         case O_WD: if (hfl_parse_double(optarg, 0, 1, &d, e) == 0) cfg->weight_decay = d; break;
+        case O_PROX: if (hfl_parse_double(optarg, 0, 100, &d, e) == 0) cfg->prox_mu = d; break;
         case O_SEED: if (hfl_parse_int(optarg, 0, 0x7fffffffL, &v, e) == 0) cfg->seed = (uint64_t)v; break;
         case O_DATA: snprintf(cfg->data_dir, sizeof cfg->data_dir, "%s", optarg); break;
         case O_LOG: snprintf(cfg->log_path, sizeof cfg->log_path, "%s", optarg); break;

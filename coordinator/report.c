@@ -61,6 +61,7 @@ char *report_render(coord *c, size_t *len) {
     cJSON_AddNumberToObject(o, "lr", cfg->lr);
     cJSON_AddNumberToObject(o, "momentum", cfg->momentum);
     cJSON_AddNumberToObject(o, "weight_decay", cfg->weight_decay);
+    cJSON_AddNumberToObject(o, "prox_mu", cfg->prox_mu);
     cJSON_AddNumberToObject(o, "block", cfg->block);
     cJSON_AddNumberToObject(o, "seed", (double)cfg->seed);
     cJSON_AddNumberToObject(o, "rejected_messages", (double)c->rejected);

@@ -206,6 +206,7 @@ static void round_open(coord *c) {
     cJSON_AddNumberToObject(meta, "lr", c->cfg.lr);
     cJSON_AddNumberToObject(meta, "momentum", c->cfg.momentum);
     cJSON_AddNumberToObject(meta, "weight_decay", c->cfg.weight_decay);
+    if (c->cfg.prox_mu > 0) cJSON_AddNumberToObject(meta, "prox_mu", c->cfg.prox_mu);
     cJSON_AddStringToObject(meta, "codec", c->codec->name);
     cJSON_AddNumberToObject(meta, "block", c->cfg.block);
     cJSON_AddNumberToObject(meta, "seed", (double)c->cfg.seed);

@@ -157,6 +157,9 @@ typedef struct hfl_backend {
      * g' = g + wd*w; v = momentum*v + g'; w -= lr*v  (v unused when momentum == 0) */
     void (*sgd_step)(float *w, float *v, const float *g, size_t n, float lr, float momentum,
                      float wd);
+    /* FedProx's proximal gradient: g[i] += mu * (w[i] - anchor[i]) (kernels/ops_hd.h),
+     * run on the fp32 (master) weights before sgd_step / sgd_step_lp. */
+    void (*prox_grad)(float *g, const float *w, const float *anchor, size_t n, float mu);
     void (*fill)(float *p, float value, size_t n);
 
     /* cols[i, (ci*k + ky)*k + kx, oy*wo + ox] = x[i, ci, oy*s - p + ky, ox*s - p + kx],

@@ -56,6 +56,14 @@ static inline HFL_HD float hfl_op_sgd(float w, float *v, float g, float lr, floa
     return w - lr * gp;
 }
 
+/* FedProx's proximal term (Li et al., "Federated Optimization in
+ * Heterogeneous Networks", MLSys 2020, eq. 2): the local objective gains
+ * mu/2 * ||w - w_t||^2, w_t the round's global weights (the anchor), whose
+ * gradient adds mu * (w - w_t) to g before the optimizer sees it. */
+static inline HFL_HD float hfl_op_prox_grad(float g, float w, float anchor, float mu) {
+    return g + mu * (w - anchor);
+}
+
 /* Softmax cross-entropy of one row of logits against its label.
  *
  * Numerically stable: the row maximum is subtracted before exp, so no exp

@@ -86,6 +86,12 @@ static inline HFL_HD void hfl_thread_sgd_step(size_t i, float *w, float *v, cons
     }
 }
 
+/* FedProx: g[i] += mu * (w[i] - anchor[i]). */
+static inline HFL_HD void hfl_thread_prox_grad(size_t i, float *g, const float *w,
+                                               const float *anchor, float mu) {
+    g[i] = hfl_op_prox_grad(g[i], w[i], anchor[i], mu);
+}
+
 /* SGD on the fp32 master weight, then its 2-byte working copy. */
 static inline HFL_HD void hfl_thread_sgd_step_lp(size_t i, hfl_precision lp, float *master,
                                                  float *v, const float *g, uint16_t *w, float lr,

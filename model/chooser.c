@@ -93,13 +93,14 @@ unsigned hfl_chooser_device_precisions(int is_gpu, int cc_major, int cc_minor) {
            (cc >= 80 ? 1u << HFL_PREC_BF16 : 0);
 }
 
-void hfl_candidate_config(const hfl_candidate *c, int momentum, hfl_plan_config *cfg) {
+void hfl_candidate_config(const hfl_candidate *c, unsigned opt_state, hfl_plan_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     cfg->batch = c->batch;
     cfg->ckpt = c->ckpt;
     cfg->ckpt_budget = c->ckpt_budget;
     cfg->precision = c->precision;
-    cfg->momentum = momentum;
+    cfg->momentum = (opt_state & HFL_OPT_MOMENTUM) != 0;
+    cfg->anchor = (opt_state & HFL_OPT_ANCHOR) != 0;
     cfg->act_elem_bytes = 0; /* from the precision */
 }
 
@@ -185,7 +186,7 @@ int hfl_choose(const hfl_model_spec *spec, const hfl_chooser_input *in, hfl_choi
             c->ckpt_budget = c->ckpt == HFL_CKPT_OPTIMAL ? optimal_budget(none, usable > extra ? usable - extra : 0)
                                                          : SIZE_MAX;
             hfl_plan_config cfg;
-            hfl_candidate_config(c, in->momentum, &cfg);
+            hfl_candidate_config(c, in->opt_state, &cfg);
             if (in->be) hfl_plan_config_for_backend(&cfg, in->be);
             if ((rc = hfl_plan_make(spec, &cfg, c->ckpt == HFL_CKPT_NONE ? none : plan, err)) != 0) break;
             const hfl_plan *p = c->ckpt == HFL_CKPT_NONE ? none : plan;

@@ -49,7 +49,7 @@ typedef struct {
     void *overhead_ctx;
     double gflops[3];    /* measured GEMM rate per hfl_precision (hfl_chooser_calibrate) */
     unsigned precisions; /* bit (1 << hfl_precision) for each precision the device may use */
-    int momentum;        /* the optimizer keeps momentum */
+    unsigned opt_state;  /* optimizer state to plan: HFL_OPT_* bits (model/planner.h) */
     int max_batch;       /* ladder top: 1, 8, 32, 128, 512 up to this */
     int prefer_batch;    /* > 0: the run's batch B; candidates step over B rows (THE RUN'S
                             BATCH above); 0: the ladder, without accumulation */
@@ -98,6 +98,6 @@ unsigned hfl_chooser_device_precisions(int is_gpu, int cc_major, int cc_minor);
 int hfl_choose(const hfl_model_spec *spec, const hfl_chooser_input *in, hfl_choice *out, char *err);
 
 /* Plan config of a candidate (what the trainer is created with). */
-void hfl_candidate_config(const hfl_candidate *c, int momentum, hfl_plan_config *cfg);
+void hfl_candidate_config(const hfl_candidate *c, unsigned opt_state, hfl_plan_config *cfg);
 
 #endif

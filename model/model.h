@@ -180,6 +180,12 @@ void hfl_trainer_set_params(hfl_trainer *t, const float *host_params);
 void hfl_trainer_get_params(const hfl_trainer *t, float *host_params);
 void hfl_trainer_get_grads(const hfl_trainer *t, float *host_grads);
 void hfl_trainer_reset_optimizer(hfl_trainer *t); /* zero momentum */
+/* FedProx (kernels/ops_hd.h): with mu != 0 every later optimizer step first
+ * adds mu * (w - anchor) to the gradients, the anchor being the fp32 weights
+ * as they are now (call it right after set_params with the round's global
+ * model); mu = 0 turns it off. A nonzero mu needs a plan with an anchor
+ * (cfg.anchor): asked of one without, it prints a line and aborts. */
+void hfl_trainer_set_prox(hfl_trainer *t, float mu);
 
 hfl_precision hfl_trainer_precision(const hfl_trainer *t);
 /* fp16's dynamic loss scale S (1 in fp32 and bf16); set replaces it (> 0)

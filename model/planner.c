@@ -190,8 +190,8 @@ static void set_lifetimes(hfl_plan *p) {
         int bufs[6] = {op->in, op->out, op->dout, op->din, op->ws, op->labels};
         for (int k = 0; k < 6; k++) touch(p, bufs[k], i);
     }
-    int whole[6] = {p->params, p->master, p->grads, p->momentum, p->scalars, p->blas_ws};
-    for (int k = 0; k < 6; k++) {
+    int whole[7] = {p->params, p->master, p->grads, p->momentum, p->anchor, p->scalars, p->blas_ws};
+    for (int k = 0; k < 7; k++) {
         touch(p, whole[k], 0);
         touch(p, whole[k], p->n_ops - 1);
     }
@@ -321,6 +321,9 @@ int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_pl
     p->momentum = cfg->momentum ? add_buffer(&b, HFL_BUF_OPTIMIZER, -1, spec->n_params,
                                              sizeof(float), "momentum", 0)
                                 : -1;
+    p->anchor = cfg->anchor ? add_buffer(&b, HFL_BUF_OPTIMIZER, -1, spec->n_params, sizeof(float),
+                                         "anchor", 0)
+                            : -1;
     p->input = add_buffer(&b, HFL_BUF_INPUT, -1, stage_count(&b, 0), b.esize, "a0", 0);
     p->labels = add_buffer(&b, HFL_BUF_INPUT, -1, b.batch, sizeof(int32_t), "labels", 0);
     p->input_next = p->labels_next = p->scalars = p->blas_ws = -1;

@@ -102,10 +102,15 @@
 
 #define HFL_PLAN_ALIGN 64
 #define HFL_PLAN_NAME_LEN 16
-/* params, master, grads, momentum, input, labels, ws.loss, a0.next,
+/* params, master, grads, momentum, anchor, input, labels, ws.loss, a0.next,
  * labels.next, scalars, ws.blas; per stage: a_j, its recompute instance, g_j;
  * per layer: fwd, recompute and bwd workspace. */
-#define HFL_PLAN_MAX_BUFFERS (11 + 6 * HFL_MAX_LAYERS + 1)
+#define HFL_PLAN_MAX_BUFFERS (12 + 6 * HFL_MAX_LAYERS + 1)
+
+/* Optimizer state a plan keeps besides weights and gradients: the bits of
+ * hfl_chooser_input.opt_state and of hfl_candidate_config's argument. */
+#define HFL_OPT_MOMENTUM 1u /* SGD momentum */
+#define HFL_OPT_ANCHOR 2u   /* FedProx's anchor: the round's global weights (model.h) */
 /* LOAD, LOSS, OPTIMIZER; per layer forward, recompute, backward. */
 #define HFL_PLAN_MAX_OPS (3 + 3 * HFL_MAX_LAYERS)
 
@@ -113,7 +118,7 @@ typedef enum {
     HFL_BUF_WEIGHTS,     /* the working parameter vector the layers read (fp32, bf16 or fp16) */
     HFL_BUF_MASTER,      /* fp32 master weights (bf16/fp16 training; none in fp32) */
     HFL_BUF_GRADS,       /* parameter gradients */
-    HFL_BUF_OPTIMIZER,   /* momentum */
+    HFL_BUF_OPTIMIZER,   /* momentum, FedProx's anchor */
     HFL_BUF_ACTIVATIONS, /* layer outputs, their recompute instances, activation gradients */
     HFL_BUF_WORKSPACE,   /* per-op kernel workspace */
     HFL_BUF_INPUT,       /* the input batch and its labels */
@@ -136,7 +141,7 @@ typedef enum {
     HFL_OP_FORWARD,   /* layer: in -> out with ws; in == out when in place */
     HFL_OP_LOSS,      /* in = logits, labels; out = dlogits; ws (bf16/fp16 only) */
     HFL_OP_BACKWARD,  /* layer: in, out (each -1 when not kept), dout -> din (-1: none), ws */
-    HFL_OP_OPTIMIZER, /* plan->params, master, grads, momentum */
+    HFL_OP_OPTIMIZER, /* plan->params, master, grads, momentum, anchor */
 } hfl_plan_op_kind;
 
 typedef struct {
@@ -151,6 +156,7 @@ typedef struct {
     hfl_ckpt_kind ckpt;    /* which activations to store */
     size_t ckpt_budget;    /* optimal: bound on the chain's peak (checkpoint.h); SIZE_MAX: none */
     int momentum;          /* nonzero: SGD with momentum (plans the momentum buffer) */
+    int anchor;            /* nonzero: FedProx (plans the fp32 "anchor", n_params floats) */
     size_t act_elem_bytes; /* bytes per activation element: 0 = from precision (PRECISION) */
     hfl_precision precision; /* HFL_PREC_FP32 (the zero value), BF16 or FP16 */
     /* What a device backend needs (DEVICE BUFFERS); 0 for the CPU backend,
@@ -174,6 +180,7 @@ typedef struct hfl_plan {
     int n_ops;
     hfl_plan_op ops[HFL_PLAN_MAX_OPS];
     int params, grads, momentum, input, labels; /* buffer indices; momentum -1 without */
+    int anchor;                                  /* FedProx's anchor; -1 without */
     int master;                                  /* fp32 master weights; -1 in fp32 */
     int input_next, labels_next, scalars, blas_ws; /* DEVICE BUFFERS; -1 when not planned */
     int loss_op, optimizer_op;                   /* op indices */

@@ -62,6 +62,8 @@ struct hfl_trainer {
     hfl_plan *plan;
     char *arena;
     float *params, *grads, *momentum; /* momentum NULL when the plan has none */
+    float *anchor;   /* FedProx's anchor; NULL when the plan has none */
+    float prox_mu;   /* FedProx's mu; 0: off */
     /* bf16/fp16: params is NULL, the layers read the 2-byte working weights,
      * the optimizer updates master. */
     hfl_precision prec;
@@ -168,6 +170,7 @@ hfl_trainer *hfl_trainer_create_plan(const hfl_model_spec *spec, const hfl_backe
         }
     t->grads = buf(t, plan->grads);
     t->momentum = buf(t, plan->momentum);
+    t->anchor = buf(t, plan->anchor);
     if (t->prec == HFL_PREC_FP32) {
         t->params = buf(t, plan->params);
         be->fill(t->params, 0.0f, spec->n_params);
@@ -234,6 +237,18 @@ void hfl_trainer_get_grads(const hfl_trainer *t, float *host_grads) {
 
 void hfl_trainer_reset_optimizer(hfl_trainer *t) {
     if (t->momentum) t->be->fill(t->momentum, 0.0f, t->spec.n_params);
+}
+
+void hfl_trainer_set_prox(hfl_trainer *t, float mu) {
+    if (mu != 0.0f && !t->anchor) {
+        fprintf(stderr, "hfl: trainer: FedProx mu %g asked of a plan without an anchor buffer\n",
+                (double)mu);
+        abort();
+    }
+    t->prox_mu = mu;
+    if (mu != 0.0f)
+        t->be->copy(t->anchor, t->prec == HFL_PREC_FP32 ? t->params : t->master,
+                    t->spec.n_params * sizeof(float));
 }
 
 hfl_precision hfl_trainer_precision(const hfl_trainer *t) { return t->prec; }
@@ -401,7 +416,8 @@ static void run_ops(hfl_trainer *t, int end, int n, int train, int mean_rows, in
 }
 
 /* The OPTIMIZER op: one update over the whole contiguous vector, weights and
- * biases alike (PyTorch's SGD also decays biases unless told otherwise). */
+ * biases alike (PyTorch's SGD also decays biases unless told otherwise),
+ * after FedProx's proximal gradient when it is on. */
 static void run_optimizer(hfl_trainer *t, float lr, float momentum, float weight_decay) {
     if (momentum != 0.0f && !t->momentum) {
         fprintf(stderr, "hfl: trainer: momentum %g asked of a plan without a momentum buffer\n",
@@ -410,6 +426,9 @@ static void run_optimizer(hfl_trainer *t, float lr, float momentum, float weight
     }
     const hfl_backend *be = t->be;
     size_t n = t->spec.n_params;
+    if (t->prox_mu != 0.0f)
+        be->prox_grad(t->grads, t->prec == HFL_PREC_FP32 ? t->params : t->master, t->anchor, n,
+                      t->prox_mu);
     if (t->prec == HFL_PREC_FP32) {
         be->sgd_step(t->params, t->momentum, t->grads, n, lr, momentum, weight_decay);
         return;

@@ -17,7 +17,8 @@
  *   "profiles": {"gtx1650-4g": 2, "laptop-cpu": 1}, "profile_library": "profiles.json",
  *   "memory_scale": 1,         "crashes": {"client-3": "2:1.5"},
  *   "dropout": 0,              "slow": {"client-2": "4"},
- *   "over_selection": 0,       "late": "drop",  "local_work": "epochs"
+ *   "over_selection": 0,       "late": "drop",  "local_work": "epochs",
+ *   "prox_mu": 0
  * }
  * Required: name, model, clients, rounds, partition, codec. Everything else
  * has the default shown (clients_per_round and min_quorum default to
@@ -45,7 +46,8 @@
  * round closes at K updates; the rest are "late") and late its --late (drop
  * or fold: an update one round late joins the next round at half weight),
  * local_work its --local-work (epochs, or capacity: each client's steps
- * scaled to its speed, a profiled client's being its profile's). Clients are
+ * scaled to its speed, a profiled client's being its profile's), prox_mu its
+ * --prox-mu (FedProx's proximal term; 0: off). Clients are
  * named client-0 .. client-<clients-1>. Unknown keys are an error, so a typo never silently falls back. */
 #ifndef HFL_SCENARIO_H
 #define HFL_SCENARIO_H
@@ -76,6 +78,7 @@ typedef struct {
     double over_selection;     /* the coordinator's --over-select: draw K (1 + F), close at K */
     char late[16];             /* "" (the coordinator's default, drop) or its --late: drop, fold */
     char local_work[16];       /* "" (epochs) or the coordinator's --local-work: epochs, capacity */
+    double prox_mu;            /* the coordinator's --prox-mu (0: off) */
     char server_opt[32];       /* "" for the coordinator's default */
     char strategy[32];         /* "" for the coordinator's default */
     char (*client_profile)[32]; /* [clients]: "" for none, else a profile's name */

@@ -443,7 +443,7 @@ int main(int argc, char **argv) {
                      /* the first draw waits for the whole fleet: the same seed draws the same clients */
                      "--min-clients", a_n,
                      NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                     NULL, NULL, NULL, NULL};
+                     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     /* the optional ones, after the fixed ones */
     int na = 0;
     while (cargv[na]) na++;
@@ -461,6 +461,9 @@ int main(int argc, char **argv) {
     if (sc.over_selection > 0) cargv[na++] = "--over-select", cargv[na++] = a_over;
     if (sc.late[0]) cargv[na++] = "--late", cargv[na++] = sc.late;
     if (sc.local_work[0]) cargv[na++] = "--local-work", cargv[na++] = sc.local_work;
+    char a_prox[32];
+    snprintf(a_prox, sizeof a_prox, "%.17g", sc.prox_mu);
+    if (sc.prox_mu > 0) cargv[na++] = "--prox-mu", cargv[na++] = a_prox;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     static sim_procs procs;

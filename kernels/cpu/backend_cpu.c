@@ -201,6 +201,10 @@ static void cpu_sgd_step(float *w, float *v, const float *g, size_t n, float lr,
     for (size_t i = 0; i < n; i++) w[i] = hfl_op_sgd(w[i], &v[i], g[i], lr, momentum, wd);
 }
 
+static void cpu_prox_grad(float *g, const float *w, const float *anchor, size_t n, float mu) {
+    for (size_t i = 0; i < n; i++) g[i] = hfl_op_prox_grad(g[i], w[i], anchor[i], mu);
+}
+
 static void cpu_fill(float *p, float value, size_t n) {
     for (size_t i = 0; i < n; i++) p[i] = value;
 }
@@ -615,6 +619,7 @@ static const hfl_backend cpu_backend = {
     .relu_bwd = cpu_relu_bwd,
     .softmax_xent = cpu_softmax_xent,
     .sgd_step = cpu_sgd_step,
+    .prox_grad = cpu_prox_grad,
     .fill = cpu_fill,
     .im2col = cpu_im2col,
     .col2im = cpu_col2im,

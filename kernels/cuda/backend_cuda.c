@@ -278,6 +278,7 @@ static hfl_backend cuda_backend = {
     .relu_bwd = cuda_relu_bwd,
     .softmax_xent = cuda_softmax_xent,
     .sgd_step = cuda_sgd_step,
+    .prox_grad = cuda_prox_grad,
     .fill = cuda_fill,
     .im2col = cuda_im2col,
     .col2im = cuda_col2im,

@@ -66,6 +66,7 @@ void cuda_relu_fwd(float *y, const float *x, size_t n);
 void cuda_relu_bwd(float *dx, const float *dy, const float *y, size_t n);
 void cuda_sgd_step(float *w, float *v, const float *g, size_t n, float lr, float momentum,
                    float wd);
+void cuda_prox_grad(float *g, const float *w, const float *anchor, size_t n, float mu);
 void cuda_round_lp(hfl_precision lp, uint16_t *dst, const float *src, size_t n);
 void cuda_relu_fwd_lp(hfl_precision lp, uint16_t *y, const uint16_t *x, size_t n);
 void cuda_relu_bwd_lp(hfl_precision lp, uint16_t *dx, const uint16_t *dy, const uint16_t *y,

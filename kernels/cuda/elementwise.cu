@@ -1,6 +1,7 @@
 /* elementwise.cu: the CUDA backend's elementwise ops (fill, bias, ReLU, the
- * 2-byte rounding, SGD, the fp16 loss scaler's unscale and update), the
- * per-column bias gradients, and gemm_lp's bias kernels.
+ * 2-byte rounding, SGD, FedProx's proximal gradient, the fp16 loss scaler's
+ * unscale and update), the per-column bias gradients, and gemm_lp's bias
+ * kernels.
  *
  * Each kernel is its thread index, a bounds check and a thread body of
  * kernels/thread_hd.h (tested on the CPU against the CPU backend); built with
@@ -61,6 +62,13 @@ static __global__ void k_sgd_step(float *w, float *v, const float *g, size_t n, 
     hfl_thread_sgd_step(i, w, v, g, lr, momentum, wd);
 }
 
+static __global__ void k_prox_grad(float *g, const float *w, const float *anchor, size_t n,
+                                   float mu) {
+    size_t i = hfl_cuda_index();
+    if (i >= n) return;
+    hfl_thread_prox_grad(i, g, w, anchor, mu);
+}
+
 extern "C" void cuda_fill(float *p, float value, size_t n) {
     if (n) LAUNCH(k_fill, n, p, value, n);
 }
@@ -85,6 +93,10 @@ extern "C" void cuda_relu_bwd(float *dx, const float *dy, const float *y, size_t
 extern "C" void cuda_sgd_step(float *w, float *v, const float *g, size_t n, float lr,
                               float momentum, float wd) {
     if (n) LAUNCH(k_sgd_step, n, w, v, g, n, lr, momentum, wd);
+}
+
+extern "C" void cuda_prox_grad(float *g, const float *w, const float *anchor, size_t n, float mu) {
+    if (n) LAUNCH(k_prox_grad, n, g, w, anchor, n, mu);
 }
 
 /* ---- 2-byte storage ---- */

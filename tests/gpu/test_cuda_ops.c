@@ -268,6 +268,9 @@ static void test_optimizer(void) {
     G->sgd_step(d_w, d_v, d_g, N, 0.05f, 0.9f, 5e-4f);
     check_dev("sgd_step with momentum: w", d_w, w, sizeof(float) * N);
     check_dev("sgd_step with momentum: v", d_v, v, sizeof(float) * N);
+    C->prox_grad(g, w, v, N, 0.01f); /* FedProx: v stands in for the anchor */
+    G->prox_grad(d_g, d_w, d_v, N, 0.01f);
+    check_dev("prox_grad", d_g, g, sizeof(float) * N);
 
     hfl_step_scalars sc = {.loss_scale = 1024.0f, .finite = 1};
     hfl_step_scalars *d_sc = to_dev(&sc, sizeof sc);

@@ -168,7 +168,7 @@ static void test_budget(void) {
     hfl_model_spec s;
     CHECK(hfl_model_builtin("cnn", &s, NULL) == 0);
     char err[HFL_ERR_LEN];
-    hfl_chooser_input in = {.be = gpu, .budget = UINT64_MAX / 4, .momentum = 1, .max_batch = 128,
+    hfl_chooser_input in = {.be = gpu, .budget = UINT64_MAX / 4, .opt_state = HFL_OPT_MOMENTUM, .max_batch = 128,
                             .prefer_batch = 128, .precisions = 1u << HFL_PREC_FP32,
                             .gflops = {100, 100, 100}};
     hfl_choice ch;
@@ -181,7 +181,7 @@ static void test_budget(void) {
     printf("budget %zu - 1: chose batch %d %s (arena %zu) instead of %s\n", first.predicted, second.batch,
            hfl_ckpt_name(second.ckpt), second.arena, hfl_ckpt_name(first.ckpt));
     hfl_plan_config cfg;
-    hfl_candidate_config(&second, 1, &cfg);
+    hfl_candidate_config(&second, HFL_OPT_MOMENTUM, &cfg);
     hfl_plan_config_for_backend(&cfg, gpu);
     static hfl_plan plan;
     CHECK(hfl_plan_make(&s, &cfg, &plan, err) == 0);

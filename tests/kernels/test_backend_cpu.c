@@ -174,6 +174,14 @@ static void test_sgd(const hfl_backend *be) {
     /* The shared element body agrees with the backend loop. */
     float ve = 0.0f;
     CHECK_CLOSE(hfl_op_sgd(1.0f, &ve, 0.5f, 0.1f, 0.9f, 0.01f), 0.949, 1e-6, 0);
+
+    /* FedProx, by hand: g += mu * (w - anchor); w=1, anchor=0.25, mu=0.1:
+     * 0.5 + 0.075 = 0.575; w=-2, anchor=1: 0.25 - 0.3 = -0.05. */
+    float gp[2] = {0.5f, 0.25f}, wp[2] = {1.0f, -2.0f}, ap[2] = {0.25f, 1.0f};
+    be->prox_grad(gp, wp, ap, 2, 0.1f);
+    CHECK_CLOSE(gp[0], 0.575, 1e-6, 0);
+    CHECK_CLOSE(gp[1], -0.05, 1e-6, 0);
+    CHECK(wp[0] == 1.0f && ap[0] == 0.25f); /* w and the anchor are read only */
 }
 
 /* fp16's loss scaler, by hand (GradScaler's rule with interval 2): a

@@ -177,7 +177,13 @@ static void test_sgd(const hfl_backend *be) {
             }
             free(w0), free(g), free(v0), free(ww), free(wg), free(vw), free(vg);
         }
-    printf("sgd: sgd_step and sgd_step_lp (bf16, fp16), momentum 0/0.9, wd 0/5e-4\n");
+    float *g = inputs(13, N, PLAIN), *w = inputs(14, N, PLAIN), *a = inputs(15, N, PLAIN);
+    float *gw = dup_bytes(g, sizeof(float) * N), *gg = dup_bytes(g, sizeof(float) * N);
+    be->prox_grad(gw, w, a, N, 0.01f);
+    for (size_t i = 0; i < N; i++) hfl_thread_prox_grad(i, gg, w, a, 0.01f);
+    same("prox_grad mu 0.01", gg, gw, sizeof(float) * N);
+    free(g), free(w), free(a), free(gw), free(gg);
+    printf("sgd: sgd_step and sgd_step_lp (bf16, fp16), momentum 0/0.9, wd 0/5e-4; prox_grad\n");
 }
 
 static void test_unscale(const hfl_backend *be) {

@@ -24,7 +24,7 @@
 
 static hfl_choice choose_opt(const hfl_model_spec *s, uint64_t budget, int max_batch, int prefer_batch,
                              int allow_smaller) {
-    hfl_chooser_input in = {.budget = budget, .headroom = 0, .overhead = NULL, .gflops = {100, 100, 100}, .momentum = 1,
+    hfl_chooser_input in = {.budget = budget, .headroom = 0, .overhead = NULL, .gflops = {100, 100, 100}, .opt_state = HFL_OPT_MOMENTUM,
                             .max_batch = max_batch, .prefer_batch = prefer_batch, .precisions = 1u << HFL_PREC_FP32,
                             .allow_smaller = allow_smaller};
     hfl_choice ch;
@@ -52,7 +52,7 @@ static void test_inputs(const hfl_model_spec *s) {
     CHECK(ch.chosen >= 0 && ch.rows[ch.chosen].batch == 48);
 
     uint64_t extra = 3u << 20;
-    hfl_chooser_input in = {.budget = UINT64_MAX / 4, .gflops = {100, 100, 100}, .momentum = 1, .max_batch = 8,
+    hfl_chooser_input in = {.budget = UINT64_MAX / 4, .gflops = {100, 100, 100}, .opt_state = HFL_OPT_MOMENTUM, .max_batch = 8,
                             .precisions = 1u << HFL_PREC_FP32, .overhead = fixed_overhead, .overhead_ctx = &extra};
     char err[HFL_ERR_LEN];
     CHECK(hfl_choose(s, &in, &ch, err) == 0);
@@ -68,7 +68,7 @@ static void test_inputs(const hfl_model_spec *s) {
 /* Speeds within 5% tie and the wider precision wins: a 2-byte GEMM rate 3%
  * above fp32's (noise) keeps fp32; one 50% above (tensor cores) wins. */
 static void test_tie(const hfl_model_spec *s) {
-    hfl_chooser_input in = {.budget = UINT64_MAX / 4, .gflops = {100, 103, 103}, .momentum = 1, .max_batch = 32,
+    hfl_chooser_input in = {.budget = UINT64_MAX / 4, .gflops = {100, 103, 103}, .opt_state = HFL_OPT_MOMENTUM, .max_batch = 32,
                             .prefer_batch = 32, .precisions = 7};
     hfl_choice ch;
     char err[HFL_ERR_LEN];
@@ -134,7 +134,7 @@ int main(void) {
 
     hfl_plan *plan = hfl_malloc(sizeof *plan);
     hfl_plan_config cfg;
-    hfl_candidate_config(c, 1, &cfg);
+    hfl_candidate_config(c, HFL_OPT_MOMENTUM, &cfg);
     char err[HFL_ERR_LEN];
     CHECK(hfl_plan_make(&s, &cfg, plan, err) == 0 && plan->arena_bytes == c->arena);
     hfl_budget_set(budget);
