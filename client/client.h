@@ -31,6 +31,8 @@ typedef struct {
     int batch;
     double lr, momentum, weight_decay;
     double prox_mu;            /* FedProx's mu (0: plain local SGD) */
+    double received_at;        /* hfl_now() when the task arrived (--pace) */
+    size_t task_bytes;         /* the task message's size (--pace) */
     uint64_t seed;
     uint32_t block;
     const hfl_codec *codec;
@@ -113,6 +115,8 @@ typedef struct {
     int64_t attack_samples; /* --attack: the samples claimed (0: the real count) */
     double dropout;         /* --dropout: the chance of declining a round (simulation only) */
     double speed;           /* --speed: declared samples/s (0: the plan's prediction) */
+    double pace;            /* --pace F: hold each update until F x its simulated time (0: off) */
+    double link_up_bps, link_down_bps, link_latency_s; /* --link: the simulated link, bytes/s */
     char device[8];         /* --device: auto, cpu or cuda */
     char model[1024];
     uint64_t budget;

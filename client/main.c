@@ -49,6 +49,11 @@ static void usage(FILE *f) {
         "                       seed, the round and the name, so a rerun declines the same rounds\n"
         "  --speed S            (simulation) the samples/s this client declares, instead of its plan's\n"
         "                       measured prediction: hfl-sim passes its device profile's\n"
+        "  --pace F             (simulation) hold each update until F times its simulated time has\n"
+        "                       passed since its task arrived (task bytes / downlink + samples trained /\n"
+        "                       --speed + update bytes / uplink + 2 latencies), so updates reach the\n"
+        "                       coordinator in the order the simulated devices would send them\n"
+        "  --link UP:DOWN:MS    (simulation) the link --pace prices: uplink and downlink Mbit/s, latency ms\n"
         "  --retry-for SECONDS  keep rejoining a coordinator that went away or restarted for this\n"
         "                       long (default 60)\n"
         "  --codec NAME         update codec for this client instead of the run's\n"
@@ -90,7 +95,7 @@ static void usage(FILE *f) {
 static int parse_args(int argc, char **argv, client_options *o, char *err) {
     enum { O_URL = 256, O_CA, O_CERT, O_SNI, O_INSECURE, O_NAME, O_RETRY, O_DATA, O_PART, O_INDEX, O_NUM, O_SEED,
            O_THREADS, O_TIMEOUT, O_QUIET, O_HELP, O_CODEC, O_STATE, O_PLAN, O_MODEL, O_BUDGET, O_HEADROOM, O_VERIFY, O_JSON, O_PREC, O_DEVICE,
-           O_BATCH, O_SMALLER, O_TRIAL, O_ATTACK, O_DROPOUT, O_SPEED };
+           O_BATCH, O_SMALLER, O_TRIAL, O_ATTACK, O_DROPOUT, O_SPEED, O_PACE, O_LINK };
     static const struct option opts[] = {
         {"coordinator", 1, 0, O_URL}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"server-name", 1, 0, O_SNI}, {"insecure", 0, 0, O_INSECURE}, {"name", 1, 0, O_NAME},
@@ -102,7 +107,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         {"headroom", 1, 0, O_HEADROOM}, {"verify", 0, 0, O_VERIFY}, {"json", 0, 0, O_JSON}, {"precision", 1, 0, O_PREC},
         {"device", 1, 0, O_DEVICE}, {"batch", 1, 0, O_BATCH}, {"allow-smaller-batch", 0, 0, O_SMALLER},
         {"trial-step", 0, 0, O_TRIAL}, {"attack", 1, 0, O_ATTACK}, {"dropout", 1, 0, O_DROPOUT}, {"speed", 1, 0, O_SPEED},
-        {0, 0, 0, 0}};
+        {"pace", 1, 0, O_PACE}, {"link", 1, 0, O_LINK}, {0, 0, 0, 0}};
     long v;
     double d;
     opterr = 0;
@@ -139,6 +144,17 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         case O_TRIAL: o->trial = 1; break;
         case O_DROPOUT: hfl_parse_double(optarg, 0, 1, &o->dropout, e); break;
         case O_SPEED: hfl_parse_double(optarg, 1e-6, 1e12, &o->speed, e); break;
+        case O_PACE: hfl_parse_double(optarg, 0, 1000, &o->pace, e); break;
+        case O_LINK: {
+            double up, down, ms;
+            char tail;
+            if (sscanf(optarg, "%lf:%lf:%lf%c", &up, &down, &ms, &tail) != 3 || !(up > 0 && up <= 1e6) ||
+                !(down > 0 && down <= 1e6) || !(ms >= 0 && ms <= 1e5))
+                hfl_errf(e, "'%s': use UP:DOWN:MS, Mbit/s in (0, 1e6] and latency ms in [0, 1e5]", optarg);
+            else
+                o->link_up_bps = up * 1e6 / 8, o->link_down_bps = down * 1e6 / 8, o->link_latency_s = ms / 1000;
+            break;
+        }
         case O_ATTACK: {
             char tail;
             double sc = 0, smp = 0;
@@ -174,6 +190,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         return 0;
     }
     if (!o->url[0]) return hfl_errf(err, "--coordinator URL is required (see --help)");
+    if (o->pace > 0 && !o->link_up_bps) return hfl_errf(err, "--pace needs --link UP:DOWN:MS to price the messages");
     if (o->index >= o->num_clients)
         return hfl_errf(err, "--client-index %d must be below --num-clients %d", o->index, o->num_clients);
     if (!o->tls.insecure && (!o->tls.ca_file || !o->tls.cert_file))
@@ -398,6 +415,20 @@ static int send_decline(nng_socket sock, const client_options *o, client_state *
     return 0;
 }
 
+/* --pace F: sleeps until F x the task's simulated time (scenarios/profile.h's
+ * pricing: download, training at --speed, upload) has passed since it
+ * arrived, so a simulated fast device answers before a slow one whatever the
+ * host's own speed; the real time spent so far counts toward it. */
+static void pace(const client_options *o, const client_state *s, const client_task *task, size_t update_bytes) {
+    if (o->pace <= 0) return;
+    double speed = o->speed > 0 ? o->speed : s->chosen.samples_per_s;
+    double sim = (double)task->task_bytes / o->link_down_bps + o->link_latency_s +
+                 (speed > 0 ? (double)s->trained / speed : 0) + (double)update_bytes / o->link_up_bps +
+                 o->link_latency_s;
+    double left = task->received_at + o->pace * sim - hfl_now();
+    if (left > 0) hfl_sleep_ms((int)ceil(left * 1000));
+}
+
 static int do_task(nng_socket sock, const client_options *o, const hfl_device_info *dev, client_state *s,
                    const cJSON *plan, size_t max_payload, client_welcome *w, const client_task *task, float *weights,
                    int version, char *err) {
@@ -433,6 +464,7 @@ static int do_task(nng_socket sock, const client_options *o, const hfl_device_in
                    s->measured_peak / 1048576.0, s->chosen.predicted / 1048576.0);
     }
     s->held_version = version; /* client_train_round kept the weights as s->global */
+    pace(o, s, task, ulen);
     free(p->bytes);
     *p = (client_pending){.round = task->round, .version = version, .loss = loss, .seconds = secs, .bytes = upd, .len = ulen};
     if (o->state_dir[0] && client_state_save(o->state_dir, o->name, s->spec.name, task->codec->name, s->residual,
@@ -543,6 +575,7 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
         int version = -1;
         int bad = read_task(&rep, s->spec.n_params, o->codec, &task, err) != 0 ||
                   task_weights(&rep, s, wts, &version, err) != 0;
+        task.received_at = hfl_now(), task.task_bytes = nng_msg_len(raw);
         hfl_msg_free(&rep);
         nng_msg_free(raw);
         int done = bad ? -1 : do_task(sock, o, dev, s, plan_json, max_payload, &w, &task, wts, version, err);

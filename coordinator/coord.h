@@ -39,6 +39,11 @@
 #define DOWNLINK_HISTORY 4 /* global versions kept to send deltas against */
 #define REGISTRY_MAX_CODECS 8 /* distinct codecs clients may ask for in one run */
 #define COORD_MAX_PENDING 1024 /* hello challenges awaiting their signed answer */
+/* --async: a task more than this many aggregations old is given up on (its
+ * update refused, its client drawable again). FedBuff's staleness weight at
+ * 8 is 1/3 (Nguyen et al. 2022 saw most staleness far below that). */
+#define COORD_ASYNC_MAX_STALENESS 8
+#define COORD_ASYNC_MAX_STALENESS_STR "8"
 
 typedef struct {
     /* run settings */
@@ -54,6 +59,7 @@ typedef struct {
     double over_select;    /* draw K (1 + F) and close once K updates arrived (0: draw K, wait for all) */
     int late_fold;         /* --late fold: an update one round late joins the open round at half weight */
     int capacity_work;     /* --local-work capacity: each client's steps scaled to its declared speed */
+    int async_concurrency; /* --async C: FedBuff, C clients training at once, a round = K arrivals (0: off) */
     double deadline_s;     /* per round */
     int local_epochs;
     int batch;
@@ -104,7 +110,7 @@ typedef struct {
     double predicted_peak, measured_peak; /* from its updates: the plan's figure and the real one */
     char left[240]; /* why it left before the run ended (its bye's error), "" while it takes part */
     double last_seen;
-    int late_round; /* --late fold: the round it was tasked in and closed without it (0: none) */
+    int late_round; /* --late fold, --async: the round it was tasked in and closed without it (0: none) */
 } coord_client;
 
 typedef struct {
@@ -115,6 +121,7 @@ typedef struct {
     int selected[COORD_MAX_CLIENTS]; /* client ids */
     uint8_t is_selected[COORD_MAX_CLIENTS];
     uint8_t tasked[COORD_MAX_CLIENTS];
+    uint8_t mid_round[COORD_MAX_CLIENTS]; /* --async: drawn when it asked, after the round opened */
     uint8_t received[COORD_MAX_CLIENTS];
     uint8_t refused[COORD_MAX_CLIENTS]; /* 1: its update was refused, told to skip the round; 2: it declined */
     int n_refused, n_declined;
@@ -136,6 +143,7 @@ typedef struct {
     int n_rule_kept;        /* Krum rules: updates the rule averaged */
     double norms[COORD_MAX_CLIENTS]; /* accepted updates' norms before clipping */
     int local_steps[COORD_MAX_CLIENTS]; /* --local-work capacity: each drawn client's steps (0: epochs) */
+    double work_target;     /* --local-work capacity: the round's median fixed-epoch time (0: epochs) */
     struct {                         /* each client's accepted update, by client id */
         double samples, weight, norm, loss, train_s, bytes, measured_peak, trained;
         int clipped;
@@ -143,11 +151,12 @@ typedef struct {
     double loss_sum;        /* sample-weighted training loss */
     uint64_t bytes_up, bytes_down;
     int tasks_delta; /* tasks sent as a delta against the client's version */
-    int n_stale;        /* late updates folded into this round (--late fold) */
-    double weight_stale; /* their samples after the caps, at half weight: exact in a double */
+    int n_stale;        /* late updates folded into this round (--late fold, --async) */
+    double weight_stale; /* what they add to the divisor: --late fold their capped samples at half
+                            weight, --async their samples; either way exact in a double */
     struct {
-        int client;
-        double samples, weight, norm, bytes;
+        int client, from_round;
+        double samples, weight, norm, bytes, trained;
     } stale[COORD_MAX_CLIENTS];
     cJSON *task_meta;     /* this round's task settings, the same for every client */
 } coord_round;
@@ -179,6 +188,7 @@ typedef struct {
     const hfl_codec *codec;
     float *global; /* host copy of the global model */
     int version;   /* rounds aggregated into global */
+    int n_inflight; /* --async: clients training a task of an earlier round (late_round != 0) */
     const hfl_backend *be; /* evaluation (and, later, aggregation) runs here */
     hfl_device_info dev;   /* the device be runs on */
     hfl_trainer *eval;

@@ -86,6 +86,10 @@ static void usage(FILE *f) {
         "  --local-work epochs|capacity  fixed --local-epochs for every client (default), or each\n"
         "                        client's steps scaled to its declared speed so a round's clients\n"
         "                        finish together (the median client trains its epochs)\n"
+        "  --async C             FedBuff (Nguyen et al. 2022): C clients train at once, each idle client\n"
+        "                        drawn as soon as fewer are out; a round closes at K arrivals, updates\n"
+        "                        of earlier rounds (up to " COORD_ASYNC_MAX_STALENESS_STR " late) weighed by 1/sqrt(1 + staleness)\n"
+        "                        (default 0: synchronous rounds)\n"
         "  --late drop|fold      an update that comes after its round closed: refused (drop, the\n"
         "                        default) or, one round late, added to the open round at half weight\n"
         "  --device D            where to evaluate: auto (the GPU when the CUDA module loads and finds\n"
@@ -103,7 +107,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
     enum { O_LISTEN = 256, O_CA, O_CERT, O_INSECURE, O_MODEL, O_CODEC, O_BLOCK, O_ROUNDS, O_K, O_QUORUM,
            O_DEADLINE, O_EPOCHS, O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_DATA, O_LOG, O_REPORT, O_READY,
            O_LINGER, O_QUIET, O_HELP, O_DOWNLINK, O_DOWNDELTA, O_DEVICE, O_CLIP, O_MAXSAMPLES, O_MAXSHARE,
-           O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS, O_REVOKED, O_TOKENTTL, O_STATEDIR, O_MAXSESS, O_PERADDR, O_IDLE, O_INFLIGHT, O_MINCLIENTS, O_THREADS, O_OVERSEL, O_LATE, O_WORK, O_PROX };
+           O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS, O_REVOKED, O_TOKENTTL, O_STATEDIR, O_MAXSESS, O_PERADDR, O_IDLE, O_INFLIGHT, O_MINCLIENTS, O_THREADS, O_OVERSEL, O_LATE, O_WORK, O_PROX, O_ASYNC };
     static const struct option opts[] = {
         {"listen", 1, 0, O_LISTEN}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"insecure", 0, 0, O_INSECURE}, {"model", 1, 0, O_MODEL}, {"codec", 1, 0, O_CODEC},
@@ -123,7 +127,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         {"max-inflight", 1, 0, O_INFLIGHT}, {"min-clients", 1, 0, O_MINCLIENTS},
         {"threads", 1, 0, O_THREADS}, {"over-select", 1, 0, O_OVERSEL},
         {"late", 1, 0, O_LATE}, {"local-work", 1, 0, O_WORK},
-        {"prox-mu", 1, 0, O_PROX}, {0, 0, 0, 0}};
+        {"prox-mu", 1, 0, O_PROX}, {"async", 1, 0, O_ASYNC}, {0, 0, 0, 0}};
     long v;
     double d;
     int quorum = -1;
@@ -182,6 +186,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         case O_INFLIGHT: if (hfl_parse_int(optarg, 1, 1024, &v, e) == 0) cfg->max_inflight = (int)v; break;
         case O_THREADS: if (hfl_parse_int(optarg, 1, 256, &v, e) == 0) cfg->threads = (int)v; break;
         case O_OVERSEL: if (hfl_parse_double(optarg, 0, 4, &d, e) == 0) cfg->over_select = d; break;
+        case O_ASYNC: if (hfl_parse_int(optarg, 1, COORD_MAX_CLIENTS, &v, e) == 0) cfg->async_concurrency = (int)v; break;
         case O_WORK:
             if (!strcmp(optarg, "epochs") || !strcmp(optarg, "capacity")) cfg->capacity_work = !strcmp(optarg, "capacity");
             else hfl_errf(e, "'%s': use epochs or capacity", optarg);
@@ -210,6 +215,10 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
     cfg->min_quorum = quorum > 0 ? quorum : cfg->clients_per_round;
     if (cfg->min_quorum > cfg->clients_per_round)
         return hfl_errf(err, "--min-quorum %d exceeds --clients-per-round %d", cfg->min_quorum, cfg->clients_per_round);
+    if (cfg->async_concurrency > 0 && cfg->over_select > 0)
+        return hfl_errf(err, "--async and --over-select do not mix: --async keeps C clients busy itself");
+    if (cfg->async_concurrency > 0 && strcmp(cfg->strategy, "fedavg") != 0)
+        return hfl_errf(err, "--async needs --strategy fedavg: robust rules hold one row per drawn client");
     if (!cfg->tls.insecure && (!cfg->tls.ca_file || !cfg->tls.cert_file))
         return hfl_errf(err, "TLS needs --ca and --cert (or --insecure with a tcp:// URL)");
     if (!cfg->revoked_path[0] && cfg->tls.ca_file) { /* revoked.txt beside the CA */

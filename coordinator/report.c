@@ -62,6 +62,10 @@ char *report_render(coord *c, size_t *len) {
     cJSON_AddNumberToObject(o, "momentum", cfg->momentum);
     cJSON_AddNumberToObject(o, "weight_decay", cfg->weight_decay);
     cJSON_AddNumberToObject(o, "prox_mu", cfg->prox_mu);
+    cJSON_AddNumberToObject(o, "over_select", cfg->over_select);
+    cJSON_AddStringToObject(o, "late", cfg->async_concurrency > 0 || cfg->late_fold ? "fold" : "drop");
+    cJSON_AddStringToObject(o, "local_work", cfg->capacity_work ? "capacity" : "epochs");
+    cJSON_AddNumberToObject(o, "async_concurrency", cfg->async_concurrency);
     cJSON_AddNumberToObject(o, "block", cfg->block);
     cJSON_AddNumberToObject(o, "seed", (double)cfg->seed);
     cJSON_AddNumberToObject(o, "rejected_messages", (double)c->rejected);

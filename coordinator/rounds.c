@@ -107,6 +107,13 @@ static double client_speed(const coord_client *cl) {
  * ceil(T x speed / batch) optimizer steps (at least 1), so the round's clients
  * finish together: a slow client trains less than its epochs, a fast one
  * more. A round with a client of unknown speed keeps the epochs. */
+static int capacity_steps(const coord *c, int id) {
+    double v = client_speed(&c->clients[id]);
+    if (c->r.work_target <= 0 || v <= 0) return 0; /* unknown: its epochs */
+    double steps = ceil(c->r.work_target * v / c->cfg.batch);
+    return steps < 1 ? 1 : steps > 1e8 ? 100000000 : (int)steps;
+}
+
 static void round_capacity(coord *c) {
     coord_round *r = &c->r;
     if (!c->cfg.capacity_work || r->n_selected == 0) return;
@@ -118,12 +125,8 @@ static void round_capacity(coord *c) {
         t[i] = known ? c->cfg.local_epochs * (double)r->samples_at_select[r->selected[i]] / v : 0;
     }
     if (known) {
-        double target = hfl_median(t, (size_t)r->n_selected);
-        for (int i = 0; i < r->n_selected; i++) {
-            int id = r->selected[i];
-            double steps = ceil(target * client_speed(&c->clients[id]) / c->cfg.batch);
-            r->local_steps[id] = steps < 1 ? 1 : steps > 1e8 ? 100000000 : (int)steps;
-        }
+        r->work_target = hfl_median(t, (size_t)r->n_selected);
+        for (int i = 0; i < r->n_selected; i++) r->local_steps[r->selected[i]] = capacity_steps(c, r->selected[i]);
     }
     free(t);
 }
@@ -133,13 +136,29 @@ static int by_name(const void *a, const void *b, void *ctx) {
     return strcmp(c->clients[*(const int *)a].name, c->clients[*(const int *)b].name);
 }
 
+/* --async: tasks of earlier rounds still out. One older than the staleness
+ * bound, or held by a client that left, is given up on. */
+static void async_count_inflight(coord *c) {
+    c->n_inflight = 0;
+    for (int i = 0; i < c->n_clients; i++) {
+        coord_client *cl = &c->clients[i];
+        if (cl->late_round && (c->r.round - cl->late_round > COORD_ASYNC_MAX_STALENESS || cl->left[0]))
+            cl->late_round = 0;
+        c->n_inflight += cl->late_round != 0;
+    }
+}
+
 static void round_select(coord *c) {
     coord_round *r = &c->r;
+    int async = c->cfg.async_concurrency > 0;
     int *ids = hfl_malloc(sizeof(int) * (size_t)(c->n_clients + 1));
     int n = 0;
-    double now = hfl_now();
+    double now = hfl_now(), fleet = 0;
+    if (async) async_count_inflight(c);
     for (int i = 0; i < c->n_clients; i++) { /* live planned clients, then sorted by name */
         if (!c->clients[i].has_plan) continue;
+        fleet += (double)c->clients[i].samples;
+        if (c->clients[i].late_round && async) continue; /* still training an earlier round's task */
         if (now - c->clients[i].last_seen > c->cfg.liveness_s) {
             r->n_silent++;
             continue;
@@ -148,10 +167,13 @@ static void round_select(coord *c) {
     }
     qsort_r(ids, (size_t)n, sizeof *ids, by_name, c);
     r->n_eligible = n;
-    /* --over-select F: K (1 + F) drawn, the first K updates close the round */
+    /* --over-select F: K (1 + F) drawn, the first K updates close the round;
+     * --async C: enough drawn that C train at once, K arrivals close it */
     int want = c->cfg.clients_per_round + (int)ceil(c->cfg.clients_per_round * c->cfg.over_select);
+    if (async) want = c->cfg.async_concurrency > c->n_inflight ? c->cfg.async_concurrency - c->n_inflight : 0;
     int k = want < n ? want : n;
     r->n_target = c->cfg.clients_per_round < k ? c->cfg.clients_per_round : k;
+    if (async) r->n_target = c->cfg.clients_per_round;
     for (int i = 0; i < k; i++) {
         uint32_t u = hfl_philox_u32(c->cfg.seed, HFL_STREAM_SHUFFLE, (uint32_t)r->round, 0xFFFFFFFFu, 0, (uint64_t)i);
         int j = i + (int)((uint64_t)u * (uint64_t)(n - i) >> 32);
@@ -169,6 +191,17 @@ static void round_select(coord *c) {
         r->samples_planned += (double)c->clients[ids[i]].samples;
     }
     round_capacity(c);
+    if (async) {
+        /* Weights are shares of the whole fleet's samples, a fixed divisor-free
+         * scale for a round whose members are not known in advance (clients
+         * drawn later, earlier rounds' tasks folded in); --max-share holds at
+         * the close, over the updates the round took (round_aggregate). */
+        r->samples_planned = fleet;
+        r->cap_total = (int64_t)fleet;
+        for (int i = 0; i < k; i++) r->share_cap[ids[i]] = r->samples_at_select[ids[i]];
+        free(ids);
+        return;
+    }
     /* --max-share F: no update outweighs F of its round, i.e. its samples
      * count at most F / (1 - F) times the other selected clients' (a round of
      * one has no others to outweigh). Fixed here, before any update arrives. */
@@ -223,9 +256,46 @@ static void round_open(coord *c) {
     report_log_event(c, ev);
 }
 
+/* --async: tasks out, of the open round and (in flight) of earlier ones. */
+static int async_outstanding(const coord *c) {
+    const coord_round *r = &c->r;
+    return r->n_selected - r->n_received - r->n_refused - r->n_declined + c->n_inflight;
+}
+
+/* --async: an idle client is drawn into the open round when it asks and
+ * fewer than C tasks are out (FedBuff: a client that finishes gets the
+ * current model at once). A client asking for work is idle: a task it still
+ * held from an earlier round (a restart) is given up. */
+static int async_can_draw(const coord *c, int id) {
+    const coord_round *r = &c->r;
+    const coord_client *cl = &c->clients[id];
+    return c->cfg.async_concurrency > 0 && r->open && !r->is_selected[id] && cl->has_plan && !cl->left[0] &&
+           async_outstanding(c) - (cl->late_round != 0) < c->cfg.async_concurrency;
+}
+
+static void async_draw(coord *c, int id) {
+    coord_round *r = &c->r;
+    coord_client *cl = &c->clients[id];
+    if (cl->late_round) cl->late_round = 0, c->n_inflight--;
+    r->selected[r->n_selected++] = id;
+    r->is_selected[id] = 1;
+    r->mid_round[id] = 1;
+    r->samples_at_select[id] = cl->samples;
+    r->declared_at_select[id] = cl->declared;
+    r->share_cap[id] = cl->samples;
+    r->local_steps[id] = capacity_steps(c, id);
+    cJSON *ev = cJSON_CreateObject();
+    cJSON_AddStringToObject(ev, "event", "drawn");
+    cJSON_AddNumberToObject(ev, "round", r->round);
+    cJSON_AddNumberToObject(ev, "client", id);
+    cJSON_AddNumberToObject(ev, "outstanding", async_outstanding(c));
+    report_log_event(c, ev);
+}
+
 int rounds_pull_ready(const coord *c, int id) {
     const coord_round *r = &c->r;
-    return c->done || (r->open && r->is_selected[id] && !r->received[id] && !r->refused[id]);
+    return c->done || (r->open && r->is_selected[id] && !r->received[id] && !r->refused[id]) ||
+           async_can_draw(c, id);
 }
 
 uint8_t *rounds_pull(coord *c, int id, int64_t have_version, size_t *len) {
@@ -239,6 +309,7 @@ uint8_t *rounds_pull(coord *c, int id, int64_t have_version, size_t *len) {
         return reply(HFL_MSG_BYE, meta, NULL, 0, len);
     }
     if (!rounds_pull_ready(c, id)) return rounds_wait_reply(COORD_WAIT_MS, len);
+    if (async_can_draw(c, id)) async_draw(c, id);
     int is_delta = 0, steps = r->local_steps[id];
     cJSON *meta = r->task_meta;
     if (steps > 0) { /* capacity-aware work: this client's own step count */
@@ -272,44 +343,62 @@ static uint8_t *round_decline(coord *c, int id, int64_t round, size_t *len) {
     return reply(HFL_MSG_ACK, ack, NULL, 0, len);
 }
 
-/* --late fold: an update from the round before (its client was tasked there
- * and the round closed without it) joins the open round's sum at half the
- * weight its samples would give (staleness 1; FedBuff weighs by staleness,
- * Nguyen et al. 2022; 1/2 keeps every weight, and so the divisor, exact and
- * the sum order-independent). Its samples are capped as a fresh update's
- * would be against this round. Robust rules hold a row per drawn client: no
- * folding there. */
-static int round_fold(coord *c, int id, int64_t samples, const char *codec, const uint8_t *payload, size_t plen,
-                      size_t msg_bytes, char *err) {
+/* FedBuff's staleness weight 1/sqrt(1 + tau) (Nguyen et al. 2022, sec. 3),
+ * rounded to a multiple of 2^-16 so every weight, and the divisor they sum
+ * to, is exact whatever order updates arrive in. */
+static int64_t staleness_q16(int tau) { return llround(65536.0 / sqrt(1.0 + tau)); }
+
+/* An update tau rounds late, its client tasked there and that round closed
+ * without it, joins the open round's sum:
+ *   --late fold (tau 1): at half the weight its samples would give, capped
+ *   as a fresh update's would be against this round; the divisor counts the
+ *   half too;
+ *   --async (tau up to COORD_ASYNC_MAX_STALENESS): weighted by its samples
+ *   times FedBuff's staleness weight while the divisor counts its samples,
+ *   so a stale update moves the model less (FedBuff's sum of s(tau) Delta
+ *   over the buffer, here per sample); --max-share holds at the close.
+ * Robust rules hold a row per drawn client: no folding there. */
+static int round_fold(coord *c, int id, int tau, int64_t samples, double trained, const char *codec,
+                      const uint8_t *payload, size_t plen, size_t msg_bytes, char *err) {
     coord_round *r = &c->r;
     const hfl_codec *uc = c->clients[id].codec;
+    int async = c->cfg.async_concurrency > 0;
     if (c->rule.kind != HFL_RULE_FEDAVG)
-        return hfl_errf(err, "late update for round %d: only fedavg folds late updates", r->round - 1);
+        return hfl_errf(err, "late update for round %d: only fedavg folds late updates", r->round - tau);
     if (strcmp(codec, uc->name) != 0)
         return hfl_errf(err, "update uses codec '%s', client %d uses '%s'", codec, id, uc->name);
     if (r->samples_planned <= 0) return hfl_errf(err, "round %d drew nobody to weigh a late update against", r->round);
     int64_t weighed = samples < c->clients[id].samples ? samples : c->clients[id].samples;
     double f = c->cfg.max_share;
-    if (f < 1) {
+    if (f < 1 && !async) {
         double cap = floor(f / (1 - f) * r->samples_planned);
         if ((double)weighed > cap) weighed = cap < 1 ? 1 : (int64_t)cap;
     }
-    double weight = 0.5 * (double)weighed / r->samples_planned;
+    double weight = async ? (double)(staleness_q16(tau) * weighed) / 65536.0 / r->samples_planned
+                          : 0.5 * (double)weighed / r->samples_planned;
     hfl_agg_update info;
     if (hfl_agg_add(&c->agg, uc, payload, plen, weight, &info, err) != 0) return -1;
     c->clients[id].late_round = 0;
-    r->weight_stale += 0.5 * (double)weighed;
+    if (async) {
+        c->n_inflight--;
+        r->weight_stale += (double)weighed;
+        if (weighed > r->weight_max) r->weight_max = weighed;
+    } else {
+        r->weight_stale += 0.5 * (double)weighed;
+    }
     r->n_clipped += info.clipped;
     r->bytes_up += msg_bytes;
-    r->stale[r->n_stale].client = id;
+    r->stale[r->n_stale].client = id, r->stale[r->n_stale].from_round = r->round - tau;
     r->stale[r->n_stale].samples = (double)samples, r->stale[r->n_stale].weight = weight;
     r->stale[r->n_stale].norm = info.norm, r->stale[r->n_stale].bytes = (double)msg_bytes;
+    r->stale[r->n_stale].trained = trained;
     r->n_stale++;
+    if (async && r->n_received + r->n_stale == r->n_target) pthread_cond_signal(&c->tick);
     c->clients[id].last_seen = hfl_now();
     cJSON *ev = cJSON_CreateObject();
     cJSON_AddStringToObject(ev, "event", "update_folded");
     cJSON_AddNumberToObject(ev, "round", r->round);
-    cJSON_AddNumberToObject(ev, "from_round", r->round - 1);
+    cJSON_AddNumberToObject(ev, "from_round", r->round - tau);
     cJSON_AddNumberToObject(ev, "client", id);
     cJSON_AddNumberToObject(ev, "samples", (double)samples);
     cJSON_AddNumberToObject(ev, "weight", weight);
@@ -349,8 +438,10 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
         (cJSON_GetObjectItemCaseSensitive(meta, "measured_peak_bytes") &&
          hfl_meta_num(meta, "measured_peak_bytes", 0, 1e18, &measured, err) != 0))
         goto reject;
-    if (c->cfg.late_fold && r->open && round == r->round - 1 && c->clients[id].late_round == round) {
-        if (round_fold(c, id, samples, codec, payload, plen, msg_bytes, err) != 0) goto reject;
+    int tau = r->round - (int)round; /* rounds late */
+    if (r->open && tau >= 1 && c->clients[id].late_round == round &&
+        (c->cfg.async_concurrency > 0 ? tau <= COORD_ASYNC_MAX_STALENESS : c->cfg.late_fold && tau == 1)) {
+        if (round_fold(c, id, tau, samples, trained, codec, payload, plen, msg_bytes, err) != 0) goto reject;
         cJSON *ack = cJSON_CreateObject();
         cJSON_AddNumberToObject(ack, "round", (double)round);
         cJSON_AddNumberToObject(ack, "folded_into", r->round);
@@ -399,7 +490,8 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     r->n_clipped += info.clipped;
     r->received[id] = 1;
     r->n_received++;
-    if (r->n_received == r->n_target) pthread_cond_signal(&c->tick); /* the main loop closes it now */
+    if (r->n_received + (c->cfg.async_concurrency > 0 ? r->n_stale : 0) == r->n_target)
+        pthread_cond_signal(&c->tick); /* the main loop closes it now */
     if (r->n_received == 1) hfl_test_crash("update", r->round);
     r->weight_samples += weighed;
     if (weighed > r->weight_max) r->weight_max = weighed;
@@ -478,7 +570,8 @@ static cJSON *round_participants(const coord *c) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "client", id);
         cJSON_AddStringToObject(o, "name", cl->name);
-        int full = r->n_received >= r->n_target; /* over-selected: closed without the rest, who are late */
+        /* over-selected or --async: closed without the rest, who are late */
+        int full = r->n_received + (c->cfg.async_concurrency > 0 ? r->n_stale : 0) >= r->n_target;
         cJSON_AddStringToObject(o, "status", r->received[id] ? "ok" : r->refused[id] == 2 ? "declined"
                                              : r->refused[id] ? "refused" : cl->left[0] ? "left"
                                              : full ? "late" : "missing");
@@ -495,6 +588,7 @@ static cJSON *round_participants(const coord *c) {
             if (r->rec[id].trained > 0) cJSON_AddNumberToObject(o, "trained_samples", r->rec[id].trained);
         }
         if (r->local_steps[id] > 0) cJSON_AddNumberToObject(o, "local_steps", r->local_steps[id]);
+        if (r->mid_round[id]) cJSON_AddBoolToObject(o, "mid_round", 1);
         cJSON_AddItemToArray(arr, o);
     }
     return arr;
@@ -509,10 +603,12 @@ void rounds_publish(coord *c, const cJSON *entry, char **text, size_t *len) {
     report_log_event(c, ev);
     const char *status = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(entry, "status"));
 #define E(k) cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(entry, k))
+    char late[32] = ""; /* --late fold, --async: updates of earlier rounds it took */
+    if (E("late_folded") > 0) snprintf(late, sizeof late, " +%d late", (int)E("late_folded"));
     if (!c->cfg.quiet)
-        printf("round %d/%d  %-6s test_acc %.4f  test_loss %.4f  clients %d/%d  up %.2f MB  down %.2f MB  %.2f s\n",
+        printf("round %d/%d  %-6s test_acc %.4f  test_loss %.4f  clients %d/%d%s  up %.2f MB  down %.2f MB  %.2f s\n",
                (int)E("round"), c->cfg.rounds, status ? status : "?", E("test_acc"), E("test_loss"), (int)E("clients"),
-               (int)E("selected"), E("bytes_up") / 1e6, E("bytes_down") / 1e6, E("wall_s"));
+               (int)E("selected"), late, E("bytes_up") / 1e6, E("bytes_down") / 1e6, E("wall_s"));
 #undef E
     fflush(stdout);
     char err[HFL_ERR_LEN];
@@ -537,6 +633,7 @@ static void round_finish(coord *c, const char *reason) {
     }
     cJSON_AddNumberToObject(o, "train_loss", r->samples_sum > 0 ? r->loss_sum / r->samples_sum : 0);
     cJSON_AddNumberToObject(o, "clients", r->n_received);
+    if (c->cfg.late_fold || c->cfg.async_concurrency > 0) cJSON_AddNumberToObject(o, "late_folded", r->n_stale);
     cJSON_AddNumberToObject(o, "selected", r->n_selected);
     cJSON_AddNumberToObject(o, "target", r->n_target);
     cJSON_AddNumberToObject(o, "eligible", r->n_eligible);
@@ -560,22 +657,27 @@ static void round_finish(coord *c, const char *reason) {
     model_sha256(c, sha);
     cJSON_AddStringToObject(o, "model_sha256", sha);
     cJSON_AddItemToObject(o, "participants", round_participants(c));
-    if (c->cfg.late_fold) {
+    int async = c->cfg.async_concurrency > 0;
+    if (c->cfg.late_fold || async) {
         cJSON *st = cJSON_AddArrayToObject(o, "folded");
         for (int i = 0; i < r->n_stale; i++) {
             cJSON *x = cJSON_CreateObject();
             cJSON_AddNumberToObject(x, "client", r->stale[i].client);
-            cJSON_AddNumberToObject(x, "from_round", r->round - 1);
+            cJSON_AddStringToObject(x, "name", c->clients[r->stale[i].client].name);
+            cJSON_AddNumberToObject(x, "from_round", r->stale[i].from_round);
             cJSON_AddNumberToObject(x, "samples", r->stale[i].samples);
             cJSON_AddNumberToObject(x, "weight", r->stale[i].weight);
             cJSON_AddNumberToObject(x, "norm", r->stale[i].norm);
             cJSON_AddNumberToObject(x, "bytes_up", r->stale[i].bytes);
+            if (r->stale[i].trained > 0) cJSON_AddNumberToObject(x, "trained_samples", r->stale[i].trained);
             cJSON_AddItemToArray(st, x);
         }
-        /* who was tasked and did not answer may still fold its update into the next round */
+        /* who was tasked and did not answer may still fold its update into a later round */
         for (int i = 0; i < r->n_selected; i++) {
             int id = r->selected[i];
-            c->clients[id].late_round = r->tasked[id] && !r->received[id] && !r->refused[id] ? r->round : 0;
+            int out = r->tasked[id] && !r->received[id] && !r->refused[id] && !c->clients[id].left[0];
+            c->clients[id].late_round = out ? r->round : 0;
+            c->n_inflight += async && out;
         }
     }
     snprintf(c->final_sha256, sizeof c->final_sha256, "%s", sha);
@@ -671,6 +773,11 @@ void rounds_tick(coord *c) {
         /* --min-clients: the first round waits for the fleet (or its deadline),
          * so its draw does not depend on who said hello first */
         if (r->round == 0 && planned + left < c->cfg.min_clients && now - c->started < c->cfg.deadline_s) return;
+        /* --async: rounds follow each other; clients still training count as live */
+        if (c->cfg.async_concurrency > 0 && r->round > 0 && live + c->n_inflight > 0) {
+            round_open(c);
+            return;
+        }
         /* clients that left or fell silent are not waited for: a round draws from the rest */
         if (live >= c->cfg.clients_per_round ||
             (live >= c->cfg.min_quorum && live > 0 && planned + left >= c->cfg.clients_per_round))
@@ -678,6 +785,14 @@ void rounds_tick(coord *c) {
         return;
     }
     if (eval_busy(c)) return; /* the previous round is published before this one may close */
+    if (c->cfg.async_concurrency > 0) { /* FedBuff: K arrivals, fresh or folded, close the round */
+        int got = r->n_received + r->n_stale;
+        if (got >= r->n_target)
+            round_aggregate(c);
+        else if (hfl_now() - r->opened_at > c->cfg.deadline_s)
+            got >= c->cfg.min_quorum && got > 0 ? round_aggregate(c) : round_finish(c, "quorum not reached, global model kept");
+        return;
+    }
     int gone = 0; /* selected clients that left the run (registry_leave) or were told to skip it */
     for (int i = 0; i < r->n_selected; i++) {
         int s = r->selected[i];

@@ -82,50 +82,90 @@ double hfl_profile_samples_per_s(const hfl_profile *p, int precision, double slo
     return rate / (slow * 3.0 * (double)hfl_model_forward_flops(spec));
 }
 
+/* One task's simulated download, training and upload (see profile.h). */
+typedef struct {
+    double down, train, up;
+} sim_task;
+
+static sim_task price_task(const cJSON *rep, const hfl_scenario *sc, const hfl_profile *p, const hfl_model_spec *spec,
+                           const cJSON *entry, int idx, double task_bytes) {
+    double slow = sc->client_slow && sc->client_slow[idx][0] ? atof(sc->client_slow[idx]) : 1;
+    const hfl_profile *q = &p[idx];
+    int prec = client_precision(rep, (int)jnum(entry, "client"));
+    double trained = cJSON_GetObjectItemCaseSensitive(entry, "trained_samples") ? jnum(entry, "trained_samples")
+                                                                                : sc->local_epochs * jnum(entry, "samples");
+    return (sim_task){task_bytes / q->down_bps + q->latency_s,
+                      trained / hfl_profile_samples_per_s(q, prec, slow, spec),
+                      jnum(entry, "bytes_up") / q->up_bps + q->latency_s};
+}
+
 void hfl_profiles_price(cJSON *rep, const hfl_scenario *sc, const hfl_profile *p, const hfl_model_spec *spec) {
-    double total = 0;
+    /* A virtual clock: round r starts at S_r, the sum of the walls before it.
+     * Per client, the start and task bytes of a task it has not answered
+     * (late: it may fold into a later round) and the end of its last task. */
+    int async = jnum(rep, "async_concurrency") > 0;
+    double *late_start = hfl_calloc((size_t)sc->clients, sizeof(double));
+    double *late_bytes = hfl_calloc((size_t)sc->clients, sizeof(double));
+    double *last_end = hfl_calloc((size_t)sc->clients, sizeof(double));
+    double total = 0; /* S_r */
     const cJSON *round;
     cJSON_ArrayForEach(round, cJSON_GetObjectItemCaseSensitive(rep, "rounds")) {
         const cJSON *parts = cJSON_GetObjectItemCaseSensitive(round, "participants"), *pt;
         int n = cJSON_GetArraySize(parts), waited = 0, ok = 0;
         int target = cJSON_GetObjectItemCaseSensitive(round, "target") ? (int)jnum(round, "target") : n;
-        double task_bytes = n > 0 ? jnum(round, "bytes_down") / n : 0, wall = 0, down = 0, train = 0, up = 0;
+        double task_bytes = n > 0 ? jnum(round, "bytes_down") / n : 0, end = 0;
+        sim_task slowest_task = {0, 0, 0};
         const char *slowest = "";
+        /* a member ending at `e` (absolute simulated time) */
+#define MEMBER(e, tk, name)                          \
+    do {                                             \
+        if ((e) - total > end) {                     \
+            end = (e) - total, slowest_task = (tk); \
+            slowest = (name);                        \
+        }                                            \
+    } while (0)
         cJSON_ArrayForEach(pt, parts) {
-            int id = (int)jnum(pt, "client"), idx = hfl_scenario_client_index(sc, cJSON_GetStringValue(
-                                                   cJSON_GetObjectItemCaseSensitive(pt, "name")));
+            int idx = hfl_scenario_client_index(sc, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pt, "name")));
             if (idx < 0 || !p[idx].name[0]) continue;
             const cJSON *st = cJSON_GetObjectItemCaseSensitive(pt, "status");
-            if (cJSON_IsString(st) && !strcmp(st->valuestring, "late")) continue; /* closed without it */
+            /* --async draws a client that asks mid-round: it asked when its last task ended */
+            double start = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pt, "mid_round")) && last_end[idx] > total
+                               ? last_end[idx] : total;
+            if (cJSON_IsString(st) && !strcmp(st->valuestring, "late")) { /* closed without it: it may fold later */
+                late_start[idx] = start, late_bytes[idx] = task_bytes;
+                continue;
+            }
             if (!cJSON_IsString(st) || strcmp(st->valuestring, "ok") != 0) {
                 waited = 1; /* the round waited for it until its deadline (a dropout is silent) */
                 continue;
             }
             ok++;
-            double slow = sc->client_slow && sc->client_slow[idx][0] ? atof(sc->client_slow[idx]) : 1;
-            const hfl_profile *q = &p[idx];
-            int prec = client_precision(rep, id);
-            double d = task_bytes / q->down_bps + q->latency_s;
-            double trained = cJSON_GetObjectItemCaseSensitive(pt, "trained_samples") ? jnum(pt, "trained_samples")
-                                                                                     : sc->local_epochs * jnum(pt, "samples");
-            double t = trained / hfl_profile_samples_per_s(q, prec, slow, spec);
-            double u = jnum(pt, "bytes_up") / q->up_bps + q->latency_s;
-            if (d + t + u > wall) {
-                wall = d + t + u, down = d, train = t, up = u;
-                slowest = q->name;
-            }
+            sim_task tk = price_task(rep, sc, p, spec, pt, idx, task_bytes);
+            last_end[idx] = start + tk.down + tk.train + tk.up;
+            MEMBER(last_end[idx], tk, p[idx].name);
         }
-        /* over-selected: a round with its target in closed at its slowest included update */
+        /* late updates folded in: their tasks began in an earlier round */
+        cJSON_ArrayForEach(pt, cJSON_GetObjectItemCaseSensitive(round, "folded")) {
+            int idx = hfl_scenario_client_index(sc, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pt, "name")));
+            if (idx < 0 || !p[idx].name[0]) continue;
+            ok += async; /* --async counts them toward its target; --late fold does not */
+            sim_task tk = price_task(rep, sc, p, spec, pt, idx, late_bytes[idx]);
+            last_end[idx] = late_start[idx] + tk.down + tk.train + tk.up;
+            MEMBER(last_end[idx], tk, p[idx].name);
+        }
+#undef MEMBER
+        /* over-selected or --async: a round with its target in closed at its slowest included update */
         if (ok >= target) waited = 0;
-        if (waited && sc->deadline_s > wall) wall = sc->deadline_s;
+        if (waited && sc->deadline_s > end) end = sc->deadline_s;
         cJSON *sim = cJSON_CreateObject();
-        cJSON_AddNumberToObject(sim, "wall_s", wall);
-        cJSON_AddNumberToObject(sim, "download_s", down);
-        cJSON_AddNumberToObject(sim, "train_s", train);
-        cJSON_AddNumberToObject(sim, "upload_s", up);
+        cJSON_AddNumberToObject(sim, "wall_s", end);
+        cJSON_AddNumberToObject(sim, "download_s", slowest_task.down);
+        cJSON_AddNumberToObject(sim, "train_s", slowest_task.train);
+        cJSON_AddNumberToObject(sim, "upload_s", slowest_task.up);
         cJSON_AddStringToObject(sim, "slowest", waited ? "deadline" : slowest);
         cJSON_AddItemToObject((cJSON *)round, "simulated", sim);
-        total += wall;
+        total += end;
     }
+    free(late_start), free(late_bytes), free(last_end);
     cJSON_AddNumberToObject(rep, "simulated_s", total);
 }

@@ -14,11 +14,18 @@
  *              HFL_PROFILE_UTILISATION)   (backward ~ 2x forward; slow: the scenario's;
  *              samples trained: as the client reports, else epochs x its samples)
  *   upload   = the update's bytes / uplink + latency
- * A round lasts as long as its slowest drawn client, or its deadline when a
- * drawn client never answered or declined (a real dropout is silent) and the
- * round did not reach its target of updates (over-selection: it closes at
- * the slowest update it took; the late are not waited for). The coordinator's aggregation and
- * evaluation are not priced. */
+ * Time is a virtual clock: round r starts when round r-1 ended, and a task
+ * drawn at the round's open starts then. A round ends at the latest end of
+ * the updates it took, or at its deadline when a drawn client never
+ * answered or declined (a real dropout is silent) and the round did not
+ * reach its target of updates (over-selection: it closes at the slowest
+ * update it took; the late are not waited for). A late update folded into a
+ * later round (--late fold, --async) ends at its task's start in its own
+ * round plus its task's time; a client --async draws mid-round starts when
+ * its previous task ended (it asked for work then). Which updates a round
+ * took is what really happened on the host; with the scenario's "pace" the
+ * clients send in the simulated order, so the two agree. The coordinator's
+ * aggregation and evaluation are not priced. */
 #ifndef HFL_PROFILE_H
 #define HFL_PROFILE_H
 

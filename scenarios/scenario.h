@@ -18,7 +18,7 @@
  *   "memory_scale": 1,         "crashes": {"client-3": "2:1.5"},
  *   "dropout": 0,              "slow": {"client-2": "4"},
  *   "over_selection": 0,       "late": "drop",  "local_work": "epochs",
- *   "prox_mu": 0
+ *   "prox_mu": 0,              "async_concurrency": 0,  "pace": 0
  * }
  * Required: name, model, clients, rounds, partition, codec. Everything else
  * has the default shown (clients_per_round and min_quorum default to
@@ -47,7 +47,11 @@
  * or fold: an update one round late joins the next round at half weight),
  * local_work its --local-work (epochs, or capacity: each client's steps
  * scaled to its speed, a profiled client's being its profile's), prox_mu its
- * --prox-mu (FedProx's proximal term; 0: off). Clients are
+ * --prox-mu (FedProx's proximal term; 0: off), async_concurrency its --async
+ * (FedBuff with C clients at once; 0: synchronous rounds), pace a profiled
+ * client's --pace (each update held until pace x its simulated time, so
+ * updates arrive in the order the profiled devices would send them; 0: as
+ * fast as the host trains). Clients are
  * named client-0 .. client-<clients-1>. Unknown keys are an error, so a typo never silently falls back. */
 #ifndef HFL_SCENARIO_H
 #define HFL_SCENARIO_H
@@ -79,6 +83,8 @@ typedef struct {
     char late[16];             /* "" (the coordinator's default, drop) or its --late: drop, fold */
     char local_work[16];       /* "" (epochs) or the coordinator's --local-work: epochs, capacity */
     double prox_mu;            /* the coordinator's --prox-mu (0: off) */
+    double async_concurrency;  /* the coordinator's --async C (0: synchronous rounds) */
+    double pace;               /* profiled clients' --pace (0: off) */
     char server_opt[32];       /* "" for the coordinator's default */
     char strategy[32];         /* "" for the coordinator's default */
     char (*client_profile)[32]; /* [clients]: "" for none, else a profile's name */

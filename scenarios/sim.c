@@ -184,9 +184,11 @@ static void follow_log(const char *path, long *pos, int quiet, int *opened) {
         if (!quiet && cJSON_IsString(kind) && !strcmp(kind->valuestring, "round")) {
             const cJSON *st = cJSON_GetObjectItemCaseSensitive(ev, "status");
 #define NUM(k) cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(ev, k))
-            printf("round %3.0f  %s  test_acc %.4f  test_loss %.4f  clients %2.0f/%-2.0f  up %7.3f MB  down %7.3f MB  %6.2f s\n",
+            char late[32] = ""; /* --late fold, --async: updates of earlier rounds it took */
+            if (NUM("late_folded") > 0) snprintf(late, sizeof late, " +%.0f late", NUM("late_folded"));
+            printf("round %3.0f  %s  test_acc %.4f  test_loss %.4f  clients %2.0f/%-2.0f%s  up %7.3f MB  down %7.3f MB  %6.2f s\n",
                    NUM("round"), cJSON_IsString(st) ? st->valuestring : "?", NUM("test_acc"), NUM("test_loss"),
-                   NUM("clients"), NUM("selected"), NUM("bytes_up") / 1e6, NUM("bytes_down") / 1e6, NUM("wall_s"));
+                   NUM("clients"), NUM("selected"), late, NUM("bytes_up") / 1e6, NUM("bytes_down") / 1e6, NUM("wall_s"));
 #undef NUM
             fflush(stdout);
         }
@@ -464,6 +466,9 @@ int main(int argc, char **argv) {
     char a_prox[32];
     snprintf(a_prox, sizeof a_prox, "%.17g", sc.prox_mu);
     if (sc.prox_mu > 0) cargv[na++] = "--prox-mu", cargv[na++] = a_prox;
+    char a_async[16];
+    snprintf(a_async, sizeof a_async, "%.0f", sc.async_concurrency);
+    if (sc.async_concurrency > 0) cargv[na++] = "--async", cargv[na++] = a_async;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     static sim_procs procs;
@@ -523,7 +528,8 @@ int main(int argc, char **argv) {
                           "--num-clients", a_n, "--seed", a_seed, "--threads", a_threads, "--state-dir", state_dir,
                           "--precision", sc.precision, "--device",
                           sc.client_device[i][0] ? sc.client_device[i] : sc.device, NULL, NULL, NULL, NULL, NULL, NULL,
-                          NULL, NULL, NULL, NULL, NULL, NULL, NULL}; /* codec, attack, dropout, speed, budget: 10, and the end */
+                          NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+                          /* codec, attack, dropout, speed, budget, pace, link: 14, and the end */
         int k = 0;
         while (argv_c[k]) k++;
         if (sc.client_codec[i][0]) argv_c[k++] = "--codec", argv_c[k++] = sc.client_codec[i];
@@ -537,6 +543,13 @@ int main(int argc, char **argv) {
             double slow = sc.client_slow && sc.client_slow[i][0] ? atof(sc.client_slow[i]) : 1;
             snprintf(a_speed, sizeof a_speed, "%.6g", hfl_profile_samples_per_s(&profiles[i], HFL_PREC_FP32, slow, &mspec));
             argv_c[k++] = "--speed", argv_c[k++] = a_speed;
+        }
+        char a_pace[32], a_link[96];
+        if (profiles[i].name[0] && sc.pace > 0) { /* updates arrive in the profiles' order */
+            snprintf(a_pace, sizeof a_pace, "%.17g", sc.pace);
+            snprintf(a_link, sizeof a_link, "%.17g:%.17g:%.17g", profiles[i].up_bps * 8 / 1e6,
+                     profiles[i].down_bps * 8 / 1e6, profiles[i].latency_s * 1000);
+            argv_c[k++] = "--pace", argv_c[k++] = a_pace, argv_c[k++] = "--link", argv_c[k++] = a_link;
         }
         if (sc.client_memory[i][0]) argv_c[k++] = "--memory-budget", argv_c[k++] = sc.client_memory[i];
         else if (gpu_share[0] && strcmp(sc.client_device[i][0] ? sc.client_device[i] : sc.device, "cpu"))

@@ -71,6 +71,12 @@ expect_error "coordinator: bad trim"        "$coord" --insecure --strategy trimm
 expect_error "coordinator: unknown server optimizer" "$coord" --insecure --server-opt sgd
 expect_error "coordinator: bad clip"        "$coord" --insecure --clip-norm adaptive:x
 expect_error "coordinator: bad share"       "$coord" --insecure --max-share 0
+expect_error "coordinator: async with over-selection" "$coord" --insecure --async 4 --over-select 0.5
+expect_error "coordinator: async with a robust rule" "$coord" --insecure --async 4 --strategy median
+expect_error "coordinator: bad async"       "$coord" --insecure --async 0
+expect_error "coordinator: bad prox mu"     "$coord" --insecure --prox-mu -1
+expect_error "client: pace without link"   "$client" --insecure --coordinator tcp://127.0.0.1:1 --pace 1
+expect_error "client: bad link"            "$client" --insecure --coordinator tcp://127.0.0.1:1 --pace 1 --link 1:2
 expect_error "coordinator: robust rule over the memory limit" "$coord" --insecure --listen tcp://127.0.0.1:0 \
   --strategy median --clients-per-round 10 --robust-memory 1M
 expect_error "client: bad attack"           "$client" --insecure --coordinator tcp://127.0.0.1:1 --attack 0
