@@ -78,6 +78,8 @@ typedef struct {
     double token_ttl_s;         /* a session token expires this long after its hello */
     char revoked_path[1024];    /* the revocation list (reloaded on SIGHUP) */
     char state_dir[1024];       /* --state-dir: persist.c */
+    char init_model[1024];      /* --init-model: the first global model, a safetensors file */
+    char save_model[1024];      /* --save-model: the global model after every round (safetensors) */
     int max_sessions;           /* registry entries (identities), at most COORD_MAX_CLIENTS */
     int max_conns_per_addr;     /* connections one address may hold (0: any) */
     double idle_s;              /* a connection without a whole message this long is closed */

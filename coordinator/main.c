@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "coordinator/coord.h"
+#include "model/safetensors.h"
 #include "kernels/device.h"
 #include "kernels/select.h"
 #include "util/util.h"
@@ -34,6 +35,9 @@ static void usage(FILE *f) {
         "  --insecure            allow plain tcp:// without TLS (clients' names are then taken on trust)\n"
         "  --revoked FILE        revocation list, one certificate name per line, re-read on SIGHUP\n"
         "                        (default: revoked.txt beside --ca; written by hfl-pki revoke)\n"
+        "  --init-model FILE     start from this model (safetensors, model/safetensors.h: tensors\n"
+        "                        layers.<l>.weight/bias in PyTorch's layouts) instead of a seeded init\n"
+        "  --save-model FILE     write the global model there (safetensors) after every round\n"
         "  --state-dir DIR       keep the run's state in DIR at every round's end; started again with\n"
         "                        the same DIR, the coordinator continues the run where it stopped\n"
         "  --token-ttl SECONDS   a session token expires this long after its hello; the client then\n"
@@ -107,7 +111,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
     enum { O_LISTEN = 256, O_CA, O_CERT, O_INSECURE, O_MODEL, O_CODEC, O_BLOCK, O_ROUNDS, O_K, O_QUORUM,
            O_DEADLINE, O_EPOCHS, O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_DATA, O_LOG, O_REPORT, O_READY,
            O_LINGER, O_QUIET, O_HELP, O_DOWNLINK, O_DOWNDELTA, O_DEVICE, O_CLIP, O_MAXSAMPLES, O_MAXSHARE,
-           O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS, O_REVOKED, O_TOKENTTL, O_STATEDIR, O_MAXSESS, O_PERADDR, O_IDLE, O_INFLIGHT, O_MINCLIENTS, O_THREADS, O_OVERSEL, O_LATE, O_WORK, O_PROX, O_ASYNC };
+           O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS, O_REVOKED, O_TOKENTTL, O_STATEDIR, O_MAXSESS, O_PERADDR, O_IDLE, O_INFLIGHT, O_MINCLIENTS, O_THREADS, O_OVERSEL, O_LATE, O_WORK, O_PROX, O_ASYNC, O_INITM, O_SAVEM };
     static const struct option opts[] = {
         {"listen", 1, 0, O_LISTEN}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"insecure", 0, 0, O_INSECURE}, {"model", 1, 0, O_MODEL}, {"codec", 1, 0, O_CODEC},
@@ -127,7 +131,8 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         {"max-inflight", 1, 0, O_INFLIGHT}, {"min-clients", 1, 0, O_MINCLIENTS},
         {"threads", 1, 0, O_THREADS}, {"over-select", 1, 0, O_OVERSEL},
         {"late", 1, 0, O_LATE}, {"local-work", 1, 0, O_WORK},
-        {"prox-mu", 1, 0, O_PROX}, {"async", 1, 0, O_ASYNC}, {0, 0, 0, 0}};
+        {"prox-mu", 1, 0, O_PROX}, {"async", 1, 0, O_ASYNC},
+        {"init-model", 1, 0, O_INITM}, {"save-model", 1, 0, O_SAVEM}, {0, 0, 0, 0}};
     long v;
     double d;
     int quorum = -1;
@@ -196,6 +201,8 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
             else hfl_errf(e, "'%s': use drop or fold", optarg);
             break;
         case O_STATEDIR: snprintf(cfg->state_dir, sizeof cfg->state_dir, "%s", optarg); break;
+        case O_INITM: snprintf(cfg->init_model, sizeof cfg->init_model, "%s", optarg); break;
+        case O_SAVEM: snprintf(cfg->save_model, sizeof cfg->save_model, "%s", optarg); break;
         case O_REVOKED: snprintf(cfg->revoked_path, sizeof cfg->revoked_path, "%s", optarg); break;
         case O_TOKENTTL: if (hfl_parse_double(optarg, 1, 1e7, &d, e) == 0) cfg->token_ttl_s = d; break;
         case O_TTL: if (hfl_parse_double(optarg, 0.01, 1e7, &d, e) == 0) cfg->session_ttl_s = d; break;
@@ -255,6 +262,7 @@ static int coord_setup(coord *c, char *err) {
         return hfl_errf(err, "test set has %d features, model %s expects %d", c->test.dim, c->spec.name, c->spec.in_dim);
     c->global = hfl_malloc(c->spec.n_params * sizeof(float));
     hfl_model_init_params(&c->spec, c->global, c->cfg.seed);
+    if (c->cfg.init_model[0] && hfl_safetensors_load(c->cfg.init_model, &c->spec, c->global, err) != 0) return -1;
     if (downlink_init(c, c->cfg.downlink, c->cfg.downlink_delta, err) != 0) return -1;
     if (auth_init(c, c->cfg.revoked_path, err) != 0) return -1;
     if (!c->self && !c->cfg.quiet) printf("hfl-coordinator: no certificates: clients' names are taken on trust\n");

@@ -28,6 +28,7 @@
 #include <mbedtls/sha256.h>
 
 #include "coordinator/coord.h"
+#include "model/safetensors.h"
 #include "kernels/philox.h"
 #include "util/util.h"
 
@@ -688,6 +689,8 @@ static void round_finish(coord *c, const char *reason) {
      * still be running: a continued run evaluates the saved model again). */
     char err[HFL_ERR_LEN];
     if (persist_save(c, err) != 0) fprintf(stderr, "hfl-coordinator: cannot save the run's state: %s\n", err);
+    if (c->cfg.save_model[0] && hfl_safetensors_save(c->cfg.save_model, &c->spec, c->global, err) != 0)
+        fprintf(stderr, "hfl-coordinator: cannot save the model: %s\n", err);
     if (reason) {
         rounds_publish(c, o, NULL, NULL);
         c->done = c->done_pending;

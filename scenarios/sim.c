@@ -41,6 +41,7 @@ typedef struct {
     char out_dir[900];
     char report[1024];
     char html[1024];
+    char init_model[1024], save_model[1024]; /* the coordinator's --init-model, --save-model */
     char data_dir[1024];
     char codec[32];
     char precision[8];
@@ -59,6 +60,8 @@ static void usage(FILE *f) {
         "  --out DIR          where PKI, logs and the report go (default runs/<name>)\n"
         "  --report FILE      JSON report (default DIR/report.json)\n"
         "  --html FILE        the report as a self-contained HTML page with charts (default DIR/report.html)\n"
+        "  --init-model FILE  start from this model (safetensors; see hfl-coordinator --help)\n"
+        "  --save-model FILE  the global model after every round, as safetensors (default DIR/model.safetensors)\n"
         "  --codec NAME       override the scenario's codec\n"
         "  --rounds N         override the scenario's rounds\n"
         "  --precision P      override the scenario's precision: auto, fp32, bf16, fp16\n"
@@ -75,13 +78,13 @@ static void usage(FILE *f) {
 
 static int parse_args(int argc, char **argv, sim_options *o, char *err) {
     enum { O_OUT = 256, O_REPORT, O_CODEC, O_ROUNDS, O_DATA, O_THREADS, O_TIMEOUT, O_JSON, O_QUIET, O_HELP, O_PREC, O_DEVICE,
-           O_HTML };
+           O_HTML, O_INITM, O_SAVEM };
     static const struct option opts[] = {
         {"out", 1, 0, O_OUT}, {"report", 1, 0, O_REPORT}, {"codec", 1, 0, O_CODEC},
         {"rounds", 1, 0, O_ROUNDS}, {"data", 1, 0, O_DATA}, {"threads", 1, 0, O_THREADS},
         {"timeout", 1, 0, O_TIMEOUT}, {"json", 0, 0, O_JSON}, {"quiet", 0, 0, O_QUIET},
         {"help", 0, 0, O_HELP}, {"precision", 1, 0, O_PREC}, {"device", 1, 0, O_DEVICE}, {"html", 1, 0, O_HTML},
-        {0, 0, 0, 0}};
+        {"init-model", 1, 0, O_INITM}, {"save-model", 1, 0, O_SAVEM}, {0, 0, 0, 0}};
     long v;
     opterr = 0;
     for (;;) {
@@ -92,6 +95,8 @@ static int parse_args(int argc, char **argv, sim_options *o, char *err) {
         case O_OUT: snprintf(o->out_dir, sizeof o->out_dir, "%s", optarg); break;
         case O_REPORT: snprintf(o->report, sizeof o->report, "%s", optarg); break;
         case O_HTML: snprintf(o->html, sizeof o->html, "%s", optarg); break;
+        case O_INITM: snprintf(o->init_model, sizeof o->init_model, "%s", optarg); break;
+        case O_SAVEM: snprintf(o->save_model, sizeof o->save_model, "%s", optarg); break;
         case O_CODEC: snprintf(o->codec, sizeof o->codec, "%s", optarg); break;
         case O_ROUNDS: if (hfl_parse_int(optarg, 1, 1000000, &v, e) == 0) o->rounds = (int)v; break;
         case O_DATA: snprintf(o->data_dir, sizeof o->data_dir, "%s", optarg); break;
@@ -372,6 +377,7 @@ int main(int argc, char **argv) {
     if (!o.out_dir[0]) snprintf(o.out_dir, sizeof o.out_dir, "runs/%s", sc.name);
     if (!o.report[0]) snprintf(o.report, sizeof o.report, "%s/report.json", o.out_dir);
     if (!o.html[0]) snprintf(o.html, sizeof o.html, "%s/report.html", o.out_dir);
+    if (!o.save_model[0]) snprintf(o.save_model, sizeof o.save_model, "%s/model.safetensors", o.out_dir);
     char coord_exe[1100], client_exe[1100], pki_dir[1100], ready[1100], log[1100], clog[1100];
     if (find_program("hfl-coordinator", "coordinator", coord_exe, sizeof coord_exe, err) != 0 ||
         find_program("hfl-client", "client", client_exe, sizeof client_exe, err) != 0 ||
@@ -445,7 +451,7 @@ int main(int argc, char **argv) {
                      /* the first draw waits for the whole fleet: the same seed draws the same clients */
                      "--min-clients", a_n,
                      NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+                     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     /* the optional ones, after the fixed ones */
     int na = 0;
     while (cargv[na]) na++;
@@ -463,6 +469,8 @@ int main(int argc, char **argv) {
     if (sc.over_selection > 0) cargv[na++] = "--over-select", cargv[na++] = a_over;
     if (sc.late[0]) cargv[na++] = "--late", cargv[na++] = sc.late;
     if (sc.local_work[0]) cargv[na++] = "--local-work", cargv[na++] = sc.local_work;
+    cargv[na++] = "--save-model", cargv[na++] = o.save_model;
+    if (o.init_model[0]) cargv[na++] = "--init-model", cargv[na++] = o.init_model;
     char a_prox[32];
     snprintf(a_prox, sizeof a_prox, "%.17g", sc.prox_mu);
     if (sc.prox_mu > 0) cargv[na++] = "--prox-mu", cargv[na++] = a_prox;

@@ -75,6 +75,9 @@ expect_error "coordinator: async with over-selection" "$coord" --insecure --asyn
 expect_error "coordinator: async with a robust rule" "$coord" --insecure --async 4 --strategy median
 expect_error "coordinator: bad async"       "$coord" --insecure --async 0
 expect_error "coordinator: bad prox mu"     "$coord" --insecure --prox-mu -1
+printf 'not a model' > "$tmp/model.safetensors"
+expect_error "coordinator: missing init model" "$coord" --insecure --listen tcp://127.0.0.1:0 --init-model "$tmp/none.safetensors"
+expect_error "coordinator: malformed init model" "$coord" --insecure --listen tcp://127.0.0.1:0 --init-model "$tmp/model.safetensors"
 expect_error "client: pace without link"   "$client" --insecure --coordinator tcp://127.0.0.1:1 --pace 1
 expect_error "client: bad link"            "$client" --insecure --coordinator tcp://127.0.0.1:1 --pace 1 --link 1:2
 expect_error "coordinator: robust rule over the memory limit" "$coord" --insecure --listen tcp://127.0.0.1:0 \

@@ -1,0 +1,49 @@
+/* safetensors.h: a model's parameters in and out as a safetensors file.
+ *
+ * The format (huggingface/safetensors, docs "Format"): an unsigned 64-bit
+ * little-endian header length N, N bytes of JSON, then the data buffer. The
+ * JSON maps each tensor name to {"dtype", "shape", "data_offsets": [begin,
+ * end]} (byte offsets into the data buffer) and may hold "__metadata__", a
+ * map of strings. Tensors are little-endian and row-major.
+ *
+ * hfl writes one F32 tensor pair per parametric layer l of the spec,
+ * "layers.<l>.weight" and "layers.<l>.bias", with PyTorch's layouts: dense
+ * [out, in] (nn.Linear), conv2d [out, in_channels, k, k] (nn.Conv2d); so a
+ * PyTorch module whose nn.ModuleList "layers" holds the spec's layers in
+ * order (nn.ReLU and nn.MaxPool2d where hfl has them, flattening before the
+ * first dense layer) loads the file with load_state_dict. The metadata holds
+ * "format": "pt" and "hfl_model": the spec as hfl's JSON model format.
+ *
+ * The reader validates everything before it writes a weight: the header
+ * length against the file, the JSON, every entry's dtype (F32; others are
+ * named in the error), shape and offsets (in range, matching the shape,
+ * neither overlapping nor leaving holes: the whole buffer is indexed, as
+ * the reference implementation requires), and the tensors against the spec
+ * (each one present with its shape, nothing else). Every refusal is one line
+ * in err. */
+#ifndef HFL_MODEL_SAFETENSORS_H
+#define HFL_MODEL_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/model.h"
+
+/* The header may be at most this long (the reference reader's own limit). */
+#define HFL_SAFETENSORS_MAX_HEADER (100u << 20)
+
+/* The file's bytes for spec's parameters (n_params floats); NULL with err
+ * when out of memory or the spec cannot be written as JSON. */
+uint8_t *hfl_safetensors_encode(const hfl_model_spec *spec, const float *params, size_t *len, char *err);
+
+/* Validates buf as a safetensors file of spec's parameters and fills params
+ * (n_params floats); -1 with err, params untouched, on any fault. */
+int hfl_safetensors_decode(const uint8_t *buf, size_t len, const hfl_model_spec *spec, float *params,
+                           char *err);
+
+/* The same on a file; save writes atomically (temporary file and rename).
+ * Errors start with the path. */
+int hfl_safetensors_save(const char *path, const hfl_model_spec *spec, const float *params, char *err);
+int hfl_safetensors_load(const char *path, const hfl_model_spec *spec, float *params, char *err);
+
+#endif
