@@ -182,6 +182,9 @@ hfl_trainer *hfl_trainer_create_plan(const hfl_model_spec *spec, const hfl_backe
     }
     be->fill(t->grads, 0.0f, spec->n_params);
     if (t->momentum) be->fill(t->momentum, 0.0f, spec->n_params);
+    /* Written now, not first when a round sets it: a measured step (what a
+     * client verifies its plan with) then pays for the anchor's pages. */
+    if (t->anchor) be->fill(t->anchor, 0.0f, spec->n_params);
     return t;
 }
 

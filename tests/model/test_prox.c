@@ -12,7 +12,11 @@
  *   - mu = 0 after a nonzero mu is the plain step again;
  *   - the anchor is n_params fp32 values alive over the whole step: a plan
  *     with it has exactly that many more bytes live at its peak, and the
- *     chooser's candidates grow by at least as much.
+ *     chooser's candidates grow by at least as much;
+ *   - a measured step (model/measure.h, what a client verifies its plan with)
+ *     pays for the anchor's pages: at least 90% of its bytes more than the
+ *     same step without it (an anchor only written when a round starts would
+ *     be missed, and a tight client would breach its budget in round 1).
  * For mlp in fp32, bf16 and fp16. */
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +25,7 @@
 
 #include "kernels/philox.h"
 #include "model/chooser.h"
+#include "model/measure.h"
 #include "model/model.h"
 #include "model/planner.h"
 #include "tests/check.h"
@@ -132,7 +137,32 @@ static void run(hfl_precision p) {
     free(plan), free(bare), free(w0), free(a), free(zero), free(x), free(got), free(want), free(g);
 }
 
+static void measured(void) {
+    char err[HFL_ERR_LEN];
+    hfl_model_spec spec;
+    CHECK(hfl_model_builtin("mlp", &spec, err) == 0);
+    float *w = hfl_malloc(sizeof(float) * spec.n_params), *x = hfl_calloc((size_t)ROWS * spec.in_dim, sizeof(float));
+    int32_t y[ROWS] = {0};
+    hfl_model_init_params(&spec, w, 3);
+    uint64_t growth[2];
+    for (int anchor = 0; anchor <= 1; anchor++) {
+        hfl_plan *plan = hfl_malloc(sizeof *plan);
+        hfl_plan_config cfg = {.batch = ROWS, .ckpt = HFL_CKPT_NONE, .ckpt_budget = SIZE_MAX, .momentum = 1,
+                               .anchor = anchor};
+        CHECK(hfl_plan_make(&spec, &cfg, plan, err) == 0);
+        hfl_step_measure m;
+        CHECK_MSG(hfl_measure_step(&spec, plan, w, x, y, &m, err) == 0, "%s", err);
+        growth[anchor] = m.growth;
+        free(plan);
+    }
+    double extra = (double)growth[1] - (double)growth[0], bytes = 4.0 * (double)spec.n_params;
+    printf("test_prox: a measured step grows %.0f bytes more with the anchor (%.0f bytes)\n", extra, bytes);
+    CHECK(extra >= 0.9 * bytes);
+    free(w), free(x);
+}
+
 int main(void) {
     for (int p = HFL_PREC_FP32; p <= HFL_PREC_FP16; p++) run((hfl_precision)p);
+    measured();
     return check_exit_code("test_prox");
 }
