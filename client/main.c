@@ -27,6 +27,7 @@
 #include "kernels/philox.h"
 #include "kernels/select.h"
 #include "proto/transport.h"
+#include "util/config.h"
 #include "util/util.h"
 
 #define CLIENT_MAX_PAYLOAD ((size_t)256 << 20)
@@ -89,13 +90,84 @@ static void usage(FILE *f) {
         "  --threads N          OpenBLAS threads (default 1)\n"
         "  --timeout SECONDS    per-request timeout (default 120)\n"
         "  --quiet              no progress output\n"
+        "  --config FILE        read options from FILE, a JSON object keyed by long option name, e.g.\n"
+        "                       {\"coordinator\": \"tcp://127.0.0.1:7450\", \"insecure\": true}; options on\n"
+        "                       the command line win\n"
+        "  --print-config       print the options in effect (defaults included) as JSON and exit\n"
         "  --help               this text\n");
+}
+
+/* --link and --attack as given ("" when not), from what parse_args kept. */
+static void link_attack_strings(const client_options *o, char *link, char *attack, size_t cap) {
+    char a[40], b[40], c[40];
+    link[0] = attack[0] = 0;
+    if (o->link_up_bps > 0) {
+        hfl_config_number(o->link_up_bps * 8 / 1e6, a, sizeof a);
+        hfl_config_number(o->link_down_bps * 8 / 1e6, b, sizeof b);
+        hfl_config_number(o->link_latency_s * 1000, c, sizeof c);
+        snprintf(link, cap, "%s:%s:%s", a, b, c);
+    }
+    if (o->attack_scale != 0) {
+        hfl_config_number(o->attack_scale, a, sizeof a);
+        if (o->attack_samples > 0) snprintf(attack, cap, "%s:%lld", a, (long long)o->attack_samples);
+        else snprintf(attack, cap, "%s", a);
+    }
+}
+
+/* --print-config: the options in effect, keyed by long option name (null: not set). */
+static void print_options(const client_options *o) {
+    cJSON *j = cJSON_CreateObject();
+    char name[64], link[128], attack[128];
+    snprintf(name, sizeof name, "%s", o->name);
+    if (!name[0]) snprintf(name, sizeof name, "client-%d", o->index);
+    link_attack_strings(o, link, attack, sizeof link);
+    const char *prec = o->precisions == 7 ? "auto" : "";
+    for (int p = 0; p < 3 && !prec[0]; p++)
+        if (o->precisions == 1u << p) prec = hfl_precision_name((hfl_precision)p);
+    hfl_config_add_str(j, "coordinator", o->url);
+    hfl_config_add_str(j, "ca", o->tls.ca_file);
+    hfl_config_add_str(j, "cert", o->tls.cert_file);
+    hfl_config_add_str(j, "server-name", o->tls.server_name);
+    cJSON_AddBoolToObject(j, "insecure", o->tls.insecure);
+    hfl_config_add_str(j, "name", name);
+    cJSON_AddNumberToObject(j, "dropout", o->dropout);
+    if (o->speed > 0) cJSON_AddNumberToObject(j, "speed", o->speed);
+    else cJSON_AddNullToObject(j, "speed");
+    cJSON_AddNumberToObject(j, "pace", o->pace);
+    hfl_config_add_str(j, "link", link);
+    cJSON_AddNumberToObject(j, "retry-for", o->retry_s);
+    hfl_config_add_str(j, "codec", o->codec);
+    hfl_config_add_str(j, "state-dir", o->state_dir);
+    cJSON_AddBoolToObject(j, "plan", o->plan);
+    hfl_config_add_str(j, "model", o->model);
+    if (o->budget) cJSON_AddNumberToObject(j, "memory-budget", (double)o->budget);
+    else cJSON_AddNullToObject(j, "memory-budget");
+    cJSON_AddNumberToObject(j, "headroom", o->headroom);
+    hfl_config_add_str(j, "precision", prec);
+    hfl_config_add_str(j, "device", o->device);
+    cJSON_AddBoolToObject(j, "verify", o->verify);
+    cJSON_AddBoolToObject(j, "json", o->json);
+    if (o->batch) cJSON_AddNumberToObject(j, "batch", o->batch);
+    else cJSON_AddNullToObject(j, "batch");
+    cJSON_AddBoolToObject(j, "trial-step", o->trial);
+    hfl_config_add_str(j, "attack", attack);
+    cJSON_AddBoolToObject(j, "allow-smaller-batch", o->allow_smaller);
+    hfl_config_add_str(j, "data", o->data_dir);
+    hfl_config_add_str(j, "partition", o->partition);
+    cJSON_AddNumberToObject(j, "client-index", o->index);
+    cJSON_AddNumberToObject(j, "num-clients", o->num_clients);
+    cJSON_AddNumberToObject(j, "seed", (double)o->seed);
+    cJSON_AddNumberToObject(j, "threads", o->threads);
+    cJSON_AddNumberToObject(j, "timeout", o->timeout_s);
+    cJSON_AddBoolToObject(j, "quiet", o->quiet);
+    hfl_config_print(j);
 }
 
 static int parse_args(int argc, char **argv, client_options *o, char *err) {
     enum { O_URL = 256, O_CA, O_CERT, O_SNI, O_INSECURE, O_NAME, O_RETRY, O_DATA, O_PART, O_INDEX, O_NUM, O_SEED,
            O_THREADS, O_TIMEOUT, O_QUIET, O_HELP, O_CODEC, O_STATE, O_PLAN, O_MODEL, O_BUDGET, O_HEADROOM, O_VERIFY, O_JSON, O_PREC, O_DEVICE,
-           O_BATCH, O_SMALLER, O_TRIAL, O_ATTACK, O_DROPOUT, O_SPEED, O_PACE, O_LINK };
+           O_BATCH, O_SMALLER, O_TRIAL, O_ATTACK, O_DROPOUT, O_SPEED, O_PACE, O_LINK,
+           O_CONFIG, O_PRINTCFG };
     static const struct option opts[] = {
         {"coordinator", 1, 0, O_URL}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"server-name", 1, 0, O_SNI}, {"insecure", 0, 0, O_INSECURE}, {"name", 1, 0, O_NAME},
@@ -107,9 +179,12 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         {"headroom", 1, 0, O_HEADROOM}, {"verify", 0, 0, O_VERIFY}, {"json", 0, 0, O_JSON}, {"precision", 1, 0, O_PREC},
         {"device", 1, 0, O_DEVICE}, {"batch", 1, 0, O_BATCH}, {"allow-smaller-batch", 0, 0, O_SMALLER},
         {"trial-step", 0, 0, O_TRIAL}, {"attack", 1, 0, O_ATTACK}, {"dropout", 1, 0, O_DROPOUT}, {"speed", 1, 0, O_SPEED},
-        {"pace", 1, 0, O_PACE}, {"link", 1, 0, O_LINK}, {0, 0, 0, 0}};
+        {"pace", 1, 0, O_PACE}, {"link", 1, 0, O_LINK},
+        {"config", 1, 0, O_CONFIG}, {"print-config", 0, 0, O_PRINTCFG}, {0, 0, 0, 0}};
     long v;
     double d;
+    int print_config = 0;
+    if (hfl_config_apply("hfl-client", &argc, &argv, opts, err) != 0) return -1;
     opterr = 0;
     for (;;) {
         int c = getopt_long(argc, argv, ":", opts, NULL);
@@ -178,6 +253,8 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
                 return hfl_errf(err, "unknown device '%s' (auto, cpu, cuda)", optarg);
             snprintf(o->device, sizeof o->device, "%s", optarg);
             break;
+        case O_CONFIG: break; /* hfl_config_apply read it */
+        case O_PRINTCFG: print_config = 1; break;
         case O_HELP: usage(stdout); exit(0);
         case ':': return hfl_errf(err, "option '%s' needs a value (see --help)", argv[optind - 1]);
         default: return hfl_errf(err, "unknown option '%s' (see --help)", argv[optind - 1]);
@@ -185,6 +262,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         if (e[0]) return hfl_errf(err, "--%s: %s", opts[c - O_URL].name, e);
     }
     if (optind < argc) return hfl_errf(err, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (print_config) print_options(o), exit(0);
     if (o->plan) {
         if (!o->model[0]) return hfl_errf(err, "--plan needs --model NAME|SPEC.json (see --help)");
         return 0;

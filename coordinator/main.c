@@ -18,6 +18,7 @@
 #include "model/safetensors.h"
 #include "kernels/device.h"
 #include "kernels/select.h"
+#include "util/config.h"
 #include "util/util.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -104,14 +105,77 @@ static void usage(FILE *f) {
         "  --ready-file FILE     write the bound URL here once serving\n"
         "  --linger SECONDS      after the last round, wait this long for clients to get bye (default 10)\n"
         "  --quiet               no progress output\n"
+        "  --config FILE         read options from FILE, a JSON object keyed by long option name, e.g.\n"
+        "                        {\"rounds\": 5, \"insecure\": true}; options on the command line win\n"
+        "  --print-config        print the options in effect (defaults included) as JSON and exit\n"
         "  --help                this text\n");
+}
+
+/* --print-config: the options in effect, keyed by long option name. */
+static void print_options(const coord_config *c, double linger) {
+    cJSON *o = cJSON_CreateObject();
+    char clip[64] = "off", num[40];
+    hfl_config_number(c->clip_norm, num, sizeof num);
+    if (c->clip_norm > 0) snprintf(clip, sizeof clip, "%s%s", c->clip_adaptive ? "adaptive:" : "", num);
+    hfl_config_add_str(o, "listen", c->listen_url);
+    hfl_config_add_str(o, "ca", c->tls.ca_file);
+    hfl_config_add_str(o, "cert", c->tls.cert_file);
+    cJSON_AddBoolToObject(o, "insecure", c->tls.insecure);
+    hfl_config_add_str(o, "revoked", c->revoked_path);
+    hfl_config_add_str(o, "init-model", c->init_model);
+    hfl_config_add_str(o, "save-model", c->save_model);
+    hfl_config_add_str(o, "state-dir", c->state_dir);
+    cJSON_AddNumberToObject(o, "token-ttl", c->token_ttl_s);
+    hfl_config_add_str(o, "model", c->model);
+    hfl_config_add_str(o, "codec", c->codec);
+    cJSON_AddNumberToObject(o, "block", c->block);
+    hfl_config_add_str(o, "downlink", c->downlink);
+    cJSON_AddBoolToObject(o, "downlink-delta", c->downlink_delta);
+    cJSON_AddNumberToObject(o, "rounds", c->rounds);
+    cJSON_AddNumberToObject(o, "clients-per-round", c->clients_per_round);
+    cJSON_AddNumberToObject(o, "min-quorum", c->min_quorum);
+    cJSON_AddNumberToObject(o, "min-clients", c->min_clients ? c->min_clients : c->clients_per_round);
+    cJSON_AddNumberToObject(o, "deadline", c->deadline_s);
+    cJSON_AddNumberToObject(o, "local-epochs", c->local_epochs);
+    cJSON_AddNumberToObject(o, "batch", c->batch);
+    cJSON_AddNumberToObject(o, "lr", c->lr);
+    cJSON_AddNumberToObject(o, "momentum", c->momentum);
+    cJSON_AddNumberToObject(o, "weight-decay", c->weight_decay);
+    cJSON_AddNumberToObject(o, "prox-mu", c->prox_mu);
+    cJSON_AddNumberToObject(o, "seed", (double)c->seed);
+    hfl_config_add_str(o, "clip-norm", clip);
+    cJSON_AddNumberToObject(o, "max-client-samples", (double)c->max_client_samples);
+    hfl_config_add_str(o, "server-opt", c->server_opt);
+    hfl_config_add_str(o, "strategy", c->strategy);
+    cJSON_AddNumberToObject(o, "robust-memory", (double)c->robust_memory);
+    cJSON_AddNumberToObject(o, "liveness", c->liveness_s);
+    cJSON_AddNumberToObject(o, "max-sessions", c->max_sessions);
+    cJSON_AddNumberToObject(o, "max-conns-per-addr", c->max_conns_per_addr);
+    cJSON_AddNumberToObject(o, "idle-timeout", c->idle_s);
+    cJSON_AddNumberToObject(o, "max-inflight", c->max_inflight);
+    cJSON_AddNumberToObject(o, "threads", c->threads);
+    cJSON_AddNumberToObject(o, "session-ttl", c->session_ttl_s);
+    cJSON_AddNumberToObject(o, "max-share", c->max_share);
+    cJSON_AddNumberToObject(o, "over-select", c->over_select);
+    hfl_config_add_str(o, "local-work", c->capacity_work ? "capacity" : "epochs");
+    cJSON_AddNumberToObject(o, "async", c->async_concurrency);
+    hfl_config_add_str(o, "late", c->late_fold ? "fold" : "drop");
+    hfl_config_add_str(o, "device", c->device);
+    hfl_config_add_str(o, "data", c->data_dir);
+    hfl_config_add_str(o, "log", c->log_path);
+    hfl_config_add_str(o, "report", c->report_path);
+    hfl_config_add_str(o, "ready-file", c->ready_path);
+    cJSON_AddNumberToObject(o, "linger", linger);
+    cJSON_AddBoolToObject(o, "quiet", c->quiet);
+    hfl_config_print(o);
 }
 
 static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, char *err) {
     enum { O_LISTEN = 256, O_CA, O_CERT, O_INSECURE, O_MODEL, O_CODEC, O_BLOCK, O_ROUNDS, O_K, O_QUORUM,
            O_DEADLINE, O_EPOCHS, O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_DATA, O_LOG, O_REPORT, O_READY,
            O_LINGER, O_QUIET, O_HELP, O_DOWNLINK, O_DOWNDELTA, O_DEVICE, O_CLIP, O_MAXSAMPLES, O_MAXSHARE,
-           O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS, O_REVOKED, O_TOKENTTL, O_STATEDIR, O_MAXSESS, O_PERADDR, O_IDLE, O_INFLIGHT, O_MINCLIENTS, O_THREADS, O_OVERSEL, O_LATE, O_WORK, O_PROX, O_ASYNC, O_INITM, O_SAVEM };
+           O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS, O_REVOKED, O_TOKENTTL, O_STATEDIR, O_MAXSESS, O_PERADDR, O_IDLE, O_INFLIGHT, O_MINCLIENTS, O_THREADS, O_OVERSEL, O_LATE, O_WORK, O_PROX, O_ASYNC, O_INITM, O_SAVEM,
+           O_CONFIG, O_PRINTCFG };
     static const struct option opts[] = {
         {"listen", 1, 0, O_LISTEN}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"insecure", 0, 0, O_INSECURE}, {"model", 1, 0, O_MODEL}, {"codec", 1, 0, O_CODEC},
@@ -132,10 +196,12 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         {"threads", 1, 0, O_THREADS}, {"over-select", 1, 0, O_OVERSEL},
         {"late", 1, 0, O_LATE}, {"local-work", 1, 0, O_WORK},
         {"prox-mu", 1, 0, O_PROX}, {"async", 1, 0, O_ASYNC},
-        {"init-model", 1, 0, O_INITM}, {"save-model", 1, 0, O_SAVEM}, {0, 0, 0, 0}};
+        {"init-model", 1, 0, O_INITM}, {"save-model", 1, 0, O_SAVEM},
+        {"config", 1, 0, O_CONFIG}, {"print-config", 0, 0, O_PRINTCFG}, {0, 0, 0, 0}};
     long v;
     double d;
-    int quorum = -1;
+    int quorum = -1, print_config = 0;
+    if (hfl_config_apply("hfl-coordinator", &argc, &argv, opts, err) != 0) return -1;
     opterr = 0;
     for (;;) {
         int o = getopt_long(argc, argv, ":", opts, NULL);
@@ -191,7 +257,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         case O_INFLIGHT: if (hfl_parse_int(optarg, 1, 1024, &v, e) == 0) cfg->max_inflight = (int)v; break;
         case O_THREADS: if (hfl_parse_int(optarg, 1, 256, &v, e) == 0) cfg->threads = (int)v; break;
         case O_OVERSEL: if (hfl_parse_double(optarg, 0, 4, &d, e) == 0) cfg->over_select = d; break;
-        case O_ASYNC: if (hfl_parse_int(optarg, 1, COORD_MAX_CLIENTS, &v, e) == 0) cfg->async_concurrency = (int)v; break;
+        case O_ASYNC: if (hfl_parse_int(optarg, 0, COORD_MAX_CLIENTS, &v, e) == 0) cfg->async_concurrency = (int)v; break;
         case O_WORK:
             if (!strcmp(optarg, "epochs") || !strcmp(optarg, "capacity")) cfg->capacity_work = !strcmp(optarg, "capacity");
             else hfl_errf(e, "'%s': use epochs or capacity", optarg);
@@ -212,6 +278,8 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
                 return hfl_errf(err, "unknown device '%s' (auto, cpu, cuda)", optarg);
             snprintf(cfg->device, sizeof cfg->device, "%s", optarg);
             break;
+        case O_CONFIG: break; /* hfl_config_apply read it */
+        case O_PRINTCFG: print_config = 1; break;
         case O_HELP: usage(stdout); exit(0);
         case ':': return hfl_errf(err, "option '%s' needs a value (see --help)", argv[optind - 1]);
         default: return hfl_errf(err, "unknown option '%s' (see --help)", argv[optind - 1]);
@@ -220,6 +288,12 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
     }
     if (optind < argc) return hfl_errf(err, "unexpected argument '%s' (see --help)", argv[optind]);
     cfg->min_quorum = quorum > 0 ? quorum : cfg->clients_per_round;
+    if (!cfg->revoked_path[0] && cfg->tls.ca_file) { /* revoked.txt beside the CA */
+        const char *slash = strrchr(cfg->tls.ca_file, '/');
+        int dir_len = slash ? (int)(slash - cfg->tls.ca_file) : 1;
+        snprintf(cfg->revoked_path, sizeof cfg->revoked_path, "%.*s/revoked.txt", dir_len, slash ? cfg->tls.ca_file : ".");
+    }
+    if (print_config) print_options(cfg, *linger), exit(0);
     if (cfg->min_quorum > cfg->clients_per_round)
         return hfl_errf(err, "--min-quorum %d exceeds --clients-per-round %d", cfg->min_quorum, cfg->clients_per_round);
     if (cfg->async_concurrency > 0 && cfg->over_select > 0)
@@ -228,11 +302,6 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         return hfl_errf(err, "--async needs --strategy fedavg: robust rules hold one row per drawn client");
     if (!cfg->tls.insecure && (!cfg->tls.ca_file || !cfg->tls.cert_file))
         return hfl_errf(err, "TLS needs --ca and --cert (or --insecure with a tcp:// URL)");
-    if (!cfg->revoked_path[0] && cfg->tls.ca_file) { /* revoked.txt beside the CA */
-        const char *slash = strrchr(cfg->tls.ca_file, '/');
-        int dir_len = slash ? (int)(slash - cfg->tls.ca_file) : 1;
-        snprintf(cfg->revoked_path, sizeof cfg->revoked_path, "%.*s/revoked.txt", dir_len, slash ? cfg->tls.ca_file : ".");
-    }
     return 0;
 }
 

@@ -6,6 +6,9 @@
  *   hfl-pki issue NAME --out DIR [--role client|coordinator] [--days D]
  *   hfl-pki revoke NAME --out DIR    (DIR/revoked.txt; a coordinator reloads it on SIGHUP)
  *
+ * Options may come from --config FILE (util/config.h), the subcommand and its
+ * NAME stay on the command line.
+ *
  * Exit status: 0 on success, 1 when the files cannot be written, 2 on bad
  * arguments. --json prints the written paths as one JSON object. */
 #include <getopt.h>
@@ -17,6 +20,7 @@
 
 #include "proto/identity.h"
 #include "proto/pki.h"
+#include "util/config.h"
 #include "util/util.h"
 
 static void pki_usage(FILE *f) {
@@ -35,7 +39,23 @@ static void pki_usage(FILE *f) {
             "  --role R       issue: client (default) or coordinator\n"
             "  --days D       validity in days (default 365)\n"
             "  --json         print the written paths as JSON\n"
+            "  --config FILE  read options from FILE, a JSON object keyed by long option name, e.g.\n"
+            "                 {\"out\": \"pki\", \"clients\": 4}; options on the command line win\n"
+            "  --print-config print the options in effect (defaults included) as JSON and exit\n"
             "  --help         this text\n");
+}
+
+/* --print-config: the options in effect, keyed by long option name (null: not set). */
+static void pki_print_options(const char *out, long clients, const char *cn, const char *role, long days, int json) {
+    cJSON *o = cJSON_CreateObject();
+    hfl_config_add_str(o, "out", out);
+    if (clients >= 0) cJSON_AddNumberToObject(o, "clients", (double)clients);
+    else cJSON_AddNullToObject(o, "clients");
+    hfl_config_add_str(o, "cn", cn);
+    hfl_config_add_str(o, "role", role);
+    cJSON_AddNumberToObject(o, "days", (double)days);
+    cJSON_AddBoolToObject(o, "json", json);
+    hfl_config_print(o);
 }
 
 /* Prints {"dir", "ca_cert", "ca_key", "coordinator", "clients": [...]}; -1 on OOM. */
@@ -94,7 +114,8 @@ int main(int argc, char **argv) {
         {"out", required_argument, NULL, 'o'},  {"clients", required_argument, NULL, 'n'},
         {"cn", required_argument, NULL, 'c'},   {"days", required_argument, NULL, 'd'},
         {"json", no_argument, NULL, 'j'},       {"help", no_argument, NULL, 'h'},
-        {"role", required_argument, NULL, 'r'}, {NULL, 0, NULL, 0},
+        {"role", required_argument, NULL, 'r'}, {"config", required_argument, NULL, 'C'},
+        {"print-config", no_argument, NULL, 'P'}, {NULL, 0, NULL, 0},
     };
     const char *out = NULL, *cn = "localhost", *role = HFL_ROLE_CLIENT, *cmd = NULL;
     if (argc > 1 && (!strcmp(argv[1], "issue") || !strcmp(argv[1], "revoke"))) {
@@ -103,8 +124,12 @@ int main(int argc, char **argv) {
         argc--, argv++;
     }
     long clients = -1, days = 365;
-    int json = 0, ch;
+    int json = 0, print_config = 0, ch;
     char err[HFL_ERR_LEN];
+    if (hfl_config_apply("hfl-pki", &argc, &argv, opts, err) != 0) {
+        fprintf(stderr, "hfl-pki: %s\n", err);
+        return 2;
+    }
     opterr = 0;
     while ((ch = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
         int bad = 0;
@@ -113,6 +138,8 @@ int main(int argc, char **argv) {
         case 'c': cn = optarg; break;
         case 'r': role = optarg; break;
         case 'j': json = 1; break;
+        case 'C': break; /* hfl_config_apply read it */
+        case 'P': print_config = 1; break;
         case 'h': pki_usage(stdout); return 0;
         case 'n': bad = hfl_parse_int(optarg, 0, 100000, &clients, err); break;
         case 'd': bad = hfl_parse_int(optarg, 1, 36500, &days, err); break;
@@ -129,11 +156,15 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (cmd) return pki_command(cmd, argc - optind, argv + optind, out, role, (int)days);
-    if (optind < argc) {
+    if (!cmd && optind < argc) {
         fprintf(stderr, "hfl-pki: unexpected argument '%s' (see --help)\n", argv[optind]);
         return 2;
     }
+    if (print_config) {
+        pki_print_options(out, clients, cn, role, days, json);
+        return 0;
+    }
+    if (cmd) return pki_command(cmd, argc - optind, argv + optind, out, role, (int)days);
     if (!out || clients < 0) {
         fprintf(stderr, "hfl-pki: --out and --clients are required (see --help)\n");
         return 2;

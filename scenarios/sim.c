@@ -30,6 +30,7 @@
 #include "scenarios/html.h"
 #include "scenarios/profile.h"
 #include "scenarios/scenario.h"
+#include "util/config.h"
 #include "util/util.h"
 
 #define SIM_MAX_CLIENTS 1000
@@ -55,6 +56,7 @@ typedef struct {
 static void usage(FILE *f) {
     fprintf(f,
         "usage: hfl-sim SCENARIO.json [options]\n"
+        "       hfl-sim --config FILE [options]   (FILE gives the scenario as \"scenario\")\n"
         "Runs a federated fleet from a scenario: a coordinator and one process per client,\n"
         "talking mutual TLS over loopback.\n\n"
         "  --out DIR          where PKI, logs and the report go (default runs/<name>)\n"
@@ -73,19 +75,49 @@ static void usage(FILE *f) {
         "  --timeout SECONDS  give up on the whole run after this long (default 3600)\n"
         "  --json             print the final report to stdout as JSON\n"
         "  --quiet            no progress output\n"
+        "  --scenario FILE    the scenario, as the SCENARIO.json argument gives it (which wins)\n"
+        "  --config FILE      read options from FILE, a JSON object keyed by long option name, e.g.\n"
+        "                     {\"scenario\": \"quick.json\", \"rounds\": 5}; the command line wins\n"
+        "  --print-config     print the options in effect (defaults included) as JSON and exit\n"
         "  --help             this text\n");
+}
+
+/* --print-config: the options in effect, keyed by long option name (null:
+ * the scenario's, or under --out). */
+static void print_options(const sim_options *o) {
+    cJSON *j = cJSON_CreateObject();
+    hfl_config_add_str(j, "scenario", o->scenario_path);
+    hfl_config_add_str(j, "out", o->out_dir);
+    hfl_config_add_str(j, "report", o->report);
+    hfl_config_add_str(j, "html", o->html);
+    hfl_config_add_str(j, "init-model", o->init_model);
+    hfl_config_add_str(j, "save-model", o->save_model);
+    hfl_config_add_str(j, "codec", o->codec);
+    if (o->rounds) cJSON_AddNumberToObject(j, "rounds", o->rounds);
+    else cJSON_AddNullToObject(j, "rounds");
+    hfl_config_add_str(j, "precision", o->precision);
+    hfl_config_add_str(j, "device", o->device);
+    hfl_config_add_str(j, "data", o->data_dir);
+    cJSON_AddNumberToObject(j, "threads", o->threads);
+    cJSON_AddNumberToObject(j, "timeout", o->timeout_s);
+    cJSON_AddBoolToObject(j, "json", o->json);
+    cJSON_AddBoolToObject(j, "quiet", o->quiet);
+    hfl_config_print(j);
 }
 
 static int parse_args(int argc, char **argv, sim_options *o, char *err) {
     enum { O_OUT = 256, O_REPORT, O_CODEC, O_ROUNDS, O_DATA, O_THREADS, O_TIMEOUT, O_JSON, O_QUIET, O_HELP, O_PREC, O_DEVICE,
-           O_HTML, O_INITM, O_SAVEM };
+           O_HTML, O_INITM, O_SAVEM, O_SCENARIO, O_CONFIG, O_PRINTCFG };
     static const struct option opts[] = {
         {"out", 1, 0, O_OUT}, {"report", 1, 0, O_REPORT}, {"codec", 1, 0, O_CODEC},
         {"rounds", 1, 0, O_ROUNDS}, {"data", 1, 0, O_DATA}, {"threads", 1, 0, O_THREADS},
         {"timeout", 1, 0, O_TIMEOUT}, {"json", 0, 0, O_JSON}, {"quiet", 0, 0, O_QUIET},
         {"help", 0, 0, O_HELP}, {"precision", 1, 0, O_PREC}, {"device", 1, 0, O_DEVICE}, {"html", 1, 0, O_HTML},
-        {"init-model", 1, 0, O_INITM}, {"save-model", 1, 0, O_SAVEM}, {0, 0, 0, 0}};
+        {"init-model", 1, 0, O_INITM}, {"save-model", 1, 0, O_SAVEM}, {"scenario", 1, 0, O_SCENARIO},
+        {"config", 1, 0, O_CONFIG}, {"print-config", 0, 0, O_PRINTCFG}, {0, 0, 0, 0}};
     long v;
+    int print_config = 0;
+    if (hfl_config_apply("hfl-sim", &argc, &argv, opts, err) != 0) return -1;
     opterr = 0;
     for (;;) {
         int c = getopt_long(argc, argv, ":", opts, NULL);
@@ -110,14 +142,19 @@ static int parse_args(int argc, char **argv, sim_options *o, char *err) {
                 return hfl_errf(err, "unknown device '%s' (auto, cpu, cuda)", optarg);
             snprintf(o->device, sizeof o->device, "%s", optarg);
             break;
+        case O_SCENARIO: o->scenario_path = optarg; break;
+        case O_CONFIG: break; /* hfl_config_apply read it */
+        case O_PRINTCFG: print_config = 1; break;
         case O_HELP: usage(stdout); exit(0);
         case ':': return hfl_errf(err, "option '%s' needs a value (see --help)", argv[optind - 1]);
         default: return hfl_errf(err, "unknown option '%s' (see --help)", argv[optind - 1]);
         }
         if (e[0]) return hfl_errf(err, "--%s: %s", opts[c - O_OUT].name, e);
     }
-    if (optind != argc - 1) return hfl_errf(err, "expected one scenario file (see --help)");
-    o->scenario_path = argv[optind];
+    if (optind < argc - 1) return hfl_errf(err, "expected one scenario file (see --help)");
+    if (optind == argc - 1) o->scenario_path = argv[optind];
+    if (print_config) print_options(o), exit(0);
+    if (!o->scenario_path) return hfl_errf(err, "expected one scenario file (see --help)");
     return 0;
 }
 

@@ -73,7 +73,7 @@ expect_error "coordinator: bad clip"        "$coord" --insecure --clip-norm adap
 expect_error "coordinator: bad share"       "$coord" --insecure --max-share 0
 expect_error "coordinator: async with over-selection" "$coord" --insecure --async 4 --over-select 0.5
 expect_error "coordinator: async with a robust rule" "$coord" --insecure --async 4 --strategy median
-expect_error "coordinator: bad async"       "$coord" --insecure --async 0
+expect_error "coordinator: bad async"       "$coord" --insecure --async -1
 expect_error "coordinator: bad prox mu"     "$coord" --insecure --prox-mu -1
 printf 'not a model' > "$tmp/model.safetensors"
 expect_error "coordinator: missing init model" "$coord" --insecure --listen tcp://127.0.0.1:0 --init-model "$tmp/none.safetensors"
