@@ -93,6 +93,7 @@ typedef struct {
     char log_path[1024];
     char report_path[1024];
     char ready_path[1024];
+    char metrics_addr[256];     /* --metrics: Prometheus and /status over HTTP ("" off) */
     char device[8]; /* --device: auto, cpu, cuda */
     int quiet;
 } coord_config;
@@ -173,6 +174,37 @@ typedef struct {
     size_t msg_len[DOWNLINK_HISTORY + 1];
 } coord_downlink;
 
+/* Why an update was refused (rounds_update), counted for --metrics. */
+enum {
+    COORD_REJ_MALFORMED, /* its meta */
+    COORD_REJ_ROUND,     /* for a round that is not open */
+    COORD_REJ_TASK,      /* not tasked, a second one, or told to skip */
+    COORD_REJ_SAMPLES,   /* claims more samples than declared */
+    COORD_REJ_CODEC,     /* another codec than its client's */
+    COORD_REJ_PAYLOAD,   /* does not decode, or not finite */
+    COORD_REJ_LATE,      /* a late update that could not be folded */
+    COORD_REJ_KINDS
+};
+
+/* A Prometheus histogram of durations in seconds (metrics.c). */
+#define COORD_HIST_BUCKETS 12
+#define COORD_HIST_BOUNDS {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60}
+typedef struct {
+    uint64_t le[COORD_HIST_BUCKETS]; /* observations <= each bound */
+    uint64_t count;
+    double sum;
+} coord_hist;
+
+/* One duration into h (the caller holds the coordinator's lock). */
+static inline void metrics_observe(coord_hist *h, double seconds) {
+    static const double bounds[COORD_HIST_BUCKETS] = COORD_HIST_BOUNDS;
+    for (int i = 0; i < COORD_HIST_BUCKETS; i++) h->le[i] += seconds <= bounds[i];
+    h->count++;
+    h->sum += seconds;
+}
+
+typedef struct coord_metrics coord_metrics;
+
 typedef struct {
     coord_config cfg;
     pthread_mutex_t lock;
@@ -209,6 +241,9 @@ typedef struct {
     int done;          /* all rounds finished: pulls get bye */
     int byes_sent; /* distinct clients told the run is over */
     uint64_t rejected; /* bad messages answered with an error */
+    uint64_t rejected_update[COORD_REJ_KINDS]; /* the updates among them, by kind */
+    coord_hist round_hist, agg_hist, eval_hist; /* --metrics: round wall, aggregation, evaluation */
+    coord_metrics *metrics; /* --metrics: the HTTP listener (NULL without) */
     double started;
     cJSON *round_log;  /* array of per-round objects for the report */
     FILE *log;
@@ -339,5 +374,10 @@ void server_stop(coord_server *s);
 
 /* helpers shared by server.c and rounds.c */
 uint8_t *coord_error_reply(const char *msg, size_t *len);
+
+/* metrics.c: --metrics ADDR ([http://]HOST:PORT), Prometheus's text format
+ * on /metrics and a JSON summary on /status. */
+int metrics_start(coord *c, const char *addr, char *err);
+void metrics_stop(coord *c);
 
 #endif

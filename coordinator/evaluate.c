@@ -52,8 +52,10 @@ static void *eval_main(void *arg) {
         while (!q->busy && !q->stop) pthread_cond_wait(&q->cv, &c->lock);
         if (!q->busy) break;
         pthread_mutex_unlock(&c->lock);
+        double t0 = hfl_now();
         float loss, acc = eval_model(c, q->w, &loss); /* c->eval and c->test are this thread's while busy */
         pthread_mutex_lock(&c->lock);
+        metrics_observe(&c->eval_hist, hfl_now() - t0);
         hfl_test_crash("evaluate", (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(q->entry, "round")));
         eval_fill(q->entry, acc, loss);
         c->final_acc = acc;
@@ -107,7 +109,9 @@ int eval_busy(coord *c) { return c->evq && c->evq->busy; }
 void eval_round(coord *c, cJSON *entry) {
     coord_eval_t *q = c->evq;
     if (!q) {
+        double t0 = hfl_now();
         float loss, acc = eval_model(c, c->global, &loss);
+        metrics_observe(&c->eval_hist, hfl_now() - t0);
         eval_fill(entry, acc, loss);
         c->final_acc = acc;
         c->done = c->done_pending;
@@ -123,7 +127,9 @@ void eval_round(coord *c, cJSON *entry) {
 void eval_fill_pending(coord *c) {
     cJSON *last = cJSON_GetArrayItem(c->round_log, cJSON_GetArraySize(c->round_log) - 1);
     if (!last || !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(last, "test_acc"))) return;
+    double t0 = hfl_now();
     float loss, acc = eval_model(c, c->global, &loss);
+    metrics_observe(&c->eval_hist, hfl_now() - t0);
     eval_fill(last, acc, loss);
     c->final_acc = acc;
     rounds_publish(c, last, NULL, NULL); /* its event and progress line were never written */

@@ -103,7 +103,10 @@ static void usage(FILE *f) {
         "  --log FILE            JSON-lines event log\n"
         "  --report FILE         JSON report, rewritten after every round\n"
         "  --ready-file FILE     write the bound URL here once serving\n"
-        "  --linger SECONDS      after the last round, wait this long for clients to get bye (default 10)\n"
+        "  --linger SECONDS      after the last round, wait this long for clients to get bye (default 10;\n"
+        "                        with --metrics the whole time, so the final state can be scraped)\n"
+        "  --metrics ADDR        serve Prometheus metrics on http://ADDR/metrics and a JSON summary on\n"
+        "                        /status, ADDR being HOST:PORT (port 0: any; the URL is printed)\n"
         "  --quiet               no progress output\n"
         "  --config FILE         read options from FILE, a JSON object keyed by long option name, e.g.\n"
         "                        {\"rounds\": 5, \"insecure\": true}; options on the command line win\n"
@@ -124,6 +127,7 @@ static void print_options(const coord_config *c, double linger) {
     hfl_config_add_str(o, "revoked", c->revoked_path);
     hfl_config_add_str(o, "init-model", c->init_model);
     hfl_config_add_str(o, "save-model", c->save_model);
+    hfl_config_add_str(o, "metrics", c->metrics_addr);
     hfl_config_add_str(o, "state-dir", c->state_dir);
     cJSON_AddNumberToObject(o, "token-ttl", c->token_ttl_s);
     hfl_config_add_str(o, "model", c->model);
@@ -175,7 +179,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
            O_DEADLINE, O_EPOCHS, O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_DATA, O_LOG, O_REPORT, O_READY,
            O_LINGER, O_QUIET, O_HELP, O_DOWNLINK, O_DOWNDELTA, O_DEVICE, O_CLIP, O_MAXSAMPLES, O_MAXSHARE,
            O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS, O_REVOKED, O_TOKENTTL, O_STATEDIR, O_MAXSESS, O_PERADDR, O_IDLE, O_INFLIGHT, O_MINCLIENTS, O_THREADS, O_OVERSEL, O_LATE, O_WORK, O_PROX, O_ASYNC, O_INITM, O_SAVEM,
-           O_CONFIG, O_PRINTCFG };
+           O_CONFIG, O_PRINTCFG, O_METRICS };
     static const struct option opts[] = {
         {"listen", 1, 0, O_LISTEN}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"insecure", 0, 0, O_INSECURE}, {"model", 1, 0, O_MODEL}, {"codec", 1, 0, O_CODEC},
@@ -196,7 +200,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         {"threads", 1, 0, O_THREADS}, {"over-select", 1, 0, O_OVERSEL},
         {"late", 1, 0, O_LATE}, {"local-work", 1, 0, O_WORK},
         {"prox-mu", 1, 0, O_PROX}, {"async", 1, 0, O_ASYNC},
-        {"init-model", 1, 0, O_INITM}, {"save-model", 1, 0, O_SAVEM},
+        {"init-model", 1, 0, O_INITM}, {"save-model", 1, 0, O_SAVEM}, {"metrics", 1, 0, O_METRICS},
         {"config", 1, 0, O_CONFIG}, {"print-config", 0, 0, O_PRINTCFG}, {0, 0, 0, 0}};
     long v;
     double d;
@@ -269,6 +273,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         case O_STATEDIR: snprintf(cfg->state_dir, sizeof cfg->state_dir, "%s", optarg); break;
         case O_INITM: snprintf(cfg->init_model, sizeof cfg->init_model, "%s", optarg); break;
         case O_SAVEM: snprintf(cfg->save_model, sizeof cfg->save_model, "%s", optarg); break;
+        case O_METRICS: snprintf(cfg->metrics_addr, sizeof cfg->metrics_addr, "%s", optarg); break;
         case O_REVOKED: snprintf(cfg->revoked_path, sizeof cfg->revoked_path, "%s", optarg); break;
         case O_TOKENTTL: if (hfl_parse_double(optarg, 1, 1e7, &d, e) == 0) cfg->token_ttl_s = d; break;
         case O_TTL: if (hfl_parse_double(optarg, 0.01, 1e7, &d, e) == 0) cfg->session_ttl_s = d; break;
@@ -409,6 +414,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "hfl-coordinator: %s\n", err);
         return 1;
     }
+    if (cfg->metrics_addr[0] && metrics_start(&c, cfg->metrics_addr, err) != 0) {
+        fprintf(stderr, "hfl-coordinator: %s\n", err);
+        server_stop(srv);
+        return 1;
+    }
     char url[300];
     ready_url(cfg->listen_url, port, url, sizeof url);
     if (!cfg->quiet)
@@ -443,11 +453,12 @@ int main(int argc, char **argv) {
         }
         int done = c.done, all_bye = c.byes_sent >= c.n_clients;
         if (done && !done_at) done_at = hfl_now();
-        if (done && (all_bye || hfl_now() - done_at > linger)) break;
+        if (done && ((all_bye && !c.metrics) || hfl_now() - done_at > linger)) break;
         main_tick_wait(&c, 5); /* or sooner: a round complete or published */
     }
     pthread_mutex_unlock(&c.lock);
     hfl_sleep_ms(100); /* let the last bye replies leave before the sockets close */
+    metrics_stop(&c);
     server_stop(srv);
     eval_stop(&c); /* an evaluation in hand is finished and published */
     int rc = report_write(&c, err);

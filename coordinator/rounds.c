@@ -417,6 +417,7 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
         if (hfl_meta_int(meta, "round", 1, 1 << 30, &round, err) != 0) return coord_error_reply(err, len);
         return round_decline(c, id, round, len);
     }
+    int why = COORD_REJ_MALFORMED; /* the refusal's kind, for --metrics */
     double loss, peak = 0, train_s = 0;
     char codec[32];
     if (hfl_meta_int(meta, "round", 1, 1 << 30, &round, err) != 0 ||
@@ -442,6 +443,7 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     int tau = r->round - (int)round; /* rounds late */
     if (r->open && tau >= 1 && c->clients[id].late_round == round &&
         (c->cfg.async_concurrency > 0 ? tau <= COORD_ASYNC_MAX_STALENESS : c->cfg.late_fold && tau == 1)) {
+        why = COORD_REJ_LATE;
         if (round_fold(c, id, tau, samples, trained, codec, payload, plen, msg_bytes, err) != 0) goto reject;
         cJSON *ack = cJSON_CreateObject();
         cJSON_AddNumberToObject(ack, "round", (double)round);
@@ -451,28 +453,34 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     if (!r->open || round != r->round) {
         hfl_errf(err, "update for round %lld, but round %d is %s", (long long)round, r->round,
                  r->open ? "open" : "closed");
+        why = COORD_REJ_ROUND;
         goto reject;
     }
     if (r->is_selected[id] && samples > r->declared_at_select[id]) {
         hfl_errf(err, "update weighted by %lld samples, but client %d declared %lld when drawn", (long long)samples,
                  id, (long long)r->declared_at_select[id]);
+        why = COORD_REJ_SAMPLES;
         goto reject;
     }
     if (!r->is_selected[id] || !r->tasked[id]) {
         hfl_errf(err, "client %d was given no task in round %d", id, r->round);
+        why = COORD_REJ_TASK;
         goto reject;
     }
     if (r->received[id]) {
         hfl_errf(err, "round %d already has an update from client %d", r->round, id);
+        why = COORD_REJ_TASK;
         goto reject;
     }
     if (r->refused[id]) {
         hfl_errf(err, "client %d was told to skip round %d", id, r->round);
+        why = COORD_REJ_TASK;
         goto reject;
     }
     const hfl_codec *uc = c->clients[id].codec;
     if (strcmp(codec, uc->name) != 0) {
         hfl_errf(err, "update uses codec '%s', client %d uses '%s'", codec, id, uc->name);
+        why = COORD_REJ_CODEC;
         goto reject;
     }
     /* Weights are sample shares of the round, at most --max-share of it (and
@@ -485,8 +493,10 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     int slot = 0; /* robust rules: the update's row is its client's place in the selection */
     while (slot < r->n_selected && r->selected[slot] != id) slot++;
     if ((c->rule.kind == HFL_RULE_FEDAVG ? hfl_agg_add(&c->agg, uc, payload, plen, weight, &info, err)
-                                          : hfl_agg_add_row(&c->agg, uc, payload, plen, slot, &info, err)) != 0)
+                                          : hfl_agg_add_row(&c->agg, uc, payload, plen, slot, &info, err)) != 0) {
+        why = COORD_REJ_PAYLOAD;
         goto reject;
+    }
     r->norms[r->n_received] = info.norm;
     r->n_clipped += info.clipped;
     r->received[id] = 1;
@@ -533,6 +543,7 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
 
 reject:
     c->rejected++;
+    c->rejected_update[why]++;
     /* A client tasked in this round whose update is refused would retrain the
      * same task into the same update: it is told to skip the round instead,
      * and the round stops waiting for it. */
@@ -620,6 +631,7 @@ void rounds_publish(coord *c, const cJSON *entry, char **text, size_t *len) {
 static void round_finish(coord *c, const char *reason) {
     coord_round *r = &c->r;
     double wall = hfl_now() - r->opened_at;
+    metrics_observe(&c->round_hist, wall);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "round", r->round);
     cJSON_AddStringToObject(o, "status", reason ? "failed" : "ok");
@@ -735,6 +747,7 @@ static int robust_mean(coord *c) {
 static void round_aggregate(coord *c) {
     coord_round *r = &c->r;
     size_t n = c->spec.n_params;
+    double t0 = hfl_now();
     hfl_test_crash("aggregate", r->round);
     if (c->rule.kind == HFL_RULE_FEDAVG) {
         /* --max-share holds over the updates that came: when some of the round
@@ -757,6 +770,7 @@ static void round_aggregate(coord *c) {
         return;
     }
     hfl_sopt_step(&c->sopt, c->global, c->mean);
+    metrics_observe(&c->agg_hist, hfl_now() - t0);
     c->version++;
     downlink_record(c);
     round_finish(c, NULL);

@@ -77,6 +77,7 @@ expect_error "coordinator: bad async"       "$coord" --insecure --async -1
 expect_error "coordinator: bad prox mu"     "$coord" --insecure --prox-mu -1
 printf 'not a model' > "$tmp/model.safetensors"
 expect_error "coordinator: missing init model" "$coord" --insecure --listen tcp://127.0.0.1:0 --init-model "$tmp/none.safetensors"
+expect_error "coordinator: bad metrics address" "$coord" --insecure --listen tcp://127.0.0.1:0 --metrics "127.0.0.1:notaport"
 expect_error "coordinator: malformed init model" "$coord" --insecure --listen tcp://127.0.0.1:0 --init-model "$tmp/model.safetensors"
 expect_error "client: pace without link"   "$client" --insecure --coordinator tcp://127.0.0.1:1 --pace 1
 expect_error "client: bad link"            "$client" --insecure --coordinator tcp://127.0.0.1:1 --pace 1 --link 1:2
