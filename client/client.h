@@ -12,17 +12,30 @@
 #ifndef HFL_CLIENT_H
 #define HFL_CLIENT_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "compress/codec.h"
 #include "kernels/device.h"
 #include "proto/hello.h"
+#include "proto/metrics_http.h"
 #include "proto/transport.h"
 #include "data/idx.h"
 #include "model/chooser.h"
 #include "model/model.h"
 #include "model/overhead.h"
+
+/* --metrics: what the client has done, counted by the training loop under
+ * lock and read by the HTTP threads (client/metrics.c). */
+typedef struct {
+    pthread_mutex_t lock;
+    char name[64];
+    int round;
+    double tasks, declined, updates_sent, updates_refused, samples_trained, bytes_up, bytes_down;
+    double loss, budget, predicted_peak, measured_peak;
+    hfl_hist train_hist;
+} client_metrics;
 
 typedef struct {
     int round;
@@ -79,6 +92,8 @@ typedef struct {
     hfl_hello_auth auth;   /* our certificate, and the CA to check the coordinator's */
     char instance[40];     /* the coordinator instance our session is with */
     client_pending pending; /* the last update we made, until a new task replaces it */
+    client_metrics m;       /* --metrics */
+    hfl_metrics_server *metrics; /* --metrics: the HTTP listener (NULL without) */
 } client_state;
 
 /* Trains on the client's data from `weights` with the planned trainer;
@@ -115,6 +130,7 @@ typedef struct {
     int64_t attack_samples; /* --attack: the samples claimed (0: the real count) */
     double dropout;         /* --dropout: the chance of declining a round (simulation only) */
     double speed;           /* --speed: declared samples/s (0: the plan's prediction) */
+    char metrics[256];      /* --metrics ADDR: Prometheus metrics over HTTP ("": off) */
     double pace;            /* --pace F: hold each update until F x its simulated time (0: off) */
     double link_up_bps, link_down_bps, link_latency_s; /* --link: the simulated link, bytes/s */
     char device[8];         /* --device: auto, cpu or cuda */
@@ -214,5 +230,14 @@ int client_probe_measure(client_probe *p, const hfl_backend *be, const hfl_candi
 
 /* Peak resident memory of this process so far (VmHWM), in bytes. */
 uint64_t client_peak_rss(void);
+
+/* --metrics (client/metrics.c): start and stop the listener; count a task,
+ * a round's training, and an update's fate (accepted, refused, or a
+ * decline). */
+int client_metrics_start(const client_options *o, client_state *s, char *err);
+void client_metrics_stop(client_state *s);
+void client_metrics_task(client_state *s, int round, size_t bytes);
+void client_metrics_trained(client_state *s, double loss, double seconds);
+void client_metrics_sent(client_state *s, int accepted, size_t bytes, int declined);
 
 #endif

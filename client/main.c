@@ -46,6 +46,8 @@ static void usage(FILE *f) {
         "  --insecure           allow plain tcp:// without TLS\n"
         "  --name NAME          client name without a certificate (default client-<index>); with one,\n"
         "                       the name is the certificate's CN and --name must agree\n"
+        "  --metrics ADDR       serve Prometheus metrics on http://ADDR/metrics and a JSON summary on\n"
+        "                       /status, ADDR being HOST:PORT (port 0: any; the URL is printed)\n"
         "  --dropout P          (simulation) decline each round's task with chance P, drawn from the\n"
         "                       seed, the round and the name, so a rerun declines the same rounds\n"
         "  --speed S            (simulation) the samples/s this client declares, instead of its plan's\n"
@@ -135,6 +137,7 @@ static void print_options(const client_options *o) {
     else cJSON_AddNullToObject(j, "speed");
     cJSON_AddNumberToObject(j, "pace", o->pace);
     hfl_config_add_str(j, "link", link);
+    hfl_config_add_str(j, "metrics", o->metrics);
     cJSON_AddNumberToObject(j, "retry-for", o->retry_s);
     hfl_config_add_str(j, "codec", o->codec);
     hfl_config_add_str(j, "state-dir", o->state_dir);
@@ -167,7 +170,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
     enum { O_URL = 256, O_CA, O_CERT, O_SNI, O_INSECURE, O_NAME, O_RETRY, O_DATA, O_PART, O_INDEX, O_NUM, O_SEED,
            O_THREADS, O_TIMEOUT, O_QUIET, O_HELP, O_CODEC, O_STATE, O_PLAN, O_MODEL, O_BUDGET, O_HEADROOM, O_VERIFY, O_JSON, O_PREC, O_DEVICE,
            O_BATCH, O_SMALLER, O_TRIAL, O_ATTACK, O_DROPOUT, O_SPEED, O_PACE, O_LINK,
-           O_CONFIG, O_PRINTCFG };
+           O_CONFIG, O_PRINTCFG, O_METRICS };
     static const struct option opts[] = {
         {"coordinator", 1, 0, O_URL}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"server-name", 1, 0, O_SNI}, {"insecure", 0, 0, O_INSECURE}, {"name", 1, 0, O_NAME},
@@ -179,7 +182,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         {"headroom", 1, 0, O_HEADROOM}, {"verify", 0, 0, O_VERIFY}, {"json", 0, 0, O_JSON}, {"precision", 1, 0, O_PREC},
         {"device", 1, 0, O_DEVICE}, {"batch", 1, 0, O_BATCH}, {"allow-smaller-batch", 0, 0, O_SMALLER},
         {"trial-step", 0, 0, O_TRIAL}, {"attack", 1, 0, O_ATTACK}, {"dropout", 1, 0, O_DROPOUT}, {"speed", 1, 0, O_SPEED},
-        {"pace", 1, 0, O_PACE}, {"link", 1, 0, O_LINK},
+        {"pace", 1, 0, O_PACE}, {"link", 1, 0, O_LINK}, {"metrics", 1, 0, O_METRICS},
         {"config", 1, 0, O_CONFIG}, {"print-config", 0, 0, O_PRINTCFG}, {0, 0, 0, 0}};
     long v;
     double d;
@@ -220,6 +223,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         case O_DROPOUT: hfl_parse_double(optarg, 0, 1, &o->dropout, e); break;
         case O_SPEED: hfl_parse_double(optarg, 1e-6, 1e12, &o->speed, e); break;
         case O_PACE: hfl_parse_double(optarg, 0, 1000, &o->pace, e); break;
+        case O_METRICS: snprintf(o->metrics, sizeof o->metrics, "%s", optarg); break;
         case O_LINK: {
             double up, down, ms;
             char tail;
@@ -449,6 +453,7 @@ static int send_update(nng_socket sock, const client_options *o, const hfl_devic
     cJSON_Delete(meta);
     if (sent != 0) return rejoin(sock, o, dev, s, plan, max_payload, w, why, err) == 0 ? 1 : -1;
     int again = wants_reauth(&rep, why, sizeof why);
+    if (!again && s->metrics) client_metrics_sent(s, rep.type == HFL_MSG_ACK, p->len, 0);
     if (!again && rep.type == HFL_MSG_ERROR) {
         /* with skip_round the coordinator waits no more for us this round:
          * the next pull brings the next round's task */
@@ -514,6 +519,7 @@ static int do_task(nng_socket sock, const client_options *o, const hfl_device_in
     if (declines(o, s, task)) {
         char e[HFL_ERR_LEN];
         if (send_decline(sock, o, s, task->round, max_payload, e) != 0) fprintf(stderr, "%s: %s\n", o->name, e);
+        else if (s->metrics) client_metrics_sent(s, 0, 0, 1);
         return 0;
     }
     if (p->round == task->round && p->version == version && p->bytes) {
@@ -542,6 +548,7 @@ static int do_task(nng_socket sock, const client_options *o, const hfl_device_in
                    s->measured_peak / 1048576.0, s->chosen.predicted / 1048576.0);
     }
     s->held_version = version; /* client_train_round kept the weights as s->global */
+    if (s->metrics) client_metrics_trained(s, loss, secs);
     pace(o, s, task, ulen);
     free(p->bytes);
     *p = (client_pending){.round = task->round, .version = version, .loss = loss, .seconds = secs, .bytes = upd, .len = ulen};
@@ -654,6 +661,7 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
         int bad = read_task(&rep, s->spec.n_params, o->codec, &task, err) != 0 ||
                   task_weights(&rep, s, wts, &version, err) != 0;
         task.received_at = hfl_now(), task.task_bytes = nng_msg_len(raw);
+        if (!bad && s->metrics) client_metrics_task(s, task.round, task.task_bytes);
         hfl_msg_free(&rep);
         nng_msg_free(raw);
         int done = bad ? -1 : do_task(sock, o, dev, s, plan_json, max_payload, &w, &task, wts, version, err);
@@ -736,12 +744,17 @@ int main(int argc, char **argv) {
         fprintf(stderr, "hfl-client: %s\n", err);
         return 1;
     }
+    if (o.metrics[0] && client_metrics_start(&o, &s, err) != 0) {
+        fprintf(stderr, "hfl-client: %s\n", err);
+        return 1;
+    }
     s.attack_scale = o.attack_scale;
     s.claimed = o.attack_samples > 0 ? o.attack_samples : s.data.n;
     if (o.attack_scale != 0 && !o.quiet)
         printf("%s: attacking: updates x %g, claiming %lld samples\n", o.name, o.attack_scale, (long long)s.claimed);
     int rc = run(&o, &s, &dev, err);
     if (rc != 0) fprintf(stderr, "hfl-client: %s\n", err);
+    client_metrics_stop(&s);
     hfl_identity_free(s.auth.self);
     hfl_trust_free(s.auth.trust);
     free(s.pending.bytes);

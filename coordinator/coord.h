@@ -32,6 +32,7 @@
 #include "kernels/device.h"
 #include "model/model.h"
 #include "proto/identity.h"
+#include "proto/metrics_http.h"
 #include "proto/transport.h"
 
 #define COORD_MAX_CLIENTS 16384 /* registry slots: a fleet of 10,000 with room for churn */
@@ -186,24 +187,6 @@ enum {
     COORD_REJ_KINDS
 };
 
-/* A Prometheus histogram of durations in seconds (metrics.c). */
-#define COORD_HIST_BUCKETS 12
-#define COORD_HIST_BOUNDS {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60}
-typedef struct {
-    uint64_t le[COORD_HIST_BUCKETS]; /* observations <= each bound */
-    uint64_t count;
-    double sum;
-} coord_hist;
-
-/* One duration into h (the caller holds the coordinator's lock). */
-static inline void metrics_observe(coord_hist *h, double seconds) {
-    static const double bounds[COORD_HIST_BUCKETS] = COORD_HIST_BOUNDS;
-    for (int i = 0; i < COORD_HIST_BUCKETS; i++) h->le[i] += seconds <= bounds[i];
-    h->count++;
-    h->sum += seconds;
-}
-
-typedef struct coord_metrics coord_metrics;
 
 typedef struct {
     coord_config cfg;
@@ -242,8 +225,8 @@ typedef struct {
     int byes_sent; /* distinct clients told the run is over */
     uint64_t rejected; /* bad messages answered with an error */
     uint64_t rejected_update[COORD_REJ_KINDS]; /* the updates among them, by kind */
-    coord_hist round_hist, agg_hist, eval_hist; /* --metrics: round wall, aggregation, evaluation */
-    coord_metrics *metrics; /* --metrics: the HTTP listener (NULL without) */
+    hfl_hist round_hist, agg_hist, eval_hist; /* --metrics: round wall, aggregation, evaluation (under lock) */
+    hfl_metrics_server *metrics; /* --metrics: the HTTP listener (NULL without) */
     double started;
     cJSON *round_log;  /* array of per-round objects for the report */
     FILE *log;

@@ -55,7 +55,7 @@ static void *eval_main(void *arg) {
         double t0 = hfl_now();
         float loss, acc = eval_model(c, q->w, &loss); /* c->eval and c->test are this thread's while busy */
         pthread_mutex_lock(&c->lock);
-        metrics_observe(&c->eval_hist, hfl_now() - t0);
+        hfl_hist_observe(&c->eval_hist, hfl_now() - t0);
         hfl_test_crash("evaluate", (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(q->entry, "round")));
         eval_fill(q->entry, acc, loss);
         c->final_acc = acc;
@@ -111,7 +111,7 @@ void eval_round(coord *c, cJSON *entry) {
     if (!q) {
         double t0 = hfl_now();
         float loss, acc = eval_model(c, c->global, &loss);
-        metrics_observe(&c->eval_hist, hfl_now() - t0);
+        hfl_hist_observe(&c->eval_hist, hfl_now() - t0);
         eval_fill(entry, acc, loss);
         c->final_acc = acc;
         c->done = c->done_pending;
@@ -129,7 +129,7 @@ void eval_fill_pending(coord *c) {
     if (!last || !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(last, "test_acc"))) return;
     double t0 = hfl_now();
     float loss, acc = eval_model(c, c->global, &loss);
-    metrics_observe(&c->eval_hist, hfl_now() - t0);
+    hfl_hist_observe(&c->eval_hist, hfl_now() - t0);
     eval_fill(last, acc, loss);
     c->final_acc = acc;
     rounds_publish(c, last, NULL, NULL); /* its event and progress line were never written */

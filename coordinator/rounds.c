@@ -631,7 +631,7 @@ void rounds_publish(coord *c, const cJSON *entry, char **text, size_t *len) {
 static void round_finish(coord *c, const char *reason) {
     coord_round *r = &c->r;
     double wall = hfl_now() - r->opened_at;
-    metrics_observe(&c->round_hist, wall);
+    hfl_hist_observe(&c->round_hist, wall);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "round", r->round);
     cJSON_AddStringToObject(o, "status", reason ? "failed" : "ok");
@@ -770,7 +770,7 @@ static void round_aggregate(coord *c) {
         return;
     }
     hfl_sopt_step(&c->sopt, c->global, c->mean);
-    metrics_observe(&c->agg_hist, hfl_now() - t0);
+    hfl_hist_observe(&c->agg_hist, hfl_now() - t0);
     c->version++;
     downlink_record(c);
     round_finish(c, NULL);

@@ -6,7 +6,10 @@
 # largest hfl_rounds_total it scraped equals the rounds in the report, as do
 # hfl_model_version and hfl_updates_accepted_total (the report's round log
 # counted here). /status, read while the coordinator lingers, says the run is
-# complete. Skips (77) without Prometheus or Fashion-MNIST.
+# complete. Client 0 runs with --metrics too: Prometheus scraped it (up), and
+# its updates-sent counter lies between 1 and the rounds it was in (it exits
+# at the run's end, maybe before its last scrape). Skips (77) without
+# Prometheus or Fashion-MNIST.
 # Usage: prometheus.sh HFL_COORDINATOR HFL_CLIENT
 set -euo pipefail
 coord=$1 client=$2
@@ -18,9 +21,9 @@ fi
 tmp=$(mktemp -d /tmp/hfl-test-prometheus-XXXXXX)
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null; rm -rf "$tmp"' EXIT
-read -r mport pport < <(python3 -c '
+read -r mport pport cport < <(python3 -c '
 import socket
-s = [socket.socket() for _ in range(2)]
+s = [socket.socket() for _ in range(3)]
 for x in s: x.bind(("127.0.0.1", 0))
 print(*(x.getsockname()[1] for x in s))')
 cat > "$tmp/prometheus.yml" <<YML
@@ -31,6 +34,9 @@ scrape_configs:
   - job_name: hfl
     static_configs:
       - targets: ['127.0.0.1:$mport']
+  - job_name: hfl-client
+    static_configs:
+      - targets: ['127.0.0.1:$cport']
 YML
 "$prom" --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/tsdb" \
   --web.listen-address="127.0.0.1:$pport" >"$tmp/prometheus.log" 2>&1 &
@@ -40,10 +46,11 @@ pids+=($!)
 cpid=$!
 pids+=($cpid)
 for _ in $(seq 100); do [ -s "$tmp/url" ] && break; sleep 0.1; done
-for i in 0 1; do
-  "$client" --coordinator "$(cat "$tmp/url")" --insecure --client-index $i --num-clients 2 --quiet &
-  pids+=($!)
-done
+"$client" --coordinator "$(cat "$tmp/url")" --insecure --client-index 0 --num-clients 2 --quiet \
+  --metrics "127.0.0.1:$cport" &
+pids+=($!)
+"$client" --coordinator "$(cat "$tmp/url")" --insecure --client-index 1 --num-clients 2 --quiet &
+pids+=($!)
 python3 - "$tmp/report.json" "$mport" <<'PY'
 import json, sys, time, urllib.request
 # /status while the coordinator lingers after its last round
@@ -84,5 +91,12 @@ acc = q("last_over_time(hfl_test_accuracy[10m])")
 check(acc is not None and abs(acc - r["final_test_acc"]) < 1e-6, f"hfl_test_accuracy {acc}, report {r['final_test_acc']}")
 n = q('max_over_time(hfl_round_duration_seconds_count[10m])')
 check(n == rounds, f"hfl_round_duration_seconds_count {n}")
+cup = q('max_over_time(up{job="hfl-client"}[10m])')
+check(cup == 1, f"Prometheus scraped client 0: max up = {cup}")
+mine = sum(p["status"] == "ok" for x in r["rounds"] for p in x["participants"] if p["name"] == "client-0")
+sent = q('max_over_time(hfl_client_updates_sent_total{client="client-0"}[10m])')
+tasks = q('max_over_time(hfl_client_tasks_total{client="client-0"}[10m])')
+check(sent is not None and 1 <= sent <= mine and tasks >= sent,
+      f"client 0: {sent} updates sent and {tasks} tasks scraped, {mine} accepted in the report")
 sys.exit(1 if fails else 0)
 PY
