@@ -227,9 +227,9 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         case O_LINK: {
             double up, down, ms;
             char tail;
-            if (sscanf(optarg, "%lf:%lf:%lf%c", &up, &down, &ms, &tail) != 3 || !(up > 0 && up <= 1e6) ||
-                !(down > 0 && down <= 1e6) || !(ms >= 0 && ms <= 1e5))
-                hfl_errf(e, "'%s': use UP:DOWN:MS, Mbit/s in (0, 1e6] and latency ms in [0, 1e5]", optarg);
+            if (sscanf(optarg, "%lf:%lf:%lf%c", &up, &down, &ms, &tail) != 3 || !(up >= 1e-3 && up <= 1e6) ||
+                !(down >= 1e-3 && down <= 1e6) || !(ms >= 0 && ms <= 1e5))
+                hfl_errf(e, "'%s': use UP:DOWN:MS, Mbit/s in [0.001, 1e6] and latency ms in [0, 1e5]", optarg);
             else
                 o->link_up_bps = up * 1e6 / 8, o->link_down_bps = down * 1e6 / 8, o->link_latency_s = ms / 1000;
             break;
@@ -509,6 +509,7 @@ static void pace(const client_options *o, const client_state *s, const client_ta
                  (speed > 0 ? (double)s->trained / speed : 0) + (double)update_bytes / o->link_up_bps +
                  o->link_latency_s;
     double left = task->received_at + o->pace * sim - hfl_now();
+    if (left > 3600) left = 3600; /* a simulated hour at most: a typo'd link must not hang the client */
     if (left > 0) hfl_sleep_ms((int)ceil(left * 1000));
 }
 

@@ -4,6 +4,9 @@
  * and update (client_metrics_*); NNG's threads render from there, so a
  * request never waits for a round. */
 #include <stdio.h>
+#include <stdlib.h>
+
+#include <cjson/cJSON.h>
 
 #include "client/client.h"
 #include "util/util.h"
@@ -30,13 +33,21 @@ static void render(void *ctx, int status, hfl_text *t) {
     client_metrics *m = &s->m;
     pthread_mutex_lock(&m->lock);
     const char *n = m->name;
-    if (status) {
-        put(t, "{\"client\":\"");
-        hfl_prom_label(t, n); /* JSON needs \ and " escaped too */
-        put(t, "\",\"round\":%d,\"tasks\":%.0f,\"updates_sent\":%.0f,\"updates_refused\":%.0f,\"declined\":%.0f,"
-               "\"samples_trained\":%.0f,\"loss\":%.9g,\"measured_peak_bytes\":%.0f}\n",
-            m->round, m->tasks, m->updates_sent, m->updates_refused, m->declined, m->samples_trained, m->loss,
-            m->measured_peak);
+    if (status) { /* cJSON escapes the name and prints a non-finite loss as null */
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "client", n);
+        cJSON_AddNumberToObject(o, "round", m->round);
+        cJSON_AddNumberToObject(o, "tasks", m->tasks);
+        cJSON_AddNumberToObject(o, "updates_sent", m->updates_sent);
+        cJSON_AddNumberToObject(o, "updates_refused", m->updates_refused);
+        cJSON_AddNumberToObject(o, "declined", m->declined);
+        cJSON_AddNumberToObject(o, "samples_trained", m->samples_trained);
+        cJSON_AddNumberToObject(o, "loss", m->loss);
+        cJSON_AddNumberToObject(o, "measured_peak_bytes", m->measured_peak);
+        char *text = cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+        put(t, "%s\n", text ? text : "{}");
+        free(text);
     } else {
         counter(t, "hfl_client_tasks_total", "Tasks received from the coordinator.", n, m->tasks);
         counter(t, "hfl_client_rounds_declined_total", "Tasks declined (--dropout).", n, m->declined);

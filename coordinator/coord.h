@@ -206,6 +206,7 @@ typedef struct {
     float *global; /* host copy of the global model */
     int version;   /* rounds aggregated into global */
     int n_inflight; /* --async: clients training a task of an earlier round (late_round != 0) */
+    double work_target; /* --local-work capacity: the last round's target (r.work_target) */
     const hfl_backend *be; /* evaluation (and, later, aggregation) runs here */
     hfl_device_info dev;   /* the device be runs on */
     hfl_trainer *eval;

@@ -110,8 +110,10 @@ static double client_speed(const coord_client *cl) {
  * more. A round with a client of unknown speed keeps the epochs. */
 static int capacity_steps(const coord *c, int id) {
     double v = client_speed(&c->clients[id]);
-    if (c->r.work_target <= 0 || v <= 0) return 0; /* unknown: its epochs */
-    double steps = ceil(c->r.work_target * v / c->cfg.batch);
+    /* --async: a round that drew nobody at its open keeps the last target */
+    double target = c->r.work_target > 0 ? c->r.work_target : c->work_target;
+    if (target <= 0 || v <= 0) return 0; /* unknown: its epochs */
+    double steps = ceil(target * v / c->cfg.batch);
     return steps < 1 ? 1 : steps > 1e8 ? 100000000 : (int)steps;
 }
 
@@ -126,7 +128,7 @@ static void round_capacity(coord *c) {
         t[i] = known ? c->cfg.local_epochs * (double)r->samples_at_select[r->selected[i]] / v : 0;
     }
     if (known) {
-        r->work_target = hfl_median(t, (size_t)r->n_selected);
+        r->work_target = c->work_target = hfl_median(t, (size_t)r->n_selected);
         for (int i = 0; i < r->n_selected; i++) r->local_steps[r->selected[i]] = capacity_steps(c, r->selected[i]);
     }
     free(t);
@@ -257,10 +259,16 @@ static void round_open(coord *c) {
     report_log_event(c, ev);
 }
 
-/* --async: tasks out, of the open round and (in flight) of earlier ones. */
+/* --async: tasks out, of the open round and (in flight) of earlier ones; a
+ * drawn client that left the run holds no slot. */
 static int async_outstanding(const coord *c) {
     const coord_round *r = &c->r;
-    return r->n_selected - r->n_received - r->n_refused - r->n_declined + c->n_inflight;
+    int gone = 0;
+    for (int i = 0; i < r->n_selected; i++) {
+        int id = r->selected[i];
+        gone += c->clients[id].left[0] && !r->received[id] && !r->refused[id];
+    }
+    return r->n_selected - r->n_received - r->n_refused - r->n_declined - gone + c->n_inflight;
 }
 
 /* --async: an idle client is drawn into the open round when it asks and

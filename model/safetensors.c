@@ -122,7 +122,7 @@ static int check_entry(const cJSON *e, uint64_t dlen, span *s, int64_t shape[MAX
     cJSON_ArrayForEach(d, sh) {
         if (!whole(d, &dim) || dim > ((uint64_t)1 << 40))
             return hfl_errf(err, "tensor '%s': shape holds something other than a size", name);
-        if (dim && count > ((uint64_t)1 << 62) / dim) return hfl_errf(err, "tensor '%s': shape too large", name);
+        if (dim && count > ((uint64_t)1 << 58) / dim) return hfl_errf(err, "tensor '%s': shape too large", name);
         count *= dim;
         shape[(*ndim)++] = (int64_t)dim;
     }
@@ -149,10 +149,14 @@ static void shape_text(const int64_t *shape, int ndim, char *out, size_t n) {
  * exactly once. */
 static int check_header(const cJSON *h, uint64_t dlen, char *err) {
     span *s = hfl_malloc(sizeof(span) * MAX_TENSORS);
-    int n = 0, rc = 0;
+    int n = 0, rc = 0, metas = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, h) {
         if (!strcmp(e->string, "__metadata__")) {
+            if (metas++) {
+                rc = hfl_errf(err, "__metadata__ appears twice");
+                break;
+            }
             const cJSON *m;
             if (!cJSON_IsObject(e)) rc = hfl_errf(err, "__metadata__ is not an object");
             cJSON_ArrayForEach(m, e) if (rc == 0 && !cJSON_IsString(m))

@@ -124,6 +124,17 @@ void hfl_profiles_price(cJSON *rep, const hfl_scenario *sc, const hfl_profile *p
             slowest = (name);                        \
         }                                            \
     } while (0)
+        /* late updates folded in (first: a client that folds may then be drawn
+         * mid-round, its new task starting when the folded one ended); their
+         * tasks began in an earlier round */
+        cJSON_ArrayForEach(pt, cJSON_GetObjectItemCaseSensitive(round, "folded")) {
+            int idx = hfl_scenario_client_index(sc, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pt, "name")));
+            if (idx < 0 || !p[idx].name[0]) continue;
+            ok += async; /* --async counts them toward its target; --late fold does not */
+            sim_task tk = price_task(rep, sc, p, spec, pt, idx, late_bytes[idx]);
+            last_end[idx] = late_start[idx] + tk.down + tk.train + tk.up;
+            MEMBER(last_end[idx], tk, p[idx].name);
+        }
         cJSON_ArrayForEach(pt, parts) {
             int idx = hfl_scenario_client_index(sc, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pt, "name")));
             if (idx < 0 || !p[idx].name[0]) continue;
@@ -131,10 +142,10 @@ void hfl_profiles_price(cJSON *rep, const hfl_scenario *sc, const hfl_profile *p
             /* --async draws a client that asks mid-round: it asked when its last task ended */
             double start = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pt, "mid_round")) && last_end[idx] > total
                                ? last_end[idx] : total;
-            if (cJSON_IsString(st) && !strcmp(st->valuestring, "late")) { /* closed without it: it may fold later */
-                late_start[idx] = start, late_bytes[idx] = task_bytes;
-                continue;
-            }
+            int late = cJSON_IsString(st) && !strcmp(st->valuestring, "late");
+            int missing = cJSON_IsString(st) && !strcmp(st->valuestring, "missing");
+            if (late || missing) late_start[idx] = start, late_bytes[idx] = task_bytes; /* it may fold later */
+            if (late) continue; /* closed without it */
             if (!cJSON_IsString(st) || strcmp(st->valuestring, "ok") != 0) {
                 waited = 1; /* the round waited for it until its deadline (a dropout is silent) */
                 continue;
@@ -142,15 +153,6 @@ void hfl_profiles_price(cJSON *rep, const hfl_scenario *sc, const hfl_profile *p
             ok++;
             sim_task tk = price_task(rep, sc, p, spec, pt, idx, task_bytes);
             last_end[idx] = start + tk.down + tk.train + tk.up;
-            MEMBER(last_end[idx], tk, p[idx].name);
-        }
-        /* late updates folded in: their tasks began in an earlier round */
-        cJSON_ArrayForEach(pt, cJSON_GetObjectItemCaseSensitive(round, "folded")) {
-            int idx = hfl_scenario_client_index(sc, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pt, "name")));
-            if (idx < 0 || !p[idx].name[0]) continue;
-            ok += async; /* --async counts them toward its target; --late fold does not */
-            sim_task tk = price_task(rep, sc, p, spec, pt, idx, late_bytes[idx]);
-            last_end[idx] = late_start[idx] + tk.down + tk.train + tk.up;
             MEMBER(last_end[idx], tk, p[idx].name);
         }
 #undef MEMBER

@@ -120,8 +120,28 @@ static void test_abandoned(void) {
     teardown();
 }
 
+/* A drawn client that leaves the run holds no slot: another is drawn. */
+static void test_left(void) {
+    setup(2, 1, 60, 1);
+    c.cfg.async_concurrency = 2, c.cfg.rounds = 100;
+    int a = hello("a", 100), b = hello("b", 100), d = hello("d", 100);
+    rounds_tick(&c);
+    REQUIRE(c.r.open && c.r.n_selected == 2);
+    int x = c.r.selected[0], y = c.r.selected[1], rest = a + b + d - x - y;
+    pull(x, HFL_MSG_TASK), pull(y, HFL_MSG_TASK);
+    pull(rest, HFL_MSG_WAIT); /* two out: C */
+    char err[HFL_ERR_LEN];
+    cJSON *bye = cJSON_Parse("{\"error\": \"memory budget breached\"}");
+    CHECK(registry_leave(&c, y, bye, err) == 0);
+    cJSON_Delete(bye);
+    pull(rest, HFL_MSG_TASK); /* y's slot is free */
+    CHECK(c.r.is_selected[rest] && c.r.mid_round[rest]);
+    teardown();
+}
+
 int main(void) {
     test_fedbuff();
     test_abandoned();
+    test_left();
     return check_exit_code("test_async");
 }

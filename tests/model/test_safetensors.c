@@ -10,7 +10,7 @@
  * line and the output untouched: short file, header length past the file,
  * not JSON, not an object, junk after the JSON, another dtype, offsets out of
  * range, overlap, a hole, bytes against shape, a transposed weight, a tensor
- * missing, an extra tensor, a name twice, metadata not a string. */
+ * missing, an extra tensor, a name twice, metadata not a string or twice. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,6 +198,9 @@ static void test_faults(void) {
     h = mlp_header(NULL, NULL, ",\"layers.4.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[796840,796844]}");
     refuse_header("a name twice", h, D + 4, "appears twice");
     free(h);
+    char twice[8400];
+    snprintf(twice, sizeof twice, "{\"__metadata__\":{},\"__metadata__\":{}%s", strchr(good, ',') + 0);
+    refuse_header("metadata twice", twice, D, "__metadata__ appears twice");
     char meta[8300];
     snprintf(meta, sizeof meta, "{\"__metadata__\":{\"format\":3}%s", strchr(good, ','));
     refuse_header("metadata not a string", meta, D, "__metadata__ 'format' is not a string");

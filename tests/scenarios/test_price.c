@@ -1,0 +1,77 @@
+/* test_price.c: the virtual clock of scenarios/profile.c's hfl_profiles_price
+ * on a hand-made --async report, every wall worked out by hand.
+ *
+ * Two clients whose links move 1000 bytes/s both ways with no latency, and
+ * no training time (trained_samples 0), so a task takes task bytes / 1000 +
+ * update bytes / 1000 seconds. Deadline 30 s.
+ *  round 1 (starts 0, target 1): client-0 ok (1000 down, 500 up: ends 1.5);
+ *      client-1 late (its task began at 0, 1000 bytes down). Wall 1.5.
+ *  round 2 (starts 1.5, target 2): client-1's round-1 update folds in (1000
+ *      up: ends 0 + 1 + 1 = 2); then client-1, drawn mid-round, trains again
+ *      from when that task ended (2), 1000 down and 500 up: ends 3.5. Wall
+ *      2.0 (priced folded-first: the other order starts the new task at 1.5
+ *      and gives 1.5).
+ *  round 3 (starts 3.5, target 1): client-0 is missing, the round closes at
+ *      its deadline: wall 30; its task began at 3.5.
+ *  round 4 (starts 33.5, target 1): client-0's round-3 update folds in with
+ *      40000 bytes up: ends 3.5 + 1 + 40 = 44.5; client-1 ok from 33.5 ends
+ *      35. Wall 11.0 (a missing member's start not kept would give 7.5).
+ * Total 44.5 s. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "model/model.h"
+#include "scenarios/profile.h"
+#include "scenarios/scenario.h"
+#include "tests/check.h"
+#include "util/util.h"
+
+static const char *report =
+    "{\"async_concurrency\": 2, \"rounds\": ["
+    "{\"round\": 1, \"target\": 1, \"bytes_down\": 2000, \"participants\": ["
+    "  {\"client\": 0, \"name\": \"client-0\", \"status\": \"ok\", \"bytes_up\": 500, \"trained_samples\": 0, \"samples\": 10},"
+    "  {\"client\": 1, \"name\": \"client-1\", \"status\": \"late\"}]},"
+    "{\"round\": 2, \"target\": 2, \"bytes_down\": 1000, \"participants\": ["
+    "  {\"client\": 1, \"name\": \"client-1\", \"status\": \"ok\", \"mid_round\": true, \"bytes_up\": 500,"
+    "   \"trained_samples\": 0, \"samples\": 10}],"
+    " \"folded\": [{\"client\": 1, \"name\": \"client-1\", \"from_round\": 1, \"bytes_up\": 1000, \"trained_samples\": 0,"
+    "   \"samples\": 10}]},"
+    "{\"round\": 3, \"target\": 1, \"bytes_down\": 1000, \"participants\": ["
+    "  {\"client\": 0, \"name\": \"client-0\", \"status\": \"missing\"}]},"
+    "{\"round\": 4, \"target\": 1, \"bytes_down\": 1000, \"participants\": ["
+    "  {\"client\": 1, \"name\": \"client-1\", \"status\": \"ok\", \"bytes_up\": 500, \"trained_samples\": 0, \"samples\": 10}],"
+    " \"folded\": [{\"client\": 0, \"name\": \"client-0\", \"from_round\": 3, \"bytes_up\": 40000, \"trained_samples\": 0,"
+    "   \"samples\": 10}]}]}";
+
+int main(void) {
+    char err[HFL_ERR_LEN];
+    hfl_model_spec spec;
+    REQUIRE(hfl_model_builtin("mlp", &spec, err) == 0);
+    hfl_scenario sc;
+    memset(&sc, 0, sizeof sc);
+    sc.clients = 2, sc.deadline_s = 30, sc.local_epochs = 1;
+    hfl_profile p[2];
+    memset(p, 0, sizeof p);
+    for (int i = 0; i < 2; i++) {
+        snprintf(p[i].name, sizeof p[i].name, "link-%d", i);
+        p[i].tflops[0] = 1, p[i].up_bps = p[i].down_bps = 1000, p[i].latency_s = 0;
+    }
+    cJSON *rep = cJSON_Parse(report);
+    REQUIRE(rep);
+    hfl_profiles_price(rep, &sc, p, &spec);
+    static const double want[4] = {1.5, 2.0, 30, 11.0};
+    int i = 0;
+    const cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(rep, "rounds")) {
+        double wall = cJSON_GetNumberValue(
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "simulated"), "wall_s"));
+        CHECK_MSG(i < 4 && fabs(wall - want[i]) < 1e-9, "round %d: wall %.9g, want %.9g", i + 1, wall, i < 4 ? want[i] : 0);
+        printf("round %d: simulated wall %.3f s\n", i + 1, wall);
+        i++;
+    }
+    double total = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(rep, "simulated_s"));
+    CHECK_MSG(i == 4 && fabs(total - 44.5) < 1e-9, "%d rounds, total %.9g, want 44.5", i, total);
+    cJSON_Delete(rep);
+    return check_exit_code("test_price");
+}
