@@ -139,9 +139,34 @@ static void test_left(void) {
     teardown();
 }
 
+/* A late update weighs its samples, at most its client's (a claim of 2000
+ * from a client of 1000 weighs 1000), and --max-share does not cut it on
+ * arrival (it holds at the close): 1000 of the fleet's 1300, not the 433 a
+ * fresh round-share cap of 0.25 would allow. */
+static void test_fold_caps(void) {
+    setup(2, 1, 60, 0.25);
+    c.cfg.async_concurrency = 4, c.cfg.rounds = 100;
+    int big = hello("a", 1000);
+    hello("b", 100), hello("d", 100), hello("e", 100);
+    rounds_tick(&c);
+    REQUIRE(c.r.open && c.r.n_selected == 4 && c.r.samples_planned == 1300);
+    for (int i = 0; i < 4; i++) pull(c.r.selected[i], HFL_MSG_TASK);
+    int done = 0;
+    for (int i = 0; i < 4 && done < 2; i++)
+        if (c.r.selected[i] != big) accept(c.r.selected[i], 100, 0.5, 1e-4f), done++;
+    rounds_tick(&c);
+    rounds_tick(&c);
+    REQUIRE(c.r.open && c.r.round == 2 && c.clients[big].late_round == 1);
+    cJSON_Delete(send(big, 1, 2000, 0.5, 1e-4f, "fp32", NULL, 1000, HFL_MSG_ACK));
+    CHECK_MSG(c.r.weight_stale == 1000, "folded samples %g, want 1000", c.r.weight_stale);
+    CHECK(c.r.stale[0].weight == 46341.0 * 1000 / 65536 / 1300);
+    teardown();
+}
+
 int main(void) {
     test_fedbuff();
     test_abandoned();
     test_left();
+    test_fold_caps();
     return check_exit_code("test_async");
 }

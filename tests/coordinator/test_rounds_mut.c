@@ -506,6 +506,11 @@ static void test_updates(void) {
     refuse(a, 1, 101, 0.5, "fp32", NULL, "update weighted by 101 samples, but client 0 declared 100 when drawn", 1);
     c.r.refused[a] = 0, c.r.n_refused = 0;
     CHECK(c.rejected == 14 && c.r.n_received == 0);
+    /* and by kind, for --metrics: 3 untasked or skipped, 1 wrong round, 8 bad meta, 1 codec, 1 sample claim */
+    CHECK(c.rejected_update[COORD_REJ_TASK] == 3 && c.rejected_update[COORD_REJ_ROUND] == 1 &&
+          c.rejected_update[COORD_REJ_MALFORMED] == 8 && c.rejected_update[COORD_REJ_CODEC] == 1 &&
+          c.rejected_update[COORD_REJ_SAMPLES] == 1 && c.rejected_update[COORD_REJ_PAYLOAD] == 0 &&
+          c.rejected_update[COORD_REJ_LATE] == 0);
 
     /* accepted: b declared 300, drawn with 200 (the cap): 250 samples weigh 200 */
     cJSON *ack = send(b, 1, 250, 1.0, 3.0f, "fp32",
