@@ -11,21 +11,18 @@
 #include "client/client.h"
 #include "util/util.h"
 
-#define put hfl_text_put
-#define head hfl_prom_head
-
 static void counter(hfl_text *t, const char *name, const char *help, const char *client, double v) {
-    head(t, name, "counter", help);
-    put(t, "%s{client=\"", name);
+    hfl_prom_head(t, name, "counter", help);
+    hfl_text_put(t, "%s{client=\"", name);
     hfl_prom_label(t, client);
-    put(t, "\"} %.0f\n", v);
+    hfl_text_put(t, "\"} %.0f\n", v);
 }
 
 static void gauge(hfl_text *t, const char *name, const char *help, const char *client, double v) {
-    head(t, name, "gauge", help);
-    put(t, "%s{client=\"", name);
+    hfl_prom_head(t, name, "gauge", help);
+    hfl_text_put(t, "%s{client=\"", name);
     hfl_prom_label(t, client);
-    put(t, "\"} %.9g\n", v);
+    hfl_text_put(t, "\"} %.9g\n", v);
 }
 
 static void render(void *ctx, int status, hfl_text *t) {
@@ -46,7 +43,7 @@ static void render(void *ctx, int status, hfl_text *t) {
         cJSON_AddNumberToObject(o, "measured_peak_bytes", m->measured_peak);
         char *text = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
-        put(t, "%s\n", text ? text : "{}");
+        hfl_text_put(t, "%s\n", text ? text : "{}");
         free(text);
     } else {
         counter(t, "hfl_client_tasks_total", "Tasks received from the coordinator.", n, m->tasks);

@@ -13,9 +13,6 @@
 static const char *const reject_names[COORD_REJ_KINDS] = {"malformed", "wrong_round", "not_tasked", "samples",
                                                           "codec", "payload", "late"};
 
-#define put hfl_text_put
-#define head hfl_prom_head
-
 static double entry_num(const cJSON *e, const char *k) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, k);
     return cJSON_IsNumber(v) ? v->valuedouble : 0;
@@ -33,18 +30,18 @@ static void render_metrics(const coord *c, hfl_text *t) {
         if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(e, "test_loss"))) loss = entry_num(e, "test_loss");
     }
     if (c->r.open) up += (double)c->r.bytes_up, down += (double)c->r.bytes_down;
-    head(t, "hfl_rounds_total", "counter", "Rounds closed, aggregated or failed.");
-    put(t, "hfl_rounds_total %d\n", rounds);
-    head(t, "hfl_rounds_failed_total", "counter", "Rounds closed without moving the global model.");
-    put(t, "hfl_rounds_failed_total %d\n", failed);
-    head(t, "hfl_rounds_planned", "gauge", "Rounds the run is to take (--rounds).");
-    put(t, "hfl_rounds_planned %d\n", c->cfg.rounds);
-    head(t, "hfl_round", "gauge", "The open round, or the last one.");
-    put(t, "hfl_round %d\n", c->r.round);
-    head(t, "hfl_model_version", "gauge", "Aggregations the global model has taken.");
-    put(t, "hfl_model_version %d\n", c->version);
-    head(t, "hfl_run_complete", "gauge", "1 once every round is done.");
-    put(t, "hfl_run_complete %d\n", c->done ? 1 : 0);
+    hfl_prom_head(t, "hfl_rounds_total", "counter", "Rounds closed, aggregated or failed.");
+    hfl_text_put(t, "hfl_rounds_total %d\n", rounds);
+    hfl_prom_head(t, "hfl_rounds_failed_total", "counter", "Rounds closed without moving the global model.");
+    hfl_text_put(t, "hfl_rounds_failed_total %d\n", failed);
+    hfl_prom_head(t, "hfl_rounds_planned", "gauge", "Rounds the run is to take (--rounds).");
+    hfl_text_put(t, "hfl_rounds_planned %d\n", c->cfg.rounds);
+    hfl_prom_head(t, "hfl_round", "gauge", "The open round, or the last one.");
+    hfl_text_put(t, "hfl_round %d\n", c->r.round);
+    hfl_prom_head(t, "hfl_model_version", "gauge", "Aggregations the global model has taken.");
+    hfl_text_put(t, "hfl_model_version %d\n", c->version);
+    hfl_prom_head(t, "hfl_run_complete", "gauge", "1 once every round is done.");
+    hfl_text_put(t, "hfl_run_complete %d\n", c->done ? 1 : 0);
 
     int planned = 0, live = 0, left = 0, revoked = 0, inflight = 0, drawn = 0;
     double now = hfl_now(), accepted = 0;
@@ -58,49 +55,49 @@ static void render_metrics(const coord *c, hfl_text *t) {
         drawn += c->r.open && c->r.is_selected[i] && !c->r.received[i] && !c->r.refused[i];
         accepted += (double)cl->updates;
     }
-    head(t, "hfl_clients", "gauge", "Clients by state: registered (said hello), planned, live (heard from within "
+    hfl_prom_head(t, "hfl_clients", "gauge", "Clients by state: registered (said hello), planned, live (heard from within "
                                     "--liveness), drawn (tasked in the open round, not answered), in_flight (training "
                                     "an earlier round's task), left, revoked.");
-    put(t, "hfl_clients{state=\"registered\"} %d\nhfl_clients{state=\"planned\"} %d\nhfl_clients{state=\"live\"} %d\n"
+    hfl_text_put(t, "hfl_clients{state=\"registered\"} %d\nhfl_clients{state=\"planned\"} %d\nhfl_clients{state=\"live\"} %d\n"
            "hfl_clients{state=\"drawn\"} %d\nhfl_clients{state=\"in_flight\"} %d\nhfl_clients{state=\"left\"} %d\n"
            "hfl_clients{state=\"revoked\"} %d\n",
         c->n_clients, planned, live, drawn, inflight, left, revoked);
-    head(t, "hfl_updates_accepted_total", "counter", "Updates added to a round's aggregate.");
-    put(t, "hfl_updates_accepted_total %.0f\n", accepted);
-    head(t, "hfl_updates_rejected_total", "counter", "Updates refused, by reason.");
+    hfl_prom_head(t, "hfl_updates_accepted_total", "counter", "Updates added to a round's aggregate.");
+    hfl_text_put(t, "hfl_updates_accepted_total %.0f\n", accepted);
+    hfl_prom_head(t, "hfl_updates_rejected_total", "counter", "Updates refused, by reason.");
     uint64_t upd = 0;
     for (int k = 0; k < COORD_REJ_KINDS; k++) {
-        put(t, "hfl_updates_rejected_total{reason=\"%s\"} %llu\n", reject_names[k], (unsigned long long)c->rejected_update[k]);
+        hfl_text_put(t, "hfl_updates_rejected_total{reason=\"%s\"} %llu\n", reject_names[k], (unsigned long long)c->rejected_update[k]);
         upd += c->rejected_update[k];
     }
-    head(t, "hfl_requests_rejected_total", "counter",
+    hfl_prom_head(t, "hfl_requests_rejected_total", "counter",
          "Other requests answered with an error (malformed frames, bad tokens, refused hellos).");
-    put(t, "hfl_requests_rejected_total %llu\n", (unsigned long long)(c->rejected > upd ? c->rejected - upd : 0));
-    head(t, "hfl_uplink_bytes_total", "counter", "Bytes of updates received.");
-    put(t, "hfl_uplink_bytes_total %.0f\n", up);
-    head(t, "hfl_downlink_bytes_total", "counter", "Bytes of tasks sent.");
-    put(t, "hfl_downlink_bytes_total %.0f\n", down);
+    hfl_text_put(t, "hfl_requests_rejected_total %llu\n", (unsigned long long)(c->rejected > upd ? c->rejected - upd : 0));
+    hfl_prom_head(t, "hfl_uplink_bytes_total", "counter", "Bytes of updates received.");
+    hfl_text_put(t, "hfl_uplink_bytes_total %.0f\n", up);
+    hfl_prom_head(t, "hfl_downlink_bytes_total", "counter", "Bytes of tasks sent.");
+    hfl_text_put(t, "hfl_downlink_bytes_total %.0f\n", down);
     hfl_prom_hist(t, "hfl_round_duration_seconds", "Wall time from a round's open to its close.", &c->round_hist);
     hfl_prom_hist(t, "hfl_aggregation_duration_seconds", "Wall time of an aggregation: the mean, the checks, the server step.",
          &c->agg_hist);
     hfl_prom_hist(t, "hfl_evaluation_duration_seconds", "Wall time of evaluating a global model on the test set.", &c->eval_hist);
-    head(t, "hfl_test_accuracy", "gauge", "Test accuracy of the last evaluated global model.");
-    put(t, "hfl_test_accuracy %.9g\n", c->final_acc);
-    head(t, "hfl_test_loss", "gauge", "Test loss of the last evaluated global model.");
-    put(t, "hfl_test_loss %.9g\n", loss);
-    head(t, "hfl_client_predicted_peak_bytes", "gauge", "A client's predicted peak memory for a training step.");
+    hfl_prom_head(t, "hfl_test_accuracy", "gauge", "Test accuracy of the last evaluated global model.");
+    hfl_text_put(t, "hfl_test_accuracy %.9g\n", c->final_acc);
+    hfl_prom_head(t, "hfl_test_loss", "gauge", "Test loss of the last evaluated global model.");
+    hfl_text_put(t, "hfl_test_loss %.9g\n", loss);
+    hfl_prom_head(t, "hfl_client_predicted_peak_bytes", "gauge", "A client's predicted peak memory for a training step.");
     for (int i = 0; i < c->n_clients; i++)
         if (c->clients[i].measured_peak > 0) {
-            put(t, "hfl_client_predicted_peak_bytes{client=\"");
+            hfl_text_put(t, "hfl_client_predicted_peak_bytes{client=\"");
             hfl_prom_label(t, c->clients[i].name);
-            put(t, "\"} %.0f\n", c->clients[i].predicted_peak);
+            hfl_text_put(t, "\"} %.0f\n", c->clients[i].predicted_peak);
         }
-    head(t, "hfl_client_measured_peak_bytes", "gauge", "A client's measured peak memory for a training step.");
+    hfl_prom_head(t, "hfl_client_measured_peak_bytes", "gauge", "A client's measured peak memory for a training step.");
     for (int i = 0; i < c->n_clients; i++)
         if (c->clients[i].measured_peak > 0) {
-            put(t, "hfl_client_measured_peak_bytes{client=\"");
+            hfl_text_put(t, "hfl_client_measured_peak_bytes{client=\"");
             hfl_prom_label(t, c->clients[i].name);
-            put(t, "\"} %.0f\n", c->clients[i].measured_peak);
+            hfl_text_put(t, "\"} %.0f\n", c->clients[i].measured_peak);
         }
 }
 
@@ -117,7 +114,7 @@ static void render_status(const coord *c, hfl_text *t) {
     cJSON_AddStringToObject(o, "model_sha256", c->final_sha256);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
-    put(t, "%s\n", s ? s : "{}");
+    hfl_text_put(t, "%s\n", s ? s : "{}");
     free(s);
 }
 
