@@ -12,7 +12,8 @@
 #    slow devices: pacing cannot make the host faster than itself) must
 #    arrive last, in the order of their prices; the report's simulated wall
 #    is the slowest price.
-# 2. FedBuff: the same fleet, K = 2, C = 3, 8 rounds. Every round closes with
+# 2. FedBuff: the same fleet, K = 2, C = 3, 8 rounds, unpaced (paced, the
+#    slow devices can arrive after the run ends, and nothing folds). Every round closes with
 #    at least K updates (fresh + folded); no draw leaves more than C tasks
 #    out; some updates fold in late and some clients are drawn mid-round;
 #    each folded update weighs samples x round(65536 / sqrt(1 + tau)) / 65536
@@ -29,9 +30,9 @@ tmp=$(mktemp -d /tmp/hfl-test-async-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 common='"model": "mlp", "clients": 4, "partition": "iid", "codec": "int8", "seed": 9, "batch": 64,
  "precision": "fp32", "profiles": {"a100-80g": 1, "t4-16g": 1, "jetson-orin-8g": 1, "laptop-cpu": 1},
- "profile_library": "'"$profiles"'", "pace": 10'
+ "profile_library": "'"$profiles"'"'
 cat > "$tmp/pace.json" <<JSON
-{"name": "pace", "rounds": 1, $common}
+{"name": "pace", "rounds": 1, "pace": 10, $common}
 JSON
 cat > "$tmp/async.json" <<JSON
 {"name": "async", "rounds": 8, "clients_per_round": 2, "min_quorum": 1, "async_concurrency": 3, $common}
