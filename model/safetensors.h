@@ -1,10 +1,8 @@
 /* safetensors.h: a model's parameters in and out as a safetensors file.
  *
- * The format (huggingface/safetensors, docs "Format"): an unsigned 64-bit
- * little-endian header length N, N bytes of JSON, then the data buffer. The
- * JSON maps each tensor name to {"dtype", "shape", "data_offsets": [begin,
- * end]} (byte offsets into the data buffer) and may hold "__metadata__", a
- * map of strings. Tensors are little-endian and row-major.
+ * The container (util/stfile.h) is safetensors' format: a header length,
+ * a JSON header naming each tensor's dtype, shape and byte offsets, then
+ * the data buffer.
  *
  * hfl writes one F32 tensor pair per parametric layer l of the spec,
  * "layers.<l>.weight" and "layers.<l>.bias", with PyTorch's layouts: dense
@@ -14,12 +12,9 @@
  * first dense layer) loads the file with load_state_dict. The metadata holds
  * "format": "pt" and "hfl_model": the spec as hfl's JSON model format.
  *
- * The reader validates everything before it writes a weight: the header
- * length against the file, the JSON, every entry's dtype (F32; others are
- * named in the error), shape and offsets (in range, matching the shape,
- * neither overlapping nor leaving holes: the whole buffer is indexed, as
- * the reference implementation requires), and the tensors against the spec
- * (each one present with its shape, nothing else). Every refusal is one line
+ * The reader validates everything before it writes a weight: the container
+ * (hfl_st_parse), then the tensors against the spec (each one present, F32,
+ * with its shape, nothing else). Every refusal is one line
  * in err. */
 #ifndef HFL_MODEL_SAFETENSORS_H
 #define HFL_MODEL_SAFETENSORS_H
@@ -28,9 +23,6 @@
 #include <stdint.h>
 
 #include "model/model.h"
-
-/* The header may be at most this long (the reference reader's own limit). */
-#define HFL_SAFETENSORS_MAX_HEADER (100u << 20)
 
 /* The file's bytes for spec's parameters (n_params floats); NULL with err
  * when out of memory or the spec cannot be written as JSON. */

@@ -171,8 +171,12 @@ static void test_faults(void) {
     snprintf(junk, sizeof junk, "%s x", good);
     refuse_header("junk after the JSON", junk, D, "other than space padding");
     char *h;
-    h = mlp_header("layers.0.bias", "{\"dtype\":\"F16\",\"shape\":[200],\"data_offsets\":[627200,628000]}", NULL);
+    /* a well-formed F16 tensor in the bias's 800 bytes: the container is valid, the model is not */
+    h = mlp_header("layers.0.bias", "{\"dtype\":\"F16\",\"shape\":[400],\"data_offsets\":[627200,628000]}", NULL);
     refuse_header("dtype F16", h, D, "dtype F16; hfl reads F32");
+    free(h);
+    h = mlp_header("layers.0.bias", "{\"dtype\":\"F31\",\"shape\":[200],\"data_offsets\":[627200,628000]}", NULL);
+    refuse_header("undefined dtype", h, D, "dtype 'F31', which safetensors does not define");
     free(h);
     h = mlp_header("layers.4.bias", "{\"dtype\":\"F32\",\"shape\":[10],\"data_offsets\":[796800,796880]}", NULL);
     refuse_header("offsets past the buffer", h, D, "outside the 796840-byte data buffer");
