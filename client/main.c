@@ -22,6 +22,7 @@
 #include <cblas.h>
 
 #include "client/client.h"
+#include "data/files.h"
 #include "data/partition.h"
 #include "kernels/device.h"
 #include "kernels/philox.h"
@@ -84,7 +85,10 @@ static void usage(FILE *f) {
         "  --allow-smaller-batch where the run's batch does not fit, train a smaller real batch\n"
         "                       instead of accumulating micro-batches to it, with the learning rate\n"
         "                       scaled by batch/run batch (Goyal et al. 2017's linear rule)\n"
-        "  --data DIR           Fashion-MNIST directory (default " HFL_FMNIST_DIR ")\n"
+        "  --data PATH          Fashion-MNIST directory, shared out by the next four options (default\n"
+        "                       " HFL_FMNIST_DIR "), or this client's own dataset: an .npz or a\n"
+        "                       safetensors file holding x and y, or a directory of x.npy and y.npy\n"
+        "                       (hfl-data split writes such shards; x uint8 or float32, y integer)\n"
         "  --partition SPEC     iid, dirichlet:<alpha> or shards:<k> (default iid)\n"
         "  --client-index I     which share of the partition is this client's (default 0)\n"
         "  --num-clients N      number of shares (default 1: all the data)\n"
@@ -273,7 +277,10 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
     }
     if (!o->url[0]) return hfl_errf(err, "--coordinator URL is required (see --help)");
     if (o->pace > 0 && !o->link_up_bps) return hfl_errf(err, "--pace needs --link UP:DOWN:MS to price the messages");
-    if (o->index >= o->num_clients)
+    if (hfl_data_is_file(o->data_dir) && o->num_clients > 1)
+        return hfl_errf(err, "--num-clients shares out the Fashion-MNIST directory; --data %.200s is this client's own data",
+                        o->data_dir);
+    if (o->index >= o->num_clients && !hfl_data_is_file(o->data_dir))
         return hfl_errf(err, "--client-index %d must be below --num-clients %d", o->index, o->num_clients);
     if (!o->tls.insecure && (!o->tls.ca_file || !o->tls.cert_file))
         return hfl_errf(err, "TLS needs --ca and --cert (or --insecure with a tcp:// URL)");
@@ -300,10 +307,12 @@ static int pick_share(void *ctx, const int32_t *y, int n, int **idx, char *err) 
     return k;
 }
 
-/* Loads this client's share of the training set: the labels first, then only
- * the images of its share (hfl_fmnist_load_picked), so 100 clients on one
- * machine hold the set once between them, not 100 times. */
+/* Loads this client's data: its own dataset file whole, or its share of the
+ * Fashion-MNIST training set: the labels first, then only the images of its
+ * share (hfl_fmnist_load_picked), so 100 clients on one machine hold the set
+ * once between them, not 100 times. */
 static int load_share(const client_options *o, hfl_dataset *share, char *err) {
+    if (hfl_data_is_file(o->data_dir)) return hfl_data_load(o->data_dir, share, err);
     share_pick p = {.o = o};
     if (hfl_partition_parse(o->partition, &p.spec, err) != 0) return -1;
     return hfl_fmnist_load_picked(o->data_dir, 1, pick_share, &p, share, err);
@@ -589,6 +598,11 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
         goto out;
     if (s->spec.in_dim != s->data.dim) {
         hfl_errf(err, "model %s takes %d features, the data has %d", w.model, s->spec.in_dim, s->data.dim);
+        goto out;
+    }
+    if (s->data.n_classes > s->spec.n_classes) {
+        hfl_errf(err, "the data has labels up to %d, model %s tells %d classes apart", s->data.n_classes - 1, w.model,
+                 s->spec.n_classes);
         goto out;
     }
     /* Plan before allocating anything for training, then say hello again with the plan. */

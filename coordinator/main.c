@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "coordinator/coord.h"
+#include "data/files.h"
 #include "model/safetensors.h"
 #include "kernels/device.h"
 #include "kernels/select.h"
@@ -99,7 +100,9 @@ static void usage(FILE *f) {
         "                        default) or, one round late, added to the open round at half weight\n"
         "  --device D            where to evaluate: auto (the GPU when the CUDA module loads and finds\n"
         "                        one, else the CPU), cpu, or cuda (fail unless the GPU can be used); default auto\n"
-        "  --data DIR            Fashion-MNIST directory (default " HFL_FMNIST_DIR ")\n"
+        "  --data PATH           the evaluation set: a Fashion-MNIST directory's test set (default\n"
+        "                        " HFL_FMNIST_DIR "), or a dataset file of the user's: an .npz or a\n"
+        "                        safetensors file holding x and y, or a directory of x.npy and y.npy\n"
         "  --log FILE            JSON-lines event log\n"
         "  --report FILE         JSON report, rewritten after every round\n"
         "  --ready-file FILE     write the bound URL here once serving\n"
@@ -331,9 +334,14 @@ static int coord_setup(coord *c, char *err) {
     if (!(c->spec_json = hfl_model_spec_to_json(&c->spec, err))) return -1;
     if (!(c->codec = hfl_codec_find(c->cfg.codec, err))) return -1;
     if (hfl_codec_check(c->codec, c->spec.n_params, c->cfg.block, err) != 0) return -1;
-    if (hfl_fmnist_load(c->cfg.data_dir, 0, &c->test, err) != 0) return -1;
+    if ((hfl_data_is_file(c->cfg.data_dir) ? hfl_data_load(c->cfg.data_dir, &c->test, err)
+                                           : hfl_fmnist_load(c->cfg.data_dir, 0, &c->test, err)) != 0)
+        return -1;
     if (c->test.dim != c->spec.in_dim)
         return hfl_errf(err, "test set has %d features, model %s expects %d", c->test.dim, c->spec.name, c->spec.in_dim);
+    if (c->test.n_classes > c->spec.n_classes)
+        return hfl_errf(err, "test set has labels up to %d, model %s tells %d classes apart", c->test.n_classes - 1,
+                        c->spec.name, c->spec.n_classes);
     c->global = hfl_malloc(c->spec.n_params * sizeof(float));
     hfl_model_init_params(&c->spec, c->global, c->cfg.seed);
     if (c->cfg.init_model[0] && hfl_safetensors_load(c->cfg.init_model, &c->spec, c->global, err) != 0) return -1;

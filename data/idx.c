@@ -24,6 +24,13 @@
 #define IDX_STD 0.3530f
 #define IDX_CHUNK (1 << 16)
 
+float hfl_idx_pixel(uint8_t v) { return ((float)v * (1.0f / 255.0f) - IDX_MEAN) / IDX_STD; }
+
+uint8_t hfl_idx_unpixel(float x) {
+    double v = ((double)x * IDX_STD + IDX_MEAN) * 255.0;
+    return (uint8_t)(v <= 0 ? 0 : v >= 255 ? 255 : (int)(v + 0.5));
+}
+
 typedef struct {
     gzFile f;
     const char *path;
@@ -136,7 +143,7 @@ static int idx_read_pixels(idx_file *fp, float **x, char *err) {
             buf = nb;
         }
         for (size_t i = 0; i < want; i++)
-            buf[done + i] = ((float)raw[i] * (1.0f / 255.0f) - IDX_MEAN) / IDX_STD;
+            buf[done + i] = hfl_idx_pixel(raw[i]);
         done += want;
     }
     *x = buf;
@@ -162,6 +169,7 @@ int hfl_idx_load(const char *images_path, const char *labels_path, hfl_dataset *
     out->n = (int)im.n;
     out->dim = (int)(im.rows * im.cols);
     out->n_classes = IDX_N_CLASSES;
+    out->pixels = 1;
     out->x = x;
     out->y = y;
     x = NULL;
@@ -199,7 +207,7 @@ static int idx_read_picked(idx_file *fp, const int *pos, float *x, char *err) {
         rc = idx_read_fully(fp, raw, dim, "images", err);
         if (rc != 0) break;
         float *row = x + (size_t)pos[i] * dim;
-        for (size_t j = 0; j < dim; j++) row[j] = ((float)raw[j] * (1.0f / 255.0f) - IDX_MEAN) / IDX_STD;
+        for (size_t j = 0; j < dim; j++) row[j] = hfl_idx_pixel(raw[j]);
         i++;
     }
     free(raw);
@@ -265,6 +273,7 @@ int hfl_idx_load_picked(const char *images_path, const char *labels_path, hfl_id
     for (int j = 0; j < k; j++) out->y[j] = y[idx[j]];
     out->n = k;
     out->n_classes = IDX_N_CLASSES;
+    out->pixels = 1;
     rc = 0;
 done:
     free(y);
@@ -323,6 +332,7 @@ void hfl_dataset_subset(const hfl_dataset *src, const int *idx, int n, hfl_datas
     out->n = n;
     out->dim = src->dim;
     out->n_classes = src->n_classes;
+    out->pixels = src->pixels;
     out->x = hfl_malloc((size_t)n * (size_t)src->dim * sizeof(float));
     out->y = hfl_malloc((size_t)n * sizeof(int32_t));
     for (int i = 0; i < n; i++) {

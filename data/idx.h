@@ -18,7 +18,15 @@ typedef struct {
     int n_classes;  /* 10 for Fashion-MNIST */
     float *x;       /* n * dim */
     int32_t *y;     /* n labels in [0, n_classes) */
+    int pixels;     /* every feature is hfl_idx_pixel of a byte (IDX files, uint8 arrays), so
+                       the set can be written back as bytes (hfl_idx_unpixel) */
 } hfl_dataset;
+
+/* A pixel byte as a feature: scaled to [0, 1] and standardised with
+ * Fashion-MNIST's mean and std (the same for every byte-valued dataset);
+ * and back, exact for every value hfl_idx_pixel gives. */
+float hfl_idx_pixel(uint8_t v);
+uint8_t hfl_idx_unpixel(float x);
 
 /* Reads an image file and its label file; checks magics, dimensions, counts
  * agreeing, and labels < 10. Returns -1 with a one-line err on any problem. */

@@ -44,6 +44,8 @@ typedef struct {
     char html[1024];
     char init_model[1024], save_model[1024]; /* the coordinator's --init-model, --save-model */
     char data_dir[1024];
+    char shards[900];     /* --shards DIR: hfl-data split's files, one per client */
+    char shard_ext[16];   /* their format's extension */
     char codec[32];
     char precision[8];
     char device[8];
@@ -71,6 +73,9 @@ static void usage(FILE *f) {
         "                     its client_devices: auto (the GPU when the CUDA module loads and finds one,\n"
         "                     else the CPU), cpu, or cuda (fail unless the GPU can be used)\n"
         "  --data DIR         Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)\n"
+        "  --shards DIR       client i trains on DIR/client-<i>.npz (or .safetensors), as written by\n"
+        "                     hfl-data split, instead of its share of --data; the coordinator evaluates\n"
+        "                     on DIR/test.npz when it is there\n"
         "  --threads N        OpenBLAS threads per client (default 1)\n"
         "  --timeout SECONDS  give up on the whole run after this long (default 3600)\n"
         "  --json             print the final report to stdout as JSON\n"
@@ -98,6 +103,7 @@ static void print_options(const sim_options *o) {
     hfl_config_add_str(j, "precision", o->precision);
     hfl_config_add_str(j, "device", o->device);
     hfl_config_add_str(j, "data", o->data_dir);
+    hfl_config_add_str(j, "shards", o->shards);
     cJSON_AddNumberToObject(j, "threads", o->threads);
     cJSON_AddNumberToObject(j, "timeout", o->timeout_s);
     cJSON_AddBoolToObject(j, "json", o->json);
@@ -107,14 +113,14 @@ static void print_options(const sim_options *o) {
 
 static int parse_args(int argc, char **argv, sim_options *o, char *err) {
     enum { O_OUT = 256, O_REPORT, O_CODEC, O_ROUNDS, O_DATA, O_THREADS, O_TIMEOUT, O_JSON, O_QUIET, O_HELP, O_PREC, O_DEVICE,
-           O_HTML, O_INITM, O_SAVEM, O_SCENARIO, O_CONFIG, O_PRINTCFG };
+           O_HTML, O_INITM, O_SAVEM, O_SCENARIO, O_CONFIG, O_PRINTCFG, O_SHARDS };
     static const struct option opts[] = {
         {"out", 1, 0, O_OUT}, {"report", 1, 0, O_REPORT}, {"codec", 1, 0, O_CODEC},
         {"rounds", 1, 0, O_ROUNDS}, {"data", 1, 0, O_DATA}, {"threads", 1, 0, O_THREADS},
         {"timeout", 1, 0, O_TIMEOUT}, {"json", 0, 0, O_JSON}, {"quiet", 0, 0, O_QUIET},
         {"help", 0, 0, O_HELP}, {"precision", 1, 0, O_PREC}, {"device", 1, 0, O_DEVICE}, {"html", 1, 0, O_HTML},
         {"init-model", 1, 0, O_INITM}, {"save-model", 1, 0, O_SAVEM}, {"scenario", 1, 0, O_SCENARIO},
-        {"config", 1, 0, O_CONFIG}, {"print-config", 0, 0, O_PRINTCFG}, {0, 0, 0, 0}};
+        {"config", 1, 0, O_CONFIG}, {"print-config", 0, 0, O_PRINTCFG}, {"shards", 1, 0, O_SHARDS}, {0, 0, 0, 0}};
     long v;
     int print_config = 0;
     if (hfl_config_apply("hfl-sim", &argc, &argv, opts, err) != 0) return -1;
@@ -132,6 +138,7 @@ static int parse_args(int argc, char **argv, sim_options *o, char *err) {
         case O_CODEC: snprintf(o->codec, sizeof o->codec, "%s", optarg); break;
         case O_ROUNDS: if (hfl_parse_int(optarg, 1, 1000000, &v, e) == 0) o->rounds = (int)v; break;
         case O_DATA: snprintf(o->data_dir, sizeof o->data_dir, "%s", optarg); break;
+        case O_SHARDS: snprintf(o->shards, sizeof o->shards, "%s", optarg); break;
         case O_THREADS: if (hfl_parse_int(optarg, 1, 1024, &v, e) == 0) o->threads = (int)v; break;
         case O_TIMEOUT: hfl_parse_double(optarg, 1, 1e7, &o->timeout_s, e); break;
         case O_JSON: o->json = 1; break;
@@ -388,6 +395,28 @@ static int clients_alive(const sim_procs *p) {
     return n;
 }
 
+/* --shards DIR: every client's file there, in one format (npz first), and
+ * DIR/test.<ext> as the coordinator's evaluation set when it exists. */
+static int check_shards(sim_options *o, int clients, char *err) {
+    static const char *exts[2] = {"npz", "safetensors"};
+    char path[sizeof o->data_dir - 1];
+    for (int e = 0; e < 2 && !o->shard_ext[0]; e++) {
+        snprintf(path, sizeof path, "%s/client-0000.%s", o->shards, exts[e]);
+        if (access(path, R_OK) == 0) snprintf(o->shard_ext, sizeof o->shard_ext, "%s", exts[e]);
+    }
+    if (!o->shard_ext[0])
+        return hfl_errf(err, "--shards %s holds no client-0000.npz or client-0000.safetensors (see hfl-data split)", o->shards);
+    for (int i = 0; i < clients; i++) {
+        snprintf(path, sizeof path, "%s/client-%04d.%s", o->shards, i, o->shard_ext);
+        if (access(path, R_OK) != 0)
+            return hfl_errf(err, "--shards %s has no client-%04d.%s for the scenario's %d clients", o->shards, i,
+                            o->shard_ext, clients);
+    }
+    snprintf(path, sizeof path, "%s/test.%s", o->shards, o->shard_ext);
+    if (access(path, R_OK) == 0) snprintf(o->data_dir, sizeof o->data_dir, "%s", path);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress reaches logs and pipes as it happens */
     sim_options o = {.threads = 1, .timeout_s = 3600};
@@ -409,6 +438,10 @@ int main(int argc, char **argv) {
     if (o.device[0]) snprintf(sc.device, sizeof sc.device, "%s", o.device);
     if (sim_check(&sc, err) != 0) {
         fprintf(stderr, "hfl-sim: %s: %s\n", o.scenario_path, err);
+        return 2;
+    }
+    if (o.shards[0] && check_shards(&o, sc.clients, err) != 0) {
+        fprintf(stderr, "hfl-sim: %s\n", err);
         return 2;
     }
     if (!o.out_dir[0]) snprintf(o.out_dir, sizeof o.out_dir, "runs/%s", sc.name);
@@ -444,7 +477,7 @@ int main(int argc, char **argv) {
      * its labels and seeks to its own rows instead of inflating 47 MB. */
     char plain[sizeof o.data_dir];
     if (snprintf(plain, sizeof plain, "%s/train-images-idx3-ubyte", o.data_dir) >= (int)sizeof plain) plain[0] = 0;
-    if (access(plain, R_OK) != 0) {
+    if (!o.shards[0] && access(plain, R_OK) != 0) {
         if (snprintf(plain, sizeof plain, "%s/data", o.out_dir) >= (int)sizeof plain) {
             fprintf(stderr, "hfl-sim: --out %.200s...: path too long\n", o.out_dir);
             return 1;
@@ -563,14 +596,15 @@ int main(int argc, char **argv) {
         }
     }
     for (int i = 0; i < sc.clients; i++) {
-        char pem[1200], idx[16], name[32], clientlog[1200];
+        char pem[1200], idx[16], name[32], clientlog[1200], shard[1100];
+        snprintf(shard, sizeof shard, "%s/client-%04d.%s", o.shards, i, o.shard_ext);
         snprintf(pem, sizeof pem, "%s/client-%d.pem", pki_dir, i);
         snprintf(idx, sizeof idx, "%d", i);
         snprintf(name, sizeof name, "client-%d", i);
         snprintf(clientlog, sizeof clientlog, "%s/client-%d.log", o.out_dir, i);
         char *argv_c[] = {client_exe, "--coordinator", url, "--ca", ca, "--cert", pem, "--name", name,
-                          "--data", o.data_dir, "--partition", sc.partition, "--client-index", idx,
-                          "--num-clients", a_n, "--seed", a_seed, "--threads", a_threads, "--state-dir", state_dir,
+                          "--data", o.shards[0] ? shard : o.data_dir, "--partition", sc.partition,
+                          "--client-index", idx, "--num-clients", o.shards[0] ? "1" : a_n, "--seed", a_seed, "--threads", a_threads, "--state-dir", state_dir,
                           "--precision", sc.precision, "--device",
                           sc.client_device[i][0] ? sc.client_device[i] : sc.device, NULL, NULL, NULL, NULL, NULL, NULL,
                           NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};

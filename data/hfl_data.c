@@ -1,0 +1,261 @@
+/* hfl_data.c: the hfl-data program, which cuts a dataset into per-client
+ * shard files and describes dataset files (data/files.h).
+ *
+ *   hfl-data split --data PATH --num-clients N --out DIR [--partition SPEC] [--seed S]
+ *                  [--format npz|safetensors] [--json]
+ *   hfl-data stats PATH... [--json]
+ *
+ * split assigns samples exactly as hfl-client assigns its share of the
+ * built-in set (hfl_partition_assign with the same spec, seed and labels, each
+ * client's samples in ascending order), so client i of a fleet reading
+ * DIR/client-<i>.<fmt> trains on the very samples, in the same order, that
+ * `hfl-client --client-index i --num-clients N` picks from Fashion-MNIST.
+ * From a Fashion-MNIST directory it also writes the test set as DIR/test.<fmt>.
+ *
+ * Exit status: 0 on success, 1 when a file cannot be read or written, 2 on
+ * bad arguments. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "data/files.h"
+#include "data/partition.h"
+#include "util/config.h"
+#include "util/util.h"
+
+typedef struct {
+    const char *data, *out, *partition, *format;
+    long num_clients, seed;
+    int json;
+} data_options;
+
+static void data_usage(FILE *f) {
+    fprintf(f,
+            "usage: hfl-data split --data PATH --num-clients N --out DIR [--partition SPEC] [--seed S]\n"
+            "                      [--format npz|safetensors] [--json]\n"
+            "       hfl-data stats PATH... [--json]\n"
+            "split: cuts a dataset into one file per client, DIR/client-0000.<fmt>, ..., with the same\n"
+            "  assignment hfl-client makes from --partition, --seed and --num-clients, so a fleet training\n"
+            "  on the shards (hfl-client --data DIR/client-0003.npz) trains on the same samples as one\n"
+            "  using the built-in partition. From a Fashion-MNIST directory it also writes DIR/test.<fmt>.\n"
+            "stats: samples, features and the label histogram of each dataset.\n"
+            "Datasets: a Fashion-MNIST directory (IDX files), an .npz with x.npy and y.npy, a directory\n"
+            "holding x.npy and y.npy, or a safetensors file with tensors x and y; x uint8 or float32\n"
+            "shaped [n, ...], y integer labels shaped [n].\n"
+            "  --data PATH        dataset to split (default /usr/share/datasets/fashion-mnist)\n"
+            "  --num-clients N    number of shards, 1..100000\n"
+            "  --out DIR          where to write the shards (created if missing)\n"
+            "  --partition SPEC   iid (default), dirichlet:ALPHA or shards:K\n"
+            "  --seed S           partition seed (default 1, as hfl-client's)\n"
+            "  --format F         npz (default) or safetensors\n"
+            "  --json             print what was written, or the statistics, as JSON\n"
+            "  --config FILE      read options from FILE, a JSON object keyed by long option name\n"
+            "  --print-config     print the options in effect (defaults included) as JSON and exit\n"
+            "  --help             this text\n");
+}
+
+static void print_options(const data_options *o) {
+    cJSON *j = cJSON_CreateObject();
+    hfl_config_add_str(j, "data", o->data);
+    if (o->num_clients > 0) cJSON_AddNumberToObject(j, "num-clients", (double)o->num_clients);
+    else cJSON_AddNullToObject(j, "num-clients");
+    hfl_config_add_str(j, "out", o->out);
+    hfl_config_add_str(j, "partition", o->partition);
+    cJSON_AddNumberToObject(j, "seed", (double)o->seed);
+    hfl_config_add_str(j, "format", o->format);
+    cJSON_AddBoolToObject(j, "json", o->json);
+    hfl_config_print(j);
+}
+
+/* Any dataset: a dataset file, or a Fashion-MNIST directory's training set. */
+static int load_any(const char *path, hfl_dataset *d, char *err) {
+    if (hfl_data_is_file(path)) return hfl_data_load(path, d, err);
+    return hfl_fmnist_load(path, 1, d, err);
+}
+
+static cJSON *histogram(const hfl_dataset *d) {
+    int *h = hfl_calloc((size_t)d->n_classes, sizeof(int));
+    for (int i = 0; i < d->n; i++) h[d->y[i]]++;
+    cJSON *a = cJSON_CreateIntArray(h, d->n_classes);
+    free(h);
+    return a;
+}
+
+static cJSON *describe(const char *path, const hfl_dataset *d) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "path", path);
+    cJSON_AddNumberToObject(o, "samples", d->n);
+    cJSON_AddNumberToObject(o, "features", d->dim);
+    cJSON_AddStringToObject(o, "dtype", d->pixels ? "uint8" : "float32");
+    cJSON_AddNumberToObject(o, "classes", d->n_classes);
+    cJSON_AddItemToObject(o, "labels", histogram(d));
+    return o;
+}
+
+static void print_line(const cJSON *o) {
+    printf("%s: %d samples, %d %s features, %d classes; labels", cJSON_GetStringValue(cJSON_GetObjectItem(o, "path")),
+           cJSON_GetObjectItem(o, "samples")->valueint, cJSON_GetObjectItem(o, "features")->valueint,
+           cJSON_GetStringValue(cJSON_GetObjectItem(o, "dtype")), cJSON_GetObjectItem(o, "classes")->valueint);
+    const cJSON *c;
+    int k = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(o, "labels")) printf(" %d:%d", k++, c->valueint);
+    printf("\n");
+}
+
+static int stats(int n, char **paths, int json) {
+    char err[HFL_ERR_LEN];
+    if (n < 1) {
+        fprintf(stderr, "hfl-data: stats needs at least one PATH (see --help)\n");
+        return 2;
+    }
+    cJSON *all = cJSON_CreateArray();
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        hfl_dataset d;
+        if (load_any(paths[i], &d, err) != 0) {
+            fprintf(stderr, "hfl-data: %s\n", err);
+            rc = 1;
+            break;
+        }
+        cJSON *o = describe(paths[i], &d);
+        if (!json) print_line(o);
+        cJSON_AddItemToArray(all, o);
+        hfl_dataset_free(&d);
+    }
+    if (rc == 0 && json) {
+        char *s = cJSON_PrintUnformatted(all);
+        printf("%s\n", s);
+        free(s);
+    }
+    cJSON_Delete(all);
+    return rc;
+}
+
+/* Writes d to DIR/name.<fmt> and adds its description to list. */
+static int write_shard(const data_options *o, hfl_data_format f, const char *name, const hfl_dataset *d, cJSON *list,
+                       char *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s.%s", o->out, name, hfl_data_format_ext(f));
+    if (hfl_data_save(path, d, f, err) != 0) return -1;
+    cJSON *e = describe(path, d);
+    if (!o->json) print_line(e);
+    cJSON_AddItemToArray(list, e);
+    return 0;
+}
+
+static int split(const data_options *o) {
+    char err[HFL_ERR_LEN];
+    hfl_partition_spec spec;
+    hfl_data_format f;
+    if (!o->out || o->num_clients < 1) {
+        fprintf(stderr, "hfl-data: split needs --out DIR and --num-clients N (see --help)\n");
+        return 2;
+    }
+    if (hfl_partition_parse(o->partition, &spec, err) != 0 || hfl_data_format_parse(o->format, &f, err) != 0) {
+        fprintf(stderr, "hfl-data: %s\n", err);
+        return 2;
+    }
+    hfl_dataset d, test = {0};
+    int from_idx = !hfl_data_is_file(o->data);
+    if (load_any(o->data, &d, err) != 0 || (from_idx && hfl_fmnist_load(o->data, 0, &test, err) != 0)) {
+        hfl_dataset_free(&d);
+        fprintf(stderr, "hfl-data: %s\n", err);
+        return 1;
+    }
+    int32_t *owner = hfl_malloc(sizeof(int32_t) * (size_t)d.n);
+    int rc = hfl_partition_assign(&spec, d.y, d.n, d.n_classes, (int)o->num_clients, (uint64_t)o->seed, owner, err) ||
+             hfl_mkdirs(o->out, err);
+    cJSON *shards = cJSON_CreateArray();
+    for (int c = 0; rc == 0 && c < o->num_clients; c++) {
+        int *idx = NULL, k = hfl_partition_indices(owner, d.n, c, &idx);
+        hfl_dataset part;
+        char name[32];
+        snprintf(name, sizeof name, "client-%04d", c);
+        if (k <= 0) {
+            rc = hfl_errf(err, "partition %s gives client %d no samples", o->partition, c);
+        } else {
+            hfl_dataset_subset(&d, idx, k, &part);
+            rc = write_shard(o, f, name, &part, shards, err);
+            hfl_dataset_free(&part);
+        }
+        free(idx);
+    }
+    if (rc == 0 && from_idx) rc = write_shard(o, f, "test", &test, shards, err);
+    if (rc != 0) fprintf(stderr, "hfl-data: %s\n", err);
+    if (rc == 0 && o->json) {
+        char *s = cJSON_PrintUnformatted(shards);
+        printf("%s\n", s);
+        free(s);
+    }
+    if (rc == 0 && !o->json)
+        fprintf(stderr, "hfl-data: %ld shards of %d samples (partition %s, seed %ld) in %s\n", o->num_clients, d.n,
+                o->partition, o->seed, o->out);
+    cJSON_Delete(shards);
+    free(owner);
+    hfl_dataset_free(&d);
+    hfl_dataset_free(&test);
+    return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"data", required_argument, NULL, 'd'},      {"num-clients", required_argument, NULL, 'n'},
+        {"out", required_argument, NULL, 'o'},       {"partition", required_argument, NULL, 'p'},
+        {"seed", required_argument, NULL, 's'},      {"format", required_argument, NULL, 'f'},
+        {"json", no_argument, NULL, 'j'},            {"help", no_argument, NULL, 'h'},
+        {"config", required_argument, NULL, 'C'},    {"print-config", no_argument, NULL, 'P'},
+        {NULL, 0, NULL, 0},
+    };
+    data_options o = {.data = HFL_FMNIST_DIR, .partition = "iid", .format = "npz", .num_clients = 0, .seed = 1};
+    int print_config = 0, ch;
+    char err[HFL_ERR_LEN];
+    if (hfl_config_apply("hfl-data", &argc, &argv, opts, err) != 0) {
+        fprintf(stderr, "hfl-data: %s\n", err);
+        return 2;
+    }
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+        int bad = 0;
+        switch (ch) {
+        case 'd': o.data = optarg; break;
+        case 'o': o.out = optarg; break;
+        case 'p': o.partition = optarg; break;
+        case 'f': o.format = optarg; break;
+        case 'j': o.json = 1; break;
+        case 'C': break; /* hfl_config_apply read it */
+        case 'P': print_config = 1; break;
+        case 'h': data_usage(stdout); return 0;
+        case 'n': bad = hfl_parse_int(optarg, 1, 100000, &o.num_clients, err); break;
+        case 's': bad = hfl_parse_int(optarg, 0, 0x7fffffffL, &o.seed, err); break;
+        case ':':
+            fprintf(stderr, "hfl-data: option '%s' needs a value (see --help)\n", argv[optind - 1]);
+            return 2;
+        default:
+            fprintf(stderr, "hfl-data: unknown option '%s' (see --help)\n", argv[optind - 1]);
+            return 2;
+        }
+        if (bad) {
+            fprintf(stderr, "hfl-data: --%s: %s\n", ch == 'n' ? "num-clients" : "seed", err);
+            return 2;
+        }
+    }
+    if (print_config) {
+        print_options(&o);
+        return 0;
+    }
+    const char *cmd = optind < argc ? argv[optind] : "";
+    if (!strcmp(cmd, "split")) {
+        if (optind + 1 < argc) {
+            fprintf(stderr, "hfl-data: unexpected argument '%s' (see --help)\n", argv[optind + 1]);
+            return 2;
+        }
+        return split(&o);
+    }
+    if (!strcmp(cmd, "stats")) return stats(argc - optind - 1, argv + optind + 1, o.json);
+    if (cmd[0]) fprintf(stderr, "hfl-data: unknown command '%s' (split or stats; see --help)\n", cmd);
+    else fprintf(stderr, "hfl-data: no command (split or stats; see --help)\n");
+    return 2;
+}
