@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # cli_errors.sh: bad input to every program gets one clear line on stderr and
 # a non-zero exit, never a crash (exit >= 128) or a hang; --help works.
-# usage: cli_errors.sh HFL_COORDINATOR HFL_CLIENT HFL_SIM HFL_PKI
+# usage: cli_errors.sh HFL_COORDINATOR HFL_CLIENT HFL_SIM HFL_PKI HFL_DATA
 set -u
-coord=$1 client=$2 sim=$3 pki=$4
+coord=$1 client=$2 sim=$3 pki=$4 data=$5
 tmp=$(mktemp -d /tmp/hfl-cli-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fails=0
@@ -44,7 +44,13 @@ printf '{"name": "x", "a\\nb\\u001b[2J": 1}\n' >"$tmp/control_key.json"
 printf '{"name": "x", "model": "mlp", "clients": 2, "rounds": 1, "partition": "iid", "codec": "int8", "client_codecs": {"client-01": "fp32"}}\n' >"$tmp/alias_client.json"
 echo '{"name": "x", "model": "mlp", "clients": 2, "rounds": 1, "partition": "iid", "codec": "int8"}' >"$tmp/good.json"
 
-for p in "$coord" "$client" "$sim" "$pki"; do expect_help "$(basename "$p")" "$p"; done
+for p in "$coord" "$client" "$sim" "$pki" "$data"; do expect_help "$(basename "$p")" "$p"; done
+expect_error "data: no command"             "$data"
+expect_error "data: unknown option"         "$data" stats --colour
+expect_error "data: bad partition"          "$data" split --num-clients 2 --partition dirichlet:-1 --out "$tmp/d"
+expect_error "data: bad format"             "$data" split --num-clients 2 --format csv --out "$tmp/d"
+expect_error "data: bad client count"       "$data" split --num-clients 0 --out "$tmp/d"
+expect_error "data: stats of nothing"       "$data" stats
 
 expect_error "sim: missing scenario file"   "$sim" "$tmp/nope.json" --out "$tmp/run"
 expect_error "sim: malformed JSON"          "$sim" "$tmp/broken.json" --out "$tmp/run"

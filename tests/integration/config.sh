@@ -7,9 +7,9 @@
 # command line wins over the file wherever it stands; a file that is not
 # JSON, or names an option the program does not have, is one stderr line and
 # a non-zero exit. hfl-pki also runs for real from a config file.
-# usage: config.sh HFL_COORDINATOR HFL_CLIENT HFL_SIM HFL_PKI
+# usage: config.sh HFL_COORDINATOR HFL_CLIENT HFL_SIM HFL_PKI HFL_DATA
 set -u
-coord=$1 client=$2 sim=$3 pki=$4
+coord=$1 client=$2 sim=$3 pki=$4 data=$5
 tmp=$(mktemp -d /tmp/hfl-config-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fails=0
@@ -169,8 +169,26 @@ else
   fail "hfl-pki revoke NAME --config: $(head -c 300 "$tmp/err")"
 fi
 
+# hfl-data: the command stays on the command line, the options may come from the file.
+cat >"$tmp/data.json" <<EOF
+{"num-clients": 3, "partition": "shards:2", "out": "$tmp/shards", "format": "safetensors"}
+EOF
+expect_keys "hfl-data" "$data"
+expect "hfl-data: from the file" partition '"shards:2"' "$data" --config "$tmp/data.json"
+expect "hfl-data: command line wins" num-clients 5 "$data" --config "$tmp/data.json" --num-clients 5
+expect "hfl-data: default beside the file" seed 1 "$data" --config "$tmp/data.json"
+bad_files "hfl-data" "$data"
+roundtrip "hfl-data" "$data" --num-clients 2 --out "$tmp/x"
+if [ -r /usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz ]; then
+  if "$data" split --config "$tmp/data.json" >/dev/null 2>"$tmp/err" && [ -f "$tmp/shards/client-0002.safetensors" ]; then
+    ok "hfl-data split --config: three safetensors shards in the file's --out"
+  else
+    fail "hfl-data split --config: $(head -c 300 "$tmp/err")"
+  fi
+fi
+
 # --help documents both options everywhere.
-for p in "$coord" "$client" "$sim" "$pki"; do
+for p in "$coord" "$client" "$sim" "$pki" "$data"; do
   if "$p" --help | grep -q -- '--config FILE' && "$p" --help | grep -q -- '--print-config'; then
     ok "$(basename "$p") --help documents --config and --print-config"
   else
