@@ -5,7 +5,9 @@
  * weights from the seed, and starts serving. The main loop ticks the round
  * engine every few milliseconds; NNG's callbacks do all the talking. When
  * the last round is closed it keeps answering pulls with bye until every
- * client has had one (or --linger passes), then exits 0. */
+ * client has had one (or --linger passes), then exits 0. SIGTERM or SIGINT
+ * stops it after writing the state and report, with status 128 + the
+ * signal (143, 130); 1 is a failure (bad options, every round failed). */
 #include <cblas.h>
 #include <getopt.h>
 #include <signal.h>
@@ -24,7 +26,7 @@
 
 static volatile sig_atomic_t stop_requested;
 static volatile sig_atomic_t reload_requested;
-static void on_signal(int sig) { (void)sig; stop_requested = 1; }
+static void on_signal(int sig) { stop_requested = sig; }
 static void on_hup(int sig) { (void)sig; reload_requested = 1; }
 
 static void usage(FILE *f) {
@@ -114,7 +116,9 @@ static void usage(FILE *f) {
         "  --config FILE         read options from FILE, a JSON object keyed by long option name, e.g.\n"
         "                        {\"rounds\": 5, \"insecure\": true}; options on the command line win\n"
         "  --print-config        print the options in effect (defaults included) as JSON and exit\n"
-        "  --help                this text\n");
+        "  --help                this text\n"
+        "Exit status: 0 when the run is done; 143 (130) when SIGTERM (SIGINT) stopped it, its state and\n"
+        "report written; 1 on an error or when every round failed; 2 on bad options.\n");
 }
 
 /* --print-config: the options in effect, keyed by long option name. */
@@ -427,6 +431,10 @@ int main(int argc, char **argv) {
         server_stop(srv);
         return 1;
     }
+    /* before the ready file, so whoever waits on it may signal us at once */
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGHUP, on_hup);
     char url[300];
     ready_url(cfg->listen_url, port, url, sizeof url);
     if (!cfg->quiet)
@@ -442,9 +450,6 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-    signal(SIGHUP, on_hup);
     double done_at = 0, reaped_at = 0;
     pthread_mutex_lock(&c.lock);
     while (!stop_requested) {
@@ -471,9 +476,15 @@ int main(int argc, char **argv) {
     eval_stop(&c); /* an evaluation in hand is finished and published */
     int rc = report_write(&c, err);
     if (rc != 0) fprintf(stderr, "hfl-coordinator: %s\n", err);
-    if (!c.done) {
-        fprintf(stderr, "hfl-coordinator: stopped by signal after %d of %d rounds\n", c.r.round, cfg->rounds);
-        return 1;
+    if (!c.done) { /* 128 + the signal, as a shell reports it; the systemd unit counts 143 a clean stop */
+        int sig = stop_requested ? (int)stop_requested : SIGTERM;
+        if (cfg->state_dir[0])
+            fprintf(stderr, "hfl-coordinator: stopped by %s after %d of %d rounds; started again, it continues from %s\n",
+                    sig == SIGINT ? "SIGINT" : "SIGTERM", c.r.round, cfg->rounds, cfg->state_dir);
+        else
+            fprintf(stderr, "hfl-coordinator: stopped by %s after %d of %d rounds (no --state-dir: the run cannot continue)\n",
+                    sig == SIGINT ? "SIGINT" : "SIGTERM", c.r.round, cfg->rounds);
+        return 128 + sig;
     }
     if (c.version == 0) {
         fprintf(stderr, "hfl-coordinator: all %d rounds failed; the global model never moved\n", cfg->rounds);

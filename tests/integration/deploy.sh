@@ -24,7 +24,8 @@
 #     and 2 clients from client.json and client-0.env. The run completes, and
 #     writes its state, report, log and a safetensors model. Started again on
 #     its state, the coordinator says the run is done and exits 0 with the
-#     same model. docs/deploy.md's PyTorch snippet loads the model (when
+#     same model; stopped by SIGTERM mid-run, it exits 143, which the
+#     unit's SuccessExitStatus counts clean. docs/deploy.md's PyTorch snippet loads the model (when
 #     build/pyvenv has torch). Needs Fashion-MNIST, else this part skips.
 #  5. docs/deploy.md: every --option given to hfl-pki, hfl-coordinator or
 #     hfl-client is in that program's --help, hfl-pki's subcommands exist,
@@ -154,6 +155,8 @@ for path in units:
             keys.setdefault(k, []).append(v)
     one = lambda k: (keys.get(k) or [""])[-1]
     if one("Restart") != "on-failure": fail(f"{name}: Restart={one('Restart')}, want on-failure")
+    if name == "hfl-coordinator.service" and "143" not in one("SuccessExitStatus").split():
+        fail(f"{name}: SuccessExitStatus={one('SuccessExitStatus')} lacks 143, a stop by SIGTERM")
     if one("DynamicUser") != "yes" and not one("User"): fail(f"{name}: no DynamicUser=yes or User=")
     ex = one("ExecStart")
     m = re.search(r"--config /etc/hfl/([\w.-]+\.json)", ex)
@@ -467,6 +470,19 @@ PY
     ok "started again on its state: $(grep -m1 'continuing the run' "$run/again.log" | sed "s#$run##"), exit 0, same model"
   else
     fail "coordinator started again on its state: exit $rc, model $sha:"; sed 's/^/  | /' "$run/again.log"
+  fi
+  # systemctl stop: SIGTERM mid-run exits 143, which the unit counts as clean.
+  timeout 60 "$coord" "${cargs[@]}" --state-dir "$run/stopped" --rounds 50 --ready-file "$run/ready2" \
+    >"$run/stop.log" 2>&1 &
+  spid=$!
+  for _ in $(seq 300); do [ -s "$run/ready2" ] && break; sleep 0.1; done
+  kill -TERM $spid
+  wait $spid
+  rc=$?
+  if [ $rc -eq 143 ] && grep -q "stopped by SIGTERM after 0 of 50 rounds; started again, it continues from" "$run/stop.log"; then
+    ok "SIGTERM: exit 143 (the unit's SuccessExitStatus): $(grep -m1 'stopped by' "$run/stop.log" | sed "s#$run##")"
+  else
+    fail "SIGTERM: exit $rc, want 143:"; sed 's/^/  | /' "$run/stop.log"
   fi
   # docs/deploy.md's PyTorch snippet on the saved model.
   if "$py" -c 'import torch, safetensors' 2>/dev/null; then
