@@ -131,6 +131,7 @@ typedef struct {
     double dropout;         /* --dropout: the chance of declining a round (simulation only) */
     double speed;           /* --speed: declared samples/s (0: the plan's prediction) */
     char metrics[256];      /* --metrics ADDR: Prometheus metrics over HTTP ("": off) */
+    char init_model[1024];  /* --init-model FILE: weights held from the start ("": none) */
     double pace;            /* --pace F: hold each update until F x its simulated time (0: off) */
     double link_up_bps, link_down_bps, link_latency_s; /* --link: the simulated link, bytes/s */
     char device[8];         /* --device: auto, cpu or cuda */
@@ -152,6 +153,8 @@ typedef struct {
     int64_t overhead_estimate; /* the fleet's overhead for our device, -1: none */
     double momentum;           /* the run's SGD momentum: its buffer is planned only when non-zero */
     double prox_mu;            /* the run's FedProx mu: its anchor is planned only when non-zero */
+    int64_t model_version;     /* the coordinator's global model now, -1 when the welcome had none */
+    char model_sha256[65];     /* its SHA-256 (of the float32 weights), "" likewise */
 } client_welcome;
 
 /* Says hello (with our plan, once we have one) and reads the welcome into w;
@@ -159,6 +162,12 @@ typedef struct {
  * -2 when it refused us or did not prove its own identity. */
 int client_say_hello(nng_socket sock, const client_options *o, const hfl_device_info *dev, client_state *s,
                      const cJSON *plan, size_t max_payload, client_welcome *w, char *err);
+/* After a welcome: when s->global (an --init-model file, or the version we
+ * trained on) is the coordinator's global model bit for bit (its SHA-256),
+ * we hold that version and the next task comes without weights; otherwise a
+ * new coordinator instance means whatever we held is forgotten. Returns 1
+ * when we hold the welcome's version. */
+int client_adopt_model(client_state *s, const client_welcome *w, int new_instance);
 /* Chooses and plans this client's configuration into s; returns the plan as JSON, NULL with err. */
 cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, client_state *s,
                           const client_welcome *w,

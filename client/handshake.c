@@ -4,7 +4,9 @@
  * batch and the fleet's overhead estimate from the welcome, chooses the
  * training configuration that fits its memory budget (model/chooser.c), and
  * says hello again with that plan, so the coordinator knows what every client
- * runs before any round. */
+ * runs before any round. The welcome also names the global model's version
+ * and SHA-256, so a client that already holds those weights says so. */
+#include <mbedtls/sha256.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +75,9 @@ int client_say_hello(nng_socket sock, const client_options *o, const hfl_device_
         w->spec_json[0] = 0;
         if (text && strlen(text) < sizeof w->spec_json) memcpy(w->spec_json, text, strlen(text) + 1);
         free(text);
+        if (hfl_meta_int(rep.meta, "model_version", 0, INT32_MAX, &w->model_version, NULL) != 0 ||
+            hfl_meta_str(rep.meta, "model_sha256", sizeof w->model_sha256 - 1, w->model_sha256, NULL) != 0)
+            w->model_version = -1, w->model_sha256[0] = 0;
         if (cJSON_GetObjectItemCaseSensitive(rep.meta, "overhead_estimate") &&
             hfl_meta_int(rep.meta, "overhead_estimate", 0, INT64_C(1) << 50, &w->overhead_estimate, err) != 0)
             w->overhead_estimate = -1;
@@ -226,4 +231,18 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
     cJSON_AddNumberToObject(p, "overhead_records", n_records);
     cJSON_AddNumberToObject(p, "verify_measurements", measured);
     return p;
+}
+
+int client_adopt_model(client_state *s, const client_welcome *w, int new_instance) {
+    if (!s->global) return 0;
+    unsigned char d[32];
+    char hex[65];
+    mbedtls_sha256_ret((const unsigned char *)s->global, s->spec.n_params * sizeof(float), d, 0);
+    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    if (w->model_version >= 0 && !strcmp(hex, w->model_sha256)) {
+        s->held_version = (int)w->model_version;
+        return 1;
+    }
+    if (new_instance) s->held_version = -1;
+    return 0;
 }

@@ -23,6 +23,7 @@
 
 #include "client/client.h"
 #include "data/files.h"
+#include "model/safetensors.h"
 #include "data/partition.h"
 #include "kernels/device.h"
 #include "kernels/philox.h"
@@ -90,6 +91,9 @@ static void usage(FILE *f) {
         "                       safetensors file holding x and y, or a directory of x.npy and y.npy\n"
         "                       (hfl-data split writes such shards; x uint8 or float32, y integer)\n"
         "  --partition SPEC     iid, dirichlet:<alpha> or shards:<k> (default iid)\n"
+        "  --init-model FILE    start from this model (safetensors, as hfl-coordinator --save-model writes\n"
+        "                       it): when it is the coordinator's global model, bit for bit, the first task\n"
+        "                       comes without weights instead of downloading them\n"
         "  --client-index I     which share of the partition is this client's (default 0)\n"
         "  --num-clients N      number of shares (default 1: all the data)\n"
         "  --seed S             partition seed (default 1)\n"
@@ -142,6 +146,7 @@ static void print_options(const client_options *o) {
     cJSON_AddNumberToObject(j, "pace", o->pace);
     hfl_config_add_str(j, "link", link);
     hfl_config_add_str(j, "metrics", o->metrics);
+    hfl_config_add_str(j, "init-model", o->init_model);
     cJSON_AddNumberToObject(j, "retry-for", o->retry_s);
     hfl_config_add_str(j, "codec", o->codec);
     hfl_config_add_str(j, "state-dir", o->state_dir);
@@ -174,7 +179,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
     enum { O_URL = 256, O_CA, O_CERT, O_SNI, O_INSECURE, O_NAME, O_RETRY, O_DATA, O_PART, O_INDEX, O_NUM, O_SEED,
            O_THREADS, O_TIMEOUT, O_QUIET, O_HELP, O_CODEC, O_STATE, O_PLAN, O_MODEL, O_BUDGET, O_HEADROOM, O_VERIFY, O_JSON, O_PREC, O_DEVICE,
            O_BATCH, O_SMALLER, O_TRIAL, O_ATTACK, O_DROPOUT, O_SPEED, O_PACE, O_LINK,
-           O_CONFIG, O_PRINTCFG, O_METRICS };
+           O_CONFIG, O_PRINTCFG, O_METRICS, O_INITM };
     static const struct option opts[] = {
         {"coordinator", 1, 0, O_URL}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"server-name", 1, 0, O_SNI}, {"insecure", 0, 0, O_INSECURE}, {"name", 1, 0, O_NAME},
@@ -186,7 +191,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         {"headroom", 1, 0, O_HEADROOM}, {"verify", 0, 0, O_VERIFY}, {"json", 0, 0, O_JSON}, {"precision", 1, 0, O_PREC},
         {"device", 1, 0, O_DEVICE}, {"batch", 1, 0, O_BATCH}, {"allow-smaller-batch", 0, 0, O_SMALLER},
         {"trial-step", 0, 0, O_TRIAL}, {"attack", 1, 0, O_ATTACK}, {"dropout", 1, 0, O_DROPOUT}, {"speed", 1, 0, O_SPEED},
-        {"pace", 1, 0, O_PACE}, {"link", 1, 0, O_LINK}, {"metrics", 1, 0, O_METRICS},
+        {"pace", 1, 0, O_PACE}, {"link", 1, 0, O_LINK}, {"metrics", 1, 0, O_METRICS}, {"init-model", 1, 0, O_INITM},
         {"config", 1, 0, O_CONFIG}, {"print-config", 0, 0, O_PRINTCFG}, {0, 0, 0, 0}};
     long v;
     double d;
@@ -228,6 +233,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         case O_SPEED: hfl_parse_double(optarg, 1e-6, 1e12, &o->speed, e); break;
         case O_PACE: hfl_parse_double(optarg, 0, 1000, &o->pace, e); break;
         case O_METRICS: snprintf(o->metrics, sizeof o->metrics, "%s", optarg); break;
+        case O_INITM: snprintf(o->init_model, sizeof o->init_model, "%s", optarg); break;
         case O_LINK: {
             double up, down, ms;
             char tail;
@@ -336,6 +342,10 @@ static int task_weights(const hfl_msg *m, client_state *s, float *w, int *versio
         memset(w, 0, n * sizeof(float));
     } else if (!strcmp(kind, "delta") && base == s->held_version && base >= 0) {
         memcpy(w, s->global, n * sizeof(float));
+    } else if (!strcmp(kind, "held") && base == s->held_version && base == v && m->payload_len == 0) {
+        memcpy(w, s->global, n * sizeof(float));
+        *version = (int)v;
+        return 0;
     } else {
         return hfl_errf(err, "task sends '%s' weights against version %lld; we hold version %d", kind,
                         (long long)base, s->held_version);
@@ -420,9 +430,11 @@ static int rejoin(nng_socket sock, const client_options *o, const hfl_device_inf
         backoff_sleep(s, k);
         int rc = client_say_hello(sock, o, dev, s, plan, max_payload, w, err);
         if (rc == 0) {
+            int new_instance = strcmp(before, s->instance) != 0;
+            client_adopt_model(s, w, new_instance);
             if (!o->quiet)
                 printf("%s: rejoined as client %d%s\n", o->name, s->client_id,
-                       strcmp(before, s->instance) ? " (a new coordinator instance)" : "");
+                       new_instance ? " (a new coordinator instance)" : "");
             return 0;
         }
         if (rc == -2 || hfl_now() > until) return -1;
@@ -618,6 +630,16 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
     memset(s->residual, 0, s->spec.n_params * sizeof(float));
     if (!o->quiet)
         printf("%s: registered as client %d with %d samples, codec %s\n", o->name, s->client_id, s->data.n, w.codec);
+    if (o->init_model[0]) {
+        if (hfl_safetensors_load(o->init_model, &s->spec, s->global, err) != 0) goto out;
+        int held = client_adopt_model(s, &w, 0);
+        if (!o->quiet && held)
+            printf("%s: %s is the global model (version %d): no download for it\n", o->name, o->init_model,
+                   s->held_version);
+        else if (!o->quiet)
+            printf("%s: %s is not the global model (version %lld): the first task brings it\n", o->name,
+                   o->init_model, (long long)w.model_version);
+    }
     if (o->state_dir[0]) {
         char why[HFL_ERR_LEN];
         int loaded = client_state_load(o->state_dir, o->name, w.model, w.codec, s->residual, s->spec.n_params,

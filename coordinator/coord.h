@@ -155,6 +155,7 @@ typedef struct {
     double loss_sum;        /* sample-weighted training loss */
     uint64_t bytes_up, bytes_down;
     int tasks_delta; /* tasks sent as a delta against the client's version */
+    int tasks_held;  /* tasks sent without weights: the client held the version */
     int n_stale;        /* late updates folded into this round (--late fold, --async) */
     double weight_stale; /* what they add to the divisor: --late fold their capped samples at half
                             weight, --async their samples; either way exact in a double */
@@ -305,9 +306,14 @@ void rounds_tick(coord *c);
 int downlink_init(coord *c, const char *codec_name, int delta, char *err);
 void downlink_record(coord *c);      /* after the global model moved to a new version */
 void downlink_reset_cache(coord *c); /* at a round's start */
-/* A TASK with the weights for a client holding have_version; cached per base
- * version when cacheable (the meta is then the same for every client). */
-uint8_t *downlink_task(coord *c, const cJSON *task_meta, int64_t have_version, size_t *len, int *is_delta,
+/* How a task carries the weights: whole, as a delta from the version the
+ * client holds, or not at all when it holds the current version already
+ * (it trained on it, or started from the same file: hfl-client --init-model). */
+enum { DOWNLINK_FULL = 0, DOWNLINK_DELTA = 1, DOWNLINK_HELD = 2 };
+/* A TASK with the weights for a client holding have_version (*kind says
+ * how); cached per base version when cacheable (the meta is then the same
+ * for every client). */
+uint8_t *downlink_task(coord *c, const cJSON *task_meta, int64_t have_version, size_t *len, int *kind,
                        int cacheable);
 
 /* report.c */

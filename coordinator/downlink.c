@@ -5,7 +5,10 @@
  * codec (fp32, fp16 or bf16; deterministic, so every client decodes the same
  * bits). Deltas are small next to the weights, so fp16/bf16 lose far less on
  * a delta than on the weights themselves. The last DOWNLINK_HISTORY global
- * versions are kept for this; a client further behind gets a full send.
+ * versions are kept for this; a client further behind gets a full send. A
+ * client that holds the current version already (it trained on it and pulls
+ * again, or hfl-client --init-model found the file to be this version) gets
+ * a task without weights ("held").
  * Each round's messages are built once per base version and reused.
  * A client that takes deltas accumulates the rounding of each one; with
  * fp32 (the default) it holds exactly the coordinator's weights. */
@@ -58,17 +61,32 @@ static uint8_t *downlink_build(coord *c, const cJSON *task_meta, int base, size_
     return m;
 }
 
-uint8_t *downlink_task(coord *c, const cJSON *task_meta, int64_t have_version, size_t *len, int *is_delta,
+/* The task's settings and no weights: the client holds this version. */
+static uint8_t *downlink_held(coord *c, const cJSON *task_meta, size_t *len) {
+    cJSON *meta = cJSON_Duplicate(task_meta, 1);
+    cJSON_AddStringToObject(meta, "weights", "held");
+    cJSON_AddNumberToObject(meta, "base_version", c->version);
+    cJSON_AddStringToObject(meta, "downlink", c->down.codec->name);
+    uint8_t *m = hfl_msg_encode(HFL_MSG_TASK, meta, NULL, 0, len);
+    cJSON_Delete(meta);
+    return m;
+}
+
+uint8_t *downlink_task(coord *c, const cJSON *task_meta, int64_t have_version, size_t *len, int *kind,
                        int cacheable) {
     coord_downlink *d = &c->down;
     int base = -1;
+    if (have_version >= 0 && have_version == c->version) {
+        *kind = DOWNLINK_HELD;
+        return downlink_held(c, task_meta, len);
+    }
     if (d->delta && have_version >= 0 && have_version < c->version &&
         c->version - have_version <= DOWNLINK_HISTORY - 1 &&
         d->hist_version[downlink_slot((int)have_version)] == have_version)
         base = (int)have_version;
     /* cache slot 0: full; 1 + slot(base): delta from base */
     int k = base < 0 ? 0 : 1 + downlink_slot(base);
-    *is_delta = base >= 0;
+    *kind = base >= 0 ? DOWNLINK_DELTA : DOWNLINK_FULL;
     if (!cacheable) return downlink_build(c, task_meta, base, len);
     if (!d->msg[k]) d->msg[k] = downlink_build(c, task_meta, base, &d->msg_len[k]);
     if (!d->msg[k]) return NULL;

@@ -319,16 +319,17 @@ uint8_t *rounds_pull(coord *c, int id, int64_t have_version, size_t *len) {
     }
     if (!rounds_pull_ready(c, id)) return rounds_wait_reply(COORD_WAIT_MS, len);
     if (async_can_draw(c, id)) async_draw(c, id);
-    int is_delta = 0, steps = r->local_steps[id];
+    int kind = DOWNLINK_FULL, steps = r->local_steps[id];
     cJSON *meta = r->task_meta;
     if (steps > 0) { /* capacity-aware work: this client's own step count */
         meta = cJSON_Duplicate(r->task_meta, 1);
         cJSON_AddNumberToObject(meta, "local_steps", steps);
     }
-    uint8_t *m = downlink_task(c, meta, have_version, len, &is_delta, steps == 0);
+    uint8_t *m = downlink_task(c, meta, have_version, len, &kind, steps == 0);
     if (meta != r->task_meta) cJSON_Delete(meta);
     if (!m) return coord_error_reply("cannot encode the task", len);
-    r->tasks_delta += is_delta;
+    r->tasks_delta += kind == DOWNLINK_DELTA;
+    r->tasks_held += kind == DOWNLINK_HELD;
     r->tasked[id] = 1;
     r->bytes_down += *len;
     return m;
@@ -662,6 +663,7 @@ static void round_finish(coord *c, const char *reason) {
     cJSON_AddNumberToObject(o, "bytes_up", (double)r->bytes_up);
     cJSON_AddNumberToObject(o, "bytes_down", (double)r->bytes_down);
     cJSON_AddNumberToObject(o, "tasks_delta", r->tasks_delta);
+    cJSON_AddNumberToObject(o, "tasks_held", r->tasks_held);
     cJSON_AddNumberToObject(o, "wall_s", wall);
     cJSON_AddNumberToObject(o, "version", c->version);
     if (r->clip > 0) cJSON_AddNumberToObject(o, "clip_norm", r->clip);

@@ -101,6 +101,9 @@ static uint8_t *server_handle_hello(coord *c, const hfl_msg *m, size_t *len) {
     double est = cJSON_IsString(dev) ? registry_overhead_estimate(c, dev->valuestring) : -1;
     if (est >= 0) cJSON_AddNumberToObject(meta, "overhead_estimate", est);
     cJSON_AddNumberToObject(meta, "seed", (double)c->cfg.seed);
+    /* the global model now: a client holding these bits (its --init-model) need not download them */
+    cJSON_AddNumberToObject(meta, "model_version", c->version);
+    cJSON_AddStringToObject(meta, "model_sha256", c->final_sha256);
     uint8_t *out = hfl_msg_encode(HFL_MSG_WELCOME, meta, NULL, 0, len);
     cJSON_Delete(meta);
     if (!c->cfg.quiet) printf("client %d (%s) said hello\n", id, c->clients[id].name);

@@ -64,7 +64,8 @@ static void usage(FILE *f) {
         "  --out DIR          where PKI, logs and the report go (default runs/<name>)\n"
         "  --report FILE      JSON report (default DIR/report.json)\n"
         "  --html FILE        the report as a self-contained HTML page with charts (default DIR/report.html)\n"
-        "  --init-model FILE  start from this model (safetensors; see hfl-coordinator --help)\n"
+        "  --init-model FILE  start from this model (safetensors; see hfl-coordinator --help); every client\n"
+        "                     holds it too, so the first round downloads no weights\n"
         "  --save-model FILE  the global model after every round, as safetensors (default DIR/model.safetensors)\n"
         "  --codec NAME       override the scenario's codec\n"
         "  --rounds N         override the scenario's rounds\n"
@@ -608,7 +609,7 @@ int main(int argc, char **argv) {
                           "--precision", sc.precision, "--device",
                           sc.client_device[i][0] ? sc.client_device[i] : sc.device, NULL, NULL, NULL, NULL, NULL, NULL,
                           NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-                          /* codec, attack, dropout, speed, budget, pace, link: 14, and the end */
+                          /* codec, attack, dropout, speed, budget, pace, link, init-model: 16, and the end */
         int k = 0;
         while (argv_c[k]) k++;
         if (sc.client_codec[i][0]) argv_c[k++] = "--codec", argv_c[k++] = sc.client_codec[i];
@@ -630,6 +631,8 @@ int main(int argc, char **argv) {
                      profiles[i].down_bps * 8 / 1e6, profiles[i].latency_s * 1000);
             argv_c[k++] = "--pace", argv_c[k++] = a_pace, argv_c[k++] = "--link", argv_c[k++] = a_link;
         }
+        /* every device holds the starting model, as a fleet fine-tuning a shared base does */
+        if (o.init_model[0]) argv_c[k++] = "--init-model", argv_c[k++] = o.init_model;
         if (sc.client_memory[i][0]) argv_c[k++] = "--memory-budget", argv_c[k++] = sc.client_memory[i];
         else if (gpu_share[0] && strcmp(sc.client_device[i][0] ? sc.client_device[i] : sc.device, "cpu"))
             argv_c[k++] = "--memory-budget", argv_c[k++] = gpu_share;
