@@ -40,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <mbedtls/sha256.h>
 
@@ -1067,6 +1068,74 @@ static void test_delta_tasks(void) {
     teardown();
 }
 
+/* registry.c's survivors (docs/testing.md): the session cap at exactly
+ * --max-sessions, a token read through fd 0, a leave's 1-byte peak, and the
+ * report's device copy. */
+static void test_registry_edges(void) {
+    char err[HFL_ERR_LEN] = "";
+    setup(1, 1, 60, 1);
+    c.cfg.max_sessions = 3, c.cfg.session_ttl_s = 1e9; /* none ever idle enough */
+    CHECK(hello("s0", 10) == 0 && hello("s1", 10) == 1 && hello("s2", 10) == 2);
+    CHECK(hello_full("s3", 10, 1, NULL, err) == -1 && strstr(err, "registry full: 3 sessions") && c.n_clients == 3);
+    teardown();
+    /* with stdin closed, /dev/urandom opens as fd 0, a valid descriptor */
+    setup(1, 1, 60, 1);
+    int saved = dup(0);
+    REQUIRE(saved >= 0);
+    close(0);
+    int id = hello_full("fd0", 10, 1, NULL, err);
+    REQUIRE(dup2(saved, 0) == 0);
+    close(saved);
+    CHECK_MSG(id == 0 && strlen(c.clients[0].token) == 32, "hello with fd 0 free: %d, %s", id, err);
+    /* a peak of one byte is a peak: kept and logged */
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "error", "tiny");
+    cJSON_AddNumberToObject(m, "measured_peak_bytes", 1);
+    cJSON_AddNumberToObject(m, "predicted_peak_bytes", 1);
+    CHECK(registry_leave(&c, 0, m, err) == 0 && c.clients[0].measured_peak == 1 && c.clients[0].predicted_peak == 1);
+    cJSON_Delete(m);
+    cJSON *ev = events("client_left");
+    CHECK(cJSON_GetArraySize(ev) == 1 && num(cJSON_GetArrayItem(ev, 0), "measured_peak_bytes") == 1);
+    cJSON_Delete(ev);
+    /* the report copies the hello's device */
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(c.clients[0].hello, "device"), "name", "gpu-x");
+    cJSON *rep = registry_report(&c);
+    const cJSON *dev = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(rep, 0), "device");
+    CHECK(dev && !strcmp(str(dev, "name"), "gpu-x"));
+    cJSON_Delete(rep);
+    teardown();
+}
+
+/* A pull from a client that holds the current version (hfl-client
+ * --init-model, or a second pull after training on it) carries no weights. */
+static void test_held_tasks(void) {
+    setup(1, 1, 60, 1);
+    int a = hello("a", 100);
+    rounds_tick(&c);
+    size_t len;
+    uint8_t *rep = rounds_pull(&c, a, 0, &len); /* holds version 0, the current one */
+    hfl_msg msg;
+    char err[HFL_ERR_LEN] = "";
+    REQUIRE(hfl_msg_decode(rep, len, (size_t)1 << 30, &msg, err) == 0);
+    CHECK(msg.type == HFL_MSG_TASK && msg.payload_len == 0 && !strcmp(str(msg.meta, "weights"), "held") &&
+          num(msg.meta, "base_version") == 0 && c.r.tasks_held == 1 && c.r.tasks_delta == 0);
+    hfl_msg_free(&msg);
+    free(rep);
+    size_t full = pull(a, HFL_MSG_TASK); /* holds nothing: the whole model */
+    CHECK(full > c.spec.n_params * sizeof(float) && c.r.tasks_held == 1);
+    accept(a, 100, 0.5, 1.0f);
+    rounds_tick(&c);
+    CHECK(num(last_round(), "tasks_held") == 1);
+    rounds_tick(&c);
+    REQUIRE(c.r.open && c.version == 1);
+    rep = rounds_pull(&c, a, 0, &len); /* version 0 is old now: weights travel */
+    REQUIRE(hfl_msg_decode(rep, len, (size_t)1 << 30, &msg, err) == 0);
+    CHECK(strcmp(str(msg.meta, "weights"), "held") && msg.payload_len > 0 && c.r.tasks_held == 0);
+    hfl_msg_free(&msg);
+    free(rep);
+    teardown();
+}
+
 static void test_robust(void) {
     setup_full(3, 3, 60, 1, "median", 0, 0);
     int a = hello("a", 100), b = hello("b", 100), d = hello("d", 500);
@@ -1145,6 +1214,7 @@ int main(void) {
     test_registry_leave_report();
     test_registry_overhead();
     test_registry_evict();
+    test_registry_edges();
     test_parse_clip();
     test_draw();
     test_updates();
@@ -1152,6 +1222,7 @@ int main(void) {
     test_divisor();
     test_closing();
     test_delta_tasks();
+    test_held_tasks();
     test_client_records();
     test_eval_thread();
     test_over_select();
