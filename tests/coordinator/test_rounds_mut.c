@@ -971,13 +971,17 @@ static void test_late_fold_caps(void) {
     rounds_tick(&c);
     rounds_tick(&c);
     REQUIRE(c.r.open && c.r.round == 2);
+    c.clients[z].samples = 100000; /* above the share cap whichever client was late */
+    c.clients[z].last_seen = 0;
     double planned = c.r.samples_planned, cap = floor(0.25 / 0.75 * planned);
     int64_t own = c.clients[z].samples, weighed = own < cap ? own : (int64_t)cap;
     int clipped = c.r.n_clipped;
     cJSON_Delete(send(z, 1, (int)own, 0.5, 1.0f, "fp32", NULL, 1000, HFL_MSG_ACK));
     CHECK_MSG(c.r.weight_stale == 0.5 * (double)weighed, "folded weight %g, expected %g (own %lld, cap %g)",
               c.r.weight_stale, 0.5 * (double)weighed, (long long)own, cap);
+    CHECK(weighed == (int64_t)cap); /* the cap, not the claim, weighs it */
     CHECK(c.r.n_clipped == clipped + 1); /* norm sqrt(199210) > 1 */
+    CHECK(hfl_now() - c.clients[z].last_seen < 60); /* a fold is a sign of life */
     cJSON *ev = events("update_folded");
     CHECK(cJSON_GetArraySize(ev) == 1 && num(cJSON_GetArrayItem(ev, 0), "from_round") == 1 &&
           num(cJSON_GetArrayItem(ev, 0), "round") == 2);
@@ -1136,6 +1140,57 @@ static void test_held_tasks(void) {
     teardown();
 }
 
+/* rounds.c's survivors (docs/testing.md): a speed below 1 sample/s is still
+ * a speed; a decline's round is range-checked; a failed round has a train
+ * loss of 0, not 0/0; the last round closing failed ends the run; one
+ * update is enough to adapt the clip. */
+static void test_rounds_edges(void) {
+    setup(1, 1, 60, 1);
+    c.cfg.capacity_work = 1;
+    int s = hello_speed("slow", 100, 0.5, 0);
+    rounds_tick(&c);
+    REQUIRE_MSG(c.r.open && c.r.n_selected == 1, "open %d, selected %d", c.r.open, c.r.n_selected);
+    size_t len = 0;
+    uint8_t *rep = rounds_pull(&c, s, -1, &len);
+    cJSON *m = reply_meta(rep, len, HFL_MSG_TASK);
+    /* T = 3 epochs x 100 / 0.5 = 600 s; 600 x 0.5 / batch 16 -> 19 steps */
+    CHECK_MSG(num(m, "local_steps") == 19, "local_steps %g", num(m, "local_steps"));
+    cJSON_Delete(m);
+    m = send(s, 0, 100, 0.5, 1.0f, "fp32", "{\"declined\": true}", 100, HFL_MSG_ERROR);
+    CHECK_MSG(strstr(str(m, "error"), "is outside [1, "), "decline of round 0: %s", str(m, "error"));
+    cJSON_Delete(m);
+    teardown();
+    /* the last round fails at its deadline: no updates, loss 0, the run done */
+    setup(1, 1, 0.05, 1);
+    c.cfg.rounds = 1;
+    int a = hello("a", 100);
+    rounds_tick(&c);
+    pull(a, HFL_MSG_TASK);
+    hfl_sleep_ms(120);
+    rounds_tick(&c);
+    const cJSON *r = last_round();
+    CHECK_MSG(r && !strcmp(str(r, "status"), "failed") && num(r, "train_loss") == 0 && c.done,
+              "status %s, train_loss %g, done %d", r ? str(r, "status") : "-", r ? num(r, "train_loss") : -1, c.done);
+    teardown();
+    /* adaptive clip from a single update: below C, so C shrinks by exp(-0.1);
+     * and --save-model with a one-character name is saved too */
+    setup_full(1, 1, 60, 1, "fedavg", 1000, 1);
+    char dir[] = "/tmp/hfl-test-save-XXXXXX", cwd[4096];
+    REQUIRE(mkdtemp(dir) && getcwd(cwd, sizeof cwd) && chdir(dir) == 0);
+    snprintf(c.cfg.save_model, sizeof c.cfg.save_model, "m");
+    a = hello("a", 100);
+    rounds_tick(&c);
+    pull(a, HFL_MSG_TASK);
+    accept(a, 100, 0.5, 1.0f);
+    rounds_tick(&c);
+    CHECK_CLOSE(c.clip, 1000 * exp(-0.1), 0, 1e-15);
+    CHECK_MSG(access("m", R_OK) == 0, "no model saved as 'm'");
+    unlink("m");
+    REQUIRE(chdir(cwd) == 0);
+    rmdir(dir);
+    teardown();
+}
+
 static void test_robust(void) {
     setup_full(3, 3, 60, 1, "median", 0, 0);
     int a = hello("a", 100), b = hello("b", 100), d = hello("d", 500);
@@ -1223,6 +1278,7 @@ int main(void) {
     test_closing();
     test_delta_tasks();
     test_held_tasks();
+    test_rounds_edges();
     test_client_records();
     test_eval_thread();
     test_over_select();
