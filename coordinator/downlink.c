@@ -8,7 +8,8 @@
  * versions are kept for this; a client further behind gets a full send. A
  * client that holds the current version already (it trained on it and pulls
  * again, or hfl-client --init-model found the file to be this version) gets
- * a task without weights ("held").
+ * a task without weights ("held"), with the fp32 downlink: with fp16 or bf16
+ * everyone trains on the codec's rounding of the weights, sent as usual.
  * Each round's messages are built once per base version and reused.
  * A client that takes deltas accumulates the rounding of each one; with
  * fp32 (the default) it holds exactly the coordinator's weights. */
@@ -76,7 +77,9 @@ uint8_t *downlink_task(coord *c, const cJSON *task_meta, int64_t have_version, s
                        int cacheable) {
     coord_downlink *d = &c->down;
     int base = -1;
-    if (have_version >= 0 && have_version == c->version) {
+    /* fp32 only: a lossy downlink's client trains on the rounded weights, which
+     * a client holding the exact ones (--init-model) would not */
+    if (have_version >= 0 && have_version == c->version && !strcmp(d->codec->name, "fp32")) {
         *kind = DOWNLINK_HELD;
         return downlink_held(c, task_meta, len);
     }

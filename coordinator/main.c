@@ -484,7 +484,7 @@ int main(int argc, char **argv) {
         else
             fprintf(stderr, "hfl-coordinator: stopped by %s after %d of %d rounds (no --state-dir: the run cannot continue)\n",
                     sig == SIGINT ? "SIGINT" : "SIGTERM", c.r.round, cfg->rounds);
-        return 128 + sig;
+        return rc != 0 ? 1 : 128 + sig; /* a report that could not be written is a failure */
     }
     if (c.version == 0) {
         fprintf(stderr, "hfl-coordinator: all %d rounds failed; the global model never moved\n", cfg->rounds);

@@ -135,7 +135,11 @@ int hfl_data_decode(const uint8_t *buf, size_t len, hfl_dataset *out, char *err)
 int hfl_data_is_file(const char *path) {
     struct stat st;
     char xp[4200];
-    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return 1; /* a missing path gets the file reader's error */
+    if (stat(path, &st) != 0) { /* missing: a dataset file by its name, else a directory */
+        const char *dot = strrchr(path, '.');
+        return dot && (!strcmp(dot, ".npz") || !strcmp(dot, ".npy") || !strcmp(dot, ".safetensors"));
+    }
+    if (!S_ISDIR(st.st_mode)) return 1;
     snprintf(xp, sizeof xp, "%s/x.npy", path);
     return access(xp, F_OK) == 0;
 }

@@ -32,10 +32,12 @@ int hfl_data_format_parse(const char *text, hfl_data_format *f, char *err);
 const char *hfl_data_format_ext(hfl_data_format f); /* "npz", "safetensors" */
 
 /* 1 when path names a dataset hfl_data_load reads (a file, or a directory
- * holding x.npy) rather than a Fashion-MNIST IDX directory. */
+ * holding x.npy) rather than a Fashion-MNIST IDX directory; a path that does
+ * not exist is a dataset file when its name ends .npz, .npy or .safetensors,
+ * so each reader reports the missing path its own way. */
 int hfl_data_is_file(const char *path);
 /* Reads and validates the dataset at path; -1 with a one-line err that
- * starts with the path. */
+ * names the path. */
 int hfl_data_load(const char *path, hfl_dataset *out, char *err);
 /* The same on a file's bytes (.npz or safetensors). */
 int hfl_data_decode(const uint8_t *buf, size_t len, hfl_dataset *out, char *err);

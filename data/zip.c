@@ -53,7 +53,7 @@ static int zip64_fields(const uint8_t *extra, size_t n, uint64_t *usize, uint64_
             uint64_t *f[3] = {usize, csize, off};
             for (int k = 0; k < 3; k++) {
                 if (*f[k] != 0xffffffffu) continue;
-                if (p + 8 > end) return hfl_errf(err, "zip: zip64 extra field is too short");
+                if (end - p < 8) return hfl_errf(err, "zip: zip64 extra field is too short");
                 *f[k] = le64(p), p += 8;
             }
             return 0;
@@ -92,9 +92,9 @@ int hfl_zip_read(const uint8_t *buf, size_t len, const char *name, uint8_t **out
     const uint8_t *p = buf + at, *end = buf + at + size;
     size_t nl = strlen(name);
     for (uint64_t i = 0; i < count; i++) {
-        if (p + 46 > end || le32(p) != SIG_CENTRAL) return hfl_errf(err, "zip: central directory entry %llu is broken", (unsigned long long)i);
+        if (end - p < 46 || le32(p) != SIG_CENTRAL) return hfl_errf(err, "zip: central directory entry %llu is broken", (unsigned long long)i);
         size_t n = le16(p + 28), x = le16(p + 30), cm = le16(p + 32);
-        if (p + 46 + n + x + cm > end) return hfl_errf(err, "zip: central directory entry %llu runs past it", (unsigned long long)i);
+        if ((size_t)(end - p) < 46 + n + x + cm) return hfl_errf(err, "zip: central directory entry %llu runs past it", (unsigned long long)i);
         if (n != nl || memcmp(p + 46, name, nl) != 0) {
             p += 46 + n + x + cm;
             continue;

@@ -1125,6 +1125,16 @@ static void test_held_tasks(void) {
           num(msg.meta, "base_version") == 0 && c.r.tasks_held == 1 && c.r.tasks_delta == 0);
     hfl_msg_free(&msg);
     free(rep);
+    const hfl_codec *fp32 = c.down.codec; /* a lossy downlink: everyone gets its rounding, never held */
+    c.down.codec = hfl_codec_find("fp16", NULL);
+    downlink_reset_cache(&c);
+    rep = rounds_pull(&c, a, 0, &len);
+    REQUIRE(hfl_msg_decode(rep, len, (size_t)1 << 30, &msg, err) == 0);
+    CHECK(!strcmp(str(msg.meta, "weights"), "full") && msg.payload_len > 0 && c.r.tasks_held == 1);
+    hfl_msg_free(&msg);
+    free(rep);
+    c.down.codec = fp32;
+    downlink_reset_cache(&c);
     size_t full = pull(a, HFL_MSG_TASK); /* holds nothing: the whole model */
     CHECK(full > c.spec.n_params * sizeof(float) && c.r.tasks_held == 1);
     accept(a, 100, 0.5, 1.0f);
