@@ -121,6 +121,10 @@ static int better(const hfl_candidate *a, const hfl_candidate *b, int prefer) {
     if (a->batch != b->batch) return a->batch > b->batch;
     if (a->precision != b->precision) return a->precision < b->precision; /* fp32, bf16, fp16: widest first */
     if (fa != fb) return fa > fb; /* less recompute */
+    /* the same work: the plainer schedule, so that the learned overhead's
+     * noise (it differs by schedule and by what was measured first) never
+     * flips the choice between runs (an mlp's optimal schedule drops nothing) */
+    if (a->ckpt != b->ckpt) return a->ckpt < b->ckpt;
     return a->predicted < b->predicted;
 }
 

@@ -79,7 +79,37 @@ static void test_tie(const hfl_model_spec *s) {
     CHECK(ch.rows[ch.chosen].precision == HFL_PREC_BF16 && ch.rows[ch.chosen].ckpt == HFL_CKPT_NONE);
 }
 
+/* Learned overhead that says `none` costs 1 MiB more than other schedules
+ * (as noisy first measurements can). */
+static uint64_t none_dearer(void *ctx, hfl_precision p, int batch, hfl_ckpt_kind ckpt) {
+    (void)ctx, (void)p, (void)batch;
+    return ckpt == HFL_CKPT_NONE ? 2u << 20 : 1u << 20;
+}
+
+/* mlp's optimal schedule with room drops nothing: the same work as none.
+ * Such a tie goes to the plainer schedule whatever the learned overhead
+ * says, so two runs never differ on its noise (they once chose none and
+ * optimal for one client). */
+static void test_schedule_tie(void) {
+    hfl_model_spec m;
+    CHECK(hfl_model_builtin("mlp", &m, NULL) == 0);
+    hfl_chooser_input in = {.budget = UINT64_MAX / 4, .gflops = {100, 100, 100}, .opt_state = HFL_OPT_MOMENTUM,
+                            .max_batch = 256, .prefer_batch = 256, .precisions = 1u << HFL_PREC_FP32,
+                            .overhead = none_dearer};
+    hfl_choice ch;
+    char err[HFL_ERR_LEN];
+    CHECK(hfl_choose(&m, &in, &ch, err) == 0 && ch.chosen >= 0);
+    int optimal_ties = 0;
+    for (int i = 0; i < ch.n; i++)
+        optimal_ties += ch.rows[i].ckpt == HFL_CKPT_OPTIMAL && ch.rows[i].batch == 256 &&
+                        ch.rows[i].samples_per_s == ch.rows[ch.chosen].samples_per_s;
+    CHECK_MSG(optimal_ties == 1, "mlp's optimal schedule at 256 does not tie with none (%d)", optimal_ties);
+    CHECK_MSG(ch.rows[ch.chosen].ckpt == HFL_CKPT_NONE && ch.rows[ch.chosen].batch == 256, "chose %s at %d",
+              hfl_ckpt_name(ch.rows[ch.chosen].ckpt), ch.rows[ch.chosen].batch);
+}
+
 int main(void) {
+    test_schedule_tie();
     hfl_model_spec s;
     CHECK(hfl_model_builtin("cnn", &s, NULL) == 0);
     hfl_choice all = choose(&s, UINT64_MAX / 4, 128, 0);
