@@ -58,6 +58,7 @@ typedef struct {
 typedef struct {
     int round, version; /* the task it answers; round 0: none */
     double loss, seconds;
+    double sim_s;       /* its task's simulated time (--link), 0 when not simulated */
     uint8_t *bytes;     /* malloc'd */
     size_t len;
 } client_pending;

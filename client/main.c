@@ -58,7 +58,9 @@ static void usage(FILE *f) {
         "                       passed since its task arrived (task bytes / downlink + samples trained /\n"
         "                       --speed + update bytes / uplink + 2 latencies), so updates reach the\n"
         "                       coordinator in the order the simulated devices would send them\n"
-        "  --link UP:DOWN:MS    (simulation) the link --pace prices: uplink and downlink Mbit/s, latency ms\n"
+        "  --link UP:DOWN:MS    (simulation) the link --pace prices: uplink and downlink Mbit/s, latency ms;\n"
+        "                       each update then carries its task's simulated time (sim_s), which a\n"
+        "                       coordinator with --virtual-time holds against its deadline\n"
         "  --retry-for SECONDS  keep rejoining a coordinator that went away or restarted for this\n"
         "                       long (default 60)\n"
         "  --codec NAME         update codec for this client instead of the run's\n"
@@ -465,6 +467,7 @@ static int send_update(nng_socket sock, const client_options *o, const hfl_devic
     cJSON_AddNumberToObject(meta, "peak_bytes", (double)client_peak_rss());
     cJSON_AddNumberToObject(meta, "train_s", p->seconds);
     if (s->trained > 0) cJSON_AddNumberToObject(meta, "trained_samples", (double)s->trained);
+    if (p->sim_s > 0) cJSON_AddNumberToObject(meta, "sim_s", p->sim_s);
     cJSON_AddNumberToObject(meta, "predicted_peak_bytes", (double)s->chosen.predicted);
     if (s->measured_peak) cJSON_AddNumberToObject(meta, "measured_peak_bytes", (double)s->measured_peak);
     hfl_msg rep;
@@ -480,6 +483,8 @@ static int send_update(nng_socket sock, const client_options *o, const hfl_devic
          * the next pull brings the next round's task */
         hfl_meta_str(rep.meta, "error", sizeof why - 1, why, NULL);
         fprintf(stderr, "%s: round %d: %s\n", o->name, p->round, why);
+    } else if (!again && !o->quiet && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep.meta, "missed_deadline"))) {
+        printf("%s: round %d: simulated %.2f s, past the round's deadline: left out\n", o->name, p->round, p->sim_s);
     } else if (!again && !o->quiet) {
         printf("%s: round %d  loss %.4f  %.2f s  sent %zu bytes\n", o->name, p->round, p->loss, p->seconds, p->len);
     }
@@ -523,12 +528,16 @@ static int send_decline(nng_socket sock, const client_options *o, client_state *
  * pricing: download, training at --speed, upload) has passed since it
  * arrived, so a simulated fast device answers before a slow one whatever the
  * host's own speed; the real time spent so far counts toward it. */
-static void pace(const client_options *o, const client_state *s, const client_task *task, size_t update_bytes) {
-    if (o->pace <= 0) return;
+static double task_sim_s(const client_options *o, const client_state *s, const client_task *task,
+                         size_t update_bytes) {
+    if (o->link_up_bps <= 0) return 0; /* no --link: not simulated */
     double speed = o->speed > 0 ? o->speed : s->chosen.samples_per_s;
-    double sim = (double)task->task_bytes / o->link_down_bps + o->link_latency_s +
-                 (speed > 0 ? (double)s->trained / speed : 0) + (double)update_bytes / o->link_up_bps +
-                 o->link_latency_s;
+    return (double)task->task_bytes / o->link_down_bps + o->link_latency_s +
+           (speed > 0 ? (double)s->trained / speed : 0) + (double)update_bytes / o->link_up_bps + o->link_latency_s;
+}
+
+static void pace(const client_options *o, const client_task *task, double sim) {
+    if (o->pace <= 0) return;
     double left = task->received_at + o->pace * sim - hfl_now();
     if (left > 3600) left = 3600; /* a simulated hour at most: a typo'd link must not hang the client */
     if (left > 0) hfl_sleep_ms((int)ceil(left * 1000));
@@ -571,9 +580,11 @@ static int do_task(nng_socket sock, const client_options *o, const hfl_device_in
     }
     s->held_version = version; /* client_train_round kept the weights as s->global */
     if (s->metrics) client_metrics_trained(s, loss, secs);
-    pace(o, s, task, ulen);
+    double sim = task_sim_s(o, s, task, ulen);
+    pace(o, task, sim);
     free(p->bytes);
-    *p = (client_pending){.round = task->round, .version = version, .loss = loss, .seconds = secs, .bytes = upd, .len = ulen};
+    *p = (client_pending){.round = task->round, .version = version, .loss = loss, .seconds = secs, .sim_s = sim,
+                          .bytes = upd, .len = ulen};
     if (o->state_dir[0] && client_state_save(o->state_dir, o->name, s->spec.name, task->codec->name, s->residual,
                                              s->spec.n_params, p, err) != 0)
         fprintf(stderr, "%s: %s\n", o->name, err);

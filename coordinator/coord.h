@@ -62,6 +62,7 @@ typedef struct {
     int capacity_work;     /* --local-work capacity: each client's steps scaled to its declared speed */
     int async_concurrency; /* --async C: FedBuff, C clients training at once, a round = K arrivals (0: off) */
     double deadline_s;     /* per round */
+    int virtual_time;      /* --virtual-time: an update whose sim_s exceeds deadline_s missed it */
     int local_epochs;
     int batch;
     double lr, momentum, weight_decay;
@@ -127,8 +128,9 @@ typedef struct {
     uint8_t tasked[COORD_MAX_CLIENTS];
     uint8_t mid_round[COORD_MAX_CLIENTS]; /* --async: drawn when it asked, after the round opened */
     uint8_t received[COORD_MAX_CLIENTS];
-    uint8_t refused[COORD_MAX_CLIENTS]; /* 1: its update was refused, told to skip the round; 2: it declined */
-    int n_refused, n_declined;
+    uint8_t refused[COORD_MAX_CLIENTS]; /* 1: its update was refused, told to skip the round; 2: it declined;
+                                           3: --virtual-time: simulated past the deadline */
+    int n_refused, n_declined, n_missed;
     int n_silent;           /* planned clients not drawn: silent for --liveness */
     int n_eligible;         /* the live planned clients the round drew from */
     int n_target;           /* updates that close the round (K; n_selected without over-selection) */
@@ -150,6 +152,7 @@ typedef struct {
     double work_target;     /* --local-work capacity: the round's median fixed-epoch time (0: epochs) */
     struct {                         /* each client's accepted update, by client id */
         double samples, weight, norm, loss, train_s, bytes, measured_peak, trained;
+        double sim_s; /* its task's simulated seconds (0: not said) */
         int clipped;
     } rec[COORD_MAX_CLIENTS];
     double loss_sum;        /* sample-weighted training loss */

@@ -98,6 +98,10 @@ static void usage(FILE *f) {
         "                        drawn as soon as fewer are out; a round closes at K arrivals, updates\n"
         "                        of earlier rounds (up to " COORD_ASYNC_MAX_STALENESS_STR " late) weighed by 1/sqrt(1 + staleness)\n"
         "                        (default 0: synchronous rounds)\n"
+        "  --virtual-time        (simulation) hold --deadline in simulated time: an update whose sim_s\n"
+        "                        (its task's simulated seconds, from hfl-client --link) exceeds it\n"
+        "                        missed the deadline and is left out, however fast the host ran it;\n"
+        "                        synchronous rounds only (not with --over-select, --async, --late fold)\n"
         "  --late drop|fold      an update that comes after its round closed: refused (drop, the\n"
         "                        default) or, one round late, added to the open round at half weight\n"
         "  --device D            where to evaluate: auto (the GPU when the CUDA module loads and finds\n"
@@ -171,6 +175,7 @@ static void print_options(const coord_config *c, double linger) {
     hfl_config_add_str(o, "local-work", c->capacity_work ? "capacity" : "epochs");
     cJSON_AddNumberToObject(o, "async", c->async_concurrency);
     hfl_config_add_str(o, "late", c->late_fold ? "fold" : "drop");
+    cJSON_AddBoolToObject(o, "virtual-time", c->virtual_time);
     hfl_config_add_str(o, "device", c->device);
     hfl_config_add_str(o, "data", c->data_dir);
     hfl_config_add_str(o, "log", c->log_path);
@@ -186,7 +191,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
            O_DEADLINE, O_EPOCHS, O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_DATA, O_LOG, O_REPORT, O_READY,
            O_LINGER, O_QUIET, O_HELP, O_DOWNLINK, O_DOWNDELTA, O_DEVICE, O_CLIP, O_MAXSAMPLES, O_MAXSHARE,
            O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS, O_REVOKED, O_TOKENTTL, O_STATEDIR, O_MAXSESS, O_PERADDR, O_IDLE, O_INFLIGHT, O_MINCLIENTS, O_THREADS, O_OVERSEL, O_LATE, O_WORK, O_PROX, O_ASYNC, O_INITM, O_SAVEM,
-           O_CONFIG, O_PRINTCFG, O_METRICS };
+           O_CONFIG, O_PRINTCFG, O_METRICS, O_VIRTUAL };
     static const struct option opts[] = {
         {"listen", 1, 0, O_LISTEN}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"insecure", 0, 0, O_INSECURE}, {"model", 1, 0, O_MODEL}, {"codec", 1, 0, O_CODEC},
@@ -208,7 +213,8 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         {"late", 1, 0, O_LATE}, {"local-work", 1, 0, O_WORK},
         {"prox-mu", 1, 0, O_PROX}, {"async", 1, 0, O_ASYNC},
         {"init-model", 1, 0, O_INITM}, {"save-model", 1, 0, O_SAVEM}, {"metrics", 1, 0, O_METRICS},
-        {"config", 1, 0, O_CONFIG}, {"print-config", 0, 0, O_PRINTCFG}, {0, 0, 0, 0}};
+        {"config", 1, 0, O_CONFIG}, {"print-config", 0, 0, O_PRINTCFG}, {"virtual-time", 0, 0, O_VIRTUAL},
+        {0, 0, 0, 0}};
     long v;
     double d;
     int quorum = -1, print_config = 0;
@@ -245,6 +251,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         case O_QUIET: cfg->quiet = 1; break;
         case O_DOWNLINK: snprintf(cfg->downlink, sizeof cfg->downlink, "%s", optarg); break;
         case O_DOWNDELTA: cfg->downlink_delta = 1; break;
+        case O_VIRTUAL: cfg->virtual_time = 1; break;
         case O_CLIP: coord_parse_clip(optarg, cfg, e); break;
         case O_MAXSAMPLES:
             if (hfl_parse_int(optarg, 0, 100000000, &v, e) == 0) cfg->max_client_samples = v;
@@ -310,6 +317,9 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         return hfl_errf(err, "--min-quorum %d exceeds --clients-per-round %d", cfg->min_quorum, cfg->clients_per_round);
     if (cfg->async_concurrency > 0 && cfg->over_select > 0)
         return hfl_errf(err, "--async and --over-select do not mix: --async keeps C clients busy itself");
+    if (cfg->virtual_time && (cfg->async_concurrency > 0 || cfg->over_select > 0 || cfg->late_fold))
+        return hfl_errf(err, "--virtual-time orders synchronous deadline rounds only: not with --async, "
+                             "--over-select or --late fold");
     if (cfg->async_concurrency > 0 && strcmp(cfg->strategy, "fedavg") != 0)
         return hfl_errf(err, "--async needs --strategy fedavg: robust rules hold one row per drawn client");
     if (!cfg->tls.insecure && (!cfg->tls.ca_file || !cfg->tls.cert_file))

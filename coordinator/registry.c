@@ -235,8 +235,8 @@ static void registry_records(const coord *c, registry_record *rec) {
                 r->bytes_up += cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(p, "bytes_up"));
             } else if (!strcmp(st, "declined")) {
                 r->declined++;
-            } else if (!strcmp(st, "late")) {
-                r->late++; /* over-selected: the round closed with enough before it answered */
+            } else if (!strcmp(st, "late") || !strcmp(st, "missed_deadline")) {
+                r->late++; /* over-selected: the round closed with enough before it answered; or simulated too slow */
             } else {
                 r->failures++; /* refused, missing or left */
             }

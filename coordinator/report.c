@@ -66,6 +66,7 @@ char *report_render(coord *c, size_t *len) {
     cJSON_AddNumberToObject(o, "prox_mu", cfg->prox_mu);
     cJSON_AddNumberToObject(o, "over_select", cfg->over_select);
     cJSON_AddStringToObject(o, "late", cfg->async_concurrency > 0 || cfg->late_fold ? "fold" : "drop");
+    cJSON_AddBoolToObject(o, "virtual_time", cfg->virtual_time);
     cJSON_AddStringToObject(o, "local_work", cfg->capacity_work ? "capacity" : "epochs");
     cJSON_AddNumberToObject(o, "async_concurrency", cfg->async_concurrency);
     cJSON_AddNumberToObject(o, "block", cfg->block);

@@ -268,7 +268,7 @@ static int async_outstanding(const coord *c) {
         int id = r->selected[i];
         gone += c->clients[id].left[0] && !r->received[id] && !r->refused[id];
     }
-    return r->n_selected - r->n_received - r->n_refused - r->n_declined - gone + c->n_inflight;
+    return r->n_selected - r->n_received - r->n_refused - r->n_declined - r->n_missed - gone + c->n_inflight;
 }
 
 /* --async: an idle client is drawn into the open round when it asks and
@@ -350,6 +350,29 @@ static uint8_t *round_decline(coord *c, int id, int64_t round, size_t *len) {
     report_log_event(c, ev);
     cJSON *ack = cJSON_CreateObject();
     cJSON_AddNumberToObject(ack, "round", r->round);
+    return reply(HFL_MSG_ACK, ack, NULL, 0, len);
+}
+
+/* --virtual-time: a tasked client's update simulated past the round's
+ * deadline. A device that slow would still be sending when the round closed,
+ * so it is left out (ACKed: it was not at fault) and the round stops waiting
+ * for it; its simulated time is priced as the deadline. */
+static uint8_t *round_missed(coord *c, int id, double sim_s, size_t *len) {
+    coord_round *r = &c->r;
+    r->refused[id] = 3;
+    r->n_missed++;
+    r->rec[id].sim_s = sim_s;
+    c->clients[id].last_seen = hfl_now();
+    cJSON *ev = cJSON_CreateObject();
+    cJSON_AddStringToObject(ev, "event", "missed_deadline");
+    cJSON_AddNumberToObject(ev, "round", r->round);
+    cJSON_AddNumberToObject(ev, "client", id);
+    cJSON_AddNumberToObject(ev, "sim_s", sim_s);
+    report_log_event(c, ev);
+    if (r->n_received + r->n_missed + r->n_refused + r->n_declined >= r->n_selected) pthread_cond_signal(&c->tick);
+    cJSON *ack = cJSON_CreateObject();
+    cJSON_AddNumberToObject(ack, "round", r->round);
+    cJSON_AddBoolToObject(ack, "missed_deadline", 1);
     return reply(HFL_MSG_ACK, ack, NULL, 0, len);
 }
 
@@ -440,9 +463,11 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     if (cJSON_GetObjectItemCaseSensitive(meta, "train_s") &&
         hfl_meta_num(meta, "train_s", 0, 1e9, &train_s, err) != 0)
         goto reject;
-    double predicted = 0, measured = 0, trained = 0;
+    double predicted = 0, measured = 0, trained = 0, sim_s = 0;
     if (cJSON_GetObjectItemCaseSensitive(meta, "trained_samples") &&
         hfl_meta_num(meta, "trained_samples", 0, 1e15, &trained, err) != 0)
+        goto reject;
+    if (cJSON_GetObjectItemCaseSensitive(meta, "sim_s") && hfl_meta_num(meta, "sim_s", 0, 1e12, &sim_s, err) != 0)
         goto reject;
     if ((cJSON_GetObjectItemCaseSensitive(meta, "predicted_peak_bytes") &&
          hfl_meta_num(meta, "predicted_peak_bytes", 0, 1e18, &predicted, err) != 0) ||
@@ -492,6 +517,12 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
         why = COORD_REJ_CODEC;
         goto reject;
     }
+    if (c->cfg.virtual_time && !(sim_s > 0)) {
+        hfl_errf(err, "update carries no sim_s, but this run holds its deadline in simulated time (--virtual-time)");
+        goto reject;
+    }
+    if (c->cfg.virtual_time && sim_s > c->cfg.deadline_s)
+        return round_missed(c, id, sim_s, len);
     /* Weights are sample shares of the round, at most --max-share of it (and
      * at most 1: an update may not claim more samples than its client held
      * when drawn). */
@@ -544,6 +575,7 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     r->rec[id].samples = (double)samples, r->rec[id].weight = weight, r->rec[id].norm = info.norm;
     r->rec[id].loss = loss, r->rec[id].train_s = train_s, r->rec[id].bytes = (double)msg_bytes;
     r->rec[id].measured_peak = measured, r->rec[id].clipped = info.clipped, r->rec[id].trained = trained;
+    r->rec[id].sim_s = sim_s;
     report_log_event(c, ev);
 
     cJSON *ack = cJSON_CreateObject();
@@ -579,7 +611,8 @@ static double median_norm(const coord_round *r) {
 }
 
 /* Each drawn client's part in the round, in draw order: its status (ok,
- * refused: told to skip; declined; left: quit the run; late: over-selected,
+ * refused: told to skip; declined; missed_deadline: --virtual-time, simulated
+ * past the deadline; left: quit the run; late: over-selected,
  * the round closed with its target before it answered; missing: no update by
  * the close) and, for an accepted update, what it weighed and carried. */
 static cJSON *round_participants(const coord *c) {
@@ -594,6 +627,7 @@ static cJSON *round_participants(const coord *c) {
         /* over-selected or --async: closed without the rest, who are late */
         int full = r->n_received + (c->cfg.async_concurrency > 0 ? r->n_stale : 0) >= r->n_target;
         cJSON_AddStringToObject(o, "status", r->received[id] ? "ok" : r->refused[id] == 2 ? "declined"
+                                             : r->refused[id] == 3 ? "missed_deadline"
                                              : r->refused[id] ? "refused" : cl->left[0] ? "left"
                                              : full ? "late" : "missing");
         if (r->received[id]) {
@@ -608,6 +642,8 @@ static cJSON *round_participants(const coord *c) {
                 cJSON_AddNumberToObject(o, "measured_peak_bytes", r->rec[id].measured_peak);
             if (r->rec[id].trained > 0) cJSON_AddNumberToObject(o, "trained_samples", r->rec[id].trained);
         }
+        if ((r->received[id] || r->refused[id] == 3) && r->rec[id].sim_s > 0)
+            cJSON_AddNumberToObject(o, "sim_s", r->rec[id].sim_s);
         if (r->local_steps[id] > 0) cJSON_AddNumberToObject(o, "local_steps", r->local_steps[id]);
         if (r->mid_round[id]) cJSON_AddBoolToObject(o, "mid_round", 1);
         cJSON_AddItemToArray(arr, o);
@@ -671,6 +707,7 @@ static void round_finish(coord *c, const char *reason) {
     cJSON_AddNumberToObject(o, "clipped", r->n_clipped);
     cJSON_AddNumberToObject(o, "refused", r->n_refused);
     cJSON_AddNumberToObject(o, "declined", r->n_declined);
+    if (c->cfg.virtual_time) cJSON_AddNumberToObject(o, "missed_deadline", r->n_missed);
     if (c->rule.kind != HFL_RULE_FEDAVG) cJSON_AddNumberToObject(o, "rule_kept", r->n_rule_kept);
     cJSON_AddNumberToObject(o, "update_norm_median", median_norm(r));
     double top = 0;

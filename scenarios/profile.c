@@ -77,6 +77,11 @@ static int client_precision(const cJSON *rep, int id) {
     return HFL_PREC_FP32;
 }
 
+double hfl_profile_slowdown(const hfl_scenario *sc, int i) {
+    double slow = sc->client_slow && sc->client_slow[i][0] ? atof(sc->client_slow[i]) : 1;
+    return slow * (sc->compute_scale > 0 ? sc->compute_scale : 1);
+}
+
 double hfl_profile_samples_per_s(const hfl_profile *p, int precision, double slow, const hfl_model_spec *spec) {
     double rate = (p->tflops[precision] > 0 ? p->tflops[precision] : p->tflops[0]) * 1e12 * HFL_PROFILE_UTILISATION;
     return rate / (slow * 3.0 * (double)hfl_model_forward_flops(spec));
@@ -89,7 +94,7 @@ typedef struct {
 
 static sim_task price_task(const cJSON *rep, const hfl_scenario *sc, const hfl_profile *p, const hfl_model_spec *spec,
                            const cJSON *entry, int idx, double task_bytes) {
-    double slow = sc->client_slow && sc->client_slow[idx][0] ? atof(sc->client_slow[idx]) : 1;
+    double slow = hfl_profile_slowdown(sc, idx);
     const hfl_profile *q = &p[idx];
     int prec = client_precision(rep, (int)jnum(entry, "client"));
     double trained = cJSON_GetObjectItemCaseSensitive(entry, "trained_samples") ? jnum(entry, "trained_samples")
@@ -147,7 +152,9 @@ void hfl_profiles_price(cJSON *rep, const hfl_scenario *sc, const hfl_profile *p
             if (late || missing) late_start[idx] = start, late_bytes[idx] = task_bytes; /* it may fold later */
             if (late) continue; /* closed without it */
             if (!cJSON_IsString(st) || strcmp(st->valuestring, "ok") != 0) {
-                waited = 1; /* the round waited for it until its deadline (a dropout is silent) */
+                /* the round waited for it until its deadline (a dropout is
+                 * silent; missed_deadline: simulated past it) */
+                waited = 1;
                 continue;
             }
             ok++;

@@ -11,20 +11,24 @@
  * the same simulated times as an idle one:
  *   download = the round's task bytes / downlink + latency
  *   train    = slow x samples trained x 3 x forward FLOPs / (TFLOPS[precision] x
- *              HFL_PROFILE_UTILISATION)   (backward ~ 2x forward; slow: the scenario's;
+ *              HFL_PROFILE_UTILISATION)   (backward ~ 2x forward; slow: the scenario's
+ *              slow-down times its compute_scale;
  *              samples trained: as the client reports, else epochs x its samples)
  *   upload   = the update's bytes / uplink + latency
  * Time is a virtual clock: round r starts when round r-1 ended, and a task
  * drawn at the round's open starts then. A round ends at the latest end of
  * the updates it took, or at its deadline when a drawn client never
- * answered or declined (a real dropout is silent) and the round did not
+ * answered, declined (a real dropout is silent) or missed the deadline in
+ * simulated time (virtual_time) and the round did not
  * reach its target of updates (over-selection: it closes at the slowest
  * update it took; the late are not waited for). A late update folded into a
  * later round (--late fold, --async) ends at its task's start in its own
  * round plus its task's time; a client --async draws mid-round starts when
  * its previous task ended (it asked for work then). Which updates a round
  * took is what really happened on the host; with the scenario's "pace" the
- * clients send in the simulated order, so the two agree. The coordinator's
+ * clients send in the simulated order, so the two agree; with
+ * "virtual_time" the coordinator takes exactly the updates whose simulated
+ * time is within the deadline, whatever the host's speed. The coordinator's
  * aggregation and evaluation are not priced. */
 #ifndef HFL_PROFILE_H
 #define HFL_PROFILE_H
@@ -51,6 +55,10 @@ typedef struct {
  * the library at path; -1 with err for a missing or malformed library or an
  * unknown profile. */
 int hfl_profiles_resolve(const char *path, const hfl_scenario *sc, hfl_profile *out, char *err);
+
+/* Client i's factor on simulated training time: its "slow" times the
+ * scenario's compute_scale. */
+double hfl_profile_slowdown(const hfl_scenario *sc, int i);
 
 /* The samples per second a profile trains the model at in a precision
  * (slow: the scenario's slow-down factor), as the pricing below counts it. */

@@ -13,7 +13,7 @@
 static const char *const known_keys[] = {
     "name", "model", "clients", "clients_per_round", "min_quorum", "rounds", "local_epochs", "batch",
     "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "downlink", "downlink_delta", "client_codecs", "client_memory", "precision", "clip_norm", "max_client_samples", "max_share", "server_opt", "strategy", "client_attacks", "over_selection", "late", "local_work", "prox_mu", "async_concurrency", "pace",
-    "device", "client_devices", "profiles", "profile_library", "memory_scale", "crashes", "dropout", "slow", NULL};
+    "device", "client_devices", "profiles", "profile_library", "memory_scale", "crashes", "dropout", "slow", "compute_scale", "virtual_time", NULL};
 
 static int get_str(const cJSON *o, const char *key, int required, char *out, size_t cap, char *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -221,10 +221,27 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
             goto out;
         }
     }
-    sc->memory_scale = 1;
+    sc->memory_scale = 1, sc->compute_scale = 1;
     if (get_str(o, "profile_library", 0, sc->profile_library, sizeof sc->profile_library, err) != 0 ||
-        get_num(o, "memory_scale", 0, 0, 1e-9, 1, &sc->memory_scale, err) != 0 || get_profiles(o, sc, err) != 0)
+        get_num(o, "memory_scale", 0, 0, 1e-9, 1, &sc->memory_scale, err) != 0 ||
+        get_num(o, "compute_scale", 0, 0, 1, 1e6, &sc->compute_scale, err) != 0 || get_profiles(o, sc, err) != 0)
         goto out;
+    const cJSON *vt = cJSON_GetObjectItemCaseSensitive(o, "virtual_time");
+    if (vt && !cJSON_IsBool(vt)) {
+        hfl_errf(err, "\"virtual_time\" must be true or false");
+        goto out;
+    }
+    sc->virtual_time = cJSON_IsTrue(vt);
+    for (int i = 0; sc->virtual_time && i < sc->clients; i++)
+        if (!sc->client_profile[i][0]) {
+            hfl_errf(err, "\"virtual_time\" needs a profile for every client; client-%d has none", i);
+            goto out;
+        }
+    if (sc->virtual_time && (sc->over_selection > 0 || sc->async_concurrency > 0 || !strcmp(sc->late, "fold"))) {
+        hfl_errf(err, "\"virtual_time\" orders synchronous deadline rounds only: not with \"over_selection\", "
+                      "\"async_concurrency\" or \"late\": \"fold\" (use \"pace\" for those)");
+        goto out;
+    }
     rc = 0;
 out:
     if (rc != 0) hfl_scenario_free(sc);

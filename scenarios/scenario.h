@@ -18,7 +18,8 @@
  *   "memory_scale": 1,         "crashes": {"client-3": "2:1.5"},
  *   "dropout": 0,              "slow": {"client-2": "4"},
  *   "over_selection": 0,       "late": "drop",  "local_work": "epochs",
- *   "prox_mu": 0,              "async_concurrency": 0,  "pace": 0
+ *   "prox_mu": 0,              "async_concurrency": 0,  "pace": 0,
+ *   "compute_scale": 1,        "virtual_time": false
  * }
  * Required: name, model, clients, rounds, partition, codec. Everything else
  * has the default shown (clients_per_round and min_quorum default to
@@ -51,7 +52,13 @@
  * (FedBuff with C clients at once; 0: synchronous rounds), pace a profiled
  * client's --pace (each update held until pace x its simulated time, so
  * updates arrive in the order the profiled devices would send them; 0: as
- * fast as the host trains). Clients are
+ * fast as the host trains); compute_scale multiplies the model's FLOPs per
+ * sample in simulated time, as memory_scale shrinks budgets (a small model
+ * standing in for a large one on the profiled devices); virtual_time has
+ * every client report its task's simulated time and the coordinator hold
+ * the deadline in simulated time (--virtual-time: an update simulated past
+ * it is "missed_deadline", as a real device that slow would be), which needs
+ * a profile for every client and synchronous rounds. Clients are
  * named client-0 .. client-<clients-1>. Unknown keys are an error, so a typo never silently falls back. */
 #ifndef HFL_SCENARIO_H
 #define HFL_SCENARIO_H
@@ -93,6 +100,8 @@ typedef struct {
     char (*client_crash)[32];  /* [clients]: "" or "R[:S]": killed when round R opens, restarted after S s */
     char (*client_slow)[32];   /* [clients]: "" or a factor >= 1 on simulated training time */
     double dropout;            /* each client's chance of declining a round */
+    double compute_scale;      /* FLOPs per sample -> simulated training time factor (1) */
+    int virtual_time;          /* the coordinator's --virtual-time: deadlines in simulated time */
 } hfl_scenario;
 
 int hfl_scenario_load(const char *path, hfl_scenario *sc, char *err);

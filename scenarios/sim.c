@@ -548,6 +548,7 @@ int main(int argc, char **argv) {
     char a_async[16];
     snprintf(a_async, sizeof a_async, "%.0f", sc.async_concurrency);
     if (sc.async_concurrency > 0) cargv[na++] = "--async", cargv[na++] = a_async;
+    if (sc.virtual_time) cargv[na++] = "--virtual-time";
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     static sim_procs procs;
@@ -620,16 +621,21 @@ int main(int argc, char **argv) {
         char a_speed[32];
         hfl_model_spec mspec;
         if (profiles[i].name[0] && hfl_model_resolve(sc.model, &mspec, err) == 0) {
-            double slow = sc.client_slow && sc.client_slow[i][0] ? atof(sc.client_slow[i]) : 1;
-            snprintf(a_speed, sizeof a_speed, "%.6g", hfl_profile_samples_per_s(&profiles[i], HFL_PREC_FP32, slow, &mspec));
+            snprintf(a_speed, sizeof a_speed, "%.6g",
+                     hfl_profile_samples_per_s(&profiles[i], HFL_PREC_FP32, hfl_profile_slowdown(&sc, i), &mspec));
             argv_c[k++] = "--speed", argv_c[k++] = a_speed;
         }
         char a_pace[32], a_link[96];
-        if (profiles[i].name[0] && sc.pace > 0) { /* updates arrive in the profiles' order */
-            snprintf(a_pace, sizeof a_pace, "%.17g", sc.pace);
+        /* pace: updates arrive in the profiles' order; virtual_time: each
+         * update says its simulated time (link and speed give it) */
+        if (profiles[i].name[0] && (sc.pace > 0 || sc.virtual_time)) {
             snprintf(a_link, sizeof a_link, "%.17g:%.17g:%.17g", profiles[i].up_bps * 8 / 1e6,
                      profiles[i].down_bps * 8 / 1e6, profiles[i].latency_s * 1000);
-            argv_c[k++] = "--pace", argv_c[k++] = a_pace, argv_c[k++] = "--link", argv_c[k++] = a_link;
+            argv_c[k++] = "--link", argv_c[k++] = a_link;
+        }
+        if (profiles[i].name[0] && sc.pace > 0) {
+            snprintf(a_pace, sizeof a_pace, "%.17g", sc.pace);
+            argv_c[k++] = "--pace", argv_c[k++] = a_pace;
         }
         /* every device holds the starting model, as a fleet fine-tuning a shared base does */
         if (o.init_model[0]) argv_c[k++] = "--init-model", argv_c[k++] = o.init_model;

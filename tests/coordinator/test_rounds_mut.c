@@ -900,6 +900,60 @@ static void test_late_fold(void) {
     }
 }
 
+/* --virtual-time: four drawn; a says sim_s 12.5 (1.0 everywhere), b 60, the
+ * deadline itself (3.0: on time), d says no sim_s (refused, told to skip), e
+ * 60.5 (9.0: missed, ACKed with missed_deadline, not summed). The round
+ * closes at once, without its 60 s deadline, on a and b: mean 2. Without
+ * --virtual-time a sim_s of 600 is a record only: (1 + 2 + 9) / 3; a
+ * malformed one is refused either way. */
+static void test_virtual_time(void) {
+    setup(4, 2, 60, 1);
+    c.cfg.virtual_time = 1;
+    int a = hello("a", 100), b = hello("b", 100), d = hello("d", 100), e = hello("e", 100);
+    rounds_tick(&c);
+    REQUIRE(c.r.open && c.r.n_selected == 4);
+    pull(a, HFL_MSG_TASK), pull(b, HFL_MSG_TASK), pull(d, HFL_MSG_TASK), pull(e, HFL_MSG_TASK);
+    cJSON_Delete(send(a, 1, 100, 0.5, 1.0f, "fp32", "{\"sim_s\": 12.5}", 1000, HFL_MSG_ACK));
+    cJSON_Delete(send(b, 1, 100, 0.5, 3.0f, "fp32", "{\"sim_s\": 60}", 1000, HFL_MSG_ACK));
+    refuse(d, 1, 100, 0.5, "fp32", NULL, "carries no sim_s", 1);
+    cJSON *ack = send(e, 1, 100, 0.5, 9.0f, "fp32", "{\"sim_s\": 60.5}", 1000, HFL_MSG_ACK);
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ack, "missed_deadline")));
+    cJSON_Delete(ack);
+    rounds_tick(&c);
+    REQUIRE_MSG(!c.r.open && c.version == 1, "the round did not close on its on-time updates");
+    CHECK(all_weights(2.0f));
+    const cJSON *r = last_round(), *p;
+    CHECK(num(r, "missed_deadline") == 1 && num(r, "refused") == 1 && num(r, "clients") == 2);
+    int seen = 0;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(r, "participants")) {
+        int id = (int)num(p, "client");
+        const char *st = str(p, "status");
+        seen += id == e && !strcmp(st, "missed_deadline") && num(p, "sim_s") == 60.5;
+        seen += id == a && !strcmp(st, "ok") && num(p, "sim_s") == 12.5;
+        seen += id == d && !strcmp(st, "refused") && !cJSON_GetObjectItemCaseSensitive(p, "sim_s");
+    }
+    CHECK_MSG(seen == 3, "participants: %d of 3 as expected", seen);
+    cJSON *ev = events("missed_deadline");
+    CHECK(cJSON_GetArraySize(ev) == 1 && num(cJSON_GetArrayItem(ev, 0), "client") == e);
+    cJSON_Delete(ev);
+    cJSON *rep = registry_report(&c);
+    CHECK(num(cJSON_GetArrayItem(rep, e), "late") == 1 && num(cJSON_GetArrayItem(rep, e), "failures") == 0);
+    cJSON_Delete(rep);
+    teardown();
+
+    setup(4, 3, 60, 1);
+    a = hello("a", 100), b = hello("b", 100), d = hello("d", 100), e = hello("e", 100);
+    rounds_tick(&c);
+    pull(a, HFL_MSG_TASK), pull(b, HFL_MSG_TASK), pull(d, HFL_MSG_TASK), pull(e, HFL_MSG_TASK);
+    cJSON_Delete(send(a, 1, 100, 0.5, 1.0f, "fp32", "{\"sim_s\": 12.5}", 1000, HFL_MSG_ACK));
+    cJSON_Delete(send(b, 1, 100, 0.5, 2.0f, "fp32", NULL, 1000, HFL_MSG_ACK));
+    refuse(d, 1, 100, 0.5, "fp32", "{\"sim_s\": -1}", "sim_s", 1);
+    cJSON_Delete(send(e, 1, 100, 0.5, 9.0f, "fp32", "{\"sim_s\": 600}", 1000, HFL_MSG_ACK));
+    rounds_tick(&c);
+    CHECK(!c.r.open && all_weights(4.0f) && !cJSON_GetObjectItemCaseSensitive(last_round(), "missed_deadline"));
+    teardown();
+}
+
 /* A hello whose plan declares a speed (capacity_samples_per_s, or only the
  * measured prediction when capacity is 0). */
 static int hello_speed(const char *name, int samples, double capacity, double predicted) {
@@ -1295,6 +1349,7 @@ int main(void) {
     test_late_fold();
     test_late_fold_caps();
     test_capacity_work();
+    test_virtual_time();
     test_robust();
     test_no_leak();
     return check_exit_code("test_rounds_mut");

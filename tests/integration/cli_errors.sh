@@ -43,6 +43,10 @@ echo '[1, 2]' >"$tmp/array.json"
 printf '{"name": "x", "a\\nb\\u001b[2J": 1}\n' >"$tmp/control_key.json"
 printf '{"name": "x", "model": "mlp", "clients": 2, "rounds": 1, "partition": "iid", "codec": "int8", "client_codecs": {"client-01": "fp32"}}\n' >"$tmp/alias_client.json"
 echo '{"name": "x", "model": "mlp", "clients": 2, "rounds": 1, "partition": "iid", "codec": "int8"}' >"$tmp/good.json"
+echo '{"name": "x", "model": "mlp", "clients": 2, "rounds": 1, "partition": "iid", "codec": "int8", "virtual_time": true}' >"$tmp/vt_noprofile.json"
+echo '{"name": "x", "model": "mlp", "clients": 2, "rounds": 1, "partition": "iid", "codec": "int8", "virtual_time": 1}' >"$tmp/vt_notbool.json"
+echo '{"name": "x", "model": "mlp", "clients": 2, "rounds": 1, "partition": "iid", "codec": "int8", "compute_scale": 0.5}' >"$tmp/bad_compute.json"
+echo '{"name": "x", "model": "mlp", "clients": 2, "rounds": 1, "partition": "iid", "codec": "int8", "profiles": {"t4-16g": 2}, "virtual_time": true, "over_selection": 0.5}' >"$tmp/vt_over.json"
 
 for p in "$coord" "$client" "$sim" "$pki" "$data"; do expect_help "$(basename "$p")" "$p"; done
 expect_error "data: no command"             "$data"
@@ -63,6 +67,10 @@ expect_error "sim: unknown model"           "$sim" "$tmp/bad_model.json" --out "
 expect_error "sim: bad partition"           "$sim" "$tmp/bad_partition.json" --out "$tmp/run"
 expect_error "sim: unknown option"          "$sim" "$tmp/broken.json" --colour
 expect_error "sim: missing data"            "$sim" "$tmp/good.json" --data /nonexistent --out "$tmp/run"
+expect_error "sim: virtual_time without profiles" "$sim" "$tmp/vt_noprofile.json" --out "$tmp/run"
+expect_error "sim: virtual_time not a bool" "$sim" "$tmp/vt_notbool.json" --out "$tmp/run"
+expect_error "sim: compute_scale below 1"   "$sim" "$tmp/bad_compute.json" --out "$tmp/run"
+expect_error "sim: virtual_time with over-selection" "$sim" "$tmp/vt_over.json" --out "$tmp/run"
 
 expect_error "coordinator: unknown codec"   "$coord" --insecure --listen tcp://127.0.0.1:0 --codec int3
 expect_error "coordinator: unknown model"   "$coord" --insecure --listen tcp://127.0.0.1:0 --model resnet
@@ -78,6 +86,8 @@ expect_error "coordinator: unknown server optimizer" "$coord" --insecure --serve
 expect_error "coordinator: bad clip"        "$coord" --insecure --clip-norm adaptive:x
 expect_error "coordinator: bad share"       "$coord" --insecure --max-share 0
 expect_error "coordinator: async with over-selection" "$coord" --insecure --async 4 --over-select 0.5
+expect_error "coordinator: virtual time with async" "$coord" --insecure --virtual-time --async 4
+expect_error "coordinator: virtual time with late fold" "$coord" --insecure --virtual-time --late fold
 expect_error "coordinator: async with a robust rule" "$coord" --insecure --async 4 --strategy median
 expect_error "coordinator: bad async"       "$coord" --insecure --async -1
 expect_error "coordinator: bad prox mu"     "$coord" --insecure --prox-mu -1

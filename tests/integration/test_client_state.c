@@ -45,11 +45,11 @@ int main(void) {
 
     /* the pending update travels with the residual, in the same file */
     uint8_t upd[6] = {1, 2, 3, 4, 5, 6};
-    client_pending p = {.round = 3, .version = 2, .loss = 0.5, .seconds = 1.25, .bytes = upd, .len = sizeof upd};
+    client_pending p = {.round = 3, .version = 2, .loss = 0.5, .seconds = 1.25, .sim_s = 7.5, .bytes = upd, .len = sizeof upd};
     client_pending q = {0};
     REQUIRE_MSG(client_state_save(dir, "client-9", "mlp", "int8", r, n, &p, err) == 0, "%s", err);
     CHECK_MSG(client_state_load(dir, "client-9", "mlp", "int8", back, n, &q, why) == 0, "%s", why);
-    CHECK_MSG(q.round == 3 && q.version == 2 && q.loss == 0.5 && q.seconds == 1.25 && q.len == sizeof upd &&
+    CHECK_MSG(q.round == 3 && q.version == 2 && q.loss == 0.5 && q.seconds == 1.25 && q.sim_s == 7.5 && q.len == sizeof upd &&
                   q.bytes && memcmp(q.bytes, upd, sizeof upd) == 0,
               "pending update changed across save and load: round %d version %d len %zu", q.round, q.version, q.len);
     CHECK_MSG(memcmp(r, back, n * sizeof(float)) == 0, "residual changed across save and load with an update");

@@ -30,7 +30,8 @@
  * 6. Drawing 2 of 6 clients a round, two runs end at the same model.
  * 7. The edge fleet of device profiles, against eight A100s (see below).
  * 8. A client the scenario kills and restarts (see below).
- * 9. Dropout (see below). */
+ * 9. Dropout (see below).
+ * 10. Virtual time (see below). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -459,6 +460,66 @@ static void check_dropout(const char *sim) {
     cJSON_Delete(b);
 }
 
+/* The a100-80g profile's simulated time for a task, by hand from its
+ * datasheet figures (scenarios/profiles.json): 10 Gbit/s both ways, 1 ms,
+ * 19.5 TFLOPS fp32 at 0.3 utilisation; mlp's forward pass is 398,410 FLOPs
+ * (scenarios/test_price.c), times compute_scale. */
+static double a100_task_s(double down_bytes, double up_bytes, double trained, double compute_scale) {
+    return down_bytes / (10000e6 / 8) + 0.001 + trained * 3 * 398410.0 * compute_scale / (19.5e12 * 0.3) +
+           up_bytes / (10000e6 / 8) + 0.001;
+}
+
+/* 10: "virtual_time" with compute_scale 1024 (deadline 30 s): with fixed
+ * epochs the laptop's 20,000 samples take ~255 simulated seconds, so every
+ * round it misses the deadline and is left out, the round is priced at 30 s
+ * though the host ran it in a few; the A100's sim_s is its price by hand.
+ * With capacity-aware work the laptop trains a few steps and makes it. */
+static void check_virtual_time(const char *sim) {
+    const char *json = "{\"name\": \"%s\", \"model\": \"mlp\", \"clients\": 3, \"rounds\": 2, \"partition\": \"iid\", "
+                       "\"codec\": \"int8\", \"seed\": 3, \"batch\": 64, \"deadline_s\": 30, \"min_quorum\": 1, "
+                       "\"compute_scale\": 1024, \"virtual_time\": true, \"local_work\": \"%s\", "
+                       "\"profiles\": {\"laptop-cpu\": 1, \"a100-80g\": 1, \"t4-16g\": 1}, "
+                       "\"profile_library\": \"%s/scenarios/profiles.json\"}";
+    for (int cap = 0; cap <= 1; cap++) {
+        char js[800], name[16];
+        snprintf(name, sizeof name, "vt-%s", cap ? "capacity" : "epochs");
+        snprintf(js, sizeof js, json, name, cap ? "capacity" : "epochs", getenv("HFL_SOURCE_ROOT"));
+        cJSON *rep = run_sim(sim, name, js);
+        CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep, "virtual_time")));
+        const cJSON *rd, *p;
+        int priced = 0;
+        cJSON_ArrayForEach(rd, cJSON_GetObjectItemCaseSensitive(rep, "rounds")) {
+            double swall = num(cJSON_GetObjectItemCaseSensitive(rd, "simulated"), "wall_s"), slowest = 0;
+            int n = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(rd, "participants"));
+            cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(rd, "participants")) {
+                const char *who = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "name"));
+                const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "status"));
+                double s = num(p, "sim_s");
+                CHECK_MSG(s > 0, "%s %s: no sim_s", name, who);
+                if (!strcmp(who, "client-0")) /* the laptop */
+                    CHECK_MSG(!strcmp(st, cap ? "ok" : "missed_deadline") && (cap ? s <= 30 : s > 200),
+                              "%s round %g: the laptop %s at %.1f simulated s", name, num(rd, "round"), st, s);
+                else
+                    CHECK_MSG(!strcmp(st, "ok") && s <= 30, "%s %s: %s at %.1f s", name, who, st, s);
+                if (!strcmp(st, "ok") && s > slowest) slowest = s;
+                if (!strcmp(who, "client-1")) { /* the A100 */
+                    double want = a100_task_s(num(rd, "bytes_down") / n, num(p, "bytes_up"), num(p, "trained_samples"), 1024);
+                    CHECK_MSG(fabs(s - want) <= 1e-5 * want, "%s: the A100's sim_s %.9g, by hand %.9g", name, s, want);
+                    priced++;
+                }
+            }
+            /* sim_s prices the update's payload, the report its whole message:
+             * a few hundred bytes of frame apart (0.3 ms on the laptop's 10 Mbit/s) */
+            CHECK_MSG(fabs(swall - (cap ? slowest : 30)) < 1e-3, "%s round %g: simulated wall %.6g s (slowest %.6g)", name,
+                      num(rd, "round"), swall, slowest);
+            CHECK_MSG(num(rd, "wall_s") < 25, "%s round %g waited %.1f real s", name, num(rd, "round"), num(rd, "wall_s"));
+        }
+        CHECK_MSG(priced == 2, "%s: the A100 priced in %d rounds of 2", name, priced);
+        printf("%s: simulated %.2f s, accuracy %.4f\n", name, num(rep, "simulated_s"), num(rep, "final_test_acc"));
+        cJSON_Delete(rep);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_sim HFL_SIM\n");
@@ -482,6 +543,7 @@ int main(int argc, char **argv) {
     check_edge_fleet(argv[1]);
     check_crash_restart(argv[1]);
     check_dropout(argv[1]);
+    check_virtual_time(argv[1]);
     r = run_sim(argv[1], "mixed",
                 "{\"name\": \"mixed\", \"model\": \"mlp\", \"clients\": 3, \"rounds\": 3, \"partition\": \"iid\","
                 " \"codec\": \"int8\", \"downlink\": \"fp16\", \"downlink_delta\": true,"

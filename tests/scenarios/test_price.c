@@ -44,6 +44,43 @@ static const char *report =
     " \"folded\": [{\"client\": 0, \"name\": \"client-0\", \"from_round\": 3, \"bytes_up\": 40000, \"trained_samples\": 0,"
     "   \"samples\": 10}]}]}";
 
+/* Synchronous rounds under virtual_time with compute_scale 1000, deadline
+ * 30 s, the same links, 1 TFLOPS at HFL_PROFILE_UTILISATION 0.3: mlp's
+ * forward pass is 2 x (784 x 200 + 200 x 200 + 200 x 10) multiply-adds plus
+ * 410 bias adds and 400 ReLUs = 398,410 FLOPs, so a sample trains in
+ * 1000 x 3 x 398410 / 3e11 = 3.9841 ms.
+ *  round 1: client-0 ok, 1000 samples: 1 + 3.9841 + 0.5 = 5.4841; client-1
+ *      missed_deadline: the round ran to its deadline, wall 30.
+ *  round 2: client-0 as before, client-1 2000 samples: 1 + 7.9682 + 0.5 =
+ *      9.4682 s, the wall (without compute_scale: 1.50797). */
+static const char *sync_report =
+    "{\"rounds\": ["
+    "{\"round\": 1, \"bytes_down\": 2000, \"participants\": ["
+    "  {\"client\": 0, \"name\": \"client-0\", \"status\": \"ok\", \"bytes_up\": 500, \"trained_samples\": 1000},"
+    "  {\"client\": 1, \"name\": \"client-1\", \"status\": \"missed_deadline\", \"sim_s\": 75}]},"
+    "{\"round\": 2, \"bytes_down\": 2000, \"participants\": ["
+    "  {\"client\": 0, \"name\": \"client-0\", \"status\": \"ok\", \"bytes_up\": 500, \"trained_samples\": 1000},"
+    "  {\"client\": 1, \"name\": \"client-1\", \"status\": \"ok\", \"bytes_up\": 500, \"trained_samples\": 2000}]}]}";
+
+static void check_virtual_time(const hfl_model_spec *spec, const hfl_profile *p) {
+    CHECK_MSG(hfl_model_forward_flops(spec) == 398410, "mlp forward FLOPs %llu, by hand 398410",
+              (unsigned long long)hfl_model_forward_flops(spec));
+    hfl_scenario sc;
+    memset(&sc, 0, sizeof sc);
+    sc.clients = 2, sc.deadline_s = 30, sc.local_epochs = 1, sc.compute_scale = 1000, sc.virtual_time = 1;
+    cJSON *rep = cJSON_Parse(sync_report);
+    REQUIRE(rep);
+    hfl_profiles_price(rep, &sc, p, spec);
+    const double want[2] = {30, 9.4682};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *r = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(rep, "rounds"), i);
+        double wall = cJSON_GetNumberValue(
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "simulated"), "wall_s"));
+        CHECK_MSG(fabs(wall - want[i]) < 1e-9, "virtual time round %d: wall %.9g, want %.9g", i + 1, wall, want[i]);
+    }
+    cJSON_Delete(rep);
+}
+
 int main(void) {
     char err[HFL_ERR_LEN];
     hfl_model_spec spec;
@@ -73,5 +110,6 @@ int main(void) {
     double total = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(rep, "simulated_s"));
     CHECK_MSG(i == 4 && fabs(total - 44.5) < 1e-9, "%d rounds, total %.9g, want 44.5", i, total);
     cJSON_Delete(rep);
+    check_virtual_time(&spec, p);
     return check_exit_code("test_price");
 }
