@@ -204,7 +204,7 @@ static void timeline(FILE *f, const cJSON *rounds, const cJSON *clients) {
     if (cell < 3) cell = 3;
     int rowh = nc > 60 ? 4 : 12, h = PAD_T + rowh * nc + PAD_B;
     fprintf(f, "<svg width=\"%d\" height=\"%d\" role=\"img\">\n<text x=\"%d\" y=\"18\" class=\"t\">Participation: "
-            "update accepted (green), refused (orange), left (red), missing (grey)</text>\n", CHART_W, h, PAD_L);
+            "accepted (green), refused (orange), left (red); declined, late or missing (grey)</text>\n", CHART_W, h, PAD_L);
     for (int r = 0; r < nr; r++) {
         const cJSON *p;
         cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(rounds, r), "participants")) {
