@@ -1,30 +1,56 @@
 /* conns.c: the coordinator's connections, bounded.
  *
- * NNG 1.5 bounds a TLS handshake and the SP header exchange at 10 s (its
- * tls transport's negotiation timeout), and our receive limit bounds a
- * message's size, but nothing bounds how many connections one address opens
- * or how long a connection may sit on half a frame. So:
+ * Our receive limit bounds a message's size, but nothing in NNG bounds how
+ * many connections one address opens, how long a connection may sit on half
+ * a frame, or (in Debian's NNG 1.5.2) how long an accepted TCP connection
+ * may go without starting its TLS handshake: the TLS transport sets a 10 s
+ * time-out on its SP header send, but the cancel aborts the TCP send, which
+ * is not in flight while mbedTLS waits for the peer's ClientHello, so a peer
+ * that connects and says nothing is held until the listener closes (seen: a
+ * minute and counting; src/supplemental/tls/tls_common.c, tls_cancel). So:
  *   - a connection from an address that already holds --max-conns-per-addr
  *     is closed as it is added (NNG_PIPE_EV_ADD_PRE), 0: no limit;
  *   - a connection that has not delivered a whole message for --idle-timeout
  *     seconds is closed by the main loop (conns_reap): a half-sent frame
  *     holds its connection no longer than that. A client that was only busy
- *     training redials by itself (NNG's dialer) on its next request.
+ *     training redials by itself (NNG's dialer) on its next request;
+ *   - an accepted TCP connection that is not a pipe is shut down once it has
+ *     sent nothing for --handshake-timeout seconds, or has not finished its
+ *     handshake in CONNS_STALL times that (conns_reap_unshaken): NNG never
+ *     hands us those, so we find them among our own descriptors and
+ *     shutdown(2) them; NNG then reads EOF and closes them itself. A client
+ *     always sends its ClientHello at once, but an overloaded coordinator
+ *     may take longer than 10 s to answer one (200 clients at once under
+ *     ASan did), so only silence gets the short bound.
  * Connections are tracked in a fixed table (CONNS_MAX); past it a new one is
  * refused as well, so memory stays bounded whatever the peers do. */
+#include <dirent.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "coordinator/coord.h"
 #include "util/util.h"
 
 #define CONNS_MAX 4096
+#define CONNS_STALL 6 /* a peer that spoke but never finished: this many --handshake-timeouts */
 
 typedef struct {
     uint32_t id;      /* nng_pipe_id; 0: free slot */
     uint64_t addr;    /* the peer's address, folded */
+    uint64_t peer;    /* the peer's address and port, folded */
     double last;      /* when it connected or last delivered a whole message */
 } conns_entry;
+
+typedef struct {
+    ino_t ino;    /* the socket's inode: the same descriptor number may be reused */
+    double first; /* when a scan first saw it without a pipe */
+    int shut;     /* shut down already: counted once */
+} conns_unshaken;
 
 struct coord_conns {
     pthread_mutex_t mu;
@@ -33,24 +59,33 @@ struct coord_conns {
     double idle_s;
     conns_entry e[CONNS_MAX];
     int hw; /* slots in use all lie below this: the scans stop there */
+    int port;          /* the listener's TCP port; 0: not TCP, no handshake scan */
+    double hs_s, scanned_at;
+    conns_unshaken u[CONNS_MAX], u_next[CONNS_MAX];
+    int n_u;
+    uint64_t peers[CONNS_MAX]; /* the pipes' peers, sorted, for one scan */
 };
 
-/* The peer's IP address folded into 64 bits (FNV-1a over its bytes); 0 when unknown. */
-static uint64_t conns_addr(nng_pipe p) {
-    nng_sockaddr sa;
-    if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) != 0) return 0;
-    const uint8_t *b;
-    size_t n;
-    if (sa.s_family == NNG_AF_INET) {
-        b = (const uint8_t *)&sa.s_in.sa_addr, n = sizeof sa.s_in.sa_addr;
-    } else if (sa.s_family == NNG_AF_INET6) {
-        b = sa.s_in6.sa_addr, n = sizeof sa.s_in6.sa_addr;
-    } else {
-        return 0;
-    }
+/* FNV-1a over an address's bytes and, when port is not NULL, its two port
+ * bytes (network order); 0 is kept for "unknown". */
+static uint64_t conns_fold(const uint8_t *b, size_t n, const uint8_t *port) {
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    for (int i = 0; port && i < 2; i++) h = (h ^ port[i]) * 1099511628211ull;
     return h | 1;
+}
+
+/* The pipe's peer folded: its IP address alone (with_port 0) or with its port. */
+static uint64_t conns_addr(nng_pipe p, int with_port) {
+    nng_sockaddr sa;
+    if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) != 0) return 0;
+    if (sa.s_family == NNG_AF_INET)
+        return conns_fold((const uint8_t *)&sa.s_in.sa_addr, sizeof sa.s_in.sa_addr,
+                          with_port ? (const uint8_t *)&sa.s_in.sa_port : NULL);
+    if (sa.s_family == NNG_AF_INET6)
+        return conns_fold(sa.s_in6.sa_addr, sizeof sa.s_in6.sa_addr,
+                          with_port ? (const uint8_t *)&sa.s_in6.sa_port : NULL);
+    return 0;
 }
 
 static void conns_event(nng_pipe p, nng_pipe_ev ev, void *arg) {
@@ -58,7 +93,7 @@ static void conns_event(nng_pipe p, nng_pipe_ev ev, void *arg) {
     uint32_t id = (uint32_t)nng_pipe_id(p);
     pthread_mutex_lock(&t->mu);
     if (ev == NNG_PIPE_EV_ADD_PRE) {
-        uint64_t addr = conns_addr(p);
+        uint64_t addr = conns_addr(p, 0);
         int same = 0, slot = -1;
         for (int i = 0; i < t->hw; i++) {
             if (!t->e[i].id) {
@@ -74,7 +109,7 @@ static void conns_event(nng_pipe p, nng_pipe_ev ev, void *arg) {
             nng_pipe_close(p);
             return;
         }
-        t->e[slot] = (conns_entry){.id = id, .addr = addr, .last = hfl_now()};
+        t->e[slot] = (conns_entry){.id = id, .addr = addr, .peer = conns_addr(p, 1), .last = hfl_now()};
         if (slot >= t->hw) t->hw = slot + 1;
     } else if (ev == NNG_PIPE_EV_REM_POST) {
         for (int i = 0; i < t->hw; i++)
@@ -84,12 +119,14 @@ static void conns_event(nng_pipe p, nng_pipe_ev ev, void *arg) {
     pthread_mutex_unlock(&t->mu);
 }
 
-coord_conns *conns_start(coord *c, nng_socket sock, char *err) {
+coord_conns *conns_start(coord *c, nng_socket sock, int port, char *err) {
     coord_conns *t = hfl_calloc(1, sizeof *t);
     pthread_mutex_init(&t->mu, NULL);
     t->c = c;
     t->max_per_addr = c->cfg.max_conns_per_addr;
     t->idle_s = c->cfg.idle_s;
+    t->port = port;
+    t->hs_s = c->cfg.handshake_s;
     int rv = nng_pipe_notify(sock, NNG_PIPE_EV_ADD_PRE, conns_event, t);
     if (rv == 0) rv = nng_pipe_notify(sock, NNG_PIPE_EV_REM_POST, conns_event, t);
     if (rv != 0) {
@@ -109,7 +146,94 @@ void conns_seen(coord_conns *t, nng_pipe p) {
     pthread_mutex_unlock(&t->mu);
 }
 
+static int conns_cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int conns_cmp_ino(const void *a, const void *b) {
+    ino_t x = ((const conns_unshaken *)a)->ino, y = ((const conns_unshaken *)b)->ino;
+    return (x > y) - (x < y);
+}
+
+/* Our descriptor fd when it is a connection accepted on the listener's
+ * port: its peer, folded as conns_addr folds a pipe's; 0 otherwise (not a
+ * socket, another port, or the listening socket itself). */
+static uint64_t conns_fd_peer(int fd, int port) {
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0) return 0;
+    struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+    if (!(ss.ss_family == AF_INET && ntohs(v4->sin_port) == port) &&
+        !(ss.ss_family == AF_INET6 && ntohs(v6->sin6_port) == port))
+        return 0;
+    len = sizeof ss;
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0) return 0;
+    if (ss.ss_family == AF_INET)
+        return conns_fold((const uint8_t *)&v4->sin_addr, sizeof v4->sin_addr, (const uint8_t *)&v4->sin_port);
+    return conns_fold(v6->sin6_addr.s6_addr, sizeof v6->sin6_addr.s6_addr, (const uint8_t *)&v6->sin6_port);
+}
+
+/* Whether the peer on fd has sent us no byte at all (tcpi_bytes_received,
+ * Linux 4.1; an older kernel's shorter tcp_info counts as "has spoken"). */
+static int conns_fd_silent(int fd) {
+    struct tcp_info ti;
+    socklen_t len = sizeof ti;
+    memset(&ti, 0, sizeof ti);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return 0;
+    if (len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received) return 0;
+    return ti.tcpi_bytes_received == 0;
+}
+
+/* Once a second: every accepted connection that no pipe holds is timed from
+ * when a scan first saw it, and shut down past --handshake-timeout if its
+ * peer has been silent, past CONNS_STALL of them in any case. Only the
+ * main loop calls it, so u needs no lock. The inode is checked again just
+ * before shutdown(2), so a descriptor NNG closed and reused since the scan
+ * read it is left alone. */
+static void conns_reap_unshaken(coord_conns *t) {
+    double now = hfl_now();
+    if (t->port <= 0 || now - t->scanned_at < 1.0) return;
+    t->scanned_at = now;
+    size_t np = 0;
+    pthread_mutex_lock(&t->mu);
+    for (int i = 0; i < t->hw; i++)
+        if (t->e[i].id && t->e[i].peer) t->peers[np++] = t->e[i].peer;
+    pthread_mutex_unlock(&t->mu);
+    qsort(t->peers, np, sizeof *t->peers, conns_cmp_u64);
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return;
+    int n_next = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n_next < CONNS_MAX) {
+        char *end;
+        long fd = strtol(de->d_name, &end, 10);
+        if (end == de->d_name || *end || fd == dirfd(d)) continue;
+        uint64_t peer = conns_fd_peer((int)fd, t->port);
+        struct stat st;
+        if (!peer || bsearch(&peer, t->peers, np, sizeof *t->peers, conns_cmp_u64) || fstat((int)fd, &st) != 0)
+            continue;
+        conns_unshaken key = {.ino = st.st_ino, .first = now};
+        conns_unshaken *seen = bsearch(&key, t->u, (size_t)t->n_u, sizeof *t->u, conns_cmp_ino);
+        conns_unshaken u = seen ? *seen : key;
+        double age = now - u.first;
+        int due = age > CONNS_STALL * t->hs_s || (age > t->hs_s && conns_fd_silent((int)fd));
+        if (!u.shut && due && fstat((int)fd, &st) == 0 && st.st_ino == u.ino &&
+            shutdown((int)fd, SHUT_RDWR) == 0) {
+            u.shut = 1;
+            __atomic_fetch_add(&t->c->conns_unshaken, 1, __ATOMIC_RELAXED);
+        }
+        t->u_next[n_next++] = u;
+    }
+    closedir(d);
+    qsort(t->u_next, (size_t)n_next, sizeof *t->u_next, conns_cmp_ino);
+    memcpy(t->u, t->u_next, (size_t)n_next * sizeof *t->u);
+    t->n_u = n_next;
+}
+
 void conns_reap(coord_conns *t) {
+    conns_reap_unshaken(t);
     uint32_t close_ids[64];
     int n = 0;
     double now = hfl_now();

@@ -85,6 +85,7 @@ typedef struct {
     int max_sessions;           /* registry entries (identities), at most COORD_MAX_CLIENTS */
     int max_conns_per_addr;     /* connections one address may hold (0: any) */
     double idle_s;              /* a connection without a whole message this long is closed */
+    double handshake_s;         /* an accepted connection silent this long (not a pipe 6x) is closed */
     int max_inflight;           /* requests handled at once (NNG contexts) */
     int threads;                /* OpenBLAS threads for evaluation */
     uint64_t robust_memory;     /* the most a robust rule may hold decoded (bytes) */
@@ -238,6 +239,7 @@ typedef struct {
     double final_acc;
     int restarts; /* times this run was continued from its state dir */
     uint64_t conns_refused, conns_reaped; /* conns.c: over the per-address limit; idle */
+    uint64_t conns_unshaken;              /* conns.c: no handshake within --handshake-timeout */
     char final_sha256[65]; /* the global model's SHA-256 after the last round closed */
     pthread_mutex_t report_lock; /* one report write at a time (report_store) */
     pthread_cond_t tick; /* with lock: wakes the main loop early (a round complete, a round published) */
@@ -351,9 +353,9 @@ int persist_load(coord *c, int *resumed, char *err);
 
 /* conns.c */
 typedef struct coord_conns coord_conns;
-coord_conns *conns_start(coord *c, nng_socket sock, char *err);
+coord_conns *conns_start(coord *c, nng_socket sock, int port, char *err); /* port: the listener's TCP port, 0: none */
 void conns_seen(coord_conns *t, nng_pipe p); /* a whole message arrived on p */
-void conns_reap(coord_conns *t);             /* closes connections idle for --idle-timeout */
+void conns_reap(coord_conns *t);             /* closes connections idle or not handshaken in time */
 void conns_stop(coord_conns *t);             /* after the socket is closed */
 
 /* server.c */

@@ -83,6 +83,8 @@ static void usage(FILE *f) {
         "                        0: no limit)\n"
         "  --idle-timeout SECONDS close a connection that delivered no whole message for this long (a\n"
         "                        half-sent frame included; default 300)\n"
+        "  --handshake-timeout SECONDS close an accepted connection that has sent nothing for this\n"
+        "                        long, or not finished its TLS and SP handshake in 6 times it (default 10)\n"
         "  --max-inflight N      requests handled at once; more wait in their connections (default 64)\n"
         "  --threads N           OpenBLAS threads for evaluation (default 1: small GEMMs run slower\n"
         "                        on more threads while clients share the cores)\n"
@@ -167,6 +169,7 @@ static void print_options(const coord_config *c, double linger) {
     cJSON_AddNumberToObject(o, "max-sessions", c->max_sessions);
     cJSON_AddNumberToObject(o, "max-conns-per-addr", c->max_conns_per_addr);
     cJSON_AddNumberToObject(o, "idle-timeout", c->idle_s);
+    cJSON_AddNumberToObject(o, "handshake-timeout", c->handshake_s);
     cJSON_AddNumberToObject(o, "max-inflight", c->max_inflight);
     cJSON_AddNumberToObject(o, "threads", c->threads);
     cJSON_AddNumberToObject(o, "session-ttl", c->session_ttl_s);
@@ -190,7 +193,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
     enum { O_LISTEN = 256, O_CA, O_CERT, O_INSECURE, O_MODEL, O_CODEC, O_BLOCK, O_ROUNDS, O_K, O_QUORUM,
            O_DEADLINE, O_EPOCHS, O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_DATA, O_LOG, O_REPORT, O_READY,
            O_LINGER, O_QUIET, O_HELP, O_DOWNLINK, O_DOWNDELTA, O_DEVICE, O_CLIP, O_MAXSAMPLES, O_MAXSHARE,
-           O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS, O_REVOKED, O_TOKENTTL, O_STATEDIR, O_MAXSESS, O_PERADDR, O_IDLE, O_INFLIGHT, O_MINCLIENTS, O_THREADS, O_OVERSEL, O_LATE, O_WORK, O_PROX, O_ASYNC, O_INITM, O_SAVEM,
+           O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS, O_REVOKED, O_TOKENTTL, O_STATEDIR, O_MAXSESS, O_PERADDR, O_IDLE, O_HANDSHAKE, O_INFLIGHT, O_MINCLIENTS, O_THREADS, O_OVERSEL, O_LATE, O_WORK, O_PROX, O_ASYNC, O_INITM, O_SAVEM,
            O_CONFIG, O_PRINTCFG, O_METRICS, O_VIRTUAL };
     static const struct option opts[] = {
         {"listen", 1, 0, O_LISTEN}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
@@ -208,6 +211,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         {"session-ttl", 1, 0, O_TTL}, {"liveness", 1, 0, O_LIVENESS}, {"revoked", 1, 0, O_REVOKED},
         {"token-ttl", 1, 0, O_TOKENTTL}, {"state-dir", 1, 0, O_STATEDIR},
         {"max-sessions", 1, 0, O_MAXSESS}, {"max-conns-per-addr", 1, 0, O_PERADDR}, {"idle-timeout", 1, 0, O_IDLE},
+        {"handshake-timeout", 1, 0, O_HANDSHAKE},
         {"max-inflight", 1, 0, O_INFLIGHT}, {"min-clients", 1, 0, O_MINCLIENTS},
         {"threads", 1, 0, O_THREADS}, {"over-select", 1, 0, O_OVERSEL},
         {"late", 1, 0, O_LATE}, {"local-work", 1, 0, O_WORK},
@@ -272,6 +276,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         case O_MAXSESS: if (hfl_parse_int(optarg, 1, COORD_MAX_CLIENTS, &v, e) == 0) cfg->max_sessions = (int)v; break;
         case O_PERADDR: if (hfl_parse_int(optarg, 0, 1000000, &v, e) == 0) cfg->max_conns_per_addr = (int)v; break;
         case O_IDLE: if (hfl_parse_double(optarg, 0.1, 1e7, &d, e) == 0) cfg->idle_s = d; break;
+        case O_HANDSHAKE: if (hfl_parse_double(optarg, 1, 3600, &d, e) == 0) cfg->handshake_s = d; break;
         case O_INFLIGHT: if (hfl_parse_int(optarg, 1, 1024, &v, e) == 0) cfg->max_inflight = (int)v; break;
         case O_THREADS: if (hfl_parse_int(optarg, 1, 256, &v, e) == 0) cfg->threads = (int)v; break;
         case O_OVERSEL: if (hfl_parse_double(optarg, 0, 4, &d, e) == 0) cfg->over_select = d; break;
@@ -403,6 +408,7 @@ int main(int argc, char **argv) {
     cfg->liveness_s = 10;
     cfg->token_ttl_s = 3600;
     cfg->max_sessions = COORD_MAX_CLIENTS, cfg->max_conns_per_addr = 256, cfg->idle_s = 300, cfg->max_inflight = 64;
+    cfg->handshake_s = 10;
     cfg->threads = 1;
     cfg->clip_norm = COORD_CLIP_DEFAULT, cfg->clip_adaptive = 1, cfg->max_share = COORD_MAX_SHARE_DEFAULT;
     cfg->tls.server_name = "localhost";
@@ -470,9 +476,11 @@ int main(int argc, char **argv) {
         rounds_tick(&c);
         if (!c.r.open) rounds_tick(&c); /* a round that just closed: the next opens in the same tick */
         server_wake(srv);
-        if (hfl_now() - reaped_at > 0.5) {
+        if (hfl_now() - reaped_at > 0.5) { /* it scans our descriptors: not under the lock */
             reaped_at = hfl_now();
+            pthread_mutex_unlock(&c.lock);
             server_reap(srv);
+            pthread_mutex_lock(&c.lock);
         }
         int done = c.done, all_bye = c.byes_sent >= c.n_clients;
         if (done && !done_at) done_at = hfl_now();

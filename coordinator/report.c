@@ -74,6 +74,8 @@ char *report_render(coord *c, size_t *len) {
     cJSON_AddNumberToObject(o, "rejected_messages", (double)c->rejected);
     cJSON_AddNumberToObject(o, "connections_refused", (double)__atomic_load_n(&c->conns_refused, __ATOMIC_RELAXED));
     cJSON_AddNumberToObject(o, "connections_idle_closed", (double)__atomic_load_n(&c->conns_reaped, __ATOMIC_RELAXED));
+    cJSON_AddNumberToObject(o, "connections_handshake_closed",
+                            (double)__atomic_load_n(&c->conns_unshaken, __ATOMIC_RELAXED));
     uint64_t rss = 0, peak = 0;
     if (hfl_mem_read(&rss, &peak, NULL) == 0) { /* the coordinator process, so far */
         cJSON_AddNumberToObject(o, "coordinator_rss_bytes", (double)rss);

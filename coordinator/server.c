@@ -342,7 +342,7 @@ coord_server *server_start(coord *c, int *port, char *err) {
         free(s);
         return NULL;
     }
-    if (!(s->conns = conns_start(c, s->sock, err))) {
+    if (!(s->conns = conns_start(c, s->sock, *port, err))) {
         nng_close(s->sock);
         free(s);
         return NULL;

@@ -91,6 +91,7 @@ expect_error "coordinator: virtual time with late fold" "$coord" --insecure --vi
 expect_error "coordinator: async with a robust rule" "$coord" --insecure --async 4 --strategy median
 expect_error "coordinator: bad async"       "$coord" --insecure --async -1
 expect_error "coordinator: bad prox mu"     "$coord" --insecure --prox-mu -1
+expect_error "coordinator: bad handshake timeout" "$coord" --insecure --handshake-timeout 0.5
 printf 'not a model' > "$tmp/model.safetensors"
 expect_error "coordinator: missing init model" "$coord" --insecure --listen tcp://127.0.0.1:0 --init-model "$tmp/none.safetensors"
 expect_error "coordinator: bad metrics address" "$coord" --insecure --listen tcp://127.0.0.1:0 --metrics "127.0.0.1:notaport"
