@@ -229,6 +229,9 @@ typedef struct hfl_backend {
                         const hfl_step_scalars *skip_if_nonfinite);
     /* fp16's loss scaler after a step: hfl_op_scaler_update(sc, interval). */
     void (*scaler_update)(hfl_step_scalars *sc, int interval);
+
+    /* The transformer language model's ops (kernels/lm.h); NULL: none. */
+    const struct hfl_lm_ops *lm;
 } hfl_backend;
 
 const hfl_backend *hfl_backend_cpu(void);

@@ -32,6 +32,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/budget.h"
+#include "kernels/lm.h"
 #include "kernels/ops_hd.h"
 #include "util/util.h"
 
@@ -601,6 +602,8 @@ static void cpu_prefetch(void *dst, const void *src, size_t bytes, int slot) {
     cpu_memcpy(dst, src, bytes);
 }
 
+extern const hfl_lm_ops hfl_cpu_lm_ops; /* lm_cpu.c */
+
 static const hfl_backend cpu_backend = {
     .name = "cpu",
     .host_memory = 1,
@@ -650,6 +653,7 @@ static const hfl_backend cpu_backend = {
     .prefetch = cpu_prefetch,
     .await_prefetch = cpu_slot_nop,
     .release_input = cpu_slot_nop,
+    .lm = &hfl_cpu_lm_ops,
 };
 
 const hfl_backend *hfl_backend_cpu(void) { return &cpu_backend; }

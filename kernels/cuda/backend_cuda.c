@@ -248,6 +248,20 @@ static void cuda_release_input(int slot) {
 
 /* ---- the table ---- */
 
+static const hfl_lm_ops cuda_lm_ops = {
+    .embed_fwd = cuda_lm_embed_fwd,
+    .embed_bwd = cuda_lm_embed_bwd,
+    .layernorm_fwd = cuda_lm_layernorm_fwd,
+    .layernorm_bwd = cuda_lm_layernorm_bwd,
+    .gelu_fwd = cuda_lm_gelu_fwd,
+    .gelu_bwd = cuda_lm_gelu_bwd,
+    .heads_gather = cuda_lm_heads_gather,
+    .heads_scatter = cuda_lm_heads_scatter,
+    .causal_softmax = cuda_lm_causal_softmax,
+    .causal_softmax_bwd = cuda_lm_causal_softmax_bwd,
+    .adamw_step = cuda_lm_adamw_step,
+};
+
 static hfl_backend cuda_backend = {
     .name = "cuda",
     /* 32 samples per conv GEMM: one launch where there were 32, for a
@@ -300,6 +314,7 @@ static hfl_backend cuda_backend = {
     .unscale_grads = cuda_unscale_grads,
     .sgd_step_lp = cuda_sgd_step_lp,
     .scaler_update = cuda_scaler_update,
+    .lm = &cuda_lm_ops,
 };
 
 /* ---- open ---- */

@@ -17,6 +17,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cuda_module.h"
+#include "kernels/lm.h"
 
 typedef struct {
     int device, cc_major, cc_minor;
@@ -109,6 +110,25 @@ void cuda_softmax_xent(const float *logits, const int32_t *labels, float *dlogit
 void cuda_softmax_xent_lp(hfl_precision lp, const uint16_t *logits, const int32_t *labels,
                           uint16_t *dlogits, int rows, int cols, int mean_rows,
                           hfl_step_scalars *sc, float *ws);
+
+/* lm.cu (kernels/lm.h's table, assembled in backend_cuda.c) */
+void cuda_lm_embed_fwd(float *y, const float *tokens, const float *wte, const float *wpe, int rows,
+                       int T, int C, int V);
+void cuda_lm_embed_bwd(float *dwte, float *dwpe, const float *dy, const float *tokens, int rows,
+                       int T, int C, int V, int accumulate);
+void cuda_lm_layernorm_fwd(float *y, float *mean, float *rstd, const float *x, const float *w,
+                           const float *b, int rows, int C);
+void cuda_lm_layernorm_bwd(float *dx, float *dw, float *db, const float *dy, const float *x,
+                           const float *w, const float *mean, const float *rstd, int rows, int C,
+                           int accumulate, int dx_add);
+void cuda_lm_gelu_fwd(float *y, const float *x, size_t n);
+void cuda_lm_gelu_bwd(float *dx, const float *dy, const float *x, size_t n);
+void cuda_lm_heads_gather(float *heads, const float *rows, int n, int T, int H, int hs, int ld);
+void cuda_lm_heads_scatter(float *rows, const float *heads, int n, int T, int H, int hs, int ld);
+void cuda_lm_causal_softmax(float *p, const float *z, size_t n_rows, int T, float scale);
+void cuda_lm_causal_softmax_bwd(float *dz, const float *dp, const float *p, size_t n_rows, int T,
+                                float scale);
+void cuda_lm_adamw_step(float *w, float *m, float *v, const float *g, size_t n, hfl_adamw_args a);
 
 #ifdef __cplusplus
 }

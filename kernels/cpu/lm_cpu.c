@@ -1,0 +1,95 @@
+/* lm_cpu.c: the CPU backend's transformer ops (kernels/lm.h): loops over the
+ * thread bodies of kernels/lm_hd.h, in index order.
+ *
+ * Two ops scatter instead of calling their gather body per index, because
+ * the gather costs a pass over every row per output: the token embedding's
+ * gradient and layer norm's weight gradients walk rows r = 0, 1, ... and add
+ * each into its column, which sums every output in the order the gather
+ * bodies (and so the CUDA kernels) do. */
+#include <string.h>
+
+#include "kernels/lm.h"
+
+static void cpu_embed_fwd(float *y, const float *tokens, const float *wte, const float *wpe,
+                          int rows, int T, int C, int V) {
+    size_t n = (size_t)rows * C;
+    for (size_t i = 0; i < n; i++) hfl_lm_thread_embed_fwd(i, y, tokens, wte, wpe, T, C, V);
+}
+
+static void cpu_embed_bwd(float *dwte, float *dwpe, const float *dy, const float *tokens,
+                          int rows, int T, int C, int V, int accumulate) {
+    if (!accumulate) memset(dwte, 0, (size_t)V * C * sizeof *dwte);
+    for (int r = 0; r < rows; r++) {
+        float *d = dwte + (size_t)hfl_lm_token(tokens[r], V) * C;
+        const float *g = dy + (size_t)r * C;
+        for (int c = 0; c < C; c++) d[c] += g[c];
+    }
+    for (size_t i = 0; i < (size_t)T * C; i++) hfl_lm_thread_embed_bwd_wpe(i, dwpe, dy, rows, T, C, accumulate);
+}
+
+static void cpu_layernorm_fwd(float *y, float *mean, float *rstd, const float *x, const float *w,
+                              const float *b, int rows, int C) {
+    for (size_t i = 0; i < (size_t)rows; i++) hfl_lm_thread_layernorm_fwd(i, y, mean, rstd, x, w, b, C);
+}
+
+static void cpu_layernorm_bwd(float *dx, float *dw, float *db, const float *dy, const float *x,
+                              const float *w, const float *mean, const float *rstd, int rows, int C,
+                              int accumulate, int dx_add) {
+    if (!accumulate) {
+        memset(dw, 0, (size_t)C * sizeof *dw);
+        memset(db, 0, (size_t)C * sizeof *db);
+    }
+    for (int r = 0; r < rows; r++) {
+        const float *g = dy + (size_t)r * C, *xr = x + (size_t)r * C;
+        for (int c = 0; c < C; c++) {
+            dw[c] += g[c] * (xr[c] - mean[r]) * rstd[r];
+            db[c] += g[c];
+        }
+    }
+    for (size_t i = 0; i < (size_t)rows; i++) hfl_lm_thread_layernorm_bwd_dx(i, dx, dy, x, w, mean, rstd, C, dx_add);
+}
+
+static void cpu_gelu_fwd(float *y, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) hfl_lm_thread_gelu_fwd(i, y, x);
+}
+
+static void cpu_gelu_bwd(float *dx, const float *dy, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) hfl_lm_thread_gelu_bwd(i, dx, dy, x);
+}
+
+static void cpu_heads_gather(float *heads, const float *rows, int n, int T, int H, int hs, int ld) {
+    size_t count = (size_t)n * T * H * hs;
+    for (size_t i = 0; i < count; i++) hfl_lm_thread_heads_gather(i, heads, rows, T, H, hs, ld);
+}
+
+static void cpu_heads_scatter(float *rows, const float *heads, int n, int T, int H, int hs, int ld) {
+    size_t count = (size_t)n * T * H * hs;
+    for (size_t i = 0; i < count; i++) hfl_lm_thread_heads_scatter(i, rows, heads, T, H, hs, ld);
+}
+
+static void cpu_causal_softmax(float *p, const float *z, size_t n_rows, int T, float scale) {
+    for (size_t i = 0; i < n_rows; i++) hfl_lm_thread_causal_softmax(i, p, z, T, scale);
+}
+
+static void cpu_causal_softmax_bwd(float *dz, const float *dp, const float *p, size_t n_rows, int T,
+                                   float scale) {
+    for (size_t i = 0; i < n_rows; i++) hfl_lm_thread_causal_softmax_bwd(i, dz, dp, p, T, scale);
+}
+
+static void cpu_adamw_step(float *w, float *m, float *v, const float *g, size_t n, hfl_adamw_args a) {
+    for (size_t i = 0; i < n; i++) hfl_lm_thread_adamw(i, w, m, v, g, a);
+}
+
+const hfl_lm_ops hfl_cpu_lm_ops = {
+    .embed_fwd = cpu_embed_fwd,
+    .embed_bwd = cpu_embed_bwd,
+    .layernorm_fwd = cpu_layernorm_fwd,
+    .layernorm_bwd = cpu_layernorm_bwd,
+    .gelu_fwd = cpu_gelu_fwd,
+    .gelu_bwd = cpu_gelu_bwd,
+    .heads_gather = cpu_heads_gather,
+    .heads_scatter = cpu_heads_scatter,
+    .causal_softmax = cpu_causal_softmax,
+    .causal_softmax_bwd = cpu_causal_softmax_bwd,
+    .adamw_step = cpu_adamw_step,
+};

@@ -1,0 +1,76 @@
+/* gpt.h: the GPT-2 style transformer block, and the tied language-model head,
+ * as forward and backward passes over caller-given buffers (issue 13).
+ *
+ * A block (Radford et al. 2019; nanoGPT's Block) on rows = n*T tokens of C
+ * features, pre-norm, both residual connections inside it:
+ *   h1 = LN1(x);  qkv = h1 Wqkv^T + bqkv;  ya = attention(qkv)  (model/attention.h)
+ *   x2 = x + ya Wo^T + bo
+ *   h2 = LN2(x2); f = h2 Wfc^T + bfc (4C wide);  g = gelu(f)
+ *   out = x2 + g Wp^T + bp
+ * Its parameter block, in this order with PyTorch's nn.Linear layouts
+ * ([out, in]) and nanoGPT's names: ln_1.weight, ln_1.bias [C];
+ * attn.c_attn.weight [3C, C], .bias [3C]; attn.c_proj.weight [C, C], .bias;
+ * ln_2.weight, .bias; mlp.c_fc.weight [4C, C], .bias [4C];
+ * mlp.c_proj.weight [C, 4C], .bias [C]: 12 C^2 + 13 C floats.
+ *
+ * What backward reads besides x and the parameters is the block's saved
+ * activations (h1, LN statistics, qkv, the attention probabilities, ya, x2,
+ * h2, f, g: hfl_gpt_block_saved_floats per batch), which the forward writes;
+ * a memory plan either keeps them until backward or drops them and runs the
+ * forward again (gradient checkpointing with blocks as the chain's units).
+ * The workspace (hfl_gpt_block_ws_bytes) holds attention's and the backward's
+ * temporaries. Residual additions run as GEMMs with beta = 1 onto a copy of
+ * the residual, so they need no op of their own.
+ *
+ * The head: hf = LN_f(x), logits = hf wte^T (the output projection tied to
+ * the token embedding, as GPT-2); its backward adds to the embedding's
+ * gradient. */
+#ifndef HFL_MODEL_GPT_H
+#define HFL_MODEL_GPT_H
+
+#include <stddef.h>
+
+#include "kernels/backend.h"
+
+/* One block's parameters (or their gradients): views into its block. */
+typedef struct {
+    float *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
+    float *ln2_w, *ln2_b, *fc_w, *fc_b, *fcp_w, *fcp_b;
+} hfl_gpt_block_params;
+
+size_t hfl_gpt_block_n_params(int C);
+hfl_gpt_block_params hfl_gpt_block_view(float *block, int C);
+
+/* The activations a block's backward reads, views into one buffer. */
+typedef struct {
+    float *h1, *mean1, *rstd1, *qkv, *att, *ya, *x2, *h2, *mean2, *rstd2, *f, *g;
+} hfl_gpt_block_saved;
+
+size_t hfl_gpt_block_saved_floats(int n, int T, int C, int H);
+hfl_gpt_block_saved hfl_gpt_block_saved_view(float *base, int n, int T, int C, int H);
+size_t hfl_gpt_block_ws_bytes(int n, int T, int C, int H);
+
+/* out [rows, C] (may not alias x); fills s. */
+void hfl_gpt_block_forward(const hfl_backend *be, const hfl_gpt_block_params *p, const float *x,
+                           float *out, const hfl_gpt_block_saved *s, void *ws, int n, int T, int C,
+                           int H);
+/* dx [rows, C] from dout (dx may alias dout); parameter gradients into d,
+ * overwritten or added to when `accumulate`. */
+void hfl_gpt_block_backward(const hfl_backend *be, const hfl_gpt_block_params *p,
+                            const hfl_gpt_block_params *d, const float *x,
+                            const hfl_gpt_block_saved *s, const float *dout, float *dx, void *ws,
+                            int n, int T, int C, int H, int accumulate);
+
+/* The head over rows tokens: hf [rows, C], mean and rstd [rows] saved;
+ * logits [rows, V]. */
+void hfl_gpt_head_forward(const hfl_backend *be, const float *x, const float *lnf_w,
+                          const float *lnf_b, const float *wte, float *hf, float *mean,
+                          float *rstd, float *logits, int rows, int C, int V);
+/* From dlogits: dwte (+)= dlogits^T hf, then dlnf_w, dlnf_b (+)=, dx [rows,
+ * C] overwritten; dhf [rows, C] is workspace. */
+void hfl_gpt_head_backward(const hfl_backend *be, const float *x, const float *lnf_w,
+                           const float *wte, const float *hf, const float *mean, const float *rstd,
+                           const float *dlogits, float *dwte, float *dlnf_w, float *dlnf_b,
+                           float *dx, float *dhf, int rows, int C, int V, int accumulate);
+
+#endif

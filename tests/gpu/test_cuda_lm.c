@@ -1,0 +1,184 @@
+/* test_cuda_lm.c: the transformer ops (kernels/lm.h), attention and a GPT
+ * block (model/attention.h, model/gpt.h) on the CUDA backend against the CPU
+ * backend on the same inputs (suite gpu; skips with exit 77 without a GPU).
+ *
+ * Bit for bit where both sides run the same IEEE operations in the same
+ * order (built with -fmad=false; CUDA's sqrtf and division are correctly
+ * rounded unless fast math): token and position embeddings and their
+ * gradients, layer norm and its gradients, head gather and scatter, AdamW.
+ * Within a relative 1e-5 of the largest magnitude where the device's tanhf
+ * and expf differ from glibc's in the last bits: GELU and the causal
+ * softmax (and their backwards). Attention and a whole block forward and
+ * backward, whose GEMMs sum in cuBLAS's order: relative 1e-4 of each
+ * tensor's largest magnitude. One line per check. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+#include "kernels/device.h"
+#include "kernels/lm.h"
+#include "kernels/philox.h"
+#include "kernels/select.h"
+#include "model/attention.h"
+#include "model/gpt.h"
+#include "tests/check.h"
+#include "util/util.h"
+
+static const hfl_backend *G, *C;
+
+static float *rnd(uint32_t tensor, size_t n, float scale) {
+    float *p = malloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) p[i] = scale * (2.0f * hfl_u01(hfl_philox_u32(3, 9, 0, 0, tensor, i)) - 1.0f);
+    return p;
+}
+
+static float *dev(const float *host, size_t n) {
+    float *d = G->alloc(sizeof(float) * (n ? n : 1));
+    if (host) G->upload(d, host, sizeof(float) * n);
+    return d;
+}
+
+/* The device's n floats against the CPU's: bit for bit (rtol 0), or within
+ * rtol times the largest |want|. */
+static void same(const char *what, const float *d, const float *want, size_t n, double rtol) {
+    float *got = malloc(sizeof(float) * (n ? n : 1));
+    G->download(got, d, sizeof(float) * n);
+    double big = 0, worst = 0;
+    for (size_t i = 0; i < n; i++) big = fmax(big, fabs(want[i]));
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - want[i]);
+        worst = fmax(worst, e);
+        if (rtol == 0 ? memcmp(&got[i], &want[i], sizeof(float)) != 0 : !(e <= rtol * big)) bad++;
+    }
+    int ok = bad == 0;
+    printf("%s %s: %zu of %zu differ (max |err| %.3g, max |value| %.3g%s)\n", ok ? "ok  " : "FAIL", what, bad, n,
+           worst, big, rtol == 0 ? ", bit for bit" : "");
+    if (!ok) check_failures++;
+    free(got);
+}
+
+static void test_ops(void) {
+    enum { N = 3, T = 17, Cc = 48, V = 61, ROWS = N * T, RC = ROWS * Cc };
+    const hfl_lm_ops *g = G->lm, *c = C->lm;
+    float tokens[ROWS];
+    for (int r = 0; r < ROWS; r++) tokens[r] = (float)(hfl_philox_u32(3, 9, 0, 0, 99, (uint64_t)r) % V);
+    float *wte = rnd(1, V * Cc, 1), *wpe = rnd(2, T * Cc, 1), *dy = rnd(3, RC, 1);
+    float *y = malloc(sizeof(float) * RC), *dwte = malloc(sizeof(float) * V * Cc), *dwpe = malloc(sizeof(float) * T * Cc);
+    float *d_tok = dev(tokens, ROWS), *d_wte = dev(wte, V * Cc), *d_wpe = dev(wpe, T * Cc), *d_dy = dev(dy, RC);
+    float *d_y = dev(NULL, RC), *d_dwte = dev(NULL, V * Cc), *d_dwpe = dev(NULL, T * Cc);
+    c->embed_fwd(y, tokens, wte, wpe, ROWS, T, Cc, V);
+    g->embed_fwd(d_y, d_tok, d_wte, d_wpe, ROWS, T, Cc, V);
+    same("embed_fwd", d_y, y, RC, 0);
+    for (int acc = 0; acc < 2; acc++) {
+        c->embed_bwd(dwte, dwpe, dy, tokens, ROWS, T, Cc, V, acc);
+        g->embed_bwd(d_dwte, d_dwpe, d_dy, d_tok, ROWS, T, Cc, V, acc);
+        same(acc ? "embed_bwd dwte (accumulated)" : "embed_bwd dwte", d_dwte, dwte, V * Cc, 0);
+        same(acc ? "embed_bwd dwpe (accumulated)" : "embed_bwd dwpe", d_dwpe, dwpe, T * Cc, 0);
+    }
+
+    float *x = rnd(4, RC, 3), *w = rnd(5, Cc, 2), *b = rnd(6, Cc, 1), *mean = malloc(sizeof(float) * ROWS);
+    float *rstd = malloc(sizeof(float) * ROWS), *dx = rnd(7, RC, 1), *dw = malloc(sizeof(float) * Cc), *db = malloc(sizeof(float) * Cc);
+    float *d_x = dev(x, RC), *d_w = dev(w, Cc), *d_b = dev(b, Cc), *d_mean = dev(NULL, ROWS), *d_rstd = dev(NULL, ROWS);
+    float *d_dx = dev(dx, RC), *d_dw = dev(NULL, Cc), *d_db = dev(NULL, Cc);
+    c->layernorm_fwd(y, mean, rstd, x, w, b, ROWS, Cc);
+    g->layernorm_fwd(d_y, d_mean, d_rstd, d_x, d_w, d_b, ROWS, Cc);
+    same("layernorm_fwd y", d_y, y, RC, 0);
+    same("layernorm_fwd rstd", d_rstd, rstd, ROWS, 0);
+    c->layernorm_bwd(dx, dw, db, dy, x, w, mean, rstd, ROWS, Cc, 0, 1); /* dx_add onto dx's contents */
+    g->layernorm_bwd(d_dx, d_dw, d_db, d_dy, d_x, d_w, d_mean, d_rstd, ROWS, Cc, 0, 1);
+    same("layernorm_bwd dx (added)", d_dx, dx, RC, 0);
+    same("layernorm_bwd dw", d_dw, dw, Cc, 0);
+    same("layernorm_bwd db", d_db, db, Cc, 0);
+
+    c->gelu_fwd(y, x, RC);
+    g->gelu_fwd(d_y, d_x, RC);
+    same("gelu_fwd", d_y, y, RC, 1e-5);
+    c->gelu_bwd(dx, dy, x, RC);
+    g->gelu_bwd(d_dx, d_dy, d_x, RC);
+    same("gelu_bwd", d_dx, dx, RC, 1e-5);
+
+    enum { H = 4, HS = Cc / H, NR = N * H * T };
+    float *heads = malloc(sizeof(float) * RC), *d_heads = dev(NULL, RC);
+    c->heads_gather(heads, x, N, T, H, HS, Cc);
+    g->heads_gather(d_heads, d_x, N, T, H, HS, Cc);
+    same("heads_gather", d_heads, heads, RC, 0);
+    c->heads_scatter(y, heads, N, T, H, HS, Cc);
+    g->heads_scatter(d_y, d_heads, N, T, H, HS, Cc);
+    same("heads_scatter", d_y, y, RC, 0);
+
+    float *z = rnd(8, (size_t)NR * T, 4), *dp = rnd(9, (size_t)NR * T, 1), *p = malloc(sizeof(float) * NR * T);
+    float *d_z = dev(z, (size_t)NR * T), *d_dp = dev(dp, (size_t)NR * T), *d_p = dev(NULL, (size_t)NR * T);
+    c->causal_softmax(p, z, NR, T, 0.3f);
+    g->causal_softmax(d_p, d_z, NR, T, 0.3f);
+    same("causal_softmax", d_p, p, (size_t)NR * T, 1e-5);
+    G->upload(d_p, p, sizeof(float) * NR * T); /* the backward from the same probabilities */
+    c->causal_softmax_bwd(z, dp, p, NR, T, 0.3f);
+    g->causal_softmax_bwd(d_z, d_dp, d_p, NR, T, 0.3f);
+    same("causal_softmax_bwd", d_z, z, (size_t)NR * T, 1e-5);
+
+    float *m = rnd(10, RC, 0.1f), *v = rnd(11, RC, 0.1f);
+    for (size_t i = 0; i < RC; i++) v[i] = fabsf(v[i]);
+    float *d_m = dev(m, RC), *d_v = dev(v, RC);
+    hfl_adamw_args a = hfl_adamw_make(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 7);
+    c->adamw_step(x, m, v, dy, RC, a);
+    g->adamw_step(d_x, d_m, d_v, d_dy, RC, a);
+    same("adamw_step w", d_x, x, RC, 0);
+    same("adamw_step v", d_v, v, RC, 0);
+
+    float *all[] = {wte, wpe, dy, y, dwte, dwpe, x, w, b, mean, rstd, dx, dw, db, heads, z, dp, p, m, v};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]);
+    float *dall[] = {d_tok, d_wte, d_wpe, d_dy, d_y, d_dwte, d_dwpe, d_x, d_w, d_b, d_mean, d_rstd,
+                     d_dx, d_dw, d_db, d_heads, d_z, d_dp, d_p, d_m, d_v};
+    for (size_t i = 0; i < sizeof dall / sizeof *dall; i++) G->free(dall[i]);
+}
+
+static void test_block(int n, int T, int Cc, int H) {
+    size_t rc = (size_t)n * T * Cc, np = hfl_gpt_block_n_params(Cc), sf = hfl_gpt_block_saved_floats(n, T, Cc, H);
+    size_t wsf = hfl_gpt_block_ws_bytes(n, T, Cc, H) / sizeof(float);
+    float *pw = rnd(20, np, 0.2f), *x = rnd(21, rc, 1), *dout = rnd(22, rc, 1);
+    float *out = malloc(sizeof(float) * rc), *saved = malloc(sizeof(float) * sf), *ws = malloc(sizeof(float) * wsf);
+    float *grads = malloc(sizeof(float) * np), *dx = malloc(sizeof(float) * rc);
+    float *d_pw = dev(pw, np), *d_x = dev(x, rc), *d_dout = dev(dout, rc), *d_out = dev(NULL, rc);
+    float *d_saved = dev(NULL, sf), *d_ws = dev(NULL, wsf), *d_grads = dev(NULL, np), *d_dx = dev(NULL, rc);
+    hfl_gpt_block_params p = hfl_gpt_block_view(pw, Cc), d = hfl_gpt_block_view(grads, Cc);
+    hfl_gpt_block_params gp = hfl_gpt_block_view(d_pw, Cc), gd = hfl_gpt_block_view(d_grads, Cc);
+    hfl_gpt_block_saved s = hfl_gpt_block_saved_view(saved, n, T, Cc, H);
+    hfl_gpt_block_saved gs = hfl_gpt_block_saved_view(d_saved, n, T, Cc, H);
+    hfl_gpt_block_forward(C, &p, x, out, &s, ws, n, T, Cc, H);
+    hfl_gpt_block_forward(G, &gp, d_x, d_out, &gs, d_ws, n, T, Cc, H);
+    char what[96];
+    snprintf(what, sizeof what, "block forward n%d T%d C%d H%d", n, T, Cc, H);
+    same(what, d_out, out, rc, 1e-4);
+    hfl_gpt_block_backward(C, &p, &d, x, &s, dout, dx, ws, n, T, Cc, H, 0);
+    hfl_gpt_block_backward(G, &gp, &gd, d_x, &gs, d_dout, d_dx, d_ws, n, T, Cc, H, 0);
+    snprintf(what, sizeof what, "block backward dx n%d T%d C%d H%d", n, T, Cc, H);
+    same(what, d_dx, dx, rc, 1e-4);
+    snprintf(what, sizeof what, "block backward parameter gradients n%d T%d C%d H%d", n, T, Cc, H);
+    same(what, d_grads, grads, np, 1e-4);
+    free(pw), free(x), free(dout), free(out), free(saved), free(ws), free(grads), free(dx);
+    G->free(d_pw), G->free(d_x), G->free(d_dout), G->free(d_out), G->free(d_saved), G->free(d_ws);
+    G->free(d_grads), G->free(d_dx);
+}
+
+int main(void) {
+    hfl_device_info info;
+    char reason[HFL_ERR_LEN] = "", err[HFL_ERR_LEN] = "";
+    memset(&info, 0, sizeof info);
+    if (hfl_cuda_probe(&info, reason, sizeof reason) != 0) {
+        printf("SKIP: %s\n", reason);
+        return 77;
+    }
+    G = hfl_backend_select("cuda", &info, NULL, err);
+    REQUIRE_MSG(G != NULL, "a GPU is present (%s) but the CUDA backend is not: %s", info.name, err);
+    REQUIRE_MSG(G->lm != NULL, "the CUDA backend has no transformer ops");
+    C = hfl_backend_cpu();
+    printf("GPU: %s, cc %d.%d\n", info.name, info.cc_major, info.cc_minor);
+    test_ops();
+    test_block(2, 16, 32, 4);
+    test_block(4, 64, 128, 8);
+    G->sync();
+    return check_exit_code("test_cuda_lm");
+}

@@ -1,0 +1,312 @@
+/* test_lm_ops.c: the transformer ops (kernels/lm.h on the CPU backend, and
+ * model/attention.c) against references written here from the definitions
+ * in double precision.
+ *
+ * Forward outputs are compared with the double reference; every gradient
+ * with central finite differences of the double reference (step 1e-6) of
+ * L = sum(R * out) for a random R, so the oracle shares no code with the op.
+ * The gather-form thread bodies the CUDA kernels run, where the CPU
+ * scatters instead (token embedding and layer norm weight gradients), must
+ * give the CPU's results bit for bit. AdamW's first step has a closed form
+ * (m^ = g, v^ = g^2: w(1 - lr wd) - lr g / (|g| + eps)); later steps are
+ * checked against Kingma & Ba's Algorithm 1 with decoupled decay, in double. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+#include "kernels/lm.h"
+#include "kernels/philox.h"
+#include "model/attention.h"
+#include "tests/check.h"
+
+static const hfl_backend *be;
+static const hfl_lm_ops *lm;
+
+/* n values uniform in (-scale, scale), from philox stream `tensor`. */
+static float *rnd(uint32_t tensor, size_t n, float scale) {
+    float *p = malloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) p[i] = scale * (2.0f * hfl_u01(hfl_philox_u32(7, 13, 0, 0, tensor, i)) - 1.0f);
+    return p;
+}
+
+static double *widen(const float *x, size_t n) {
+    double *d = malloc(sizeof(double) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) d[i] = x[i];
+    return d;
+}
+
+/* Checks got[i] against want[i] within atol + rtol |want|; reports the worst. */
+static void close_all(const char *what, const float *got, const double *want, size_t n, double atol,
+                      double rtol) {
+    size_t bad = 0, worst = 0;
+    double worst_r = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs(got[i] - want[i]), lim = atol + rtol * fabs(want[i]);
+        if (!(e <= lim)) bad++;
+        if (e / lim > worst_r || isnan(e)) worst_r = e / lim, worst = i;
+    }
+    CHECK_MSG(bad == 0, "%s: %zu of %zu off, worst [%zu] %.9g vs %.9g", what, bad, n, worst,
+              (double)got[worst], want[worst]);
+}
+
+/* ---- double references ---- */
+
+static void ref_layernorm(double *y, const double *x, const double *w, const double *b, int rows, int C) {
+    for (int r = 0; r < rows; r++) {
+        const double *xr = x + (size_t)r * C;
+        double m = 0, v = 0;
+        for (int c = 0; c < C; c++) m += xr[c];
+        m /= C;
+        for (int c = 0; c < C; c++) v += (xr[c] - m) * (xr[c] - m);
+        v /= C;
+        for (int c = 0; c < C; c++) y[(size_t)r * C + c] = (xr[c] - m) / sqrt(v + 1e-5) * w[c] + b[c];
+    }
+}
+
+static double ref_gelu(double x) { return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
+
+/* y [n*T, C] from qkv [n*T, 3C]: per head, softmax over s <= t of q_t.k_s / sqrt(hs), times v. */
+static void ref_attention(double *y, const double *qkv, int n, int T, int C, int H) {
+    int hs = C / H;
+    double *p = malloc(sizeof(double) * T);
+    for (int b = 0; b < n; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                const double *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                double mx = -INFINITY, sum = 0;
+                for (int s = 0; s <= t; s++) {
+                    const double *k = qkv + ((size_t)b * T + s) * 3 * C + C + h * hs;
+                    double z = 0;
+                    for (int d = 0; d < hs; d++) z += q[d] * k[d];
+                    p[s] = z / sqrt(hs);
+                    mx = p[s] > mx ? p[s] : mx;
+                }
+                for (int s = 0; s <= t; s++) sum += (p[s] = exp(p[s] - mx));
+                for (int d = 0; d < hs; d++) {
+                    double acc = 0;
+                    for (int s = 0; s <= t; s++) acc += p[s] / sum * qkv[((size_t)b * T + s) * 3 * C + 2 * C + h * hs + d];
+                    y[((size_t)b * T + t) * C + h * hs + d] = acc;
+                }
+            }
+    free(p);
+}
+
+/* sum(R * f(x)) where f is one of the references above, for finite differences. */
+typedef double (*loss_fn)(const double *x, void *ctx);
+
+/* dL/dx[i] by central differences of f, step h. */
+static void fd_grad(double *g, double *x, size_t n, loss_fn f, void *ctx) {
+    const double h = 1e-6;
+    for (size_t i = 0; i < n; i++) {
+        double keep = x[i];
+        x[i] = keep + h;
+        double up = f(x, ctx);
+        x[i] = keep - h;
+        double down = f(x, ctx);
+        x[i] = keep;
+        g[i] = (up - down) / (2 * h);
+    }
+}
+
+/* ---- embeddings ---- */
+
+static void test_embed(void) {
+    enum { N = 3, T = 4, C = 5, V = 7, ROWS = N * T };
+    float tokens[ROWS];
+    for (int r = 0; r < ROWS; r++) tokens[r] = (float)((r * 5 + 3) % V);
+    tokens[2] = tokens[9] = 6; /* a token seen twice, others never */
+    float *wte = rnd(1, V * C, 1), *wpe = rnd(2, T * C, 1), *dy = rnd(3, ROWS * C, 1);
+    float y[ROWS * C], dwte[V * C], dwpe[T * C], gather[V * C];
+    lm->embed_fwd(y, tokens, wte, wpe, ROWS, T, C, V);
+    int exact = 1;
+    for (int r = 0; r < ROWS; r++)
+        for (int c = 0; c < C; c++)
+            exact &= y[r * C + c] == wte[(int)tokens[r] * C + c] + wpe[(r % T) * C + c];
+    CHECK_MSG(exact, "embedding forward is not wte[token] + wpe[position]");
+    lm->embed_bwd(dwte, dwpe, dy, tokens, ROWS, T, C, V, 0);
+    double want_te[V * C], want_pe[T * C];
+    memset(want_te, 0, sizeof want_te);
+    memset(want_pe, 0, sizeof want_pe);
+    for (int r = 0; r < ROWS; r++)
+        for (int c = 0; c < C; c++) {
+            want_te[(int)tokens[r] * C + c] += dy[r * C + c];
+            want_pe[(r % T) * C + c] += dy[r * C + c];
+        }
+    close_all("dwte", dwte, want_te, V * C, 1e-6, 1e-6);
+    close_all("dwpe", dwpe, want_pe, T * C, 1e-6, 1e-6);
+    for (size_t i = 0; i < V * C; i++) hfl_lm_thread_embed_bwd_wte(i, gather, dy, tokens, ROWS, C, V, 0);
+    CHECK_MSG(memcmp(gather, dwte, sizeof gather) == 0, "the gather body's dwte differs from the CPU's");
+    /* accumulate adds a second batch's gradient onto the first */
+    lm->embed_bwd(dwte, dwpe, dy, tokens, ROWS, T, C, V, 1);
+    for (int i = 0; i < V * C; i++) want_te[i] *= 2;
+    for (int i = 0; i < T * C; i++) want_pe[i] *= 2;
+    close_all("dwte accumulated", dwte, want_te, V * C, 1e-6, 1e-6);
+    close_all("dwpe accumulated", dwpe, want_pe, T * C, 1e-6, 1e-6);
+    for (size_t i = 0; i < V * C; i++) hfl_lm_thread_embed_bwd_wte(i, gather, dy, tokens, ROWS, C, V, 0);
+    for (size_t i = 0; i < V * C; i++) hfl_lm_thread_embed_bwd_wte(i, gather, dy, tokens, ROWS, C, V, 1);
+    CHECK_MSG(memcmp(gather, dwte, sizeof gather) == 0, "the gather body's accumulated dwte differs");
+    free(wte), free(wpe), free(dy);
+    /* ids outside [0, V) never index outside the table */
+    CHECK(hfl_lm_token(-3.0f, V) == 0 && hfl_lm_token(1e10f, V) == V - 1 && hfl_lm_token(NAN, V) == V - 1);
+    CHECK(hfl_lm_token((float)V, V) == V - 1 && hfl_lm_token(2.0f, V) == 2 && hfl_lm_token(-INFINITY, V) == 0);
+}
+
+/* ---- layer norm ---- */
+
+typedef struct {
+    int rows, C, which; /* 0: d/dx, 1: d/dw, 2: d/db */
+    double *x, *w, *b, *R;
+} ln_ctx;
+
+static double ln_loss(const double *v, void *arg) {
+    ln_ctx *k = arg;
+    size_t n = (size_t)k->rows * k->C;
+    const double *x = k->which == 0 ? v : k->x, *w = k->which == 1 ? v : k->w, *b = k->which == 2 ? v : k->b;
+    double *y = malloc(sizeof(double) * n), L = 0;
+    ref_layernorm(y, x, w, b, k->rows, k->C);
+    for (size_t i = 0; i < n; i++) L += k->R[i] * y[i];
+    free(y);
+    return L;
+}
+
+static void test_layernorm(void) {
+    enum { ROWS = 6, C = 16, N = ROWS * C };
+    float *x = rnd(10, N, 2), *w = rnd(11, C, 1.5f), *b = rnd(12, C, 1), *R = rnd(13, N, 1);
+    for (int c = 0; c < C; c++) x[3 * C + c] = 0.25f + 1e-3f * (float)c; /* a nearly constant row */
+    float y[N], mean[ROWS], rstd[ROWS], dx[N], dw[C], db[C], gw[C], gb[C];
+    lm->layernorm_fwd(y, mean, rstd, x, w, b, ROWS, C);
+    ln_ctx k = {ROWS, C, 0, widen(x, N), widen(w, C), widen(b, C), widen(R, N)};
+    double want[N];
+    ref_layernorm(want, k.x, k.w, k.b, ROWS, C);
+    close_all("layernorm forward", y, want, N, 1e-5, 1e-5);
+    lm->layernorm_bwd(dx, dw, db, R, x, w, mean, rstd, ROWS, C, 0, 0);
+    double g[N];
+    fd_grad(g, k.x, N, ln_loss, &k);
+    close_all("layernorm dx", dx, g, N, 2e-4, 1e-3);
+    k.which = 1;
+    fd_grad(g, k.w, C, ln_loss, &k);
+    close_all("layernorm dw", dw, g, C, 1e-4, 1e-4);
+    k.which = 2;
+    fd_grad(g, k.b, C, ln_loss, &k);
+    close_all("layernorm db", db, g, C, 1e-4, 1e-4);
+    for (size_t i = 0; i < C; i++) hfl_lm_thread_layernorm_bwd_dw(i, gw, gb, R, x, mean, rstd, ROWS, C, 0);
+    CHECK_MSG(memcmp(gw, dw, sizeof gw) == 0 && memcmp(gb, db, sizeof gb) == 0,
+              "the gather body's dw, db differ from the CPU's");
+    /* in place: dx over dy gives the same dx */
+    float inplace[N];
+    memcpy(inplace, R, sizeof inplace);
+    lm->layernorm_bwd(inplace, dw, db, inplace, x, w, mean, rstd, ROWS, C, 1, 0);
+    CHECK_MSG(memcmp(inplace, dx, sizeof dx) == 0, "layernorm backward in place differs");
+    for (int c = 0; c < C; c++) CHECK_CLOSE(dw[c], 2.0 * gw[c], 1e-6, 1e-6);
+    /* dx_add: a residual's gradient plus the layer norm's */
+    float *res = rnd(14, N, 1), joined[N];
+    memcpy(joined, res, sizeof joined);
+    lm->layernorm_bwd(joined, dw, db, R, x, w, mean, rstd, ROWS, C, 0, 1);
+    int added = 1;
+    for (int i = 0; i < N; i++) added &= joined[i] == res[i] + dx[i];
+    CHECK_MSG(added, "layernorm backward with dx_add is not the residual plus dx");
+    free(res);
+    free(x), free(w), free(b), free(R), free(k.x), free(k.w), free(k.b), free(k.R);
+}
+
+/* ---- GELU ---- */
+
+static void test_gelu(void) {
+    enum { N = 41 };
+    float x[N], y[N], dx[N], ones[N];
+    double want[N], g[N];
+    for (int i = 0; i < N; i++) x[i] = -5.0f + 0.25f * (float)i, ones[i] = 1.0f;
+    lm->gelu_fwd(y, x, N);
+    lm->gelu_bwd(dx, ones, x, N);
+    for (int i = 0; i < N; i++) {
+        want[i] = ref_gelu(x[i]);
+        g[i] = (ref_gelu(x[i] + 1e-6) - ref_gelu(x[i] - 1e-6)) / 2e-6;
+    }
+    close_all("gelu forward", y, want, N, 1e-6, 1e-5);
+    close_all("gelu backward", dx, g, N, 1e-5, 1e-4);
+}
+
+/* ---- attention ---- */
+
+typedef struct {
+    int n, T, C, H;
+    double *R;
+} att_ctx;
+
+static double att_loss(const double *qkv, void *arg) {
+    att_ctx *k = arg;
+    size_t n = (size_t)k->n * k->T * k->C;
+    double *y = malloc(sizeof(double) * n), L = 0;
+    ref_attention(y, qkv, k->n, k->T, k->C, k->H);
+    for (size_t i = 0; i < n; i++) L += k->R[i] * y[i];
+    free(y);
+    return L;
+}
+
+static void test_attention(int n, int T, int C, int H) {
+    size_t rows = (size_t)n * T, nq = rows * 3 * C, ny = rows * C;
+    float *qkv = rnd(20, nq, 1.5f), *R = rnd(21, ny, 1);
+    float *y = malloc(ny * sizeof *y), *att = malloc((size_t)n * H * T * T * sizeof *att);
+    float *dqkv = malloc(nq * sizeof *dqkv);
+    float *ws = malloc(hfl_attention_bwd_ws_bytes(n, T, C, H));
+    CHECK(hfl_attention_fwd_ws_bytes(n, T, C, H) <= hfl_attention_bwd_ws_bytes(n, T, C, H));
+    hfl_attention_forward(be, y, att, qkv, ws, n, T, C, H);
+    att_ctx k = {n, T, C, H, widen(R, ny)};
+    double *dq = widen(qkv, nq), *want = malloc(ny * sizeof *want), *g = malloc(nq * sizeof *g);
+    ref_attention(want, dq, n, T, C, H);
+    char what[64];
+    snprintf(what, sizeof what, "attention forward n%d T%d C%d H%d", n, T, C, H);
+    close_all(what, y, want, ny, 1e-5, 1e-5);
+    int causal = 1;
+    for (size_t r = 0; r < (size_t)n * H * T; r++)
+        for (int s = (int)(r % T) + 1; s < T; s++) causal &= att[r * T + s] == 0.0f;
+    CHECK_MSG(causal, "attention probabilities above the diagonal are not 0");
+    hfl_attention_backward(be, dqkv, R, qkv, att, ws, n, T, C, H);
+    fd_grad(g, dq, nq, att_loss, &k);
+    snprintf(what, sizeof what, "attention dqkv n%d T%d C%d H%d", n, T, C, H);
+    close_all(what, dqkv, g, nq, 1e-4, 1e-3);
+    free(qkv), free(R), free(y), free(att), free(dqkv), free(ws), free(k.R), free(dq), free(want), free(g);
+}
+
+/* ---- AdamW ---- */
+
+static void test_adamw(void) {
+    enum { N = 9 };
+    const float lr = 0.01f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f;
+    float *w = rnd(30, N, 1), m[N] = {0}, v[N] = {0};
+    double dw[N], w0[N], dm[N] = {0}, dv[N] = {0};
+    for (int i = 0; i < N; i++) dw[i] = w0[i] = w[i];
+    for (long step = 1; step <= 3; step++) {
+        float *g = rnd(30 + (uint32_t)step, N, 2);
+        lm->adamw_step(w, m, v, g, N, hfl_adamw_make(lr, b1, b2, eps, wd, step));
+        for (int i = 0; i < N; i++) { /* Kingma & Ba 2015, Algorithm 1; Loshchilov & Hutter 2019 decay */
+            dm[i] = b1 * dm[i] + (1 - b1) * g[i];
+            dv[i] = b2 * dv[i] + (1 - b2) * (double)g[i] * g[i];
+            double mh = dm[i] / (1 - pow(b1, step)), vh = dv[i] / (1 - pow(b2, step));
+            dw[i] = dw[i] * (1 - (double)lr * wd) - lr * mh / (sqrt(vh) + eps);
+            if (step == 1) /* the closed form of the first step */
+                CHECK_CLOSE(w[i], w0[i] * (1 - (double)lr * wd) - lr * g[i] / (fabs(g[i]) + eps), 1e-7, 1e-6);
+        }
+        char what[32];
+        snprintf(what, sizeof what, "adamw step %ld", step);
+        close_all(what, w, dw, N, 1e-7, 1e-6);
+        free(g);
+    }
+    free(w);
+}
+
+int main(void) {
+    be = hfl_backend_cpu();
+    lm = be->lm;
+    if (!CHECK(lm != NULL)) return check_exit_code("test_lm_ops");
+    test_embed();
+    test_layernorm();
+    test_gelu();
+    test_attention(2, 5, 8, 2);
+    test_attention(1, 9, 12, 3);
+    test_attention(3, 1, 4, 1); /* one token: the softmax is 1 */
+    test_adamw();
+    return check_exit_code("test_lm_ops");
+}
