@@ -10,7 +10,9 @@
 #define HFL_LM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
+#include "kernels/backend.h"
 #include "kernels/lm_hd.h"
 
 typedef struct hfl_lm_ops {
@@ -40,6 +42,38 @@ typedef struct hfl_lm_ops {
     void (*causal_softmax_bwd)(float *dz, const float *dp, const float *p, size_t n_rows, int T,
                                float scale);
     void (*adamw_step)(float *w, float *m, float *v, const float *g, size_t n, hfl_adamw_args a);
+
+    /* ---- 2-byte storage: the same ops with 2-byte activations, tables and
+     * working weights of type lp (bf16 or fp16), fp32 statistics, parameter
+     * gradients and optimizer state; each is the fp32 op on the widened
+     * inputs with every 2-byte output rounded once (lm_hd.h). ---- */
+    void (*embed_fwd_lp)(hfl_precision lp, uint16_t *y, const uint16_t *tokens, const uint16_t *wte,
+                         const uint16_t *wpe, int rows, int T, int C, int V);
+    void (*embed_bwd_lp)(hfl_precision lp, float *dwte, float *dwpe, const uint16_t *dy,
+                         const uint16_t *tokens, int rows, int T, int C, int V, int accumulate);
+    void (*layernorm_fwd_lp)(hfl_precision lp, uint16_t *y, float *mean, float *rstd,
+                             const uint16_t *x, const uint16_t *w, const uint16_t *b, int rows,
+                             int C);
+    void (*layernorm_bwd_lp)(hfl_precision lp, uint16_t *dx, float *dw, float *db,
+                             const uint16_t *dy, const uint16_t *x, const uint16_t *w,
+                             const float *mean, const float *rstd, int rows, int C, int accumulate,
+                             int dx_add);
+    void (*gelu_fwd_lp)(hfl_precision lp, uint16_t *y, const uint16_t *x, size_t n);
+    void (*gelu_bwd_lp)(hfl_precision lp, uint16_t *dx, const uint16_t *dy, const uint16_t *x,
+                        size_t n);
+    void (*heads_gather_lp)(uint16_t *heads, const uint16_t *rows, int n, int T, int H, int hs,
+                            int ld);
+    void (*heads_scatter_lp)(uint16_t *rows, const uint16_t *heads, int n, int T, int H, int hs,
+                             int ld);
+    void (*causal_softmax_lp)(hfl_precision lp, uint16_t *p, const uint16_t *z, size_t n_rows,
+                              int T, float scale);
+    void (*causal_softmax_bwd_lp)(hfl_precision lp, uint16_t *dz, const uint16_t *dp,
+                                  const uint16_t *p, size_t n_rows, int T, float scale);
+    /* AdamW on the fp32 masters, then w = masters rounded; nothing when
+     * skip_if_nonfinite is given and its finite flag is 0 (fp16's skipped step). */
+    void (*adamw_step_lp)(hfl_precision lp, float *master, float *m, float *v, const float *g,
+                          uint16_t *w, size_t n, hfl_adamw_args a,
+                          const hfl_step_scalars *skip_if_nonfinite);
 } hfl_lm_ops;
 
 /* AdamW's per-step constants for step number `step` (1, 2, ...). */

@@ -14,6 +14,13 @@
  * column blocks by the heads_* bodies, so that one strided batched GEMM of
  * count n*H computes every head's scores (llm.c's layout).
  *
+ * The *_lp bodies at the end are the same formulas on 2-byte storage (bf16
+ * or fp16, kernels/backend.h's REDUCED PRECISION): 2-byte operands widened
+ * exactly, fp32 arithmetic in the same order, each 2-byte result rounded
+ * once, fp32 parameter gradients and optimizer state. So an _lp op's result
+ * is the fp32 op's on the widened inputs, rounded: the tests hold them to
+ * that bit for bit.
+ *
  * Formulas follow PyTorch's modules, so its autograd is the reference
  * (tests/kernels/lm_torch.py): nn.Embedding plus a learned position
  * embedding, nn.LayerNorm (eps 1e-5, biased variance), nn.GELU(approximate=
@@ -27,6 +34,7 @@
 #include <stdint.h>
 
 #include "kernels/hd.h"
+#include "kernels/ops_hd.h"
 
 #define HFL_LN_EPS 1e-5f
 
@@ -234,5 +242,154 @@ static inline HFL_HD void hfl_lm_thread_adamw(size_t i, float *w, float *m, floa
     v[i] = vi;
     w[i] = wi - a.step_size * mi / (sqrtf(vi) / a.bc2_sqrt + a.eps);
 }
+
+/* ---- 2-byte storage (bf16 or fp16; see the header comment) ---- */
+
+#define HFL_W(v) hfl_op_widen(lp, (v))
+#define HFL_N(v) hfl_op_narrow(lp, (v))
+
+static inline HFL_HD void hfl_lm_thread_embed_fwd_lp(size_t i, hfl_precision lp, uint16_t *y,
+                                                     const uint16_t *tokens, const uint16_t *wte,
+                                                     const uint16_t *wpe, int T, int C, int V) {
+    size_t r = i / (size_t)C, c = i % (size_t)C;
+    int v = hfl_lm_token(HFL_W(tokens[r]), V);
+    y[i] = HFL_N(HFL_W(wte[(size_t)v * C + c]) + HFL_W(wpe[(r % (size_t)T) * C + c]));
+}
+
+static inline HFL_HD void hfl_lm_thread_embed_bwd_wte_lp(size_t i, hfl_precision lp, float *dwte,
+                                                         const uint16_t *dy,
+                                                         const uint16_t *tokens, int rows, int C,
+                                                         int V, int accumulate) {
+    int v = (int)(i / (size_t)C);
+    size_t c = i % (size_t)C;
+    float s = accumulate ? dwte[i] : 0.0f;
+    for (int r = 0; r < rows; r++)
+        if (hfl_lm_token(HFL_W(tokens[r]), V) == v) s += HFL_W(dy[(size_t)r * C + c]);
+    dwte[i] = s;
+}
+
+static inline HFL_HD void hfl_lm_thread_embed_bwd_wpe_lp(size_t i, hfl_precision lp, float *dwpe,
+                                                         const uint16_t *dy, int rows, int T,
+                                                         int C, int accumulate) {
+    float s = accumulate ? dwpe[i] : 0.0f;
+    for (size_t at = i; at < (size_t)rows * C; at += (size_t)T * C) s += HFL_W(dy[at]);
+    dwpe[i] = s;
+}
+
+static inline HFL_HD void hfl_lm_thread_layernorm_fwd_lp(size_t i, hfl_precision lp, uint16_t *y,
+                                                         float *mean, float *rstd,
+                                                         const uint16_t *x, const uint16_t *w,
+                                                         const uint16_t *b, int C) {
+    const uint16_t *xr = x + i * C;
+    uint16_t *yr = y + i * C;
+    float s = 0.0f;
+    for (int c = 0; c < C; c++) s += HFL_W(xr[c]);
+    float m = s / C, v = 0.0f;
+    for (int c = 0; c < C; c++) v += (HFL_W(xr[c]) - m) * (HFL_W(xr[c]) - m);
+    float rs = 1.0f / sqrtf(v / C + HFL_LN_EPS);
+    for (int c = 0; c < C; c++) yr[c] = HFL_N((HFL_W(xr[c]) - m) * rs * HFL_W(w[c]) + HFL_W(b[c]));
+    mean[i] = m;
+    rstd[i] = rs;
+}
+
+static inline HFL_HD void hfl_lm_thread_layernorm_bwd_dx_lp(size_t i, hfl_precision lp,
+                                                            uint16_t *dx, const uint16_t *dy,
+                                                            const uint16_t *x, const uint16_t *w,
+                                                            const float *mean, const float *rstd,
+                                                            int C, int add) {
+    const uint16_t *xr = x + i * C, *dyr = dy + i * C;
+    uint16_t *dxr = dx + i * C;
+    float m = mean[i], rs = rstd[i], sg = 0.0f, sgx = 0.0f;
+    for (int c = 0; c < C; c++) {
+        float g = HFL_W(dyr[c]) * HFL_W(w[c]);
+        sg += g;
+        sgx += g * (HFL_W(xr[c]) - m) * rs;
+    }
+    sg /= C;
+    sgx /= C;
+    for (int c = 0; c < C; c++) {
+        float g = HFL_W(dyr[c]) * HFL_W(w[c]);
+        float d = rs * (g - sg - (HFL_W(xr[c]) - m) * rs * sgx);
+        dxr[c] = HFL_N(add ? HFL_W(dxr[c]) + d : d);
+    }
+}
+
+static inline HFL_HD void hfl_lm_thread_layernorm_bwd_dw_lp(size_t i, hfl_precision lp, float *dw,
+                                                            float *db, const uint16_t *dy,
+                                                            const uint16_t *x, const float *mean,
+                                                            const float *rstd, int rows, int C,
+                                                            int accumulate) {
+    float sw = accumulate ? dw[i] : 0.0f, sb = accumulate ? db[i] : 0.0f;
+    for (int r = 0; r < rows; r++) {
+        float d = HFL_W(dy[(size_t)r * C + i]);
+        sw += d * (HFL_W(x[(size_t)r * C + i]) - mean[r]) * rstd[r];
+        sb += d;
+    }
+    dw[i] = sw;
+    db[i] = sb;
+}
+
+static inline HFL_HD void hfl_lm_thread_gelu_fwd_lp(size_t i, hfl_precision lp, uint16_t *y,
+                                                    const uint16_t *x) {
+    y[i] = HFL_N(hfl_lm_gelu(HFL_W(x[i])));
+}
+
+static inline HFL_HD void hfl_lm_thread_gelu_bwd_lp(size_t i, hfl_precision lp, uint16_t *dx,
+                                                    const uint16_t *dy, const uint16_t *x) {
+    dx[i] = HFL_N(HFL_W(dy[i]) * hfl_lm_gelu_grad(HFL_W(x[i])));
+}
+
+/* Copies: the same bits whatever the type. */
+static inline HFL_HD void hfl_lm_thread_heads_gather_lp(size_t i, uint16_t *heads,
+                                                        const uint16_t *rows, int T, int H, int hs,
+                                                        int ld) {
+    heads[i] = rows[hfl_lm_head_src(i, T, H, hs, ld)];
+}
+
+static inline HFL_HD void hfl_lm_thread_heads_scatter_lp(size_t i, uint16_t *rows,
+                                                         const uint16_t *heads, int T, int H,
+                                                         int hs, int ld) {
+    rows[hfl_lm_head_src(i, T, H, hs, ld)] = heads[i];
+}
+
+/* Two passes over the scores (max, then the sum of exps in fp32), then each
+ * probability computed again and rounded once; p may alias z. */
+static inline HFL_HD void hfl_lm_thread_causal_softmax_lp(size_t i, hfl_precision lp, uint16_t *p,
+                                                          const uint16_t *z, int T, float scale) {
+    int t = (int)(i % (size_t)T);
+    const uint16_t *zr = z + i * T;
+    uint16_t *pr = p + i * T;
+    float zmax = HFL_W(zr[0]);
+    for (int s = 1; s <= t; s++) zmax = HFL_W(zr[s]) > zmax ? HFL_W(zr[s]) : zmax;
+    float sum = 0.0f;
+    for (int s = 0; s <= t; s++) sum += expf(scale * (HFL_W(zr[s]) - zmax));
+    float inv = 1.0f / sum;
+    for (int s = 0; s <= t; s++) pr[s] = HFL_N(expf(scale * (HFL_W(zr[s]) - zmax)) * inv);
+    for (int s = t + 1; s < T; s++) pr[s] = HFL_N(0.0f);
+}
+
+static inline HFL_HD void hfl_lm_thread_causal_softmax_bwd_lp(size_t i, hfl_precision lp,
+                                                              uint16_t *dz, const uint16_t *dp,
+                                                              const uint16_t *p, int T,
+                                                              float scale) {
+    int t = (int)(i % (size_t)T);
+    const uint16_t *pr = p + i * T, *dpr = dp + i * T;
+    uint16_t *dzr = dz + i * T;
+    float dot = 0.0f;
+    for (int s = 0; s <= t; s++) dot += HFL_W(pr[s]) * HFL_W(dpr[s]);
+    for (int s = 0; s <= t; s++) dzr[s] = HFL_N(scale * HFL_W(pr[s]) * (HFL_W(dpr[s]) - dot));
+    for (int s = t + 1; s < T; s++) dzr[s] = HFL_N(0.0f);
+}
+
+/* AdamW on the fp32 master weight, then its 2-byte working copy. */
+static inline HFL_HD void hfl_lm_thread_adamw_lp(size_t i, hfl_precision lp, float *master,
+                                                 float *m, float *v, const float *g, uint16_t *w,
+                                                 hfl_adamw_args a) {
+    hfl_lm_thread_adamw(i, master, m, v, g, a);
+    w[i] = HFL_N(master[i]);
+}
+
+#undef HFL_W
+#undef HFL_N
 
 #endif

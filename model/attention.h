@@ -20,6 +20,7 @@
 #define HFL_MODEL_ATTENTION_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kernels/backend.h"
 
@@ -33,5 +34,18 @@ void hfl_attention_forward(const hfl_backend *be, float *y, float *att, const fl
 /* dqkv [n*T, 3C] overwritten (it has no parameters to accumulate). */
 void hfl_attention_backward(const hfl_backend *be, float *dqkv, const float *dy, const float *qkv,
                             const float *att, float *ws, int n, int T, int C, int H);
+
+/* The same in 2-byte storage (bf16/fp16: qkv, y, att, dy and dqkv are
+ * uint16_t of lp): the GEMMs through gemm_lp (fp32 accumulation, each 2-byte
+ * result rounded once), the scores rounded to lp before the softmax, which
+ * computes in fp32 and rounds each probability once (lm_hd.h). The
+ * workspaces hold the 2-byte heads (and datt), then gemm_lp's fp32 staging. */
+size_t hfl_attention_fwd_ws_bytes_lp(int n, int T, int C, int H);
+size_t hfl_attention_bwd_ws_bytes_lp(int n, int T, int C, int H);
+void hfl_attention_forward_lp(const hfl_backend *be, hfl_precision lp, uint16_t *y, uint16_t *att,
+                              const uint16_t *qkv, void *ws, int n, int T, int C, int H);
+void hfl_attention_backward_lp(const hfl_backend *be, hfl_precision lp, uint16_t *dqkv,
+                               const uint16_t *dy, const uint16_t *qkv, const uint16_t *att,
+                               void *ws, int n, int T, int C, int H);
 
 #endif

@@ -260,6 +260,17 @@ static const hfl_lm_ops cuda_lm_ops = {
     .causal_softmax = cuda_lm_causal_softmax,
     .causal_softmax_bwd = cuda_lm_causal_softmax_bwd,
     .adamw_step = cuda_lm_adamw_step,
+    .embed_fwd_lp = cuda_lm_embed_fwd_lp,
+    .embed_bwd_lp = cuda_lm_embed_bwd_lp,
+    .layernorm_fwd_lp = cuda_lm_layernorm_fwd_lp,
+    .layernorm_bwd_lp = cuda_lm_layernorm_bwd_lp,
+    .gelu_fwd_lp = cuda_lm_gelu_fwd_lp,
+    .gelu_bwd_lp = cuda_lm_gelu_bwd_lp,
+    .heads_gather_lp = cuda_lm_heads_gather_lp,
+    .heads_scatter_lp = cuda_lm_heads_scatter_lp,
+    .causal_softmax_lp = cuda_lm_causal_softmax_lp,
+    .causal_softmax_bwd_lp = cuda_lm_causal_softmax_bwd_lp,
+    .adamw_step_lp = cuda_lm_adamw_step_lp,
 };
 
 static hfl_backend cuda_backend = {

@@ -129,6 +129,31 @@ void cuda_lm_causal_softmax(float *p, const float *z, size_t n_rows, int T, floa
 void cuda_lm_causal_softmax_bwd(float *dz, const float *dp, const float *p, size_t n_rows, int T,
                                 float scale);
 void cuda_lm_adamw_step(float *w, float *m, float *v, const float *g, size_t n, hfl_adamw_args a);
+void cuda_lm_embed_fwd_lp(hfl_precision lp, uint16_t *y, const uint16_t *tokens, const uint16_t *wte,
+                          const uint16_t *wpe, int rows, int T, int C, int V);
+void cuda_lm_embed_bwd_lp(hfl_precision lp, float *dwte, float *dwpe, const uint16_t *dy,
+                          const uint16_t *tokens, int rows, int T, int C, int V, int accumulate);
+void cuda_lm_layernorm_fwd_lp(hfl_precision lp, uint16_t *y, float *mean, float *rstd,
+                              const uint16_t *x, const uint16_t *w, const uint16_t *b, int rows,
+                              int C);
+void cuda_lm_layernorm_bwd_lp(hfl_precision lp, uint16_t *dx, float *dw, float *db,
+                              const uint16_t *dy, const uint16_t *x, const uint16_t *w,
+                              const float *mean, const float *rstd, int rows, int C, int accumulate,
+                              int dx_add);
+void cuda_lm_gelu_fwd_lp(hfl_precision lp, uint16_t *y, const uint16_t *x, size_t n);
+void cuda_lm_gelu_bwd_lp(hfl_precision lp, uint16_t *dx, const uint16_t *dy, const uint16_t *x,
+                         size_t n);
+void cuda_lm_heads_gather_lp(uint16_t *heads, const uint16_t *rows, int n, int T, int H, int hs,
+                             int ld);
+void cuda_lm_heads_scatter_lp(uint16_t *rows, const uint16_t *heads, int n, int T, int H, int hs,
+                              int ld);
+void cuda_lm_causal_softmax_lp(hfl_precision lp, uint16_t *p, const uint16_t *z, size_t n_rows,
+                               int T, float scale);
+void cuda_lm_causal_softmax_bwd_lp(hfl_precision lp, uint16_t *dz, const uint16_t *dp,
+                                   const uint16_t *p, size_t n_rows, int T, float scale);
+void cuda_lm_adamw_step_lp(hfl_precision lp, float *master, float *m, float *v, const float *g,
+                           uint16_t *w, size_t n, hfl_adamw_args a,
+                           const hfl_step_scalars *skip_if_nonfinite);
 
 #ifdef __cplusplus
 }

@@ -167,3 +167,171 @@ extern "C" void cuda_lm_adamw_step(float *w, float *m, float *v, const float *g,
                                    hfl_adamw_args a) {
     if (n) LAUNCH(k_adamw, n, w, m, v, g, a, n);
 }
+
+/* ---- 2-byte storage ---- */
+
+static __global__ void k_embed_fwd_lp(hfl_precision lp, uint16_t *y, const uint16_t *tokens,
+                                      const uint16_t *wte, const uint16_t *wpe, int T, int C, int V,
+                                      size_t count) {
+    size_t i = hfl_cuda_index();
+    if (i >= count) return;
+    hfl_lm_thread_embed_fwd_lp(i, lp, y, tokens, wte, wpe, T, C, V);
+}
+
+static __global__ void k_embed_bwd_wte_lp(hfl_precision lp, float *dwte, const uint16_t *dy,
+                                          const uint16_t *tokens, int rows, int C, int V,
+                                          int accumulate, size_t count) {
+    size_t i = hfl_cuda_index();
+    if (i >= count) return;
+    hfl_lm_thread_embed_bwd_wte_lp(i, lp, dwte, dy, tokens, rows, C, V, accumulate);
+}
+
+static __global__ void k_embed_bwd_wpe_lp(hfl_precision lp, float *dwpe, const uint16_t *dy,
+                                          int rows, int T, int C, int accumulate, size_t count) {
+    size_t i = hfl_cuda_index();
+    if (i >= count) return;
+    hfl_lm_thread_embed_bwd_wpe_lp(i, lp, dwpe, dy, rows, T, C, accumulate);
+}
+
+static __global__ void k_layernorm_fwd_lp(hfl_precision lp, uint16_t *y, float *mean, float *rstd,
+                                          const uint16_t *x, const uint16_t *w, const uint16_t *b,
+                                          int C, size_t count) {
+    size_t i = hfl_cuda_index();
+    if (i >= count) return;
+    hfl_lm_thread_layernorm_fwd_lp(i, lp, y, mean, rstd, x, w, b, C);
+}
+
+static __global__ void k_layernorm_bwd_dx_lp(hfl_precision lp, uint16_t *dx, const uint16_t *dy,
+                                             const uint16_t *x, const uint16_t *w,
+                                             const float *mean, const float *rstd, int C, int add,
+                                             size_t count) {
+    size_t i = hfl_cuda_index();
+    if (i >= count) return;
+    hfl_lm_thread_layernorm_bwd_dx_lp(i, lp, dx, dy, x, w, mean, rstd, C, add);
+}
+
+static __global__ void k_layernorm_bwd_dw_lp(hfl_precision lp, float *dw, float *db,
+                                             const uint16_t *dy, const uint16_t *x,
+                                             const float *mean, const float *rstd, int rows, int C,
+                                             int accumulate, size_t count) {
+    size_t i = hfl_cuda_index();
+    if (i >= count) return;
+    hfl_lm_thread_layernorm_bwd_dw_lp(i, lp, dw, db, dy, x, mean, rstd, rows, C, accumulate);
+}
+
+static __global__ void k_gelu_fwd_lp(hfl_precision lp, uint16_t *y, const uint16_t *x, size_t count) {
+    size_t i = hfl_cuda_index();
+    if (i >= count) return;
+    hfl_lm_thread_gelu_fwd_lp(i, lp, y, x);
+}
+
+static __global__ void k_gelu_bwd_lp(hfl_precision lp, uint16_t *dx, const uint16_t *dy,
+                                     const uint16_t *x, size_t count) {
+    size_t i = hfl_cuda_index();
+    if (i >= count) return;
+    hfl_lm_thread_gelu_bwd_lp(i, lp, dx, dy, x);
+}
+
+static __global__ void k_heads_gather_lp(uint16_t *heads, const uint16_t *rows, int T, int H,
+                                         int hs, int ld, size_t count) {
+    size_t i = hfl_cuda_index();
+    if (i >= count) return;
+    hfl_lm_thread_heads_gather_lp(i, heads, rows, T, H, hs, ld);
+}
+
+static __global__ void k_heads_scatter_lp(uint16_t *rows, const uint16_t *heads, int T, int H,
+                                          int hs, int ld, size_t count) {
+    size_t i = hfl_cuda_index();
+    if (i >= count) return;
+    hfl_lm_thread_heads_scatter_lp(i, rows, heads, T, H, hs, ld);
+}
+
+static __global__ void k_causal_softmax_lp(hfl_precision lp, uint16_t *p, const uint16_t *z, int T,
+                                           float scale, size_t count) {
+    size_t i = hfl_cuda_index();
+    if (i >= count) return;
+    hfl_lm_thread_causal_softmax_lp(i, lp, p, z, T, scale);
+}
+
+static __global__ void k_causal_softmax_bwd_lp(hfl_precision lp, uint16_t *dz, const uint16_t *dp,
+                                               const uint16_t *p, int T, float scale,
+                                               size_t count) {
+    size_t i = hfl_cuda_index();
+    if (i >= count) return;
+    hfl_lm_thread_causal_softmax_bwd_lp(i, lp, dz, dp, p, T, scale);
+}
+
+static __global__ void k_adamw_lp(hfl_precision lp, float *master, float *m, float *v,
+                                  const float *g, uint16_t *w, hfl_adamw_args a,
+                                  const hfl_step_scalars *skip_if_nonfinite, size_t count) {
+    size_t i = hfl_cuda_index();
+    if (i >= count || (skip_if_nonfinite && !skip_if_nonfinite->finite)) return;
+    hfl_lm_thread_adamw_lp(i, lp, master, m, v, g, w, a);
+}
+
+extern "C" void cuda_lm_embed_fwd_lp(hfl_precision lp, uint16_t *y, const uint16_t *tokens,
+                                     const uint16_t *wte, const uint16_t *wpe, int rows, int T,
+                                     int C, int V) {
+    size_t count = (size_t)rows * C;
+    if (count) LAUNCH(k_embed_fwd_lp, count, lp, y, tokens, wte, wpe, T, C, V, count);
+}
+
+extern "C" void cuda_lm_embed_bwd_lp(hfl_precision lp, float *dwte, float *dwpe,
+                                     const uint16_t *dy, const uint16_t *tokens, int rows, int T,
+                                     int C, int V, int accumulate) {
+    size_t te = (size_t)V * C, pe = (size_t)T * C;
+    if (te) LAUNCH(k_embed_bwd_wte_lp, te, lp, dwte, dy, tokens, rows, C, V, accumulate, te);
+    if (pe) LAUNCH(k_embed_bwd_wpe_lp, pe, lp, dwpe, dy, rows, T, C, accumulate, pe);
+}
+
+extern "C" void cuda_lm_layernorm_fwd_lp(hfl_precision lp, uint16_t *y, float *mean, float *rstd,
+                                         const uint16_t *x, const uint16_t *w, const uint16_t *b,
+                                         int rows, int C) {
+    if (rows > 0) LAUNCH(k_layernorm_fwd_lp, (size_t)rows, lp, y, mean, rstd, x, w, b, C, (size_t)rows);
+}
+
+extern "C" void cuda_lm_layernorm_bwd_lp(hfl_precision lp, uint16_t *dx, float *dw, float *db,
+                                         const uint16_t *dy, const uint16_t *x, const uint16_t *w,
+                                         const float *mean, const float *rstd, int rows, int C,
+                                         int accumulate, int dx_add) {
+    if (C > 0) LAUNCH(k_layernorm_bwd_dw_lp, (size_t)C, lp, dw, db, dy, x, mean, rstd, rows, C, accumulate, (size_t)C);
+    if (rows > 0) LAUNCH(k_layernorm_bwd_dx_lp, (size_t)rows, lp, dx, dy, x, w, mean, rstd, C, dx_add, (size_t)rows);
+}
+
+extern "C" void cuda_lm_gelu_fwd_lp(hfl_precision lp, uint16_t *y, const uint16_t *x, size_t n) {
+    if (n) LAUNCH(k_gelu_fwd_lp, n, lp, y, x, n);
+}
+
+extern "C" void cuda_lm_gelu_bwd_lp(hfl_precision lp, uint16_t *dx, const uint16_t *dy,
+                                    const uint16_t *x, size_t n) {
+    if (n) LAUNCH(k_gelu_bwd_lp, n, lp, dx, dy, x, n);
+}
+
+extern "C" void cuda_lm_heads_gather_lp(uint16_t *heads, const uint16_t *rows, int n, int T, int H,
+                                        int hs, int ld) {
+    size_t count = (size_t)n * T * H * hs;
+    if (count) LAUNCH(k_heads_gather_lp, count, heads, rows, T, H, hs, ld, count);
+}
+
+extern "C" void cuda_lm_heads_scatter_lp(uint16_t *rows, const uint16_t *heads, int n, int T, int H,
+                                         int hs, int ld) {
+    size_t count = (size_t)n * T * H * hs;
+    if (count) LAUNCH(k_heads_scatter_lp, count, rows, heads, T, H, hs, ld, count);
+}
+
+extern "C" void cuda_lm_causal_softmax_lp(hfl_precision lp, uint16_t *p, const uint16_t *z,
+                                          size_t n_rows, int T, float scale) {
+    if (n_rows) LAUNCH(k_causal_softmax_lp, n_rows, lp, p, z, T, scale, n_rows);
+}
+
+extern "C" void cuda_lm_causal_softmax_bwd_lp(hfl_precision lp, uint16_t *dz, const uint16_t *dp,
+                                              const uint16_t *p, size_t n_rows, int T,
+                                              float scale) {
+    if (n_rows) LAUNCH(k_causal_softmax_bwd_lp, n_rows, lp, dz, dp, p, T, scale, n_rows);
+}
+
+extern "C" void cuda_lm_adamw_step_lp(hfl_precision lp, float *master, float *m, float *v,
+                                      const float *g, uint16_t *w, size_t n, hfl_adamw_args a,
+                                      const hfl_step_scalars *skip_if_nonfinite) {
+    if (n) LAUNCH(k_adamw_lp, n, lp, master, m, v, g, w, a, skip_if_nonfinite, n);
+}

@@ -10,7 +10,8 @@
  * and expf differ from glibc's in the last bits: GELU and the causal
  * softmax (and their backwards). Attention and a whole block forward and
  * backward, whose GEMMs sum in cuBLAS's order: relative 1e-4 of each
- * tensor's largest magnitude. One line per check. */
+ * tensor's largest magnitude. The 2-byte (_lp) ops likewise, the tanh and
+ * exp ones within one 2-byte ulp. One line per check. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "kernels/backend.h"
 #include "kernels/device.h"
 #include "kernels/lm.h"
+#include "kernels/ops_hd.h"
 #include "kernels/philox.h"
 #include "kernels/select.h"
 #include "model/attention.h"
@@ -135,6 +137,108 @@ static void test_ops(void) {
     for (size_t i = 0; i < sizeof dall / sizeof *dall; i++) G->free(dall[i]);
 }
 
+/* 2-byte device values against the CPU's: bit for bit (ulps 0), or within
+ * `ulps` units in the last place of the 2-byte type, relative to |want| (or
+ * to a sixteenth of the tensor's largest value, for sums that cancel). */
+static void same_lp(const char *what, hfl_precision lp, const uint16_t *d, const uint16_t *want,
+                    size_t n, int ulps) {
+    uint16_t *got = malloc(sizeof(uint16_t) * (n ? n : 1));
+    G->download(got, d, sizeof(uint16_t) * n);
+    double unit = lp == HFL_PREC_BF16 ? 1.0 / 128 : 1.0 / 1024, big = 0;
+    for (size_t i = 0; i < n; i++) big = fmax(big, fabs(hfl_op_widen(lp, want[i])));
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double a = hfl_op_widen(lp, got[i]), b = hfl_op_widen(lp, want[i]);
+        bad += ulps == 0 ? got[i] != want[i] : !(fabs(a - b) <= ulps * unit * fmax(fabs(b), big / 16));
+    }
+    printf("%s %s (%s): %zu of %zu differ%s\n", bad ? "FAIL" : "ok  ", what, lp == HFL_PREC_BF16 ? "bf16" : "fp16",
+           bad, n, ulps == 0 ? ", bit for bit" : "");
+    if (bad) check_failures++;
+    free(got);
+}
+
+static uint16_t *dev16(const uint16_t *host, size_t n) {
+    uint16_t *d = G->alloc(sizeof(uint16_t) * (n ? n : 1));
+    if (host) G->upload(d, host, sizeof(uint16_t) * n);
+    return d;
+}
+
+static uint16_t *rnd16(hfl_precision lp, uint32_t tensor, size_t n, float scale) {
+    float *f = rnd(tensor, n, scale);
+    uint16_t *h = malloc(sizeof(uint16_t) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) h[i] = hfl_op_narrow(lp, f[i]);
+    free(f);
+    return h;
+}
+
+static void test_ops_lp(hfl_precision lp) {
+    enum { N = 3, T = 17, Cc = 48, V = 61, H = 4, ROWS = N * T, RC = ROWS * Cc, NR = N * H * T };
+    const hfl_lm_ops *g = G->lm, *c = C->lm;
+    uint16_t tok[ROWS];
+    for (int r = 0; r < ROWS; r++) tok[r] = hfl_op_narrow(lp, (float)(hfl_philox_u32(3, 9, 0, 0, 98, (uint64_t)r) % V));
+    uint16_t *wte = rnd16(lp, 60, V * Cc, 1), *wpe = rnd16(lp, 61, T * Cc, 1), *dy = rnd16(lp, 62, RC, 1);
+    uint16_t *x = rnd16(lp, 63, RC, 3), *w = rnd16(lp, 64, Cc, 2), *b = rnd16(lp, 65, Cc, 1);
+    uint16_t *y = malloc(sizeof(uint16_t) * RC), *dx = rnd16(lp, 66, RC, 1);
+    float *f1 = malloc(sizeof(float) * V * Cc), *f2 = malloc(sizeof(float) * T * Cc), mean[ROWS], rstd[ROWS];
+    uint16_t *d_tok = dev16(tok, ROWS), *d_wte = dev16(wte, V * Cc), *d_wpe = dev16(wpe, T * Cc), *d_dy = dev16(dy, RC);
+    uint16_t *d_x = dev16(x, RC), *d_w = dev16(w, Cc), *d_b = dev16(b, Cc), *d_y = dev16(NULL, RC), *d_dx = dev16(dx, RC);
+    float *d_f1 = dev(NULL, V * Cc), *d_f2 = dev(NULL, T * Cc), *d_mean = dev(NULL, ROWS), *d_rstd = dev(NULL, ROWS);
+    c->embed_fwd_lp(lp, y, tok, wte, wpe, ROWS, T, Cc, V);
+    g->embed_fwd_lp(lp, d_y, d_tok, d_wte, d_wpe, ROWS, T, Cc, V);
+    same_lp("embed_fwd_lp", lp, d_y, y, RC, 0);
+    c->embed_bwd_lp(lp, f1, f2, dy, tok, ROWS, T, Cc, V, 0);
+    g->embed_bwd_lp(lp, d_f1, d_f2, d_dy, d_tok, ROWS, T, Cc, V, 0);
+    same("embed_bwd_lp dwte", d_f1, f1, V * Cc, 0);
+    same("embed_bwd_lp dwpe", d_f2, f2, T * Cc, 0);
+    c->layernorm_fwd_lp(lp, y, mean, rstd, x, w, b, ROWS, Cc);
+    g->layernorm_fwd_lp(lp, d_y, d_mean, d_rstd, d_x, d_w, d_b, ROWS, Cc);
+    same_lp("layernorm_fwd_lp", lp, d_y, y, RC, 0);
+    c->layernorm_bwd_lp(lp, dx, f1, f2, dy, x, w, mean, rstd, ROWS, Cc, 0, 1);
+    g->layernorm_bwd_lp(lp, d_dx, d_f1, d_f2, d_dy, d_x, d_w, d_mean, d_rstd, ROWS, Cc, 0, 1);
+    same_lp("layernorm_bwd_lp dx (added)", lp, d_dx, dx, RC, 0);
+    same("layernorm_bwd_lp dw", d_f1, f1, Cc, 0);
+    c->gelu_fwd_lp(lp, y, x, RC);
+    g->gelu_fwd_lp(lp, d_y, d_x, RC);
+    same_lp("gelu_fwd_lp", lp, d_y, y, RC, 1);
+    c->gelu_bwd_lp(lp, y, dy, x, RC);
+    g->gelu_bwd_lp(lp, d_y, d_dy, d_x, RC);
+    same_lp("gelu_bwd_lp", lp, d_y, y, RC, 1);
+    c->heads_gather_lp(y, x, N, T, H, Cc / H, Cc);
+    g->heads_gather_lp(d_y, d_x, N, T, H, Cc / H, Cc);
+    same_lp("heads_gather_lp", lp, d_y, y, RC, 0);
+    uint16_t *z = rnd16(lp, 67, (size_t)NR * T, 4), *p = malloc(sizeof(uint16_t) * NR * T);
+    uint16_t *d_z = dev16(z, (size_t)NR * T), *d_p = dev16(NULL, (size_t)NR * T);
+    c->causal_softmax_lp(lp, p, z, NR, T, 0.3f);
+    g->causal_softmax_lp(lp, d_p, d_z, NR, T, 0.3f);
+    same_lp("causal_softmax_lp", lp, d_p, p, (size_t)NR * T, 1);
+    G->upload(d_p, p, sizeof(uint16_t) * NR * T);
+    c->causal_softmax_bwd_lp(lp, z, z, p, NR, T, 0.3f); /* dp = the scores, in place */
+    g->causal_softmax_bwd_lp(lp, d_z, d_z, d_p, NR, T, 0.3f);
+    same_lp("causal_softmax_bwd_lp (in place)", lp, d_z, z, (size_t)NR * T, 1);
+    free(wte), free(wpe), free(dy), free(x), free(w), free(b), free(y), free(dx), free(f1), free(f2), free(z), free(p);
+    void *dall[] = {d_tok, d_wte, d_wpe, d_dy, d_x, d_w, d_b, d_y, d_dx, d_f1, d_f2, d_mean, d_rstd, d_z, d_p};
+    for (size_t i = 0; i < sizeof dall / sizeof *dall; i++) G->free(dall[i]);
+}
+
+static void test_attention_lp(hfl_precision lp, int n, int T, int Cc, int H) {
+    size_t nq = (size_t)n * T * 3 * Cc, ny = (size_t)n * T * Cc, na = (size_t)n * H * T * T;
+    size_t wsb = hfl_attention_bwd_ws_bytes_lp(n, T, Cc, H);
+    uint16_t *qkv = rnd16(lp, 70, nq, 1.5f), *dy = rnd16(lp, 71, ny, 1);
+    uint16_t *y = malloc(ny * 2), *att = malloc(na * 2), *dq = malloc(nq * 2);
+    void *ws = malloc(wsb), *d_ws = G->alloc(wsb);
+    uint16_t *d_qkv = dev16(qkv, nq), *d_dy = dev16(dy, ny), *d_y = dev16(NULL, ny), *d_att = dev16(NULL, na);
+    uint16_t *d_dq = dev16(NULL, nq);
+    hfl_attention_forward_lp(C, lp, y, att, qkv, ws, n, T, Cc, H);
+    hfl_attention_forward_lp(G, lp, d_y, d_att, d_qkv, d_ws, n, T, Cc, H);
+    same_lp("attention_forward_lp", lp, d_y, y, ny, 2);
+    G->upload(d_att, att, na * 2); /* the backward from the CPU's probabilities */
+    hfl_attention_backward_lp(C, lp, dq, dy, qkv, att, ws, n, T, Cc, H);
+    hfl_attention_backward_lp(G, lp, d_dq, d_dy, d_qkv, d_att, d_ws, n, T, Cc, H);
+    same_lp("attention_backward_lp", lp, d_dq, dq, nq, 2);
+    free(qkv), free(dy), free(y), free(att), free(dq), free(ws);
+    G->free(d_ws), G->free(d_qkv), G->free(d_dy), G->free(d_y), G->free(d_att), G->free(d_dq);
+}
+
 static void test_block(int n, int T, int Cc, int H) {
     size_t rc = (size_t)n * T * Cc, np = hfl_gpt_block_n_params(Cc), sf = hfl_gpt_block_saved_floats(n, T, Cc, H);
     size_t wsf = hfl_gpt_block_ws_bytes(n, T, Cc, H) / sizeof(float);
@@ -177,6 +281,10 @@ int main(void) {
     C = hfl_backend_cpu();
     printf("GPU: %s, cc %d.%d\n", info.name, info.cc_major, info.cc_minor);
     test_ops();
+    test_ops_lp(HFL_PREC_BF16);
+    test_ops_lp(HFL_PREC_FP16);
+    test_attention_lp(HFL_PREC_BF16, 2, 64, 128, 4);
+    test_attention_lp(HFL_PREC_FP16, 2, 64, 128, 4);
     test_block(2, 16, 32, 4);
     test_block(4, 64, 128, 8);
     G->sync();

@@ -9,7 +9,9 @@
  * scatters instead (token embedding and layer norm weight gradients), must
  * give the CPU's results bit for bit. AdamW's first step has a closed form
  * (m^ = g, v^ = g^2: w(1 - lr wd) - lr g / (|g| + eps)); later steps are
- * checked against Kingma & Ba's Algorithm 1 with decoupled decay, in double. */
+ * checked against Kingma & Ba's Algorithm 1 with decoupled decay, in double.
+ * Each 2-byte (_lp) op must equal the fp32 op on the widened inputs with its
+ * 2-byte outputs rounded once, bit for bit, in bf16 and fp16. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/lm.h"
+#include "kernels/ops_hd.h"
 #include "kernels/philox.h"
 #include "model/attention.h"
 #include "tests/check.h"
@@ -297,6 +300,138 @@ static void test_adamw(void) {
     free(w);
 }
 
+/* ---- 2-byte storage: each _lp op is the fp32 op on the widened inputs, rounded ---- */
+
+static uint16_t *narrow_all(hfl_precision lp, float *x, size_t n) { /* x becomes its widened self */
+    uint16_t *h = malloc(sizeof(uint16_t) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) h[i] = hfl_op_narrow(lp, x[i]), x[i] = hfl_op_widen(lp, h[i]);
+    return h;
+}
+
+/* got (2-byte) == want (fp32) rounded, bit for bit */
+static void same_lp(const char *what, hfl_precision lp, const uint16_t *got, const float *want, size_t n) {
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += got[i] != hfl_op_narrow(lp, want[i]);
+    CHECK_MSG(bad == 0, "%s (%s): %zu of %zu differ from the fp32 op's result rounded", what,
+              lp == HFL_PREC_BF16 ? "bf16" : "fp16", bad, n);
+}
+
+static void same_f32(const char *what, hfl_precision lp, const float *got, const float *want, size_t n) {
+    CHECK_MSG(memcmp(got, want, n * sizeof *got) == 0, "%s (%s): differs from the fp32 op's", what,
+              lp == HFL_PREC_BF16 ? "bf16" : "fp16");
+}
+
+static void test_lp(hfl_precision lp) {
+    enum { N = 2, T = 6, C = 8, V = 11, H = 2, ROWS = N * T, RC = ROWS * C, NR = N * H * T };
+    float tok[ROWS];
+    for (int r = 0; r < ROWS; r++) tok[r] = (float)((r * 7 + 2) % V);
+    float *wte = rnd(50, V * C, 1), *wpe = rnd(51, T * C, 1), *dy = rnd(52, RC, 1), *x = rnd(53, RC, 3);
+    float *w = rnd(54, C, 2), *b = rnd(55, C, 1), *res = rnd(56, RC, 1);
+    uint16_t *htok = narrow_all(lp, tok, ROWS), *hwte = narrow_all(lp, wte, V * C), *hwpe = narrow_all(lp, wpe, T * C);
+    uint16_t *hdy = narrow_all(lp, dy, RC), *hx = narrow_all(lp, x, RC), *hw = narrow_all(lp, w, C);
+    uint16_t *hb = narrow_all(lp, b, C), *hres = narrow_all(lp, res, RC);
+    float y[RC], g1[V * C], g2[V * C], p1[T * C], p2[T * C], mean[ROWS], rstd[ROWS], mean2[ROWS], rstd2[ROWS];
+    uint16_t hy[RC];
+    lm->embed_fwd(y, tok, wte, wpe, ROWS, T, C, V);
+    lm->embed_fwd_lp(lp, hy, htok, hwte, hwpe, ROWS, T, C, V);
+    same_lp("embed_fwd_lp", lp, hy, y, RC);
+    lm->embed_bwd(g1, p1, dy, tok, ROWS, T, C, V, 0);
+    lm->embed_bwd_lp(lp, g2, p2, hdy, htok, ROWS, T, C, V, 0);
+    same_f32("embed_bwd_lp dwte", lp, g2, g1, V * C);
+    same_f32("embed_bwd_lp dwpe", lp, p2, p1, T * C);
+    for (size_t i = 0; i < V * C; i++) hfl_lm_thread_embed_bwd_wte_lp(i, lp, g1, hdy, htok, ROWS, C, V, 0);
+    same_f32("the gather body of embed_bwd_lp", lp, g1, g2, V * C);
+
+    lm->layernorm_fwd(y, mean, rstd, x, w, b, ROWS, C);
+    lm->layernorm_fwd_lp(lp, hy, mean2, rstd2, hx, hw, hb, ROWS, C);
+    same_lp("layernorm_fwd_lp", lp, hy, y, RC);
+    same_f32("layernorm_fwd_lp statistics", lp, rstd2, rstd, ROWS);
+    float dw1[C], db1[C], dw2[C], db2[C];
+    memcpy(y, res, sizeof y);
+    memcpy(hy, hres, sizeof hy);
+    lm->layernorm_bwd(y, dw1, db1, dy, x, w, mean, rstd, ROWS, C, 0, 1);
+    lm->layernorm_bwd_lp(lp, hy, dw2, db2, hdy, hx, hw, mean, rstd, ROWS, C, 0, 1);
+    same_lp("layernorm_bwd_lp dx (added)", lp, hy, y, RC);
+    same_f32("layernorm_bwd_lp dw", lp, dw2, dw1, C);
+    same_f32("layernorm_bwd_lp db", lp, db2, db1, C);
+    for (size_t i = 0; i < C; i++) hfl_lm_thread_layernorm_bwd_dw_lp(i, lp, dw1, db1, hdy, hx, mean, rstd, ROWS, C, 0);
+    same_f32("the gather body of layernorm_bwd_lp", lp, dw1, dw2, C);
+
+    lm->gelu_fwd(y, x, RC);
+    lm->gelu_fwd_lp(lp, hy, hx, RC);
+    same_lp("gelu_fwd_lp", lp, hy, y, RC);
+    lm->gelu_bwd(y, dy, x, RC);
+    lm->gelu_bwd_lp(lp, hy, hdy, hx, RC);
+    same_lp("gelu_bwd_lp", lp, hy, y, RC);
+
+    uint16_t heads[RC], back[RC];
+    lm->heads_gather_lp(heads, hx, N, T, H, C / H, C);
+    lm->heads_scatter_lp(back, heads, N, T, H, C / H, C);
+    lm->heads_gather(y, x, N, T, H, C / H, C);
+    same_lp("heads_gather_lp", lp, heads, y, RC);
+    CHECK_MSG(memcmp(back, hx, sizeof back) == 0, "heads_scatter_lp does not undo heads_gather_lp");
+
+    float *z = rnd(57, NR * T, 4), *dp = rnd(58, NR * T, 1), pz[NR * T];
+    uint16_t *hz = narrow_all(lp, z, NR * T), *hdp = narrow_all(lp, dp, NR * T), hp[NR * T];
+    lm->causal_softmax(pz, z, NR, T, 0.5f);
+    lm->causal_softmax_lp(lp, hp, hz, NR, T, 0.5f);
+    same_lp("causal_softmax_lp", lp, hp, pz, NR * T);
+    for (int i = 0; i < NR * T; i++) pz[i] = hfl_op_widen(lp, hp[i]); /* backward from the 2-byte probabilities */
+    lm->causal_softmax_bwd(z, dp, pz, NR, T, 0.5f);
+    lm->causal_softmax_bwd_lp(lp, hz, hdp, hp, NR, T, 0.5f);
+    same_lp("causal_softmax_bwd_lp", lp, hz, z, NR * T);
+
+    float *m1 = rnd(59, RC, 0.1f), *v1 = rnd(60, RC, 0.1f), m2[RC], v2[RC], master[RC];
+    for (int i = 0; i < RC; i++) v1[i] = fabsf(v1[i]);
+    memcpy(m2, m1, sizeof m2), memcpy(v2, v1, sizeof v2), memcpy(master, x, sizeof master);
+    hfl_adamw_args a = hfl_adamw_make(1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 4);
+    hfl_step_scalars sc = {.finite = 0};
+    lm->adamw_step_lp(lp, master, m2, v2, dy, hy, RC, a, &sc); /* fp16's skipped step: nothing moves */
+    CHECK_MSG(memcmp(master, x, sizeof master) == 0 && memcmp(m2, m1, sizeof m2) == 0, "a skipped adamw_step_lp moved");
+    sc.finite = 1;
+    lm->adamw_step(x, m1, v1, dy, RC, a);
+    lm->adamw_step_lp(lp, master, m2, v2, dy, hy, RC, a, &sc);
+    same_f32("adamw_step_lp masters", lp, master, x, RC);
+    same_f32("adamw_step_lp second moments", lp, v2, v1, RC);
+    same_lp("adamw_step_lp working weights", lp, hy, x, RC);
+
+    void *all[] = {wte, wpe, dy, x, w, b, res, htok, hwte, hwpe, hdy, hx, hw, hb, hres, z, dp, hz, hdp, m1, v1};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]);
+}
+
+/* Attention in 2-byte storage against fp32 attention on the same (widened)
+ * inputs: the scores, probabilities and outputs are each rounded once more,
+ * so within `ulps` 2-byte units in the last place of the tensor's largest value. */
+static void close_lp(const char *what, hfl_precision lp, const uint16_t *got, const float *want, size_t n,
+                     double ulps) {
+    double big = 0, worst = 0;
+    for (size_t i = 0; i < n; i++) big = fmax(big, fabs(want[i]));
+    for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs(hfl_op_widen(lp, got[i]) - want[i]));
+    double unit = lp == HFL_PREC_BF16 ? 1.0 / 256 : 1.0 / 2048;
+    CHECK_MSG(worst <= ulps * unit * big, "%s (%s): max |err| %.3g over %.3g ulps of max |value| %.3g", what,
+              lp == HFL_PREC_BF16 ? "bf16" : "fp16", worst, ulps, big);
+}
+
+static void test_attention_lp(hfl_precision lp, int n, int T, int C, int H) {
+    size_t rows = (size_t)n * T, nq = rows * 3 * C, ny = rows * C, na = (size_t)n * H * T * T;
+    float *qkv = rnd(70, nq, 1.5f), *dy = rnd(71, ny, 1);
+    uint16_t *hq = narrow_all(lp, qkv, nq), *hdy = narrow_all(lp, dy, ny);
+    float *y = malloc(ny * sizeof *y), *att = malloc(na * sizeof *att), *dqkv = malloc(nq * sizeof *dqkv);
+    uint16_t *hy = malloc(ny * 2), *hatt = malloc(na * 2), *hd = malloc(nq * 2);
+    float *ws = malloc(hfl_attention_bwd_ws_bytes(n, T, C, H));
+    void *hws = malloc(hfl_attention_bwd_ws_bytes_lp(n, T, C, H));
+    CHECK(hfl_attention_fwd_ws_bytes_lp(n, T, C, H) <= hfl_attention_bwd_ws_bytes_lp(n, T, C, H));
+    hfl_attention_forward(be, y, att, qkv, ws, n, T, C, H);
+    hfl_attention_backward(be, dqkv, dy, qkv, att, ws, n, T, C, H);
+    hfl_attention_forward_lp(be, lp, hy, hatt, hq, hws, n, T, C, H);
+    hfl_attention_backward_lp(be, lp, hd, hdy, hq, hatt, hws, n, T, C, H);
+    close_lp("attention_lp probabilities", lp, hatt, att, na, 2); /* seen: at most 0.65 */
+    close_lp("attention_lp forward", lp, hy, y, ny, 3);           /* 1.17 */
+    close_lp("attention_lp dqkv", lp, hd, dqkv, nq, 3);           /* 0.93 */
+    free(qkv), free(dy), free(hq), free(hdy), free(y), free(att), free(dqkv), free(hy), free(hatt), free(hd);
+    free(ws), free(hws);
+}
+
 int main(void) {
     be = hfl_backend_cpu();
     lm = be->lm;
@@ -308,5 +443,11 @@ int main(void) {
     test_attention(1, 9, 12, 3);
     test_attention(3, 1, 4, 1); /* one token: the softmax is 1 */
     test_adamw();
+    test_lp(HFL_PREC_BF16);
+    test_lp(HFL_PREC_FP16);
+    for (hfl_precision lp = HFL_PREC_BF16; lp <= HFL_PREC_FP16; lp++) {
+        test_attention_lp(lp, 2, 5, 8, 2);
+        test_attention_lp(lp, 2, 33, 64, 4); /* more than one GEMM tile deep */
+    }
     return check_exit_code("test_lm_ops");
 }
