@@ -7,22 +7,17 @@
 
 size_t hfl_gpt_block_n_params(int C) { return 12 * (size_t)C * C + 13 * (size_t)C; }
 
+/* Element offsets of a block's 12 tensors, in gpt.h's order (the struct's). */
+void hfl_gpt_block_offsets(int C, size_t off[12]) {
+    size_t c = (size_t)C, count[12] = {c, c, 3 * c * c, 3 * c, c * c, c, c, c, 4 * c * c, 4 * c, 4 * c * c, c};
+    for (int i = 0; i < 12; i++) off[i] = i ? off[i - 1] + count[i - 1] : 0;
+}
+
 hfl_gpt_block_params hfl_gpt_block_view(float *b, int C) {
-    size_t c = (size_t)C;
-    hfl_gpt_block_params p;
-    p.ln1_w = b, b += c;
-    p.ln1_b = b, b += c;
-    p.qkv_w = b, b += 3 * c * c;
-    p.qkv_b = b, b += 3 * c;
-    p.proj_w = b, b += c * c;
-    p.proj_b = b, b += c;
-    p.ln2_w = b, b += c;
-    p.ln2_b = b, b += c;
-    p.fc_w = b, b += 4 * c * c;
-    p.fc_b = b, b += 4 * c;
-    p.fcp_w = b, b += 4 * c * c;
-    p.fcp_b = b;
-    return p;
+    size_t o[12];
+    hfl_gpt_block_offsets(C, o);
+    return (hfl_gpt_block_params){b + o[0], b + o[1], b + o[2], b + o[3], b + o[4], b + o[5],
+                                  b + o[6], b + o[7], b + o[8], b + o[9], b + o[10], b + o[11]};
 }
 
 size_t hfl_gpt_block_saved_floats(int n, int T, int C, int H) {

@@ -29,6 +29,7 @@
 #define HFL_MODEL_GPT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kernels/backend.h"
 
@@ -40,6 +41,7 @@ typedef struct {
 
 size_t hfl_gpt_block_n_params(int C);
 hfl_gpt_block_params hfl_gpt_block_view(float *block, int C);
+void hfl_gpt_block_offsets(int C, size_t off[12]); /* each tensor's element offset, in order */
 
 /* The activations a block's backward reads, views into one buffer. */
 typedef struct {
@@ -72,5 +74,47 @@ void hfl_gpt_head_backward(const hfl_backend *be, const float *x, const float *l
                            const float *wte, const float *hf, const float *mean, const float *rstd,
                            const float *dlogits, float *dwte, float *dlnf_w, float *dlnf_b,
                            float *dx, float *dhf, int rows, int C, int V, int accumulate);
+
+/* ---- 2-byte storage (bf16/fp16) ----
+ * The same block with 2-byte activations, activation gradients and working
+ * weights (uint16_t of lp), fp32 layer-norm statistics and fp32 parameter
+ * gradients: dense layers through gemm_lp (the residual GEMMs round
+ * residual + product + bias once), attention through
+ * hfl_attention_*_lp, the rest through the _lp ops. */
+typedef struct {
+    uint16_t *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
+    uint16_t *ln2_w, *ln2_b, *fc_w, *fc_b, *fcp_w, *fcp_b;
+} hfl_gpt_block_params_lp;
+
+typedef struct {
+    uint16_t *h1, *qkv, *att, *ya, *x2, *h2, *f, *g;
+    float *mean1, *rstd1, *mean2, *rstd2;
+} hfl_gpt_block_saved_lp;
+
+hfl_gpt_block_params_lp hfl_gpt_block_view_lp(uint16_t *block, int C);
+size_t hfl_gpt_block_saved_bytes_lp(int n, int T, int C, int H);
+hfl_gpt_block_saved_lp hfl_gpt_block_saved_view_lp(void *base, int n, int T, int C, int H);
+size_t hfl_gpt_block_ws_bytes_lp(int n, int T, int C, int H);
+
+void hfl_gpt_block_forward_lp(const hfl_backend *be, hfl_precision lp,
+                              const hfl_gpt_block_params_lp *p, const uint16_t *x, uint16_t *out,
+                              const hfl_gpt_block_saved_lp *s, void *ws, int n, int T, int C, int H);
+void hfl_gpt_block_backward_lp(const hfl_backend *be, hfl_precision lp,
+                               const hfl_gpt_block_params_lp *p, const hfl_gpt_block_params *d,
+                               const uint16_t *x, const hfl_gpt_block_saved_lp *s,
+                               const uint16_t *dout, uint16_t *dx, void *ws, int n, int T, int C,
+                               int H, int accumulate);
+/* The head: hf (2-byte), logits (2-byte); backward's dwte, dlnf_* fp32, dx
+ * and dhf 2-byte; ws holds hfl_gpt_head_ws_bytes_lp. */
+size_t hfl_gpt_head_ws_bytes_lp(int rows, int C, int V);
+void hfl_gpt_head_forward_lp(const hfl_backend *be, hfl_precision lp, const uint16_t *x,
+                             const uint16_t *lnf_w, const uint16_t *lnf_b, const uint16_t *wte,
+                             uint16_t *hf, float *mean, float *rstd, uint16_t *logits, void *ws,
+                             int rows, int C, int V);
+void hfl_gpt_head_backward_lp(const hfl_backend *be, hfl_precision lp, const uint16_t *x,
+                              const uint16_t *lnf_w, const uint16_t *wte, const uint16_t *hf,
+                              const float *mean, const float *rstd, const uint16_t *dlogits,
+                              float *dwte, float *dlnf_w, float *dlnf_b, uint16_t *dx,
+                              uint16_t *dhf, void *ws, int rows, int C, int V, int accumulate);
 
 #endif

@@ -11,7 +11,12 @@
  * softmax (and their backwards). Attention and a whole block forward and
  * backward, whose GEMMs sum in cuBLAS's order: relative 1e-4 of each
  * tensor's largest magnitude. The 2-byte (_lp) ops likewise, the tanh and
- * exp ones within one 2-byte ulp. One line per check. */
+ * exp ones within one 2-byte ulp; 2-byte attention within 2 ulps and a
+ * 2-byte block within 4 (forward) and 8 (dx) ulps, its fp32 parameter
+ * gradients within 3% (bf16) and 0.4% (fp16) of their largest value: one
+ * 2-byte rounding that falls the other way moves everything after it. These
+ * bounds are first guesses, to be tightened on the first GPU run. One line
+ * per check. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -267,6 +272,33 @@ static void test_block(int n, int T, int Cc, int H) {
     G->free(d_grads), G->free(d_dx);
 }
 
+static void test_block_lp(hfl_precision lp, int n, int T, int Cc, int H) {
+    size_t rc = (size_t)n * T * Cc, np = hfl_gpt_block_n_params(Cc);
+    size_t sb = hfl_gpt_block_saved_bytes_lp(n, T, Cc, H), wsb = hfl_gpt_block_ws_bytes_lp(n, T, Cc, H);
+    uint16_t *pw = rnd16(lp, 80, np, 0.2f), *x = rnd16(lp, 81, rc, 1), *dout = rnd16(lp, 82, rc, 1);
+    uint16_t *out = malloc(rc * 2), *dx = malloc(rc * 2);
+    float *grads = malloc(sizeof(float) * np);
+    void *saved = malloc(sb), *ws = malloc(wsb), *d_saved = G->alloc(sb), *d_ws = G->alloc(wsb);
+    uint16_t *d_pw = dev16(pw, np), *d_x = dev16(x, rc), *d_dout = dev16(dout, rc), *d_out = dev16(NULL, rc);
+    uint16_t *d_dx = dev16(NULL, rc);
+    float *d_grads = dev(NULL, np);
+    hfl_gpt_block_params_lp p = hfl_gpt_block_view_lp(pw, Cc), gp = hfl_gpt_block_view_lp(d_pw, Cc);
+    hfl_gpt_block_params d = hfl_gpt_block_view(grads, Cc), gd = hfl_gpt_block_view(d_grads, Cc);
+    hfl_gpt_block_saved_lp s = hfl_gpt_block_saved_view_lp(saved, n, T, Cc, H);
+    hfl_gpt_block_saved_lp gs = hfl_gpt_block_saved_view_lp(d_saved, n, T, Cc, H);
+    hfl_gpt_block_forward_lp(C, lp, &p, x, out, &s, ws, n, T, Cc, H);
+    hfl_gpt_block_forward_lp(G, lp, &gp, d_x, d_out, &gs, d_ws, n, T, Cc, H);
+    same_lp("block forward", lp, d_out, out, rc, 4);
+    hfl_gpt_block_backward_lp(C, lp, &p, &d, x, &s, dout, dx, ws, n, T, Cc, H, 0);
+    hfl_gpt_block_backward_lp(G, lp, &gp, &gd, d_x, &gs, d_dout, d_dx, d_ws, n, T, Cc, H, 0);
+    same_lp("block backward dx", lp, d_dx, dx, rc, 8);
+    same(lp == HFL_PREC_BF16 ? "block backward parameter gradients (bf16)" : "block backward parameter gradients (fp16)",
+         d_grads, grads, np, lp == HFL_PREC_BF16 ? 3e-2 : 4e-3);
+    free(pw), free(x), free(dout), free(out), free(dx), free(grads), free(saved), free(ws);
+    G->free(d_saved), G->free(d_ws), G->free(d_pw), G->free(d_x), G->free(d_dout), G->free(d_out), G->free(d_dx);
+    G->free(d_grads);
+}
+
 int main(void) {
     hfl_device_info info;
     char reason[HFL_ERR_LEN] = "", err[HFL_ERR_LEN] = "";
@@ -287,6 +319,8 @@ int main(void) {
     test_attention_lp(HFL_PREC_FP16, 2, 64, 128, 4);
     test_block(2, 16, 32, 4);
     test_block(4, 64, 128, 8);
+    test_block_lp(HFL_PREC_BF16, 4, 64, 128, 8);
+    test_block_lp(HFL_PREC_FP16, 4, 64, 128, 8);
     G->sync();
     return check_exit_code("test_cuda_lm");
 }

@@ -8,26 +8,107 @@
  * gpt.h's order, ln_f.weight, ln_f.bias [C]. Tokens [n, T + 1] are bytes-like
  * ids; the model reads the first T of each row and predicts the last T (the
  * mean cross-entropy over n*T positions). The file holds "tokens", "params",
- * "loss" (one value) and "grads"; metadata n, T, C, H, V, L.
- * Usage: gpt_dump OUT.safetensors */
+ * "loss" (one value) and "grads"; metadata n, T, C, H, V, L and precision.
+ *
+ * With bf16 or fp16 the step runs in 2-byte storage (gpt.h's _lp forms,
+ * mixed precision: 2-byte working weights and activations, fp32 gradients;
+ * fp16 with a loss scale of 1024, divided out by unscale_grads); "params"
+ * then holds the working weights widened, the values the model really used.
+ * Usage: gpt_dump OUT.safetensors [fp32|bf16|fp16] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/backend.h"
 #include "kernels/lm.h"
+#include "kernels/ops_hd.h"
 #include "kernels/philox.h"
 #include "model/gpt.h"
+#include "model/model.h"
 #include "util/stfile.h"
 #include "util/util.h"
 
 enum { N = 3, T = 8, C = 16, H = 2, V = 32, L = 2, ROWS = N * T };
 
 static float *zeros(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
+static uint16_t *zeros16(size_t n) { return calloc(n ? n : 1, sizeof(uint16_t)); }
+
+/* One step in 2-byte storage: params (fp32 in, replaced by the working
+ * weights widened), grads (fp32, unscaled); returns the mean loss. */
+static float step_lp(const hfl_backend *be, hfl_precision lp, float *params, float *grads, size_t n_params,
+                     const float *x_in, const int32_t *targets) {
+    const hfl_lm_ops *lm = be->lm;
+    size_t nb = hfl_gpt_block_n_params(C), rc = (size_t)ROWS * C;
+    uint16_t *w16 = zeros16(n_params), tok[ROWS];
+    be->round_lp(lp, w16, params, n_params);
+    be->round_lp(lp, tok, x_in, ROWS);
+    for (size_t i = 0; i < n_params; i++) params[i] = hfl_op_widen(lp, w16[i]);
+    uint16_t *wte = w16, *wpe = wte + V * C, *blk = wpe + T * C, *lnf_w = blk + L * nb, *lnf_b = lnf_w + C;
+    float *dwte = grads, *dwpe = dwte + V * C, *dblk = dwpe + T * C, *dlnf_w = dblk + L * nb, *dlnf_b = dlnf_w + C;
+    uint16_t *act[L + 1];
+    void *saved[L];
+    for (int l = 0; l <= L; l++) act[l] = zeros16(rc);
+    for (int l = 0; l < L; l++) saved[l] = calloc(1, hfl_gpt_block_saved_bytes_lp(N, T, C, H));
+    size_t wsb = hfl_gpt_block_ws_bytes_lp(N, T, C, H), hwb = hfl_gpt_head_ws_bytes_lp(ROWS, C, V);
+    void *ws = calloc(1, wsb > hwb ? wsb : hwb);
+    uint16_t *hf = zeros16(rc), *logits = zeros16((size_t)ROWS * V), *dlogits = zeros16((size_t)ROWS * V);
+    uint16_t *dx = zeros16(rc), *dhf = zeros16(rc);
+    float *mean = zeros(ROWS), *rstd = zeros(ROWS), *lws = zeros(2 * V);
+
+    lm->embed_fwd_lp(lp, act[0], tok, wte, wpe, ROWS, T, C, V);
+    for (int l = 0; l < L; l++) {
+        hfl_gpt_block_params_lp p = hfl_gpt_block_view_lp(blk + l * nb, C);
+        hfl_gpt_block_saved_lp s = hfl_gpt_block_saved_view_lp(saved[l], N, T, C, H);
+        hfl_gpt_block_forward_lp(be, lp, &p, act[l], act[l + 1], &s, ws, N, T, C, H);
+    }
+    hfl_gpt_head_forward_lp(be, lp, act[L], lnf_w, lnf_b, wte, hf, mean, rstd, logits, ws, ROWS, C, V);
+    hfl_step_scalars sc = {.loss_scale = lp == HFL_PREC_FP16 ? 1024.0f : 1.0f};
+    be->softmax_xent_lp(lp, logits, targets, dlogits, ROWS, V, ROWS, &sc, lws);
+    hfl_gpt_head_backward_lp(be, lp, act[L], lnf_w, wte, hf, mean, rstd, dlogits, dwte, dlnf_w, dlnf_b, dx,
+                             dhf, ws, ROWS, C, V, 0);
+    for (int l = L - 1; l >= 0; l--) {
+        hfl_gpt_block_params_lp p = hfl_gpt_block_view_lp(blk + l * nb, C);
+        hfl_gpt_block_params d = hfl_gpt_block_view(dblk + l * nb, C);
+        hfl_gpt_block_saved_lp s = hfl_gpt_block_saved_view_lp(saved[l], N, T, C, H);
+        hfl_gpt_block_backward_lp(be, lp, &p, &d, act[l], &s, dx, dx, ws, N, T, C, H, 0);
+    }
+    be->fill(dwpe, 0.0f, (size_t)T * C);
+    lm->embed_bwd_lp(lp, dwte, dwpe, dx, tok, ROWS, T, C, V, 1);
+    be->unscale_grads(grads, n_params, &sc);
+    if (!sc.finite) fprintf(stderr, "gpt_dump: non-finite gradients in %s\n", hfl_precision_name(lp));
+    float loss = (float)(sc.loss_sum / ROWS);
+    free(w16), free(ws), free(hf), free(logits), free(dlogits), free(dx), free(dhf), free(mean), free(rstd), free(lws);
+    for (int l = 0; l <= L; l++) free(act[l]);
+    for (int l = 0; l < L; l++) free(saved[l]);
+    return loss;
+}
+
+static int write_dump(const char *path, hfl_precision prec, const float *tokens, const float *params,
+                      const float *grads, size_t n_params, float loss) {
+    hfl_st_put put[4] = {
+        {.name = "tokens", .dtype = "F32", .ndim = 2, .shape = {N, T + 1}, .data = tokens},
+        {.name = "params", .dtype = "F32", .ndim = 1, .shape = {(int64_t)n_params}, .data = params},
+        {.name = "loss", .dtype = "F32", .ndim = 1, .shape = {1}, .data = &loss},
+        {.name = "grads", .dtype = "F32", .ndim = 1, .shape = {(int64_t)n_params}, .data = grads},
+    };
+    char nv[16], tv[16], cv[16], hv[16], vv[16], lv[16], err[HFL_ERR_LEN];
+    snprintf(nv, sizeof nv, "%d", N), snprintf(tv, sizeof tv, "%d", T), snprintf(cv, sizeof cv, "%d", C);
+    snprintf(hv, sizeof hv, "%d", H), snprintf(vv, sizeof vv, "%d", V), snprintf(lv, sizeof lv, "%d", L);
+    const char *meta[] = {"n", nv, "T", tv, "C", cv, "H", hv, "V", vv, "L", lv, "precision", hfl_precision_name(prec)};
+    size_t len;
+    uint8_t *buf = hfl_st_encode(put, 4, meta, 7, &len, err);
+    int bad = !buf || hfl_write_file_atomic(path, buf, len, err) != 0;
+    if (bad) fprintf(stderr, "gpt_dump: %s\n", err);
+    else printf("gpt_dump: %s, %zu parameters, loss %.6f, to %s\n", hfl_precision_name(prec), n_params, loss, path);
+    free(buf);
+    return bad;
+}
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: gpt_dump OUT.safetensors\n");
+    hfl_precision prec = HFL_PREC_FP32;
+    char err[HFL_ERR_LEN];
+    if (argc < 2 || argc > 3 || (argc == 3 && hfl_precision_parse(argv[2], &prec, err) != 0)) {
+        fprintf(stderr, "usage: gpt_dump OUT.safetensors [fp32|bf16|fp16]\n");
         return 2;
     }
     const hfl_backend *be = hfl_backend_cpu();
@@ -55,6 +136,12 @@ int main(int argc, char **argv) {
             targets[b * T + t] = (int32_t)tokens[b * (T + 1) + t + 1];
         }
 
+    if (prec != HFL_PREC_FP32) {
+        float loss = step_lp(be, prec, params, grads, n_params, x_in, targets);
+        int bad = write_dump(argv[1], prec, tokens, params, grads, n_params, loss);
+        free(params), free(grads);
+        return bad;
+    }
     /* activations: the embedding's output and each block's, each block's saved set */
     size_t rc = (size_t)ROWS * C, sf = hfl_gpt_block_saved_floats(N, T, C, H);
     float *act[L + 1], *saved[L];
@@ -85,22 +172,8 @@ int main(int argc, char **argv) {
     be->fill(dwpe, 0.0f, (size_t)T * C); /* dwte holds the head's share: both accumulate */
     lm->embed_bwd(dwte, dwpe, dx, x_in, ROWS, T, C, V, 1);
 
-    hfl_st_put put[4] = {
-        {.name = "tokens", .dtype = "F32", .ndim = 2, .shape = {N, T + 1}, .data = tokens},
-        {.name = "params", .dtype = "F32", .ndim = 1, .shape = {(int64_t)n_params}, .data = params},
-        {.name = "loss", .dtype = "F32", .ndim = 1, .shape = {1}, .data = &loss},
-        {.name = "grads", .dtype = "F32", .ndim = 1, .shape = {(int64_t)n_params}, .data = grads},
-    };
-    char nv[16], tv[16], cv[16], hv[16], vv[16], lv[16], err[HFL_ERR_LEN];
-    snprintf(nv, sizeof nv, "%d", N), snprintf(tv, sizeof tv, "%d", T), snprintf(cv, sizeof cv, "%d", C);
-    snprintf(hv, sizeof hv, "%d", H), snprintf(vv, sizeof vv, "%d", V), snprintf(lv, sizeof lv, "%d", L);
-    const char *meta[] = {"n", nv, "T", tv, "C", cv, "H", hv, "V", vv, "L", lv};
-    size_t len;
-    uint8_t *buf = hfl_st_encode(put, 4, meta, 6, &len, err);
-    int rc_out = !buf || hfl_write_file_atomic(argv[1], buf, len, err) != 0;
-    if (rc_out) fprintf(stderr, "gpt_dump: %s\n", err);
-    else printf("gpt_dump: %zu parameters, loss %.6f, to %s\n", n_params, loss, argv[1]);
-    free(buf), free(params), free(grads), free(ws), free(hf), free(mean), free(rstd), free(logits);
+    int rc_out = write_dump(argv[1], prec, tokens, params, grads, n_params, loss);
+    free(params), free(grads), free(ws), free(hf), free(mean), free(rstd), free(logits);
     free(dlogits), free(dx), free(dhf);
     for (int l = 0; l <= L; l++) free(act[l]);
     for (int l = 0; l < L; l++) free(saved[l]);

@@ -1,0 +1,138 @@
+/* gpt_lp.c: the transformer block and the tied head in 2-byte storage
+ * (gpt.h, "2-byte storage"): gpt.c's steps on uint16_t of lp. */
+#include "kernels/lm.h"
+#include "model/attention.h"
+#include "model/gpt.h"
+#include "model/layers.h"
+
+static size_t al(size_t bytes) { return (bytes + 63) / 64 * 64; }
+static size_t mx(size_t a, size_t b) { return a > b ? a : b; }
+
+hfl_gpt_block_params_lp hfl_gpt_block_view_lp(uint16_t *b, int C) {
+    size_t o[12];
+    hfl_gpt_block_offsets(C, o);
+    return (hfl_gpt_block_params_lp){b + o[0], b + o[1], b + o[2], b + o[3], b + o[4], b + o[5],
+                                     b + o[6], b + o[7], b + o[8], b + o[9], b + o[10], b + o[11]};
+}
+
+/* Regions, each 64-byte aligned: h1, ya, x2, h2 (C per row), qkv (3C),
+ * f, g (4C) at 2 bytes; att (n H T T) at 2 bytes; four fp32 statistics per row. */
+size_t hfl_gpt_block_saved_bytes_lp(int n, int T, int C, int H) {
+    size_t rows = (size_t)n * T, rc = rows * C * 2;
+    return 4 * al(rc) + al(3 * rc) + 2 * al(4 * rc) + al((size_t)n * H * T * T * 2) + 4 * al(rows * 4);
+}
+
+hfl_gpt_block_saved_lp hfl_gpt_block_saved_view_lp(void *base, int n, int T, int C, int H) {
+    size_t rows = (size_t)n * T, rc = rows * C * 2;
+    char *b = base;
+    hfl_gpt_block_saved_lp s;
+    s.h1 = (uint16_t *)b, b += al(rc);
+    s.ya = (uint16_t *)b, b += al(rc);
+    s.x2 = (uint16_t *)b, b += al(rc);
+    s.h2 = (uint16_t *)b, b += al(rc);
+    s.qkv = (uint16_t *)b, b += al(3 * rc);
+    s.f = (uint16_t *)b, b += al(4 * rc);
+    s.g = (uint16_t *)b, b += al(4 * rc);
+    s.att = (uint16_t *)b, b += al((size_t)n * H * T * T * 2);
+    s.mean1 = (float *)b, b += al(rows * 4);
+    s.rstd1 = (float *)b, b += al(rows * 4);
+    s.mean2 = (float *)b, b += al(rows * 4);
+    s.rstd2 = (float *)b;
+    return s;
+}
+
+/* gemm_lp's staging for the block's dense GEMMs (forward and backward). */
+static size_t dense_ws(int rows, int C) {
+    size_t w = 0;
+    int shapes[4][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}}; /* in, out */
+    for (int i = 0; i < 4; i++) {
+        w = mx(w, hfl_dense_workspace_bytes_lp(rows, shapes[i][0], shapes[i][1], 0));
+        w = mx(w, hfl_dense_workspace_bytes_lp(rows, shapes[i][0], shapes[i][1], 1));
+    }
+    return al(w);
+}
+
+/* Backward: A (4C per row: dg, df, then dqkv), B and D (C per row), all
+ * 2-byte; then the larger of attention's workspace and the dense staging
+ * (the forward uses the same tail). */
+size_t hfl_gpt_block_ws_bytes_lp(int n, int T, int C, int H) {
+    size_t rows = (size_t)n * T, rc = rows * C * 2;
+    return al(4 * rc) + 2 * al(rc) + mx(hfl_attention_bwd_ws_bytes_lp(n, T, C, H), dense_ws((int)rows, C));
+}
+
+/* y = round(r + x w^T + b) with r already in y (2-byte): the residual branch. */
+static void dense_onto_lp(const hfl_backend *be, hfl_precision lp, const uint16_t *w,
+                          const uint16_t *b, const uint16_t *x, uint16_t *y, int rows, int in,
+                          int out, void *ws) {
+    be->gemm_lp(lp, 0, 0, 1, rows, out, in, 1.0f, x, in, w, in, 1.0f, y, out, b, HFL_BIAS_COL, ws);
+}
+
+void hfl_gpt_block_forward_lp(const hfl_backend *be, hfl_precision lp,
+                              const hfl_gpt_block_params_lp *p, const uint16_t *x, uint16_t *out,
+                              const hfl_gpt_block_saved_lp *s, void *ws, int n, int T, int C, int H) {
+    const hfl_lm_ops *lm = be->lm;
+    int rows = n * T;
+    size_t rc = (size_t)rows * C;
+    char *tail = (char *)ws + al(4 * rc * 2) + 2 * al(rc * 2);
+    lm->layernorm_fwd_lp(lp, s->h1, s->mean1, s->rstd1, x, p->ln1_w, p->ln1_b, rows, C);
+    hfl_dense_forward_lp(be, lp, p->qkv_w, p->qkv_b, s->h1, s->qkv, rows, C, 3 * C, tail);
+    hfl_attention_forward_lp(be, lp, s->ya, s->att, s->qkv, tail, n, T, C, H);
+    be->copy(s->x2, x, rc * 2);
+    dense_onto_lp(be, lp, p->proj_w, p->proj_b, s->ya, s->x2, rows, C, C, tail);
+    lm->layernorm_fwd_lp(lp, s->h2, s->mean2, s->rstd2, s->x2, p->ln2_w, p->ln2_b, rows, C);
+    hfl_dense_forward_lp(be, lp, p->fc_w, p->fc_b, s->h2, s->f, rows, C, 4 * C, tail);
+    lm->gelu_fwd_lp(lp, s->g, s->f, 4 * rc);
+    be->copy(out, s->x2, rc * 2);
+    dense_onto_lp(be, lp, p->fcp_w, p->fcp_b, s->g, out, rows, 4 * C, C, tail);
+}
+
+void hfl_gpt_block_backward_lp(const hfl_backend *be, hfl_precision lp,
+                               const hfl_gpt_block_params_lp *p, const hfl_gpt_block_params *d,
+                               const uint16_t *x, const hfl_gpt_block_saved_lp *s,
+                               const uint16_t *dout, uint16_t *dx, void *ws, int n, int T, int C,
+                               int H, int accumulate) {
+    const hfl_lm_ops *lm = be->lm;
+    int rows = n * T;
+    size_t rc = (size_t)rows * C;
+    char *w = ws;
+    uint16_t *A = (uint16_t *)w, *B = (uint16_t *)(w + al(4 * rc * 2));
+    uint16_t *D = (uint16_t *)(w + al(4 * rc * 2) + al(rc * 2));
+    char *tail = w + al(4 * rc * 2) + 2 * al(rc * 2);
+    hfl_dense_backward_lp(be, lp, p->fcp_w, s->g, dout, d->fcp_w, d->fcp_b, A, rows, 4 * C, C, tail, accumulate);
+    lm->gelu_bwd_lp(lp, A, A, s->f, 4 * rc);
+    hfl_dense_backward_lp(be, lp, p->fc_w, s->h2, A, d->fc_w, d->fc_b, B, rows, C, 4 * C, tail, accumulate);
+    be->copy(D, dout, rc * 2);
+    lm->layernorm_bwd_lp(lp, D, d->ln2_w, d->ln2_b, B, s->x2, p->ln2_w, s->mean2, s->rstd2, rows, C,
+                         accumulate, 1);
+    hfl_dense_backward_lp(be, lp, p->proj_w, s->ya, D, d->proj_w, d->proj_b, B, rows, C, C, tail, accumulate);
+    hfl_attention_backward_lp(be, lp, A, B, s->qkv, s->att, tail, n, T, C, H);
+    hfl_dense_backward_lp(be, lp, p->qkv_w, s->h1, A, d->qkv_w, d->qkv_b, B, rows, C, 3 * C, tail, accumulate);
+    be->copy(dx, D, rc * 2);
+    lm->layernorm_bwd_lp(lp, dx, d->ln1_w, d->ln1_b, B, x, p->ln1_w, s->mean1, s->rstd1, rows, C,
+                         accumulate, 1);
+}
+
+size_t hfl_gpt_head_ws_bytes_lp(int rows, int C, int V) {
+    size_t f = hfl_gemm_lp_ws_bytes(0, rows, V, C);
+    f = mx(f, hfl_gemm_lp_ws_bytes(HFL_GEMM_C_F32, V, C, rows));
+    return al(mx(f, hfl_gemm_lp_ws_bytes(0, rows, C, V)));
+}
+
+void hfl_gpt_head_forward_lp(const hfl_backend *be, hfl_precision lp, const uint16_t *x,
+                             const uint16_t *lnf_w, const uint16_t *lnf_b, const uint16_t *wte,
+                             uint16_t *hf, float *mean, float *rstd, uint16_t *logits, void *ws,
+                             int rows, int C, int V) {
+    be->lm->layernorm_fwd_lp(lp, hf, mean, rstd, x, lnf_w, lnf_b, rows, C);
+    be->gemm_lp(lp, 0, 0, 1, rows, V, C, 1.0f, hf, C, wte, C, 0.0f, logits, V, NULL, HFL_BIAS_NONE, ws);
+}
+
+void hfl_gpt_head_backward_lp(const hfl_backend *be, hfl_precision lp, const uint16_t *x,
+                              const uint16_t *lnf_w, const uint16_t *wte, const uint16_t *hf,
+                              const float *mean, const float *rstd, const uint16_t *dlogits,
+                              float *dwte, float *dlnf_w, float *dlnf_b, uint16_t *dx,
+                              uint16_t *dhf, void *ws, int rows, int C, int V, int accumulate) {
+    be->gemm_lp(lp, HFL_GEMM_C_F32, 1, 0, V, C, rows, 1.0f, dlogits, V, hf, C, accumulate ? 1.0f : 0.0f,
+                dwte, C, NULL, HFL_BIAS_NONE, ws);
+    be->gemm_lp(lp, 0, 0, 0, rows, C, V, 1.0f, dlogits, V, wte, C, 0.0f, dhf, C, NULL, HFL_BIAS_NONE, ws);
+    be->lm->layernorm_bwd_lp(lp, dx, dlnf_w, dlnf_b, dhf, x, lnf_w, mean, rstd, rows, C, accumulate, 0);
+}
