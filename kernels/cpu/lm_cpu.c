@@ -6,7 +6,8 @@
  * gradient and layer norm's weight gradients walk rows r = 0, 1, ... and add
  * each into its column, which sums every output in the order the gather
  * bodies (and so the CUDA kernels) do. The 2-byte forms (*_lp) do the same
- * over widened values. */
+ * over widened values. The head gather and scatter are plain copies, done
+ * as one memcpy per head row. */
 #include <string.h>
 
 #include "kernels/lm.h"
@@ -58,14 +59,28 @@ static void cpu_gelu_bwd(float *dx, const float *dy, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) hfl_lm_thread_gelu_bwd(i, dx, dy, x);
 }
 
+/* Heads are copies: one memcpy of hs elements per (sequence, head, token),
+ * the same elements hfl_lm_head_src maps (a quarter of the block's step went
+ * to its per-element divisions). to_heads: rows -> heads, else back. */
+static void cpu_heads_copy(void *heads, void *rows, size_t esize, int n, int T, int H, int hs, int ld,
+                           int to_heads) {
+    size_t run = (size_t)hs * esize;
+    for (int b = 0; b < n; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                char *hp = (char *)heads + ((((size_t)b * H + h) * T + t) * hs) * esize;
+                char *rp = (char *)rows + (((size_t)b * T + t) * ld + (size_t)h * hs) * esize;
+                if (to_heads) memcpy(hp, rp, run);
+                else memcpy(rp, hp, run);
+            }
+}
+
 static void cpu_heads_gather(float *heads, const float *rows, int n, int T, int H, int hs, int ld) {
-    size_t count = (size_t)n * T * H * hs;
-    for (size_t i = 0; i < count; i++) hfl_lm_thread_heads_gather(i, heads, rows, T, H, hs, ld);
+    cpu_heads_copy(heads, (void *)rows, sizeof(float), n, T, H, hs, ld, 1);
 }
 
 static void cpu_heads_scatter(float *rows, const float *heads, int n, int T, int H, int hs, int ld) {
-    size_t count = (size_t)n * T * H * hs;
-    for (size_t i = 0; i < count; i++) hfl_lm_thread_heads_scatter(i, rows, heads, T, H, hs, ld);
+    cpu_heads_copy((void *)heads, rows, sizeof(float), n, T, H, hs, ld, 0);
 }
 
 static void cpu_causal_softmax(float *p, const float *z, size_t n_rows, int T, float scale) {
@@ -138,14 +153,12 @@ static void cpu_gelu_bwd_lp(hfl_precision lp, uint16_t *dx, const uint16_t *dy, 
 
 static void cpu_heads_gather_lp(uint16_t *heads, const uint16_t *rows, int n, int T, int H, int hs,
                                 int ld) {
-    size_t count = (size_t)n * T * H * hs;
-    for (size_t i = 0; i < count; i++) hfl_lm_thread_heads_gather_lp(i, heads, rows, T, H, hs, ld);
+    cpu_heads_copy(heads, (void *)rows, sizeof(uint16_t), n, T, H, hs, ld, 1);
 }
 
 static void cpu_heads_scatter_lp(uint16_t *rows, const uint16_t *heads, int n, int T, int H, int hs,
                                  int ld) {
-    size_t count = (size_t)n * T * H * hs;
-    for (size_t i = 0; i < count; i++) hfl_lm_thread_heads_scatter_lp(i, rows, heads, T, H, hs, ld);
+    cpu_heads_copy((void *)heads, rows, sizeof(uint16_t), n, T, H, hs, ld, 0);
 }
 
 static void cpu_causal_softmax_lp(hfl_precision lp, uint16_t *p, const uint16_t *z, size_t n_rows,

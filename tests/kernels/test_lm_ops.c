@@ -267,6 +267,17 @@ static void test_attention(int n, int T, int C, int H) {
         for (int s = (int)(r % T) + 1; s < T; s++) causal &= att[r * T + s] == 0.0f;
     CHECK_MSG(causal, "attention probabilities above the diagonal are not 0");
     hfl_attention_backward(be, dqkv, R, qkv, att, ws, n, T, C, H);
+    /* the CPU's head copies against the thread bodies the CUDA kernels run */
+    float *h1 = malloc(ny * sizeof *h1), *h2 = malloc(ny * sizeof *h2), *r1 = malloc(nq * sizeof *r1);
+    float *r2 = malloc(nq * sizeof *r2);
+    lm->heads_gather(h1, qkv + C, n, T, H, C / H, 3 * C);
+    for (size_t i = 0; i < ny; i++) hfl_lm_thread_heads_gather(i, h2, qkv + C, T, H, C / H, 3 * C);
+    memcpy(r1, qkv, nq * sizeof *r1), memcpy(r2, qkv, nq * sizeof *r2);
+    lm->heads_scatter(r1 + 2 * C, h1, n, T, H, C / H, 3 * C);
+    for (size_t i = 0; i < ny; i++) hfl_lm_thread_heads_scatter(i, r2 + 2 * C, h2, T, H, C / H, 3 * C);
+    CHECK_MSG(memcmp(h1, h2, ny * sizeof *h1) == 0, "heads_gather differs from its thread body");
+    CHECK_MSG(memcmp(r1, r2, nq * sizeof *r1) == 0, "heads_scatter differs from its thread body");
+    free(h1), free(h2), free(r1), free(r2);
     fd_grad(g, dq, nq, att_loss, &k);
     snprintf(what, sizeof what, "attention dqkv n%d T%d C%d H%d", n, T, C, H);
     close_all(what, dqkv, g, nq, 1e-4, 1e-3);
