@@ -32,6 +32,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "coordinator/coord.h"
 #include "util/util.h"
@@ -188,18 +189,24 @@ static int conns_fd_silent(int fd) {
 
 /* Once a second: every accepted connection that no pipe holds is timed from
  * when a scan first saw it, and shut down past --handshake-timeout if its
- * peer has been silent, past CONNS_STALL of them in any case. Only the
- * main loop calls it, so u needs no lock. The inode is checked again just
- * before shutdown(2), so a descriptor NNG closed and reused since the scan
- * read it is left alone. */
+ * peer has been silent, past CONNS_STALL of them in any case (only the
+ * silence rule when some pipe's address is unknown: it cannot be told from
+ * a connection without a pipe, and a pipe has always spoken). Only the main
+ * loop calls it, so u needs no lock. Each descriptor is dup(2)ed first and
+ * every check and the shutdown run on the duplicate, which pins the socket:
+ * if NNG closes and reuses the number meanwhile, what is checked is what is
+ * shut down. */
 static void conns_reap_unshaken(coord_conns *t) {
     double now = hfl_now();
     if (t->port <= 0 || now - t->scanned_at < 1.0) return;
     t->scanned_at = now;
     size_t np = 0;
+    int unknown = 0;
     pthread_mutex_lock(&t->mu);
-    for (int i = 0; i < t->hw; i++)
+    for (int i = 0; i < t->hw; i++) {
         if (t->e[i].id && t->e[i].peer) t->peers[np++] = t->e[i].peer;
+        unknown |= t->e[i].id && !t->e[i].peer;
+    }
     pthread_mutex_unlock(&t->mu);
     qsort(t->peers, np, sizeof *t->peers, conns_cmp_u64);
     DIR *d = opendir("/proc/self/fd");
@@ -208,22 +215,27 @@ static void conns_reap_unshaken(coord_conns *t) {
     struct dirent *de;
     while ((de = readdir(d)) && n_next < CONNS_MAX) {
         char *end;
-        long fd = strtol(de->d_name, &end, 10);
-        if (end == de->d_name || *end || fd == dirfd(d)) continue;
-        uint64_t peer = conns_fd_peer((int)fd, t->port);
+        long fd0 = strtol(de->d_name, &end, 10);
+        if (end == de->d_name || *end || fd0 == dirfd(d)) continue;
+        int fd = dup((int)fd0);
+        if (fd < 0) continue;
+        uint64_t peer = conns_fd_peer(fd, t->port);
         struct stat st;
-        if (!peer || bsearch(&peer, t->peers, np, sizeof *t->peers, conns_cmp_u64) || fstat((int)fd, &st) != 0)
+        if (!peer || bsearch(&peer, t->peers, np, sizeof *t->peers, conns_cmp_u64) || fstat(fd, &st) != 0) {
+            close(fd);
             continue;
+        }
         conns_unshaken key = {.ino = st.st_ino, .first = now};
         conns_unshaken *seen = bsearch(&key, t->u, (size_t)t->n_u, sizeof *t->u, conns_cmp_ino);
         conns_unshaken u = seen ? *seen : key;
         double age = now - u.first;
-        int due = age > CONNS_STALL * t->hs_s || (age > t->hs_s && conns_fd_silent((int)fd));
-        if (!u.shut && due && fstat((int)fd, &st) == 0 && st.st_ino == u.ino &&
-            shutdown((int)fd, SHUT_RDWR) == 0) {
+        int silent = age > t->hs_s && conns_fd_silent(fd);
+        int due = silent || (!unknown && age > CONNS_STALL * t->hs_s);
+        if (!u.shut && due && shutdown(fd, SHUT_RDWR) == 0) {
             u.shut = 1;
             __atomic_fetch_add(&t->c->conns_unshaken, 1, __ATOMIC_RELAXED);
         }
+        close(fd);
         t->u_next[n_next++] = u;
     }
     closedir(d);

@@ -3,7 +3,11 @@
  *
  * Every op is a loop (CPU, cpu/lm_cpu.c) or a kernel (CUDA, cuda/lm.cu) over
  * the thread bodies of kernels/lm_hd.h, whose comments give the formulas
- * and layouts; pointers are device pointers, fp32. Attention itself is
+ * and layouts; pointers are device pointers, fp32 (float) or 2-byte
+ * (uint16_t of lp) as typed. Token ids travel as floats of the input batch's
+ * type, exact for ids below 2^24 in fp32 but only below 256 in bf16 and 2048
+ * in fp16: a model in 2-byte storage with a larger vocabulary must refuse
+ * (the byte-level corpus has 256). Attention itself is
  * composed from these and the backend's strided GEMM in model/attention.c.
  * A backend without the table has be->lm == NULL. */
 #ifndef HFL_LM_H

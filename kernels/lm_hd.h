@@ -39,7 +39,7 @@
 #define HFL_LN_EPS 1e-5f
 
 /* A token id from its float: ids are whole numbers in [0, V); anything else
- * (the data loader refuses it first) is clamped so no read leaves the table. */
+ * (a loader should refuse it first) is clamped so no read leaves the table. */
 static inline HFL_HD int hfl_lm_token(float x, int V) {
     if (x < (float)V) return x >= 0.0f ? (int)x : 0;
     return V - 1; /* V or more, or NaN */

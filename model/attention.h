@@ -12,7 +12,8 @@
  * Backward, from dy: datt = dy v^T, dv = att^T dy, dz = softmax_bwd(datt),
  * dq = dz k / sqrt(hs), dk = dz^T q / sqrt(hs) (the 1/sqrt(hs) is inside
  * softmax_bwd's dz), written into dqkv's three column blocks.
- * Every GEMM is one strided batched call over the n*H heads, on heads
+ * C must be a multiple of H (the caller checks: a remainder would leave
+ * y's last columns unwritten). Every GEMM is one strided batched call over the n*H heads, on heads
  * gathered into [n, H, T, hs] in the workspace (llm.c's layout). The T x T
  * matrix is materialised: its bytes are att's, and the backward workspace's
  * datt. */

@@ -1,8 +1,9 @@
 /* lm.cu: the CUDA backend's transformer ops (kernels/lm.h), one thread per
  * output over the thread bodies of kernels/lm_hd.h, which the CPU backend
  * runs in loops: every sum in the CPU's order, so the results are the CPU's
- * bit for bit (tests/kernels/test_lm_ops.c checks the gather bodies on the
- * CPU).
+ * bit for bit, except where the device's expf differs from glibc's in the
+ * last bits (GELU, the softmax). tests/kernels/test_lm_ops.c checks the
+ * gather bodies on the CPU, tests/gpu/test_cuda_lm.c the kernels on a GPU.
  *
  * First cut, written for correctness: layer norm runs one thread per row
  * and its weight gradient one per column, the token embedding's gradient one

@@ -99,12 +99,10 @@ int main(int argc, char **argv) {
     char err[HFL_ERR_LEN];
     size_t len;
     uint8_t *buf = hfl_st_encode(put, n_put, meta, 5, &len, err);
-    if (!buf || hfl_write_file_atomic(argv[1], buf, len, err) != 0) {
-        fprintf(stderr, "lm_dump: %s\n", err);
-        return 1;
-    }
-    printf("lm_dump: %d tensors, %zu bytes to %s\n", n_put, len, argv[1]);
+    int bad = !buf || hfl_write_file_atomic(argv[1], buf, len, err) != 0;
+    if (bad) fprintf(stderr, "lm_dump: %s\n", err);
+    else printf("lm_dump: %d tensors, %zu bytes to %s\n", n_put, len, argv[1]);
     free(buf), free(mean), free(rstd), free(att), free(ws), free(m), free(v);
     for (int i = 0; i < n_put; i++) free((void *)put[i].data);
-    return 0;
+    return bad;
 }
