@@ -262,7 +262,11 @@ static void test_attention_lp(hfl_precision lp, int n, int T, int Cc, int H) {
     uint16_t *d_dq = dev16(NULL, nq);
     hfl_attention_forward_lp(C, lp, y, att, qkv, ws, n, T, Cc, H);
     hfl_attention_forward_lp(G, lp, d_y, d_att, d_qkv, d_ws, n, T, Cc, H);
-    same_lp("attention_forward_lp", lp, d_y, y, ny, 2);
+    /* Scores are stored in the 2-byte type before the softmax: one ulp of a
+     * score z moves exp(z) by |z| ulps, so a flipped rounding upstream (the
+     * GEMMs sum in another order) shows as several ulps of the output; an
+     * H200 gave 4.7 in fp16. */
+    same_lp("attention_forward_lp", lp, d_y, y, ny, 8);
     G->upload(d_att, att, na * 2); /* the backward from the CPU's probabilities */
     hfl_attention_backward_lp(C, lp, dq, dy, qkv, att, ws, n, T, Cc, H);
     hfl_attention_backward_lp(G, lp, d_dq, d_dy, d_qkv, d_att, d_ws, n, T, Cc, H);
@@ -315,7 +319,9 @@ static void test_block_lp(hfl_precision lp, int n, int T, int Cc, int H) {
     hfl_gpt_block_saved_lp gs = hfl_gpt_block_saved_view_lp(d_saved, n, T, Cc, H);
     hfl_gpt_block_forward_lp(C, lp, &p, x, out, &s, ws, n, T, Cc, H);
     hfl_gpt_block_forward_lp(G, lp, &gp, d_x, d_out, &gs, d_ws, n, T, Cc, H);
-    same_lp("block forward", lp, d_out, out, rc, 4);
+    /* Attention's amplification (above) plus four rounded GEMMs: an H200
+     * gave 7.3 ulps in bf16, 6.6 in fp16. */
+    same_lp("block forward", lp, d_out, out, rc, 12);
     hfl_gpt_block_backward_lp(C, lp, &p, &d, x, &s, dout, dx, ws, n, T, Cc, H, 0);
     hfl_gpt_block_backward_lp(G, lp, &gp, &gd, d_x, &gs, d_dout, d_dx, d_ws, n, T, Cc, H, 0);
     same_lp("block backward dx", lp, d_dx, dx, rc, 8);
