@@ -84,8 +84,9 @@ int hfl_ckpt_chain_check(const hfl_ckpt_chain *ch, char *err) {
     if (ch->first_backward < 0 || ch->first_backward > ch->n)
         return hfl_errf(err, "checkpoint chain: first_backward %d outside 0..%d",
                         ch->first_backward, ch->n);
-    /* Every figure is at most sum(m) + 2 max(m) (checkpoint.h's accounting:
-     * distinct activations, then at most two gradients). */
+    /* Every figure is at most sum(m + s) + 2 max(m) (checkpoint.h's
+     * accounting: distinct activations and saved bytes, then at most two
+     * gradients). */
     size_t total = ch->in_bytes, maxm = ch->in_bytes;
     for (int i = 1; i <= ch->n; i++) {
         const hfl_ckpt_layer *l = &ch->layers[i - 1];
@@ -95,9 +96,9 @@ int hfl_ckpt_chain_check(const hfl_ckpt_chain *ch, char *err) {
         if (l->grad_in_place && l->out_bytes != act_bytes(ch, i - 1))
             return hfl_errf(err, "checkpoint chain: layer %d has grad_in_place but %zu output "
                             "bytes for %zu input bytes", i, l->out_bytes, act_bytes(ch, i - 1));
-        if (l->out_bytes > SIZE_MAX - total)
+        if (l->out_bytes > SIZE_MAX - total || l->saved_bytes > SIZE_MAX - total - l->out_bytes)
             return hfl_errf(err, "checkpoint chain: activation bytes overflow at layer %d", i);
-        total += l->out_bytes;
+        total += l->out_bytes + l->saved_bytes;
         if (l->out_bytes > maxm) maxm = l->out_bytes;
     }
     if (maxm > (SIZE_MAX - total) / 2)
@@ -107,26 +108,35 @@ int hfl_ckpt_chain_check(const hfl_ckpt_chain *ch, char *err) {
 
 static size_t max2(size_t a, size_t b) { return a > b ? a : b; }
 
+/* s_i, and S(a..b) of checkpoint.h (SAVED ACTIVATIONS): s_k over f <= k, a <= k <= b. */
+static size_t sv(const hfl_ckpt_chain *ch, int i) { return i > 0 ? ch->layers[i - 1].saved_bytes : 0; }
+static size_t saved_sum(const hfl_ckpt_chain *ch, int a, int b) {
+    size_t t = 0;
+    for (int k = a > first_bwd(ch) ? a : first_bwd(ch); k <= b; k++) t += sv(ch, k);
+    return t;
+}
+
 /* X(q, e) of checkpoint.h, step by step from the definition; *need =
- * nd_q m_q (what a_q adds to P above it); *cost = the segment's recompute,
- * summed left to right. */
+ * nd_q m_q + s_q (what a_q adds to P above it); *cost = the segment's
+ * recompute, summed left to right. */
 static size_t segment_x(const hfl_ckpt_chain *ch, int q, int e, size_t *need, double *cost) {
     int n = ch->n, f = first_bwd(ch);
     size_t mq = act_bytes(ch, q), me = act_bytes(ch, e);
     int hq = (ni_(ch, q + 1) && q + 1 >= f) || (no_(ch, q) && q >= f);
     int nd = hq || (e > q + 1 && e >= f);
-    size_t ndm = nd ? mq : 0;
+    size_t ndm = nd ? mq : 0, sq = saved_sum(ch, q, q); /* s_q when held (0 for q = 0) */
     /* forward steps q+1..e, and the loss */
-    size_t x = mq + act_bytes(ch, q + 1);
-    for (int i = q + 2; i <= e; i++) x = max2(x, ndm + act_bytes(ch, i - 1) + act_bytes(ch, i));
-    if (e == n) x = max2(x, ndm + me + me);
+    size_t x = mq + act_bytes(ch, q + 1) + sv(ch, q + 1);
+    for (int i = q + 2; i <= e; i++)
+        x = max2(x, ndm + act_bytes(ch, i - 1) + act_bytes(ch, i) + sv(ch, i));
+    if (e == n) x = max2(x, ndm + me + me + sv(ch, n));
     double c = 0.0;
     if (e >= f) {
         size_t t = (no_(ch, e) ? me : 0) + me, hm = hq ? mq : 0, h = 0; /* h = H(i-1) */
         for (int i = q + 1; i < e; i++) { /* recompute step i */
             c += ch->layers[i - 1].cost;
             x = max2(x, (i == q + 1 ? mq : hm) + t + h + (i > q + 1 ? act_bytes(ch, i - 1) : 0) +
-                            act_bytes(ch, i));
+                            act_bytes(ch, i) + sv(ch, e) + saved_sum(ch, q + 1, i - 1) + sv(ch, i));
             int k = i - 1; /* H(i) = H(i-1) + h_k m_k */
             if (k > q && ((no_(ch, k) && k >= f) || (ni_(ch, k + 1) && k + 1 >= f)))
                 h += act_bytes(ch, k);
@@ -137,7 +147,7 @@ static size_t segment_x(const hfl_ckpt_chain *ch, int q, int e, size_t *need, do
         int lo = q + 1 > f ? q + 1 : f;
         for (int i = e; i >= lo; i--) { /* backward step i; h = H(i) */
             const hfl_ckpt_layer *l = &ch->layers[i - 1];
-            size_t mi = act_bytes(ch, i), base = hm + h;
+            size_t mi = act_bytes(ch, i), base = hm + h + saved_sum(ch, q + 1, i);
             size_t g = i > f && !l->grad_in_place ? act_bytes(ch, i - 1) : 0;
             if (l->needs_output && l->output_first)
                 x = max2(x, max2(base + mi + mi, base + mi + g));
@@ -148,9 +158,9 @@ static size_t segment_x(const hfl_ckpt_chain *ch, int q, int e, size_t *need, do
                 h -= act_bytes(ch, k);
         }
     }
-    *need = ndm;
+    *need = ndm + sq;
     *cost = c;
-    return x;
+    return x + sq;
 }
 
 int hfl_ckpt_evaluate(const hfl_ckpt_chain *ch, const unsigned char *stored, hfl_ckpt_plan *out,

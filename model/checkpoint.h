@@ -79,7 +79,26 @@
  *     recompute = sum of c_i over internal i of segments with e >= f (each
  *                 recomputed exactly once; a segment that is not processed
  *                 recomputes nothing).
- * P(e) = P(q) + nd_q m_q, so a prefix of the schedule fixes P and the peak
+ *
+ * SAVED ACTIVATIONS. A layer may also write s_i bytes that nothing but its
+ * own backward reads (a transformer block's attention probabilities, layer
+ * norm statistics and MLP activations: a_i is then only the block's output).
+ * Each forward or recompute step i writes a fresh copy; a copy lives until
+ * backward step i reads it (in its sub-step that writes g_{i-1}, the last),
+ * or only for the step that wrote it when no
+ * backward step i follows (a forward step of an internal layer, whose
+ * recomputation makes the copy backward reads, or i < f). So s_i is held from
+ * forward step i to backward step i when a_i is stored and i >= f, and from
+ * recompute step i to backward step i when a_i is internal and i >= f.
+ * With S(a..b) = sum of s_k over f <= k, a <= k <= b, the figures above gain:
+ *   every step of (q, e]:    [q >= 1] S(q..q)      (s_q, held for backward q)
+ *   forward step i:          s_i
+ *   loss:                    s_n
+ *   recompute step i:        s_e + S(q+1..i-1) + s_i
+ *   backward step i:         S(q+1..i)
+ * and nd_q m_q + [q >= 1] S(q..q) is what a_q adds to P above it. With every
+ * s_i = 0 (the layers of planner.h's convolutional chains) nothing changes.
+ * P(e) = P(q) + nd_q m_q (+ s_q), so a prefix of the schedule fixes P and the peak
  * so far; the DP needs nothing else (checkpoint.c). Unlike the textbook
  * accounting (every checkpoint held to the end of backward, which this file
  * used before), a checkpoint costs memory only until its last read: for the
@@ -114,6 +133,7 @@ typedef struct {
     int needs_input;   /* backward of this layer reads a_{i-1} */
     int output_first;  /* with needs_output: a_i is read before g_{i-1} is written */
     int grad_in_place; /* g_{i-1} is written over g_i (needs m_{i-1} = m_i) */
+    size_t saved_bytes; /* s_i: what only layer i's backward reads (SAVED ACTIVATIONS) */
 } hfl_ckpt_layer;
 
 typedef struct {

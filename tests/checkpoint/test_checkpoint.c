@@ -5,7 +5,8 @@
  *    activation and gradient is a buffer living from the step that writes it
  *    to the last step that reads it, the steps in the order checkpoint.h's
  *    execution model runs them) that must agree with hfl_ckpt_evaluate on
- *    random chains (all flags, first_backward) and random sets.
+ *    random chains (all flags, first_backward, saved bytes on a third of
+ *    the layers) and random sets.
  * 2. The schedules against brute force over all 2^(n-1) checkpoint sets on
  *    2000 random chains of 1..10 layers (and 40 of 14..18) with random budgets: `optimal` has
  *    the brute-force least recompute (bit-equal) and, among those, the least
@@ -50,7 +51,7 @@ typedef struct {
 } sim_buf;
 
 typedef struct {
-    sim_buf b[3 * (HFL_CKPT_MAX_LAYERS + 1)];
+    sim_buf b[5 * (HFL_CKPT_MAX_LAYERS + 1)];
     int nb, t;
 } sim;
 
@@ -66,11 +67,13 @@ static size_t simulate(const hfl_ckpt_chain *ch, const unsigned char *stored) {
     sim s;
     memset(&s, 0, sizeof s);
     int A[HFL_CKPT_MAX_LAYERS + 1], R[HFL_CKPT_MAX_LAYERS + 1], G[HFL_CKPT_MAX_LAYERS + 1];
+    int S[HFL_CKPT_MAX_LAYERS + 1]; /* the latest copy of s_i, read only by backward step i */
     A[0] = sim_new(&s, m_of(ch, 0)); /* load */
     for (int i = 1; i <= n; i++) {   /* forward */
         s.t++;
         sim_read(&s, A[i - 1]);
         A[i] = sim_new(&s, m_of(ch, i));
+        S[i] = sim_new(&s, ch->layers[i - 1].saved_bytes);
     }
     s.t++; /* loss */
     sim_read(&s, A[n]);
@@ -84,6 +87,7 @@ static size_t simulate(const hfl_ckpt_chain *ch, const unsigned char *stored) {
                 s.t++;
                 sim_read(&s, i - 1 == q ? A[q] : R[i - 1]);
                 R[i] = sim_new(&s, m_of(ch, i));
+                S[i] = sim_new(&s, ch->layers[i - 1].saved_bytes);
             }
             for (int i = e; i >= q + 1 && i >= f; i--) {
                 const hfl_ckpt_layer *l = &ch->layers[i - 1];
@@ -98,6 +102,7 @@ static size_t simulate(const hfl_ckpt_chain *ch, const unsigned char *stored) {
                     }
                 }
                 if (l->needs_input) sim_read(&s, in);
+                sim_read(&s, S[i]); /* by the sub-step that writes g_{i-1} */
                 if (i > f) G[i - 1] = l->grad_in_place ? G[i] : sim_new(&s, m_of(ch, i - 1));
             }
         }
@@ -318,6 +323,7 @@ static void random_chain(hfl_ckpt_chain *ch, hfl_ckpt_layer *L, int n) {
         L[i].needs_input = rnd_below(4) != 0;
         L[i].output_first = (int)rnd_below(2);
         L[i].grad_in_place = rnd_below(4) == 0;
+        L[i].saved_bytes = rnd_below(3) == 0 ? (size_t)rnd_below(2 * r + 1) : 0;
         if (L[i].grad_in_place) L[i].out_bytes = i == 0 ? ch->in_bytes : L[i - 1].out_bytes;
     }
 }
