@@ -226,7 +226,9 @@ int client_overhead_record(const char *state_dir, const char *device, const hfl_
                            uint64_t measured, char *err);
 
 /* Synthetic inputs and labels for `rows` samples of the model's shape (the
- * memory a step takes does not depend on the values); client/verify.c. */
+ * memory a step takes does not depend on the values): x rows * in_dim (token
+ * ids below the vocabulary for a language model), y rows * label_rows;
+ * client/verify.c. */
 void client_synthetic(const hfl_model_spec *spec, int rows, float *x, int32_t *y);
 /* Synthetic batches for measuring candidates of one model (client/verify.c). */
 typedef struct client_probe client_probe;

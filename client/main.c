@@ -623,6 +623,11 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
         hfl_errf(err, "model %s takes %d features, the data has %d", w.model, s->spec.in_dim, s->data.dim);
         goto out;
     }
+    if (s->spec.label_rows != 1) { /* a language model: the data holds one label per sample */
+        hfl_errf(err, "model %s is a language model (%d labels per sample), which hfl-client cannot "
+                 "train on this data yet", w.model, s->spec.label_rows);
+        goto out;
+    }
     if (s->data.n_classes > s->spec.n_classes) {
         hfl_errf(err, "the data has labels up to %d, model %s tells %d classes apart", s->data.n_classes - 1, w.model,
                  s->spec.n_classes);

@@ -71,6 +71,10 @@ int client_trial_run(const client_options *opts, const hfl_backend *be, const hf
     s.stream = hfl_hash32("trial");
     s.held_version = -1;
     if (hfl_model_resolve(o.model, &s.spec, err) != 0) return -1;
+    if (s.spec.label_rows != 1) /* the training loop gathers one label per sample */
+        return hfl_errf(err, "--trial-step: model %s is a language model, which the client's "
+                        "training loop cannot run yet (--plan --verify measures its steps)",
+                        s.spec.name);
     client_welcome w;
     memset(&w, 0, sizeof w);
     snprintf(w.model, sizeof w.model, "%s", s.spec.name);

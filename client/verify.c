@@ -24,8 +24,13 @@ struct client_probe {
 };
 
 void client_synthetic(const hfl_model_spec *spec, int rows, float *x, int32_t *y) {
-    for (size_t i = 0; i < (size_t)rows * spec->in_dim; i++) x[i] = hfl_u01(hfl_philox_u32(9, HFL_STREAM_SHUFFLE, 0, 0, 0, i));
-    for (int i = 0; i < rows; i++)
+    /* A language model reads token ids: integers below its vocabulary. */
+    int vocab = spec->layers[0].kind == HFL_LAYER_EMBED ? spec->layers[0].vocab : 0;
+    for (size_t i = 0; i < (size_t)rows * spec->in_dim; i++) {
+        uint32_t bits = hfl_philox_u32(9, HFL_STREAM_SHUFFLE, 0, 0, 0, i);
+        x[i] = vocab ? (float)(bits % (uint32_t)vocab) : hfl_u01(bits);
+    }
+    for (size_t i = 0; i < (size_t)rows * spec->label_rows; i++)
         y[i] = (int32_t)(hfl_philox_u32(9, HFL_STREAM_SHUFFLE, 0, 0, 1, (uint64_t)i) % (uint32_t)spec->n_classes);
 }
 
@@ -36,7 +41,7 @@ client_probe *client_probe_new(const hfl_model_spec *spec, int max_batch) {
     p->max_batch = max_batch;
     p->x = hfl_malloc(nx * sizeof(float));
     p->params = hfl_malloc(spec->n_params * sizeof(float));
-    p->y = hfl_malloc(sizeof(int32_t) * (size_t)max_batch);
+    p->y = hfl_malloc(sizeof(int32_t) * (size_t)max_batch * spec->label_rows);
     client_synthetic(spec, max_batch, p->x, p->y);
     hfl_model_init_params(spec, p->params, 1);
     return p;

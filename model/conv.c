@@ -40,8 +40,8 @@ static size_t conv_patch(const hfl_layer *ly) {
 
 static int conv_param_tensors(const hfl_layer *ly, hfl_param_tensor out[HFL_MAX_PARAM_TENSORS]) {
     size_t nw = (size_t)ly->units * conv_patch(ly);
-    out[0] = (hfl_param_tensor){"weight", 0, nw, (int)conv_patch(ly)};
-    out[1] = (hfl_param_tensor){"bias", nw, (size_t)ly->units, (int)conv_patch(ly)};
+    out[0] = (hfl_param_tensor){"weight", 0, nw, (int)conv_patch(ly), HFL_INIT_FAN_IN, 0.0f};
+    out[1] = (hfl_param_tensor){"bias", nw, (size_t)ly->units, (int)conv_patch(ly), HFL_INIT_FAN_IN, 0.0f};
     return 2;
 }
 
@@ -52,7 +52,8 @@ static int chunk_at(const hfl_layer *ly, int i, int batch) {
 }
 
 static void conv_forward(const hfl_backend *be, const hfl_layer *ly, const float *params,
-                         const float *in, float *out, void *workspace, int batch) {
+                         const float *in, float *out, void *saved, void *workspace, int batch) {
+    (void)saved;
     hfl_window_geom g = hfl_layer_geom(ly);
     int ckk = (int)conv_patch(ly), hw = g.ho * g.wo;
     long long col_size = (long long)ckk * hw;
@@ -70,7 +71,8 @@ static void conv_forward(const hfl_backend *be, const hfl_layer *ly, const float
 
 static void conv_backward(const hfl_backend *be, const hfl_layer *ly, const float *params,
                           const float *in, const float *out, const float *dout, float *din,
-                          float *dparams, void *workspace, int batch, int accumulate) {
+                          float *dparams, const void *saved, void *workspace, int batch, int accumulate) {
+    (void)saved;
     (void)out;
     hfl_window_geom g = hfl_layer_geom(ly);
     int ckk = (int)conv_patch(ly), hw = g.ho * g.wo;
@@ -119,7 +121,8 @@ static size_t conv_cols_bytes_lp(const hfl_layer *ly, int batch) {
 
 static void conv_forward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
                             const uint16_t *params, const uint16_t *in, uint16_t *out,
-                            void *workspace, int batch) {
+                            void *saved, void *workspace, int batch) {
+    (void)saved;
     hfl_window_geom g = hfl_layer_geom(ly);
     int ckk = (int)conv_patch(ly), hw = g.ho * g.wo;
     long long col_size = (long long)ckk * hw;
@@ -137,8 +140,9 @@ static void conv_forward_lp(const hfl_backend *be, hfl_precision lp, const hfl_l
 
 static void conv_backward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
                              const uint16_t *params, const uint16_t *in, const uint16_t *out,
-                             const uint16_t *dout, uint16_t *din, float *dparams, void *workspace,
+                             const uint16_t *dout, uint16_t *din, float *dparams, const void *saved, void *workspace,
                              int batch, int accumulate) {
+    (void)saved;
     (void)out;
     hfl_window_geom g = hfl_layer_geom(ly);
     int ckk = (int)conv_patch(ly), hw = g.ho * g.wo;

@@ -67,13 +67,14 @@ static int dense_infer_shape(hfl_layer *ly, char *err) {
 
 static int dense_param_tensors(const hfl_layer *ly, hfl_param_tensor out[HFL_MAX_PARAM_TENSORS]) {
     size_t nw = (size_t)ly->units * ly->in;
-    out[0] = (hfl_param_tensor){"weight", 0, nw, ly->in};
-    out[1] = (hfl_param_tensor){"bias", nw, (size_t)ly->units, ly->in};
+    out[0] = (hfl_param_tensor){"weight", 0, nw, ly->in, HFL_INIT_FAN_IN, 0.0f};
+    out[1] = (hfl_param_tensor){"bias", nw, (size_t)ly->units, ly->in, HFL_INIT_FAN_IN, 0.0f};
     return 2;
 }
 
 static void dense_forward(const hfl_backend *be, const hfl_layer *ly, const float *params,
-                          const float *in, float *out, void *workspace, int batch) {
+                          const float *in, float *out, void *saved, void *workspace, int batch) {
+    (void)saved;
     (void)workspace;
     hfl_dense_forward(be, params, params + (size_t)ly->out * ly->in, in, out, batch, ly->in,
                       ly->out);
@@ -81,7 +82,8 @@ static void dense_forward(const hfl_backend *be, const hfl_layer *ly, const floa
 
 static void dense_backward(const hfl_backend *be, const hfl_layer *ly, const float *params,
                            const float *in, const float *out, const float *dout, float *din,
-                           float *dparams, void *workspace, int batch, int accumulate) {
+                           float *dparams, const void *saved, void *workspace, int batch, int accumulate) {
+    (void)saved;
     (void)out;
     (void)workspace;
     size_t nw = (size_t)ly->out * ly->in;
@@ -97,15 +99,17 @@ static size_t dense_no_workspace(const hfl_layer *ly, int batch) {
 
 static void dense_forward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
                              const uint16_t *params, const uint16_t *in, uint16_t *out,
-                             void *workspace, int batch) {
+                             void *saved, void *workspace, int batch) {
+    (void)saved;
     hfl_dense_forward_lp(be, lp, params, params + (size_t)ly->out * ly->in, in, out, batch,
                          ly->in, ly->out, workspace);
 }
 
 static void dense_backward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
                               const uint16_t *params, const uint16_t *in, const uint16_t *out,
-                              const uint16_t *dout, uint16_t *din, float *dparams, void *workspace,
+                              const uint16_t *dout, uint16_t *din, float *dparams, const void *saved, void *workspace,
                               int batch, int accumulate) {
+    (void)saved;
     (void)out;
     size_t nw = (size_t)ly->out * ly->in;
     hfl_dense_backward_lp(be, lp, params, in, dout, dparams, dparams + nw, din, batch, ly->in,

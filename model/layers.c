@@ -1,6 +1,7 @@
 /* layers.c: the registry of layer kinds (kind and JSON name -> ops table)
  * and the window geometry shared by conv2d and maxpool2d. Each kind's table
- * lives in its own file: dense.c, relu.c, conv.c, pool.c. */
+ * lives in its own file: dense.c, relu.c, conv.c, pool.c, lm_layers.c (the
+ * language model's three). */
 #include <string.h>
 
 #include "model/layers.h"
@@ -11,6 +12,9 @@ static const hfl_layer_ops *const layer_tables[] = {
     [HFL_LAYER_RELU] = &hfl_relu_ops,
     [HFL_LAYER_CONV2D] = &hfl_conv2d_ops,
     [HFL_LAYER_MAXPOOL2D] = &hfl_maxpool2d_ops,
+    [HFL_LAYER_EMBED] = &hfl_embed_ops,
+    [HFL_LAYER_GPT_BLOCK] = &hfl_gpt_block_ops,
+    [HFL_LAYER_LM_HEAD] = &hfl_lm_head_ops,
 };
 
 #define N_TABLES (int)(sizeof layer_tables / sizeof layer_tables[0])

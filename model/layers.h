@@ -8,7 +8,7 @@
  * this table: per layer its output activation, the activations its backward
  * keeps (`keeps`), its workspace, and its parameter and gradient blocks.
  *
- * Per kind (files model/dense.c, relu.c, conv.c, pool.c):
+ * Per kind (files model/dense.c, relu.c, conv.c, pool.c, lm_layers.c):
  *
  *   kind       keeps         fwd ws / bwd ws                in place
  *   dense      input         0 / 0                          -
@@ -18,6 +18,12 @@
  *               is reused for dcols once dW is done)
  *   maxpool2d  input         0 / 0                          -
  *              (backward recomputes each window's argmax from the input)
+ *   embedding  input (ids)   0 / 0                          -
+ *   gpt_block  input, saved  attention + backward temps     bwd
+ *              (saved: LN outputs and statistics, qkv, the T x T
+ *               probabilities, the MLP's 4C activations: gpt.h)
+ *   lm_head    input, saved  0 / dhf (+ 2-byte staging)     -
+ *              (saved: LN_f's output and statistics)
  *
  * "fwd in place" means forward may run with out == in (the trainer does so
  * when nothing else needs that input); "bwd in place" that din may alias
@@ -44,15 +50,24 @@ enum {
     HFL_KEEP_OUTPUT = 2, /* backward reads the layer's forward output */
 };
 
+/* How a parameter tensor starts (hfl_model_init_params). */
+enum {
+    HFL_INIT_FAN_IN = 0, /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's nn.Linear, nn.Conv2d */
+    HFL_INIT_NORMAL = 1, /* N(0, value^2): GPT-2's 0.02 for projections and embeddings */
+    HFL_INIT_CONST = 2,  /* every element = value: layer norm's 1 and 0, GPT-2's zero biases */
+};
+
 /* One tensor in a layer's parameter block. */
 typedef struct {
-    const char *name; /* "weight", "bias" */
+    const char *name; /* "weight", "bias", "wte", "attn.c_attn.weight", ... */
     size_t offset;    /* from the start of the layer's block */
     size_t count;
-    int fan_in;       /* for initialisation: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
+    int fan_in;       /* HFL_INIT_FAN_IN's fan-in */
+    int init;         /* HFL_INIT_* (the zero value is HFL_INIT_FAN_IN) */
+    float value;      /* HFL_INIT_NORMAL's standard deviation, HFL_INIT_CONST's value */
 } hfl_param_tensor;
 
-#define HFL_MAX_PARAM_TENSORS 2
+#define HFL_MAX_PARAM_TENSORS 12
 
 typedef struct hfl_layer_ops {
     const char *name; /* the JSON "type": "dense", "relu", "conv2d", "maxpool2d" */
@@ -64,12 +79,13 @@ typedef struct hfl_layer_ops {
      * their number; their counts sum to the layer's n_params. */
     int (*param_tensors)(const hfl_layer *ly, hfl_param_tensor out[HFL_MAX_PARAM_TENSORS]);
     void (*forward)(const hfl_backend *be, const hfl_layer *ly, const float *params,
-                    const float *in, float *out, void *workspace, int batch);
+                    const float *in, float *out, void *saved, void *workspace, int batch);
     /* dparams: overwritten, or added to when `accumulate` (gradient
      * accumulation over micro-batches: the sum of each one's gradients). */
     void (*backward)(const hfl_backend *be, const hfl_layer *ly, const float *params,
                      const float *in, const float *out, const float *dout, float *din,
-                     float *dparams, void *workspace, int batch, int accumulate);
+                     float *dparams, const void *saved, void *workspace, int batch,
+                     int accumulate);
     size_t (*fwd_workspace_bytes)(const hfl_layer *ly, int batch);
     size_t (*bwd_workspace_bytes)(const hfl_layer *ly, int batch);
     unsigned keeps;   /* HFL_KEEP_* bits: what backward reads besides dout and params */
@@ -77,14 +93,19 @@ typedef struct hfl_layer_ops {
     int bwd_in_place; /* backward may run with din == dout */
     uint64_t (*flops)(const hfl_layer *ly); /* forward FLOPs per sample (multiply-add = 2) */
     void (*forward_lp)(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
-                       const uint16_t *params, const uint16_t *in, uint16_t *out, void *workspace,
-                       int batch);
+                       const uint16_t *params, const uint16_t *in, uint16_t *out, void *saved,
+                       void *workspace, int batch);
     void (*backward_lp)(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
                         const uint16_t *params, const uint16_t *in, const uint16_t *out,
-                        const uint16_t *dout, uint16_t *din, float *dparams, void *workspace,
-                        int batch, int accumulate);
+                        const uint16_t *dout, uint16_t *din, float *dparams, const void *saved,
+                        void *workspace, int batch, int accumulate);
     size_t (*fwd_workspace_bytes_lp)(const hfl_layer *ly, int batch);
     size_t (*bwd_workspace_bytes_lp)(const hfl_layer *ly, int batch);
+    /* SAVED ACTIVATIONS (model/checkpoint.h): bytes a forward writes into
+     * `saved` that only this layer's backward reads, in fp32 and in 2-byte
+     * storage; NULL for kinds without (saved is then NULL). */
+    size_t (*saved_bytes)(const hfl_layer *ly, int batch);
+    size_t (*saved_bytes_lp)(const hfl_layer *ly, int batch);
 } hfl_layer_ops;
 
 /* The table for a kind, or NULL for an unknown kind. */
@@ -93,6 +114,7 @@ const hfl_layer_ops *hfl_layer_ops_for(hfl_layer_kind kind);
 const hfl_layer_ops *hfl_layer_ops_by_name(const char *name);
 
 extern const hfl_layer_ops hfl_dense_ops, hfl_relu_ops, hfl_conv2d_ops, hfl_maxpool2d_ops;
+extern const hfl_layer_ops hfl_embed_ops, hfl_gpt_block_ops, hfl_lm_head_ops; /* lm_layers.c */
 
 /* Dense as plain functions (the table's entries call these).
  * y = x w^T + b */

@@ -29,9 +29,10 @@ static void measure_child(const hfl_model_spec *spec, const hfl_plan *plan, cons
      * (hfl_overhead_staging counts it). */
     int b = plan->cfg.batch;
     float *xs = hfl_malloc(sizeof(float) * (size_t)b * spec->in_dim);
-    int32_t *ys = hfl_malloc(sizeof(int32_t) * (size_t)b);
+    size_t ny = (size_t)b * spec->label_rows;
+    int32_t *ys = hfl_malloc(sizeof(int32_t) * ny);
     memcpy(xs, x, sizeof(float) * (size_t)b * spec->in_dim);
-    memcpy(ys, y, sizeof(int32_t) * (size_t)b);
+    memcpy(ys, y, sizeof(int32_t) * ny);
     hfl_trainer *t = hfl_trainer_create_plan(spec, hfl_backend_cpu(), plan, r->err);
     if (!t) return;
     hfl_trainer_set_params(t, params);

@@ -23,7 +23,7 @@ typedef struct {
     uint64_t backend_peak; /* the backend allocator's live-bytes peak */
 } hfl_step_measure;
 
-/* x: plan->cfg.batch samples of spec->in_dim floats; y: their labels. -1 with err.
+/* x: plan->cfg.batch samples of spec->in_dim floats; y: their labels (batch x spec->label_rows). -1 with err.
  * On the CPU backend. */
 int hfl_measure_step(const hfl_model_spec *spec, const hfl_plan *plan, const float *params,
                      const float *x, const int32_t *y, hfl_step_measure *out, char *err);

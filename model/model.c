@@ -36,6 +36,16 @@ int hfl_model_spec_finish(hfl_model_spec *spec, char *err) {
         if (!ops) return hfl_errf(err, "model '%s': layer %d: unknown kind %d", name, l, (int)ly->kind);
         ly->in_shape = shape;
         ly->in = (int)shape_features(shape);
+        if (ly->kind == HFL_LAYER_EMBED && l != 0)
+            return hfl_errf(err, "model '%s': layer %d (embedding): an embedding must be layer 0",
+                            name, l);
+        if (ly->kind == HFL_LAYER_LM_HEAD) {
+            if (l != spec->n_layers - 1 || spec->layers[0].kind != HFL_LAYER_EMBED)
+                return hfl_errf(err, "model '%s': layer %d (lm_head): lm_head must be the last "
+                                "layer of a model whose layer 0 is an embedding", name, l);
+            ly->vocab = spec->layers[0].vocab; /* the tied wte [V, C] starts the embedding's block */
+            ly->tie_off = spec->layers[0].param_off;
+        }
         char why[HFL_ERR_LEN];
         if (ops->infer_shape(ly, why) != 0)
             return hfl_errf(err, "model '%s': layer %d (%s): %s", name, l, ops->name, why);
@@ -55,14 +65,20 @@ int hfl_model_spec_finish(hfl_model_spec *spec, char *err) {
                             ops->name, HFL_MODEL_MAX_PARAMS);
     }
     const hfl_layer *last = &spec->layers[spec->n_layers - 1];
-    if (last->kind != HFL_LAYER_DENSE)
+    int lm = last->kind == HFL_LAYER_LM_HEAD;
+    if (spec->layers[0].kind == HFL_LAYER_EMBED && !lm)
+        return hfl_errf(err, "model '%s': layer %d (%s): a model starting with an embedding must "
+                        "end with lm_head", name, spec->n_layers - 1,
+                        hfl_layer_ops_for(last->kind)->name);
+    if (last->kind != HFL_LAYER_DENSE && !lm)
         return hfl_errf(err, "model '%s': layer %d (%s): the last layer must be dense (it gives the logits)",
                         name, spec->n_layers - 1, hfl_layer_ops_for(last->kind)->name);
-    if (last->out < 2)
+    if (!lm && last->out < 2)
         return hfl_errf(err, "model '%s': layer %d (dense): the last layer needs at least 2 outputs (classes), got %d",
                         name, spec->n_layers - 1, last->out);
     spec->in_dim = (int)shape_features(spec->input);
-    spec->n_classes = last->out;
+    spec->label_rows = lm ? last->out_shape.c : 1;
+    spec->n_classes = lm ? last->vocab : last->out;
     spec->n_params = off;
     return 0;
 }
@@ -76,12 +92,12 @@ int hfl_model_spec_check(const hfl_model_spec *spec, char *err) {
         const hfl_layer *a = &spec->layers[l], *b = &want.layers[l];
         if (!same_shape(a->in_shape, b->in_shape) || !same_shape(a->out_shape, b->out_shape) ||
             a->in != b->in || a->out != b->out || a->param_off != b->param_off ||
-            a->n_params != b->n_params)
+            a->n_params != b->n_params || a->vocab != b->vocab || a->tie_off != b->tie_off)
             return hfl_errf(err, "model '%s': layer %d: shapes or parameter block inconsistent "
                             "with the layers before it", spec->name, l);
     }
     if (spec->in_dim != want.in_dim || spec->n_classes != want.n_classes ||
-        spec->n_params != want.n_params)
+        spec->n_params != want.n_params || spec->label_rows != want.label_rows)
         return hfl_errf(err, "model '%s': in_dim, n_classes or n_params inconsistent with its layers",
                         spec->name);
     return 0;
@@ -145,9 +161,11 @@ int hfl_model_builtin(const char *name, hfl_model_spec *spec, char *err) {
     return hfl_errf(err, "unknown model '%s' (known: mlp, cnn)", name ? name : "(null)");
 }
 
-/* Element i of layer l's block (weights then bias) draws philox counter
- * (seed, HFL_STREAM_INIT, round 0, client 0, tensor l, index i), so any one
- * parameter can be regenerated on its own, on the CPU or on a GPU. */
+/* Element i of layer l's block draws philox counter (seed, HFL_STREAM_INIT,
+ * round 0, client 0, tensor l, index i), so any one parameter can be
+ * regenerated on its own, on the CPU or on a GPU: a fan-in uniform from one
+ * draw; a normal by Box-Muller from the draw at i and the one at index
+ * i + 2^32 (a counter no block reaches). */
 void hfl_model_init_params(const hfl_model_spec *spec, float *params, uint64_t seed) {
     for (int l = 0; l < spec->n_layers; l++) {
         const hfl_layer *ly = &spec->layers[l];
@@ -157,8 +175,17 @@ void hfl_model_init_params(const hfl_model_spec *spec, float *params, uint64_t s
         for (int t = 0; t < nt; t++) {
             float bound = 1.0f / sqrtf((float)pt[t].fan_in);
             for (size_t i = pt[t].offset; i < pt[t].offset + pt[t].count; i++) {
-                float u = hfl_u01(hfl_philox_u32(seed, HFL_STREAM_INIT, 0, 0, (uint32_t)l, i));
-                p[i] = bound * (2.0f * u - 1.0f);
+                uint32_t bits = hfl_philox_u32(seed, HFL_STREAM_INIT, 0, 0, (uint32_t)l, i);
+                if (pt[t].init == HFL_INIT_CONST) {
+                    p[i] = pt[t].value;
+                } else if (pt[t].init == HFL_INIT_NORMAL) {
+                    uint32_t b2 = hfl_philox_u32(seed, HFL_STREAM_INIT, 0, 0, (uint32_t)l,
+                                                 i + ((uint64_t)1 << 32));
+                    double r = sqrt(-2.0 * log(hfl_u01_open(bits)));
+                    p[i] = (float)(pt[t].value * r * cos(6.283185307179586 * hfl_u01_open(b2)));
+                } else {
+                    p[i] = bound * (2.0f * hfl_u01(bits) - 1.0f);
+                }
             }
         }
     }

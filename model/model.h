@@ -14,8 +14,17 @@
  *        maxpool 2, dense 3136->512 + ReLU, dense 512->10, on 1x28x28 input,
  *        1,663,370 parameters.
  * Any other chain can come from a JSON spec (model/spec_json.c). The last
- * layer is always dense: its outputs are the logits of a softmax
- * cross-entropy, and its width is the number of classes.
+ * layer is dense (its outputs are the logits of a softmax cross-entropy, and
+ * its width is the number of classes) or, for a language model, lm_head.
+ *
+ * LANGUAGE MODELS (issue 13): embedding, gpt_block x L, lm_head, GPT-2's
+ * shape (model/gpt.h). A sample is T token ids (the input, [T], as floats)
+ * and T labels (the next token at each position), so label_rows = T and the
+ * loss is the mean over n*T rows of V logits. Tensors between the layers are
+ * [n, T, C] as shape (T, 1, C); lm_head's output is (T, 1, V). embedding must
+ * be layer 0 and lm_head the last layer, and one needs the other: the head's
+ * weight is the embedding's wte (tie_off), whose gradient both backward
+ * passes add to (the head runs first and writes it).
  *
  * What each layer kind computes and which tensors its backward keeps is in
  * model/layers.h; a trainer runs a memory plan (model/planner.h: every
@@ -37,6 +46,9 @@ typedef enum {
     HFL_LAYER_RELU = 2,
     HFL_LAYER_CONV2D = 3,
     HFL_LAYER_MAXPOOL2D = 4,
+    HFL_LAYER_EMBED = 5,     /* token + position embeddings (model/lm_layers.c) */
+    HFL_LAYER_GPT_BLOCK = 6, /* a pre-norm transformer block (model/gpt.h) */
+    HFL_LAYER_LM_HEAD = 7,   /* final layer norm and the output projection tied to wte */
 } hfl_layer_kind;
 
 /* One sample's tensor: c channels of h x w; a flat vector of n features is (n, 1, 1). */
@@ -56,6 +68,10 @@ typedef struct {
     int in, out;      /* in_shape and out_shape as feature counts c*h*w */
     size_t param_off; /* offset of this layer's block in the parameter vector */
     size_t n_params;  /* dense: out*in + out; conv2d: units*c*k*k + units; others 0 */
+    int vocab;        /* embedding: vocabulary V; lm_head: the embedding's (derived) */
+    int heads;        /* gpt_block: attention heads H (units is unused: C is the input's) */
+    size_t tie_off;   /* lm_head: offset of the embedding's wte in the parameter vector
+                         (derived; the head's weight is that tensor, GPT-2's tying) */
     int chunk;        /* conv2d: samples unfolded per batched GEMM in the plan this layer
                          runs under (the planner sets it from cfg.conv_chunk; 0 = 1); not
                          part of the model: specs, JSON and the wire never carry it */
@@ -66,7 +82,9 @@ typedef struct {
     hfl_shape input;
     int n_layers;
     hfl_layer layers[HFL_MAX_LAYERS];
-    int in_dim, n_classes; /* input features c*h*w; the last dense layer's width */
+    int in_dim, n_classes; /* input features c*h*w; the last dense layer's width (or V) */
+    int label_rows;        /* labels (rows of n_classes logits) per sample: 1, or T for a
+                              language model (one next token per position) */
     size_t n_params;
 } hfl_model_spec;
 
@@ -109,7 +127,11 @@ int hfl_model_spec_check(const hfl_model_spec *spec, char *err);
  * "layers" (1..HFL_MAX_LAYERS objects). Per layer "type" and:
  *   dense: "out";  relu: nothing;
  *   conv2d: "out", "kernel", optional "pad" (default 0), "stride" (default 1);
- *   maxpool2d: "size", optional "stride" (default size).
+ *   maxpool2d: "size", optional "stride" (default size);
+ *   embedding: "vocab", "width";  gpt_block: "heads";  lm_head: nothing.
+ * e.g. {"name": "gpt-tiny", "input": [64], "layers": [{"type": "embedding",
+ * "vocab": 256, "width": 64}, {"type": "gpt_block", "heads": 4},
+ * {"type": "gpt_block", "heads": 4}, {"type": "lm_head"}]}.
  * Parsing is strict: keys are case-sensitive, an unknown or repeated key, a
  * non-integer or out-of-range number, trailing text, or anything
  * hfl_model_spec_finish rejects is an error (-1, one line in err naming the

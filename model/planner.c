@@ -26,6 +26,8 @@ typedef struct {
     int act[HFL_MAX_LAYERS + 1];    /* a_j as written by the forward pass */
     int re[HFL_MAX_LAYERS + 1];     /* a_j as recomputed during backward, or -1 */
     int grad[HFL_MAX_LAYERS + 1];   /* g_j, or -1 */
+    int saved[HFL_MAX_LAYERS];      /* layer l's saved activations from the forward pass, or -1 */
+    int saved_re[HFL_MAX_LAYERS];   /* the same from its recomputation, or -1 */
     int stage_of[HFL_MAX_LAYERS];   /* 1-based stage of each layer */
 } builder;
 
@@ -67,7 +69,7 @@ static int add_buffer(builder *b, hfl_buf_category cat, int layer, size_t count,
 
 static hfl_plan_op *add_op(builder *b, hfl_plan_op_kind kind, int layer) {
     hfl_plan_op *op = &b->p->ops[b->p->n_ops++];
-    *op = (hfl_plan_op){kind, layer, 0, -1, -1, -1, -1, -1, -1};
+    *op = (hfl_plan_op){kind, layer, 0, -1, -1, -1, -1, -1, -1, -1};
     return op;
 }
 
@@ -87,6 +89,15 @@ static size_t layer_ws(const builder *b, int l, int backward) {
     return backward ? o->bwd_workspace_bytes_lp(ly, n) : o->fwd_workspace_bytes_lp(ly, n);
 }
 
+/* Layer l's saved activations at the plan's batch and precision (0: none). */
+static size_t layer_saved(const builder *b, int l) {
+    const hfl_layer_ops *o = b->ops[l];
+    const hfl_layer *ly = &b->s->layers[l];
+    if (!o->saved_bytes) return 0;
+    return b->prec == HFL_PREC_FP32 ? o->saved_bytes(ly, (int)b->batch)
+                                    : o->saved_bytes_lp(ly, (int)b->batch);
+}
+
 /* A workspace buffer for one op of layer l, or -1 when it needs none. */
 static int workspace(builder *b, int l, size_t bytes, const char *fmt) {
     return bytes ? add_buffer(b, HFL_BUF_WORKSPACE, l, bytes, 1, fmt, l) : -1;
@@ -101,8 +112,14 @@ static int emit_stage_forward(builder *b, int j, int src, int recompute) {
     for (int l = p->stage_first[j - 1]; l <= last; l++) {
         size_t ws = layer_ws(b, l, 0);
         int w = workspace(b, l, ws, recompute ? "ws.r%d" : "ws.f%d");
+        size_t sb = layer_saved(b, l);
+        int sv = sb ? add_buffer(b, HFL_BUF_ACTIVATIONS, l, sb, 1, recompute ? "s%d.re" : "s%d", l)
+                    : -1;
+        if (recompute) b->saved_re[l] = sv;
+        else b->saved[l] = sv;
         hfl_plan_op *op = add_op(b, HFL_OP_FORWARD, l);
         op->recompute = recompute;
+        op->saved = sv;
         op->in = l == p->stage_first[j - 1] ? src : dst;
         op->out = dst;
         op->ws = w;
@@ -139,6 +156,7 @@ static void emit_stage_backward(builder *b, int j) {
         if (o->keeps & HFL_KEEP_INPUT)
             op->in = l > first ? act_for_backward(b, j) : act_for_backward(b, j - 1);
         if (o->keeps & HFL_KEEP_OUTPUT) op->out = act_for_backward(b, j);
+        op->saved = p->ckpt.stored[j] ? b->saved[l] : b->saved_re[l];
         op->dout = b->grad[j];
         op->din = din;
         op->ws = w;
@@ -187,8 +205,8 @@ static void touch(hfl_plan *p, int buf, int op) {
 static void set_lifetimes(hfl_plan *p) {
     for (int i = 0; i < p->n_ops; i++) {
         const hfl_plan_op *op = &p->ops[i];
-        int bufs[6] = {op->in, op->out, op->dout, op->din, op->ws, op->labels};
-        for (int k = 0; k < 6; k++) touch(p, bufs[k], i);
+        int bufs[7] = {op->in, op->out, op->dout, op->din, op->ws, op->labels, op->saved};
+        for (int k = 0; k < 7; k++) touch(p, bufs[k], i);
     }
     int whole[7] = {p->params, p->master, p->grads, p->momentum, p->anchor, p->scalars, p->blas_ws};
     for (int k = 0; k < 7; k++) {
@@ -253,6 +271,7 @@ static int plan_schedule(builder *b, char *err) {
          * one reads it in its own backward op, before the first layer's. */
         c->needs_output = (o->keeps & HFL_KEEP_OUTPUT) != 0;
         c->output_first = joins;
+        c->saved_bytes += layer_saved(b, l);
         p->stage_first[p->n_stages] = l + 1;
         b->stage_of[l] = p->n_stages;
     }
@@ -280,16 +299,32 @@ int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_pl
     if (cfg->precision != HFL_PREC_FP32 && esize != 2)
         return hfl_errf(err, "planner: %s activations are 2 bytes an element, not %zu",
                         hfl_precision_name(cfg->precision), esize);
+    /* Token ids travel in the input batch's type (kernels/lm.h): integers
+     * are exact up to 2^8 in bf16 and 2^11 in fp16. */
+    if (cfg->precision != HFL_PREC_FP32 && spec->layers[0].kind == HFL_LAYER_EMBED &&
+        spec->layers[0].vocab > (cfg->precision == HFL_PREC_BF16 ? 256 : 2048))
+        return hfl_errf(err, "planner: a vocabulary of %d tokens does not fit %s token ids "
+                        "(at most %d)", spec->layers[0].vocab, hfl_precision_name(cfg->precision),
+                        cfg->precision == HFL_PREC_BF16 ? 256 : 2048);
     if ((unsigned)cfg->ckpt > HFL_CKPT_FULL)
         return hfl_errf(err, "planner: unknown checkpoint kind %d", (int)cfg->ckpt);
     /* Overflow guard: a buffer is a batch of the widest tensor (at most 8
-     * bytes an element), the parameter vector or a workspace (both under
+     * bytes an element), a batch of a layer's saved activations or
+     * workspace (each at most its one-sample size times the batch, up to
+     * alignment), the parameter vector or a per-sample workspace (both under
      * 2^40 bytes), and there are at most HFL_PLAN_MAX_BUFFERS of them. */
-    size_t widest = (size_t)spec->in_dim;
-    for (int l = 0; l < spec->n_layers; l++)
-        if ((size_t)spec->layers[l].out > widest) widest = (size_t)spec->layers[l].out;
+    size_t per_sample = 8 * (size_t)spec->in_dim;
+    for (int l = 0; l < spec->n_layers; l++) {
+        const hfl_layer *ly = &spec->layers[l];
+        const hfl_layer_ops *o = hfl_layer_ops_for(ly->kind);
+        size_t each[4] = {8 * (size_t)ly->out, o->saved_bytes ? o->saved_bytes(ly, 1) : 0,
+                          ly->kind == HFL_LAYER_CONV2D ? 0 : o->bwd_workspace_bytes(ly, 1),
+                          ly->kind == HFL_LAYER_CONV2D ? 0 : o->bwd_workspace_bytes_lp(ly, 1)};
+        for (int k = 0; k < 4; k++)
+            if (each[k] > per_sample) per_sample = each[k];
+    }
     size_t room = SIZE_MAX / HFL_PLAN_MAX_BUFFERS - ((size_t)1 << 40);
-    if ((size_t)cfg->batch > room / 8 / widest)
+    if ((size_t)cfg->batch > room / per_sample)
         return hfl_errf(err, "planner: batch %d too large to account", cfg->batch);
 
     memset(p, 0, sizeof *p);
@@ -310,6 +345,7 @@ int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_pl
         if (spec->layers[l].n_params) b.first_param = l;
     }
     for (int j = 0; j <= HFL_MAX_LAYERS; j++) b.act[j] = b.re[j] = b.grad[j] = -1;
+    for (int l = 0; l < HFL_MAX_LAYERS; l++) b.saved[l] = b.saved_re[l] = -1;
     if (plan_schedule(&b, err) != 0) return -1;
 
     int lp = cfg->precision != HFL_PREC_FP32;
@@ -325,11 +361,13 @@ int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_pl
                                          "anchor", 0)
                             : -1;
     p->input = add_buffer(&b, HFL_BUF_INPUT, -1, stage_count(&b, 0), b.esize, "a0", 0);
-    p->labels = add_buffer(&b, HFL_BUF_INPUT, -1, b.batch, sizeof(int32_t), "labels", 0);
+    size_t label_count = b.batch * (size_t)spec->label_rows;
+    p->labels = add_buffer(&b, HFL_BUF_INPUT, -1, label_count, sizeof(int32_t), "labels", 0);
     p->input_next = p->labels_next = p->scalars = p->blas_ws = -1;
     if (cfg->prefetch) {
         p->input_next = add_buffer(&b, HFL_BUF_INPUT, -1, stage_count(&b, 0), b.esize, "a0.next", 0);
-        p->labels_next = add_buffer(&b, HFL_BUF_INPUT, -1, b.batch, sizeof(int32_t), "labels.next", 0);
+        p->labels_next = add_buffer(&b, HFL_BUF_INPUT, -1, label_count, sizeof(int32_t),
+                                    "labels.next", 0);
     }
     if (cfg->device_scalars)
         p->scalars = add_buffer(&b, HFL_BUF_WORKSPACE, -1, 1, sizeof(hfl_step_scalars), "scalars", 0);

@@ -19,6 +19,18 @@
  * place (the input batch must survive for backward and recomputation), so a
  * model starting with ReLU gets a separate buffer for it.
  *
+ * SAVED ACTIVATIONS (layers.h's saved_bytes: a transformer block's
+ * internals). Each forward op of such a layer writes a buffer of its own,
+ * "s<layer>" (or "s<layer>.re" when it recomputes), category activations,
+ * which the layer's backward op reads: the forward pass's copy when the
+ * stage's output is stored, the recompute's otherwise; a copy nobody reads
+ * (the forward pass of a dropped stage) lives for its one op. The chain
+ * states them as each stage's saved_bytes (checkpoint.h), so chain_peak =
+ * ckpt.peak still holds and `optimal` weighs them.
+ *
+ * LABELS. spec->label_rows labels per sample (1, or T for a language model);
+ * the LOSS op runs over batch * label_rows rows of n_classes logits.
+ *
  * THE OPS, in order (what the trainer executes):
  *   LOAD       input batch and labels from the host;
  *   FORWARD    layer by layer; stage j's output a_j is a stored checkpoint or
@@ -104,8 +116,9 @@
 #define HFL_PLAN_NAME_LEN 16
 /* params, master, grads, momentum, anchor, input, labels, ws.loss, a0.next,
  * labels.next, scalars, ws.blas; per stage: a_j, its recompute instance, g_j;
- * per layer: fwd, recompute and bwd workspace. */
-#define HFL_PLAN_MAX_BUFFERS (12 + 6 * HFL_MAX_LAYERS + 1)
+ * per layer: fwd, recompute and bwd workspace, saved activations and their
+ * recompute instance. */
+#define HFL_PLAN_MAX_BUFFERS (12 + 8 * HFL_MAX_LAYERS + 1)
 
 /* Optimizer state a plan keeps besides weights and gradients: the bits of
  * hfl_chooser_input.opt_state and of hfl_candidate_config's argument. */
@@ -138,9 +151,9 @@ typedef struct {
 
 typedef enum {
     HFL_OP_LOAD,      /* out = input batch, labels = labels */
-    HFL_OP_FORWARD,   /* layer: in -> out with ws; in == out when in place */
+    HFL_OP_FORWARD,   /* layer: in -> out (and saved) with ws; in == out when in place */
     HFL_OP_LOSS,      /* in = logits, labels; out = dlogits; ws (bf16/fp16 only) */
-    HFL_OP_BACKWARD,  /* layer: in, out (each -1 when not kept), dout -> din (-1: none), ws */
+    HFL_OP_BACKWARD,  /* layer: in, out (each -1 when not kept), saved, dout -> din (-1: none), ws */
     HFL_OP_OPTIMIZER, /* plan->params, master, grads, momentum, anchor */
 } hfl_plan_op_kind;
 
@@ -149,6 +162,7 @@ typedef struct {
     int layer;     /* FORWARD, BACKWARD: the spec layer; else -1 */
     int recompute; /* FORWARD: 1 when it recomputes a dropped activation during backward */
     int in, out, dout, din, ws, labels; /* buffer indices, -1 for none */
+    int saved;     /* FORWARD writes, BACKWARD reads the layer's saved activations; -1: none */
 } hfl_plan_op;
 
 typedef struct {

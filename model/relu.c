@@ -21,7 +21,8 @@ static int relu_param_tensors(const hfl_layer *ly, hfl_param_tensor out[HFL_MAX_
 }
 
 static void relu_forward(const hfl_backend *be, const hfl_layer *ly, const float *params,
-                         const float *in, float *out, void *workspace, int batch) {
+                         const float *in, float *out, void *saved, void *workspace, int batch) {
+    (void)saved;
     (void)params;
     (void)workspace;
     be->relu_fwd(out, in, (size_t)batch * ly->out);
@@ -29,7 +30,8 @@ static void relu_forward(const hfl_backend *be, const hfl_layer *ly, const float
 
 static void relu_backward(const hfl_backend *be, const hfl_layer *ly, const float *params,
                           const float *in, const float *out, const float *dout, float *din,
-                          float *dparams, void *workspace, int batch, int accumulate) {
+                          float *dparams, const void *saved, void *workspace, int batch, int accumulate) {
+    (void)saved;
     (void)accumulate; /* no parameters */
     (void)params;
     (void)in;
@@ -40,7 +42,8 @@ static void relu_backward(const hfl_backend *be, const hfl_layer *ly, const floa
 
 static void relu_forward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
                             const uint16_t *params, const uint16_t *in, uint16_t *out,
-                            void *workspace, int batch) {
+                            void *saved, void *workspace, int batch) {
+    (void)saved;
     (void)params;
     (void)workspace;
     be->relu_fwd_lp(lp, out, in, (size_t)batch * ly->out);
@@ -48,8 +51,9 @@ static void relu_forward_lp(const hfl_backend *be, hfl_precision lp, const hfl_l
 
 static void relu_backward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
                              const uint16_t *params, const uint16_t *in, const uint16_t *out,
-                             const uint16_t *dout, uint16_t *din, float *dparams, void *workspace,
+                             const uint16_t *dout, uint16_t *din, float *dparams, const void *saved, void *workspace,
                              int batch, int accumulate) {
+    (void)saved;
     (void)accumulate;
     (void)params;
     (void)in;

@@ -24,6 +24,8 @@ static const char *const dense_keys[] = {"type", "out", NULL};
 static const char *const relu_keys[] = {"type", NULL};
 static const char *const conv_keys[] = {"type", "out", "kernel", "pad", "stride", NULL};
 static const char *const pool_keys[] = {"type", "size", "stride", NULL};
+static const char *const embed_keys[] = {"type", "vocab", "width", NULL};
+static const char *const block_keys[] = {"type", "heads", NULL};
 
 static int key_allowed(const char *key, const char *const *allowed) {
     for (int i = 0; allowed[i]; i++)
@@ -106,7 +108,8 @@ static int parse_layer(const cJSON *obj, int index, hfl_layer *ly, const char *n
     if (!cJSON_IsString(type)) return hfl_errf(err, "%s: \"type\" must be a string", where);
     const hfl_layer_ops *ops = hfl_layer_ops_by_name(type->valuestring);
     if (!ops)
-        return hfl_errf(err, "%s: unknown type \"%.32s\" (known: dense, relu, conv2d, maxpool2d)",
+        return hfl_errf(err, "%s: unknown type \"%.32s\" (known: dense, relu, conv2d, maxpool2d, "
+                        "embedding, gpt_block, lm_head)",
                         where, type->valuestring);
     snprintf(where, sizeof where, "model '%s': layer %d (%s)", name, index, ops->name);
     memset(ly, 0, sizeof *ly);
@@ -128,6 +131,22 @@ static int parse_layer(const cJSON *obj, int index, hfl_layer *ly, const char *n
             get_int(obj, "stride", 1, 1, where, &ly->stride, err) != 0)
             return -1;
         return 0;
+    }
+    if (ops == &hfl_embed_ops) {
+        ly->kind = HFL_LAYER_EMBED;
+        if (check_keys(obj, embed_keys, where, err) != 0 ||
+            get_int(obj, "vocab", 0, 0, where, &ly->vocab, err) != 0)
+            return -1;
+        return get_int(obj, "width", 0, 0, where, &ly->units, err);
+    }
+    if (ops == &hfl_gpt_block_ops) {
+        ly->kind = HFL_LAYER_GPT_BLOCK;
+        if (check_keys(obj, block_keys, where, err) != 0) return -1;
+        return get_int(obj, "heads", 0, 0, where, &ly->heads, err);
+    }
+    if (ops == &hfl_lm_head_ops) {
+        ly->kind = HFL_LAYER_LM_HEAD;
+        return check_keys(obj, relu_keys, where, err); /* "type" only, as relu */
     }
     ly->kind = HFL_LAYER_MAXPOOL2D;
     if (check_keys(obj, pool_keys, where, err) != 0 ||
@@ -216,6 +235,11 @@ char *hfl_model_spec_to_json(const hfl_model_spec *spec, char *err) {
         } else if (ly->kind == HFL_LAYER_MAXPOOL2D) {
             add_int(o, "size", ly->kernel);
             add_int(o, "stride", ly->stride);
+        } else if (ly->kind == HFL_LAYER_EMBED) {
+            add_int(o, "vocab", ly->vocab);
+            add_int(o, "width", ly->units);
+        } else if (ly->kind == HFL_LAYER_GPT_BLOCK) {
+            add_int(o, "heads", ly->heads);
         }
         cJSON_AddItemToArray(layers, o);
     }

@@ -92,6 +92,9 @@ static void *buf(const hfl_trainer *t, int i) {
 static size_t input_bytes(const hfl_trainer *t, int n) {
     return (size_t)n * t->spec.in_dim * hfl_precision_bytes(t->prec);
 }
+static size_t label_bytes(const hfl_trainer *t, int n) {
+    return (size_t)n * t->spec.label_rows * sizeof(int32_t);
+}
 static size_t labels_off(const hfl_trainer *t) {
     return (input_bytes(t, t->plan->cfg.batch) + 63) / 64 * 64;
 }
@@ -112,14 +115,15 @@ static void scalars_reset_loss(hfl_trainer *t) {
 static int plan_fits_spec(const hfl_plan *p, const hfl_model_spec *s, char *err) {
     const hfl_model_spec *q = &p->spec;
     if (q->n_layers != s->n_layers || q->n_params != s->n_params || q->in_dim != s->in_dim ||
-        q->n_classes != s->n_classes)
+        q->n_classes != s->n_classes || q->label_rows != s->label_rows)
         return hfl_errf(err, "trainer: the plan was made for model %s, not %s", q->name, s->name);
     for (int l = 0; l < s->n_layers; l++) {
         const hfl_layer *a = &q->layers[l], *b = &s->layers[l];
         if (a->kind != b->kind || a->in != b->in || a->out != b->out ||
             a->param_off != b->param_off || a->n_params != b->n_params || a->kernel != b->kernel ||
             a->stride != b->stride || a->pad != b->pad || a->in_shape.c != b->in_shape.c ||
-            a->in_shape.h != b->in_shape.h)
+            a->in_shape.h != b->in_shape.h || a->vocab != b->vocab || a->heads != b->heads ||
+            a->tie_off != b->tie_off)
             return hfl_errf(err, "trainer: the plan's layer %d differs from the model's", l);
     }
     return 0;
@@ -160,7 +164,7 @@ hfl_trainer *hfl_trainer_create_plan(const hfl_model_spec *spec, const hfl_backe
     t->n_slots = plan->input_next >= 0 ? 2 : 1;
     if (!be->host_memory)
         for (int k = 0; k < t->n_slots; k++) {
-            size_t bytes = labels_off(t) + (size_t)plan->cfg.batch * sizeof(int32_t);
+            size_t bytes = labels_off(t) + label_bytes(t, plan->cfg.batch);
             if (!(t->pinned[k] = be->host_alloc(bytes))) {
                 hfl_errf(err, "trainer: the %s backend cannot pin %zu bytes of host memory for "
                               "input staging", be->name, bytes);
@@ -316,14 +320,14 @@ void hfl_trainer_stage(hfl_trainer *t, const float *x, const int32_t *y, int n) 
     if (be->host_memory) {
         /* The CPU runs ops at once, so the slot is free: write it directly. */
         stage_input(t, din, x, n);
-        memcpy(dlab, y, (size_t)n * sizeof(int32_t));
+        memcpy(dlab, y, label_bytes(t, n));
     } else {
         char *pin = t->pinned[slot];
         be->stage_wait(slot); /* the slot's previous copy has left the pinned memory */
         stage_input(t, pin, x, n);
-        memcpy(pin + labels_off(t), y, (size_t)n * sizeof(int32_t));
+        memcpy(pin + labels_off(t), y, label_bytes(t, n));
         be->prefetch(din, pin, input_bytes(t, n), slot);
-        be->prefetch(dlab, pin + labels_off(t), (size_t)n * sizeof(int32_t), slot);
+        be->prefetch(dlab, pin + labels_off(t), label_bytes(t, n), slot);
     }
     t->queue_slot[t->queued] = slot;
     t->queue_n[t->queued] = n;
@@ -361,17 +365,18 @@ static void run_ops_lp(hfl_trainer *t, int end, int n, int train, int mean_rows,
             break;
         case HFL_OP_FORWARD:
             t->ops[op->layer]->forward_lp(be, lp, ly, t->working + ly->param_off, buf(t, op->in),
-                                          buf(t, op->out), buf(t, op->ws), n);
+                                          buf(t, op->out), buf(t, op->saved), buf(t, op->ws), n);
             break;
         case HFL_OP_LOSS:
             be->softmax_xent_lp(lp, buf(t, op->in), buf(t, op->labels),
-                                train ? buf(t, op->out) : NULL, n, s->n_classes, mean_rows,
-                                t->sc, buf(t, op->ws));
+                                train ? buf(t, op->out) : NULL, n * s->label_rows, s->n_classes,
+                                mean_rows * s->label_rows, t->sc, buf(t, op->ws));
             break;
         case HFL_OP_BACKWARD:
             t->ops[op->layer]->backward_lp(be, lp, ly, t->working + ly->param_off, buf(t, op->in),
                                            buf(t, op->out), buf(t, op->dout), buf(t, op->din),
-                                           t->grads + ly->param_off, buf(t, op->ws), n, accumulate);
+                                           t->grads + ly->param_off, buf(t, op->saved),
+                                           buf(t, op->ws), n, accumulate);
             break;
         case HFL_OP_OPTIMIZER:
             break; /* run_step runs it */
@@ -401,16 +406,17 @@ static void run_ops(hfl_trainer *t, int end, int n, int train, int mean_rows, in
             break;
         case HFL_OP_FORWARD:
             t->ops[op->layer]->forward(be, ly, t->params + ly->param_off, buf(t, op->in),
-                                       buf(t, op->out), buf(t, op->ws), n);
+                                       buf(t, op->out), buf(t, op->saved), buf(t, op->ws), n);
             break;
         case HFL_OP_LOSS:
-            be->softmax_xent(buf(t, op->in), buf(t, op->labels), train ? buf(t, op->out) : NULL, n,
-                             s->n_classes, mean_rows, t->sc);
+            be->softmax_xent(buf(t, op->in), buf(t, op->labels), train ? buf(t, op->out) : NULL,
+                             n * s->label_rows, s->n_classes, mean_rows * s->label_rows, t->sc);
             break;
         case HFL_OP_BACKWARD:
             t->ops[op->layer]->backward(be, ly, t->params + ly->param_off, buf(t, op->in),
                                         buf(t, op->out), buf(t, op->dout), buf(t, op->din),
-                                        t->grads + ly->param_off, buf(t, op->ws), n, accumulate);
+                                        t->grads + ly->param_off, buf(t, op->saved),
+                                        buf(t, op->ws), n, accumulate);
             break;
         case HFL_OP_OPTIMIZER:
             break; /* run_step runs it: it needs the step's hyperparameters */
@@ -489,7 +495,7 @@ static void sync_stage(hfl_trainer *t, const float *x, const int32_t *y, int n) 
 static float sync_mean_loss(hfl_trainer *t, int n) {
     double sum = 0.0;
     hfl_trainer_take_loss(t, &sum, NULL, NULL);
-    return (float)(sum / n);
+    return (float)(sum / ((double)n * t->spec.label_rows));
 }
 
 float hfl_trainer_forward_backward(hfl_trainer *t, const float *x, const int32_t *y, int n) {
@@ -503,7 +509,7 @@ float hfl_trainer_accumulate(hfl_trainer *t, const float *x, const int32_t *y, i
         if (i == 0)
             sync_stage(t, x, y, m);
         else
-            hfl_trainer_stage(t, x + (size_t)i * s->in_dim, y + i, m);
+            hfl_trainer_stage(t, x + (size_t)i * s->in_dim, y + (size_t)i * s->label_rows, m);
         hfl_trainer_grads_staged(t, i == 0, i + m >= n, n);
     }
     return sync_mean_loss(t, n);
@@ -528,7 +534,7 @@ float hfl_trainer_evaluate(hfl_trainer *t, const float *x, const int32_t *y, int
             fprintf(stderr, "hfl: trainer: evaluation with %d batches staged\n", t->queued);
             abort();
         }
-        hfl_trainer_stage(t, x + (size_t)i * s->in_dim, y + i, b);
+        hfl_trainer_stage(t, x + (size_t)i * s->in_dim, y + (size_t)i * s->label_rows, b);
         take_staged(t);
         run_ops(t, t->plan->loss_op + 1, b, 0, b, 0);
         t->be->release_input(t->slot);
@@ -539,6 +545,7 @@ float hfl_trainer_evaluate(hfl_trainer *t, const float *x, const int32_t *y, int
     int64_t correct = after.correct;
     after.loss_sum = before.loss_sum, after.correct = before.correct, after.rows = before.rows;
     scalars_write(t, &after);
-    if (accuracy) *accuracy = n > 0 ? (float)((double)correct / n) : 0.0f;
-    return n > 0 ? (float)(loss_sum / n) : 0.0f;
+    double rows = (double)n * s->label_rows;
+    if (accuracy) *accuracy = n > 0 ? (float)((double)correct / rows) : 0.0f;
+    return n > 0 ? (float)(loss_sum / rows) : 0.0f;
 }

@@ -14,7 +14,15 @@
  * mixed precision: 2-byte working weights and activations, fp32 gradients;
  * fp16 with a loss scale of 1024, divided out by unscale_grads); "params"
  * then holds the working weights widened, the values the model really used.
- * Usage: gpt_dump OUT.safetensors [fp32|bf16|fp16] */
+ *
+ * With a schedule (none, sqrt, optimal, full) the same step runs instead
+ * through the model spec (model.h's LANGUAGE MODELS, parsed from JSON), the
+ * planner and the trainer, as a client runs it: `optimal` at a budget one
+ * byte under what storing every block needs, so it must recompute; with
+ * --micro M as micro-batches of M samples accumulated into one gradient.
+ * Every schedule but `none` is also run beside `none` on one batch, and
+ * their gradients and losses must be equal bit for bit (exit 1 otherwise).
+ * Usage: gpt_dump OUT.safetensors [fp32|bf16|fp16] [SCHEDULE [--micro M]] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +33,7 @@
 #include "kernels/philox.h"
 #include "model/gpt.h"
 #include "model/model.h"
+#include "model/planner.h"
 #include "util/stfile.h"
 #include "util/util.h"
 
@@ -104,11 +113,93 @@ static int write_dump(const char *path, hfl_precision prec, const float *tokens,
     return bad;
 }
 
+static const char spec_json[] =
+    "{\"name\": \"gpt-dump\", \"input\": [8], \"layers\": ["
+    "{\"type\": \"embedding\", \"vocab\": 32, \"width\": 16},"
+    "{\"type\": \"gpt_block\", \"heads\": 2}, {\"type\": \"gpt_block\", \"heads\": 2},"
+    "{\"type\": \"lm_head\"}]}";
+
+/* A trainer for spec under `kind` (optimal: one byte under none's chain peak). */
+static hfl_trainer *make_trainer(const hfl_model_spec *spec, hfl_precision prec, hfl_ckpt_kind kind,
+                                 int batch, const float *params, hfl_plan *plan) {
+    char err[HFL_ERR_LEN];
+    hfl_plan_config cfg = {.batch = batch, .ckpt = HFL_CKPT_NONE, .ckpt_budget = SIZE_MAX,
+                           .precision = prec};
+    if (hfl_plan_make(spec, &cfg, plan, err) != 0) goto fail;
+    cfg.ckpt = kind;
+    if (kind == HFL_CKPT_OPTIMAL) cfg.ckpt_budget = plan->ckpt.peak - 1;
+    if (hfl_plan_make(spec, &cfg, plan, err) != 0) goto fail;
+    if (kind == HFL_CKPT_OPTIMAL && !(plan->ckpt.feasible && plan->ckpt.recompute > 0)) {
+        fprintf(stderr, "gpt_dump: optimal under %zu bytes: feasible %d, recompute %g\n",
+                cfg.ckpt_budget, plan->ckpt.feasible, plan->ckpt.recompute);
+        exit(1);
+    }
+    hfl_trainer *t = hfl_trainer_create_plan(spec, hfl_backend_cpu(), plan, err);
+    if (!t) goto fail;
+    hfl_trainer_set_params(t, params);
+    if (prec == HFL_PREC_FP16) hfl_trainer_set_loss_scale(t, 1024.0f);
+    return t;
+fail:
+    fprintf(stderr, "gpt_dump: %s\n", err);
+    exit(1);
+}
+
+/* The step through spec, planner and trainer (file comment); params as in
+ * step_lp. Returns the mean loss. */
+static float step_trainer(hfl_precision prec, hfl_ckpt_kind kind, int micro, float *params,
+                          float *grads, size_t n_params, const float *x_in, const int32_t *targets) {
+    char err[HFL_ERR_LEN];
+    hfl_model_spec spec;
+    if (hfl_model_spec_from_json(spec_json, sizeof spec_json - 1, &spec, err) != 0) {
+        fprintf(stderr, "gpt_dump: %s\n", err);
+        exit(1);
+    }
+    if (spec.n_params != n_params || spec.label_rows != T || spec.n_classes != V || spec.in_dim != T) {
+        fprintf(stderr, "gpt_dump: the spec has %zu parameters, %d label rows, %d classes\n",
+                spec.n_params, spec.label_rows, spec.n_classes);
+        exit(1);
+    }
+    static hfl_plan plan, plan_none;
+    hfl_trainer *t = make_trainer(&spec, prec, kind, micro, params, &plan);
+    float loss = hfl_trainer_accumulate(t, x_in, targets, N, micro);
+    hfl_trainer_get_grads(t, grads);
+    printf("gpt_dump: trainer, %s, %d micro-batch(es): arena %zu bytes, chain peak %zu, "
+           "recompute %.0f of %.0f forward FLOPs\n", hfl_ckpt_name(kind), (N + micro - 1) / micro,
+           plan.arena_bytes, plan.ckpt.peak, plan.ckpt.recompute, plan.ckpt.forward);
+    if (kind != HFL_CKPT_NONE) { /* the same batch without checkpointing: equal bits */
+        hfl_trainer *u = make_trainer(&spec, prec, HFL_CKPT_NONE, N, params, &plan_none);
+        float *g0 = zeros(n_params), *g1 = zeros(n_params);
+        float l0 = hfl_trainer_forward_backward(u, x_in, targets, N);
+        hfl_trainer_get_grads(u, g0);
+        hfl_trainer_free(u);
+        hfl_trainer *v = make_trainer(&spec, prec, kind, N, params, &plan);
+        float l1 = hfl_trainer_forward_backward(v, x_in, targets, N);
+        hfl_trainer_get_grads(v, g1);
+        hfl_trainer_free(v);
+        int same = memcmp(g0, g1, n_params * sizeof(float)) == 0 && memcmp(&l0, &l1, sizeof l0) == 0;
+        printf("gpt_dump: %s against none at batch %d (arena %zu vs %zu bytes): gradients and "
+               "loss %s\n", hfl_ckpt_name(kind), N, plan.arena_bytes, plan_none.arena_bytes,
+               same ? "equal bit for bit" : "DIFFER");
+        free(g0), free(g1);
+        if (!same) exit(1);
+    }
+    hfl_trainer_free(t);
+    if (prec != HFL_PREC_FP32) /* the working weights the step used */
+        for (size_t i = 0; i < n_params; i++) params[i] = hfl_op_widen(prec, hfl_op_narrow(prec, params[i]));
+    return loss;
+}
+
 int main(int argc, char **argv) {
     hfl_precision prec = HFL_PREC_FP32;
+    hfl_ckpt_kind kind = HFL_CKPT_NONE;
+    int trainer = argc >= 4, micro = N;
     char err[HFL_ERR_LEN];
-    if (argc < 2 || argc > 3 || (argc == 3 && hfl_precision_parse(argv[2], &prec, err) != 0)) {
-        fprintf(stderr, "usage: gpt_dump OUT.safetensors [fp32|bf16|fp16]\n");
+    if (argc == 6 && strcmp(argv[4], "--micro") == 0) micro = atoi(argv[5]);
+    if (argc < 2 || argc > 6 || argc == 5 || (argc == 6 && strcmp(argv[4], "--micro") != 0) ||
+        micro < 1 || micro > N || (argc >= 3 && hfl_precision_parse(argv[2], &prec, err) != 0) ||
+        (trainer && hfl_ckpt_parse(argv[3], &kind, err) != 0)) {
+        fprintf(stderr, "usage: gpt_dump OUT.safetensors [fp32|bf16|fp16] "
+                        "[none|sqrt|optimal|full [--micro 1..%d]]\n", N);
         return 2;
     }
     const hfl_backend *be = hfl_backend_cpu();
@@ -136,6 +227,12 @@ int main(int argc, char **argv) {
             targets[b * T + t] = (int32_t)tokens[b * (T + 1) + t + 1];
         }
 
+    if (trainer) {
+        float loss = step_trainer(prec, kind, micro, params, grads, n_params, x_in, targets);
+        int bad = write_dump(argv[1], prec, tokens, params, grads, n_params, loss);
+        free(params), free(grads);
+        return bad;
+    }
     if (prec != HFL_PREC_FP32) {
         float loss = step_lp(be, prec, params, grads, n_params, x_in, targets);
         int bad = write_dump(argv[1], prec, tokens, params, grads, n_params, loss);

@@ -179,7 +179,7 @@ static double forward_pattern(const hfl_model_spec *s, const float *p, const flo
     memcpy(a, x, (size_t)b * s->in_dim * sizeof(float));
     for (int l = 0; l < s->n_layers; l++) {
         const hfl_layer *ly = &s->layers[l];
-        hfl_layer_ops_for(ly->kind)->forward(be, ly, p + ly->param_off, a, o, w, b);
+        hfl_layer_ops_for(ly->kind)->forward(be, ly, p + ly->param_off, a, o, NULL, w, b);
         if (ly->kind == HFL_LAYER_RELU) {
             for (size_t i = 0; i < (size_t)b * ly->out; i++) *pat++ = o[i] > 0.0f;
         } else if (ly->kind == HFL_LAYER_MAXPOOL2D) {

@@ -85,7 +85,7 @@ static void rig_free(rig *g) {
 
 static double rig_loss(rig *g) {
     const hfl_backend *be = hfl_backend_cpu();
-    g->ops->forward(be, &g->ly, g->p, g->x, g->y, g->ws, g->n);
+    g->ops->forward(be, &g->ly, g->p, g->x, g->y, NULL, g->ws, g->n);
     double s = 0.0;
     for (size_t i = 0; i < (size_t)g->n * g->ly.out; i++) s += (double)g->y[i] * g->r[i];
     return s;
@@ -97,7 +97,7 @@ static void rig_backward(rig *g) {
     /* Outputs are overwritten, not accumulated: start them dirty. */
     for (size_t i = 0; i < g->ly.n_params; i++) g->dp[i] = 1e6f;
     for (size_t i = 0; i < (size_t)g->n * g->ly.in; i++) g->dx[i] = 1e6f;
-    g->ops->backward(be, &g->ly, g->p, g->x, g->y, g->r, g->dx, g->dp, g->ws, g->n, 0);
+    g->ops->backward(be, &g->ly, g->p, g->x, g->y, g->r, g->dx, g->dp, NULL, g->ws, g->n, 0);
 }
 
 static double rig_fd(rig *g, float *v, float eps) {
@@ -189,7 +189,7 @@ static void test_conv_gradients(void) {
         /* din == NULL still fills dW and db, identically. */
         float *dp = malloc(ly.n_params * sizeof(float));
         memcpy(dp, g.dp, ly.n_params * sizeof(float));
-        g.ops->backward(hfl_backend_cpu(), &ly, g.p, g.x, g.y, g.r, NULL, g.dp, g.ws, N, 0);
+        g.ops->backward(hfl_backend_cpu(), &ly, g.p, g.x, g.y, g.r, NULL, g.dp, NULL, g.ws, N, 0);
         CHECK(memcmp(dp, g.dp, ly.n_params * sizeof(float)) == 0);
         free(dp);
         rig_free(&g);
@@ -307,14 +307,14 @@ static void chunk_run(const hfl_layer *ly, hfl_precision prec, const float *p32,
         memcpy(p, p32, ly->n_params * 4);
         memcpy(x, x32, nin * 4);
         memcpy(r, r32, nout * 4);
-        ops->forward(be, ly, p, x, y, ws, CN);
-        ops->backward(be, ly, p, x, y, r, dx, dp, ws, CN, 0);
+        ops->forward(be, ly, p, x, y, NULL, ws, CN);
+        ops->backward(be, ly, p, x, y, r, dx, dp, NULL, ws, CN, 0);
     } else {
         be->round_lp(prec, p, p32, ly->n_params);
         be->round_lp(prec, x, x32, nin);
         be->round_lp(prec, r, r32, nout);
-        ops->forward_lp(be, prec, ly, p, x, y, ws, CN);
-        ops->backward_lp(be, prec, ly, p, x, y, r, dx, dp, ws, CN, 0);
+        ops->forward_lp(be, prec, ly, p, x, y, NULL, ws, CN);
+        ops->backward_lp(be, prec, ly, p, x, y, r, dx, dp, NULL, ws, CN, 0);
     }
     CHECK(tail_ok(y, nout, es) && tail_ok(dx, nin, es) && tail_ok(dp, ly->n_params, 4));
     CHECK(tail_ok(ws, wsb, 1));

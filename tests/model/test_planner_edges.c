@@ -34,13 +34,18 @@
  *    higher) on small tables built so that the largest-first greedy alone
  *    leaves a gap, and 300 random tables; a table of the most buffers a plan
  *    holds places within the search's work budget (milliseconds, where an
- *    unbounded search takes seconds). */
+ *    unbounded search takes seconds).
+ * 9. A 2-block GPT under sqrt: saved activations per forward op with the
+ *    lifetimes worked out by hand (a dropped block's forward copy one op,
+ *    its recompute copy until its backward), per-position labels, and
+ *    2-byte token ids refused past their exact range. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/backend.h"
 #include "model/model.h"
+#include "model/gpt.h"
 #include "model/planner.h"
 #include "tests/check.h"
 #include "util/util.h"
@@ -282,7 +287,7 @@ static void test_refusals(void) {
               "{\"type\": \"dense\", \"out\": 2}]}", &s);
     size_t room = SIZE_MAX / HFL_PLAN_MAX_BUFFERS - ((size_t)1 << 40), widest = (size_t)1 << 23;
     size_t most = room / 8 / widest; /* the largest batch accounted */
-    CHECK(most < INT32_MAX && most > (size_t)1 << 30);
+    CHECK(most < INT32_MAX && most > (size_t)1 << 29);
     cfg = cfg_of((int)most + 1, HFL_CKPT_NONE);
     CHECK(hfl_plan_make(&s, &cfg, p, err) == -1 && strstr(err, "too large to account"));
     cfg.batch = (int)most;
@@ -491,6 +496,40 @@ static void test_place(void) {
     free(p);
 }
 
+/* A 2-block GPT under sqrt (4 stages, a_1 and a_3 dropped): each block's
+ * saved activations are one buffer per forward op, read by its backward;
+ * the dropped block's forward copy lives one op and its recompute copy
+ * until the backward; per-position labels; 2-byte token ids refused past
+ * their exact range. Op order: load 0, forward 1-4, loss 5, recompute of
+ * layer 2 at 6, backward of 3 and 2 at 7-8, recompute of layer 0 at 9,
+ * backward of 1 and 0 at 10-11, optimizer 12. */
+static void test_lm_plan(void) {
+    hfl_model_spec s;
+    spec_json("{\"name\": \"g\", \"input\": [8], \"layers\": [{\"type\": \"embedding\", "
+              "\"vocab\": 300, \"width\": 16}, {\"type\": \"gpt_block\", \"heads\": 2}, "
+              "{\"type\": \"gpt_block\", \"heads\": 2}, {\"type\": \"lm_head\"}]}", &s);
+    hfl_plan *p = calloc(1, sizeof *p);
+    char err[HFL_ERR_LEN];
+    hfl_plan_config cfg = cfg_of(2, HFL_CKPT_SQRT);
+    REQUIRE_MSG(hfl_plan_make(&s, &cfg, p, err) == 0, "%s", err);
+    CHECK(p->n_stages == 4 && p->ckpt.stored[2] && !p->ckpt.stored[1] && !p->ckpt.stored[3]);
+    size_t sb = hfl_gpt_block_saved_floats(2, 8, 16, 2); /* floats */
+    check_buffer(p, find_buffer(p, "s1"), "s1", HFL_BUF_ACTIVATIONS, sb * 4, 1, 2, 10);
+    check_buffer(p, find_buffer(p, "s2"), "s2", HFL_BUF_ACTIVATIONS, sb * 4, 1, 3, 3);
+    check_buffer(p, find_buffer(p, "s2.re"), "s2.re", HFL_BUF_ACTIVATIONS, sb * 4, 1, 6, 8);
+    check_buffer(p, find_buffer(p, "s3"), "s3", HFL_BUF_ACTIVATIONS, 2 * 8 * (16 + 2) * 4, 1, 4, 7);
+    CHECK(find_buffer(p, "s1.re") < 0 && find_buffer(p, "s0") < 0 && find_buffer(p, "s3.re") < 0);
+    CHECK(p->ops[8].kind == HFL_OP_BACKWARD && p->ops[8].layer == 2 &&
+          p->ops[8].saved == find_buffer(p, "s2.re") && p->ops[10].saved == find_buffer(p, "s1"));
+    CHECK(p->buffers[p->labels].count == 2 * 8 && p->chain_peak == p->ckpt.peak);
+    cfg.precision = HFL_PREC_BF16;
+    CHECK(hfl_plan_make(&s, &cfg, p, err) == -1 &&
+          !strcmp(err, "planner: a vocabulary of 300 tokens does not fit bf16 token ids (at most 256)"));
+    cfg.precision = HFL_PREC_FP16;
+    CHECK_MSG(hfl_plan_make(&s, &cfg, p, err) == 0 && p->chain_peak == p->ckpt.peak, "%s", err);
+    free(p);
+}
+
 int main(void) {
     test_d_none();
     test_d_sqrt();
@@ -500,5 +539,6 @@ int main(void) {
     test_refusals();
     test_chunk_and_backend();
     test_place();
+    test_lm_plan();
     return check_exit_code("test_planner_edges");
 }

@@ -19,13 +19,14 @@ static const char *small_cnn =
 static int specs_equal(const hfl_model_spec *a, const hfl_model_spec *b) {
     if (strcmp(a->name, b->name) || a->n_layers != b->n_layers || a->n_params != b->n_params ||
         a->in_dim != b->in_dim || a->n_classes != b->n_classes || a->input.c != b->input.c ||
-        a->input.h != b->input.h || a->input.w != b->input.w)
+        a->input.h != b->input.h || a->input.w != b->input.w || a->label_rows != b->label_rows)
         return 0;
     for (int l = 0; l < a->n_layers; l++) {
         const hfl_layer *x = &a->layers[l], *y = &b->layers[l];
         if (x->kind != y->kind || x->units != y->units || x->kernel != y->kernel ||
             x->stride != y->stride || x->pad != y->pad || x->in != y->in || x->out != y->out ||
-            x->param_off != y->param_off || x->n_params != y->n_params)
+            x->param_off != y->param_off || x->n_params != y->n_params || x->vocab != y->vocab ||
+            x->heads != y->heads || x->tie_off != y->tie_off)
             return 0;
     }
     return 1;
@@ -137,9 +138,9 @@ static void test_bad(void) {
     REJECTS(HEAD "3" TAIL, "model 'm': layer 0: not an object");
     REJECTS(HEAD "{\"out\": 3}" TAIL, "model 'm': layer 0: missing \"type\"");
     REJECTS(HEAD "{\"type\": \"conv3d\"}" TAIL,
-            "model 'm': layer 0: unknown type \"conv3d\" (known: dense, relu, conv2d, maxpool2d)");
+            "model 'm': layer 0: unknown type \"conv3d\" (known: dense, relu, conv2d, maxpool2d, embedding, gpt_block, lm_head)");
     REJECTS(HEAD "{\"type\": \"Relu\"}" TAIL,
-            "model 'm': layer 0: unknown type \"Relu\" (known: dense, relu, conv2d, maxpool2d)");
+            "model 'm': layer 0: unknown type \"Relu\" (known: dense, relu, conv2d, maxpool2d, embedding, gpt_block, lm_head)");
     REJECTS(HEAD "{\"type\": \"relu\", \"out\": 3}" TAIL, "model 'm': layer 0 (relu): unknown key \"out\"");
     REJECTS(HEAD "{\"type\": \"conv2d\", \"out\": 4, \"kernel\": 3, \"strides\": 1}" TAIL,
             "model 'm': layer 0 (conv2d): unknown key \"strides\"");
@@ -173,9 +174,52 @@ static void test_bad(void) {
     REJECTS(many, "model 'm': 33 layers outside [1, 32]");
 }
 
+/* A language model (model.h, LANGUAGE MODELS): sizes from the definitions,
+ * the tie, label rows, printing back, and the structural refusals. */
+#define GPT(body) "{\"name\": \"g\", \"input\": [8], \"layers\": [" body "]}"
+#define EMB "{\"type\": \"embedding\", \"vocab\": 32, \"width\": 16}"
+#define BLK "{\"type\": \"gpt_block\", \"heads\": 2}"
+#define HD "{\"type\": \"lm_head\"}"
+static void test_lm(void) {
+    hfl_model_spec s, back;
+    char err[HFL_ERR_LEN] = "";
+    const char *g = GPT(EMB ", " BLK ", " BLK ", " HD);
+    CHECK_MSG(hfl_model_spec_from_json(g, strlen(g), &s, err) == 0, "%s", err);
+    /* wte 32x16 + wpe 8x16, two blocks of 12 C^2 + 13 C, ln_f 2C */
+    CHECK(s.n_params == 512 + 128 + 2 * (12 * 256 + 13 * 16) + 32);
+    CHECK(s.label_rows == 8 && s.n_classes == 32 && s.in_dim == 8);
+    CHECK(s.layers[1].in_shape.c == 8 && s.layers[1].in_shape.w == 16 && s.layers[3].out == 8 * 32);
+    CHECK(s.layers[3].tie_off == 0 && s.layers[3].vocab == 32 && s.layers[3].n_params == 32);
+    char *text = hfl_model_spec_to_json(&s, err);
+    CHECK(text && hfl_model_spec_from_json(text, strlen(text), &back, err) == 0 && specs_equal(&s, &back));
+    free(text);
+    REJECTS(GPT(BLK ", " HD), "model 'g': layer 0 (gpt_block): input must be (T, 1, C) from an "
+                              "embedding or a block, got 8x1x1");
+    REJECTS(GPT(EMB ", " EMB ", " HD), "model 'g': layer 1 (embedding): an embedding must be layer 0");
+    REJECTS(GPT(EMB ", " HD ", " BLK), "model 'g': layer 1 (lm_head): lm_head must be the last layer "
+                                       "of a model whose layer 0 is an embedding");
+    REJECTS(GPT("{\"type\": \"dense\", \"out\": 4}, " HD),
+            "model 'g': layer 1 (lm_head): lm_head must be the last layer of a model whose layer 0 is an embedding");
+    REJECTS(GPT(EMB ", " BLK ", {\"type\": \"dense\", \"out\": 4}"),
+            "model 'g': layer 2 (dense): a model starting with an embedding must end with lm_head");
+    REJECTS(GPT(EMB ", {\"type\": \"gpt_block\", \"heads\": 3}, " HD),
+            "model 'g': layer 1 (gpt_block): heads 3 must divide the width 16");
+    REJECTS(GPT("{\"type\": \"embedding\", \"vocab\": 1, \"width\": 16}, " HD),
+            "model 'g': layer 0 (embedding): vocab 1 outside [2, 65536]");
+    REJECTS(GPT("{\"type\": \"embedding\", \"vocab\": 32}, " HD),
+            "model 'g': layer 0 (embedding): missing \"width\"");
+    REJECTS(GPT(EMB ", {\"type\": \"lm_head\", \"vocab\": 32}"),
+            "model 'g': layer 1 (lm_head): unknown key \"vocab\"");
+    REJECTS("{\"name\": \"g\", \"input\": [2, 4], \"layers\": [" EMB ", " HD "]}",
+            "model 'g': \"input\" must be [C, H, W] or [features]");
+    REJECTS("{\"name\": \"g\", \"input\": [8, 2, 1], \"layers\": [" EMB ", " HD "]}",
+            "model 'g': layer 0 (embedding): input must be [T] token ids, got 8x2x1");
+}
+
 int main(void) {
     test_good();
     test_load();
     test_bad();
+    test_lm();
     return check_exit_code("test_spec_json");
 }

@@ -1,0 +1,333 @@
+/* lm_layers.c: the language model's layer kinds behind hfl_layer_ops
+ * (layers.h): embedding, gpt_block and lm_head, thin adapters from the
+ * planner's buffers to model/gpt.h's passes and kernels/lm.h's ops.
+ *
+ * Shapes (model.h, LANGUAGE MODELS): embedding reads [n, T] token ids
+ * (input [T], i.e. shape (T, 1, 1)) and writes [n, T, C] as (T, 1, C);
+ * gpt_block maps (T, 1, C) to itself; lm_head maps (T, 1, C) to (T, 1, V).
+ * Parameter blocks, in PyTorch/nanoGPT names and layouts:
+ *   embedding: wte [V, C], wpe [T, C], both N(0, 0.02^2) (GPT-2);
+ *   gpt_block: gpt.h's twelve tensors, Linear weights N(0, 0.02^2), biases
+ *              0, layer-norm weights 1 and biases 0 (GPT-2's init without
+ *              its 1/sqrt(2L) scaling of the residual projections);
+ *   lm_head:   ln_f.weight (1), ln_f.bias (0) [C]; its projection is the
+ *              embedding's wte (tie_off), which it reads and whose gradient
+ *              it writes (overwrites, or adds when accumulating); the
+ *              embedding's backward, which runs after it, then always adds
+ *              its own part to dwte.
+ * Saved activations (checkpoint.h): the block's gpt.h saved set, the head's
+ * LN_f output and statistics; the embedding keeps only its input (ids). */
+#include <stdint.h>
+
+#include "kernels/lm.h"
+#include "model/attention.h"
+#include "model/gpt.h"
+#include "model/layers.h"
+#include "util/util.h"
+
+static size_t al64(size_t b) { return (b + 63) / 64 * 64; }
+static int seq_len(const hfl_layer *ly) { return ly->in_shape.c; }
+static int width(const hfl_layer *ly) { return ly->in_shape.w; }
+static size_t no_ws(const hfl_layer *ly, int batch) { (void)ly, (void)batch; return 0; }
+
+/* ---- embedding ---- */
+
+static int embed_shape(hfl_layer *ly, char *err) {
+    if (ly->in_shape.h != 1 || ly->in_shape.w != 1)
+        return hfl_errf(err, "input must be [T] token ids, got %dx%dx%d", ly->in_shape.c,
+                        ly->in_shape.h, ly->in_shape.w);
+    if (ly->vocab < 2 || ly->vocab > HFL_MODEL_MAX_DIM)
+        return hfl_errf(err, "vocab %d outside [2, %d]", ly->vocab, HFL_MODEL_MAX_DIM);
+    if (ly->units < 1 || ly->units > HFL_MODEL_MAX_DIM)
+        return hfl_errf(err, "width %d outside [1, %d]", ly->units, HFL_MODEL_MAX_DIM);
+    ly->out_shape = (hfl_shape){ly->in_shape.c, 1, ly->units};
+    return 0;
+}
+
+static int embed_tensors(const hfl_layer *ly, hfl_param_tensor out[HFL_MAX_PARAM_TENSORS]) {
+    size_t nte = (size_t)ly->vocab * ly->units, npe = (size_t)seq_len(ly) * ly->units;
+    out[0] = (hfl_param_tensor){"wte", 0, nte, 1, HFL_INIT_NORMAL, 0.02f};
+    out[1] = (hfl_param_tensor){"wpe", nte, npe, 1, HFL_INIT_NORMAL, 0.02f};
+    return 2;
+}
+
+static void embed_forward(const hfl_backend *be, const hfl_layer *ly, const float *params,
+                          const float *in, float *out, void *saved, void *ws, int batch) {
+    (void)saved, (void)ws;
+    int T = seq_len(ly), C = ly->units, V = ly->vocab;
+    be->lm->embed_fwd(out, in, params, params + (size_t)V * C, batch * T, T, C, V);
+}
+
+/* dwte always adds: lm_head's backward wrote it first (file comment); dwpe
+ * is zeroed first unless accumulating, so one call adds to both. */
+static void embed_backward(const hfl_backend *be, const hfl_layer *ly, const float *params,
+                           const float *in, const float *out, const float *dout, float *din,
+                           float *dparams, const void *saved, void *ws, int batch, int accumulate) {
+    (void)params, (void)out, (void)din, (void)saved, (void)ws;
+    int T = seq_len(ly), C = ly->units, V = ly->vocab;
+    float *dwte = dparams, *dwpe = dparams + (size_t)V * C;
+    if (!accumulate) be->fill(dwpe, 0.0f, (size_t)T * C);
+    be->lm->embed_bwd(dwte, dwpe, dout, in, batch * T, T, C, V, 1);
+}
+
+static void embed_forward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
+                             const uint16_t *params, const uint16_t *in, uint16_t *out, void *saved,
+                             void *ws, int batch) {
+    (void)saved, (void)ws;
+    int T = seq_len(ly), C = ly->units, V = ly->vocab;
+    be->lm->embed_fwd_lp(lp, out, in, params, params + (size_t)V * C, batch * T, T, C, V);
+}
+
+static void embed_backward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
+                              const uint16_t *params, const uint16_t *in, const uint16_t *out,
+                              const uint16_t *dout, uint16_t *din, float *dparams,
+                              const void *saved, void *ws, int batch, int accumulate) {
+    (void)params, (void)out, (void)din, (void)saved, (void)ws;
+    int T = seq_len(ly), C = ly->units, V = ly->vocab;
+    float *dwte = dparams, *dwpe = dparams + (size_t)V * C;
+    if (!accumulate) be->fill(dwpe, 0.0f, (size_t)T * C);
+    be->lm->embed_bwd_lp(lp, dwte, dwpe, dout, in, batch * T, T, C, V, 1);
+}
+
+/* A gather and an add per output element. */
+static uint64_t embed_flops(const hfl_layer *ly) { return (uint64_t)seq_len(ly) * ly->units; }
+
+const hfl_layer_ops hfl_embed_ops = {
+    .name = "embedding",
+    .infer_shape = embed_shape,
+    .param_tensors = embed_tensors,
+    .forward = embed_forward,
+    .backward = embed_backward,
+    .fwd_workspace_bytes = no_ws,
+    .bwd_workspace_bytes = no_ws,
+    .keeps = HFL_KEEP_INPUT,
+    .flops = embed_flops,
+    .forward_lp = embed_forward_lp,
+    .backward_lp = embed_backward_lp,
+    .fwd_workspace_bytes_lp = no_ws,
+    .bwd_workspace_bytes_lp = no_ws,
+};
+
+/* ---- gpt_block ---- */
+
+static int block_shape(hfl_layer *ly, char *err) {
+    int C = width(ly);
+    if (ly->in_shape.h != 1 || C < 2)
+        return hfl_errf(err, "input must be (T, 1, C) from an embedding or a block, got %dx%dx%d",
+                        ly->in_shape.c, ly->in_shape.h, ly->in_shape.w);
+    if (ly->heads < 1 || ly->heads > C || C % ly->heads != 0)
+        return hfl_errf(err, "heads %d must divide the width %d", ly->heads, C);
+    ly->out_shape = ly->in_shape;
+    return 0;
+}
+
+static int block_tensors(const hfl_layer *ly, hfl_param_tensor out[HFL_MAX_PARAM_TENSORS]) {
+    static const char *const names[12] = {
+        "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
+        "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
+        "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"};
+    int C = width(ly);
+    size_t off[12];
+    hfl_gpt_block_offsets(C, off);
+    for (int i = 0; i < 12; i++) {
+        size_t end = i < 11 ? off[i + 1] : hfl_gpt_block_n_params(C);
+        int ln = i == 0 || i == 1 || i == 6 || i == 7, weight = i % 2 == 0;
+        out[i] = (hfl_param_tensor){names[i], off[i], end - off[i], 1,
+                                    ln || !weight ? HFL_INIT_CONST : HFL_INIT_NORMAL,
+                                    ln && weight ? 1.0f : !weight ? 0.0f : 0.02f};
+    }
+    return 12;
+}
+
+static hfl_gpt_block_params block_view(const float *p, const hfl_layer *ly) {
+    return hfl_gpt_block_view((float *)p, width(ly)); /* read-only use: the forward writes none */
+}
+
+static void block_forward(const hfl_backend *be, const hfl_layer *ly, const float *params,
+                          const float *in, float *out, void *saved, void *ws, int batch) {
+    int T = seq_len(ly), C = width(ly), H = ly->heads;
+    hfl_gpt_block_params p = block_view(params, ly);
+    hfl_gpt_block_saved s = hfl_gpt_block_saved_view(saved, batch, T, C, H);
+    hfl_gpt_block_forward(be, &p, in, out, &s, ws, batch, T, C, H);
+}
+
+static void block_backward(const hfl_backend *be, const hfl_layer *ly, const float *params,
+                           const float *in, const float *out, const float *dout, float *din,
+                           float *dparams, const void *saved, void *ws, int batch, int accumulate) {
+    (void)out;
+    int T = seq_len(ly), C = width(ly), H = ly->heads;
+    hfl_gpt_block_params p = block_view(params, ly), d = hfl_gpt_block_view(dparams, C);
+    hfl_gpt_block_saved s = hfl_gpt_block_saved_view((float *)saved, batch, T, C, H);
+    hfl_gpt_block_backward(be, &p, &d, in, &s, dout, din, ws, batch, T, C, H, accumulate);
+}
+
+static void block_forward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
+                             const uint16_t *params, const uint16_t *in, uint16_t *out, void *saved,
+                             void *ws, int batch) {
+    int T = seq_len(ly), C = width(ly), H = ly->heads;
+    hfl_gpt_block_params_lp p = hfl_gpt_block_view_lp((uint16_t *)params, C);
+    hfl_gpt_block_saved_lp s = hfl_gpt_block_saved_view_lp(saved, batch, T, C, H);
+    hfl_gpt_block_forward_lp(be, lp, &p, in, out, &s, ws, batch, T, C, H);
+}
+
+static void block_backward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
+                              const uint16_t *params, const uint16_t *in, const uint16_t *out,
+                              const uint16_t *dout, uint16_t *din, float *dparams,
+                              const void *saved, void *ws, int batch, int accumulate) {
+    (void)out;
+    int T = seq_len(ly), C = width(ly), H = ly->heads;
+    hfl_gpt_block_params_lp p = hfl_gpt_block_view_lp((uint16_t *)params, C);
+    hfl_gpt_block_params d = hfl_gpt_block_view(dparams, C);
+    hfl_gpt_block_saved_lp s = hfl_gpt_block_saved_view_lp((void *)saved, batch, T, C, H);
+    hfl_gpt_block_backward_lp(be, lp, &p, &d, in, &s, dout, din, ws, batch, T, C, H, accumulate);
+}
+
+static size_t block_fwd_ws(const hfl_layer *ly, int batch) {
+    return hfl_attention_fwd_ws_bytes(batch, seq_len(ly), width(ly), ly->heads);
+}
+static size_t block_bwd_ws(const hfl_layer *ly, int batch) {
+    return hfl_gpt_block_ws_bytes(batch, seq_len(ly), width(ly), ly->heads);
+}
+/* The 2-byte forward stages its GEMMs in the backward's tail (gpt_lp.c). */
+static size_t block_ws_lp(const hfl_layer *ly, int batch) {
+    return hfl_gpt_block_ws_bytes_lp(batch, seq_len(ly), width(ly), ly->heads);
+}
+static size_t block_saved(const hfl_layer *ly, int batch) {
+    return hfl_gpt_block_saved_floats(batch, seq_len(ly), width(ly), ly->heads) * sizeof(float);
+}
+static size_t block_saved_lp(const hfl_layer *ly, int batch) {
+    return hfl_gpt_block_saved_bytes_lp(batch, seq_len(ly), width(ly), ly->heads);
+}
+
+/* Per sample: the four projections (24 T C^2) and attention's two T x T x C
+ * products (2 T^2 C, causal masking not discounted). */
+static uint64_t block_flops(const hfl_layer *ly) {
+    uint64_t T = (uint64_t)seq_len(ly), C = (uint64_t)width(ly);
+    return 24 * T * C * C + 4 * T * T * C;
+}
+
+const hfl_layer_ops hfl_gpt_block_ops = {
+    .name = "gpt_block",
+    .infer_shape = block_shape,
+    .param_tensors = block_tensors,
+    .forward = block_forward,
+    .backward = block_backward,
+    .fwd_workspace_bytes = block_fwd_ws,
+    .bwd_workspace_bytes = block_bwd_ws,
+    .keeps = HFL_KEEP_INPUT,
+    .bwd_in_place = 1,
+    .flops = block_flops,
+    .forward_lp = block_forward_lp,
+    .backward_lp = block_backward_lp,
+    .fwd_workspace_bytes_lp = block_ws_lp,
+    .bwd_workspace_bytes_lp = block_ws_lp,
+    .saved_bytes = block_saved,
+    .saved_bytes_lp = block_saved_lp,
+};
+
+/* ---- lm_head ---- */
+
+static int head_shape(hfl_layer *ly, char *err) {
+    if (ly->in_shape.h != 1 || ly->in_shape.w < 1)
+        return hfl_errf(err, "input must be (T, 1, C), got %dx%dx%d", ly->in_shape.c,
+                        ly->in_shape.h, ly->in_shape.w);
+    ly->out_shape = (hfl_shape){ly->in_shape.c, 1, ly->vocab};
+    return 0;
+}
+
+static int head_tensors(const hfl_layer *ly, hfl_param_tensor out[HFL_MAX_PARAM_TENSORS]) {
+    size_t C = (size_t)width(ly);
+    out[0] = (hfl_param_tensor){"ln_f.weight", 0, C, 1, HFL_INIT_CONST, 1.0f};
+    out[1] = (hfl_param_tensor){"ln_f.bias", C, C, 1, HFL_INIT_CONST, 0.0f};
+    return 2;
+}
+
+/* The tied wte: tie_off is absolute in the parameter vector, params is this
+ * layer's block inside that same vector. */
+static ptrdiff_t tie(const hfl_layer *ly) { return (ptrdiff_t)ly->tie_off - (ptrdiff_t)ly->param_off; }
+static size_t head_rows(const hfl_layer *ly, int batch) { return (size_t)batch * seq_len(ly); }
+
+static void head_forward(const hfl_backend *be, const hfl_layer *ly, const float *params,
+                         const float *in, float *out, void *saved, void *ws, int batch) {
+    (void)ws;
+    int C = width(ly), rows = (int)head_rows(ly, batch);
+    float *hf = saved, *mean = hf + (size_t)rows * C, *rstd = mean + rows;
+    hfl_gpt_head_forward(be, in, params, params + C, params + tie(ly), hf, mean, rstd, out, rows,
+                         C, ly->vocab);
+}
+
+static void head_backward(const hfl_backend *be, const hfl_layer *ly, const float *params,
+                          const float *in, const float *out, const float *dout, float *din,
+                          float *dparams, const void *saved, void *ws, int batch, int accumulate) {
+    (void)out;
+    int C = width(ly), rows = (int)head_rows(ly, batch);
+    const float *hf = saved, *mean = hf + (size_t)rows * C, *rstd = mean + rows;
+    hfl_gpt_head_backward(be, in, params, params + tie(ly), hf, mean, rstd, dout,
+                          dparams + tie(ly), dparams, dparams + C, din, ws, rows, C, ly->vocab,
+                          accumulate);
+}
+
+/* 2-byte saved: hf (2-byte, 64-aligned), then fp32 mean and rstd. */
+static void head_forward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
+                            const uint16_t *params, const uint16_t *in, uint16_t *out, void *saved,
+                            void *ws, int batch) {
+    int C = width(ly), rows = (int)head_rows(ly, batch);
+    uint16_t *hf = saved;
+    float *mean = (float *)((char *)saved + al64((size_t)rows * C * 2)), *rstd = mean + rows;
+    hfl_gpt_head_forward_lp(be, lp, in, params, params + C, params + tie(ly), hf, mean, rstd, out,
+                            ws, rows, C, ly->vocab);
+}
+
+/* ws: dhf (2-byte, 64-aligned), then gemm_lp's staging. */
+static void head_backward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
+                             const uint16_t *params, const uint16_t *in, const uint16_t *out,
+                             const uint16_t *dout, uint16_t *din, float *dparams,
+                             const void *saved, void *ws, int batch, int accumulate) {
+    (void)out;
+    int C = width(ly), rows = (int)head_rows(ly, batch);
+    const uint16_t *hf = saved;
+    const float *mean = (const float *)((const char *)saved + al64((size_t)rows * C * 2));
+    uint16_t *dhf = ws;
+    void *stage = (char *)ws + al64((size_t)rows * C * 2);
+    hfl_gpt_head_backward_lp(be, lp, in, params, params + tie(ly), hf, mean, mean + rows, dout,
+                             dparams + tie(ly), dparams, dparams + C, din, dhf, stage, rows, C,
+                             ly->vocab, accumulate);
+}
+
+static size_t head_bwd_ws(const hfl_layer *ly, int batch) {
+    return head_rows(ly, batch) * width(ly) * sizeof(float);
+}
+static size_t head_fwd_ws_lp(const hfl_layer *ly, int batch) {
+    return hfl_gpt_head_ws_bytes_lp((int)head_rows(ly, batch), width(ly), ly->vocab);
+}
+static size_t head_bwd_ws_lp(const hfl_layer *ly, int batch) {
+    return al64(head_rows(ly, batch) * width(ly) * 2) + head_fwd_ws_lp(ly, batch);
+}
+static size_t head_saved(const hfl_layer *ly, int batch) {
+    return head_rows(ly, batch) * (width(ly) + 2) * sizeof(float);
+}
+static size_t head_saved_lp(const hfl_layer *ly, int batch) {
+    return al64(head_rows(ly, batch) * width(ly) * 2) + head_rows(ly, batch) * 2 * sizeof(float);
+}
+
+static uint64_t head_flops(const hfl_layer *ly) {
+    return 2 * (uint64_t)seq_len(ly) * width(ly) * ly->vocab;
+}
+
+const hfl_layer_ops hfl_lm_head_ops = {
+    .name = "lm_head",
+    .infer_shape = head_shape,
+    .param_tensors = head_tensors,
+    .forward = head_forward,
+    .backward = head_backward,
+    .fwd_workspace_bytes = no_ws,
+    .bwd_workspace_bytes = head_bwd_ws,
+    .keeps = HFL_KEEP_INPUT,
+    .flops = head_flops,
+    .forward_lp = head_forward_lp,
+    .backward_lp = head_backward_lp,
+    .fwd_workspace_bytes_lp = head_fwd_ws_lp,
+    .bwd_workspace_bytes_lp = head_bwd_ws_lp,
+    .saved_bytes = head_saved,
+    .saved_bytes_lp = head_saved_lp,
+};
