@@ -623,9 +623,10 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
         hfl_errf(err, "model %s takes %d features, the data has %d", w.model, s->spec.in_dim, s->data.dim);
         goto out;
     }
-    if (s->spec.label_rows != 1) { /* a language model: the data holds one label per sample */
-        hfl_errf(err, "model %s is a language model (%d labels per sample), which hfl-client cannot "
-                 "train on this data yet", w.model, s->spec.label_rows);
+    if (s->spec.label_rows != hfl_dataset_label_rows(&s->data)) {
+        hfl_errf(err, "model %s takes %d label(s) per sample, the data has %d (a language model "
+                 "needs hfl-data text's windows)", w.model, s->spec.label_rows,
+                 hfl_dataset_label_rows(&s->data));
         goto out;
     }
     if (s->data.n_classes > s->spec.n_classes) {

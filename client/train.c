@@ -61,7 +61,7 @@ static int ensure_trainer(client_state *s, first_measure *m, char *err) {
     m->device = !be->host_memory && be->mem_info(&m->before, &total) == 0;
     m->known = m->device || hfl_mem_window_begin(&m->w, NULL) == 0;
     s->xbuf = hfl_malloc(sizeof(float) * (size_t)batch * (size_t)s->data.dim);
-    s->ybuf = hfl_malloc(sizeof(int32_t) * (size_t)batch);
+    s->ybuf = hfl_malloc(sizeof(int32_t) * (size_t)batch * hfl_dataset_label_rows(&s->data));
     s->trainer = hfl_trainer_create_plan(&s->spec, be, s->plan, err);
     s->trainer_batch = batch;
     return s->trainer ? 0 : -1;
@@ -114,10 +114,11 @@ static uint64_t epoch_growth(const client_state *s, const epoch_meter *e) {
 /* Gathers samples order[start .. start+b) into the batch buffers and stages them. */
 static void stage_batch(client_state *s, const int *order, int start, int b) {
     int dim = s->data.dim;
+    size_t r = (size_t)hfl_dataset_label_rows(&s->data);
     for (int i = 0; i < b; i++) {
         int k = order[start + i];
         memcpy(s->xbuf + (size_t)i * dim, s->data.x + (size_t)k * dim, sizeof(float) * (size_t)dim);
-        s->ybuf[i] = s->data.y[k];
+        memcpy(s->ybuf + (size_t)i * r, s->data.y + (size_t)k * r, sizeof(int32_t) * r);
     }
     hfl_trainer_stage(s->trainer, s->xbuf, s->ybuf, b);
 }

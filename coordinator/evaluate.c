@@ -31,10 +31,16 @@ struct coord_eval {
     int busy, stop;
 };
 
-/* The accuracy and loss of w into entry (the caller holds whatever protects entry). */
-static void eval_fill(cJSON *entry, float acc, float loss) {
+/* The accuracy and loss of w into entry (the caller holds whatever protects
+ * entry); for a language model also test_bpb, the loss per label (a byte of
+ * hfl-data text's windows) in bits: loss / ln 2. */
+static void eval_fill(const coord *c, cJSON *entry, float acc, float loss) {
     cJSON_ReplaceItemInObject(entry, "test_acc", cJSON_CreateNumber(acc));
     cJSON_ReplaceItemInObject(entry, "test_loss", cJSON_CreateNumber(loss));
+    if (c->spec.label_rows > 1) {
+        cJSON_DeleteItemFromObjectCaseSensitive(entry, "test_bpb");
+        cJSON_AddNumberToObject(entry, "test_bpb", loss / 0.6931471805599453);
+    }
 }
 
 static float eval_model(coord *c, const float *w, float *loss) {
@@ -57,7 +63,7 @@ static void *eval_main(void *arg) {
         pthread_mutex_lock(&c->lock);
         hfl_hist_observe(&c->eval_hist, hfl_now() - t0);
         hfl_test_crash("evaluate", (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(q->entry, "round")));
-        eval_fill(q->entry, acc, loss);
+        eval_fill(c, q->entry, acc, loss);
         c->final_acc = acc;
         c->done = c->done_pending; /* so the report says complete */
         char *text = NULL;
@@ -112,7 +118,7 @@ void eval_round(coord *c, cJSON *entry) {
         double t0 = hfl_now();
         float loss, acc = eval_model(c, c->global, &loss);
         hfl_hist_observe(&c->eval_hist, hfl_now() - t0);
-        eval_fill(entry, acc, loss);
+        eval_fill(c, entry, acc, loss);
         c->final_acc = acc;
         c->done = c->done_pending;
         rounds_publish(c, entry, NULL, NULL);
@@ -130,7 +136,7 @@ void eval_fill_pending(coord *c) {
     double t0 = hfl_now();
     float loss, acc = eval_model(c, c->global, &loss);
     hfl_hist_observe(&c->eval_hist, hfl_now() - t0);
-    eval_fill(last, acc, loss);
+    eval_fill(c, last, acc, loss);
     c->final_acc = acc;
     rounds_publish(c, last, NULL, NULL); /* its event and progress line were never written */
 }

@@ -358,9 +358,10 @@ static int coord_setup(coord *c, char *err) {
         return -1;
     if (c->test.dim != c->spec.in_dim)
         return hfl_errf(err, "test set has %d features, model %s expects %d", c->test.dim, c->spec.name, c->spec.in_dim);
-    if (c->spec.label_rows != 1) /* model.h's LANGUAGE MODELS; datasets hold one label per sample */
-        return hfl_errf(err, "model %s is a language model (%d labels per sample): federated runs of "
-                        "it need a token corpus, which hfl cannot load yet", c->spec.name, c->spec.label_rows);
+    if (c->spec.label_rows != hfl_dataset_label_rows(&c->test))
+        return hfl_errf(err, "model %s takes %d label(s) per sample, the test set has %d (a language "
+                        "model needs hfl-data text's windows)", c->spec.name, c->spec.label_rows,
+                        hfl_dataset_label_rows(&c->test));
     if (c->test.n_classes > c->spec.n_classes)
         return hfl_errf(err, "test set has labels up to %d, model %s tells %d classes apart", c->test.n_classes - 1,
                         c->spec.name, c->spec.n_classes);

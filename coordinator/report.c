@@ -8,7 +8,7 @@
  * name}; each client's backend and device are in `clients[].device` and
  * `clients[].plan`), `wall_s`, `final_test_acc` and
  * `rounds` (each `{round, test_acc, test_loss, clients, bytes_up,
- * bytes_down, wall_s}`) are stable. */
+ * bytes_down, wall_s}`, and test_bpb for a language model) are stable. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -14,6 +14,7 @@
 
 #define MAX_SAMPLES 100000000ull
 #define MAX_FEATURES (1ull << 24)
+#define MAX_LABEL_ROWS 65536
 
 /* One array, whichever container it came from. */
 typedef struct {
@@ -60,16 +61,21 @@ static int to_dataset(const array *x, const array *y, hfl_dataset *out, char *er
     uint64_t n = (uint64_t)x->shape[0], dim = x->count / n;
     if (n > MAX_SAMPLES) return hfl_errf(err, "x holds %llu samples (at most %llu)", (unsigned long long)n, MAX_SAMPLES);
     if (dim < 1 || dim > MAX_FEATURES) return hfl_errf(err, "x has %llu features per sample (1 to %llu)", (unsigned long long)dim, MAX_FEATURES);
-    if (y->ndim != 1 || (uint64_t)y->shape[0] != n)
-        return hfl_errf(err, "y must be shaped [%llu], one label per sample of x", (unsigned long long)n);
+    if (y->ndim < 1 || y->ndim > 2 || (uint64_t)y->shape[0] != n || (y->ndim == 2 && y->shape[1] < 1))
+        return hfl_errf(err, "y must be shaped [%llu] (a label per sample of x) or [%llu, R] (R per "
+                        "sample)", (unsigned long long)n, (unsigned long long)n);
+    uint64_t rows = y->ndim == 2 ? (uint64_t)y->shape[1] : 1;
+    if (rows > MAX_LABEL_ROWS)
+        return hfl_errf(err, "y has %llu labels per sample (at most %d)", (unsigned long long)rows,
+                        MAX_LABEL_ROWS);
     if (y->kind != 'u' && y->kind != 'i') return hfl_errf(err, "y has dtype %s; labels must be integers", y->dtype);
     if (!((x->kind == 'u' && x->esize == 1) || (x->kind == 'f' && x->esize == 4)))
         return hfl_errf(err, "x has dtype %s; features must be uint8 or float32", x->dtype);
-    int32_t *labels = malloc(sizeof(int32_t) * n);
+    int32_t *labels = malloc(sizeof(int32_t) * n * rows);
     float *feat = malloc(sizeof(float) * n * dim);
     if (!labels || !feat) return free(labels), free(feat), hfl_errf(err, "out of memory for %llu samples", (unsigned long long)n);
     int32_t top = 0;
-    for (uint64_t i = 0; i < n; i++) {
+    for (uint64_t i = 0; i < n * rows; i++) {
         int64_t l = int_at(y, i);
         if (l < 0 || l >= HFL_DATA_MAX_CLASSES) { /* a uint64 past INT64_MAX reads as negative */
             free(labels), free(feat);
@@ -89,7 +95,8 @@ static int to_dataset(const array *x, const array *y, hfl_dataset *out, char *er
             return hfl_errf(err, "x[%llu][%llu] is not finite", (unsigned long long)(i / dim), (unsigned long long)(i % dim));
         }
     }
-    *out = (hfl_dataset){.n = (int)n, .dim = (int)dim, .n_classes = top + 1, .x = feat, .y = labels, .pixels = x->kind == 'u'};
+    *out = (hfl_dataset){.n = (int)n, .dim = (int)dim, .n_classes = top + 1, .x = feat, .y = labels,
+                         .pixels = x->kind == 'u', .label_rows = (int)rows};
     return 0;
 }
 
@@ -196,22 +203,25 @@ int hfl_data_save(const char *path, const hfl_dataset *d, hfl_data_format f, cha
     } else {
         xd = d->x;
     }
-    int64_t *yd = hfl_malloc(sizeof(int64_t) * (n ? n : 1));
-    for (size_t i = 0; i < n; i++) yd[i] = d->y[i];
-    int64_t xs[2] = {d->n, d->dim}, ys[1] = {d->n};
+    size_t r = (size_t)hfl_dataset_label_rows(d);
+    int64_t *yd = hfl_malloc(sizeof(int64_t) * (n ? n * r : 1));
+    for (size_t i = 0; i < n * r; i++) yd[i] = d->y[i];
+    int64_t xs[2] = {d->n, d->dim}, ys[2] = {d->n, (int64_t)r};
+    int y_ndim = r > 1 ? 2 : 1;
     uint8_t *file = NULL;
     size_t len = 0;
     char e[HFL_ERR_LEN];
     if (f == HFL_DATA_NPZ) {
         size_t lens[2];
         uint8_t *parts[2] = {hfl_npy_encode(d->pixels ? "|u1" : "<f4", xs, 2, xd, &lens[0]),
-                             hfl_npy_encode("<i8", ys, 1, yd, &lens[1])};
+                             hfl_npy_encode("<i8", ys, y_ndim, yd, &lens[1])};
         const char *names[2] = {"x.npy", "y.npy"};
         file = hfl_zip_write(names, (const uint8_t *const *)parts, lens, 2, &len, e);
         free(parts[0]), free(parts[1]);
     } else {
         hfl_st_put t[2] = {{.name = "x", .dtype = d->pixels ? "U8" : "F32", .ndim = 2, .shape = {d->n, d->dim}, .data = xd},
-                           {.name = "y", .dtype = "I64", .ndim = 1, .shape = {d->n}, .data = yd}};
+                           {.name = "y", .dtype = "I64", .ndim = y_ndim, .shape = {d->n, (int64_t)r},
+                            .data = yd}};
         file = hfl_st_encode(t, 2, NULL, 0, &len, e);
     }
     if (xd != d->x) free(xd);

@@ -1,7 +1,9 @@
 /* files.h: datasets held in a user's own files, read and written.
  *
  * A dataset file holds two arrays: x, the features, shaped [n, ...] (each
- * sample's values flattened in C order), and y, the labels, shaped [n].
+ * sample's values flattened in C order), and y, the labels, shaped [n], or
+ * [n, R] for R labels per sample (a language model's next token at each of
+ * R = T positions, with x the T token ids as float32: hfl-data text).
  * Three containers carry them:
  *   - a NumPy .npz archive with members x.npy and y.npy (np.savez or
  *     np.savez_compressed);

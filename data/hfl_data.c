@@ -4,6 +4,8 @@
  *   hfl-data split --data PATH --num-clients N --out DIR [--partition SPEC] [--seed S]
  *                  [--format npz|safetensors] [--json]
  *   hfl-data stats PATH... [--json]
+ *   hfl-data text --out DIR --context T [--held-out F] [--num-clients N] [--seed S]
+ *                 [--format npz|safetensors] [--json] FILE...
  *
  * split assigns samples exactly as hfl-client assigns its share of the
  * built-in set (hfl_partition_assign with the same spec, seed and labels, each
@@ -11,6 +13,13 @@
  * DIR/client-<i>.<fmt> trains on the very samples, in the same order, that
  * `hfl-client --client-index i --num-clients N` picks from Fashion-MNIST.
  * From a Fashion-MNIST directory it also writes the test set as DIR/test.<fmt>.
+ *
+ * text cuts text files into byte-level language-model windows (data/text.h):
+ * without --num-clients, DIR/client-<i> holds FILE i's windows (one client
+ * per source, the natural non-IID split: the 66 books of scripts/kjv-books);
+ * with it, every file's training windows are pooled and dealt out IID
+ * (hfl_partition_assign, iid, --seed), for comparison. DIR/test holds the
+ * held-out tail of every file.
  *
  * Exit status: 0 on success, 1 when a file cannot be read or written, 2 on
  * bad arguments. */
@@ -23,12 +32,14 @@
 
 #include "data/files.h"
 #include "data/partition.h"
+#include "data/text.h"
 #include "util/config.h"
 #include "util/util.h"
 
 typedef struct {
     const char *data, *out, *partition, *format;
-    long num_clients, seed;
+    long num_clients, seed, context;
+    double held_out;
     int json;
 } data_options;
 
@@ -37,11 +48,16 @@ static void data_usage(FILE *f) {
             "usage: hfl-data split --data PATH --num-clients N --out DIR [--partition SPEC] [--seed S]\n"
             "                      [--format npz|safetensors] [--json]\n"
             "       hfl-data stats PATH... [--json]\n"
+            "       hfl-data text --out DIR --context T [--held-out F] [--num-clients N] [--seed S]\n"
+            "                     [--format npz|safetensors] [--json] FILE...\n"
             "split: cuts a dataset into one file per client, DIR/client-0000.<fmt>, ..., with the same\n"
             "  assignment hfl-client makes from --partition, --seed and --num-clients, so a fleet training\n"
             "  on the shards (hfl-client --data DIR/client-0003.npz) trains on the same samples as one\n"
             "  using the built-in partition. From a Fashion-MNIST directory it also writes DIR/test.<fmt>.\n"
             "stats: samples, features and the label histogram of each dataset.\n"
+            "text: byte-level language-model windows (T + 1 bytes at stride T: T token ids, T next\n"
+            "  bytes as labels) of each FILE: DIR/client-<i> holds FILE i's (one client per source),\n"
+            "  or with --num-clients N all of them dealt out IID; DIR/test holds every file's tail.\n"
             "Datasets: a Fashion-MNIST directory (IDX files), an .npz with x.npy and y.npy, a directory\n"
             "holding x.npy and y.npy, or a safetensors file with tensors x and y; x uint8 or float32\n"
             "shaped [n, ...], y integer labels shaped [n].\n"
@@ -51,6 +67,9 @@ static void data_usage(FILE *f) {
             "  --partition SPEC   iid (default), dirichlet:ALPHA or shards:K\n"
             "  --seed S           partition seed (default 1, as hfl-client's)\n"
             "  --format F         npz (default) or safetensors\n"
+            "  --context T        text: tokens per sample, 1..4096\n"
+            "  --held-out F       text: fraction of each file's windows held out for the test set\n"
+            "                     (default 0.05; 0..0.5)\n"
             "  --json             print what was written, or the statistics, as JSON\n"
             "  --config FILE      read options from FILE, a JSON object keyed by long option name\n"
             "  --print-config     print the options in effect (defaults included) as JSON and exit\n"
@@ -67,6 +86,9 @@ static void print_options(const data_options *o) {
     cJSON_AddNumberToObject(j, "seed", (double)o->seed);
     hfl_config_add_str(j, "format", o->format);
     cJSON_AddBoolToObject(j, "json", o->json);
+    if (o->context > 0) cJSON_AddNumberToObject(j, "context", (double)o->context);
+    else cJSON_AddNullToObject(j, "context");
+    cJSON_AddNumberToObject(j, "held-out", o->held_out);
     hfl_config_print(j);
 }
 
@@ -78,7 +100,7 @@ static int load_any(const char *path, hfl_dataset *d, char *err) {
 
 static cJSON *histogram(const hfl_dataset *d) {
     int *h = hfl_calloc((size_t)d->n_classes, sizeof(int));
-    for (int i = 0; i < d->n; i++) h[d->y[i]]++;
+    for (size_t i = 0; i < (size_t)d->n * hfl_dataset_label_rows(d); i++) h[d->y[i]]++;
     cJSON *a = cJSON_CreateIntArray(h, d->n_classes);
     free(h);
     return a;
@@ -165,6 +187,13 @@ static int split(const data_options *o) {
         fprintf(stderr, "hfl-data: %s\n", err);
         return 1;
     }
+    if (hfl_dataset_label_rows(&d) > 1 && spec.kind != HFL_PART_IID) {
+        fprintf(stderr, "hfl-data: %s has %d labels per sample: only --partition iid splits it "
+                        "(label-skewed partitions need one label per sample)\n", o->data,
+                hfl_dataset_label_rows(&d));
+        hfl_dataset_free(&d);
+        return 2;
+    }
     int32_t *owner = hfl_malloc(sizeof(int32_t) * (size_t)d.n);
     int rc = hfl_partition_assign(&spec, d.y, d.n, d.n_classes, (int)o->num_clients, (uint64_t)o->seed, owner, err) ||
              hfl_mkdirs(o->out, err);
@@ -200,6 +229,73 @@ static int split(const data_options *o) {
     return rc ? 1 : 0;
 }
 
+/* hfl-data text (header comment). */
+static int text(const data_options *o, int n_files, char **files) {
+    char err[HFL_ERR_LEN];
+    hfl_data_format f;
+    if (!o->out || o->context < 1 || n_files < 1) {
+        fprintf(stderr, "hfl-data: text needs --out DIR, --context T and at least one FILE (see --help)\n");
+        return 2;
+    }
+    if (hfl_data_format_parse(o->format, &f, err) != 0) {
+        fprintf(stderr, "hfl-data: %s\n", err);
+        return 2;
+    }
+    int iid = o->num_clients > 0, rc = hfl_mkdirs(o->out, err);
+    hfl_dataset pool = {0}, test = {0};
+    cJSON *shards = cJSON_CreateArray();
+    for (int i = 0; rc == 0 && i < n_files; i++) {
+        size_t len = 0;
+        uint8_t *bytes = (uint8_t *)hfl_read_file(files[i], &len, err);
+        hfl_dataset tr, te;
+        char why[HFL_ERR_LEN], name[32];
+        if (!bytes) {
+            rc = -1;
+        } else if (hfl_text_windows(bytes, len, (int)o->context, o->held_out, &tr, &te, why) != 0) {
+            rc = hfl_errf(err, "%s: %s", files[i], why);
+        } else {
+            hfl_dataset_append(&test, &te);
+            snprintf(name, sizeof name, "client-%04d", i);
+            if (iid) hfl_dataset_append(&pool, &tr);
+            else rc = write_shard(o, f, name, &tr, shards, err);
+            hfl_dataset_free(&tr);
+            hfl_dataset_free(&te);
+        }
+        free(bytes);
+    }
+    if (rc == 0 && iid) {
+        hfl_partition_spec spec = {.kind = HFL_PART_IID};
+        int32_t *owner = hfl_malloc(sizeof(int32_t) * (size_t)pool.n);
+        rc = hfl_partition_assign(&spec, pool.y, pool.n, pool.n_classes, (int)o->num_clients,
+                                  (uint64_t)o->seed, owner, err);
+        for (int c = 0; rc == 0 && c < o->num_clients; c++) {
+            int *idx = NULL, k = hfl_partition_indices(owner, pool.n, c, &idx);
+            hfl_dataset part;
+            char name[32];
+            snprintf(name, sizeof name, "client-%04d", c);
+            hfl_dataset_subset(&pool, idx, k, &part);
+            rc = write_shard(o, f, name, &part, shards, err);
+            hfl_dataset_free(&part);
+            free(idx);
+        }
+        free(owner);
+    }
+    if (rc == 0 && test.n > 0) rc = write_shard(o, f, "test", &test, shards, err);
+    if (rc != 0) fprintf(stderr, "hfl-data: %s\n", err);
+    if (rc == 0 && o->json) {
+        char *j = cJSON_PrintUnformatted(shards);
+        printf("%s\n", j);
+        free(j);
+    }
+    if (rc == 0 && !o->json)
+        fprintf(stderr, "hfl-data: %d file(s) as %ld client(s) of %ld-byte windows, %d held out, in %s\n",
+                n_files, iid ? o->num_clients : (long)n_files, o->context, test.n, o->out);
+    cJSON_Delete(shards);
+    hfl_dataset_free(&pool);
+    hfl_dataset_free(&test);
+    return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     static const struct option opts[] = {
         {"data", required_argument, NULL, 'd'},      {"num-clients", required_argument, NULL, 'n'},
@@ -207,9 +303,11 @@ int main(int argc, char **argv) {
         {"seed", required_argument, NULL, 's'},      {"format", required_argument, NULL, 'f'},
         {"json", no_argument, NULL, 'j'},            {"help", no_argument, NULL, 'h'},
         {"config", required_argument, NULL, 'C'},    {"print-config", no_argument, NULL, 'P'},
+        {"context", required_argument, NULL, 'c'},   {"held-out", required_argument, NULL, 'H'},
         {NULL, 0, NULL, 0},
     };
-    data_options o = {.data = HFL_FMNIST_DIR, .partition = "iid", .format = "npz", .num_clients = 0, .seed = 1};
+    data_options o = {.data = HFL_FMNIST_DIR, .partition = "iid", .format = "npz", .num_clients = 0, .seed = 1,
+                      .held_out = 0.05};
     int print_config = 0, ch;
     char err[HFL_ERR_LEN];
     if (hfl_config_apply("hfl-data", &argc, &argv, opts, err) != 0) {
@@ -230,6 +328,8 @@ int main(int argc, char **argv) {
         case 'h': data_usage(stdout); return 0;
         case 'n': bad = hfl_parse_int(optarg, 1, 100000, &o.num_clients, err); break;
         case 's': bad = hfl_parse_int(optarg, 0, 0x7fffffffL, &o.seed, err); break;
+        case 'c': bad = hfl_parse_int(optarg, 1, HFL_TEXT_MAX_CONTEXT, &o.context, err); break;
+        case 'H': bad = hfl_parse_double(optarg, 0.0, 0.5, &o.held_out, err); break;
         case ':':
             fprintf(stderr, "hfl-data: option '%s' needs a value (see --help)\n", argv[optind - 1]);
             return 2;
@@ -238,7 +338,8 @@ int main(int argc, char **argv) {
             return 2;
         }
         if (bad) {
-            fprintf(stderr, "hfl-data: --%s: %s\n", ch == 'n' ? "num-clients" : "seed", err);
+            fprintf(stderr, "hfl-data: --%s: %s\n",
+                    ch == 'n' ? "num-clients" : ch == 'c' ? "context" : ch == 'H' ? "held-out" : "seed", err);
             return 2;
         }
     }
@@ -255,7 +356,8 @@ int main(int argc, char **argv) {
         return split(&o);
     }
     if (!strcmp(cmd, "stats")) return stats(argc - optind - 1, argv + optind + 1, o.json);
-    if (cmd[0]) fprintf(stderr, "hfl-data: unknown command '%s' (split or stats; see --help)\n", cmd);
-    else fprintf(stderr, "hfl-data: no command (split or stats; see --help)\n");
+    if (!strcmp(cmd, "text")) return text(&o, argc - optind - 1, argv + optind + 1);
+    if (cmd[0]) fprintf(stderr, "hfl-data: unknown command '%s' (split, stats or text; see --help)\n", cmd);
+    else fprintf(stderr, "hfl-data: no command (split, stats or text; see --help)\n");
     return 2;
 }

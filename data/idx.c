@@ -333,12 +333,14 @@ void hfl_dataset_subset(const hfl_dataset *src, const int *idx, int n, hfl_datas
     out->dim = src->dim;
     out->n_classes = src->n_classes;
     out->pixels = src->pixels;
+    out->label_rows = src->label_rows;
+    size_t r = (size_t)hfl_dataset_label_rows(src);
     out->x = hfl_malloc((size_t)n * (size_t)src->dim * sizeof(float));
-    out->y = hfl_malloc((size_t)n * sizeof(int32_t));
+    out->y = hfl_malloc((size_t)n * r * sizeof(int32_t));
     for (int i = 0; i < n; i++) {
         memcpy(out->x + (size_t)i * src->dim, src->x + (size_t)idx[i] * src->dim,
                (size_t)src->dim * sizeof(float));
-        out->y[i] = src->y[idx[i]];
+        memcpy(out->y + (size_t)i * r, src->y + (size_t)idx[i] * r, r * sizeof(int32_t));
     }
 }
 

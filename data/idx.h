@@ -17,10 +17,17 @@ typedef struct {
     int dim;        /* features per sample (rows * cols) */
     int n_classes;  /* 10 for Fashion-MNIST */
     float *x;       /* n * dim */
-    int32_t *y;     /* n labels in [0, n_classes) */
+    int32_t *y;     /* n * hfl_dataset_label_rows labels in [0, n_classes) */
     int pixels;     /* every feature is hfl_idx_pixel of a byte (IDX files, uint8 arrays), so
                        the set can be written back as bytes (hfl_idx_unpixel) */
+    int label_rows; /* labels per sample: 0 or 1 for one (a class), T for a language
+                       model's next token at each of T positions (model.h) */
 } hfl_dataset;
+
+/* Labels per sample (label_rows, with 0 read as 1). */
+static inline int hfl_dataset_label_rows(const hfl_dataset *d) {
+    return d->label_rows > 1 ? d->label_rows : 1;
+}
 
 /* A pixel byte as a feature: scaled to [0, 1] and standardised with
  * Fashion-MNIST's mean and std (the same for every byte-valued dataset);

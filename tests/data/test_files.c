@@ -203,6 +203,20 @@ static void test_round_trip(void) {
             hfl_dataset_free(&back);
             unlink(file);
         }
+    /* two labels per sample (y [3, 2]: a language model's windows) */
+    int32_t y2[6] = {5, 1, 0, 7, 255, 3};
+    hfl_dataset lm = {.n = 3, .dim = 2, .n_classes = 256, .x = (float *)xs, .y = y2, .label_rows = 2};
+    for (int f = HFL_DATA_NPZ; f <= HFL_DATA_SAFETENSORS; f++) {
+        char file[128];
+        snprintf(file, sizeof file, "%s/lm.%s", path, hfl_data_format_ext((hfl_data_format)f));
+        hfl_dataset back;
+        REQUIRE(hfl_data_save(file, &lm, (hfl_data_format)f, err) == 0);
+        REQUIRE_MSG(hfl_data_load(file, &back, err) == 0, "%s", err);
+        CHECK_MSG(back.n == 3 && back.label_rows == 2 && back.n_classes == 256 &&
+                      !memcmp(back.y, y2, sizeof y2) && !memcmp(back.x, xs, sizeof xs), "%s", file);
+        hfl_dataset_free(&back);
+        unlink(file);
+    }
     /* a directory of x.npy and y.npy */
     char xp[128], yp[128];
     snprintf(xp, sizeof xp, "%s/x.npy", path);
