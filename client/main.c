@@ -629,6 +629,9 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
                  hfl_dataset_label_rows(&s->data));
         goto out;
     }
+    if (hfl_model_check_tokens(&s->spec, s->data.x, (size_t)s->data.n * s->data.dim, s->data.pixels,
+                               err) != 0)
+        goto out;
     if (s->data.n_classes > s->spec.n_classes) {
         hfl_errf(err, "the data has labels up to %d, model %s tells %d classes apart", s->data.n_classes - 1, w.model,
                  s->spec.n_classes);

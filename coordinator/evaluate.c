@@ -37,7 +37,7 @@ struct coord_eval {
 static void eval_fill(const coord *c, cJSON *entry, float acc, float loss) {
     cJSON_ReplaceItemInObject(entry, "test_acc", cJSON_CreateNumber(acc));
     cJSON_ReplaceItemInObject(entry, "test_loss", cJSON_CreateNumber(loss));
-    if (c->spec.label_rows > 1) {
+    if (c->spec.layers[c->spec.n_layers - 1].kind == HFL_LAYER_LM_HEAD) {
         cJSON_DeleteItemFromObjectCaseSensitive(entry, "test_bpb");
         cJSON_AddNumberToObject(entry, "test_bpb", loss / 0.6931471805599453);
     }

@@ -362,6 +362,9 @@ static int coord_setup(coord *c, char *err) {
         return hfl_errf(err, "model %s takes %d label(s) per sample, the test set has %d (a language "
                         "model needs hfl-data text's windows)", c->spec.name, c->spec.label_rows,
                         hfl_dataset_label_rows(&c->test));
+    if (hfl_model_check_tokens(&c->spec, c->test.x, (size_t)c->test.n * c->test.dim, c->test.pixels,
+                               err) != 0)
+        return -1;
     if (c->test.n_classes > c->spec.n_classes)
         return hfl_errf(err, "test set has labels up to %d, model %s tells %d classes apart", c->test.n_classes - 1,
                         c->spec.name, c->spec.n_classes);

@@ -273,9 +273,14 @@ static int text(const data_options *o, int n_files, char **files) {
             hfl_dataset part;
             char name[32];
             snprintf(name, sizeof name, "client-%04d", c);
-            hfl_dataset_subset(&pool, idx, k, &part);
-            rc = write_shard(o, f, name, &part, shards, err);
-            hfl_dataset_free(&part);
+            if (k <= 0) {
+                rc = hfl_errf(err, "%d windows leave client %d none (fewer clients or a shorter "
+                              "--context)", pool.n, c);
+            } else {
+                hfl_dataset_subset(&pool, idx, k, &part);
+                rc = write_shard(o, f, name, &part, shards, err);
+                hfl_dataset_free(&part);
+            }
             free(idx);
         }
         free(owner);

@@ -70,7 +70,7 @@ typedef struct {
 #define HFL_MAX_PARAM_TENSORS 12
 
 typedef struct hfl_layer_ops {
-    const char *name; /* the JSON "type": "dense", "relu", "conv2d", "maxpool2d" */
+    const char *name; /* the JSON "type": "dense", "relu", ..., "lm_head" */
     /* Sets ly->out_shape from ly->in_shape and the hyperparameters; -1 with err
      * (no layer prefix: the caller adds it) when they are out of range or the
      * window does not fit. */

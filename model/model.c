@@ -70,6 +70,11 @@ int hfl_model_spec_finish(hfl_model_spec *spec, char *err) {
         return hfl_errf(err, "model '%s': layer %d (%s): a model starting with an embedding must "
                         "end with lm_head", name, spec->n_layers - 1,
                         hfl_layer_ops_for(last->kind)->name);
+    for (int l = 1; lm && l < spec->n_layers - 1; l++) /* the head ties to wte [V, C]: C throughout */
+        if (spec->layers[l].kind != HFL_LAYER_GPT_BLOCK)
+            return hfl_errf(err, "model '%s': layer %d (%s): between embedding and lm_head only "
+                            "gpt_block layers may stand", name, l,
+                            hfl_layer_ops_for(spec->layers[l].kind)->name);
     if (last->kind != HFL_LAYER_DENSE && !lm)
         return hfl_errf(err, "model '%s': layer %d (%s): the last layer must be dense (it gives the logits)",
                         name, spec->n_layers - 1, hfl_layer_ops_for(last->kind)->name);
@@ -189,6 +194,19 @@ void hfl_model_init_params(const hfl_model_spec *spec, float *params, uint64_t s
             }
         }
     }
+}
+
+int hfl_model_check_tokens(const hfl_model_spec *spec, const float *x, size_t n, int pixels,
+                           char *err) {
+    if (spec->layers[0].kind != HFL_LAYER_EMBED) return 0;
+    if (pixels)
+        return hfl_errf(err, "model '%s' reads token ids: the data's uint8 x is taken as pixels; "
+                        "store the ids as float32 (hfl-data text does)", spec->name);
+    for (size_t i = 0; i < n; i++)
+        if (!(x[i] >= 0.0f && x[i] < (float)spec->layers[0].vocab && x[i] == (float)(int)x[i]))
+            return hfl_errf(err, "model '%s': x[%zu] = %g is not a token id in [0, %d)", spec->name,
+                            i, (double)x[i], spec->layers[0].vocab);
+    return 0;
 }
 
 uint64_t hfl_model_forward_flops(const hfl_model_spec *spec) {

@@ -101,7 +101,8 @@ int hfl_model_spec_mlp(hfl_model_spec *spec, const char *name, const int *dims, 
  * spec's in_dim, n_classes and n_params, from name, input, n_layers and each
  * layer's kind and hyperparameters. Rejects (-1, err naming the layer index)
  * an empty or too long chain, sizes out of range, a window that does not fit,
- * a last layer that is not dense with >= 2 outputs, and models over
+ * a last layer that is neither dense with >= 2 outputs nor lm_head (LANGUAGE
+ * MODELS above, with their order rules), and models over
  * HFL_MODEL_MAX_PARAMS parameters. */
 int hfl_model_spec_finish(hfl_model_spec *spec, char *err);
 
@@ -150,6 +151,12 @@ char *hfl_model_spec_to_json(const hfl_model_spec *spec, char *err);
  * for nn.Linear and nn.Conv2d: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights
  * and biases (fan_in = in for dense, in_c*k*k for conv2d), from philox. */
 void hfl_model_init_params(const hfl_model_spec *spec, float *params, uint64_t seed);
+
+/* For a language model (layer 0 an embedding): 0 when every one of the n
+ * inputs is a whole token id below the vocabulary and the data was not read
+ * as pixels (uint8 x), else -1 with one line. 0 for other models. */
+int hfl_model_check_tokens(const hfl_model_spec *spec, const float *x, size_t n, int pixels,
+                           char *err);
 
 /* Forward FLOPs of one sample (multiply-add = 2), summed over the layers. */
 uint64_t hfl_model_forward_flops(const hfl_model_spec *spec);

@@ -323,6 +323,12 @@ int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_pl
         for (int k = 0; k < 4; k++)
             if (each[k] > per_sample) per_sample = each[k];
     }
+    /* Rows of tokens (batch x T) and of labels index with int in the kernels. */
+    if ((size_t)cfg->batch * (size_t)(spec->label_rows > 0 ? spec->label_rows : 1) > INT32_MAX ||
+        (spec->layers[0].kind == HFL_LAYER_EMBED &&
+         (size_t)cfg->batch * (size_t)spec->layers[0].in_shape.c > INT32_MAX))
+        return hfl_errf(err, "planner: batch %d of %d-token samples is too many rows", cfg->batch,
+                        spec->layers[0].in_shape.c);
     size_t room = SIZE_MAX / HFL_PLAN_MAX_BUFFERS - ((size_t)1 << 40);
     if ((size_t)cfg->batch > room / per_sample)
         return hfl_errf(err, "planner: batch %d too large to account", cfg->batch);
