@@ -168,6 +168,41 @@ static int write_shard(const data_options *o, hfl_data_format f, const char *nam
     return 0;
 }
 
+/* Deals d's samples out by spec (--num-clients, --seed) and writes each
+ * client's share as DIR/client-<i>.<fmt>, described in shards. */
+static int write_clients(const data_options *o, hfl_data_format f, const hfl_partition_spec *spec,
+                         const hfl_dataset *d, cJSON *shards, char *err) {
+    int32_t *owner = hfl_malloc(sizeof(int32_t) * (size_t)d->n);
+    int rc = hfl_partition_assign(spec, d->y, d->n, d->n_classes, (int)o->num_clients, (uint64_t)o->seed,
+                                  owner, err);
+    for (int c = 0; rc == 0 && c < o->num_clients; c++) {
+        int *idx = NULL, k = hfl_partition_indices(owner, d->n, c, &idx);
+        hfl_dataset part;
+        char name[32];
+        snprintf(name, sizeof name, "client-%04d", c);
+        if (k <= 0) {
+            rc = hfl_errf(err, "partition %s gives client %d no samples", o->partition, c);
+        } else {
+            hfl_dataset_subset(d, idx, k, &part);
+            rc = write_shard(o, f, name, &part, shards, err);
+            hfl_dataset_free(&part);
+        }
+        free(idx);
+    }
+    free(owner);
+    return rc;
+}
+
+/* The end of split and text: the error, or the shards as JSON with --json. */
+static void report_shards(const data_options *o, int rc, const cJSON *shards, const char *err) {
+    if (rc != 0) fprintf(stderr, "hfl-data: %s\n", err);
+    if (rc == 0 && o->json) {
+        char *j = cJSON_PrintUnformatted(shards);
+        printf("%s\n", j);
+        free(j);
+    }
+}
+
 static int split(const data_options *o) {
     char err[HFL_ERR_LEN];
     hfl_partition_spec spec;
@@ -194,36 +229,15 @@ static int split(const data_options *o) {
         hfl_dataset_free(&d);
         return 2;
     }
-    int32_t *owner = hfl_malloc(sizeof(int32_t) * (size_t)d.n);
-    int rc = hfl_partition_assign(&spec, d.y, d.n, d.n_classes, (int)o->num_clients, (uint64_t)o->seed, owner, err) ||
-             hfl_mkdirs(o->out, err);
     cJSON *shards = cJSON_CreateArray();
-    for (int c = 0; rc == 0 && c < o->num_clients; c++) {
-        int *idx = NULL, k = hfl_partition_indices(owner, d.n, c, &idx);
-        hfl_dataset part;
-        char name[32];
-        snprintf(name, sizeof name, "client-%04d", c);
-        if (k <= 0) {
-            rc = hfl_errf(err, "partition %s gives client %d no samples", o->partition, c);
-        } else {
-            hfl_dataset_subset(&d, idx, k, &part);
-            rc = write_shard(o, f, name, &part, shards, err);
-            hfl_dataset_free(&part);
-        }
-        free(idx);
-    }
+    int rc = hfl_mkdirs(o->out, err);
+    if (rc == 0) rc = write_clients(o, f, &spec, &d, shards, err);
     if (rc == 0 && from_idx) rc = write_shard(o, f, "test", &test, shards, err);
-    if (rc != 0) fprintf(stderr, "hfl-data: %s\n", err);
-    if (rc == 0 && o->json) {
-        char *s = cJSON_PrintUnformatted(shards);
-        printf("%s\n", s);
-        free(s);
-    }
+    report_shards(o, rc, shards, err);
     if (rc == 0 && !o->json)
         fprintf(stderr, "hfl-data: %ld shards of %d samples (partition %s, seed %ld) in %s\n", o->num_clients, d.n,
                 o->partition, o->seed, o->out);
     cJSON_Delete(shards);
-    free(owner);
     hfl_dataset_free(&d);
     hfl_dataset_free(&test);
     return rc ? 1 : 0;
@@ -265,33 +279,10 @@ static int text(const data_options *o, int n_files, char **files) {
     }
     if (rc == 0 && iid) {
         hfl_partition_spec spec = {.kind = HFL_PART_IID};
-        int32_t *owner = hfl_malloc(sizeof(int32_t) * (size_t)pool.n);
-        rc = hfl_partition_assign(&spec, pool.y, pool.n, pool.n_classes, (int)o->num_clients,
-                                  (uint64_t)o->seed, owner, err);
-        for (int c = 0; rc == 0 && c < o->num_clients; c++) {
-            int *idx = NULL, k = hfl_partition_indices(owner, pool.n, c, &idx);
-            hfl_dataset part;
-            char name[32];
-            snprintf(name, sizeof name, "client-%04d", c);
-            if (k <= 0) {
-                rc = hfl_errf(err, "%d windows leave client %d none (fewer clients or a shorter "
-                              "--context)", pool.n, c);
-            } else {
-                hfl_dataset_subset(&pool, idx, k, &part);
-                rc = write_shard(o, f, name, &part, shards, err);
-                hfl_dataset_free(&part);
-            }
-            free(idx);
-        }
-        free(owner);
+        rc = write_clients(o, f, &spec, &pool, shards, err);
     }
     if (rc == 0 && test.n > 0) rc = write_shard(o, f, "test", &test, shards, err);
-    if (rc != 0) fprintf(stderr, "hfl-data: %s\n", err);
-    if (rc == 0 && o->json) {
-        char *j = cJSON_PrintUnformatted(shards);
-        printf("%s\n", j);
-        free(j);
-    }
+    report_shards(o, rc, shards, err);
     if (rc == 0 && !o->json)
         fprintf(stderr, "hfl-data: %d file(s) as %ld client(s) of %ld-byte windows, %d held out, in %s\n",
                 n_files, iid ? o->num_clients : (long)n_files, o->context, test.n, o->out);

@@ -60,6 +60,8 @@ int hfl_fmnist_load_picked(const char *dir, int train, hfl_idx_picker pick, void
                            char *err);
 /* New dataset holding the listed samples of src, in that order. */
 void hfl_dataset_subset(const hfl_dataset *src, const int *idx, int n, hfl_dataset *out);
+/* Appends src's samples to dst (same dim and label rows, or dst empty). */
+void hfl_dataset_append(hfl_dataset *dst, const hfl_dataset *src);
 void hfl_dataset_free(hfl_dataset *d);
 
 #endif

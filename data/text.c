@@ -42,20 +42,3 @@ int hfl_text_windows(const uint8_t *bytes, size_t len, int T, double held_out, h
     windows(bytes, T, w - h, h, test);
     return 0;
 }
-
-void hfl_dataset_append(hfl_dataset *dst, const hfl_dataset *src) {
-    if (src->n == 0) return;
-    if (dst->n == 0) {
-        dst->dim = src->dim;
-        dst->n_classes = src->n_classes;
-        dst->label_rows = src->label_rows;
-        dst->pixels = src->pixels;
-    }
-    size_t r = (size_t)hfl_dataset_label_rows(src), n = (size_t)dst->n + (size_t)src->n;
-    dst->x = hfl_realloc(dst->x, sizeof(float) * n * (size_t)src->dim);
-    dst->y = hfl_realloc(dst->y, sizeof(int32_t) * n * r);
-    memcpy(dst->x + (size_t)dst->n * src->dim, src->x, sizeof(float) * (size_t)src->n * src->dim);
-    memcpy(dst->y + (size_t)dst->n * r, src->y, sizeof(int32_t) * (size_t)src->n * r);
-    if (src->n_classes > dst->n_classes) dst->n_classes = src->n_classes;
-    dst->n = (int)n;
-}

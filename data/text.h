@@ -28,7 +28,4 @@
 int hfl_text_windows(const uint8_t *bytes, size_t len, int T, double held_out, hfl_dataset *train,
                      hfl_dataset *test, char *err);
 
-/* Appends src's samples to dst (same dim and label rows, or dst empty). */
-void hfl_dataset_append(hfl_dataset *dst, const hfl_dataset *src);
-
 #endif
