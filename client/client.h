@@ -44,6 +44,8 @@ typedef struct {
     int batch;
     double lr, momentum, weight_decay;
     double prox_mu;            /* FedProx's mu (0: plain local SGD) */
+    hfl_optimizer optimizer;   /* sgd, or adamw with beta1, beta2 (model/model.h, OPTIMIZERS) */
+    double beta1, beta2;
     double received_at;        /* hfl_now() when the task arrived (--pace) */
     size_t task_bytes;         /* the task message's size (--pace) */
     uint64_t seed;
@@ -126,6 +128,7 @@ typedef struct {
     int plan, verify, json; /* --plan mode */
     int batch;              /* --plan --batch: the run's batch to plan for; 0: the ladder */
     int allow_smaller;      /* --allow-smaller-batch */
+    hfl_optimizer optimizer; /* --plan --optimizer: the optimizer state to plan */
     int trial;              /* --plan --trial-step */
     double attack_scale;    /* --attack: the update sent is this times the real one (0: honest) */
     int64_t attack_samples; /* --attack: the samples claimed (0: the real count) */
@@ -154,6 +157,7 @@ typedef struct {
     int64_t overhead_estimate; /* the fleet's overhead for our device, -1: none */
     double momentum;           /* the run's SGD momentum: its buffer is planned only when non-zero */
     double prox_mu;            /* the run's FedProx mu: its anchor is planned only when non-zero */
+    hfl_optimizer optimizer;   /* the run's: AdamW's moments are planned only for adamw */
     int64_t model_version;     /* the coordinator's global model now, -1 when the welcome had none */
     char model_sha256[65];     /* its SHA-256 (of the float32 weights), "" likewise */
 } client_welcome;

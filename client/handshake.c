@@ -62,7 +62,12 @@ int client_say_hello(nng_socket sock, const client_options *o, const hfl_device_
         w->overhead_estimate = -1;
         w->momentum = 0.9; /* a welcome without it: plan the buffer, to be safe */
         w->prox_mu = 0; /* FedProx's mu: the anchor is planned only when non-zero */
-        if ((cJSON_GetObjectItemCaseSensitive(rep.meta, "momentum") &&
+        w->optimizer = HFL_OPTIM_SGD; /* a welcome without it: the coordinator predates AdamW */
+        char opt[16] = "sgd";
+        if ((cJSON_GetObjectItemCaseSensitive(rep.meta, "optimizer") &&
+             (hfl_meta_str(rep.meta, "optimizer", sizeof opt - 1, opt, err) != 0 ||
+              hfl_optimizer_parse(opt, &w->optimizer, err) != 0)) ||
+            (cJSON_GetObjectItemCaseSensitive(rep.meta, "momentum") &&
              hfl_meta_num(rep.meta, "momentum", 0, 1, &w->momentum, err) != 0) ||
             (cJSON_GetObjectItemCaseSensitive(rep.meta, "prox_mu") &&
              hfl_meta_num(rep.meta, "prox_mu", 0, 1000, &w->prox_mu, err) != 0)) {
@@ -140,7 +145,8 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
     hfl_chooser_input in = {.be = s->be, .budget = o->budget ? o->budget : dev->free_bytes,
                             .headroom = o->headroom,
                             .opt_state = (w->momentum != 0 ? HFL_OPT_MOMENTUM : 0) |
-                                         (w->prox_mu != 0 ? HFL_OPT_ANCHOR : 0),
+                                         (w->prox_mu != 0 ? HFL_OPT_ANCHOR : 0) |
+                                         (w->optimizer == HFL_OPTIM_ADAMW ? HFL_OPT_ADAMW : 0),
                             .max_batch = (int)w->batch, .prefer_batch = (int)w->batch,
                             .allow_smaller = o->allow_smaller};
     if (client_precisions(o, dev, &in.precisions, err) != 0) return NULL;
@@ -219,6 +225,7 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
     cJSON_AddNumberToObject(p, "step_batch", s->chosen.step_batch);
     cJSON_AddBoolToObject(p, "momentum", (in.opt_state & HFL_OPT_MOMENTUM) != 0);
     cJSON_AddBoolToObject(p, "prox_anchor", (in.opt_state & HFL_OPT_ANCHOR) != 0);
+    cJSON_AddBoolToObject(p, "adamw", (in.opt_state & HFL_OPT_ADAMW) != 0);
     cJSON_AddStringToObject(p, "precision", hfl_precision_name(s->chosen.precision));
     cJSON_AddStringToObject(p, "checkpoint", hfl_ckpt_name(s->chosen.ckpt));
     cJSON_AddNumberToObject(p, "budget_bytes", (double)in.budget);

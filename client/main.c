@@ -78,6 +78,8 @@ static void usage(FILE *f) {
         "                       cpu, or cuda (fail unless the GPU can be used); default auto\n"
         "  --verify             with --plan: run one real step per candidate and report the measured peak\n"
         "  --json               with --plan: print the table as JSON\n"
+        "  --optimizer O        with --plan: the run's local optimizer, sgd (with momentum) or adamw\n"
+        "                       (two fp32 moments); default sgd. In a run the coordinator says which\n"
         "  --batch N            with --plan: plan for a run whose batch is N (micro-batches that\n"
         "                       accumulate to N where N does not fit; the table shows the steps)\n"
         "  --trial-step         with --plan: choose and verify as a client does for a run of --batch\n"
@@ -166,6 +168,7 @@ static void print_options(const client_options *o) {
     cJSON_AddBoolToObject(j, "trial-step", o->trial);
     hfl_config_add_str(j, "attack", attack);
     cJSON_AddBoolToObject(j, "allow-smaller-batch", o->allow_smaller);
+    hfl_config_add_str(j, "optimizer", hfl_optimizer_name(o->optimizer));
     hfl_config_add_str(j, "data", o->data_dir);
     hfl_config_add_str(j, "partition", o->partition);
     cJSON_AddNumberToObject(j, "client-index", o->index);
@@ -181,7 +184,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
     enum { O_URL = 256, O_CA, O_CERT, O_SNI, O_INSECURE, O_NAME, O_RETRY, O_DATA, O_PART, O_INDEX, O_NUM, O_SEED,
            O_THREADS, O_TIMEOUT, O_QUIET, O_HELP, O_CODEC, O_STATE, O_PLAN, O_MODEL, O_BUDGET, O_HEADROOM, O_VERIFY, O_JSON, O_PREC, O_DEVICE,
            O_BATCH, O_SMALLER, O_TRIAL, O_ATTACK, O_DROPOUT, O_SPEED, O_PACE, O_LINK,
-           O_CONFIG, O_PRINTCFG, O_METRICS, O_INITM };
+           O_METRICS, O_INITM, O_CONFIG, O_PRINTCFG, O_OPTIM }; /* in opts[]'s order: errors name opts[c - O_URL] */
     static const struct option opts[] = {
         {"coordinator", 1, 0, O_URL}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"server-name", 1, 0, O_SNI}, {"insecure", 0, 0, O_INSECURE}, {"name", 1, 0, O_NAME},
@@ -194,7 +197,8 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         {"device", 1, 0, O_DEVICE}, {"batch", 1, 0, O_BATCH}, {"allow-smaller-batch", 0, 0, O_SMALLER},
         {"trial-step", 0, 0, O_TRIAL}, {"attack", 1, 0, O_ATTACK}, {"dropout", 1, 0, O_DROPOUT}, {"speed", 1, 0, O_SPEED},
         {"pace", 1, 0, O_PACE}, {"link", 1, 0, O_LINK}, {"metrics", 1, 0, O_METRICS}, {"init-model", 1, 0, O_INITM},
-        {"config", 1, 0, O_CONFIG}, {"print-config", 0, 0, O_PRINTCFG}, {0, 0, 0, 0}};
+        {"config", 1, 0, O_CONFIG}, {"print-config", 0, 0, O_PRINTCFG}, {"optimizer", 1, 0, O_OPTIM},
+        {0, 0, 0, 0}};
     long v;
     double d;
     int print_config = 0;
@@ -230,6 +234,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         case O_JSON: o->json = 1; break;
         case O_BATCH: if (hfl_parse_int(optarg, 1, 65536, &v, e) == 0) o->batch = (int)v; break;
         case O_SMALLER: o->allow_smaller = 1; break;
+        case O_OPTIM: hfl_optimizer_parse(optarg, &o->optimizer, e); break;
         case O_TRIAL: o->trial = 1; break;
         case O_DROPOUT: hfl_parse_double(optarg, 0, 1, &o->dropout, e); break;
         case O_SPEED: hfl_parse_double(optarg, 1e-6, 1e12, &o->speed, e); break;
@@ -378,6 +383,15 @@ static int read_task(const hfl_msg *m, size_t n_params, const char *override, cl
         hfl_meta_int(m->meta, "local_steps", 1, 100000000, &steps, err) != 0)
         return -1;
     t->local_steps = (int)steps;
+    char opt[16] = "sgd"; /* absent: SGD; AdamW's betas come with it */
+    t->optimizer = HFL_OPTIM_SGD, t->beta1 = HFL_ADAMW_BETA1, t->beta2 = HFL_ADAMW_BETA2;
+    if (cJSON_GetObjectItemCaseSensitive(m->meta, "optimizer") &&
+        (hfl_meta_str(m->meta, "optimizer", sizeof opt - 1, opt, err) != 0 ||
+         hfl_optimizer_parse(opt, &t->optimizer, err) != 0 ||
+         (t->optimizer == HFL_OPTIM_ADAMW &&
+          (hfl_meta_num(m->meta, "beta1", 0, 0.999999, &t->beta1, err) != 0 ||
+           hfl_meta_num(m->meta, "beta2", 0, 0.999999, &t->beta2, err) != 0))))
+        return -1;
     t->prox_mu = 0; /* FedProx: absent means plain local SGD */
     if (cJSON_GetObjectItemCaseSensitive(m->meta, "prox_mu") &&
         hfl_meta_num(m->meta, "prox_mu", 0, 1000, &t->prox_mu, err) != 0)

@@ -30,7 +30,8 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
     hfl_model_spec spec;
     if (hfl_model_resolve(o->model, &spec, err) != 0) return -1;
     hfl_chooser_input in = {.be = be, .budget = o->budget ? o->budget : dev->free_bytes, .headroom = o->headroom,
-                            .opt_state = HFL_OPT_MOMENTUM, .max_batch = 512, .prefer_batch = o->batch,
+                            .opt_state = o->optimizer == HFL_OPTIM_ADAMW ? HFL_OPT_ADAMW : HFL_OPT_MOMENTUM,
+                            .max_batch = 512, .prefer_batch = o->batch,
                             .allow_smaller = o->allow_smaller};
     if (client_precisions(o, dev, &in.precisions, err) != 0) return -1;
     client_overhead *ov = hfl_malloc(sizeof *ov);

@@ -168,6 +168,14 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
                  "was planned", task->prox_mu);
         return NULL;
     }
+    if (task->optimizer == HFL_OPTIM_ADAMW && task->momentum != 0) {
+        hfl_errf(err, "the task asks for AdamW with SGD's momentum %g", task->momentum);
+        return NULL;
+    }
+    if (task->optimizer == HFL_OPTIM_ADAMW && s->plan->adam_m < 0) {
+        hfl_errf(err, "the task asks for AdamW, but the welcome said SGD, so no moments were planned");
+        return NULL;
+    }
     int *order = hfl_malloc(sizeof(int) * (size_t)n); /* before the footprint is measured */
     if (ensure_trainer(s, &m, err) != 0) {
         free(order);
@@ -184,6 +192,8 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
     hfl_trainer_set_params(s->trainer, weights);
     hfl_trainer_set_prox(s->trainer, (float)task->prox_mu); /* the anchor: this round's global model */
     hfl_trainer_reset_optimizer(s->trainer);
+    if (task->optimizer == HFL_OPTIM_ADAMW)
+        hfl_trainer_set_adamw(s->trainer, (float)task->beta1, (float)task->beta2, (float)HFL_ADAMW_EPS);
 
     double epoch_loss = 0;
     int breached = 0, steps = 0, staged = 0; /* optimizer steps taken and staged, against task->local_steps */

@@ -79,7 +79,9 @@ int client_trial_run(const client_options *opts, const hfl_backend *be, const hf
     snprintf(w.model, sizeof w.model, "%s", s.spec.name);
     w.batch = o.batch;
     w.overhead_estimate = -1;
-    w.momentum = TRIAL_MOMENTUM;
+    int adamw = o.optimizer == HFL_OPTIM_ADAMW;
+    w.optimizer = o.optimizer;
+    w.momentum = adamw ? 0 : TRIAL_MOMENTUM;
     cJSON *plan = client_choose_plan(&o, dev, &s, &w, err);
     if (!plan) {
         trial_report(&o, &s, dev, NULL, 0, 0.0, err);
@@ -96,7 +98,8 @@ int client_trial_run(const client_options *opts, const hfl_backend *be, const hf
     float *weights = hfl_malloc(n * sizeof(float));
     memcpy(weights, s.global, n * sizeof(float));
     client_task task = {.round = 1, .local_epochs = 1, .batch = o.batch, .lr = 0.01,
-                        .momentum = TRIAL_MOMENTUM, .seed = 1, .block = 256};
+                        .momentum = w.momentum, .optimizer = o.optimizer, .beta1 = HFL_ADAMW_BETA1,
+                        .beta2 = HFL_ADAMW_BETA2, .seed = 1, .block = 256};
     int rc = -1;
     double secs = 0.0;
     if ((task.codec = hfl_codec_find("int8", err))) {

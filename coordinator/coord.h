@@ -66,6 +66,8 @@ typedef struct {
     int local_epochs;
     int batch;
     double lr, momentum, weight_decay;
+    hfl_optimizer optimizer; /* --optimizer: the clients' local optimizer (sgd, adamw) */
+    double beta1, beta2;     /* --betas: AdamW's */
     double prox_mu;        /* --prox-mu: FedProx's proximal term on every client (0: off) */
     uint64_t seed;
     /* bounded trust (rounds.c) */

@@ -61,7 +61,10 @@ static void usage(FILE *f) {
         "  --batch B             local batch size (default 32)\n"
         "  --lr LR               local learning rate (default 0.05)\n"
         "  --momentum M          local SGD momentum (default 0)\n"
-        "  --weight-decay WD     local L2 weight decay (default 0)\n"
+        "  --weight-decay WD     local weight decay: L2 with sgd, decoupled with adamw (default 0)\n"
+        "  --optimizer O         the clients' local optimizer: sgd (with --momentum) or adamw\n"
+        "                        (torch.optim.AdamW: fp32 moments the clients plan, eps 1e-8; default sgd)\n"
+        "  --betas B1,B2         AdamW's moment decays (default 0.9,0.999)\n"
         "  --prox-mu MU          FedProx (Li et al. 2020): each client's local objective gains\n"
         "                        MU/2 ||w - w_global||^2, holding stragglers and non-IID clients near\n"
         "                        the round's model (default 0: plain local SGD)\n"
@@ -130,7 +133,7 @@ static void usage(FILE *f) {
 /* --print-config: the options in effect, keyed by long option name. */
 static void print_options(const coord_config *c, double linger) {
     cJSON *o = cJSON_CreateObject();
-    char clip[64] = "off", num[40];
+    char clip[64] = "off", num[40], betas[64];
     hfl_config_number(c->clip_norm, num, sizeof num);
     if (c->clip_norm > 0) snprintf(clip, sizeof clip, "%s%s", c->clip_adaptive ? "adaptive:" : "", num);
     hfl_config_add_str(o, "listen", c->listen_url);
@@ -159,6 +162,12 @@ static void print_options(const coord_config *c, double linger) {
     cJSON_AddNumberToObject(o, "momentum", c->momentum);
     cJSON_AddNumberToObject(o, "weight-decay", c->weight_decay);
     cJSON_AddNumberToObject(o, "prox-mu", c->prox_mu);
+    hfl_config_add_str(o, "optimizer", hfl_optimizer_name(c->optimizer));
+    char b2[40];
+    hfl_config_number(c->beta1, betas, sizeof betas);
+    hfl_config_number(c->beta2, b2, sizeof b2);
+    snprintf(betas + strlen(betas), sizeof betas - strlen(betas), ",%s", b2);
+    hfl_config_add_str(o, "betas", betas);
     cJSON_AddNumberToObject(o, "seed", (double)c->seed);
     hfl_config_add_str(o, "clip-norm", clip);
     cJSON_AddNumberToObject(o, "max-client-samples", (double)c->max_client_samples);
@@ -189,12 +198,26 @@ static void print_options(const coord_config *c, double linger) {
     hfl_config_print(o);
 }
 
+/* --betas B1,B2: each in [0, 1). */
+static void parse_betas(const char *s, coord_config *cfg, char *e) {
+    char a[64], *comma;
+    snprintf(a, sizeof a, "%s", s);
+    if (!(comma = strchr(a, ','))) {
+        hfl_errf(e, "'%s' is not B1,B2", s);
+        return;
+    }
+    *comma = 0;
+    double b1, b2;
+    if (hfl_parse_double(a, 0, 0.999999, &b1, e) == 0 && hfl_parse_double(comma + 1, 0, 0.999999, &b2, e) == 0)
+        cfg->beta1 = b1, cfg->beta2 = b2;
+}
+
 static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, char *err) {
     enum { O_LISTEN = 256, O_CA, O_CERT, O_INSECURE, O_MODEL, O_CODEC, O_BLOCK, O_ROUNDS, O_K, O_QUORUM,
            O_DEADLINE, O_EPOCHS, O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_DATA, O_LOG, O_REPORT, O_READY,
            O_LINGER, O_QUIET, O_HELP, O_DOWNLINK, O_DOWNDELTA, O_DEVICE, O_CLIP, O_MAXSAMPLES, O_MAXSHARE,
            O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS, O_REVOKED, O_TOKENTTL, O_STATEDIR, O_MAXSESS, O_PERADDR, O_IDLE, O_HANDSHAKE, O_INFLIGHT, O_MINCLIENTS, O_THREADS, O_OVERSEL, O_LATE, O_WORK, O_PROX, O_ASYNC, O_INITM, O_SAVEM,
-           O_CONFIG, O_PRINTCFG, O_METRICS, O_VIRTUAL };
+           O_METRICS, O_CONFIG, O_PRINTCFG, O_VIRTUAL, O_OPTIM, O_BETAS }; /* in opts[]'s order */
     static const struct option opts[] = {
         {"listen", 1, 0, O_LISTEN}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"insecure", 0, 0, O_INSECURE}, {"model", 1, 0, O_MODEL}, {"codec", 1, 0, O_CODEC},
@@ -218,6 +241,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         {"prox-mu", 1, 0, O_PROX}, {"async", 1, 0, O_ASYNC},
         {"init-model", 1, 0, O_INITM}, {"save-model", 1, 0, O_SAVEM}, {"metrics", 1, 0, O_METRICS},
         {"config", 1, 0, O_CONFIG}, {"print-config", 0, 0, O_PRINTCFG}, {"virtual-time", 0, 0, O_VIRTUAL},
+        {"optimizer", 1, 0, O_OPTIM}, {"betas", 1, 0, O_BETAS},
         {0, 0, 0, 0}};
     long v;
     double d;
@@ -245,6 +269,8 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         case O_LR: if (hfl_parse_double(optarg, 0, 100, &d, e) == 0) cfg->lr = d; break;
         case O_MOM: if (hfl_parse_double(optarg, 0, 0.9999, &d, e) == 0) cfg->momentum = d; break;
         case O_WD: if (hfl_parse_double(optarg, 0, 1, &d, e) == 0) cfg->weight_decay = d; break;
+        case O_OPTIM: hfl_optimizer_parse(optarg, &cfg->optimizer, e); break;
+        case O_BETAS: parse_betas(optarg, cfg, e); break;
         case O_PROX: if (hfl_parse_double(optarg, 0, 100, &d, e) == 0) cfg->prox_mu = d; break;
         case O_SEED: if (hfl_parse_int(optarg, 0, 0x7fffffffL, &v, e) == 0) cfg->seed = (uint64_t)v; break;
         case O_DATA: snprintf(cfg->data_dir, sizeof cfg->data_dir, "%s", optarg); break;
@@ -320,6 +346,8 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
     if (print_config) print_options(cfg, *linger), exit(0);
     if (cfg->min_quorum > cfg->clients_per_round)
         return hfl_errf(err, "--min-quorum %d exceeds --clients-per-round %d", cfg->min_quorum, cfg->clients_per_round);
+    if (cfg->optimizer == HFL_OPTIM_ADAMW && cfg->momentum != 0)
+        return hfl_errf(err, "--momentum is SGD's: AdamW keeps its own moments (--betas)");
     if (cfg->async_concurrency > 0 && cfg->over_select > 0)
         return hfl_errf(err, "--async and --over-select do not mix: --async keeps C clients busy itself");
     if (cfg->virtual_time && (cfg->async_concurrency > 0 || cfg->over_select > 0 || cfg->late_fold))
@@ -408,6 +436,7 @@ int main(int argc, char **argv) {
     snprintf(cfg->device, sizeof cfg->device, "auto");
     cfg->block = 256, cfg->rounds = 10, cfg->clients_per_round = 2, cfg->deadline_s = 300;
     cfg->local_epochs = 1, cfg->batch = 32, cfg->lr = 0.05, cfg->seed = 1;
+    cfg->beta1 = HFL_ADAMW_BETA1, cfg->beta2 = HFL_ADAMW_BETA2;
     snprintf(cfg->server_opt, sizeof cfg->server_opt, "fedavg");
     snprintf(cfg->strategy, sizeof cfg->strategy, "fedavg");
     cfg->robust_memory = (uint64_t)2 << 30;

@@ -64,6 +64,12 @@ char *report_render(coord *c, size_t *len) {
     cJSON_AddNumberToObject(o, "momentum", cfg->momentum);
     cJSON_AddNumberToObject(o, "weight_decay", cfg->weight_decay);
     cJSON_AddNumberToObject(o, "prox_mu", cfg->prox_mu);
+    cJSON_AddStringToObject(o, "optimizer", hfl_optimizer_name(cfg->optimizer));
+    if (cfg->optimizer == HFL_OPTIM_ADAMW) {
+        cJSON *b = cJSON_AddArrayToObject(o, "betas");
+        cJSON_AddItemToArray(b, cJSON_CreateNumber(cfg->beta1));
+        cJSON_AddItemToArray(b, cJSON_CreateNumber(cfg->beta2));
+    }
     cJSON_AddNumberToObject(o, "over_select", cfg->over_select);
     cJSON_AddStringToObject(o, "late", cfg->async_concurrency > 0 || cfg->late_fold ? "fold" : "drop");
     cJSON_AddBoolToObject(o, "virtual_time", cfg->virtual_time);

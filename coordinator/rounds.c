@@ -243,6 +243,11 @@ static void round_open(coord *c) {
     cJSON_AddNumberToObject(meta, "momentum", c->cfg.momentum);
     cJSON_AddNumberToObject(meta, "weight_decay", c->cfg.weight_decay);
     if (c->cfg.prox_mu > 0) cJSON_AddNumberToObject(meta, "prox_mu", c->cfg.prox_mu);
+    if (c->cfg.optimizer == HFL_OPTIM_ADAMW) {
+        cJSON_AddStringToObject(meta, "optimizer", "adamw");
+        cJSON_AddNumberToObject(meta, "beta1", c->cfg.beta1);
+        cJSON_AddNumberToObject(meta, "beta2", c->cfg.beta2);
+    }
     cJSON_AddStringToObject(meta, "codec", c->codec->name);
     cJSON_AddNumberToObject(meta, "block", c->cfg.block);
     cJSON_AddNumberToObject(meta, "seed", (double)c->cfg.seed);

@@ -97,6 +97,7 @@ static uint8_t *server_handle_hello(coord *c, const hfl_msg *m, size_t *len) {
     cJSON_AddNumberToObject(meta, "batch", c->cfg.batch);
     cJSON_AddNumberToObject(meta, "momentum", c->cfg.momentum); /* planned only when non-zero */
     cJSON_AddNumberToObject(meta, "prox_mu", c->cfg.prox_mu);   /* the anchor, likewise */
+    cJSON_AddStringToObject(meta, "optimizer", hfl_optimizer_name(c->cfg.optimizer)); /* AdamW's moments */
     const cJSON *dev = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m->meta, "device"), "name");
     double est = cJSON_IsString(dev) ? registry_overhead_estimate(c, dev->valuestring) : -1;
     if (est >= 0) cJSON_AddNumberToObject(meta, "overhead_estimate", est);

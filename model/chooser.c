@@ -101,6 +101,7 @@ void hfl_candidate_config(const hfl_candidate *c, unsigned opt_state, hfl_plan_c
     cfg->precision = c->precision;
     cfg->momentum = (opt_state & HFL_OPT_MOMENTUM) != 0;
     cfg->anchor = (opt_state & HFL_OPT_ANCHOR) != 0;
+    cfg->adamw = (opt_state & HFL_OPT_ADAMW) != 0;
     cfg->act_elem_bytes = 0; /* from the precision */
 }
 

@@ -176,6 +176,16 @@ uint64_t hfl_model_forward_flops(const hfl_model_spec *spec);
  * with S = 1, never skipping. */
 int hfl_precision_parse(const char *name, hfl_precision *prec, char *err); /* "fp32", "bf16", "fp16" */
 const char *hfl_precision_name(hfl_precision prec);
+
+/* A client's local optimizer (model/optimizer.c; OPTIMIZERS below): "sgd"
+ * (with the run's momentum) or "adamw" (torch.optim.AdamW's defaults for
+ * what the run does not set). */
+typedef enum { HFL_OPTIM_SGD, HFL_OPTIM_ADAMW } hfl_optimizer;
+#define HFL_ADAMW_BETA1 0.9
+#define HFL_ADAMW_BETA2 0.999
+#define HFL_ADAMW_EPS 1e-8
+int hfl_optimizer_parse(const char *name, hfl_optimizer *opt, char *err);
+const char *hfl_optimizer_name(hfl_optimizer opt);
 size_t hfl_precision_bytes(hfl_precision prec); /* 4 or 2: an activation element */
 
 #define HFL_LOSS_SCALE_INIT 65536.0f
@@ -208,7 +218,16 @@ const hfl_plan *hfl_trainer_plan(const hfl_trainer *t); /* the trainer's copy of
 void hfl_trainer_set_params(hfl_trainer *t, const float *host_params);
 void hfl_trainer_get_params(const hfl_trainer *t, float *host_params);
 void hfl_trainer_get_grads(const hfl_trainer *t, float *host_grads);
-void hfl_trainer_reset_optimizer(hfl_trainer *t); /* zero momentum */
+/* OPTIMIZERS. SGD (kernels/ops_hd.h: PyTorch's form, momentum and weight
+ * decay per step) unless set_adamw turned on AdamW (kernels/lm_hd.h:
+ * torch.optim.AdamW, decoupled weight decay, fp32 moments; Loshchilov &
+ * Hutter 2019), which needs a plan with cfg.adamw (asked of one without, it
+ * prints a line and aborts) and then takes the step's lr and weight decay,
+ * with momentum 0. reset_optimizer zeroes momentum, or AdamW's moments and
+ * its step count (a round's first step is step 1 of its bias corrections,
+ * as a new torch optimizer per round). */
+void hfl_trainer_reset_optimizer(hfl_trainer *t);
+void hfl_trainer_set_adamw(hfl_trainer *t, float beta1, float beta2, float eps);
 /* FedProx (kernels/ops_hd.h): with mu != 0 every later optimizer step first
  * adds mu * (w - anchor) to the gradients, the anchor being the fp32 weights
  * as they are now (call it right after set_params with the round's global

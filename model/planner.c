@@ -208,8 +208,9 @@ static void set_lifetimes(hfl_plan *p) {
         int bufs[7] = {op->in, op->out, op->dout, op->din, op->ws, op->labels, op->saved};
         for (int k = 0; k < 7; k++) touch(p, bufs[k], i);
     }
-    int whole[7] = {p->params, p->master, p->grads, p->momentum, p->anchor, p->scalars, p->blas_ws};
-    for (int k = 0; k < 7; k++) {
+    int whole[9] = {p->params, p->master, p->grads, p->momentum, p->anchor, p->adam_m, p->adam_v,
+                    p->scalars, p->blas_ws};
+    for (int k = 0; k < 9; k++) {
         touch(p, whole[k], 0);
         touch(p, whole[k], p->n_ops - 1);
     }
@@ -366,6 +367,11 @@ int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_pl
     p->anchor = cfg->anchor ? add_buffer(&b, HFL_BUF_OPTIMIZER, -1, spec->n_params, sizeof(float),
                                          "anchor", 0)
                             : -1;
+    p->adam_m = p->adam_v = -1;
+    if (cfg->adamw) {
+        p->adam_m = add_buffer(&b, HFL_BUF_OPTIMIZER, -1, spec->n_params, sizeof(float), "adam.m", 0);
+        p->adam_v = add_buffer(&b, HFL_BUF_OPTIMIZER, -1, spec->n_params, sizeof(float), "adam.v", 0);
+    }
     p->input = add_buffer(&b, HFL_BUF_INPUT, -1, stage_count(&b, 0), b.esize, "a0", 0);
     size_t label_count = b.batch * (size_t)spec->label_rows;
     p->labels = add_buffer(&b, HFL_BUF_INPUT, -1, label_count, sizeof(int32_t), "labels", 0);

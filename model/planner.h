@@ -44,11 +44,12 @@
  *              backward stops at the first layer with parameters (its input
  *              gradient is not computed), and segments wholly below it run
  *              neither recomputation nor backward;
- *   OPTIMIZER  SGD over the whole parameter vector (with momentum if planned).
+ *   OPTIMIZER  SGD over the whole parameter vector (with momentum if planned),
+ *              or AdamW (its moments planned).
  * A buffer's lifetime is [first op that touches it, last op that touches it],
  * where a backward op touches its layer's input only when the layer keeps its
  * input and its output only when it keeps its output (the trainer passes NULL
- * for the others). Parameters, parameter gradients and momentum persist
+ * for the others). Parameters, parameter gradients and optimizer state persist
  * across steps and live over the whole timeline. Workspaces live for their
  * one op. Evaluation runs the ops up to LOSS (without dlogits), a prefix of
  * the same timeline, so it fits in the same arena.
@@ -114,16 +115,17 @@
 
 #define HFL_PLAN_ALIGN 64
 #define HFL_PLAN_NAME_LEN 16
-/* params, master, grads, momentum, anchor, input, labels, ws.loss, a0.next,
- * labels.next, scalars, ws.blas; per stage: a_j, its recompute instance, g_j;
+/* params, master, grads, momentum, anchor, adam.m, adam.v, input, labels,
+ * ws.loss, a0.next, labels.next, scalars, ws.blas; per stage: a_j, its recompute instance, g_j;
  * per layer: fwd, recompute and bwd workspace, saved activations and their
  * recompute instance. */
-#define HFL_PLAN_MAX_BUFFERS (12 + 8 * HFL_MAX_LAYERS + 1)
+#define HFL_PLAN_MAX_BUFFERS (14 + 8 * HFL_MAX_LAYERS + 1)
 
 /* Optimizer state a plan keeps besides weights and gradients: the bits of
  * hfl_chooser_input.opt_state and of hfl_candidate_config's argument. */
 #define HFL_OPT_MOMENTUM 1u /* SGD momentum */
 #define HFL_OPT_ANCHOR 2u   /* FedProx's anchor: the round's global weights (model.h) */
+#define HFL_OPT_ADAMW 4u    /* AdamW's two fp32 moments (model.h, OPTIMIZERS) */
 /* LOAD, LOSS, OPTIMIZER; per layer forward, recompute, backward. */
 #define HFL_PLAN_MAX_OPS (3 + 3 * HFL_MAX_LAYERS)
 
@@ -131,7 +133,7 @@ typedef enum {
     HFL_BUF_WEIGHTS,     /* the working parameter vector the layers read (fp32, bf16 or fp16) */
     HFL_BUF_MASTER,      /* fp32 master weights (bf16/fp16 training; none in fp32) */
     HFL_BUF_GRADS,       /* parameter gradients */
-    HFL_BUF_OPTIMIZER,   /* momentum, FedProx's anchor */
+    HFL_BUF_OPTIMIZER,   /* momentum, FedProx's anchor, AdamW's moments */
     HFL_BUF_ACTIVATIONS, /* layer outputs, their recompute instances, activation gradients */
     HFL_BUF_WORKSPACE,   /* per-op kernel workspace */
     HFL_BUF_INPUT,       /* the input batch and its labels */
@@ -154,7 +156,7 @@ typedef enum {
     HFL_OP_FORWARD,   /* layer: in -> out (and saved) with ws; in == out when in place */
     HFL_OP_LOSS,      /* in = logits, labels; out = dlogits; ws (bf16/fp16 only) */
     HFL_OP_BACKWARD,  /* layer: in, out (each -1 when not kept), saved, dout -> din (-1: none), ws */
-    HFL_OP_OPTIMIZER, /* plan->params, master, grads, momentum, anchor */
+    HFL_OP_OPTIMIZER, /* plan->params, master, grads, momentum, anchor, adam_m, adam_v */
 } hfl_plan_op_kind;
 
 typedef struct {
@@ -171,6 +173,7 @@ typedef struct {
     size_t ckpt_budget;    /* optimal: bound on the chain's peak (checkpoint.h); SIZE_MAX: none */
     int momentum;          /* nonzero: SGD with momentum (plans the momentum buffer) */
     int anchor;            /* nonzero: FedProx (plans the fp32 "anchor", n_params floats) */
+    int adamw;             /* nonzero: AdamW (plans "adam.m" and "adam.v", n_params floats each) */
     size_t act_elem_bytes; /* bytes per activation element: 0 = from precision (PRECISION) */
     hfl_precision precision; /* HFL_PREC_FP32 (the zero value), BF16 or FP16 */
     /* What a device backend needs (DEVICE BUFFERS); 0 for the CPU backend,
@@ -195,6 +198,7 @@ typedef struct hfl_plan {
     hfl_plan_op ops[HFL_PLAN_MAX_OPS];
     int params, grads, momentum, input, labels; /* buffer indices; momentum -1 without */
     int anchor;                                  /* FedProx's anchor; -1 without */
+    int adam_m, adam_v;                          /* AdamW's moments; -1 without */
     int master;                                  /* fp32 master weights; -1 in fp32 */
     int input_next, labels_next, scalars, blas_ws; /* DEVICE BUFFERS; -1 when not planned */
     int loss_op, optimizer_op;                   /* op indices */

@@ -49,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/lm.h"
 #include "kernels/ops_hd.h"
 #include "model/layers.h"
 #include "model/model.h"
@@ -63,6 +64,11 @@ struct hfl_trainer {
     char *arena;
     float *params, *grads, *momentum; /* momentum NULL when the plan has none */
     float *anchor;   /* FedProx's anchor; NULL when the plan has none */
+    float *adam_m, *adam_v; /* AdamW's moments; NULL when the plan has none */
+    int adamw;              /* nonzero once set_adamw turned it on */
+    float beta1, beta2, eps;
+    long adam_steps;        /* optimizer steps run since the last reset (skipped ones included) */
+    uint64_t adam_skipped0; /* fp16's skipped count at that reset */
     float prox_mu;   /* FedProx's mu; 0: off */
     /* bf16/fp16: params is NULL, the layers read the 2-byte working weights,
      * the optimizer updates master. */
@@ -175,6 +181,8 @@ hfl_trainer *hfl_trainer_create_plan(const hfl_model_spec *spec, const hfl_backe
     t->grads = buf(t, plan->grads);
     t->momentum = buf(t, plan->momentum);
     t->anchor = buf(t, plan->anchor);
+    t->adam_m = buf(t, plan->adam_m);
+    t->adam_v = buf(t, plan->adam_v);
     if (t->prec == HFL_PREC_FP32) {
         t->params = buf(t, plan->params);
         be->fill(t->params, 0.0f, spec->n_params);
@@ -189,6 +197,7 @@ hfl_trainer *hfl_trainer_create_plan(const hfl_model_spec *spec, const hfl_backe
     /* Written now, not first when a round sets it: a measured step (what a
      * client verifies its plan with) then pays for the anchor's pages. */
     if (t->anchor) be->fill(t->anchor, 0.0f, spec->n_params);
+    if (t->adam_m) hfl_trainer_reset_optimizer(t);
     return t;
 }
 
@@ -244,6 +253,20 @@ void hfl_trainer_get_grads(const hfl_trainer *t, float *host_grads) {
 
 void hfl_trainer_reset_optimizer(hfl_trainer *t) {
     if (t->momentum) t->be->fill(t->momentum, 0.0f, t->spec.n_params);
+    if (t->adam_m) {
+        t->be->fill(t->adam_m, 0.0f, t->spec.n_params);
+        t->be->fill(t->adam_v, 0.0f, t->spec.n_params);
+        t->adam_steps = 0;
+        t->adam_skipped0 = hfl_trainer_skipped_steps(t);
+    }
+}
+
+void hfl_trainer_set_adamw(hfl_trainer *t, float beta1, float beta2, float eps) {
+    if (!t->adam_m) {
+        fprintf(stderr, "hfl: trainer: AdamW asked of a plan without its moment buffers\n");
+        abort();
+    }
+    t->adamw = 1, t->beta1 = beta1, t->beta2 = beta2, t->eps = eps;
 }
 
 void hfl_trainer_set_prox(hfl_trainer *t, float mu) {
@@ -424,6 +447,33 @@ static void run_ops(hfl_trainer *t, int end, int n, int train, int mean_rows, in
     }
 }
 
+/* AdamW (model.h, OPTIMIZERS): the step number in its bias corrections
+ * counts the steps taken since the last reset_optimizer. fp16 skips a step
+ * whose gradients are not finite without touching the moments, as
+ * GradScaler skips optimizer.step(), so its skipped steps are not counted:
+ * the step number is then read back from the scalars' skipped count (one
+ * small download per step, fp16 only), and the step's own flag is checked
+ * on the device by adamw_step_lp. */
+static void run_adamw(hfl_trainer *t, float lr, float momentum, float weight_decay) {
+    if (momentum != 0.0f) {
+        fprintf(stderr, "hfl: trainer: momentum %g asked of AdamW\n", (double)momentum);
+        abort();
+    }
+    const hfl_backend *be = t->be;
+    size_t n = t->spec.n_params;
+    long step = ++t->adam_steps;
+    if (t->prec == HFL_PREC_FP16) step -= (long)(hfl_trainer_skipped_steps(t) - t->adam_skipped0);
+    hfl_adamw_args a = hfl_adamw_make(lr, t->beta1, t->beta2, t->eps, weight_decay, step);
+    if (t->prec == HFL_PREC_FP32) {
+        be->lm->adamw_step(t->params, t->adam_m, t->adam_v, t->grads, n, a);
+        return;
+    }
+    int fp16 = t->prec == HFL_PREC_FP16;
+    be->lm->adamw_step_lp(t->prec, t->master, t->adam_m, t->adam_v, t->grads, t->working, n, a,
+                          fp16 ? t->sc : NULL);
+    if (fp16) be->scaler_update(t->sc, HFL_LOSS_SCALE_INTERVAL);
+}
+
 /* The OPTIMIZER op: one update over the whole contiguous vector, weights and
  * biases alike (PyTorch's SGD also decays biases unless told otherwise),
  * after FedProx's proximal gradient when it is on. */
@@ -438,6 +488,10 @@ static void run_optimizer(hfl_trainer *t, float lr, float momentum, float weight
     if (t->prox_mu != 0.0f)
         be->prox_grad(t->grads, t->prec == HFL_PREC_FP32 ? t->params : t->master, t->anchor, n,
                       t->prox_mu);
+    if (t->adamw) {
+        run_adamw(t, lr, momentum, weight_decay);
+        return;
+    }
     if (t->prec == HFL_PREC_FP32) {
         be->sgd_step(t->params, t->momentum, t->grads, n, lr, momentum, weight_decay);
         return;

@@ -12,7 +12,7 @@
 
 static const char *const known_keys[] = {
     "name", "model", "clients", "clients_per_round", "min_quorum", "rounds", "local_epochs", "batch",
-    "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "downlink", "downlink_delta", "client_codecs", "client_memory", "precision", "clip_norm", "max_client_samples", "max_share", "server_opt", "strategy", "client_attacks", "over_selection", "late", "local_work", "prox_mu", "async_concurrency", "pace",
+    "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "downlink", "downlink_delta", "client_codecs", "client_memory", "precision", "clip_norm", "max_client_samples", "max_share", "server_opt", "strategy", "client_attacks", "over_selection", "late", "local_work", "prox_mu", "async_concurrency", "pace", "optimizer", "betas",
     "device", "client_devices", "profiles", "profile_library", "memory_scale", "crashes", "dropout", "slow", "compute_scale", "virtual_time", NULL};
 
 static int get_str(const cJSON *o, const char *key, int required, char *out, size_t cap, char *err) {
@@ -146,10 +146,16 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
         get_str(o, "late", 0, sc->late, sizeof sc->late, err) ||
         get_str(o, "local_work", 0, sc->local_work, sizeof sc->local_work, err) ||
         get_str(o, "server_opt", 0, sc->server_opt, sizeof sc->server_opt, err) ||
+        get_str(o, "optimizer", 0, sc->optimizer, sizeof sc->optimizer, err) ||
+        get_str(o, "betas", 0, sc->betas, sizeof sc->betas, err) ||
         get_str(o, "strategy", 0, sc->strategy, sizeof sc->strategy, err))
         goto out;
     if (sc->local_work[0] && strcmp(sc->local_work, "epochs") && strcmp(sc->local_work, "capacity")) {
         hfl_errf(err, "\"local_work\" must be \"epochs\" or \"capacity\", not \"%s\"", sc->local_work);
+        goto out;
+    }
+    if (sc->optimizer[0] && strcmp(sc->optimizer, "sgd") && strcmp(sc->optimizer, "adamw")) {
+        hfl_errf(err, "\"optimizer\" must be \"sgd\" or \"adamw\", not \"%s\"", sc->optimizer);
         goto out;
     }
     if (sc->late[0] && strcmp(sc->late, "drop") && strcmp(sc->late, "fold")) {

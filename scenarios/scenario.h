@@ -5,6 +5,7 @@
  *   "clients": 10,             "clients_per_round": 10,  "min_quorum": 10,
  *   "rounds": 10,              "local_epochs": 1,        "batch": 32,
  *   "lr": 0.05,                "momentum": 0,            "weight_decay": 0,
+ *   "optimizer": "sgd",        "betas": "0.9,0.999",
  *   "partition": "dirichlet:0.5", "codec": "int8",       "block": 256,
  *   "seed": 1,                 "deadline_s": 300,
  *   "downlink": "fp32",        "downlink_delta": false,
@@ -29,7 +30,8 @@
  * --device, and client_devices overrides it per client; clip_norm,
  * max_client_samples and max_share are the coordinator's --clip-norm (off,
  * adaptive[:C0] or a norm, as a string or a number), --max-client-samples
- * (0: no cap) and --max-share, server_opt and strategy its --server-opt
+ * (0: no cap) and --max-share, optimizer and betas its --optimizer (sgd or
+ * adamw) and --betas, server_opt and strategy its --server-opt
  * and --strategy, with their defaults; client_attacks makes a client
  * Byzantine: hfl-client --attack SCALE[:SAMPLES]; profiles names device
  * profiles from the library (scenarios/profile.h; a path relative to the
@@ -93,6 +95,8 @@ typedef struct {
     double async_concurrency;  /* the coordinator's --async C (0: synchronous rounds) */
     double pace;               /* profiled clients' --pace (0: off) */
     char server_opt[32];       /* "" for the coordinator's default */
+    char optimizer[16];        /* "" (sgd) or the coordinator's --optimizer */
+    char betas[64];            /* "" or the coordinator's --betas B1,B2 */
     char strategy[32];         /* "" for the coordinator's default */
     char (*client_profile)[32]; /* [clients]: "" for none, else a profile's name */
     char profile_library[1024]; /* "" for profiles.json beside the scenario */

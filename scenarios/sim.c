@@ -522,6 +522,7 @@ int main(int argc, char **argv) {
                      /* the first draw waits for the whole fleet: the same seed draws the same clients */
                      "--min-clients", a_n,
                      NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                     NULL, NULL, NULL, NULL,
                      NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     /* the optional ones, after the fixed ones */
     int na = 0;
@@ -549,6 +550,8 @@ int main(int argc, char **argv) {
     snprintf(a_async, sizeof a_async, "%.0f", sc.async_concurrency);
     if (sc.async_concurrency > 0) cargv[na++] = "--async", cargv[na++] = a_async;
     if (sc.virtual_time) cargv[na++] = "--virtual-time";
+    if (sc.optimizer[0]) cargv[na++] = "--optimizer", cargv[na++] = sc.optimizer;
+    if (sc.betas[0]) cargv[na++] = "--betas", cargv[na++] = sc.betas;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     static sim_procs procs;

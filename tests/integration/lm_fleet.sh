@@ -8,7 +8,12 @@
 # byte lengths (floor((L - 1) / T) per book, the held-out tail round(F W));
 # a model that has learned nothing predicts 256 bytes uniformly, 8 bits per
 # byte, so the held-out loss must fall round on round and end under 7 bits;
-# test_bpb must be test_loss / ln 2. Skips (77) without bible-kjv.
+# test_bpb must be test_loss / ln 2. The same fleet again with AdamW as the
+# clients' optimizer: the report names it and its betas, every client
+# planned its two moments (the plan says so, and its arena exceeds the SGD
+# run's, which holds one momentum buffer, by at least one more copy of the
+# parameters, counted here from the spec: V C + T C + 12 C^2 + 13 C + 2 C),
+# and the held-out loss falls likewise. Skips (77) without bible-kjv.
 # Usage: lm_fleet.sh HFL_SIM HFL_DATA SOURCE_ROOT
 set -euo pipefail
 sim=$1 data=$2 root=$3
@@ -29,6 +34,10 @@ cat > "$tmp/lm.json" <<JSON
  "clip_norm": "off", "seed": 1}
 JSON
 "$sim" "$tmp/lm.json" --shards "$tmp/shards" --out "$tmp/run" --quiet
+sed -e 's/"lr": 0.1, "momentum": 0.9/"lr": 0.003, "momentum": 0, "optimizer": "adamw", "betas": "0.9,0.95", "weight_decay": 0.01/' \
+  "$tmp/lm.json" > "$tmp/adamw.json"
+grep -q adamw "$tmp/adamw.json"
+"$sim" "$tmp/adamw.json" --shards "$tmp/shards" --out "$tmp/adamw" --quiet
 python3 - "$tmp" "${books[@]}" <<'PY'
 import json, math, os, sys
 tmp, books = sys.argv[1], sys.argv[2:]
@@ -81,5 +90,19 @@ for x in rounds:
           f"round {x['round']}: test_bpb {x['test_bpb']:.4f} = test_loss {x['test_loss']:.4f} / ln 2")
 check(bpb[0] > bpb[1] > bpb[2], f"held-out bits per byte fall round on round: {[round(b, 3) for b in bpb]}")
 check(bpb[2] < 7.0, f"final {bpb[2]:.3f} bits per byte, under 7 (8 is knowing nothing)")
+a = json.load(open(f"{tmp}/adamw/report.json"))
+check(a.get("optimizer") == "adamw" and a.get("betas") == [0.9, 0.95] and r.get("optimizer") == "sgd",
+      f"the reports name the optimizers: {r.get('optimizer')}, {a.get('optimizer')} {a.get('betas')}")
+V, C = 256, 16
+n = V * C + T * C + 12 * C * C + 13 * C + 2 * C
+sgd_arena = {c["name"]: c["plan"]["arena_bytes"] for c in r["clients"]}
+for c in a["clients"]:
+    p = c.get("plan", {})
+    grow = p.get("arena_bytes", 0) - sgd_arena.get(c["name"], 1 << 60)
+    check(p.get("adamw") is True and p.get("momentum") is False and grow >= 4 * n,
+          f"{c['name']}: AdamW's moments planned, arena {grow} bytes over SGD's (>= {4 * n})")
+abpb = [x["test_bpb"] for x in a["rounds"] if x["status"] == "ok"]
+check(len(abpb) == 3 and abpb[0] > abpb[1] > abpb[2] and abpb[2] < 7.0,
+      f"AdamW: held-out bits per byte fall round on round: {[round(b, 3) for b in abpb]}")
 sys.exit(1 if fails else 0)
 PY
