@@ -70,8 +70,8 @@ int main(int argc, char **argv) {
     fill(pw, np, 1, 0.1f), fill(x, rc, 2, 1), fill(dout, rc, 3, 1);
     int lp = prec != HFL_PREC_FP32;
     size_t eb = lp ? 2 : 4;
-    size_t saved_b = lp ? hfl_gpt_block_saved_bytes_lp(ni, Ti, Ci, Hi) : hfl_gpt_block_saved_floats(ni, Ti, Ci, Hi) * 4;
-    size_t ws_b = lp ? hfl_gpt_block_ws_bytes_lp(ni, Ti, Ci, Hi) : hfl_gpt_block_ws_bytes(ni, Ti, Ci, Hi);
+    size_t saved_b = lp ? hfl_gpt_block_saved_bytes_lp(ni, Ti, Ci, Hi, 0) : hfl_gpt_block_saved_floats(ni, Ti, Ci, Hi, 0) * 4;
+    size_t ws_b = lp ? hfl_gpt_block_ws_bytes_lp(ni, Ti, Ci, Hi, 0) : hfl_gpt_block_ws_bytes(ni, Ti, Ci, Hi, 0);
     void *saved = hfl_malloc(saved_b), *ws = hfl_malloc(ws_b), *out = hfl_malloc(rc * eb), *dx = hfl_malloc(rc * eb);
     uint16_t *pw16 = NULL, *x16 = NULL, *dout16 = NULL;
     if (lp) {
@@ -84,14 +84,14 @@ int main(int argc, char **argv) {
         if (k == 2) t0 = hfl_now();
         if (!lp) {
             hfl_gpt_block_params p = hfl_gpt_block_view(pw, Ci);
-            hfl_gpt_block_saved s = hfl_gpt_block_saved_view(saved, ni, Ti, Ci, Hi);
-            hfl_gpt_block_forward(be, &p, x, out, &s, ws, ni, Ti, Ci, Hi);
-            hfl_gpt_block_backward(be, &p, &d, x, &s, dout, dx, ws, ni, Ti, Ci, Hi, 0);
+            hfl_gpt_block_saved s = hfl_gpt_block_saved_view(saved, ni, Ti, Ci, Hi, 0);
+            hfl_gpt_block_forward(be, &p, NULL, x, out, &s, ws, ni, Ti, Ci, Hi);
+            hfl_gpt_block_backward(be, &p, &d, NULL, x, &s, dout, dx, ws, ni, Ti, Ci, Hi, 0);
         } else {
             hfl_gpt_block_params_lp p = hfl_gpt_block_view_lp(pw16, Ci);
-            hfl_gpt_block_saved_lp s = hfl_gpt_block_saved_view_lp(saved, ni, Ti, Ci, Hi);
-            hfl_gpt_block_forward_lp(be, prec, &p, x16, out, &s, ws, ni, Ti, Ci, Hi);
-            hfl_gpt_block_backward_lp(be, prec, &p, &d, x16, &s, dout16, dx, ws, ni, Ti, Ci, Hi, 0);
+            hfl_gpt_block_saved_lp s = hfl_gpt_block_saved_view_lp(saved, ni, Ti, Ci, Hi, 0);
+            hfl_gpt_block_forward_lp(be, prec, &p, NULL, x16, out, &s, ws, ni, Ti, Ci, Hi);
+            hfl_gpt_block_backward_lp(be, prec, &p, &d, NULL, x16, &s, dout16, dx, ws, ni, Ti, Ci, Hi, 0);
         }
     }
     double ms = (hfl_now() - t0) * 1e3 / steps, tok_s = (double)n * T / (ms / 1e3);

@@ -40,8 +40,8 @@ static size_t conv_patch(const hfl_layer *ly) {
 
 static int conv_param_tensors(const hfl_layer *ly, hfl_param_tensor out[HFL_MAX_PARAM_TENSORS]) {
     size_t nw = (size_t)ly->units * conv_patch(ly);
-    out[0] = (hfl_param_tensor){"weight", 0, nw, (int)conv_patch(ly), HFL_INIT_FAN_IN, 0.0f};
-    out[1] = (hfl_param_tensor){"bias", nw, (size_t)ly->units, (int)conv_patch(ly), HFL_INIT_FAN_IN, 0.0f};
+    out[0] = (hfl_param_tensor){"weight", 0, nw, (int)conv_patch(ly), HFL_INIT_FAN_IN, 0.0f, 0};
+    out[1] = (hfl_param_tensor){"bias", nw, (size_t)ly->units, (int)conv_patch(ly), HFL_INIT_FAN_IN, 0.0f, 0};
     return 2;
 }
 

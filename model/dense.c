@@ -67,8 +67,8 @@ static int dense_infer_shape(hfl_layer *ly, char *err) {
 
 static int dense_param_tensors(const hfl_layer *ly, hfl_param_tensor out[HFL_MAX_PARAM_TENSORS]) {
     size_t nw = (size_t)ly->units * ly->in;
-    out[0] = (hfl_param_tensor){"weight", 0, nw, ly->in, HFL_INIT_FAN_IN, 0.0f};
-    out[1] = (hfl_param_tensor){"bias", nw, (size_t)ly->units, ly->in, HFL_INIT_FAN_IN, 0.0f};
+    out[0] = (hfl_param_tensor){"weight", 0, nw, ly->in, HFL_INIT_FAN_IN, 0.0f, 0};
+    out[1] = (hfl_param_tensor){"bias", nw, (size_t)ly->units, ly->in, HFL_INIT_FAN_IN, 0.0f, 0};
     return 2;
 }
 

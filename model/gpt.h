@@ -22,6 +22,16 @@
  * temporaries. Residual additions run as GEMMs with beta = 1 onto a copy of
  * the residual, so they need no op of their own.
  *
+ * LoRA (model/lora.h): given adapters (a non-NULL hfl_gpt_lora), each of the
+ * four projections adds its low-rank term, the saved activations (sized
+ * with the adapters' rank r; r = 0 for none) add the four u [rows, r], and
+ * the backward freezes the base: it computes the full dx and the adapters'
+ * gradients only, and touches none of d's tensors (d, or its pointers, may
+ * be NULL). Its workspace (sized with r) then also holds du [rows, r] and a
+ * 2C-float scratch that kernels/lm.h's layernorm_bwd, which always writes
+ * dw and db, writes the frozen layer norms' unused gradients into. Without
+ * adapters the arithmetic is exactly the plain block's.
+ *
  * The head: hf = LN_f(x), logits = hf wte^T (the output projection tied to
  * the token embedding, as GPT-2); its backward adds to the embedding's
  * gradient. */
@@ -32,6 +42,7 @@
 #include <stdint.h>
 
 #include "kernels/backend.h"
+#include "model/lora.h"
 
 /* One block's parameters (or their gradients): views into its block. */
 typedef struct {
@@ -46,20 +57,25 @@ void hfl_gpt_block_offsets(int C, size_t off[12]); /* each tensor's element offs
 /* The activations a block's backward reads, views into one buffer. */
 typedef struct {
     float *h1, *mean1, *rstd1, *qkv, *att, *ya, *x2, *h2, *mean2, *rstd2, *f, *g;
+    float *u_qkv, *u_proj, *u_fc, *u_fcp; /* LoRA's x A^T [rows, r]; NULL when r = 0 */
 } hfl_gpt_block_saved;
 
-size_t hfl_gpt_block_saved_floats(int n, int T, int C, int H);
-hfl_gpt_block_saved hfl_gpt_block_saved_view(float *base, int n, int T, int C, int H);
-size_t hfl_gpt_block_ws_bytes(int n, int T, int C, int H);
+/* r: the LoRA rank, 0 without adapters (then the sizes and layout are the
+ * plain block's; the u's come after everything else). */
+size_t hfl_gpt_block_saved_floats(int n, int T, int C, int H, int r);
+hfl_gpt_block_saved hfl_gpt_block_saved_view(float *base, int n, int T, int C, int H, int r);
+size_t hfl_gpt_block_ws_bytes(int n, int T, int C, int H, int r);
 
-/* out [rows, C] (may not alias x); fills s. */
-void hfl_gpt_block_forward(const hfl_backend *be, const hfl_gpt_block_params *p, const float *x,
-                           float *out, const hfl_gpt_block_saved *s, void *ws, int n, int T, int C,
-                           int H);
-/* dx [rows, C] from dout (dx may alias dout); parameter gradients into d,
- * overwritten or added to when `accumulate`. */
+/* out [rows, C] (may not alias x); fills s. lora: NULL, or adapters of rank
+ * lora->r, the r s and ws were sized with. */
+void hfl_gpt_block_forward(const hfl_backend *be, const hfl_gpt_block_params *p,
+                           const hfl_gpt_lora *lora, const float *x, float *out,
+                           const hfl_gpt_block_saved *s, void *ws, int n, int T, int C, int H);
+/* dx [rows, C] from dout (dx may alias dout); parameter gradients into d
+ * (into lora->d instead, the base frozen, with adapters), overwritten or
+ * added to when `accumulate`. */
 void hfl_gpt_block_backward(const hfl_backend *be, const hfl_gpt_block_params *p,
-                            const hfl_gpt_block_params *d, const float *x,
+                            const hfl_gpt_block_params *d, const hfl_gpt_lora *lora, const float *x,
                             const hfl_gpt_block_saved *s, const float *dout, float *dx, void *ws,
                             int n, int T, int C, int H, int accumulate);
 
@@ -68,8 +84,9 @@ void hfl_gpt_block_backward(const hfl_backend *be, const hfl_gpt_block_params *p
 void hfl_gpt_head_forward(const hfl_backend *be, const float *x, const float *lnf_w,
                           const float *lnf_b, const float *wte, float *hf, float *mean,
                           float *rstd, float *logits, int rows, int C, int V);
-/* From dlogits: dwte (+)= dlogits^T hf, then dlnf_w, dlnf_b (+)=, dx [rows,
- * C] overwritten; dhf [rows, C] is workspace. */
+/* From dlogits: dwte (+)= dlogits^T hf (skipped when dwte is NULL: wte
+ * frozen), then dlnf_w, dlnf_b (+)=, dx [rows, C] overwritten; dhf [rows, C]
+ * is workspace. */
 void hfl_gpt_head_backward(const hfl_backend *be, const float *x, const float *lnf_w,
                            const float *wte, const float *hf, const float *mean, const float *rstd,
                            const float *dlogits, float *dwte, float *dlnf_w, float *dlnf_b,
@@ -89,19 +106,23 @@ typedef struct {
 typedef struct {
     uint16_t *h1, *qkv, *att, *ya, *x2, *h2, *f, *g;
     float *mean1, *rstd1, *mean2, *rstd2;
+    uint16_t *u_qkv, *u_proj, *u_fc, *u_fcp; /* LoRA's, 2-byte; NULL when r = 0 */
 } hfl_gpt_block_saved_lp;
 
 hfl_gpt_block_params_lp hfl_gpt_block_view_lp(uint16_t *block, int C);
-size_t hfl_gpt_block_saved_bytes_lp(int n, int T, int C, int H);
-hfl_gpt_block_saved_lp hfl_gpt_block_saved_view_lp(void *base, int n, int T, int C, int H);
-size_t hfl_gpt_block_ws_bytes_lp(int n, int T, int C, int H);
+size_t hfl_gpt_block_saved_bytes_lp(int n, int T, int C, int H, int r);
+hfl_gpt_block_saved_lp hfl_gpt_block_saved_view_lp(void *base, int n, int T, int C, int H, int r);
+size_t hfl_gpt_block_ws_bytes_lp(int n, int T, int C, int H, int r);
 
+/* lora as in the fp32 block; these read its w_lp. */
 void hfl_gpt_block_forward_lp(const hfl_backend *be, hfl_precision lp,
-                              const hfl_gpt_block_params_lp *p, const uint16_t *x, uint16_t *out,
-                              const hfl_gpt_block_saved_lp *s, void *ws, int n, int T, int C, int H);
+                              const hfl_gpt_block_params_lp *p, const hfl_gpt_lora *lora,
+                              const uint16_t *x, uint16_t *out, const hfl_gpt_block_saved_lp *s,
+                              void *ws, int n, int T, int C, int H);
 void hfl_gpt_block_backward_lp(const hfl_backend *be, hfl_precision lp,
                                const hfl_gpt_block_params_lp *p, const hfl_gpt_block_params *d,
-                               const uint16_t *x, const hfl_gpt_block_saved_lp *s,
+                               const hfl_gpt_lora *lora, const uint16_t *x,
+                               const hfl_gpt_block_saved_lp *s,
                                const uint16_t *dout, uint16_t *dx, void *ws, int n, int T, int C,
                                int H, int accumulate);
 /* The head: hf (2-byte), logits (2-byte); backward's dwte, dlnf_* fp32, dx

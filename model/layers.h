@@ -65,6 +65,8 @@ typedef struct {
     int fan_in;       /* HFL_INIT_FAN_IN's fan-in */
     int init;         /* HFL_INIT_* (the zero value is HFL_INIT_FAN_IN) */
     float value;      /* HFL_INIT_NORMAL's standard deviation, HFL_INIT_CONST's value */
+    int cols;         /* a matrix [count / cols, cols] (a language model's files name and shape
+                         it so); 0: a vector, or a dense/conv tensor (safetensors.c shapes those) */
 } hfl_param_tensor;
 
 #define HFL_MAX_PARAM_TENSORS 12

@@ -16,7 +16,13 @@
  *              embedding's backward, which runs after it, then always adds
  *              its own part to dwte.
  * Saved activations (checkpoint.h): the block's gpt.h saved set, the head's
- * LN_f output and statistics; the embedding keeps only its input (ids). */
+ * LN_f output and statistics; the embedding keeps only its input (ids).
+ *
+ * LoRA (model.h): a block with adapters reads them at lora_off (relative to
+ * its own block, as the head's tie) and its backward writes only theirs:
+ * the trainer hands it the adapters' gradients as dparams. A frozen
+ * embedding's backward does nothing, and a frozen head's computes dx only
+ * (dparams NULL; its workspace holds a scratch for LN_f's unused dw, db). */
 #include <stdint.h>
 
 #include "kernels/lm.h"
@@ -46,8 +52,8 @@ static int embed_shape(hfl_layer *ly, char *err) {
 
 static int embed_tensors(const hfl_layer *ly, hfl_param_tensor out[HFL_MAX_PARAM_TENSORS]) {
     size_t nte = (size_t)ly->vocab * ly->units, npe = (size_t)seq_len(ly) * ly->units;
-    out[0] = (hfl_param_tensor){"wte", 0, nte, 1, HFL_INIT_NORMAL, 0.02f};
-    out[1] = (hfl_param_tensor){"wpe", nte, npe, 1, HFL_INIT_NORMAL, 0.02f};
+    out[0] = (hfl_param_tensor){"wte.weight", 0, nte, 1, HFL_INIT_NORMAL, 0.02f, ly->units};
+    out[1] = (hfl_param_tensor){"wpe.weight", nte, npe, 1, HFL_INIT_NORMAL, 0.02f, ly->units};
     return 2;
 }
 
@@ -64,6 +70,7 @@ static void embed_backward(const hfl_backend *be, const hfl_layer *ly, const flo
                            const float *in, const float *out, const float *dout, float *din,
                            float *dparams, const void *saved, void *ws, int batch, int accumulate) {
     (void)params, (void)out, (void)din, (void)saved, (void)ws;
+    if (ly->frozen) return;
     int T = seq_len(ly), C = ly->units, V = ly->vocab;
     float *dwte = dparams, *dwpe = dparams + (size_t)V * C;
     if (!accumulate) be->fill(dwpe, 0.0f, (size_t)T * C);
@@ -83,6 +90,7 @@ static void embed_backward_lp(const hfl_backend *be, hfl_precision lp, const hfl
                               const uint16_t *dout, uint16_t *din, float *dparams,
                               const void *saved, void *ws, int batch, int accumulate) {
     (void)params, (void)out, (void)din, (void)saved, (void)ws;
+    if (ly->frozen) return;
     int T = seq_len(ly), C = ly->units, V = ly->vocab;
     float *dwte = dparams, *dwpe = dparams + (size_t)V * C;
     if (!accumulate) be->fill(dwpe, 0.0f, (size_t)T * C);
@@ -134,7 +142,8 @@ static int block_tensors(const hfl_layer *ly, hfl_param_tensor out[HFL_MAX_PARAM
         int ln = i == 0 || i == 1 || i == 6 || i == 7, weight = i % 2 == 0;
         out[i] = (hfl_param_tensor){names[i], off[i], end - off[i], 1,
                                     ln || !weight ? HFL_INIT_CONST : HFL_INIT_NORMAL,
-                                    ln && weight ? 1.0f : !weight ? 0.0f : 0.02f};
+                                    ln && weight ? 1.0f : !weight ? 0.0f : 0.02f,
+                                    weight && !ln ? (i == 10 ? 4 * C : C) : 0};
     }
     return 12;
 }
@@ -143,12 +152,25 @@ static hfl_gpt_block_params block_view(const float *p, const hfl_layer *ly) {
     return hfl_gpt_block_view((float *)p, width(ly)); /* read-only use: the forward writes none */
 }
 
+/* The block's adapters (file comment): fp32 w, or 2-byte w_lp when p16;
+ * their gradients d when dparams. */
+static ptrdiff_t lora_rel(const hfl_layer *ly) { return (ptrdiff_t)ly->lora_off - (ptrdiff_t)ly->param_off; }
+static hfl_gpt_lora block_lora(const hfl_layer *ly, const float *p, const uint16_t *p16, float *dparams) {
+    hfl_gpt_lora lo = {.r = ly->lora_rank, .scale = ly->lora_scale};
+    int C = width(ly);
+    if (p) lo.w = hfl_gpt_lora_view((float *)p + lora_rel(ly), C, ly->lora_rank);
+    if (p16) lo.w_lp = hfl_gpt_lora_view_lp((uint16_t *)p16 + lora_rel(ly), C, ly->lora_rank);
+    if (dparams) lo.d = hfl_gpt_lora_view(dparams, C, ly->lora_rank);
+    return lo;
+}
+
 static void block_forward(const hfl_backend *be, const hfl_layer *ly, const float *params,
                           const float *in, float *out, void *saved, void *ws, int batch) {
     int T = seq_len(ly), C = width(ly), H = ly->heads;
     hfl_gpt_block_params p = block_view(params, ly);
-    hfl_gpt_block_saved s = hfl_gpt_block_saved_view(saved, batch, T, C, H);
-    hfl_gpt_block_forward(be, &p, in, out, &s, ws, batch, T, C, H);
+    hfl_gpt_block_saved s = hfl_gpt_block_saved_view(saved, batch, T, C, H, ly->lora_rank);
+    hfl_gpt_lora lo = block_lora(ly, params, NULL, NULL);
+    hfl_gpt_block_forward(be, &p, ly->lora_rank ? &lo : NULL, in, out, &s, ws, batch, T, C, H);
 }
 
 static void block_backward(const hfl_backend *be, const hfl_layer *ly, const float *params,
@@ -156,9 +178,15 @@ static void block_backward(const hfl_backend *be, const hfl_layer *ly, const flo
                            float *dparams, const void *saved, void *ws, int batch, int accumulate) {
     (void)out;
     int T = seq_len(ly), C = width(ly), H = ly->heads;
-    hfl_gpt_block_params p = block_view(params, ly), d = hfl_gpt_block_view(dparams, C);
-    hfl_gpt_block_saved s = hfl_gpt_block_saved_view((float *)saved, batch, T, C, H);
-    hfl_gpt_block_backward(be, &p, &d, in, &s, dout, din, ws, batch, T, C, H, accumulate);
+    hfl_gpt_block_params p = block_view(params, ly);
+    hfl_gpt_block_saved s = hfl_gpt_block_saved_view((float *)saved, batch, T, C, H, ly->lora_rank);
+    if (ly->lora_rank) {
+        hfl_gpt_lora lo = block_lora(ly, params, NULL, dparams);
+        hfl_gpt_block_backward(be, &p, NULL, &lo, in, &s, dout, din, ws, batch, T, C, H, accumulate);
+        return;
+    }
+    hfl_gpt_block_params d = hfl_gpt_block_view(dparams, C);
+    hfl_gpt_block_backward(be, &p, &d, NULL, in, &s, dout, din, ws, batch, T, C, H, accumulate);
 }
 
 static void block_forward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
@@ -166,8 +194,9 @@ static void block_forward_lp(const hfl_backend *be, hfl_precision lp, const hfl_
                              void *ws, int batch) {
     int T = seq_len(ly), C = width(ly), H = ly->heads;
     hfl_gpt_block_params_lp p = hfl_gpt_block_view_lp((uint16_t *)params, C);
-    hfl_gpt_block_saved_lp s = hfl_gpt_block_saved_view_lp(saved, batch, T, C, H);
-    hfl_gpt_block_forward_lp(be, lp, &p, in, out, &s, ws, batch, T, C, H);
+    hfl_gpt_block_saved_lp s = hfl_gpt_block_saved_view_lp(saved, batch, T, C, H, ly->lora_rank);
+    hfl_gpt_lora lo = block_lora(ly, NULL, params, NULL);
+    hfl_gpt_block_forward_lp(be, lp, &p, ly->lora_rank ? &lo : NULL, in, out, &s, ws, batch, T, C, H);
 }
 
 static void block_backward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
@@ -177,26 +206,32 @@ static void block_backward_lp(const hfl_backend *be, hfl_precision lp, const hfl
     (void)out;
     int T = seq_len(ly), C = width(ly), H = ly->heads;
     hfl_gpt_block_params_lp p = hfl_gpt_block_view_lp((uint16_t *)params, C);
+    hfl_gpt_block_saved_lp s = hfl_gpt_block_saved_view_lp((void *)saved, batch, T, C, H, ly->lora_rank);
+    if (ly->lora_rank) {
+        hfl_gpt_lora lo = block_lora(ly, NULL, params, dparams);
+        hfl_gpt_block_backward_lp(be, lp, &p, NULL, &lo, in, &s, dout, din, ws, batch, T, C, H, accumulate);
+        return;
+    }
     hfl_gpt_block_params d = hfl_gpt_block_view(dparams, C);
-    hfl_gpt_block_saved_lp s = hfl_gpt_block_saved_view_lp((void *)saved, batch, T, C, H);
-    hfl_gpt_block_backward_lp(be, lp, &p, &d, in, &s, dout, din, ws, batch, T, C, H, accumulate);
+    hfl_gpt_block_backward_lp(be, lp, &p, &d, NULL, in, &s, dout, din, ws, batch, T, C, H, accumulate);
 }
 
 static size_t block_fwd_ws(const hfl_layer *ly, int batch) {
     return hfl_attention_fwd_ws_bytes(batch, seq_len(ly), width(ly), ly->heads);
 }
 static size_t block_bwd_ws(const hfl_layer *ly, int batch) {
-    return hfl_gpt_block_ws_bytes(batch, seq_len(ly), width(ly), ly->heads);
+    return hfl_gpt_block_ws_bytes(batch, seq_len(ly), width(ly), ly->heads, ly->lora_rank);
 }
 /* The 2-byte forward stages its GEMMs in the backward's tail (gpt_lp.c). */
 static size_t block_ws_lp(const hfl_layer *ly, int batch) {
-    return hfl_gpt_block_ws_bytes_lp(batch, seq_len(ly), width(ly), ly->heads);
+    return hfl_gpt_block_ws_bytes_lp(batch, seq_len(ly), width(ly), ly->heads, ly->lora_rank);
 }
 static size_t block_saved(const hfl_layer *ly, int batch) {
-    return hfl_gpt_block_saved_floats(batch, seq_len(ly), width(ly), ly->heads) * sizeof(float);
+    return hfl_gpt_block_saved_floats(batch, seq_len(ly), width(ly), ly->heads, ly->lora_rank) *
+           sizeof(float);
 }
 static size_t block_saved_lp(const hfl_layer *ly, int batch) {
-    return hfl_gpt_block_saved_bytes_lp(batch, seq_len(ly), width(ly), ly->heads);
+    return hfl_gpt_block_saved_bytes_lp(batch, seq_len(ly), width(ly), ly->heads, ly->lora_rank);
 }
 
 /* Per sample: the four projections (24 T C^2) and attention's two T x T x C
@@ -237,8 +272,8 @@ static int head_shape(hfl_layer *ly, char *err) {
 
 static int head_tensors(const hfl_layer *ly, hfl_param_tensor out[HFL_MAX_PARAM_TENSORS]) {
     size_t C = (size_t)width(ly);
-    out[0] = (hfl_param_tensor){"ln_f.weight", 0, C, 1, HFL_INIT_CONST, 1.0f};
-    out[1] = (hfl_param_tensor){"ln_f.bias", C, C, 1, HFL_INIT_CONST, 0.0f};
+    out[0] = (hfl_param_tensor){"ln_f.weight", 0, C, 1, HFL_INIT_CONST, 1.0f, 0};
+    out[1] = (hfl_param_tensor){"ln_f.bias", C, C, 1, HFL_INIT_CONST, 0.0f, 0};
     return 2;
 }
 
@@ -262,9 +297,19 @@ static void head_backward(const hfl_backend *be, const hfl_layer *ly, const floa
     (void)out;
     int C = width(ly), rows = (int)head_rows(ly, batch);
     const float *hf = saved, *mean = hf + (size_t)rows * C, *rstd = mean + rows;
+    if (ly->frozen) { /* dx only: LN_f's dw, db into the scratch after dhf */
+        float *scratch = (float *)ws + (size_t)rows * C;
+        hfl_gpt_head_backward(be, in, params, params + tie(ly), hf, mean, rstd, dout, NULL, scratch,
+                              scratch + C, din, ws, rows, C, ly->vocab, 0);
+        return;
+    }
     hfl_gpt_head_backward(be, in, params, params + tie(ly), hf, mean, rstd, dout,
                           dparams + tie(ly), dparams, dparams + C, din, ws, rows, C, ly->vocab,
                           accumulate);
+}
+
+static size_t head_fwd_ws_lp(const hfl_layer *ly, int batch) {
+    return hfl_gpt_head_ws_bytes_lp((int)head_rows(ly, batch), width(ly), ly->vocab);
 }
 
 /* 2-byte saved: hf (2-byte, 64-aligned), then fp32 mean and rstd. */
@@ -289,19 +334,24 @@ static void head_backward_lp(const hfl_backend *be, hfl_precision lp, const hfl_
     const float *mean = (const float *)((const char *)saved + al64((size_t)rows * C * 2));
     uint16_t *dhf = ws;
     void *stage = (char *)ws + al64((size_t)rows * C * 2);
+    if (ly->frozen) { /* dx only: LN_f's dw, db into the scratch after the staging */
+        float *scratch = (float *)((char *)stage + al64(head_fwd_ws_lp(ly, batch)));
+        hfl_gpt_head_backward_lp(be, lp, in, params, params + tie(ly), hf, mean, mean + rows, dout,
+                                 NULL, scratch, scratch + C, din, dhf, stage, rows, C, ly->vocab, 0);
+        return;
+    }
     hfl_gpt_head_backward_lp(be, lp, in, params, params + tie(ly), hf, mean, mean + rows, dout,
                              dparams + tie(ly), dparams, dparams + C, din, dhf, stage, rows, C,
                              ly->vocab, accumulate);
 }
 
 static size_t head_bwd_ws(const hfl_layer *ly, int batch) {
-    return head_rows(ly, batch) * width(ly) * sizeof(float);
-}
-static size_t head_fwd_ws_lp(const hfl_layer *ly, int batch) {
-    return hfl_gpt_head_ws_bytes_lp((int)head_rows(ly, batch), width(ly), ly->vocab);
+    return (head_rows(ly, batch) * width(ly) + (ly->frozen ? 2 * (size_t)width(ly) : 0)) * sizeof(float);
 }
 static size_t head_bwd_ws_lp(const hfl_layer *ly, int batch) {
-    return al64(head_rows(ly, batch) * width(ly) * 2) + head_fwd_ws_lp(ly, batch);
+    size_t stage = head_fwd_ws_lp(ly, batch);
+    return al64(head_rows(ly, batch) * width(ly) * 2) +
+           (ly->frozen ? al64(stage) + 2 * (size_t)width(ly) * sizeof(float) : stage);
 }
 static size_t head_saved(const hfl_layer *ly, int batch) {
     return head_rows(ly, batch) * (width(ly) + 2) * sizeof(float);

@@ -12,6 +12,7 @@
 
 #include "kernels/philox.h"
 #include "model/layers.h"
+#include "model/lora.h"
 #include "model/model.h"
 #include "util/util.h"
 
@@ -81,6 +82,32 @@ int hfl_model_spec_finish(hfl_model_spec *spec, char *err) {
     if (!lm && last->out < 2)
         return hfl_errf(err, "model '%s': layer %d (dense): the last layer needs at least 2 outputs (classes), got %d",
                         name, spec->n_layers - 1, last->out);
+    /* LoRA: the adapters' blocks after every layer's, all that trains (model.h) */
+    spec->train_off = spec->lora_rank ? off : 0;
+    for (int l = 0; l < spec->n_layers; l++) {
+        hfl_layer *ly = &spec->layers[l];
+        ly->frozen = spec->lora_rank > 0;
+        ly->lora_rank = 0, ly->lora_scale = 0.0f, ly->lora_off = 0;
+        if (!spec->lora_rank || ly->kind != HFL_LAYER_GPT_BLOCK) continue;
+        ly->lora_rank = spec->lora_rank;
+        ly->lora_scale = spec->lora_alpha / (float)spec->lora_rank;
+        ly->lora_off = off;
+        off += hfl_gpt_lora_n_params(ly->in_shape.w, spec->lora_rank);
+    }
+    if (spec->lora_rank) {
+        int C = spec->layers[0].units;
+        if (!lm || spec->n_layers < 3)
+            return hfl_errf(err, "model '%s': LoRA adapters need a language model with gpt_block layers", name);
+        if (spec->lora_rank < 1 || spec->lora_rank > C)
+            return hfl_errf(err, "model '%s': LoRA rank %d outside [1, %d] (the width)", name, spec->lora_rank, C);
+        if (!(spec->lora_alpha > 0.0f && spec->lora_alpha <= 65536.0f))
+            return hfl_errf(err, "model '%s': LoRA alpha %g outside (0, 65536]", name, (double)spec->lora_alpha);
+        if (off > HFL_MODEL_MAX_PARAMS)
+            return hfl_errf(err, "model '%s': more than %zu parameters with its adapters", name, HFL_MODEL_MAX_PARAMS);
+    } else {
+        spec->lora_alpha = 0.0f;
+    }
+    spec->n_trainable = off - spec->train_off;
     spec->in_dim = (int)shape_features(spec->input);
     spec->label_rows = lm ? last->out_shape.c : 1;
     spec->n_classes = lm ? last->vocab : last->out;
@@ -97,12 +124,15 @@ int hfl_model_spec_check(const hfl_model_spec *spec, char *err) {
         const hfl_layer *a = &spec->layers[l], *b = &want.layers[l];
         if (!same_shape(a->in_shape, b->in_shape) || !same_shape(a->out_shape, b->out_shape) ||
             a->in != b->in || a->out != b->out || a->param_off != b->param_off ||
-            a->n_params != b->n_params || a->vocab != b->vocab || a->tie_off != b->tie_off)
+            a->n_params != b->n_params || a->vocab != b->vocab || a->tie_off != b->tie_off ||
+            a->lora_rank != b->lora_rank || a->lora_scale != b->lora_scale ||
+            a->lora_off != b->lora_off || a->frozen != b->frozen)
             return hfl_errf(err, "model '%s': layer %d: shapes or parameter block inconsistent "
                             "with the layers before it", spec->name, l);
     }
     if (spec->in_dim != want.in_dim || spec->n_classes != want.n_classes ||
-        spec->n_params != want.n_params || spec->label_rows != want.label_rows)
+        spec->n_params != want.n_params || spec->label_rows != want.label_rows ||
+        spec->train_off != want.train_off || spec->n_trainable != want.n_trainable)
         return hfl_errf(err, "model '%s': in_dim, n_classes or n_params inconsistent with its layers",
                         spec->name);
     return 0;
@@ -171,7 +201,29 @@ int hfl_model_builtin(const char *name, hfl_model_spec *spec, char *err) {
  * regenerated on its own, on the CPU or on a GPU: a fan-in uniform from one
  * draw; a normal by Box-Muller from the draw at i and the one at index
  * i + 2^32 (a counter no block reaches). */
+/* LoRA adapters as PEFT starts them (Hu et al. 2021, section 4.1: A random,
+ * B zero, so a new adapter leaves the model as it was): each A from
+ * U(-1/sqrt(in), 1/sqrt(in)) (PEFT's kaiming_uniform with a = sqrt(5)), on
+ * philox tensor HFL_MAX_LAYERS + l. */
+static void init_lora(const hfl_layer *ly, int l, float *params, uint64_t seed) {
+    int C = ly->in_shape.w, r = ly->lora_rank;
+    size_t off[8], n = hfl_gpt_lora_n_params(C, r);
+    hfl_gpt_lora_offsets(C, r, off);
+    float *p = params + ly->lora_off;
+    for (int t = 0; t < 8; t++) {
+        size_t end = t < 7 ? off[t + 1] : n;
+        float bound = 1.0f / sqrtf((float)(t == 6 ? 4 * C : C));
+        for (size_t i = off[t]; i < end; i++)
+            p[i] = t % 2 ? 0.0f
+                         : bound * (2.0f * hfl_u01(hfl_philox_u32(seed, HFL_STREAM_INIT, 0, 0,
+                                                                  (uint32_t)(HFL_MAX_LAYERS + l), i)) -
+                                    1.0f);
+    }
+}
+
 void hfl_model_init_params(const hfl_model_spec *spec, float *params, uint64_t seed) {
+    for (int l = 0; l < spec->n_layers; l++)
+        if (spec->layers[l].lora_rank) init_lora(&spec->layers[l], l, params, seed);
     for (int l = 0; l < spec->n_layers; l++) {
         const hfl_layer *ly = &spec->layers[l];
         hfl_param_tensor pt[HFL_MAX_PARAM_TENSORS];

@@ -26,6 +26,14 @@
  * weight is the embedding's wte (tie_off), whose gradient both backward
  * passes add to (the head runs first and writes it).
  *
+ * LoRA (model/lora.h; Hu et al. 2021): a language model's spec may carry
+ * adapters of rank lora_rank (scale lora_alpha / lora_rank) on every
+ * block's four projections. Their blocks (16 r C floats each, block order)
+ * follow every layer's block in the parameter vector, from train_off on,
+ * and they are all that trains: n_trainable = n_params - train_off floats
+ * have gradients, optimizer state and updates; everything before train_off
+ * is frozen. Without LoRA, train_off = 0 and n_trainable = n_params.
+ *
  * What each layer kind computes and which tensors its backward keeps is in
  * model/layers.h; a trainer runs a memory plan (model/planner.h: every
  * buffer of a step, its lifetime and its offset, under a checkpoint
@@ -72,6 +80,10 @@ typedef struct {
     int heads;        /* gpt_block: attention heads H (units is unused: C is the input's) */
     size_t tie_off;   /* lm_head: offset of the embedding's wte in the parameter vector
                          (derived; the head's weight is that tensor, GPT-2's tying) */
+    int lora_rank;    /* gpt_block: its adapters' rank r (the spec's; 0: none) */
+    float lora_scale; /* gpt_block: alpha / r */
+    size_t lora_off;  /* gpt_block with adapters: their block's offset in the parameter vector */
+    int frozen;       /* its own parameters do not train (the spec has LoRA) */
     int chunk;        /* conv2d: samples unfolded per batched GEMM in the plan this layer
                          runs under (the planner sets it from cfg.conv_chunk; 0 = 1); not
                          part of the model: specs, JSON and the wire never carry it */
@@ -86,6 +98,10 @@ typedef struct {
     int label_rows;        /* labels (rows of n_classes logits) per sample: 1, or T for a
                               language model (one next token per position) */
     size_t n_params;
+    int lora_rank;         /* LoRA adapters' rank (0: none) and alpha (LANGUAGE MODELS) */
+    float lora_alpha;
+    size_t train_off;      /* the trainable part of the parameter vector: [train_off, n_params) */
+    size_t n_trainable;
 } hfl_model_spec;
 
 /* Fills spec for a built-in model ("mlp" or "cnn"). Returns -1 with err for an unknown name. */
@@ -130,6 +146,8 @@ int hfl_model_spec_check(const hfl_model_spec *spec, char *err);
  *   conv2d: "out", "kernel", optional "pad" (default 0), "stride" (default 1);
  *   maxpool2d: "size", optional "stride" (default size);
  *   embedding: "vocab", "width";  gpt_block: "heads";  lm_head: nothing.
+ * A language model may add "lora": {"rank": r, "alpha": a} (a optional,
+ * default r; r from 1 to the width): adapters on every block, the rest frozen.
  * e.g. {"name": "gpt-tiny", "input": [64], "layers": [{"type": "embedding",
  * "vocab": 256, "width": 64}, {"type": "gpt_block", "heads": 4},
  * {"type": "gpt_block", "heads": 4}, {"type": "lm_head"}]}.
@@ -214,7 +232,8 @@ const hfl_plan *hfl_trainer_plan(const hfl_trainer *t); /* the trainer's copy of
 
 /* Parameters are fp32 in every precision: set writes the master weights (and
  * rounds the working copy from them), get reads the master weights. Gradients
- * are fp32 and unscaled (d(mean loss)/d(params), whatever the loss scale). */
+ * are fp32 and unscaled (d(mean loss)/d(params), whatever the loss scale),
+ * n_trainable of them: those of [train_off, n_params) (all, without LoRA). */
 void hfl_trainer_set_params(hfl_trainer *t, const float *host_params);
 void hfl_trainer_get_params(const hfl_trainer *t, float *host_params);
 void hfl_trainer_get_grads(const hfl_trainer *t, float *host_grads);

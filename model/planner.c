@@ -360,17 +360,20 @@ int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_pl
                            "params", 0);
     p->master = lp ? add_buffer(&b, HFL_BUF_MASTER, -1, spec->n_params, sizeof(float), "master", 0)
                    : -1;
-    p->grads = add_buffer(&b, HFL_BUF_GRADS, -1, spec->n_params, sizeof(float), "grads", 0);
-    p->momentum = cfg->momentum ? add_buffer(&b, HFL_BUF_OPTIMIZER, -1, spec->n_params,
+    /* Gradients and optimizer state: the trainable part only (all of it
+     * without LoRA; the adapters with). */
+    size_t nt = spec->n_trainable;
+    p->grads = add_buffer(&b, HFL_BUF_GRADS, -1, nt, sizeof(float), "grads", 0);
+    p->momentum = cfg->momentum ? add_buffer(&b, HFL_BUF_OPTIMIZER, -1, nt,
                                              sizeof(float), "momentum", 0)
                                 : -1;
-    p->anchor = cfg->anchor ? add_buffer(&b, HFL_BUF_OPTIMIZER, -1, spec->n_params, sizeof(float),
+    p->anchor = cfg->anchor ? add_buffer(&b, HFL_BUF_OPTIMIZER, -1, nt, sizeof(float),
                                          "anchor", 0)
                             : -1;
     p->adam_m = p->adam_v = -1;
     if (cfg->adamw) {
-        p->adam_m = add_buffer(&b, HFL_BUF_OPTIMIZER, -1, spec->n_params, sizeof(float), "adam.m", 0);
-        p->adam_v = add_buffer(&b, HFL_BUF_OPTIMIZER, -1, spec->n_params, sizeof(float), "adam.v", 0);
+        p->adam_m = add_buffer(&b, HFL_BUF_OPTIMIZER, -1, nt, sizeof(float), "adam.m", 0);
+        p->adam_v = add_buffer(&b, HFL_BUF_OPTIMIZER, -1, nt, sizeof(float), "adam.v", 0);
     }
     p->input = add_buffer(&b, HFL_BUF_INPUT, -1, stage_count(&b, 0), b.esize, "a0", 0);
     size_t label_count = b.batch * (size_t)spec->label_rows;

@@ -5,9 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/layers.h"
+#include "model/lora.h"
 #include "util/stfile.h"
 #include "util/util.h"
 
+
+#define ST_MAX_TENSORS (HFL_MAX_PARAM_TENSORS * HFL_MAX_LAYERS)
 
 /* One tensor hfl expects: its name, shape and place in the parameter vector. */
 typedef struct {
@@ -15,9 +19,59 @@ typedef struct {
     int ndim;
     int64_t shape[4];
     size_t off, count; /* floats */
+    int adapter;       /* a LoRA adapter: the file may hold all of them or none */
 } want_tensor;
 
+/* A language model's tensors by nanoGPT's state_dict names: embedding
+ * "transformer.wte.weight" [V, C], "transformer.wpe.weight" [T, C]; block b
+ * (layer b + 1) "transformer.h.<b>.<its tensor>" ([out, in] matrices, the
+ * rest vectors); the head "transformer.ln_f.weight", ".bias". The tied
+ * output projection is wte (nanoGPT's lm_head.weight is that tensor). LoRA
+ * adapters follow as PEFT names them inside a block, e.g.
+ * "transformer.h.<b>.attn.c_attn.lora_A.weight" [r, C] and ".lora_B.weight"
+ * [3C, r]. */
+static int expected_lm(const hfl_model_spec *spec, want_tensor *t) {
+    int n = 0;
+    for (int l = 0; l < spec->n_layers; l++) {
+        const hfl_layer *ly = &spec->layers[l];
+        hfl_param_tensor pt[HFL_MAX_PARAM_TENSORS];
+        int nt = hfl_layer_ops_for(ly->kind)->param_tensors(ly, pt);
+        for (int i = 0; i < nt; i++, n++) {
+            if (ly->kind == HFL_LAYER_GPT_BLOCK)
+                snprintf(t[n].name, sizeof t[n].name, "transformer.h.%d.%s", l - 1, pt[i].name);
+            else
+                snprintf(t[n].name, sizeof t[n].name, "transformer.%s", pt[i].name);
+            t[n].ndim = pt[i].cols ? 2 : 1;
+            t[n].shape[0] = pt[i].cols ? pt[i].count / (size_t)pt[i].cols : pt[i].count;
+            t[n].shape[1] = (size_t)pt[i].cols;
+            t[n].count = pt[i].count;
+            t[n].off = ly->param_off + pt[i].offset;
+            t[n].adapter = 0;
+        }
+    }
+    static const char *const proj[4] = {"attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"};
+    for (int l = 0; l < spec->n_layers; l++) {
+        const hfl_layer *ly = &spec->layers[l];
+        if (!ly->lora_rank) continue;
+        int C = ly->in_shape.w, r = ly->lora_rank, in[4] = {C, C, C, 4 * C}, out[4] = {3 * C, C, 4 * C, C};
+        size_t off[8];
+        hfl_gpt_lora_offsets(C, r, off);
+        for (int k = 0; k < 8; k++, n++) {
+            int a = k % 2 == 0, j = k / 2;
+            snprintf(t[n].name, sizeof t[n].name, "transformer.h.%d.%s.lora_%s.weight", l - 1, proj[j], a ? "A" : "B");
+            t[n].ndim = 2;
+            t[n].shape[0] = a ? r : out[j];
+            t[n].shape[1] = a ? in[j] : r;
+            t[n].count = (size_t)r * (a ? in[j] : out[j]);
+            t[n].off = ly->lora_off + off[k];
+            t[n].adapter = 1;
+        }
+    }
+    return n;
+}
+
 static int expected(const hfl_model_spec *spec, want_tensor *t) {
+    if (spec->layers[0].kind == HFL_LAYER_EMBED) return expected_lm(spec, t);
     int n = 0;
     for (int l = 0; l < spec->n_layers; l++) {
         const hfl_layer *ly = &spec->layers[l];
@@ -40,8 +94,8 @@ static int expected(const hfl_model_spec *spec, want_tensor *t) {
 }
 
 uint8_t *hfl_safetensors_encode(const hfl_model_spec *spec, const float *params, size_t *len, char *err) {
-    want_tensor t[2 * HFL_MAX_LAYERS];
-    hfl_st_put put[2 * HFL_MAX_LAYERS];
+    want_tensor t[ST_MAX_TENSORS];
+    hfl_st_put put[ST_MAX_TENSORS];
     int n = expected(spec, t);
     for (int i = 0; i < n; i++) {
         put[i] = (hfl_st_put){.name = t[i].name, .dtype = "F32", .ndim = t[i].ndim, .data = params + t[i].off};
@@ -59,12 +113,13 @@ int hfl_safetensors_decode(const uint8_t *buf, size_t len, const hfl_model_spec 
                            char *err) {
     hfl_st_file f;
     if (hfl_st_parse(buf, len, &f, err) != 0) return -1;
-    want_tensor t[2 * HFL_MAX_LAYERS];
-    int n = expected(spec, t), rc = 0;
+    want_tensor t[ST_MAX_TENSORS];
+    int n = expected(spec, t), rc = 0, adapters = 0;
     for (int i = 0; rc == 0 && i < f.n; i++) {
         const hfl_st_tensor *e = &f.t[i];
         int k = 0;
         while (k < n && strcmp(e->name, t[k].name)) k++;
+        if (k < n) adapters += t[k].adapter;
         if (k == n) {
             rc = hfl_errf(err, "tensor '%s' is not in model %s", e->name, spec->name);
         } else if (strcmp(e->dtype, "F32")) {
@@ -80,9 +135,13 @@ int hfl_safetensors_decode(const uint8_t *buf, size_t len, const hfl_model_spec 
             }
         }
     }
+    /* A base model without adapters loads into a LoRA spec: they keep their start. */
+    int skip_adapters = adapters == 0;
     for (int k = 0; rc == 0 && k < n; k++)
-        if (!hfl_st_get(&f, t[k].name)) rc = hfl_errf(err, "tensor '%s' is missing (model %s)", t[k].name, spec->name);
-    for (int k = 0; rc == 0 && k < n; k++) memcpy(params + t[k].off, hfl_st_get(&f, t[k].name)->data, t[k].count * sizeof(float));
+        if (!hfl_st_get(&f, t[k].name) && !(t[k].adapter && skip_adapters))
+            rc = hfl_errf(err, "tensor '%s' is missing (model %s)", t[k].name, spec->name);
+    for (int k = 0; rc == 0 && k < n; k++)
+        if (!(t[k].adapter && skip_adapters)) memcpy(params + t[k].off, hfl_st_get(&f, t[k].name)->data, t[k].count * sizeof(float));
     hfl_st_free(&f);
     return rc;
 }

@@ -9,7 +9,12 @@
  * [out, in] (nn.Linear), conv2d [out, in_channels, k, k] (nn.Conv2d); so a
  * PyTorch module whose nn.ModuleList "layers" holds the spec's layers in
  * order (nn.ReLU and nn.MaxPool2d where hfl has them, flattening before the
- * first dense layer) loads the file with load_state_dict. The metadata holds
+ * first dense layer) loads the file with load_state_dict. A language model
+ * (model.h, LANGUAGE MODELS) is written by nanoGPT's state_dict names
+ * instead: "transformer.wte.weight" [V, C], "transformer.wpe.weight" [T, C],
+ * "transformer.h.<b>.ln_1.weight", ".attn.c_attn.weight" [3C, C], ... for
+ * block b, "transformer.ln_f.weight" and ".bias" (the output projection is
+ * wte, tied). The metadata holds
  * "format": "pt" and "hfl_model": the spec as hfl's JSON model format.
  *
  * The reader validates everything before it writes a weight: the container

@@ -19,7 +19,8 @@
 #include "util/util.h"
 
 /* The keys each object may hold; everything else is an error. */
-static const char *const top_keys[] = {"name", "input", "layers", NULL};
+static const char *const top_keys[] = {"name", "input", "layers", "lora", NULL};
+static const char *const lora_keys[] = {"rank", "alpha", NULL};
 static const char *const dense_keys[] = {"type", "out", NULL};
 static const char *const relu_keys[] = {"type", NULL};
 static const char *const conv_keys[] = {"type", "out", "kernel", "pad", "stride", NULL};
@@ -173,6 +174,19 @@ static int spec_from_object(const cJSON *root, hfl_model_spec *spec, char *err) 
     for (const cJSON *l = layers->child; l; l = l->next, i++)
         if (parse_layer(l, i, &spec->layers[i], spec->name, err) != 0) return -1;
     spec->n_layers = n;
+    const cJSON *lora = cJSON_GetObjectItemCaseSensitive(root, "lora");
+    if (lora) {
+        char lw[96];
+        snprintf(lw, sizeof lw, "%s: lora", where);
+        if (!cJSON_IsObject(lora)) return hfl_errf(err, "%s: must be an object {\"rank\": r, \"alpha\": a}", lw);
+        if (check_keys(lora, lora_keys, lw, err) != 0 || get_int(lora, "rank", 0, 0, lw, &spec->lora_rank, err) != 0)
+            return -1;
+        if (spec->lora_rank < 1) return hfl_errf(err, "%s: rank %d must be at least 1", lw, spec->lora_rank);
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(lora, "alpha");
+        if (a && !(cJSON_IsNumber(a) && isfinite(a->valuedouble)))
+            return hfl_errf(err, "%s: \"alpha\" must be a number", lw);
+        spec->lora_alpha = a ? (float)a->valuedouble : (float)spec->lora_rank;
+    }
     return hfl_model_spec_finish(spec, err);
 }
 
@@ -242,6 +256,11 @@ char *hfl_model_spec_to_json(const hfl_model_spec *spec, char *err) {
             add_int(o, "heads", ly->heads);
         }
         cJSON_AddItemToArray(layers, o);
+    }
+    if (spec->lora_rank) {
+        cJSON *lo = cJSON_AddObjectToObject(root, "lora");
+        add_int(lo, "rank", spec->lora_rank);
+        cJSON_AddNumberToObject(lo, "alpha", spec->lora_alpha);
     }
     char *printed = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);

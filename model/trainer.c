@@ -84,6 +84,19 @@ struct hfl_trainer {
     int slot;                  /* the input slot the running ops read */
 };
 
+/* The fp32 weights that train: the parameters (fp32) or master weights from
+ * train_off on. */
+static float *trained(const hfl_trainer *t) {
+    return (t->prec == HFL_PREC_FP32 ? t->params : t->master) + t->spec.train_off;
+}
+
+/* Where layer ly's backward writes its parameter gradients: its block of
+ * the gradient buffer, its adapters' with LoRA, NULL for a frozen layer. */
+static float *layer_grads(const hfl_trainer *t, const hfl_layer *ly) {
+    if (!ly->frozen) return t->grads + ly->param_off;
+    return ly->lora_rank ? t->grads + (ly->lora_off - t->spec.train_off) : NULL;
+}
+
 /* A buffer's address, or NULL for index -1. The input batch and labels are
  * those of the slot the running step reads. */
 static void *buf(const hfl_trainer *t, int i) {
@@ -121,7 +134,8 @@ static void scalars_reset_loss(hfl_trainer *t) {
 static int plan_fits_spec(const hfl_plan *p, const hfl_model_spec *s, char *err) {
     const hfl_model_spec *q = &p->spec;
     if (q->n_layers != s->n_layers || q->n_params != s->n_params || q->in_dim != s->in_dim ||
-        q->n_classes != s->n_classes || q->label_rows != s->label_rows)
+        q->n_classes != s->n_classes || q->label_rows != s->label_rows ||
+        q->train_off != s->train_off || q->n_trainable != s->n_trainable)
         return hfl_errf(err, "trainer: the plan was made for model %s, not %s", q->name, s->name);
     for (int l = 0; l < s->n_layers; l++) {
         const hfl_layer *a = &q->layers[l], *b = &s->layers[l];
@@ -129,7 +143,8 @@ static int plan_fits_spec(const hfl_plan *p, const hfl_model_spec *s, char *err)
             a->param_off != b->param_off || a->n_params != b->n_params || a->kernel != b->kernel ||
             a->stride != b->stride || a->pad != b->pad || a->in_shape.c != b->in_shape.c ||
             a->in_shape.h != b->in_shape.h || a->vocab != b->vocab || a->heads != b->heads ||
-            a->tie_off != b->tie_off)
+            a->tie_off != b->tie_off || a->lora_rank != b->lora_rank ||
+            a->lora_scale != b->lora_scale || a->lora_off != b->lora_off || a->frozen != b->frozen)
             return hfl_errf(err, "trainer: the plan's layer %d differs from the model's", l);
     }
     return 0;
@@ -192,11 +207,11 @@ hfl_trainer *hfl_trainer_create_plan(const hfl_model_spec *spec, const hfl_backe
         be->fill(t->master, 0.0f, spec->n_params);
         be->round_lp(t->prec, t->working, t->master, spec->n_params);
     }
-    be->fill(t->grads, 0.0f, spec->n_params);
-    if (t->momentum) be->fill(t->momentum, 0.0f, spec->n_params);
+    be->fill(t->grads, 0.0f, spec->n_trainable);
+    if (t->momentum) be->fill(t->momentum, 0.0f, spec->n_trainable);
     /* Written now, not first when a round sets it: a measured step (what a
      * client verifies its plan with) then pays for the anchor's pages. */
-    if (t->anchor) be->fill(t->anchor, 0.0f, spec->n_params);
+    if (t->anchor) be->fill(t->anchor, 0.0f, spec->n_trainable);
     if (t->adam_m) hfl_trainer_reset_optimizer(t);
     return t;
 }
@@ -248,14 +263,14 @@ void hfl_trainer_get_params(const hfl_trainer *t, float *host_params) {
 }
 
 void hfl_trainer_get_grads(const hfl_trainer *t, float *host_grads) {
-    t->be->download(host_grads, t->grads, t->spec.n_params * sizeof(float));
+    t->be->download(host_grads, t->grads, t->spec.n_trainable * sizeof(float));
 }
 
 void hfl_trainer_reset_optimizer(hfl_trainer *t) {
-    if (t->momentum) t->be->fill(t->momentum, 0.0f, t->spec.n_params);
+    if (t->momentum) t->be->fill(t->momentum, 0.0f, t->spec.n_trainable);
     if (t->adam_m) {
-        t->be->fill(t->adam_m, 0.0f, t->spec.n_params);
-        t->be->fill(t->adam_v, 0.0f, t->spec.n_params);
+        t->be->fill(t->adam_m, 0.0f, t->spec.n_trainable);
+        t->be->fill(t->adam_v, 0.0f, t->spec.n_trainable);
         t->adam_steps = 0;
         t->adam_skipped0 = hfl_trainer_skipped_steps(t);
     }
@@ -276,9 +291,7 @@ void hfl_trainer_set_prox(hfl_trainer *t, float mu) {
         abort();
     }
     t->prox_mu = mu;
-    if (mu != 0.0f)
-        t->be->copy(t->anchor, t->prec == HFL_PREC_FP32 ? t->params : t->master,
-                    t->spec.n_params * sizeof(float));
+    if (mu != 0.0f) t->be->copy(t->anchor, trained(t), t->spec.n_trainable * sizeof(float));
 }
 
 hfl_precision hfl_trainer_precision(const hfl_trainer *t) { return t->prec; }
@@ -398,7 +411,7 @@ static void run_ops_lp(hfl_trainer *t, int end, int n, int train, int mean_rows,
         case HFL_OP_BACKWARD:
             t->ops[op->layer]->backward_lp(be, lp, ly, t->working + ly->param_off, buf(t, op->in),
                                            buf(t, op->out), buf(t, op->dout), buf(t, op->din),
-                                           t->grads + ly->param_off, buf(t, op->saved),
+                                           layer_grads(t, ly), buf(t, op->saved),
                                            buf(t, op->ws), n, accumulate);
             break;
         case HFL_OP_OPTIMIZER:
@@ -438,7 +451,7 @@ static void run_ops(hfl_trainer *t, int end, int n, int train, int mean_rows, in
         case HFL_OP_BACKWARD:
             t->ops[op->layer]->backward(be, ly, t->params + ly->param_off, buf(t, op->in),
                                         buf(t, op->out), buf(t, op->dout), buf(t, op->din),
-                                        t->grads + ly->param_off, buf(t, op->saved),
+                                        layer_grads(t, ly), buf(t, op->saved),
                                         buf(t, op->ws), n, accumulate);
             break;
         case HFL_OP_OPTIMIZER:
@@ -460,21 +473,22 @@ static void run_adamw(hfl_trainer *t, float lr, float momentum, float weight_dec
         abort();
     }
     const hfl_backend *be = t->be;
-    size_t n = t->spec.n_params;
+    size_t n = t->spec.n_trainable;
     long step = ++t->adam_steps;
     if (t->prec == HFL_PREC_FP16) step -= (long)(hfl_trainer_skipped_steps(t) - t->adam_skipped0);
     hfl_adamw_args a = hfl_adamw_make(lr, t->beta1, t->beta2, t->eps, weight_decay, step);
     if (t->prec == HFL_PREC_FP32) {
-        be->lm->adamw_step(t->params, t->adam_m, t->adam_v, t->grads, n, a);
+        be->lm->adamw_step(trained(t), t->adam_m, t->adam_v, t->grads, n, a);
         return;
     }
     int fp16 = t->prec == HFL_PREC_FP16;
-    be->lm->adamw_step_lp(t->prec, t->master, t->adam_m, t->adam_v, t->grads, t->working, n, a,
-                          fp16 ? t->sc : NULL);
+    be->lm->adamw_step_lp(t->prec, trained(t), t->adam_m, t->adam_v, t->grads,
+                          t->working + t->spec.train_off, n, a, fp16 ? t->sc : NULL);
     if (fp16) be->scaler_update(t->sc, HFL_LOSS_SCALE_INTERVAL);
 }
 
-/* The OPTIMIZER op: one update over the whole contiguous vector, weights and
+/* The OPTIMIZER op: one update over the trainable part of the vector
+ * (model.h: all of it, or LoRA's adapters), weights and
  * biases alike (PyTorch's SGD also decays biases unless told otherwise),
  * after FedProx's proximal gradient when it is on. */
 static void run_optimizer(hfl_trainer *t, float lr, float momentum, float weight_decay) {
@@ -484,20 +498,19 @@ static void run_optimizer(hfl_trainer *t, float lr, float momentum, float weight
         abort();
     }
     const hfl_backend *be = t->be;
-    size_t n = t->spec.n_params;
-    if (t->prox_mu != 0.0f)
-        be->prox_grad(t->grads, t->prec == HFL_PREC_FP32 ? t->params : t->master, t->anchor, n,
-                      t->prox_mu);
+    size_t n = t->spec.n_trainable;
+    if (t->prox_mu != 0.0f) be->prox_grad(t->grads, trained(t), t->anchor, n, t->prox_mu);
     if (t->adamw) {
         run_adamw(t, lr, momentum, weight_decay);
         return;
     }
     if (t->prec == HFL_PREC_FP32) {
-        be->sgd_step(t->params, t->momentum, t->grads, n, lr, momentum, weight_decay);
+        be->sgd_step(trained(t), t->momentum, t->grads, n, lr, momentum, weight_decay);
         return;
     }
     int fp16 = t->prec == HFL_PREC_FP16;
-    be->sgd_step_lp(t->prec, t->master, t->momentum, t->grads, t->working, n, lr, momentum,
+    be->sgd_step_lp(t->prec, trained(t), t->momentum, t->grads, t->working + t->spec.train_off, n,
+                    lr, momentum,
                     weight_decay, fp16 ? t->sc : NULL);
     if (fp16) be->scaler_update(t->sc, HFL_LOSS_SCALE_INTERVAL);
 }
@@ -505,7 +518,7 @@ static void run_optimizer(hfl_trainer *t, float lr, float momentum, float weight
 /* In bf16/fp16 the gradients are scaled by the loss scale until the step's
  * last micro-batch: one pass divides them and checks them for Inf/NaN. */
 static void finish_grads(hfl_trainer *t) {
-    if (t->prec != HFL_PREC_FP32) t->be->unscale_grads(t->grads, t->spec.n_params, t->sc);
+    if (t->prec != HFL_PREC_FP32) t->be->unscale_grads(t->grads, t->spec.n_trainable, t->sc);
 }
 
 void hfl_trainer_grads_staged(hfl_trainer *t, int first, int last, int total_rows) {

@@ -276,8 +276,8 @@ static void test_attention_lp(hfl_precision lp, int n, int T, int Cc, int H) {
 }
 
 static void test_block(int n, int T, int Cc, int H) {
-    size_t rc = (size_t)n * T * Cc, np = hfl_gpt_block_n_params(Cc), sf = hfl_gpt_block_saved_floats(n, T, Cc, H);
-    size_t wsf = hfl_gpt_block_ws_bytes(n, T, Cc, H) / sizeof(float);
+    size_t rc = (size_t)n * T * Cc, np = hfl_gpt_block_n_params(Cc), sf = hfl_gpt_block_saved_floats(n, T, Cc, H, 0);
+    size_t wsf = hfl_gpt_block_ws_bytes(n, T, Cc, H, 0) / sizeof(float);
     float *pw = rnd(20, np, 0.2f), *x = rnd(21, rc, 1), *dout = rnd(22, rc, 1);
     float *out = malloc(sizeof(float) * rc), *saved = malloc(sizeof(float) * sf), *ws = malloc(sizeof(float) * wsf);
     float *grads = malloc(sizeof(float) * np), *dx = malloc(sizeof(float) * rc);
@@ -285,15 +285,15 @@ static void test_block(int n, int T, int Cc, int H) {
     float *d_saved = dev(NULL, sf), *d_ws = dev(NULL, wsf), *d_grads = dev(NULL, np), *d_dx = dev(NULL, rc);
     hfl_gpt_block_params p = hfl_gpt_block_view(pw, Cc), d = hfl_gpt_block_view(grads, Cc);
     hfl_gpt_block_params gp = hfl_gpt_block_view(d_pw, Cc), gd = hfl_gpt_block_view(d_grads, Cc);
-    hfl_gpt_block_saved s = hfl_gpt_block_saved_view(saved, n, T, Cc, H);
-    hfl_gpt_block_saved gs = hfl_gpt_block_saved_view(d_saved, n, T, Cc, H);
-    hfl_gpt_block_forward(C, &p, x, out, &s, ws, n, T, Cc, H);
-    hfl_gpt_block_forward(G, &gp, d_x, d_out, &gs, d_ws, n, T, Cc, H);
+    hfl_gpt_block_saved s = hfl_gpt_block_saved_view(saved, n, T, Cc, H, 0);
+    hfl_gpt_block_saved gs = hfl_gpt_block_saved_view(d_saved, n, T, Cc, H, 0);
+    hfl_gpt_block_forward(C, &p, NULL, x, out, &s, ws, n, T, Cc, H);
+    hfl_gpt_block_forward(G, &gp, NULL, d_x, d_out, &gs, d_ws, n, T, Cc, H);
     char what[96];
     snprintf(what, sizeof what, "block forward n%d T%d C%d H%d", n, T, Cc, H);
     same(what, d_out, out, rc, 1e-4);
-    hfl_gpt_block_backward(C, &p, &d, x, &s, dout, dx, ws, n, T, Cc, H, 0);
-    hfl_gpt_block_backward(G, &gp, &gd, d_x, &gs, d_dout, d_dx, d_ws, n, T, Cc, H, 0);
+    hfl_gpt_block_backward(C, &p, &d, NULL, x, &s, dout, dx, ws, n, T, Cc, H, 0);
+    hfl_gpt_block_backward(G, &gp, &gd, NULL, d_x, &gs, d_dout, d_dx, d_ws, n, T, Cc, H, 0);
     snprintf(what, sizeof what, "block backward dx n%d T%d C%d H%d", n, T, Cc, H);
     same(what, d_dx, dx, rc, 1e-4);
     snprintf(what, sizeof what, "block backward parameter gradients n%d T%d C%d H%d", n, T, Cc, H);
@@ -305,7 +305,7 @@ static void test_block(int n, int T, int Cc, int H) {
 
 static void test_block_lp(hfl_precision lp, int n, int T, int Cc, int H) {
     size_t rc = (size_t)n * T * Cc, np = hfl_gpt_block_n_params(Cc);
-    size_t sb = hfl_gpt_block_saved_bytes_lp(n, T, Cc, H), wsb = hfl_gpt_block_ws_bytes_lp(n, T, Cc, H);
+    size_t sb = hfl_gpt_block_saved_bytes_lp(n, T, Cc, H, 0), wsb = hfl_gpt_block_ws_bytes_lp(n, T, Cc, H, 0);
     uint16_t *pw = rnd16(lp, 80, np, 0.2f), *x = rnd16(lp, 81, rc, 1), *dout = rnd16(lp, 82, rc, 1);
     uint16_t *out = malloc(rc * 2), *dx = malloc(rc * 2);
     float *grads = malloc(sizeof(float) * np);
@@ -315,15 +315,15 @@ static void test_block_lp(hfl_precision lp, int n, int T, int Cc, int H) {
     float *d_grads = dev(NULL, np);
     hfl_gpt_block_params_lp p = hfl_gpt_block_view_lp(pw, Cc), gp = hfl_gpt_block_view_lp(d_pw, Cc);
     hfl_gpt_block_params d = hfl_gpt_block_view(grads, Cc), gd = hfl_gpt_block_view(d_grads, Cc);
-    hfl_gpt_block_saved_lp s = hfl_gpt_block_saved_view_lp(saved, n, T, Cc, H);
-    hfl_gpt_block_saved_lp gs = hfl_gpt_block_saved_view_lp(d_saved, n, T, Cc, H);
-    hfl_gpt_block_forward_lp(C, lp, &p, x, out, &s, ws, n, T, Cc, H);
-    hfl_gpt_block_forward_lp(G, lp, &gp, d_x, d_out, &gs, d_ws, n, T, Cc, H);
+    hfl_gpt_block_saved_lp s = hfl_gpt_block_saved_view_lp(saved, n, T, Cc, H, 0);
+    hfl_gpt_block_saved_lp gs = hfl_gpt_block_saved_view_lp(d_saved, n, T, Cc, H, 0);
+    hfl_gpt_block_forward_lp(C, lp, &p, NULL, x, out, &s, ws, n, T, Cc, H);
+    hfl_gpt_block_forward_lp(G, lp, &gp, NULL, d_x, d_out, &gs, d_ws, n, T, Cc, H);
     /* Attention's amplification (above) plus four rounded GEMMs: an H200
      * gave 7.3 ulps in bf16, 6.6 in fp16. */
     same_lp("block forward", lp, d_out, out, rc, 12);
-    hfl_gpt_block_backward_lp(C, lp, &p, &d, x, &s, dout, dx, ws, n, T, Cc, H, 0);
-    hfl_gpt_block_backward_lp(G, lp, &gp, &gd, d_x, &gs, d_dout, d_dx, d_ws, n, T, Cc, H, 0);
+    hfl_gpt_block_backward_lp(C, lp, &p, &d, NULL, x, &s, dout, dx, ws, n, T, Cc, H, 0);
+    hfl_gpt_block_backward_lp(G, lp, &gp, &gd, NULL, d_x, &gs, d_dout, d_dx, d_ws, n, T, Cc, H, 0);
     same_lp("block backward dx", lp, d_dx, dx, rc, 8);
     same(lp == HFL_PREC_BF16 ? "block backward parameter gradients (bf16)" : "block backward parameter gradients (fp16)",
          d_grads, grads, np, lp == HFL_PREC_BF16 ? 3e-2 : 4e-3);

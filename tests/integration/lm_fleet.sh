@@ -13,7 +13,9 @@
 # planned its two moments (the plan says so, and its arena exceeds the SGD
 # run's, which holds one momentum buffer, by at least one more copy of the
 # parameters, counted here from the spec: V C + T C + 12 C^2 + 13 C + 2 C),
-# and the held-out loss falls likewise. Skips (77) without bible-kjv.
+# and the held-out loss falls likewise. The SGD run's saved model, loaded by
+# PyTorch by nanoGPT's names, has the report's held-out loss. Skips (77)
+# without bible-kjv.
 # Usage: lm_fleet.sh HFL_SIM HFL_DATA SOURCE_ROOT
 set -euo pipefail
 sim=$1 data=$2 root=$3
@@ -38,9 +40,16 @@ sed -e 's/"lr": 0.1, "momentum": 0.9/"lr": 0.003, "momentum": 0, "optimizer": "a
   "$tmp/lm.json" > "$tmp/adamw.json"
 grep -q adamw "$tmp/adamw.json"
 "$sim" "$tmp/adamw.json" --shards "$tmp/shards" --out "$tmp/adamw" --quiet
-python3 - "$tmp" "${books[@]}" <<'PY'
+# The saved model in PyTorch (bench/lm_central.py: nanoGPT's module names,
+# strict load_state_dict, float64): its held-out loss is the report's.
+torch_loss=skip
+if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  torch_loss=$(/usr/bin/python3 "$root/bench/lm_central.py" "$tmp/gpt.json" "$tmp/shards" \
+               --eval-model "$tmp/run/model.safetensors")
+fi
+python3 - "$tmp" "$torch_loss" "${books[@]}" <<'PY'
 import json, math, os, sys
-tmp, books = sys.argv[1], sys.argv[2:]
+tmp, torch_loss, books = sys.argv[1], sys.argv[2], sys.argv[3:]
 fails = 0
 def check(ok, what):
     global fails
@@ -90,6 +99,11 @@ for x in rounds:
           f"round {x['round']}: test_bpb {x['test_bpb']:.4f} = test_loss {x['test_loss']:.4f} / ln 2")
 check(bpb[0] > bpb[1] > bpb[2], f"held-out bits per byte fall round on round: {[round(b, 3) for b in bpb]}")
 check(bpb[2] < 7.0, f"final {bpb[2]:.3f} bits per byte, under 7 (8 is knowing nothing)")
+if torch_loss == "skip":
+    print("skip PyTorch's loss of the saved model: /usr/bin/python3 has no torch")
+else:
+    tl, hl = json.loads(torch_loss)["test_loss"], rounds[-1]["test_loss"]
+    check(abs(tl - hl) <= 1e-5 * hl, f"the saved model in PyTorch: held-out loss {tl:.6f}, the report's {hl:.6f}")
 a = json.load(open(f"{tmp}/adamw/report.json"))
 check(a.get("optimizer") == "adamw" and a.get("betas") == [0.9, 0.95] and r.get("optimizer") == "sgd",
       f"the reports name the optimizers: {r.get('optimizer')}, {a.get('optimizer')} {a.get('betas')}")

@@ -22,7 +22,18 @@
  * --micro M as micro-batches of M samples accumulated into one gradient.
  * Every schedule but `none` is also run beside `none` on one batch, and
  * their gradients and losses must be equal bit for bit (exit 1 otherwise).
- * Usage: gpt_dump OUT.safetensors [fp32|bf16|fp16] [SCHEDULE [--micro M]] */
+ *
+ * With `lora R ALPHA` each block also has LoRA adapters (model/lora.h; Hu et
+ * al. 2021) of rank R, scale ALPHA / R, with NONZERO random A and B (PEFT
+ * starts B at 0, which would make dA = 0), and the base is frozen: the file
+ * adds "lora" (the adapters, L blocks of hfl_gpt_lora_n_params, working
+ * copies widened in 2-byte storage), "lora_grads" and metadata lora_r and
+ * lora_alpha. The block gradients, pre-filled with a NaN sentinel, must come
+ * back untouched (they go into "grads" as such; embedding and head gradients
+ * are still computed), and a second backward with accumulate must add the
+ * same adapter gradients again (exit 1 otherwise).
+ * Usage: gpt_dump OUT.safetensors [fp32|bf16|fp16] [SCHEDULE [--micro M] | lora R ALPHA] */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +53,49 @@ enum { N = 3, T = 8, C = 16, H = 2, V = 32, L = 2, ROWS = N * T };
 static float *zeros(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
 static uint16_t *zeros16(size_t n) { return calloc(n ? n : 1, sizeof(uint16_t)); }
 
+/* LoRA mode (file comment): rank R (0: off) and alpha; the adapters. */
+static int lora_r;
+static float lora_alpha;
+static float *lora_w, *lora_g; /* L blocks of hfl_gpt_lora_n_params(C, R) */
+static const uint32_t SENTINEL = 0x7fc0beefu; /* a quiet NaN no arithmetic writes */
+
+static void fill_sentinel(float *g, size_t n) {
+    for (size_t i = 0; i < n; i++) memcpy(g + i, &SENTINEL, sizeof SENTINEL);
+}
+
+/* Exits unless every g[i] still holds the sentinel. */
+static void require_untouched(const float *g, size_t n, const char *what) {
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(g + i, &SENTINEL, sizeof SENTINEL) != 0) {
+            fprintf(stderr, "gpt_dump: lora: %s [%zu] written (%g) though the base is frozen\n", what, i, g[i]);
+            exit(1);
+        }
+}
+
+/* Block l's adapter descriptor; w16 (the 2-byte working copies) may be NULL. */
+static hfl_gpt_lora lora_of(int l, uint16_t *w16) {
+    size_t nl = hfl_gpt_lora_n_params(C, lora_r);
+    hfl_gpt_lora lo = {.r = lora_r, .scale = lora_alpha / (float)lora_r,
+                       .w = hfl_gpt_lora_view(lora_w + l * nl, C, lora_r),
+                       .d = hfl_gpt_lora_view(lora_g + l * nl, C, lora_r)};
+    if (w16) lo.w_lp = hfl_gpt_lora_view_lp(w16 + l * nl, C, lora_r);
+    return lo;
+}
+
+/* After the accumulating second backward: lora_g must be 2 g1 (the first
+ * pass's), up to the GEMMs' rounding; then lora_g = g1 again. */
+static void require_accumulated(const float *g1) {
+    size_t nl = L * hfl_gpt_lora_n_params(C, lora_r);
+    for (size_t i = 0; i < nl; i++) {
+        float want = 2.0f * g1[i];
+        if (!(fabsf(lora_g[i] - want) <= 1e-6f + 1e-5f * fabsf(want))) {
+            fprintf(stderr, "gpt_dump: lora: accumulate gave [%zu] %g, not 2 x %g\n", i, lora_g[i], g1[i]);
+            exit(1);
+        }
+    }
+    memcpy(lora_g, g1, nl * sizeof(float));
+}
+
 /* One step in 2-byte storage: params (fp32 in, replaced by the working
  * weights widened), grads (fp32, unscaled); returns the mean loss. */
 static float step_lp(const hfl_backend *be, hfl_precision lp, float *params, float *grads, size_t n_params,
@@ -56,9 +110,17 @@ static float step_lp(const hfl_backend *be, hfl_precision lp, float *params, flo
     float *dwte = grads, *dwpe = dwte + V * C, *dblk = dwpe + T * C, *dlnf_w = dblk + L * nb, *dlnf_b = dlnf_w + C;
     uint16_t *act[L + 1];
     void *saved[L];
+    size_t nl = L * hfl_gpt_lora_n_params(C, lora_r);
+    uint16_t *l16 = lora_r ? zeros16(nl) : NULL;
+    hfl_gpt_lora lo[L];
+    if (lora_r) { /* the adapters' working copies, and the values they stand for */
+        be->round_lp(lp, l16, lora_w, nl);
+        for (size_t i = 0; i < nl; i++) lora_w[i] = hfl_op_widen(lp, l16[i]);
+        for (int l = 0; l < L; l++) lo[l] = lora_of(l, l16);
+    }
     for (int l = 0; l <= L; l++) act[l] = zeros16(rc);
-    for (int l = 0; l < L; l++) saved[l] = calloc(1, hfl_gpt_block_saved_bytes_lp(N, T, C, H));
-    size_t wsb = hfl_gpt_block_ws_bytes_lp(N, T, C, H), hwb = hfl_gpt_head_ws_bytes_lp(ROWS, C, V);
+    for (int l = 0; l < L; l++) saved[l] = calloc(1, hfl_gpt_block_saved_bytes_lp(N, T, C, H, lora_r));
+    size_t wsb = hfl_gpt_block_ws_bytes_lp(N, T, C, H, lora_r), hwb = hfl_gpt_head_ws_bytes_lp(ROWS, C, V);
     void *ws = calloc(1, wsb > hwb ? wsb : hwb);
     uint16_t *hf = zeros16(rc), *logits = zeros16((size_t)ROWS * V), *dlogits = zeros16((size_t)ROWS * V);
     uint16_t *dx = zeros16(rc), *dhf = zeros16(rc);
@@ -67,24 +129,40 @@ static float step_lp(const hfl_backend *be, hfl_precision lp, float *params, flo
     lm->embed_fwd_lp(lp, act[0], tok, wte, wpe, ROWS, T, C, V);
     for (int l = 0; l < L; l++) {
         hfl_gpt_block_params_lp p = hfl_gpt_block_view_lp(blk + l * nb, C);
-        hfl_gpt_block_saved_lp s = hfl_gpt_block_saved_view_lp(saved[l], N, T, C, H);
-        hfl_gpt_block_forward_lp(be, lp, &p, act[l], act[l + 1], &s, ws, N, T, C, H);
+        hfl_gpt_block_saved_lp s = hfl_gpt_block_saved_view_lp(saved[l], N, T, C, H, lora_r);
+        hfl_gpt_block_forward_lp(be, lp, &p, lora_r ? &lo[l] : NULL, act[l], act[l + 1], &s, ws, N, T, C, H);
     }
     hfl_gpt_head_forward_lp(be, lp, act[L], lnf_w, lnf_b, wte, hf, mean, rstd, logits, ws, ROWS, C, V);
     hfl_step_scalars sc = {.loss_scale = lp == HFL_PREC_FP16 ? 1024.0f : 1.0f};
     be->softmax_xent_lp(lp, logits, targets, dlogits, ROWS, V, ROWS, &sc, lws);
     hfl_gpt_head_backward_lp(be, lp, act[L], lnf_w, wte, hf, mean, rstd, dlogits, dwte, dlnf_w, dlnf_b, dx,
                              dhf, ws, ROWS, C, V, 0);
-    for (int l = L - 1; l >= 0; l--) {
-        hfl_gpt_block_params_lp p = hfl_gpt_block_view_lp(blk + l * nb, C);
-        hfl_gpt_block_params d = hfl_gpt_block_view(dblk + l * nb, C);
-        hfl_gpt_block_saved_lp s = hfl_gpt_block_saved_view_lp(saved[l], N, T, C, H);
-        hfl_gpt_block_backward_lp(be, lp, &p, &d, act[l], &s, dx, dx, ws, N, T, C, H, 0);
+    uint16_t *dx_head = zeros16(rc);
+    float *g1 = zeros(nl);
+    memcpy(dx_head, dx, rc * 2);
+    for (int pass = 0; pass < (lora_r ? 2 : 1); pass++) { /* LoRA: again, accumulating */
+        if (pass) memcpy(g1, lora_g, nl * sizeof(float)), memcpy(dx, dx_head, rc * 2);
+        for (int l = L - 1; l >= 0; l--) {
+            hfl_gpt_block_params_lp p = hfl_gpt_block_view_lp(blk + l * nb, C);
+            hfl_gpt_block_params d = hfl_gpt_block_view(dblk + l * nb, C);
+            hfl_gpt_block_saved_lp s = hfl_gpt_block_saved_view_lp(saved[l], N, T, C, H, lora_r);
+            hfl_gpt_block_backward_lp(be, lp, &p, &d, lora_r ? &lo[l] : NULL, act[l], &s, dx, dx, ws, N, T,
+                                      C, H, pass);
+        }
     }
     be->fill(dwpe, 0.0f, (size_t)T * C);
     lm->embed_bwd_lp(lp, dwte, dwpe, dx, tok, ROWS, T, C, V, 1);
-    be->unscale_grads(grads, n_params, &sc);
+    if (lora_r) { /* the block gradients hold the sentinel: unscale the rest */
+        require_untouched(dblk, L * nb, "a block gradient");
+        require_accumulated(g1);
+        int finite = 1;
+        be->unscale_grads(dwte, (size_t)(V + T) * C, &sc), finite &= sc.finite;
+        be->unscale_grads(dlnf_w, 2 * C, &sc), finite &= sc.finite;
+        be->unscale_grads(lora_g, nl, &sc), sc.finite &= finite;
+    } else
+        be->unscale_grads(grads, n_params, &sc);
     if (!sc.finite) fprintf(stderr, "gpt_dump: non-finite gradients in %s\n", hfl_precision_name(lp));
+    free(dx_head), free(g1), free(l16);
     float loss = (float)(sc.loss_sum / ROWS);
     free(w16), free(ws), free(hf), free(logits), free(dlogits), free(dx), free(dhf), free(mean), free(rstd), free(lws);
     for (int l = 0; l <= L; l++) free(act[l]);
@@ -94,18 +172,23 @@ static float step_lp(const hfl_backend *be, hfl_precision lp, float *params, flo
 
 static int write_dump(const char *path, hfl_precision prec, const float *tokens, const float *params,
                       const float *grads, size_t n_params, float loss) {
-    hfl_st_put put[4] = {
+    int64_t nl = L * (int64_t)hfl_gpt_lora_n_params(C, lora_r);
+    hfl_st_put put[6] = {
         {.name = "tokens", .dtype = "F32", .ndim = 2, .shape = {N, T + 1}, .data = tokens},
         {.name = "params", .dtype = "F32", .ndim = 1, .shape = {(int64_t)n_params}, .data = params},
         {.name = "loss", .dtype = "F32", .ndim = 1, .shape = {1}, .data = &loss},
         {.name = "grads", .dtype = "F32", .ndim = 1, .shape = {(int64_t)n_params}, .data = grads},
+        {.name = "lora", .dtype = "F32", .ndim = 1, .shape = {nl}, .data = lora_w},
+        {.name = "lora_grads", .dtype = "F32", .ndim = 1, .shape = {nl}, .data = lora_g},
     };
-    char nv[16], tv[16], cv[16], hv[16], vv[16], lv[16], err[HFL_ERR_LEN];
+    char nv[16], tv[16], cv[16], hv[16], vv[16], lv[16], rv[16], av[32], err[HFL_ERR_LEN];
     snprintf(nv, sizeof nv, "%d", N), snprintf(tv, sizeof tv, "%d", T), snprintf(cv, sizeof cv, "%d", C);
     snprintf(hv, sizeof hv, "%d", H), snprintf(vv, sizeof vv, "%d", V), snprintf(lv, sizeof lv, "%d", L);
-    const char *meta[] = {"n", nv, "T", tv, "C", cv, "H", hv, "V", vv, "L", lv, "precision", hfl_precision_name(prec)};
+    snprintf(rv, sizeof rv, "%d", lora_r), snprintf(av, sizeof av, "%.9g", lora_alpha);
+    const char *meta[] = {"n", nv, "T", tv, "C", cv, "H", hv, "V", vv, "L", lv, "precision", hfl_precision_name(prec),
+                          "lora_r", rv, "lora_alpha", av};
     size_t len;
-    uint8_t *buf = hfl_st_encode(put, 4, meta, 7, &len, err);
+    uint8_t *buf = hfl_st_encode(put, lora_r ? 6 : 4, meta, lora_r ? 9 : 7, &len, err);
     int bad = !buf || hfl_write_file_atomic(path, buf, len, err) != 0;
     if (bad) fprintf(stderr, "gpt_dump: %s\n", err);
     else printf("gpt_dump: %s, %zu parameters, loss %.6f, to %s\n", hfl_precision_name(prec), n_params, loss, path);
@@ -146,29 +229,40 @@ fail:
 
 /* The step through spec, planner and trainer (file comment); params as in
  * step_lp. Returns the mean loss. */
-static float step_trainer(hfl_precision prec, hfl_ckpt_kind kind, int micro, float *params,
+static float step_trainer(hfl_precision prec, hfl_ckpt_kind kind, int micro, float *base,
                           float *grads, size_t n_params, const float *x_in, const int32_t *targets) {
-    char err[HFL_ERR_LEN];
+    char err[HFL_ERR_LEN], js[1024];
     hfl_model_spec spec;
-    if (hfl_model_spec_from_json(spec_json, sizeof spec_json - 1, &spec, err) != 0) {
+    size_t nl = L * hfl_gpt_lora_n_params(C, lora_r); /* with lora: the spec's adapters, after the rest */
+    float *params = base;
+    if (lora_r) snprintf(js, sizeof js, "%.*s, \"lora\": {\"rank\": %d, \"alpha\": %.9g}}",
+                         (int)sizeof spec_json - 2, spec_json, lora_r, lora_alpha);
+    else snprintf(js, sizeof js, "%s", spec_json);
+    if (hfl_model_spec_from_json(js, strlen(js), &spec, err) != 0) {
         fprintf(stderr, "gpt_dump: %s\n", err);
         exit(1);
     }
-    if (spec.n_params != n_params || spec.label_rows != T || spec.n_classes != V || spec.in_dim != T) {
+    if (spec.n_params != n_params + nl || spec.n_trainable != (lora_r ? nl : n_params) ||
+        spec.label_rows != T || spec.n_classes != V || spec.in_dim != T) {
         fprintf(stderr, "gpt_dump: the spec has %zu parameters, %d label rows, %d classes\n",
                 spec.n_params, spec.label_rows, spec.n_classes);
         exit(1);
     }
     static hfl_plan plan, plan_none;
+    size_t nt = spec.n_trainable;
+    float *all = zeros(spec.n_params); /* the base, then the adapters */
+    memcpy(all, params, n_params * sizeof(float));
+    if (lora_r) memcpy(all + n_params, lora_w, nl * sizeof(float));
+    params = all;
     hfl_trainer *t = make_trainer(&spec, prec, kind, micro, params, &plan);
     float loss = hfl_trainer_accumulate(t, x_in, targets, N, micro);
-    hfl_trainer_get_grads(t, grads);
+    hfl_trainer_get_grads(t, lora_r ? lora_g : grads);
     printf("gpt_dump: trainer, %s, %d micro-batch(es): arena %zu bytes, chain peak %zu, "
            "recompute %.0f of %.0f forward FLOPs\n", hfl_ckpt_name(kind), (N + micro - 1) / micro,
            plan.arena_bytes, plan.ckpt.peak, plan.ckpt.recompute, plan.ckpt.forward);
     if (kind != HFL_CKPT_NONE) { /* the same batch without checkpointing: equal bits */
         hfl_trainer *u = make_trainer(&spec, prec, HFL_CKPT_NONE, N, params, &plan_none);
-        float *g0 = zeros(n_params), *g1 = zeros(n_params);
+        float *g0 = zeros(nt), *g1 = zeros(nt);
         float l0 = hfl_trainer_forward_backward(u, x_in, targets, N);
         hfl_trainer_get_grads(u, g0);
         hfl_trainer_free(u);
@@ -176,7 +270,7 @@ static float step_trainer(hfl_precision prec, hfl_ckpt_kind kind, int micro, flo
         float l1 = hfl_trainer_forward_backward(v, x_in, targets, N);
         hfl_trainer_get_grads(v, g1);
         hfl_trainer_free(v);
-        int same = memcmp(g0, g1, n_params * sizeof(float)) == 0 && memcmp(&l0, &l1, sizeof l0) == 0;
+        int same = memcmp(g0, g1, nt * sizeof(float)) == 0 && memcmp(&l0, &l1, sizeof l0) == 0;
         printf("gpt_dump: %s against none at batch %d (arena %zu vs %zu bytes): gradients and "
                "loss %s\n", hfl_ckpt_name(kind), N, plan.arena_bytes, plan_none.arena_bytes,
                same ? "equal bit for bit" : "DIFFER");
@@ -185,21 +279,30 @@ static float step_trainer(hfl_precision prec, hfl_ckpt_kind kind, int micro, flo
     }
     hfl_trainer_free(t);
     if (prec != HFL_PREC_FP32) /* the working weights the step used */
-        for (size_t i = 0; i < n_params; i++) params[i] = hfl_op_widen(prec, hfl_op_narrow(prec, params[i]));
+        for (size_t i = 0; i < spec.n_params; i++) params[i] = hfl_op_widen(prec, hfl_op_narrow(prec, params[i]));
+    memcpy(base, params, n_params * sizeof(float));
+    if (lora_r) memcpy(lora_w, params + n_params, nl * sizeof(float));
+    free(all);
     return loss;
 }
 
 int main(int argc, char **argv) {
     hfl_precision prec = HFL_PREC_FP32;
     hfl_ckpt_kind kind = HFL_CKPT_NONE;
-    int trainer = argc >= 4, micro = N;
+    int lora = argc == 6 && strcmp(argv[3], "lora") == 0, trainer = argc >= 4 && !lora, micro = N;
+    int trainer_lora = argc == 7 && strcmp(argv[4], "lora") == 0; /* SCHEDULE lora R ALPHA */
     char err[HFL_ERR_LEN];
+    if (lora) lora_r = atoi(argv[4]), lora_alpha = strtof(argv[5], NULL);
+    if (trainer_lora) lora = 1, lora_r = atoi(argv[5]), lora_alpha = strtof(argv[6], NULL);
     if (argc == 6 && strcmp(argv[4], "--micro") == 0) micro = atoi(argv[5]);
-    if (argc < 2 || argc > 6 || argc == 5 || (argc == 6 && strcmp(argv[4], "--micro") != 0) ||
-        micro < 1 || micro > N || (argc >= 3 && hfl_precision_parse(argv[2], &prec, err) != 0) ||
+    if (argc < 2 || (argc > 6 && !trainer_lora) || argc == 5 ||
+        (argc == 6 && !lora && strcmp(argv[4], "--micro") != 0) ||
+        micro < 1 || micro > N || (lora && (lora_r < 1 || lora_r > C || !(lora_alpha > 0.0f))) ||
+        (argc >= 3 && hfl_precision_parse(argv[2], &prec, err) != 0) ||
         (trainer && hfl_ckpt_parse(argv[3], &kind, err) != 0)) {
         fprintf(stderr, "usage: gpt_dump OUT.safetensors [fp32|bf16|fp16] "
-                        "[none|sqrt|optimal|full [--micro 1..%d]]\n", N);
+                        "[none|sqrt|optimal|full [--micro 1..%d | lora R ALPHA] | lora R ALPHA (R in 1..%d)]\n",
+                N, C);
         return 2;
     }
     const hfl_backend *be = hfl_backend_cpu();
@@ -216,6 +319,13 @@ int main(int argc, char **argv) {
         for (int c = 0; c < C; c++) w[c] += 1.0f;
         if (l < L)
             for (int c = 0; c < C; c++) hfl_gpt_block_view(blk + l * nb, C).ln2_w[c] += 1.0f;
+    }
+    if (lora) { /* adapters U(-0.3, 0.3), B too; every gradient a NaN sentinel */
+        size_t nl = L * hfl_gpt_lora_n_params(C, lora_r);
+        lora_w = zeros(nl), lora_g = zeros(nl);
+        for (size_t i = 0; i < nl; i++) lora_w[i] = 0.6f * hfl_u01(hfl_philox_u32(5, 3, 0, 0, 0, i)) - 0.3f;
+        fill_sentinel(dblk, L * nb);
+        fill_sentinel(lora_g, nl);
     }
 
     float tokens[N * (T + 1)], x_in[ROWS];
@@ -236,23 +346,25 @@ int main(int argc, char **argv) {
     if (prec != HFL_PREC_FP32) {
         float loss = step_lp(be, prec, params, grads, n_params, x_in, targets);
         int bad = write_dump(argv[1], prec, tokens, params, grads, n_params, loss);
-        free(params), free(grads);
+        free(params), free(grads), free(lora_w), free(lora_g);
         return bad;
     }
     /* activations: the embedding's output and each block's, each block's saved set */
-    size_t rc = (size_t)ROWS * C, sf = hfl_gpt_block_saved_floats(N, T, C, H);
+    size_t rc = (size_t)ROWS * C, sf = hfl_gpt_block_saved_floats(N, T, C, H, lora_r);
     float *act[L + 1], *saved[L];
+    hfl_gpt_lora lo[L];
+    for (int l = 0; l < L && lora; l++) lo[l] = lora_of(l, NULL);
     for (int l = 0; l <= L; l++) act[l] = zeros(rc);
     for (int l = 0; l < L; l++) saved[l] = zeros(sf);
-    float *ws = zeros(hfl_gpt_block_ws_bytes(N, T, C, H) / sizeof(float));
+    float *ws = zeros(hfl_gpt_block_ws_bytes(N, T, C, H, lora_r) / sizeof(float));
     float *hf = zeros(rc), *mean = zeros(ROWS), *rstd = zeros(ROWS), *logits = zeros((size_t)ROWS * V);
     float *dlogits = zeros((size_t)ROWS * V), *dx = zeros(rc), *dhf = zeros(rc);
 
     lm->embed_fwd(act[0], x_in, wte, wpe, ROWS, T, C, V);
     for (int l = 0; l < L; l++) {
         hfl_gpt_block_params p = hfl_gpt_block_view(blk + l * nb, C);
-        hfl_gpt_block_saved s = hfl_gpt_block_saved_view(saved[l], N, T, C, H);
-        hfl_gpt_block_forward(be, &p, act[l], act[l + 1], &s, ws, N, T, C, H);
+        hfl_gpt_block_saved s = hfl_gpt_block_saved_view(saved[l], N, T, C, H, lora_r);
+        hfl_gpt_block_forward(be, &p, lora ? &lo[l] : NULL, act[l], act[l + 1], &s, ws, N, T, C, H);
     }
     hfl_gpt_head_forward(be, act[L], lnf_w, lnf_b, wte, hf, mean, rstd, logits, ROWS, C, V);
     hfl_step_scalars sc = {.loss_scale = 1.0f};
@@ -261,18 +373,27 @@ int main(int argc, char **argv) {
 
     hfl_gpt_head_backward(be, act[L], lnf_w, wte, hf, mean, rstd, dlogits, dwte, dlnf_w, dlnf_b, dx,
                           dhf, ROWS, C, V, 0);
-    for (int l = L - 1; l >= 0; l--) {
-        hfl_gpt_block_params p = hfl_gpt_block_view(blk + l * nb, C), d = hfl_gpt_block_view(dblk + l * nb, C);
-        hfl_gpt_block_saved s = hfl_gpt_block_saved_view(saved[l], N, T, C, H);
-        hfl_gpt_block_backward(be, &p, &d, act[l], &s, dx, dx, ws, N, T, C, H, 0);
+    size_t nl = L * hfl_gpt_lora_n_params(C, lora_r);
+    float *dx_head = zeros(rc), *g1 = zeros(nl);
+    memcpy(dx_head, dx, rc * sizeof(float));
+    for (int pass = 0; pass < (lora ? 2 : 1); pass++) { /* LoRA: again, accumulating */
+        if (pass) memcpy(g1, lora_g, nl * sizeof(float)), memcpy(dx, dx_head, rc * sizeof(float));
+        for (int l = L - 1; l >= 0; l--) {
+            hfl_gpt_block_params p = hfl_gpt_block_view(blk + l * nb, C), d = hfl_gpt_block_view(dblk + l * nb, C);
+            hfl_gpt_block_saved s = hfl_gpt_block_saved_view(saved[l], N, T, C, H, lora_r);
+            hfl_gpt_block_backward(be, &p, &d, lora ? &lo[l] : NULL, act[l], &s, dx, dx, ws, N, T, C, H, pass);
+        }
     }
     be->fill(dwpe, 0.0f, (size_t)T * C); /* dwte holds the head's share: both accumulate */
     lm->embed_bwd(dwte, dwpe, dx, x_in, ROWS, T, C, V, 1);
+    if (lora) require_untouched(dblk, L * nb, "a block gradient"), require_accumulated(g1);
+    free(dx_head), free(g1);
 
     int rc_out = write_dump(argv[1], prec, tokens, params, grads, n_params, loss);
     free(params), free(grads), free(ws), free(hf), free(mean), free(rstd), free(logits);
     free(dlogits), free(dx), free(dhf);
     for (int l = 0; l <= L; l++) free(act[l]);
     for (int l = 0; l < L; l++) free(saved[l]);
+    free(lora_w), free(lora_g);
     return rc_out;
 }

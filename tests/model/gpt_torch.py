@@ -9,7 +9,15 @@ gradients must agree within rtol 1e-4, atol 1e-6. A bf16 or fp16 step
 (mixed precision; the file's params are its 2-byte working weights widened)
 must agree within one 2-byte rounding unit u (2^-8, 2^-11) in the loss's
 relative error and 4u in the gradients' relative L2 error (seen: bf16
-0.03u and 1.9u, fp16 0.05u and 1.5u). Usage: gpt_torch.py FILE"""
+0.03u and 1.9u, fp16 0.05u and 1.5u).
+
+A file with lora_r and lora_alpha (gpt_dump's LoRA mode) has adapters on
+each block's four projections (Hu et al. 2021, "LoRA: Low-Rank Adaptation of
+Large Language Models"; PEFT's lora_A [r, in], lora_B [out, r]): each is
+y = x W^T + b + (alpha / r) (x A^T) B^T here, the base frozen (no autograd
+leaf), and the checks are the loss and the adapters' gradients alone, with
+the tolerances above, and that every block gradient in the file is still
+the NaN sentinel hfl filled it with (the base got none). Usage: gpt_torch.py FILE"""
 import math
 import sys
 
@@ -21,13 +29,15 @@ from st_f32 import load
 def main():
     t, m = load(sys.argv[1])
     n, T, C, H, V, L = (int(m[k]) for k in ("n", "T", "C", "H", "V", "L"))
-    params = t["params"].double().clone().requires_grad_(True)
+    R = int(m.get("lora_r", "0"))
+    scale = float(m["lora_alpha"]) / R if R else 0.0
+    params = t["params"].double().clone().requires_grad_(R == 0)
     at = [0]
 
-    def take(*shape):
+    def take(*shape, src=params, pos=at):
         k = math.prod(shape)
-        v = params[at[0]:at[0] + k].view(*shape)
-        at[0] += k
+        v = src[pos[0]:pos[0] + k].view(*shape)
+        pos[0] += k
         return v
 
     wte, wpe = take(V, C), take(T, C)
@@ -38,6 +48,17 @@ def main():
                            fc_w=take(4 * C, C), fc_b=take(4 * C), fcp_w=take(C, 4 * C), fcp_b=take(C)))
     lnf_w, lnf_b = take(C), take(C)
     assert at[0] == params.numel(), (at[0], params.numel())
+    if R:  # each projection's lora_A, lora_B (model/lora.h's order)
+        lora = t["lora"].double().clone().requires_grad_(True)
+        lat = [0]
+        for b in blocks:
+            for name, i, o in (("qkv", C, 3 * C), ("proj", C, C), ("fc", C, 4 * C), ("fcp", 4 * C, C)):
+                b[name + "_la"], b[name + "_lb"] = take(R, i, src=lora, pos=lat), take(o, R, src=lora, pos=lat)
+        assert lat[0] == lora.numel(), (lat[0], lora.numel())
+
+    def lin(x, b, name):  # nn.Linear, plus the adapter when there is one
+        y = F.linear(x, b[name + "_w"], b[name + "_b"])
+        return y + scale * F.linear(F.linear(x, b[name + "_la"]), b[name + "_lb"]) if R else y
 
     tok = t["tokens"].long()
     x_in, y = tok[:, :T], tok[:, 1:]
@@ -46,13 +67,13 @@ def main():
     x = wte[x_in] + wpe[torch.arange(T)]
     for b in blocks:
         h = F.layer_norm(x, (C,), b["ln1_w"], b["ln1_b"], eps=1e-5)
-        q, k, v = F.linear(h, b["qkv_w"], b["qkv_b"]).split(C, dim=-1)
+        q, k, v = lin(h, b, "qkv").split(C, dim=-1)
         q, k, v = (z.reshape(n, T, H, hs).transpose(1, 2) for z in (q, k, v))
         att = torch.softmax((q @ k.transpose(-2, -1) / math.sqrt(hs)).masked_fill(~mask, float("-inf")), dim=-1)
         ya = (att @ v).transpose(1, 2).reshape(n, T, C)
-        x = x + F.linear(ya, b["proj_w"], b["proj_b"])
+        x = x + lin(ya, b, "proj")
         h = F.layer_norm(x, (C,), b["ln2_w"], b["ln2_b"], eps=1e-5)
-        x = x + F.linear(F.gelu(F.linear(h, b["fc_w"], b["fc_b"]), approximate="tanh"), b["fcp_w"], b["fcp_b"])
+        x = x + lin(F.gelu(lin(h, b, "fc"), approximate="tanh"), b, "fcp")
     logits = F.layer_norm(x, (C,), lnf_w, lnf_b, eps=1e-5) @ wte.t()
     loss = F.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
     loss.backward()
@@ -61,6 +82,14 @@ def main():
     prec = m.get("precision", "fp32")
     got_loss = t["loss"].double().item()
     g, want = t["grads"].double(), params.grad
+    if R:  # the adapters' gradients; the block gradients must be hfl's untouched sentinel
+        nb = 12 * C * C + 13 * C
+        blk = t["grads"][(V + T) * C:(V + T) * C + L * nb]
+        ok = bool(torch.isnan(blk).all())
+        print(f"{'ok  ' if ok else 'FAIL'} lora r {R} alpha {m['lora_alpha']}: {blk.numel()} base block "
+              f"gradients {'all' if ok else 'NOT all'} the untouched NaN sentinel")
+        failed += not ok
+        g, want = t["lora_grads"].double(), lora.grad
     if prec == "fp32":
         ok = abs(got_loss - loss.item()) <= 1e-6 + 1e-5 * abs(loss.item())
         print(f"{'ok  ' if ok else 'FAIL'} loss: hfl {got_loss:.7f}, torch {loss.item():.7f}")

@@ -513,7 +513,7 @@ static void test_lm_plan(void) {
     hfl_plan_config cfg = cfg_of(2, HFL_CKPT_SQRT);
     REQUIRE_MSG(hfl_plan_make(&s, &cfg, p, err) == 0, "%s", err);
     CHECK(p->n_stages == 4 && p->ckpt.stored[2] && !p->ckpt.stored[1] && !p->ckpt.stored[3]);
-    size_t sb = hfl_gpt_block_saved_floats(2, 8, 16, 2); /* floats */
+    size_t sb = hfl_gpt_block_saved_floats(2, 8, 16, 2, 0); /* floats */
     check_buffer(p, find_buffer(p, "s1"), "s1", HFL_BUF_ACTIVATIONS, sb * 4, 1, 2, 10);
     check_buffer(p, find_buffer(p, "s2"), "s2", HFL_BUF_ACTIVATIONS, sb * 4, 1, 3, 3);
     check_buffer(p, find_buffer(p, "s2.re"), "s2.re", HFL_BUF_ACTIVATIONS, sb * 4, 1, 6, 8);

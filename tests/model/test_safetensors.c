@@ -10,7 +10,9 @@
  * line and the output untouched: short file, header length past the file,
  * not JSON, not an object, junk after the JSON, another dtype, offsets out of
  * range, overlap, a hole, bytes against shape, a transposed weight, a tensor
- * missing, an extra tensor, a name twice, metadata not a string or twice. */
+ * missing, an extra tensor, a name twice, metadata not a string or twice.
+ * A GPT spec's file names its tensors as nanoGPT's state_dict does, with
+ * shapes and offsets worked out by hand, and round-trips. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,27 +81,16 @@ static void refuse_header(const char *what, const char *header, size_t data_len,
     free(b);
 }
 
-static void test_layout(void) {
-    char err[HFL_ERR_LEN];
-    float *p = hfl_malloc(sizeof(float) * mlp.n_params);
-    hfl_model_init_params(&mlp, p, 5);
-    size_t len;
-    uint8_t *b = hfl_safetensors_encode(&mlp, p, &len, err);
-    REQUIRE(b);
-    uint64_t hl = 0;
-    for (int i = 0; i < 8; i++) hl |= (uint64_t)b[i] << (8 * i);
-    CHECK(hl % 8 == 0 && len == 8 + hl + 796840 && mlp.n_params == 199210);
-    CHECK(memcmp(b + 8 + hl, p, 796840) == 0);
-    cJSON *h = cJSON_ParseWithLength((const char *)b + 8, hl);
-    REQUIRE(cJSON_IsObject(h));
-    static const struct {
-        const char *name;
-        int shape[2], nd;
-        double begin, end;
-    } want[6] = {{"layers.0.weight", {200, 784}, 2, 0, 627200},      {"layers.0.bias", {200, 0}, 1, 627200, 628000},
-                 {"layers.2.weight", {200, 200}, 2, 628000, 788000}, {"layers.2.bias", {200, 0}, 1, 788000, 788800},
-                 {"layers.4.weight", {10, 200}, 2, 788800, 796800},  {"layers.4.bias", {10, 0}, 1, 796800, 796840}};
-    for (int i = 0; i < 6; i++) {
+/* One tensor's header entry as worked out by hand. */
+typedef struct {
+    const char *name;
+    int shape[2], nd;
+    double begin, end;
+} entry;
+
+/* Each entry of want is in header h: F32, its shape, its byte offsets. */
+static void check_entries(const cJSON *h, const entry *want, int n) {
+    for (int i = 0; i < n; i++) {
         const cJSON *e = cJSON_GetObjectItemCaseSensitive(h, want[i].name);
         const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
         const cJSON *of = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
@@ -110,6 +101,34 @@ static void test_layout(void) {
         for (int d = 0; ok && d < want[i].nd; d++) ok = cJSON_GetArrayItem(sh, d)->valuedouble == want[i].shape[d];
         CHECK_MSG(ok, "entry %s", want[i].name);
     }
+}
+
+/* spec's file for p: its bytes (*b, *len), header length *hl and parsed header. */
+static cJSON *encode_parse(const hfl_model_spec *spec, const float *p, uint8_t **b, size_t *len, uint64_t *hl) {
+    char err[HFL_ERR_LEN];
+    *b = hfl_safetensors_encode(spec, p, len, err);
+    REQUIRE_MSG(*b, "%s", err);
+    *hl = 0;
+    for (int i = 0; i < 8; i++) *hl |= (uint64_t)(*b)[i] << (8 * i);
+    cJSON *h = cJSON_ParseWithLength((const char *)*b + 8, *hl);
+    REQUIRE(cJSON_IsObject(h));
+    return h;
+}
+
+static void test_layout(void) {
+    char err[HFL_ERR_LEN];
+    float *p = hfl_malloc(sizeof(float) * mlp.n_params);
+    hfl_model_init_params(&mlp, p, 5);
+    size_t len;
+    uint8_t *b;
+    uint64_t hl;
+    cJSON *h = encode_parse(&mlp, p, &b, &len, &hl);
+    CHECK(hl % 8 == 0 && len == 8 + hl + 796840 && mlp.n_params == 199210);
+    CHECK(memcmp(b + 8 + hl, p, 796840) == 0);
+    static const entry want[6] = {{"layers.0.weight", {200, 784}, 2, 0, 627200},      {"layers.0.bias", {200, 0}, 1, 627200, 628000},
+                 {"layers.2.weight", {200, 200}, 2, 628000, 788000}, {"layers.2.bias", {200, 0}, 1, 788000, 788800},
+                 {"layers.4.weight", {10, 200}, 2, 788800, 796800},  {"layers.4.bias", {10, 0}, 1, 796800, 796840}};
+    check_entries(h, want, 6);
     CHECK(cJSON_GetArraySize(h) == 7); /* six tensors and the metadata */
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(h, "__metadata__");
     const char *spec = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(meta, "hfl_model"));
@@ -216,10 +235,44 @@ static void test_faults(void) {
     free(b), free(p), free(good);
 }
 
+/* A 2-block GPT (V 32, T 8, C 16): nanoGPT's names, [out, in] matrices. */
+static void test_lm_layout(void) {
+    static const char js[] = "{\"name\": \"gpt-st\", \"input\": [8], \"layers\": ["
+                             "{\"type\": \"embedding\", \"vocab\": 32, \"width\": 16},"
+                             "{\"type\": \"gpt_block\", \"heads\": 2}, {\"type\": \"gpt_block\", \"heads\": 2},"
+                             "{\"type\": \"lm_head\"}]}";
+    char err[HFL_ERR_LEN];
+    hfl_model_spec gpt;
+    REQUIRE(hfl_model_spec_from_json(js, strlen(js), &gpt, err) == 0);
+    CHECK(gpt.n_params == 7232);
+    float *p = hfl_malloc(sizeof(float) * gpt.n_params), *q = hfl_calloc(gpt.n_params, sizeof(float));
+    hfl_model_init_params(&gpt, p, 3);
+    size_t len;
+    uint8_t *b;
+    uint64_t hl;
+    cJSON *h = encode_parse(&gpt, p, &b, &len, &hl);
+    CHECK(len == 8 + hl + 4 * 7232 && memcmp(b + 8 + hl, p, 4 * 7232) == 0);
+    static const entry want[7] = {{"transformer.wte.weight", {32, 16}, 2, 0, 2048},
+                 {"transformer.wpe.weight", {8, 16}, 2, 2048, 2560},
+                 {"transformer.h.0.ln_1.weight", {16, 0}, 1, 2560, 2624},
+                 {"transformer.h.0.attn.c_attn.weight", {48, 16}, 2, 2688, 5760},
+                 {"transformer.h.1.mlp.c_proj.weight", {16, 64}, 2, 24640, 28736},
+                 {"transformer.ln_f.weight", {16, 0}, 1, 28800, 28864},
+                 {"transformer.ln_f.bias", {16, 0}, 1, 28864, 28928}};
+    check_entries(h, want, 7);
+    CHECK(cJSON_GetArraySize(h) == 29); /* 2 + 2 x 12 + 2 tensors and the metadata */
+    cJSON_Delete(h);
+    CHECK(hfl_safetensors_decode(b, len, &gpt, q, err) == 0 && memcmp(p, q, sizeof(float) * gpt.n_params) == 0);
+    CHECK(hfl_safetensors_decode(b, len, &mlp, q, err) == -1 && strstr(err, "transformer.") && !strchr(err, '\n'));
+    printf("refused: a GPT's file as mlp: %s\n", err);
+    free(b), free(p), free(q);
+}
+
 int main(void) {
     char err[HFL_ERR_LEN];
     REQUIRE(hfl_model_builtin("mlp", &mlp, err) == 0);
     test_layout();
+    test_lm_layout();
     test_faults();
     return check_exit_code("test_safetensors");
 }
