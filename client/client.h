@@ -158,6 +158,7 @@ typedef struct {
     double momentum;           /* the run's SGD momentum: its buffer is planned only when non-zero */
     double prox_mu;            /* the run's FedProx mu: its anchor is planned only when non-zero */
     hfl_optimizer optimizer;   /* the run's: AdamW's moments are planned only for adamw */
+    int64_t seed;              /* the run's initialisation seed (1 when the welcome had none) */
     int64_t model_version;     /* the coordinator's global model now, -1 when the welcome had none */
     char model_sha256[65];     /* its SHA-256 (of the float32 weights), "" likewise */
 } client_welcome;

@@ -80,6 +80,7 @@ int client_say_hello(nng_socket sock, const client_options *o, const hfl_device_
         w->spec_json[0] = 0;
         if (text && strlen(text) < sizeof w->spec_json) memcpy(w->spec_json, text, strlen(text) + 1);
         free(text);
+        if (hfl_meta_int(rep.meta, "seed", 0, INT64_MAX, &w->seed, NULL) != 0) w->seed = 1;
         if (hfl_meta_int(rep.meta, "model_version", 0, INT32_MAX, &w->model_version, NULL) != 0 ||
             hfl_meta_str(rep.meta, "model_sha256", sizeof w->model_sha256 - 1, w->model_sha256, NULL) != 0)
             w->model_version = -1, w->model_sha256[0] = 0;

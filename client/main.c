@@ -332,8 +332,9 @@ static int load_share(const client_options *o, hfl_dataset *share, char *err) {
 }
 
 /* The task's weights into w: decoded whole, or added to the weights we hold
- * when the coordinator sent the change since our version. The decoder
- * validates the payload before writing. */
+ * when the coordinator sent the change since our version (of the trainable
+ * part: model.h; the rest never changes). The decoder validates the payload
+ * before writing. */
 static int task_weights(const hfl_msg *m, client_state *s, float *w, int *version, char *err) {
     int64_t v, base;
     char kind[8], down[32];
@@ -345,10 +346,12 @@ static int task_weights(const hfl_msg *m, client_state *s, float *w, int *versio
     const hfl_codec *dc = hfl_codec_find(down, err);
     if (!dc) return -1;
     size_t n = s->spec.n_params;
+    float *into = w;
     if (!strcmp(kind, "full")) {
         memset(w, 0, n * sizeof(float));
     } else if (!strcmp(kind, "delta") && base == s->held_version && base >= 0) {
         memcpy(w, s->global, n * sizeof(float));
+        into = w + s->spec.train_off, n = s->spec.n_trainable;
     } else if (!strcmp(kind, "held") && base == s->held_version && base == v && m->payload_len == 0) {
         memcpy(w, s->global, n * sizeof(float));
         *version = (int)v;
@@ -357,13 +360,15 @@ static int task_weights(const hfl_msg *m, client_state *s, float *w, int *versio
         return hfl_errf(err, "task sends '%s' weights against version %lld; we hold version %d", kind,
                         (long long)base, s->held_version);
     }
-    if (hfl_codec_decode_accumulate(dc, m->payload, m->payload_len, n, 1.0f, w, 1, err) != 0) return -1;
+    if (hfl_codec_decode_accumulate(dc, m->payload, m->payload_len, n, 1.0f, into, 1, err) != 0) return -1;
     *version = (int)v;
     return 0;
 }
 
-/* Reads a TASK's settings; every field is range-checked here, once. */
-static int read_task(const hfl_msg *m, size_t n_params, const char *override, client_task *t, char *err) {
+/* Reads a TASK's settings; every field is range-checked here, once.
+ * n_update: the update's length (the model's trainable part), which the
+ * codec must fit. */
+static int read_task(const hfl_msg *m, size_t n_update, const char *override, client_task *t, char *err) {
     int64_t round, epochs, batch, seed, block;
     double lr, mom, wd;
     char codec[32];
@@ -377,7 +382,7 @@ static int read_task(const hfl_msg *m, size_t n_params, const char *override, cl
         hfl_meta_str(m->meta, "codec", sizeof codec - 1, codec, err))
         return -1;
     if (!(t->codec = hfl_codec_find(override[0] ? override : codec, err))) return -1;
-    if (hfl_codec_check(t->codec, n_params, (uint32_t)block, err) != 0) return -1;
+    if (hfl_codec_check(t->codec, n_update, (uint32_t)block, err) != 0) return -1;
     int64_t steps = 0; /* capacity-aware work: this many optimizer steps instead of the epochs */
     if (cJSON_GetObjectItemCaseSensitive(m->meta, "local_steps") &&
         hfl_meta_int(m->meta, "local_steps", 1, 100000000, &steps, err) != 0)
@@ -600,7 +605,7 @@ static int do_task(nng_socket sock, const client_options *o, const hfl_device_in
     *p = (client_pending){.round = task->round, .version = version, .loss = loss, .seconds = secs, .sim_s = sim,
                           .bytes = upd, .len = ulen};
     if (o->state_dir[0] && client_state_save(o->state_dir, o->name, s->spec.name, task->codec->name, s->residual,
-                                             s->spec.n_params, p, err) != 0)
+                                             s->spec.n_trainable, p, err) != 0)
         fprintf(stderr, "%s: %s\n", o->name, err);
     hfl_test_crash("client-trained", task->round); /* saved, not yet sent */
     return send_update(sock, o, dev, s, plan, max_payload, w, task->codec->name, err) < 0 ? -1 : 0;
@@ -665,6 +670,9 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
     if (!o->quiet)
         printf("%s: registered as client %d with %d samples, codec %s\n", o->name, s->client_id, s->data.n, w.codec);
     if (o->init_model[0]) {
+        /* as the coordinator starts it: what the file lacks (a base model's
+         * file for a LoRA spec has no adapters) keeps the seed's start */
+        hfl_model_init_params(&s->spec, s->global, (uint64_t)w.seed);
         if (hfl_safetensors_load(o->init_model, &s->spec, s->global, err) != 0) goto out;
         int held = client_adopt_model(s, &w, 0);
         if (!o->quiet && held)
@@ -676,7 +684,7 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
     }
     if (o->state_dir[0]) {
         char why[HFL_ERR_LEN];
-        int loaded = client_state_load(o->state_dir, o->name, w.model, w.codec, s->residual, s->spec.n_params,
+        int loaded = client_state_load(o->state_dir, o->name, w.model, w.codec, s->residual, s->spec.n_trainable,
                                        &s->pending, why) == 0;
         if (!o->quiet) printf("%s: %s\n", o->name, loaded ? "error-feedback residual restored from the state file" : why);
     }
@@ -729,7 +737,7 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
         }
         float *wts = hfl_malloc(s->spec.n_params * sizeof(float));
         int version = -1;
-        int bad = read_task(&rep, s->spec.n_params, o->codec, &task, err) != 0 ||
+        int bad = read_task(&rep, s->spec.n_trainable, o->codec, &task, err) != 0 ||
                   task_weights(&rep, s, wts, &version, err) != 0;
         task.received_at = hfl_now(), task.task_bytes = nng_msg_len(raw);
         if (!bad && s->metrics) client_metrics_task(s, task.round, task.task_bytes);

@@ -59,11 +59,11 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
          * the rest (seen: 270 KiB more for cnn at batch 1), so one measurement
          * of the smallest candidate is taken and thrown away first. */
         uint64_t ignored;
-        if (ch.n > 0) client_probe_measure(probe, be, &ch.rows[0], HFL_OPT_MOMENTUM, &ignored, NULL);
+        if (ch.n > 0) client_probe_measure(probe, be, &ch.rows[0], in.opt_state, &ignored, NULL);
         for (int i = 0; i < ch.n; i++) {
             const hfl_candidate *c = &ch.rows[i];
             char e[HFL_ERR_LEN] = "";
-            if (client_probe_measure(probe, be, c, HFL_OPT_MOMENTUM, &measured[i], e) == 0) {
+            if (client_probe_measure(probe, be, c, in.opt_state, &measured[i], e) == 0) {
                 uint64_t staging = hfl_overhead_staging(be->host_memory, c->batch, spec.in_dim);
                 if (!record_failed &&
                     client_overhead_record(o->state_dir, dev->name, be, spec.name, c, staging,

@@ -252,13 +252,18 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
     free(order);
     if (breached) return NULL;
 
+    /* The update is the change of the trainable part (model.h: all of it, or
+     * LoRA's adapters): nt floats from train_off, so a LoRA client sends its
+     * adapters' change alone. */
     hfl_trainer_get_params(s->trainer, s->local);
-    for (size_t i = 0; i < n_params; i++) s->local[i] -= s->global[i]; /* local now holds the delta */
+    size_t off = s->spec.train_off, nt = s->spec.n_trainable;
+    float *delta = s->local + off;
+    for (size_t i = 0; i < nt; i++) delta[i] -= s->global[off + i];
     if (s->attack_scale != 0) /* --attack: a Byzantine client in a simulation */
-        for (size_t i = 0; i < n_params; i++) s->local[i] = (float)(s->local[i] * s->attack_scale);
-    uint8_t *out = hfl_malloc(hfl_codec_max_bytes(task->codec, n_params, task->block));
+        for (size_t i = 0; i < nt; i++) delta[i] = (float)(delta[i] * s->attack_scale);
+    uint8_t *out = hfl_malloc(hfl_codec_max_bytes(task->codec, nt, task->block));
     hfl_rng_key key = {task->seed, (uint32_t)task->round, s->stream, 0};
-    *len = hfl_codec_encode(task->codec, s->local, s->residual, n_params, task->block, &key, 1, out);
+    *len = hfl_codec_encode(task->codec, delta, s->residual, nt, task->block, &key, 1, out);
     *loss = epoch_loss;
     *seconds = hfl_now() - t0;
     s->trained = trained;

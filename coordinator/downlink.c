@@ -12,7 +12,9 @@
  * everyone trains on the codec's rounding of the weights, sent as usual.
  * Each round's messages are built once per base version and reused.
  * A client that takes deltas accumulates the rounding of each one; with
- * fp32 (the default) it holds exactly the coordinator's weights. */
+ * fp32 (the default) it holds exactly the coordinator's weights. A delta
+ * covers the model's trainable part only (model.h: all of it, or LoRA's
+ * adapters, the frozen rest never changing between versions). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,14 +41,17 @@ void downlink_reset_cache(coord *c) {
     }
 }
 
-/* Encodes global (full) or global - hist[base] (delta) into a TASK message. */
+/* Encodes global (full) or global - hist[base] over the trainable part
+ * (delta) into a TASK message. */
 static uint8_t *downlink_build(coord *c, const cJSON *task_meta, int base, size_t *len) {
     coord_downlink *d = &c->down;
     size_t n = c->spec.n_params;
     const float *src = c->global;
     if (base >= 0) {
+        size_t off = c->spec.train_off;
         const float *old = d->hist[downlink_slot(base)];
-        for (size_t i = 0; i < n; i++) d->scratch[i] = c->global[i] - old[i];
+        n = c->spec.n_trainable;
+        for (size_t i = 0; i < n; i++) d->scratch[i] = c->global[off + i] - old[off + i];
         src = d->scratch;
     }
     uint8_t *payload = hfl_malloc(hfl_codec_max_bytes(d->codec, n, c->cfg.block));

@@ -380,7 +380,7 @@ static int coord_setup(coord *c, char *err) {
     if (hfl_model_resolve(c->cfg.model, &c->spec, err) != 0) return -1;
     if (!(c->spec_json = hfl_model_spec_to_json(&c->spec, err))) return -1;
     if (!(c->codec = hfl_codec_find(c->cfg.codec, err))) return -1;
-    if (hfl_codec_check(c->codec, c->spec.n_params, c->cfg.block, err) != 0) return -1;
+    if (hfl_codec_check(c->codec, c->spec.n_trainable, c->cfg.block, err) != 0) return -1;
     if ((hfl_data_is_file(c->cfg.data_dir) ? hfl_data_load(c->cfg.data_dir, &c->test, err)
                                            : hfl_fmnist_load(c->cfg.data_dir, 0, &c->test, err)) != 0)
         return -1;

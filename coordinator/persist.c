@@ -83,7 +83,7 @@ static cJSON *persist_registry(const coord *c) {
 
 int persist_save(coord *c, char *err) {
     if (!c->cfg.state_dir[0]) return 0;
-    size_t n = c->spec.n_params, fl = n * sizeof(float);
+    size_t fl = c->spec.n_params * sizeof(float), sl = c->spec.n_trainable * sizeof(float);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddItemToObject(o, "run", persist_fingerprint(c));
     cJSON_AddNumberToObject(o, "round", c->r.round);
@@ -102,14 +102,14 @@ int persist_save(coord *c, char *err) {
     char *json = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (!json) return hfl_errf(err, "out of memory printing the coordinator state");
-    size_t jl = strlen(json), bl = fl * (1 + (c->sopt.m != NULL) + (c->sopt.v != NULL));
+    size_t jl = strlen(json), bl = fl + sl * ((c->sopt.m != NULL) + (c->sopt.v != NULL));
     uint8_t *buf = hfl_malloc(PERSIST_HEADER + jl + bl), *p = buf + PERSIST_HEADER;
     memcpy(p, json, jl);
     free(json);
     p += jl;
     memcpy(p, c->global, fl), p += fl;
-    if (c->sopt.m) memcpy(p, c->sopt.m, fl), p += fl;
-    if (c->sopt.v) memcpy(p, c->sopt.v, fl), p += fl;
+    if (c->sopt.m) memcpy(p, c->sopt.m, sl), p += sl;
+    if (c->sopt.v) memcpy(p, c->sopt.v, sl), p += sl;
     uint32_t fmt[2] = {PERSIST_FORMAT, 0};
     uint64_t lens[2] = {jl, bl};
     memcpy(buf, PERSIST_MAGIC, 8);
@@ -222,15 +222,15 @@ static int persist_restore(coord *c, const cJSON *o, const uint8_t *bin, size_t 
     if (!same) return -1;
     int has_m = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "sopt_m"));
     int has_v = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "sopt_v"));
-    size_t fl = c->spec.n_params * sizeof(float);
-    if (has_m != (c->sopt.m != NULL) || has_v != (c->sopt.v != NULL) || bin_len != fl * (size_t)(1 + has_m + has_v))
+    size_t fl = c->spec.n_params * sizeof(float), sl = c->spec.n_trainable * sizeof(float);
+    if (has_m != (c->sopt.m != NULL) || has_v != (c->sopt.v != NULL) || bin_len != fl + sl * (size_t)(has_m + has_v))
         return hfl_errf(err, "its binary part (%zu bytes) does not fit this model and server optimizer", bin_len);
     if (persist_restore_registry(c, cJSON_GetObjectItemCaseSensitive(o, "registry"), err) != 0) return -1;
     const cJSON *log = cJSON_GetObjectItemCaseSensitive(o, "round_log");
     if (!cJSON_IsArray(log)) return hfl_errf(err, "its round log is malformed");
     memcpy(c->global, bin, fl);
-    if (c->sopt.m) memcpy(c->sopt.m, bin + fl, fl);
-    if (c->sopt.v) memcpy(c->sopt.v, bin + fl * (size_t)(1 + has_m), fl);
+    if (c->sopt.m) memcpy(c->sopt.m, bin + fl, sl);
+    if (c->sopt.v) memcpy(c->sopt.v, bin + fl + sl * (size_t)has_m, sl);
     c->sopt.steps = (int)persist_num(o, "sopt_steps");
     c->r.round = (int)persist_num(o, "round");
     c->r.open = 0;

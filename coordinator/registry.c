@@ -92,7 +92,7 @@ int registry_hello(coord *c, const char *name, const cJSON *meta, char *err) {
     if (cJSON_GetObjectItemCaseSensitive(meta, "codec")) {
         char name[32];
         if (hfl_meta_str(meta, "codec", sizeof name - 1, name, err) != 0) return -1;
-        if (!(codec = hfl_codec_find(name, err)) || hfl_codec_check(codec, c->spec.n_params, c->cfg.block, err) != 0)
+        if (!(codec = hfl_codec_find(name, err)) || hfl_codec_check(codec, c->spec.n_trainable, c->cfg.block, err) != 0)
             return -1;
         /* A run serves a bounded number of distinct codecs, counted by canonical
          * name (topk:0.50 is topk:0.5), so hellos cannot grow the table. */

@@ -4,7 +4,7 @@
  * JSON in the log, flushed at once so `hfl-sim` can follow progress. The
  * report is rewritten atomically after every round, so a reader never sees
  * half a file and a killed run still leaves the rounds it finished. Keys
- * `model`, `params`, `codec`, `transport`, `coordinator_device` ({backend,
+ * `model`, `params`, `trainable_params` (LoRA: the adapters), `codec`, `transport`, `coordinator_device` ({backend,
  * name}; each client's backend and device are in `clients[].device` and
  * `clients[].plan`), `wall_s`, `final_test_acc` and
  * `rounds` (each `{round, test_acc, test_loss, clients, bytes_up,
@@ -34,6 +34,7 @@ char *report_render(coord *c, size_t *len) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "model", c->spec.name);
     cJSON_AddNumberToObject(o, "params", (double)c->spec.n_params);
+    cJSON_AddNumberToObject(o, "trainable_params", (double)c->spec.n_trainable); /* LoRA: the adapters */
     cJSON_AddStringToObject(o, "codec", c->codec->name);
     cJSON_AddStringToObject(o, "downlink", c->down.codec->name);
     cJSON_AddBoolToObject(o, "downlink_delta", c->down.delta);

@@ -59,10 +59,13 @@ static void model_sha256(const coord *c, char hex[65]) {
 
 int rounds_init(coord *c, char *err) {
     memset(&c->r, 0, sizeof c->r);
-    c->mean = hfl_calloc(c->spec.n_params, sizeof(float));
+    /* Updates, their sum and the server optimizer's state cover the model's
+     * trainable part (model.h: all of it, or LoRA's adapters). */
+    size_t nt = c->spec.n_trainable;
+    c->mean = hfl_calloc(nt, sizeof(float));
     c->clip = c->cfg.clip_norm;
-    if (hfl_sopt_parse(c->cfg.server_opt, &c->sopt, err) != 0 || hfl_sopt_init(&c->sopt, c->spec.n_params, err) != 0 ||
-        hfl_rule_parse(c->cfg.strategy, &c->rule, err) != 0 || hfl_agg_init(&c->agg, c->spec.n_params, 1, err) != 0)
+    if (hfl_sopt_parse(c->cfg.server_opt, &c->sopt, err) != 0 || hfl_sopt_init(&c->sopt, nt, err) != 0 ||
+        hfl_rule_parse(c->cfg.strategy, &c->rule, err) != 0 || hfl_agg_init(&c->agg, nt, 1, err) != 0)
         return -1;
     /* a robust rule holds every update of a round, decoded: planned here, once */
     char why[HFL_ERR_LEN];
@@ -237,6 +240,7 @@ static void round_open(coord *c) {
     cJSON_AddNumberToObject(meta, "version", c->version);
     cJSON_AddStringToObject(meta, "model", c->spec.name);
     cJSON_AddNumberToObject(meta, "params", (double)c->spec.n_params);
+    cJSON_AddNumberToObject(meta, "trainable", (double)c->spec.n_trainable);
     cJSON_AddNumberToObject(meta, "local_epochs", c->cfg.local_epochs);
     cJSON_AddNumberToObject(meta, "batch", c->cfg.batch);
     cJSON_AddNumberToObject(meta, "lr", c->cfg.lr);
@@ -798,7 +802,7 @@ static int robust_mean(coord *c) {
 
 static void round_aggregate(coord *c) {
     coord_round *r = &c->r;
-    size_t n = c->spec.n_params;
+    size_t n = c->spec.n_trainable;
     double t0 = hfl_now();
     hfl_test_crash("aggregate", r->round);
     if (c->rule.kind == HFL_RULE_FEDAVG) {
@@ -821,7 +825,7 @@ static void round_aggregate(coord *c) {
         round_finish(c, "aggregate not finite, global model kept");
         return;
     }
-    hfl_sopt_step(&c->sopt, c->global, c->mean);
+    hfl_sopt_step(&c->sopt, c->global + c->spec.train_off, c->mean);
     hfl_hist_observe(&c->agg_hist, hfl_now() - t0);
     c->version++;
     downlink_record(c);

@@ -14,7 +14,12 @@
 # run's, which holds one momentum buffer, by at least one more copy of the
 # parameters, counted here from the spec: V C + T C + 12 C^2 + 13 C + 2 C),
 # and the held-out loss falls likewise. The SGD run's saved model, loaded by
-# PyTorch by nanoGPT's names, has the report's held-out loss. Skips (77)
+# PyTorch by nanoGPT's names, has the report's held-out loss. LoRA: that
+# model fine-tuned with rank-1 adapters (AdamW, deltas down): its base
+# tensors stay the starting model's bit for bit, the held-out loss falls
+# below the starting model's, each round's upload is the adapters' 16 r C
+# floats per client (20x under full training's) and a delta down no more,
+# and PyTorch gets the report's loss from the saved LoRA model. Skips (77)
 # without bible-kjv.
 # Usage: lm_fleet.sh HFL_SIM HFL_DATA SOURCE_ROOT
 set -euo pipefail
@@ -40,12 +45,23 @@ sed -e 's/"lr": 0.1, "momentum": 0.9/"lr": 0.003, "momentum": 0, "optimizer": "a
   "$tmp/lm.json" > "$tmp/adamw.json"
 grep -q adamw "$tmp/adamw.json"
 "$sim" "$tmp/adamw.json" --shards "$tmp/shards" --out "$tmp/adamw" --quiet
+# LoRA fine-tuning of the SGD run's saved model: the same spec with rank-1
+# adapters, AdamW, deltas down; only the adapters train and travel.
+sed 's/"layers"/"lora": {"rank": 1, "alpha": 2}, "layers"/' "$tmp/gpt.json" > "$tmp/lora.json"
+sed -e "s#$tmp/gpt.json#$tmp/lora.json#" \
+    -e 's/"lr": 0.1, "momentum": 0.9/"lr": 0.01, "momentum": 0, "optimizer": "adamw", "downlink_delta": true/' \
+  "$tmp/lm.json" > "$tmp/lora-run.json"
+grep -q lora.json "$tmp/lora-run.json"
+"$sim" "$tmp/lora-run.json" --shards "$tmp/shards" --out "$tmp/lora" --init-model "$tmp/run/model.safetensors" --quiet
 # The saved model in PyTorch (bench/lm_central.py: nanoGPT's module names,
 # strict load_state_dict, float64): its held-out loss is the report's.
 torch_loss=skip
 if /usr/bin/python3 -c "import torch" 2>/dev/null; then
   torch_loss=$(/usr/bin/python3 "$root/bench/lm_central.py" "$tmp/gpt.json" "$tmp/shards" \
                --eval-model "$tmp/run/model.safetensors")
+  torch_lora=$(/usr/bin/python3 "$root/bench/lm_central.py" "$tmp/lora.json" "$tmp/shards" \
+               --eval-model "$tmp/lora/model.safetensors")
+  torch_loss="$torch_loss|$torch_lora"
 fi
 python3 - "$tmp" "$torch_loss" "${books[@]}" <<'PY'
 import json, math, os, sys
@@ -56,6 +72,7 @@ def check(ok, what):
     print(("ok   " if ok else "FAIL ") + what)
     fails += not ok
 T, F = 16, 0.1
+V, C = 256, 16
 train, held = [], 0
 for b in books:
     w = (os.path.getsize(b) - 1) // T
@@ -102,12 +119,37 @@ check(bpb[2] < 7.0, f"final {bpb[2]:.3f} bits per byte, under 7 (8 is knowing no
 if torch_loss == "skip":
     print("skip PyTorch's loss of the saved model: /usr/bin/python3 has no torch")
 else:
-    tl, hl = json.loads(torch_loss)["test_loss"], rounds[-1]["test_loss"]
+    full, lora = torch_loss.split("|")
+    tl, hl = json.loads(full)["test_loss"], rounds[-1]["test_loss"]
     check(abs(tl - hl) <= 1e-5 * hl, f"the saved model in PyTorch: held-out loss {tl:.6f}, the report's {hl:.6f}")
+    lr_ = json.load(open(f"{tmp}/lora/report.json"))["rounds"][-1]["test_loss"]
+    tl = json.loads(lora)["test_loss"]
+    check(abs(tl - lr_) <= 1e-5 * lr_, f"the LoRA model in PyTorch (adapters by PEFT's names): {tl:.6f}, the report's {lr_:.6f}")
+def tensors(path):  # a safetensors file's tensors as raw bytes by name
+    raw = open(path, "rb").read()
+    hl = int.from_bytes(raw[:8], "little")
+    head = json.loads(raw[8:8 + hl])
+    return {k: raw[8 + hl + e["data_offsets"][0]:8 + hl + e["data_offsets"][1]] for k, e in head.items() if k != "__metadata__"}
+base, tuned = tensors(f"{tmp}/run/model.safetensors"), tensors(f"{tmp}/lora/model.safetensors")
+adapters = [k for k in tuned if ".lora_" in k]
+check(len(adapters) == 8 and all(tuned[k] == base[k] for k in base) and set(tuned) == set(base) | set(adapters),
+      f"LoRA: every base tensor of the fine-tuned model is the starting model's, bit for bit; {len(adapters)} adapters")
+check(any(b != 0 for k in adapters if "lora_B" in k for b in tuned[k]), "LoRA: the B adapters moved from zero")
+lo = json.load(open(f"{tmp}/lora/report.json"))
+lbpb = [x["test_bpb"] for x in lo["rounds"] if x["status"] == "ok"]
+check(len(lbpb) == 3 and bpb[-1] > lbpb[0] > lbpb[1] > lbpb[2],
+      f"LoRA: held-out bits per byte fall from the starting model's {bpb[-1]:.4f}: {[round(b, 4) for b in lbpb]}")
+n_lora = 16 * 1 * C  # 16 r C adapter floats in the one block
+up_full = [x["bytes_up"] for x in rounds]
+up_lora = [x["bytes_up"] for x in lo["rounds"] if x["status"] == "ok"]
+check(all(f >= 20 * l for f, l in zip(up_full, up_lora)) and all(5 * 4 * n_lora <= l <= 5 * (4 * n_lora + 512) for l in up_lora),
+      f"LoRA: bytes up per round {up_lora} (5 clients x {4 * n_lora} bytes of adapters, plus headers), "
+      f"at least 20x under full training's {up_full}")
+down = [x["bytes_down"] for x in lo["rounds"] if x["status"] == "ok"][1:]
+check(all(d <= 5 * (4 * n_lora + 2048) for d in down), f"LoRA: deltas down carry the adapters alone: {down} bytes")
 a = json.load(open(f"{tmp}/adamw/report.json"))
 check(a.get("optimizer") == "adamw" and a.get("betas") == [0.9, 0.95] and r.get("optimizer") == "sgd",
       f"the reports name the optimizers: {r.get('optimizer')}, {a.get('optimizer')} {a.get('betas')}")
-V, C = 256, 16
 n = V * C + T * C + 12 * C * C + 13 * C + 2 * C
 sgd_arena = {c["name"]: c["plan"]["arena_bytes"] for c in r["clients"]}
 for c in a["clients"]:
