@@ -215,7 +215,7 @@ typedef struct {
     } exact[CLIENT_EXACT_MAX];
 } client_overhead;
 void client_overhead_load(const char *state_dir, const char *device, const hfl_backend *be,
-                          const char *model, size_t in_dim, double fleet_estimate,
+                          const char *model, size_t in_dim, int label_rows, double fleet_estimate,
                           client_overhead *ov);
 /* Adds a measurement of candidate c of this model (in memory only). */
 void client_overhead_add(client_overhead *ov, const hfl_candidate *c, uint64_t staging,

@@ -70,10 +70,10 @@ uint64_t client_overhead_fn(void *ctx, hfl_precision p, int batch, hfl_ckpt_kind
 static const cJSON *item(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
 void client_overhead_load(const char *state_dir, const char *device, const hfl_backend *be,
-                          const char *model, size_t in_dim, double fleet_estimate,
+                          const char *model, size_t in_dim, int label_rows, double fleet_estimate,
                           client_overhead *ov) {
     hfl_overhead_model *m = &ov->model;
-    hfl_overhead_init(m, be->host_memory, in_dim, fleet_estimate);
+    hfl_overhead_init(m, be->host_memory, in_dim, label_rows, fleet_estimate);
     ov->n_exact = 0;
     ov->exact_next = 0;
     if (!state_dir || !state_dir[0]) return;

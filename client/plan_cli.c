@@ -35,7 +35,7 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
                             .allow_smaller = o->allow_smaller};
     if (client_precisions(o, dev, &in.precisions, err) != 0) return -1;
     client_overhead *ov = hfl_malloc(sizeof *ov);
-    client_overhead_load(o->state_dir, dev->name, be, spec.name, spec.in_dim, 0, ov);
+    client_overhead_load(o->state_dir, dev->name, be, spec.name, spec.in_dim, spec.label_rows, 0, ov);
     int n_records = ov->model.n;
     in.overhead = client_overhead_fn;
     in.overhead_ctx = ov;
@@ -64,7 +64,7 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
             const hfl_candidate *c = &ch.rows[i];
             char e[HFL_ERR_LEN] = "";
             if (client_probe_measure(probe, be, c, in.opt_state, &measured[i], e) == 0) {
-                uint64_t staging = hfl_overhead_staging(be->host_memory, c->batch, spec.in_dim);
+                uint64_t staging = hfl_overhead_staging(be->host_memory, c->batch, spec.in_dim, spec.label_rows);
                 if (!record_failed &&
                     client_overhead_record(o->state_dir, dev->name, be, spec.name, c, staging,
                                            measured[i], record_err) != 0)
@@ -106,7 +106,7 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
             cJSON_AddNumberToObject(r, "arena_bytes", (double)c->arena);
             cJSON_AddNumberToObject(r, "overhead_bytes", (double)(c->predicted - c->arena));
             cJSON_AddNumberToObject(r, "staging_bytes",
-                                    (double)hfl_overhead_staging(be->host_memory, c->batch, spec.in_dim));
+                                    (double)hfl_overhead_staging(be->host_memory, c->batch, spec.in_dim, spec.label_rows));
             cJSON_AddNumberToObject(r, "predicted_peak_bytes", (double)c->predicted);
             cJSON_AddNumberToObject(r, "predicted_samples_per_s", c->samples_per_s);
             if (o->verify) cJSON_AddNumberToObject(r, "measured_peak_bytes", (double)measured[i]);

@@ -12,15 +12,17 @@ static int same_class(hfl_precision a, hfl_precision b) {
     return (a == HFL_PREC_FP32) == (b == HFL_PREC_FP32);
 }
 
-void hfl_overhead_init(hfl_overhead_model *m, int host_memory, size_t in_dim, double fleet) {
+void hfl_overhead_init(hfl_overhead_model *m, int host_memory, size_t in_dim, int label_rows,
+                       double fleet) {
     m->n = 0;
     m->host_memory = host_memory;
     m->in_dim = in_dim;
+    m->label_rows = label_rows;
     m->fleet = fleet > 0 ? fleet : 0;
 }
 
-uint64_t hfl_overhead_staging(int host_memory, int batch, size_t in_dim) {
-    return host_memory ? (uint64_t)batch * (in_dim + 1) * 4u : 0;
+uint64_t hfl_overhead_staging(int host_memory, int batch, size_t in_dim, int label_rows) {
+    return host_memory ? (uint64_t)batch * (in_dim + (size_t)label_rows) * 4u : 0;
 }
 
 void hfl_overhead_add(hfl_overhead_model *m, hfl_precision p, int batch, double arena,
@@ -59,7 +61,7 @@ const char *hfl_overhead_source(const hfl_overhead_model *m, hfl_precision p) {
 }
 
 uint64_t hfl_overhead_predict(const hfl_overhead_model *m, hfl_precision p, int batch) {
-    uint64_t staging = hfl_overhead_staging(m->host_memory, batch, m->in_dim);
+    uint64_t staging = hfl_overhead_staging(m->host_memory, batch, m->in_dim, m->label_rows);
     int found;
     double extra = class_median(m, p, 1, &found);
     if (!found) extra = class_median(m, p, 0, &found);

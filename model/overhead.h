@@ -3,7 +3,7 @@
  *
  * A step's real peak (peak RSS growth on the CPU, used device memory on a
  * GPU) is the arena, plus on the CPU the host staging of one batch (the
- * client gathers each batch into batch * (in_dim + 1) * 4 bytes before the
+ * client gathers each batch into batch * (in_dim + label_rows) * 4 bytes before the
  * trainer copies it in; known exactly), plus what libraries take for
  * themselves: BLAS packing buffers and code pages, allocator slack, on a GPU
  * the CUDA context, cuBLAS handles and lazily loaded kernels. That last part,
@@ -48,14 +48,17 @@ typedef struct {
     hfl_overhead_rec rec[HFL_OVERHEAD_MAX];
     int host_memory; /* 1: the CPU backend (staging counts, the host prior) */
     size_t in_dim;   /* features per sample, for the staging term */
+    int label_rows;  /* labels per sample (T for a language model), likewise */
     double fleet;    /* the coordinator's estimate of the whole overhead, 0: none */
 } hfl_overhead_model;
 
 /* An empty model for a backend and an input size. */
-void hfl_overhead_init(hfl_overhead_model *m, int host_memory, size_t in_dim, double fleet);
-/* Host staging of one batch: batch * (in_dim + 1) * 4 bytes on the CPU, 0 on
- * a device (its staging is pinned host memory, outside the device budget). */
-uint64_t hfl_overhead_staging(int host_memory, int batch, size_t in_dim);
+void hfl_overhead_init(hfl_overhead_model *m, int host_memory, size_t in_dim, int label_rows,
+                       double fleet);
+/* Host staging of one batch: batch * (in_dim + label_rows) * 4 bytes on the
+ * CPU (its inputs and int32 labels), 0 on a device (its staging is pinned
+ * host memory, outside the device budget). */
+uint64_t hfl_overhead_staging(int host_memory, int batch, size_t in_dim, int label_rows);
 /* Adds one measurement of a configuration whose arena and staging (of its own
  * model: records of other models count too) are given; the oldest goes once
  * HFL_OVERHEAD_MAX are held. */

@@ -14,21 +14,22 @@
 int main(void) {
     hfl_overhead_model *m = malloc(sizeof *m);
     /* staging: batch * (in_dim + 1) floats on the host, nothing on a device */
-    CHECK(hfl_overhead_staging(1, 32, 784) == 32u * 785 * 4);
-    CHECK(hfl_overhead_staging(0, 32, 784) == 0);
+    CHECK(hfl_overhead_staging(1, 32, 784, 1) == 32u * 785 * 4);
+    CHECK(hfl_overhead_staging(1, 32, 64, 64) == 32u * 128 * 4); /* a language model: T labels */
+    CHECK(hfl_overhead_staging(0, 32, 784, 1) == 0);
 
-    hfl_overhead_init(m, 1, 784, 0);
+    hfl_overhead_init(m, 1, 784, 1, 0);
     CHECK(hfl_overhead_predict(m, HFL_PREC_FP32, 8) == HFL_OVERHEAD_PRIOR_HOST + 8u * 785 * 4);
     CHECK(!strcmp(hfl_overhead_source(m, HFL_PREC_BF16), "prior"));
-    hfl_overhead_init(m, 0, 784, 0);
+    hfl_overhead_init(m, 0, 784, 1, 0);
     CHECK(hfl_overhead_predict(m, HFL_PREC_FP16, 8) == HFL_OVERHEAD_PRIOR_DEVICE);
-    hfl_overhead_init(m, 1, 784, 3 * MiB); /* the fleet's figure is a whole overhead */
+    hfl_overhead_init(m, 1, 784, 1, 3 * MiB); /* the fleet's figure is a whole overhead */
     CHECK(hfl_overhead_predict(m, HFL_PREC_FP32, 64) == (uint64_t)(3 * MiB));
     CHECK(!strcmp(hfl_overhead_source(m, HFL_PREC_FP32), "fleet"));
 
     /* fp32 extras 1, 3, 2 MiB (measured - arena - staging) at any batch and
      * arena: the fp32 median is 2 MiB, for any batch, plus that batch's staging */
-    hfl_overhead_init(m, 1, 100, 3 * MiB);
+    hfl_overhead_init(m, 1, 100, 1, 3 * MiB);
     hfl_overhead_add(m, HFL_PREC_FP32, 1, 10 * MiB, 404, 10 * MiB + 404 + 1 * MiB);
     hfl_overhead_add(m, HFL_PREC_FP32, 512, 50 * MiB, 0, 50 * MiB + 3 * MiB); /* another model's: no staging */
     hfl_overhead_add(m, HFL_PREC_FP32, 32, 20 * MiB, 1000, 20 * MiB + 1000 + 2 * MiB);
@@ -44,12 +45,12 @@ int main(void) {
     CHECK(hfl_overhead_predict(m, HFL_PREC_FP32, 1) == 404 + (uint64_t)(2 * MiB)); /* unchanged */
 
     /* a class whose measurements came in under the arena (noise) adds no extra */
-    hfl_overhead_init(m, 0, 100, 0);
+    hfl_overhead_init(m, 0, 100, 1, 0);
     hfl_overhead_add(m, HFL_PREC_FP32, 8, 10 * MiB, 0, 9 * MiB);
     CHECK(hfl_overhead_predict(m, HFL_PREC_FP32, 8) == 0);
 
     /* the newest HFL_OVERHEAD_MAX records count: an old outlier ages out */
-    hfl_overhead_init(m, 0, 100, 0);
+    hfl_overhead_init(m, 0, 100, 1, 0);
     hfl_overhead_add(m, HFL_PREC_FP32, 8, 0, 0, 100 * MiB);
     for (int i = 0; i < HFL_OVERHEAD_MAX; i++) hfl_overhead_add(m, HFL_PREC_FP32, 8, 0, 0, (i % 2 ? 1 : 3) * MiB);
     CHECK(m->n == HFL_OVERHEAD_MAX && m->rec[0].extra == 3 * MiB);
