@@ -273,9 +273,11 @@ cJSON *registry_report(const coord *c) {
             if (dev) cJSON_AddItemToObject(o, "device", cJSON_Duplicate(dev, 1));
             if (plan) {
                 cJSON *pl = cJSON_Duplicate(plan, 1);
-                const cJSON *step = cJSON_GetObjectItemCaseSensitive(plan, "step_batch");
+                /* the rows of each forward/backward: the plan's batch (its step_batch
+                 * is the optimizer step's rows, micro-batches accumulated) */
+                const cJSON *micro = cJSON_GetObjectItemCaseSensitive(plan, "batch");
                 const cJSON *budget = cJSON_GetObjectItemCaseSensitive(plan, "budget_bytes");
-                if (cJSON_IsNumber(step)) cJSON_AddNumberToObject(pl, "micro_batch", step->valuedouble);
+                if (cJSON_IsNumber(micro)) cJSON_AddNumberToObject(pl, "micro_batch", micro->valuedouble);
                 if (cJSON_IsNumber(budget)) cJSON_AddNumberToObject(o, "budget_bytes", budget->valuedouble);
                 cJSON_AddItemToObject(o, "plan", pl);
             }
