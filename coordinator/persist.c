@@ -57,6 +57,16 @@ static cJSON *persist_fingerprint(const coord *c) {
     cJSON_AddNumberToObject(f, "batch", cfg->batch);
     cJSON_AddNumberToObject(f, "local_epochs", cfg->local_epochs);
     cJSON_AddNumberToObject(f, "lr", cfg->lr);
+    /* only when set, so the state files of runs without them still resume */
+    if (cfg->optimizer == HFL_OPTIM_ADAMW) {
+        cJSON_AddStringToObject(f, "optimizer", "adamw");
+        cJSON_AddNumberToObject(f, "beta1", cfg->beta1);
+        cJSON_AddNumberToObject(f, "beta2", cfg->beta2);
+    }
+    if (c->spec.lora_rank) {
+        cJSON_AddNumberToObject(f, "trainable", (double)c->spec.n_trainable);
+        cJSON_AddNumberToObject(f, "lora_alpha", c->spec.lora_alpha);
+    }
     return f;
 }
 

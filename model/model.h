@@ -196,8 +196,8 @@ int hfl_precision_parse(const char *name, hfl_precision *prec, char *err); /* "f
 const char *hfl_precision_name(hfl_precision prec);
 
 /* A client's local optimizer (model/optimizer.c; OPTIMIZERS below): "sgd"
- * (with the run's momentum) or "adamw" (torch.optim.AdamW's defaults for
- * what the run does not set). */
+ * (with the run's momentum) or "adamw" (betas and eps default to
+ * torch.optim.AdamW's; weight decay is the run's, default 0, not torch's 0.01). */
 typedef enum { HFL_OPTIM_SGD, HFL_OPTIM_ADAMW } hfl_optimizer;
 #define HFL_ADAMW_BETA1 0.9
 #define HFL_ADAMW_BETA2 0.999
@@ -244,7 +244,8 @@ void hfl_trainer_get_grads(const hfl_trainer *t, float *host_grads);
  * prints a line and aborts) and then takes the step's lr and weight decay,
  * with momentum 0. reset_optimizer zeroes momentum, or AdamW's moments and
  * its step count (a round's first step is step 1 of its bias corrections,
- * as a new torch optimizer per round). */
+ * as a new torch optimizer per round), and goes back to SGD: a round that
+ * trains with AdamW calls set_adamw after it. */
 void hfl_trainer_reset_optimizer(hfl_trainer *t);
 void hfl_trainer_set_adamw(hfl_trainer *t, float beta1, float beta2, float eps);
 /* FedProx (kernels/ops_hd.h): with mu != 0 every later optimizer step first

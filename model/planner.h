@@ -44,8 +44,10 @@
  *              backward stops at the first layer with parameters (its input
  *              gradient is not computed), and segments wholly below it run
  *              neither recomputation nor backward;
- *   OPTIMIZER  SGD over the whole parameter vector (with momentum if planned),
- *              or AdamW (its moments planned).
+ *   OPTIMIZER  SGD over the trainable part of the parameter vector (all of
+ *              it, or a LoRA spec's adapters: model.h; with momentum if
+ *              planned), or AdamW (its moments planned). Gradients and
+ *              optimizer state cover that part alone.
  * A buffer's lifetime is [first op that touches it, last op that touches it],
  * where a backward op touches its layer's input only when the layer keeps its
  * input and its output only when it keeps its output (the trainer passes NULL
@@ -172,8 +174,8 @@ typedef struct {
     hfl_ckpt_kind ckpt;    /* which activations to store */
     size_t ckpt_budget;    /* optimal: bound on the chain's peak (checkpoint.h); SIZE_MAX: none */
     int momentum;          /* nonzero: SGD with momentum (plans the momentum buffer) */
-    int anchor;            /* nonzero: FedProx (plans the fp32 "anchor", n_params floats) */
-    int adamw;             /* nonzero: AdamW (plans "adam.m" and "adam.v", n_params floats each) */
+    int anchor;            /* nonzero: FedProx (plans the fp32 "anchor", n_trainable floats) */
+    int adamw;             /* nonzero: AdamW (plans "adam.m" and "adam.v", n_trainable floats each) */
     size_t act_elem_bytes; /* bytes per activation element: 0 = from precision (PRECISION) */
     hfl_precision precision; /* HFL_PREC_FP32 (the zero value), BF16 or FP16 */
     /* What a device backend needs (DEVICE BUFFERS); 0 for the CPU backend,

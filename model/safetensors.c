@@ -11,7 +11,8 @@
 #include "util/util.h"
 
 
-#define ST_MAX_TENSORS (HFL_MAX_PARAM_TENSORS * HFL_MAX_LAYERS)
+/* a layer's tensors, and a LoRA block's 8 adapters */
+#define ST_MAX_TENSORS ((HFL_MAX_PARAM_TENSORS + 8) * HFL_MAX_LAYERS)
 
 /* One tensor hfl expects: its name, shape and place in the parameter vector. */
 typedef struct {
@@ -94,18 +95,20 @@ static int expected(const hfl_model_spec *spec, want_tensor *t) {
 }
 
 uint8_t *hfl_safetensors_encode(const hfl_model_spec *spec, const float *params, size_t *len, char *err) {
-    want_tensor t[ST_MAX_TENSORS];
-    hfl_st_put put[ST_MAX_TENSORS];
+    want_tensor *t = hfl_malloc(sizeof *t * ST_MAX_TENSORS);
+    hfl_st_put *put = hfl_malloc(sizeof *put * ST_MAX_TENSORS);
     int n = expected(spec, t);
     for (int i = 0; i < n; i++) {
         put[i] = (hfl_st_put){.name = t[i].name, .dtype = "F32", .ndim = t[i].ndim, .data = params + t[i].off};
         memcpy(put[i].shape, t[i].shape, sizeof t[i].shape);
     }
     char *spec_json = hfl_model_spec_to_json(spec, err);
-    if (!spec_json) return NULL;
-    const char *meta[4] = {"format", "pt", "hfl_model", spec_json};
-    uint8_t *out = hfl_st_encode(put, n, meta, 2, len, err);
-    free(spec_json);
+    uint8_t *out = NULL;
+    if (spec_json) {
+        const char *meta[4] = {"format", "pt", "hfl_model", spec_json};
+        out = hfl_st_encode(put, n, meta, 2, len, err);
+    }
+    free(spec_json), free(t), free(put);
     return out;
 }
 
@@ -113,7 +116,7 @@ int hfl_safetensors_decode(const uint8_t *buf, size_t len, const hfl_model_spec 
                            char *err) {
     hfl_st_file f;
     if (hfl_st_parse(buf, len, &f, err) != 0) return -1;
-    want_tensor t[ST_MAX_TENSORS];
+    want_tensor *t = hfl_malloc(sizeof *t * ST_MAX_TENSORS);
     int n = expected(spec, t), rc = 0, adapters = 0;
     for (int i = 0; rc == 0 && i < f.n; i++) {
         const hfl_st_tensor *e = &f.t[i];
@@ -143,6 +146,7 @@ int hfl_safetensors_decode(const uint8_t *buf, size_t len, const hfl_model_spec 
     for (int k = 0; rc == 0 && k < n; k++)
         if (!(t[k].adapter && skip_adapters)) memcpy(params + t[k].off, hfl_st_get(&f, t[k].name)->data, t[k].count * sizeof(float));
     hfl_st_free(&f);
+    free(t);
     return rc;
 }
 

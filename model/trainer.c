@@ -268,6 +268,7 @@ void hfl_trainer_get_grads(const hfl_trainer *t, float *host_grads) {
 
 void hfl_trainer_reset_optimizer(hfl_trainer *t) {
     if (t->momentum) t->be->fill(t->momentum, 0.0f, t->spec.n_trainable);
+    t->adamw = 0; /* SGD until set_adamw says otherwise */
     if (t->adam_m) {
         t->be->fill(t->adam_m, 0.0f, t->spec.n_trainable);
         t->be->fill(t->adam_v, 0.0f, t->spec.n_trainable);

@@ -253,7 +253,7 @@ static int sim_check(const hfl_scenario *sc, char *err) {
     hfl_partition_spec part;
     const hfl_codec *codec;
     if (hfl_model_resolve(sc->model, &spec, err) != 0 || !(codec = hfl_codec_find(sc->codec, err)) ||
-        hfl_codec_check(codec, spec.n_params, (uint32_t)sc->block, err) != 0 ||
+        hfl_codec_check(codec, spec.n_trainable, (uint32_t)sc->block, err) != 0 ||
         hfl_partition_parse(sc->partition, &part, err) != 0)
         return -1;
     if (strcmp(sc->downlink, "fp32") && strcmp(sc->downlink, "fp16") && strcmp(sc->downlink, "bf16"))
@@ -268,7 +268,7 @@ static int sim_check(const hfl_scenario *sc, char *err) {
             return hfl_errf(err, "client-%d: memory: %s", i, e);
         if (!sc->client_codec[i][0]) continue;
         if (!(codec = hfl_codec_find(sc->client_codec[i], e)) ||
-            hfl_codec_check(codec, spec.n_params, (uint32_t)sc->block, e) != 0)
+            hfl_codec_check(codec, spec.n_trainable, (uint32_t)sc->block, e) != 0)
             return hfl_errf(err, "client-%d: %s", i, e);
     }
     return 0;

@@ -13,7 +13,8 @@
  *     kernels_lm_torch; this checks the trainer's step count, bias
  *     corrections, lr and decay wiring and the moments' persistence;
  *   - reset_optimizer starts over: a step after it equals a new trainer's
- *     first step, bit for bit (moments and step count both reset);
+ *     first step, bit for bit (moments and step count both reset), and
+ *     without set_adamw after it the step is plain SGD's, bit for bit;
  *   - fp16: a step skipped for overflowing gradients is not counted, as
  *     GradScaler skips optimizer.step(): skip-then-two-steps equals the same
  *     two steps alone, bit for bit (the bias corrections would differ);
@@ -86,6 +87,7 @@ static void run(hfl_precision p) {
     /* Four steps against the double-precision algorithm. */
     hfl_trainer_set_params(t, w0);
     hfl_trainer_reset_optimizer(t);
+    hfl_trainer_set_adamw(t, B1, B2, EPS); /* reset goes back to SGD */
     hfl_trainer_get_params(t, got);
     for (size_t i = 0; i < n; i++) w[i] = got[i];
     double worst = 0, moved = 0;
@@ -117,6 +119,7 @@ static void run(hfl_precision p) {
     batch(&spec, 1, x, y);
     hfl_trainer_set_params(t, w0);
     hfl_trainer_reset_optimizer(t);
+    hfl_trainer_set_adamw(t, B1, B2, EPS); /* reset goes back to SGD */
     if (p == HFL_PREC_FP16) hfl_trainer_set_loss_scale(t, 1024.0f);
     hfl_trainer_step(t, x, y, ROWS, LR, 0.0f, WD);
     hfl_trainer_get_params(t, got);
@@ -129,6 +132,7 @@ static void run(hfl_precision p) {
     if (p == HFL_PREC_FP16) {
         hfl_trainer_set_params(t, w0);
         hfl_trainer_reset_optimizer(t);
+        hfl_trainer_set_adamw(t, B1, B2, EPS);
         uint64_t skipped = hfl_trainer_skipped_steps(t);
         hfl_trainer_set_loss_scale(t, 1e38f); /* gradients overflow fp16 */
         hfl_trainer_step(t, x, y, ROWS, LR, 0.0f, WD);
@@ -138,6 +142,7 @@ static void run(hfl_precision p) {
         hfl_trainer_set_loss_scale(t, 1024.0f);
         hfl_trainer_set_params(f, w0);
         hfl_trainer_reset_optimizer(f);
+        hfl_trainer_set_adamw(f, B1, B2, EPS);
         hfl_trainer_set_loss_scale(f, 1024.0f);
         for (int k = 1; k <= 2; k++) {
             batch(&spec, k, x, y);
@@ -149,6 +154,18 @@ static void run(hfl_precision p) {
         CHECK_MSG(memcmp(got, want, sizeof(float) * n) == 0, "fp16: a skipped step changed the steps after it");
     }
     hfl_trainer_free(f);
+
+    /* reset goes back to SGD: without set_adamw the next step is SGD's */
+    hfl_trainer *tr[2] = {t, u};
+    float *out[2] = {got, want};
+    for (int k = 0; k < 2; k++) {
+        hfl_trainer_set_params(tr[k], w0);
+        hfl_trainer_reset_optimizer(tr[k]);
+        hfl_trainer_set_loss_scale(tr[k], p == HFL_PREC_FP16 ? 1024.0f : 1.0f);
+        hfl_trainer_step(tr[k], x, y, ROWS, LR, 0.0f, WD);
+        hfl_trainer_get_params(tr[k], out[k]);
+    }
+    CHECK_MSG(memcmp(got, want, sizeof(float) * n) == 0, "%s: a step after reset is not SGD's", pn);
 
     /* The chooser plans the moments when asked. */
     hfl_chooser_input in = {.budget = UINT64_MAX / 4, .gflops = {100, 100, 100},
