@@ -90,12 +90,13 @@ static int expected(const hfl_model_spec *spec, want_tensor *t) {
         w->count = ly->n_params - (size_t)ly->units;
         w->off = ly->param_off;
         b->ndim = 1, b->shape[0] = ly->units, b->count = (size_t)ly->units, b->off = ly->param_off + w->count;
+        w->adapter = b->adapter = 0;
     }
     return n;
 }
 
 uint8_t *hfl_safetensors_encode(const hfl_model_spec *spec, const float *params, size_t *len, char *err) {
-    want_tensor *t = hfl_malloc(sizeof *t * ST_MAX_TENSORS);
+    want_tensor *t = hfl_calloc(ST_MAX_TENSORS, sizeof *t); /* every field 0: adapter too */
     hfl_st_put *put = hfl_malloc(sizeof *put * ST_MAX_TENSORS);
     int n = expected(spec, t);
     for (int i = 0; i < n; i++) {
@@ -116,7 +117,7 @@ int hfl_safetensors_decode(const uint8_t *buf, size_t len, const hfl_model_spec 
                            char *err) {
     hfl_st_file f;
     if (hfl_st_parse(buf, len, &f, err) != 0) return -1;
-    want_tensor *t = hfl_malloc(sizeof *t * ST_MAX_TENSORS);
+    want_tensor *t = hfl_calloc(ST_MAX_TENSORS, sizeof *t); /* every field 0: adapter too */
     int n = expected(spec, t), rc = 0, adapters = 0;
     for (int i = 0; rc == 0 && i < f.n; i++) {
         const hfl_st_tensor *e = &f.t[i];
