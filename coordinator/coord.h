@@ -37,6 +37,7 @@
 
 #define COORD_MAX_CLIENTS 16384 /* registry slots: a fleet of 10,000 with room for churn */
 #define COORD_MAX_CLIENTS_STR "16384"
+#define HFL_EVAL_ARENA_BYTES ((size_t)256 << 20) /* the evaluation trainer's arena, at most (batch >= 1) */
 #define DOWNLINK_HISTORY 4 /* global versions kept to send deltas against */
 #define REGISTRY_MAX_CODECS 8 /* distinct codecs clients may ask for in one run */
 #define COORD_MAX_PENDING 1024 /* hello challenges awaiting their signed answer */

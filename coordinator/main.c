@@ -403,7 +403,9 @@ static int coord_setup(coord *c, char *err) {
     if (auth_init(c, c->cfg.revoked_path, err) != 0) return -1;
     if (!c->self && !c->cfg.quiet) printf("hfl-coordinator: no certificates: clients' names are taken on trust\n");
     openblas_set_num_threads(c->cfg.threads); /* before the first GEMM */
-    c->eval = hfl_trainer_create(&c->spec, c->be, 500);
+    /* Evaluation chunks the test set; a chunk's arena is capped so a long-context
+     * LM (every block's T x T probabilities per sample) is not planned at batch 500. */
+    if (!(c->eval = hfl_trainer_create_eval(&c->spec, c->be, 500, HFL_EVAL_ARENA_BYTES, err))) return -1;
     c->round_log = cJSON_CreateArray();
     pthread_mutex_init(&c->lock, NULL);
     int resumed;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "coordinator/coord.h"
+#include "model/planner.h"
 #include "util/memmeter.h"
 #include "util/util.h"
 
@@ -42,6 +43,10 @@ char *report_render(coord *c, size_t *len) {
     cJSON *agg = cJSON_AddObjectToObject(o, "coordinator_device");
     cJSON_AddStringToObject(agg, "backend", c->be ? c->be->name : "cpu");
     cJSON_AddStringToObject(agg, "name", c->dev.name);
+    if (c->eval) { /* the test set is evaluated in chunks of this many samples */
+        cJSON_AddNumberToObject(agg, "eval_batch", hfl_trainer_plan(c->eval)->cfg.batch);
+        cJSON_AddNumberToObject(agg, "eval_arena_bytes", (double)hfl_trainer_device_bytes(c->eval));
+    }
     cJSON_AddNumberToObject(o, "wall_s", hfl_now() - c->started);
     cJSON_AddNumberToObject(o, "final_test_acc", c->final_acc);
     cJSON_AddStringToObject(o, "final_model_sha256", c->final_sha256);

@@ -218,6 +218,13 @@ typedef struct hfl_plan hfl_plan; /* model/planner.h */
  * hfl_model_spec_check; prints one line and exits(1) when the backend refuses
  * the arena (as be->alloc does). */
 hfl_trainer *hfl_trainer_create(const hfl_model_spec *spec, const hfl_backend *be, int max_batch);
+/* A trainer for evaluation only (hfl_trainer_evaluate; no momentum, so no
+ * step with momentum): the `none` plan of the largest batch up to max_batch
+ * whose arena fits max_bytes, batch 1 when none does; the batch is
+ * hfl_trainer_plan(t)->cfg.batch. NULL with err when the spec fails its
+ * check, max_batch < 1 or the backend refuses the arena. */
+hfl_trainer *hfl_trainer_create_eval(const hfl_model_spec *spec, const hfl_backend *be, int max_batch,
+                                     size_t max_bytes, char *err);
 /* A trainer running `plan` (made by hfl_plan_make for this spec; copied):
  * ONE be->try_alloc of plan->arena_bytes, nothing allocated afterwards.
  * Batches of up to plan->cfg.batch samples; step() with a nonzero momentum

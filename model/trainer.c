@@ -233,6 +233,31 @@ hfl_trainer *hfl_trainer_create(const hfl_model_spec *spec, const hfl_backend *b
     return t;
 }
 
+hfl_trainer *hfl_trainer_create_eval(const hfl_model_spec *spec, const hfl_backend *be, int max_batch,
+                                     size_t max_bytes, char *err) {
+    if (!spec || !be || max_batch < 1 || hfl_model_spec_check(spec, err) != 0) {
+        if (err && spec && be && max_batch < 1) hfl_errf(err, "evaluation batch %d is not positive", max_batch);
+        return NULL;
+    }
+    hfl_plan *plan = hfl_malloc(sizeof *plan);
+    hfl_plan_config cfg = {.ckpt = HFL_CKPT_NONE, .ckpt_budget = SIZE_MAX, .act_elem_bytes = sizeof(float)};
+    hfl_plan_config_for_backend(&cfg, be);
+    /* The arena grows with the batch, so bisect for the largest that fits;
+     * batch 1 is taken whatever it costs (a model cannot be evaluated in less). */
+    int lo = 1, hi = max_batch;
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        cfg.batch = mid;
+        if (hfl_plan_make(spec, &cfg, plan, NULL) == 0 && plan->arena_bytes <= max_bytes) lo = mid;
+        else hi = mid - 1;
+    }
+    cfg.batch = lo;
+    hfl_trainer *t = NULL;
+    if (hfl_plan_make(spec, &cfg, plan, err) == 0) t = hfl_trainer_create_plan(spec, be, plan, err);
+    free(plan);
+    return t;
+}
+
 void hfl_trainer_free(hfl_trainer *t) {
     if (!t) return;
     t->be->sync();

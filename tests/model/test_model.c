@@ -4,7 +4,10 @@
  * error, init bounds and determinism, parameter round trips, the whole mlp's
  * gradient against central differences on a small random batch, that
  * evaluate agrees with the step's loss, and that a few hundred SGD steps fit
- * a small synthetic separable problem to > 95% training accuracy. */
+ * a small synthetic separable problem to > 95% training accuracy; and that
+ * an evaluation trainer takes the largest batch whose arena fits its cap
+ * (checked against the planner one batch up) and evaluates as a
+ * full-batch trainer does. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,6 +16,7 @@
 #include "kernels/backend.h"
 #include "kernels/philox.h"
 #include "model/model.h"
+#include "model/planner.h"
 #include "tests/check.h"
 #include "util/util.h"
 
@@ -235,6 +239,51 @@ static void test_mlp_learns(const hfl_backend *be) {
     free(y);
 }
 
+/* hfl_trainer_create_eval: the batch is the largest whose `none` plan fits
+ * the cap (the planner's arena at that batch fits, one more does not), batch
+ * 1 under any cap, and the loss over chunks equals a one-chunk trainer's. */
+static void test_eval_trainer(const hfl_backend *be) {
+    enum { N = 37 };
+    hfl_model_spec s;
+    hfl_model_builtin("mlp", &s, NULL);
+    char err[HFL_ERR_LEN] = "";
+    CHECK(hfl_trainer_create_eval(&s, be, 0, SIZE_MAX, err) == NULL && err[0]);
+    hfl_plan *p = hfl_malloc(sizeof *p);
+    hfl_plan_config cfg = {.ckpt = HFL_CKPT_NONE, .ckpt_budget = SIZE_MAX, .act_elem_bytes = sizeof(float)};
+    hfl_plan_config_for_backend(&cfg, be);
+    cfg.batch = 6;
+    CHECK(hfl_plan_make(&s, &cfg, p, err) == 0);
+    size_t cap = p->arena_bytes + 100; /* batch 6 fits, 7 (another 784-float input) does not */
+    hfl_trainer *t = hfl_trainer_create_eval(&s, be, 500, cap, err);
+    CHECK(t != NULL);
+    int b = t ? hfl_trainer_plan(t)->cfg.batch : 0;
+    CHECK(b == 6);
+    CHECK(t && hfl_trainer_device_bytes(t) <= cap);
+    cfg.batch = b + 1;
+    CHECK(hfl_plan_make(&s, &cfg, p, err) == 0 && p->arena_bytes > cap);
+    hfl_trainer *one = hfl_trainer_create_eval(&s, be, 500, 0, err), *all = hfl_trainer_create(&s, be, N);
+    CHECK(one && hfl_trainer_plan(one)->cfg.batch == 1);
+    hfl_trainer *big = hfl_trainer_create_eval(&s, be, 3, SIZE_MAX, err);
+    CHECK(big && hfl_trainer_plan(big)->cfg.batch == 3);
+    float *w = hfl_malloc(s.n_params * sizeof(float)), *x = hfl_malloc((size_t)N * 784 * sizeof(float));
+    int32_t y[N];
+    hfl_model_init_params(&s, w, 5);
+    for (int i = 0; i < N * 784; i++) x[i] = rnd(3, i);
+    for (int i = 0; i < N; i++) y[i] = i % 10;
+    float acc_t = 0, acc_all = 0;
+    if (t && one && all) {
+        hfl_trainer_set_params(t, w), hfl_trainer_set_params(all, w), hfl_trainer_set_params(one, w);
+        float lt = hfl_trainer_evaluate(t, x, y, N, &acc_t), la = hfl_trainer_evaluate(all, x, y, N, &acc_all);
+        float l1 = hfl_trainer_evaluate(one, x, y, N, NULL);
+        CHECK(isfinite(la) && la > 1.0f);
+        CHECK_CLOSE(lt, la, 1e-6, 1e-6);
+        CHECK_CLOSE(l1, la, 1e-6, 1e-6);
+        CHECK(acc_t == acc_all);
+    }
+    hfl_trainer_free(t), hfl_trainer_free(one), hfl_trainer_free(all), hfl_trainer_free(big);
+    free(w), free(x), free(p);
+}
+
 int main(void) {
     const hfl_backend *be = hfl_backend_cpu();
     test_specs();
@@ -243,5 +292,6 @@ int main(void) {
     test_mlp_gradient(be);
     test_evaluate_matches_step(be);
     test_mlp_learns(be);
+    test_eval_trainer(be);
     return check_exit_code("test_model");
 }
