@@ -112,7 +112,8 @@ typedef struct {
 hfl_gpt_block_params_lp hfl_gpt_block_view_lp(uint16_t *block, int C);
 size_t hfl_gpt_block_saved_bytes_lp(int n, int T, int C, int H, int r);
 hfl_gpt_block_saved_lp hfl_gpt_block_saved_view_lp(void *base, int n, int T, int C, int H, int r);
-size_t hfl_gpt_block_ws_bytes_lp(int n, int T, int C, int H, int r);
+size_t hfl_gpt_block_ws_bytes_lp(int n, int T, int C, int H, int r);     /* backward's */
+size_t hfl_gpt_block_fwd_ws_bytes_lp(int n, int T, int C, int H, int r); /* forward's (less) */
 
 /* lora as in the fp32 block; these read its w_lp. */
 void hfl_gpt_block_forward_lp(const hfl_backend *be, hfl_precision lp,

@@ -60,11 +60,24 @@ static size_t dense_ws(int rows, int C, int r) {
 }
 
 /* Backward: A (4C per row: dg, df, then dqkv), B and D (C per row), all
- * 2-byte; then the larger of attention's workspace and the dense staging
- * (the forward uses the same tail); then, with adapters, du (r per row,
- * 2-byte) and the fp32 2C-float layer-norm scratch (gpt.h). */
+ * 2-byte; then the larger of attention's workspace and the dense staging;
+ * then, with adapters, du (r per row, 2-byte) and the fp32 2C-float
+ * layer-norm scratch (gpt.h). The forward has a workspace of its own. */
 static size_t tail_bytes(int n, int T, int C, int H, int r) {
     return mx(hfl_attention_bwd_ws_bytes_lp(n, T, C, H), dense_ws(n * T, C, r));
+}
+
+/* Forward (and recompute): attention's forward workspace or the dense
+ * staging, from the workspace's start. It is a buffer of its own in a plan,
+ * so the backward's larger prefix is not reserved (and left untouched) there. */
+size_t hfl_gpt_block_fwd_ws_bytes_lp(int n, int T, int C, int H, int r) {
+    size_t rows = (size_t)n * T, w = hfl_attention_fwd_ws_bytes_lp(n, T, C, H);
+    int shapes[4][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}}; /* in, out */
+    for (int i = 0; i < 4; i++) {
+        w = mx(w, hfl_dense_workspace_bytes_lp((int)rows, shapes[i][0], shapes[i][1], 0));
+        if (r) w = mx(w, hfl_lora_ws_bytes_lp((int)rows, shapes[i][0], shapes[i][1], r));
+    }
+    return al(w);
 }
 
 size_t hfl_gpt_block_ws_bytes_lp(int n, int T, int C, int H, int r) {
@@ -88,7 +101,7 @@ void hfl_gpt_block_forward_lp(const hfl_backend *be, hfl_precision lp,
     int rows = n * T, r = lo ? lo->r : 0;
     float sc = lo ? lo->scale : 0.0f;
     size_t rc = (size_t)rows * C;
-    char *tail = (char *)ws + al(4 * rc * 2) + 2 * al(rc * 2);
+    char *tail = ws; /* hfl_gpt_block_fwd_ws_bytes_lp */
     lm->layernorm_fwd_lp(lp, s->h1, s->mean1, s->rstd1, x, p->ln1_w, p->ln1_b, rows, C);
     hfl_dense_forward_lp(be, lp, p->qkv_w, p->qkv_b, s->h1, s->qkv, rows, C, 3 * C, tail);
     if (lo)

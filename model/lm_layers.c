@@ -222,8 +222,10 @@ static size_t block_fwd_ws(const hfl_layer *ly, int batch) {
 static size_t block_bwd_ws(const hfl_layer *ly, int batch) {
     return hfl_gpt_block_ws_bytes(batch, seq_len(ly), width(ly), ly->heads, ly->lora_rank);
 }
-/* The 2-byte forward stages its GEMMs in the backward's tail (gpt_lp.c). */
-static size_t block_ws_lp(const hfl_layer *ly, int batch) {
+static size_t block_fwd_ws_lp(const hfl_layer *ly, int batch) {
+    return hfl_gpt_block_fwd_ws_bytes_lp(batch, seq_len(ly), width(ly), ly->heads, ly->lora_rank);
+}
+static size_t block_bwd_ws_lp(const hfl_layer *ly, int batch) {
     return hfl_gpt_block_ws_bytes_lp(batch, seq_len(ly), width(ly), ly->heads, ly->lora_rank);
 }
 static size_t block_saved(const hfl_layer *ly, int batch) {
@@ -254,8 +256,8 @@ const hfl_layer_ops hfl_gpt_block_ops = {
     .flops = block_flops,
     .forward_lp = block_forward_lp,
     .backward_lp = block_backward_lp,
-    .fwd_workspace_bytes_lp = block_ws_lp,
-    .bwd_workspace_bytes_lp = block_ws_lp,
+    .fwd_workspace_bytes_lp = block_fwd_ws_lp,
+    .bwd_workspace_bytes_lp = block_bwd_ws_lp,
     .saved_bytes = block_saved,
     .saved_bytes_lp = block_saved_lp,
 };
