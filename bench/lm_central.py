@@ -14,7 +14,7 @@ the same held-out windows (mean cross-entropy per byte). Prints one JSON
 line. With --eval-model it instead loads hfl's saved model (a safetensors
 file, nanoGPT's names, LoRA adapters included) into the same module and
 prints its held-out loss. Usage:
-  lm_central.py SPEC.json SHARDS_DIR --samples N --batch B --lr LR --momentum M [--seed S]
+  lm_central.py SPEC.json SHARDS_DIR --samples N --batch B --lr LR --momentum M [--seed S] [--curve K]
   lm_central.py SPEC.json SHARDS_DIR --eval-model MODEL.safetensors
 """
 import argparse
@@ -139,6 +139,8 @@ def main():
     ap.add_argument("--eval-model", help="evaluate this hfl safetensors file instead of training")
     ap.add_argument("--momentum", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--curve", type=int, default=0,
+                    help="also evaluate every this many samples and print the held-out loss curve")
     a = ap.parse_args()
     torch.manual_seed(a.seed)
     torch.set_num_threads(1)
@@ -157,7 +159,7 @@ def main():
     y = torch.cat([p[1] for p in parts])
     model = GPT(V, T, C, H, L)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
-    t0, seen, order, at = time.time(), 0, torch.randperm(len(x)), 0
+    t0, seen, order, at, curve, next_eval = time.time(), 0, torch.randperm(len(x)), 0, [], a.curve
     while seen < a.samples:
         b = min(a.batch, a.samples - seen)
         if at + b > len(order):
@@ -169,10 +171,14 @@ def main():
         loss.backward()
         opt.step()
         seen += b
+        if a.curve and seen >= next_eval and seen < a.samples:
+            curve.append([seen, evaluate(model, tx, ty, V)])
+            print(json.dumps({"samples": seen, "central_test_loss": curve[-1][1]}), flush=True)
+            next_eval += a.curve
     test_loss = evaluate(model, tx, ty, V)
     print(json.dumps({"central_test_loss": test_loss, "central_test_bpb": test_loss / math.log(2),
                       "samples": seen, "train_windows": len(x), "test_windows": len(tx),
-                      "wall_s": round(time.time() - t0, 1)}))
+                      "wall_s": round(time.time() - t0, 1), **({"curve": curve} if a.curve else {})}))
 
 
 if __name__ == "__main__":
