@@ -71,11 +71,14 @@ def classify(draw, rc, out, err):
             return f"failed: measured {out['measured_peak_bytes']} over budget {draw['budget']}"
         return "trained"
     e = out.get("error") or ""
-    m = re.match(r"nothing fits in [0-9.]+ MiB for model \S+: the smallest budget that would is ([0-9.]+) MiB$", e)
+    m = re.match(r"nothing fits in [0-9.]+ MiB for model \S+: the smallest budget that would is ([0-9.]+) MiB "
+                 r"as predicted, at least ([0-9.]+) MiB for the arena alone$", e)
     if rc == 0 or "\n" in e or not m:
         return f"failed: refusal (exit {rc}): {e[:200]}"
     if float(m.group(1)) * MIB <= draw["budget"] * 0.9999:
         return f"failed: refused, yet names a smaller budget: {e}"
+    if float(m.group(2)) > float(m.group(1)):
+        return f"failed: refused, with an arena floor above the prediction: {e}"
     return "refused"
 
 

@@ -165,8 +165,11 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
         if (hfl_choose(&s->spec, &in, &ch, err) != 0) break;
         const hfl_candidate *c = ch.chosen >= 0 ? &ch.rows[ch.chosen] : unmeasured_smallest(&ch, ov, usable);
         if (!c) {
-            hfl_errf(err, "nothing fits in %.2f MiB for model %s: the smallest budget that would is %.2f MiB",
-                     in.budget / 1048576.0, s->spec.name, ch.min_budget / 1048576.0);
+            hfl_errf(err,
+                     "nothing fits in %.2f MiB for model %s: the smallest budget that would is %.2f MiB as "
+                     "predicted, at least %.2f MiB for the arena alone",
+                     in.budget / 1048576.0, s->spec.name, ch.min_budget / 1048576.0,
+                     ch.min_arena_budget / 1048576.0);
             break;
         }
         uint64_t known;

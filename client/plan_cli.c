@@ -145,7 +145,11 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
     }
     if (record_failed) return hfl_errf(err, "%s", record_err);
     if (ch.chosen < 0)
-        return hfl_errf(err, "nothing fits in %.2f MiB (headroom %.0f%%): the smallest budget that would is %.2f MiB",
-                        in.budget / 1048576.0, 100 * in.headroom, ch.min_budget / 1048576.0);
+        return hfl_errf(err,
+                        "nothing fits in %.2f MiB (headroom %.0f%%): the smallest budget that would is %.2f MiB "
+                        "as predicted (overhead: %s%s), at least %.2f MiB for the arena alone",
+                        in.budget / 1048576.0, 100 * in.headroom, ch.min_budget / 1048576.0, source,
+                        strcmp(source, "prior") ? "" : ", unmeasured: --verify and --trial-step measure",
+                        ch.min_arena_budget / 1048576.0);
     return 0;
 }

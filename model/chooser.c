@@ -169,7 +169,7 @@ static int chooser_batches(const hfl_chooser_input *in, chooser_batch *out) {
 int hfl_choose(const hfl_model_spec *spec, const hfl_chooser_input *in, hfl_choice *out, char *err) {
     memset(out, 0, sizeof *out);
     out->chosen = -1;
-    out->min_budget = UINT64_MAX;
+    out->min_budget = out->min_arena_budget = UINT64_MAX;
     uint64_t usable = (uint64_t)((double)in->budget * (1.0 - in->headroom));
     double fwd = (double)hfl_model_forward_flops(spec);
     hfl_plan *plan = hfl_malloc(sizeof *plan), *none = hfl_malloc(sizeof *none);
@@ -202,6 +202,8 @@ int hfl_choose(const hfl_model_spec *spec, const hfl_chooser_input *in, hfl_choi
             c->fits = c->predicted <= usable;
             uint64_t need = (uint64_t)ceil((double)c->predicted / (1.0 - in->headroom));
             if (need < out->min_budget) out->min_budget = need;
+            need = (uint64_t)ceil((double)c->arena / (1.0 - in->headroom));
+            if (need < out->min_arena_budget) out->min_arena_budget = need;
             if (c->fits && (out->chosen < 0 || better(c, &out->rows[out->chosen], in->prefer_batch))) out->chosen = out->n;
             out->n++;
         }

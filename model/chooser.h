@@ -74,6 +74,8 @@ typedef struct {
     hfl_candidate rows[HFL_CHOOSER_MAX_ROWS];
     int chosen;            /* row index, -1 when nothing fits */
     uint64_t min_budget;   /* the smallest budget any candidate fits (with headroom) */
+    uint64_t min_arena_budget; /* the same for the arena alone: a floor whatever the
+                                  overhead prediction (with the prior, the figure to trust) */
 } hfl_choice;
 
 /* Measures GEMM GFLOP/s on be for each precision in `precisions` (bits

@@ -12,6 +12,7 @@
  * smallest budget that would do; with a generous one, the largest batch.
  * Predicted speeds within 5% tie: a 2-byte rate 3% above fp32's keeps fp32,
  * one 50% above it wins. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,15 @@ static void test_inputs(const hfl_model_spec *s) {
     in.headroom = 0.05;
     CHECK(hfl_choose(s, &in, &ch, err) == 0 && ch.chosen < 0);
     CHECK(ch.min_budget > in.budget);
+    /* the arena-alone floor: the smallest arena over the kept fraction, the
+     * overhead left out (what a refusal quotes beside the prediction) */
+    uint64_t floor = UINT64_MAX;
+    for (int i = 0; i < ch.n; i++) {
+        uint64_t f = (uint64_t)ceil((double)ch.rows[i].arena / 0.95);
+        floor = f < floor ? f : floor;
+    }
+    CHECK(ch.min_arena_budget == floor);
+    CHECK(ch.min_budget - ch.min_arena_budget >= extra && ch.min_budget - ch.min_arena_budget <= extra / 0.95 + 2);
 }
 
 /* Speeds within 5% tie and the wider precision wins: a 2-byte GEMM rate 3%
@@ -199,6 +209,7 @@ int main(void) {
     size_t smallest = SIZE_MAX;
     for (int i = 0; i < none.n; i++) smallest = none.rows[i].arena < smallest ? none.rows[i].arena : smallest;
     CHECK(none.min_budget == smallest);
+    CHECK(none.min_arena_budget == smallest); /* no overhead, no headroom */
     free(plan);
     free(params);
     free(x);
