@@ -238,7 +238,9 @@ size_t hfl_trainer_device_bytes(const hfl_trainer *t); /* what the one allocatio
 const hfl_plan *hfl_trainer_plan(const hfl_trainer *t); /* the trainer's copy of its plan */
 
 /* Parameters are fp32 in every precision: set writes the master weights (and
- * rounds the working copy from them), get reads the master weights. Gradients
+ * rounds the working copy from them), get reads the master weights. With
+ * LoRA in bf16/fp16 only the trainable part has masters: the frozen weights
+ * are their 2-byte working copy, which get returns widened. Gradients
  * are fp32 and unscaled (d(mean loss)/d(params), whatever the loss scale),
  * n_trainable of them: those of [train_off, n_params) (all, without LoRA). */
 void hfl_trainer_set_params(hfl_trainer *t, const float *host_params);

@@ -358,11 +358,11 @@ int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_pl
     int lp = cfg->precision != HFL_PREC_FP32;
     p->params = add_buffer(&b, HFL_BUF_WEIGHTS, -1, spec->n_params, lp ? 2 : sizeof(float),
                            "params", 0);
-    p->master = lp ? add_buffer(&b, HFL_BUF_MASTER, -1, spec->n_params, sizeof(float), "master", 0)
-                   : -1;
-    /* Gradients and optimizer state: the trainable part only (all of it
-     * without LoRA; the adapters with). */
+    /* Master weights, gradients and optimizer state: the trainable part only
+     * (all of it without LoRA; the adapters with: frozen weights never change,
+     * so their 2-byte working copy is all there is of them). */
     size_t nt = spec->n_trainable;
+    p->master = lp ? add_buffer(&b, HFL_BUF_MASTER, -1, nt, sizeof(float), "master", 0) : -1;
     p->grads = add_buffer(&b, HFL_BUF_GRADS, -1, nt, sizeof(float), "grads", 0);
     p->momentum = cfg->momentum ? add_buffer(&b, HFL_BUF_OPTIMIZER, -1, nt,
                                              sizeof(float), "momentum", 0)

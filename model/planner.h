@@ -85,7 +85,8 @@
  * batch are 4 bytes an element, and there are no master weights. bf16 and
  * fp16 (mixed precision, Micikevicius et al. 2018): the working weights
  * (category "weights", what the layers read) are 2 bytes an element beside
- * fp32 master weights ("master_weights", what the optimizer updates); the
+ * fp32 master weights ("master_weights", what the optimizer updates; with
+ * LoRA the adapters' only, the frozen base being its 2-byte copy); the
  * activations, activation gradients and input batch are 2 bytes; gradients
  * and momentum stay fp32; the layers' workspaces are their *_lp sizes, which
  * include the fp32 staging the CPU backend needs to run sgemm on 2-byte data,

@@ -84,10 +84,26 @@ struct hfl_trainer {
     int slot;                  /* the input slot the running ops read */
 };
 
-/* The fp32 weights that train: the parameters (fp32) or master weights from
- * train_off on. */
+/* The fp32 weights that train: the parameters from train_off on (fp32), or
+ * the master weights, which hold only those (2-byte). */
 static float *trained(const hfl_trainer *t) {
-    return (t->prec == HFL_PREC_FP32 ? t->params : t->master) + t->spec.train_off;
+    return t->prec == HFL_PREC_FP32 ? t->params + t->spec.train_off : t->master;
+}
+
+/* 2-byte: the working weights from host fp32 values (zeros for NULL). The
+ * frozen head [0, train_off) has no masters, so it is staged through the
+ * master buffer a chunk of n_trainable floats at a time and rounded; then
+ * the trainable tail's masters are set and rounded. */
+static void lp_set_params(hfl_trainer *t, const float *host) {
+    const hfl_backend *be = t->be;
+    size_t off = t->spec.train_off, cap = t->spec.n_trainable;
+    for (size_t i = 0; i < off + cap;) { /* frozen chunks, then the tail (the masters keep it) */
+        size_t n = i < off && off - i < cap ? off - i : cap;
+        if (host) be->upload(t->master, host + i, n * sizeof(float));
+        else be->fill(t->master, 0.0f, n);
+        be->round_lp(t->prec, t->working + i, t->master, n);
+        i += n;
+    }
 }
 
 /* Where layer ly's backward writes its parameter gradients: its block of
@@ -204,8 +220,7 @@ hfl_trainer *hfl_trainer_create_plan(const hfl_model_spec *spec, const hfl_backe
     } else {
         t->working = buf(t, plan->params);
         t->master = buf(t, plan->master);
-        be->fill(t->master, 0.0f, spec->n_params);
-        be->round_lp(t->prec, t->working, t->master, spec->n_params);
+        lp_set_params(t, NULL);
     }
     be->fill(t->grads, 0.0f, spec->n_trainable);
     if (t->momentum) be->fill(t->momentum, 0.0f, spec->n_trainable);
@@ -278,13 +293,24 @@ void hfl_trainer_set_params(hfl_trainer *t, const float *host_params) {
         t->be->upload(t->params, host_params, t->spec.n_params * sizeof(float));
         return;
     }
-    t->be->upload(t->master, host_params, t->spec.n_params * sizeof(float));
-    t->be->round_lp(t->prec, t->working, t->master, t->spec.n_params);
+    lp_set_params(t, host_params);
 }
 
 void hfl_trainer_get_params(const hfl_trainer *t, float *host_params) {
-    const float *src = t->prec == HFL_PREC_FP32 ? t->params : t->master;
-    t->be->download(host_params, src, t->spec.n_params * sizeof(float));
+    if (t->prec == HFL_PREC_FP32) {
+        t->be->download(host_params, t->params, t->spec.n_params * sizeof(float));
+        return;
+    }
+    size_t off = t->spec.train_off;
+    t->be->download(host_params + off, t->master, t->spec.n_trainable * sizeof(float));
+    if (!off) return;
+    /* The frozen head, widened from its 2-byte working copy: downloaded into
+     * the back half of its own host range, then widened front to back (value
+     * i's 4 bytes end before 2-byte value i + 1 starts), so nothing is
+     * allocated outside the plan. */
+    uint16_t *h = (uint16_t *)host_params + off;
+    t->be->download(h, t->working, off * sizeof(uint16_t));
+    for (size_t i = 0; i < off; i++) host_params[i] = hfl_op_widen(t->prec, h[i]);
 }
 
 void hfl_trainer_get_grads(const hfl_trainer *t, float *host_grads) {
