@@ -105,7 +105,7 @@ static void proj_backward(const hfl_backend *be, const hfl_gpt_lora *lo, const f
         hfl_dense_backward(be, w, x, dy, dw, db, dx, rows, in, out, accumulate);
         return;
     }
-    be->sgemm(0, 0, rows, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+    if (dx) be->sgemm(0, 0, rows, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
     hfl_lora_backward(be, la, lb, x, u, dy, dla, dlb, du, dx, rows, in, out, lo->r, lo->scale, accumulate);
 }
 
@@ -138,7 +138,8 @@ void hfl_gpt_block_backward(const hfl_backend *be, const hfl_gpt_block_params *p
                   ld.proj_b, s->u_proj, s->ya, D, B, du, rows, C, C, accumulate);
     hfl_attention_backward(be, A, B, s->qkv, s->att, E, n, T, C, H);
     proj_backward(be, lo, p->qkv_w, g.qkv_w, g.qkv_b, lw.qkv_a, lw.qkv_b, ld.qkv_a, ld.qkv_b,
-                  s->u_qkv, s->h1, A, B, du, rows, C, 3 * C, accumulate);
+                  s->u_qkv, s->h1, A, dx ? B : NULL, du, rows, C, 3 * C, accumulate);
+    if (!dx) return; /* nothing below trains (LoRA's first block): no dh1, no LN1 backward */
     /* dx = dx2 (residual) + LN1's backward of dh1 */
     be->copy(dx, D, rc * sizeof(float));
     lm->layernorm_bwd(dx, lo ? lnw : g.ln1_w, lo ? lnb : g.ln1_b, B, x, p->ln1_w, s->mean1,

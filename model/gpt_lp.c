@@ -137,8 +137,9 @@ static void proj_backward_lp(const hfl_backend *be, hfl_precision lp, const hfl_
         hfl_dense_backward_lp(be, lp, w, x, dy, dw, db, dx, rows, in, out, ws, accumulate);
         return;
     }
-    be->gemm_lp(lp, 0, 0, 0, rows, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, NULL,
-                HFL_BIAS_NONE, ws);
+    if (dx)
+        be->gemm_lp(lp, 0, 0, 0, rows, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, NULL,
+                    HFL_BIAS_NONE, ws);
     hfl_lora_backward_lp(be, lp, la, lb, x, u, dy, dla, dlb, du, dx, rows, in, out, lo->r,
                          lo->scale, accumulate, ws);
 }
@@ -175,7 +176,8 @@ void hfl_gpt_block_backward_lp(const hfl_backend *be, hfl_precision lp,
                      ld.proj_a, ld.proj_b, s->u_proj, s->ya, D, B, du, rows, C, C, tail, accumulate);
     hfl_attention_backward_lp(be, lp, A, B, s->qkv, s->att, tail, n, T, C, H);
     proj_backward_lp(be, lp, lo, p->qkv_w, g.qkv_w, g.qkv_b, lwt.qkv_a, lwt.qkv_b, ld.qkv_a,
-                     ld.qkv_b, s->u_qkv, s->h1, A, B, du, rows, C, 3 * C, tail, accumulate);
+                     ld.qkv_b, s->u_qkv, s->h1, A, dx ? B : NULL, du, rows, C, 3 * C, tail, accumulate);
+    if (!dx) return; /* nothing below trains (LoRA's first block) */
     be->copy(dx, D, rc * 2);
     lm->layernorm_bwd_lp(lp, dx, lo ? lnw : g.ln1_w, lo ? lnb : g.ln1_b, B, x, p->ln1_w,
                          s->mean1, s->rstd1, rows, C, ln_acc, 1);

@@ -42,7 +42,7 @@ void hfl_lora_backward(const hfl_backend *be, const float *a, const float *b, co
     be->sgemm(0, 0, rows, r, out, scale, dy, out, b, r, 0.0f, du, r);
     /* dA[r,in] (+)= du^T x;  dx[rows,in] += du A */
     be->sgemm(1, 0, r, in, rows, 1.0f, du, r, x, in, beta, da, in);
-    be->sgemm(0, 0, rows, in, r, 1.0f, du, r, a, in, 1.0f, dx, in);
+    if (dx) be->sgemm(0, 0, rows, in, r, 1.0f, du, r, a, in, 1.0f, dx, in);
 }
 
 static size_t mx(size_t a, size_t b) { return a > b ? a : b; }
@@ -73,5 +73,5 @@ void hfl_lora_backward_lp(const hfl_backend *be, hfl_precision lp, const uint16_
     be->gemm_lp(lp, 0, 0, 0, rows, r, out, scale, dy, out, b, r, 0.0f, du, r, NULL, HFL_BIAS_NONE, ws);
     be->gemm_lp(lp, HFL_GEMM_C_F32, 1, 0, r, in, rows, 1.0f, du, r, x, in, beta, da, in, NULL,
                 HFL_BIAS_NONE, ws);
-    be->gemm_lp(lp, 0, 0, 0, rows, in, r, 1.0f, du, r, a, in, 1.0f, dx, in, NULL, HFL_BIAS_NONE, ws);
+    if (dx) be->gemm_lp(lp, 0, 0, 0, rows, in, r, 1.0f, du, r, a, in, 1.0f, dx, in, NULL, HFL_BIAS_NONE, ws);
 }

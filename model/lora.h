@@ -54,7 +54,7 @@ typedef struct {
 /* One projection's adapter term (file comment): y += scale (x A^T) B^T, u saved. */
 void hfl_lora_forward(const hfl_backend *be, const float *a, const float *b, const float *x,
                       float *u, float *y, int rows, int in, int out, int r, float scale);
-/* da, db (+)=, dx += (du [rows, r] is workspace). */
+/* da, db (+)=, dx += (du [rows, r] is workspace; dx NULL: not wanted). */
 void hfl_lora_backward(const hfl_backend *be, const float *a, const float *b, const float *x,
                        const float *u, const float *dy, float *da, float *db, float *du, float *dx,
                        int rows, int in, int out, int r, float scale, int accumulate);

@@ -22,7 +22,7 @@ typedef struct {
     const hfl_layer_ops *ops[HFL_MAX_LAYERS];
     size_t batch, esize;
     hfl_precision prec;             /* HFL_PREC_FP32: fp32 layer workspaces and weights */
-    int first_param;                /* the first layer with parameters */
+    int first_param;                /* the first layer that trains (backward stops there) */
     int act[HFL_MAX_LAYERS + 1];    /* a_j as written by the forward pass */
     int re[HFL_MAX_LAYERS + 1];     /* a_j as recomputed during backward, or -1 */
     int grad[HFL_MAX_LAYERS + 1];   /* g_j, or -1 */
@@ -346,10 +346,14 @@ int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_pl
     spec = &p->spec;
     builder b = {.p = p, .s = spec, .batch = (size_t)cfg->batch, .esize = esize,
                  .prec = cfg->precision};
+    /* The first layer that trains: its own parameters, unless frozen, or
+     * LoRA's adapters (with LoRA the frozen embedding needs no backward, and
+     * the first block none of its input's gradient). */
     b.first_param = spec->n_layers - 1; /* the last layer is dense */
     for (int l = spec->n_layers - 1; l >= 0; l--) {
-        b.ops[l] = hfl_layer_ops_for(spec->layers[l].kind);
-        if (spec->layers[l].n_params) b.first_param = l;
+        const hfl_layer *ly = &spec->layers[l];
+        b.ops[l] = hfl_layer_ops_for(ly->kind);
+        if ((ly->n_params && !ly->frozen) || ly->lora_rank) b.first_param = l;
     }
     for (int j = 0; j <= HFL_MAX_LAYERS; j++) b.act[j] = b.re[j] = b.grad[j] = -1;
     for (int l = 0; l < HFL_MAX_LAYERS; l++) b.saved[l] = b.saved_re[l] = -1;

@@ -190,6 +190,32 @@ static void safetensors(const hfl_model_spec *s, const hfl_model_spec *base) {
     free(b), free(p), free(q);
 }
 
+/* Backward stops at the first layer that trains: with LoRA the frozen
+ * embedding (layer 0) has no backward op and the first block computes no
+ * input gradient (din -1); the base model backpropagates into both. Both
+ * under `optimal` too, whose recomputation must not reach the embedding. */
+static void backward_extent(const hfl_model_spec *s, const hfl_model_spec *base) {
+    char err[HFL_ERR_LEN];
+    hfl_plan *p = hfl_malloc(sizeof *p);
+    for (int k = 0; k < 2; k++) {
+        const hfl_model_spec *m = k ? base : s;
+        for (int ck = 0; ck < 2; ck++) {
+            hfl_plan_config cfg = {.batch = 2, .ckpt = ck ? HFL_CKPT_FULL : HFL_CKPT_NONE,
+                                   .ckpt_budget = SIZE_MAX, .momentum = 1};
+            REQUIRE_MSG(hfl_plan_make(m, &cfg, p, err) == 0, "%s", err);
+            int emb = 0, din = -2;
+            for (int i = 0; i < p->n_ops; i++) {
+                if (p->ops[i].kind != HFL_OP_BACKWARD) continue;
+                emb += p->ops[i].layer == 0;
+                if (p->ops[i].layer == 1) din = p->ops[i].din;
+            }
+            CHECK_MSG(k ? emb == 1 && din >= 0 : emb == 0 && din == -1, "%s %s: embedding backward ops %d, "
+                      "first block's din %d", k ? "base" : "lora", ck ? "full" : "none", emb, din);
+        }
+    }
+    free(p);
+}
+
 int main(void) {
     hfl_model_spec s, base;
     layout(&s, &base);
@@ -199,5 +225,6 @@ int main(void) {
     plan_and_train(&s, HFL_PREC_BF16);
     plan_and_train(&s, HFL_PREC_FP16);
     safetensors(&s, &base);
+    backward_extent(&s, &base);
     return check_exit_code("test_lora");
 }
