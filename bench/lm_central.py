@@ -14,7 +14,7 @@ the same held-out windows (mean cross-entropy per byte). Prints one JSON
 line. With --eval-model it instead loads hfl's saved model (a safetensors
 file, nanoGPT's names, LoRA adapters included) into the same module and
 prints its held-out loss. Usage:
-  lm_central.py SPEC.json SHARDS_DIR --samples N --batch B --lr LR --momentum M [--seed S] [--curve K]
+  lm_central.py SPEC.json SHARDS_DIR --samples N --batch B --lr LR --momentum M [--seed S] [--curve K | --at N,N...]
   lm_central.py SPEC.json SHARDS_DIR --eval-model MODEL.safetensors
 """
 import argparse
@@ -141,6 +141,9 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--curve", type=int, default=0,
                     help="also evaluate every this many samples and print the held-out loss curve")
+    ap.add_argument("--at", default="",
+                    help="also evaluate at these sample counts (comma-separated; at the first batch boundary "
+                         "reaching each), e.g. the federated runs' totals, from one run")
     a = ap.parse_args()
     torch.manual_seed(a.seed)
     torch.set_num_threads(1)
@@ -160,6 +163,7 @@ def main():
     model = GPT(V, T, C, H, L)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
     t0, seen, order, at, curve, next_eval = time.time(), 0, torch.randperm(len(x)), 0, [], a.curve
+    marks = sorted(int(v) for v in a.at.split(",") if v)
     while seen < a.samples:
         b = min(a.batch, a.samples - seen)
         if at + b > len(order):
@@ -171,14 +175,18 @@ def main():
         loss.backward()
         opt.step()
         seen += b
-        if a.curve and seen >= next_eval and seen < a.samples:
+        due = (a.curve and seen >= next_eval) or (marks and seen >= marks[0])
+        while a.curve and next_eval <= seen:
+            next_eval += a.curve
+        while marks and marks[0] <= seen:
+            marks.pop(0)
+        if due and seen < a.samples:
             curve.append([seen, evaluate(model, tx, ty, V)])
             print(json.dumps({"samples": seen, "central_test_loss": curve[-1][1]}), flush=True)
-            next_eval += a.curve
     test_loss = evaluate(model, tx, ty, V)
     print(json.dumps({"central_test_loss": test_loss, "central_test_bpb": test_loss / math.log(2),
                       "samples": seen, "train_windows": len(x), "test_windows": len(tx),
-                      "wall_s": round(time.time() - t0, 1), **({"curve": curve} if a.curve else {})}))
+                      "wall_s": round(time.time() - t0, 1), **({"curve": curve} if curve else {})}))
 
 
 if __name__ == "__main__":
