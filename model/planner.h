@@ -41,7 +41,7 @@
  *              recompute instances of their outputs;
  *   BACKWARD   stages e..s+1, each stage's layers last to first; a stage's
  *              first layer writes g_{j-1}, its in-place layers work on g_j;
- *              backward stops at the first layer with parameters (its input
+ *              backward stops at the first layer that trains (its input
  *              gradient is not computed), and segments wholly below it run
  *              neither recomputation nor backward;
  *   OPTIMIZER  SGD over the trainable part of the parameter vector (all of
@@ -62,7 +62,8 @@
  * output_first = that last layer is not the first (an in-place ReLU whose
  * backward op reads a_j before the first layer's op writes g_{j-1}),
  * grad_in_place = the first layer's backward writes g_{j-1} over g_j, and
- * first_backward = the stage of the first layer with parameters. So
+ * first_backward = the stage of the first layer that trains (unfrozen
+ * parameters or LoRA adapters). So
  * chain_peak, the largest sum over ops of the live activation,
  * activation-gradient and input-batch (a_0) bytes, equals ckpt.peak for
  * every plan, and the DP minimises the activation part of the step's real

@@ -250,10 +250,15 @@ hfl_trainer *hfl_trainer_create(const hfl_model_spec *spec, const hfl_backend *b
 
 hfl_trainer *hfl_trainer_create_eval(const hfl_model_spec *spec, const hfl_backend *be, int max_batch,
                                      size_t max_bytes, char *err) {
-    if (!spec || !be || max_batch < 1 || hfl_model_spec_check(spec, err) != 0) {
-        if (err && spec && be && max_batch < 1) hfl_errf(err, "evaluation batch %d is not positive", max_batch);
+    if (!spec || !be) {
+        hfl_errf(err, "trainer: NULL spec or backend");
         return NULL;
     }
+    if (max_batch < 1) {
+        hfl_errf(err, "evaluation batch %d is not positive", max_batch);
+        return NULL;
+    }
+    if (hfl_model_spec_check(spec, err) != 0) return NULL;
     hfl_plan *plan = hfl_malloc(sizeof *plan);
     hfl_plan_config cfg = {.ckpt = HFL_CKPT_NONE, .ckpt_budget = SIZE_MAX, .act_elem_bytes = sizeof(float)};
     hfl_plan_config_for_backend(&cfg, be);
@@ -308,9 +313,13 @@ void hfl_trainer_get_params(const hfl_trainer *t, float *host_params) {
      * the back half of its own host range, then widened front to back (value
      * i's 4 bytes end before 2-byte value i + 1 starts), so nothing is
      * allocated outside the plan. */
-    uint16_t *h = (uint16_t *)host_params + off;
+    char *h = (char *)(host_params + off) - off * sizeof(uint16_t);
     t->be->download(h, t->working, off * sizeof(uint16_t));
-    for (size_t i = 0; i < off; i++) host_params[i] = hfl_op_widen(t->prec, h[i]);
+    for (size_t i = 0; i < off; i++) { /* memcpy: the bytes change type under the loop */
+        uint16_t v;
+        memcpy(&v, h + i * sizeof v, sizeof v);
+        host_params[i] = hfl_op_widen(t->prec, v);
+    }
 }
 
 void hfl_trainer_get_grads(const hfl_trainer *t, float *host_grads) {

@@ -103,10 +103,17 @@ static void init(const hfl_model_spec *s, const hfl_model_spec *base) {
     free(p), free(q);
 }
 
-/* x rounded to the 2-byte type (to nearest, ties to even) and widened back:
- * bf16 by the bit recipe, fp16 by the compiler's _Float16, not by hfl's. */
+/* x rounded to the 2-byte type (to nearest, ties to even) and widened back,
+ * not by hfl's code: bf16 by the bit recipe; fp16 (finite, in range) as a
+ * multiple of its quantum, 2^(e - 10) for |x| in [2^e, 2^(e+1)) and 2^-24
+ * below 2^-14, rounded by rint (ties to even in the default mode). */
 static float via_lp(hfl_precision prec, float x) {
-    if (prec == HFL_PREC_FP16) return (float)(_Float16)x;
+    if (prec == HFL_PREC_FP16) {
+        int e;
+        frexp(x, &e); /* |x| in [2^(e-1), 2^e) */
+        double q = ldexp(1.0, (e - 1 < -14 ? -14 : e - 1) - 10);
+        return (float)(rint(x / q) * q);
+    }
     uint32_t u;
     memcpy(&u, &x, 4);
     u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
