@@ -245,6 +245,9 @@ const hfl_plan *hfl_trainer_plan(const hfl_trainer *t); /* the trainer's copy of
  * n_trainable of them: those of [train_off, n_params) (all, without LoRA). */
 void hfl_trainer_set_params(hfl_trainer *t, const float *host_params);
 void hfl_trainer_get_params(const hfl_trainer *t, float *host_params);
+/* The trainable part alone, n_trainable fp32 values (those of [train_off,
+ * n_params)): what an update is made of, without reading the frozen rest. */
+void hfl_trainer_get_trainable(const hfl_trainer *t, float *host_trainable);
 void hfl_trainer_get_grads(const hfl_trainer *t, float *host_grads);
 /* OPTIMIZERS. SGD (kernels/ops_hd.h: PyTorch's form, momentum and weight
  * decay per step) unless set_adamw turned on AdamW (kernels/lm_hd.h:

@@ -301,6 +301,10 @@ void hfl_trainer_set_params(hfl_trainer *t, const float *host_params) {
     lp_set_params(t, host_params);
 }
 
+void hfl_trainer_get_trainable(const hfl_trainer *t, float *host_trainable) {
+    t->be->download(host_trainable, trained(t), t->spec.n_trainable * sizeof(float));
+}
+
 void hfl_trainer_get_params(const hfl_trainer *t, float *host_params) {
     if (t->prec == HFL_PREC_FP32) {
         t->be->download(host_params, t->params, t->spec.n_params * sizeof(float));

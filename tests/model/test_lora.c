@@ -149,6 +149,10 @@ static void plan_and_train(const hfl_model_spec *s, hfl_precision prec) {
         last = l;
     }
     hfl_trainer_get_params(t, w);
+    float *tail = hfl_malloc(sizeof(float) * s->n_trainable); /* what a client sends the change of */
+    hfl_trainer_get_trainable(t, tail);
+    CHECK(memcmp(tail, w + s->train_off, sizeof(float) * s->n_trainable) == 0);
+    free(tail);
     /* fp32: the frozen weights as set; 2-byte: as their working copy holds them */
     int frozen_same = 1, moved = 0;
     for (size_t i = 0; i < s->train_off; i++)
