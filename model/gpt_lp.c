@@ -46,14 +46,14 @@ hfl_gpt_block_saved_lp hfl_gpt_block_saved_view_lp(void *base, int n, int T, int
     return s;
 }
 
-/* gemm_lp's staging for the block's dense GEMMs (forward and backward) and,
- * with adapters, their GEMMs. */
-static size_t dense_ws(int rows, int C, int r) {
+/* gemm_lp's staging for the block's dense GEMMs (forward, and backward when
+ * asked) and, with adapters, their GEMMs. */
+static size_t dense_ws(int rows, int C, int r, int backward) {
     size_t w = 0;
     int shapes[4][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}}; /* in, out */
     for (int i = 0; i < 4; i++) {
         w = mx(w, hfl_dense_workspace_bytes_lp(rows, shapes[i][0], shapes[i][1], 0));
-        w = mx(w, hfl_dense_workspace_bytes_lp(rows, shapes[i][0], shapes[i][1], 1));
+        if (backward) w = mx(w, hfl_dense_workspace_bytes_lp(rows, shapes[i][0], shapes[i][1], 1));
         if (r) w = mx(w, hfl_lora_ws_bytes_lp(rows, shapes[i][0], shapes[i][1], r));
     }
     return al(w);
@@ -64,20 +64,14 @@ static size_t dense_ws(int rows, int C, int r) {
  * then, with adapters, du (r per row, 2-byte) and the fp32 2C-float
  * layer-norm scratch (gpt.h). The forward has a workspace of its own. */
 static size_t tail_bytes(int n, int T, int C, int H, int r) {
-    return mx(hfl_attention_bwd_ws_bytes_lp(n, T, C, H), dense_ws(n * T, C, r));
+    return mx(hfl_attention_bwd_ws_bytes_lp(n, T, C, H), dense_ws(n * T, C, r, 1));
 }
 
 /* Forward (and recompute): attention's forward workspace or the dense
  * staging, from the workspace's start. It is a buffer of its own in a plan,
  * so the backward's larger prefix is not reserved (and left untouched) there. */
 size_t hfl_gpt_block_fwd_ws_bytes_lp(int n, int T, int C, int H, int r) {
-    size_t rows = (size_t)n * T, w = hfl_attention_fwd_ws_bytes_lp(n, T, C, H);
-    int shapes[4][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}}; /* in, out */
-    for (int i = 0; i < 4; i++) {
-        w = mx(w, hfl_dense_workspace_bytes_lp((int)rows, shapes[i][0], shapes[i][1], 0));
-        if (r) w = mx(w, hfl_lora_ws_bytes_lp((int)rows, shapes[i][0], shapes[i][1], r));
-    }
-    return al(w);
+    return al(mx(hfl_attention_fwd_ws_bytes_lp(n, T, C, H), dense_ws(n * T, C, r, 0)));
 }
 
 size_t hfl_gpt_block_ws_bytes_lp(int n, int T, int C, int H, int r) {
