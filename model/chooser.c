@@ -115,8 +115,17 @@ static size_t optimal_budget(const hfl_plan *none, uint64_t usable) {
  * them are measurements, and a choice should not flip on their noise. */
 #define CHOOSER_TIE 0.05
 
-static int better(const hfl_candidate *a, const hfl_candidate *b, int prefer) {
+/* emulated: the backend widens 2-byte operands around fp32 GEMMs (the CPU,
+ * cpu_gemm_lp), so a 2-byte step is never faster there (a GPT block's step
+ * measured ~2x slower in bf16: bench/lm_block.sh), and the 2048^3 GEMM the
+ * calibration times hides the widening: its 2-byte rate lands within noise
+ * of the 5% tie, and fresh state dirs chose fp32 or bf16 by chance. On such
+ * a backend the precision is decided by capability, not timing: fp32
+ * whenever an fp32 candidate fits, a 2-byte one only for memory. */
+static int better(const hfl_candidate *a, const hfl_candidate *b, int prefer, int emulated) {
     if (prefer > 0 && (a->step_batch == prefer) != (b->step_batch == prefer)) return a->step_batch == prefer;
+    if (emulated && (a->precision == HFL_PREC_FP32) != (b->precision == HFL_PREC_FP32))
+        return a->precision == HFL_PREC_FP32;
     double fa = a->samples_per_s, fb = b->samples_per_s;
     if (fa > fb * (1 + CHOOSER_TIE) || fb > fa * (1 + CHOOSER_TIE)) return fa > fb;
     if (a->batch != b->batch) return a->batch > b->batch;
@@ -171,6 +180,7 @@ int hfl_choose(const hfl_model_spec *spec, const hfl_chooser_input *in, hfl_choi
     out->chosen = -1;
     out->min_budget = out->min_arena_budget = UINT64_MAX;
     uint64_t usable = (uint64_t)((double)in->budget * (1.0 - in->headroom));
+    int emulated = in->be && in->be->host_memory;
     double fwd = (double)hfl_model_forward_flops(spec);
     hfl_plan *plan = hfl_malloc(sizeof *plan), *none = hfl_malloc(sizeof *none);
     chooser_batch batches[24];
@@ -204,7 +214,7 @@ int hfl_choose(const hfl_model_spec *spec, const hfl_chooser_input *in, hfl_choi
             if (need < out->min_budget) out->min_budget = need;
             need = (uint64_t)ceil((double)c->arena / (1.0 - in->headroom));
             if (need < out->min_arena_budget) out->min_arena_budget = need;
-            if (c->fits && (out->chosen < 0 || better(c, &out->rows[out->chosen], in->prefer_batch))) out->chosen = out->n;
+            if (c->fits && (out->chosen < 0 || better(c, &out->rows[out->chosen], in->prefer_batch, emulated))) out->chosen = out->n;
             out->n++;
         }
     }

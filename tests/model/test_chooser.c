@@ -11,7 +11,9 @@
  * a budget below every candidate it must choose nothing and name the
  * smallest budget that would do; with a generous one, the largest batch.
  * Predicted speeds within 5% tie: a 2-byte rate 3% above fp32's keeps fp32,
- * one 50% above it wins. */
+ * one 50% above it wins. On the CPU backend (2-byte emulated) fp32 is chosen
+ * whenever an fp32 candidate fits, whatever the rates say, and a 2-byte one
+ * only when none does. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +91,45 @@ static void test_tie(const hfl_model_spec *s) {
     CHECK(ch.rows[ch.chosen].precision == HFL_PREC_BF16 && ch.rows[ch.chosen].ckpt == HFL_CKPT_NONE);
 }
 
+/* Equal calibrated rates (what a 2048^3 GEMM on the CPU reports for its
+ * emulated bf16) and a budget where bf16 holds the run's batch of 32 whole
+ * but fp32 needs micro-batches: speed alone ties, and the larger batch (bf16)
+ * wins; on the CPU backend fp32 must. Below every fp32 candidate, bf16 is
+ * still chosen there: memory decides. */
+static void test_emulated(void) {
+    static const char js[] = "{\"name\": \"gpt-t128\", \"input\": [128], \"layers\": ["
+                             "{\"type\": \"embedding\", \"vocab\": 64, \"width\": 32},"
+                             "{\"type\": \"gpt_block\", \"heads\": 2}, {\"type\": \"gpt_block\", \"heads\": 2},"
+                             "{\"type\": \"lm_head\"}]}";
+    hfl_model_spec gpt, *s = &gpt;
+    char err[HFL_ERR_LEN];
+    REQUIRE_MSG(hfl_model_spec_from_json(js, strlen(js), s, err) == 0, "%s", err);
+    hfl_chooser_input in = {.budget = UINT64_MAX / 4, .gflops = {100, 100, 100}, .opt_state = HFL_OPT_MOMENTUM,
+                            .max_batch = 32, .prefer_batch = 32, .precisions = 7};
+    hfl_choice ch;
+    CHECK(hfl_choose(s, &in, &ch, err) == 0);
+    size_t bf16_32 = 0, fp32_min = SIZE_MAX, bf16_min = SIZE_MAX;
+    for (int i = 0; i < ch.n; i++) {
+        const hfl_candidate *c = &ch.rows[i];
+        if (c->precision == HFL_PREC_BF16 && c->batch == 32 && c->ckpt == HFL_CKPT_NONE) bf16_32 = c->arena;
+        if (c->precision == HFL_PREC_FP32 && c->arena < fp32_min) fp32_min = c->arena;
+        if (c->precision == HFL_PREC_BF16 && c->arena < bf16_min) bf16_min = c->arena;
+    }
+    CHECK(bf16_32 > 0 && bf16_min < fp32_min);
+    in.budget = bf16_32;
+    CHECK(hfl_choose(s, &in, &ch, err) == 0 && ch.chosen >= 0);
+    CHECK(ch.rows[ch.chosen].precision != HFL_PREC_FP32 && ch.rows[ch.chosen].batch == 32);
+    in.be = hfl_backend_cpu();
+    CHECK(hfl_choose(s, &in, &ch, err) == 0 && ch.chosen >= 0);
+    printf("emulated bf16, budget %zu: chose %d x %d %s %s\n", bf16_32, ch.rows[ch.chosen].accum,
+           ch.rows[ch.chosen].batch, hfl_precision_name(ch.rows[ch.chosen].precision),
+           hfl_ckpt_name(ch.rows[ch.chosen].ckpt));
+    CHECK(ch.rows[ch.chosen].precision == HFL_PREC_FP32 && ch.rows[ch.chosen].step_batch == 32);
+    in.budget = fp32_min - 1;
+    CHECK(hfl_choose(s, &in, &ch, err) == 0 && ch.chosen >= 0);
+    CHECK(ch.rows[ch.chosen].precision != HFL_PREC_FP32);
+}
+
 /* Learned overhead that says `none` costs 1 MiB more than other schedules
  * (as noisy first measurements can). */
 static uint64_t none_dearer(void *ctx, hfl_precision p, int batch, hfl_ckpt_kind ckpt) {
@@ -120,6 +161,7 @@ static void test_schedule_tie(void) {
 
 int main(void) {
     test_schedule_tie();
+    test_emulated();
     hfl_model_spec s;
     CHECK(hfl_model_builtin("cnn", &s, NULL) == 0);
     hfl_choice all = choose(&s, UINT64_MAX / 4, 128, 0);
