@@ -7,14 +7,15 @@ The same model as hfl's GPT spec (the layout model/gpt.h documents:
 embedding + position embedding, pre-norm blocks with causal self-attention
 and a tanh-GELU MLP, final layer norm, output tied to the token embedding;
 GPT-2's initialisation: N(0, 0.02) weights and embeddings, zero biases, unit
-layer norms), the same optimizer (SGD with momentum, PyTorch's form, which
-hfl's matches), batch and learning rate, trained on the union of every
+layer norms), the same optimizer (SGD with momentum in PyTorch's form, which
+hfl's matches, or AdamW), batch and learning rate, trained on the union of every
 client's windows, shuffled, for exactly SAMPLES samples, then evaluated on
 the same held-out windows (mean cross-entropy per byte). Prints one JSON
 line. With --eval-model it instead loads hfl's saved model (a safetensors
 file, nanoGPT's names, LoRA adapters included) into the same module and
 prints its held-out loss. Usage:
-  lm_central.py SPEC.json SHARDS_DIR --samples N --batch B --lr LR --momentum M [--seed S] [--curve K | --at N,N...]
+  lm_central.py SPEC.json SHARDS_DIR --samples N --batch B --lr LR [--momentum M | --optimizer adamw
+                [--betas B1,B2]] [--weight-decay WD] [--seed S] [--curve K | --at N,N...]
   lm_central.py SPEC.json SHARDS_DIR --eval-model MODEL.safetensors
 """
 import argparse
@@ -138,6 +139,10 @@ def main():
     ap.add_argument("--lr", type=float)
     ap.add_argument("--eval-model", help="evaluate this hfl safetensors file instead of training")
     ap.add_argument("--momentum", type=float, default=0.0)
+    ap.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd",
+                    help="adamw: torch's AdamW with --betas, eps 1e-8 (HFL_ADAMW_EPS) and --weight-decay, as hfl's")
+    ap.add_argument("--betas", default="0.9,0.999")
+    ap.add_argument("--weight-decay", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--curve", type=int, default=0,
                     help="also evaluate every this many samples and print the held-out loss curve")
@@ -161,7 +166,11 @@ def main():
     x = torch.cat([p[0] for p in parts])
     y = torch.cat([p[1] for p in parts])
     model = GPT(V, T, C, H, L)
-    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
+    if a.optimizer == "adamw":
+        b1, b2 = (float(v) for v in a.betas.split(","))
+        opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(b1, b2), eps=1e-8, weight_decay=a.weight_decay)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay)
     t0, seen, order, at, curve, next_eval = time.time(), 0, torch.randperm(len(x)), 0, [], a.curve
     marks = sorted(int(v) for v in a.at.split(",") if v)
     while seen < a.samples:
