@@ -121,7 +121,9 @@ static size_t optimal_budget(const hfl_plan *none, uint64_t usable) {
  * calibration times hides the widening: its 2-byte rate lands within noise
  * of the 5% tie, and fresh state dirs chose fp32 or bf16 by chance. On such
  * a backend the precision is decided by capability, not timing: fp32
- * whenever an fp32 candidate fits, a 2-byte one only for memory. */
+ * whenever an fp32 candidate fits, a 2-byte one only for memory. The run's
+ * batch still comes first: with --allow-smaller-batch a 2-byte step over
+ * the whole batch beats an fp32 one over fewer rows. */
 static int better(const hfl_candidate *a, const hfl_candidate *b, int prefer, int emulated) {
     if (prefer > 0 && (a->step_batch == prefer) != (b->step_batch == prefer)) return a->step_batch == prefer;
     if (emulated && (a->precision == HFL_PREC_FP32) != (b->precision == HFL_PREC_FP32))

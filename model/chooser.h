@@ -42,7 +42,8 @@ typedef struct {
     const hfl_backend *be; /* the backend the plans are for (its DEVICE BUFFERS,
                               model/planner.h); NULL: the CPU's plans. On a
                               host-memory backend 2-byte storage is emulated, and
-                              fp32 is chosen whenever an fp32 candidate fits (with
+                              fp32 is chosen whenever an fp32 candidate fits that
+                              steps over the run's batch (with
                               NULL, precisions compete on predicted speed alone) */
     uint64_t budget;     /* bytes this client may use */
     double headroom;     /* fraction of the budget kept free, e.g. 0.05 */
