@@ -214,9 +214,12 @@ typedef struct {
         double overhead; /* the largest measured - arena */
     } exact[CLIENT_EXACT_MAX];
 } client_overhead;
+/* spec must outlive ov (its predictions add spec's BLAS footprints). */
 void client_overhead_load(const char *state_dir, const char *device, const hfl_backend *be,
-                          const char *model, size_t in_dim, int label_rows, double fleet_estimate,
-                          client_overhead *ov);
+                          const hfl_model_spec *spec, double fleet_estimate, client_overhead *ov);
+/* The running OpenBLAS core's blocking (model/blas_footprint.h), NULL where
+ * it is not modelled: a device backend, another core, more than one thread. */
+const hfl_blas_blocking *client_blas_blocking(const hfl_backend *be);
 /* Adds a measurement of candidate c of this model (in memory only). */
 void client_overhead_add(client_overhead *ov, const hfl_candidate *c, uint64_t staging,
                          uint64_t measured);
@@ -227,7 +230,7 @@ int client_overhead_exact(const client_overhead *ov, hfl_precision p, int batch,
 uint64_t client_overhead_fn(void *ctx, hfl_precision p, int batch, hfl_ckpt_kind ckpt);
 /* Appends one measurement of candidate c; -1 with err when the file cannot be written. */
 int client_overhead_record(const char *state_dir, const char *device, const hfl_backend *be,
-                           const char *model, const hfl_candidate *c, uint64_t staging,
+                           const hfl_model_spec *spec, const hfl_candidate *c, uint64_t staging,
                            uint64_t measured, char *err);
 
 /* Synthetic inputs and labels for `rows` samples of the model's shape (the

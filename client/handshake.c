@@ -159,7 +159,7 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
     hfl_choice ch;
     client_probe *probe = NULL;
     int verified = 0, measured = 0;
-    client_overhead_load(o->state_dir, dev->name, s->be, s->spec.name, s->spec.in_dim, s->spec.label_rows,
+    client_overhead_load(o->state_dir, dev->name, s->be, &s->spec,
                          (double)w->overhead_estimate, ov);
     while (!verified) {
         if (hfl_choose(&s->spec, &in, &ch, err) != 0) break;
@@ -193,7 +193,7 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
                    peak > usable ? ": too big, re-planning" : "");
         uint64_t staging = hfl_overhead_staging(s->be->host_memory, c->batch, s->spec.in_dim, s->spec.label_rows);
         client_overhead_add(ov, c, staging, peak);
-        if (client_overhead_record(o->state_dir, dev->name, s->be, s->spec.name, c, staging, peak,
+        if (client_overhead_record(o->state_dir, dev->name, s->be, &s->spec, c, staging, peak,
                                    err) != 0)
             break;
     }

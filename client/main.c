@@ -590,7 +590,7 @@ static int do_task(nng_socket sock, const client_options *o, const hfl_device_in
     if (!measured_before && s->measured_peak && s->measured_batch == s->chosen.batch) {
         char e[HFL_ERR_LEN];
         uint64_t staging = hfl_overhead_staging(s->be->host_memory, s->chosen.batch, s->spec.in_dim, s->spec.label_rows);
-        if (client_overhead_record(o->state_dir, dev->name, s->be, s->spec.name, &s->chosen, staging,
+        if (client_overhead_record(o->state_dir, dev->name, s->be, &s->spec, &s->chosen, staging,
                                    s->measured_peak, e) != 0)
             fprintf(stderr, "%s: %s\n", o->name, e);
         if (!o->quiet)

@@ -4,7 +4,10 @@
  * Every measured step (hfl-client --plan --verify, the verification of a
  * chosen configuration before the first round, and a client's first real
  * step) appends {device, backend, model, batch, precision, checkpoint, arena,
- * staging, measured} as a line of <state-dir>/overhead.jsonl. Loading keeps
+ * staging, blas, measured} as a line of <state-dir>/overhead.jsonl, blas
+ * being the configuration's OpenBLAS footprint (model/blas_footprint.h; 0
+ * where the core's blocking is not modelled, and in lines written before
+ * it was). Loading keeps
  * the lines of this device and backend (any model: the model is fitted
  * across models), the newest HFL_OVERHEAD_MAX of them; a damaged or
  * hand-edited line is skipped, never trusted.
@@ -18,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cblas.h>
 #include <cjson/cJSON.h>
 
 #include "client/client.h"
@@ -46,9 +50,16 @@ static void exact_add(client_overhead *ov, hfl_precision p, int batch, hfl_ckpt_
     ov->exact[slot].overhead = overhead;
 }
 
+const hfl_blas_blocking *client_blas_blocking(const hfl_backend *be) {
+    static hfl_blas_blocking b;
+    if (!be->host_memory || openblas_get_num_threads() != 1) return NULL;
+    return hfl_blas_blocking_for(openblas_get_corename(), &b) == 0 ? &b : NULL;
+}
+
 void client_overhead_add(client_overhead *ov, const hfl_candidate *c, uint64_t staging,
                          uint64_t measured) {
     hfl_overhead_add(&ov->model, c->precision, c->batch, (double)c->arena, (double)staging,
+                     (double)hfl_overhead_footprint(&ov->model, c->precision, c->batch),
                      (double)measured);
     exact_add(ov, c->precision, c->batch, c->ckpt, (double)measured - (double)c->arena);
 }
@@ -70,10 +81,11 @@ uint64_t client_overhead_fn(void *ctx, hfl_precision p, int batch, hfl_ckpt_kind
 static const cJSON *item(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
 void client_overhead_load(const char *state_dir, const char *device, const hfl_backend *be,
-                          const char *model, size_t in_dim, int label_rows, double fleet_estimate,
-                          client_overhead *ov) {
+                          const hfl_model_spec *spec, double fleet_estimate, client_overhead *ov) {
     hfl_overhead_model *m = &ov->model;
-    hfl_overhead_init(m, be->host_memory, in_dim, label_rows, fleet_estimate);
+    const char *model = spec->name;
+    hfl_overhead_init(m, be->host_memory, (size_t)spec->in_dim, spec->label_rows, fleet_estimate);
+    hfl_overhead_set_footprint(m, spec, client_blas_blocking(be));
     ov->n_exact = 0;
     ov->exact_next = 0;
     if (!state_dir || !state_dir[0]) return;
@@ -86,6 +98,8 @@ void client_overhead_load(const char *state_dir, const char *device, const hfl_b
         const cJSON *dev = item(o, "device"), *bk = item(o, "backend"), *prec = item(o, "precision");
         const cJSON *b = item(o, "batch"), *a = item(o, "arena"), *ms = item(o, "measured");
         const cJSON *st = item(o, "staging"), *mod = item(o, "model"), *ck = item(o, "checkpoint");
+        const cJSON *bl = item(o, "blas");
+        double blas = cJSON_IsNumber(bl) && bl->valuedouble > 0 && bl->valuedouble < 0x1p40 ? bl->valuedouble : 0;
         hfl_precision p;
         hfl_ckpt_kind kind;
         int ok = cJSON_IsString(dev) && !strcmp(dev->valuestring, device) && cJSON_IsString(bk) &&
@@ -96,7 +110,7 @@ void client_overhead_load(const char *state_dir, const char *device, const hfl_b
                  a->valuedouble < 0x1p50 && ms->valuedouble > 0 && ms->valuedouble < 0x1p50 &&
                  st->valuedouble >= 0 && st->valuedouble < 0x1p40;
         if (ok)
-            hfl_overhead_add(m, p, (int)b->valuedouble, a->valuedouble, st->valuedouble,
+            hfl_overhead_add(m, p, (int)b->valuedouble, a->valuedouble, st->valuedouble, blas,
                              ms->valuedouble);
         if (ok && cJSON_IsString(mod) && !strcmp(mod->valuestring, model) && cJSON_IsString(ck) &&
             hfl_ckpt_parse(ck->valuestring, &kind, NULL) == 0)
@@ -107,7 +121,7 @@ void client_overhead_load(const char *state_dir, const char *device, const hfl_b
 }
 
 int client_overhead_record(const char *state_dir, const char *device, const hfl_backend *be,
-                           const char *model, const hfl_candidate *c, uint64_t staging,
+                           const hfl_model_spec *spec, const hfl_candidate *c, uint64_t staging,
                            uint64_t measured, char *err) {
     if (!state_dir || !state_dir[0]) return 0;
     char path[1200];
@@ -117,12 +131,14 @@ int client_overhead_record(const char *state_dir, const char *device, const hfl_
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "device", device);
     cJSON_AddStringToObject(o, "backend", be->name);
-    cJSON_AddStringToObject(o, "model", model);
+    cJSON_AddStringToObject(o, "model", spec->name);
     cJSON_AddNumberToObject(o, "batch", c->batch);
     cJSON_AddStringToObject(o, "precision", hfl_precision_name(c->precision));
     cJSON_AddStringToObject(o, "checkpoint", hfl_ckpt_name(c->ckpt));
     cJSON_AddNumberToObject(o, "arena", (double)c->arena);
     cJSON_AddNumberToObject(o, "staging", (double)staging);
+    cJSON_AddNumberToObject(o, "blas", (double)hfl_blas_step_footprint(spec, c->batch, c->precision,
+                                                                      client_blas_blocking(be)));
     cJSON_AddNumberToObject(o, "measured", (double)measured);
     char *line = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);

@@ -35,7 +35,7 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
                             .allow_smaller = o->allow_smaller};
     if (client_precisions(o, dev, &in.precisions, err) != 0) return -1;
     client_overhead *ov = hfl_malloc(sizeof *ov);
-    client_overhead_load(o->state_dir, dev->name, be, spec.name, spec.in_dim, spec.label_rows, 0, ov);
+    client_overhead_load(o->state_dir, dev->name, be, &spec, 0, ov);
     int n_records = ov->model.n;
     in.overhead = client_overhead_fn;
     in.overhead_ctx = ov;
@@ -66,7 +66,7 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
             if (client_probe_measure(probe, be, c, in.opt_state, &measured[i], e) == 0) {
                 uint64_t staging = hfl_overhead_staging(be->host_memory, c->batch, spec.in_dim, spec.label_rows);
                 if (!record_failed &&
-                    client_overhead_record(o->state_dir, dev->name, be, spec.name, c, staging,
+                    client_overhead_record(o->state_dir, dev->name, be, &spec, c, staging,
                                            measured[i], record_err) != 0)
                     record_failed = 1;
             } else if (!o->json) {

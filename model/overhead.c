@@ -1,5 +1,5 @@
-/* overhead.c: the extra outside the arena, one median per precision class
- * (see overhead.h). */
+/* overhead.c: the extra outside the arena, the BLAS footprint plus one
+ * median per precision class (see overhead.h). */
 #include "model/overhead.h"
 
 #include <stdlib.h>
@@ -19,6 +19,20 @@ void hfl_overhead_init(hfl_overhead_model *m, int host_memory, size_t in_dim, in
     m->in_dim = in_dim;
     m->label_rows = label_rows;
     m->fleet = fleet > 0 ? fleet : 0;
+    m->spec = NULL;
+    m->blas_known = 0;
+}
+
+void hfl_overhead_set_footprint(hfl_overhead_model *m, const hfl_model_spec *spec,
+                                const hfl_blas_blocking *b) {
+    m->spec = spec;
+    m->blas_known = b != NULL;
+    if (b) m->blocking = *b;
+}
+
+uint64_t hfl_overhead_footprint(const hfl_overhead_model *m, hfl_precision p, int batch) {
+    if (!m->spec || !m->blas_known) return 0;
+    return hfl_blas_step_footprint(m->spec, batch, p, &m->blocking);
 }
 
 uint64_t hfl_overhead_staging(int host_memory, int batch, size_t in_dim, int label_rows) {
@@ -26,7 +40,7 @@ uint64_t hfl_overhead_staging(int host_memory, int batch, size_t in_dim, int lab
 }
 
 void hfl_overhead_add(hfl_overhead_model *m, hfl_precision p, int batch, double arena,
-                      double staging, double measured) {
+                      double staging, double blas, double measured) {
     if (m->n == HFL_OVERHEAD_MAX) { /* keep the newest: drop the oldest */
         memmove(m->rec, m->rec + 1, sizeof m->rec[0] * (HFL_OVERHEAD_MAX - 1));
         m->n--;
@@ -35,16 +49,20 @@ void hfl_overhead_add(hfl_overhead_model *m, hfl_precision p, int batch, double 
     r->precision = p;
     r->batch = batch;
     r->extra = measured - arena - staging;
+    r->blas = blas > 0 ? blas : 0;
 }
 
-/* The median extra of the records in p's class (want_class) or outside it;
- * 0 when there are none (*found = 0). */
+/* The median of extra - footprint over the records in p's class
+ * (want_class) or outside it; 0 when there are none (*found = 0). Without a
+ * known blocking the footprints are not subtracted: a prediction then adds
+ * none, so each record counts whole. */
 static double class_median(const hfl_overhead_model *m, hfl_precision p, int want_class,
                            int *found) {
     double *v = hfl_malloc(sizeof(double) * (size_t)(m->n + 1));
     int n = 0;
     for (int i = 0; i < m->n; i++)
-        if (same_class(m->rec[i].precision, p) == want_class) v[n++] = m->rec[i].extra;
+        if (same_class(m->rec[i].precision, p) == want_class)
+            v[n++] = m->rec[i].extra - (m->blas_known ? m->rec[i].blas : 0);
     double med = hfl_median(v, (size_t)n);
     free(v);
     *found = n > 0;
@@ -65,7 +83,9 @@ uint64_t hfl_overhead_predict(const hfl_overhead_model *m, hfl_precision p, int 
     int found;
     double extra = class_median(m, p, 1, &found);
     if (!found) extra = class_median(m, p, 0, &found);
-    if (!found) {
+    if (found) {
+        extra += (double)hfl_overhead_footprint(m, p, batch);
+    } else { /* the fleet's estimate and the prior bound the whole extra */
         if (m->fleet > 0) return (uint64_t)m->fleet; /* already a whole overhead */
         extra = (double)(m->host_memory ? HFL_OVERHEAD_PRIOR_HOST : HFL_OVERHEAD_PRIOR_DEVICE);
     }

@@ -10,26 +10,29 @@
  * the EXTRA, is what is learned: each measurement gives one
  * extra = measured - arena - staging.
  *
- * The model is one figure per precision class on a device, fitted across
- * every configuration, batch and model measured there: the median extra of
- * the class (fp32; and 2-byte storage, whose GEMMs run in fixed tiles so its
- * BLAS use does not grow with the batch). Measured here (docs/benchmarks.md)
- * the extra is 1.29-1.31 MiB for every 2-byte configuration of mlp and cnn
- * and 1.41-2.11 MiB for fp32 (OpenBLAS packs larger panels for larger
- * GEMMs), so one median per class predicts a model it never measured within
- * max(1%, 256 KiB) (tests/integration/test_plan_cli.c checks exactly that,
- * leaving the predicted model's measurements out). With no measurement in
- * the class it takes the other class's median, then the fleet's estimate,
- * then a conservative prior no real configuration exceeds (8 MiB on the CPU,
- * where the largest extra seen is 2.1 MiB and OpenBLAS's one-thread buffer
- * touches at most ~6 MiB; 1 GiB on a GPU, whose context alone is a few
- * hundred MiB). */
+ * On the CPU most of the extra is OpenBLAS's packing buffer as far as the
+ * step's GEMMs touch it (model/blas_footprint.h), which follows the GEMM
+ * shapes: 0.07-0.97 MiB over mlp, cnn and two GPTs at batches 1-512. Where
+ * the core's blocking is known, each record keeps the footprint of its own
+ * configuration and the model predicts
+ *   extra = footprint(configuration) + median(extra - footprint)
+ * over the records of the precision class; measured here, extra - footprint
+ * is 24-38 KiB for every configuration of all four models, both classes
+ * (docs/benchmarks.md), so one model predicts another it never measured.
+ * Elsewhere (a GPU, another core) the footprint is 0 and this is one median
+ * extra per precision class (fp32; and 2-byte storage, whose GEMMs run in
+ * fixed tiles). With no measurement in the class it takes the other class's
+ * median, then the fleet's estimate, then a conservative prior no real
+ * configuration exceeds (8 MiB on the CPU, where the largest extra seen is
+ * 2.1 MiB and OpenBLAS's one-thread buffer touches at most ~6 MiB; 1 GiB on
+ * a GPU, whose context alone is a few hundred MiB). */
 #ifndef HFL_MODEL_OVERHEAD_H
 #define HFL_MODEL_OVERHEAD_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model/blas_footprint.h"
 #include "model/checkpoint.h"
 #include "model/model.h"
 
@@ -41,6 +44,7 @@ typedef struct {
     hfl_precision precision;
     int batch;
     double extra; /* measured - arena - staging, bytes (may be negative: noise) */
+    double blas;  /* the configuration's BLAS footprint, bytes (0: unknown) */
 } hfl_overhead_rec;
 
 typedef struct {
@@ -50,21 +54,32 @@ typedef struct {
     size_t in_dim;   /* features per sample, for the staging term */
     int label_rows;  /* labels per sample (T for a language model), likewise */
     double fleet;    /* the coordinator's estimate of the whole overhead, 0: none */
+    const hfl_model_spec *spec;  /* the model predicted, for its footprint (NULL: none) */
+    int blas_known;              /* blocking holds the running core's */
+    hfl_blas_blocking blocking;
 } hfl_overhead_model;
 
 /* An empty model for a backend and an input size. */
 void hfl_overhead_init(hfl_overhead_model *m, int host_memory, size_t in_dim, int label_rows,
                        double fleet);
+/* Predictions for spec add each configuration's BLAS footprint under b
+ * (NULL: unknown; records then count whole). */
+void hfl_overhead_set_footprint(hfl_overhead_model *m, const hfl_model_spec *spec,
+                                const hfl_blas_blocking *b);
+/* The footprint of spec's configuration (0 without a spec and blocking). */
+uint64_t hfl_overhead_footprint(const hfl_overhead_model *m, hfl_precision p, int batch);
 /* Host staging of one batch: batch * (in_dim + label_rows) * 4 bytes on the
  * CPU (its inputs and int32 labels), 0 on a device (its staging is pinned
  * host memory, outside the device budget). */
 uint64_t hfl_overhead_staging(int host_memory, int batch, size_t in_dim, int label_rows);
-/* Adds one measurement of a configuration whose arena and staging (of its own
- * model: records of other models count too) are given; the oldest goes once
- * HFL_OVERHEAD_MAX are held. */
+/* Adds one measurement of a configuration whose arena, staging and BLAS
+ * footprint (of its own model: records of other models count too) are
+ * given; the oldest goes once HFL_OVERHEAD_MAX are held. */
 void hfl_overhead_add(hfl_overhead_model *m, hfl_precision p, int batch, double arena,
-                      double staging, double measured);
-/* Predicted bytes outside the arena for a configuration: staging + extra. */
+                      double staging, double blas, double measured);
+/* Predicted bytes outside the arena for a configuration of the model set by
+ * hfl_overhead_set_footprint: staging + footprint + the class's median of
+ * (extra - footprint). */
 uint64_t hfl_overhead_predict(const hfl_overhead_model *m, hfl_precision p, int batch);
 /* Where the extra of precision p comes from: "class", "other-class",
  * "fleet" or "prior". */

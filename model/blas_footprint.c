@@ -1,0 +1,158 @@
+/* blas_footprint.c: the GEMM shapes of a training step, and the part of
+ * OpenBLAS's buffer they touch (see blas_footprint.h). */
+#include "model/blas_footprint.h"
+
+#include <string.h>
+
+#include "kernels/backend.h"
+
+int hfl_blas_blocking_for(const char *core, hfl_blas_blocking *b) {
+    memset(b, 0, sizeof *b);
+    if (!core) return -1;
+    /* param.h of OpenBLAS 0.3.21, x86_64 HASWELL and ZEN: SGEMM_DEFAULT_P 320,
+     * SGEMM_DEFAULT_Q 320, UNROLL_M 8, UNROLL_N 4, GEMM_DEFAULT_ALIGN 0x3fff;
+     * sb = sa + ((P * Q * 4 + align) & ~align). */
+    if (!strcmp(core, "Haswell") || !strcmp(core, "Zen")) {
+        *b = (hfl_blas_blocking){.p = 320, .q = 320, .unroll_m = 8, .unroll_n = 4};
+        b->b_offset = ((uint64_t)320 * 320 * 4 + 0x3fff) & ~(uint64_t)0x3fff;
+        return 0;
+    }
+    return -1;
+}
+
+static int roundup(int x, int to) { return (x + to - 1) / to * to; }
+
+void hfl_blas_footprint_gemm(hfl_blas_footprint *f, int m, int n, int k) {
+    const hfl_blas_blocking *b = f->b;
+    int M = n, N = m, K = k; /* the column-major call cblas makes of a row-major one */
+    if (!b || M <= 0 || N <= 0 || K <= 0) return;
+    int min_l = K >= 2 * b->q ? b->q : K > b->q ? roundup(K / 2, b->unroll_m) : K;
+    int min_i = M >= 2 * b->p ? b->p : M > b->p ? roundup(M / 2, b->unroll_m) : M;
+    int jj = N >= 3 * b->unroll_n ? 3 * b->unroll_n : N > b->unroll_n ? b->unroll_n : N;
+    uint64_t a = (uint64_t)min_i * min_l * 4;
+    uint64_t bb = (uint64_t)min_l * (M > b->p ? N : jj) * 4;
+    if (a > f->a_max) f->a_max = a;
+    if (bb > f->b_max) f->b_max = bb;
+}
+
+uint64_t hfl_blas_footprint_bytes(const hfl_blas_footprint *f) {
+    return (f->a_max + 4095) / 4096 * 4096 + (f->b_max + 4095) / 4096 * 4096;
+}
+
+typedef struct {
+    void (*sink)(void *ctx, int m, int n, int k);
+    void *ctx;
+    int lp; /* the calls are gemm_lp's tiles */
+} gemms;
+
+/* A call of m x n x k; in 2-byte storage gemm_lp's tiles of it: full tiles
+ * and the remainders along each axis (cpu_gemm_lp in backend_cpu.c). */
+static void g(const gemms *s, int m, int n, int k) {
+    if (!s->lp) {
+        s->sink(s->ctx, m, n, k);
+        return;
+    }
+    int dims[3] = {m, n, k}, tile[3] = {HFL_GEMM_TILE, HFL_GEMM_TILE, HFL_GEMM_TILE_K}, part[3][2];
+    for (int a = 0; a < 3; a++) {
+        part[a][0] = dims[a] < tile[a] ? dims[a] : tile[a];
+        part[a][1] = dims[a] > tile[a] ? dims[a] % tile[a] : 0;
+    }
+    for (int i = 0; i < 8; i++) {
+        int mm = part[0][i & 1], nn = part[1][(i >> 1) & 1], kk = part[2][i >> 2];
+        if (mm && nn && kk) s->sink(s->ctx, mm, nn, kk);
+    }
+}
+
+/* A projection x [rows, in] -> [rows, out] forward, with rank-r adapters. */
+static void proj_fwd(const gemms *s, int rows, int in, int out, int r) {
+    g(s, rows, out, in);
+    if (r) {
+        g(s, rows, r, in);
+        g(s, rows, out, r);
+    }
+}
+
+/* Its backward (gpt.c's proj_backward, dense.c, lora.c): dW and dx, or with
+ * adapters the frozen base's dx and the adapters' GEMMs. */
+static void proj_bwd(const gemms *s, int rows, int in, int out, int r, int dx) {
+    if (!r) g(s, out, in, rows);
+    if (dx) g(s, rows, in, out);
+    if (!r) return;
+    g(s, out, r, rows);
+    g(s, rows, r, out);
+    g(s, r, in, rows);
+    if (dx) g(s, rows, in, r);
+}
+
+static void block_gemms(const gemms *s, const hfl_layer *ly, int batch, int dx) {
+    int T = ly->in_shape.c, C = ly->in_shape.w, hs = C / ly->heads, rows = batch * T;
+    int r = ly->lora_rank;
+    /* forward (gpt.c, attention.c) */
+    proj_fwd(s, rows, C, 3 * C, r);
+    g(s, T, T, hs); /* q k^T per head */
+    g(s, T, hs, T); /* att v */
+    proj_fwd(s, rows, C, C, r);
+    proj_fwd(s, rows, C, 4 * C, r);
+    proj_fwd(s, rows, 4 * C, C, r);
+    /* backward: MLP, attention projection, attention, qkv */
+    proj_bwd(s, rows, 4 * C, C, r, 1);
+    proj_bwd(s, rows, C, 4 * C, r, 1);
+    proj_bwd(s, rows, C, C, r, 1);
+    g(s, T, T, hs); /* datt */
+    g(s, T, hs, T); /* dv, dq, dk */
+    proj_bwd(s, rows, C, 3 * C, r, dx);
+}
+
+void hfl_step_gemms(const hfl_model_spec *spec, int batch, hfl_precision p,
+                    void (*sink)(void *ctx, int m, int n, int k), void *ctx) {
+    gemms s = {sink, ctx, p != HFL_PREC_FP32};
+    /* the planner's first_param: backward stops there and it has no dx */
+    int first = spec->n_layers - 1;
+    for (int l = spec->n_layers - 1; l >= 0; l--) {
+        const hfl_layer *ly = &spec->layers[l];
+        if ((ly->n_params && !ly->frozen) || ly->lora_rank) first = l;
+    }
+    for (int l = 0; l < spec->n_layers; l++) {
+        const hfl_layer *ly = &spec->layers[l];
+        int bwd = l >= first, dx = l > first;
+        switch (ly->kind) {
+        case HFL_LAYER_DENSE:
+            g(&s, batch, ly->out, ly->in);
+            if (bwd) g(&s, ly->out, ly->in, batch);
+            if (dx) g(&s, batch, ly->in, ly->out);
+            break;
+        case HFL_LAYER_CONV2D: { /* per sample: im2col columns [ckk, hw] (conv.c) */
+            int ckk = ly->in_shape.c * ly->kernel * ly->kernel;
+            int hw = ly->out_shape.h * ly->out_shape.w;
+            g(&s, ly->units, hw, ckk);
+            if (bwd) g(&s, ly->units, ckk, hw);
+            if (dx) g(&s, ckk, hw, ly->units);
+            break;
+        }
+        case HFL_LAYER_GPT_BLOCK:
+            block_gemms(&s, ly, batch, dx);
+            break;
+        case HFL_LAYER_LM_HEAD: { /* logits = hf wte^T; dwte unless frozen; dhf */
+            int rows = batch * ly->in_shape.c, C = ly->in_shape.w, V = ly->vocab;
+            g(&s, rows, V, C);
+            if (!ly->frozen) g(&s, V, C, rows);
+            g(&s, rows, C, V);
+            break;
+        }
+        default: /* relu, maxpool2d, embedding: no GEMM */
+            break;
+        }
+    }
+}
+
+static void footprint_sink(void *ctx, int m, int n, int k) {
+    hfl_blas_footprint_gemm(ctx, m, n, k);
+}
+
+uint64_t hfl_blas_step_footprint(const hfl_model_spec *spec, int batch, hfl_precision p,
+                                 const hfl_blas_blocking *b) {
+    if (!b) return 0;
+    hfl_blas_footprint f = {b, 0, 0};
+    hfl_step_gemms(spec, batch, p, footprint_sink, &f);
+    return hfl_blas_footprint_bytes(&f);
+}
