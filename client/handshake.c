@@ -168,8 +168,8 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
             hfl_errf(err,
                      "nothing fits in %.2f MiB for model %s: the smallest budget that would is %.2f MiB as "
                      "predicted, at least %.2f MiB for the arena alone",
-                     in.budget / 1048576.0, s->spec.name, ch.min_budget / 1048576.0,
-                     ch.min_arena_budget / 1048576.0);
+                     in.budget / 1048576.0, s->spec.name, hfl_mib_up(ch.min_budget),
+                     hfl_mib_down(ch.min_arena_budget));
             break;
         }
         uint64_t known;

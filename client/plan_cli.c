@@ -148,8 +148,8 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
         return hfl_errf(err,
                         "nothing fits in %.2f MiB (headroom %.0f%%): the smallest budget that would is %.2f MiB "
                         "as predicted (overhead: %s%s), at least %.2f MiB for the arena alone",
-                        in.budget / 1048576.0, 100 * in.headroom, ch.min_budget / 1048576.0, source,
+                        in.budget / 1048576.0, 100 * in.headroom, hfl_mib_up(ch.min_budget), source,
                         strcmp(source, "prior") ? "" : ", unmeasured: --verify and --trial-step measure",
-                        ch.min_arena_budget / 1048576.0);
+                        hfl_mib_down(ch.min_arena_budget));
     return 0;
 }

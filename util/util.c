@@ -270,6 +270,9 @@ double hfl_median(double *v, size_t n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+double hfl_mib_up(uint64_t bytes) { return (double)((bytes * 100 + 1048575) / 1048576) / 100.0; }
+double hfl_mib_down(uint64_t bytes) { return (double)(bytes * 100 / 1048576) / 100.0; }
+
 void hfl_test_crash(const char *point, int round) {
     const char *spec = getenv("HFL_TEST_CRASH");
     size_t n = strlen(point);

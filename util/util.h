@@ -52,6 +52,12 @@ int hfl_parse_choice(const char *s, const char *const *names, int n_names, doubl
  * Sorts v. */
 double hfl_median(double *v, size_t n);
 
+/* bytes in MiB, rounded up (down) to a hundredth, for "%.2f MiB" in
+ * messages: a budget named as enough must be enough when typed back, and a
+ * floor named must not be above the true one. */
+double hfl_mib_up(uint64_t bytes);
+double hfl_mib_down(uint64_t bytes);
+
 /* mkdir -p: creates dir and its parents; -1 with err unless dir ends up a directory. */
 int hfl_mkdirs(const char *dir, char *err);
 
