@@ -23,6 +23,7 @@
 
 #include "client/client.h"
 #include "data/files.h"
+#include "kernels/cpu/blas_core.h"
 #include "model/safetensors.h"
 #include "data/partition.h"
 #include "kernels/device.h"
@@ -770,6 +771,7 @@ static int load_identity(client_options *o, hfl_hello_auth *auth, char *err) {
 }
 
 int main(int argc, char **argv) {
+    hfl_blas_core_fix(argv); /* before anything else: it may execute this program again */
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress reaches logs and pipes as it happens */
     client_options o = {.num_clients = 1, .seed = 1, .threads = 1, .timeout_s = 120, .headroom = 0.05, .precisions = 7,
                         .device = "auto", .retry_s = 60};

@@ -18,6 +18,7 @@
 
 #include "coordinator/coord.h"
 #include "data/files.h"
+#include "kernels/cpu/blas_core.h"
 #include "model/safetensors.h"
 #include "kernels/device.h"
 #include "kernels/select.h"
@@ -427,6 +428,7 @@ static int coord_setup(coord *c, char *err) {
 }
 
 int main(int argc, char **argv) {
+    hfl_blas_core_fix(argv); /* before anything else: it may execute this program again */
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress reaches logs and pipes as it happens */
     static coord c; /* large: the client table */
     coord_config *cfg = &c.cfg;

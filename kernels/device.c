@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cblas.h>
+
 void hfl_device_probe_cpu(hfl_device_info *info) {
     memset(info, 0, sizeof *info);
     snprintf(info->name, sizeof info->name, "cpu");
@@ -25,6 +27,10 @@ void hfl_device_probe_cpu(hfl_device_info *info) {
         }
         fclose(f);
     }
+    /* the kernel set is part of the device: the calibration and the learned
+     * overhead (client/overhead.c) differ between OpenBLAS's kernel sets */
+    size_t n = strlen(info->name);
+    snprintf(info->name + n, sizeof info->name - n, " (OpenBLAS %s)", openblas_get_corename());
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     info->cores = cores > 0 ? (int)cores : 1;
     f = fopen("/proc/meminfo", "r");

@@ -12,7 +12,7 @@
 
 typedef struct {
     int is_gpu;          /* 1: CUDA device 0; 0: the CPU */
-    char name[256];      /* "NVIDIA H200" or the CPU model name */
+    char name[256];      /* "NVIDIA H200", or the CPU model name and OpenBLAS kernel set */
     int cc_major, cc_minor;
     int cores;           /* CPU cores (online), or GPU multiprocessors */
     uint64_t free_bytes;  /* GPU: cudaMemGetInfo free; CPU: MemAvailable */

@@ -24,6 +24,7 @@
 #include "compress/codec.h"
 #include "data/idx.h"
 #include "data/partition.h"
+#include "kernels/cpu/blas_core.h"
 #include "kernels/device.h"
 #include "model/model.h"
 #include "proto/pki.h"
@@ -419,6 +420,7 @@ static int check_shards(sim_options *o, int clients, char *err) {
 }
 
 int main(int argc, char **argv) {
+    hfl_blas_core_fix(argv); /* before anything else: it may execute this program again */
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress reaches logs and pipes as it happens */
     sim_options o = {.threads = 1, .timeout_s = 3600};
     snprintf(o.data_dir, sizeof o.data_dir, "/usr/share/datasets/fashion-mnist");
