@@ -7,7 +7,8 @@
 # cnn's measured steps (hfl-client --plan --verify); each GPT spec is then
 # predicted from that state dir alone, and measured (--verify) in a state dir
 # of its own, so no prediction saw a measurement of the model it predicts.
-# OpenBLAS's Haswell kernels, as tests/integration/test_plan_cli.c pins them.
+# OpenBLAS's Haswell kernels unless OPENBLAS_CORETYPE names others (SkylakeX
+# and Cooperlake are modelled too: docs/benchmarks.md, "The BLAS footprint").
 # Prints a markdown table per spec and a summary; exit 0.
 # Usage: bench/lm_predict.sh [BUILD_DIR] [BUDGET] [SPEC...]
 set -euo pipefail

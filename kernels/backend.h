@@ -235,11 +235,11 @@ typedef struct hfl_backend {
 } hfl_backend;
 
 const hfl_backend *hfl_backend_cpu(void);
-/* The CPU backend calls fn(ctx, m, n, k) before each OpenBLAS sgemm it makes
- * (row-major shape; gemm_lp's fp32 tiles included); fn NULL: none. Tests use
+/* The CPU backend calls fn(ctx, ta, tb, m, n, k) before each OpenBLAS sgemm it makes
+ * (transposes and row-major shape; gemm_lp's fp32 tiles included); fn NULL: none. Tests use
  * it to check model/blas_footprint.c's list of a step's GEMMs against the
  * calls really made. */
-void hfl_backend_cpu_observe_gemms(void (*fn)(void *ctx, int m, int n, int k), void *ctx);
+void hfl_backend_cpu_observe_gemms(void (*fn)(void *ctx, int ta, int tb, int m, int n, int k), void *ctx);
 /* Both backends' allocations are counted against one process-wide budget:
  * kernels/budget.h. Choosing a backend at run time: kernels/select.h. */
 

@@ -19,9 +19,15 @@
  * small GEMMs from an mlp's 784-wide ones: measured here, the extra outside
  * the arena is this footprint plus ~40 KiB, to a few KiB (docs/benchmarks.md).
  *
- * Only cores whose sgemm blocking is written below are modelled (Haswell
- * and Zen: P = Q = 320, UM 8, UN 4, B at 400 KiB); on any other core, or
- * with more than one BLAS thread, the footprint is unknown (0) and the
+ * On SkylakeX and Cooperlake (AVX-512) a call small enough for the
+ * small-matrix kernels (M N K <= 100^3, with limits on K and M N for
+ * transposed A) touches no buffer at all.
+ *
+ * Only cores whose sgemm blocking is written in blas_footprint.c are
+ * modelled (Haswell and Zen: P = Q = 320, UM 8; SkylakeX: P = Q = 448, UM 16;
+ * Cooperlake: P 640, Q 320, UM 16; all UN 4), each checked against the
+ * resident growth of single calls (docs/benchmarks.md); on any other core,
+ * or with more than one BLAS thread, the footprint is unknown (0) and the
  * overhead model falls back to one median per precision class. */
 #ifndef HFL_MODEL_BLAS_FOOTPRINT_H
 #define HFL_MODEL_BLAS_FOOTPRINT_H
@@ -34,6 +40,7 @@ typedef struct {
     int p, q;            /* GEMM_P (rows of A per block), GEMM_Q (its depth) */
     int unroll_m, unroll_n;
     uint64_t b_offset;   /* bytes from sa to sb */
+    int small_matrix;    /* SkylakeX's small-matrix kernels take small calls, no buffer */
 } hfl_blas_blocking;
 
 /* The blocking of an OpenBLAS core by the name openblas_get_corename()
@@ -45,12 +52,13 @@ typedef struct {
     uint64_t a_max, b_max; /* bytes of the largest A block and B region so far */
 } hfl_blas_footprint;
 
-/* Takes one row-major sgemm call of m x n x k into f. */
-void hfl_blas_footprint_gemm(hfl_blas_footprint *f, int m, int n, int k);
+/* Takes one row-major sgemm call of m x n x k into f (ta, tb: A, B
+ * transposed, which decide the small-matrix path). */
+void hfl_blas_footprint_gemm(hfl_blas_footprint *f, int ta, int tb, int m, int n, int k);
 /* Resident bytes: both regions rounded up to whole 4 KiB pages. */
 uint64_t hfl_blas_footprint_bytes(const hfl_blas_footprint *f);
 
-/* Every sgemm shape (row-major m, n, k) one training step of spec at a
+/* Every sgemm call (transposes and row-major m, n, k) one training step of spec at a
  * micro-batch of `batch` rows calls, forward and backward, as sink calls
  * (a shape may come more than once). In precision p other than fp32 the
  * calls are the backend's fp32 tiles (kernels/backend.h's gemm_lp: at most
@@ -58,7 +66,7 @@ uint64_t hfl_blas_footprint_bytes(const hfl_blas_footprint *f);
  * which is what reaches OpenBLAS. Recomputation under a checkpoint schedule repeats
  * forward shapes, so the schedule does not change the set. */
 void hfl_step_gemms(const hfl_model_spec *spec, int batch, hfl_precision p,
-                    void (*sink)(void *ctx, int m, int n, int k), void *ctx);
+                    void (*sink)(void *ctx, int ta, int tb, int m, int n, int k), void *ctx);
 
 /* The footprint of one step (0 when b is NULL: unknown). */
 uint64_t hfl_blas_step_footprint(const hfl_model_spec *spec, int batch, hfl_precision p,

@@ -125,17 +125,17 @@ static void cpu_memcpy(void *dst, const void *src, size_t bytes) {
     if (bytes) memcpy(dst, src, bytes);
 }
 
-static void (*gemm_observer)(void *ctx, int m, int n, int k);
+static void (*gemm_observer)(void *ctx, int ta, int tb, int m, int n, int k);
 static void *gemm_observer_ctx;
 
-void hfl_backend_cpu_observe_gemms(void (*fn)(void *ctx, int m, int n, int k), void *ctx) {
+void hfl_backend_cpu_observe_gemms(void (*fn)(void *ctx, int ta, int tb, int m, int n, int k), void *ctx) {
     gemm_observer = fn;
     gemm_observer_ctx = ctx;
 }
 
 static void cpu_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                       int lda, const float *b, int ldb, float beta, float *c, int ldc) {
-    if (gemm_observer) gemm_observer(gemm_observer_ctx, m, n, k);
+    if (gemm_observer) gemm_observer(gemm_observer_ctx, trans_a, trans_b, m, n, k);
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
                 ldc);
@@ -407,7 +407,7 @@ static void cpu_gemm_lp(hfl_precision lp, unsigned f32_mask, int trans_a, int tr
             for (size_t k0 = 0; k0 < (size_t)(k > 0 ? k : 0); k0 += kt) {
                 size_t kn = cpu_min(kt, (size_t)k - k0);
                 int la, lb;
-                if (gemm_observer) gemm_observer(gemm_observer_ctx, (int)mi, (int)nj, (int)kn);
+                if (gemm_observer) gemm_observer(gemm_observer_ctx, trans_a, trans_b, (int)mi, (int)nj, (int)kn);
                 const float *pa =
                     cpu_gemm_operand(lp, a32, trans_a, 0, a, lda, i0, mi, k0, kn, sa, &la);
                 const float *pb =

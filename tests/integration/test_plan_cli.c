@@ -9,17 +9,17 @@
  *    cnn candidate (batches 1..512, every precision and schedule) is
  *    predicted within max(1% of measured, 256 KiB) of cnn's own measurement,
  *    and the reverse. Neither prediction saw a measurement of the model it
- *    predicts, so the check is not circular. The clients run OpenBLAS's
- *    Haswell kernels (OPENBLAS_CORETYPE, unless the environment sets it):
- *    the extra outside the arena is almost all OpenBLAS's GEMM packing
- *    buffer, as far as a step's GEMMs touch it, and the model predicts that
- *    footprint from the GEMM shapes for the cores whose blocking it knows
- *    (model/blas_footprint.h: Haswell, Zen). There the worst error must also
- *    stay under 64 KiB (it is ~8 KiB; one median extra per class, before
- *    the footprint, was up to ~160 KiB off). On AVX-512 kernels (SkylakeX,
- *    Cooperlake), not modelled, the model falls back to that median, which
- *    on a Zen 4 host reached 2.71 of the allowance; pinning the kernels
- *    makes the check mean the same on every x86 host.
+ *    predicts, so the check is not circular. The extra outside the arena
+ *    is almost all OpenBLAS's GEMM packing buffer, as far as a step's GEMMs
+ *    touch it, and the model predicts that footprint from the GEMM calls for
+ *    the kernel sets whose blocking it knows (model/blas_footprint.h:
+ *    Haswell, Zen, SkylakeX, Cooperlake). The clients run the set hfl-client
+ *    runs on this host by itself (kernels/cpu/blas_core.h), or the
+ *    environment's OPENBLAS_CORETYPE; where that set is not modelled, the
+ *    Haswell kernels, which any AVX2 CPU runs, so the check means the same
+ *    on every x86 host. The worst error must also stay under 64 KiB (it is
+ *    ~8-13 KiB; one median extra per class, without the footprint, was up
+ *    to ~160 KiB off on Haswell and 2.71 of the allowance on Cooperlake).
  * 4. Nothing unplanned: every measured peak is within 1.5 MiB of what the
  *    plan accounts for exactly (arena + batch staging). The rest is the
  *    private memory OpenBLAS and libc take for themselves, 0.15-0.97 MiB here
@@ -38,8 +38,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cblas.h>
 #include <cjson/cJSON.h>
 
+#include "kernels/cpu/blas_core.h"
 #include "model/blas_footprint.h"
 #include "tests/integration/harness.h"
 #include "util/util.h"
@@ -242,7 +244,12 @@ int main(int argc, char **argv) {
         return 2;
     }
     check_on_stop(harness_cleanup);
-    setenv("OPENBLAS_CORETYPE", "Haswell", 0); /* see 3. above; the clients inherit it */
+    if (!getenv("OPENBLAS_CORETYPE")) { /* see 3. above; the clients inherit it */
+        const char *own = openblas_get_corename();
+        if (!strcmp(own, "Prescott") && hfl_blas_core_for_cpu()) own = hfl_blas_core_for_cpu();
+        hfl_blas_blocking b;
+        setenv("OPENBLAS_CORETYPE", hfl_blas_blocking_for(own, &b) == 0 ? own : "Haswell", 1);
+    }
     printf("OpenBLAS kernels: %s\n", getenv("OPENBLAS_CORETYPE"));
     FILE *f = fopen("/proc/self/clear_refs", "w");
     if (!f) {

@@ -3,9 +3,13 @@
  *
  * 1. The blocking rule on shapes worked out here from level3.c's rules
  *    (row-major m x n x k is OpenBLAS's M = n, N = m): each branch of min_l,
- *    min_i and the B region's slot rule.
- * 2. The shapes: for mlp, cnn, a GPT and a GPT with LoRA, at batches 1, 3
- *    and 8, in fp32 and bf16, the set of GEMM shapes hfl_step_gemms lists
+ *    min_i and the B region's slot rule, for Haswell's blocking and for
+ *    SkylakeX's and Cooperlake's, with their small-matrix path's limits.
+ *    (The figures agree with the resident growth of single calls measured
+ *    on a Xeon with each kernel set forced, docs/benchmarks.md.)
+ * 2. The calls: for mlp, cnn, a GPT and a GPT with LoRA, at batches 1, 3
+ *    and 8, in fp32 and bf16, the set of GEMM calls (transposes and shape)
+ *    hfl_step_gemms lists
  *    equals the set the CPU backend really calls over one training step
  *    (its observer sees every sgemm, gemm_lp's tiles included). A layer's
  *    GEMM left out of the list, or one listed that the step never calls,
@@ -25,18 +29,16 @@
 
 typedef struct {
     int n;
-    int s[MAX_SHAPES][3];
+    int s[MAX_SHAPES][5]; /* ta, tb, m, n, k */
 } shape_set;
 
-static void add_shape(void *ctx, int m, int n, int k) {
+static void add_shape(void *ctx, int ta, int tb, int m, int n, int k) {
     shape_set *set = ctx;
+    int c[5] = {ta, tb, m, n, k};
     for (int i = 0; i < set->n; i++)
-        if (set->s[i][0] == m && set->s[i][1] == n && set->s[i][2] == k) return;
+        if (!memcmp(set->s[i], c, sizeof c)) return;
     REQUIRE(set->n < MAX_SHAPES);
-    set->s[set->n][0] = m;
-    set->s[set->n][1] = n;
-    set->s[set->n][2] = k;
-    set->n++;
+    memcpy(set->s[set->n++], c, sizeof c);
 }
 
 static int has(const shape_set *set, const int *s) {
@@ -45,17 +47,19 @@ static int has(const shape_set *set, const int *s) {
     return 0;
 }
 
-static uint64_t one(const hfl_blas_blocking *b, int m, int n, int k) {
+/* One call; ta = tb = 0 unless the case is about the small-matrix path. */
+static uint64_t one_t(const hfl_blas_blocking *b, int ta, int tb, int m, int n, int k) {
     hfl_blas_footprint f = {b, 0, 0};
-    hfl_blas_footprint_gemm(&f, m, n, k);
+    hfl_blas_footprint_gemm(&f, ta, tb, m, n, k);
     return hfl_blas_footprint_bytes(&f);
 }
+static uint64_t one(const hfl_blas_blocking *b, int m, int n, int k) { return one_t(b, 0, 0, m, n, k); }
 
 static uint64_t pages(uint64_t bytes) { return (bytes + 4095) / 4096 * 4096; }
 
 static void test_blocking(void) {
     hfl_blas_blocking b;
-    CHECK(hfl_blas_blocking_for("Cooperlake", &b) == -1 && b.p == 0);
+    CHECK(hfl_blas_blocking_for("Prescott", &b) == -1 && b.p == 0);
     CHECK(hfl_blas_blocking_for(NULL, &b) == -1);
     REQUIRE(hfl_blas_blocking_for("Haswell", &b) == 0);
     CHECK(b.p == 320 && b.q == 320 && b.b_offset == 409600);
@@ -72,11 +76,41 @@ static void test_blocking(void) {
     CHECK(one(&b, 7, 64, 64) == pages(64 * 64 * 4) + pages(64 * 4 * 4));
     CHECK(one(&b, 3, 64, 64) == pages(64 * 64 * 4) + pages(64 * 3 * 4));
     /* a step is the largest A plus the largest B, not the largest call */
+    /* Haswell has no small-matrix path: 64^3 NN packs like any call */
+    CHECK(one_t(&b, 1, 0, 64, 64, 64) == pages(64 * 64 * 4) + pages(64 * 12 * 4));
     hfl_blas_footprint f = {&b, 0, 0};
-    hfl_blas_footprint_gemm(&f, 1, 200, 784);  /* A 200 x 320, B 320 x 1 */
-    hfl_blas_footprint_gemm(&f, 200, 784, 100); /* A 320 x 100, B 100 x 200 */
+    hfl_blas_footprint_gemm(&f, 0, 0, 1, 200, 784);  /* A 200 x 320, B 320 x 1 */
+    hfl_blas_footprint_gemm(&f, 0, 0, 200, 784, 100); /* A 320 x 100, B 100 x 200 */
     CHECK(hfl_blas_footprint_bytes(&f) == pages(200 * 320 * 4) + pages(100 * 200 * 4));
     CHECK(hfl_blas_step_footprint(NULL, 8, HFL_PREC_FP32, NULL) == 0); /* unknown core */
+
+    /* Cooperlake: P 640, Q 320, UM 16 */
+    REQUIRE(hfl_blas_blocking_for("Cooperlake", &b) == 0);
+    CHECK(b.p == 640 && b.q == 320 && b.b_offset == 819200 && b.small_matrix);
+    /* 400^3: K 400 in (Q, 2Q): half rounded up to 16 (208); M 400 <= P whole */
+    CHECK(one(&b, 400, 400, 400) == pages(400 * 208 * 4) + pages(208 * 12 * 4));
+    /* 1000^3: K >= 2Q (320 deep); M in (P, 2P): 500 rounded up to 16 (512) */
+    CHECK(one(&b, 1000, 1000, 1000) == pages(512 * 320 * 4) + pages(320 * 1000 * 4));
+    /* the small-matrix path: M N K <= 100^3 takes no buffer (NN, and row-major
+     * A^T B, which is the column-major call's NT) */
+    CHECK(one(&b, 100, 100, 100) == 0);
+    CHECK(one_t(&b, 1, 0, 64, 64, 64) == 0);
+    CHECK(one(&b, 100, 100, 101) == pages(100 * 101 * 4) + pages(101 * 12 * 4));
+    /* row-major A B^T is the column-major TN: only M N <= 1200 and K >= 32 */
+    CHECK(one_t(&b, 0, 1, 30, 30, 64) == 0);
+    CHECK(one_t(&b, 0, 1, 40, 40, 64) == pages(40 * 64 * 4) + pages(64 * 12 * 4));
+    CHECK(one_t(&b, 0, 1, 30, 30, 16) == pages(30 * 16 * 4) + pages(16 * 12 * 4));
+    /* row-major A^T B^T is TT: K >= 4 */
+    CHECK(one_t(&b, 1, 1, 64, 64, 64) == 0);
+    CHECK(one_t(&b, 1, 1, 64, 64, 3) == pages(64 * 3 * 4) + pages(3 * 12 * 4));
+
+    /* SkylakeX: P = Q = 448, UM 16 */
+    REQUIRE(hfl_blas_blocking_for("SkylakeX", &b) == 0);
+    CHECK(b.p == 448 && b.q == 448 && b.b_offset == 802816 && b.small_matrix);
+    CHECK(one(&b, 400, 400, 400) == pages(400 * 400 * 4) + pages(400 * 12 * 4));
+    /* 1000^3: K >= 2Q; M 1000 >= 2P: P rows */
+    CHECK(one(&b, 1000, 1000, 1000) == pages(448 * 448 * 4) + pages(448 * 1000 * 4));
+    CHECK(one(&b, 400, 100, 400) == pages(100 * 400 * 4) + pages(400 * 12 * 4));
 }
 
 static const char *gpt_json =
@@ -129,7 +163,7 @@ static void test_shapes(const char *what, const hfl_model_spec *spec) {
             for (int i = 0; i < real->n; i++) missing += !has(listed, real->s[i]);
             for (int i = 0; i < listed->n; i++) extra += !has(real, listed->s[i]);
             CHECK_MSG(real->n > 0 && missing == 0 && extra == 0,
-                      "%s batch %d %s: %d shapes called, %d listed; %d called but not listed, "
+                      "%s batch %d %s: %d calls made, %d listed; %d made but not listed, "
                       "%d listed but not called", what, batches[bi], hfl_precision_name(precs[pi]),
                       real->n, listed->n, missing, extra);
         }
