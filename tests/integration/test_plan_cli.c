@@ -19,7 +19,9 @@
  *    Haswell kernels, which any AVX2 CPU runs, so the check means the same
  *    on every x86 host. The worst error must also stay under 64 KiB (it is
  *    ~8-13 KiB; one median extra per class, without the footprint, was up
- *    to ~160 KiB off on Haswell and 2.71 of the allowance on Cooperlake).
+ *    to ~160 KiB off on Haswell and 2.71 of the allowance on Cooperlake),
+ *    except in a sanitized build, whose allocator takes memory of its own
+ *    (cnn 351 KiB off, still 0.42 of the allowance).
  * 4. Nothing unplanned: every measured peak is within 1.5 MiB of what the
  *    plan accounts for exactly (arena + batch staging). The rest is the
  *    private memory OpenBLAS and libc take for themselves, 0.15-0.97 MiB here
@@ -146,7 +148,9 @@ static void check_left_out(const char *client, const char *model, const char *ot
      * and what is left is a few KiB: one median extra per class was up to
      * ~160 KiB off here, which this bound fails. */
     hfl_blas_blocking b;
-    if (hfl_blas_blocking_for(getenv("OPENBLAS_CORETYPE"), &b) == 0)
+    if (getenv("HFL_SANITIZED")) /* ASan's allocator (redzones, quarantine) is memory no plan models */
+        printf("%s: sanitized build: the 64 KiB bound is not checked (worst error %.0f bytes)\n", model, worst_abs);
+    else if (hfl_blas_blocking_for(getenv("OPENBLAS_CORETYPE"), &b) == 0)
         CHECK_MSG(worst_abs <= 64.0 * 1024, "%s: worst error %.0f bytes from the other model, above 64 KiB with "
                   "the %s blocking modelled", model, worst_abs, getenv("OPENBLAS_CORETYPE"));
     printf("%s predicted from the other model only: %d candidates, worst error %.2f of the allowance (%s)\n", model,
