@@ -20,18 +20,17 @@ void hfl_overhead_init(hfl_overhead_model *m, int host_memory, size_t in_dim, in
     m->label_rows = label_rows;
     m->fleet = fleet > 0 ? fleet : 0;
     m->spec = NULL;
-    m->blas_known = 0;
+    m->blocking = (hfl_blas_blocking){0};
 }
 
 void hfl_overhead_set_footprint(hfl_overhead_model *m, const hfl_model_spec *spec,
                                 const hfl_blas_blocking *b) {
     m->spec = spec;
-    m->blas_known = b != NULL;
-    if (b) m->blocking = *b;
+    m->blocking = b ? *b : (hfl_blas_blocking){0};
 }
 
 uint64_t hfl_overhead_footprint(const hfl_overhead_model *m, hfl_precision p, int batch) {
-    if (!m->spec || !m->blas_known) return 0;
+    if (!m->spec || !m->blocking.p) return 0;
     return hfl_blas_step_footprint(m->spec, batch, p, &m->blocking);
 }
 
@@ -62,7 +61,7 @@ static double class_median(const hfl_overhead_model *m, hfl_precision p, int wan
     int n = 0;
     for (int i = 0; i < m->n; i++)
         if (same_class(m->rec[i].precision, p) == want_class)
-            v[n++] = m->rec[i].extra - (m->blas_known ? m->rec[i].blas : 0);
+            v[n++] = m->rec[i].extra - (m->blocking.p ? m->rec[i].blas : 0);
     double med = hfl_median(v, (size_t)n);
     free(v);
     *found = n > 0;

@@ -55,8 +55,7 @@ typedef struct {
     int label_rows;  /* labels per sample (T for a language model), likewise */
     double fleet;    /* the coordinator's estimate of the whole overhead, 0: none */
     const hfl_model_spec *spec;  /* the model predicted, for its footprint (NULL: none) */
-    int blas_known;              /* blocking holds the running core's */
-    hfl_blas_blocking blocking;
+    hfl_blas_blocking blocking;  /* the running core's; p = 0: not known */
 } hfl_overhead_model;
 
 /* An empty model for a backend and an input size. */
