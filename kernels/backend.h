@@ -65,7 +65,15 @@ enum { HFL_BIAS_NONE, HFL_BIAS_COL, HFL_BIAS_ROW };
  * Monotone in m, n and k, so a plan for batch b covers any smaller batch. */
 #define HFL_GEMM_TILE 128
 #define HFL_GEMM_TILE_K 256
-size_t hfl_gemm_lp_ws_bytes(unsigned f32_mask, int m, int n, int k);
+static inline size_t hfl_gemm_lp_ws_bytes(unsigned f32_mask, int m, int n, int k) {
+    size_t mt = (size_t)m < HFL_GEMM_TILE ? (size_t)m : HFL_GEMM_TILE;
+    size_t nt = (size_t)n < HFL_GEMM_TILE ? (size_t)n : HFL_GEMM_TILE;
+    size_t kt = (size_t)k < HFL_GEMM_TILE_K ? (size_t)k : HFL_GEMM_TILE_K, floats = 0;
+    if (!(f32_mask & HFL_GEMM_A_F32)) floats += mt * kt;
+    if (!(f32_mask & HFL_GEMM_B_F32)) floats += kt * nt;
+    if (!(f32_mask & HFL_GEMM_C_F32)) floats += mt * nt;
+    return floats * sizeof(float);
+}
 
 /* What a training step computes for the host, kept on the device (one 64-byte
  * block, a plan buffer or trainer-held memory on the CPU backend). The loss ops

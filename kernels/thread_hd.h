@@ -127,15 +127,24 @@ static inline HFL_HD void hfl_thread_bias_fill_lp_strided(size_t i, uint16_t *c,
     hfl_thread_bias_fill_lp(i % per, c + (long long)s * stride_c, ldc, n, bias, bias_axis);
 }
 
-/* i < m * n: a 2-byte C[r, c] := round(beta * C + bias) for a GEMM with
- * beta = 1 to follow (beta != 0 with a bias: one extra rounding vs the CPU). */
-static inline HFL_HD void hfl_thread_bias_combine_lp(size_t i, hfl_precision lp, uint16_t *c,
-                                                     int ldc, int n, float beta,
-                                                     const uint16_t *bias, int bias_axis) {
+/* A 2-byte C with a bias and beta != 0 (a GPT block's residual projections)
+ * goes through an fp32 tile t, so that it is rounded once, after the bias,
+ * as the CPU does: t = widen(C) (this body), then the GEMM into t with beta,
+ * then C = round(t + bias) (hfl_thread_bias_round_lp). i < m * n. */
+static inline HFL_HD void hfl_thread_widen_tile_lp(size_t i, hfl_precision lp, float *t, int ldt,
+                                                   const uint16_t *c, int ldc, int n) {
     size_t r = i / (size_t)n, q = i % (size_t)n;
-    uint16_t *at = c + r * (size_t)ldc + q;
+    t[r * (size_t)ldt + q] = hfl_op_widen(lp, c[r * (size_t)ldc + q]);
+}
+
+/* i < m * n: C[r, c] := round(t[r, c] + bias), the one rounding of the tile
+ * path above (the CPU's cpu_gemm_lp adds the bias and rounds the same way). */
+static inline HFL_HD void hfl_thread_bias_round_lp(size_t i, hfl_precision lp, uint16_t *c,
+                                                   int ldc, const float *t, int ldt, int n,
+                                                   const uint16_t *bias, int bias_axis) {
+    size_t r = i / (size_t)n, q = i % (size_t)n;
     float b = hfl_op_widen(lp, bias[bias_axis == HFL_BIAS_ROW ? r : q]);
-    *at = hfl_op_narrow(lp, hfl_op_bias_add(beta * hfl_op_widen(lp, *at), b));
+    c[r * (size_t)ldc + q] = hfl_op_narrow(lp, hfl_op_bias_add(t[r * (size_t)ldt + q], b));
 }
 
 /* i < m * n: an fp32 C[r, c] += the widened bias, after the GEMM (the CPU's

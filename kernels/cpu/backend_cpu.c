@@ -321,15 +321,6 @@ static void cpu_channel_bias_grad(float *dbias, const float *dy, int n, int c, i
 
 static size_t cpu_min(size_t a, size_t b) { return a < b ? a : b; }
 
-size_t hfl_gemm_lp_ws_bytes(unsigned f32_mask, int m, int n, int k) {
-    size_t mt = cpu_min((size_t)m, HFL_GEMM_TILE), nt = cpu_min((size_t)n, HFL_GEMM_TILE);
-    size_t kt = cpu_min((size_t)k, HFL_GEMM_TILE_K), floats = 0;
-    if (!(f32_mask & HFL_GEMM_A_F32)) floats += mt * kt;
-    if (!(f32_mask & HFL_GEMM_B_F32)) floats += kt * nt;
-    if (!(f32_mask & HFL_GEMM_C_F32)) floats += mt * nt;
-    return floats * sizeof(float);
-}
-
 /* dst[r * cols + c] = widen(src[r * ld + c]) for r < rows, c < cols. The
  * type is tested once, outside the loops, so each inner loop vectorises. */
 static void cpu_widen_block(hfl_precision lp, float *dst, const uint16_t *src, size_t ld,

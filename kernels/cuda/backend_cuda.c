@@ -375,8 +375,16 @@ static int context_create(cuda_context *c, const hfl_cuda_host *host, char *err)
         context_destroy(c);
         return -1;
     }
+    /* One rounding per 2-byte GEMM (gemm.c's header): split-K partial sums
+     * stay in fp32 unless HFL_CUBLAS_REDUCED_REDUCTION=1 asks for cuBLAS's
+     * default, to compare the two on a GPU. */
+    const char *rr = getenv("HFL_CUBLAS_REDUCED_REDUCTION");
+    c->reduced_reduction = rr && strcmp(rr, "1") == 0;
     cublasStatus_t s = cublasCreate(&c->blas);
     if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(c->blas, c->compute);
+    if (s == CUBLAS_STATUS_SUCCESS && !c->reduced_reduction)
+        s = cublasSetMathMode(c->blas, (cublasMath_t)(CUBLAS_DEFAULT_MATH |
+                                           CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
     if (s != CUBLAS_STATUS_SUCCESS) {
         snprintf(err, HFL_ERR_LEN, "cuda backend: cuBLAS initialisation failed: %s",
                  cublasGetStatusString(s));

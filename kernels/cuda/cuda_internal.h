@@ -29,6 +29,8 @@ typedef struct {
     cudaEvent_t copied[HFL_INPUT_SLOTS], consumed[HFL_INPUT_SLOTS];
     cublasHandle_t blas;
     int tf32; /* HFL_TF32=1: fp32 GEMMs may use TF32 tensor cores */
+    int reduced_reduction; /* HFL_CUBLAS_REDUCED_REDUCTION=1: cuBLAS's default math mode (split-K
+                              may reduce in a 2-byte output type), for an A/B on a GPU run */
     hfl_cuda_host host;
 } cuda_context;
 
@@ -83,8 +85,11 @@ void cuda_gemm_bias_fill_lp(uint16_t *c, int ldc, int m, int n, const uint16_t *
                             int bias_axis);
 void cuda_gemm_bias_fill_lp_strided(uint16_t *c, int ldc, int m, int n, long long stride_c,
                                     int batch, const uint16_t *bias, int bias_axis);
-void cuda_gemm_bias_combine_lp(hfl_precision lp, uint16_t *c, int ldc, int m, int n, float beta,
-                               const uint16_t *bias, int bias_axis);
+/* the fp32 tile path of a 2-byte C with a bias and beta != 0 (gemm.c) */
+void cuda_gemm_widen_tile_lp(hfl_precision lp, float *t, int ldt, const uint16_t *c, int ldc, int m,
+                             int n);
+void cuda_gemm_bias_round_lp(hfl_precision lp, uint16_t *c, int ldc, const float *t, int ldt, int m,
+                             int n, const uint16_t *bias, int bias_axis);
 void cuda_gemm_bias_add_f32(hfl_precision lp, float *c, int ldc, int m, int n,
                             const uint16_t *bias, int bias_axis);
 

@@ -195,11 +195,19 @@ static __global__ void k_bias_fill_lp(uint16_t *c, int ldc, int n, const uint16_
     hfl_thread_bias_fill_lp(i, c, ldc, n, bias, bias_axis);
 }
 
-static __global__ void k_bias_combine_lp(hfl_precision lp, uint16_t *c, int ldc, int n, float beta,
-                                         const uint16_t *bias, int bias_axis, size_t count) {
+static __global__ void k_widen_tile_lp(hfl_precision lp, float *t, int ldt, const uint16_t *c,
+                                       int ldc, int n, size_t count) {
     size_t i = hfl_cuda_index();
     if (i >= count) return;
-    hfl_thread_bias_combine_lp(i, lp, c, ldc, n, beta, bias, bias_axis);
+    hfl_thread_widen_tile_lp(i, lp, t, ldt, c, ldc, n);
+}
+
+static __global__ void k_bias_round_lp(hfl_precision lp, uint16_t *c, int ldc, const float *t,
+                                       int ldt, int n, const uint16_t *bias, int bias_axis,
+                                       size_t count) {
+    size_t i = hfl_cuda_index();
+    if (i >= count) return;
+    hfl_thread_bias_round_lp(i, lp, c, ldc, t, ldt, n, bias, bias_axis);
 }
 
 static __global__ void k_bias_fill_lp_strided(uint16_t *c, int ldc, int m, int n,
@@ -230,10 +238,17 @@ extern "C" void cuda_gemm_bias_fill_lp_strided(uint16_t *c, int ldc, int m, int 
     if (count) LAUNCH(k_bias_fill_lp_strided, count, c, ldc, m, n, stride_c, bias, bias_axis, count);
 }
 
-extern "C" void cuda_gemm_bias_combine_lp(hfl_precision lp, uint16_t *c, int ldc, int m, int n,
-                                          float beta, const uint16_t *bias, int bias_axis) {
+extern "C" void cuda_gemm_widen_tile_lp(hfl_precision lp, float *t, int ldt, const uint16_t *c,
+                                        int ldc, int m, int n) {
     size_t count = (size_t)m * n;
-    if (count) LAUNCH(k_bias_combine_lp, count, lp, c, ldc, n, beta, bias, bias_axis, count);
+    if (count) LAUNCH(k_widen_tile_lp, count, lp, t, ldt, c, ldc, n, count);
+}
+
+extern "C" void cuda_gemm_bias_round_lp(hfl_precision lp, uint16_t *c, int ldc, const float *t,
+                                        int ldt, int m, int n, const uint16_t *bias,
+                                        int bias_axis) {
+    size_t count = (size_t)m * n;
+    if (count) LAUNCH(k_bias_round_lp, count, lp, c, ldc, t, ldt, n, bias, bias_axis, count);
 }
 
 extern "C" void cuda_gemm_bias_add_f32(hfl_precision lp, float *c, int ldc, int m, int n,

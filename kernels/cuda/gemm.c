@@ -15,25 +15,38 @@
  * CUDA_R_16F, or both fp32; cuBLAS takes no mixed pair), C 2-byte or fp32,
  * accumulation in fp32 (CUBLAS_COMPUTE_32F), tensor cores where the GPU has
  * them. A 2-byte C with fp32 A and B is not a cuBLAS combination either; no
- * layer asks for it. `ws` (the CPU backend's fp32 staging) is ignored: cuBLAS
- * uses the workspace given to set_blas_workspace.
+ * layer asks for it.
  *
- * Bias. The CPU computes acc = alpha op(A) op(B) + beta C in fp32, adds the
- * bias in fp32, and rounds a 2-byte C once. Here:
- * - 2-byte C, beta == 0: C is first filled with the broadcast bias (exact:
- *   the bias is 2-byte already) and the GEMM runs with beta = 1, so cuBLAS's
- *   epilogue rounds alpha acc + bias once, as the CPU does. The bias enters
- *   after the whole dot product in both, so the only difference is the
- *   GEMM's own summation order: a tolerance matter, as for any GEMM.
- * - 2-byte C, beta != 0 (no layer does this): C := round(beta C + bias)
- *   first, then the GEMM with beta = 1; one extra rounding of beta C + bias.
+ * One rounding. backend.h promises that a 2-byte C is rounded once, after
+ * the bias, as the CPU's gemm_lp does (fp32 accumulation of alpha op(A)
+ * op(B) + beta C, the bias added in fp32, one rounding). Two things on a GPU
+ * can round more often, and both are shut here:
+ * - cuBLAS's default math mode lets a split-K GEMM reduce its partial sums
+ *   in the output type (CUBLASLT_REDUCTION_SCHEME_INPLACE: "using the output
+ *   buffer (and output data type)", cublasLt.h), i.e. round a 2-byte C once
+ *   per partial. backend_cuda.c sets
+ *   CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION ("force any reductions
+ *   to use the accumulator type", cublas_api.h) on the handle, unless
+ *   HFL_CUBLAS_REDUCED_REDUCTION=1 asks for the default back (an A/B for a GPU
+ *   run: gpu-review.md traced mlp bf16's 3.47e-2 gradient gap to it).
+ * - A bias. With beta == 0, C is first filled with the broadcast bias
+ *   (exact: the bias is 2-byte already) and the GEMM runs with beta = 1, so
+ *   its epilogue rounds alpha acc + bias once. With beta != 0 (a GPT block's
+ *   two residual projections, model/gpt_lp.c dense_onto_lp) there is no such
+ *   trick: C is widened into an fp32 tile in `ws` (planned for every backend:
+ *   hfl_gemm_lp_ws_bytes, whose floats the tile path fills), the GEMM runs
+ *   into that tile with beta, and one kernel adds the bias and rounds. The
+ *   tile is at most the whole of C; a larger C is done a block of rows (and,
+ *   when a row does not fit, of columns) at a time, 3 launches a block.
  * - fp32 C: the GEMM, then bias added in fp32, the CPU's order exactly.
+ * Any remaining difference from the CPU is the fp32 summation order: a legal
+ * reordering, bounded by tests/kernels/rounding_check.h.
  *
  * Strided forms (conv over a chunk of samples): one cublasSgemmStridedBatched
  * / cublasGemmStridedBatchedEx over `count` GEMMs (a stride of 0 shares the
  * weights). A 2-byte C with a bias and beta 0 gets the bias filled into all
- * count Cs by one kernel first, as above; the rare other bias cases fall
- * back to one gemm_lp per GEMM. */
+ * count Cs by one kernel first, as above; the rare other bias cases (no layer
+ * asks for them) fall back to one gemm_lp per GEMM. */
 #include <stdint.h>
 
 #include "kernels/cuda/check.h"
@@ -60,10 +73,39 @@ void cuda_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, cons
                              &beta, c, ldc));
 }
 
+/* Row-major C[m, n] = alpha op(A) op(B) + beta C (2-byte A, B and C) into
+ * C's fp32 tile path (header comment): blocks of mi x nj outputs, each
+ * widened into ws, summed into it by one GEMM with beta, then biased and
+ * rounded once into C. ws holds hfl_gemm_lp_ws_bytes(0, m, n, k) bytes. */
+static void gemm_lp_via_tile(hfl_precision lp, int trans_a, int trans_b, int m, int n, int k,
+                             float alpha, const uint16_t *a, int lda, const uint16_t *b, int ldb,
+                             float beta, uint16_t *c, int ldc, const uint16_t *bias,
+                             int bias_axis, float *ws) {
+    size_t floats = hfl_gemm_lp_ws_bytes(0, m, n, k) / sizeof(float);
+    int nj = (size_t)n < floats ? n : (int)floats;
+    int mi = (size_t)m * nj <= floats ? m : (int)(floats / (size_t)nj);
+    cudaDataType ab = gemm_type(lp, 0);
+    for (int i0 = 0; i0 < m; i0 += mi) {
+        int rows = m - i0 < mi ? m - i0 : mi;
+        /* row i0 of op(A): A + i0 rows down, or i0 columns across when transposed */
+        const uint16_t *ai = a + (trans_a ? (size_t)i0 : (size_t)i0 * lda);
+        for (int j0 = 0; j0 < n; j0 += nj) {
+            int cols = n - j0 < nj ? n - j0 : nj;
+            const uint16_t *bj = b + (trans_b ? (size_t)j0 * ldb : (size_t)j0);
+            uint16_t *cij = c + (size_t)i0 * ldc + j0;
+            cuda_gemm_widen_tile_lp(lp, ws, cols, cij, ldc, rows, cols);
+            CUBLAS_CHECK(cublasGemmEx(hfl_cuda_ctx.blas, gemm_op(trans_b), gemm_op(trans_a), cols,
+                                      rows, k, &alpha, bj, ab, ldb, ai, ab, lda, &beta, ws,
+                                      CUDA_R_32F, cols, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+            cuda_gemm_bias_round_lp(lp, cij, ldc, ws, cols, rows, cols,
+                                    bias + (bias_axis == HFL_BIAS_ROW ? i0 : j0), bias_axis);
+        }
+    }
+}
+
 void cuda_gemm_lp(hfl_precision lp, unsigned f32_mask, int trans_a, int trans_b, int m, int n,
                   int k, float alpha, const void *a, int lda, const void *b, int ldb, float beta,
                   void *c, int ldc, const uint16_t *bias, int bias_axis, void *ws) {
-    (void)ws;
     int a32 = (f32_mask & HFL_GEMM_A_F32) != 0, b32 = (f32_mask & HFL_GEMM_B_F32) != 0;
     int c32 = (f32_mask & HFL_GEMM_C_F32) != 0;
     CUDA_REQUIRE(a32 == b32, "gemm_lp: A and B must be of one type (both fp32 or both 2-byte)");
@@ -71,12 +113,15 @@ void cuda_gemm_lp(hfl_precision lp, unsigned f32_mask, int trans_a, int trans_b,
     CUDA_REQUIRE(lp == HFL_PREC_BF16 || lp == HFL_PREC_FP16, "gemm_lp: lp must be bf16 or fp16");
     if (m <= 0 || n <= 0) return;
     int with_bias = bias_axis != HFL_BIAS_NONE && bias;
+    if (with_bias && !c32 && beta != 0.0f) {
+        CUDA_REQUIRE(ws != NULL, "gemm_lp: a 2-byte C with a bias and beta != 0 needs its workspace");
+        gemm_lp_via_tile(lp, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias,
+                         bias_axis, ws);
+        return;
+    }
     float gemm_beta = beta;
-    if (with_bias && !c32) {
-        if (beta == 0.0f)
-            cuda_gemm_bias_fill_lp(c, ldc, m, n, bias, bias_axis);
-        else
-            cuda_gemm_bias_combine_lp(lp, c, ldc, m, n, beta, bias, bias_axis);
+    if (with_bias && !c32) { /* beta 0: C = round(alpha acc + bias), one rounding */
+        cuda_gemm_bias_fill_lp(c, ldc, m, n, bias, bias_axis);
         gemm_beta = 1.0f;
     }
     cudaDataType ab = gemm_type(lp, a32), ct = gemm_type(lp, c32);

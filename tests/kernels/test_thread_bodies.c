@@ -422,23 +422,49 @@ static void test_softmax(const hfl_backend *be) {
     printf("softmax: softmax_xent and its bf16/fp16 forms, 5 shapes, ties, loss scale\n");
 }
 
-/* ---- GEMM bias (the CUDA gemm_lp's prefill, combine and fp32 add) ---- */
+/* ---- GEMM bias (the CUDA gemm_lp's prefill, fp32 tile path and fp32 add) ---- */
 
-/* With k = 0 the CPU's gemm_lp is C = beta C + bias rounded once, which is
- * what the combine body (2-byte C) and the fp32 add body (beta = 1) compute. */
+/* The CUDA gemm_lp's tile path for a 2-byte C with a bias and beta != 0,
+ * run on the CPU: t = widen(C) by its body, t = alpha op(A) op(B) + beta t
+ * by an fp32 sgemm of the widened operands (the GEMM cuBLAS runs into t),
+ * then C = round(t + bias) by its body. */
+static void tile_path(const hfl_backend *be, hfl_precision lp, int m, int n, int k, float alpha,
+                      const uint16_t *a, const uint16_t *b, float beta, uint16_t *c, int ldc,
+                      const uint16_t *bias, int axis) {
+    float *t = malloc(sizeof(float) * (size_t)m * n + 1), *fa = malloc(sizeof(float) * (size_t)m * k + 1);
+    float *fb = malloc(sizeof(float) * (size_t)k * n + 1);
+    for (size_t i = 0; i < (size_t)m * k; i++) fa[i] = hfl_op_widen(lp, a[i]);
+    for (size_t i = 0; i < (size_t)k * n; i++) fb[i] = hfl_op_widen(lp, b[i]);
+    for (size_t i = 0; i < (size_t)m * n; i++) hfl_thread_widen_tile_lp(i, lp, t, n, c, ldc, n);
+    be->sgemm(0, 0, m, n, k, alpha, fa, k, fb, n, beta, t, n);
+    for (size_t i = 0; i < (size_t)m * n; i++) hfl_thread_bias_round_lp(i, lp, c, ldc, t, n, n, bias, axis);
+    free(t), free(fa), free(fb);
+}
+
+/* With k = 0 the CPU's gemm_lp is C = beta C + bias rounded once; with k <=
+ * HFL_GEMM_TILE_K and m, n <= HFL_GEMM_TILE it is one fp32 sgemm of the
+ * widened tiles into widened C, then the bias and one rounding: the tile
+ * path must give the same bits in both. */
 static void test_gemm_bias(const hfl_backend *be) {
-    enum { M = 5, N = 7, LDC = 9 };
+    enum { M = 5, N = 7, LDC = 9, K = 37 };
     for (int lp = HFL_PREC_BF16; lp <= HFL_PREC_FP16; lp++)
         for (int axis = HFL_BIAS_COL; axis <= HFL_BIAS_ROW; axis++) {
             char what[96];
             uint16_t *bias = inputs_lp(lp, 300, axis == HFL_BIAS_ROW ? M : N, PLAIN);
             uint16_t *c0 = inputs_lp(lp, 301, M * LDC, PLAIN);
+            uint16_t *a = inputs_lp(lp, 304, M * K, PLAIN), *b = inputs_lp(lp, 305, K * N, PLAIN);
             uint16_t *cw = dup_bytes(c0, sizeof(uint16_t) * M * LDC), *cg = dup_bytes(c0, sizeof(uint16_t) * M * LDC);
-            float ws[3 * M * N];
+            float ws[3 * M * N + M * K + K * N];
             be->gemm_lp(lp, 0, 0, 0, M, N, 0, 1.0f, NULL, 1, NULL, N, 0.75f, cw, LDC, bias, axis, ws);
-            for (size_t i = 0; i < M * N; i++) hfl_thread_bias_combine_lp(i, lp, cg, LDC, N, 0.75f, bias, axis);
-            snprintf(what, sizeof what, "gemm bias combine %s axis %d", lp_name(lp), axis);
+            tile_path(be, lp, M, N, 0, 1.0f, a, b, 0.75f, cg, LDC, bias, axis);
+            snprintf(what, sizeof what, "gemm tile path k 0 %s axis %d", lp_name(lp), axis);
             same(what, cg, cw, sizeof(uint16_t) * M * LDC);
+            memcpy(cw, c0, sizeof(uint16_t) * M * LDC), memcpy(cg, c0, sizeof(uint16_t) * M * LDC);
+            be->gemm_lp(lp, 0, 0, 0, M, N, K, 0.5f, a, K, b, N, 1.0f, cw, LDC, bias, axis, ws);
+            tile_path(be, lp, M, N, K, 0.5f, a, b, 1.0f, cg, LDC, bias, axis);
+            snprintf(what, sizeof what, "gemm tile path k %d %s axis %d", K, lp_name(lp), axis);
+            same(what, cg, cw, sizeof(uint16_t) * M * LDC);
+            free(a), free(b);
 
             float *f0 = inputs(302, M * LDC, WITH_INF);
             float *fw = dup_bytes(f0, sizeof(float) * M * LDC), *fg = dup_bytes(f0, sizeof(float) * M * LDC);
@@ -476,7 +502,7 @@ static void test_gemm_bias(const hfl_backend *be) {
             free(s0), free(sg);
             free(bias), free(c0), free(cw), free(cg), free(f0), free(fw), free(fg);
         }
-    printf("gemm bias: prefill (single and strided), combine (beta != 0) and fp32 add, bf16/fp16, "
+    printf("gemm bias: prefill (single and strided), fp32 tile path (beta != 0) and fp32 add, bf16/fp16, "
            "row and column bias\n");
 }
 

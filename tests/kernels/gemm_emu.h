@@ -1,0 +1,107 @@
+/* gemm_emu.h: emulated GEMMs for the tests of tests/kernels/rounding_check.h:
+ * plain C loops in fp32 that stand in for a GPU's gemm_lp, legal or not
+ * (tests/kernels/test_rounding_check.c proves the judge on them; the GPU
+ * tests run the legal one on the CPU to measure, in the same run, how far a
+ * legal reordering moves a whole block).
+ * - legal: the dot product in 8 interleaved lanes and a fixed tree (another
+ *   fp32 order than OpenBLAS's), then beta C and the bias, one rounding;
+ * - split-K: the dot product in emu_parts pieces whose partial results are
+ *   added into the 2-byte C one at a time (cuBLAS's in-place reduction in the
+ *   output type, CUBLASLT_REDUCTION_SCHEME_INPLACE), C prefilled as the old
+ *   gemm.c did: the bias, or round(beta C + bias);
+ * - pre-rounded bias: the bias added to an already rounded value, i.e.
+ *   round(acc + round(beta C + bias)) (the old gemm.c with beta != 0) or
+ *   round(round(acc) + bias) (a bias kernel after a 2-byte GEMM).
+ * An fp32 C is always summed legally; the illegal kinds change only 2-byte
+ * outputs with something to round twice. emu_backend(kind, parts) is the CPU
+ * backend with these GEMMs. */
+#ifndef HFL_TESTS_KERNELS_GEMM_EMU_H
+#define HFL_TESTS_KERNELS_GEMM_EMU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/backend.h"
+#include "kernels/ops_hd.h"
+#include "tests/kernels/rounding_check.h"
+
+enum { EMU_LEGAL, EMU_SPLITK, EMU_PREROUND, EMU_KINDS };
+static const char *const emu_names[EMU_KINDS] = {"legal reorder", "split-K", "pre-rounded bias"};
+
+static int emu_kind = EMU_LEGAL, emu_parts = 2;
+
+static inline float emu_rnd(hfl_precision lp, float x) { return hfl_op_widen(lp, hfl_op_narrow(lp, x)); }
+
+/* sum of a[p] b[p] over p in [p0, p1) in 8 interleaved fp32 lanes, then a fixed tree */
+static inline float emu_dot(hfl_precision lp, unsigned mask, int ta, int tb, const void *a, int lda,
+                     const void *b, int ldb, int i, int j, int p0, int p1) {
+    float lane[8] = {0};
+    for (int p = p0; p < p1; p++) {
+        float av = (float)rc_elem(lp, mask & HFL_GEMM_A_F32, a, ta ? (size_t)p * lda + i : (size_t)i * lda + p);
+        float bv = (float)rc_elem(lp, mask & HFL_GEMM_B_F32, b, tb ? (size_t)j * ldb + p : (size_t)p * ldb + j);
+        lane[(p - p0) % 8] += av * bv;
+    }
+    for (int w = 4; w >= 1; w /= 2)
+        for (int q = 0; q < w; q++) lane[q] += lane[q + w];
+    return lane[0];
+}
+
+static inline void emu_gemm_lp(hfl_precision lp, unsigned mask, int ta, int tb, int m, int n, int k,
+                        float alpha, const void *a, int lda, const void *b, int ldb, float beta,
+                        void *c, int ldc, const uint16_t *bias, int axis, void *ws) {
+    (void)ws;
+    int c32 = (mask & HFL_GEMM_C_F32) != 0, has_bias = axis != HFL_BIAS_NONE && bias;
+    /* the illegal kinds apply where there is something to round twice */
+    int kind = c32 ? EMU_LEGAL : emu_kind;
+    if (kind == EMU_PREROUND && !has_bias) kind = EMU_LEGAL;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            size_t at = (size_t)i * ldc + j;
+            float cv = beta != 0.0f ? (float)rc_elem(lp, c32, c, at) : 0.0f;
+            float bv = has_bias ? hfl_op_widen(lp, bias[axis == HFL_BIAS_ROW ? i : j]) : 0.0f, y;
+            if (kind == EMU_LEGAL) {
+                y = alpha * emu_dot(lp, mask, ta, tb, a, lda, b, ldb, i, j, 0, k) + beta * cv + bv;
+            } else if (kind == EMU_PREROUND) {
+                float acc = alpha * emu_dot(lp, mask, ta, tb, a, lda, b, ldb, i, j, 0, k);
+                y = beta != 0.0f ? acc + emu_rnd(lp, beta * cv + bv) : emu_rnd(lp, acc) + bv;
+            } else { /* split-K in place: C prefilled, then one rounding per part */
+                float out = has_bias ? emu_rnd(lp, beta * cv + bv) : cv;
+                float gemm_beta = has_bias ? 1.0f : beta;
+                for (int q = 0; q < emu_parts; q++) {
+                    int p0 = (int)((long)k * q / emu_parts), p1 = (int)((long)k * (q + 1) / emu_parts);
+                    float part = alpha * emu_dot(lp, mask, ta, tb, a, lda, b, ldb, i, j, p0, p1);
+                    out = emu_rnd(lp, part + (q == 0 ? gemm_beta * out : out));
+                }
+                y = out;
+            }
+            if (c32)
+                ((float *)c)[at] = y;
+            else
+                ((uint16_t *)c)[at] = hfl_op_narrow(lp, y);
+        }
+}
+
+static inline void emu_gemm_lp_strided(hfl_precision lp, unsigned mask, int ta, int tb, int m, int n,
+                                int k, float alpha, const void *a, int lda, long long sa,
+                                const void *b, int ldb, long long sb, float beta, void *c, int ldc,
+                                long long sc, int count, const uint16_t *bias, int axis, void *ws) {
+    size_t ea = mask & HFL_GEMM_A_F32 ? 4 : 2, eb = mask & HFL_GEMM_B_F32 ? 4 : 2;
+    size_t ec = mask & HFL_GEMM_C_F32 ? 4 : 2;
+    for (int s = 0; s < count; s++)
+        emu_gemm_lp(lp, mask, ta, tb, m, n, k, alpha, (const char *)a + s * sa * (long long)ea, lda,
+                    (const char *)b + s * sb * (long long)eb, ldb, beta,
+                    (char *)c + s * sc * (long long)ec, ldc, bias, axis, ws);
+}
+
+static hfl_backend emu_table;
+
+/* The CPU backend with the emulated GEMMs of this kind (parts: split-K's). */
+static inline const hfl_backend *emu_backend(int kind, int parts) {
+    emu_kind = kind, emu_parts = parts;
+    emu_table = *hfl_backend_cpu();
+    emu_table.gemm_lp = emu_gemm_lp;
+    emu_table.gemm_lp_strided = emu_gemm_lp_strided;
+    return &emu_table;
+}
+
+#endif
