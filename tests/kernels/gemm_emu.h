@@ -28,13 +28,13 @@
 enum { EMU_LEGAL, EMU_SPLITK, EMU_PREROUND, EMU_KINDS };
 static const char *const emu_names[EMU_KINDS] = {"legal reorder", "split-K", "pre-rounded bias"};
 
-static int emu_kind = EMU_LEGAL, emu_parts = 2;
+static int emu_parts = 2; /* split-K's pieces (emu_backend sets it) */
 
 static inline float emu_rnd(hfl_precision lp, float x) { return hfl_op_widen(lp, hfl_op_narrow(lp, x)); }
 
 /* sum of a[p] b[p] over p in [p0, p1) in 8 interleaved fp32 lanes, then a fixed tree */
 static inline float emu_dot(hfl_precision lp, unsigned mask, int ta, int tb, const void *a, int lda,
-                     const void *b, int ldb, int i, int j, int p0, int p1) {
+                            const void *b, int ldb, int i, int j, int p0, int p1) {
     float lane[8] = {0};
     for (int p = p0; p < p1; p++) {
         float av = (float)rc_elem(lp, mask & HFL_GEMM_A_F32, a, ta ? (size_t)p * lda + i : (size_t)i * lda + p);
@@ -46,14 +46,13 @@ static inline float emu_dot(hfl_precision lp, unsigned mask, int ta, int tb, con
     return lane[0];
 }
 
-static inline void emu_gemm_lp(hfl_precision lp, unsigned mask, int ta, int tb, int m, int n, int k,
-                        float alpha, const void *a, int lda, const void *b, int ldb, float beta,
-                        void *c, int ldc, const uint16_t *bias, int axis, void *ws) {
-    (void)ws;
+/* One gemm_lp (backend.h's arguments) the way `kind` computes it. */
+static inline void emu_gemm(int kind, hfl_precision lp, unsigned mask, int ta, int tb, int m, int n,
+                            int k, float alpha, const void *a, int lda, const void *b, int ldb,
+                            float beta, void *c, int ldc, const uint16_t *bias, int axis) {
     int c32 = (mask & HFL_GEMM_C_F32) != 0, has_bias = axis != HFL_BIAS_NONE && bias;
     /* the illegal kinds apply where there is something to round twice */
-    int kind = c32 ? EMU_LEGAL : emu_kind;
-    if (kind == EMU_PREROUND && !has_bias) kind = EMU_LEGAL;
+    if (c32 || (kind == EMU_PREROUND && !has_bias)) kind = EMU_LEGAL;
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
             size_t at = (size_t)i * ldc + j;
@@ -81,27 +80,77 @@ static inline void emu_gemm_lp(hfl_precision lp, unsigned mask, int ta, int tb, 
         }
 }
 
-static inline void emu_gemm_lp_strided(hfl_precision lp, unsigned mask, int ta, int tb, int m, int n,
-                                int k, float alpha, const void *a, int lda, long long sa,
-                                const void *b, int ldb, long long sb, float beta, void *c, int ldc,
-                                long long sc, int count, const uint16_t *bias, int axis, void *ws) {
+/* gemm_lp_strided: count independent emu_gemms. */
+static inline void emu_gemm_strided(int kind, hfl_precision lp, unsigned mask, int ta, int tb, int m,
+                                    int n, int k, float alpha, const void *a, int lda, long long sa,
+                                    const void *b, int ldb, long long sb, float beta, void *c,
+                                    int ldc, long long sc, int count, const uint16_t *bias, int axis) {
     size_t ea = mask & HFL_GEMM_A_F32 ? 4 : 2, eb = mask & HFL_GEMM_B_F32 ? 4 : 2;
     size_t ec = mask & HFL_GEMM_C_F32 ? 4 : 2;
     for (int s = 0; s < count; s++)
-        emu_gemm_lp(lp, mask, ta, tb, m, n, k, alpha, (const char *)a + s * sa * (long long)ea, lda,
-                    (const char *)b + s * sb * (long long)eb, ldb, beta,
-                    (char *)c + s * sc * (long long)ec, ldc, bias, axis, ws);
+        emu_gemm(kind, lp, mask, ta, tb, m, n, k, alpha, (const char *)a + s * sa * (long long)ea, lda,
+                 (const char *)b + s * sb * (long long)eb, ldb, beta, (char *)c + s * sc * (long long)ec,
+                 ldc, bias, axis);
 }
 
-static hfl_backend emu_table;
+/* The backend table's slots, one pair per kind (a slot has no context to
+ * carry the kind, so two emulated backends can run side by side). */
+static void emu_legal(hfl_precision lp, unsigned mask, int ta, int tb, int m, int n, int k,
+                      float alpha, const void *a, int lda, const void *b, int ldb, float beta,
+                      void *c, int ldc, const uint16_t *bias, int axis, void *ws) {
+    (void)ws;
+    emu_gemm(EMU_LEGAL, lp, mask, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, axis);
+}
+static void emu_splitk(hfl_precision lp, unsigned mask, int ta, int tb, int m, int n, int k,
+                       float alpha, const void *a, int lda, const void *b, int ldb, float beta,
+                       void *c, int ldc, const uint16_t *bias, int axis, void *ws) {
+    (void)ws;
+    emu_gemm(EMU_SPLITK, lp, mask, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, axis);
+}
+static void emu_preround(hfl_precision lp, unsigned mask, int ta, int tb, int m, int n, int k,
+                         float alpha, const void *a, int lda, const void *b, int ldb, float beta,
+                         void *c, int ldc, const uint16_t *bias, int axis, void *ws) {
+    (void)ws;
+    emu_gemm(EMU_PREROUND, lp, mask, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, axis);
+}
+static void emu_legal_strided(hfl_precision lp, unsigned mask, int ta, int tb, int m, int n, int k,
+                              float alpha, const void *a, int lda, long long sa, const void *b,
+                              int ldb, long long sb, float beta, void *c, int ldc, long long sc,
+                              int count, const uint16_t *bias, int axis, void *ws) {
+    (void)ws;
+    emu_gemm_strided(EMU_LEGAL, lp, mask, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c,
+                     ldc, sc, count, bias, axis);
+}
+static void emu_splitk_strided(hfl_precision lp, unsigned mask, int ta, int tb, int m, int n, int k,
+                               float alpha, const void *a, int lda, long long sa, const void *b,
+                               int ldb, long long sb, float beta, void *c, int ldc, long long sc,
+                               int count, const uint16_t *bias, int axis, void *ws) {
+    (void)ws;
+    emu_gemm_strided(EMU_SPLITK, lp, mask, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c,
+                     ldc, sc, count, bias, axis);
+}
+static void emu_preround_strided(hfl_precision lp, unsigned mask, int ta, int tb, int m, int n, int k,
+                                 float alpha, const void *a, int lda, long long sa, const void *b,
+                                 int ldb, long long sb, float beta, void *c, int ldc, long long sc,
+                                 int count, const uint16_t *bias, int axis, void *ws) {
+    (void)ws;
+    emu_gemm_strided(EMU_PREROUND, lp, mask, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c,
+                     ldc, sc, count, bias, axis);
+}
 
-/* The CPU backend with the emulated GEMMs of this kind (parts: split-K's). */
+static hfl_backend emu_tables[EMU_KINDS];
+
+/* The CPU backend with the emulated GEMMs of this kind (parts: split-K's,
+ * shared by every split-K table; ignored for the other kinds). */
 static inline const hfl_backend *emu_backend(int kind, int parts) {
-    emu_kind = kind, emu_parts = parts;
-    emu_table = *hfl_backend_cpu();
-    emu_table.gemm_lp = emu_gemm_lp;
-    emu_table.gemm_lp_strided = emu_gemm_lp_strided;
-    return &emu_table;
+    hfl_backend *t = &emu_tables[kind];
+    if (kind == EMU_SPLITK) emu_parts = parts;
+    *t = *hfl_backend_cpu();
+    t->gemm_lp = kind == EMU_LEGAL ? emu_legal : kind == EMU_SPLITK ? emu_splitk : emu_preround;
+    t->gemm_lp_strided = kind == EMU_LEGAL    ? emu_legal_strided
+                         : kind == EMU_SPLITK ? emu_splitk_strided
+                                              : emu_preround_strided;
+    return t;
 }
 
 #endif

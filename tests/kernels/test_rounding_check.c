@@ -54,10 +54,10 @@ static void test_op(const gemm_shape *sh, hfl_precision lp) {
     for (int kind = EMU_LEGAL; kind < EMU_KINDS; kind++) {
         memset(&st[kind], 0, sizeof st[kind]);
         if (kind == EMU_PREROUND && sh->axis == HFL_BIAS_NONE) continue; /* nothing to pre-round */
-        emu_kind = kind, emu_parts = 2;
         memcpy(got, c0, 2 * cn * count);
-        emu_gemm_lp_strided(lp, 0, sh->ta, sh->tb, m, n, k, 1.0f, a, lda, 0, b, ldb, (long long)bn,
-                            sh->beta, got, ldc, (long long)cn, count, bias, sh->axis, NULL);
+        emu_backend(kind, 2)->gemm_lp_strided(lp, 0, sh->ta, sh->tb, m, n, k, 1.0f, a, lda, 0, b, ldb,
+                                              (long long)bn, sh->beta, got, ldc, (long long)cn, count,
+                                              bias, sh->axis, NULL);
         for (int q = 0; q < count; q++)
             rc_judge_gemm(&st[kind], hfl_backend_cpu(), lp, 0, sh->ta, sh->tb, m, n, k, 1.0f, a, lda,
                           b + q * bn, ldb, sh->beta, c0 + q * cn, got + q * cn, ldc, bias, sh->axis);
@@ -153,34 +153,34 @@ static void test_step(void) {
         printf("mlp %s: the CPU's 2-byte gradient against its fp32 one %.3e; whole-step bound %.2e\n",
                lp_name(lp), e, bound);
         for (size_t v = 0; v < sizeof step_variants / sizeof *step_variants; v++) {
-            const hfl_backend *forced =
-                rc_forcing(emu_backend(step_variants[v].kind, step_variants[v].parts));
+            int kind = step_variants[v].kind, parts = step_variants[v].parts;
+            const hfl_backend *forced = rc_forcing(emu_backend(kind, parts));
             grads_on(forced, &spec, lp, w, x, y, BATCH, ge);
             double gap = rel_err(ge, gc, np);
             printf("mlp %s %s%s: gradient gap %.3e (bound %.2e, %s); GEMMs rejected %d of %d; per layer:",
-                   lp_name(lp), emu_names[emu_kind], emu_kind == EMU_SPLITK ? (emu_parts == 2 ? " 2" : " 4") : "",
+                   lp_name(lp), emu_names[kind], kind == EMU_SPLITK ? (parts == 2 ? " 2" : " 4") : "",
                    gap, bound, gap <= bound ? "within" : "BEYOND", rc_forced.rejected, rc_forced.calls);
             for (int l = 0; l < spec.n_layers; l++)
                 if (spec.layers[l].n_params)
                     printf(" %d: %.2e", l, rel_err(ge + spec.layers[l].param_off, gc + spec.layers[l].param_off,
                                                   spec.layers[l].n_params));
             printf("\n");
-            if (emu_kind == EMU_LEGAL) {
+            if (kind == EMU_LEGAL) {
                 CHECK_MSG(gap <= bound, "mlp %s: the legal step is beyond the bound", lp_name(lp));
                 CHECK_MSG(rc_forced.calls > 0 && rc_forced.rejected == 0,
                           "mlp %s: a legal GEMM of the step is rejected", lp_name(lp));
                 continue;
             }
             CHECK_MSG(rc_forced.rejected > 0, "mlp %s: no GEMM of the %s step is rejected",
-                      lp_name(lp), emu_names[emu_kind]);
+                      lp_name(lp), emu_names[kind]);
             /* The whole-step bound is a smoke test: one flip moves everything
              * downstream, so its gap is a lottery of which outputs flipped
              * (fp16 split-K in 2 gives 3.8e-4 here, in 4 2.5e-2). It must
              * catch every illegal variant but that one; the judged GEMMs
              * above catch all of them. */
-            if (!(lp == HFL_PREC_FP16 && emu_kind == EMU_SPLITK && emu_parts == 2))
+            if (!(lp == HFL_PREC_FP16 && kind == EMU_SPLITK && parts == 2))
                 CHECK_MSG(gap > bound, "mlp %s: the %s step is within the bound", lp_name(lp),
-                          emu_names[emu_kind]);
+                          emu_names[kind]);
         }
     }
     free(w), free(g32), free(gc), free(ge), free(x), free(y);
