@@ -67,11 +67,15 @@ enum { HFL_BIAS_NONE, HFL_BIAS_COL, HFL_BIAS_ROW };
 #define HFL_GEMM_TILE_K 256
 size_t hfl_gemm_lp_ws_bytes(unsigned f32_mask, int m, int n, int k);
 
-/* What a training step computes for the host, kept on the device (one 64-byte
- * block, a plan buffer or trainer-held memory on the CPU backend). The loss ops
- * add to loss_sum, correct and rows; unscale_grads sets finite; fp16's loss
- * scaler (scaler_update, hfl_op_scaler_update in kernels/ops_hd.h) reads
- * finite and updates loss_scale, clean_steps and skipped. */
+/* What a training step computes for the host, or keeps from step to step,
+ * on the device (one 64-byte block, a plan buffer or trainer-held memory on
+ * the CPU backend). The loss ops add to loss_sum, correct and rows;
+ * unscale_grads sets finite; fp16's loss scaler (scaler_update,
+ * hfl_op_scaler_update in kernels/ops_hd.h) reads finite and updates
+ * loss_scale, clean_steps and skipped; AdamW (kernels/lm.h, adamw_step with
+ * args.sc) counts its steps and keeps its bias corrections' powers here
+ * (hfl_lm_adamw_count and hfl_lm_adamw_bias in kernels/lm_hd.h), so that no
+ * step needs the host to tell it its step number. */
 typedef struct hfl_step_scalars {
     double loss_sum;     /* summed row losses (each row's, not the mean) since reset */
     int64_t correct;     /* rows whose first argmax is the label */
@@ -80,7 +84,9 @@ typedef struct hfl_step_scalars {
     float loss_scale;    /* fp16's dynamic loss scale S; 1 otherwise */
     int32_t finite;      /* 1 when the last unscale_grads saw only finite gradients */
     int32_t clean_steps; /* finite steps since S last changed */
-    int32_t reserved[5]; /* zero; pads the block to 64 bytes */
+    int32_t adam_steps;  /* AdamW steps taken (fp16's skipped ones not) since its reset */
+    double adam_beta1_pow; /* beta1^adam_steps and beta2^adam_steps, by repeated */
+    double adam_beta2_pow; /* multiplication in double; 1 at the reset */
 } hfl_step_scalars;
 #ifdef __cplusplus
 static_assert(sizeof(hfl_step_scalars) == 64, "hfl_step_scalars is one 64-byte block");
