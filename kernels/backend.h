@@ -16,6 +16,27 @@
  * `upload` returns once src may be reused (from pageable memory it may wait);
  * the input pipeline below is the asynchronous way in.
  *
+ * HOST WAITS. Each backend counts, from the process's start, the calls that
+ * make the host wait for the device on the CUDA backend (host_waits reads
+ * them): download (waits for every op enqueued before it), upload (waits
+ * until src may be reused), sync, and free and host_free (cudaFree and
+ * cudaFreeHost wait for the whole device) as syncs; and, apart,
+ * stage_wait. The CPU backend counts the same calls, though none of them
+ * waits there, so a test on any machine sees what a GPU run would wait for.
+ * A training step (model/model.h: grads_staged, apply, step_staged) makes
+ * none of them: a host wait inside a step drains the compute stream, and the
+ * GPU idles while the host enqueues the next step's few hundred ops. What a
+ * step needs to know from the step before (fp16's finite flag and loss
+ * scale, AdamW's step count) the device keeps in hfl_step_scalars. The host
+ * waits between steps only: take_loss once an epoch, parameters once a
+ * round, and stage_wait in stage(), which is back-pressure rather than a
+ * sync: staging into a slot waits for the slot's previous copy, which
+ * itself waited for the step that last read the slot. With two slots,
+ * staging the batch of step i + 4 (after step i + 2 was enqueued) waits for
+ * step i to end, and the device still has steps i + 1 and i + 2 to run: the
+ * host is held two steps ahead, the device does not idle
+ * (tests/model/test_host_waits.c checks all of this on the CPU).
+ *
  * INPUT PIPELINE. A trainer with two input slots (plan cfg.prefetch) copies
  * batch i+1 in while step i runs: the host fills pinned memory from
  * host_alloc (after stage_wait(slot) says the slot's last copy has left it),
@@ -95,6 +116,14 @@ _Static_assert(sizeof(hfl_step_scalars) == 64, "hfl_step_scalars is one 64-byte 
 #endif
 #define HFL_INPUT_SLOTS 2
 
+/* Calls counted by a backend since the process started (HOST WAITS above). */
+typedef struct hfl_host_waits {
+    uint64_t downloads;   /* download */
+    uint64_t uploads;     /* upload */
+    uint64_t syncs;       /* sync, free and host_free */
+    uint64_t stage_waits; /* stage_wait: back-pressure, not a sync */
+} hfl_host_waits;
+
 typedef struct hfl_backend {
     const char *name; /* "cpu", "cuda" */
     int host_memory;  /* 1: device pointers are host pointers (the CPU backend), so the host
@@ -114,6 +143,9 @@ typedef struct hfl_backend {
     void (*copy)(void *dst_dev, const void *src_dev, size_t bytes);
     /* Waits until every op enqueued so far has run. */
     void (*sync)(void);
+    /* The counts of HOST WAITS (header comment) so far, into *out; safe to
+     * call from any thread (the counters are atomic). */
+    void (*host_waits)(hfl_host_waits *out);
     /* Free and total device memory now (CUDA: cudaMemGetInfo). -1 where the
      * backend cannot tell (the CPU backend: util/memmeter.h measures RSS). */
     int (*mem_info)(uint64_t *free_bytes, uint64_t *total_bytes);

@@ -31,7 +31,9 @@
  * "scalars" buffer, or trainer-held host memory on the CPU backend) until
  * the caller asks: hfl_trainer_take_loss once per epoch, or the synchronous
  * wrappers (hfl_trainer_step, forward_backward, evaluate), which read them
- * after each call and so return the same loss bits as before scalars.
+ * after each call and so return the same loss bits as before scalars. A
+ * step itself (grads_staged, apply, step_staged) makes none of the calls
+ * that wait for the device (kernels/backend.h, HOST WAITS).
  *
  * PRECISION (model/model.h). fp32 runs the layers' fp32 entries exactly as
  * before mixed precision existed. bf16/fp16 run their *_lp entries on the
