@@ -16,6 +16,27 @@
  * `upload` returns once src may be reused (from pageable memory it may wait);
  * the input pipeline below is the asynchronous way in.
  *
+ * HOST WAITS. Each backend counts, from the process's start, the calls that
+ * make the host wait for the device on the CUDA backend (host_waits reads
+ * them): download (waits for every op enqueued before it), upload (waits
+ * until src may be reused), sync, and free and host_free (cudaFree and
+ * cudaFreeHost wait for the whole device) as syncs; and, apart,
+ * stage_wait. The CPU backend counts the same calls, though none of them
+ * waits there, so a test on any machine sees what a GPU run would wait for.
+ * A training step (model/model.h: grads_staged, apply, step_staged) makes
+ * none of them: a host wait inside a step drains the compute stream, and the
+ * GPU idles while the host enqueues the next step's few hundred ops. What a
+ * step needs to know from the step before (fp16's finite flag and loss
+ * scale, AdamW's step count) the device keeps in hfl_step_scalars. The host
+ * waits between steps only: take_loss once an epoch, parameters once a
+ * round, and stage_wait in stage(), which is back-pressure rather than a
+ * sync: staging into a slot waits for the slot's previous copy, which
+ * itself waited for the step that last read the slot. With two slots,
+ * staging the batch of step i + 4 (after step i + 2 was enqueued) waits for
+ * step i to end, and the device still has steps i + 1 and i + 2 to run: the
+ * host is held two steps ahead, the device does not idle
+ * (tests/model/test_host_waits.c checks all of this on the CPU).
+ *
  * INPUT PIPELINE. A trainer with two input slots (plan cfg.prefetch) copies
  * batch i+1 in while step i runs: the host fills pinned memory from
  * host_alloc (after stage_wait(slot) says the slot's last copy has left it),
@@ -75,11 +96,15 @@ static inline size_t hfl_gemm_lp_ws_bytes(unsigned f32_mask, int m, int n, int k
     return floats * sizeof(float);
 }
 
-/* What a training step computes for the host, kept on the device (one 64-byte
- * block, a plan buffer or trainer-held memory on the CPU backend). The loss ops
- * add to loss_sum, correct and rows; unscale_grads sets finite; fp16's loss
- * scaler (scaler_update, hfl_op_scaler_update in kernels/ops_hd.h) reads
- * finite and updates loss_scale, clean_steps and skipped. */
+/* What a training step computes for the host, or keeps from step to step,
+ * on the device (one 64-byte block, a plan buffer or trainer-held memory on
+ * the CPU backend). The loss ops add to loss_sum, correct and rows;
+ * unscale_grads sets finite; fp16's loss scaler (scaler_update,
+ * hfl_op_scaler_update in kernels/ops_hd.h) reads finite and updates
+ * loss_scale, clean_steps and skipped; AdamW (kernels/lm.h, adamw_step with
+ * args.sc) counts its steps and keeps its bias corrections' powers here
+ * (hfl_lm_adamw_count and hfl_lm_adamw_bias in kernels/lm_hd.h), so that no
+ * step needs the host to tell it its step number. */
 typedef struct hfl_step_scalars {
     double loss_sum;     /* summed row losses (each row's, not the mean) since reset */
     int64_t correct;     /* rows whose first argmax is the label */
@@ -88,7 +113,9 @@ typedef struct hfl_step_scalars {
     float loss_scale;    /* fp16's dynamic loss scale S; 1 otherwise */
     int32_t finite;      /* 1 when the last unscale_grads saw only finite gradients */
     int32_t clean_steps; /* finite steps since S last changed */
-    int32_t reserved[5]; /* zero; pads the block to 64 bytes */
+    int32_t adam_steps;  /* AdamW steps taken (fp16's skipped ones not) since its reset */
+    double adam_beta1_pow; /* beta1^adam_steps and beta2^adam_steps, by repeated */
+    double adam_beta2_pow; /* multiplication in double; 1 at the reset */
 } hfl_step_scalars;
 #ifdef __cplusplus
 static_assert(sizeof(hfl_step_scalars) == 64, "hfl_step_scalars is one 64-byte block");
@@ -96,6 +123,14 @@ static_assert(sizeof(hfl_step_scalars) == 64, "hfl_step_scalars is one 64-byte b
 _Static_assert(sizeof(hfl_step_scalars) == 64, "hfl_step_scalars is one 64-byte block");
 #endif
 #define HFL_INPUT_SLOTS 2
+
+/* Calls counted by a backend since the process started (HOST WAITS above). */
+typedef struct hfl_host_waits {
+    uint64_t downloads;   /* download */
+    uint64_t uploads;     /* upload */
+    uint64_t syncs;       /* sync, free and host_free */
+    uint64_t stage_waits; /* stage_wait: back-pressure, not a sync */
+} hfl_host_waits;
 
 typedef struct hfl_backend {
     const char *name; /* "cpu", "cuda" */
@@ -116,6 +151,9 @@ typedef struct hfl_backend {
     void (*copy)(void *dst_dev, const void *src_dev, size_t bytes);
     /* Waits until every op enqueued so far has run. */
     void (*sync)(void);
+    /* The counts of HOST WAITS (header comment) so far, into *out; safe to
+     * call from any thread (the counters are atomic). */
+    void (*host_waits)(hfl_host_waits *out);
     /* Free and total device memory now (CUDA: cudaMemGetInfo). -1 where the
      * backend cannot tell (the CPU backend: util/memmeter.h measures RSS). */
     int (*mem_info)(uint64_t *free_bytes, uint64_t *total_bytes);

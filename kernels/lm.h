@@ -45,6 +45,8 @@ typedef struct hfl_lm_ops {
     /* Its backward; dz may alias dp. */
     void (*causal_softmax_bwd)(float *dz, const float *dp, const float *p, size_t n_rows, int T,
                                float scale);
+    /* AdamW (lm_hd.h): with a.sc, first counts the step in a.sc and takes the
+     * bias corrections from it (one thread on the GPU, then the update). */
     void (*adamw_step)(float *w, float *m, float *v, const float *g, size_t n, hfl_adamw_args a);
 
     /* ---- 2-byte storage: the same ops with 2-byte activations, tables and
@@ -73,14 +75,17 @@ typedef struct hfl_lm_ops {
                               int T, float scale);
     void (*causal_softmax_bwd_lp)(hfl_precision lp, uint16_t *dz, const uint16_t *dp,
                                   const uint16_t *p, size_t n_rows, int T, float scale);
-    /* AdamW on the fp32 masters, then w = masters rounded; nothing when
-     * skip_if_nonfinite is given and its finite flag is 0 (fp16's skipped step). */
+    /* AdamW on the fp32 masters, then w = masters rounded; nothing, the
+     * count in a.sc included, when skip_if_nonfinite is given and its finite
+     * flag is 0 (fp16's skipped step). */
     void (*adamw_step_lp)(hfl_precision lp, float *master, float *m, float *v, const float *g,
                           uint16_t *w, size_t n, hfl_adamw_args a,
                           const hfl_step_scalars *skip_if_nonfinite);
 } hfl_lm_ops;
 
-/* AdamW's per-step constants for step number `step` (1, 2, ...). */
+/* AdamW's per-step constants for step number `step` (1, 2, ...), sc NULL:
+ * the bias corrections adamw_step computes on the device after `step`
+ * counted steps, bit for bit (the same bodies; one multiplication a step). */
 hfl_adamw_args hfl_adamw_make(float lr, float beta1, float beta2, float eps, float wd, long step);
 
 #endif

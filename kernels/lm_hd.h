@@ -231,11 +231,48 @@ static inline HFL_HD void hfl_lm_thread_causal_softmax_bwd(size_t i, float *dz, 
  *   w *= 1 - lr*wd;  m += (1 - b1) (g - m);  v = b2 v + (1 - b2) g^2;
  *   w -= step_size * m / (sqrt(v) / bc2_sqrt + eps)
  * with step_size = lr / (1 - b1^step) and bc2_sqrt = sqrt(1 - b2^step),
- * which the caller computes in double once per step. */
+ * computed in double once per step by hfl_lm_adamw_bias.
+ *
+ * The step number lives on the device: with sc set (the trainer's form),
+ * adamw_step (kernels/lm.h) first counts the step in sc
+ * (hfl_lm_adamw_count) and then takes step_size and bc2_sqrt from sc's
+ * powers (hfl_lm_adamw_bias), so fp16's skipped steps, which only the device
+ * knows of, are left out of the count without the host reading the flag
+ * back. With sc NULL, step_size and bc2_sqrt are used as given
+ * (hfl_adamw_make, for testing the op at a chosen step). */
 typedef struct {
     float lr, beta1, beta2, eps, wd;
     float step_size, bc2_sqrt;
+    hfl_step_scalars *sc;
 } hfl_adamw_args;
+
+/* One more AdamW step in sc, unless skip_if_nonfinite is given and its
+ * finite flag is 0 (fp16's skipped step, which torch's GradScaler does not
+ * pass to optimizer.step()). The powers are products in double, one factor a
+ * step, rather than pow(): a multiplication rounds the same on every IEEE
+ * machine (there is nothing for an FMA to contract), so the CPU and the GPU
+ * keep the same bits, while a pow() is each maths library's own. Each
+ * product rounds once (unit roundoff u = 2^-53), so beta^t is within t u
+ * relative of the exact power of the fp32 beta, and 1 - beta^t, since
+ * 1 - b^t >= t (1 - b) b^(t-1), within u b / (1 - b) relative at every t:
+ * 1.1e-13 for beta 0.999, 1.1e-12 for 0.9999, some 10^5 times finer than
+ * the fp32 rounding of the step_size and bc2_sqrt made from it. */
+static inline HFL_HD void hfl_lm_adamw_count(hfl_step_scalars *sc, float beta1, float beta2,
+                                             const hfl_step_scalars *skip_if_nonfinite) {
+    if (skip_if_nonfinite && !skip_if_nonfinite->finite) return;
+    sc->adam_steps++;
+    sc->adam_beta1_pow *= (double)beta1;
+    sc->adam_beta2_pow *= (double)beta2;
+}
+
+/* a's step_size and bc2_sqrt from sc's powers (the step just counted), in
+ * double and rounded once to fp32, as torch computes its Python floats and
+ * hands them to an fp32 kernel. Only one subtraction, division and square
+ * root, all correctly rounded in IEEE double on both backends. */
+static inline HFL_HD void hfl_lm_adamw_bias(const hfl_step_scalars *sc, hfl_adamw_args *a) {
+    a->step_size = (float)((double)a->lr / (1.0 - sc->adam_beta1_pow));
+    a->bc2_sqrt = (float)sqrt(1.0 - sc->adam_beta2_pow);
+}
 
 static inline HFL_HD void hfl_lm_thread_adamw(size_t i, float *w, float *m, float *v,
                                               const float *g, hfl_adamw_args a) {

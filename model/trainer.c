@@ -26,11 +26,14 @@
  * (be->prefetch), which the step's LOAD op waits for. With a plan of two
  * input slots (cfg.prefetch) batch i+1 is staged while step i runs. What a
  * step computes for the host (summed loss, correct rows, fp16's finite flag,
- * loss scale and skipped count) stays in the step scalars (the plan's
+ * loss scale and skipped count) or keeps between steps (AdamW's step count
+ * and bias-correction powers) stays in the step scalars (the plan's
  * "scalars" buffer, or trainer-held host memory on the CPU backend) until
  * the caller asks: hfl_trainer_take_loss once per epoch, or the synchronous
  * wrappers (hfl_trainer_step, forward_backward, evaluate), which read them
- * after each call and so return the same loss bits as before scalars.
+ * after each call and so return the same loss bits as before scalars. A
+ * step itself (grads_staged, apply, step_staged) makes none of the calls
+ * that wait for the device (kernels/backend.h, HOST WAITS).
  *
  * PRECISION (model/model.h). fp32 runs the layers' fp32 entries exactly as
  * before mixed precision existed. bf16/fp16 run their *_lp entries on the
@@ -66,9 +69,7 @@ struct hfl_trainer {
     float *anchor;   /* FedProx's anchor; NULL when the plan has none */
     float *adam_m, *adam_v; /* AdamW's moments; NULL when the plan has none */
     int adamw;              /* nonzero once set_adamw turned it on */
-    float beta1, beta2, eps;
-    long adam_steps;        /* optimizer steps run since the last reset (skipped ones included) */
-    uint64_t adam_skipped0; /* fp16's skipped count at that reset */
+    float beta1, beta2, eps; /* (the step count and its powers live in the step scalars) */
     float prox_mu;   /* FedProx's mu; 0: off */
     /* bf16/fp16: params is NULL, the layers read the 2-byte working weights,
      * the optimizer updates master. */
@@ -145,6 +146,12 @@ static void scalars_reset_loss(hfl_trainer *t) {
     static const hfl_step_scalars zero;
     t->be->upload(t->sc, &zero, offsetof(hfl_step_scalars, skipped));
 }
+/* AdamW's step count 0 and its powers 1, keeping the rest (the block's tail). */
+static const hfl_step_scalars adamw_start = {.adam_beta1_pow = 1.0, .adam_beta2_pow = 1.0};
+static void scalars_reset_adamw(hfl_trainer *t) {
+    size_t at = offsetof(hfl_step_scalars, adam_steps);
+    t->be->upload((char *)t->sc + at, (const char *)&adamw_start + at, sizeof adamw_start - at);
+}
 
 /* The plan was made for this spec: every layer's kind, sizes and parameter block. */
 static int plan_fits_spec(const hfl_plan *p, const hfl_model_spec *s, char *err) {
@@ -195,8 +202,9 @@ hfl_trainer *hfl_trainer_create_plan(const hfl_model_spec *spec, const hfl_backe
     for (int l = 0; l < spec->n_layers; l++) t->ops[l] = hfl_layer_ops_for(spec->layers[l].kind);
     t->prec = plan->cfg.precision;
     t->sc = plan->scalars >= 0 ? buf(t, plan->scalars) : &t->host_sc;
-    hfl_step_scalars sc0 = {.loss_scale = t->prec == HFL_PREC_FP16 ? HFL_LOSS_SCALE_INIT : 1.0f,
-                            .finite = 1};
+    hfl_step_scalars sc0 = adamw_start;
+    sc0.loss_scale = t->prec == HFL_PREC_FP16 ? HFL_LOSS_SCALE_INIT : 1.0f;
+    sc0.finite = 1;
     scalars_write(t, &sc0);
     t->n_slots = plan->input_next >= 0 ? 2 : 1;
     if (!be->host_memory)
@@ -336,8 +344,7 @@ void hfl_trainer_reset_optimizer(hfl_trainer *t) {
     if (t->adam_m) {
         t->be->fill(t->adam_m, 0.0f, t->spec.n_trainable);
         t->be->fill(t->adam_v, 0.0f, t->spec.n_trainable);
-        t->adam_steps = 0;
-        t->adam_skipped0 = hfl_trainer_skipped_steps(t);
+        scalars_reset_adamw(t);
     }
 }
 
@@ -528,10 +535,13 @@ static void run_ops(hfl_trainer *t, int end, int n, int train, int mean_rows, in
 /* AdamW (model.h, OPTIMIZERS): the step number in its bias corrections
  * counts the steps taken since the last reset_optimizer. fp16 skips a step
  * whose gradients are not finite without touching the moments, as
- * GradScaler skips optimizer.step(), so its skipped steps are not counted:
- * the step number is then read back from the scalars' skipped count (one
- * small download per step, fp16 only), and the step's own flag is checked
- * on the device by adamw_step_lp. */
+ * GradScaler skips optimizer.step(), so its skipped steps are not counted.
+ * Only the device knows whether a step was skipped, so the count and the
+ * powers of beta1 and beta2 live in the step scalars and adamw_step counts
+ * and reads them there (kernels/lm_hd.h), in every precision: no step waits
+ * for the host to learn its number. The powers take set_adamw's betas one
+ * step at a time, so betas changed without a reset_optimizer would mix
+ * (the client sets them right after each reset). */
 static void run_adamw(hfl_trainer *t, float lr, float momentum, float weight_decay) {
     if (momentum != 0.0f) {
         fprintf(stderr, "hfl: trainer: momentum %g asked of AdamW\n", (double)momentum);
@@ -539,9 +549,8 @@ static void run_adamw(hfl_trainer *t, float lr, float momentum, float weight_dec
     }
     const hfl_backend *be = t->be;
     size_t n = t->spec.n_trainable;
-    long step = ++t->adam_steps;
-    if (t->prec == HFL_PREC_FP16) step -= (long)(hfl_trainer_skipped_steps(t) - t->adam_skipped0);
-    hfl_adamw_args a = hfl_adamw_make(lr, t->beta1, t->beta2, t->eps, weight_decay, step);
+    hfl_adamw_args a = {.lr = lr, .beta1 = t->beta1, .beta2 = t->beta2, .eps = t->eps,
+                        .wd = weight_decay, .sc = t->sc};
     if (t->prec == HFL_PREC_FP32) {
         be->lm->adamw_step(trained(t), t->adam_m, t->adam_v, t->grads, n, a);
         return;

@@ -3,7 +3,8 @@
  *
  * "Device" memory is ordinary 64-byte aligned host memory, so upload,
  * download and copy are memcpy, ops run when called (sync is a no-op) and
- * the input pipeline's prefetch is a memcpy. The allocator reserves every
+ * the input pipeline's prefetch is a memcpy. The calls that wait for the
+ * device on CUDA are counted all the same (kernels/backend.h, HOST WAITS). The allocator reserves every
  * block against the process-wide budget of kernels/budget.h: try_alloc
  * refuses with a one-line error, alloc prints it and exits. Memory is not touched at allocation, so pages
  * become resident (and visible to util/memmeter.h) only when written.
@@ -25,6 +26,7 @@
  * col2im_lp and maxpool_bwd_lp use the gather-form bodies (each output summed
  * in fp32, rounded once), so no fp32 image of dx is needed. */
 #include <cblas.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,8 +108,24 @@ static int cpu_block_live(const cpu_block_header *h) {
     return h->magic == CPU_MAGIC_LIVE;
 }
 
+/* ---- host waits (kernels/backend.h): counted, though none waits here ---- */
+
+static _Atomic uint64_t n_downloads, n_uploads, n_syncs, n_stage_waits;
+
+static void count_wait(_Atomic uint64_t *counter) {
+    atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
+}
+
+static void cpu_host_waits(hfl_host_waits *out) {
+    out->downloads = atomic_load_explicit(&n_downloads, memory_order_relaxed);
+    out->uploads = atomic_load_explicit(&n_uploads, memory_order_relaxed);
+    out->syncs = atomic_load_explicit(&n_syncs, memory_order_relaxed);
+    out->stage_waits = atomic_load_explicit(&n_stage_waits, memory_order_relaxed);
+}
+
 static void cpu_free(void *p) {
     if (!p) return;
+    count_wait(&n_syncs); /* cudaFree waits for the device */
     char *base = (char *)p - CPU_HEADER;
     cpu_block_header *h = (cpu_block_header *)base;
     if (!cpu_block_live(h)) {
@@ -123,6 +141,17 @@ static void cpu_free(void *p) {
 
 static void cpu_memcpy(void *dst, const void *src, size_t bytes) {
     if (bytes) memcpy(dst, src, bytes);
+}
+
+/* upload and download of 0 bytes return at once on CUDA too: not counted. */
+static void cpu_upload(void *dst, const void *src, size_t bytes) {
+    if (bytes) count_wait(&n_uploads);
+    cpu_memcpy(dst, src, bytes);
+}
+
+static void cpu_download(void *dst, const void *src, size_t bytes) {
+    if (bytes) count_wait(&n_downloads);
+    cpu_memcpy(dst, src, bytes);
 }
 
 static void (*gemm_observer)(void *ctx, int ta, int tb, int m, int n, int k);
@@ -583,7 +612,7 @@ static void cpu_scaler_update(hfl_step_scalars *sc, int interval) {
 
 /* ---- synchronisation and the input pipeline: all immediate on the CPU ---- */
 
-static void cpu_sync(void) {}
+static void cpu_sync(void) { count_wait(&n_syncs); }
 
 static int cpu_mem_info(uint64_t *free_bytes, uint64_t *total_bytes) {
     (void)free_bytes, (void)total_bytes;
@@ -594,7 +623,15 @@ static void cpu_set_blas_workspace(void *p, size_t bytes) { (void)p, (void)bytes
 
 static void *cpu_host_alloc(size_t bytes) { return malloc(bytes ? bytes : 1); }
 
-static void cpu_host_free(void *p) { free(p); }
+static void cpu_host_free(void *p) {
+    if (p) count_wait(&n_syncs); /* cudaFreeHost waits for the device */
+    free(p);
+}
+
+static void cpu_stage_wait(int slot) {
+    (void)slot;
+    count_wait(&n_stage_waits);
+}
 
 static void cpu_slot_nop(int slot) { (void)slot; }
 
@@ -611,8 +648,8 @@ static const hfl_backend cpu_backend = {
     .alloc = cpu_alloc,
     .try_alloc = cpu_try_alloc,
     .free = cpu_free,
-    .upload = cpu_memcpy,
-    .download = cpu_memcpy,
+    .upload = cpu_upload,
+    .download = cpu_download,
     .copy = cpu_memcpy,
     .sgemm = cpu_sgemm,
     .sgemm_strided = cpu_sgemm_strided,
@@ -646,11 +683,12 @@ static const hfl_backend cpu_backend = {
     .sgd_step_lp = cpu_sgd_step_lp,
     .scaler_update = cpu_scaler_update,
     .sync = cpu_sync,
+    .host_waits = cpu_host_waits,
     .mem_info = cpu_mem_info,
     .set_blas_workspace = cpu_set_blas_workspace,
     .host_alloc = cpu_host_alloc,
     .host_free = cpu_host_free,
-    .stage_wait = cpu_slot_nop,
+    .stage_wait = cpu_stage_wait,
     .prefetch = cpu_prefetch,
     .await_prefetch = cpu_slot_nop,
     .release_input = cpu_slot_nop,

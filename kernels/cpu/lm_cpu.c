@@ -92,7 +92,18 @@ static void cpu_causal_softmax_bwd(float *dz, const float *dp, const float *p, s
     for (size_t i = 0; i < n_rows; i++) hfl_lm_thread_causal_softmax_bwd(i, dz, dp, p, T, scale);
 }
 
+/* With a.sc: the step counted and its bias corrections read on the
+ * "device", as the CUDA kernels do (lm_hd.h). */
+static hfl_adamw_args cpu_adamw_count(hfl_adamw_args a, const hfl_step_scalars *skip_if_nonfinite) {
+    if (a.sc) {
+        hfl_lm_adamw_count(a.sc, a.beta1, a.beta2, skip_if_nonfinite);
+        hfl_lm_adamw_bias(a.sc, &a);
+    }
+    return a;
+}
+
 static void cpu_adamw_step(float *w, float *m, float *v, const float *g, size_t n, hfl_adamw_args a) {
+    a = cpu_adamw_count(a, NULL);
     for (size_t i = 0; i < n; i++) hfl_lm_thread_adamw(i, w, m, v, g, a);
 }
 
@@ -175,6 +186,7 @@ static void cpu_adamw_step_lp(hfl_precision lp, float *master, float *m, float *
                               uint16_t *w, size_t n, hfl_adamw_args a,
                               const hfl_step_scalars *skip_if_nonfinite) {
     if (skip_if_nonfinite && !skip_if_nonfinite->finite) return;
+    a = cpu_adamw_count(a, skip_if_nonfinite);
     for (size_t i = 0; i < n; i++) hfl_lm_thread_adamw_lp(i, lp, master, m, v, g, w, a);
 }
 

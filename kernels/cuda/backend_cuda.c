@@ -23,6 +23,8 @@
  * pageable one (CUDA's API synchronization notes: "might be synchronous").
  * Uploads are rare (parameters once a round, the step scalars around their
  * reads); batches come in through the input pipeline, which is asynchronous.
+ * Every call that waits (these, stage_wait, and cudaFree and cudaFreeHost
+ * in free and host_free) is counted: kernels/backend.h, HOST WAITS.
  *
  * cuBLAS workspace: blas_ws_bytes is what cuBLAS recommends for
  * cublasSetWorkspace (cuBLAS API reference, "cublasSetWorkspace()": 32 MiB
@@ -33,6 +35,7 @@
  * workspace 256-byte aligned; a 64-byte aligned plan buffer is trimmed to
  * its first 256-byte boundary. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +62,21 @@ static void cuda_errf(char *err, const char *what, size_t bytes, cudaError_t e) 
         snprintf(err, HFL_ERR_LEN, "cuda backend: %s of %zu bytes failed: %s", what, bytes,
                  cudaGetErrorString(e));
     }
+}
+
+/* ---- host waits (kernels/backend.h) ---- */
+
+static _Atomic uint64_t n_downloads, n_uploads, n_syncs, n_stage_waits;
+
+static void count_wait(_Atomic uint64_t *counter) {
+    atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
+}
+
+static void cuda_host_waits(hfl_host_waits *out) {
+    out->downloads = atomic_load_explicit(&n_downloads, memory_order_relaxed);
+    out->uploads = atomic_load_explicit(&n_uploads, memory_order_relaxed);
+    out->syncs = atomic_load_explicit(&n_syncs, memory_order_relaxed);
+    out->stage_waits = atomic_load_explicit(&n_stage_waits, memory_order_relaxed);
 }
 
 /* ---- live allocations: pointer -> size, for the budget on free ---- */
@@ -148,6 +166,7 @@ static void cuda_free(void *p) {
         fprintf(stderr, "hfl: cuda backend: free of %p, which is not a live backend block\n", p);
         abort();
     }
+    count_wait(&n_syncs);
     CUDA_CHECK(cudaFree(p)); /* waits for the device, so no op still uses p */
     hfl_cuda_ctx.host.budget_release(bytes);
 }
@@ -172,19 +191,23 @@ static void *cuda_host_alloc(size_t bytes) {
 }
 
 static void cuda_host_free(void *p) {
-    if (p) CUDA_CHECK(cudaFreeHost(p));
+    if (!p) return;
+    count_wait(&n_syncs);
+    CUDA_CHECK(cudaFreeHost(p)); /* waits for the device */
 }
 
 /* ---- copies and synchronisation ---- */
 
 static void cuda_upload(void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
+    count_wait(&n_uploads);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, hfl_cuda_ctx.compute));
     CUDA_CHECK(cudaStreamSynchronize(hfl_cuda_ctx.compute));
 }
 
 static void cuda_download(void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
+    count_wait(&n_downloads);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, hfl_cuda_ctx.compute));
     CUDA_CHECK(cudaStreamSynchronize(hfl_cuda_ctx.compute));
 }
@@ -196,6 +219,7 @@ static void cuda_copy(void *dst, const void *src, size_t bytes) {
 
 /* Everything enqueued so far: the ops and any prefetch still in flight. */
 static void cuda_sync(void) {
+    count_wait(&n_syncs);
     CUDA_CHECK(cudaStreamSynchronize(hfl_cuda_ctx.copy));
     CUDA_CHECK(cudaStreamSynchronize(hfl_cuda_ctx.compute));
 }
@@ -221,6 +245,7 @@ static void check_slot(int slot) {
 /* The host may refill pinned slot `slot`: its last copy has left it. */
 static void cuda_stage_wait(int slot) {
     check_slot(slot);
+    count_wait(&n_stage_waits);
     CUDA_CHECK(cudaEventSynchronize(hfl_cuda_ctx.copied[slot]));
 }
 
@@ -286,6 +311,7 @@ static hfl_backend cuda_backend = {
     .download = cuda_download,
     .copy = cuda_copy,
     .sync = cuda_sync,
+    .host_waits = cuda_host_waits,
     .mem_info = cuda_mem_info,
     .set_blas_workspace = cuda_set_blas_workspace,
     .host_alloc = cuda_host_alloc,

@@ -101,11 +101,44 @@ static __global__ void k_causal_softmax_bwd(float *dz, const float *dp, const fl
     hfl_lm_thread_causal_softmax_bwd(i, dz, dp, p, T, scale);
 }
 
+/* AdamW's step count in a.sc (lm_hd.h), one thread, before the update
+ * kernel reads it: the same stream orders the two. */
+static __global__ void k_adamw_count(hfl_step_scalars *sc, float beta1, float beta2,
+                                     const hfl_step_scalars *skip_if_nonfinite) {
+    hfl_lm_adamw_count(sc, beta1, beta2, skip_if_nonfinite);
+}
+
+/* a, with its bias corrections from a.sc when set: thread 0 of each block
+ * runs hfl_lm_adamw_bias (a double division and square root once a block
+ * rather than once an element) and shares the two floats. a.sc is the same
+ * for the whole grid, so every thread of a block reaches the barrier. */
+static __device__ hfl_adamw_args adamw_block_args(hfl_adamw_args a) {
+    __shared__ float bias[2];
+    if (!a.sc) return a;
+    if (threadIdx.x == 0) {
+        hfl_adamw_args b = a;
+        hfl_lm_adamw_bias(a.sc, &b);
+        bias[0] = b.step_size;
+        bias[1] = b.bc2_sqrt;
+    }
+    __syncthreads();
+    a.step_size = bias[0];
+    a.bc2_sqrt = bias[1];
+    return a;
+}
+
 static __global__ void k_adamw(float *w, float *m, float *v, const float *g, hfl_adamw_args a,
                                size_t count) {
+    a = adamw_block_args(a);
     size_t i = hfl_cuda_index();
     if (i >= count) return;
     hfl_lm_thread_adamw(i, w, m, v, g, a);
+}
+
+static void adamw_count(const hfl_adamw_args *a, const hfl_step_scalars *skip_if_nonfinite) {
+    if (!a->sc) return;
+    k_adamw_count<<<1, 1, 0, hfl_cuda_ctx.compute>>>(a->sc, a->beta1, a->beta2, skip_if_nonfinite);
+    CUDA_CHECK_LAUNCH();
 }
 
 extern "C" void cuda_lm_embed_fwd(float *y, const float *tokens, const float *wte,
@@ -166,6 +199,7 @@ extern "C" void cuda_lm_causal_softmax_bwd(float *dz, const float *dp, const flo
 
 extern "C" void cuda_lm_adamw_step(float *w, float *m, float *v, const float *g, size_t n,
                                    hfl_adamw_args a) {
+    adamw_count(&a, NULL);
     if (n) LAUNCH(k_adamw, n, w, m, v, g, a, n);
 }
 
@@ -265,8 +299,10 @@ static __global__ void k_causal_softmax_bwd_lp(hfl_precision lp, uint16_t *dz, c
 static __global__ void k_adamw_lp(hfl_precision lp, float *master, float *m, float *v,
                                   const float *g, uint16_t *w, hfl_adamw_args a,
                                   const hfl_step_scalars *skip_if_nonfinite, size_t count) {
+    if (skip_if_nonfinite && !skip_if_nonfinite->finite) return; /* the whole grid */
+    a = adamw_block_args(a);
     size_t i = hfl_cuda_index();
-    if (i >= count || (skip_if_nonfinite && !skip_if_nonfinite->finite)) return;
+    if (i >= count) return;
     hfl_lm_thread_adamw_lp(i, lp, master, m, v, g, w, a);
 }
 
@@ -334,5 +370,6 @@ extern "C" void cuda_lm_causal_softmax_bwd_lp(hfl_precision lp, uint16_t *dz, co
 extern "C" void cuda_lm_adamw_step_lp(hfl_precision lp, float *master, float *m, float *v,
                                       const float *g, uint16_t *w, size_t n, hfl_adamw_args a,
                                       const hfl_step_scalars *skip_if_nonfinite) {
+    adamw_count(&a, skip_if_nonfinite);
     if (n) LAUNCH(k_adamw_lp, n, lp, master, m, v, g, w, a, skip_if_nonfinite, n);
 }
