@@ -24,6 +24,7 @@
  * reordering). One line
  * per check. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +145,25 @@ static void test_ops(void) {
     same("adamw_step w", d_x, x, RC, 0);
     same("adamw_step m", d_m, m, RC, 0);
     same("adamw_step v", d_v, v, RC, 0);
+    /* The trainer's form: three steps counted in the device scalars
+     * (a.sc), the bias corrections made there; the block too, bit for bit. */
+    hfl_step_scalars sc = {.loss_scale = 1.0f, .finite = 1, .adam_beta1_pow = 1.0, .adam_beta2_pow = 1.0};
+    hfl_step_scalars *d_sc = G->alloc(sizeof sc), got_sc;
+    G->upload(d_sc, &sc, sizeof sc);
+    for (int step = 0; step < 3; step++) {
+        hfl_adamw_args ac = hfl_adamw_make(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1), ag = ac;
+        ac.sc = &sc, ag.sc = d_sc;
+        c->adamw_step(x, m, v, dy, RC, ac);
+        g->adamw_step(d_x, d_m, d_v, d_dy, RC, ag);
+    }
+    same("adamw_step w, 3 steps counted on the device", d_x, x, RC, 0);
+    same("adamw_step v, 3 steps counted on the device", d_v, v, RC, 0);
+    G->download(&got_sc, d_sc, sizeof got_sc);
+    int sc_same = memcmp(&got_sc, &sc, sizeof sc) == 0 && sc.adam_steps == 3;
+    printf("%s adamw_step's step scalars after 3 steps: %d steps, bit for bit\n", sc_same ? "ok  " : "FAIL",
+           got_sc.adam_steps);
+    if (!sc_same) check_failures++;
+    G->free(d_sc);
 
     float *all[] = {wte, wpe, dy, y, dwte, dwpe, x, w, b, mean, rstd, dx, dw, db, heads, z, dp, p, m, v};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]);
@@ -296,6 +316,24 @@ static void test_ops_lp(hfl_precision lp) {
     same("adamw_step_lp masters", d_master, master, RC, 0);
     same("adamw_step_lp m", d_m, m, RC, 0);
     same_lp("adamw_step_lp working weights", lp, d_y, y, RC, 0);
+    /* counted in the device scalars: a skipped step (not counted), then two */
+    sc = (hfl_step_scalars){.loss_scale = 1.0f, .finite = 0, .adam_beta1_pow = 1.0, .adam_beta2_pow = 1.0};
+    G->upload(d_sc, &sc, sizeof sc);
+    for (int step = 0; step < 3; step++) {
+        sc.finite = step > 0; /* the flag alone: the device keeps its own count */
+        G->upload((char *)d_sc + offsetof(hfl_step_scalars, finite), &sc.finite, sizeof sc.finite);
+        hfl_adamw_args ac = a, ag = a;
+        ac.sc = &sc, ag.sc = d_sc;
+        c->adamw_step_lp(lp, master, m, v, gr, y, RC, ac, &sc);
+        g->adamw_step_lp(lp, d_master, d_m, d_v, d_gr, d_y, RC, ag, d_sc);
+    }
+    same("adamw_step_lp masters, counted on the device", d_master, master, RC, 0);
+    hfl_step_scalars got_sc;
+    G->download(&got_sc, d_sc, sizeof got_sc);
+    int sc_same = memcmp(&got_sc, &sc, sizeof sc) == 0 && sc.adam_steps == 2;
+    printf("%s adamw_step_lp's step scalars (one step skipped): %d steps, bit for bit\n",
+           sc_same ? "ok  " : "FAIL", got_sc.adam_steps);
+    if (!sc_same) check_failures++;
     free(master), free(m), free(v), free(gr);
     G->free(d_master), G->free(d_m), G->free(d_v), G->free(d_gr), G->free(d_sc);
     uint16_t *z = rnd16(lp, 67, (size_t)NR * T, 4), *p = malloc(sizeof(uint16_t) * NR * T);
