@@ -4,8 +4,7 @@
 # no program links a CUDA library (readelf -d), its programs run from a moved
 # copy with an empty environment (a one-round hfl-sim on the shipped data
 # among them), and it stays under 60 MB: the script refuses, saying the size,
-# a bundle over its limit; its scripts/gpu-check ends with one JSON line that
-# counts no failure (here, without a GPU: everything skipped).
+# a bundle over its limit. (gpu_check.sh runs the bundle's scripts/gpu-check.)
 # Skips (77) without patchelf or the data.
 set -u
 root=${HFL_SOURCE_ROOT:?} build=${HFL_BUILD_ROOT:?}
@@ -72,21 +71,5 @@ if [ -f "$build/kernels/cuda/libhfl_cuda.so" ]; then
   [ -f "$b/lib/libhfl_cuda.so" ] || fail "the CUDA module is not in lib/"
 fi
 
-env -i PATH=/usr/bin:/bin OUT="$tmp/check" "$b/scripts/gpu-check" >"$tmp/check.txt" 2>&1
-rc=$?
-last=$(tail -1 "$tmp/check.txt")
-echo "gpu-check: $last"
-python3 -c 'import json, sys; j = json.loads(sys.argv[1]); assert j["failed"] == 0 and len(j["tests"]) >= 1, j' "$last" ||
-  fail "gpu-check's last line is not a summary without failures"
-if ! command -v nvidia-smi >/dev/null; then # no GPU here: it must know, and skip everything
-  python3 -c '
-import json, sys
-j = json.loads(sys.argv[1])
-assert j["reason"] and j["passed"] == 0 and j["skipped"] == len(j["tests"]) + len(j["benchmarks"]), j' "$last" ||
-    fail "gpu-check without a GPU did not report every test skipped, with the reason"
-fi
-[ "$rc" -eq 0 ] || fail "gpu-check exited $rc"
-cmp -s "$tmp/check/summary.json" <(echo "$last") || fail "gpu-check did not write the summary to \$OUT"
-[ -s "$tmp/check/tests/gpu_device_probe.log" ] || fail "gpu-check kept no test output"
 echo "$fails failed"
 [ "$fails" -eq 0 ]
