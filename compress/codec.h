@@ -110,6 +110,16 @@ const hfl_codec *hfl_codec_find(const char *name, char *err);
  * (e.g. "int8: block size 0 outside [1, 65536]"). */
 int hfl_codec_check(const hfl_codec *c, size_t n, uint32_t block, char *err);
 
+/* topk only (c->id of "topk:F"): the entries a payload of n values holds. */
+size_t hfl_codec_topk_entries(const hfl_codec *c, size_t n);
+/* topk only: validates the payload as decode_accumulate does, then writes
+ * its indices, increasing, to idx (room for hfl_codec_topk_entries), their
+ * count to *k and where its k fp16 values start (inside in) to *vals. -1
+ * with err for a malformed payload, idx then undefined. For an aggregator
+ * that scatters the values itself (coordinator/aggregate.c). */
+int hfl_codec_topk_expand(const hfl_codec *c, const uint8_t *in, size_t len, size_t expect_n,
+                          uint32_t *idx, size_t *k, const uint8_t **vals, char *err);
+
 /* The calls through c's functions, for brevity at call sites. */
 static inline size_t hfl_codec_max_bytes(const hfl_codec *c, size_t n, uint32_t block) {
     return c->max_bytes(c, n, block);

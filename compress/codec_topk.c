@@ -206,6 +206,29 @@ static int topk_decode_accumulate(const hfl_codec *c, const uint8_t *in, size_t 
     return 0;
 }
 
+size_t hfl_codec_topk_entries(const hfl_codec *c, size_t n) { return topk_k(c->fraction, n); }
+
+int hfl_codec_topk_expand(const hfl_codec *c, const uint8_t *in, size_t len, size_t expect_n,
+                          uint32_t *idx, size_t *k, const uint8_t **vals, char *err) {
+    uint32_t b;
+    if (c->id != HFL_CODEC_ID_TOPK)
+        return hfl_errf(err, "%s is not topk: no indices to expand", c->name);
+    if (topk_validate(c, in, len, expect_n, &b, err))
+        return -1;
+    size_t entries = codec_load_u32(in + HFL_CODEC_HEADER_BYTES);
+    const uint8_t *p = in + TOPK_HEAD + 2 * entries, *end = in + len;
+    uint32_t index = 0;
+    for (size_t j = 0; j < entries; j++) {
+        uint32_t v = 0;
+        get_varint(&p, end, &v); /* validated above: below n, so below 2^32 */
+        index = j ? index + v : v;
+        idx[j] = index;
+    }
+    *k = entries;
+    *vals = in + TOPK_HEAD;
+    return 0;
+}
+
 const hfl_codec codec_topk_template = {
     .name = "topk",
     .id = HFL_CODEC_ID_TOPK,

@@ -1,35 +1,71 @@
-/* aggregate.c: exact, order-independent sums of clipped updates (see aggregate.h). */
+/* aggregate.c: exact, order-independent sums of clipped updates on a backend
+ * (see aggregate.h): validation and decisions here, arithmetic through the
+ * backend's aggregation ops (kernels/agg.h).
+ *
+ * ADDING. An update's norm (and so its clip factor and its refusal) is
+ * known at once, but on the host its addition waits: the body is copied
+ * aside, and up to HFL_AGG_PENDING updates (agg_pending_cap bytes of bodies at
+ * most: the accumulator's own size, 8 bytes a value, with a 16 MiB floor)
+ * are added in one pass over the accumulator (the CPU ops' add_fixed),
+ * which is 16 bytes of traffic an element against one or two of a
+ * compressed body's. Integer sums do not depend on when or in which order
+ * they are made, so the result is the same bits; mean() adds what waits
+ * first, reset() drops it with the round. A GPU gets each update at once
+ * (its staging holds one payload, and its memory is fast). */
 #include "coordinator/aggregate.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/util.h"
 
-int hfl_agg_init(hfl_agg *a, size_t n, int threads, char *err) {
+/* Bytes of bodies that may wait (ADDING). */
+static size_t agg_pending_cap(const hfl_agg *a) {
+    size_t acc = a->n * sizeof *a->acc, floor = (size_t)16 << 20;
+    return acc > floor ? acc : floor;
+}
+
+/* n bytes of backend memory, or NULL (err set) when it cannot be had. */
+static void *agg_alloc(hfl_agg *a, size_t bytes, char *err) { return a->be->try_alloc(bytes ? bytes : 1, err); }
+
+int hfl_agg_init_on(hfl_agg *a, const hfl_backend *be, size_t n, int threads, char *err) {
     memset(a, 0, sizeof *a);
+    if (!be->agg) return hfl_errf(err, "the %s backend has no aggregation ops", be->name);
     a->n = n;
     a->threads = threads;
-    a->acc = calloc(n ? n : 1, sizeof *a->acc);
-    a->scratch = malloc((n ? n : 1) * sizeof *a->scratch);
-    if (!a->acc || !a->scratch) {
-        free(a->acc);
-        free(a->scratch);
-        a->acc = NULL, a->scratch = NULL;
-        return hfl_errf(err, "cannot allocate the aggregator for %zu values", n);
+    a->be = be;
+    a->ops = be->agg;
+    char why[HFL_ERR_LEN];
+    if (a->ops->prepare && a->ops->prepare(why) != 0) {
+        memset(a, 0, sizeof *a);
+        return hfl_errf(err, "%s", why);
+    }
+    if (!(a->acc = agg_alloc(a, n * sizeof *a->acc, why)) || !(a->mean = agg_alloc(a, n * sizeof *a->mean, why)) ||
+        !(a->partials = agg_alloc(a, hfl_agg_chunks(n) * sizeof *a->partials, why))) {
+        hfl_agg_free(a);
+        return hfl_errf(err, "cannot allocate the aggregator for %zu values: %s", n, why);
     }
     pthread_mutex_init(&a->lock, NULL);
+    a->n_rows = -1; /* the lock is live (hfl_agg_free) */
     hfl_agg_reset(a, 0, 1.0);
+    a->n_rows = 0;
     return 0;
 }
 
+int hfl_agg_init(hfl_agg *a, size_t n, int threads, char *err) {
+    return hfl_agg_init_on(a, hfl_backend_cpu(), n, threads, err);
+}
+
 void hfl_agg_free(hfl_agg *a) {
-    if (!a->acc) return;
-    pthread_mutex_destroy(&a->lock);
-    free(a->acc);
-    free(a->scratch);
-    free(a->rows);
+    if (!a->be) return;
+    if (a->acc && a->mean && a->partials) pthread_mutex_destroy(&a->lock);
+    void *dev[] = {a->acc, a->mean, a->partials, a->body, a->dense, a->topk_vals, a->topk_idx_dev,
+                   a->rows, a->pick, a->dist_partials, a->x, a->m, a->v};
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) a->be->free(dev[i]);
+    for (int i = 0; i < HFL_AGG_PENDING; i++) free(a->pending_copy[i]);
+    free(a->topk_idx);
     free(a->present);
     memset(a, 0, sizeof *a);
 }
@@ -40,59 +76,118 @@ void hfl_agg_reset(hfl_agg *a, double clip, double value_bound) {
     int e;
     frexp(a->bound, &e); /* bound < 2^e */
     a->shift = 50 - e;
-    memset(a->acc, 0, a->n * sizeof *a->acc);
+    a->ops->zero(a->acc, a->n * sizeof *a->acc);
+    a->n_pending = 0, a->pending_bytes = 0;
     if (a->present) memset(a->present, 0, (size_t)a->n_rows);
 }
 
-/* The decoded update's L2 norm and its largest |element|, in double: eight
- * partial sums over interleaved lanes, combined in a fixed order (so the
- * compiler may vectorise, and the result is still one fixed function of v). */
-static double norm_of(const float *v, size_t n, double *maxabs) {
-    double s[8] = {0}, m[8] = {0};
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) {
-            double x = v[i + j];
-            s[j] += x * x;
-            double ax = fabs(x);
-            m[j] = ax > m[j] ? ax : m[j];
+/* Adds the updates that wait (ADDING). */
+static void agg_flush(hfl_agg *a) {
+    if (a->n_pending) a->ops->add_fixed(a->pending, a->pending_f, a->n_pending, a->n, a->acc);
+    a->n_pending = 0, a->pending_bytes = 0;
+}
+
+/* Adds p scaled by f (ADDING): at once on a device or for topk (whose
+ * scattered vector the next topk update reuses); on the host p is the
+ * payload agg_load copied into the next waiting slot, which now counts. */
+static void agg_accumulate(hfl_agg *a, const hfl_payload *p, size_t bytes, double f, int is_dense_scratch) {
+    if (!a->be->host_memory || is_dense_scratch) {
+        a->ops->add_fixed(p, &f, 1, a->n, a->acc);
+        return;
+    }
+    int k = a->n_pending;
+    a->pending[k] = *p;
+    a->pending_f[k] = f;
+    a->n_pending++, a->pending_bytes += bytes;
+    if (a->n_pending == HFL_AGG_PENDING || a->pending_bytes >= agg_pending_cap(a)) agg_flush(a);
+}
+
+/* On the host: the payload copied into the next waiting slot (ADDING) before
+ * it is read at all, so validation and the norm read the copy, which the
+ * copy has just brought into the cache; *out is the copy. -1 with err when
+ * the slot cannot grow. */
+static int agg_copy_aside(hfl_agg *a, const uint8_t *payload, size_t len, const uint8_t **out, char *err) {
+    int k = a->n_pending;
+    if (a->pending_room[k] < len) {
+        uint8_t *grown = realloc(a->pending_copy[k], len);
+        if (!grown) return hfl_errf(err, "cannot hold an update of %zu bytes to add", len);
+        a->pending_copy[k] = grown, a->pending_room[k] = len;
+    }
+    memcpy(a->pending_copy[k], payload, len);
+    *out = a->pending_copy[k];
+    return 0;
+}
+
+/* *buf holds at least `need` bytes of backend memory (growing it, old
+ * contents dropped); -1 with err when it cannot. */
+static int agg_room(hfl_agg *a, void **buf, size_t *cap, size_t need, char *err) {
+    if (*buf && *cap >= need) return 0;
+    a->be->free(*buf);
+    *cap = 0;
+    if (!(*buf = agg_alloc(a, need, err))) return -1;
+    *cap = need;
+    return 0;
+}
+
+/* Validates the payload on the host and makes it readable by the ops: *p
+ * describes it in backend memory (a dense fp32 vector for topk). -1 with err
+ * as hfl_agg_add refuses. */
+static int agg_load(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t len, hfl_payload *p,
+                    size_t *body_bytes, char *err) {
+    const int host = a->be->host_memory;
+    if (c->id == HFL_PAYLOAD_TOPK) {
+        size_t entries = hfl_codec_topk_entries(c, a->n), k;
+        const uint8_t *vals;
+        if (!a->topk_idx || a->topk_cap < entries) {
+            uint32_t *grown = realloc(a->topk_idx, (entries ? entries : 1) * sizeof *grown);
+            if (!grown) return hfl_errf(err, "cannot allocate %zu topk indices", entries);
+            a->topk_idx = grown;
+            size_t vals_cap = 0, idx_cap = 0; /* a->topk_cap counts both */
+            if (!host && (agg_room(a, (void **)&a->topk_vals, &vals_cap, 2 * entries + 2, err) != 0 ||
+                          agg_room(a, (void **)&a->topk_idx_dev, &idx_cap, 4 * entries + 4, err) != 0))
+                return -1;
+            a->topk_cap = entries;
         }
-    for (int j = 0; i < n; i++, j++) {
-        double x = v[i];
-        s[j] += x * x;
-        m[j] = fabs(x) > m[j] ? fabs(x) : m[j];
+        if (!a->dense && !(a->dense = agg_alloc(a, a->n * sizeof *a->dense, err))) return -1;
+        if (hfl_codec_topk_expand(c, payload, len, a->n, a->topk_idx, &k, &vals, err) != 0) return -1;
+        if (host) {
+            a->ops->topk_scatter(a->dense, a->n, vals, a->topk_idx, k);
+        } else {
+            a->ops->stage(a->topk_vals, vals, 2 * k);
+            a->ops->stage(a->topk_idx_dev, a->topk_idx, 4 * k);
+            a->ops->topk_scatter(a->dense, a->n, a->topk_vals, a->topk_idx_dev, k);
+        }
+        *p = (hfl_payload){.kind = HFL_PAYLOAD_FP32, .block = 0, .body = (const uint8_t *)a->dense};
+        *body_bytes = a->n * sizeof *a->dense;
+        return 0;
     }
-    double sum = 0, top = 0;
-    for (int j = 0; j < 8; j++) {
-        sum += s[j];
-        top = m[j] > top ? m[j] : top;
+    uint32_t block;
+    if (host && agg_copy_aside(a, payload, len, &payload, err) != 0) return -1;
+    if (hfl_codec_validate(c, payload, len, a->n, &block, err) != 0) return -1;
+    const uint8_t *body = payload + HFL_CODEC_HEADER_BYTES;
+    size_t bytes = len - HFL_CODEC_HEADER_BYTES;
+    if (!host) {
+        if (agg_room(a, (void **)&a->body, &a->body_cap, bytes, err) != 0) return -1;
+        a->ops->stage(a->body, body, bytes);
+        body = a->body;
     }
-    *maxabs = top;
-    return sqrt(sum);
+    *p = (hfl_payload){.kind = c->id, .block = block, .body = body};
+    *body_bytes = bytes;
+    return 0;
 }
 
-/* round(y) as an int64 for |y| < 2^51: adding 1.5 * 2^52 leaves the rounded
- * integer (to nearest, ties to even) in the low mantissa bits, which a plain
- * integer subtraction reads off; unlike llrint it vectorises. */
-static inline int64_t round_fixed(double y) {
-    const double magic = 6755399441055744.0; /* 1.5 * 2^52 */
-    double t = y + magic;
-    int64_t bits, mbits;
-    memcpy(&bits, &t, sizeof bits);
-    memcpy(&mbits, &magic, sizeof mbits);
-    return bits - mbits;
-}
-
-/* Validates and decodes one update into dst, takes its norm and the factor
- * that clips it (1 without clipping); -1 with err as hfl_agg_add refuses. */
-static int decode_clip(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t len, float *dst,
-                       double *factor, hfl_agg_update *info, char *err) {
-    memset(dst, 0, a->n * sizeof *dst);
-    if (hfl_codec_decode_accumulate(c, payload, len, a->n, 1.0f, dst, a->threads, err) != 0) return -1;
-    double maxabs, norm = norm_of(dst, a->n, &maxabs);
+/* Loads one update and takes its norm and the factor that clips it (1
+ * without clipping); -1 with err as hfl_agg_add refuses. */
+static int agg_load_clip(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t len, hfl_payload *p,
+                         size_t *body_bytes, double *factor, hfl_agg_update *info, char *err) {
+    if (agg_load(a, c, payload, len, p, body_bytes, err) != 0) return -1;
+    hfl_agg_norm nm;
+    a->ops->norm(p, a->n, a->partials, &nm);
+    double norm = sqrt(nm.sumsq);
     if (!isfinite(norm)) return hfl_errf(err, "update is not finite (L2 norm %g)", norm);
-    if (a->clip == 0 && maxabs > a->bound)
-        return hfl_errf(err, "update value %g beyond the aggregation bound %g (set a clip norm)", maxabs, a->bound);
+    if (a->clip == 0 && nm.maxabs > a->bound)
+        return hfl_errf(err, "update value %g beyond the aggregation bound %g (set a clip norm)", (double)nm.maxabs,
+                        a->bound);
     *factor = a->clip > 0 && norm > a->clip ? a->clip / norm : 1.0;
     if (info) {
         info->norm = norm;
@@ -106,17 +201,24 @@ int hfl_agg_add(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t l
     if (!(weight > 0 && weight <= 1))
         return hfl_errf(err, "update weight %g outside (0, 1]", weight);
     pthread_mutex_lock(&a->lock);
+    hfl_payload p;
     double clip;
-    int rc = decode_clip(a, c, payload, len, a->scratch, &clip, info, err);
-    if (rc == 0) {
-        /* every |weight * clip * v_i| <= bound < 2^(50 - shift) */
-        double f = ldexp(weight * clip, a->shift);
-        int64_t *acc = a->acc;
-        const float *v = a->scratch;
-        for (size_t i = 0; i < a->n; i++) acc[i] += round_fixed(f * (double)v[i]);
-    }
+    size_t bytes;
+    int rc = agg_load_clip(a, c, payload, len, &p, &bytes, &clip, info, err);
+    /* every |weight * clip * v_i| <= bound < 2^(50 - shift) */
+    if (rc == 0) agg_accumulate(a, &p, bytes, ldexp(weight * clip, a->shift), c->id == HFL_PAYLOAD_TOPK);
     pthread_mutex_unlock(&a->lock);
     return rc;
+}
+
+int hfl_agg_mean(hfl_agg *a, double weight_sum) {
+    agg_flush(a);
+    return a->ops->finish(a->acc, a->n, ldexp(1.0, -a->shift) / weight_sum, a->mean);
+}
+
+void hfl_agg_finish(hfl_agg *a, double weight_sum, float *out) {
+    hfl_agg_mean(a, weight_sum);
+    a->ops->download(out, a->mean, a->n * sizeof *out);
 }
 
 int hfl_agg_hold(hfl_agg *a, int rows, uint64_t limit_bytes, char *err) {
@@ -124,14 +226,22 @@ int hfl_agg_hold(hfl_agg *a, int rows, uint64_t limit_bytes, char *err) {
     if (rows < 1 || need > (double)limit_bytes)
         return hfl_errf(err, "holding %d updates of %zu values needs %.1f MiB, over the limit of %.1f MiB "
                         "(--robust-memory)", rows, a->n, need / 1048576.0, limit_bytes / 1048576.0);
-    free(a->rows);
+    if (rows > a->ops->max_rule_rows)
+        return hfl_errf(err, "the %s backend's rules take at most %d updates a round, not %d", a->be->name,
+                        a->ops->max_rule_rows, rows);
+    void *old[] = {a->rows, a->pick, a->dist_partials};
+    for (size_t i = 0; i < sizeof old / sizeof *old; i++) a->be->free(old[i]);
     free(a->present);
-    a->rows = malloc((size_t)need);
-    a->present = calloc((size_t)rows, 1);
-    if (!a->rows || !a->present) {
-        free(a->rows);
+    a->rows = NULL, a->pick = NULL, a->dist_partials = NULL, a->n_rows = 0;
+    size_t pairs = (size_t)rows * (rows - 1) / 2;
+    char why[HFL_ERR_LEN];
+    if (!(a->present = calloc((size_t)rows, 1)) || !(a->rows = agg_alloc(a, (size_t)need, why)) ||
+        !(a->pick = agg_alloc(a, sizeof(int) * (size_t)rows, why)) ||
+        !(a->dist_partials = agg_alloc(a, sizeof(double) * (pairs ? pairs : 1) * (hfl_agg_chunks(a->n) + 1), why))) {
+        void *all[] = {a->rows, a->pick, a->dist_partials};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++) a->be->free(all[i]);
         free(a->present);
-        a->rows = NULL, a->present = NULL, a->n_rows = 0;
+        a->rows = NULL, a->pick = NULL, a->dist_partials = NULL, a->present = NULL;
         return hfl_errf(err, "cannot allocate %.1f MiB to hold %d updates", need / 1048576.0, rows);
     }
     a->n_rows = rows;
@@ -142,20 +252,53 @@ int hfl_agg_add_row(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size
                     hfl_agg_update *info, char *err) {
     if (row < 0 || row >= a->n_rows) return hfl_errf(err, "row %d outside the %d held", row, a->n_rows);
     pthread_mutex_lock(&a->lock);
-    float *dst = a->rows + (size_t)row * a->n;
+    hfl_payload p;
     double clip;
+    size_t bytes;
     int rc = a->present[row] ? hfl_errf(err, "row %d already added", row)
-                             : decode_clip(a, c, payload, len, dst, &clip, info, err);
+                             : agg_load_clip(a, c, payload, len, &p, &bytes, &clip, info, err);
     if (rc == 0) {
-        if (clip < 1)
-            for (size_t i = 0; i < a->n; i++) dst[i] = (float)(dst[i] * clip);
+        a->ops->store_row(&p, a->n, clip, a->rows + (size_t)row * a->n);
         a->present[row] = 1;
     }
     pthread_mutex_unlock(&a->lock);
     return rc;
 }
 
-void hfl_agg_finish(const hfl_agg *a, double weight_sum, float *out) {
-    double inv = ldexp(1.0, -a->shift) / weight_sum;
-    for (size_t i = 0; i < a->n; i++) out[i] = (float)((double)a->acc[i] * inv);
+int hfl_agg_rule(hfl_agg *a, const hfl_rule *r, int *selected, int *kept, int *finite, char *err) {
+    int k = 0;
+    for (int i = 0; i < a->n_rows; i++) /* the present rows, moved up in row order */
+        if (a->present[i]) {
+            if (i != k) a->ops->copy(a->rows + (size_t)k * a->n, a->rows + (size_t)i * a->n, a->n * sizeof(float));
+            a->present[i] = 0, a->present[k] = 1;
+            k++;
+        }
+    if (hfl_rule_run(r, a->be, a->rows, k, a->n, a->mean, a->pick, a->dist_partials, selected, kept, err) != 0)
+        return -1;
+    *finite = a->ops->all_finite(a->mean, a->n);
+    return 0;
+}
+
+int hfl_agg_step(hfl_agg *a, hfl_server_opt *o, float *global, char *err) {
+    if (a->be->host_memory) {
+        hfl_sopt_step_on(o, a->be, global, o->m, o->v, a->mean);
+        o->steps++;
+        return 0;
+    }
+    /* the device's copies: made at the first step, uploaded each time from
+     * the host's (a resume may have rewritten them), downloaded after */
+    size_t bytes = a->n * sizeof(float);
+    char why[HFL_ERR_LEN];
+    if ((!a->x && !(a->x = agg_alloc(a, bytes, why))) || (o->m && !a->m && !(a->m = agg_alloc(a, bytes, why))) ||
+        (o->v && !a->v && !(a->v = agg_alloc(a, bytes, why))))
+        return hfl_errf(err, "cannot allocate the server optimizer's device state: %s", why);
+    a->ops->stage(a->x, global, bytes);
+    if (o->m) a->ops->stage(a->m, o->m, bytes);
+    if (o->v) a->ops->stage(a->v, o->v, bytes);
+    hfl_sopt_step_on(o, a->be, a->x, o->m ? a->m : NULL, o->v ? a->v : NULL, a->mean);
+    a->ops->download(global, a->x, bytes);
+    if (o->m) a->ops->download(o->m, a->m, bytes);
+    if (o->v) a->ops->download(o->v, a->v, bytes);
+    o->steps++;
+    return 0;
 }

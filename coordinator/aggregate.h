@@ -4,26 +4,37 @@
  * A float accumulator gives a different last bit for every arrival order
  * (two quickstart runs with one seed ended at 0.8419 and 0.8437), so a
  * restarted run could never equal an uninterrupted one. Here each update is
- * validated and decoded by its codec into a scratch vector (nothing invalid
- * touches the sum), its L2 norm is taken (in double, in index order), it is
- * scaled by weight * min(1, clip / norm), and every element is rounded to a
- * 64-bit fixed-point integer with the round's scale 2^S and added. Integer
- * addition is associative, so the sum is the same bits in any order and from
- * any number of threads; the rounding happens per update, before the sum,
- * where it depends on nothing but that update.
+ * validated by its codec on the host (nothing invalid touches the sum), its
+ * L2 norm is taken (in double, in kernels/agg_hd.h's fixed chunk-and-lane
+ * shape), it is scaled by weight * min(1, clip / norm), and every element is
+ * rounded to a 64-bit fixed-point integer with the round's scale 2^S and
+ * added. Integer addition is associative, so the sum is the same bits in any
+ * order and from any number of threads; the rounding happens per update,
+ * before the sum, where it depends on nothing but that update.
+ *
+ * WHERE IT RUNS. The aggregator lives on a backend (kernels/agg.h): the CPU's
+ * (host memory; a payload is read where it lies), or the GPU's (the sum, the
+ * held rows, the mean and the server optimizer's state in device memory; a
+ * payload's body staged through a pinned ring on a stream of its own). Both
+ * run the same kernels/agg_hd.h bodies, so they give the same bits
+ * (tests/gpu/test_cuda_agg.c). The host keeps the decisions: validation,
+ * topk's index expansion, the clip factor from the norm (a 16-byte read), the
+ * rule's scores and picks, and the global model, which it uploads before the
+ * server step and downloads after it (the source of truth for the downlink,
+ * checkpoints and the SHA-256).
  *
  * THE SCALE. reset(bound) fixes S for the round from a bound B on any
  * weighted element: with clipping, |w * c * v_i| <= w * clip <= clip (a
  * weight is a sample share, at most 1, and |v_i| <= ||v||); without it the
  * caller passes a value bound and add() refuses an update with a larger
  * element. S = 50 - ceil(log2 B) keeps every weighted element below 2^50,
- * where it is rounded by the exact add-and-subtract trick (aggregate.c), and
+ * where it is rounded by the exact add-and-subtract trick (agg_hd.h), and
  * shares summing to at most 1 keep every partial sum within 2^50 too (a
  * caller's shares may even sum to 8000 before an int64 could overflow). The
  * resolution, 2^-S, is B / 2^50 or finer, 9e-16 B: for a clip of 2, 2e-15
  * per element, far below fp32's rounding of the values themselves.
  *
- * finish() writes sum / weight_sum as floats (the FedAvg mean of the clipped
+ * mean() writes sum / weight_sum as floats (the FedAvg mean of the clipped
  * updates); weight_sum is passed by the caller from integer sample counts, so
  * it too is exact. */
 #ifndef HFL_COORD_AGGREGATE_H
@@ -34,18 +45,45 @@
 #include <stdint.h>
 
 #include "compress/codec.h"
+#include "coordinator/robust.h"
+#include "coordinator/server_opt.h"
+#include "kernels/agg.h"
+#include "kernels/backend.h"
+
+#define HFL_AGG_PENDING 8 /* updates a host backend adds in one pass */
 
 typedef struct {
     size_t n;
-    int threads;       /* decode threads per update */
+    int threads;       /* decode threads per update (the CPU's ops use one) */
     double bound;      /* B of THE SCALE */
     double clip;       /* > 0: clip norms to this; 0: no clipping, |v_i| <= bound */
     int shift;         /* S */
+    const hfl_backend *be;
+    const hfl_agg_ops *ops;
+    /* backend memory */
     int64_t *acc;      /* the fixed-point sum */
-    float *scratch;    /* one decoded update */
+    float *mean;       /* mean() and rule() write here */
+    double *partials;  /* the norm's chunk sums */
+    uint8_t *body;     /* a device backend's staged payload body (NULL on the CPU) */
+    size_t body_cap;
+    float *dense;      /* topk's values scattered into a dense vector */
+    uint8_t *topk_vals;     /* a device backend's staged topk values and indices */
+    uint32_t *topk_idx_dev;
+    size_t topk_cap;        /* entries they hold */
+    uint32_t *topk_idx;     /* host: the expanded indices */
     float *rows;       /* hold mode: n_rows decoded, clipped updates (robust.h) */
     int n_rows;
-    unsigned char *present; /* [n_rows]: row added this round */
+    int *pick;         /* hold mode: Krum's picks for pick_mean */
+    double *dist_partials; /* hold mode: the distances' chunk sums */
+    float *x, *m, *v;  /* a device backend's copies of the global model and the server optimizer's moments */
+    /* A host backend's updates waiting to be added, several in one pass over
+     * acc (ADDING in aggregate.c): their bodies copied, their factors. */
+    hfl_payload pending[HFL_AGG_PENDING];
+    double pending_f[HFL_AGG_PENDING];
+    uint8_t *pending_copy[HFL_AGG_PENDING];
+    size_t pending_room[HFL_AGG_PENDING], pending_bytes;
+    int n_pending;
+    unsigned char *present; /* host, [n_rows]: row added this round */
     pthread_mutex_t lock; /* add() may be called from several threads */
 } hfl_agg;
 
@@ -55,8 +93,10 @@ typedef struct {
     int clipped;   /* norm > clip: scaled down to it */
 } hfl_agg_update;
 
-/* An aggregator for n values (decode with `threads` threads); -1 with err
- * when memory is short. */
+/* An aggregator for n values on backend be (the CPU backend for
+ * hfl_agg_init); -1 with err when memory is short or the backend has no
+ * aggregation ops. */
+int hfl_agg_init_on(hfl_agg *a, const hfl_backend *be, size_t n, int threads, char *err);
 int hfl_agg_init(hfl_agg *a, size_t n, int threads, char *err);
 void hfl_agg_free(hfl_agg *a);
 
@@ -71,17 +111,30 @@ void hfl_agg_reset(hfl_agg *a, double clip, double value_bound);
 int hfl_agg_add(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t len, double weight,
                 hfl_agg_update *info, char *err);
 
-/* out[i] = sum_i / weight_sum (weight_sum > 0). */
-void hfl_agg_finish(const hfl_agg *a, double weight_sum, float *out);
+/* The mean, sum / weight_sum (weight_sum > 0), into a->mean; returns 1 when
+ * every element is finite. */
+int hfl_agg_mean(hfl_agg *a, double weight_sum);
+/* hfl_agg_mean, then a->mean copied to out (host). */
+void hfl_agg_finish(hfl_agg *a, double weight_sum, float *out);
 
 /* HOLD MODE, for rules that need every update at once (robust.h): room for
  * `rows` decoded updates, refused with err naming the limit when rows * n
- * floats exceed limit_bytes. */
+ * floats exceed limit_bytes, or rows exceed what the backend's rule ops
+ * take (hfl_agg_ops.max_rule_rows). */
 int hfl_agg_hold(hfl_agg *a, int rows, uint64_t limit_bytes, char *err);
 /* As add, unweighted, into row `row` (clipped in place): the rows are the
  * round's selection order, so the set does not depend on arrival order. -1
  * with err (the row left absent) as add refuses. */
 int hfl_agg_add_row(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t len, int row,
                     hfl_agg_update *info, char *err);
+/* The rule over the rows added this round (in row order) into a->mean;
+ * selected[i] (may be NULL; i counts the present rows) as hfl_rule_run;
+ * *finite as mean(). -1 with err as the rule refuses. Compacts the rows. */
+int hfl_agg_rule(hfl_agg *a, const hfl_rule *r, int *selected, int *kept, int *finite, char *err);
+
+/* One server step from a->mean: global (host, the trainable part) and o's
+ * state move as hfl_sopt_step would move them, on the aggregator's backend.
+ * -1 with err (nothing moved) when a device's memory is short. */
+int hfl_agg_step(hfl_agg *a, hfl_server_opt *o, float *global, char *err);
 
 #endif

@@ -215,7 +215,7 @@ typedef struct {
     int version;   /* rounds aggregated into global */
     int n_inflight; /* --async: clients training a task of an earlier round (late_round != 0) */
     double work_target; /* --local-work capacity: the last round's target (r.work_target) */
-    const hfl_backend *be; /* evaluation (and, later, aggregation) runs here */
+    const hfl_backend *be; /* evaluation and aggregation run here */
     hfl_device_info dev;   /* the device be runs on */
     hfl_trainer *eval;
     hfl_dataset test;
@@ -225,7 +225,6 @@ typedef struct {
     int n_client_codecs;
     coord_round r;
     hfl_agg agg;       /* the round's exact sum of clipped, weighted updates */
-    float *mean;       /* the aggregate at a round's close */
     double clip;       /* the next round's clip norm (adaptive: moves after each round) */
     hfl_server_opt sopt; /* how the aggregate moves the global model */
     hfl_rule rule;       /* fedavg (the weighted exact sum) or a robust rule over held rows */

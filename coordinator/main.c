@@ -110,7 +110,7 @@ static void usage(FILE *f) {
         "                        synchronous rounds only (not with --over-select, --async, --late fold)\n"
         "  --late drop|fold      an update that comes after its round closed: refused (drop, the\n"
         "                        default) or, one round late, added to the open round at half weight\n"
-        "  --device D            where to evaluate: auto (the GPU when the CUDA module loads and finds\n"
+        "  --device D            where to aggregate and evaluate: auto (the GPU when the CUDA module loads and finds\n"
         "                        one, else the CPU), cpu, or cuda (fail unless the GPU can be used); default auto\n"
         "  --data PATH           the evaluation set: a Fashion-MNIST directory's test set (default\n"
         "                        " HFL_FMNIST_DIR "), or a dataset file of the user's: an .npz or a\n"
@@ -465,8 +465,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (!cfg->quiet) {
-        if (why[0]) printf("hfl-coordinator: evaluating on the CPU: %s\n", why);
-        else printf("hfl-coordinator: evaluating on %s (%s backend); aggregating on the CPU\n", c.dev.name, c.be->name);
+        if (why[0]) printf("hfl-coordinator: aggregating and evaluating on the CPU: %s\n", why);
+        else printf("hfl-coordinator: aggregating and evaluating on %s (%s backend)\n", c.dev.name, c.be->name);
     }
     if (coord_setup(&c, err) != 0) {
         fprintf(stderr, "hfl-coordinator: %s\n", err);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/agg.h"
+#include "kernels/backend.h"
 #include "util/util.h"
 
 static const char *const rule_names[] = {"fedavg", "median", "trimmed", "krum", "multikrum"};
@@ -34,55 +36,12 @@ int hfl_rule_parse(const char *spec, hfl_rule *r, char *err) {
 
 const char *hfl_rule_name(const hfl_rule *r) { return rule_names[r->kind]; }
 
-static void sort_floats(float *v, int k) {
-    for (int i = 1; i < k; i++)
-        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
-            float t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-}
-
-/* Coordinate-wise: the median, or the mean of the values left after
- * dropping `trim` at each end. */
-static void coordinatewise(const float *const *rows, int k, size_t n, int median, int trim, float *out) {
-    float v[1024];
-    for (size_t i = 0; i < n; i++) {
-        for (int j = 0; j < k; j++) v[j] = rows[j][i];
-        sort_floats(v, k);
-        if (median) {
-            out[i] = k % 2 ? v[k / 2] : (float)(0.5 * ((double)v[k / 2 - 1] + v[k / 2]));
-        } else {
-            double s = 0;
-            for (int j = trim; j < k - trim; j++) s += v[j];
-            out[i] = (float)(s / (k - 2 * trim));
-        }
-    }
-}
-
-static double dist2(const float *a, const float *b, size_t n) {
-    double s[4] = {0, 0, 0, 0};
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4)
-        for (int j = 0; j < 4; j++) {
-            double d = (double)a[i + j] - b[i + j];
-            s[j] += d * d;
-        }
-    for (int j = 0; i < n; i++, j++) {
-        double d = (double)a[i] - b[i];
-        s[j] += d * d;
-    }
-    return s[0] + s[1] + s[2] + s[3];
-}
-
 /* Krum scores: for each row, the sum of its k - f - 2 smallest squared
- * distances to the other rows; then the `m` best rows (ties: lower row). */
-static void krum(const float *const *rows, int k, size_t n, int f, int m, float *out, int *selected) {
-    double *d = hfl_calloc((size_t)k * k, sizeof(double)), *score = hfl_malloc(sizeof(double) * (size_t)k);
-    for (int i = 0; i < k; i++)
-        for (int j = i + 1; j < k; j++) d[i * k + j] = d[j * k + i] = dist2(rows[i], rows[j], n);
+ * distances d to the other rows; then the `m` best rows (ties: lower row)
+ * into pick. */
+static void krum_pick(const double *d, int k, int f, int m, int *pick) {
+    double *score = hfl_malloc(sizeof(double) * (size_t)k), *tmp = hfl_malloc(sizeof(double) * (size_t)k);
     int near = k - f - 2;
-    double *tmp = hfl_malloc(sizeof(double) * (size_t)k);
     for (int i = 0; i < k; i++) {
         int t = 0;
         for (int j = 0; j < k; j++)
@@ -96,37 +55,30 @@ static void krum(const float *const *rows, int k, size_t n, int f, int m, float 
         score[i] = 0;
         for (int j = 0; j < near; j++) score[i] += tmp[j];
     }
-    int *pick = hfl_calloc((size_t)k, sizeof(int));
+    memset(pick, 0, sizeof(int) * (size_t)k);
     for (int c = 0; c < m; c++) {
         int best = -1;
         for (int i = 0; i < k; i++)
             if (!pick[i] && (best < 0 || score[i] < score[best])) best = i;
         pick[best] = 1;
     }
-    for (size_t x = 0; x < n; x++) {
-        double s = 0;
-        for (int i = 0; i < k; i++)
-            if (pick[i]) s += rows[i][x];
-        out[x] = (float)(s / m);
-    }
-    if (selected) memcpy(selected, pick, sizeof(int) * (size_t)k);
-    free(d);
     free(score);
     free(tmp);
-    free(pick);
 }
 
-int hfl_rule_apply(const hfl_rule *r, const float *const *rows, int k, size_t n, float *out, int *selected,
-                   char *err) {
+int hfl_rule_run(const hfl_rule *r, const hfl_backend *be, const float *rows, int k, size_t n, float *out,
+                 int *pick, double *dist_partials, int *selected, int *kept, char *err) {
+    const hfl_agg_ops *ops = be->agg;
     if (k < 1 || k > 1024) return hfl_errf(err, "%s over %d updates: needs 1 to 1024", hfl_rule_name(r), k);
+    if (kept) *kept = k;
     switch (r->kind) {
     case HFL_RULE_FEDAVG:
         return hfl_errf(err, "fedavg is the weighted sum (aggregate.h), not a rule over held updates");
     case HFL_RULE_MEDIAN:
-        coordinatewise(rows, k, n, 1, 0, out);
+        ops->coordinatewise(rows, k, n, 1, 0, out);
         return 0;
     case HFL_RULE_TRIMMED:
-        coordinatewise(rows, k, n, 0, (int)floor(r->beta * k), out);
+        ops->coordinatewise(rows, k, n, 0, (int)floor(r->beta * k), out);
         return 0;
     case HFL_RULE_KRUM:
     case HFL_RULE_MULTIKRUM: {
@@ -135,9 +87,30 @@ int hfl_rule_apply(const hfl_rule *r, const float *const *rows, int k, size_t n,
                             2 * r->f + 2, k);
         int m = r->kind == HFL_RULE_KRUM ? 1 : r->m > 0 ? r->m : k - r->f;
         if (m > k) m = k;
-        krum(rows, k, n, r->f, m, out, selected);
+        double *d = hfl_malloc(sizeof(double) * (size_t)k * k);
+        int *host_pick = hfl_malloc(sizeof(int) * (size_t)k);
+        ops->distances(rows, k, n, dist_partials, d);
+        krum_pick(d, k, r->f, m, host_pick);
+        ops->stage(pick, host_pick, sizeof(int) * (size_t)k);
+        ops->pick_mean(rows, k, n, pick, m, out);
+        if (selected) memcpy(selected, host_pick, sizeof(int) * (size_t)k);
+        if (kept) *kept = m;
+        free(d);
+        free(host_pick);
         return 0;
     }
     }
     return hfl_errf(err, "unknown rule");
+}
+
+int hfl_rule_apply(const hfl_rule *r, const float *const *rows, int k, size_t n, float *out, int *selected,
+                   char *err) {
+    if (k < 1 || k > 1024) return hfl_errf(err, "%s over %d updates: needs 1 to 1024", hfl_rule_name(r), k);
+    float *all = hfl_malloc(sizeof(float) * (size_t)k * (n ? n : 1));
+    int *pick = hfl_malloc(sizeof(int) * (size_t)k);
+    for (int i = 0; i < k; i++) memcpy(all + (size_t)i * n, rows[i], sizeof(float) * n);
+    int rc = hfl_rule_run(r, hfl_backend_cpu(), all, k, n, out, pick, NULL, selected, NULL, err);
+    free(all);
+    free(pick);
+    return rc;
 }

@@ -12,8 +12,11 @@
  *   multikrum[:f[:m]] the mean of the m best-scored updates (m = k - f by
  *                    default; El Mhamdi et al. 2018).
  * The rows arrive in a fixed order (the round's selection), every reduction
- * runs in a fixed order in double, and ties go to the lower row, so the
- * result is a fixed function of the set of updates. */
+ * runs in a fixed order in double (kernels/agg_hd.h: Krum's distances in the
+ * norm's chunk-and-lane shape), and ties go to the lower row, so the result
+ * is a fixed function of the set of updates, the same bits on the CPU and on
+ * a GPU (the arithmetic runs through the backend's aggregation ops; Krum's
+ * scores and picks on the host). */
 #ifndef HFL_COORD_ROBUST_H
 #define HFL_COORD_ROBUST_H
 
@@ -38,5 +41,14 @@ const char *hfl_rule_name(const hfl_rule *r);
  * trimmed mean keeps at least one value). */
 int hfl_rule_apply(const hfl_rule *r, const float *const *rows, int k, size_t n, float *out, int *selected,
                    char *err);
+
+struct hfl_backend;
+/* The rule on backend be's memory: rows holds k rows of n values one after
+ * another, out gets n; pick (k ints) and dist_partials (k (k - 1) / 2 *
+ * hfl_agg_chunks(n) doubles) are be's scratch for the Krum rules. selected
+ * (host, may be NULL) as hfl_rule_apply; *kept (may be NULL) the rows the
+ * rule averaged (k for the coordinate-wise rules). */
+int hfl_rule_run(const hfl_rule *r, const struct hfl_backend *be, const float *rows, int k, size_t n, float *out,
+                 int *pick, double *dist_partials, int *selected, int *kept, char *err);
 
 #endif

@@ -62,10 +62,11 @@ int rounds_init(coord *c, char *err) {
     /* Updates, their sum and the server optimizer's state cover the model's
      * trainable part (model.h: all of it, or LoRA's adapters). */
     size_t nt = c->spec.n_trainable;
-    c->mean = hfl_calloc(nt, sizeof(float));
     c->clip = c->cfg.clip_norm;
+    /* the sum, the held rows, the mean and the server step live where the
+     * coordinator evaluates (--device): the GPU's memory, or the host's */
     if (hfl_sopt_parse(c->cfg.server_opt, &c->sopt, err) != 0 || hfl_sopt_init(&c->sopt, nt, err) != 0 ||
-        hfl_rule_parse(c->cfg.strategy, &c->rule, err) != 0 || hfl_agg_init(&c->agg, nt, 1, err) != 0)
+        hfl_rule_parse(c->cfg.strategy, &c->rule, err) != 0 || hfl_agg_init_on(&c->agg, c->be, nt, 1, err) != 0)
         return -1;
     /* a robust rule holds every update of a round, decoded: planned here, once */
     char why[HFL_ERR_LEN];
@@ -776,35 +777,26 @@ static void clip_adapt(coord *c) {
     c->clip = r->clip * exp(-0.2 * ((double)below / r->n_received - 0.5));
 }
 
-/* A robust rule over the round's held rows, in selection order, into c->mean;
- * a round the rule cannot judge (too few updates for Krum) fails, the global
- * model kept. */
-static int robust_mean(coord *c) {
+/* A robust rule over the round's held rows, in selection order, into the
+ * aggregator's mean; a round the rule cannot judge (too few updates for
+ * Krum) fails, the global model kept. */
+static int robust_mean(coord *c, int *finite) {
     coord_round *r = &c->r;
-    const float *rows[COORD_MAX_CLIENTS];
-    int k = 0, sel[COORD_MAX_CLIENTS];
-    for (int i = 0; i < c->agg.n_rows; i++)
-        if (c->agg.present[i]) rows[k++] = c->agg.rows + (size_t)i * c->agg.n;
     char err[HFL_ERR_LEN], why[HFL_ERR_LEN + 32];
-    if (hfl_rule_apply(&c->rule, rows, k, c->agg.n, c->mean, sel, err) != 0) {
+    if (hfl_agg_rule(&c->agg, &c->rule, NULL, &r->n_rule_kept, finite, err) != 0) {
         clip_adapt(c);
         snprintf(why, sizeof why, "%s, global model kept", err);
         round_finish(c, why);
         return -1;
-    }
-    r->n_rule_kept = k;
-    if (c->rule.kind == HFL_RULE_KRUM || c->rule.kind == HFL_RULE_MULTIKRUM) {
-        r->n_rule_kept = 0;
-        for (int i = 0; i < k; i++) r->n_rule_kept += sel[i];
     }
     return 0;
 }
 
 static void round_aggregate(coord *c) {
     coord_round *r = &c->r;
-    size_t n = c->spec.n_trainable;
     double t0 = hfl_now();
     hfl_test_crash("aggregate", r->round);
+    int finite;
     if (c->rule.kind == HFL_RULE_FEDAVG) {
         /* --max-share holds over the updates that came: when some of the round
          * are missing, the divisor grows (up to the whole round's capped
@@ -814,18 +806,21 @@ static void round_aggregate(coord *c) {
         double need = f < 1 ? (double)r->weight_max / f : 0;
         if (need > (double)r->cap_total) need = (double)r->cap_total;
         if (need > divisor) divisor = need;
-        hfl_agg_finish(&c->agg, divisor / r->samples_planned, c->mean);
-    } else if (robust_mean(c) != 0) {
+        finite = hfl_agg_mean(&c->agg, divisor / r->samples_planned);
+    } else if (robust_mean(c, &finite) != 0) {
         return;
     }
-    int finite = 1;
-    for (size_t i = 0; i < n; i++) finite &= isfinite(c->mean[i]) != 0;
     clip_adapt(c);
     if (!finite) {
         round_finish(c, "aggregate not finite, global model kept");
         return;
     }
-    hfl_sopt_step(&c->sopt, c->global + c->spec.train_off, c->mean);
+    char err[HFL_ERR_LEN], why[HFL_ERR_LEN + 32];
+    if (hfl_agg_step(&c->agg, &c->sopt, c->global + c->spec.train_off, err) != 0) {
+        snprintf(why, sizeof why, "%s, global model kept", err);
+        round_finish(c, why);
+        return;
+    }
     hfl_hist_observe(&c->agg_hist, hfl_now() - t0);
     c->version++;
     downlink_record(c);

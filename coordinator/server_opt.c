@@ -6,7 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/agg.h"
+#include "kernels/backend.h"
 #include "util/util.h"
+
+_Static_assert((int)HFL_SOPT_FEDAVG == (int)HFL_AGG_SOPT_FEDAVG && (int)HFL_SOPT_FEDAVGM == (int)HFL_AGG_SOPT_FEDAVGM &&
+                   (int)HFL_SOPT_FEDADAM == (int)HFL_AGG_SOPT_FEDADAM &&
+                   (int)HFL_SOPT_FEDYOGI == (int)HFL_AGG_SOPT_FEDYOGI,
+               "server_opt.h and agg_hd.h list the optimizers in one order");
 
 static const char *const names[] = {"fedavg", "fedavgm", "fedadam", "fedyogi"};
 
@@ -46,31 +53,14 @@ void hfl_sopt_free(hfl_server_opt *o) {
     o->m = o->v = NULL;
 }
 
+void hfl_sopt_step_on(const hfl_server_opt *o, const hfl_backend *be, float *x, float *m, float *v,
+                      const float *d) {
+    /* hfl_sopt_kind and HFL_AGG_SOPT_* list the optimizers in one order */
+    hfl_agg_sopt a = {.kind = (int)o->kind, .lr = o->lr, .beta1 = o->beta1, .beta2 = o->beta2, .tau = o->tau};
+    be->agg->sopt_step(&a, x, m, v, d, o->n);
+}
+
 void hfl_sopt_step(hfl_server_opt *o, float *x, const float *d) {
-    size_t n = o->n;
-    double lr = o->lr, b1 = o->beta1, b2 = o->beta2, tau = o->tau;
-    switch (o->kind) {
-    case HFL_SOPT_FEDAVG:
-        for (size_t i = 0; i < n; i++) x[i] = (float)(x[i] + lr * d[i]);
-        break;
-    case HFL_SOPT_FEDAVGM:
-        for (size_t i = 0; i < n; i++) {
-            double v = b1 * o->v[i] + d[i];
-            o->v[i] = (float)v;
-            x[i] = (float)(x[i] + lr * v);
-        }
-        break;
-    case HFL_SOPT_FEDADAM:
-    case HFL_SOPT_FEDYOGI:
-        for (size_t i = 0; i < n; i++) {
-            double g = d[i], g2 = g * g, m = b1 * o->m[i] + (1 - b1) * g, v = o->v[i];
-            if (o->kind == HFL_SOPT_FEDADAM) v = b2 * v + (1 - b2) * g2;
-            else v = v - (1 - b2) * g2 * (v > g2 ? 1.0 : v < g2 ? -1.0 : 0.0);
-            o->m[i] = (float)m;
-            o->v[i] = (float)v;
-            x[i] = (float)(x[i] + lr * m / (sqrt(v) + tau));
-        }
-        break;
-    }
+    hfl_sopt_step_on(o, hfl_backend_cpu(), x, o->m, o->v, d);
     o->steps++;
 }

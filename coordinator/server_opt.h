@@ -16,6 +16,8 @@
 
 #include <stddef.h>
 
+struct hfl_backend;
+
 typedef enum { HFL_SOPT_FEDAVG, HFL_SOPT_FEDAVGM, HFL_SOPT_FEDADAM, HFL_SOPT_FEDYOGI } hfl_sopt_kind;
 
 typedef struct {
@@ -35,5 +37,10 @@ int hfl_sopt_init(hfl_server_opt *o, size_t n, char *err);
 void hfl_sopt_free(hfl_server_opt *o);
 /* One server step: x moves by the round's mean delta d (n values). */
 void hfl_sopt_step(hfl_server_opt *o, float *x, const float *d);
+/* The same step on backend be's memory (kernels/agg.h's sopt_step, the one
+ * kernels/agg_hd.h body on both backends), with the moments at m and v
+ * (NULL where o has none); o->steps is the caller's to count. */
+void hfl_sopt_step_on(const hfl_server_opt *o, const struct hfl_backend *be, float *x, float *m, float *v,
+                      const float *d);
 
 #endif

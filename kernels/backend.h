@@ -278,6 +278,8 @@ typedef struct hfl_backend {
 
     /* The transformer language model's ops (kernels/lm.h); NULL: none. */
     const struct hfl_lm_ops *lm;
+    /* The coordinator's aggregation ops (kernels/agg.h); NULL: none. */
+    const struct hfl_agg_ops *agg;
 } hfl_backend;
 
 const hfl_backend *hfl_backend_cpu(void);

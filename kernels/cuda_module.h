@@ -15,7 +15,7 @@
 #include "kernels/backend.h"
 #include "kernels/device.h"
 
-#define HFL_CUDA_MODULE_ABI 1
+#define HFL_CUDA_MODULE_ABI 2
 #define HFL_CUDA_MODULE_SYMBOL "hfl_cuda_module_entry"
 
 typedef struct {

@@ -34,6 +34,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/budget.h"
+#include "kernels/cpu/agg_cpu.h"
 #include "kernels/lm.h"
 #include "kernels/ops_hd.h"
 #include "util/util.h"
@@ -693,6 +694,7 @@ static const hfl_backend cpu_backend = {
     .await_prefetch = cpu_slot_nop,
     .release_input = cpu_slot_nop,
     .lm = &hfl_cpu_lm_ops,
+    .agg = &hfl_cpu_agg_ops,
 };
 
 const hfl_backend *hfl_backend_cpu(void) { return &cpu_backend; }

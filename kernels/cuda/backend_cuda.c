@@ -298,6 +298,25 @@ static const hfl_lm_ops cuda_lm_ops = {
     .adamw_step_lp = cuda_lm_adamw_step_lp,
 };
 
+hfl_agg_ops hfl_cuda_agg_ops = {
+    .max_rule_rows = 0, /* cuda_agg_prepare sets it from the device's shared memory */
+    .prepare = cuda_agg_prepare,
+    .stage = cuda_agg_stage,
+    .download = cuda_agg_download,
+    .zero = cuda_agg_zero,
+    .copy = cuda_agg_copy,
+    .topk_scatter = cuda_agg_topk_scatter,
+    .norm = cuda_agg_norm,
+    .add_fixed = cuda_agg_add_fixed,
+    .store_row = cuda_agg_store_row,
+    .finish = cuda_agg_finish,
+    .all_finite = cuda_agg_all_finite,
+    .sopt_step = cuda_agg_sopt_step,
+    .coordinatewise = cuda_agg_coordinatewise,
+    .distances = cuda_agg_distances,
+    .pick_mean = cuda_agg_pick_mean,
+};
+
 static hfl_backend cuda_backend = {
     .name = "cuda",
     /* 32 samples per conv GEMM: one launch where there were 32, for a
@@ -352,6 +371,7 @@ static hfl_backend cuda_backend = {
     .sgd_step_lp = cuda_sgd_step_lp,
     .scaler_update = cuda_scaler_update,
     .lm = &cuda_lm_ops,
+    .agg = &hfl_cuda_agg_ops,
 };
 
 /* ---- open ---- */

@@ -15,6 +15,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "kernels/agg.h"
 #include "kernels/backend.h"
 #include "kernels/cuda_module.h"
 #include "kernels/lm.h"
@@ -115,6 +116,25 @@ void cuda_softmax_xent(const float *logits, const int32_t *labels, float *dlogit
 void cuda_softmax_xent_lp(hfl_precision lp, const uint16_t *logits, const int32_t *labels,
                           uint16_t *dlogits, int rows, int cols, int mean_rows,
                           hfl_step_scalars *sc, float *ws);
+
+/* agg.cu (kernels/agg.h's table, assembled in backend_cuda.c; prepare sets
+ * its max_rule_rows from the device) */
+extern hfl_agg_ops hfl_cuda_agg_ops;
+int cuda_agg_prepare(char *err);
+void cuda_agg_stage(void *dst, const void *src, size_t bytes);
+void cuda_agg_download(void *dst, const void *src, size_t bytes);
+void cuda_agg_zero(void *p, size_t bytes);
+void cuda_agg_copy(void *dst, const void *src, size_t bytes);
+void cuda_agg_topk_scatter(float *dense, size_t n, const uint8_t *vals, const uint32_t *idx, size_t k);
+void cuda_agg_norm(const hfl_payload *p, size_t n, double *partials, hfl_agg_norm *out);
+void cuda_agg_add_fixed(const hfl_payload *p, const double *f, int count, size_t n, int64_t *acc);
+void cuda_agg_store_row(const hfl_payload *p, size_t n, double factor, float *row);
+int cuda_agg_finish(const int64_t *acc, size_t n, double inv, float *out);
+int cuda_agg_all_finite(const float *v, size_t n);
+void cuda_agg_sopt_step(const hfl_agg_sopt *o, float *x, float *m, float *v, const float *d, size_t n);
+void cuda_agg_coordinatewise(const float *rows, int k, size_t n, int median, int trim, float *out);
+void cuda_agg_distances(const float *rows, int k, size_t n, double *partials, double *d);
+void cuda_agg_pick_mean(const float *rows, int k, size_t n, const int *pick, int m, float *out);
 
 /* lm.cu (kernels/lm.h's table, assembled in backend_cuda.c) */
 void cuda_lm_embed_fwd(float *y, const float *tokens, const float *wte, const float *wpe, int rows,

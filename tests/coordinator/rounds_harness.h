@@ -65,7 +65,6 @@ static inline void teardown(void) {
     for (int i = 0; i < c.n_clients; i++) cJSON_Delete(c.clients[i].hello);
     if (c.log) fclose(c.log);
     free(c.global);
-    free(c.mean);
     free(c.test.x);
     free(c.test.y);
 }

@@ -148,7 +148,6 @@ static void teardown(void) {
     hfl_sopt_free(&c.sopt);
     for (int i = 0; i < c.n_clients; i++) cJSON_Delete(c.clients[i].hello);
     free(c.global);
-    free(c.mean);
     free(c.test.x);
     free(c.test.y);
 }
