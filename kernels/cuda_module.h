@@ -15,7 +15,7 @@
 #include "kernels/backend.h"
 #include "kernels/device.h"
 
-/* 2: hfl_device_info gained pci_bus_id; the table, alloc_granularity. */
+/* 2: hfl_device_info gained pci_bus_id, hfl_backend alloc_granularity. */
 #define HFL_CUDA_MODULE_ABI 2
 #define HFL_CUDA_MODULE_SYMBOL "hfl_cuda_module_entry"
 
@@ -33,9 +33,6 @@ typedef struct {
     /* The backend on device 0 (streams, cuBLAS handle, events: one context per
      * process, made on the first call); NULL with one line in err. */
     const hfl_backend *(*open)(const hfl_cuda_host *host, char *err);
-    /* The granularity device 0 maps cudaMalloc's memory in (bytes, a power
-     * of two; 1 when it cannot be had), asked once; after probe. */
-    size_t (*alloc_granularity)(void);
 } hfl_cuda_module;
 
 #ifdef __cplusplus

@@ -222,12 +222,6 @@ static int select_is_cuda(const hfl_backend *be) {
     return cuda;
 }
 
-size_t hfl_backend_alloc_granularity(const hfl_backend *be) {
-    if (!select_is_cuda(be)) return 1;
-    size_t g = select_cuda.mod->alloc_granularity();
-    return g ? g : 1;
-}
-
 int hfl_backend_process_bytes(const hfl_backend *be, uint64_t *bytes, char *why) {
     if (!select_is_cuda(be))
         return hfl_errf(why, "the %s backend's memory is resident host memory, not NVML's",

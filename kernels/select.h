@@ -21,12 +21,6 @@
 const hfl_backend *hfl_backend_select(const char *device, hfl_device_info *info, char *why,
                                       char *err);
 
-/* The granularity be's allocations take memory in, bytes: a device's (the
- * CUDA module's alloc_granularity, kernels/cuda_module.h), 1 on the CPU
- * backend, whose memory is measured as the resident pages a step touches
- * (util/memmeter.h), which no allocation granularity describes. */
-size_t hfl_backend_alloc_granularity(const hfl_backend *be);
-
 /* This process's memory on be's device now, as NVML reports it (kernels/
  * nvml.h: its context, library state, loaded kernels and allocations): 0
  * and *bytes, or -1 with one line in why (HFL_ERR_LEN bytes, may be NULL): on the CPU

@@ -1,25 +1,15 @@
 /* module.c: the entry point of the CUDA module libhfl_cuda.so
- * (kernels/cuda_module.h): the device probe, the backend's open and the
- * device's allocation granularity.
+ * (kernels/cuda_module.h): the device probe and the backend's open.
  *
  * The probe asks the CUDA runtime for device 0's name, compute capability,
  * multiprocessors, PCI bus id and free/total memory; any CUDA error (no
  * driver, no device) becomes one line saying why, and the host falls back
  * to the CPU. open hands the host's budget functions to the backend of
  * backend_cuda.c (meson defines HFL_CUDA_HAVE_BACKEND when that file is
- * built in).
- *
- * The granularity is the driver's minimum for device memory
- * (cuMemGetAllocationGranularity, CU_MEM_ALLOC_GRANULARITY_MINIMUM: 2 MiB on
- * the GPUs seen), reached through cudaGetDriverEntryPointByVersion (CUDA
- * 12.5+) so the module links no libcuda. cudaMalloc maps whole pages of it:
- * the arena, one cudaMalloc, takes its size rounded up to it (the planner
- * rounds, model/planner.h; tests/gpu/test_cuda_train.c confirms it on a GPU
- * from NVML's per-process figure). */
+ * built in). The PCI bus id is how NVML finds the device (kernels/nvml.h). */
 #include <stdio.h>
 #include <string.h>
 
-#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include "kernels/cuda_module.h"
@@ -75,38 +65,11 @@ static const hfl_backend *module_open(const hfl_cuda_host *host, char *err) {
 #endif
 }
 
-/* Device 0's granularity, asked once; 1 (no rounding) when the driver cannot say. */
-static size_t module_alloc_granularity(void) {
-    static size_t granularity;
-    if (granularity) return granularity;
-    granularity = 1;
-    void *fn = NULL;
-    enum cudaDriverEntryPointQueryResult found;
-    if (cudaGetDriverEntryPointByVersion("cuMemGetAllocationGranularity", &fn, 10020, cudaEnableDefault, &found) !=
-            cudaSuccess || found != cudaDriverEntryPointSuccess || !fn) {
-        (void)cudaGetLastError();
-        return granularity;
-    }
-    CUresult (*query)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
-    memcpy(&query, &fn, sizeof query); /* POSIX: a data pointer to a function pointer */
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = 0;
-    size_t g = 0;
-    /* a power of two, or not a granularity at all */
-    if (query(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS && g > 0 && (g & (g - 1)) == 0)
-        granularity = g;
-    return granularity;
-}
-
 const hfl_cuda_module *hfl_cuda_module_entry(void) {
     static const hfl_cuda_module entry = {
         .abi = HFL_CUDA_MODULE_ABI,
         .probe = module_probe,
         .open = module_open,
-        .alloc_granularity = module_alloc_granularity,
     };
     return &entry;
 }

@@ -13,7 +13,8 @@
  * Predicted speeds within 5% tie: a 2-byte rate 3% above fp32's keeps fp32,
  * one 50% above it wins. On the CPU backend (2-byte emulated) fp32 is chosen
  * whenever an fp32 candidate fits, whatever the rates say, and a 2-byte one
- * only when none does. */
+ * only when none does. On a backend with a 2 MiB allocation granularity
+ * every arena, and so every prediction, is rounded up to it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +76,34 @@ static void test_inputs(const hfl_model_spec *s) {
     }
     CHECK(ch.min_arena_budget == floor);
     CHECK(ch.min_budget - ch.min_arena_budget >= extra && ch.min_budget - ch.min_arena_budget <= extra / 0.95 + 2);
+}
+
+/* On a backend that takes memory in 2 MiB granules every candidate's arena
+ * is the same candidate's arena on the CPU rounded up to 2 MiB, and its
+ * prediction that rounded arena plus the overhead: a prediction counts the
+ * granules the allocation will really take. */
+static void test_granularity(const hfl_model_spec *s) {
+    const size_t G = (size_t)2 << 20;
+    uint64_t extra = 3u << 20;
+    hfl_backend granular = *hfl_backend_cpu();
+    granular.alloc_granularity = G;
+    hfl_chooser_input in = {.be = hfl_backend_cpu(), .budget = UINT64_MAX / 4, .gflops = {100, 100, 100},
+                            .opt_state = HFL_OPT_MOMENTUM, .max_batch = 128, .precisions = 7,
+                            .overhead = fixed_overhead, .overhead_ctx = &extra};
+    hfl_choice plain, ch;
+    char err[HFL_ERR_LEN];
+    CHECK(hfl_choose(s, &in, &plain, err) == 0);
+    in.be = &granular;
+    CHECK(hfl_choose(s, &in, &ch, err) == 0);
+    int rounded = 0;
+    for (int i = 0; CHECK(ch.n == plain.n) && i < ch.n; i++) {
+        size_t want = (plain.rows[i].arena + G - 1) / G * G;
+        CHECK_MSG(ch.rows[i].arena == want, "batch %d %s: arena %zu, want %zu", ch.rows[i].batch,
+                  hfl_ckpt_name(ch.rows[i].ckpt), ch.rows[i].arena, want);
+        CHECK(ch.rows[i].predicted == want + extra);
+        rounded += want != plain.rows[i].arena;
+    }
+    CHECK(rounded > 0); /* the check saw real roundings, not only whole granules */
 }
 
 /* Speeds within 5% tie and the wider precision wins: a 2-byte GEMM rate 3%
@@ -164,6 +193,7 @@ int main(void) {
     test_emulated();
     hfl_model_spec s;
     CHECK(hfl_model_builtin("cnn", &s, NULL) == 0);
+    test_granularity(&s);
     hfl_choice all = choose(&s, UINT64_MAX / 4, 128, 0);
     size_t none128 = 0;
     for (int i = 0; i < all.n; i++)
