@@ -13,7 +13,9 @@
  * Predicted speeds within 5% tie: a 2-byte rate 3% above fp32's keeps fp32,
  * one 50% above it wins. On the CPU backend (2-byte emulated) fp32 is chosen
  * whenever an fp32 candidate fits, whatever the rates say, and a 2-byte one
- * only when none does. On a backend with a 2 MiB allocation granularity
+ * only when none does. The calibration under a budget too small for its
+ * GEMM measures a smaller one, and below that gives zeros without exiting.
+ * On a backend with a 2 MiB allocation granularity
  * every arena, and so every prediction, is rounded up to it. */
 #include <math.h>
 #include <stdio.h>
@@ -106,6 +108,25 @@ static void test_granularity(const hfl_model_spec *s) {
     CHECK(rounded > 0); /* the check saw real roundings, not only whole granules */
 }
 
+/* The calibration takes its buffers with try_alloc and halves its GEMM when
+ * they are refused: under a budget too small for its 256^3 GEMM's 1.1 MB
+ * (three 256 KiB matrices and 320 KiB of gemm_lp staging) but enough for
+ * 128^3's 384 KiB it still measures a rate, where alloc would have ended its
+ * child; under one too small even for 64^3's 96 KiB it gives zeros, and
+ * this process carries on. */
+static void test_calibrate_short(void) {
+    double g[3];
+    uint64_t live = hfl_budget_live_bytes();
+    hfl_budget_set(live + (600u << 10));
+    hfl_chooser_calibrate(hfl_backend_cpu(), 1u << HFL_PREC_FP32 | 1u << HFL_PREC_BF16, g);
+    printf("calibration under %u KiB: fp32 %.2f bf16 %.2f GFLOP/s\n", 600u, g[0], g[1]);
+    CHECK(g[HFL_PREC_FP32] > 0 && g[HFL_PREC_BF16] > 0 && g[HFL_PREC_FP16] == 0);
+    hfl_budget_set(live + (50u << 10));
+    hfl_chooser_calibrate(hfl_backend_cpu(), 1u << HFL_PREC_FP32, g);
+    CHECK(g[0] == 0 && g[1] == 0 && g[2] == 0);
+    hfl_budget_set(0);
+}
+
 /* Speeds within 5% tie and the wider precision wins: a 2-byte GEMM rate 3%
  * above fp32's (noise) keeps fp32; one 50% above (tensor cores) wins. */
 static void test_tie(const hfl_model_spec *s) {
@@ -189,6 +210,7 @@ static void test_schedule_tie(void) {
 }
 
 int main(void) {
+    test_calibrate_short();
     test_schedule_tie();
     test_emulated();
     hfl_model_spec s;
