@@ -112,9 +112,9 @@
  * trainer copies into its own.
  *
  * ALLOCATION GRANULARITY (cfg.alloc_granularity). A GPU maps device memory
- * in granules (2 MiB on the GPUs seen; hfl_backend.alloc_granularity, which
- * the CUDA backend asks the driver for), so one cudaMalloc of the arena takes its size
- * rounded up to a whole number of them. The plan's arena_bytes is that
+ * in granules (2 MiB on current NVIDIA GPUs; hfl_backend.alloc_granularity,
+ * which the CUDA backend asks the driver for), so one cudaMalloc of the
+ * arena takes its size rounded up to a whole number of them. The plan's arena_bytes is that
  * rounded size: the trainer allocates it, the budget reserves it, and a
  * prediction (arena + learned overhead, model/overhead.h) counts it, so
  * the rounding is no longer noise of 0-2 MiB in the learned overhead. On

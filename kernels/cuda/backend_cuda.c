@@ -395,7 +395,7 @@ static int context_create(cuda_context *c, const hfl_cuda_host *host, char *err)
 
 /* The granularity device memory is mapped in: the driver's minimum for
  * device memory (cuMemGetAllocationGranularity, CU_MEM_ALLOC_GRANULARITY_
- * MINIMUM: 2 MiB on the GPUs seen), reached through
+ * MINIMUM: 2 MiB on current NVIDIA GPUs), reached through
  * cudaGetDriverEntryPointByVersion (CUDA 12.5+) so the module links no
  * libcuda; 1 (no rounding) when the driver cannot say. cudaMalloc maps whole
  * granules, so the arena takes its size rounded up to one (model/planner.h);
