@@ -17,7 +17,11 @@
  * module maps cuBLAS, whose relocations alone cost ~95 MiB of private memory
  * in every process (measured: hfl-client --plan, --device auto, 223 MiB peak
  * RSS against 6 MiB with --device cpu); on a machine without a GPU that was
- * paid for nothing, by every client of a simulated fleet. */
+ * paid for nothing, by every client of a simulated fleet.
+ *
+ * What the process holds on the GPU it opened comes from NVML
+ * (kernels/nvml.h, loaded the same way), found by the PCI bus id the
+ * module's probe gives (hfl_backend_process_bytes). */
 #include "kernels/select.h"
 
 #include <dlfcn.h>
