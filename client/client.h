@@ -23,6 +23,7 @@
 #include "proto/transport.h"
 #include "data/idx.h"
 #include "model/chooser.h"
+#include "model/device_cost.h"
 #include "model/model.h"
 #include "model/overhead.h"
 
@@ -82,8 +83,12 @@ typedef struct {
     hfl_candidate chosen;    /* the chooser's row for it: predicted peak, samples/s */
     uint64_t budget;         /* --memory-budget, 0: none */
     uint64_t overhead;       /* outside the arena, as predicted */
-    uint64_t measured_peak;  /* growth over trainer creation and the first step: peak RSS on
-                                the CPU, used device memory (cudaMemGetInfo) on a GPU */
+    uint64_t measured_peak;  /* the first step's memory: peak RSS growth on the CPU; on a GPU what
+                                the process holds beyond its per-process cost (client_held_bytes),
+                                or where NVML cannot say, free device memory's fall */
+    uint64_t process_bytes;  /* a GPU: this process's device memory (NVML) then; 0 unknown */
+    hfl_device_cost cost;    /* a GPU's per-process cost (model/device_cost.h): known, every
+                                memory figure on the GPU is NVML's less it */
     int measured_batch;      /* samples in that first step */
     int64_t trained;         /* samples trained in the last round (its optimizer steps x their rows) */
     uint64_t footprint;      /* the step's real footprint (that growth, else the prediction) */
@@ -174,7 +179,9 @@ int client_say_hello(nng_socket sock, const client_options *o, const hfl_device_
  * new coordinator instance means whatever we held is forgotten. Returns 1
  * when we hold the welcome's version. */
 int client_adopt_model(client_state *s, const client_welcome *w, int new_instance);
-/* Chooses and plans this client's configuration into s; returns the plan as JSON, NULL with err. */
+/* Chooses and plans this client's configuration into s (s->cost first: call
+ * it before the backend has run anything); returns the plan as JSON, NULL
+ * with err. */
 cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, client_state *s,
                           const client_welcome *w,
                           char *err);
@@ -214,9 +221,18 @@ typedef struct {
         double overhead; /* the largest measured - arena */
     } exact[CLIENT_EXACT_MAX];
 } client_overhead;
-/* spec must outlive ov (its predictions add spec's BLAS footprints). */
+/* spec must outlive ov (its predictions add spec's BLAS footprints).
+ * held_basis: 1 where a GPU's figures are what the process holds beyond its
+ * per-process cost (client_held_bytes works): only records measured so are
+ * loaded; 0: only records measured otherwise (RSS, free device memory). */
 void client_overhead_load(const char *state_dir, const char *device, const hfl_backend *be,
-                          const hfl_model_spec *spec, double fleet_estimate, client_overhead *ov);
+                          const hfl_model_spec *spec, double fleet_estimate, int held_basis,
+                          client_overhead *ov);
+/* What this process holds on a GPU beyond its per-process cost: NVML's
+ * figure for it (*process, may be NULL) less cost->bytes. 0 when both are
+ * known, -1 otherwise (the CPU backend; NVML cannot say): the caller then
+ * measures as before (RSS, free device memory, hfl's allocator). */
+int client_held_bytes(const hfl_backend *be, const hfl_device_cost *cost, uint64_t *held, uint64_t *process);
 /* The running OpenBLAS core's blocking (model/blas_footprint.h), NULL where
  * it is not modelled: a device backend, another core, more than one thread. */
 const hfl_blas_blocking *client_blas_blocking(const hfl_backend *be);
@@ -228,25 +244,46 @@ int client_overhead_exact(const client_overhead *ov, hfl_precision p, int batch,
                           uint64_t *overhead);
 /* hfl_chooser_input's callback: a measured configuration's own overhead, else the model's. */
 uint64_t client_overhead_fn(void *ctx, hfl_precision p, int batch, hfl_ckpt_kind ckpt);
-/* Appends one measurement of candidate c; -1 with err when the file cannot be written. */
+/* A GPU's memory figures as keys of o (a plan, hfl-client --plan --json):
+ * context_bytes (the per-process cost; null when not known), context_source
+ * (model/device_cost.h), process_device_bytes (what NVML says this process
+ * holds now, context included; null on the CPU or where NVML cannot say)
+ * and alloc_granularity (1 on the CPU). */
+void client_device_memory_json(cJSON *o, const hfl_backend *be, const hfl_device_cost *cost);
+/* The same as one line on stdout, on a GPU only: who holds what, or why
+ * there is no per-process figure. */
+void client_device_memory_say(const char *who, const hfl_backend *be, const hfl_device_cost *cost);
+/* Appends one measurement of candidate c, with NVML's figure for the whole
+ * process then (process_bytes, 0: unknown) and, when `measured` is what the
+ * process held beyond the per-process cost (client_held_bytes), that cost
+ * (held_cost; NULL: `measured` is RSS growth or free memory's fall); -1
+ * with err when the file cannot be written. */
 int client_overhead_record(const char *state_dir, const char *device, const hfl_backend *be,
                            const hfl_model_spec *spec, const hfl_candidate *c, uint64_t staging,
-                           uint64_t measured, char *err);
+                           uint64_t measured, uint64_t process_bytes, const hfl_device_cost *held_cost,
+                           char *err);
 
 /* Synthetic inputs and labels for `rows` samples of the model's shape (the
  * memory a step takes does not depend on the values): x rows * in_dim (token
  * ids below the vocabulary for a language model), y rows * label_rows;
  * client/verify.c. */
 void client_synthetic(const hfl_model_spec *spec, int rows, float *x, int32_t *y);
-/* Synthetic batches for measuring candidates of one model (client/verify.c). */
+/* Synthetic batches for measuring candidates of one model (client/verify.c),
+ * for a client whose epoch has data_rows rows (0: not known), which decide
+ * the tail shapes measured with each step (model/measure.h). */
 typedef struct client_probe client_probe;
-client_probe *client_probe_new(const hfl_model_spec *spec, int max_batch);
+client_probe *client_probe_new(const hfl_model_spec *spec, int max_batch, int64_t data_rows);
 void client_probe_free(client_probe *p);
-/* The real peak of one step of candidate c on be: the median of three
- * measurements (model/measure.h); -1 with err when it cannot be planned or
- * measured (e.g. its arena does not fit the device). */
+/* The real peak of one step of candidate c on be, with its tail shapes: the
+ * median of three measurements (model/measure.h): on a GPU whose cost is
+ * known, what the process then holds beyond it (as client_held_bytes; *held
+ * = 1), else RSS growth or the fall of free device memory (*held = 0);
+ * *process: NVML's figure for the whole process after the last one (0:
+ * unknown). -1 with err when it cannot be planned or measured (e.g. its
+ * arena does not fit the device). */
 int client_probe_measure(client_probe *p, const hfl_backend *be, const hfl_candidate *c,
-                         unsigned opt_state, uint64_t *measured, char *err);
+                         unsigned opt_state, const hfl_device_cost *cost, uint64_t *measured,
+                         int *held, uint64_t *process, char *err);
 
 /* Peak resident memory of this process so far (VmHWM), in bytes. */
 uint64_t client_peak_rss(void);

@@ -151,6 +151,8 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
                             .max_batch = (int)w->batch, .prefer_batch = (int)w->batch,
                             .allow_smaller = o->allow_smaller};
     if (client_precisions(o, dev, &in.precisions, err) != 0) return NULL;
+    /* first, while the backend holds nothing but what opening it took */
+    hfl_device_cost_get(o->state_dir, dev->name, s->be, &s->cost);
     client_overhead *ov = hfl_malloc(sizeof *ov);
     in.overhead = client_overhead_fn;
     in.overhead_ctx = ov;
@@ -160,7 +162,7 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
     client_probe *probe = NULL;
     int verified = 0, measured = 0;
     client_overhead_load(o->state_dir, dev->name, s->be, &s->spec,
-                         (double)w->overhead_estimate, ov);
+                         (double)w->overhead_estimate, s->cost.known, ov);
     while (!verified) {
         if (hfl_choose(&s->spec, &in, &ch, err) != 0) break;
         const hfl_candidate *c = ch.chosen >= 0 ? &ch.rows[ch.chosen] : unmeasured_smallest(&ch, ov, usable);
@@ -182,9 +184,10 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
                      in.budget / 1048576.0, measured);
             break;
         }
-        uint64_t peak;
-        if (!probe) probe = client_probe_new(&s->spec, (int)w->batch);
-        if (client_probe_measure(probe, s->be, c, in.opt_state, &peak, err) != 0) break;
+        uint64_t peak, process;
+        int held;
+        if (!probe) probe = client_probe_new(&s->spec, (int)w->batch, s->data.n);
+        if (client_probe_measure(probe, s->be, c, in.opt_state, &s->cost, &peak, &held, &process, err) != 0) break;
         measured++;
         if (!o->quiet)
             printf("%s: verify: batch %d %s %s measured %.2f MiB (predicted %.2f) of %.2f MiB usable%s\n",
@@ -193,8 +196,8 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
                    peak > usable ? ": too big, re-planning" : "");
         uint64_t staging = hfl_overhead_staging(s->be->host_memory, c->batch, s->spec.in_dim, s->spec.label_rows);
         client_overhead_add(ov, c, staging, peak);
-        if (client_overhead_record(o->state_dir, dev->name, s->be, &s->spec, c, staging, peak,
-                                   err) != 0)
+        if (client_overhead_record(o->state_dir, dev->name, s->be, &s->spec, c, staging, peak, process,
+                                   held ? &s->cost : NULL, err) != 0)
             break;
     }
     client_probe_free(probe);
@@ -241,6 +244,8 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
     cJSON_AddNumberToObject(p, "overhead_bytes", (double)s->overhead);
     cJSON_AddNumberToObject(p, "overhead_records", n_records);
     cJSON_AddNumberToObject(p, "verify_measurements", measured);
+    client_device_memory_json(p, s->be, &s->cost);
+    if (!o->quiet) client_device_memory_say(o->name, s->be, &s->cost);
     return p;
 }
 

@@ -71,8 +71,9 @@ static void usage(FILE *f) {
         "  --model NAME|FILE    with --plan: a built-in model (mlp, cnn) or a JSON spec\n"
         "  --memory-budget SIZE memory the training step may use, e.g. 512M, 4G: on the CPU its peak\n"
         "                       resident growth (arena, batch staging, libraries; not the dataset or\n"
-        "                       the model copies), on a GPU device memory (default: the device's free\n"
-        "                       memory); checked every epoch, and a breach stops the client\n"
+        "                       the model copies), on a GPU the device memory the process holds beyond\n"
+        "                       its CUDA context and libraries (default: the device's free memory);\n"
+        "                       checked every epoch, and a breach stops the client\n"
         "  --headroom F         fraction of the budget kept free (default 0.05)\n"
         "  --precision P        auto (let the chooser pick), fp32, bf16 or fp16 (default auto)\n"
         "  --device D           auto (the GPU when the CUDA module loads and finds one, else the CPU),\n"
@@ -591,8 +592,10 @@ static int do_task(nng_socket sock, const client_options *o, const hfl_device_in
     if (!measured_before && s->measured_peak && s->measured_batch == s->chosen.batch) {
         char e[HFL_ERR_LEN];
         uint64_t staging = hfl_overhead_staging(s->be->host_memory, s->chosen.batch, s->spec.in_dim, s->spec.label_rows);
+        /* first_growth sets process_bytes where the figure is what the process holds */
         if (client_overhead_record(o->state_dir, dev->name, s->be, &s->spec, &s->chosen, staging,
-                                   s->measured_peak, e) != 0)
+                                   s->measured_peak, s->process_bytes, s->process_bytes ? &s->cost : NULL,
+                                   e) != 0)
             fprintf(stderr, "%s: %s\n", o->name, e);
         if (!o->quiet)
             printf("%s: first step: measured peak %.2f MiB, predicted %.2f MiB\n", o->name,

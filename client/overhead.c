@@ -4,13 +4,18 @@
  * Every measured step (hfl-client --plan --verify, the verification of a
  * chosen configuration before the first round, and a client's first real
  * step) appends {device, backend, model, batch, precision, checkpoint, arena,
- * staging, blas, measured} as a line of <state-dir>/overhead.jsonl, blas
- * being the configuration's OpenBLAS footprint (model/blas_footprint.h; 0
- * where the core's blocking is not modelled, and in lines written before
- * it was). Loading keeps
- * the lines of this device and backend (any model: the model is fitted
- * across models), the newest HFL_OVERHEAD_MAX of them; a damaged or
- * hand-edited line is skipped, never trusted.
+ * staging, blas, measured, process_device_bytes, context_bytes} as a line of
+ * <state-dir>/overhead.jsonl, blas being the configuration's OpenBLAS
+ * footprint (model/blas_footprint.h; 0 where the core's blocking is not
+ * modelled, and in lines written before it was). process_device_bytes is
+ * what NVML said the whole process held on the GPU then, context included
+ * (null on the CPU, or where NVML cannot say); context_bytes the GPU's
+ * per-process cost (model/device_cost.h) when `measured` is that figure
+ * less it (client_held_bytes), null when `measured` is RSS growth or the
+ * fall of free device memory. The two kinds of measurement are not mixed:
+ * loading keeps the lines of this device, backend and kind (any model: the
+ * model is fitted across models), the newest HFL_OVERHEAD_MAX of them; a
+ * damaged or hand-edited line is skipped, never trusted.
  *
  * A configuration measured itself is not predicted: the chooser's callback
  * gives it the largest overhead it was measured with (measured - arena), so
@@ -25,6 +30,7 @@
 #include <cjson/cJSON.h>
 
 #include "client/client.h"
+#include "kernels/select.h"
 #include "util/util.h"
 
 /* The slot of one configuration of this model, or -1. */
@@ -80,8 +86,17 @@ uint64_t client_overhead_fn(void *ctx, hfl_precision p, int batch, hfl_ckpt_kind
 
 static const cJSON *item(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
+int client_held_bytes(const hfl_backend *be, const hfl_device_cost *cost, uint64_t *held, uint64_t *process) {
+    uint64_t now;
+    if (!cost || !cost->known || hfl_backend_process_bytes(be, &now, NULL) != 0) return -1;
+    *held = now > cost->bytes ? now - cost->bytes : 0;
+    if (process) *process = now;
+    return 0;
+}
+
 void client_overhead_load(const char *state_dir, const char *device, const hfl_backend *be,
-                          const hfl_model_spec *spec, double fleet_estimate, client_overhead *ov) {
+                          const hfl_model_spec *spec, double fleet_estimate, int held_basis,
+                          client_overhead *ov) {
     hfl_overhead_model *m = &ov->model;
     const char *model = spec->name;
     hfl_overhead_init(m, be->host_memory, (size_t)spec->in_dim, spec->label_rows, fleet_estimate);
@@ -98,7 +113,7 @@ void client_overhead_load(const char *state_dir, const char *device, const hfl_b
         const cJSON *dev = item(o, "device"), *bk = item(o, "backend"), *prec = item(o, "precision");
         const cJSON *b = item(o, "batch"), *a = item(o, "arena"), *ms = item(o, "measured");
         const cJSON *st = item(o, "staging"), *mod = item(o, "model"), *ck = item(o, "checkpoint");
-        const cJSON *bl = item(o, "blas");
+        const cJSON *bl = item(o, "blas"), *ctx = item(o, "context_bytes");
         double blas = cJSON_IsNumber(bl) && bl->valuedouble > 0 && bl->valuedouble < 0x1p40 ? bl->valuedouble : 0;
         hfl_precision p;
         hfl_ckpt_kind kind;
@@ -108,7 +123,7 @@ void client_overhead_load(const char *state_dir, const char *device, const hfl_b
                  cJSON_IsNumber(a) && cJSON_IsNumber(ms) && cJSON_IsNumber(st) &&
                  b->valuedouble >= 1 && b->valuedouble <= 65536 && a->valuedouble >= 0 &&
                  a->valuedouble < 0x1p50 && ms->valuedouble > 0 && ms->valuedouble < 0x1p50 &&
-                 st->valuedouble >= 0 && st->valuedouble < 0x1p40;
+                 st->valuedouble >= 0 && st->valuedouble < 0x1p40 && cJSON_IsNumber(ctx) == held_basis;
         if (ok)
             hfl_overhead_add(m, p, (int)b->valuedouble, a->valuedouble, st->valuedouble, blas,
                              ms->valuedouble);
@@ -122,7 +137,8 @@ void client_overhead_load(const char *state_dir, const char *device, const hfl_b
 
 int client_overhead_record(const char *state_dir, const char *device, const hfl_backend *be,
                            const hfl_model_spec *spec, const hfl_candidate *c, uint64_t staging,
-                           uint64_t measured, char *err) {
+                           uint64_t measured, uint64_t process_bytes, const hfl_device_cost *held_cost,
+                           char *err) {
     if (!state_dir || !state_dir[0]) return 0;
     char path[1200];
     snprintf(path, sizeof path, "%s/overhead.jsonl", state_dir);
@@ -140,10 +156,37 @@ int client_overhead_record(const char *state_dir, const char *device, const hfl_
     cJSON_AddNumberToObject(o, "blas", (double)hfl_blas_step_footprint(spec, c->batch, c->precision,
                                                                       client_blas_blocking(be)));
     cJSON_AddNumberToObject(o, "measured", (double)measured);
+    if (process_bytes) cJSON_AddNumberToObject(o, "process_device_bytes", (double)process_bytes);
+    else cJSON_AddNullToObject(o, "process_device_bytes");
+    if (held_cost) cJSON_AddNumberToObject(o, "context_bytes", (double)held_cost->bytes);
+    else cJSON_AddNullToObject(o, "context_bytes");
     char *line = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     int bad = fprintf(f, "%s\n", line) < 0;
     free(line);
     if (fclose(f) != 0 || bad) return hfl_errf(err, "cannot record a measurement in %s", path);
     return 0;
+}
+
+void client_device_memory_json(cJSON *o, const hfl_backend *be, const hfl_device_cost *cost) {
+    uint64_t now;
+    if (cost->known) cJSON_AddNumberToObject(o, "context_bytes", (double)cost->bytes);
+    else cJSON_AddNullToObject(o, "context_bytes");
+    cJSON_AddStringToObject(o, "context_source", cost->source ? cost->source : "none");
+    if (hfl_backend_process_bytes(be, &now, NULL) == 0) cJSON_AddNumberToObject(o, "process_device_bytes", (double)now);
+    else cJSON_AddNullToObject(o, "process_device_bytes");
+    cJSON_AddNumberToObject(o, "alloc_granularity", (double)(be->alloc_granularity > 1 ? be->alloc_granularity : 1));
+}
+
+void client_device_memory_say(const char *who, const hfl_backend *be, const hfl_device_cost *cost) {
+    uint64_t now;
+    if (be->host_memory) return;
+    if (cost->known && hfl_backend_process_bytes(be, &now, NULL) == 0)
+        printf("%s: device memory: this process holds %.1f MiB, %.1f MiB of it its context and libraries (%s); "
+               "the budget covers the rest\n",
+               who, now / 1048576.0, cost->bytes / 1048576.0, cost->source);
+    else
+        printf("%s: device memory: no per-process figure (%s): the budget is checked against free memory and "
+               "hfl's own allocations\n",
+               who, cost->why[0] ? cost->why : "NVML cannot say");
 }

@@ -8,11 +8,13 @@
  * CPU, in-process on a GPU) and adds the measured peak growth and the error; the
  * measurements are appended to <state-dir>/overhead.jsonl (client/overhead.c),
  * from which the overhead outside the arena is fitted (model/overhead.h) and
- * added to later predictions. --batch N plans for a run whose batch is N: every
+ * added to later predictions (on a GPU, what the process holds beyond its
+ * per-process cost, model/device_cost.h, where NVML can say). --batch N plans for a run whose batch is N: every
  * candidate then steps over N rows, as micro-batches accumulated where N
  * itself does not fit (the accum column; --allow-smaller-batch: smaller real
  * batches instead). --json prints the same as one JSON object, with the backend,
- * the device and why --device auto fell back to the CPU (null when it did not). */
+ * the device, why --device auto fell back to the CPU (null when it did not)
+ * and the device's memory figures (client_device_memory_json). */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
@@ -34,8 +36,10 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
                             .max_batch = 512, .prefer_batch = o->batch,
                             .allow_smaller = o->allow_smaller};
     if (client_precisions(o, dev, &in.precisions, err) != 0) return -1;
+    hfl_device_cost cost; /* first, while the backend holds nothing but what opening it took */
+    hfl_device_cost_get(o->state_dir, dev->name, be, &cost);
     client_overhead *ov = hfl_malloc(sizeof *ov);
-    client_overhead_load(o->state_dir, dev->name, be, &spec, 0, ov);
+    client_overhead_load(o->state_dir, dev->name, be, &spec, 0, cost.known, ov);
     int n_records = ov->model.n;
     in.overhead = client_overhead_fn;
     in.overhead_ctx = ov;
@@ -52,22 +56,23 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
     if (o->verify) {
         int maxb = 0;
         for (int i = 0; i < ch.n; i++) maxb = ch.rows[i].batch > maxb ? ch.rows[i].batch : maxb;
-        client_probe *probe = client_probe_new(&spec, maxb);
+        client_probe *probe = client_probe_new(&spec, maxb, 0);
         /* This process has not used BLAS (calibration ran in a child), so every
          * measured step pays BLAS's first-use buffers, as a fresh client does.
          * The first child forked from this process measures differently from
          * the rest (seen: 270 KiB more for cnn at batch 1), so one measurement
          * of the smallest candidate is taken and thrown away first. */
-        uint64_t ignored;
-        if (ch.n > 0) client_probe_measure(probe, be, &ch.rows[0], in.opt_state, &ignored, NULL);
+        uint64_t ignored, process;
+        int held;
+        if (ch.n > 0) client_probe_measure(probe, be, &ch.rows[0], in.opt_state, &cost, &ignored, &held, &process, NULL);
         for (int i = 0; i < ch.n; i++) {
             const hfl_candidate *c = &ch.rows[i];
             char e[HFL_ERR_LEN] = "";
-            if (client_probe_measure(probe, be, c, in.opt_state, &measured[i], e) == 0) {
+            if (client_probe_measure(probe, be, c, in.opt_state, &cost, &measured[i], &held, &process, e) == 0) {
                 uint64_t staging = hfl_overhead_staging(be->host_memory, c->batch, spec.in_dim, spec.label_rows);
                 if (!record_failed &&
-                    client_overhead_record(o->state_dir, dev->name, be, &spec, c, staging,
-                                           measured[i], record_err) != 0)
+                    client_overhead_record(o->state_dir, dev->name, be, &spec, c, staging, measured[i], process,
+                                           held ? &cost : NULL, record_err) != 0)
                     record_failed = 1;
             } else if (!o->json) {
                 fprintf(stderr, "hfl-client: batch %d %s %s not measured: %s\n", c->batch,
@@ -94,6 +99,7 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
         cJSON *g = cJSON_AddObjectToObject(root, "gemm_gflops");
         for (int p = HFL_PREC_FP32; p <= HFL_PREC_FP16; p++) cJSON_AddNumberToObject(g, hfl_precision_name((hfl_precision)p), in.gflops[p]);
         cJSON_AddNumberToObject(root, "min_budget_bytes", (double)ch.min_budget);
+        client_device_memory_json(root, be, &cost);
         cJSON *rows = cJSON_AddArrayToObject(root, "candidates");
         for (int i = 0; i < ch.n; i++) {
             const hfl_candidate *c = &ch.rows[i];
@@ -123,6 +129,7 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
         printf("model %s (%zu params) on %s (%s backend): budget %.1f MiB, headroom %.0f%%, %d overhead records, "
                "GEMM GFLOP/s fp32 %.1f bf16 %.1f fp16 %.1f\n",
                spec.name, spec.n_params, dev->name, be->name, in.budget / 1048576.0, 100 * in.headroom, n_records, in.gflops[HFL_PREC_FP32], in.gflops[HFL_PREC_BF16], in.gflops[HFL_PREC_FP16]);
+        client_device_memory_say("hfl-client", be, &cost);
         if (o->batch)
             printf("run batch %d: %s\n", o->batch,
                    o->allow_smaller ? "smaller real batches where it does not fit"

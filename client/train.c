@@ -13,13 +13,18 @@
  * nothing inside an epoch waits for the device.
  *
  * THE BUDGET (--memory-budget) is checked, not assumed. The first step's
- * growth (peak RSS on the CPU, free device memory on a GPU, from before the
- * trainer existed) is the step's real footprint; every epoch then adds what
- * memory grew during it (the peak RSS since the epoch began over the RSS
- * then; on a GPU, the backend allocator's peak beyond the arena, since free
- * memory is shared with other processes). Footprint plus growth over the
- * budget stops the client with one line naming both figures (s->breached),
- * which main.c also tells the coordinator. */
+ * memory is the step's real footprint: on the CPU the growth of peak RSS
+ * from before the trainer existed; on a GPU what the process holds beyond
+ * its per-process cost (client_held_bytes: NVML's figure for this process,
+ * so kernels loaded late, library pools and whole granules all count, and
+ * other processes do not), or where NVML cannot say, the fall of free
+ * device memory. Every epoch then adds what grew during it: the peak RSS
+ * since the epoch began over the RSS then; on a GPU what the process holds
+ * beyond its cost now over the footprint, or where NVML cannot say, hfl's
+ * allocator's peak beyond the arena (free memory is shared with other
+ * processes). Footprint plus growth over the budget stops the client with
+ * one line naming both figures (s->breached), on either device, which
+ * main.c also tells the coordinator (a BYE). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,10 +47,12 @@ static void shuffle(int *idx, int n, uint64_t seed, int round, int stream, int e
     }
 }
 
-/* What the first step is measured from: peak RSS on the CPU, free device
- * memory on a device backend (no fork: CUDA is initialised). */
+/* What the first step is measured from: peak RSS on the CPU; on a device
+ * backend what the process holds (NVML), else free device memory (no fork:
+ * CUDA is initialised). */
 typedef struct {
-    int device;        /* 1: free device memory; 0: private peak RSS */
+    int device;        /* 1: a device backend; 0: private peak RSS */
+    int held;          /* a device whose per-process cost is known: client_held_bytes */
     int known;         /* 0: no figure to measure from */
     uint64_t before;   /* device: free bytes before the trainer existed */
     hfl_mem_window w;  /* host: the window opened before the trainer existed */
@@ -59,6 +66,7 @@ static int ensure_trainer(client_state *s, first_measure *m, char *err) {
     int batch = s->plan->cfg.batch;
     uint64_t total;
     m->device = !be->host_memory && be->mem_info(&m->before, &total) == 0;
+    m->held = m->device && s->cost.known;
     m->known = m->device || hfl_mem_window_begin(&m->w, NULL) == 0;
     s->xbuf = hfl_malloc(sizeof(float) * (size_t)batch * (size_t)s->data.dim);
     s->ybuf = hfl_malloc(sizeof(int32_t) * (size_t)batch * hfl_dataset_label_rows(&s->data));
@@ -68,11 +76,12 @@ static int ensure_trainer(client_state *s, first_measure *m, char *err) {
 }
 
 /* After the first step: its growth, or 0 when unknown. */
-static uint64_t first_growth(const client_state *s, const first_measure *m) {
+static uint64_t first_growth(client_state *s, const first_measure *m) {
     uint64_t now = 0, total;
     if (!m->known) return 0;
+    if (m->device) s->be->sync();
+    if (m->held && client_held_bytes(s->be, &s->cost, &now, &s->process_bytes) == 0) return now;
     if (m->device) {
-        s->be->sync();
         if (s->be->mem_info(&now, &total) != 0) return 0;
         uint64_t growth = m->before > now ? m->before - now : 0;
         /* Free memory is device-wide: less than our own arena means another
@@ -93,16 +102,21 @@ static int budget_breach(client_state *s, uint64_t peak, const char *when, char 
 /* Memory growth during an epoch (see the header). */
 typedef struct {
     int device;
+    int held;         /* a device whose per-process cost is known: client_held_bytes */
     int known;        /* CPU: 0 when the window could not be opened */
     hfl_mem_window w; /* CPU: opened when the epoch began */
 } epoch_meter;
 
 static void epoch_begin(const client_state *s, epoch_meter *e) {
     e->device = !s->be->host_memory;
+    e->held = e->device && s->cost.known;
     e->known = !e->device && hfl_mem_window_begin(&e->w, NULL) == 0;
 }
 
 static uint64_t epoch_growth(const client_state *s, const epoch_meter *e) {
+    uint64_t held;
+    if (e->held && client_held_bytes(s->be, &s->cost, &held, NULL) == 0)
+        return held > s->footprint ? held - s->footprint : 0;
     if (e->device) {
         uint64_t peak = hfl_budget_peak_bytes(), arena = hfl_trainer_device_bytes(s->trainer);
         return peak > arena ? peak - arena : 0;

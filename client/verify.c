@@ -3,12 +3,17 @@
  * round).
  *
  * One training step of the candidate's plan on synthetic inputs (the peak
- * does not depend on the values): in a forked child on the CPU, in-process
- * on a GPU (model/measure.h). The median of three: before the meter left
- * out library code, one child's peak strayed by ~150 KiB with where ASLR put
- * the libraries; the three now agree to the byte on the CPU (seen), and the
- * median stays as insurance for a GPU's free-memory figure, which other
- * processes move. */
+ * does not depend on the values), and one at each tail shape an epoch of
+ * the client's data runs (model/measure.h, TAIL SHAPES: kernels loaded for
+ * them are in the figure before training ever meets them): in a forked
+ * child on the CPU, in-process on a GPU. On a GPU the figure is what the
+ * process holds beyond its per-process cost when NVML can say
+ * (client_held_bytes: every kernel loaded, pool made and granule mapped
+ * counts, whatever ran first), else the fall of free device memory over the
+ * step. The median of three: before the meter left out library code, one
+ * child's peak strayed by ~150 KiB with where ASLR put the libraries; the
+ * three now agree to the byte on the CPU (seen), and the median stays as
+ * insurance for a GPU's free-memory figure, which other processes move. */
 #include <stdlib.h>
 
 #include "client/client.h"
@@ -19,6 +24,7 @@
 struct client_probe {
     const hfl_model_spec *spec;
     int max_batch;
+    int64_t data_rows; /* an epoch's rows, for its tail shapes (0: not known) */
     float *x, *params;
     int32_t *y;
 };
@@ -34,11 +40,12 @@ void client_synthetic(const hfl_model_spec *spec, int rows, float *x, int32_t *y
         y[i] = (int32_t)(hfl_philox_u32(9, HFL_STREAM_SHUFFLE, 0, 0, 1, (uint64_t)i) % (uint32_t)spec->n_classes);
 }
 
-client_probe *client_probe_new(const hfl_model_spec *spec, int max_batch) {
+client_probe *client_probe_new(const hfl_model_spec *spec, int max_batch, int64_t data_rows) {
     client_probe *p = hfl_calloc(1, sizeof *p);
     size_t nx = (size_t)max_batch * spec->in_dim;
     p->spec = spec;
     p->max_batch = max_batch;
+    p->data_rows = data_rows;
     p->x = hfl_malloc(nx * sizeof(float));
     p->params = hfl_malloc(spec->n_params * sizeof(float));
     p->y = hfl_malloc(sizeof(int32_t) * (size_t)max_batch * spec->label_rows);
@@ -56,7 +63,8 @@ void client_probe_free(client_probe *p) {
 }
 
 int client_probe_measure(client_probe *p, const hfl_backend *be, const hfl_candidate *c,
-                         unsigned opt_state, uint64_t *measured, char *err) {
+                         unsigned opt_state, const hfl_device_cost *cost, uint64_t *measured,
+                         int *held, uint64_t *process, char *err) {
     if (c->batch > p->max_batch)
         return hfl_errf(err, "batch %d is larger than the probe's %d", c->batch, p->max_batch);
     hfl_plan *plan = hfl_malloc(sizeof *plan);
@@ -65,15 +73,24 @@ int client_probe_measure(client_probe *p, const hfl_backend *be, const hfl_candi
     hfl_plan_config_for_backend(&cfg, be);
     int rc = hfl_plan_make(p->spec, &cfg, plan, err);
     if (rc == 0 && plan->arena_bytes != c->arena) rc = hfl_errf(err, "the plan changed");
-    uint64_t g[3];
+    int tails[HFL_MEASURE_TAILS], n_tails = hfl_measure_tails(c->batch, c->step_batch, p->data_rows, tails);
+    uint64_t g[3], h[3];
+    int all_held = cost && cost->known;
+    *process = 0;
     for (int k = 0; rc == 0 && k < 3; k++) {
         hfl_step_measure m;
-        rc = hfl_measure_step_on(be, p->spec, plan, p->params, p->x, p->y, &m, err);
+        rc = hfl_measure_step_on(be, p->spec, plan, p->params, p->x, p->y, tails, n_tails, &m, err);
         g[k] = m.growth;
+        *process = m.process_bytes;
+        all_held = all_held && m.process_bytes;
+        /* what the process held beyond its cost, while the trainer still was */
+        h[k] = all_held && m.process_bytes > cost->bytes ? m.process_bytes - cost->bytes : 0;
     }
     free(plan);
     if (rc != 0) return -1;
-    uint64_t lo = g[0] < g[1] ? g[0] : g[1], hi = g[0] < g[1] ? g[1] : g[0];
-    *measured = g[2] < lo ? lo : g[2] > hi ? hi : g[2];
+    const uint64_t *v = all_held ? h : g;
+    uint64_t lo = v[0] < v[1] ? v[0] : v[1], hi = v[0] < v[1] ? v[1] : v[0];
+    *measured = v[2] < lo ? lo : v[2] > hi ? hi : v[2];
+    *held = all_held;
     return 0;
 }

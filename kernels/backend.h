@@ -139,6 +139,12 @@ typedef struct hfl_backend {
     size_t blas_ws_bytes; /* the BLAS workspace a plan should give it (0: none) */
     int conv_chunk;       /* samples a convolution should unfold per batched GEMM (plan
                              cfg.conv_chunk; 0 or 1: one sample at a time) */
+    size_t alloc_granularity; /* device memory is taken in multiples of it, so a plan's arena
+                                 is rounded up to it (plan cfg.alloc_granularity). 0 or 1:
+                                 none, the CPU backend's: its memory is measured as the
+                                 resident pages a step touches (util/memmeter.h), which
+                                 depend on what the step writes and where malloc put the
+                                 arena, not on a granule of allocation */
 
     /* A buffer of `bytes` (64-byte aligned on the CPU). try_alloc returns NULL
      * with one line in err (may be NULL) when the memory budget or the system

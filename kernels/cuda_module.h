@@ -15,7 +15,9 @@
 #include "kernels/backend.h"
 #include "kernels/device.h"
 
-#define HFL_CUDA_MODULE_ABI 2
+/* 2: hfl_device_info gained pci_bus_id, hfl_backend alloc_granularity;
+ * 3: hfl_backend gained agg (kernels/agg.h). */
+#define HFL_CUDA_MODULE_ABI 3
 #define HFL_CUDA_MODULE_SYMBOL "hfl_cuda_module_entry"
 
 typedef struct {

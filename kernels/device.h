@@ -18,6 +18,7 @@ typedef struct {
     uint64_t free_bytes;  /* GPU: cudaMemGetInfo free; CPU: MemAvailable */
     uint64_t total_bytes; /* GPU: total VRAM; CPU: MemTotal */
     char fallback_reason[128]; /* why the CPU was chosen, when is_gpu == 0 */
+    char pci_bus_id[32];       /* GPU: "0000:3b:00.0" (cudaDeviceGetPCIBusId), how NVML finds it; CPU: "" */
 } hfl_device_info;
 
 void hfl_device_probe(hfl_device_info *info);

@@ -17,7 +17,11 @@
  * module maps cuBLAS, whose relocations alone cost ~95 MiB of private memory
  * in every process (measured: hfl-client --plan, --device auto, 223 MiB peak
  * RSS against 6 MiB with --device cpu); on a machine without a GPU that was
- * paid for nothing, by every client of a simulated fleet. */
+ * paid for nothing, by every client of a simulated fleet.
+ *
+ * What the process holds on the GPU it opened comes from NVML
+ * (kernels/nvml.h, loaded the same way), found by the PCI bus id the
+ * module's probe gives (hfl_backend_process_bytes). */
 #include "kernels/select.h"
 
 #include <dlfcn.h>
@@ -29,6 +33,7 @@
 
 #include "kernels/budget.h"
 #include "kernels/cuda_module.h"
+#include "kernels/nvml.h"
 #include "util/util.h"
 
 #ifndef HFL_CUDA_MODULE_BUILD_PATH
@@ -211,4 +216,21 @@ const hfl_backend *hfl_backend_select(const char *device, hfl_device_info *info,
     }
     if (why) hfl_errf(why, "%s", reason);
     return hfl_backend_cpu();
+}
+
+/* be is the CUDA backend this process opened (NULL: not it), under the lock. */
+static int select_is_cuda(const hfl_backend *be) {
+    pthread_mutex_lock(&select_lock);
+    int cuda = be && select_cuda.opened > 0 && be == select_cuda.be;
+    pthread_mutex_unlock(&select_lock);
+    return cuda;
+}
+
+int hfl_backend_process_bytes(const hfl_backend *be, uint64_t *bytes, char *why) {
+    if (!select_is_cuda(be))
+        return hfl_errf(why, "the %s backend's memory is resident host memory, not NVML's",
+                        be ? be->name : "cpu");
+    char local[HFL_ERR_LEN];
+    return hfl_nvml_process_bytes(select_cuda.info.pci_bus_id, (long)getpid(), bytes, why ? why : local,
+                                  HFL_ERR_LEN);
 }

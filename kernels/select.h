@@ -21,4 +21,10 @@
 const hfl_backend *hfl_backend_select(const char *device, hfl_device_info *info, char *why,
                                       char *err);
 
+/* This process's memory on be's device now, as NVML reports it (kernels/
+ * nvml.h: its context, library state, loaded kernels and allocations): 0
+ * and *bytes, or -1 with one line in why (HFL_ERR_LEN bytes, may be NULL): on the CPU
+ * backend, or where NVML cannot say. */
+int hfl_backend_process_bytes(const hfl_backend *be, uint64_t *bytes, char *why);
+
 #endif

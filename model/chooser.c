@@ -21,17 +21,58 @@ static void calibrate_gemm(const hfl_backend *be, hfl_precision p, void *a, void
         be->gemm_lp(p, 0, 0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, NULL, HFL_BIAS_NONE, ws);
 }
 
+/* The calibration's memory: three N x N fp32 matrices and a workspace, N as
+ * asked or halved down to CAL_MIN_N while try_alloc refuses (a budget, a
+ * card already full), so calibrating never exits the process. The workspace
+ * is gemm_lp's fp32 staging on the CPU and, on a device, the BLAS workspace
+ * (blas_ws_bytes) handed to the library for the calibration and taken back
+ * after: with one, cuBLAS runs its GEMMs in it and never creates a pool of
+ * its own that would outlive the calibration, unplanned and unmeasured. */
+#define CAL_MIN_N 64
+typedef struct {
+    int n;
+    float *abc;
+    void *ws;
+    size_t ws_bytes;
+} calibrate_memory;
+
+static int calibrate_alloc(const hfl_backend *be, int n, calibrate_memory *m, char *err) {
+    for (; n >= CAL_MIN_N; n /= 2) {
+        m->n = n;
+        m->ws_bytes = be->host_memory ? hfl_gemm_lp_ws_bytes(0, n, n, n) : be->blas_ws_bytes;
+        m->abc = be->try_alloc(sizeof(float) * (size_t)n * n * 3, err);
+        m->ws = m->abc && m->ws_bytes ? be->try_alloc(m->ws_bytes, err) : NULL;
+        if (m->abc && (m->ws || !m->ws_bytes)) {
+            if (!be->host_memory && m->ws) be->set_blas_workspace(m->ws, m->ws_bytes);
+            return 0;
+        }
+        be->free(m->abc);
+    }
+    return -1;
+}
+
+static void calibrate_release(const hfl_backend *be, calibrate_memory *m) {
+    if (!be->host_memory && m->ws) be->set_blas_workspace(NULL, 0); /* before the buffer goes */
+    be->free(m->ws);
+    be->free(m->abc);
+}
+
 /* GEMM rate per precision over 50 ms of N^3 GEMMs. A GPU needs a larger N
  * (a 256^3 GEMM there is launch latency, not throughput) and a sync before
  * the clock is read. */
 static void chooser_calibrate_here(const hfl_backend *be, unsigned precisions, double gflops[3]) {
-    const int N = be->host_memory ? 256 : 2048;
-    float *a = be->alloc(sizeof(float) * (size_t)N * N * 3);
-    float *b = a + N * N, *c = b + N * N;
-    void *ws = be->host_memory ? be->alloc(hfl_gemm_lp_ws_bytes(0, N, N, N)) : NULL;
+    calibrate_memory m;
+    char err[HFL_ERR_LEN] = "";
+    gflops[0] = gflops[1] = gflops[2] = 0;
+    if (calibrate_alloc(be, be->host_memory ? 256 : 2048, &m, err) != 0) {
+        fprintf(stderr, "hfl: calibration: no memory for even a %d^3 GEMM: %s\n", CAL_MIN_N, err);
+        return;
+    }
+    const int N = m.n;
+    float *a = m.abc, *b = a + (size_t)N * N, *c = b + (size_t)N * N;
+    void *ws = be->host_memory ? m.ws : NULL; /* gemm_lp's staging; a device's is the library's */
     be->fill(a, 0.0f, (size_t)N * N * 3); /* zero bits are 0.0 in every precision */
     for (int p = HFL_PREC_FP32; p <= HFL_PREC_FP16; p++) {
-        gflops[p] = 0;
         if (!(precisions & (1u << p))) continue; /* e.g. bf16 on a GPU without it */
         calibrate_gemm(be, (hfl_precision)p, a, b, c, ws, N); /* warm up: BLAS buffers, caches */
         be->sync();
@@ -44,8 +85,7 @@ static void chooser_calibrate_here(const hfl_backend *be, unsigned precisions, d
         } while ((t = hfl_now() - t0) < 0.05);
         gflops[p] = 2.0 * N * N * N * reps / t / 1e9;
     }
-    be->free(ws);
-    be->free(a);
+    calibrate_release(be, &m);
 }
 
 /* On the CPU in a forked child (the parent's heap and BLAS buffers stay as

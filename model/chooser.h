@@ -88,9 +88,12 @@ typedef struct {
  * process, so its first training step pays for them as a fresh client would,
  * and every measurement of a first step sees the same overhead (0s if the
  * child fails). A device backend is timed in-process (CUDA cannot run in a
- * child forked after it started), with a sync around each GEMM; cuBLAS's
- * first-use allocations then stay in the process, where the device's
- * measured overhead includes them anyway. On the CPU a 2-byte rate above
+ * child forked after it started), with a sync around each GEMM, and with a
+ * BLAS workspace of its own (blas_ws_bytes, freed after), so cuBLAS creates
+ * no pool that would outlive the calibration. The buffers come from
+ * try_alloc: where memory is short N is halved, down to 64 (all rates 0 and
+ * one line on stderr below that), and the process never exits for it. On
+ * the CPU a 2-byte rate above
  * fp32's is capped to it: 2-byte storage is emulated around fp32 GEMMs there,
  * so only memory can make the chooser prefer it. */
 void hfl_chooser_calibrate(const hfl_backend *be, unsigned precisions, double gflops[3]);

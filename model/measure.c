@@ -1,5 +1,6 @@
 /* measure.c: one training step's peak memory: RSS in a forked child on the
- * CPU, free device memory in-process on a GPU (see measure.h). */
+ * CPU, free device memory (and this process's own, from NVML) in-process on
+ * a GPU; with the step the tail shapes an epoch also runs (see measure.h). */
 #include "model/measure.h"
 
 #include <malloc.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "kernels/budget.h"
+#include "kernels/select.h"
 #include "util/memmeter.h"
 #include "util/util.h"
 
@@ -19,8 +21,40 @@ typedef struct {
     char err[HFL_ERR_LEN];
 } measure_result;
 
+int hfl_measure_tails(int batch, int step_batch, int64_t n, int tails[HFL_MEASURE_TAILS]) {
+    int found = 0, step = step_batch > batch ? step_batch : batch;
+    /* a whole step's last micro-batch, where the epoch has a whole step */
+    int64_t want[HFL_MEASURE_TAILS] = {n <= 0 || n >= step ? step % batch : 0, n > 0 ? n % step % batch : batch - 1};
+    for (int k = 0; k < HFL_MEASURE_TAILS; k++) {
+        int t = (int)want[k];
+        if (t <= 0 || t >= batch || (found && tails[0] == t)) continue;
+        tails[found++] = t;
+    }
+    return found;
+}
+
+/* One optimizer step of `rows` rows of x, y on t, through the staged form a
+ * client's loop uses. */
+static void measure_one_step(hfl_trainer *t, const float *x, const int32_t *y, int rows, int momentum) {
+    hfl_trainer_stage(t, x, y, rows);
+    hfl_trainer_step_staged(t, 0.05f, momentum ? 0.9f : 0.0f, 0.0f);
+}
+
+/* The full batch, then each tail; the rows they trained, as the trainer's
+ * own loss counters have them (one sync). */
+static int64_t measure_steps(hfl_trainer *t, const hfl_plan *plan, const float *x, const int32_t *y,
+                             const int *tails, int n_tails) {
+    hfl_trainer_take_loss(t, NULL, NULL, NULL); /* the counters from zero */
+    measure_one_step(t, x, y, plan->cfg.batch, plan->cfg.momentum);
+    for (int k = 0; k < n_tails; k++)
+        if (tails[k] >= 1 && tails[k] < plan->cfg.batch) measure_one_step(t, x, y, tails[k], plan->cfg.momentum);
+    int64_t rows = 0;
+    hfl_trainer_take_loss(t, NULL, &rows, NULL);
+    return rows;
+}
+
 static void measure_child(const hfl_model_spec *spec, const hfl_plan *plan, const float *params,
-                          const float *x, const int32_t *y, measure_result *r) {
+                          const float *x, const int32_t *y, const int *tails, int n_tails, measure_result *r) {
     hfl_mem_window w;
     uint64_t growth = 0;
     hfl_budget_reset_peak();
@@ -36,19 +70,21 @@ static void measure_child(const hfl_model_spec *spec, const hfl_plan *plan, cons
     hfl_trainer *t = hfl_trainer_create_plan(spec, hfl_backend_cpu(), plan, r->err);
     if (!t) return;
     hfl_trainer_set_params(t, params);
-    hfl_trainer_step(t, xs, ys, b, 0.05f, plan->cfg.momentum ? 0.9f : 0.0f, 0.0f);
+    int64_t rows = measure_steps(t, plan, xs, ys, tails, n_tails);
     if (hfl_mem_window_growth(&w, &growth, r->err) == 0) {
         r->ok = 1;
         r->m.growth = growth;
         r->m.backend_peak = hfl_budget_peak_bytes();
+        r->m.rows = rows;
     }
     hfl_trainer_free(t);
     free(xs);
     free(ys);
 }
 
-int hfl_measure_step(const hfl_model_spec *spec, const hfl_plan *plan, const float *params,
-                     const float *x, const int32_t *y, hfl_step_measure *out, char *err) {
+/* hfl_measure_step with tails, in a forked child. */
+static int measure_forked(const hfl_model_spec *spec, const hfl_plan *plan, const float *params, const float *x,
+                          const int32_t *y, const int *tails, int n_tails, hfl_step_measure *out, char *err) {
     int fd[2];
     if (pipe(fd) != 0) return hfl_errf(err, "cannot measure: pipe failed");
     fflush(stdout);
@@ -67,7 +103,7 @@ int hfl_measure_step(const hfl_model_spec *spec, const hfl_plan *plan, const flo
         close(fd[0]);
         measure_result r;
         memset(&r, 0, sizeof r);
-        measure_child(spec, plan, params, x, y, &r);
+        measure_child(spec, plan, params, x, y, tails, n_tails, &r);
         ssize_t w = write(fd[1], &r, sizeof r);
         _exit(w == (ssize_t)sizeof r ? 0 : 1);
     }
@@ -83,21 +119,28 @@ int hfl_measure_step(const hfl_model_spec *spec, const hfl_plan *plan, const flo
     return 0;
 }
 
+int hfl_measure_step(const hfl_model_spec *spec, const hfl_plan *plan, const float *params,
+                     const float *x, const int32_t *y, hfl_step_measure *out, char *err) {
+    return measure_forked(spec, plan, params, x, y, NULL, 0, out, err);
+}
+
 int hfl_measure_step_on(const hfl_backend *be, const hfl_model_spec *spec, const hfl_plan *plan,
-                        const float *params, const float *x, const int32_t *y,
+                        const float *params, const float *x, const int32_t *y, const int *tails, int n_tails,
                         hfl_step_measure *out, char *err) {
     uint64_t free0, free1, total;
+    memset(out, 0, sizeof *out);
     if (be->host_memory || be->mem_info(&free0, &total) != 0)
-        return hfl_measure_step(spec, plan, params, x, y, out, err);
+        return measure_forked(spec, plan, params, x, y, tails, n_tails, out, err);
     hfl_budget_reset_peak();
     hfl_trainer *t = hfl_trainer_create_plan(spec, be, plan, err);
     if (!t) return -1;
     hfl_trainer_set_params(t, params);
-    hfl_trainer_step(t, x, y, plan->cfg.batch, 0.05f, plan->cfg.momentum ? 0.9f : 0.0f, 0.0f);
+    out->rows = measure_steps(t, plan, x, y, tails, n_tails);
     float acc;
     hfl_trainer_evaluate(t, x, y, plan->cfg.batch, &acc);
     be->sync();
     int rc = be->mem_info(&free1, &total);
+    if (hfl_backend_process_bytes(be, &out->process_bytes, NULL) != 0) out->process_bytes = 0;
     out->backend_peak = hfl_budget_peak_bytes();
     hfl_trainer_free(t);
     if (rc != 0) return hfl_errf(err, "cannot measure: %s backend lost its memory figures", be->name);

@@ -5,8 +5,10 @@
  * GPU) is the arena, plus on the CPU the host staging of one batch (the
  * client gathers each batch into batch * (in_dim + label_rows) * 4 bytes before the
  * trainer copies it in; known exactly), plus what libraries take for
- * themselves: BLAS packing buffers and code pages, allocator slack, on a GPU
- * the CUDA context, cuBLAS handles and lazily loaded kernels. That last part,
+ * themselves: BLAS packing buffers and code pages, allocator slack; on a GPU
+ * cuBLAS's state and lazily loaded kernels (where NVML describes the process,
+ * what it holds beyond its per-process cost, model/device_cost.h; elsewhere
+ * the fall of free device memory over the step). That last part,
  * the EXTRA, is what is learned: each measurement gives one
  * extra = measured - arena - staging.
  *

@@ -409,6 +409,13 @@ int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_pl
         p->chain_peak = chain;
     }
     hfl_plan_place(p);
+    /* The device takes the arena's memory in whole granules: the plan says so,
+     * and the prediction built on arena_bytes counts them (ALLOCATION GRANULARITY). */
+    size_t g = cfg->alloc_granularity;
+    if (g > 1 && p->arena_bytes % g) {
+        if (p->arena_bytes > SIZE_MAX - g) return hfl_errf(err, "planner: arena too large to round");
+        p->arena_bytes += g - p->arena_bytes % g;
+    }
     return 0;
 }
 
@@ -417,4 +424,5 @@ void hfl_plan_config_for_backend(hfl_plan_config *cfg, const hfl_backend *be) {
     cfg->conv_chunk = be->conv_chunk;
     cfg->prefetch = !be->host_memory;
     cfg->device_scalars = !be->host_memory;
+    cfg->alloc_granularity = be->alloc_granularity;
 }

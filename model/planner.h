@@ -79,7 +79,8 @@
  * with best fit, keeping the smallest arena; then a budgeted local search
  * moves one buffer later in the order at a time while the arena shrinks,
  * stopping at the lower bound (the most aligned bytes alive at one op).
- * arena_bytes is the end of the highest buffer; it is at least live_peak.
+ * arena_bytes is the end of the highest buffer, rounded up to the allocation
+ * granularity (below); it is at least live_peak.
  *
  * PRECISION (cfg.precision; model/model.h, kernels/backend.h). fp32: the
  * weights, gradients, momentum, activations, activation gradients and input
@@ -108,7 +109,16 @@
  * workspace and run one strided batched GEMM over them (a GPU would
  * otherwise launch per sample); its workspaces grow by that factor. The
  * planner records it in plan->spec's conv layers (hfl_layer.chunk), which the
- * trainer copies into its own. */
+ * trainer copies into its own.
+ *
+ * ALLOCATION GRANULARITY (cfg.alloc_granularity). A GPU maps device memory
+ * in granules (2 MiB on current NVIDIA GPUs; hfl_backend.alloc_granularity,
+ * which the CUDA backend asks the driver for), so one cudaMalloc of the
+ * arena takes its size rounded up to a whole number of them. The plan's arena_bytes is that
+ * rounded size: the trainer allocates it, the budget reserves it, and a
+ * prediction (arena + learned overhead, model/overhead.h) counts it, so
+ * the rounding is no longer noise of 0-2 MiB in the learned overhead. On
+ * the CPU backend it is 1 (kernels/backend.h says why). */
 #ifndef HFL_MODEL_PLANNER_H
 #define HFL_MODEL_PLANNER_H
 
@@ -187,6 +197,7 @@ typedef struct {
     int prefetch;          /* two input slots "a0"/"a0.next" and their labels */
     int device_scalars;    /* the step scalars (kernels/backend.h) as a 64-byte "scalars" */
     int conv_chunk;        /* samples a conv layer unfolds per batched GEMM (0 or 1: one) */
+    size_t alloc_granularity; /* arena_bytes rounded up to a multiple of it (0 or 1: none) */
 } hfl_plan_config;
 
 typedef struct hfl_plan {
@@ -206,7 +217,8 @@ typedef struct hfl_plan {
     int master;                                  /* fp32 master weights; -1 in fp32 */
     int input_next, labels_next, scalars, blas_ws; /* DEVICE BUFFERS; -1 when not planned */
     int loss_op, optimizer_op;                   /* op indices */
-    size_t arena_bytes; /* the one allocation: every buffer's offset + bytes fits */
+    size_t arena_bytes; /* the one allocation: every buffer's offset + bytes fits; a multiple of
+                           cfg.alloc_granularity */
     size_t live_peak;   /* max over ops of the bytes of the buffers live at it */
     int peak_op;        /* the first op attaining live_peak */
     size_t breakdown[HFL_BUF_N_CATEGORIES]; /* live bytes at peak_op by category */

@@ -25,12 +25,12 @@
 #include "data/idx.h"
 #include "data/partition.h"
 #include "kernels/cpu/blas_core.h"
-#include "kernels/device.h"
 #include "model/model.h"
 #include "proto/pki.h"
 #include "scenarios/html.h"
 #include "scenarios/profile.h"
 #include "scenarios/scenario.h"
+#include "scenarios/share.h"
 #include "util/config.h"
 #include "util/util.h"
 
@@ -493,6 +493,17 @@ int main(int argc, char **argv) {
     }
     if (!o.quiet) printf("hfl-sim: %s: %d clients (%d per round), %s, %s, %d rounds, codec %s; output in %s\n",
                          sc.name, sc.clients, sc.clients_per_round, sc.model, sc.partition, sc.rounds, sc.codec, o.out_dir);
+    /* GPU clients without a scenario budget share the card, each with an
+     * equal part of its free memory less its per-process cost, so N processes
+     * each planning against the whole card cannot overcommit it; a fleet that
+     * does not fit is refused here, before anything starts (scenarios/share.h). */
+    uint64_t gpu_budget;
+    if (hfl_sim_gpu_budget(&sc, state_dir, o.quiet, &gpu_budget, err) != 0) {
+        fprintf(stderr, "hfl-sim: %s\n", err);
+        return 1;
+    }
+    char gpu_share[32] = "";
+    if (gpu_budget) snprintf(gpu_share, sizeof gpu_share, "%llu", (unsigned long long)gpu_budget);
     if (hfl_pki_create(pki_dir, sc.clients, "localhost", 2, err) != 0) {
         fprintf(stderr, "hfl-sim: %s\n", err);
         return 1;
@@ -582,26 +593,6 @@ int main(int argc, char **argv) {
 
     snprintf(a_threads, sizeof a_threads, "%d", o.threads);
     procs.n_clients = sc.clients;
-    /* GPU clients without a scenario budget share the card: each gets an
-     * equal part of its free memory (the coordinator's evaluation keeps one
-     * part), so N processes each planning against the whole card cannot
-     * overcommit it. Only probed when some client may use the GPU. */
-    char gpu_share[32] = "";
-    int gpu_clients = 0;
-    for (int i = 0; i < sc.clients; i++)
-        gpu_clients += strcmp(sc.client_device[i][0] ? sc.client_device[i] : sc.device, "cpu") != 0 &&
-                       !sc.client_memory[i][0];
-    if (gpu_clients) {
-        hfl_device_info dev;
-        hfl_device_probe(&dev);
-        if (dev.is_gpu) {
-            snprintf(gpu_share, sizeof gpu_share, "%llu",
-                     (unsigned long long)(dev.free_bytes / (uint64_t)(sc.clients + 1)));
-            if (!o.quiet)
-                printf("hfl-sim: GPU clients share %s: %.0f MiB each\n", dev.name,
-                       dev.free_bytes / (double)(sc.clients + 1) / 1048576.0);
-        }
-    }
     for (int i = 0; i < sc.clients; i++) {
         char pem[1200], idx[16], name[32], clientlog[1200], shard[1100];
         snprintf(shard, sizeof shard, "%s/client-%04d.%s", o.shards, i, o.shard_ext);

@@ -41,6 +41,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda.h> /* the types of cuMemGetAllocationGranularity, reached at run time */
+
 #include "kernels/cuda/backend_cuda.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda_internal.h"
@@ -445,6 +447,36 @@ static int context_create(cuda_context *c, const hfl_cuda_host *host, char *err)
     return 0;
 }
 
+/* The granularity device memory is mapped in: the driver's minimum for
+ * device memory (cuMemGetAllocationGranularity, CU_MEM_ALLOC_GRANULARITY_
+ * MINIMUM: 2 MiB on current NVIDIA GPUs), reached through
+ * cudaGetDriverEntryPointByVersion (CUDA 12.5+) so the module links no
+ * libcuda; 1 (no rounding) when the driver cannot say. cudaMalloc maps whole
+ * granules, so the arena takes its size rounded up to one (model/planner.h);
+ * tests/gpu/test_cuda_train.c checks that against NVML on a GPU. */
+static size_t device_granularity(int device) {
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult found;
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAllocationGranularity", &fn, 10020, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess || !fn) {
+        (void)cudaGetLastError();
+        return 1;
+    }
+    CUresult (*query)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
+    memcpy(&query, &fn, sizeof query); /* POSIX: a data pointer to a function pointer */
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device;
+    size_t g = 0;
+    /* a power of two, or not a granularity at all */
+    if (query(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || g == 0 || (g & (g - 1)) != 0)
+        return 1;
+    return g;
+}
+
 const hfl_backend *hfl_cuda_backend_open(const hfl_cuda_host *host, char *err) {
     static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
     static int opened;
@@ -459,6 +491,7 @@ const hfl_backend *hfl_cuda_backend_open(const hfl_cuda_host *host, char *err) {
     if (!opened) {
         if (context_create(&hfl_cuda_ctx, host, err) == 0) {
             cuda_backend.blas_ws_bytes = hfl_cuda_ctx.cc_major >= 9 ? 32 * MIB : 4 * MIB;
+            cuda_backend.alloc_granularity = device_granularity(hfl_cuda_ctx.device);
             opened = 1;
         } else {
             be = NULL;

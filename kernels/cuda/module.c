@@ -2,10 +2,11 @@
  * (kernels/cuda_module.h): the device probe and the backend's open.
  *
  * The probe asks the CUDA runtime for device 0's name, compute capability,
- * multiprocessors and free/total memory; any CUDA error (no driver, no
- * device) becomes one line saying why, and the host falls back to the CPU.
- * open hands the host's budget functions to the backend of backend_cuda.c
- * (meson defines HFL_CUDA_HAVE_BACKEND when that file is built in). */
+ * multiprocessors, PCI bus id and free/total memory; any CUDA error (no
+ * driver, no device) becomes one line saying why, and the host falls back
+ * to the CPU. open hands the host's budget functions to the backend of
+ * backend_cuda.c (meson defines HFL_CUDA_HAVE_BACKEND when that file is
+ * built in). The PCI bus id is how NVML finds the device (kernels/nvml.h). */
 #include <stdio.h>
 #include <string.h>
 
@@ -37,6 +38,10 @@ static int module_probe(hfl_device_info *info, char *reason, int reason_len) {
         return -1;
     }
     memset(info, 0, sizeof *info);
+    if ((e = cudaDeviceGetPCIBusId(info->pci_bus_id, (int)sizeof info->pci_bus_id, 0)) != cudaSuccess) {
+        snprintf(reason, (size_t)reason_len, "cudaDeviceGetPCIBusId failed (%s)", cudaGetErrorString(e));
+        return -1;
+    }
     info->is_gpu = 1;
     snprintf(info->name, sizeof info->name, "%s", prop.name);
     info->cc_major = prop.major;

@@ -17,15 +17,28 @@
  *   they do not. HFL_GPU_STANDIN=legal or split-k runs the mlp's steps on the
  *   CPU with tests/kernels/gemm_emu.h's GEMMs as "the GPU" instead (unit
  *   suite: legal passes, split-k fails).
- *   MEMORY. mlp and cnn at batches 1..512, every offered precision and every
- *   schedule: the growth of used device memory over trainer creation, a step
- *   and an evaluation (hfl_measure_step_on) against the plan's arena plus an
- *   overhead learned from the OTHER configurations of the same model (median
- *   of growth - arena, leaving this one out, so no prediction is checked
- *   against the figure it was fitted on): within max(1%, 2 MiB).
+ *   MEMORY. First, while the backend holds only what opening it took, the
+ *   per-process cost (model/device_cost.h: NVML's figure for this process;
+ *   printed, or why NVML cannot say). TAIL SHAPES: after a measurement that
+ *   ran mlp's batch 96 and its tail of 37, a training step of 37 rows adds
+ *   no device memory (a tail of 53 no measurement ran is the control,
+ *   printed). GRANULARITY: the driver's granule is a power of two, and an
+ *   allocation of 3 granules and a byte takes 4 (NVML, else free memory).
+ *   CALIBRATION: it leaves no hfl allocation live; what else it leaves is
+ *   printed. Then mlp and cnn at batches 1..512, every offered precision
+ *   and every schedule, each arena a whole number of granules, each
+ *   measured with its tail shape (batch - 1; the trainer's row count shows
+ *   the tail ran): the growth of used device memory over trainer creation,
+ *   the steps and an evaluation (hfl_measure_step_on), and where NVML can
+ *   say, what the process then holds beyond its per-process cost, each
+ *   against the plan's arena plus an overhead learned from the OTHER
+ *   configurations of the same model (median of figure - arena, leaving
+ *   this one out, so no prediction is checked against the figure it was
+ *   fitted on): within max(1%, 2 MiB).
  *   BUDGET. With a budget one byte short of the chosen configuration's
  *   prediction, the chooser picks another one, which then trains under that
- *   budget (the CUDA allocator enforces it). */
+ *   budget (the CUDA allocator enforces it); NVML's figure for the process
+ *   then is at least its cost plus the arena, and at most the card. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +48,7 @@
 #include "kernels/philox.h"
 #include "kernels/select.h"
 #include "model/chooser.h"
+#include "model/device_cost.h"
 #include "model/measure.h"
 #include "tests/check.h"
 #include "tests/kernels/gemm_emu.h"
@@ -43,6 +57,9 @@
 
 static const hfl_backend *gpu, *cpu;
 static unsigned offered;
+static hfl_device_cost cost; /* this process's per-process cost, measured first (NVML) */
+static size_t granule;       /* gpu->alloc_granularity, 1 when the driver did not say */
+static uint64_t device_total;
 
 static double rel_err(const float *a, const float *b, size_t n) {
     double num = 0, den = 0;
@@ -152,6 +169,32 @@ static int cmp_i64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Each configuration's figure against its arena plus the median overhead
+ * (figure - arena) of the OTHER configurations: within max(1%, 2 MiB).
+ * Returns how many are not. */
+static int predict_report(const char *model, const char *what, char name[][48], const size_t *arena,
+                          const uint64_t *figure, int n) {
+    int bad = 0;
+    printf("%s, %s:\n", model, what);
+    for (int i = 0; i < n; i++) {
+        int64_t others[64];
+        int m = 0;
+        for (int j = 0; j < n; j++)
+            if (j != i) others[m++] = (int64_t)figure[j] - (int64_t)arena[j];
+        qsort(others, m, sizeof *others, cmp_i64);
+        int64_t over = m ? others[m / 2] : 0, pred = (int64_t)arena[i] + over;
+        double err_b = fabs((double)pred - (double)figure[i]);
+        double allowed = fmax(0.01 * figure[i], 2.0 * 1048576);
+        int ok = err_b <= allowed;
+        bad += !ok;
+        printf("%-28s arena %9.2f MiB measured %9.2f MiB predicted %9.2f MiB error %6.2f MiB%s\n", name[i],
+               arena[i] / 1048576.0, figure[i] / 1048576.0, pred / 1048576.0, err_b / 1048576.0,
+               ok ? "" : "  OVER");
+    }
+    printf("%s: %d of %d configurations within max(1%%, 2 MiB)\n", model, n - bad, n);
+    return bad;
+}
+
 static void test_memory(const char *model) {
     enum { MAXC = 64 };
     static const int batches[] = {1, 8, 32, 128, 512};
@@ -160,8 +203,8 @@ static void test_memory(const char *model) {
     CHECK(hfl_model_builtin(model, &s, NULL) == 0);
     static hfl_plan plan;
     size_t arena[MAXC];
-    uint64_t growth[MAXC];
-    int n = 0;
+    uint64_t growth[MAXC], held[MAXC];
+    int n = 0, all_held = cost.known;
     char err[HFL_ERR_LEN], name[MAXC][48];
     float *w = malloc(s.n_params * 4), *x = malloc((size_t)512 * s.in_dim * 4);
     int32_t *y = malloc(512 * 4);
@@ -175,35 +218,27 @@ static void test_memory(const char *model) {
                                        .precision = (hfl_precision)p, .ckpt_budget = SIZE_MAX};
                 hfl_plan_config_for_backend(&cfg, gpu);
                 if (hfl_plan_make(&s, &cfg, &plan, err) != 0) continue;
+                CHECK(plan.arena_bytes % granule == 0);
+                int tails[HFL_MEASURE_TAILS], n_tails = hfl_measure_tails(batches[b], batches[b], 0, tails);
                 hfl_step_measure m;
-                if (hfl_measure_step_on(gpu, &s, &plan, w, x, y, &m, err) != 0) {
+                if (hfl_measure_step_on(gpu, &s, &plan, w, x, y, tails, n_tails, &m, err) != 0) {
                     fprintf(stderr, "measure: %s\n", err);
                     CHECK(0);
                     continue;
                 }
+                /* the tail step ran: the trainer counted its rows */
+                CHECK(m.rows == batches[b] + (n_tails ? tails[0] : 0));
                 arena[n] = plan.arena_bytes;
                 growth[n] = m.growth;
+                all_held = all_held && m.process_bytes;
+                held[n] = all_held && m.process_bytes > cost.bytes ? m.process_bytes - cost.bytes : 0;
                 snprintf(name[n], sizeof name[n], "%s b%d %s %s", model, batches[b],
                          hfl_precision_name((hfl_precision)p), hfl_ckpt_name(kinds[k]));
                 n++;
             }
-    int bad = 0;
-    for (int i = 0; i < n; i++) {
-        int64_t others[MAXC];
-        int m = 0;
-        for (int j = 0; j < n; j++)
-            if (j != i) others[m++] = (int64_t)growth[j] - (int64_t)arena[j];
-        qsort(others, m, sizeof *others, cmp_i64);
-        int64_t over = m ? others[m / 2] : 0, pred = (int64_t)arena[i] + over;
-        double err_b = fabs((double)pred - (double)growth[i]);
-        double allowed = fmax(0.01 * growth[i], 2.0 * 1048576);
-        int ok = err_b <= allowed;
-        bad += !ok;
-        printf("%-28s arena %9.2f MiB growth %9.2f MiB predicted %9.2f MiB error %6.2f MiB%s\n", name[i],
-               arena[i] / 1048576.0, growth[i] / 1048576.0, pred / 1048576.0, err_b / 1048576.0,
-               ok ? "" : "  OVER");
-    }
-    printf("%s: %d of %d configurations within max(1%%, 2 MiB)\n", model, n - bad, n);
+    int bad = predict_report(model, "growth of used device memory (cudaMemGetInfo)", name, arena, growth, n);
+    if (all_held) bad += predict_report(model, "held beyond the per-process cost (NVML)", name, arena, held, n);
+    else printf("%s: no per-process figures: %s\n", model, cost.known ? "NVML stopped answering" : cost.why);
     CHECK(n > 0 && bad == 0);
     free(w), free(x), free(y);
 }
@@ -239,6 +274,14 @@ static void test_budget(void) {
     if (t) {
         float l = hfl_trainer_step(t, x, y, second.batch, 0.05f, 0.9f, 0.0f);
         CHECK(isfinite(l));
+        /* NVML's figure holds at least the cost and the arena, and no more than the card */
+        uint64_t process;
+        if (cost.known && hfl_backend_process_bytes(gpu, &process, err) == 0) {
+            printf("under the budget: the process holds %.2f MiB: %.2f MiB cost + %.2f MiB (arena %.2f MiB)\n",
+                   process / 1048576.0, cost.bytes / 1048576.0, (process - cost.bytes) / 1048576.0,
+                   plan.arena_bytes / 1048576.0);
+            CHECK(process >= cost.bytes + plan.arena_bytes && process <= device_total);
+        }
         hfl_trainer_free(t);
     }
     /* One byte less than this plan's arena is refused by the allocator itself. */
@@ -247,6 +290,101 @@ static void test_budget(void) {
     CHECK(strstr(err, "memory budget") != NULL);
     hfl_budget_set(0);
     free(w), free(x), free(y);
+}
+
+/* This process's device memory now: NVML's figure, else 0 (and the caller
+ * falls back to free memory). */
+static uint64_t process_now(void) {
+    uint64_t b;
+    gpu->sync();
+    return hfl_backend_process_bytes(gpu, &b, NULL) == 0 ? b : 0;
+}
+
+static uint64_t free_now(void) {
+    uint64_t f = 0, t;
+    gpu->sync();
+    gpu->mem_info(&f, &t);
+    return f;
+}
+
+/* The granule the driver names is the one cudaMalloc maps: an allocation of
+ * 3 granules and a byte takes 4 whole granules, by NVML's figure for this
+ * process (other processes cannot move it) and by free memory's. */
+static void test_granularity(void) {
+    printf("allocation granularity: %zu bytes\n", granule);
+    CHECK(granule >= 4096 && (granule & (granule - 1)) == 0);
+    size_t bytes = 3 * granule + 1;
+    uint64_t p0 = process_now(), f0 = free_now();
+    char err[HFL_ERR_LEN];
+    void *b = gpu->try_alloc(bytes, err);
+    REQUIRE_MSG(b != NULL, "%s", err);
+    uint64_t p1 = process_now(), f1 = free_now();
+    gpu->free(b);
+    printf("cudaMalloc of %zu bytes: process +%lld bytes (NVML%s), free memory -%lld bytes\n", bytes,
+           (long long)(p1 - p0), p0 ? "" : ": unavailable", (long long)(f0 - f1));
+    if (p0 && p1) CHECK_MSG(p1 - p0 == 4 * granule, "NVML: +%llu, want %zu", (unsigned long long)(p1 - p0),
+                            4 * granule);
+    else CHECK_MSG(f0 - f1 == 4 * granule, "free memory: -%llu, want %zu", (unsigned long long)(f0 - f1),
+                   4 * granule);
+}
+
+/* The tail shapes: once a measurement (hfl_measure_step_on) has run a step at
+ * a tail shape, a training run's step at that shape adds no device memory
+ * (its kernels are loaded), where it would have were the tail left out of
+ * the measurement. mlp at batch 96 (a batch no other test here runs) and
+ * its tail of 37; the control, a tail of 53 no measurement ran, says
+ * whether lazy loading adds anything on this GPU at all (if it adds nothing,
+ * the check had no teeth here, and it says so). Before every other test, so
+ * that no shape here was seen before. */
+static void test_tail_shapes(void) {
+    hfl_model_spec s;
+    CHECK(hfl_model_builtin("mlp", &s, NULL) == 0);
+    static hfl_plan plan;
+    char err[HFL_ERR_LEN];
+    hfl_plan_config cfg = {.batch = 96, .ckpt = HFL_CKPT_NONE, .momentum = 1, .ckpt_budget = SIZE_MAX};
+    hfl_plan_config_for_backend(&cfg, gpu);
+    REQUIRE(hfl_plan_make(&s, &cfg, &plan, err) == 0);
+    float *w = malloc(s.n_params * 4), *x = malloc((size_t)96 * s.in_dim * 4);
+    int32_t *y = malloc(96 * 4);
+    hfl_model_init_params(&s, w, 2);
+    make_batch(x, y, &s, 96, 3);
+    int tail = 37;
+    hfl_step_measure m;
+    REQUIRE_MSG(hfl_measure_step_on(gpu, &s, &plan, w, x, y, &tail, 1, &m, err) == 0, "%s", err);
+    CHECK(m.rows == 96 + 37);
+    int nvml = process_now() != 0;
+    hfl_trainer *t = hfl_trainer_create_plan(&s, gpu, &plan, err);
+    REQUIRE_MSG(t != NULL, "%s", err);
+    hfl_trainer_set_params(t, w);
+    hfl_trainer_step(t, x, y, 96, 0.05f, 0.9f, 0.0f);
+    uint64_t a = nvml ? process_now() : free_now();
+    hfl_trainer_step(t, x, y, 37, 0.05f, 0.9f, 0.0f);
+    uint64_t b = nvml ? process_now() : free_now();
+    hfl_trainer_step(t, x, y, 53, 0.05f, 0.9f, 0.0f);
+    uint64_t c = nvml ? process_now() : free_now();
+    hfl_trainer_free(t);
+    long long measured_tail = nvml ? (long long)(b - a) : (long long)(a - b);
+    long long control = nvml ? (long long)(c - b) : (long long)(b - c);
+    printf("tail shapes (%s): the measured tail of 37 added %lld bytes, the unmeasured control of 53 %lld%s\n",
+           nvml ? "NVML" : "free memory", measured_tail, control,
+           control ? "" : " (lazy loading added nothing here: this check had no teeth on this GPU)");
+    CHECK(measured_tail == 0);
+    free(w), free(x), free(y);
+}
+
+/* The calibration's GEMMs run in a workspace it gives cuBLAS and takes back:
+ * it leaves no hfl allocation behind, and what it leaves in the process (the
+ * kernels it loaded; a cuBLAS pool, were one made) is printed for the run to
+ * read. */
+static void test_calibration(void) {
+    uint64_t live = hfl_budget_live_bytes(), p0 = process_now();
+    double g[3];
+    hfl_chooser_calibrate(gpu, offered, g);
+    uint64_t p1 = process_now();
+    printf("calibration: fp32 %.0f bf16 %.0f fp16 %.0f GFLOP/s; it left %lld bytes in the process (NVML%s)\n", g[0],
+           g[1], g[2], (long long)(p1 - p0), p0 ? "" : ": unavailable");
+    CHECK(g[HFL_PREC_FP32] > 0);
+    CHECK(hfl_budget_live_bytes() == live);
 }
 
 int main(void) {
@@ -273,7 +411,16 @@ int main(void) {
     REQUIRE_MSG(gpu != NULL, "a GPU is present but the CUDA backend is not: %s", err);
     cpu = hfl_backend_cpu();
     offered = hfl_chooser_device_precisions(info.is_gpu, info.cc_major, info.cc_minor);
-    printf("GPU: %s, cc %d.%d\n", info.name, info.cc_major, info.cc_minor);
+    printf("GPU: %s, cc %d.%d, PCI %s\n", info.name, info.cc_major, info.cc_minor, info.pci_bus_id);
+    /* first, while the backend holds nothing but what opening it took */
+    hfl_device_cost_get(NULL, info.name, gpu, &cost);
+    granule = gpu->alloc_granularity > 1 ? gpu->alloc_granularity : 1;
+    device_total = info.total_bytes;
+    if (cost.known) printf("per-process cost (context and libraries, NVML): %.2f MiB\n", cost.bytes / 1048576.0);
+    else printf("per-process cost unknown: %s\n", cost.why);
+    test_tail_shapes();
+    test_granularity();
+    test_calibration();
     test_steps("mlp", 64, 784);
     test_steps("cnn", 32, 3136);
     test_budget();

@@ -34,7 +34,14 @@
  *    exactly the GEMM rates the first measured (one line in calibration.jsonl).
  * 7. --trial-step from an empty state dir: mlp at batch 64 in 5 MiB trains
  *    one step within the budget; in 1 MiB it is refused up front (exit 1,
- *    one line). bench/memory_sweep.py runs it over 1,000 random draws. */
+ *    one line). bench/memory_sweep.py runs it over 1,000 random draws.
+ * 8. Device memory fields on the CPU: --json says context_bytes null,
+ *    context_source "none", process_device_bytes null, alloc_granularity 1;
+ *    every overhead.jsonl line has process_device_bytes and context_bytes,
+ *    both null. A line as a GPU whose NVML works writes it (context_bytes a
+ *    number: measured is what the process held beyond that cost) is another
+ *    kind of measurement and is not loaded here; a line from before these
+ *    keys existed is. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -242,6 +249,62 @@ static void check_trial(const char *client) {
     }
 }
 
+/* Appends line to path. */
+static void append_line(const char *path, const char *line) {
+    FILE *f = fopen(path, "a");
+    REQUIRE_MSG(f, "cannot append to %s", path);
+    fprintf(f, "%s\n", line);
+    fclose(f);
+}
+
+/* 8, on a cold --verify run j of mlp in state. */
+static void check_device_fields(const char *client, const char *state, const cJSON *j) {
+    CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(j, "context_bytes")));
+    CHECK(!strcmp(str(j, "context_source"), "none"));
+    CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(j, "process_device_bytes")));
+    CHECK(num(j, "alloc_granularity") == 1);
+    char path[500], err[HFL_ERR_LEN], fields[400];
+    snprintf(path, sizeof path, "%s/overhead.jsonl", state);
+    char *text = hfl_read_file(path, NULL, err);
+    REQUIRE_MSG(text, "%s", err);
+    int lines = 0;
+    cJSON *first = NULL;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"), lines++) {
+        cJSON *o = cJSON_Parse(line);
+        CHECK_MSG(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "process_device_bytes")) &&
+                      cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "context_bytes")),
+                  "record %d: %.200s", lines, line);
+        if (!first) first = o;
+        else cJSON_Delete(o);
+    }
+    free(text);
+    REQUIRE_MSG(first != NULL, "no records in %s", path);
+    /* a state dir with those records, one written before the keys, one of the GPU's kind */
+    snprintf(fields, sizeof fields, "%s/fields-state", harness_tmpdir());
+    REQUIRE_MSG(hfl_mkdirs(fields, err) == 0, "%s", err);
+    char dst[500], *copy;
+    snprintf(dst, sizeof dst, "%s/overhead.jsonl", fields);
+    copy = hfl_read_file(path, NULL, err);
+    REQUIRE_MSG(copy && hfl_write_file_atomic(dst, copy, strlen(copy), err) == 0, "%s", err);
+    free(copy);
+    cJSON_DeleteItemFromObjectCaseSensitive(first, "process_device_bytes");
+    cJSON_DeleteItemFromObjectCaseSensitive(first, "context_bytes");
+    char *old = cJSON_PrintUnformatted(first);
+    append_line(dst, old);
+    cJSON_AddNumberToObject(first, "process_device_bytes", 600.0 * 1048576);
+    cJSON_AddNumberToObject(first, "context_bytes", 500.0 * 1048576);
+    char *gpu = cJSON_PrintUnformatted(first);
+    append_line(dst, gpu);
+    free(old), free(gpu);
+    cJSON_Delete(first);
+    cJSON *k = plan_json(client, "mlp", fields, 0);
+    CHECK_MSG(num(k, "overhead_records") == lines + 1, "%g records loaded from %d of the CPU's kind",
+              num(k, "overhead_records"), lines + 1);
+    printf("device fields: %d records of the CPU's kind and one from before the fields: %g loaded\n", lines,
+           num(k, "overhead_records"));
+    cJSON_Delete(k);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_plan_cli HFL_CLIENT\n");
@@ -272,6 +335,7 @@ int main(int argc, char **argv) {
     check_accumulation(argv[1], cnn_state);
     check_same_rates(argv[1], mlp_state, mlp);
     check_trial(argv[1]);
+    check_device_fields(argv[1], mlp_state, mlp);
     cJSON_Delete(mlp);
     cJSON_Delete(cnn);
     harness_cleanup();

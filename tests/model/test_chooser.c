@@ -13,7 +13,10 @@
  * Predicted speeds within 5% tie: a 2-byte rate 3% above fp32's keeps fp32,
  * one 50% above it wins. On the CPU backend (2-byte emulated) fp32 is chosen
  * whenever an fp32 candidate fits, whatever the rates say, and a 2-byte one
- * only when none does. */
+ * only when none does. The calibration under a budget too small for its
+ * GEMM measures a smaller one, and below that gives zeros without exiting.
+ * On a backend with a 2 MiB allocation granularity
+ * every arena, and so every prediction, is rounded up to it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +78,53 @@ static void test_inputs(const hfl_model_spec *s) {
     }
     CHECK(ch.min_arena_budget == floor);
     CHECK(ch.min_budget - ch.min_arena_budget >= extra && ch.min_budget - ch.min_arena_budget <= extra / 0.95 + 2);
+}
+
+/* On a backend that takes memory in 2 MiB granules every candidate's arena
+ * is the same candidate's arena on the CPU rounded up to 2 MiB, and its
+ * prediction that rounded arena plus the overhead: a prediction counts the
+ * granules the allocation will really take. */
+static void test_granularity(const hfl_model_spec *s) {
+    const size_t G = (size_t)2 << 20;
+    uint64_t extra = 3u << 20;
+    hfl_backend granular = *hfl_backend_cpu();
+    granular.alloc_granularity = G;
+    hfl_chooser_input in = {.be = hfl_backend_cpu(), .budget = UINT64_MAX / 4, .gflops = {100, 100, 100},
+                            .opt_state = HFL_OPT_MOMENTUM, .max_batch = 128, .precisions = 7,
+                            .overhead = fixed_overhead, .overhead_ctx = &extra};
+    hfl_choice plain, ch;
+    char err[HFL_ERR_LEN];
+    CHECK(hfl_choose(s, &in, &plain, err) == 0);
+    in.be = &granular;
+    CHECK(hfl_choose(s, &in, &ch, err) == 0);
+    int rounded = 0;
+    for (int i = 0; CHECK(ch.n == plain.n) && i < ch.n; i++) {
+        size_t want = (plain.rows[i].arena + G - 1) / G * G;
+        CHECK_MSG(ch.rows[i].arena == want, "batch %d %s: arena %zu, want %zu", ch.rows[i].batch,
+                  hfl_ckpt_name(ch.rows[i].ckpt), ch.rows[i].arena, want);
+        CHECK(ch.rows[i].predicted == want + extra);
+        rounded += want != plain.rows[i].arena;
+    }
+    CHECK(rounded > 0); /* the check saw real roundings, not only whole granules */
+}
+
+/* The calibration takes its buffers with try_alloc and halves its GEMM when
+ * they are refused: under a budget too small for its 256^3 GEMM's 1.1 MB
+ * (three 256 KiB matrices and 320 KiB of gemm_lp staging) but enough for
+ * 128^3's 384 KiB it still measures a rate, where alloc would have ended its
+ * child; under one too small even for 64^3's 96 KiB it gives zeros, and
+ * this process carries on. */
+static void test_calibrate_short(void) {
+    double g[3];
+    uint64_t live = hfl_budget_live_bytes();
+    hfl_budget_set(live + (600u << 10));
+    hfl_chooser_calibrate(hfl_backend_cpu(), 1u << HFL_PREC_FP32 | 1u << HFL_PREC_BF16, g);
+    printf("calibration under %u KiB: fp32 %.2f bf16 %.2f GFLOP/s\n", 600u, g[0], g[1]);
+    CHECK(g[HFL_PREC_FP32] > 0 && g[HFL_PREC_BF16] > 0 && g[HFL_PREC_FP16] == 0);
+    hfl_budget_set(live + (50u << 10));
+    hfl_chooser_calibrate(hfl_backend_cpu(), 1u << HFL_PREC_FP32, g);
+    CHECK(g[0] == 0 && g[1] == 0 && g[2] == 0);
+    hfl_budget_set(0);
 }
 
 /* Speeds within 5% tie and the wider precision wins: a 2-byte GEMM rate 3%
@@ -160,10 +210,12 @@ static void test_schedule_tie(void) {
 }
 
 int main(void) {
+    test_calibrate_short();
     test_schedule_tie();
     test_emulated();
     hfl_model_spec s;
     CHECK(hfl_model_builtin("cnn", &s, NULL) == 0);
+    test_granularity(&s);
     hfl_choice all = choose(&s, UINT64_MAX / 4, 128, 0);
     size_t none128 = 0;
     for (int i = 0; i < all.n; i++)

@@ -38,7 +38,12 @@
  * 9. A 2-block GPT under sqrt: saved activations per forward op with the
  *    lifetimes worked out by hand (a dropped block's forward copy one op,
  *    its recompute copy until its backward), per-position labels, and
- *    2-byte token ids refused past their exact range. */
+ *    2-byte token ids refused past their exact range.
+ * 10. Allocation granularity: "d"'s 576-byte arena rounded up to a granule
+ *    of 256 (768), of 1000 (1000: any granule, not only powers of two),
+ *    kept by a granule it already is a multiple of (64) and by 0 and 1; the
+ *    backend's granularity reaches the config; a granule whose rounding would
+ *    overflow size_t is refused. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,6 +333,31 @@ static void test_chunk_and_backend(void) {
     CHECK(!strcmp(hfl_plan_op_name((hfl_plan_op_kind)(HFL_OP_OPTIMIZER + 1)), "?"));
 }
 
+static void test_granularity(void) {
+    hfl_model_spec s;
+    spec_d(&s);
+    hfl_plan *p = hfl_malloc(sizeof *p);
+    char err[HFL_ERR_LEN] = "";
+    static const size_t granule[] = {0, 1, 64, 256, 1000}, want[] = {576, 576, 576, 768, 1000};
+    for (size_t k = 0; k < sizeof granule / sizeof *granule; k++) {
+        hfl_plan_config cfg = cfg_of(2, HFL_CKPT_NONE);
+        cfg.alloc_granularity = granule[k];
+        REQUIRE_MSG(hfl_plan_make(&s, &cfg, p, err) == 0, "%s", err);
+        CHECK_MSG(p->arena_bytes == want[k], "granule %zu: arena %zu, want %zu", granule[k], p->arena_bytes,
+                  want[k]);
+        CHECK(p->live_peak == 280); /* the buffers themselves do not move */
+    }
+    hfl_plan_config cfg = cfg_of(2, HFL_CKPT_NONE);
+    cfg.alloc_granularity = SIZE_MAX - 100;
+    CHECK(hfl_plan_make(&s, &cfg, p, err) == -1 && strstr(err, "too large to round"));
+    hfl_backend be = *hfl_backend_cpu();
+    CHECK(be.alloc_granularity <= 1);
+    be.alloc_granularity = (size_t)2 << 20;
+    hfl_plan_config_for_backend(&cfg, &be);
+    CHECK(cfg.alloc_granularity == (size_t)2 << 20);
+    free(p);
+}
+
 /* ---- hfl_plan_place on hand-made tables ---- */
 
 typedef struct {
@@ -538,6 +568,7 @@ int main(void) {
     test_below_first_param();
     test_refusals();
     test_chunk_and_backend();
+    test_granularity();
     test_place();
     test_lm_plan();
     return check_exit_code("test_planner_edges");
