@@ -219,6 +219,8 @@ typedef struct {
     hfl_device_info dev;   /* the device be runs on */
     hfl_trainer *eval;
     hfl_dataset test;
+    hfl_resident_set *test_dev; /* the test set in a device's memory (evaluate.c), or NULL */
+    int test_dev_tried;
     coord_client clients[COORD_MAX_CLIENTS];
     int n_clients;
     const hfl_codec *client_codecs[REGISTRY_MAX_CODECS]; /* codecs clients asked for */

@@ -15,6 +15,7 @@
  * Without the thread (eval_start not called: the round engine's tests) the
  * evaluation runs inline, as it always did. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,10 +44,21 @@ static void eval_fill(const coord *c, cJSON *entry, float acc, float loss) {
     }
 }
 
+/* On a device the test set is uploaded once, at the first evaluation, and
+ * evaluated from there every round (the same figures as staging it from
+ * the host, tests/model/test_resident.c); where the device cannot hold it,
+ * one line says so and each round stages it as on the CPU. */
 static float eval_model(coord *c, const float *w, float *loss) {
     float acc = 0;
     hfl_trainer_set_params(c->eval, w);
-    *loss = hfl_trainer_evaluate(c->eval, c->test.x, c->test.y, c->test.n, &acc);
+    if (!c->be->host_memory && !c->test_dev_tried) {
+        char err[HFL_ERR_LEN];
+        c->test_dev_tried = 1;
+        if (!(c->test_dev = hfl_trainer_upload_set(c->eval, c->test.x, c->test.y, c->test.n, err)))
+            fprintf(stderr, "hfl-coordinator: the test set stays on the host, staged every round: %s\n", err);
+    }
+    if (c->test_dev) *loss = hfl_trainer_evaluate_resident(c->eval, c->test_dev, &acc);
+    else *loss = hfl_trainer_evaluate(c->eval, c->test.x, c->test.y, c->test.n, &acc);
     return acc;
 }
 

@@ -321,4 +321,16 @@ float hfl_trainer_step(hfl_trainer *t, const float *x, const int32_t *y, int n, 
  * sync at the end. A running epoch loss in the scalars is kept. */
 float hfl_trainer_evaluate(hfl_trainer *t, const float *x, const int32_t *y, int n, float *accuracy);
 
+/* A data set resident in the backend's memory in t's input format (its
+ * precision), for evaluating from it round after round without staging it
+ * from the host each time (the coordinator's test set on its GPU). */
+typedef struct hfl_resident_set hfl_resident_set;
+/* n samples uploaded once; NULL with err when the backend's memory is short. */
+hfl_resident_set *hfl_trainer_upload_set(hfl_trainer *t, const float *x, const int32_t *y, int n, char *err);
+void hfl_resident_set_free(hfl_trainer *t, hfl_resident_set *r);
+/* hfl_trainer_evaluate over a resident set: each batch copied device to
+ * device into the input buffers (no host staging, no upload); the same
+ * figures, bit for bit. */
+float hfl_trainer_evaluate_resident(hfl_trainer *t, const hfl_resident_set *r, float *accuracy);
+
 #endif

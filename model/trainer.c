@@ -663,7 +663,40 @@ float hfl_trainer_step(hfl_trainer *t, const float *x, const int32_t *y, int n, 
     return sync_mean_loss(t, n);
 }
 
-float hfl_trainer_evaluate(hfl_trainer *t, const float *x, const int32_t *y, int n, float *accuracy) {
+struct hfl_resident_set {
+    void *x;    /* n samples in the trainer's input format */
+    int32_t *y; /* their labels */
+    int n;
+};
+
+hfl_resident_set *hfl_trainer_upload_set(hfl_trainer *t, const float *x, const int32_t *y, int n, char *err) {
+    hfl_resident_set *r = hfl_calloc(1, sizeof *r);
+    size_t xb = input_bytes(t, n), yb = label_bytes(t, n);
+    void *staged = hfl_malloc(xb ? xb : 1);
+    r->n = n;
+    if (!(r->x = t->be->try_alloc(xb ? xb : 1, err)) || !(r->y = t->be->try_alloc(yb ? yb : 1, err))) {
+        hfl_resident_set_free(t, r);
+        free(staged);
+        return NULL;
+    }
+    stage_input(t, staged, x, n);
+    t->be->upload(r->x, staged, xb);
+    t->be->upload(r->y, y, yb);
+    free(staged);
+    return r;
+}
+
+void hfl_resident_set_free(hfl_trainer *t, hfl_resident_set *r) {
+    if (!r) return;
+    t->be->free(r->x);
+    t->be->free(r->y);
+    free(r);
+}
+
+/* evaluate's loop: batches staged from the host (x, y) or copied from a
+ * resident set (r, device to device into the next slot's buffers). */
+static float evaluate_from(hfl_trainer *t, const float *x, const int32_t *y, const hfl_resident_set *r, int n,
+                           float *accuracy) {
     const hfl_model_spec *s = &t->spec;
     int cap = t->plan->cfg.batch;
     hfl_step_scalars before;
@@ -675,8 +708,14 @@ float hfl_trainer_evaluate(hfl_trainer *t, const float *x, const int32_t *y, int
             fprintf(stderr, "hfl: trainer: evaluation with %d batches staged\n", t->queued);
             abort();
         }
-        hfl_trainer_stage(t, x + (size_t)i * s->in_dim, y + (size_t)i * s->label_rows, b);
-        take_staged(t);
+        if (r) {
+            t->slot = t->next_slot;
+            t->be->copy(buf(t, t->plan->input), (const char *)r->x + input_bytes(t, i), input_bytes(t, b));
+            t->be->copy(buf(t, t->plan->labels), r->y + (size_t)i * s->label_rows, label_bytes(t, b));
+        } else {
+            hfl_trainer_stage(t, x + (size_t)i * s->in_dim, y + (size_t)i * s->label_rows, b);
+            take_staged(t);
+        }
         run_ops(t, t->plan->loss_op + 1, b, 0, b, 0);
         t->be->release_input(t->slot);
     }
@@ -689,4 +728,12 @@ float hfl_trainer_evaluate(hfl_trainer *t, const float *x, const int32_t *y, int
     double rows = (double)n * s->label_rows;
     if (accuracy) *accuracy = n > 0 ? (float)((double)correct / rows) : 0.0f;
     return n > 0 ? (float)(loss_sum / rows) : 0.0f;
+}
+
+float hfl_trainer_evaluate(hfl_trainer *t, const float *x, const int32_t *y, int n, float *accuracy) {
+    return evaluate_from(t, x, y, NULL, n, accuracy);
+}
+
+float hfl_trainer_evaluate_resident(hfl_trainer *t, const hfl_resident_set *r, float *accuracy) {
+    return evaluate_from(t, NULL, NULL, r, r->n, accuracy);
 }
