@@ -45,9 +45,9 @@ static int int8_check_range(void *ctx, size_t lo, size_t hi, char *err) {
             return -1;
         size_t m = codec_unit_len(j, k);
         const uint8_t *q = p + sizeof(float);
-        uint32_t bad = 0;
+        uint8_t bad = 0; /* a byte, so the loop stays in byte lanes and vectorises */
         for (size_t i = 0; i < m; i++)
-            bad |= q[i] == 0x80;
+            bad |= (uint8_t)(q[i] == 0x80);
         for (size_t i = 0; bad && i < m; i++)
             if (q[i] == 0x80)
                 return hfl_errf(err, "int8 payload: value %zu is -128, outside [-127, 127]",
