@@ -14,8 +14,9 @@
  *
  * GPU (bench-gpu-agg [n ...]; skips, saying why, without a GPU): per codec,
  * the update already in device memory (the norm pass and the fixed-point add
- * of kernels/agg.h, one update) and end to end (hfl_agg_add from host
- * memory: validation, the pinned staging and its copy, norm, add), each
+ * of kernels/agg.h, one update) and end to end (a round of ROUND updates
+ * from host memory through hfl_agg_add, validation, the pinned staging and
+ * its copy, norm and the batched add, and the mean, per update), each
  * against a device-to-device copy of 4n bytes on the same GPU. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,8 +178,11 @@ static void gpu_run(const gpu_job *j) {
     if (j->what == 1) {
         ops->norm(j->p, j->a->n, j->a->partials, &nm);
         ops->add_fixed(j->p, &f, 1, j->a->n, j->a->acc);
-    } else if (hfl_agg_add(j->a, j->c, j->buf, j->len, 0.01, NULL, err) != 0) {
-        die(err);
+    } else { /* a round of ROUND adds and its mean, per update */
+        hfl_agg_reset(j->a, 1.0, 0);
+        for (int u = 0; u < ROUND; u++)
+            if (hfl_agg_add(j->a, j->c, j->buf, j->len, 1.0 / ROUND, NULL, err) != 0) die(err);
+        hfl_agg_mean(j->a, 1.0);
     }
     ops->download(&sink, j->a->partials, sizeof sink);
 }
@@ -222,7 +226,7 @@ static void bench_gpu(const hfl_backend *be, size_t n) {
             resident = gpu_best(&(gpu_job){.what = 1, .be = be, .a = &a, .p = &p});
             be->free(body);
         }
-        double e2e = gpu_best(&(gpu_job){.what = 2, .be = be, .a = &a, .c = c, .buf = buf, .len = len});
+        double e2e = gpu_best(&(gpu_job){.what = 2, .be = be, .a = &a, .c = c, .buf = buf, .len = len}) / ROUND;
         if (c->fraction == 0)
             printf("%-10s %14.1f %9.2f %16.1f %9.2f\n", codecs[k], gb / resident, copy / resident, gb / e2e, copy / e2e);
         else

@@ -3,15 +3,15 @@
  * backend's aggregation ops (kernels/agg.h).
  *
  * ADDING. An update's norm (and so its clip factor and its refusal) is
- * known at once, but on the host its addition waits: the body is copied
- * aside, and up to HFL_AGG_PENDING updates (agg_pending_cap bytes of bodies at
- * most: the accumulator's own size, 8 bytes a value, with a 16 MiB floor)
- * are added in one pass over the accumulator (the CPU ops' add_fixed),
- * which is 16 bytes of traffic an element against one or two of a
- * compressed body's. Integer sums do not depend on when or in which order
+ * known at once, but its addition waits: the payload sits in a slot of
+ * backend memory, and up to HFL_AGG_MAX_BATCH updates (agg_pending_cap bytes
+ * of them at most: the accumulator's own size, 8 bytes a value, with a
+ * 16 MiB floor) are added in one pass over the accumulator (the ops'
+ * add_fixed), whose 16 bytes of traffic an element dwarf a compressed
+ * body's one or two. Integer sums do not depend on when or in which order
  * they are made, so the result is the same bits; mean() adds what waits
- * first, reset() drops it with the round. A GPU gets each update at once
- * (its staging holds one payload, and its memory is fast). */
+ * first, reset() drops it with the round. topk's scattered vector is added
+ * at once. */
 #include "coordinator/aggregate.h"
 
 #include <math.h>
@@ -61,10 +61,10 @@ int hfl_agg_init(hfl_agg *a, size_t n, int threads, char *err) {
 void hfl_agg_free(hfl_agg *a) {
     if (!a->be) return;
     if (a->acc && a->mean && a->partials) pthread_mutex_destroy(&a->lock);
-    void *dev[] = {a->acc, a->mean, a->partials, a->body, a->dense, a->topk_vals, a->topk_idx_dev,
+    void *dev[] = {a->acc, a->mean, a->partials, a->dense, a->topk_vals, a->topk_idx_dev,
                    a->rows, a->pick, a->dist_partials, a->x, a->m, a->v};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) a->be->free(dev[i]);
-    for (int i = 0; i < HFL_AGG_PENDING; i++) free(a->pending_copy[i]);
+    for (int i = 0; i < HFL_AGG_MAX_BATCH; i++) a->be->free(a->pending_copy[i]);
     free(a->topk_idx);
     free(a->present);
     memset(a, 0, sizeof *a);
@@ -87,11 +87,11 @@ static void agg_flush(hfl_agg *a) {
     a->n_pending = 0, a->pending_bytes = 0;
 }
 
-/* Adds p scaled by f (ADDING): at once on a device or for topk (whose
- * scattered vector the next topk update reuses); on the host p is the
- * payload agg_load copied into the next waiting slot, which now counts. */
+/* Adds p scaled by f (ADDING): at once for topk (whose scattered vector the
+ * next topk update reuses); else p is the payload agg_load put into the next
+ * waiting slot, which now counts. */
 static void agg_accumulate(hfl_agg *a, const hfl_payload *p, size_t bytes, double f, int is_dense_scratch) {
-    if (!a->be->host_memory || is_dense_scratch) {
+    if (is_dense_scratch) {
         a->ops->add_fixed(p, &f, 1, a->n, a->acc);
         return;
     }
@@ -99,23 +99,7 @@ static void agg_accumulate(hfl_agg *a, const hfl_payload *p, size_t bytes, doubl
     a->pending[k] = *p;
     a->pending_f[k] = f;
     a->n_pending++, a->pending_bytes += bytes;
-    if (a->n_pending == HFL_AGG_PENDING || a->pending_bytes >= agg_pending_cap(a)) agg_flush(a);
-}
-
-/* On the host: the payload copied into the next waiting slot (ADDING) before
- * it is read at all, so validation and the norm read the copy, which the
- * copy has just brought into the cache; *out is the copy. -1 with err when
- * the slot cannot grow. */
-static int agg_copy_aside(hfl_agg *a, const uint8_t *payload, size_t len, const uint8_t **out, char *err) {
-    int k = a->n_pending;
-    if (a->pending_room[k] < len) {
-        uint8_t *grown = realloc(a->pending_copy[k], len);
-        if (!grown) return hfl_errf(err, "cannot hold an update of %zu bytes to add", len);
-        a->pending_copy[k] = grown, a->pending_room[k] = len;
-    }
-    memcpy(a->pending_copy[k], payload, len);
-    *out = a->pending_copy[k];
-    return 0;
+    if (a->n_pending == HFL_AGG_MAX_BATCH || a->pending_bytes >= agg_pending_cap(a)) agg_flush(a);
 }
 
 /* *buf holds at least `need` bytes of backend memory (growing it, old
@@ -130,8 +114,11 @@ static int agg_room(hfl_agg *a, void **buf, size_t *cap, size_t need, char *err)
 }
 
 /* Validates the payload on the host and makes it readable by the ops: *p
- * describes it in backend memory (a dense fp32 vector for topk). -1 with err
- * as hfl_agg_add refuses. */
+ * describes it in backend memory, in the next waiting slot (ADDING), or a
+ * dense fp32 vector for topk. On the host the payload is copied into the
+ * slot before it is read at all, so validation and the norm read the copy,
+ * which the copy has just brought into the cache; a device gets the body
+ * after the host validated it. -1 with err as hfl_agg_add refuses. */
 static int agg_load(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t len, hfl_payload *p,
                     size_t *body_bytes, char *err) {
     const int host = a->be->host_memory;
@@ -162,14 +149,19 @@ static int agg_load(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size
         return 0;
     }
     uint32_t block;
-    if (host && agg_copy_aside(a, payload, len, &payload, err) != 0) return -1;
+    int k = a->n_pending;
+    if (agg_room(a, (void **)&a->pending_copy[k], &a->pending_room[k], len, err) != 0) return -1;
+    uint8_t *slot = a->pending_copy[k];
+    if (host) {
+        memcpy(slot, payload, len);
+        payload = slot;
+    }
     if (hfl_codec_validate(c, payload, len, a->n, &block, err) != 0) return -1;
     const uint8_t *body = payload + HFL_CODEC_HEADER_BYTES;
     size_t bytes = len - HFL_CODEC_HEADER_BYTES;
     if (!host) {
-        if (agg_room(a, (void **)&a->body, &a->body_cap, bytes, err) != 0) return -1;
-        a->ops->stage(a->body, body, bytes);
-        body = a->body;
+        a->ops->stage(slot, body, bytes);
+        body = slot;
     }
     *p = (hfl_payload){.kind = c->id, .block = block, .body = body};
     *body_bytes = bytes;

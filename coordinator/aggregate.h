@@ -50,8 +50,6 @@
 #include "kernels/agg.h"
 #include "kernels/backend.h"
 
-#define HFL_AGG_PENDING 8 /* updates a host backend adds in one pass */
-
 typedef struct {
     size_t n;
     int threads;       /* decode threads per update (the CPU's ops use one) */
@@ -64,8 +62,6 @@ typedef struct {
     int64_t *acc;      /* the fixed-point sum */
     float *mean;       /* mean() and rule() write here */
     double *partials;  /* the norm's chunk sums */
-    uint8_t *body;     /* a device backend's staged payload body (NULL on the CPU) */
-    size_t body_cap;
     float *dense;      /* topk's values scattered into a dense vector */
     uint8_t *topk_vals;     /* a device backend's staged topk values and indices */
     uint32_t *topk_idx_dev;
@@ -76,12 +72,12 @@ typedef struct {
     int *pick;         /* hold mode: Krum's picks for pick_mean */
     double *dist_partials; /* hold mode: the distances' chunk sums */
     float *x, *m, *v;  /* a device backend's copies of the global model and the server optimizer's moments */
-    /* A host backend's updates waiting to be added, several in one pass over
-     * acc (ADDING in aggregate.c): their bodies copied, their factors. */
-    hfl_payload pending[HFL_AGG_PENDING];
-    double pending_f[HFL_AGG_PENDING];
-    uint8_t *pending_copy[HFL_AGG_PENDING];
-    size_t pending_room[HFL_AGG_PENDING], pending_bytes;
+    /* Updates waiting to be added, several in one pass over acc (ADDING in
+     * aggregate.c): their payloads in backend memory, their factors. */
+    hfl_payload pending[HFL_AGG_MAX_BATCH];
+    double pending_f[HFL_AGG_MAX_BATCH];
+    uint8_t *pending_copy[HFL_AGG_MAX_BATCH];
+    size_t pending_room[HFL_AGG_MAX_BATCH], pending_bytes;
     int n_pending;
     unsigned char *present; /* host, [n_rows]: row added this round */
     pthread_mutex_t lock; /* add() may be called from several threads */

@@ -20,6 +20,9 @@
 
 #include "kernels/agg_hd.h"
 
+/* The most updates add_fixed takes in one pass. */
+#define HFL_AGG_MAX_BATCH 8
+
 /* What the norm pass reports. */
 typedef struct {
     double sumsq;  /* the sum of squares, in agg_hd.h's fixed shape */
@@ -49,9 +52,10 @@ typedef struct hfl_agg_ops {
     /* The norm pass over p's n values into *out (host); partials holds
      * hfl_agg_chunks(n) doubles of scratch. */
     void (*norm)(const hfl_payload *p, size_t n, double *partials, hfl_agg_norm *out);
-    /* For u = 0 .. count - 1 in turn, acc[i] = hfl_agg_add_fixed(acc[i],
-     * f[u], value i of p[u]), i < n: several updates in one pass over acc
-     * (p and f are host arrays; the payloads' bodies backend memory). */
+    /* For u = 0 .. count - 1 in turn (count <= HFL_AGG_MAX_BATCH), acc[i] =
+     * hfl_agg_add_fixed(acc[i], f[u], value i of p[u]), i < n: several
+     * updates in one pass over acc (p and f are host arrays; the payloads'
+     * bodies backend memory). */
     void (*add_fixed)(const hfl_payload *p, const double *f, int count, size_t n, int64_t *acc);
     /* row[i] = hfl_agg_row_value(value i, factor). */
     void (*store_row)(const hfl_payload *p, size_t n, double factor, float *row);

@@ -93,10 +93,19 @@ static __global__ void k_sum_in_order(const double *partials, size_t count, doub
     *out = total;
 }
 
-static __global__ void k_add_fixed(hfl_payload p, size_t n, double f, int64_t *acc) {
+/* Up to HFL_AGG_MAX_BATCH updates, passed by value, added in one pass. */
+typedef struct {
+    hfl_payload p[HFL_AGG_MAX_BATCH];
+    double f[HFL_AGG_MAX_BATCH];
+    int count;
+} agg_batch;
+
+static __global__ void k_add_fixed(agg_batch b, size_t n, int64_t *acc) {
     size_t i = hfl_cuda_index();
     if (i >= n) return;
-    acc[i] = hfl_agg_add_fixed(acc[i], f, hfl_payload_value(&p, i));
+    int64_t a = acc[i];
+    for (int u = 0; u < b.count; u++) a = hfl_agg_add_fixed(a, b.f[u], hfl_payload_value(&b.p[u], i));
+    acc[i] = a;
 }
 
 static __global__ void k_store_row(hfl_payload p, size_t n, double factor, float *row) {
@@ -226,10 +235,13 @@ extern "C" void cuda_agg_norm(const hfl_payload *p, size_t n, double *partials, 
     memcpy(&out->maxabs, &r.maxbits, sizeof out->maxabs);
 }
 
-/* One launch an update, in order on the stream (the aggregator hands the
- * GPU one update at a time: its staging holds one payload). */
 extern "C" void cuda_agg_add_fixed(const hfl_payload *p, const double *f, int count, size_t n, int64_t *acc) {
-    for (int u = 0; u < count && n; u++) AGG_LAUNCH(k_add_fixed, n, p[u], n, f[u], acc);
+    CUDA_REQUIRE(count >= 0 && count <= HFL_AGG_MAX_BATCH, "aggregation: more updates than one pass takes");
+    agg_batch b;
+    memset(&b, 0, sizeof b);
+    for (int u = 0; u < count; u++) b.p[u] = p[u], b.f[u] = f[u];
+    b.count = count;
+    if (n && count) AGG_LAUNCH(k_add_fixed, n, b, n, acc);
 }
 
 extern "C" void cuda_agg_store_row(const hfl_payload *p, size_t n, double factor, float *row) {
