@@ -5,6 +5,14 @@
  * fp16, bf16) finiteness scan and accumulate. Vectorised (gcc 12 -O3, SSE2):
  * both, for each of the three formats. */
 #include "compress/codec_impl.h"
+#include "compress/payload_hd.h"
+
+/* The aggregator reads a codec's id as payload_hd.h's kind. */
+_Static_assert((int)HFL_PAYLOAD_FP32 == (int)HFL_CODEC_ID_FP32 && (int)HFL_PAYLOAD_INT8 == (int)HFL_CODEC_ID_INT8 &&
+                   (int)HFL_PAYLOAD_FP16 == (int)HFL_CODEC_ID_FP16 && (int)HFL_PAYLOAD_BF16 == (int)HFL_CODEC_ID_BF16 &&
+                   (int)HFL_PAYLOAD_INT4 == (int)HFL_CODEC_ID_INT4 && (int)HFL_PAYLOAD_SIGN == (int)HFL_CODEC_ID_SIGN &&
+                   (int)HFL_PAYLOAD_TOPK == (int)HFL_CODEC_ID_TOPK,
+               "payload_hd.h's kinds are the codec ids");
 
 #include <pthread.h>
 #include <stdio.h>

@@ -9,7 +9,7 @@
  * float that decode_accumulate with weight 1 leaves in a zeroed vector at i,
  * bit for bit: 0 + value for the dense codecs (so -0 decodes to +0), and
  * 0 + (1 * scale) * q for the blocked ones, the same two fp32 operations
- * (tests/compress/test_payload_hd.c checks every codec against it).
+ * (tests/kernels/test_agg_bodies.c checks every codec against it).
  *
  * topk is not indexable (its indices are LEB128 gaps): the host expands them
  * while it validates (hfl_payload_topk_indices) and the k values are
@@ -26,7 +26,7 @@
 #include "kernels/hd.h"
 
 /* Codec ids (compress/codec_impl.h's, repeated here for device code, which
- * cannot include codec_impl.h; test_payload_hd.c checks they agree). */
+ * cannot include codec_impl.h; compress/codec.c asserts they agree). */
 enum {
     HFL_PAYLOAD_FP32 = 1,
     HFL_PAYLOAD_INT8 = 2,
