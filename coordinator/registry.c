@@ -100,7 +100,7 @@ static int registry_token(char out[33], char *err) {
  * has been idle for --session-ttl and is not drawn in the open round (invented
  * names that said hello once must not lock honest newcomers out for good).
  * Returns the freed id, or -1. */
-static int registry_evict(coord *c) {
+static int registry_evictable(const coord *c) {
     double now = hfl_now();
     int victim = -1;
     for (int i = 0; i < c->n_clients; i++) {
@@ -108,6 +108,22 @@ static int registry_evict(coord *c) {
         if (now - cl->last_seen < c->cfg.session_ttl_s || (c->r.open && c->r.is_selected[i])) continue;
         if (victim < 0 || cl->last_seen < c->clients[victim].last_seen) victim = i;
     }
+    return victim;
+}
+
+static int registry_cap(const coord *c) {
+    return c->cfg.max_sessions > 0 && c->cfg.max_sessions < COORD_MAX_CLIENTS ? c->cfg.max_sessions : COORD_MAX_CLIENTS;
+}
+
+int registry_has_room(const coord *c, const char *name) {
+    for (int i = 0; i < c->n_clients; i++)
+        if (!strcmp(c->clients[i].name, name)) return 1;
+    return c->n_clients < registry_cap(c) || registry_evictable(c) >= 0;
+}
+
+static int registry_evict(coord *c) {
+    double now = hfl_now();
+    int victim = registry_evictable(c);
     if (victim < 0) return -1;
     coord_client *cl = &c->clients[victim];
     cJSON *ev = cJSON_CreateObject();
@@ -145,7 +161,7 @@ int registry_hello(coord *c, const char *name, const cJSON *meta, char *err) {
     for (int i = 0; i < c->n_clients; i++)
         if (!strcmp(c->clients[i].name, name)) id = i;
     if (id >= 0 && c->clients[id].revoked) return hfl_errf(err, "certificate of '%s' is revoked", name);
-    int cap = c->cfg.max_sessions > 0 && c->cfg.max_sessions < COORD_MAX_CLIENTS ? c->cfg.max_sessions : COORD_MAX_CLIENTS;
+    int cap = registry_cap(c);
     if (id < 0 && c->n_clients < cap) id = c->n_clients++;
     if (id < 0 && (id = registry_evict(c)) < 0)
         return hfl_errf(err, "registry full: %d sessions, none idle for %.0f s (--session-ttl)", cap,
@@ -301,6 +317,9 @@ cJSON *registry_report(const coord *c) {
         cJSON_AddNumberToObject(o, "declined", rec[i].declined);
         cJSON_AddNumberToObject(o, "late", rec[i].late);
         cJSON_AddNumberToObject(o, "bytes_up", rec[i].bytes_up);
+        /* deadlines it let pass with a task in hand (overdue.c), and its back-off */
+        cJSON_AddNumberToObject(o, "tasks_overdue", cl->overdue);
+        if (cl->benched_until > c->r.round) cJSON_AddNumberToObject(o, "benched_until_round", cl->benched_until);
         if (rec[i].train_s > 0) cJSON_AddNumberToObject(o, "samples_per_s", rec[i].samples / rec[i].train_s);
         if (cl->measured_peak > 0) {
             cJSON_AddNumberToObject(o, "predicted_peak_bytes", cl->predicted_peak);
