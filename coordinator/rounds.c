@@ -57,6 +57,11 @@ static void model_sha256(const coord *c, char hex[65]) {
     for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
 }
 
+/* Clients a synchronous round draws: K (1 + --over-select), fewer when fewer are live. */
+static int round_draw_size(const coord *c) {
+    return c->cfg.clients_per_round + (int)ceil(c->cfg.clients_per_round * c->cfg.over_select);
+}
+
 int rounds_init(coord *c, char *err) {
     memset(&c->r, 0, sizeof c->r);
     /* Updates, their sum and the server optimizer's state cover the model's
@@ -67,10 +72,10 @@ int rounds_init(coord *c, char *err) {
     if (hfl_sopt_parse(c->cfg.server_opt, &c->sopt, err) != 0 || hfl_sopt_init(&c->sopt, nt, err) != 0 ||
         hfl_rule_parse(c->cfg.strategy, &c->rule, err) != 0 || hfl_agg_init(&c->agg, nt, 1, err) != 0)
         return -1;
-    /* a robust rule holds every update of a round, decoded: planned here, once */
+    /* a robust rule holds every update of a round, decoded, a row for each
+     * client drawn (over-selected too: round_select's draw): planned here, once */
     char why[HFL_ERR_LEN];
-    if (c->rule.kind != HFL_RULE_FEDAVG &&
-        hfl_agg_hold(&c->agg, c->cfg.clients_per_round, c->cfg.robust_memory, why) != 0)
+    if (c->rule.kind != HFL_RULE_FEDAVG && hfl_agg_hold(&c->agg, round_draw_size(c), c->cfg.robust_memory, why) != 0)
         return hfl_errf(err, "--strategy %s: %s", c->cfg.strategy, why);
     model_sha256(c, c->final_sha256); /* before any round: the initial model's */
     return 0;
@@ -187,7 +192,7 @@ static void round_select(coord *c) {
     r->n_eligible = n;
     /* --over-select F: K (1 + F) drawn, the first K updates close the round;
      * --async C: enough drawn that C train at once, K arrivals close it */
-    int want = c->cfg.clients_per_round + (int)ceil(c->cfg.clients_per_round * c->cfg.over_select);
+    int want = round_draw_size(c);
     if (async) want = c->cfg.async_concurrency > c->n_inflight ? c->cfg.async_concurrency - c->n_inflight : 0;
     int k = want < n ? want : n;
     r->n_target = c->cfg.clients_per_round < k ? c->cfg.clients_per_round : k;

@@ -16,7 +16,9 @@
  * The pull storm: K = 1, one client tasked; a repeat pull gets the task
  * without weights ("sent"), a re-download is sent once (full weights), the
  * next is refused with skip_round and the round stops waiting; the round's
- * participant counts 2 downloads and the bytes of all three answers. */
+ * participant counts 2 downloads and the bytes of all three answers.
+ * Over-selection by default: a robust rule holds a row for every client
+ * drawn, so the last of K (1 + F) drawn is taken, not refused for its row. */
 #include <time.h>
 
 #include "tests/coordinator/rounds_harness.h"
@@ -147,7 +149,27 @@ static void test_pull_storm(void) {
     teardown();
 }
 
+static void test_robust_overselected(void) {
+    setup_full(2, 1, 60, 1, "median", 0, 0);
+    hfl_agg_free(&c.agg); /* planned again as main.c's defaults would: over-selected */
+    hfl_sopt_free(&c.sopt);
+    free(c.mean);
+    c.cfg.over_select = 0.5;
+    char err[HFL_ERR_LEN] = "";
+    REQUIRE_MSG(rounds_init(&c, err) == 0, "%s", err);
+    int ids[4] = {hello("a", 100), hello("b", 100), hello("d", 100), hello("e", 100)};
+    (void)ids;
+    rounds_tick(&c);
+    REQUIRE(c.r.open && c.r.n_selected == 3 && c.r.n_target == 2);
+    int last = c.r.selected[2];
+    pull(last, HFL_MSG_TASK);
+    accept(last, 100, 0.5, 1.0f); /* its row is the third */
+    CHECK(c.r.received[last]);
+    teardown();
+}
+
 int main(void) {
+    test_robust_overselected();
     test_withholder();
     test_pull_storm();
     return check_exit_code("test_overdue");
