@@ -95,7 +95,7 @@ static cJSON *run(const char *name, int with_withholder) {
         snprintf(log, sizeof log, "%s/%s-client-%d.log", dir, name, i);
         snprintf(idx, sizeof idx, "%d", i);
         char *argv[] = {(char *)client_exe, "--coordinator", url, "--ca", ca, "--cert", pem, "--client-index", idx,
-                        "--num-clients", "8", NULL};
+                        "--num-clients", "4", NULL};
         clients[i] = harness_spawn(argv, log);
     }
     withholder w = {0};
