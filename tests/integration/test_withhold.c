@@ -9,12 +9,16 @@
  * (before issue 31, with K = 2 drawn of 4 and the quorum at K, every round
  * that drew client-3 waited out its deadline and failed: 2 of the 6 with
  * this seed), end within 1 point of run B's final accuracy, and show
- * client-3 in its report with tasks past their deadline. The test stops at
- * the first process that exits with an error. */
+ * client-3 with tasks past their deadline in its report and on /metrics
+ * (scraped while the coordinator lingers, --metrics). The test stops at the
+ * first process that exits with an error. */
+#include <arpa/inet.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "proto/msg.h"
 #include "proto/pki.h"
@@ -78,6 +82,43 @@ static void *withhold(void *arg) {
     return NULL;
 }
 
+static char metrics[65536]; /* run A's /metrics, scraped after its last round */
+
+/* GET /metrics from the coordinator whose log names its port ("metrics on
+ * http://127.0.0.1:PORT"), into metrics; 0 or -1. */
+static int scrape(void) {
+    char log[400], err[HFL_ERR_LEN];
+    snprintf(log, sizeof log, "%s/coordinator.log", harness_tmpdir());
+    char *text = hfl_read_file(log, NULL, err);
+    const char *at = text ? strstr(text, "metrics on http://127.0.0.1:") : NULL;
+    int port = at ? atoi(at + strlen("metrics on http://127.0.0.1:")) : 0;
+    free(text);
+    int fd = port > 0 ? socket(AF_INET, SOCK_STREAM, 0) : -1;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    const char *req = "GET /metrics HTTP/1.0\r\n\r\n";
+    size_t n = 0;
+    ssize_t got = write(fd, req, strlen(req));
+    while (got > 0 && n < sizeof metrics - 1 && (got = read(fd, metrics + n, sizeof metrics - 1 - n)) > 0) n += (size_t)got;
+    metrics[n] = 0;
+    close(fd);
+    return n > 0 ? 0 : -1;
+}
+
+static int rounds_in(const char *report) {
+    char err[HFL_ERR_LEN];
+    char *text = hfl_read_file(report, NULL, err);
+    cJSON *r = text ? cJSON_Parse(text) : NULL;
+    int n = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r, "rounds"));
+    cJSON_Delete(r);
+    free(text);
+    return n;
+}
+
 /* Runs one fleet to its end, failing at the first process that fails;
  * returns the report. */
 static cJSON *run(const char *name, int with_withholder) {
@@ -85,7 +126,8 @@ static cJSON *run(const char *name, int with_withholder) {
     char report[400], url[300], err[HFL_ERR_LEN];
     snprintf(report, sizeof report, "%s/%s-report.json", dir, name);
     char *extra[] = {"--listen", "tls+tcp://127.0.0.1:0", "--ca", ca, "--cert", cpem, "--rounds", "6",
-                     "--deadline", "3", "--linger", "2", "--report", report, NULL};
+                     "--deadline", "3", "--linger", "2", "--report", report,
+                     with_withholder ? "--metrics" : NULL, "127.0.0.1:0", NULL};
     pid_t coord = harness_start_coordinator(coord_exe, extra, url, sizeof url);
     REQUIRE_MSG(coord > 0, "%s: coordinator did not start", name);
     pid_t clients[N_HONEST];
@@ -108,6 +150,8 @@ static cJSON *run(const char *name, int with_withholder) {
         REQUIRE_MSG(hfl_now() - t0 < 180, "%s: the run did not end in 180 s", name);
         coord_rc = harness_poll(coord);
         REQUIRE_MSG(coord_rc == -2 || coord_rc == 0, "%s: the coordinator exited with %d", name, coord_rc);
+        if (with_withholder && coord_rc == -2 && !metrics[0] && rounds_in(report) == 6)
+            REQUIRE_MSG(scrape() == 0, "%s: no /metrics", name); /* it lingers with --metrics */
         for (int i = 0; i < N_HONEST; i++) {
             if (!clients[i]) continue;
             int st = harness_poll(clients[i]);
@@ -179,6 +223,11 @@ int main(int argc, char **argv) {
         if (n && !strcmp(n, "client-3")) overdue = num(cl, "tasks_overdue");
     }
     CHECK_MSG(overdue >= 1, "the report shows %g overdue tasks for client-3", overdue);
+    const char *line = strstr(metrics, "hfl_client_tasks_overdue{client=\"client-3\"} ");
+    printf("metrics: %.*s\n", line ? (int)strcspn(line, "\n") : 4, line ? line : "none");
+    CHECK_MSG(line && atoi(line + strlen("hfl_client_tasks_overdue{client=\"client-3\"} ")) == (int)overdue &&
+                  !strstr(metrics, "hfl_client_tasks_overdue{client=\"client-0\"}"),
+              "/metrics does not show client-3's overdue tasks");
     cJSON_Delete(a);
     cJSON_Delete(b);
     harness_cleanup();
