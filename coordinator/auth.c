@@ -11,8 +11,9 @@
  * name, its meta bytes); the challenge is then spent. A challenge that is
  * not pending (spent, expired, displaced) is answered "say hello again"
  * (`reauth`), which an honest client does. How fast first hellos are
- * answered at all is conns.c's (--hello-rate). With --insecure there are no certificates and
- * the hello's `name` is taken on trust (a lab setting; main.c says so).
+ * answered at all is conns.c's (--hello-rate). With --insecure there are no
+ * certificates and the hello's `name` is taken on trust (a lab setting;
+ * main.c says so).
  * The certificate checks and signatures run outside the coordinator's lock
  * (auth_hello is called without it and takes it only for the table of
  * pending challenges), so hellos are checked in parallel.
@@ -115,6 +116,18 @@ int auth_hello(coord *c, const hfl_msg *m, uint32_t conn, uint64_t addr, char na
                uint8_t **reply, size_t *len, char *err) {
     *reply = NULL;
     if (!c->trust) return hfl_meta_str(m->meta, "name", HFL_ID_NAME_MAX, name, err) == 0 ? 1 : -1;
+    /* a second hello costs a certificate check and a signature check: only
+     * for a challenge that is pending (first hellos are rate-limited) */
+    const cJSON *pending = cJSON_GetObjectItemCaseSensitive(m->meta, "challenge");
+    if (cJSON_IsString(pending)) {
+        pthread_mutex_lock(&c->lock);
+        int known = challenges_known(c->challenges, pending->valuestring, hfl_now());
+        pthread_mutex_unlock(&c->lock);
+        if (!known) {
+            hfl_errf(err, "hello carries no challenge of ours that is fresh and unspent: say hello again");
+            return -2;
+        }
+    }
     const cJSON *cert = cJSON_GetObjectItemCaseSensitive(m->meta, "cert");
     if (!cJSON_IsString(cert)) return hfl_errf(err, "hello carries no certificate ('cert'): this coordinator needs proof of identity");
     hfl_peer *peer;

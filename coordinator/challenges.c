@@ -100,6 +100,12 @@ int challenges_spend(coord_challenges *t, const char *name, const char *challeng
     return -1;
 }
 
+int challenges_known(const coord_challenges *t, const char *challenge, double now) {
+    for (int i = 0; i < t->n; i++)
+        if (!strcmp(t->e[i].challenge, challenge)) return challenge_fresh(&t->e[i], now);
+    return 0;
+}
+
 int challenges_pending(const coord_challenges *t, double now) {
     int n = 0;
     for (int i = 0; i < t->n; i++) n += challenge_fresh(&t->e[i], now);

@@ -37,6 +37,9 @@ void challenges_add(coord_challenges *t, const char *name, const char *challenge
                     double now);
 /* Spends `challenge` if it is pending for `name` and fresh: 0, else -1. */
 int challenges_spend(coord_challenges *t, const char *name, const char *challenge, double now);
+/* Whether `challenge` is pending and fresh for anyone: a hello whose
+ * challenge is not is refused before any signature is checked. */
+int challenges_known(const coord_challenges *t, const char *challenge, double now);
 /* Challenges pending and fresh at `now`. */
 int challenges_pending(const coord_challenges *t, double now);
 

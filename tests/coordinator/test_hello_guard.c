@@ -13,7 +13,8 @@
  *   3. A connection holds at most CHALLENGES_PER_CONN: its third displaces
  *      its own first, never another connection's.
  *   4. Spent once, only by the name it was issued to, only while fresh
- *      (CHALLENGE_TTL_S); an unknown value is refused.
+ *      (CHALLENGE_TTL_S); an unknown value is refused, and known to be
+ *      unknown before any signature is checked (challenges_known).
  *   5. A full table displaces its oldest.
  * Rates:
  *   6. 5 per second: a burst of 10, then one every 0.2 s, the wait said; keys
@@ -87,6 +88,8 @@ static void test_spend(void) {
     char v[65], u[65];
     value(v, 7, 1), value(u, 7, 2);
     challenges_add(t, "v", v, 1, 0xA, 10.0);
+    CHECK(challenges_known(t, v, 11) && !challenges_known(t, u, 11));
+    CHECK(!challenges_known(t, v, 10.0 + CHALLENGE_TTL_S + 0.5)); /* stale */
     CHECK(challenges_spend(t, "w", v, 11) == -1);  /* another identity's */
     CHECK(challenges_spend(t, "v", u, 11) == -1);  /* not issued (yet) */
     CHECK(challenges_spend(t, "v", v, 10.0 + CHALLENGE_TTL_S + 0.5) == -1); /* expired */
