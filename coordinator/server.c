@@ -258,12 +258,19 @@ static server_work *server_park_work(coord_server *s, server_work *w, const serv
     return r;
 }
 
+/* Frees the reply w's aio still holds (a send that failed or never started). */
+static void server_drop_msg(server_work *w) {
+    nng_msg *m = nng_aio_get_msg(w->aio);
+    nng_aio_set_msg(w->aio, NULL);
+    if (m) nng_msg_free(m);
+}
+
 static void server_work_cb(void *arg) {
     server_work *w = arg;
     coord_server *s = w->s;
     int rv = nng_aio_result(w->aio);
     if (rv == NNG_ECLOSED || rv == NNG_ECANCELED) { /* stopping: a send not made still owns its message */
-        if (w->state == WORK_SEND) nng_msg_free(nng_aio_get_msg(w->aio));
+        if (w->state == WORK_SEND) server_drop_msg(w);
         return;
     }
     if (w->state == WORK_RECV) {
@@ -272,6 +279,7 @@ static void server_work_cb(void *arg) {
             return;
         }
         nng_msg *req = nng_aio_get_msg(w->aio);
+        nng_aio_set_msg(w->aio, NULL); /* ours now: the aio holds only a reply not yet sent (server_stop) */
         conns_seen(s->conns, nng_msg_get_pipe(req));
         size_t len = 0;
         server_park park = {0};
@@ -303,7 +311,7 @@ static void server_work_cb(void *arg) {
         return;
     }
     /* WORK_SEND done: a failed send still owns its message. */
-    if (rv != 0) nng_msg_free(nng_aio_get_msg(w->aio));
+    if (rv != 0) server_drop_msg(w);
     if (w->woken) { /* a spare again: a parked pull's place among the receivers was taken */
         w->woken = 0;
         pthread_mutex_lock(&s->lock);
@@ -398,6 +406,9 @@ void server_stop(coord_server *s) {
     pthread_mutex_unlock(&s->lock);
     for (int i = 0; i < s->n_work; i++) nng_aio_stop(s->work[i]->aio);
     for (int i = 0; i < s->n_work; i++) {
+        /* a reply handed to an aio that was stopped meanwhile (a request
+         * handled while we stop) was never sent and never called back */
+        server_drop_msg(s->work[i]);
         nng_ctx_close(s->work[i]->ctx);
         nng_aio_free(s->work[i]->aio);
         free(s->work[i]);

@@ -200,7 +200,10 @@ int main(int argc, char **argv) {
            "the victim's name, %ld told to slow down, %ld otherwise answered, %ld unanswered or not dialed (the "
            "restart)\n",
            sent, wall, sent / wall, rate_before, challenged, limited, other, failed);
-    CHECK_MSG(rate_before > 150, "the flood ran at %.0f a second, not 200", rate_before);
+    if (getenv("HFL_SANITIZED")) /* a sanitized coordinator answers more slowly than the flood asks */
+        printf("sanitized build: the flood's rate is not checked\n");
+    else
+        CHECK_MSG(rate_before > 150, "the flood ran at %.0f a second, not 200", rate_before);
     CHECK_MSG(challenged > 100, "only %ld challenges were issued to the flood", challenged);
 
     CHECK_MSG(!file_has(first_log, "carries no challenge") && !file_has(log, "carries no challenge") &&
