@@ -210,6 +210,7 @@ int main(int argc, char **argv) {
     const char *args[] = {"--listen", "tcp://127.0.0.1:0", "--insecure", "--report", report, "--rounds", a_r,
                           "--clients-per-round", a_k, "--min-clients", a_n, "--min-quorum", a_k, "--codec", "int8",
                           "--deadline", "120", "--liveness", "60", "--max-conns-per-addr", "0", "--linger", "2",
+                          "--over-select", "0", /* K tasks a round, every update taken */
                           "--quiet", NULL};
     pid_t coord = bench_coord_start("bench-fleet", coord_exe, args, dir, url, sizeof url);
     if (coord < 0) return 1;

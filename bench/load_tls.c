@@ -134,7 +134,9 @@ int main(int argc, char **argv) {
     snprintf(ca, sizeof ca, "%s/ca.crt", pki);
     snprintf(cpem, sizeof cpem, "%s/coordinator.pem", pki);
     const char *args[] = {"--listen", "tls+tcp://127.0.0.1:0", "--ca", ca, "--cert", cpem, "--rounds", "1",
-                          "--clients-per-round", "1024", "--max-conns-per-addr", "0", "--linger", "0", NULL};
+                          "--clients-per-round", "1024", "--max-conns-per-addr", "0", "--linger", "0",
+                          "--hello-rate", "0:0", /* every client dials from one address: its throughput, unlimited */
+                          NULL};
     pid_t coord = bench_coord_start("bench-load-tls", coord_exe, args, dir, url, sizeof url);
     if (coord < 0) return 1;
     int rc = 1;

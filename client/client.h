@@ -99,6 +99,7 @@ typedef struct {
     int32_t *ybuf;
     hfl_hello_auth auth;   /* our certificate, and the CA to check the coordinator's */
     char instance[40];     /* the coordinator instance our session is with */
+    int retry_ms;          /* a refused hello's "say hello again after" (0: none said) */
     client_pending pending; /* the last update we made, until a new task replaces it */
     client_metrics m;       /* --metrics */
     hfl_metrics_server *metrics; /* --metrics: the HTTP listener (NULL without) */
@@ -169,8 +170,10 @@ typedef struct {
 } client_welcome;
 
 /* Says hello (with our plan, once we have one) and reads the welcome into w;
- * -1 with err when the coordinator could not be reached (worth retrying),
- * -2 when it refused us or did not prove its own identity. */
+ * -1 with err when saying hello again may succeed (the coordinator could not
+ * be reached, or it asked us to: `reauth`, after s->retry_ms when it said),
+ * -2 when it refused us for good (revoked, another CA, a wrong role, bad
+ * fields) or did not prove its own identity. */
 int client_say_hello(nng_socket sock, const client_options *o, const hfl_device_info *dev, client_state *s,
                      const cJSON *plan, size_t max_payload, client_welcome *w, char *err);
 /* After a welcome: when s->global (an --init-model file, or the version we

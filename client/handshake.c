@@ -48,12 +48,19 @@ int client_say_hello(nng_socket sock, const client_options *o, const hfl_device_
     int sent = hfl_hello(sock, &s->auth, meta, max_payload, &rep, &raw, err);
     cJSON_Delete(meta);
     if (sent != 0) return sent;
-    int64_t id;
+    int64_t id, retry_ms = 0;
     int rc = -2;
+    s->retry_ms = 0;
     if (rep.type != HFL_MSG_WELCOME) {
         char why[200] = "unexpected reply";
         hfl_meta_str(rep.meta, "error", sizeof why - 1, why, NULL);
-        hfl_errf(err, "coordinator refused hello: %s", why);
+        /* "say hello again" (a challenge gone, a rate limit, a full registry) is worth retrying */
+        int again = rep.type == HFL_MSG_ERROR && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep.meta, "reauth"));
+        if (again && cJSON_GetObjectItemCaseSensitive(rep.meta, "retry_ms") &&
+            hfl_meta_int(rep.meta, "retry_ms", 1, 60000, &retry_ms, NULL) == 0)
+            s->retry_ms = (int)retry_ms;
+        hfl_errf(err, "coordinator %s hello: %s", again ? "asked us to say again" : "refused", why);
+        rc = again ? -1 : -2;
     } else if (hfl_meta_int(rep.meta, "client_id", 0, 1 << 20, &id, err) == 0 &&
                hfl_meta_str(rep.meta, "model", sizeof w->model - 1, w->model, err) == 0 &&
                hfl_meta_str(rep.meta, "codec", sizeof w->codec - 1, w->codec, err) == 0 &&

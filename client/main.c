@@ -10,8 +10,13 @@
  * our token expired) is rejoined: hello again with exponential backoff and
  * full jitter, for up to --retry-for seconds, keeping the residual and the
  * last update, which is sent again, not retrained, if the same task comes
- * back. A refused hello, or a coordinator that cannot prove its identity,
- * ends the client with a one-line error and exit status 1. */
+ * back. A hello the coordinator asks us to say again (its challenge gone, a
+ * rate limit, a full registry: `reauth`) is retried the same way, at start
+ * too; only a definite refusal (revoked, another CA, a wrong role, bad
+ * fields), or a coordinator that cannot prove its identity, ends the client
+ * with a one-line error and exit status 1. A task we were sent already
+ * comes back without weights ("sent"): we use the weights we hold, or ask
+ * once for a re-download (`resend`). */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -62,8 +67,9 @@ static void usage(FILE *f) {
         "  --link UP:DOWN:MS    (simulation) the link --pace prices: uplink and downlink Mbit/s, latency ms;\n"
         "                       each update then carries its task's simulated time (sim_s), which a\n"
         "                       coordinator with --virtual-time holds against its deadline\n"
-        "  --retry-for SECONDS  keep rejoining a coordinator that went away or restarted for this\n"
-        "                       long (default 60)\n"
+        "  --retry-for SECONDS  keep saying hello to a coordinator that went away, restarted or asked\n"
+        "                       us to say hello again (a rate limit, a lost challenge) for this long\n"
+        "                       (default 60)\n"
         "  --codec NAME         update codec for this client instead of the run's\n"
         "  --state-dir DIR      keep the error-feedback residual in DIR/<name>.state across restarts,\n"
         "                       and memory measurements in DIR/overhead.jsonl\n"
@@ -335,8 +341,9 @@ static int load_share(const client_options *o, hfl_dataset *share, char *err) {
 
 /* The task's weights into w: decoded whole, or added to the weights we hold
  * when the coordinator sent the change since our version (of the trainable
- * part: model.h; the rest never changes). The decoder validates the payload
- * before writing. */
+ * part: model.h; the rest never changes), or the ones we hold ("held", and
+ * "sent" when we hold its version). The decoder validates the payload before
+ * writing. 1: a "sent" task whose weights we lack, to be asked for again. */
 static int task_weights(const hfl_msg *m, client_state *s, float *w, int *version, char *err) {
     int64_t v, base;
     char kind[8], down[32];
@@ -354,10 +361,13 @@ static int task_weights(const hfl_msg *m, client_state *s, float *w, int *versio
     } else if (!strcmp(kind, "delta") && base == s->held_version && base >= 0) {
         memcpy(w, s->global, n * sizeof(float));
         into = w + s->spec.train_off, n = s->spec.n_trainable;
-    } else if (!strcmp(kind, "held") && base == s->held_version && base == v && m->payload_len == 0) {
+    } else if ((!strcmp(kind, "held") || !strcmp(kind, "sent")) && base == s->held_version && base == v &&
+               m->payload_len == 0) {
         memcpy(w, s->global, n * sizeof(float));
         *version = (int)v;
         return 0;
+    } else if (!strcmp(kind, "sent") && m->payload_len == 0) {
+        return 1; /* sent before, and we do not hold it (a lost reply, a restart): ask for it again */
     } else {
         return hfl_errf(err, "task sends '%s' weights against version %lld; we hold version %d", kind,
                         (long long)base, s->held_version);
@@ -441,27 +451,39 @@ static void backoff_sleep(client_state *s, int k) {
     hfl_sleep_ms((int)(cap * 1000.0 * (u / 4294967296.0)));
 }
 
+/* Says hello (with our plan, once we have one) until the coordinator
+ * welcomes us: what may succeed later (a lost connection, "say hello
+ * again", a rate limit, after the time it asked for) is retried with backoff
+ * until --retry-for has passed since `since`; a definite refusal ends it at
+ * once. sleep_first: back off before the first try too (a rejoin). */
+static int hello_until(nng_socket sock, const client_options *o, const hfl_device_info *dev, client_state *s,
+                       const cJSON *plan, size_t max_payload, client_welcome *w, double since, int sleep_first,
+                       char *err) {
+    for (int k = 0;; k++) {
+        if (k > 0 || sleep_first) {
+            if (s->retry_ms > 0) hfl_sleep_ms(s->retry_ms);
+            backoff_sleep(s, k);
+        }
+        int rc = client_say_hello(sock, o, dev, s, plan, max_payload, w, err);
+        if (rc == 0) return 0;
+        if (rc == -2 || hfl_now() > since + o->retry_s) return -1;
+        if (!o->quiet) printf("%s: %s; saying hello again\n", o->name, err);
+    }
+}
+
 /* Says hello again (with our plan) until the coordinator takes us back or
  * --retry-for runs out; why: what happened, for the progress line. */
 static int rejoin(nng_socket sock, const client_options *o, const hfl_device_info *dev, client_state *s,
                   const cJSON *plan, size_t max_payload, client_welcome *w, const char *why, char *err) {
-    double until = hfl_now() + o->retry_s;
     char before[sizeof s->instance];
     snprintf(before, sizeof before, "%s", s->instance);
     if (!o->quiet) printf("%s: %s; rejoining\n", o->name, why);
-    for (int k = 0;; k++) {
-        backoff_sleep(s, k);
-        int rc = client_say_hello(sock, o, dev, s, plan, max_payload, w, err);
-        if (rc == 0) {
-            int new_instance = strcmp(before, s->instance) != 0;
-            client_adopt_model(s, w, new_instance);
-            if (!o->quiet)
-                printf("%s: rejoined as client %d%s\n", o->name, s->client_id,
-                       new_instance ? " (a new coordinator instance)" : "");
-            return 0;
-        }
-        if (rc == -2 || hfl_now() > until) return -1;
-    }
+    if (hello_until(sock, o, dev, s, plan, max_payload, w, hfl_now(), 1, err) != 0) return -1;
+    int new_instance = strcmp(before, s->instance) != 0;
+    client_adopt_model(s, w, new_instance);
+    if (!o->quiet)
+        printf("%s: rejoined as client %d%s\n", o->name, s->client_id, new_instance ? " (a new coordinator instance)" : "");
+    return 0;
 }
 
 /* 1 when an error reply says our session is unknown or stale (say hello again). */
@@ -638,7 +660,7 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
     client_welcome w;
     cJSON *meta, *plan_json = NULL;
     int sent;
-    if (client_say_hello(sock, o, dev, s, NULL, max_payload, &w, err) != 0) goto out;
+    if (hello_until(sock, o, dev, s, NULL, max_payload, &w, hfl_now(), 0, err) != 0) goto out;
     if (w.spec_json[0] ? hfl_model_spec_from_json(w.spec_json, strlen(w.spec_json), &s->spec, err) != 0
                        : hfl_model_builtin(w.model, &s->spec, err) != 0)
         goto out;
@@ -662,7 +684,7 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
     }
     /* Plan before allocating anything for training, then say hello again with the plan. */
     if (!(plan_json = client_choose_plan(o, dev, s, &w, err))) goto out;
-    if (client_say_hello(sock, o, dev, s, plan_json, max_payload, &w, err) != 0) goto out;
+    if (hello_until(sock, o, dev, s, plan_json, max_payload, &w, hfl_now(), 0, err) != 0) goto out;
     /* The model copies are touched now, so they are resident before the
      * training step's memory is measured (the budget is the step's). */
     s->global = hfl_malloc(s->spec.n_params * sizeof(float));
@@ -695,13 +717,16 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
 
     /* well inside our request timeout, so a held pull never times out */
     double hold_ms = o->timeout_s * 1000 / 4 < CLIENT_HOLD_MS ? o->timeout_s * 1000 / 4 : CLIENT_HOLD_MS;
+    int resend = 0; /* the next pull asks for a re-download of the task we were sent */
     for (;;) {
         meta = cJSON_CreateObject();
         cJSON_AddNumberToObject(meta, "client_id", s->client_id);
         cJSON_AddStringToObject(meta, "token", s->token);
         cJSON_AddNumberToObject(meta, "have_version", s->held_version);
+        if (resend) cJSON_AddBoolToObject(meta, "resend", 1); /* the task we were sent, again */
         /* a long poll: the coordinator may hold the pull until there is work */
         cJSON_AddNumberToObject(meta, "hold_ms", hold_ms);
+        resend = 0;
         char why[200] = "unexpected reply";
         sent = hfl_transport_request(sock, HFL_MSG_PULL, meta, NULL, 0, max_payload, &rep, &raw, why);
         cJSON_Delete(meta);
@@ -731,6 +756,14 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
             if (rejoin(sock, o, dev, s, plan_json, max_payload, &w, why, err) != 0) goto out;
             continue;
         }
+        if (type == HFL_MSG_ERROR && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep.meta, "skip_round"))) {
+            hfl_meta_str(rep.meta, "error", sizeof why - 1, why, NULL); /* the next round's task comes by itself */
+            fprintf(stderr, "%s: %s\n", o->name, why);
+            hfl_msg_free(&rep);
+            nng_msg_free(raw);
+            hfl_sleep_ms(200);
+            continue;
+        }
         client_task task;
         if (type != HFL_MSG_TASK) {
             hfl_meta_str(rep.meta, "error", sizeof why - 1, why, NULL);
@@ -740,9 +773,18 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
             goto out;
         }
         float *wts = hfl_malloc(s->spec.n_params * sizeof(float));
-        int version = -1;
+        int version = -1, tw = 0;
         int bad = read_task(&rep, s->spec.n_trainable, o->codec, &task, err) != 0 ||
-                  task_weights(&rep, s, wts, &version, err) != 0;
+                  (tw = task_weights(&rep, s, wts, &version, err)) < 0;
+        if (!bad && tw == 1) { /* sent before, weights lost: once more, with them */
+            if (!o->quiet) printf("%s: round %d's task was sent before; asking for its weights again\n", o->name,
+                                  task.round);
+            resend = 1;
+            hfl_msg_free(&rep);
+            nng_msg_free(raw);
+            free(wts);
+            continue;
+        }
         task.received_at = hfl_now(), task.task_bytes = nng_msg_len(raw);
         if (!bad && s->metrics) client_metrics_task(s, task.round, task.task_bytes);
         hfl_msg_free(&rep);

@@ -1,14 +1,19 @@
 /* auth.c: the coordinator's side of the proven hello (proto/hello.h), the
  * revocation list, and session tokens.
  *
- * A hello without a challenge gets one: fresh, kept for AUTH_CHALLENGE_S
- * seconds in a table of pending challenges (one per identity, the oldest
- * forgotten when the table is full), and signed together with the client's
- * nonce by our own key, so the client knows it talks to the coordinator. A
- * hello with a challenge must carry the pending one for its certificate's
- * name and a signature over (HFL_SIG_HELLO, our name, its meta bytes); the
- * challenge is then spent. With --insecure there are no certificates and
- * the hello's `name` is taken on trust (a lab setting; main.c says so).
+ * A hello without a challenge gets one: fresh, kept for CHALLENGE_TTL_S
+ * seconds in the table of pending challenges (challenges.h: found by its
+ * value, so a first hello carrying someone else's certificate cancels
+ * nothing of theirs; bounded per connection, per identity and in all), and
+ * signed together with the client's nonce by our own key, so the client
+ * knows it talks to the coordinator. A hello with a challenge must carry one
+ * pending for its certificate's name and a signature over (HFL_SIG_HELLO, our
+ * name, its meta bytes); the challenge is then spent. A challenge that is
+ * not pending (spent, expired, displaced) is answered "say hello again"
+ * (`reauth`), which an honest client does. How fast first hellos are
+ * answered at all is conns.c's (--hello-rate). With --insecure there are no
+ * certificates and the hello's `name` is taken on trust (a lab setting;
+ * main.c says so).
  * The certificate checks and signatures run outside the coordinator's lock
  * (auth_hello is called without it and takes it only for the table of
  * pending challenges), so hellos are checked in parallel.
@@ -17,11 +22,10 @@
  * told to re-authenticate (`reauth`), which a client does on its own. */
 #include <string.h>
 
+#include "coordinator/challenges.h"
 #include "coordinator/coord.h"
 #include "proto/hello.h"
 #include "util/util.h"
-
-#define AUTH_CHALLENGE_S 30.0
 
 int auth_init(coord *c, const char *revoked_file, char *err) {
     if (hfl_random_hex(c->instance, err) != 0) return -1;
@@ -33,14 +37,17 @@ int auth_init(coord *c, const char *revoked_file, char *err) {
         return hfl_errf(err, "--cert: the certificate of '%s' was issued for the %s role, not coordinator",
                         hfl_identity_name(c->self), hfl_identity_role(c->self));
     if (hfl_trust_load(c->cfg.tls.ca_file, revoked_file, &c->trust, e) != 0) return hfl_errf(err, "--ca: %s", e);
+    c->challenges = challenges_new(COORD_MAX_PENDING);
     return 0;
 }
 
 void auth_free(coord *c) {
     hfl_identity_free(c->self);
     hfl_trust_free(c->trust);
+    challenges_free(c->challenges);
     c->self = NULL;
     c->trust = NULL;
+    c->challenges = NULL;
 }
 
 /* Applies the revocation list to registered sessions: a revoked identity is
@@ -71,19 +78,6 @@ void auth_reload(coord *c) {
     auth_apply_revocations(c);
 }
 
-/* A pending challenge for name, replacing its earlier one; the oldest goes when full. */
-static void auth_remember(coord *c, const char *name, const char *challenge) {
-    int slot = -1, oldest = 0;
-    for (int i = 0; i < c->n_pending; i++) {
-        if (!strcmp(c->pending[i].name, name)) slot = i;
-        if (c->pending[i].at < c->pending[oldest].at) oldest = i;
-    }
-    if (slot < 0) slot = c->n_pending < COORD_MAX_PENDING ? c->n_pending++ : oldest;
-    snprintf(c->pending[slot].name, sizeof c->pending[slot].name, "%s", name);
-    snprintf(c->pending[slot].challenge, sizeof c->pending[slot].challenge, "%s", challenge);
-    c->pending[slot].at = hfl_now();
-}
-
 /* Equal strings, in time that does not depend on where they differ. */
 int auth_equal(const char *a, const char *b) {
     size_t na = strlen(a), nb = strlen(b);
@@ -92,26 +86,16 @@ int auth_equal(const char *a, const char *b) {
     return d == 0;
 }
 
-/* Spends the pending challenge of name if it equals `challenge` and is fresh. */
-static int auth_spend(coord *c, const char *name, const char *challenge, char *err) {
-    for (int i = 0; i < c->n_pending; i++) {
-        if (strcmp(c->pending[i].name, name) != 0) continue;
-        int ok = auth_equal(c->pending[i].challenge, challenge) && hfl_now() - c->pending[i].at <= AUTH_CHALLENGE_S;
-        if (!ok) break;
-        c->pending[i] = c->pending[--c->n_pending];
-        return 0;
-    }
-    return hfl_errf(err, "hello of '%s' carries no challenge of ours that is fresh and unspent: say hello again", name);
-}
-
-static uint8_t *auth_challenge_reply(coord *c, const char *name, const char *nonce, size_t *len, char *err) {
+static uint8_t *auth_challenge_reply(coord *c, const char *name, const char *nonce, uint32_t conn, uint64_t addr,
+                                     size_t *len, char *err) {
     char challenge[HFL_ID_NONCE_HEX + 1], sig[HFL_ID_SIG_B64_MAX + 1];
     if (hfl_random_hex(challenge, err) != 0) return NULL;
     const void *parts[] = {HFL_SIG_CHALLENGE, nonce, challenge, name};
     const size_t lens[] = {strlen(HFL_SIG_CHALLENGE), strlen(nonce), strlen(challenge), strlen(name)};
     if (hfl_identity_sign(c->self, parts, lens, 4, sig, err) != 0) return NULL;
     pthread_mutex_lock(&c->lock);
-    auth_remember(c, name, challenge);
+    challenges_add(c->challenges, name, challenge, conn, addr, hfl_now());
+    c->challenges_issued++;
     pthread_mutex_unlock(&c->lock);
     cJSON *meta = cJSON_CreateObject();
     cJSON_AddStringToObject(meta, "challenge", challenge);
@@ -124,9 +108,26 @@ static uint8_t *auth_challenge_reply(coord *c, const char *name, const char *non
     return out;
 }
 
-int auth_hello(coord *c, const hfl_msg *m, char name[HFL_ID_NAME_MAX + 1], uint8_t **reply, size_t *len, char *err) {
+int auth_wants_challenge(const coord *c, const hfl_msg *m) {
+    return c->trust && !cJSON_GetObjectItemCaseSensitive(m->meta, "challenge");
+}
+
+int auth_hello(coord *c, const hfl_msg *m, uint32_t conn, uint64_t addr, char name[HFL_ID_NAME_MAX + 1],
+               uint8_t **reply, size_t *len, char *err) {
     *reply = NULL;
     if (!c->trust) return hfl_meta_str(m->meta, "name", HFL_ID_NAME_MAX, name, err) == 0 ? 1 : -1;
+    /* a second hello costs a certificate check and a signature check: only
+     * for a challenge that is pending (first hellos are rate-limited) */
+    const cJSON *pending = cJSON_GetObjectItemCaseSensitive(m->meta, "challenge");
+    if (cJSON_IsString(pending)) {
+        pthread_mutex_lock(&c->lock);
+        int known = challenges_known(c->challenges, pending->valuestring, hfl_now());
+        pthread_mutex_unlock(&c->lock);
+        if (!known) {
+            hfl_errf(err, "hello carries no challenge of ours that is fresh and unspent: say hello again");
+            return -2;
+        }
+    }
     const cJSON *cert = cJSON_GetObjectItemCaseSensitive(m->meta, "cert");
     if (!cJSON_IsString(cert)) return hfl_errf(err, "hello carries no certificate ('cert'): this coordinator needs proof of identity");
     hfl_peer *peer;
@@ -136,7 +137,7 @@ int auth_hello(coord *c, const hfl_msg *m, char name[HFL_ID_NAME_MAX + 1], uint8
     int rc = -1;
     if (!cJSON_GetObjectItemCaseSensitive(m->meta, "challenge")) {
         if (hfl_meta_str(m->meta, "nonce", HFL_ID_NONCE_HEX, nonce, err) == 0 &&
-            (*reply = auth_challenge_reply(c, name, nonce, len, err)) != NULL)
+            (*reply = auth_challenge_reply(c, name, nonce, conn, addr, len, err)) != NULL)
             rc = 0;
     } else if (hfl_meta_str(m->meta, "challenge", HFL_ID_NONCE_HEX, challenge, err) == 0) {
         const char *me = hfl_identity_name(c->self);
@@ -149,8 +150,11 @@ int auth_hello(coord *c, const hfl_msg *m, char name[HFL_ID_NAME_MAX + 1], uint8
             sig[m->payload_len] = 0;
             if (hfl_peer_verify(peer, parts, lens, 3, sig, err) == 0) {
                 pthread_mutex_lock(&c->lock);
-                rc = auth_spend(c, name, challenge, err) == 0 ? 1 : -1;
+                rc = challenges_spend(c->challenges, name, challenge, hfl_now()) == 0 ? 1 : -2;
                 pthread_mutex_unlock(&c->lock);
+                if (rc == -2)
+                    hfl_errf(err, "hello of '%s' carries no challenge of ours that is fresh and unspent: say hello again",
+                             name);
             }
         }
     }
@@ -158,10 +162,13 @@ int auth_hello(coord *c, const hfl_msg *m, char name[HFL_ID_NAME_MAX + 1], uint8
     return rc;
 }
 
-uint8_t *coord_reauth_reply(const char *msg, size_t *len) {
+uint8_t *coord_reauth_reply(const char *msg, size_t *len) { return coord_retry_reply(msg, 0, len); }
+
+uint8_t *coord_retry_reply(const char *msg, int retry_ms, size_t *len) {
     cJSON *meta = cJSON_CreateObject();
     cJSON_AddStringToObject(meta, "error", msg);
     cJSON_AddBoolToObject(meta, "reauth", 1);
+    if (retry_ms > 0) cJSON_AddNumberToObject(meta, "retry_ms", retry_ms);
     uint8_t *out = hfl_msg_encode(HFL_MSG_ERROR, meta, NULL, 0, len);
     cJSON_Delete(meta);
     return out;

@@ -23,7 +23,14 @@
  *     may take longer than 10 s to answer one (200 clients at once under
  *     ASan did), so only silence gets the short bound.
  * Connections are tracked in a fixed table (CONNS_MAX); past it a new one is
- * refused as well, so memory stays bounded whatever the peers do. */
+ * refused as well, so memory stays bounded whatever the peers do.
+ * A first hello costs the coordinator a certificate check and a signature,
+ * and its sender nothing: conns_hello_allowed lets a connection and a source
+ * address obtain challenges at --hello-rate's rates only (token buckets,
+ * rate.h). The connection's bucket is asked first, and a hello it refuses
+ * takes nothing from its address's, so one connection's flood cannot use up
+ * the address's share: flooding an address takes many connections, each a
+ * TLS handshake. */
 #include <dirent.h>
 #include <linux/tcp.h>
 #include <netinet/in.h>
@@ -35,6 +42,7 @@
 #include <unistd.h>
 
 #include "coordinator/coord.h"
+#include "coordinator/rate.h"
 #include "util/util.h"
 
 #define CONNS_MAX 4096
@@ -65,6 +73,7 @@ struct coord_conns {
     conns_unshaken u[CONNS_MAX], u_next[CONNS_MAX];
     int n_u;
     uint64_t peers[CONNS_MAX]; /* the pipes' peers, sorted, for one scan */
+    rate_table *hello_conn, *hello_addr; /* challenges each connection and address may obtain (t->mu) */
 };
 
 /* FNV-1a over an address's bytes and, when port is not NULL, its two port
@@ -128,15 +137,32 @@ coord_conns *conns_start(coord *c, nng_socket sock, int port, char *err) {
     t->idle_s = c->cfg.idle_s;
     t->port = port;
     t->hs_s = c->cfg.handshake_s;
+    t->hello_conn = rate_new(CONNS_MAX);
+    t->hello_addr = rate_new(CONNS_MAX);
     int rv = nng_pipe_notify(sock, NNG_PIPE_EV_ADD_PRE, conns_event, t);
     if (rv == 0) rv = nng_pipe_notify(sock, NNG_PIPE_EV_REM_POST, conns_event, t);
     if (rv != 0) {
         hfl_errf(err, "cannot watch connections: %s", nng_strerror(rv));
-        pthread_mutex_destroy(&t->mu);
-        free(t);
+        conns_stop(t);
         return NULL;
     }
     return t;
+}
+
+uint64_t conns_address(nng_pipe p) { return conns_addr(p, 0); }
+
+int conns_hello_allowed(coord_conns *t, nng_pipe p, double *wait_s) {
+    double per_conn = t->c->cfg.hello_rate_conn, per_addr = t->c->cfg.hello_rate_addr, now = hfl_now(), w1 = 0, w2 = 0;
+    uint64_t conn = (uint32_t)nng_pipe_id(p), addr = conns_addr(p, 0);
+    pthread_mutex_lock(&t->mu);
+    int ok = rate_has(t->hello_conn, conn, per_conn, now, &w1) && rate_has(t->hello_addr, addr, per_addr, now, &w2);
+    if (ok) {
+        rate_take(t->hello_conn, conn, per_conn, now);
+        rate_take(t->hello_addr, addr, per_addr, now);
+    }
+    pthread_mutex_unlock(&t->mu);
+    *wait_s = ok ? 0 : w1 > 0 ? w1 : w2;
+    return ok;
 }
 
 void conns_seen(coord_conns *t, nng_pipe p) {
@@ -266,6 +292,8 @@ void conns_reap(coord_conns *t) {
 
 void conns_stop(coord_conns *t) {
     if (!t) return;
+    rate_free(t->hello_conn);
+    rate_free(t->hello_addr);
     pthread_mutex_destroy(&t->mu);
     free(t);
 }

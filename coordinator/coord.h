@@ -1,10 +1,12 @@
 /* coord.h: the coordinator's state, shared by its files.
  *
  * auth.c      proof of identity at hello, revocation, session tokens
+ *             (challenges.h: pending challenges; rate.h: the hello rate limits)
  * registry.c  clients that said hello (id, name, device, plan, samples)
  * rounds.c    the round engine: selection, tasks, updates into the
  *             aggregator (aggregate.h: clipped, exact), closing a round
  *             (FedAvg, evaluation, the adaptive clip)
+ * overdue.c   clients that let a deadline pass with a task in hand: benched
  * downlink.c  the global model to clients: full or as a delta, fp32/fp16/bf16
  * server.c    NNG rep0 contexts with async I/O; decodes each request,
  *             dispatches it to the round engine under one lock, replies at once
@@ -40,7 +42,30 @@
 #define HFL_EVAL_ARENA_BYTES ((size_t)256 << 20) /* the evaluation trainer's arena, at most (batch >= 1) */
 #define DOWNLINK_HISTORY 4 /* global versions kept to send deltas against */
 #define REGISTRY_MAX_CODECS 8 /* distinct codecs clients may ask for in one run */
-#define COORD_MAX_PENDING 1024 /* hello challenges awaiting their signed answer */
+/* hello challenges awaiting their signed answer (challenges.h): two for
+ * each connection the coordinator can hold (conns.c's CONNS_MAX) */
+#define COORD_MAX_PENDING 8192
+/* --hello-rate's defaults: challenges a connection and a source address may
+ * obtain per second (a client needs two at start and one per token expiry
+ * or restart; a fleet of 1,000 simulated clients on one address needs 2,000
+ * at start, 10 s at this rate). Each costs a certificate check and an ECDSA
+ * signature (~1 ms of a core), so one address costs at most a fifth of a
+ * core, one connection half a percent. */
+#define COORD_HELLO_RATE_CONN 5.0
+#define COORD_HELLO_RATE_ADDR 200.0
+#define COORD_HELLO_RATE_STR "5:200"
+/* Defaults that keep a round from waiting on whoever does not answer (the
+ * README's defaults paragraph): over-selection, after Bonawitz et al. 2019
+ * ("Towards Federated Learning at Scale: System Design", whose server selects
+ * 130% of the devices a round needs so that dropouts do not cost the round), and at the deadline
+ * the round is aggregated once half its draw has reported: that is a FedAvg
+ * step as a round drawing half as many would take (McMahan et al. 2017's C
+ * halved for one round), where failing it throws the updates that came
+ * away. */
+#define COORD_OVER_SELECT_DEFAULT 0.3
+#define COORD_OVER_SELECT_STR "0.3"
+#define COORD_QUORUM_FRACTION 0.5
+#define COORD_QUORUM_FRACTION_STR "0.5"
 /* --async: a task more than this many aggregations old is given up on (its
  * update refused, its client drawable again). FedBuff's staleness weight at
  * 8 is 1/3 (Nguyen et al. 2022 saw most staleness far below that). */
@@ -56,7 +81,8 @@ typedef struct {
     uint32_t block;
     int rounds;
     int clients_per_round; /* K: clients selected each round */
-    int min_quorum;        /* updates needed to aggregate a round */
+    int min_quorum;        /* updates needed to aggregate a round at its deadline (0: quorum_fraction of the draw) */
+    double quorum_fraction; /* --quorum-fraction: without --min-quorum, the share of the draw that must report */
     int min_clients;       /* the first round waits for this many planned clients (or its deadline) */
     double over_select;    /* draw K (1 + F) and close once K updates arrived (0: draw K, wait for all) */
     int late_fold;         /* --late fold: an update one round late joins the open round at half weight */
@@ -87,6 +113,7 @@ typedef struct {
     char save_model[1024];      /* --save-model: the global model after every round (safetensors) */
     int max_sessions;           /* registry entries (identities), at most COORD_MAX_CLIENTS */
     int max_conns_per_addr;     /* connections one address may hold (0: any) */
+    double hello_rate_conn, hello_rate_addr; /* --hello-rate: challenges per second a connection, an address may obtain (0: any) */
     double idle_s;              /* a connection without a whole message this long is closed */
     double handshake_s;         /* an accepted connection silent this long (not a pipe 6x) is closed */
     int max_inflight;           /* requests handled at once (NNG contexts) */
@@ -120,6 +147,12 @@ typedef struct {
     char left[240]; /* why it left before the run ended (its bye's error), "" while it takes part */
     double last_seen;
     int late_round; /* --late fold, --async: the round it was tasked in and closed without it (0: none) */
+    /* overdue.c: its oldest unanswered task, and what letting deadlines pass cost it */
+    int task_round;     /* the round of that task (0: none) */
+    double task_due;    /* when it is due: sent + --deadline */
+    int strikes;        /* deadlines let pass since its last accepted update */
+    int overdue;        /* deadlines let pass in all */
+    int benched_until;  /* not drawn before this round (0: drawable) */
 } coord_client;
 
 typedef struct {
@@ -136,6 +169,7 @@ typedef struct {
                                            3: --virtual-time: simulated past the deadline */
     int n_refused, n_declined, n_missed;
     int n_silent;           /* planned clients not drawn: silent for --liveness */
+    int n_benched;          /* planned clients not drawn: a task of theirs went overdue (overdue.c) */
     int n_eligible;         /* the live planned clients the round drew from */
     int n_target;           /* updates that close the round (K; n_selected without over-selection) */
     int64_t samples_at_select[COORD_MAX_CLIENTS];  /* each selected client's samples when drawn, capped */
@@ -158,11 +192,16 @@ typedef struct {
         double samples, weight, norm, loss, train_s, bytes, measured_peak, trained;
         double sim_s; /* its task's simulated seconds (0: not said) */
         int clipped;
+        double bytes_down; /* every task message sent to it this round, short ones too */
+        int downloads;     /* of them, those that carried weights (full or delta) */
+        int resent;        /* re-downloads it asked for (at most COORD_MAX_RESENDS) */
     } rec[COORD_MAX_CLIENTS];
     double loss_sum;        /* sample-weighted training loss */
     uint64_t bytes_up, bytes_down;
     int tasks_delta; /* tasks sent as a delta against the client's version */
     int tasks_held;  /* tasks sent without weights: the client held the version */
+    int tasks_resent; /* tasks sent again because the client asked for a re-download */
+    int tasks_short;  /* pulls from clients already holding the task, answered without weights */
     int n_stale;        /* late updates folded into this round (--late fold, --async) */
     double weight_stale; /* what they add to the divisor: --late fold their capped samples at half
                             weight, --async their samples; either way exact in a double */
@@ -183,6 +222,15 @@ typedef struct {
     size_t msg_len[DOWNLINK_HISTORY + 1];
 } coord_downlink;
 
+/* Why a hello was refused, counted for the report and --metrics. */
+enum {
+    COORD_HELLO_RATE,      /* --hello-rate: say hello again later */
+    COORD_HELLO_CHALLENGE, /* its challenge is not pending (spent, expired, displaced): say hello again */
+    COORD_HELLO_FULL,      /* the registry is full: say hello again later */
+    COORD_HELLO_DENIED,    /* a definite refusal: revoked, another CA, wrong role, bad fields */
+    COORD_HELLO_REFUSED_KINDS
+};
+
 /* Why an update was refused (rounds_update), counted for --metrics. */
 enum {
     COORD_REJ_MALFORMED, /* its meta */
@@ -202,12 +250,9 @@ typedef struct {
     hfl_identity *self; /* our certificate and key (NULL with --insecure) */
     hfl_trust *trust;   /* the CA and the revoked names (NULL with --insecure) */
     char instance[HFL_ID_NONCE_HEX + 1]; /* random per process: clients notice a restart */
-    struct {
-        char name[64];
-        char challenge[HFL_ID_NONCE_HEX + 1];
-        double at;
-    } pending[COORD_MAX_PENDING];
-    int n_pending;
+    struct coord_challenges *challenges; /* pending hello challenges (challenges.h; under lock) */
+    uint64_t challenges_issued;
+    uint64_t hellos_refused[COORD_HELLO_REFUSED_KINDS]; /* by kind (under lock) */
     hfl_model_spec spec;
     char *spec_json; /* the spec as JSON, sent in every welcome */
     const hfl_codec *codec;
@@ -255,19 +300,31 @@ typedef struct {
 int auth_init(coord *c, const char *revoked_file, char *err);
 void auth_free(coord *c);
 /* A hello's proof of identity: 1 with the proven name (go on to the
- * registry), 0 with *reply set (a challenge to answer), -1 with err.
+ * registry), 0 with *reply set (a challenge to answer), -1 with err for a
+ * definite refusal, -2 with err when saying hello again may succeed (its
+ * challenge is not pending). conn and addr: the connection it came on and
+ * its folded source address (conns.c), which bound the challenges kept.
  * Called without c->lock (it takes it briefly itself). */
-int auth_hello(coord *c, const hfl_msg *m, char name[HFL_ID_NAME_MAX + 1], uint8_t **reply, size_t *len, char *err);
+int auth_hello(coord *c, const hfl_msg *m, uint32_t conn, uint64_t addr, char name[HFL_ID_NAME_MAX + 1],
+               uint8_t **reply, size_t *len, char *err);
+/* Whether the hello asks for a challenge (a first hello, with certificates). */
+int auth_wants_challenge(const coord *c, const hfl_msg *m);
 void auth_reload(coord *c); /* SIGHUP: re-reads the revocation list and applies it */
 int auth_equal(const char *a, const char *b);
-/* An error reply telling the client to say hello again (its session is unknown or stale). */
+/* An error reply telling the client to say hello again (its session is
+ * unknown or stale, its challenge gone, or it must slow down): `reauth`
+ * true, and `retry_ms` when retry_ms > 0. */
 uint8_t *coord_reauth_reply(const char *msg, size_t *len);
+uint8_t *coord_retry_reply(const char *msg, int retry_ms, size_t *len);
 
 /* registry.c */
 /* Remembers a codec a client asked for (up to REGISTRY_MAX_CODECS). */
 void registry_intern_codec(coord *c, const hfl_codec *codec);
 /* Registers (or renews) the session of the proven identity `name`; returns its id or -1. */
 int registry_hello(coord *c, const char *name, const cJSON *meta, char *err);
+/* Whether the registry has (or can make) room for `name`: when it has not,
+ * a refused hello may succeed later. */
+int registry_has_room(const coord *c, const char *name);
 /* Checks a request's client_id and token; returns the id, or -1 with err and
  * *reauth set when saying hello again would help (unknown, wrong or expired token). */
 int registry_check(const coord *c, const cJSON *meta, int *reauth, char *err);
@@ -303,6 +360,12 @@ int rounds_init(coord *c, char *err);
 uint8_t *rounds_pull(coord *c, int id, int64_t have_version, size_t *len);
 uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *payload, size_t plen,
                        size_t msg_bytes, size_t *len);
+/* A pull from a client that holds the open round's task already asks for
+ * it again: it gets a short task (weights "sent", none attached), unless it
+ * asks for a re-download (rounds_pull_again), which it gets this many times
+ * a round; past that it is told to skip the round. */
+#define COORD_MAX_RESENDS 1
+uint8_t *rounds_pull_again(coord *c, int id, int64_t have_version, size_t *len);
 /* Whether a pull from id would get more than "wait": a task, or bye. */
 int rounds_pull_ready(const coord *c, int id);
 /* A WAIT reply: come back in ms (0: at once, after a held pull). */
@@ -310,6 +373,13 @@ int rounds_pull_ready(const coord *c, int id);
 uint8_t *rounds_wait_reply(int ms, size_t *len);
 /* Opens, closes or abandons rounds as quorum and deadline say; called by the main loop. */
 void rounds_tick(coord *c);
+
+/* overdue.c */
+void overdue_tasked(coord *c, int id);                  /* a task of the open round went out to id */
+void overdue_answered(coord *c, int id, int64_t round); /* id sent an update or a decline for round */
+void overdue_progress(coord *c, int id);                /* id's update was accepted */
+void overdue_judge(coord *c, int next_round);           /* before next_round's draw: strikes for tasks past due */
+int overdue_benched(const coord *c, int id, int round); /* id may not be drawn in round */
 
 /* downlink.c */
 int downlink_init(coord *c, const char *codec_name, int delta, char *err);
@@ -324,6 +394,9 @@ enum { DOWNLINK_FULL = 0, DOWNLINK_DELTA = 1, DOWNLINK_HELD = 2 };
  * for every client). */
 uint8_t *downlink_task(coord *c, const cJSON *task_meta, int64_t have_version, size_t *len, int *kind,
                        int cacheable);
+/* A TASK without weights ("sent": base_version is the task's version), for
+ * a client that was sent this task already. */
+uint8_t *downlink_sent(coord *c, const cJSON *task_meta, size_t *len);
 
 /* report.c */
 void report_log_event(coord *c, cJSON *event); /* takes ownership */
@@ -359,6 +432,11 @@ int persist_load(coord *c, int *resumed, char *err);
 typedef struct coord_conns coord_conns;
 coord_conns *conns_start(coord *c, nng_socket sock, int port, char *err); /* port: the listener's TCP port, 0: none */
 void conns_seen(coord_conns *t, nng_pipe p); /* a whole message arrived on p */
+/* --hello-rate: 1 when p's connection and its address may obtain a
+ * challenge now (one is then taken from each), else 0 with *wait_s until
+ * they may. */
+int conns_hello_allowed(coord_conns *t, nng_pipe p, double *wait_s);
+uint64_t conns_address(nng_pipe p); /* p's source address, folded (0: unknown) */
 void conns_reap(coord_conns *t);             /* closes connections idle or not handshaken in time */
 void conns_stop(coord_conns *t);             /* after the socket is closed */
 

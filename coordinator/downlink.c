@@ -9,7 +9,9 @@
  * client that holds the current version already (it trained on it and pulls
  * again, or hfl-client --init-model found the file to be this version) gets
  * a task without weights ("held"), with the fp32 downlink: with fp16 or bf16
- * everyone trains on the codec's rounding of the weights, sent as usual.
+ * everyone trains on the codec's rounding of the weights, sent as usual. A
+ * client that asks again for a task it was sent gets it without weights too
+ * ("sent"): it holds them, or asks for a re-download (rounds.c).
  * Each round's messages are built once per base version and reused.
  * A client that takes deltas accumulates the rounding of each one; with
  * fp32 (the default) it holds exactly the coordinator's weights. A delta
@@ -67,10 +69,11 @@ static uint8_t *downlink_build(coord *c, const cJSON *task_meta, int base, size_
     return m;
 }
 
-/* The task's settings and no weights: the client holds this version. */
-static uint8_t *downlink_held(coord *c, const cJSON *task_meta, size_t *len) {
+/* The task's settings and no weights: the client holds this version
+ * ("held"), or was sent this task already ("sent"). */
+static uint8_t *downlink_bare(coord *c, const cJSON *task_meta, const char *weights, size_t *len) {
     cJSON *meta = cJSON_Duplicate(task_meta, 1);
-    cJSON_AddStringToObject(meta, "weights", "held");
+    cJSON_AddStringToObject(meta, "weights", weights);
     cJSON_AddNumberToObject(meta, "base_version", c->version);
     cJSON_AddStringToObject(meta, "downlink", c->down.codec->name);
     uint8_t *m = hfl_msg_encode(HFL_MSG_TASK, meta, NULL, 0, len);
@@ -86,7 +89,7 @@ uint8_t *downlink_task(coord *c, const cJSON *task_meta, int64_t have_version, s
      * a client holding the exact ones (--init-model) would not */
     if (have_version >= 0 && have_version == c->version && !strcmp(d->codec->name, "fp32")) {
         *kind = DOWNLINK_HELD;
-        return downlink_held(c, task_meta, len);
+        return downlink_bare(c, task_meta, "held", len);
     }
     if (d->delta && have_version >= 0 && have_version < c->version &&
         c->version - have_version <= DOWNLINK_HISTORY - 1 &&
@@ -102,6 +105,10 @@ uint8_t *downlink_task(coord *c, const cJSON *task_meta, int64_t have_version, s
     memcpy(m, d->msg[k], d->msg_len[k]);
     *len = d->msg_len[k];
     return m;
+}
+
+uint8_t *downlink_sent(coord *c, const cJSON *task_meta, size_t *len) {
+    return downlink_bare(c, task_meta, "sent", len);
 }
 
 int downlink_init(coord *c, const char *codec_name, int delta, char *err) {

@@ -54,7 +54,10 @@ static void usage(FILE *f) {
         "  --downlink-delta      send the change since the version a client holds, when recent\n"
         "  --rounds N            rounds to run (default 10)\n"
         "  --clients-per-round K clients selected each round (default 2)\n"
-        "  --min-quorum Q        updates needed to aggregate at the deadline (default K)\n"
+        "  --min-quorum Q        updates needed to aggregate at the deadline (default: --quorum-fraction\n"
+        "                        of the clients drawn)\n"
+        "  --quorum-fraction F   without --min-quorum, a round closed at its deadline is aggregated when\n"
+        "                        at least F of the clients it drew have reported (default " COORD_QUORUM_FRACTION_STR ")\n"
         "  --min-clients N       the first round waits until N clients have planned (or left), or for\n"
         "                        --deadline, so the first draw does not depend on arrival order (default K)\n"
         "  --deadline SECONDS    per-round deadline (default 300)\n"
@@ -85,6 +88,9 @@ static void usage(FILE *f) {
         "  --max-sessions N      registry entries, one per identity (default and at most " COORD_MAX_CLIENTS_STR ")\n"
         "  --max-conns-per-addr N connections one address may hold; more are closed at once (default 256,\n"
         "                        0: no limit)\n"
+        "  --hello-rate C[:A]    first hellos (each costs a certificate check and a signature) answered\n"
+        "                        per second for one connection (C) and one source address (A); more are\n"
+        "                        told to say hello again later (default " COORD_HELLO_RATE_STR "; 0: no limit)\n"
         "  --idle-timeout SECONDS close a connection that delivered no whole message for this long (a\n"
         "                        half-sent frame included; default 300)\n"
         "  --handshake-timeout SECONDS close an accepted connection that has sent nothing for this\n"
@@ -96,7 +102,8 @@ static void usage(FILE *f) {
         "                        longest once it has been idle this long (default 600)\n"
         "  --max-share F         no update weighs more than F of its round (default 0.2; 1: no cap)\n"
         "  --over-select F       draw K (1 + F) clients and close the round once K updates arrived, so\n"
-        "                        dropouts and stragglers do not hold it to its deadline (default 0)\n"
+        "                        dropouts, stragglers and withholders do not hold it to its deadline\n"
+        "                        (default " COORD_OVER_SELECT_STR "; 0 with --async or --virtual-time)\n"
         "  --local-work epochs|capacity  fixed --local-epochs for every client (default), or each\n"
         "                        client's steps scaled to its declared speed so a round's clients\n"
         "                        finish together (the median client trains its epochs)\n"
@@ -154,7 +161,9 @@ static void print_options(const coord_config *c, double linger) {
     cJSON_AddBoolToObject(o, "downlink-delta", c->downlink_delta);
     cJSON_AddNumberToObject(o, "rounds", c->rounds);
     cJSON_AddNumberToObject(o, "clients-per-round", c->clients_per_round);
-    cJSON_AddNumberToObject(o, "min-quorum", c->min_quorum);
+    if (c->min_quorum > 0) cJSON_AddNumberToObject(o, "min-quorum", c->min_quorum);
+    else cJSON_AddNullToObject(o, "min-quorum");
+    cJSON_AddNumberToObject(o, "quorum-fraction", c->quorum_fraction);
     cJSON_AddNumberToObject(o, "min-clients", c->min_clients ? c->min_clients : c->clients_per_round);
     cJSON_AddNumberToObject(o, "deadline", c->deadline_s);
     cJSON_AddNumberToObject(o, "local-epochs", c->local_epochs);
@@ -178,6 +187,11 @@ static void print_options(const coord_config *c, double linger) {
     cJSON_AddNumberToObject(o, "liveness", c->liveness_s);
     cJSON_AddNumberToObject(o, "max-sessions", c->max_sessions);
     cJSON_AddNumberToObject(o, "max-conns-per-addr", c->max_conns_per_addr);
+    char rate[80], ra[40], rb[40];
+    hfl_config_number(c->hello_rate_conn, ra, sizeof ra);
+    hfl_config_number(c->hello_rate_addr, rb, sizeof rb);
+    snprintf(rate, sizeof rate, "%s:%s", ra, rb);
+    hfl_config_add_str(o, "hello-rate", rate);
     cJSON_AddNumberToObject(o, "idle-timeout", c->idle_s);
     cJSON_AddNumberToObject(o, "handshake-timeout", c->handshake_s);
     cJSON_AddNumberToObject(o, "max-inflight", c->max_inflight);
@@ -199,6 +213,16 @@ static void print_options(const coord_config *c, double linger) {
     hfl_config_print(o);
 }
 
+/* --hello-rate C[:A]: per connection and per address, each in [0, 1e6]. */
+static void parse_hello_rate(const char *s, coord_config *cfg, char *e) {
+    char a[64], *colon;
+    snprintf(a, sizeof a, "%s", s);
+    double conn, addr = cfg->hello_rate_addr;
+    if ((colon = strchr(a, ':'))) *colon = 0;
+    if (hfl_parse_double(a, 0, 1e6, &conn, e) == 0 && (!colon || hfl_parse_double(colon + 1, 0, 1e6, &addr, e) == 0))
+        cfg->hello_rate_conn = conn, cfg->hello_rate_addr = addr;
+}
+
 /* --betas B1,B2: each in [0, 1). */
 static void parse_betas(const char *s, coord_config *cfg, char *e) {
     char a[64], *comma;
@@ -218,7 +242,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
            O_DEADLINE, O_EPOCHS, O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_DATA, O_LOG, O_REPORT, O_READY,
            O_LINGER, O_QUIET, O_HELP, O_DOWNLINK, O_DOWNDELTA, O_DEVICE, O_CLIP, O_MAXSAMPLES, O_MAXSHARE,
            O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS, O_REVOKED, O_TOKENTTL, O_STATEDIR, O_MAXSESS, O_PERADDR, O_IDLE, O_HANDSHAKE, O_INFLIGHT, O_MINCLIENTS, O_THREADS, O_OVERSEL, O_LATE, O_WORK, O_PROX, O_ASYNC, O_INITM, O_SAVEM,
-           O_METRICS, O_CONFIG, O_PRINTCFG, O_VIRTUAL, O_OPTIM, O_BETAS }; /* in opts[]'s order */
+           O_METRICS, O_CONFIG, O_PRINTCFG, O_VIRTUAL, O_OPTIM, O_BETAS, O_QFRAC, O_HELLORATE }; /* in opts[]'s order */
     static const struct option opts[] = {
         {"listen", 1, 0, O_LISTEN}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"insecure", 0, 0, O_INSECURE}, {"model", 1, 0, O_MODEL}, {"codec", 1, 0, O_CODEC},
@@ -242,7 +266,8 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         {"prox-mu", 1, 0, O_PROX}, {"async", 1, 0, O_ASYNC},
         {"init-model", 1, 0, O_INITM}, {"save-model", 1, 0, O_SAVEM}, {"metrics", 1, 0, O_METRICS},
         {"config", 1, 0, O_CONFIG}, {"print-config", 0, 0, O_PRINTCFG}, {"virtual-time", 0, 0, O_VIRTUAL},
-        {"optimizer", 1, 0, O_OPTIM}, {"betas", 1, 0, O_BETAS},
+        {"optimizer", 1, 0, O_OPTIM}, {"betas", 1, 0, O_BETAS}, {"quorum-fraction", 1, 0, O_QFRAC},
+        {"hello-rate", 1, 0, O_HELLORATE},
         {0, 0, 0, 0}};
     long v;
     double d;
@@ -272,6 +297,8 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         case O_WD: if (hfl_parse_double(optarg, 0, 1, &d, e) == 0) cfg->weight_decay = d; break;
         case O_OPTIM: hfl_optimizer_parse(optarg, &cfg->optimizer, e); break;
         case O_BETAS: parse_betas(optarg, cfg, e); break;
+        case O_QFRAC: if (hfl_parse_double(optarg, 0.01, 1, &d, e) == 0) cfg->quorum_fraction = d; break;
+        case O_HELLORATE: parse_hello_rate(optarg, cfg, e); break;
         case O_PROX: if (hfl_parse_double(optarg, 0, 100, &d, e) == 0) cfg->prox_mu = d; break;
         case O_SEED: if (hfl_parse_int(optarg, 0, 0x7fffffffL, &v, e) == 0) cfg->seed = (uint64_t)v; break;
         case O_DATA: snprintf(cfg->data_dir, sizeof cfg->data_dir, "%s", optarg); break;
@@ -338,14 +365,16 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         if (e[0]) return hfl_errf(err, "--%s: %s", opts[o - O_LISTEN].name, e);
     }
     if (optind < argc) return hfl_errf(err, "unexpected argument '%s' (see --help)", argv[optind]);
-    cfg->min_quorum = quorum > 0 ? quorum : cfg->clients_per_round;
+    cfg->min_quorum = quorum > 0 ? quorum : 0; /* 0: --quorum-fraction of the draw */
+    if (cfg->over_select < 0) /* over-select by default, where the run allows it */
+        cfg->over_select = cfg->async_concurrency > 0 || cfg->virtual_time ? 0 : COORD_OVER_SELECT_DEFAULT;
     if (!cfg->revoked_path[0] && cfg->tls.ca_file) { /* revoked.txt beside the CA */
         const char *slash = strrchr(cfg->tls.ca_file, '/');
         int dir_len = slash ? (int)(slash - cfg->tls.ca_file) : 1;
         snprintf(cfg->revoked_path, sizeof cfg->revoked_path, "%.*s/revoked.txt", dir_len, slash ? cfg->tls.ca_file : ".");
     }
     if (print_config) print_options(cfg, *linger), exit(0);
-    if (cfg->min_quorum > cfg->clients_per_round)
+    if (cfg->min_quorum > 0 && cfg->min_quorum > cfg->clients_per_round)
         return hfl_errf(err, "--min-quorum %d exceeds --clients-per-round %d", cfg->min_quorum, cfg->clients_per_round);
     if (cfg->optimizer == HFL_OPTIM_ADAMW && cfg->momentum != 0)
         return hfl_errf(err, "--momentum is SGD's: AdamW keeps its own moments (--betas)");
@@ -448,6 +477,8 @@ int main(int argc, char **argv) {
     cfg->liveness_s = 10;
     cfg->token_ttl_s = 3600;
     cfg->max_sessions = COORD_MAX_CLIENTS, cfg->max_conns_per_addr = 256, cfg->idle_s = 300, cfg->max_inflight = 64;
+    cfg->hello_rate_conn = COORD_HELLO_RATE_CONN, cfg->hello_rate_addr = COORD_HELLO_RATE_ADDR;
+    cfg->quorum_fraction = COORD_QUORUM_FRACTION, cfg->over_select = -1; /* -1: the default, resolved after the options */
     cfg->handshake_s = 10;
     cfg->threads = 1;
     cfg->clip_norm = COORD_CLIP_DEFAULT, cfg->clip_adaptive = 1, cfg->max_share = COORD_MAX_SHARE_DEFAULT;

@@ -43,10 +43,12 @@ static void render_metrics(const coord *c, hfl_text *t) {
     hfl_prom_head(t, "hfl_run_complete", "gauge", "1 once every round is done.");
     hfl_text_put(t, "hfl_run_complete %d\n", c->done ? 1 : 0);
 
-    int planned = 0, live = 0, left = 0, revoked = 0, inflight = 0, drawn = 0;
-    double now = hfl_now(), accepted = 0;
+    int planned = 0, live = 0, left = 0, revoked = 0, inflight = 0, drawn = 0, benched = 0;
+    double now = hfl_now(), accepted = 0, overdue = 0;
     for (int i = 0; i < c->n_clients; i++) {
         const coord_client *cl = &c->clients[i];
+        benched += cl->has_plan && cl->benched_until > c->r.round;
+        overdue += cl->overdue;
         planned += cl->has_plan;
         live += cl->has_plan && !cl->left[0] && now - cl->last_seen <= c->cfg.liveness_s;
         left += cl->left[0] != 0;
@@ -57,11 +59,22 @@ static void render_metrics(const coord *c, hfl_text *t) {
     }
     hfl_prom_head(t, "hfl_clients", "gauge", "Clients by state: registered (said hello), planned, live (heard from within "
                                     "--liveness), drawn (tasked in the open round, not answered), in_flight (training "
-                                    "an earlier round's task), left, revoked.");
+                                    "an earlier round's task), left, revoked, benched (let a deadline pass with a task: "
+                                    "not drawn for a while).");
     hfl_text_put(t, "hfl_clients{state=\"registered\"} %d\nhfl_clients{state=\"planned\"} %d\nhfl_clients{state=\"live\"} %d\n"
            "hfl_clients{state=\"drawn\"} %d\nhfl_clients{state=\"in_flight\"} %d\nhfl_clients{state=\"left\"} %d\n"
-           "hfl_clients{state=\"revoked\"} %d\n",
-        c->n_clients, planned, live, drawn, inflight, left, revoked);
+           "hfl_clients{state=\"revoked\"} %d\nhfl_clients{state=\"benched\"} %d\n",
+        c->n_clients, planned, live, drawn, inflight, left, revoked, benched);
+    hfl_prom_head(t, "hfl_tasks_overdue_total", "counter",
+                  "Tasks whose deadline passed in their client's hands without an update or a decline.");
+    hfl_text_put(t, "hfl_tasks_overdue_total %.0f\n", overdue);
+    hfl_prom_head(t, "hfl_client_tasks_overdue", "gauge", "A client's tasks that went overdue (clients with any).");
+    for (int i = 0; i < c->n_clients; i++)
+        if (c->clients[i].overdue > 0) {
+            hfl_text_put(t, "hfl_client_tasks_overdue{client=\"");
+            hfl_prom_label(t, c->clients[i].name);
+            hfl_text_put(t, "\"} %d\n", c->clients[i].overdue);
+        }
     hfl_prom_head(t, "hfl_updates_accepted_total", "counter", "Updates added to a round's aggregate.");
     hfl_text_put(t, "hfl_updates_accepted_total %.0f\n", accepted);
     hfl_prom_head(t, "hfl_updates_rejected_total", "counter", "Updates refused, by reason.");
@@ -73,6 +86,16 @@ static void render_metrics(const coord *c, hfl_text *t) {
     hfl_prom_head(t, "hfl_requests_rejected_total", "counter",
          "Other requests answered with an error (malformed frames, bad tokens, refused hellos).");
     hfl_text_put(t, "hfl_requests_rejected_total %llu\n", (unsigned long long)(c->rejected > upd ? c->rejected - upd : 0));
+    hfl_prom_head(t, "hfl_challenges_issued_total", "counter", "Hello challenges signed and sent.");
+    hfl_text_put(t, "hfl_challenges_issued_total %llu\n", (unsigned long long)c->challenges_issued);
+    hfl_prom_head(t, "hfl_hellos_refused_total", "counter",
+         "Hellos refused, by reason: rate_limited (--hello-rate), challenge_not_pending (spent, expired or "
+         "displaced: the client says hello again), registry_full, denied (revoked, another CA, wrong role, bad fields).");
+    static const char *const hello_kinds[COORD_HELLO_REFUSED_KINDS] = {"rate_limited", "challenge_not_pending",
+                                                                        "registry_full", "denied"};
+    for (int k = 0; k < COORD_HELLO_REFUSED_KINDS; k++)
+        hfl_text_put(t, "hfl_hellos_refused_total{reason=\"%s\"} %llu\n", hello_kinds[k],
+                     (unsigned long long)c->hellos_refused[k]);
     hfl_prom_head(t, "hfl_uplink_bytes_total", "counter", "Bytes of updates received.");
     hfl_text_put(t, "hfl_uplink_bytes_total %.0f\n", up);
     hfl_prom_head(t, "hfl_downlink_bytes_total", "counter", "Bytes of tasks sent.");

@@ -4,7 +4,8 @@
  * <state-dir>/coordinator.state holds everything a round depends on: the
  * global model and the server optimizer's moments (binary, fp32), the round
  * number, model version, the adaptive clip, the registry (identities,
- * sample declarations, codecs, plans, whether each left or was revoked) and
+ * sample declarations, codecs, plans, whether each left or was revoked, the
+ * deadlines each let pass and its back-off: overdue.c) and
  * the report's rounds so far (JSON). Selection and every random draw are
  * functions of (seed, round, client), so no generator state is needed.
  * Session tokens are not kept: after a restart every client proves its
@@ -85,6 +86,9 @@ static cJSON *persist_registry(const coord *c) {
         cJSON_AddNumberToObject(o, "predicted_peak", cl->predicted_peak);
         cJSON_AddNumberToObject(o, "measured_peak", cl->measured_peak);
         cJSON_AddStringToObject(o, "left", cl->left);
+        cJSON_AddNumberToObject(o, "strikes", cl->strikes);
+        cJSON_AddNumberToObject(o, "overdue", cl->overdue);
+        cJSON_AddNumberToObject(o, "benched_until", cl->benched_until);
         cJSON_AddItemToObject(o, "hello", cl->hello ? cJSON_Duplicate(cl->hello, 1) : cJSON_CreateObject());
         cJSON_AddItemToArray(arr, o);
     }
@@ -211,6 +215,9 @@ static int persist_restore_registry(coord *c, const cJSON *reg, char *err) {
         cl->predicted_peak = persist_num(o, "predicted_peak");
         cl->measured_peak = persist_num(o, "measured_peak");
         snprintf(cl->left, sizeof cl->left, "%s", persist_str(o, "left"));
+        cl->strikes = (int)persist_num(o, "strikes"); /* a task out before the restart is void: none due */
+        cl->overdue = (int)persist_num(o, "overdue");
+        cl->benched_until = (int)persist_num(o, "benched_until");
         cl->hello = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(o, "hello"), 1);
         cl->last_seen = hfl_now(); /* live until it proves otherwise */
         cl->token[0] = 0;          /* every client proves its identity again */

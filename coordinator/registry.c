@@ -19,7 +19,57 @@
 #include "coordinator/coord.h"
 #include "util/util.h"
 
-#define REGISTRY_MAX_INFO 4096 /* bytes of device or plan JSON kept per client */
+/* What a hello may carry, and what of it is kept (the device and the plan,
+ * as client/handshake.c writes them): every field a scalar of its kind and
+ * range (proto/schema.c), so a stored description is one level deep and at
+ * most a few hundred bytes, and the report that copies it nests 5 deep. */
+static const hfl_field registry_hello_fields[] = {
+    {"name", HFL_FIELD_STR, 0, HFL_ID_NAME_MAX}, {"samples", HFL_FIELD_INT, 1, 1e8},
+    {"codec", HFL_FIELD_STR, 0, 31},            {"cert", HFL_FIELD_STR, 0, 8192},
+    {"nonce", HFL_FIELD_STR, 0, HFL_ID_NONCE_HEX}, {"challenge", HFL_FIELD_STR, 0, HFL_ID_NONCE_HEX},
+};
+static const hfl_field registry_device_fields[] = {
+    {"kind", HFL_FIELD_STR, 0, 16},        {"backend", HFL_FIELD_STR, 0, 32},
+    {"name", HFL_FIELD_STR, 0, 128},       {"compute_capability", HFL_FIELD_STR, 0, 16},
+    {"cores", HFL_FIELD_INT, 0, 1e6},      {"free_bytes", HFL_FIELD_NUM, 0, 1e18},
+    {"total_bytes", HFL_FIELD_NUM, 0, 1e18},
+};
+static const hfl_field registry_plan_fields[] = {
+    {"backend", HFL_FIELD_STR, 0, 32},           {"device", HFL_FIELD_STR, 0, 128},
+    {"batch", HFL_FIELD_INT, 1, 65536},          {"accumulation_steps", HFL_FIELD_INT, 1, 65536},
+    {"step_batch", HFL_FIELD_INT, 1, 1 << 30},   {"momentum", HFL_FIELD_BOOL, 0, 0},
+    {"prox_anchor", HFL_FIELD_BOOL, 0, 0},       {"adamw", HFL_FIELD_BOOL, 0, 0},
+    {"precision", HFL_FIELD_STR, 0, 16},         {"checkpoint", HFL_FIELD_STR, 0, 32},
+    {"budget_bytes", HFL_FIELD_NUM, 0, 1e18},    {"arena_bytes", HFL_FIELD_NUM, 0, 1e18},
+    {"predicted_peak_bytes", HFL_FIELD_NUM, 0, 1e18}, {"predicted_samples_per_s", HFL_FIELD_NUM, 0, 1e15},
+    {"capacity_samples_per_s", HFL_FIELD_NUM, 0, 1e15}, {"overhead_bytes", HFL_FIELD_NUM, 0, 1e18},
+    {"overhead_records", HFL_FIELD_INT, 0, 1e9}, {"verify_measurements", HFL_FIELD_INT, 0, 1e9},
+};
+#define REGISTRY_N(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* The hello's fields against the schemas above: device and plan are
+ * objects of known fields, anything else at the top is a known scalar. */
+static int registry_check_hello(const cJSON *meta, char *err) {
+    const cJSON *item;
+    cJSON_ArrayForEach(item, meta) {
+        const char *k = item->string ? item->string : "";
+        if (!strcmp(k, "device")) {
+            if (hfl_meta_check_fields(item, "device", registry_device_fields, REGISTRY_N(registry_device_fields),
+                                      err) != 0)
+                return -1;
+        } else if (!strcmp(k, "plan")) {
+            if (hfl_meta_check_fields(item, "plan", registry_plan_fields, REGISTRY_N(registry_plan_fields), err) != 0)
+                return -1;
+        }
+    }
+    /* the top level, its objects aside */
+    cJSON *top = cJSON_Duplicate(meta, 1);
+    cJSON_DeleteItemFromObjectCaseSensitive(top, "device");
+    cJSON_DeleteItemFromObjectCaseSensitive(top, "plan");
+    int rc = hfl_meta_check_fields(top, NULL, registry_hello_fields, REGISTRY_N(registry_hello_fields), err);
+    cJSON_Delete(top);
+    return rc;
+}
 
 /* Index of a codec name among those clients asked for so far, or -1. */
 static int registry_codec_known(const coord *c, const char *name) {
@@ -46,18 +96,11 @@ static int registry_token(char out[33], char *err) {
     return 0;
 }
 
-static int registry_info_size(const cJSON *o) {
-    char *s = o ? cJSON_PrintUnformatted(o) : NULL;
-    int n = s ? (int)strlen(s) : 0;
-    free(s);
-    return n;
-}
-
 /* A full registry makes room by forgetting the session idle longest, if it
  * has been idle for --session-ttl and is not drawn in the open round (invented
  * names that said hello once must not lock honest newcomers out for good).
  * Returns the freed id, or -1. */
-static int registry_evict(coord *c) {
+static int registry_evictable(const coord *c) {
     double now = hfl_now();
     int victim = -1;
     for (int i = 0; i < c->n_clients; i++) {
@@ -65,6 +108,22 @@ static int registry_evict(coord *c) {
         if (now - cl->last_seen < c->cfg.session_ttl_s || (c->r.open && c->r.is_selected[i])) continue;
         if (victim < 0 || cl->last_seen < c->clients[victim].last_seen) victim = i;
     }
+    return victim;
+}
+
+static int registry_cap(const coord *c) {
+    return c->cfg.max_sessions > 0 && c->cfg.max_sessions < COORD_MAX_CLIENTS ? c->cfg.max_sessions : COORD_MAX_CLIENTS;
+}
+
+int registry_has_room(const coord *c, const char *name) {
+    for (int i = 0; i < c->n_clients; i++)
+        if (!strcmp(c->clients[i].name, name)) return 1;
+    return c->n_clients < registry_cap(c) || registry_evictable(c) >= 0;
+}
+
+static int registry_evict(coord *c) {
+    double now = hfl_now();
+    int victim = registry_evictable(c);
     if (victim < 0) return -1;
     coord_client *cl = &c->clients[victim];
     cJSON *ev = cJSON_CreateObject();
@@ -81,13 +140,10 @@ static int registry_evict(coord *c) {
 
 int registry_hello(coord *c, const char *name, const cJSON *meta, char *err) {
     int64_t samples;
-    if (hfl_meta_int(meta, "samples", 1, 100000000, &samples, err) != 0) return -1;
+    if (hfl_meta_int(meta, "samples", 1, 100000000, &samples, err) != 0 || registry_check_hello(meta, err) != 0)
+        return -1;
     const cJSON *device = cJSON_GetObjectItemCaseSensitive(meta, "device");
     const cJSON *plan = cJSON_GetObjectItemCaseSensitive(meta, "plan");
-    if (device && !cJSON_IsObject(device)) return hfl_errf(err, "field 'device' must be an object");
-    if (plan && !cJSON_IsObject(plan)) return hfl_errf(err, "field 'plan' must be an object");
-    if (registry_info_size(device) > REGISTRY_MAX_INFO || registry_info_size(plan) > REGISTRY_MAX_INFO)
-        return hfl_errf(err, "device or plan description over %d bytes", REGISTRY_MAX_INFO);
     const hfl_codec *codec = c->codec;
     if (cJSON_GetObjectItemCaseSensitive(meta, "codec")) {
         char name[32];
@@ -105,7 +161,7 @@ int registry_hello(coord *c, const char *name, const cJSON *meta, char *err) {
     for (int i = 0; i < c->n_clients; i++)
         if (!strcmp(c->clients[i].name, name)) id = i;
     if (id >= 0 && c->clients[id].revoked) return hfl_errf(err, "certificate of '%s' is revoked", name);
-    int cap = c->cfg.max_sessions > 0 && c->cfg.max_sessions < COORD_MAX_CLIENTS ? c->cfg.max_sessions : COORD_MAX_CLIENTS;
+    int cap = registry_cap(c);
     if (id < 0 && c->n_clients < cap) id = c->n_clients++;
     if (id < 0 && (id = registry_evict(c)) < 0)
         return hfl_errf(err, "registry full: %d sessions, none idle for %.0f s (--session-ttl)", cap,
@@ -261,6 +317,9 @@ cJSON *registry_report(const coord *c) {
         cJSON_AddNumberToObject(o, "declined", rec[i].declined);
         cJSON_AddNumberToObject(o, "late", rec[i].late);
         cJSON_AddNumberToObject(o, "bytes_up", rec[i].bytes_up);
+        /* deadlines it let pass with a task in hand (overdue.c), and its back-off */
+        cJSON_AddNumberToObject(o, "tasks_overdue", cl->overdue);
+        if (cl->benched_until > c->r.round) cJSON_AddNumberToObject(o, "benched_until_round", cl->benched_until);
         if (rec[i].train_s > 0) cJSON_AddNumberToObject(o, "samples_per_s", rec[i].samples / rec[i].train_s);
         if (cl->measured_peak > 0) {
             cJSON_AddNumberToObject(o, "predicted_peak_bytes", cl->predicted_peak);

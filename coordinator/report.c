@@ -63,7 +63,9 @@ char *report_render(coord *c, size_t *len) {
     cJSON_AddNumberToObject(o, "rounds_planned", cfg->rounds);
     cJSON_AddNumberToObject(o, "rounds_aggregated", c->version);
     cJSON_AddNumberToObject(o, "clients_per_round", cfg->clients_per_round);
-    cJSON_AddNumberToObject(o, "min_quorum", cfg->min_quorum);
+    if (cfg->min_quorum > 0) cJSON_AddNumberToObject(o, "min_quorum", cfg->min_quorum);
+    else cJSON_AddNullToObject(o, "min_quorum"); /* quorum_fraction of each round's draw */
+    cJSON_AddNumberToObject(o, "quorum_fraction", cfg->quorum_fraction);
     cJSON_AddNumberToObject(o, "local_epochs", cfg->local_epochs);
     cJSON_AddNumberToObject(o, "batch", cfg->batch);
     cJSON_AddNumberToObject(o, "lr", cfg->lr);
@@ -88,6 +90,12 @@ char *report_render(coord *c, size_t *len) {
     cJSON_AddNumberToObject(o, "connections_idle_closed", (double)__atomic_load_n(&c->conns_reaped, __ATOMIC_RELAXED));
     cJSON_AddNumberToObject(o, "connections_handshake_closed",
                             (double)__atomic_load_n(&c->conns_unshaken, __ATOMIC_RELAXED));
+    cJSON_AddNumberToObject(o, "challenges_issued", (double)c->challenges_issued);
+    cJSON *hr = cJSON_AddObjectToObject(o, "hellos_refused"); /* by kind: coord.h */
+    cJSON_AddNumberToObject(hr, "rate_limited", (double)c->hellos_refused[COORD_HELLO_RATE]);
+    cJSON_AddNumberToObject(hr, "challenge_not_pending", (double)c->hellos_refused[COORD_HELLO_CHALLENGE]);
+    cJSON_AddNumberToObject(hr, "registry_full", (double)c->hellos_refused[COORD_HELLO_FULL]);
+    cJSON_AddNumberToObject(hr, "denied", (double)c->hellos_refused[COORD_HELLO_DENIED]);
     uint64_t rss = 0, peak = 0;
     if (hfl_mem_read(&rss, &peak, NULL) == 0) { /* the coordinator process, so far */
         cJSON_AddNumberToObject(o, "coordinator_rss_bytes", (double)rss);

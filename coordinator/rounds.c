@@ -57,6 +57,11 @@ static void model_sha256(const coord *c, char hex[65]) {
     for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
 }
 
+/* Clients a synchronous round draws: K (1 + --over-select), fewer when fewer are live. */
+static int round_draw_size(const coord *c) {
+    return c->cfg.clients_per_round + (int)ceil(c->cfg.clients_per_round * c->cfg.over_select);
+}
+
 int rounds_init(coord *c, char *err) {
     memset(&c->r, 0, sizeof c->r);
     /* Updates, their sum and the server optimizer's state cover the model's
@@ -68,10 +73,10 @@ int rounds_init(coord *c, char *err) {
     if (hfl_sopt_parse(c->cfg.server_opt, &c->sopt, err) != 0 || hfl_sopt_init(&c->sopt, nt, err) != 0 ||
         hfl_rule_parse(c->cfg.strategy, &c->rule, err) != 0 || hfl_agg_init_on(&c->agg, c->be, nt, 1, err) != 0)
         return -1;
-    /* a robust rule holds every update of a round, decoded: planned here, once */
+    /* a robust rule holds every update of a round, decoded, a row for each
+     * client drawn (over-selected too: round_select's draw): planned here, once */
     char why[HFL_ERR_LEN];
-    if (c->rule.kind != HFL_RULE_FEDAVG &&
-        hfl_agg_hold(&c->agg, c->cfg.clients_per_round, c->cfg.robust_memory, why) != 0)
+    if (c->rule.kind != HFL_RULE_FEDAVG && hfl_agg_hold(&c->agg, round_draw_size(c), c->cfg.robust_memory, why) != 0)
         return hfl_errf(err, "--strategy %s: %s", c->cfg.strategy, why);
     model_sha256(c, c->final_sha256); /* before any round: the initial model's */
     return 0;
@@ -92,6 +97,14 @@ void coord_parse_clip(const char *s, coord_config *cfg, char *err) {
     }
 }
 
+
+/* Updates a round closed at its deadline needs: --min-quorum, else
+ * --quorum-fraction of `drawn` (at least one). */
+static int round_quorum(const coord *c, int drawn) {
+    if (c->cfg.min_quorum > 0) return c->cfg.min_quorum;
+    int q = (int)ceil(c->cfg.quorum_fraction * drawn - 1e-9);
+    return q < 1 ? 1 : q;
+}
 
 /* Draws K of the registered clients: a partial Fisher-Yates shuffle from philox
  * over the clients in name order, so the draw does not depend on who said
@@ -166,6 +179,10 @@ static void round_select(coord *c) {
         if (!c->clients[i].has_plan) continue;
         fleet += (double)c->clients[i].samples;
         if (c->clients[i].late_round && async) continue; /* still training an earlier round's task */
+        if (overdue_benched(c, i, r->round)) { /* let a deadline pass with a task: backing off (overdue.c) */
+            r->n_benched++;
+            continue;
+        }
         if (now - c->clients[i].last_seen > c->cfg.liveness_s) {
             r->n_silent++;
             continue;
@@ -176,7 +193,7 @@ static void round_select(coord *c) {
     r->n_eligible = n;
     /* --over-select F: K (1 + F) drawn, the first K updates close the round;
      * --async C: enough drawn that C train at once, K arrivals close it */
-    int want = c->cfg.clients_per_round + (int)ceil(c->cfg.clients_per_round * c->cfg.over_select);
+    int want = round_draw_size(c);
     if (async) want = c->cfg.async_concurrency > c->n_inflight ? c->cfg.async_concurrency - c->n_inflight : 0;
     int k = want < n ? want : n;
     r->n_target = c->cfg.clients_per_round < k ? c->cfg.clients_per_round : k;
@@ -234,6 +251,7 @@ static void round_open(coord *c) {
     r->round = next;
     r->open = 1;
     r->opened_at = hfl_now();
+    if (c->cfg.async_concurrency == 0) overdue_judge(c, next);
     round_select(c);
 
     cJSON *meta = cJSON_CreateObject();
@@ -263,6 +281,7 @@ static void round_open(coord *c) {
     cJSON_AddStringToObject(ev, "event", "round_open");
     cJSON_AddNumberToObject(ev, "round", r->round);
     cJSON_AddNumberToObject(ev, "silent", r->n_silent);
+    cJSON_AddNumberToObject(ev, "benched", r->n_benched);
     cJSON_AddNumberToObject(ev, "eligible", r->n_eligible);
     cJSON *sel = cJSON_AddArrayToObject(ev, "selected");
     for (int i = 0; i < r->n_selected; i++) cJSON_AddItemToArray(sel, cJSON_CreateNumber(r->selected[i]));
@@ -317,7 +336,30 @@ int rounds_pull_ready(const coord *c, int id) {
            async_can_draw(c, id);
 }
 
-uint8_t *rounds_pull(coord *c, int id, int64_t have_version, size_t *len) {
+/* A client that holds the open round's task asks for it again past
+ * COORD_MAX_RESENDS re-downloads: it is told to skip the round (a pull
+ * storm must not cost the coordinator a model's bytes per pull), and the
+ * round stops waiting for it. */
+static uint8_t *round_resend_capped(coord *c, int id, size_t *len) {
+    coord_round *r = &c->r;
+    r->refused[id] = 1;
+    r->n_refused++;
+    cJSON *ev = cJSON_CreateObject();
+    cJSON_AddStringToObject(ev, "event", "resend_capped");
+    cJSON_AddNumberToObject(ev, "round", r->round);
+    cJSON_AddNumberToObject(ev, "client", id);
+    report_log_event(c, ev);
+    char msg[160];
+    snprintf(msg, sizeof msg, "round %d's task was sent to client %d %d times already (skip the round)", r->round, id,
+             1 + COORD_MAX_RESENDS);
+    cJSON *meta = cJSON_CreateObject();
+    cJSON_AddStringToObject(meta, "error", msg);
+    cJSON_AddBoolToObject(meta, "skip_round", 1);
+    return reply(HFL_MSG_ERROR, meta, NULL, 0, len);
+}
+
+/* A pull from id (see rounds_pull and rounds_pull_again). */
+static uint8_t *round_pull(coord *c, int id, int64_t have_version, int again, size_t *len) {
     coord_round *r = &c->r;
     c->clients[id].last_seen = hfl_now();
     if (c->done) {
@@ -329,20 +371,40 @@ uint8_t *rounds_pull(coord *c, int id, int64_t have_version, size_t *len) {
     }
     if (!rounds_pull_ready(c, id)) return rounds_wait_reply(COORD_WAIT_MS, len);
     if (async_can_draw(c, id)) async_draw(c, id);
+    int sent = r->tasked[id]; /* it holds this round's task already */
+    if (sent && again && r->rec[id].resent >= COORD_MAX_RESENDS) return round_resend_capped(c, id, len);
     int kind = DOWNLINK_FULL, steps = r->local_steps[id];
     cJSON *meta = r->task_meta;
     if (steps > 0) { /* capacity-aware work: this client's own step count */
         meta = cJSON_Duplicate(r->task_meta, 1);
         cJSON_AddNumberToObject(meta, "local_steps", steps);
     }
-    uint8_t *m = downlink_task(c, meta, have_version, len, &kind, steps == 0);
+    uint8_t *m = sent && !again ? downlink_sent(c, meta, len)
+                                : downlink_task(c, meta, have_version, len, &kind, steps == 0);
     if (meta != r->task_meta) cJSON_Delete(meta);
     if (!m) return coord_error_reply("cannot encode the task", len);
-    r->tasks_delta += kind == DOWNLINK_DELTA;
-    r->tasks_held += kind == DOWNLINK_HELD;
+    if (sent && !again) {
+        r->tasks_short++;
+    } else {
+        r->tasks_delta += kind == DOWNLINK_DELTA;
+        r->tasks_held += kind == DOWNLINK_HELD;
+        r->rec[id].downloads += kind != DOWNLINK_HELD;
+        r->rec[id].resent += sent;
+        r->tasks_resent += sent;
+        if (!sent) overdue_tasked(c, id);
+    }
     r->tasked[id] = 1;
     r->bytes_down += *len;
+    r->rec[id].bytes_down += (double)*len;
     return m;
+}
+
+uint8_t *rounds_pull(coord *c, int id, int64_t have_version, size_t *len) {
+    return round_pull(c, id, have_version, 0, len);
+}
+
+uint8_t *rounds_pull_again(coord *c, int id, int64_t have_version, size_t *len) {
+    return round_pull(c, id, have_version, 1, len);
 }
 
 /* A drawn, tasked client that sits the open round out (hfl-client --dropout):
@@ -457,13 +519,15 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     int64_t round = 0, samples;
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(meta, "declined"))) {
         if (hfl_meta_int(meta, "round", 1, 1 << 30, &round, err) != 0) return coord_error_reply(err, len);
+        overdue_answered(c, id, round);
         return round_decline(c, id, round, len);
     }
     int why = COORD_REJ_MALFORMED; /* the refusal's kind, for --metrics */
     double loss, peak = 0, train_s = 0;
     char codec[32];
-    if (hfl_meta_int(meta, "round", 1, 1 << 30, &round, err) != 0 ||
-        hfl_meta_int(meta, "samples", 1, 100000000, &samples, err) != 0 ||
+    if (hfl_meta_int(meta, "round", 1, 1 << 30, &round, err) != 0) goto reject;
+    overdue_answered(c, id, round); /* accepted or not, it answers its task */
+    if (hfl_meta_int(meta, "samples", 1, 100000000, &samples, err) != 0 ||
         hfl_meta_num(meta, "loss", 0, 1e30, &loss, err) != 0 ||
         hfl_meta_str(meta, "codec", sizeof codec - 1, codec, err) != 0)
         goto reject;
@@ -489,6 +553,7 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
         (c->cfg.async_concurrency > 0 ? tau <= COORD_ASYNC_MAX_STALENESS : c->cfg.late_fold && tau == 1)) {
         why = COORD_REJ_LATE;
         if (round_fold(c, id, tau, samples, trained, codec, payload, plen, msg_bytes, err) != 0) goto reject;
+        overdue_progress(c, id);
         cJSON *ack = cJSON_CreateObject();
         cJSON_AddNumberToObject(ack, "round", (double)round);
         cJSON_AddNumberToObject(ack, "folded_into", r->round);
@@ -560,6 +625,7 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     r->loss_sum += loss * (double)samples;
     r->bytes_up += msg_bytes;
     c->clients[id].updates++;
+    overdue_progress(c, id);
     if (measured > 0) {
         c->clients[id].predicted_peak = predicted;
         c->clients[id].measured_peak = measured;
@@ -654,6 +720,10 @@ static cJSON *round_participants(const coord *c) {
         }
         if ((r->received[id] || r->refused[id] == 3) && r->rec[id].sim_s > 0)
             cJSON_AddNumberToObject(o, "sim_s", r->rec[id].sim_s);
+        /* what the round's tasks cost on the downlink for this client */
+        cJSON_AddNumberToObject(o, "bytes_down", r->rec[id].bytes_down);
+        cJSON_AddNumberToObject(o, "downloads", r->rec[id].downloads);
+        if (r->rec[id].resent) cJSON_AddNumberToObject(o, "resent", r->rec[id].resent);
         if (r->local_steps[id] > 0) cJSON_AddNumberToObject(o, "local_steps", r->local_steps[id]);
         if (r->mid_round[id]) cJSON_AddBoolToObject(o, "mid_round", 1);
         cJSON_AddItemToArray(arr, o);
@@ -704,12 +774,16 @@ static void round_finish(coord *c, const char *reason) {
     if (c->cfg.late_fold || c->cfg.async_concurrency > 0) cJSON_AddNumberToObject(o, "late_folded", r->n_stale);
     cJSON_AddNumberToObject(o, "selected", r->n_selected);
     cJSON_AddNumberToObject(o, "target", r->n_target);
+    cJSON_AddNumberToObject(o, "quorum", round_quorum(c, c->cfg.async_concurrency > 0 ? r->n_target : r->n_selected));
     cJSON_AddNumberToObject(o, "eligible", r->n_eligible);
     cJSON_AddNumberToObject(o, "samples", r->samples_sum);
     cJSON_AddNumberToObject(o, "bytes_up", (double)r->bytes_up);
     cJSON_AddNumberToObject(o, "bytes_down", (double)r->bytes_down);
     cJSON_AddNumberToObject(o, "tasks_delta", r->tasks_delta);
     cJSON_AddNumberToObject(o, "tasks_held", r->tasks_held);
+    cJSON_AddNumberToObject(o, "tasks_resent", r->tasks_resent);
+    cJSON_AddNumberToObject(o, "tasks_short", r->tasks_short);
+    cJSON_AddNumberToObject(o, "benched", r->n_benched);
     cJSON_AddNumberToObject(o, "wall_s", wall);
     cJSON_AddNumberToObject(o, "version", c->version);
     if (r->clip > 0) cJSON_AddNumberToObject(o, "clip_norm", r->clip);
@@ -848,7 +922,7 @@ void rounds_tick(coord *c) {
         }
         /* clients that left or fell silent are not waited for: a round draws from the rest */
         if (live >= c->cfg.clients_per_round ||
-            (live >= c->cfg.min_quorum && live > 0 && planned + left >= c->cfg.clients_per_round))
+            (live >= round_quorum(c, c->cfg.clients_per_round) && live > 0 && planned + left >= c->cfg.clients_per_round))
             round_open(c);
         return;
     }
@@ -858,7 +932,8 @@ void rounds_tick(coord *c) {
         if (got >= r->n_target)
             round_aggregate(c);
         else if (hfl_now() - r->opened_at > c->cfg.deadline_s)
-            got >= c->cfg.min_quorum && got > 0 ? round_aggregate(c) : round_finish(c, "quorum not reached, global model kept");
+            got >= round_quorum(c, r->n_target) && got > 0 ? round_aggregate(c)
+                                                           : round_finish(c, "quorum not reached, global model kept");
         return;
     }
     int gone = 0; /* selected clients that left the run (registry_leave) or were told to skip it */
@@ -872,7 +947,7 @@ void rounds_tick(coord *c) {
         round_aggregate(c);
     } else if (hfl_now() - r->opened_at > c->cfg.deadline_s ||
                (gone && r->n_received + gone >= r->n_selected)) {
-        if (r->n_received >= c->cfg.min_quorum && r->n_received > 0)
+        if (r->n_received >= round_quorum(c, r->n_selected) && r->n_received > 0)
             round_aggregate(c);
         else
             round_finish(c, "quorum not reached, global model kept");

@@ -69,18 +69,36 @@ struct coord_server {
 
 static void server_work_cb(void *arg);
 
-static uint8_t *server_handle_hello(coord *c, const hfl_msg *m, size_t *len) {
-    char err[HFL_ERR_LEN], name[HFL_ID_NAME_MAX + 1];
-    uint8_t *challenge;
-    int proven = auth_hello(c, m, name, &challenge, len, err); /* crypto, without the lock */
-    if (proven == 0) return challenge;
+/* Counts a refused hello of `kind` and answers it: "say hello again"
+ * (reauth, after retry_ms when > 0) unless the refusal is definite. */
+static uint8_t *server_refuse_hello(coord *c, int kind, const char *err, int retry_ms, size_t *len) {
     pthread_mutex_lock(&c->lock);
-    int id = proven < 0 ? -1 : registry_hello(c, name, m->meta, err);
+    c->rejected++;
+    c->hellos_refused[kind]++;
+    pthread_mutex_unlock(&c->lock);
+    if (!c->cfg.quiet && kind != COORD_HELLO_RATE) fprintf(stderr, "hfl-coordinator: hello refused: %s\n", err);
+    return kind == COORD_HELLO_DENIED ? coord_error_reply(err, len) : coord_retry_reply(err, retry_ms, len);
+}
+
+static uint8_t *server_handle_hello(coord_server *s, coord *c, const hfl_msg *m, nng_pipe pipe, size_t *len) {
+    char err[HFL_ERR_LEN], name[HFL_ID_NAME_MAX + 1];
+    double wait_s;
+    if (auth_wants_challenge(c, m) && !conns_hello_allowed(s->conns, pipe, &wait_s)) {
+        int ms = (int)(wait_s * 1000) + 1;
+        snprintf(err, sizeof err, "too many hellos from this connection or address (--hello-rate): say hello again in %d ms", ms);
+        return server_refuse_hello(c, COORD_HELLO_RATE, err, ms, len);
+    }
+    uint8_t *challenge;
+    int proven = auth_hello(c, m, (uint32_t)nng_pipe_id(pipe), conns_address(pipe), name, &challenge, len,
+                            err); /* crypto, without the lock */
+    if (proven == 0) return challenge;
+    if (proven < 0) return server_refuse_hello(c, proven == -2 ? COORD_HELLO_CHALLENGE : COORD_HELLO_DENIED, err, 0, len);
+    pthread_mutex_lock(&c->lock);
+    int id = registry_hello(c, name, m->meta, err);
     if (id < 0) {
-        c->rejected++;
+        int full = !registry_has_room(c, name);
         pthread_mutex_unlock(&c->lock);
-        if (!c->cfg.quiet) fprintf(stderr, "hfl-coordinator: hello refused: %s\n", err);
-        return coord_error_reply(err, len);
+        return server_refuse_hello(c, full ? COORD_HELLO_FULL : COORD_HELLO_DENIED, err, full ? 1000 : 0, len);
     }
     cJSON *meta = cJSON_CreateObject();
     cJSON_AddNumberToObject(meta, "client_id", id);
@@ -114,7 +132,8 @@ static uint8_t *server_handle_hello(coord *c, const hfl_msg *m, size_t *len) {
 
 /* Decodes one request and returns the encoded reply (malloc'd), or NULL with
  * *park filled for a pull to hold. */
-static uint8_t *server_handle(coord *c, const uint8_t *buf, size_t n, size_t *len, server_park *park) {
+static uint8_t *server_handle(coord_server *s, coord *c, const uint8_t *buf, size_t n, nng_pipe pipe, size_t *len,
+                              server_park *park) {
     char err[HFL_ERR_LEN], msg[HFL_ERR_LEN + 32];
     hfl_msg m;
     size_t max_payload = c->spec.n_params * sizeof(float) + 4096;
@@ -128,7 +147,7 @@ static uint8_t *server_handle(coord *c, const uint8_t *buf, size_t n, size_t *le
     uint8_t *out = NULL;
     int64_t id = -1;
     if (m.type == HFL_MSG_HELLO) { /* takes the lock itself, after the crypto */
-        out = server_handle_hello(c, &m, len);
+        out = server_handle_hello(s, c, &m, pipe, len);
         hfl_msg_free(&m);
         return out;
     }
@@ -143,12 +162,16 @@ static uint8_t *server_handle(coord *c, const uint8_t *buf, size_t n, size_t *le
             out = reauth ? coord_reauth_reply(err, len) : coord_error_reply(err, len);
         } else if (m.type == HFL_MSG_PULL) {
             int64_t have = -1, hold = 0; /* optional: the model version the client holds; how long it may wait */
+            const cJSON *resend = cJSON_GetObjectItemCaseSensitive(m.meta, "resend"); /* optional: send it again */
             if ((cJSON_GetObjectItemCaseSensitive(m.meta, "have_version") &&
                  hfl_meta_int(m.meta, "have_version", -1, INT32_MAX, &have, err) != 0) ||
                 (cJSON_GetObjectItemCaseSensitive(m.meta, "hold_ms") &&
-                 hfl_meta_int(m.meta, "hold_ms", 0, 600000, &hold, err) != 0)) {
+                 hfl_meta_int(m.meta, "hold_ms", 0, 600000, &hold, err) != 0) ||
+                (resend && !cJSON_IsBool(resend) && hfl_errf(err, "field 'resend' is not true or false"))) {
                 c->rejected++;
                 out = coord_error_reply(err, len);
+            } else if (cJSON_IsTrue(resend)) {
+                out = rounds_pull_again(c, (int)id, have, len);
             } else if (hold > 0 && !rounds_pull_ready(c, (int)id)) {
                 c->clients[id].last_seen = hfl_now();
                 *park = (server_park){.park = 1, .id = (int)id, .have = have, .hold_ms = hold};
@@ -235,12 +258,19 @@ static server_work *server_park_work(coord_server *s, server_work *w, const serv
     return r;
 }
 
+/* Frees the reply w's aio still holds (a send that failed or never started). */
+static void server_drop_msg(server_work *w) {
+    nng_msg *m = nng_aio_get_msg(w->aio);
+    nng_aio_set_msg(w->aio, NULL);
+    if (m) nng_msg_free(m);
+}
+
 static void server_work_cb(void *arg) {
     server_work *w = arg;
     coord_server *s = w->s;
     int rv = nng_aio_result(w->aio);
     if (rv == NNG_ECLOSED || rv == NNG_ECANCELED) { /* stopping: a send not made still owns its message */
-        if (w->state == WORK_SEND) nng_msg_free(nng_aio_get_msg(w->aio));
+        if (w->state == WORK_SEND) server_drop_msg(w);
         return;
     }
     if (w->state == WORK_RECV) {
@@ -249,10 +279,11 @@ static void server_work_cb(void *arg) {
             return;
         }
         nng_msg *req = nng_aio_get_msg(w->aio);
+        nng_aio_set_msg(w->aio, NULL); /* ours now: the aio holds only a reply not yet sent (server_stop) */
         conns_seen(s->conns, nng_msg_get_pipe(req));
         size_t len = 0;
         server_park park = {0};
-        uint8_t *out = server_handle(w->c, nng_msg_body(req), nng_msg_len(req), &len, &park);
+        uint8_t *out = server_handle(s, w->c, nng_msg_body(req), nng_msg_len(req), nng_msg_get_pipe(req), &len, &park);
         nng_msg_free(req);
         if (park.park) {
             server_work *old;
@@ -280,7 +311,7 @@ static void server_work_cb(void *arg) {
         return;
     }
     /* WORK_SEND done: a failed send still owns its message. */
-    if (rv != 0) nng_msg_free(nng_aio_get_msg(w->aio));
+    if (rv != 0) server_drop_msg(w);
     if (w->woken) { /* a spare again: a parked pull's place among the receivers was taken */
         w->woken = 0;
         pthread_mutex_lock(&s->lock);
@@ -375,6 +406,9 @@ void server_stop(coord_server *s) {
     pthread_mutex_unlock(&s->lock);
     for (int i = 0; i < s->n_work; i++) nng_aio_stop(s->work[i]->aio);
     for (int i = 0; i < s->n_work; i++) {
+        /* a reply handed to an aio that was stopped meanwhile (a request
+         * handled while we stop) was never sent and never called back */
+        server_drop_msg(s->work[i]);
         nng_ctx_close(s->work[i]->ctx);
         nng_aio_free(s->work[i]->aio);
         free(s->work[i]);

@@ -74,13 +74,35 @@ uint8_t *hfl_msg_encode(int type, const cJSON *meta, const void *payload, size_t
     return buf;
 }
 
-/* Parses meta (already CRC-checked) into a JSON object. */
+int hfl_json_depth(const char *text, size_t len, int stop) {
+    int depth = 0, deepest = 0, in_string = 0;
+    for (size_t i = 0; i < len && deepest < stop; i++) {
+        char ch = text[i];
+        if (in_string) {
+            if (ch == '\\') i++; /* the escaped character is never a quote that ends the string */
+            else if (ch == '"') in_string = 0;
+        } else if (ch == '"') {
+            in_string = 1;
+        } else if (ch == '{' || ch == '[') {
+            if (++depth > deepest) deepest = depth;
+        } else if (ch == '}' || ch == ']') {
+            depth--;
+        }
+    }
+    return deepest;
+}
+
+/* Parses meta (already CRC-checked) into a JSON object, at most
+ * HFL_MSG_MAX_DEPTH deep: the depth is counted on the text first, so a deep
+ * document is refused before cJSON recurses into it. */
 static int msg_parse_meta(const uint8_t *meta, size_t meta_len, cJSON **out, char *err) {
     if (meta_len == 0) {
         *out = cJSON_CreateObject();
         if (!*out) return hfl_errf(err, "out of memory creating meta");
         return 0;
     }
+    if (hfl_json_depth((const char *)meta, meta_len, HFL_MSG_MAX_DEPTH + 1) > HFL_MSG_MAX_DEPTH)
+        return hfl_errf(err, "meta nests deeper than %d levels", HFL_MSG_MAX_DEPTH);
     const char *end = NULL;
     cJSON *j = cJSON_ParseWithLengthOpts((const char *)meta, meta_len, &end, 0);
     if (!j) {

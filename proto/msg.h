@@ -7,9 +7,11 @@
  *   u32 meta_len, u32 payload_len (note: u32 caps a payload at 4 GiB),
  *   u32 crc32c of meta and payload, u32 reserved (0).
  * hfl_msg_decode checks everything at this boundary: size, magic, version,
- * known type, lengths agreeing with the buffer, CRC, JSON that parses to an
- * object, and the payload limit. Typed getters then range-check fields, so
- * code past the decoder trusts what it reads. */
+ * known type, lengths agreeing with the buffer, CRC, JSON nested at most
+ * HFL_MSG_MAX_DEPTH deep that parses to an object, and the payload limit.
+ * Typed getters then range-check fields, and hfl_meta_check_fields holds an
+ * object a peer wants kept (a client's device and plan) to a schema, so code
+ * past the decoder trusts what it reads. */
 #ifndef HFL_MSG_H
 #define HFL_MSG_H
 
@@ -22,6 +24,11 @@
 #define HFL_MSG_VERSION 1
 #define HFL_MSG_HEADER_BYTES 24
 #define HFL_MSG_MAX_META (1u << 20)
+/* Metadata nests at most this deep (the object itself is depth 1; hfl's own
+ * messages need 4: a welcome's model_spec, its layers, a layer). A peer's
+ * JSON is copied into the report, which readers with the usual nesting limits
+ * (64 and up) must be able to parse. */
+#define HFL_MSG_MAX_DEPTH 16
 
 typedef enum {
     HFL_MSG_HELLO = 1,   /* client -> coordinator: identity, device, plan, samples */
@@ -65,5 +72,24 @@ int hfl_meta_num(const cJSON *meta, const char *key, double lo, double hi, doubl
 /* The string must be present, 1..maxlen bytes long and free of control
  * characters (it may end up in logs); copied into out (maxlen+1 bytes). */
 int hfl_meta_str(const cJSON *meta, const char *key, size_t maxlen, char *out, char *err);
+
+/* The nesting depth of JSON text (objects and arrays; a scalar is 0, {} is
+ * 1), counted up to `stop` and no further; brackets inside strings do not
+ * count. */
+int hfl_json_depth(const char *text, size_t len, int stop);
+
+/* A schema of known fields (proto/schema.c): each a string of 1..max bytes
+ * without control characters, a number in [lo, hi], an integer in [lo, hi],
+ * or a boolean. */
+typedef enum { HFL_FIELD_STR, HFL_FIELD_NUM, HFL_FIELD_INT, HFL_FIELD_BOOL } hfl_field_kind;
+typedef struct {
+    const char *name;
+    hfl_field_kind kind;
+    double lo, hi; /* STR: hi is the longest length */
+} hfl_field;
+/* Checks that obj is an object holding only fields of the schema, each as
+ * the schema says (all are optional); what: the object's name for err
+ * ("device"; NULL at the top), so the error names the field ("device.name"). */
+int hfl_meta_check_fields(const cJSON *obj, const char *what, const hfl_field *schema, int n, char *err);
 
 #endif

@@ -1,7 +1,8 @@
 /* pki.c: a throwaway certificate authority for hfl with mbedTLS 2.28: one CA,
  * one coordinator certificate and N client certificates (see pki.h).
  *
- * Keys are EC P-256, signatures ECDSA-SHA256. The CA has basicConstraints
+ * Keys are EC P-256, signatures ECDSA-SHA256, written without the NULL
+ * parameter mbedTLS 2.28 puts in the signature algorithm (pki_der.c). The CA has basicConstraints
  * CA:true (path length 0) and keyUsage keyCertSign|cRLSign; leaves have
  * CA:false and keyUsage digitalSignature (what ECDHE-ECDSA needs on both
  * sides). Validity runs from a day ago (clock skew) to valid_days ahead.
@@ -24,11 +25,13 @@
 #include <mbedtls/ecp.h>
 #include <mbedtls/entropy.h>
 #include <mbedtls/error.h>
+#include <mbedtls/pem.h>
 #include <mbedtls/pk.h>
 #include <mbedtls/platform_util.h>
 #include <mbedtls/x509_crt.h>
 
 #include "proto/identity.h"
+#include "proto/pki_der.h"
 #include "util/util.h"
 
 #define PKI_CERT_PEM_MAX 4096
@@ -98,6 +101,25 @@ static int pki_serial(pki_ctx *c, unsigned index, mbedtls_mpi *serial) {
     return mbedtls_mpi_read_binary(serial, b, sizeof b);
 }
 
+/* Writes crt as DER, takes the NULL parameter out of its signature
+ * algorithm identifiers (pki_der.c: RFC 5758 wants none, mbedTLS 2.28 writes
+ * one), signs it again and stores it as PEM in subject->cert_pem. */
+static int pki_write_pem(pki_ctx *c, mbedtls_x509write_cert *crt, pki_entity *issuer, pki_entity *subject,
+                         const char *subject_cn, char *err) {
+    unsigned char der[PKI_CERT_PEM_MAX], fixed[PKI_CERT_PEM_MAX];
+    int n = mbedtls_x509write_crt_der(crt, der, sizeof der, mbedtls_ctr_drbg_random, &c->drbg);
+    if (n < 0) return pki_mbed_err(err, subject_cn, n);
+    size_t len, olen;
+    char e[HFL_ERR_LEN];
+    /* mbedtls_x509write_crt_der writes at the end of the buffer */
+    if (hfl_pki_der_without_null(der + sizeof der - (size_t)n, (size_t)n, &issuer->key, mbedtls_ctr_drbg_random,
+                                 &c->drbg, fixed, sizeof fixed, &len, e) != 0)
+        return hfl_errf(err, "%s: %s", subject_cn, e);
+    int rv = mbedtls_pem_write_buffer("-----BEGIN CERTIFICATE-----\n", "-----END CERTIFICATE-----\n", fixed, len,
+                                      (unsigned char *)subject->cert_pem, sizeof subject->cert_pem, &olen);
+    return rv == 0 ? 0 : pki_mbed_err(err, subject_cn, rv);
+}
+
 /* Signs subject's certificate with issuer's key (issuer == subject for the CA). */
 static int pki_sign_cert(pki_ctx *c, pki_entity *subject, const char *subject_cn, const char *role,
                          pki_entity *issuer, unsigned index, int is_ca, char *err) {
@@ -123,11 +145,9 @@ static int pki_sign_cert(pki_ctx *c, pki_entity *subject, const char *subject_cn
         (rv = mbedtls_x509write_crt_set_basic_constraints(&crt, is_ca, is_ca ? 0 : -1)) != 0 ||
         (rv = mbedtls_x509write_crt_set_key_usage(&crt, usage)) != 0 ||
         (rv = mbedtls_x509write_crt_set_subject_key_identifier(&crt)) != 0 ||
-        (rv = mbedtls_x509write_crt_set_authority_key_identifier(&crt)) != 0 ||
-        (rv = mbedtls_x509write_crt_pem(&crt, (unsigned char *)subject->cert_pem,
-                                        sizeof subject->cert_pem, mbedtls_ctr_drbg_random,
-                                        &c->drbg)) != 0)
+        (rv = mbedtls_x509write_crt_set_authority_key_identifier(&crt)) != 0)
         pki_mbed_err(err, subject_cn, rv);
+    if (rv == 0) rv = pki_write_pem(c, &crt, issuer, subject, subject_cn, err);
     mbedtls_mpi_free(&serial);
     mbedtls_x509write_crt_free(&crt);
     return rv == 0 ? 0 : -1;

@@ -551,7 +551,10 @@ int main(int argc, char **argv) {
     if (sc.strategy[0]) cargv[na++] = "--strategy", cargv[na++] = sc.strategy;
     char a_over[32];
     snprintf(a_over, sizeof a_over, "%.17g", sc.over_selection);
-    if (sc.over_selection > 0) cargv[na++] = "--over-select", cargv[na++] = a_over;
+    /* always: a scenario's draw is reproducible unless it asks for over-selection
+     * (the coordinator over-selects by default, and then which K arrive first
+     * depends on the host) */
+    cargv[na++] = "--over-select", cargv[na++] = a_over;
     if (sc.late[0]) cargv[na++] = "--late", cargv[na++] = sc.late;
     if (sc.local_work[0]) cargv[na++] = "--local-work", cargv[na++] = sc.local_work;
     cargv[na++] = "--save-model", cargv[na++] = o.save_model;

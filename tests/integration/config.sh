@@ -106,7 +106,7 @@ expect "hfl-coordinator: number from the file" lr 0.01 "$coord" --config "$tmp/c
 expect "hfl-coordinator: flag from the file" insecure true "$coord" --config "$tmp/coord.json"
 expect "hfl-coordinator: string from the file" codec '"fp16"' "$coord" --config="$tmp/coord.json"
 expect "hfl-coordinator: default beside the file" batch 32 "$coord" --config "$tmp/coord.json"
-expect "hfl-coordinator: derived default" min-quorum 3 "$coord" --config "$tmp/coord.json" --clients-per-round 3
+expect "hfl-coordinator: derived default" over-select 0 "$coord" --config "$tmp/coord.json" --async 3
 expect "hfl-coordinator: command line wins (before)" rounds 7 "$coord" --rounds 7 --config "$tmp/coord.json"
 expect "hfl-coordinator: command line wins (after)" codec '"int4"' "$coord" --config "$tmp/coord.json" --codec int4
 bad_files "hfl-coordinator" "$coord"

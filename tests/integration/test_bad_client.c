@@ -78,7 +78,9 @@ static uint8_t *pull_task(int id, int round) {
     for (int tries = 0; tries < 300; tries++) {
         uint8_t *w;
         char why[256];
-        int t = request(HFL_MSG_PULL, with_id(id), NULL, 0, &w, why);
+        cJSON *m = with_id(id);
+        cJSON_AddBoolToObject(m, "resend", 1); /* a repeat pull gets the weights once more (issue 31) */
+        int t = request(HFL_MSG_PULL, m, NULL, 0, &w, why);
         if (t == HFL_MSG_TASK) return w;
         free(w);
         REQUIRE_MSG(t == HFL_MSG_WAIT, "pull answered with %s: %s", hfl_msg_type_name(t), why);

@@ -62,7 +62,7 @@ static void replay_hello(const char *pem) {
         sig[HFL_ID_SIG_B64_MAX + 1];
     REQUIRE_MSG(hfl_identity_load(pem, &me, err) == 0, "%s", err);
     REQUIRE(hfl_random_hex(nonce, err) == 0);
-    cJSON *m = cJSON_CreateObject();
+    cJSON *m = cJSON_CreateObject(), *m2;
     cJSON_AddStringToObject(m, "cert", hfl_identity_cert(me));
     cJSON_AddStringToObject(m, "nonce", nonce);
     hfl_msg rep;
@@ -88,7 +88,22 @@ static void replay_hello(const char *pem) {
                   strstr(why, "unspent"),
               "a replayed hello was accepted: %s", why);
     printf("replayed hello: %s\n", why);
-    /* the same signature over other fields (more samples) */
+    /* the same signature over other fields (more samples), with a fresh challenge
+     * (one spent is refused before any signature is checked) */
+    m2 = cJSON_CreateObject();
+    cJSON_AddStringToObject(m2, "cert", hfl_identity_cert(me));
+    cJSON_AddStringToObject(m2, "nonce", nonce);
+    REQUIRE_MSG(hfl_transport_request(sock, HFL_MSG_HELLO, m2, NULL, 0, MAX_PAYLOAD, &rep, &raw, err) == 0, "%s", err);
+    cJSON_Delete(m2);
+    REQUIRE(rep.type == HFL_MSG_CHALLENGE && hfl_meta_str(rep.meta, "challenge", HFL_ID_NONCE_HEX, challenge, err) == 0);
+    hfl_msg_free(&rep);
+    nng_msg_free(raw);
+    cJSON_ReplaceItemInObject(m, "challenge", cJSON_CreateString(challenge));
+    text = cJSON_PrintUnformatted(m);
+    const size_t lens2[] = {strlen(HFL_SIG_HELLO), strlen("localhost"), strlen(text)};
+    const void *parts2[] = {HFL_SIG_HELLO, "localhost", text};
+    REQUIRE(hfl_identity_sign(me, parts2, lens2, 3, sig, err) == 0);
+    cJSON_free(text);
     cJSON_ReplaceItemInObject(m, "samples", cJSON_CreateNumber(1000000));
     CHECK_MSG(request(HFL_MSG_HELLO, m, sig, strlen(sig), why) == HFL_MSG_ERROR && strstr(why, "does not verify"),
               "a hello with altered fields was accepted: %s", why);
