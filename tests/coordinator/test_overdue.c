@@ -153,7 +153,6 @@ static void test_robust_overselected(void) {
     setup_full(2, 1, 60, 1, "median", 0, 0);
     hfl_agg_free(&c.agg); /* planned again as main.c's defaults would: over-selected */
     hfl_sopt_free(&c.sopt);
-    free(c.mean);
     c.cfg.over_select = 0.5;
     char err[HFL_ERR_LEN] = "";
     REQUIRE_MSG(rounds_init(&c, err) == 0, "%s", err);
