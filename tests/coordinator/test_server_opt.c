@@ -38,7 +38,35 @@ static void run(const char *spec, const double want[3]) {
     hfl_sopt_free(&o);
 }
 
+/* Nesterov (DiLoCo's outer step, lr 0.7, mu 0.9) over three rounds, by hand:
+ *   v1 = D1, x1 = x0 + 0.7 (D1 + 0.9 v1) = (1.133, -2.266, 0.5);
+ *   v2 = 0.9 v1 + D2 = (0.39, -0.08, -0.05), x2 = x1 + 0.7 (D2 + 0.9 v2)
+ *      = x1 + 0.7 (0.651, 0.028, -0.095) = (1.5887, -2.2464, 0.4335);
+ *   D3 = (-0.2, 0.05, 0.1): v3 = (0.151, -0.022, 0.055),
+ *      x3 = x2 + 0.7 (-0.0641, 0.0302, 0.1495) = (1.54383, -2.22526, 0.53815). */
+static void test_nesterov(void) {
+    char err[HFL_ERR_LEN];
+    hfl_server_opt o;
+    CHECK(hfl_sopt_parse("nesterov", &o, err) == 0 && o.lr == 0.7 && o.beta1 == 0.9);
+    CHECK(hfl_sopt_init(&o, 3, err) == 0 && o.v != NULL && o.m == NULL);
+    float x[3] = {1.0f, -2.0f, 0.5f};
+    const float d[3][3] = {{0.1f, -0.2f, 0.0f}, {0.3f, 0.1f, -0.05f}, {-0.2f, 0.05f, 0.1f}};
+    static const double want[3][3] = {{1.133, -2.266, 0.5}, {1.5887, -2.2464, 0.4335}, {1.54383, -2.22526, 0.53815}};
+    for (int r = 0; r < 3; r++) {
+        hfl_sopt_step(&o, x, d[r]);
+        for (int i = 0; i < 3; i++)
+            CHECK_MSG(fabs(x[i] - want[r][i]) <= 2e-7 * fabs(want[r][i]) + 2e-7, "nesterov round %d x[%d] = %.9g, want %.9g",
+                      r + 1, i, (double)x[i], want[r][i]);
+    }
+    CHECK(o.steps == 3);
+    hfl_sopt_free(&o);
+    CHECK(hfl_sopt_parse("nesterov:0.5:0.8", &o, err) == 0 && o.lr == 0.5 && o.beta1 == 0.8);
+    CHECK(hfl_sopt_parse("nesterov:0.5:1", &o, err) != 0 && hfl_sopt_parse("nesterov:1:0.9:2", &o, err) != 0);
+    printf("test_server_opt: nesterov over three rounds: %.7f %.7f %.7f\n", (double)x[0], (double)x[1], (double)x[2]);
+}
+
 int main(void) {
+    test_nesterov();
     static const double fedavg[3] = {1.4, -2.1, 0.45};
     static const double fedavgm[3] = {1.49, -2.28, 0.45};
     static const double fedadam[3] = {1.0210515, -2.0129616, 0.4916667};
