@@ -11,7 +11,16 @@
  * 4. Refusals leave the sum untouched: a NaN, a malformed payload, a weight
  *    outside (0, 1], and without clipping a value beyond the bound.
  * 5. Hold mode (robust rules): a limit below rows x n floats is refused
- *    naming it; a held row is decoded and clipped in place, once. */
+ *    naming it; a held row is decoded and clipped in place, once.
+ * 6. The scale, at both ends: with clip 3 (B = 3 < 2^2, S = 48) an update
+ *    (2.9, -2.9, 3, 2^-48) of norm above 3 is clipped, so one of
+ *    (2.9, -2^-48, 2^-48) is used instead (norm < 3, unclipped): every value
+ *    is a multiple of 2^-48 below 2^50 x 2^-48, so it comes back exact (a
+ *    scale one bit coarser rounds 2^-48 to 0; two bits finer puts 2.9 x 2^50
+ *    past the 2^51 where the rounding trick holds). Without clipping, bound 1
+ *    (S = 49): 1 and 2^-49 come back exact. And the documented headroom:
+ *    8000 updates of 2.9 at weight 1 (shares summing to 8000) sum without
+ *    overflow to 8000 x 2.9 (below 2^63 at S = 48, past it one bit finer). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -221,6 +230,58 @@ static void test_hold(hfl_agg *a) {
     CHECK(!a->present[5]);
 }
 
+/* fp32 updates of the first few values of x (the rest 0), through the aggregator. */
+static void add_fp32(hfl_agg *a, const float *x, int nx, double weight, int times) {
+    char err[HFL_ERR_LEN];
+    const hfl_codec *fp32 = hfl_codec_find("fp32", NULL);
+    float *v = hfl_calloc(a->n, sizeof(float));
+    memcpy(v, x, sizeof(float) * (size_t)nx);
+    uint8_t *buf = hfl_malloc(hfl_codec_max_bytes(fp32, a->n, 256));
+    hfl_rng_key key = {1, 1, 0, 0};
+    size_t len = hfl_codec_encode(fp32, v, NULL, a->n, 256, &key, 1, buf);
+    for (int t = 0; t < times; t++) CHECK_MSG(hfl_agg_add(a, fp32, buf, len, weight, NULL, err) == 0, "%s", err);
+    free(v);
+    free(buf);
+}
+
+static void test_scale(void) {
+    char err[HFL_ERR_LEN];
+    hfl_agg a;
+    REQUIRE(hfl_agg_init(&a, 5, 1, err) == 0);
+    float out[5];
+    const float tiny48 = ldexpf(1.0f, -48), tiny49 = ldexpf(1.0f, -49);
+    hfl_agg_reset(&a, 3.0, 0);
+    CHECK(a.shift == 48);
+    const float x[4] = {2.9f, -2.9f, 3.0f, tiny48};
+    add_fp32(&a, x, 4, 1.0, 1); /* norm > 3: clipped, only to check it was */
+    const float y[3] = {2.9f, -tiny48, tiny48};
+    hfl_agg_reset(&a, 3.0, 0);
+    add_fp32(&a, y, 3, 1.0, 1);
+    hfl_agg_finish(&a, 1.0, out);
+    CHECK_MSG(out[0] == 2.9f && out[1] == -tiny48 && out[2] == tiny48 && out[3] == 0,
+              "clip 3: 2.9, -2^-48, 2^-48 came back %.9g %.9g %.9g", (double)out[0], (double)out[1], (double)out[2]);
+    /* two at weight 0.5: each half is a multiple of 2^-48 too, so the mean is exact */
+    const float y2[2] = {2.9f, 2 * tiny48};
+    hfl_agg_reset(&a, 3.0, 0);
+    add_fp32(&a, y2, 2, 0.5, 2);
+    hfl_agg_finish(&a, 1.0, out);
+    CHECK_MSG(out[0] == 2.9f && out[1] == 2 * tiny48, "clip 3, two halves: %.9g %.9g", (double)out[0], (double)out[1]);
+    /* without clipping, bound 1: S = 49 */
+    hfl_agg_reset(&a, 0, 1.0);
+    CHECK(a.shift == 49);
+    const float z[2] = {1.0f, tiny49};
+    add_fp32(&a, z, 2, 1.0, 1);
+    hfl_agg_finish(&a, 1.0, out);
+    CHECK_MSG(out[0] == 1.0f && out[1] == tiny49, "bound 1: 1, 2^-49 came back %.9g %.9g", (double)out[0], (double)out[1]);
+    /* 8000 updates at weight 1 */
+    hfl_agg_reset(&a, 3.0, 0);
+    add_fp32(&a, y, 1, 1.0, 8000);
+    hfl_agg_finish(&a, 8000.0, out);
+    CHECK_MSG(out[0] == 2.9f, "8000 updates of 2.9: mean %.9g", (double)out[0]);
+    printf("test_aggregate: clip 3 gives 2.9 and 2^-48 back exactly, and 8000 shares sum without overflow\n");
+    hfl_agg_free(&a);
+}
+
 int main(void) {
     char err[HFL_ERR_LEN];
     hfl_agg a;
@@ -232,6 +293,7 @@ int main(void) {
     test_clip(&a);
     test_refusals(&a);
     test_hold(&a);
+    test_scale();
     hfl_agg_free(&a);
     for (int k = 0; k < K; k++) free(payload[k]);
     free(want);
