@@ -1,0 +1,323 @@
+/* test_auth.c: the coordinator's side of the proven hello, revocation and
+ * re-authentication (coordinator/auth.c), driven in-process with a PKI
+ * made by hfl_pki_create and hellos built as proto/hello.c builds them.
+ *
+ * 1. The exchange: a hello with a certificate and a nonce gets a CHALLENGE
+ *    (64 hex digits, our name and certificate, this instance, and our
+ *    signature over (HFL_SIG_CHALLENGE, nonce, challenge, client name),
+ *    checked here with the coordinator's certificate); the hello signed
+ *    over (HFL_SIG_HELLO, coordinator name, meta bytes) with the challenge is
+ *    accepted once, under its certificate's name (a `name` field is not
+ *    believed); replayed, it is refused.
+ * 2. Refusals: no certificate, a coordinator's certificate, a revoked name,
+ *    no signature, a signature over other bytes or by another key, another
+ *    client's challenge, a challenge never issued, one replaced by a later
+ *    hello of the same client.
+ * 3. The challenge's lifetime, 30 s (AUTH_CHALLENGE_S): the pending
+ *    challenge's time is moved back, as 30 s of waiting would; 29.5 s old it
+ *    is accepted, 30.5 s old refused, and the client's next hello gets a
+ *    fresh one that works.
+ * 4. The table of pending challenges: when all COORD_MAX_PENDING slots hold
+ *    other names, a new challenge takes the oldest slot and no other.
+ * 5. auth_reload applies a new list to registered sessions (revoked, no
+ *    plan, "certificate revoked", one client_revoked event) and keeps the old
+ *    list when the new one does not parse; --insecure takes the hello's name;
+ *    auth_init refuses a client's certificate as the coordinator's;
+ *    auth_equal; the reauth reply. */
+#include <errno.h>
+#include <unistd.h>
+
+#include "proto/hello.h"
+#include "proto/pki.h"
+#include "tests/coordinator/rounds_harness.h"
+
+static char dir[] = "/tmp/hfl-test-auth-XXXXXX";
+static char ca[300], cpem[300], revoked[300];
+static hfl_identity *ids[3]; /* client-0, client-1, client-2 */
+static hfl_identity *coord_id;
+
+/* A HELLO with meta (and payload), decoded as the server would decode it. */
+static int ask(const cJSON *meta, const char *sig, char name[HFL_ID_NAME_MAX + 1], cJSON **reply, char *err) {
+    size_t len, rlen = 0;
+    uint8_t *buf = hfl_msg_encode(HFL_MSG_HELLO, meta, sig, sig ? strlen(sig) : 0, &len);
+    hfl_msg m;
+    REQUIRE(hfl_msg_decode(buf, len, 1 << 20, &m, err) == 0);
+    uint8_t *rep = NULL;
+    name[0] = 0;
+    int rc = auth_hello(&c, &m, name, &rep, &rlen, err);
+    hfl_msg_free(&m);
+    free(buf);
+    *reply = rep ? reply_meta(rep, rlen, HFL_MSG_CHALLENGE) : NULL;
+    return rc;
+}
+
+/* Step 1 for client i: its challenge (checked), into challenge. */
+static int challenge_for(int i, char challenge[HFL_ID_NONCE_HEX + 1]) {
+    char err[HFL_ERR_LEN] = "", name[HFL_ID_NAME_MAX + 1], nonce[HFL_ID_NONCE_HEX + 1];
+    REQUIRE(hfl_random_hex(nonce, err) == 0);
+    cJSON *meta = cJSON_CreateObject(), *rep;
+    cJSON_AddStringToObject(meta, "cert", hfl_identity_cert(ids[i]));
+    cJSON_AddStringToObject(meta, "nonce", nonce);
+    int rc = ask(meta, NULL, name, &rep, err);
+    cJSON_Delete(meta);
+    if (!CHECK_MSG(rc == 0 && rep, "hello of client-%d without a challenge: %d %s", i, rc, err)) {
+        cJSON_Delete(rep);
+        return -1;
+    }
+    const char *ch = str(rep, "challenge"), *who = str(rep, "coordinator"), *cert = str(rep, "cert");
+    const char *sig = str(rep, "signature"), *inst = str(rep, "instance");
+    CHECK(ch && strlen(ch) == HFL_ID_NONCE_HEX && strspn(ch, "0123456789abcdef") == HFL_ID_NONCE_HEX);
+    CHECK(who && !strcmp(who, "localhost") && cert && !strcmp(cert, hfl_identity_cert(coord_id)));
+    CHECK(inst && !strcmp(inst, c.instance) && strlen(inst) == 32);
+    /* the coordinator's signature over our nonce, checked with its certificate */
+    hfl_trust *t;
+    hfl_peer *p;
+    REQUIRE(hfl_trust_load(ca, NULL, &t, err) == 0);
+    REQUIRE_MSG(cert && hfl_trust_check(t, cert, HFL_ROLE_COORDINATOR, "localhost", &p, err) == 0, "%s", err);
+    const char *me = hfl_identity_name(ids[i]);
+    const void *parts[] = {HFL_SIG_CHALLENGE, nonce, ch, me};
+    const size_t lens[] = {strlen(HFL_SIG_CHALLENGE), strlen(nonce), ch ? strlen(ch) : 0, strlen(me)};
+    CHECK_MSG(sig && hfl_peer_verify(p, parts, lens, 4, sig, err) == 0, "challenge signature: %s", err);
+    hfl_peer_free(p);
+    hfl_trust_free(t);
+    snprintf(challenge, HFL_ID_NONCE_HEX + 1, "%s", ch ? ch : "");
+    cJSON_Delete(rep);
+    return 0;
+}
+
+/* Step 2: client i's hello carrying `challenge`, signed by signer over
+ * (HFL_SIG_HELLO, coord_name, the meta bytes) (no payload when signer < 0).
+ * Returns auth_hello's answer, the proven name in name. */
+static int answer(int i, const char *challenge, int signer, const char *coord_name, char name[HFL_ID_NAME_MAX + 1],
+                  char *err) {
+    cJSON *meta = cJSON_CreateObject(), *rep;
+    cJSON_AddNumberToObject(meta, "samples", 100);
+    cJSON_AddStringToObject(meta, "name", "someone-else"); /* not believed */
+    cJSON_AddStringToObject(meta, "cert", hfl_identity_cert(ids[i]));
+    cJSON_AddStringToObject(meta, "challenge", challenge);
+    char *text = cJSON_PrintUnformatted(meta), sig[HFL_ID_SIG_B64_MAX + 1] = "";
+    const void *parts[] = {HFL_SIG_HELLO, coord_name, text};
+    const size_t lens[] = {strlen(HFL_SIG_HELLO), strlen(coord_name), strlen(text)};
+    if (signer >= 0) REQUIRE(hfl_identity_sign(ids[signer], parts, lens, 3, sig, err) == 0);
+    cJSON_free(text);
+    int rc = ask(meta, signer >= 0 ? sig : NULL, name, &rep, err);
+    cJSON_Delete(meta);
+    CHECK(rep == NULL);
+    cJSON_Delete(rep);
+    return rc;
+}
+
+/* The pending slot of name (-1: none). */
+static int slot_of(const char *name) {
+    for (int i = 0; i < c.n_pending; i++)
+        if (!strcmp(c.pending[i].name, name)) return i;
+    return -1;
+}
+
+static void setup_auth(void) {
+    char err[HFL_ERR_LEN] = "";
+    setup(1, 1, 60, 1);
+    c.cfg.tls.ca_file = ca;
+    c.cfg.tls.cert_file = cpem;
+    unlink(revoked);
+    REQUIRE_MSG(auth_init(&c, revoked, err) == 0, "%s", err);
+}
+
+static void teardown_auth(void) {
+    auth_free(&c);
+    teardown();
+}
+
+static void test_exchange(void) {
+    char err[HFL_ERR_LEN] = "", ch[HFL_ID_NONCE_HEX + 1], name[HFL_ID_NAME_MAX + 1];
+    setup_auth();
+    CHECK(strlen(c.instance) == 32 && strspn(c.instance, "0123456789abcdef") == 32);
+    REQUIRE(challenge_for(0, ch) == 0);
+    CHECK(c.n_pending == 1 && !strcmp(c.pending[0].name, "client-0") && !strcmp(c.pending[0].challenge, ch));
+    CHECK_MSG(answer(0, ch, 0, "localhost", name, err) == 1 && !strcmp(name, "client-0"), "%s", err);
+    CHECK(c.n_pending == 0);
+    CHECK(answer(0, ch, 0, "localhost", name, err) == -1 && strstr(err, "no challenge of ours that is fresh and unspent"));
+    /* two clients at once: each spends its own */
+    char ch1[HFL_ID_NONCE_HEX + 1], ch2[HFL_ID_NONCE_HEX + 1];
+    REQUIRE(challenge_for(1, ch1) == 0 && challenge_for(2, ch2) == 0);
+    CHECK(c.n_pending == 2);
+    CHECK_MSG(answer(2, ch2, 2, "localhost", name, err) == 1 && !strcmp(name, "client-2"), "%s", err);
+    CHECK(c.n_pending == 1 && !strcmp(c.pending[0].name, "client-1"));
+    CHECK_MSG(answer(1, ch1, 1, "localhost", name, err) == 1 && !strcmp(name, "client-1"), "%s", err);
+    teardown_auth();
+}
+
+static void test_refusals(void) {
+    char err[HFL_ERR_LEN] = "", ch[HFL_ID_NONCE_HEX + 1], ch1[HFL_ID_NONCE_HEX + 1], name[HFL_ID_NAME_MAX + 1];
+    setup_auth();
+    cJSON *meta = cJSON_CreateObject(), *rep;
+    cJSON_AddStringToObject(meta, "nonce", "00");
+    CHECK(ask(meta, NULL, name, &rep, err) == -1 && strstr(err, "hello carries no certificate ('cert')"));
+    cJSON_AddStringToObject(meta, "cert", hfl_identity_cert(coord_id));
+    CHECK(ask(meta, NULL, name, &rep, err) == -1 && strstr(err, "coordinator role, not client"));
+    cJSON_Delete(meta);
+    REQUIRE(challenge_for(0, ch) == 0);
+    CHECK(answer(0, ch, -1, "localhost", name, err) == -1 && strstr(err, "hello carries no signature"));
+    CHECK(answer(0, ch, 0, "another-coordinator", name, err) == -1 && strstr(err, "does not verify"));
+    CHECK(answer(0, ch, 1, "localhost", name, err) == -1 && strstr(err, "does not verify"));
+    /* a failed signature spends nothing: the right answer still works */
+    CHECK(c.n_pending == 1);
+    /* client-1 cannot use client-0's challenge, nor one never issued */
+    REQUIRE(challenge_for(1, ch1) == 0);
+    CHECK(answer(1, ch, 1, "localhost", name, err) == -1 && strstr(err, "hello of 'client-1' carries no challenge"));
+    char made_up[HFL_ID_NONCE_HEX + 1];
+    memset(made_up, 'a', HFL_ID_NONCE_HEX);
+    made_up[HFL_ID_NONCE_HEX] = 0;
+    CHECK(answer(0, made_up, 0, "localhost", name, err) == -1);
+    /* a wrong answer does not spend the pending challenge */
+    CHECK_MSG(answer(0, ch, 0, "localhost", name, err) == 1 && !strcmp(name, "client-0"), "%s", err);
+    /* a later hello replaces the earlier challenge */
+    char first[HFL_ID_NONCE_HEX + 1];
+    REQUIRE(challenge_for(0, first) == 0 && challenge_for(0, ch) == 0);
+    CHECK(strcmp(first, ch) != 0 && c.n_pending == 2);
+    CHECK(answer(0, first, 0, "localhost", name, err) == -1);
+    CHECK(answer(0, ch, 0, "localhost", name, err) == 1);
+    /* a revoked name gets no challenge */
+    FILE *f = fopen(revoked, "w");
+    REQUIRE(f != NULL);
+    fputs("client-2\n", f);
+    fclose(f);
+    auth_reload(&c);
+    meta = cJSON_CreateObject();
+    cJSON_AddStringToObject(meta, "cert", hfl_identity_cert(ids[2]));
+    cJSON_AddStringToObject(meta, "nonce", "00");
+    CHECK(ask(meta, NULL, name, &rep, err) == -1 && strstr(err, "certificate of 'client-2' is revoked"));
+    cJSON_Delete(meta);
+    teardown_auth();
+}
+
+static void test_lifetime(void) {
+    char err[HFL_ERR_LEN] = "", ch[HFL_ID_NONCE_HEX + 1], name[HFL_ID_NAME_MAX + 1];
+    setup_auth();
+    REQUIRE(challenge_for(0, ch) == 0);
+    c.pending[0].at = hfl_now() - 29.5;
+    CHECK_MSG(answer(0, ch, 0, "localhost", name, err) == 1, "a challenge 29.5 s old was refused: %s", err);
+    REQUIRE(challenge_for(0, ch) == 0);
+    c.pending[0].at = hfl_now() - 30.5;
+    CHECK_MSG(answer(0, ch, 0, "localhost", name, err) == -1 && strstr(err, "fresh and unspent"),
+              "a challenge 30.5 s old (past its 30 s) was accepted");
+    REQUIRE(challenge_for(0, ch) == 0);
+    CHECK_MSG(answer(0, ch, 0, "localhost", name, err) == 1, "%s", err);
+    teardown_auth();
+}
+
+static void test_table(void) {
+    char ch[HFL_ID_NONCE_HEX + 1];
+    setup_auth();
+    double now = hfl_now();
+    for (int i = 0; i < COORD_MAX_PENDING; i++) {
+        snprintf(c.pending[i].name, sizeof c.pending[i].name, "other-%d", i);
+        snprintf(c.pending[i].challenge, sizeof c.pending[i].challenge, "%064d", i);
+        c.pending[i].at = now - 10 + (i == 700 ? -5 : i * 1e-3); /* other-700 is the oldest */
+    }
+    c.n_pending = COORD_MAX_PENDING;
+    REQUIRE(challenge_for(1, ch) == 0);
+    CHECK(c.n_pending == COORD_MAX_PENDING && slot_of("client-1") == 700 && slot_of("other-700") < 0);
+    int others = 0;
+    for (int i = 0; i < COORD_MAX_PENDING; i++) others += !strncmp(c.pending[i].name, "other-", 6);
+    CHECK(others == COORD_MAX_PENDING - 1);
+    char name[HFL_ID_NAME_MAX + 1], err[HFL_ERR_LEN] = "";
+    CHECK_MSG(answer(1, ch, 1, "localhost", name, err) == 1, "%s", err);
+    /* spent: the last slot moved into its place */
+    CHECK(c.n_pending == COORD_MAX_PENDING - 1 && slot_of("client-1") < 0 &&
+          !strcmp(c.pending[700].name, "other-1023"));
+    /* below the cap, a new name takes a new slot */
+    REQUIRE(challenge_for(2, ch) == 0);
+    CHECK(c.n_pending == COORD_MAX_PENDING && slot_of("client-2") == COORD_MAX_PENDING - 1);
+    teardown_auth();
+}
+
+static void test_reload_and_more(void) {
+    char err[HFL_ERR_LEN] = "", name[HFL_ID_NAME_MAX + 1];
+    setup_auth();
+    int a = hello("client-0", 100), b = hello("client-1", 100);
+    FILE *f = fopen(revoked, "w");
+    REQUIRE(f != NULL);
+    fputs("# revoked\r\nclient-1\r\n", f);
+    fclose(f);
+    auth_reload(&c);
+    CHECK(!c.clients[a].revoked && c.clients[a].has_plan && !c.clients[a].left[0]);
+    CHECK(c.clients[b].revoked && !c.clients[b].has_plan && !strcmp(c.clients[b].left, "certificate revoked"));
+    auth_reload(&c); /* once revoked, not again */
+    cJSON *ev = events("client_revoked");
+    CHECK(cJSON_GetArraySize(ev) == 1 && num(cJSON_GetArrayItem(ev, 0), "client") == b &&
+          !strcmp(str(cJSON_GetArrayItem(ev, 0), "name"), "client-1"));
+    cJSON_Delete(ev);
+    /* a list that does not parse: the old one stays */
+    f = fopen(revoked, "w");
+    REQUIRE(f != NULL);
+    fputs("client-0 client-2\n", f);
+    fclose(f);
+    auth_reload(&c);
+    CHECK(!c.clients[a].revoked && hfl_trust_is_revoked(c.trust, "client-1") && !hfl_trust_is_revoked(c.trust, "client-0"));
+    teardown_auth();
+
+    /* --insecure: the name is taken from the hello */
+    setup(1, 1, 60, 1);
+    REQUIRE(auth_init(&c, NULL, err) == 0);
+    CHECK(c.trust == NULL && strlen(c.instance) == 32);
+    cJSON *meta = cJSON_CreateObject(), *rep;
+    cJSON_AddStringToObject(meta, "name", "lab-box");
+    CHECK(ask(meta, NULL, name, &rep, err) == 1 && !strcmp(name, "lab-box") && rep == NULL);
+    cJSON_DeleteItemFromObject(meta, "name");
+    CHECK(ask(meta, NULL, name, &rep, err) == -1);
+    cJSON_Delete(meta);
+    auth_reload(&c); /* nothing to reload */
+    teardown_auth();
+
+    /* auth_init: a client's certificate is not the coordinator's; files that do not load */
+    setup(1, 1, 60, 1);
+    char c0[400];
+    snprintf(c0, sizeof c0, "%s/client-0.pem", dir);
+    c.cfg.tls.ca_file = ca;
+    c.cfg.tls.cert_file = c0;
+    CHECK(auth_init(&c, NULL, err) == -1 && strstr(err, "--cert: the certificate of 'client-0' was issued for the client role"));
+    auth_free(&c);
+    c.cfg.tls.cert_file = revoked; /* not a PEM */
+    CHECK(auth_init(&c, NULL, err) == -1 && !strncmp(err, "--cert: ", 8));
+    auth_free(&c);
+    c.cfg.tls.cert_file = cpem;
+    c.cfg.tls.ca_file = revoked;
+    CHECK(auth_init(&c, NULL, err) == -1 && !strncmp(err, "--ca: ", 6));
+    auth_free(&c);
+    teardown();
+
+    CHECK(auth_equal("abc", "abc") && auth_equal("", ""));
+    CHECK(!auth_equal("abc", "abd") && !auth_equal("abc", "xbc") && !auth_equal("abc", "ab") && !auth_equal("ab", "abc"));
+    size_t len;
+    uint8_t *rp = coord_reauth_reply("token expired", &len);
+    cJSON *m = reply_meta(rp, len, HFL_MSG_ERROR);
+    CHECK(m && !strcmp(str(m, "error"), "token expired") && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "reauth")));
+    cJSON_Delete(m);
+}
+
+int main(void) {
+    char err[HFL_ERR_LEN];
+    REQUIRE_MSG(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
+    REQUIRE_MSG(hfl_pki_create(dir, 3, "localhost", 1, err) == 0, "%s", err);
+    snprintf(ca, sizeof ca, "%s/ca.crt", dir);
+    snprintf(cpem, sizeof cpem, "%s/coordinator.pem", dir);
+    snprintf(revoked, sizeof revoked, "%s/revoked.txt", dir);
+    for (int i = 0; i < 3; i++) {
+        char pem[400];
+        snprintf(pem, sizeof pem, "%s/client-%d.pem", dir, i);
+        REQUIRE_MSG(hfl_identity_load(pem, &ids[i], err) == 0, "%s", err);
+    }
+    REQUIRE_MSG(hfl_identity_load(cpem, &coord_id, err) == 0, "%s", err);
+    test_exchange();
+    test_refusals();
+    test_lifetime();
+    test_table();
+    test_reload_and_more();
+    for (int i = 0; i < 3; i++) hfl_identity_free(ids[i]);
+    hfl_identity_free(coord_id);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return check_exit_code("test_auth");
+}
