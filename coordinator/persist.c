@@ -244,7 +244,7 @@ static int persist_restore(coord *c, const cJSON *o, const uint8_t *bin, size_t 
         cJSON_ArrayForEach(item, have)
             if (!cJSON_GetObjectItemCaseSensitive(want, item->string))
                 persist_difference(item->string, item, NULL, diff, sizeof diff);
-        hfl_errf(err, "it holds another run (%s): use another --state-dir", diff[0] ? diff : "no run settings");
+        hfl_errf(err, "it holds another run (%s): use another --state-dir", diff); /* some setting differs */
     }
     cJSON_Delete(want);
     if (!same) return -1;
