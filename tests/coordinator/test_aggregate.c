@@ -20,7 +20,10 @@
  *    past the 2^51 where the rounding trick holds). Without clipping, bound 1
  *    (S = 49): 1 and 2^-49 come back exact. And the documented headroom:
  *    8000 updates of 2.9 at weight 1 (shares summing to 8000) sum without
- *    overflow to 8000 x 2.9 (below 2^63 at S = 48, past it one bit finer). */
+ *    overflow to 8000 x 2.9 (below 2^63 at S = 48, past it one bit finer).
+ *    A clip below 1 is itself the bound: clip 0.75 keeps 2^-50.
+ * 7. A fresh aggregator: no clip, bound 1; 1.5 refused at every position of
+ *    a 13-value update (the 8-lane maximum and its tail); no hold of 0 rows. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -278,7 +281,44 @@ static void test_scale(void) {
     add_fp32(&a, y, 1, 1.0, 8000);
     hfl_agg_finish(&a, 8000.0, out);
     CHECK_MSG(out[0] == 2.9f, "8000 updates of 2.9: mean %.9g", (double)out[0]);
+    /* a clip below 1 is the bound, whatever value bound the caller passes
+     * (the coordinator passes 2^20): 0.75 < 2^0, S = 50, and 2^-50 is kept */
+    const float tiny50 = ldexpf(1.0f, -50), w[2] = {0.7f, tiny50};
+    hfl_agg_reset(&a, 0.75, 1048576.0);
+    add_fp32(&a, w, 2, 1.0, 1);
+    hfl_agg_finish(&a, 1.0, out);
+    CHECK_MSG(out[0] == 0.7f && out[1] == tiny50, "clip 0.75: 0.7, 2^-50 came back %.9g %.9g", (double)out[0],
+              (double)out[1]);
     printf("test_aggregate: clip 3 gives 2.9 and 2^-48 back exactly, and 8000 shares sum without overflow\n");
+    hfl_agg_free(&a);
+}
+
+/* A fresh aggregator sums as after reset(0, 1): no clipping, values within
+ * 1; the bound is checked on every element (13 values: one 8-lane group
+ * and a tail of 5); hold mode needs at least one row. */
+static void test_fresh(void) {
+    char err[HFL_ERR_LEN];
+    hfl_agg a;
+    REQUIRE(hfl_agg_init(&a, 13, 1, err) == 0);
+    const hfl_codec *fp32 = hfl_codec_find("fp32", NULL);
+    uint8_t buf[256];
+    hfl_rng_key key = {1, 1, 0, 0};
+    float v[13] = {0}, out[13];
+    v[0] = 0.5f, v[12] = ldexpf(1.0f, -49);
+    size_t len = hfl_codec_encode(fp32, v, NULL, 13, 256, &key, 1, buf);
+    CHECK_MSG(hfl_agg_add(&a, fp32, buf, len, 1.0, NULL, err) == 0, "%s", err);
+    hfl_agg_finish(&a, 1.0, out);
+    CHECK(out[0] == 0.5f && out[12] == ldexpf(1.0f, -49));
+    for (int at = 0; at < 13; at++) { /* 1.5 anywhere: beyond the bound, not clipped */
+        memset(v, 0, sizeof v);
+        v[at] = at % 2 ? -1.5f : 1.5f;
+        len = hfl_codec_encode(fp32, v, NULL, 13, 256, &key, 1, buf);
+        CHECK_MSG(hfl_agg_add(&a, fp32, buf, len, 1.0, NULL, err) != 0 && strstr(err, "beyond the aggregation bound 1"),
+                  "1.5 at %d: '%s'", at, err);
+    }
+    CHECK(hfl_agg_hold(&a, 0, 1u << 20, err) != 0 && strstr(err, "holding 0 updates"));
+    CHECK(hfl_agg_hold(&a, -1, 1u << 20, err) != 0);
+    CHECK(hfl_agg_hold(&a, 1, 1u << 20, err) == 0 && a.n_rows == 1);
     hfl_agg_free(&a);
 }
 
@@ -294,6 +334,7 @@ int main(void) {
     test_refusals(&a);
     test_hold(&a);
     test_scale();
+    test_fresh();
     hfl_agg_free(&a);
     for (int k = 0; k < K; k++) free(payload[k]);
     free(want);

@@ -12,7 +12,9 @@
  * 2. Refusals: no certificate, a coordinator's certificate, a revoked name,
  *    no signature, a signature over other bytes or by another key, another
  *    client's challenge, a challenge never issued, one replaced by a later
- *    hello of the same client.
+ *    hello of the same client; a 257-byte signature is none, a 256-byte one
+ *    (HFL_ID_SIG_B64_MAX) is checked. A 63-character name (the most) comes
+ *    through whole.
  * 3. The challenge's lifetime, 30 s (AUTH_CHALLENGE_S): the pending
  *    challenge's time is moved back, as 30 s of waiting would; 29.5 s old it
  *    is accepted, 30.5 s old refused, and the client's next hello gets a
@@ -20,11 +22,13 @@
  * 4. The table of pending challenges: when all COORD_MAX_PENDING slots hold
  *    other names, a new challenge takes the oldest slot and no other.
  * 5. auth_reload applies a new list to registered sessions (revoked, no
- *    plan, "certificate revoked", one client_revoked event) and keeps the old
+ *    plan, "certificate revoked", one client_revoked event, a line on stdout
+ *    unless --quiet) and keeps the old
  *    list when the new one does not parse; --insecure takes the hello's name;
  *    auth_init refuses a client's certificate as the coordinator's;
  *    auth_equal; the reauth reply. */
 #include <errno.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "proto/hello.h"
@@ -33,7 +37,8 @@
 
 static char dir[] = "/tmp/hfl-test-auth-XXXXXX";
 static char ca[300], cpem[300], revoked[300];
-static hfl_identity *ids[3]; /* client-0, client-1, client-2 */
+static hfl_identity *ids[4]; /* client-0, client-1, client-2, and one with the longest name */
+#define LONG_NAME "a123456789b123456789c123456789d123456789e123456789f123456789ghi" /* 63 characters */
 static hfl_identity *coord_id;
 
 /* A HELLO with meta (and payload), decoded as the server would decode it. */
@@ -85,16 +90,22 @@ static int challenge_for(int i, char challenge[HFL_ID_NONCE_HEX + 1]) {
     return 0;
 }
 
+/* Client i's second hello: its fields with `challenge`, as sent. */
+static cJSON *hello_meta(int i, const char *challenge) {
+    cJSON *meta = cJSON_CreateObject();
+    cJSON_AddNumberToObject(meta, "samples", 100);
+    cJSON_AddStringToObject(meta, "name", "someone-else"); /* not believed */
+    cJSON_AddStringToObject(meta, "cert", hfl_identity_cert(ids[i]));
+    cJSON_AddStringToObject(meta, "challenge", challenge);
+    return meta;
+}
+
 /* Step 2: client i's hello carrying `challenge`, signed by signer over
  * (HFL_SIG_HELLO, coord_name, the meta bytes) (no payload when signer < 0).
  * Returns auth_hello's answer, the proven name in name. */
 static int answer(int i, const char *challenge, int signer, const char *coord_name, char name[HFL_ID_NAME_MAX + 1],
                   char *err) {
-    cJSON *meta = cJSON_CreateObject(), *rep;
-    cJSON_AddNumberToObject(meta, "samples", 100);
-    cJSON_AddStringToObject(meta, "name", "someone-else"); /* not believed */
-    cJSON_AddStringToObject(meta, "cert", hfl_identity_cert(ids[i]));
-    cJSON_AddStringToObject(meta, "challenge", challenge);
+    cJSON *meta = hello_meta(i, challenge), *rep;
     char *text = cJSON_PrintUnformatted(meta), sig[HFL_ID_SIG_B64_MAX + 1] = "";
     const void *parts[] = {HFL_SIG_HELLO, coord_name, text};
     const size_t lens[] = {strlen(HFL_SIG_HELLO), strlen(coord_name), strlen(text)};
@@ -177,6 +188,17 @@ static void test_refusals(void) {
     CHECK(strcmp(first, ch) != 0 && c.n_pending == 2);
     CHECK(answer(0, first, 0, "localhost", name, err) == -1);
     CHECK(answer(0, ch, 0, "localhost", name, err) == 1);
+    /* a signature payload of 256 bytes (HFL_ID_SIG_B64_MAX) is checked, one of 257 is not a signature */
+    char big[HFL_ID_SIG_B64_MAX + 2];
+    memset(big, 'A', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    REQUIRE(challenge_for(0, ch) == 0);
+    cJSON *m2 = hello_meta(0, ch), *rep2;
+    CHECK_MSG(ask(m2, big, name, &rep2, err) == -1 && strstr(err, "hello carries no signature"), "257 bytes: %s", err);
+    big[HFL_ID_SIG_B64_MAX] = 0;
+    CHECK_MSG(ask(m2, big, name, &rep2, err) == -1 && strstr(err, "signature of 'client-0' does not verify"),
+              "256 bytes: %s", err);
+    cJSON_Delete(m2);
     /* a revoked name gets no challenge */
     FILE *f = fopen(revoked, "w");
     REQUIRE(f != NULL);
@@ -188,6 +210,16 @@ static void test_refusals(void) {
     cJSON_AddStringToObject(meta, "nonce", "00");
     CHECK(ask(meta, NULL, name, &rep, err) == -1 && strstr(err, "certificate of 'client-2' is revoked"));
     cJSON_Delete(meta);
+    teardown_auth();
+}
+
+/* The longest name a certificate may carry comes through whole. */
+static void test_long_name(void) {
+    char err[HFL_ERR_LEN] = "", ch[HFL_ID_NONCE_HEX + 1], name[HFL_ID_NAME_MAX + 1];
+    setup_auth();
+    REQUIRE(challenge_for(3, ch) == 0);
+    CHECK(slot_of(LONG_NAME) == 0);
+    CHECK_MSG(answer(3, ch, 3, "localhost", name, err) == 1 && !strcmp(name, LONG_NAME), "'%s' %s", name, err);
     teardown_auth();
 }
 
@@ -240,7 +272,22 @@ static void test_reload_and_more(void) {
     REQUIRE(f != NULL);
     fputs("# revoked\r\nclient-1\r\n", f);
     fclose(f);
+    /* said on stdout unless --quiet */
+    c.cfg.quiet = 0;
+    char said[400];
+    snprintf(said, sizeof said, "%s/said.txt", dir);
+    fflush(stdout);
+    int saved = dup(1), fd = open(said, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    REQUIRE(saved >= 0 && fd >= 0 && dup2(fd, 1) == 1);
     auth_reload(&c);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved), close(fd);
+    c.cfg.quiet = 1;
+    size_t slen;
+    char *text = hfl_read_file(said, &slen, err);
+    CHECK_MSG(text && !strcmp(text, "coordinator: client-1 revoked\n"), "said: '%s'", text ? text : err);
+    free(text);
     CHECK(!c.clients[a].revoked && c.clients[a].has_plan && !c.clients[a].left[0]);
     CHECK(c.clients[b].revoked && !c.clients[b].has_plan && !strcmp(c.clients[b].left, "certificate revoked"));
     auth_reload(&c); /* once revoked, not again */
@@ -308,13 +355,18 @@ int main(void) {
         snprintf(pem, sizeof pem, "%s/client-%d.pem", dir, i);
         REQUIRE_MSG(hfl_identity_load(pem, &ids[i], err) == 0, "%s", err);
     }
+    char pem[400];
+    REQUIRE_MSG(hfl_pki_issue(dir, LONG_NAME, HFL_ROLE_CLIENT, 1, err) == 0, "%s", err);
+    snprintf(pem, sizeof pem, "%s/%s.pem", dir, LONG_NAME);
+    REQUIRE_MSG(hfl_identity_load(pem, &ids[3], err) == 0, "%s", err);
     REQUIRE_MSG(hfl_identity_load(cpem, &coord_id, err) == 0, "%s", err);
     test_exchange();
     test_refusals();
+    test_long_name();
     test_lifetime();
     test_table();
     test_reload_and_more();
-    for (int i = 0; i < 3; i++) hfl_identity_free(ids[i]);
+    for (int i = 0; i < 4; i++) hfl_identity_free(ids[i]);
     hfl_identity_free(coord_id);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

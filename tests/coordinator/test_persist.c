@@ -407,6 +407,14 @@ static void test_refusals(void) {
     size_t len;
     uint8_t *good = (uint8_t *)hfl_read_file(cur, &len, err);
     REQUIRE(good);
+    /* the run's fingerprint is these settings and no more (an SGD run
+     * without LoRA): states written before AdamW and LoRA still resume */
+    cJSON *saved = cJSON_ParseWithLength((const char *)good + 64, len - 64), *want_run = cJSON_Parse(
+        "{\"model\":\"mlp\",\"params\":199210,\"codec\":\"fp32\",\"block\":256,\"seed\":7,\"clients_per_round\":2,"
+        "\"strategy\":\"fedavg\",\"server_opt\":\"fedadam\",\"batch\":16,\"local_epochs\":3,\"lr\":0.25}");
+    CHECK_MSG(cJSON_Compare(cJSON_GetObjectItemCaseSensitive(saved, "run"), want_run, 1), "the fingerprint: %s",
+              cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(saved, "run")));
+    cJSON_Delete(saved), cJSON_Delete(want_run);
     static const struct {
         void (*tweak)(void);
         const char *what;

@@ -24,7 +24,9 @@
  * m = 3 averages 1, 3 and 0 (scores 5, 8, 10): 4/3; counting 3 neighbours
  * it would average 3, 1 and 5. Each point x is the row (x, 0, 0, 0, x), so
  * the distances run through the four-lane loop and its tail alike (each
- * squared distance doubles; the order stays). */
+ * squared distance doubles; the order stays); then as (0, 0, 0, 0, x), in
+ * the tail alone. Multi-Krum with m = 1 is Krum. All 120 orders of the five
+ * rows give the same picks. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -123,6 +125,47 @@ static void test_krum_neighbours(void) {
     /* f = 1 needs k > 4: five rows are enough, and so is m = k */
     CHECK(hfl_rule_parse("multikrum:1:9", &r, err) == 0 && hfl_rule_apply(&r, rows, 5, 5, out, sel, err) == 0);
     CHECK(close_to(out[0], 17.0 / 5) && sel[0] + sel[1] + sel[2] + sel[3] + sel[4] == 5);
+    /* m = 1 is Krum */
+    CHECK(hfl_rule_parse("multikrum:1:1", &r, err) == 0 && hfl_rule_apply(&r, rows, 5, 5, out, sel, err) == 0);
+    CHECK_MSG(out[0] == 1 && sel[4] == 1 && sel[0] + sel[1] + sel[2] + sel[3] == 0, "multikrum:1:1 gave %g",
+              (double)out[0]);
+    /* the points in the last coordinate alone (the distance's tail) */
+    for (int i = 0; i < 5; i++) pts[i][0] = 0;
+    CHECK(hfl_rule_parse("krum:1", &r, err) == 0 && hfl_rule_apply(&r, rows, 5, 5, out, sel, err) == 0);
+    CHECK_MSG(out[4] == 1 && sel[4] == 1, "krum:1 on the last coordinate picked %g", (double)out[4]);
+}
+
+/* Krum and Multi-Krum do not depend on the order of the rows: the points
+ * above in all 120 orders (no ties among the scores that decide). */
+static void test_krum_orders(void) {
+    char err[HFL_ERR_LEN];
+    static const float x[5] = {5, 8, 0, 3, 1};
+    int perm[5] = {0, 1, 2, 3, 4}, bad = 0, orders = 0;
+    hfl_rule kr, k0, mk;
+    CHECK(hfl_rule_parse("krum:1", &kr, err) == 0 && hfl_rule_parse("krum:0", &k0, err) == 0 &&
+          hfl_rule_parse("multikrum:1:3", &mk, err) == 0);
+    for (;;) {
+        float pts[5][5] = {{0}}, out[5];
+        const float *rows[5];
+        for (int i = 0; i < 5; i++) {
+            pts[i][0] = pts[i][4] = x[perm[i]];
+            rows[i] = pts[i];
+        }
+        bad += hfl_rule_apply(&kr, rows, 5, 5, out, NULL, err) != 0 || out[0] != 1;
+        bad += hfl_rule_apply(&k0, rows, 5, 5, out, NULL, err) != 0 || out[0] != 3;
+        bad += hfl_rule_apply(&mk, rows, 5, 5, out, NULL, err) != 0 || !close_to(out[0], 4.0 / 3);
+        orders++;
+        /* the next permutation in lexicographic order */
+        int i = 3;
+        while (i >= 0 && perm[i] > perm[i + 1]) i--;
+        if (i < 0) break;
+        int j = 4;
+        while (perm[j] < perm[i]) j--;
+        int t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+        for (int a = i + 1, b = 4; a < b; a++, b--) t = perm[a], perm[a] = perm[b], perm[b] = t;
+    }
+    CHECK_MSG(orders == 120 && bad == 0, "%d wrong picks over %d row orders", bad, orders);
 }
 
 static void test_parse(void) {
@@ -146,6 +189,7 @@ int main(void) {
     test_krum();
     test_trim_count();
     test_krum_neighbours();
+    test_krum_orders();
     test_parse();
     return check_exit_code("test_robust");
 }

@@ -88,6 +88,10 @@ int main(void) {
     hfl_server_opt o;
     CHECK(hfl_sopt_parse("fedavgm:0.5:0.8", &o, err) == 0 && o.lr == 0.5 && o.beta1 == 0.8);
     CHECK(hfl_sopt_parse("fedadam:0.001", &o, err) == 0 && o.lr == 0.001 && o.kind == HFL_SOPT_FEDADAM);
+    /* the limits themselves: lr in (0, 100], beta in [0, 1) */
+    CHECK(hfl_sopt_parse("fedavg:100", &o, err) == 0 && o.lr == 100);
+    CHECK(hfl_sopt_parse("fedavgm:1:0", &o, err) == 0 && o.beta1 == 0);
+    CHECK(hfl_sopt_parse("fedavg:100.001", &o, err) != 0);
     static const char *bad[] = {"", "fedsgd", "fedavg:", "fedavg:0", "fedavg:x", "fedadam:0.1:0.9", "fedavgm:1:1",
                                 "fedavg 1", "FEDAVG", "fedadam:0.1junk",
                                 "fedavgm:1:", "fedyogi:1e9"};

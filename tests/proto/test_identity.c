@@ -12,8 +12,10 @@
  *    characters (63 is the most) and a 300-character line; a reload that
  *    fails keeps the old list.
  * 3. hfl_revoke_name: it rewrites a CRLF list with the same names (one per
- *    line), adds a name once, and refuses what is not a certificate name.
+ *    line), adds a name once, keeps a list of 200 long names whole, and
+ *    refuses what is not a certificate name.
  * 4. hfl_identity_load: a missing file, a key that is not the certificate's;
+ *    a 63-character name (the most) loaded and checked whole; freeing NULL;
  *    hfl_random_hex: 64 lowercase hex digits, fresh each call.
  * Names and the expected answers are written out here, not derived from the
  * code. */
@@ -141,6 +143,24 @@ static void test_revoke_name(void) {
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         CHECK_MSG(hfl_revoke_name(list, bad[i], err) == -1 && strstr(err, "is not a certificate name"),
                   "'%s' taken as a name", bad[i]);
+    /* a long list: every name kept once, in order, and the new one last */
+    char *big = hfl_malloc(200 * 70 + 1), want_big[200 * 70 + 200];
+    size_t at = 0, wat = (size_t)snprintf(want_big, sizeof want_big, "# hfl revocation list: one certificate name per line\n");
+    for (int i = 0; i < 200; i++) {
+        char n[80];
+        snprintf(n, sizeof n, "%.*s-%03d", 58, "a123456789b123456789c123456789d123456789e123456789f1234567", i);
+        at += (size_t)sprintf(big + at, "%s\r\n", n);
+        wat += (size_t)sprintf(want_big + wat, "%s\n", n);
+    }
+    write_text(list, big);
+    free(big);
+    const char *longest = "a123456789b123456789c123456789d123456789e123456789f123456789ghi";
+    CHECK_MSG(hfl_revoke_name(list, longest, err) == 0, "%s", err);
+    snprintf(want_big + wat, sizeof want_big - wat, "%s\n", longest);
+    text = hfl_read_file(list, &len, err);
+    CHECK_MSG(text && !strcmp(text, want_big), "a list of 200 names and one more came back %zu bytes, want %zu", len,
+              strlen(want_big));
+    free(text);
     write_text(list, "client-1 client-2\n");
     CHECK(hfl_revoke_name(list, "client-3", err) == -1 && strstr(err, "line 1"));
     text = hfl_read_file(list, &len, err);
@@ -173,6 +193,24 @@ static void test_identity_edges(void) {
     free(mixed);
     free(ta);
     free(tb);
+    /* the longest name a certificate may carry: loaded and checked whole */
+    const char *longest = "a123456789b123456789c123456789d123456789e123456789f123456789ghi";
+    REQUIRE_MSG(hfl_pki_issue(dir, longest, HFL_ROLE_CLIENT, 1, err) == 0, "%s", err);
+    snprintf(path, sizeof path, "%s/%s.pem", dir, longest);
+    REQUIRE_MSG(hfl_identity_load(path, &id, err) == 0, "the 63-character name: %s", err);
+    CHECK(!strcmp(hfl_identity_name(id), longest) && !strcmp(hfl_identity_role(id), HFL_ROLE_CLIENT));
+    hfl_trust *t;
+    hfl_peer *p;
+    REQUIRE_MSG(hfl_trust_load(ca, NULL, &t, err) == 0, "%s", err);
+    CHECK_MSG(hfl_trust_check(t, hfl_identity_cert(id), HFL_ROLE_CLIENT, longest, &p, err) == 0, "%s", err);
+    CHECK(!strcmp(hfl_peer_name(p), longest));
+    hfl_peer_free(p);
+    hfl_trust_free(t);
+    hfl_identity_free(id);
+    /* freeing nothing is allowed */
+    hfl_peer_free(NULL);
+    hfl_trust_free(NULL);
+    hfl_identity_free(NULL);
     char x[HFL_ID_NONCE_HEX + 1], y[HFL_ID_NONCE_HEX + 1];
     REQUIRE(hfl_random_hex(x, err) == 0 && hfl_random_hex(y, err) == 0);
     CHECK(strlen(x) == HFL_ID_NONCE_HEX && strspn(x, "0123456789abcdef") == HFL_ID_NONCE_HEX && strcmp(x, y) != 0);
