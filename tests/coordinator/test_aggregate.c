@@ -23,12 +23,18 @@
  *    overflow to 8000 x 2.9 (below 2^63 at S = 48, past it one bit finer).
  *    A clip below 1 is itself the bound: clip 0.75 keeps 2^-50.
  * 7. A fresh aggregator: no clip, bound 1; 1.5 refused at every position of
- *    a 13-value update (the 8-lane maximum and its tail); no hold of 0 rows. */
+ *    a 13-value update (the 8-lane maximum and its tail); no hold of 0 rows.
+ * 8. Out of memory for the scratch vector (RLIMIT_AS in a child): refused,
+ *    and the sum's memory given back. */
+#include <malloc.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "coordinator/aggregate.h"
 #include "kernels/philox.h"
@@ -322,6 +328,43 @@ static void test_fresh(void) {
     hfl_agg_free(&a);
 }
 
+/* The address space limited (in a child: the limit is for good) to what
+ * the sum's 8n bytes need but not the scratch vector's 4n more: init is
+ * refused, saying so, and gives the sum's memory back. Not under the
+ * sanitizers, whose shadow memory needs the address space. */
+static void test_out_of_memory(void) {
+    if (getenv("HFL_SANITIZED")) {
+        printf("test_aggregate: the out-of-memory check is for builds without sanitizers\n");
+        return;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        const size_t n = (size_t)1 << 26; /* a sum of 512 MiB, a scratch vector of 256 MiB */
+        unsigned long pages = 0;
+        FILE *f = fopen("/proc/self/statm", "r");
+        if (!f || fscanf(f, "%lu", &pages) != 1) _exit(3);
+        fclose(f);
+        rlim_t limit = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + 8 * n + (64u << 20);
+        struct rlimit rl = {limit, limit};
+        if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
+        struct mallinfo2 before = mallinfo2();
+        char err[HFL_ERR_LEN] = "";
+        hfl_agg a;
+        int rc = hfl_agg_init(&a, n, 1, err);
+        struct mallinfo2 after = mallinfo2();
+        int ok = rc == -1 && strstr(err, "cannot allocate the aggregator for 67108864 values") && a.acc == NULL;
+        if (!ok || after.hblkhd != before.hblkhd || after.uordblks != before.uordblks)
+            fprintf(stderr, "init under the limit: rc %d, '%s'; %zu bytes kept in mappings, %zu in the heap\n", rc, err,
+                    after.hblkhd - before.hblkhd, after.uordblks - before.uordblks);
+        _exit(ok && after.hblkhd == before.hblkhd && after.uordblks == before.uordblks ? 0 : 1);
+    }
+    int st;
+    REQUIRE(waitpid(pid, &st, 0) == pid);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "out of memory: the child ended with status %d", st);
+}
+
 int main(void) {
     char err[HFL_ERR_LEN];
     hfl_agg a;
@@ -335,6 +378,7 @@ int main(void) {
     test_hold(&a);
     test_scale();
     test_fresh();
+    test_out_of_memory();
     hfl_agg_free(&a);
     for (int k = 0; k < K; k++) free(payload[k]);
     free(want);

@@ -13,7 +13,7 @@
  *    coordinator: the model and both moments byte for byte, the optimizer's
  *    steps, round, version, clip, registry, round log, final hash; the
  *    restart is counted, the round closed, every token gone. A finished
- *    run's state comes back finished.
+ *    run's state comes back finished; a one-character state dir works.
  * 2. FedAdam and FedYogi continued to the uninterrupted run's model hash:
  *    stopped after every round and continued; and killed (a child process,
  *    HFL_TEST_CRASH, SIGKILL) at every crash point the state's round trip
@@ -191,6 +191,16 @@ static void test_roundtrip(void) {
     teardown();
     CHECK(start("fedavg", sdir) == 1 && c.done && c.r.round == ROUNDS);
     teardown();
+
+    /* a state dir of one character ("s", relative) is a state dir */
+    char cwd[4096];
+    REQUIRE(getcwd(cwd, sizeof cwd) != NULL && chdir(dir) == 0);
+    CHECK(start("fedavg", "s") == 0);
+    drive(1);
+    teardown();
+    CHECK_MSG(start("fedavg", "s") == 1 && c.r.round == 1, "the run in state dir 's' did not continue");
+    teardown();
+    REQUIRE(chdir(cwd) == 0);
 }
 
 /* ---------------------------------------------------------------- 2 */
