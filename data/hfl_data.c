@@ -54,7 +54,8 @@ static void data_usage(FILE *f) {
             "  assignment hfl-client makes from --partition, --seed and --num-clients, so a fleet training\n"
             "  on the shards (hfl-client --data DIR/client-0003.npz) trains on the same samples as one\n"
             "  using the built-in partition. From a Fashion-MNIST directory it also writes DIR/test.<fmt>.\n"
-            "stats: samples, features and the label histogram of each dataset.\n"
+            "stats: samples, features and the label histogram of each dataset (for byte-level text, or\n"
+            "  more than 32 classes: the total, the distinct labels and the five most common; --json: whole).\n"
             "text: byte-level language-model windows (T + 1 bytes at stride T: T token ids, T next\n"
             "  bytes as labels) of each FILE: DIR/client-<i> holds FILE i's (one client per source),\n"
             "  or with --num-clients N all of them dealt out IID; DIR/test holds every file's tail.\n"
@@ -113,17 +114,55 @@ static cJSON *describe(const char *path, const hfl_dataset *d) {
     cJSON_AddNumberToObject(o, "features", d->dim);
     cJSON_AddStringToObject(o, "dtype", d->pixels ? "uint8" : "float32");
     cJSON_AddNumberToObject(o, "classes", d->n_classes);
+    cJSON_AddNumberToObject(o, "labels_per_sample", hfl_dataset_label_rows(d));
     cJSON_AddItemToObject(o, "labels", histogram(d));
     return o;
 }
 
+/* A label histogram too long to read (byte-level text: 256 classes) as its
+ * total, the labels that occur and the five most common, each with its
+ * share; --json keeps the whole histogram. */
+static void print_summary(const cJSON *labels) {
+    enum { TOP = 5 };
+    int top[TOP], n_top = 0, distinct = 0, k = 0;
+    double total = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, labels) {
+        total += c->valuedouble;
+        distinct += c->valueint > 0;
+    }
+    printf(" %.0f, %d distinct; most common", total, distinct);
+    for (int t = 0; t < TOP; t++) { /* the next largest count after those taken (ties: the smaller label) */
+        int best = -1, best_n = 0;
+        k = 0;
+        cJSON_ArrayForEach(c, labels) {
+            int taken = 0;
+            for (int j = 0; j < n_top; j++) taken |= top[j] == k;
+            if (!taken && c->valueint > best_n) best = k, best_n = c->valueint;
+            k++;
+        }
+        if (best < 0) break;
+        top[n_top++] = best;
+        if (best >= 0x20 && best < 0x7f) printf(" '%c'", best);
+        else printf(" 0x%02x", best);
+        printf(" %.1f%%", 100.0 * best_n / total);
+    }
+}
+
 static void print_line(const cJSON *o) {
+    const cJSON *labels = cJSON_GetObjectItem(o, "labels");
+    int rows = cJSON_GetObjectItem(o, "labels_per_sample")->valueint;
     printf("%s: %d samples, %d %s features, %d classes; labels", cJSON_GetStringValue(cJSON_GetObjectItem(o, "path")),
            cJSON_GetObjectItem(o, "samples")->valueint, cJSON_GetObjectItem(o, "features")->valueint,
            cJSON_GetStringValue(cJSON_GetObjectItem(o, "dtype")), cJSON_GetObjectItem(o, "classes")->valueint);
-    const cJSON *c;
-    int k = 0;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(o, "labels")) printf(" %d:%d", k++, c->valueint);
+    if (rows > 1 || cJSON_GetArraySize(labels) > 32) {
+        if (rows > 1) printf(" (%d a sample)", rows);
+        print_summary(labels);
+    } else {
+        const cJSON *c;
+        int k = 0;
+        cJSON_ArrayForEach(c, labels) printf(" %d:%d", k++, c->valueint);
+    }
     printf("\n");
 }
 

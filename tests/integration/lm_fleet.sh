@@ -4,7 +4,8 @@
 # books, hfl-data text turns five small ones into one client each (and, for
 # the IID partition, the same windows dealt out), and hfl-sim trains a
 # 1-block GPT spec over mutual TLS for three rounds.
-# Oracles independent of the code: the windows are counted from the books'
+# hfl-data stats prints a byte-level shard's label summary as the .npz's labels,
+# counted here, give it. Oracles independent of the code: the windows are counted from the books'
 # byte lengths (floor((L - 1) / T) per book, the held-out tail round(F W));
 # a model that has learned nothing predicts 256 bytes uniformly, 8 bits per
 # byte, so the held-out loss must fall round on round and end under 7 bits;
@@ -31,6 +32,26 @@ trap 'rm -rf "$tmp"' EXIT
 books=("$tmp"/books/{31-obadiah,57-philemon,63-2-john,64-3-john,65-jude}.txt)
 "$data" text --out "$tmp/shards" --context 16 --held-out 0.1 --json "${books[@]}" > "$tmp/shards.json"
 "$data" text --out "$tmp/iid" --context 16 --held-out 0.1 --num-clients 3 --seed 2 --json "${books[@]}" > "$tmp/iid.json"
+# hfl-data stats summarises a byte-level histogram (total, distinct, the five
+# most common with their shares) where the 256 counts would be unreadable:
+# checked against the labels read here from the .npz's y.npy (int64).
+"$data" stats "$tmp/shards/client-0000.npz" > "$tmp/stats.txt"
+python3 - "$tmp/shards/client-0000.npz" "$tmp/stats.txt" <<'PY'
+import ast, collections, struct, sys, zipfile
+raw = zipfile.ZipFile(sys.argv[1]).read("y.npy")
+hlen = struct.unpack("<H", raw[8:10])[0]
+head = ast.literal_eval(raw[10:10 + hlen].decode())
+assert head["descr"] == "<i8", head
+y = struct.unpack("<%dq" % (len(raw[10 + hlen:]) // 8), raw[10 + hlen:])
+counts = collections.Counter(y)
+top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+show = lambda b: "'%c'" % b if 0x20 <= b < 0x7f else "0x%02x" % b
+want = "labels (%d a sample) %d, %d distinct; most common %s" % (
+    head["shape"][1], len(y), len(counts), " ".join("%s %.1f%%" % (show(b), 100.0 * n / len(y)) for b, n in top))
+got = open(sys.argv[2]).read().strip()
+assert got.endswith(want), "hfl-data stats printed\n  %s\nwanted it to end\n  %s" % (got, want)
+print("hfl-data stats: " + want)
+PY
 cat > "$tmp/gpt.json" <<'JSON'
 {"name": "gpt-test", "input": [16], "layers": [{"type": "embedding", "vocab": 256, "width": 16},
  {"type": "gpt_block", "heads": 2}, {"type": "lm_head"}]}
