@@ -24,6 +24,7 @@
 #include "data/idx.h"
 #include "model/chooser.h"
 #include "model/device_cost.h"
+#include "model/lr_schedule.h"
 #include "model/model.h"
 #include "model/overhead.h"
 
@@ -41,9 +42,11 @@ typedef struct {
 typedef struct {
     int round;
     int local_epochs;
-    int local_steps; /* > 0: exactly this many optimizer steps (capacity-aware work), not the epochs */
+    int local_steps; /* > 0: exactly this many optimizer steps (--local-steps, capacity-aware work), not the epochs */
     int batch;
     double lr, momentum, weight_decay;
+    hfl_lr_schedule lr_schedule; /* lr is its peak; step lr_step0 + s is this task's step s */
+    int64_t lr_step0;
     double prox_mu;            /* FedProx's mu (0: plain local SGD) */
     hfl_optimizer optimizer;   /* sgd, or adamw with beta1, beta2 (model/model.h, OPTIMIZERS) */
     double beta1, beta2;
@@ -91,6 +94,7 @@ typedef struct {
                                 memory figure on the GPU is NVML's less it */
     int measured_batch;      /* samples in that first step */
     int64_t trained;         /* samples trained in the last round (its optimizer steps x their rows) */
+    double lr_first, lr_last; /* the learning rate of its first and last optimizer step (--lr-schedule) */
     uint64_t footprint;      /* the step's real footprint (that growth, else the prediction) */
     int breached;            /* the budget was exceeded: the client stops (client/train.c) */
     double attack_scale;     /* --attack (simulation only): see client_options */

@@ -400,6 +400,24 @@ static int read_task(const hfl_msg *m, size_t n_update, const char *override, cl
         hfl_meta_int(m->meta, "local_steps", 1, 100000000, &steps, err) != 0)
         return -1;
     t->local_steps = (int)steps;
+    t->lr_schedule = (hfl_lr_schedule){0}, t->lr_step0 = 0; /* absent: the constant lr */
+    if (cJSON_GetObjectItemCaseSensitive(m->meta, "lr_schedule")) {
+        char kind[16];
+        int64_t warmup, total, step0;
+        double min;
+        if (hfl_meta_str(m->meta, "lr_schedule", sizeof kind - 1, kind, err) ||
+            hfl_meta_int(m->meta, "lr_warmup", 0, 100000000, &warmup, err) ||
+            hfl_meta_int(m->meta, "lr_total", 1, INT64_C(1) << 50, &total, err) ||
+            hfl_meta_num(m->meta, "lr_min", 0, 1, &min, err) ||
+            hfl_meta_int(m->meta, "lr_step0", 0, INT64_C(1) << 50, &step0, err))
+            return -1;
+        if (strcmp(kind, "cosine") != 0) return hfl_errf(err, "task names lr_schedule '%s' (only cosine)", kind);
+        if (warmup >= total || steps <= 0)
+            return hfl_errf(err, "task's lr_schedule: warmup %lld of %lld steps, local_steps %lld", (long long)warmup,
+                            (long long)total, (long long)steps);
+        t->lr_schedule = (hfl_lr_schedule){1, warmup, total, min};
+        t->lr_step0 = step0;
+    }
     char opt[16] = "sgd"; /* absent: SGD; AdamW's betas come with it */
     t->optimizer = HFL_OPTIM_SGD, t->beta1 = HFL_ADAMW_BETA1, t->beta2 = HFL_ADAMW_BETA2;
     if (cJSON_GetObjectItemCaseSensitive(m->meta, "optimizer") &&
@@ -510,6 +528,10 @@ static int send_update(nng_socket sock, const client_options *o, const hfl_devic
     cJSON_AddNumberToObject(meta, "peak_bytes", (double)client_peak_rss());
     cJSON_AddNumberToObject(meta, "train_s", p->seconds);
     if (s->trained > 0) cJSON_AddNumberToObject(meta, "trained_samples", (double)s->trained);
+    if (s->lr_last > 0) { /* the rates its steps took, where a schedule moves them */
+        cJSON_AddNumberToObject(meta, "lr_first", s->lr_first);
+        cJSON_AddNumberToObject(meta, "lr_last", s->lr_last);
+    }
     if (p->sim_s > 0) cJSON_AddNumberToObject(meta, "sim_s", p->sim_s);
     cJSON_AddNumberToObject(meta, "predicted_peak_bytes", (double)s->chosen.predicted);
     if (s->measured_peak) cJSON_AddNumberToObject(meta, "measured_peak_bytes", (double)s->measured_peak);

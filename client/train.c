@@ -211,6 +211,7 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
 
     double epoch_loss = 0;
     int breached = 0, steps = 0, staged = 0; /* optimizer steps taken and staged, against task->local_steps */
+    double lr_first = 0, lr_last = 0;
     int64_t trained = 0;
     hfl_trainer_take_loss(s->trainer, NULL, NULL, NULL); /* start the sums from zero */
     /* capacity-aware work: epochs (each reshuffled) until local_steps steps are done */
@@ -234,7 +235,10 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
             queued--;
             micro_next(&run);
             if (!ends) continue;
-            hfl_trainer_apply(s->trainer, (float)lr, (float)task->momentum, (float)task->weight_decay);
+            double lr_now = hfl_lr_at(&task->lr_schedule, lr, task->lr_step0 + steps); /* lr when constant */
+            hfl_trainer_apply(s->trainer, (float)lr_now, (float)task->momentum, (float)task->weight_decay);
+            if (steps == 0) lr_first = lr_now;
+            lr_last = lr_now;
             steps++;
             trained += step_rows;
             if (first) {
@@ -281,6 +285,9 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
     *loss = epoch_loss;
     *seconds = hfl_now() - t0;
     s->trained = trained;
+    /* the rates the first and last step took, said in the update only where a schedule moves them */
+    s->lr_first = task->lr_schedule.cosine ? lr_first : 0;
+    s->lr_last = task->lr_schedule.cosine ? lr_last : 0;
     return out;
 }
 

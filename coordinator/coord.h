@@ -32,6 +32,7 @@
 #include "coordinator/server_opt.h"
 #include "data/idx.h"
 #include "kernels/device.h"
+#include "model/lr_schedule.h"
 #include "model/model.h"
 #include "proto/identity.h"
 #include "proto/metrics_http.h"
@@ -91,6 +92,8 @@ typedef struct {
     double deadline_s;     /* per round */
     int virtual_time;      /* --virtual-time: an update whose sim_s exceeds deadline_s missed it */
     int local_epochs;
+    int local_steps;       /* --local-steps H: every client takes H optimizer steps, not epochs (0: epochs) */
+    hfl_lr_schedule lr_schedule; /* --lr-schedule: over the run's rounds x H steps, in every task */
     int batch;
     double lr, momentum, weight_decay;
     hfl_optimizer optimizer; /* --optimizer: the clients' local optimizer (sgd, adamw) */
@@ -190,6 +193,7 @@ typedef struct {
     double work_target;     /* --local-work capacity: the round's median fixed-epoch time (0: epochs) */
     struct {                         /* each client's accepted update, by client id */
         double samples, weight, norm, loss, train_s, bytes, measured_peak, trained;
+        double lr_first, lr_last; /* the client's first and last step's learning rate (0: not said) */
         double sim_s; /* its task's simulated seconds (0: not said) */
         int clipped;
         double bytes_down; /* every task message sent to it this round, short ones too */

@@ -105,6 +105,12 @@ static void usage(FILE *f) {
         "  --over-select F       draw K (1 + F) clients and close the round once K updates arrived, so\n"
         "                        dropouts, stragglers and withholders do not hold it to its deadline\n"
         "                        (default " COORD_OVER_SELECT_STR "; 0 with --async or --virtual-time)\n"
+        "  --local-steps H       every client takes H optimizer steps a round, cycling through its\n"
+        "                        data, instead of --local-epochs (DiLoCo's inner steps; a step is a\n"
+        "                        --batch, an epoch's last one its tail, as in epochs; default 0: epochs)\n"
+        "  --lr-schedule S       the clients' learning rate over the run's rounds x H steps: constant\n"
+        "                        (default), or cosine[:WARMUP[:MIN]]: WARMUP steps up to --lr, then a\n"
+        "                        cosine down to MIN x --lr (default 0 and 0.1); needs --local-steps\n"
         "  --local-work epochs|capacity  fixed --local-epochs for every client (default), or each\n"
         "                        client's steps scaled to its declared speed so a round's clients\n"
         "                        finish together (the median client trains its epochs)\n"
@@ -168,6 +174,10 @@ static void print_options(const coord_config *c, double linger) {
     cJSON_AddNumberToObject(o, "min-clients", c->min_clients ? c->min_clients : c->clients_per_round);
     cJSON_AddNumberToObject(o, "deadline", c->deadline_s);
     cJSON_AddNumberToObject(o, "local-epochs", c->local_epochs);
+    cJSON_AddNumberToObject(o, "local-steps", c->local_steps);
+    char sched[64];
+    hfl_lr_schedule_name(&c->lr_schedule, sched, sizeof sched);
+    hfl_config_add_str(o, "lr-schedule", sched);
     cJSON_AddNumberToObject(o, "batch", c->batch);
     cJSON_AddNumberToObject(o, "lr", c->lr);
     cJSON_AddNumberToObject(o, "momentum", c->momentum);
@@ -243,7 +253,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
            O_DEADLINE, O_EPOCHS, O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_DATA, O_LOG, O_REPORT, O_READY,
            O_LINGER, O_QUIET, O_HELP, O_DOWNLINK, O_DOWNDELTA, O_DEVICE, O_CLIP, O_MAXSAMPLES, O_MAXSHARE,
            O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS, O_REVOKED, O_TOKENTTL, O_STATEDIR, O_MAXSESS, O_PERADDR, O_IDLE, O_HANDSHAKE, O_INFLIGHT, O_MINCLIENTS, O_THREADS, O_OVERSEL, O_LATE, O_WORK, O_PROX, O_ASYNC, O_INITM, O_SAVEM,
-           O_METRICS, O_CONFIG, O_PRINTCFG, O_VIRTUAL, O_OPTIM, O_BETAS, O_QFRAC, O_HELLORATE }; /* in opts[]'s order */
+           O_METRICS, O_CONFIG, O_PRINTCFG, O_VIRTUAL, O_OPTIM, O_BETAS, O_QFRAC, O_HELLORATE, O_STEPS, O_SCHED }; /* in opts[]'s order */
     static const struct option opts[] = {
         {"listen", 1, 0, O_LISTEN}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"insecure", 0, 0, O_INSECURE}, {"model", 1, 0, O_MODEL}, {"codec", 1, 0, O_CODEC},
@@ -268,7 +278,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         {"init-model", 1, 0, O_INITM}, {"save-model", 1, 0, O_SAVEM}, {"metrics", 1, 0, O_METRICS},
         {"config", 1, 0, O_CONFIG}, {"print-config", 0, 0, O_PRINTCFG}, {"virtual-time", 0, 0, O_VIRTUAL},
         {"optimizer", 1, 0, O_OPTIM}, {"betas", 1, 0, O_BETAS}, {"quorum-fraction", 1, 0, O_QFRAC},
-        {"hello-rate", 1, 0, O_HELLORATE},
+        {"hello-rate", 1, 0, O_HELLORATE}, {"local-steps", 1, 0, O_STEPS}, {"lr-schedule", 1, 0, O_SCHED},
         {0, 0, 0, 0}};
     long v;
     double d;
@@ -292,6 +302,8 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         case O_QUORUM: if (hfl_parse_int(optarg, 1, COORD_MAX_CLIENTS, &v, e) == 0) quorum = (int)v; break;
         case O_DEADLINE: if (hfl_parse_double(optarg, 0.1, 1e7, &d, e) == 0) cfg->deadline_s = d; break;
         case O_EPOCHS: if (hfl_parse_int(optarg, 1, 10000, &v, e) == 0) cfg->local_epochs = (int)v; break;
+        case O_STEPS: if (hfl_parse_int(optarg, 0, 100000000, &v, e) == 0) cfg->local_steps = (int)v; break;
+        case O_SCHED: hfl_lr_schedule_parse(optarg, &cfg->lr_schedule, e); break;
         case O_BATCH: if (hfl_parse_int(optarg, 1, 65536, &v, e) == 0) cfg->batch = (int)v; break;
         case O_LR: if (hfl_parse_double(optarg, 0, 100, &d, e) == 0) cfg->lr = d; break;
         case O_MOM: if (hfl_parse_double(optarg, 0, 0.9999, &d, e) == 0) cfg->momentum = d; break;
@@ -377,6 +389,14 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
     if (print_config) print_options(cfg, *linger), exit(0);
     if (cfg->min_quorum > 0 && cfg->min_quorum > cfg->clients_per_round)
         return hfl_errf(err, "--min-quorum %d exceeds --clients-per-round %d", cfg->min_quorum, cfg->clients_per_round);
+    if (cfg->local_steps > 0 && cfg->capacity_work)
+        return hfl_errf(err, "--local-steps fixes every client's steps: not with --local-work capacity");
+    cfg->lr_schedule.total = (int64_t)cfg->rounds * cfg->local_steps;
+    if (cfg->lr_schedule.cosine && cfg->local_steps == 0)
+        return hfl_errf(err, "--lr-schedule runs over the run's steps: it needs --local-steps");
+    if (cfg->lr_schedule.cosine && cfg->lr_schedule.warmup >= cfg->lr_schedule.total)
+        return hfl_errf(err, "--lr-schedule's warmup of %lld steps is not under the run's %lld (--rounds x --local-steps)",
+                        (long long)cfg->lr_schedule.warmup, (long long)cfg->lr_schedule.total);
     if (cfg->optimizer == HFL_OPTIM_ADAMW && cfg->momentum != 0)
         return hfl_errf(err, "--momentum is SGD's: AdamW keeps its own moments (--betas)");
     if (cfg->async_concurrency > 0 && cfg->over_select > 0)

@@ -59,6 +59,12 @@ static cJSON *persist_fingerprint(const coord *c) {
     cJSON_AddNumberToObject(f, "local_epochs", cfg->local_epochs);
     cJSON_AddNumberToObject(f, "lr", cfg->lr);
     /* only when set, so the state files of runs without them still resume */
+    if (cfg->local_steps > 0) cJSON_AddNumberToObject(f, "local_steps", cfg->local_steps);
+    if (cfg->lr_schedule.cosine) {
+        char sched[64];
+        hfl_lr_schedule_name(&cfg->lr_schedule, sched, sizeof sched);
+        cJSON_AddStringToObject(f, "lr_schedule", sched);
+    }
     if (cfg->optimizer == HFL_OPTIM_ADAMW) {
         cJSON_AddStringToObject(f, "optimizer", "adamw");
         cJSON_AddNumberToObject(f, "beta1", cfg->beta1);

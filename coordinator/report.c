@@ -67,6 +67,11 @@ char *report_render(coord *c, size_t *len) {
     else cJSON_AddNullToObject(o, "min_quorum"); /* quorum_fraction of each round's draw */
     cJSON_AddNumberToObject(o, "quorum_fraction", cfg->quorum_fraction);
     cJSON_AddNumberToObject(o, "local_epochs", cfg->local_epochs);
+    if (cfg->local_steps > 0) cJSON_AddNumberToObject(o, "local_steps", cfg->local_steps);
+    else cJSON_AddNullToObject(o, "local_steps"); /* epochs (or --local-work capacity's own steps) */
+    char sched[64];
+    hfl_lr_schedule_name(&cfg->lr_schedule, sched, sizeof sched);
+    cJSON_AddStringToObject(o, "lr_schedule", sched);
     cJSON_AddNumberToObject(o, "batch", cfg->batch);
     cJSON_AddNumberToObject(o, "lr", cfg->lr);
     cJSON_AddNumberToObject(o, "momentum", cfg->momentum);

@@ -261,6 +261,15 @@ static void round_open(coord *c) {
     cJSON_AddNumberToObject(meta, "params", (double)c->spec.n_params);
     cJSON_AddNumberToObject(meta, "trainable", (double)c->spec.n_trainable);
     cJSON_AddNumberToObject(meta, "local_epochs", c->cfg.local_epochs);
+    if (c->cfg.local_steps > 0) cJSON_AddNumberToObject(meta, "local_steps", c->cfg.local_steps);
+    if (c->cfg.lr_schedule.cosine) { /* the run's schedule, and where this round starts on it */
+        const hfl_lr_schedule *s = &c->cfg.lr_schedule;
+        cJSON_AddStringToObject(meta, "lr_schedule", "cosine");
+        cJSON_AddNumberToObject(meta, "lr_warmup", (double)s->warmup);
+        cJSON_AddNumberToObject(meta, "lr_total", (double)s->total);
+        cJSON_AddNumberToObject(meta, "lr_min", s->min_ratio);
+        cJSON_AddNumberToObject(meta, "lr_step0", (double)(r->round - 1) * c->cfg.local_steps);
+    }
     cJSON_AddNumberToObject(meta, "batch", c->cfg.batch);
     cJSON_AddNumberToObject(meta, "lr", c->cfg.lr);
     cJSON_AddNumberToObject(meta, "momentum", c->cfg.momentum);
@@ -543,6 +552,11 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
         goto reject;
     if (cJSON_GetObjectItemCaseSensitive(meta, "sim_s") && hfl_meta_num(meta, "sim_s", 0, 1e12, &sim_s, err) != 0)
         goto reject;
+    double lr_first = 0, lr_last = 0;
+    if (cJSON_GetObjectItemCaseSensitive(meta, "lr_last") &&
+        (hfl_meta_num(meta, "lr_first", 0, 100, &lr_first, err) != 0 ||
+         hfl_meta_num(meta, "lr_last", 0, 100, &lr_last, err) != 0))
+        goto reject;
     if ((cJSON_GetObjectItemCaseSensitive(meta, "predicted_peak_bytes") &&
          hfl_meta_num(meta, "predicted_peak_bytes", 0, 1e18, &predicted, err) != 0) ||
         (cJSON_GetObjectItemCaseSensitive(meta, "measured_peak_bytes") &&
@@ -651,7 +665,7 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     r->rec[id].samples = (double)samples, r->rec[id].weight = weight, r->rec[id].norm = info.norm;
     r->rec[id].loss = loss, r->rec[id].train_s = train_s, r->rec[id].bytes = (double)msg_bytes;
     r->rec[id].measured_peak = measured, r->rec[id].clipped = info.clipped, r->rec[id].trained = trained;
-    r->rec[id].sim_s = sim_s;
+    r->rec[id].sim_s = sim_s, r->rec[id].lr_first = lr_first, r->rec[id].lr_last = lr_last;
     report_log_event(c, ev);
 
     cJSON *ack = cJSON_CreateObject();
@@ -717,6 +731,10 @@ static cJSON *round_participants(const coord *c) {
             if (r->rec[id].measured_peak > 0)
                 cJSON_AddNumberToObject(o, "measured_peak_bytes", r->rec[id].measured_peak);
             if (r->rec[id].trained > 0) cJSON_AddNumberToObject(o, "trained_samples", r->rec[id].trained);
+            if (r->rec[id].lr_last > 0) {
+                cJSON_AddNumberToObject(o, "lr_first", r->rec[id].lr_first);
+                cJSON_AddNumberToObject(o, "lr_last", r->rec[id].lr_last);
+            }
         }
         if ((r->received[id] || r->refused[id] == 3) && r->rec[id].sim_s > 0)
             cJSON_AddNumberToObject(o, "sim_s", r->rec[id].sim_s);

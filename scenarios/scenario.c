@@ -12,7 +12,7 @@
 
 static const char *const known_keys[] = {
     "name", "model", "clients", "clients_per_round", "min_quorum", "rounds", "local_epochs", "batch",
-    "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "prepare", "downlink", "downlink_delta", "client_codecs", "client_memory", "precision", "clip_norm", "max_client_samples", "max_share", "server_opt", "strategy", "client_attacks", "over_selection", "late", "local_work", "prox_mu", "async_concurrency", "pace", "optimizer", "betas",
+    "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "prepare", "downlink", "downlink_delta", "client_codecs", "client_memory", "precision", "clip_norm", "max_client_samples", "max_share", "server_opt", "strategy", "client_attacks", "over_selection", "late", "local_work", "prox_mu", "async_concurrency", "pace", "optimizer", "betas", "local_steps", "lr_schedule",
     "device", "client_devices", "profiles", "profile_library", "memory_scale", "crashes", "dropout", "slow", "compute_scale", "virtual_time", NULL};
 
 static int get_str(const cJSON *o, const char *key, int required, char *out, size_t cap, char *err) {
@@ -144,6 +144,8 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
         get_num(o, "prox_mu", 0, 0, 0, 100, &sc->prox_mu, err) ||
         get_num(o, "async_concurrency", 0, 1, 0, 1000, &sc->async_concurrency, err) ||
         get_num(o, "pace", 0, 0, 0, 100, &sc->pace, err) ||
+        get_num(o, "local_steps", 0, 1, 0, 100000000, &sc->local_steps, err) ||
+        get_str(o, "lr_schedule", 0, sc->lr_schedule, sizeof sc->lr_schedule, err) ||
         get_str(o, "late", 0, sc->late, sizeof sc->late, err) ||
         get_str(o, "local_work", 0, sc->local_work, sizeof sc->local_work, err) ||
         get_str(o, "server_opt", 0, sc->server_opt, sizeof sc->server_opt, err) ||

@@ -49,7 +49,10 @@
  * round closes at K updates; the rest are "late") and late its --late (drop
  * or fold: an update one round late joins the next round at half weight),
  * local_work its --local-work (epochs, or capacity: each client's steps
- * scaled to its speed, a profiled client's being its profile's), prox_mu its
+ * scaled to its speed, a profiled client's being its profile's),
+ * local_steps its --local-steps (H optimizer steps a round for every client
+ * instead of local_epochs) and lr_schedule its --lr-schedule (constant, or
+ * cosine[:WARMUP[:MIN]] over the run's rounds x H steps), prox_mu its
  * --prox-mu (FedProx's proximal term; 0: off), async_concurrency its --async
  * (FedBuff with C clients at once; 0: synchronous rounds), pace a profiled
  * client's --pace (each update held until pace x its simulated time, so
@@ -92,6 +95,8 @@ typedef struct {
     double over_selection;     /* the coordinator's --over-select: draw K (1 + F), close at K */
     char late[16];             /* "" (the coordinator's default, drop) or its --late: drop, fold */
     char local_work[16];       /* "" (epochs) or the coordinator's --local-work: epochs, capacity */
+    double local_steps;        /* the coordinator's --local-steps H (0: local_epochs) */
+    char lr_schedule[64];      /* "" (constant) or the coordinator's --lr-schedule */
     double prox_mu;            /* the coordinator's --prox-mu (0: off) */
     double async_concurrency;  /* the coordinator's --async C (0: synchronous rounds) */
     double pace;               /* profiled clients' --pace (0: off) */

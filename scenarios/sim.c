@@ -575,6 +575,10 @@ int main(int argc, char **argv) {
     cargv[na++] = "--over-select", cargv[na++] = a_over;
     if (sc.late[0]) cargv[na++] = "--late", cargv[na++] = sc.late;
     if (sc.local_work[0]) cargv[na++] = "--local-work", cargv[na++] = sc.local_work;
+    char a_steps[32];
+    snprintf(a_steps, sizeof a_steps, "%.0f", sc.local_steps);
+    if (sc.local_steps > 0) cargv[na++] = "--local-steps", cargv[na++] = a_steps;
+    if (sc.lr_schedule[0]) cargv[na++] = "--lr-schedule", cargv[na++] = sc.lr_schedule;
     cargv[na++] = "--save-model", cargv[na++] = o.save_model;
     if (o.init_model[0]) cargv[na++] = "--init-model", cargv[na++] = o.init_model;
     char a_prox[32];

@@ -96,6 +96,10 @@ expect_error "coordinator: async with a robust rule" "$coord" --insecure --async
 expect_error "coordinator: bad async"       "$coord" --insecure --async -1
 expect_error "coordinator: bad prox mu"     "$coord" --insecure --prox-mu -1
 expect_error "coordinator: bad handshake timeout" "$coord" --insecure --handshake-timeout 0.5
+expect_error "coordinator: schedule without local steps" "$coord" --insecure --lr-schedule cosine:10
+expect_error "coordinator: warmup past the run" "$coord" --insecure --rounds 2 --local-steps 5 --lr-schedule cosine:10
+expect_error "coordinator: unknown schedule" "$coord" --insecure --local-steps 5 --lr-schedule linear
+expect_error "coordinator: local steps with capacity work" "$coord" --insecure --local-steps 5 --local-work capacity
 printf 'not a model' > "$tmp/model.safetensors"
 expect_error "coordinator: missing init model" "$coord" --insecure --listen tcp://127.0.0.1:0 --init-model "$tmp/none.safetensors"
 expect_error "coordinator: bad metrics address" "$coord" --insecure --listen tcp://127.0.0.1:0 --metrics "127.0.0.1:notaport"
