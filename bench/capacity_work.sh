@@ -1,7 +1,7 @@
 #!/bin/sh
 # capacity_work.sh: capacity-aware local work against fixed local epochs on
 # scenarios/edge-fleet.json, as simulated time to the quickstart's final test
-# accuracy (issue 11's must-show: at least 1.5x less), per seed.
+# accuracy (what capacity-aware work must show: at least 1.5x less), per seed.
 #
 # usage: bench/capacity_work.sh [BUILD_DIR [ROUNDS [SEEDS]]]   (defaults: build 40 4,5,6)
 #

@@ -1,5 +1,5 @@
 /* fleet_overhead.c: bench-fleet, the coordinator's memory and per-round
- * overhead against the size of the fleet (issue 11, scale).
+ * overhead against the size of the fleet (docs/benchmarks.md).
  *
  *   bench-fleet --coordinator PATH [--clients N] [--per-round K] [--rounds R]
  *               [--connections C] [--timeout S] [--json]

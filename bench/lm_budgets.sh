@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # lm_budgets.sh: what the client's chooser picks for a GPT spec as the memory
-# budget shrinks (issue 13: "for budgets from large to small, the
+# budget shrinks (the language model's requirement: "for budgets from large to small, the
 # configuration chosen (micro-batch, precision, schedule), the predicted and
 # measured peak and the predicted and measured step time; the smallest budget
 # at which the model can still train"). Each budget runs `hfl-client --plan

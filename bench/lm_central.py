@@ -1,5 +1,5 @@
 """lm_central.py: the central PyTorch baseline of a federated language-model
-run (issue 13, must-show: "lm-pretrain.json over the 66 book-clients reaches a
+run (the language model's requirement: "lm-pretrain.json over the 66 book-clients reaches a
 held-out loss within 5% of the same model trained centrally in PyTorch for the
 same number of samples").
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # lm_predict.sh: the planner's peak predictions for GPT specs against the
-# measured peak, from overhead learned on other models only (issue 13:
+# measured peak, from overhead learned on other models only (the language model's requirement:
 # "Planner predictions for the transformer within max(1%, 256 KiB) of the
 # measured peak (CPU) for every precision and schedule at several context
 # lengths and batches"). A state dir learns the overhead from mlp's and

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # lm_pretrain.sh: scenarios/lm-pretrain.json against the same model trained
 # centrally in PyTorch on the same windows for the same number of samples
-# (issue 13's must-show; bench/lm_central.py). Cuts the King James Bible into
+# (the language model's requirement; bench/lm_central.py). Cuts the King James Bible into
 # its 66 books (scripts/kjv-books) and one client per book (hfl-data text),
 # runs the federated scenario, counts the samples its clients trained (the
 # report's per-round sums times local epochs), trains the PyTorch model with

@@ -1,5 +1,5 @@
 /* load_tls.c: bench-load-tls, N clients saying hello over mutual TLS at once
- * to one hfl-coordinator on loopback (issue 10's load check).
+ * to one hfl-coordinator on loopback (the load check of coordinator/conns.c's bounds).
  *
  *   bench-load-tls --coordinator PATH [--clients N] [--timeout S] [--json]
  *

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """time_to_accuracy.py: round policies compared on one scenario, as simulated
-time until the test accuracy first reaches a target (issue 11's policies).
+time until the test accuracy first reaches a target (the round policies of README.md, The programs).
 
 usage: bench/time_to_accuracy.py [--build DIR] [--scenario FILE] [--seeds 4,5,6]
                                  [--target ACC | --target quickstart]

@@ -1,4 +1,4 @@
-/* text.h: byte-level language-model datasets cut from text files (issue 13;
+/* text.h: byte-level language-model datasets cut from text files (model/gpt.h's language model;
  * hfl-data text).
  *
  * A file of bytes b_0 .. b_{L-1} gives W = floor((L - 1) / T) windows of

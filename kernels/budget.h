@@ -1,6 +1,6 @@
 /* budget.h: the process-wide device-memory budget both backends allocate under.
  *
- * A client's --memory-budget is a promise (DESIGN.md): every byte a backend
+ * A client's --memory-budget is a promise (docs/architecture.md, The memory promise): every byte a backend
  * allocates (the CPU backend's host blocks, the CUDA backend's cudaMalloc)
  * is reserved here first, so a simulated 4 GB card on an 80 GB GPU fails as
  * loudly as the real card would. Live bytes are the sum of the sizes asked

@@ -1,4 +1,4 @@
-/* lm.h: the transformer language model's device ops (issue 13), a second
+/* lm.h: the transformer language model's device ops (model/gpt.h), a second
  * table beside kernels/backend.h's, reached as be->lm.
  *
  * Every op is a loop (CPU, cpu/lm_cpu.c) or a kernel (CUDA, cuda/lm.cu) over

@@ -1,4 +1,4 @@
-/* lm_hd.h: the arithmetic of the transformer language model's ops (issue 13),
+/* lm_hd.h: the arithmetic of the transformer language model's ops (kernels/lm.h),
  * as thread bodies both backends run.
  *
  * Each `hfl_lm_thread_*` body writes the elements of its own index and

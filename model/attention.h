@@ -1,5 +1,5 @@
 /* attention.h: causal multi-head self-attention, composed from the backend's
- * strided GEMM and the transformer ops of kernels/lm.h (issue 13).
+ * strided GEMM and the transformer ops of kernels/lm.h (model/gpt.h).
  *
  * Input qkv [n*T, 3C]: each token's query, key and value side by side, each
  * C = H * hs wide with head h in columns h*hs .. h*hs + hs - 1 (what one

@@ -1,7 +1,7 @@
 /* checkpoint.h: gradient-checkpointing schedules for a chain of layers.
  *
  * Which activations to keep during forward and which to recompute during
- * backward, under a memory budget (DESIGN.md, "Gradient checkpointing is a
+ * backward, under a memory budget (docs/architecture.md, "Gradient checkpointing is a
  * schedule"). The schedule is single-level recomputation as in Chen et al.
  * 2016 ("Training deep nets with sublinear memory cost") and PyTorch's
  * checkpoint_sequential; `optimal` is an exact dynamic program in the spirit

@@ -1,5 +1,5 @@
 /* gpt.h: the GPT-2 style transformer block, and the tied language-model head,
- * as forward and backward passes over caller-given buffers (issue 13).
+ * as forward and backward passes over caller-given buffers (model/model.h, LANGUAGE MODELS).
  *
  * A block (Radford et al. 2019; nanoGPT's Block) on rows = n*T tokens of C
  * features, pre-norm, both residual connections inside it:

@@ -17,7 +17,7 @@
  * layer is dense (its outputs are the logits of a softmax cross-entropy, and
  * its width is the number of classes) or, for a language model, lm_head.
  *
- * LANGUAGE MODELS (issue 13): embedding, gpt_block x L, lm_head, GPT-2's
+ * LANGUAGE MODELS: embedding, gpt_block x L, lm_head, GPT-2's
  * shape (model/gpt.h). A sample is T token ids (the input, [T], as floats)
  * and T labels (the next token at each position), so label_rows = T and the
  * loss is the mean over n*T rows of V logits. Tensors between the layers are

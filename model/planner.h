@@ -1,6 +1,6 @@
 /* planner.h: the memory plan of one training step, laid out in one arena.
  *
- * DESIGN.md, "Plan memory, don't discover it": for a model spec, a batch, a
+ * docs/architecture.md, "The memory promise": for a model spec, a batch, a
  * checkpoint schedule (model/checkpoint.h) and an optimizer, the planner
  * lists every buffer one training step touches, gives each a lifetime over a
  * timeline of ops, and places them in one arena so that buffers alive at the

@@ -3,7 +3,7 @@
  * mbedTLS 2.28.3 writes every signature AlgorithmIdentifier with a NULL
  * parameter (mbedtls_x509write_crt_der calls mbedtls_x509_write_sig, which
  * calls mbedtls_asn1_write_algorithm_identifier with par_len 0, and that
- * writes NULL; Mbed-TLS issue 2924, fixed by PR 7788 after 2.28.3). RFC 5758
+ * writes NULL; Mbed-TLS/mbedtls#2924, fixed by pull request #7788 after 2.28.3). RFC 5758
  * sec. 3.2 says that for ecdsa-with-SHA256 "the encoding MUST omit the
  * parameters field", and strict readers refuse such certificates (Python's
  * cryptography warns from 41.0.1 that it will). The identifier appears twice

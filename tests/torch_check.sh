@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # torch_check.sh: one of hfl's computations against PyTorch on the same inputs
-# (issue 13): DUMP writes hfl's inputs and results as safetensors, SCRIPT (a
+# (tests/model/gpt_torch.py, tests/kernels/lm_torch.py): DUMP writes hfl's inputs and results as safetensors, SCRIPT (a
 # Python file beside the test) redoes them with autograd and exits 1 on a
 # mismatch. Skips (77) without Debian's python3-torch, which scripts/test
 # installs. Usage: torch_check.sh DUMP SCRIPT [DUMP's further arguments]

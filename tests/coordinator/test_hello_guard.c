@@ -1,6 +1,6 @@
 /* test_hello_guard.c: the pending hello challenges (coordinator/challenges.c)
  * and the token buckets behind --hello-rate (coordinator/rate.c), with the
- * clock given by hand (issue 31).
+ * clock given by hand (an insider cannot deny service).
  *
  * Challenges:
  *   1. A flood of first hellos carrying the victim's name, from another

@@ -1,5 +1,5 @@
 /* test_overdue.c: a withholding client and a pull storm in the round engine,
- * worked by hand (issue 31; coordinator/overdue.c, rounds.c; driven by
+ * worked by hand (coordinator/overdue.c, rounds.c; driven by
  * tests/coordinator/rounds_harness.h). Three clients of 100 samples, K = 3,
  * no --min-quorum (the quorum is --quorum-fraction 0.5 of the draw), a
  * deadline of 0.2 s:

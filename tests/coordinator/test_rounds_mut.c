@@ -72,7 +72,7 @@ static void test_registry_hello(void) {
     cJSON_AddStringToObject(m, "plan", "x");
     CHECK(registry_hello(&c, "w", m, err) == -1 && strstr(err, "'plan' must be an object"));
     cJSON_DeleteItemFromObject(m, "plan");
-    /* device and plan: objects of known scalar fields (issue 31; registry.c's schemas) */
+    /* device and plan: objects of known scalar fields (registry.c's schemas bound what a client sends) */
     cJSON *dev = cJSON_AddObjectToObject(m, "device");
     cJSON_AddStringToObject(dev, "name", "cpu");
     cJSON_AddNumberToObject(cJSON_AddObjectToObject(m, "plan"), "batch", 32);
@@ -1171,7 +1171,7 @@ static void test_held_tasks(void) {
     const hfl_codec *fp32 = c.down.codec; /* a lossy downlink: everyone gets its rounding, never held */
     c.down.codec = hfl_codec_find("fp16", NULL);
     downlink_reset_cache(&c);
-    c.r.tasked[a] = 0; /* each pull here as a first one: a repeat gets no weights (issue 31) */
+    c.r.tasked[a] = 0; /* each pull here as a first one: a repeat gets no weights (rounds.c, round_pull) */
     rep = rounds_pull(&c, a, 0, &len);
     REQUIRE(hfl_msg_decode(rep, len, (size_t)1 << 30, &msg, err) == 0);
     CHECK(!strcmp(str(msg.meta, "weights"), "full") && msg.payload_len > 0 && c.r.tasks_held == 1);

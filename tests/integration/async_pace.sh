@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # async_pace.sh: FedBuff (--async) and paced simulated clients end to end
-# (issue 11). Skips (77) without Fashion-MNIST.
+# (README.md, The programs). Skips (77) without Fashion-MNIST.
 #
 # 1. Pacing: four profiled clients (A100, T4, Jetson Orin, laptop) in one
 #    synchronous round with "pace" 10. The oracle prices each client's task

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# capacity_work.sh: capacity-aware local work end to end (issue 11). Two
+# capacity_work.sh: capacity-aware local work end to end (README.md, The programs). Two
 # clients with equal IID shares, on a T4 and an A100 profile (8.1 and 19.5
 # TFLOPS fp32), run one round with "local_work": "capacity": hfl-sim gives
 # each its profile's speed, the coordinator sizes each client's steps by it,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# client_init_model.sh: hfl-client --init-model FILE (issue 12: the client
+# client_init_model.sh: hfl-client --init-model FILE (models in and out through safetensors: the client
 # starts from the same safetensors file as the coordinator). The welcome
 # names the global model's version and SHA-256; a client whose file is that
 # model, bit for bit, takes its first task without weights ("held").

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# data_files.sh: the user's own dataset files (issue 12; data/files.h) against
+# data_files.sh: the user's own dataset files (data/files.h) against
 # NumPy, the format's owner, as the oracle:
 #   - files NumPy writes (np.savez, np.savez_compressed with its zip64
 #     members, np.save into a directory, .npy versions 1, 2 and 3) read in

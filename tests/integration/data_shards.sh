@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # data_shards.sh: a fleet that trains from hfl-data split's shards on disk
 # reaches the same accuracy as the built-in partition with the same seed
-# (issue 12's must-show), and more: the same global model, byte for byte.
+# (what the user's own data must show), and more: the same global model, byte for byte.
 # One 4-client non-IID Fashion-MNIST scenario (dirichlet 0.5, seed 3, three
 # rounds) runs three ways: each client picking its share of the IDX files
 # (--partition), and from shards written by `hfl-data split` in .npz and in

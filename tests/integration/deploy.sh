@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# deploy.sh: the deployment recipe (deploy/, docs/deploy.md; issue 12).
+# deploy.sh: the deployment recipe (deploy/, docs/deploy.md).
 #  1. systemd units: `systemd-analyze verify` on copies whose ExecStart names
 #     this build's programs. verify fails on a missing ExecStart binary
 #     ("Command ... is not executable"), but it only warns, and exits 0, on

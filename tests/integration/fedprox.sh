@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fedprox.sh: FedProx end to end (issue 11). The same 4-client non-IID fleet
+# fedprox.sh: FedProx end to end (README.md, The programs). The same 4-client non-IID fleet
 # and seed run one round with "prox_mu" 0 and 2. The oracle is the proximal
 # term's effect, not its formula: every client starts from the same global
 # model on the same data, so the pull toward it must make each client's

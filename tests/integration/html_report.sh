@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# html_report.sh: hfl-sim's HTML report, looked at by a browser (issue 11).
+# html_report.sh: hfl-sim's HTML report, looked at by a browser (scenarios/html.h).
 # A small fleet (one client on a tight memory budget) runs 3 rounds; the page
 # must be self-contained (no URL fetched, no script), and headless Chromium's
 # screenshot of it must not be blank: it must show the accuracy line's blue,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # lm_fleet.sh: a byte-level language model trained federated end to end
-# (issue 13): scripts/kjv-books cuts Debian's King James Bible into its 66
+# (data/text.h, model/gpt.h): scripts/kjv-books cuts Debian's King James Bible into its 66
 # books, hfl-data text turns five small ones into one client each (and, for
 # the IID partition, the same windows dealt out), and hfl-sim trains a
 # 1-block GPT spec over mutual TLS for three rounds.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # prometheus.sh: the coordinator's --metrics scraped by a real Prometheus
-# server (issue 12). A 2-client, 3-round run on loopback with --metrics and
+# server (proto/metrics_http.h). A 2-client, 3-round run on loopback with --metrics and
 # --linger 6; Prometheus (Debian's prometheus package) scrapes it every
 # second. Then Prometheus's HTTP API must say: the target was up, and the
 # largest hfl_rounds_total it scraped equals the rounds in the report, as do

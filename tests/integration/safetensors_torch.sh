@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # safetensors_torch.sh: models in and out of hfl through safetensors, checked
-# in PyTorch (issue 12). Skips (77) without Fashion-MNIST or without the
+# in PyTorch (model/safetensors.h). Skips (77) without Fashion-MNIST or without the
 # Python that scripts/test prepares (build/pyvenv: Debian's python3-torch and
 # the safetensors package from PyPI).
 #  1. A 3-client run saves its model; PyTorch loads it into the equivalent

@@ -79,7 +79,7 @@ static uint8_t *pull_task(int id, int round) {
         uint8_t *w;
         char why[256];
         cJSON *m = with_id(id);
-        cJSON_AddBoolToObject(m, "resend", 1); /* a repeat pull gets the weights once more (issue 31) */
+        cJSON_AddBoolToObject(m, "resend", 1); /* a repeat pull gets the weights once more (rounds.c, round_pull) */
         int t = request(HFL_MSG_PULL, m, NULL, 0, &w, why);
         if (t == HFL_MSG_TASK) return w;
         free(w);

@@ -1,5 +1,5 @@
 /* test_hello_flood.c: an insider flooding first hellos that carry a
- * victim's certificate cannot keep the victim out (issue 31).
+ * victim's certificate cannot keep the victim out (coordinator/challenges.h, rate.h).
  *
  * The insider holds a valid client certificate of its own (client-2, for its
  * TLS connections) and the victim's certificate, which is public. From 20

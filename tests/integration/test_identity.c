@@ -1,4 +1,4 @@
-/* test_identity.c: identity is a certificate, not a name (issue 10).
+/* test_identity.c: identity is a certificate, not a name (docs/architecture.md, Identity is a certificate).
  *
  * A live coordinator runs three rounds for two honest hfl-client processes
  * (client-0, client-1) with tokens that expire every 2 s, so the honest

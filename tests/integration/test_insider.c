@@ -1,5 +1,5 @@
 /* test_insider.c: what one valid certificate and a script cannot do to a
- * coordinator's report and uplink (issue 31).
+ * coordinator's report and uplink (an insider cannot deny service).
  *
  * A coordinator runs 2 rounds of K = 2 (fp32 updates, defaults otherwise)
  * for two clients this test plays itself, plus one more:
@@ -11,7 +11,7 @@
  *     re-download (the first is sent, the second is told to skip the round,
  *     and the rest find it skipped). Over the round it downloads the model
  *     at most twice: counted here from the bytes received and in the
- *     report's bytes_down and downloads for it. Before issue 31 every pull
+ *     report's bytes_down and downloads for it. Before a repeat pull went without the weights, every pull
  *     brought the whole model again (101 copies);
  *   - client-1 holds round 1 open meanwhile, then answers; the round, one
  *     update of its two (client-0 skipped), is aggregated (--quorum-fraction

@@ -1,4 +1,4 @@
-/* test_limits.c: connections are bounded (issue 10, bounded resources).
+/* test_limits.c: connections are bounded (bounded resources: coordinator/conns.c).
  *
  * A coordinator with --max-conns-per-addr 4 and --idle-timeout 2 serves one
  * honest hfl-client for 40 rounds (some 10 s) while, from the same address:

@@ -1,5 +1,5 @@
 /* test_longpoll.c: a pull that may be held is answered when there is work,
- * not on a polling period (issue 11, round turnaround).
+ * not on a polling period (round turnaround: coordinator/server.c's held pulls).
  *
  * A coordinator with --max-inflight 1 waits for two clients (K = 2). Client
  * A says hello; a pull without hold_ms is answered "wait" (200 ms) at once,

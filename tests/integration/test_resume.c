@@ -1,6 +1,6 @@
 /* test_resume.c: a coordinator killed with SIGKILL continues its run from
  * --state-dir, and the run ends with the same model, byte for byte, as one
- * that was never interrupted (issue 10, crash safety).
+ * that was never interrupted (docs/architecture.md, Crash-safe state).
  *
  * Run A: a coordinator and three hfl-client processes, 4 rounds, every
  * client drawn in every round, FedAvgM (server momentum: state to keep): its final_model_sha256 is the oracle (the

@@ -1,12 +1,12 @@
 /* test_withhold.c: a client that takes its task and never answers cannot
- * stall the rounds (issue 31).
+ * stall the rounds (coordinator/overdue.c).
  *
  * Run A: a coordinator with its defaults but for a short deadline (3 s; 6
  * rounds, K = 2), three honest hfl-client processes, and client-3, played
  * by this test, which says hello with a plan, pulls every 0.2 s so it looks
  * alive, and never sends an update or a decline for the tasks it gets. Run
  * B: the same without client-3. Run A must fail at most one round of 6
- * (before issue 31, with K = 2 drawn of 4 and the quorum at K, every round
+ * (before over-selection, the quorum fraction and overdue.c, with K = 2 drawn of 4 and the quorum at K, every round
  * that drew client-3 waited out its deadline and failed: 2 of the 6 with
  * this seed), end within 1 point of run B's final accuracy, and show
  * client-3 with tasks past their deadline in its report and on /metrics

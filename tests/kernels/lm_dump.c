@@ -1,7 +1,7 @@
 /* lm_dump.c: runs the transformer ops (kernels/lm.h, model/attention.c) on
  * the CPU backend over seeded random inputs and writes inputs, outputs and
  * gradients as one safetensors file, for tests/kernels/lm_torch.py to
- * recompute in PyTorch (issue 13: gradients checked against PyTorch on the
+ * recompute in PyTorch (the language model's requirement: gradients checked against PyTorch on the
  * same weights).
  *
  * Each op's backward gets a random upstream gradient "<op>.dy", so its

@@ -1,5 +1,5 @@
 """lm_torch.py: the transformer ops of hfl (tests/kernels/lm_dump.c's file)
-recomputed in PyTorch on the same inputs (issue 13).
+recomputed in PyTorch on the same inputs (kernels/lm.h).
 
 Every forward output and gradient is recomputed in float64 with autograd,
 as the gradient of sum(dy * out), and hfl's fp32 results must agree within

@@ -1,7 +1,7 @@
 /* gpt_dump.c: a 2-layer GPT (model/gpt.h's blocks and head, the token and
  * position embeddings of kernels/lm.h) trained for one step's forward and
  * backward on the CPU backend, written as a safetensors file for
- * tests/model/gpt_torch.py to redo in PyTorch (issue 13: "forward loss and
+ * tests/model/gpt_torch.py to redo in PyTorch (the language model's requirement: "forward loss and
  * every gradient of a 2-layer model equal PyTorch's on the same weights").
  *
  * The parameter vector: wte [V, C], wpe [T, C], each block's parameters in

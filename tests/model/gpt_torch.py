@@ -1,5 +1,5 @@
 """gpt_torch.py: hfl's 2-layer GPT (tests/model/gpt_dump.c's file) redone in
-PyTorch in float64 on the same weights and tokens (issue 13).
+PyTorch in float64 on the same weights and tokens (model/gpt.h).
 
 The model is written here from the layout gpt.h documents (nanoGPT's Block:
 pre-norm, causal self-attention, GELU tanh MLP, both residuals; tied output

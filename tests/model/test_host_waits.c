@@ -1,5 +1,5 @@
 /* test_host_waits.c: no host synchronisation inside a training step
- * (kernels/backend.h, HOST WAITS; issue 30).
+ * (kernels/backend.h, HOST WAITS).
  *
  * For every model (mlp, cnn and gpt-kjv, the language model of
  * scenarios/models/gpt-kjv.json, given as argv[1]) x precision (fp32, bf16,

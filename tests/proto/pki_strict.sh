@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pki_strict.sh: hfl-pki's certificates read by a strict verifier (issue 31).
+# pki_strict.sh: hfl-pki's certificates read by a strict verifier (proto/pki_der.c).
 # Python's cryptography, with every warning an error, loads the CA, the
 # coordinator's, a client's and an issued client's certificate, checks each
 # is signed ecdsa-with-SHA256 by the CA (verify_directly_issued_by) and that

@@ -1,4 +1,4 @@
-/* test_meta_bounds.c: bounded client JSON (issue 31): metadata nested at
+/* test_meta_bounds.c: bounded client JSON (docs/architecture.md, Validate at the boundary): metadata nested at
  * most HFL_MSG_MAX_DEPTH deep (proto/msg.c), and objects held to a schema of
  * known fields (proto/schema.c).
  *   - hfl_json_depth on hand-counted texts: brackets in strings and after
