@@ -12,6 +12,10 @@
  * ROUND), so "x memcpy" is the ratio to copying one uncompressed update. Then the robust rules' cost per
  * round against FedAvg's (K int8 updates, in ms).
  *
+ * Options before the sizes: --codec NAME (repeatable) measures only those
+ * codecs, --no-rules leaves out the robust rules (a 100M-value round of
+ * them takes minutes).
+ *
  * GPU (bench-gpu-agg [n ...]; skips, saying why, without a GPU): per codec,
  * the update already in device memory (the norm pass and the fixed-point add
  * of kernels/agg.h, one update) and end to end (a round of ROUND updates
@@ -31,7 +35,9 @@
 
 enum { REPS = 5, ROUND = 8 };
 
-static const char *const codecs[] = {"fp32", "fp16", "int8", "int4", "sign", "topk:0.01"};
+static const char *codecs[8] = {"fp32", "fp16", "int8", "int4", "sign", "topk:0.01"};
+static size_t n_codecs = 6;
+static int with_rules = 1;
 
 static void die(const char *err) {
     fprintf(stderr, "bench-agg: %s\n", err);
@@ -117,7 +123,7 @@ static void bench_cpu(size_t n) {
     printf("%-10s %12s %9s %14s %9s\n", "codec", "exact GB/s", "x memcpy", "float GB/s", "x memcpy");
     hfl_agg a;
     if (hfl_agg_init(&a, n, 1, err) != 0) die(err);
-    for (size_t k = 0; k < sizeof codecs / sizeof *codecs; k++) {
+    for (size_t k = 0; k < n_codecs; k++) {
         const hfl_codec *c = hfl_codec_find(codecs[k], err);
         size_t len;
         uint8_t *buf = encoded(c, x, n, &len);
@@ -145,7 +151,7 @@ static void bench_cpu(size_t n) {
         free(buf);
     }
     hfl_agg_free(&a);
-    rules(hfl_backend_cpu(), x, n);
+    if (with_rules) rules(hfl_backend_cpu(), x, n);
     free(x);
     free(dst);
 }
@@ -211,7 +217,7 @@ static void bench_gpu(const hfl_backend *be, size_t n) {
     printf("%-10s %14s %9s %16s %9s\n", "codec", "resident GB/s", "x copy", "end-to-end GB/s", "x copy");
     hfl_agg a;
     if (hfl_agg_init_on(&a, be, n, 1, err) != 0) die(err);
-    for (size_t k = 0; k < sizeof codecs / sizeof *codecs; k++) {
+    for (size_t k = 0; k < n_codecs; k++) {
         const hfl_codec *c = hfl_codec_find(codecs[k], err);
         size_t len;
         uint8_t *buf = encoded(c, x, n, &len);
@@ -234,7 +240,7 @@ static void bench_gpu(const hfl_backend *be, size_t n) {
         free(buf);
     }
     hfl_agg_free(&a);
-    rules(be, x, n);
+    if (with_rules) rules(be, x, n);
     be->free(d_src), be->free(d_dst);
     free(x);
 }
@@ -243,6 +249,21 @@ static void bench_gpu(const hfl_backend *be, size_t n) {
 
 int main(int argc, char **argv) {
     static const size_t defaults[] = {199210, 1199882, 16777216};
+    size_t picked = 0;
+    char err0[HFL_ERR_LEN];
+    while (argc > 1 && !strncmp(argv[1], "--", 2)) {
+        if (!strcmp(argv[1], "--no-rules")) {
+            with_rules = 0;
+        } else if (!strcmp(argv[1], "--codec") && argc > 2 && picked < 8 && hfl_codec_find(argv[2], err0)) {
+            codecs[picked++] = argv[2];
+            argc--, argv++;
+        } else {
+            fprintf(stderr, "bench-agg: '%s': usage: bench-agg [--codec NAME]... [--no-rules] [N...]\n", argv[1]);
+            return 2;
+        }
+        argc--, argv++;
+    }
+    if (picked) n_codecs = picked;
     size_t count = argc > 1 ? (size_t)argc - 1 : sizeof defaults / sizeof *defaults;
 #ifdef AGG_BENCH_GPU
     hfl_device_info info;
