@@ -130,6 +130,7 @@ static_assert(sizeof(hfl_step_scalars) == 64, "hfl_step_scalars is one 64-byte b
 _Static_assert(sizeof(hfl_step_scalars) == 64, "hfl_step_scalars is one 64-byte block");
 #endif
 #define HFL_INPUT_SLOTS 2
+#define HFL_PROFILE_MARKS 4096 /* timing marks a backend keeps (mark, mark_ms) */
 
 /* AdamW's hyperparameters and this step's bias corrections (step_size,
  * bc2_sqrt), or sc, the step scalars they are counted and taken from on the
@@ -275,6 +276,15 @@ typedef struct hfl_backend {
     void (*unscale_grads)(float *g, size_t n, hfl_step_scalars *sc);
     /* fp16's loss scaler after a step: hfl_op_scaler_update(sc, interval). */
     void (*scaler_update)(hfl_step_scalars *sc, int interval);
+
+    /* PROFILING (kernels/profile.h, only while a profile is on, so a normal
+     * step records nothing): mark(i) records timing mark i < HFL_PROFILE_MARKS
+     * after every op enqueued so far (a cudaEvent on the compute stream; the
+     * clock on the CPU, whose ops ran already); mark_ms(a, b) is the
+     * milliseconds from mark a to mark b, waiting for b. NULL: the backend
+     * cannot time (the profile then counts only). */
+    void (*mark)(int i);
+    double (*mark_ms)(int a, int b);
 
     /* The transformer language model's ops (kernels/lm.h); NULL: none. */
     const struct hfl_lm_ops *lm;

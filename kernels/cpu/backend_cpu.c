@@ -613,6 +613,19 @@ static void cpu_prefetch(void *dst, const void *src, size_t bytes, int slot) {
     cpu_memcpy(dst, src, bytes);
 }
 
+/* ---- profiling marks (kernels/profile.h): the monotonic clock ---- */
+
+static double cpu_marks[HFL_PROFILE_MARKS];
+
+static void cpu_mark(int i) {
+    if (i >= 0 && i < HFL_PROFILE_MARKS) cpu_marks[i] = hfl_now();
+}
+
+static double cpu_mark_ms(int a, int b) {
+    if (a < 0 || b < 0 || a >= HFL_PROFILE_MARKS || b >= HFL_PROFILE_MARKS) return 0.0;
+    return (cpu_marks[b] - cpu_marks[a]) * 1e3;
+}
+
 extern const hfl_lm_ops hfl_cpu_lm_ops; /* lm_cpu.c */
 
 static const hfl_backend cpu_backend = {
@@ -652,6 +665,8 @@ static const hfl_backend cpu_backend = {
     .prefetch = cpu_prefetch,
     .await_prefetch = cpu_slot_nop,
     .release_input = cpu_slot_nop,
+    .mark = cpu_mark,
+    .mark_ms = cpu_mark_ms,
     .lm = &hfl_cpu_lm_ops,
     .agg = &hfl_cpu_agg_ops,
 };
