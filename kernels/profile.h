@@ -23,8 +23,8 @@
  *
  * One profile per process: the wrapper's ops cannot carry a context, so the
  * wrapped backend and the counts are the module's. */
-#ifndef HFL_PROFILE_H
-#define HFL_PROFILE_H
+#ifndef HFL_KERNELS_PROFILE_H
+#define HFL_KERNELS_PROFILE_H
 
 #include "kernels/backend.h"
 

@@ -28,7 +28,7 @@ static const char *const e_names[E_N] = {
  * (the first one's input gradient is nobody's). */
 static void expected_ops(const hfl_model_spec *spec, int batch, int chunk, int device, long e[E_N]) {
     memset(e, 0, sizeof(long) * E_N);
-    int chunks = (batch + chunk - 1) / chunk, params_before = 0;
+    int params_before = 0;
     for (int l = 0; l < spec->n_layers; l++) {
         int din = params_before;
         switch (spec->layers[l].kind) {
@@ -43,11 +43,15 @@ static void expected_ops(const hfl_model_spec *spec, int batch, int chunk, int d
             e[E_POOL_FWD]++, e[E_POOL_BWD] += din;
             break;
         case HFL_LAYER_CONV2D: /* per chunk: im2col + batched GEMM; backward im2col again,
-                                  dW one GEMM per sample, dcols batched + col2im */
-            e[E_IM2COL] += 2 * chunks;
-            e[E_GEMM_STRIDED] += chunks + din * chunks;
-            e[E_GEMM] += batch;
-            e[E_COL2IM] += din * chunks;
+                                  dy transposed (chunks of more than one sample), dW one
+                                  GEMM, dcols batched + col2im; the bias over the batch */
+            for (int i = 0; i < batch; i += chunk) {
+                int cn = batch - i < chunk ? batch - i : chunk;
+                e[E_IM2COL] += 2 + (cn > 1);
+                e[E_GEMM_STRIDED] += 1 + din;
+                e[E_GEMM]++;
+                e[E_COL2IM] += din;
+            }
             e[E_FILL]++, e[E_CHANNEL_BIAS]++;
             break;
         default:
