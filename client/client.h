@@ -140,6 +140,7 @@ typedef struct {
     int allow_smaller;      /* --allow-smaller-batch */
     hfl_optimizer optimizer; /* --plan --optimizer: the optimizer state to plan */
     int trial;              /* --plan --trial-step */
+    int profile;            /* --plan --trial-step --profile: a per-op profile (kernels/profile.h) */
     double attack_scale;    /* --attack: the update sent is this times the real one (0: honest) */
     int64_t attack_samples; /* --attack: the samples claimed (0: the real count) */
     double dropout;         /* --dropout: the chance of declining a round (simulation only) */

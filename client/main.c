@@ -93,6 +93,9 @@ static void usage(FILE *f) {
         "  --trial-step         with --plan: choose and verify as a client does for a run of --batch\n"
         "                       (default 32), then train one step of it on synthetic data and report\n"
         "                       its measured peak against the budget (exit 1: refused or breached)\n"
+        "  --profile            with --trial-step: then profile a few more steps: per op the calls\n"
+        "                       and time per optimizer step (cudaEvents on a GPU, the clock on the\n"
+        "                       CPU), the ops and the host synchronisations per step\n"
         "  --attack SCALE[:SAMPLES] simulation of a Byzantine client: send SCALE times the real update\n"
         "                       (e.g. -10: scaled and sign-flipped) and claim SAMPLES samples\n"
         "  --allow-smaller-batch where the run's batch does not fit, train a smaller real batch\n"
@@ -174,6 +177,7 @@ static void print_options(const client_options *o) {
     if (o->batch) cJSON_AddNumberToObject(j, "batch", o->batch);
     else cJSON_AddNullToObject(j, "batch");
     cJSON_AddBoolToObject(j, "trial-step", o->trial);
+    cJSON_AddBoolToObject(j, "profile", o->profile);
     hfl_config_add_str(j, "attack", attack);
     cJSON_AddBoolToObject(j, "allow-smaller-batch", o->allow_smaller);
     hfl_config_add_str(j, "optimizer", hfl_optimizer_name(o->optimizer));
@@ -192,7 +196,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
     enum { O_URL = 256, O_CA, O_CERT, O_SNI, O_INSECURE, O_NAME, O_RETRY, O_DATA, O_PART, O_INDEX, O_NUM, O_SEED,
            O_THREADS, O_TIMEOUT, O_QUIET, O_HELP, O_CODEC, O_STATE, O_PLAN, O_MODEL, O_BUDGET, O_HEADROOM, O_VERIFY, O_JSON, O_PREC, O_DEVICE,
            O_BATCH, O_SMALLER, O_TRIAL, O_ATTACK, O_DROPOUT, O_SPEED, O_PACE, O_LINK,
-           O_METRICS, O_INITM, O_CONFIG, O_PRINTCFG, O_OPTIM }; /* in opts[]'s order: errors name opts[c - O_URL] */
+           O_METRICS, O_INITM, O_CONFIG, O_PRINTCFG, O_OPTIM, O_PROFILE }; /* in opts[]'s order: errors name opts[c - O_URL] */
     static const struct option opts[] = {
         {"coordinator", 1, 0, O_URL}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"server-name", 1, 0, O_SNI}, {"insecure", 0, 0, O_INSECURE}, {"name", 1, 0, O_NAME},
@@ -206,7 +210,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         {"trial-step", 0, 0, O_TRIAL}, {"attack", 1, 0, O_ATTACK}, {"dropout", 1, 0, O_DROPOUT}, {"speed", 1, 0, O_SPEED},
         {"pace", 1, 0, O_PACE}, {"link", 1, 0, O_LINK}, {"metrics", 1, 0, O_METRICS}, {"init-model", 1, 0, O_INITM},
         {"config", 1, 0, O_CONFIG}, {"print-config", 0, 0, O_PRINTCFG}, {"optimizer", 1, 0, O_OPTIM},
-        {0, 0, 0, 0}};
+        {"profile", 0, 0, O_PROFILE}, {0, 0, 0, 0}};
     long v;
     double d;
     int print_config = 0;
@@ -244,6 +248,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
         case O_SMALLER: o->allow_smaller = 1; break;
         case O_OPTIM: hfl_optimizer_parse(optarg, &o->optimizer, e); break;
         case O_TRIAL: o->trial = 1; break;
+        case O_PROFILE: o->profile = 1; break;
         case O_DROPOUT: hfl_parse_double(optarg, 0, 1, &o->dropout, e); break;
         case O_SPEED: hfl_parse_double(optarg, 1e-6, 1e12, &o->speed, e); break;
         case O_PACE: hfl_parse_double(optarg, 0, 1000, &o->pace, e); break;
@@ -292,6 +297,7 @@ static int parse_args(int argc, char **argv, client_options *o, char *err) {
     }
     if (optind < argc) return hfl_errf(err, "unexpected argument '%s' (see --help)", argv[optind]);
     if (print_config) print_options(o), exit(0);
+    if (o->profile && !(o->plan && o->trial)) return hfl_errf(err, "--profile goes with --plan --trial-step");
     if (o->plan) {
         if (!o->model[0]) return hfl_errf(err, "--plan needs --model NAME|SPEC.json (see --help)");
         return 0;

@@ -9,7 +9,12 @@
  * run's batch (client_train_round: the real staging, accumulation and budget
  * checks). The answer (with --json, one object) says whether it trained and
  * within what, or why it was refused up front; a breach of the budget is an
- * error. bench/memory_sweep.py runs it over random draws. */
+ * error. bench/memory_sweep.py runs it over random draws.
+ *
+ * With --profile the trainer runs on kernels/profile.h's counting table,
+ * and after the trial step TRIAL_PROFILE_STEPS more optimizer steps of the
+ * same batch (micro-batches and all) are profiled: per op the calls and time
+ * per step, the ops and host synchronisations per step. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,9 +23,11 @@
 
 #include "client/client.h"
 #include "compress/codec.h"
+#include "kernels/profile.h"
 #include "util/util.h"
 
 #define TRIAL_MOMENTUM 0.9 /* planned, so the step carries the momentum buffer */
+#define TRIAL_PROFILE_STEPS 3
 
 /* One optimizer step's rows of synthetic data in the model's shape. */
 static void trial_data(const hfl_model_spec *spec, int rows, hfl_dataset *d) {
@@ -33,13 +40,63 @@ static void trial_data(const hfl_model_spec *spec, int rows, hfl_dataset *d) {
     client_synthetic(spec, rows, d->x, d->y);
 }
 
+/* TRIAL_PROFILE_STEPS optimizer steps of the trial's batch as the round
+ * ran them (micro-batches of the trainer's batch accumulated to the run's
+ * when the plan accumulates, else the trainer's batch), profiled. */
+static void trial_profile(client_state *s, const client_task *task, hfl_profile_report *rep) {
+    int micro = s->trainer_batch < task->batch ? s->trainer_batch : task->batch;
+    int step = s->chosen.accum > 1 ? task->batch : micro;
+    int dim = s->data.dim, r = s->data.label_rows ? s->data.label_rows : 1;
+    hfl_profile_begin();
+    for (int k = 0; k < TRIAL_PROFILE_STEPS; k++) {
+        for (int row = 0; row < step; row += micro) {
+            int size = step - row < micro ? step - row : micro;
+            hfl_trainer_stage(s->trainer, s->data.x + (size_t)row * dim, s->data.y + (size_t)row * r, size);
+            hfl_trainer_grads_staged(s->trainer, row == 0, row + size >= step, step);
+        }
+        hfl_trainer_apply(s->trainer, (float)task->lr, (float)task->momentum, 0.0f);
+    }
+    hfl_profile_end(TRIAL_PROFILE_STEPS, rep);
+}
+
+static cJSON *profile_json(const hfl_profile_report *p, const char *clock) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "steps", p->steps);
+    cJSON_AddStringToObject(j, "clock", clock);
+    cJSON_AddBoolToObject(j, "timed", p->timed);
+    cJSON_AddNumberToObject(j, "ops_per_step", p->ops_per_step);
+    cJSON_AddNumberToObject(j, "syncs_per_step", p->syncs_per_step);
+    cJSON_AddNumberToObject(j, "ms_per_step", p->ms_per_step);
+    cJSON *ops = cJSON_AddArrayToObject(j, "ops");
+    for (int i = 0; i < p->n_rows; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", p->rows[i].name);
+        cJSON_AddNumberToObject(o, "count", p->rows[i].count);
+        cJSON_AddNumberToObject(o, "ms", p->rows[i].ms);
+        cJSON_AddItemToArray(ops, o);
+    }
+    return j;
+}
+
+static void profile_print(const hfl_profile_report *p, const char *clock) {
+    printf("profile of %d steps (%s), per optimizer step:\n", p->steps, clock);
+    printf("  %-24s %8s %10s\n", "op", "calls", "ms");
+    for (int i = 0; i < p->n_rows; i++)
+        printf("  %-24s %8.1f %10.3f\n", p->rows[i].name, p->rows[i].count, p->rows[i].ms);
+    printf("  ops_per_step %.1f, syncs_per_step %.1f, %.3f ms per step%s\n", p->ops_per_step,
+           p->syncs_per_step, p->ms_per_step, p->timed ? "" : " (not every op timed)");
+}
+
 static void trial_report(const client_options *o, const client_state *s, const hfl_device_info *dev,
-                         cJSON *plan, int trained, double step_s, const char *error) {
+                         cJSON *plan, int trained, double step_s, const char *error,
+                         const hfl_profile_report *prof) {
+    const char *clock = s->be->host_memory ? "cpu clock" : "device events";
     if (!o->json) {
         if (trained)
             printf("trained one step of batch %d: measured %.2f MiB, predicted %.2f MiB, budget %.2f MiB\n",
                    o->batch, s->measured_peak / 1048576.0, s->chosen.predicted / 1048576.0,
                    (o->budget ? o->budget : dev->free_bytes) / 1048576.0);
+        if (prof) profile_print(prof, clock);
         cJSON_Delete(plan);
         return;
     }
@@ -57,6 +114,8 @@ static void trial_report(const client_options *o, const client_state *s, const h
     if (trained) cJSON_AddNumberToObject(root, "step_s", step_s); /* the one step, page faults and all */
     else cJSON_AddNullToObject(root, "step_s");
     cJSON_AddNumberToObject(root, "footprint_bytes", (double)s->footprint);
+    if (prof) cJSON_AddItemToObject(root, "profile", profile_json(prof, clock));
+    else if (o->profile) cJSON_AddNullToObject(root, "profile");
     char *text = cJSON_Print(root);
     printf("%s\n", text);
     free(text);
@@ -70,7 +129,7 @@ int client_trial_run(const client_options *opts, const hfl_backend *be, const hf
     if (!o.name[0]) snprintf(o.name, sizeof o.name, "hfl-client");
     client_state s;
     memset(&s, 0, sizeof s);
-    s.be = be;
+    s.be = o.profile ? hfl_profile_wrap(be) : be;
     s.stream = hfl_hash32("trial");
     s.held_version = -1;
     if (hfl_model_resolve(o.model, &s.spec, err) != 0) return -1;
@@ -84,7 +143,7 @@ int client_trial_run(const client_options *opts, const hfl_backend *be, const hf
     w.momentum = adamw ? 0 : TRIAL_MOMENTUM;
     cJSON *plan = client_choose_plan(&o, dev, &s, &w, err);
     if (!plan) {
-        trial_report(&o, &s, dev, NULL, 0, 0.0, err);
+        trial_report(&o, &s, dev, NULL, 0, 0.0, err, NULL);
         return -1; /* refused up front: err is the one line */
     }
     trial_data(&s.spec, o.batch, &s.data);
@@ -109,7 +168,9 @@ int client_trial_run(const client_options *opts, const hfl_backend *be, const hf
         rc = upd ? 0 : -1;
         free(upd);
     }
-    trial_report(&o, &s, dev, plan, rc == 0, secs, rc == 0 ? NULL : err);
+    hfl_profile_report prof;
+    if (rc == 0 && o.profile) trial_profile(&s, &task, &prof);
+    trial_report(&o, &s, dev, plan, rc == 0, secs, rc == 0 ? NULL : err, rc == 0 && o.profile ? &prof : NULL);
     free(weights);
     free(s.global);
     free(s.local);

@@ -130,6 +130,7 @@ static_assert(sizeof(hfl_step_scalars) == 64, "hfl_step_scalars is one 64-byte b
 _Static_assert(sizeof(hfl_step_scalars) == 64, "hfl_step_scalars is one 64-byte block");
 #endif
 #define HFL_INPUT_SLOTS 2
+#define HFL_PROFILE_MARKS 4096 /* timing marks a backend keeps (mark, mark_ms) */
 
 /* AdamW's hyperparameters and this step's bias corrections (step_size,
  * bc2_sqrt), or sc, the step scalars they are counted and taken from on the
@@ -252,13 +253,18 @@ typedef struct hfl_backend {
      * overflow giving Inf; a copy for fp32). */
     void (*convert)(hfl_precision t, void *dst, const float *src, size_t n);
 
-    /* cols[i, (ci*k + ky)*k + kx, oy*wo + ox] = x[i, ci, oy*s - p + ky, ox*s - p + kx],
-     * 0 where that falls in the padding; cols is [n, C*k*k, ho*wo]. A copy:
-     * cols and x are both of type t. */
+    /* cols[(ci*k + ky)*k + kx, i*ho*wo + oy*wo + ox] = x[i, ci, oy*s - p + ky, ox*s - p + kx],
+     * 0 where that falls in the padding; cols is [C*k*k, n*ho*wo], the chunk
+     * layout: a row per tap with the n samples' positions side by side, so
+     * that one GEMM over K = n*ho*wo takes a convolution's weight gradient
+     * for all n samples (model/conv.c). For n = 1 it is the per-sample
+     * [C*k*k, ho*wo]. With a 1x1 window (k = 1, s = 1, p = 0) it transposes
+     * [n, C, hw] to [C, n*hw]. A copy: cols and x are both of type t. */
     void (*im2col)(hfl_precision t, void *cols, const void *x, int n, hfl_window_geom g);
     /* The adjoint of im2col: dx[i, ci, iy, ix] = the sum of the (fp32) cols
-     * entries im2col copied from that element, summed in fp32 and rounded
-     * once to t. Overwrites dx [n, C, H, W]. */
+     * entries (chunk layout [C*k*k, n*ho*wo]) im2col copied from that
+     * element, summed in fp32 in (ky, kx) order and rounded once to t.
+     * Overwrites dx [n, C, H, W]. */
     void (*col2im)(hfl_precision t, void *dx, const float *cols, int n, hfl_window_geom g);
     /* y[i, c, oy, ox] = max of window (oy, ox) of x[i, c] (padding never wins). */
     void (*maxpool_fwd)(hfl_precision t, void *y, const void *x, int n, hfl_window_geom g);
@@ -268,13 +274,23 @@ typedef struct hfl_backend {
     void (*maxpool_bwd)(hfl_precision t, void *dx, const void *dy, const void *x, int n,
                         hfl_window_geom g);
     /* dbias[ch] += sum over i and j of dy[i, ch, j] (dy [n, c, hw] of type t;
-     * accumulates in fp32, like bias_grad) */
+     * summed in fp32 by the fixed lane tree of kernels/ops_hd.h, a block per
+     * channel on the GPU, the same bits on the CPU) */
     void (*channel_bias_grad)(hfl_precision t, float *dbias, const void *dy, int n, int c, int hw);
 
     /* g[i] *= 1 / sc->loss_scale; sc->finite = every result is finite. */
     void (*unscale_grads)(float *g, size_t n, hfl_step_scalars *sc);
     /* fp16's loss scaler after a step: hfl_op_scaler_update(sc, interval). */
     void (*scaler_update)(hfl_step_scalars *sc, int interval);
+
+    /* PROFILING (kernels/profile.h, only while a profile is on, so a normal
+     * step records nothing): mark(i) records timing mark i < HFL_PROFILE_MARKS
+     * after every op enqueued so far (a cudaEvent on the compute stream; the
+     * clock on the CPU, whose ops ran already); mark_ms(a, b) is the
+     * milliseconds from mark a to mark b, waiting for b. NULL: the backend
+     * cannot time (the profile then counts only). */
+    void (*mark)(int i);
+    double (*mark_ms)(int a, int b);
 
     /* The transformer language model's ops (kernels/lm.h); NULL: none. */
     const struct hfl_lm_ops *lm;

@@ -151,7 +151,7 @@ static inline HFL_TYPED float hfl_op_softmax_xent_row(hfl_precision t, const voi
 /* ---- convolution and pooling (one sample, geometry in kernels/geom.h) ---- */
 
 /* im2col: the input offset (ci*h + iy)*w + ix that column entry
- * [(ci*k + ky)*k + kx, oy*wo + ox] copies, or -1 when the tap falls in the
+ * [(ci*k + ky)*k + kx, oy*wo + ox] of a sample copies, or -1 when the tap falls in the
  * zero padding. The CPU backend walks (ci, ky, kx, oy, ox) in nested loops;
  * a CUDA thread derives them from its index. */
 static inline HFL_HD long hfl_op_im2col_src(const hfl_window_geom *g, int ci, int ky, int kx,
@@ -162,12 +162,14 @@ static inline HFL_HD long hfl_op_im2col_src(const hfl_window_geom *g, int ci, in
 }
 
 /* col2im, the adjoint of im2col, for input element (ci, iy, ix): the sum of
- * every column entry im2col copied from it, in (ky, kx) order. The taps that
- * read (iy, ix) are those with oy*s = iy + p - ky for an integer oy in
- * [0, ho), and likewise for the columns. */
-static inline HFL_HD float hfl_op_col2im(const float *cols, const hfl_window_geom *g, int ci,
-                                         int iy, int ix) {
-    long plane = (long)g->ho * g->wo;
+ * every column entry im2col copied from it, in (ky, kx) order, where the
+ * sample's column entry [row, oy*wo + ox] is cols[row * ld + oy*wo + ox]
+ * (ld = n*ho*wo in the chunk layout of kernels/backend.h, cols pointing at
+ * the sample's first position). The taps that read (iy, ix) are those with
+ * oy*s = iy + p - ky for an integer oy in [0, ho), and likewise for the
+ * columns. */
+static inline HFL_HD float hfl_op_col2im(const float *cols, const hfl_window_geom *g, long ld,
+                                         int ci, int iy, int ix) {
     float sum = 0.0f;
     for (int ky = 0; ky < g->k; ky++) {
         int ty = iy + g->p - ky;
@@ -180,7 +182,7 @@ static inline HFL_HD float hfl_op_col2im(const float *cols, const hfl_window_geo
             int ox = tx / g->s;
             if (ox >= g->wo) continue;
             long row = ((long)ci * g->k + ky) * g->k + kx;
-            sum += cols[row * plane + (long)oy * g->wo + ox];
+            sum += cols[row * ld + (long)oy * g->wo + ox];
         }
     }
     return sum;
@@ -235,7 +237,9 @@ static inline HFL_TYPED float hfl_op_maxpool_bwd(hfl_precision t, const void *xp
 }
 
 /* Per-channel bias gradient of dy[n, c, hw] (type t) for channel ch: the sum
- * over samples and positions, accumulated in fp32 sample by sample. */
+ * over samples and positions, accumulated in fp32 sample by sample (the
+ * sequential sum the backends ran before the lane tree below; kept as the
+ * tests' reference). */
 static inline HFL_TYPED float hfl_op_channel_sum(hfl_precision t, const void *dy, int n, int c,
                                                  int hw, int ch) {
     float sum = 0.0f;
@@ -245,6 +249,34 @@ static inline HFL_TYPED float hfl_op_channel_sum(hfl_precision t, const void *dy
     }
     return sum;
 }
+
+/* The channel bias gradient's fixed tree (issue 35), the same on both
+ * backends: the channel's m = n*hw values, in (sample, position) order
+ * e = 0 .. m-1, are dealt to HFL_CHANNEL_LANES lanes (value e to lane
+ * e % LANES); each lane sums its values in increasing e in fp32 from 0
+ * (hfl_op_channel_lane), then the lanes' partials are added pairwise, level
+ * by level (hfl_op_tree_level for half = LANES/2, ..., 1: p[j] += p[j +
+ * half] for j < half), and p[0] is added to dbias. A CUDA block of LANES
+ * threads runs the lanes and each level in parallel, the CPU in loops: the
+ * same additions on the same operands, so the same bits. Rounding: each
+ * value passes through at most ceil(m / LANES) - 1 + log2(LANES) additions,
+ * so |sum - exact| <= gamma_(ceil(m/LANES) + 8) * sum|dy| (Higham, ASNA
+ * 2nd ed., 4.2), where the sequential sum's bound has gamma_(m - 1). */
+#define HFL_CHANNEL_LANES 256
+#define HFL_CHANNEL_LEVELS 8 /* log2(HFL_CHANNEL_LANES) */
+
+static inline HFL_TYPED float hfl_op_channel_lane(hfl_precision t, const void *dy, int n, int c,
+                                                  int hw, int ch, int lane) {
+    float sum = 0.0f;
+    size_t m = (size_t)n * hw;
+    for (size_t e = (size_t)lane; e < m; e += HFL_CHANNEL_LANES) {
+        size_t i = e / (size_t)hw, j = e % (size_t)hw;
+        sum += hfl_ld(t, dy, (i * c + ch) * hw + j);
+    }
+    return sum;
+}
+
+static inline HFL_HD void hfl_op_tree_level(float *p, int j, int half) { p[j] = p[j] + p[j + half]; }
 
 /* ---- AdamW ---- */
 

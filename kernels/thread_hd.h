@@ -18,7 +18,8 @@
  * CPU backend uses, so both round alike:
  * - bias_grad: a column's rows r = 0, 1, ... added one by one onto the
  *   existing dbias value (cpu_bias_grad's row loop, seen from one column);
- * - channel_bias_grad: hfl_op_channel_sum from 0, then added to dbias;
+ * - channel_bias_grad: the lane tree of ops_hd.h (hfl_op_channel_lane,
+ *   hfl_op_tree_level), whose CPU twin is hfl_block_channel_bias_grad;
  * - col2im and maxpool backward: the gather bodies, which sum in the order of
  *   the CPU's scatter loops (see cpu/backend_cpu.c). */
 #ifndef HFL_THREAD_HD_H
@@ -173,39 +174,49 @@ static inline HFL_TYPED void hfl_thread_bias_grad(size_t col, hfl_precision t, f
     dbias[col] = acc;
 }
 
-/* ch < c: dbias[ch] += the channel's sum over samples and positions. */
-static inline HFL_TYPED void hfl_thread_channel_bias_grad(size_t ch, hfl_precision t, float *dbias,
-                                                          const void *dy, int n, int c, int hw) {
-    dbias[ch] += hfl_op_channel_sum(t, dy, n, c, hw, (int)ch);
+/* ch < c: dbias[ch] += the channel's sum over samples and positions, by
+ * the lane tree of ops_hd.h, run here one lane and one level at a time: the
+ * CPU twin of the CUDA block (one per channel) that runs them in parallel. */
+static inline HFL_TYPED void hfl_block_channel_bias_grad(size_t ch, hfl_precision t, float *dbias,
+                                                         const void *dy, int n, int c, int hw) {
+    float p[HFL_CHANNEL_LANES];
+    for (int lane = 0; lane < HFL_CHANNEL_LANES; lane++)
+        p[lane] = hfl_op_channel_lane(t, dy, n, c, hw, (int)ch, lane);
+    for (int half = HFL_CHANNEL_LANES / 2; half > 0; half /= 2)
+        for (int j = 0; j < half; j++) hfl_op_tree_level(p, j, half);
+    dbias[ch] += p[0];
 }
 
 /* ---- convolution and pooling over n samples [n, C, H, W] ---- */
 
-/* The coordinates of column entry i of im2col's [n, C*k*k, ho*wo] output. */
+/* The coordinates of column entry i of im2col's [C*k*k, n*ho*wo] output
+ * (the chunk layout of kernels/backend.h: a row per tap, the samples'
+ * positions side by side). */
 typedef struct {
     size_t sample;
     int ci, ky, kx, oy, ox;
 } hfl_col_index;
 
-static inline HFL_HD hfl_col_index hfl_thread_col_index(size_t i, const hfl_window_geom *g) {
+static inline HFL_HD hfl_col_index hfl_thread_col_index(size_t i, const hfl_window_geom *g, int n) {
     hfl_col_index at;
     at.ox = (int)(i % (size_t)g->wo);
     i /= (size_t)g->wo;
     at.oy = (int)(i % (size_t)g->ho);
     i /= (size_t)g->ho;
+    at.sample = i % (size_t)n;
+    i /= (size_t)n;
     at.kx = (int)(i % (size_t)g->k);
     i /= (size_t)g->k;
     at.ky = (int)(i % (size_t)g->k);
     i /= (size_t)g->k;
-    at.ci = (int)(i % (size_t)g->c);
-    at.sample = i / (size_t)g->c;
+    at.ci = (int)i;
     return at;
 }
 
-/* i < n * C*k*k * ho*wo: one column entry, copied from x or 0 (padding). */
+/* i < C*k*k * n * ho*wo: one column entry, copied from x or 0 (padding). */
 static inline HFL_TYPED void hfl_thread_im2col(size_t i, hfl_precision t, void *cols, const void *x,
-                                               hfl_window_geom g) {
-    hfl_col_index at = hfl_thread_col_index(i, &g);
+                                               hfl_window_geom g, int n) {
+    hfl_col_index at = hfl_thread_col_index(i, &g, n);
     long src = hfl_op_im2col_src(&g, at.ci, at.ky, at.kx, at.oy, at.ox);
     if (src < 0) hfl_st(t, cols, i, 0.0f);
     else hfl_cp(t, cols, i, x, at.sample * (size_t)g.c * g.h * g.w + (size_t)src);
@@ -229,12 +240,11 @@ static inline HFL_HD hfl_plane_index hfl_thread_plane_index(size_t i, int rows, 
 /* i < n * C * H * W: input element i, the fp32 sum of the (fp32) column
  * entries copied from it, stored once as type t. */
 static inline HFL_TYPED void hfl_thread_col2im(size_t i, hfl_precision t, void *dx,
-                                               const float *cols, hfl_window_geom g) {
+                                               const float *cols, hfl_window_geom g, int n) {
     hfl_plane_index at = hfl_thread_plane_index(i, g.h, g.w); /* plane = sample * C + ci */
-    size_t sample = at.plane / (size_t)g.c;
+    size_t sample = at.plane / (size_t)g.c, hw = (size_t)g.ho * g.wo;
     int ci = (int)(at.plane % (size_t)g.c);
-    size_t col_size = (size_t)g.c * g.k * g.k * g.ho * g.wo;
-    hfl_st(t, dx, i, hfl_op_col2im(cols + sample * col_size, &g, ci, at.y, at.x));
+    hfl_st(t, dx, i, hfl_op_col2im(cols + sample * hw, &g, (long)(n * hw), ci, at.y, at.x));
 }
 
 /* i < n * C * ho * wo: the window maximum (the first maximum, padding never wins). */

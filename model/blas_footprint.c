@@ -143,11 +143,13 @@ void hfl_step_gemms(const hfl_model_spec *spec, int batch, hfl_precision p,
             if (bwd) g(&s, 1, 0, ly->out, ly->in, batch);
             if (dx) g(&s, 0, 0, batch, ly->in, ly->out);
             break;
-        case HFL_LAYER_CONV2D: { /* per sample: im2col columns [ckk, hw] (conv.c) */
+        case HFL_LAYER_CONV2D: { /* per sample: y and dcols; per chunk of cn: dW, K = cn*hw (conv.c) */
             int ckk = ly->in_shape.c * ly->kernel * ly->kernel;
             int hw = ly->out_shape.h * ly->out_shape.w;
+            int cn = ly->chunk > 1 ? (ly->chunk < batch ? ly->chunk : batch) : 1;
             g(&s, 0, 0, ly->units, hw, ckk);
-            if (bwd) g(&s, 0, 1, ly->units, ckk, hw);
+            if (bwd) g(&s, 0, 1, ly->units, ckk, cn * hw);
+            if (bwd && batch % cn) g(&s, 0, 1, ly->units, ckk, batch % cn * hw); /* the last chunk */
             if (dx) g(&s, 1, 0, ckk, hw, ly->units);
             break;
         }

@@ -438,16 +438,18 @@ static void cpu_tap_range(const hfl_window_geom *g, int kx, int *lo, int *hi) {
     if (*lo > *hi) *lo = *hi;
 }
 
-/* Row by row: for each (ci, ky, kx, oy) the valid taps form one run of
- * columns, found once per kx, so the inner loop is a strided copy. The
- * mapping is hfl_op_im2col_src's (the tests compare the two bit for bit). */
+/* Row by row: for each (ci, ky, kx, sample, oy) the valid taps form one run
+ * of columns, found once per kx, so the inner loop is a strided copy. The
+ * columns are in the chunk layout [C*k*k, n*ho*wo] (kernels/backend.h), which
+ * this loop order writes in memory order. The mapping is
+ * hfl_op_im2col_src's (the tests compare the two bit for bit). */
 static inline __attribute__((always_inline)) void
 im2col_in(hfl_precision t, void *cols, const void *x, int n, hfl_window_geom g) {
     size_t in_size = (size_t)g.c * g.h * g.w, at = 0;
-    for (int i = 0; i < n; i++)
-        for (int ci = 0; ci < g.c; ci++)
-            for (int ky = 0; ky < g.k; ky++)
-                for (int kx = 0; kx < g.k; kx++) {
+    for (int ci = 0; ci < g.c; ci++)
+        for (int ky = 0; ky < g.k; ky++)
+            for (int kx = 0; kx < g.k; kx++)
+                for (int i = 0; i < n; i++) {
                     int lo, hi;
                     cpu_tap_range(&g, kx, &lo, &hi);
                     for (int oy = 0; oy < g.ho; oy++, at += (size_t)g.wo) {
@@ -471,8 +473,9 @@ static void cpu_im2col(hfl_precision t, void *cols, const void *x, int n, hfl_wi
 }
 
 static inline __attribute__((always_inline)) void
-col2im_gather_in(hfl_precision t, void *dx, const float *cols, size_t count, hfl_window_geom g) {
-    for (size_t i = 0; i < count; i++) hfl_thread_col2im(i, t, dx, cols, g);
+col2im_gather_in(hfl_precision t, void *dx, const float *cols, int n, hfl_window_geom g) {
+    size_t count = (size_t)n * g.c * g.h * g.w;
+    for (size_t i = 0; i < count; i++) hfl_thread_col2im(i, t, dx, cols, g, n);
 }
 
 /* fp32: scatter form, each column entry added to the pixel im2col copied it
@@ -484,16 +487,16 @@ col2im_gather_in(hfl_precision t, void *dx, const float *cols, size_t count, hfl
 static void cpu_col2im(hfl_precision t, void *dx, const float *cols, int n, hfl_window_geom g) {
     size_t in_size = (size_t)g.c * g.h * g.w;
     if (t != HFL_PREC_FP32) {
-        if (t == HFL_PREC_BF16) col2im_gather_in(HFL_PREC_BF16, dx, cols, (size_t)n * in_size, g);
-        else col2im_gather_in(HFL_PREC_FP16, dx, cols, (size_t)n * in_size, g);
+        if (t == HFL_PREC_BF16) col2im_gather_in(HFL_PREC_BF16, dx, cols, n, g);
+        else col2im_gather_in(HFL_PREC_FP16, dx, cols, n, g);
         return;
     }
     memset(dx, 0, (size_t)n * in_size * sizeof(float));
-    for (int i = 0; i < n; i++) {
-        float *d = (float *)dx + (size_t)i * in_size;
-        for (int ci = 0; ci < g.c; ci++)
-            for (int ky = 0; ky < g.k; ky++)
-                for (int kx = 0; kx < g.k; kx++) {
+    for (int ci = 0; ci < g.c; ci++)
+        for (int ky = 0; ky < g.k; ky++)
+            for (int kx = 0; kx < g.k; kx++)
+                for (int i = 0; i < n; i++) {
+                    float *d = (float *)dx + (size_t)i * in_size;
                     int lo, hi;
                     cpu_tap_range(&g, kx, &lo, &hi);
                     for (int oy = 0; oy < g.ho; oy++, cols += g.wo) {
@@ -503,7 +506,6 @@ static void cpu_col2im(hfl_precision t, void *dx, const float *cols, int n, hfl_
                         for (int ox = lo; ox < hi; ox++) dst[ox * g.s] += cols[ox];
                     }
                 }
-    }
 }
 
 static inline __attribute__((always_inline)) void
@@ -561,9 +563,24 @@ static void cpu_maxpool_bwd(hfl_precision t, void *dx, const void *dy, const voi
     else maxpool_bwd_in(HFL_PREC_FP16, dx, dy, x, n, g);
 }
 
+/* The lane tree of kernels/ops_hd.h: each sample's row of the channel is
+ * dealt to the lanes in position order (value e to lane e % LANES, e
+ * counting on from the previous sample's row), so every lane adds its values
+ * in increasing e as hfl_op_channel_lane does, then the same tree levels:
+ * hfl_block_channel_bias_grad's bits in one pass over dy. */
 static inline __attribute__((always_inline)) void
 channel_bias_grad_in(hfl_precision t, float *dbias, const void *dy, int n, int c, int hw) {
-    for (int ch = 0; ch < c; ch++) dbias[ch] += hfl_op_channel_sum(t, dy, n, c, hw, ch);
+    for (int ch = 0; ch < c; ch++) {
+        float p[HFL_CHANNEL_LANES] = {0};
+        size_t e = 0;
+        for (int i = 0; i < n; i++) {
+            size_t row = ((size_t)i * c + ch) * hw;
+            for (int j = 0; j < hw; j++, e++) p[e % HFL_CHANNEL_LANES] += hfl_ld(t, dy, row + j);
+        }
+        for (int half = HFL_CHANNEL_LANES / 2; half > 0; half /= 2)
+            for (int j = 0; j < half; j++) hfl_op_tree_level(p, j, half);
+        dbias[ch] += p[0];
+    }
 }
 static void cpu_channel_bias_grad(hfl_precision t, float *dbias, const void *dy, int n, int c,
                                   int hw) {
@@ -613,6 +630,19 @@ static void cpu_prefetch(void *dst, const void *src, size_t bytes, int slot) {
     cpu_memcpy(dst, src, bytes);
 }
 
+/* ---- profiling marks (kernels/profile.h): the monotonic clock ---- */
+
+static double cpu_marks[HFL_PROFILE_MARKS];
+
+static void cpu_mark(int i) {
+    if (i >= 0 && i < HFL_PROFILE_MARKS) cpu_marks[i] = hfl_now();
+}
+
+static double cpu_mark_ms(int a, int b) {
+    if (a < 0 || b < 0 || a >= HFL_PROFILE_MARKS || b >= HFL_PROFILE_MARKS) return 0.0;
+    return (cpu_marks[b] - cpu_marks[a]) * 1e3;
+}
+
 extern const hfl_lm_ops hfl_cpu_lm_ops; /* lm_cpu.c */
 
 static const hfl_backend cpu_backend = {
@@ -652,6 +682,8 @@ static const hfl_backend cpu_backend = {
     .prefetch = cpu_prefetch,
     .await_prefetch = cpu_slot_nop,
     .release_input = cpu_slot_nop,
+    .mark = cpu_mark,
+    .mark_ms = cpu_mark_ms,
     .lm = &hfl_cpu_lm_ops,
     .agg = &hfl_cpu_agg_ops,
 };

@@ -273,6 +273,33 @@ static void cuda_release_input(int slot) {
     CUDA_CHECK(cudaEventRecord(hfl_cuda_ctx.consumed[slot], hfl_cuda_ctx.compute));
 }
 
+/* ---- profiling marks (kernels/profile.h) ---- */
+
+/* One event per mark, created the first time the mark is recorded (only a
+ * profiled step records any) and kept for the next profile. */
+static cudaEvent_t prof_marks[HFL_PROFILE_MARKS];
+
+static void cuda_mark(int i) {
+    CUDA_REQUIRE(i >= 0 && i < HFL_PROFILE_MARKS, "profile mark out of range");
+    if (!prof_marks[i]) CUDA_CHECK(cudaEventCreate(&prof_marks[i]));
+    CUDA_CHECK(cudaEventRecord(prof_marks[i], hfl_cuda_ctx.compute));
+}
+
+static double cuda_mark_ms(int a, int b) {
+    CUDA_REQUIRE(a >= 0 && b >= 0 && a < HFL_PROFILE_MARKS && b < HFL_PROFILE_MARKS &&
+                     prof_marks[a] && prof_marks[b],
+                 "profile mark never recorded");
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventSynchronize(prof_marks[b]));
+    CUDA_CHECK(cudaEventElapsedTime(&ms, prof_marks[a], prof_marks[b]));
+    return ms;
+}
+
+static void prof_marks_destroy(void) {
+    for (int i = 0; i < HFL_PROFILE_MARKS; i++)
+        if (prof_marks[i]) cudaEventDestroy(prof_marks[i]), prof_marks[i] = NULL;
+}
+
 /* ---- the table ---- */
 
 static const hfl_lm_ops cuda_lm_ops = {
@@ -309,9 +336,11 @@ hfl_agg_ops hfl_cuda_agg_ops = {
 
 static hfl_backend cuda_backend = {
     .name = "cuda",
-    /* 32 samples per conv GEMM: one launch where there were 32, for a
-     * workspace of 32 samples' columns (cnn's second conv: 20 MB in fp32). */
-    .conv_chunk = 32,
+    /* The whole batch per conv chunk (4096, the planner's most): a conv
+     * layer's step is a fixed handful of launches whatever the batch (its
+     * weight gradient one GEMM, model/conv.c), for a workspace of the
+     * batch's columns (cnn's second conv at batch 128: 80 MB in fp32). */
+    .conv_chunk = 4096,
     .host_memory = 0,
     .alloc = cuda_alloc,
     .try_alloc = cuda_try_alloc,
@@ -347,6 +376,8 @@ static hfl_backend cuda_backend = {
     .channel_bias_grad = cuda_channel_bias_grad,
     .unscale_grads = cuda_unscale_grads,
     .scaler_update = cuda_scaler_update,
+    .mark = cuda_mark,
+    .mark_ms = cuda_mark_ms,
     .lm = &cuda_lm_ops,
     .agg = &hfl_cuda_agg_ops,
 };
@@ -354,6 +385,7 @@ static hfl_backend cuda_backend = {
 /* ---- open ---- */
 
 static void context_destroy(cuda_context *c) {
+    prof_marks_destroy();
     if (c->blas) cublasDestroy(c->blas);
     for (int s = 0; s < HFL_INPUT_SLOTS; s++) {
         if (c->copied[s]) cudaEventDestroy(c->copied[s]);

@@ -7,11 +7,14 @@
  * over the gather-form bodies of kernels/ops_hd.h: no atomics, every sum in
  * the CPU backend's order, so the results are the CPU's bit for bit
  * (tests/kernels/test_thread_bodies.c on the CPU, tests/gpu/test_cuda_ops.c
- * on a GPU). Convolutions still unfold one chunk of n samples per call, with
- * the GEMMs of the layer around it; batching them is a later step. The
- * channel gradient runs one thread per channel through n * hw values in
- * order: simple and bit-identical, slow for big layers (a block-per-channel
- * fixed-order tree would change the bits; only if profiling asks). */
+ * on a GPU). A convolution unfolds a chunk of n samples per call into the
+ * chunk layout [C*k*k, n*ho*wo] (kernels/backend.h), so model/conv.c takes
+ * its weight gradient as one GEMM per chunk. The channel bias gradient is a
+ * block of HFL_CHANNEL_LANES threads per channel running the fixed lane tree
+ * of kernels/ops_hd.h (the lanes, then one tree level per barrier), whose
+ * CPU twin (hfl_block_channel_bias_grad, the CPU backend) gives the same
+ * bits; it replaced one thread per channel adding n*hw values in turn
+ * (conv1 of the cnn at batch 128: 32 threads, 100,352 dependent adds). */
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/thread_hd.h"
@@ -35,17 +38,17 @@ static size_t out_count(int n, hfl_window_geom g) {
 }
 
 static __global__ void k_im2col(hfl_precision t, void *cols, const void *x, hfl_window_geom g,
-                                size_t count) {
+                                int n, size_t count) {
     size_t i = hfl_cuda_index();
     if (i >= count) return;
-    hfl_thread_im2col(i, t, cols, x, g);
+    hfl_thread_im2col(i, t, cols, x, g, n);
 }
 
 static __global__ void k_col2im(hfl_precision t, void *dx, const float *cols, hfl_window_geom g,
-                                size_t count) {
+                                int n, size_t count) {
     size_t i = hfl_cuda_index();
     if (i >= count) return;
-    hfl_thread_col2im(i, t, dx, cols, g);
+    hfl_thread_col2im(i, t, dx, cols, g, n);
 }
 
 static __global__ void k_maxpool_fwd(hfl_precision t, void *y, const void *x, hfl_window_geom g,
@@ -62,22 +65,30 @@ static __global__ void k_maxpool_bwd(hfl_precision t, void *dx, const void *dy, 
     hfl_thread_maxpool_bwd(i, t, dx, dy, x, g);
 }
 
+/* Block ch (blockDim.x == HFL_CHANNEL_LANES): thread `lane` sums its lane,
+ * then each level adds pairs below `half`, as hfl_block_channel_bias_grad. */
 static __global__ void k_channel_bias_grad(hfl_precision t, float *dbias, const void *dy, int n,
                                            int c, int hw) {
-    size_t i = hfl_cuda_index();
-    if (i >= (size_t)c) return;
-    hfl_thread_channel_bias_grad(i, t, dbias, dy, n, c, hw);
+    __shared__ float p[HFL_CHANNEL_LANES];
+    int ch = (int)blockIdx.x, lane = (int)threadIdx.x;
+    p[lane] = hfl_op_channel_lane(t, dy, n, c, hw, ch, lane);
+    __syncthreads();
+    for (int half = HFL_CHANNEL_LANES / 2; half > 0; half /= 2) {
+        if (lane < half) hfl_op_tree_level(p, lane, half);
+        __syncthreads();
+    }
+    if (lane == 0) dbias[ch] += p[0];
 }
 
 extern "C" void cuda_im2col(hfl_precision t, void *cols, const void *x, int n, hfl_window_geom g) {
     size_t count = col_count(n, g);
-    if (count) LAUNCH(k_im2col, count, t, cols, x, g, count);
+    if (count) LAUNCH(k_im2col, count, t, cols, x, g, n, count);
 }
 
 extern "C" void cuda_col2im(hfl_precision t, void *dx, const float *cols, int n,
                             hfl_window_geom g) {
     size_t count = in_count(n, g);
-    if (count) LAUNCH(k_col2im, count, t, dx, cols, g, count);
+    if (count) LAUNCH(k_col2im, count, t, dx, cols, g, n, count);
 }
 
 extern "C" void cuda_maxpool_fwd(hfl_precision t, void *y, const void *x, int n,
@@ -94,5 +105,8 @@ extern "C" void cuda_maxpool_bwd(hfl_precision t, void *dx, const void *dy, cons
 
 extern "C" void cuda_channel_bias_grad(hfl_precision t, float *dbias, const void *dy, int n, int c,
                                        int hw) {
-    if (c > 0) LAUNCH(k_channel_bias_grad, (size_t)c, t, dbias, dy, n, c, hw);
+    if (c <= 0) return;
+    k_channel_bias_grad<<<(unsigned)c, HFL_CHANNEL_LANES, 0, hfl_cuda_ctx.compute>>>(t, dbias, dy, n,
+                                                                                     c, hw);
+    CUDA_CHECK(cudaGetLastError());
 }

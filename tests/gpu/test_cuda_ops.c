@@ -184,7 +184,7 @@ static void test_elementwise(void) {
 static void test_bias_grads(void) {
     static const int shapes[][2] = {{1, 1}, {128, 10}, {33, 65}, {7, 300}};
     for (int si = 0; si < 4; si++) {
-        int rows = shapes[si][0], cols = shapes[si][1], cn = rows % 4 + 1, hw = 49;
+        int rows = shapes[si][0], cols = shapes[si][1], cn = rows % 4 + 1, hw = 49 + 150 * si;
         size_t n = (size_t)rows * cols, cnum = (size_t)cn * cols * hw;
         float *db = inputs(21, cols, PLAIN), *d_db = to_dev(db, sizeof(float) * cols);
         for (hfl_precision t = HFL_PREC_FP32; t <= HFL_PREC_FP16; t++) {

@@ -106,6 +106,7 @@ expect_error "coordinator: bad metrics address" "$coord" --insecure --listen tcp
 expect_error "coordinator: malformed init model" "$coord" --insecure --listen tcp://127.0.0.1:0 --init-model "$tmp/model.safetensors"
 expect_error "client: pace without link"   "$client" --insecure --coordinator tcp://127.0.0.1:1 --pace 1
 expect_error "client: bad link"            "$client" --insecure --coordinator tcp://127.0.0.1:1 --pace 1 --link 1:2
+expect_error "client: profile without trial" "$client" --plan --model mlp --profile
 expect_error "coordinator: robust rule over the memory limit" "$coord" --insecure --listen tcp://127.0.0.1:0 \
   --strategy median --clients-per-round 10 --robust-memory 1M
 expect_error "client: bad attack"           "$client" --insecure --coordinator tcp://127.0.0.1:1 --attack 0

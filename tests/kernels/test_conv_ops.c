@@ -62,7 +62,8 @@ static void test_im2col(const hfl_backend *be) {
                                 int inside = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w;
                                 float want = inside ? x[n * in_size + (ci * g.h + iy) * g.w + ix] : 0.0f;
                                 int row = (ci * g.k + ky) * g.k + kx;
-                                bad += cols[(n * rows + row) * plane + oy * g.wo + ox] != want;
+                                /* the chunk layout [C*k*k, N*ho*wo] */
+                                bad += cols[(size_t)row * N * plane + n * plane + oy * g.wo + ox] != want;
                             }
         CHECK(bad == 0);
         free(x);
@@ -183,7 +184,7 @@ static void test_gather_bodies(const hfl_backend *be) {
         be->col2im(HFL_PREC_FP32, dx, cols, 1, g);
         for (int ci = 0, at = 0; ci < g.c; ci++)
             for (int iy = 0; iy < g.h; iy++)
-                for (int ix = 0; ix < g.w; ix++) want[at++] = hfl_op_col2im(cols, &g, ci, iy, ix);
+                for (int ix = 0; ix < g.w; ix++) want[at++] = hfl_op_col2im(cols, &g, g.ho * g.wo, ci, iy, ix);
         CHECK(memcmp(dx, want, sizeof(float) * in_size) == 0);
         free(cols);
         free(dx);
