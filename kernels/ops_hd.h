@@ -250,7 +250,7 @@ static inline HFL_TYPED float hfl_op_channel_sum(hfl_precision t, const void *dy
     return sum;
 }
 
-/* The channel bias gradient's fixed tree (issue 35), the same on both
+/* The channel bias gradient's fixed tree, the same on both
  * backends: the channel's m = n*hw values, in (sample, position) order
  * e = 0 .. m-1, are dealt to HFL_CHANNEL_LANES lanes (value e to lane
  * e % LANES); each lane sums its values in increasing e in fp32 from 0

@@ -1,5 +1,5 @@
 /* profile.h: a per-op profile of training steps on either backend
- * (hfl-client --plan --trial-step --profile, issue 35).
+ * (hfl-client --plan --trial-step --profile).
  *
  * hfl_profile_wrap(be) returns a copy of be's table (and of its be->lm
  * table) whose device ops pass through one counting function before they

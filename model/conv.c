@@ -17,7 +17,7 @@
  * bias gradient is channel_bias_grad over the whole batch (a fixed tree,
  * kernels/ops_hd.h). A GPU so launches a few ops per chunk, not per sample.
  *
- * NUMERICS of the one-GEMM dW (issue 35). Before, dW accumulated sample by
+ * NUMERICS of the one-GEMM dW. Before, dW accumulated sample by
  * sample: C = C + dy_s cols_s^T with beta = 1, each sample's K = hw products
  * summed by the BLAS and then added onto C. Now one GEMM sums the chunk's
  * cn*hw products in the BLAS's own blocked order (and adds the previous

@@ -9,7 +9,7 @@
  * dressed as a device with the same settings (model/conv.c's chunking,
  * dense, pooling: the layers, not the backend, decide the ops). The cnn's
  * op count is then the same at every batch (the whole batch is one chunk)
- * and at most 40, the mlp's at most 22 (issue 35; 2 of them the input
+ * and at most 40, the mlp's at most 22 (2 of them the input
  * prefetch copies); printed with the time per step. */
 #include <cblas.h>
 #include <stdio.h>

@@ -38,7 +38,7 @@
  * chunk's columns and transposed dy (test_conv_chunk_plan).
  *
  * The cnn's training digests were re-pinned when channel_bias_grad became
- * the fixed lane tree of kernels/ops_hd.h (issue 35): a different summation
+ * the fixed lane tree of kernels/ops_hd.h: a different summation
  * order of the bias gradient, within the bound that
  * tests/kernels/test_thread_bodies.c (test_channel_tree) checks against the
  * old sequential sum, so its bits after one step differ from fe79231's. */
