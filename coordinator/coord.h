@@ -129,6 +129,11 @@ typedef struct {
     char metrics_addr[256];     /* --metrics: Prometheus and /status over HTTP ("" off) */
     char device[8]; /* --device: auto, cpu, cuda */
     int quiet;
+    /* privacy (secagg.h, dp.h) */
+    int secure_agg;     /* SECAGG_OFF, SECAGG_CLEAR (--client-clip), SECAGG_MASKED (--secure-agg) */
+    int fixed_bits;     /* --fixed-bits F: clients round to 2^-F of the clip's power of two */
+    double dp_noise;    /* --dp-noise Z: the noise multiplier (0: no DP unless --dp-epsilon) */
+    double dp_epsilon, dp_delta; /* --dp-epsilon E --dp-delta D: the budget (0: none) */
 } coord_config;
 
 typedef struct {
@@ -290,9 +295,12 @@ typedef struct {
     uint64_t conns_refused, conns_reaped; /* conns.c: over the per-address limit; idle */
     uint64_t conns_unshaken;              /* conns.c: no handshake within --handshake-timeout */
     char final_sha256[65]; /* the global model's SHA-256 after the last round closed */
+    char initial_sha256[65]; /* the SHA-256 of the model the run starts from (seed or --init-model) */
     pthread_mutex_t report_lock; /* one report write at a time (report_store) */
     pthread_cond_t tick; /* with lock: wakes the main loop early (a round complete, a round published) */
     struct coord_eval *evq; /* the evaluation thread (evaluate.c); NULL: inline */
+    struct coord_secagg *sa; /* the open round's secure aggregation (secagg.c), NULL without */
+    struct coord_dp *dp;     /* differential privacy (dp_round.c), NULL without */
     int done_pending; /* the last round closed; done once its evaluation is published */
 } coord;
 
@@ -448,6 +456,27 @@ void server_reap(coord_server *s); /* from the main loop: idle connections */
  * now or whose hold ended. */
 void server_wake(coord_server *s);
 void server_stop(coord_server *s);
+
+/* secagg.c: the open round's secure aggregation (secagg.h) */
+typedef struct coord_secagg coord_secagg;
+/* After the draw: the round's members, ring and graph; sigma, sigma_count:
+ * each client's DP noise share (0: none). -1 with err when the ring cannot hold the sum. */
+int secagg_round_open(coord *c, double sigma, double sigma_count, char *err);
+void secagg_free(coord *c);
+void secagg_task_meta(const coord *c, cJSON *meta); /* the task's "secagg" */
+uint8_t *secagg_request(coord *c, int id, const cJSON *meta, size_t *len); /* a SECAGG message */
+/* A member's input (the packed ring): added to the sum; -1 with err. */
+int secagg_input(coord *c, int id, const uint8_t *payload, size_t plen, char *err);
+/* At the round's close: 1 when the sum is in the aggregator, 0 while
+ * unmasking goes on, -1 with why when the round fails (fewer inputs than
+ * the threshold or the quorum, too few shares). */
+int secagg_ready(coord *c, int quorum, char *why, size_t cap);
+int secagg_unmasking(const coord *c);
+/* 1 with why when a phase left too few clients. */
+int secagg_failed(coord *c, char *why, size_t cap);
+void secagg_tick(coord *c);                /* closes phases whose time ran out */
+double secagg_count(const coord *c);       /* the sum's count of norms at most the clip */
+void secagg_report(const coord *c, cJSON *round_entry);
 
 /* helpers shared by server.c and rounds.c */
 uint8_t *coord_error_reply(const char *msg, size_t *len);

@@ -28,6 +28,7 @@
 #include <mbedtls/sha256.h>
 
 #include "coordinator/coord.h"
+#include "coordinator/secagg.h"
 #include "model/safetensors.h"
 #include "kernels/philox.h"
 #include "util/util.h"
@@ -79,6 +80,7 @@ int rounds_init(coord *c, char *err) {
     if (c->rule.kind != HFL_RULE_FEDAVG && hfl_agg_hold(&c->agg, round_draw_size(c), c->cfg.robust_memory, why) != 0)
         return hfl_errf(err, "--strategy %s: %s", c->cfg.strategy, why);
     model_sha256(c, c->final_sha256); /* before any round: the initial model's */
+    memcpy(c->initial_sha256, c->final_sha256, sizeof c->initial_sha256);
     return 0;
 }
 
@@ -240,6 +242,8 @@ static void round_select(coord *c) {
     free(ids);
 }
 
+static void round_finish(coord *c, const char *reason);
+
 static void round_open(coord *c) {
     coord_round *r = &c->r;
     int next = r->round + 1;
@@ -276,6 +280,8 @@ static void round_open(coord *c) {
     cJSON_AddNumberToObject(meta, "seed", (double)c->cfg.seed);
     cJSON_AddNumberToObject(meta, "deadline_ms", c->cfg.deadline_s * 1000.0);
     r->task_meta = meta;
+    char why[HFL_ERR_LEN] = "";
+    if (c->cfg.secure_agg && secagg_round_open(c, 0, 0, why) == 0) secagg_task_meta(c, meta);
 
     cJSON *ev = cJSON_CreateObject();
     cJSON_AddStringToObject(ev, "event", "round_open");
@@ -286,6 +292,7 @@ static void round_open(coord *c) {
     cJSON *sel = cJSON_AddArrayToObject(ev, "selected");
     for (int i = 0; i < r->n_selected; i++) cJSON_AddItemToArray(sel, cJSON_CreateNumber(r->selected[i]));
     report_log_event(c, ev);
+    if (why[0]) round_finish(c, why); /* the ring cannot hold this draw's sum */
 }
 
 /* --async: tasks out, of the open round and (in flight) of earlier ones; a
@@ -587,7 +594,7 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
         goto reject;
     }
     const hfl_codec *uc = c->clients[id].codec;
-    if (strcmp(codec, uc->name) != 0) {
+    if (!c->cfg.secure_agg && strcmp(codec, uc->name) != 0) {
         hfl_errf(err, "update uses codec '%s', client %d uses '%s'", codec, id, uc->name);
         why = COORD_REJ_CODEC;
         goto reject;
@@ -607,8 +614,16 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     hfl_agg_update info;
     int slot = 0; /* robust rules: the update's row is its client's place in the selection */
     while (slot < r->n_selected && r->selected[slot] != id) slot++;
-    if ((c->rule.kind == HFL_RULE_FEDAVG ? hfl_agg_add(&c->agg, uc, payload, plen, weight, &info, err)
-                                          : hfl_agg_add_row(&c->agg, uc, payload, plen, slot, &info, err)) != 0) {
+    if (c->cfg.secure_agg) { /* the client weighted and clipped it: the weight its setup announced */
+        weighed = r->share_cap[id] < r->samples_at_select[id] ? r->share_cap[id] : r->samples_at_select[id];
+        weight = (double)weighed / r->samples_planned;
+        info = (hfl_agg_update){.norm = 0, .clipped = 0};
+        if (secagg_input(c, id, payload, plen, err) != 0) {
+            why = COORD_REJ_PAYLOAD;
+            goto reject;
+        }
+    } else if ((c->rule.kind == HFL_RULE_FEDAVG ? hfl_agg_add(&c->agg, uc, payload, plen, weight, &info, err)
+                                                 : hfl_agg_add_row(&c->agg, uc, payload, plen, slot, &info, err)) != 0) {
         why = COORD_REJ_PAYLOAD;
         goto reject;
     }
@@ -704,13 +719,16 @@ static cJSON *round_participants(const coord *c) {
         int full = r->n_received + (c->cfg.async_concurrency > 0 ? r->n_stale : 0) >= r->n_target;
         cJSON_AddStringToObject(o, "status", r->received[id] ? "ok" : r->refused[id] == 2 ? "declined"
                                              : r->refused[id] == 3 ? "missed_deadline"
+                                             : r->refused[id] == 4 ? "dropped"
                                              : r->refused[id] ? "refused" : cl->left[0] ? "left"
                                              : full ? "late" : "missing");
         if (r->received[id]) {
             cJSON_AddNumberToObject(o, "samples", r->rec[id].samples);
             cJSON_AddNumberToObject(o, "weight", r->rec[id].weight);
-            cJSON_AddNumberToObject(o, "norm", r->rec[id].norm);
-            cJSON_AddBoolToObject(o, "clipped", r->rec[id].clipped);
+            if (!c->cfg.secure_agg) { /* under secure aggregation no one sees its norm */
+                cJSON_AddNumberToObject(o, "norm", r->rec[id].norm);
+                cJSON_AddBoolToObject(o, "clipped", r->rec[id].clipped);
+            }
             cJSON_AddNumberToObject(o, "loss", r->rec[id].loss);
             cJSON_AddNumberToObject(o, "train_s", r->rec[id].train_s);
             cJSON_AddNumberToObject(o, "bytes_up", r->rec[id].bytes);
@@ -793,10 +811,16 @@ static void round_finish(coord *c, const char *reason) {
     cJSON_AddNumberToObject(o, "declined", r->n_declined);
     if (c->cfg.virtual_time) cJSON_AddNumberToObject(o, "missed_deadline", r->n_missed);
     if (c->rule.kind != HFL_RULE_FEDAVG) cJSON_AddNumberToObject(o, "rule_kept", r->n_rule_kept);
-    cJSON_AddNumberToObject(o, "update_norm_median", median_norm(r));
-    double top = 0;
-    for (int i = 0; i < r->n_received; i++) top = r->norms[i] > top ? r->norms[i] : top;
-    cJSON_AddNumberToObject(o, "update_norm_max", top);
+    if (c->cfg.secure_agg) {
+        cJSON_AddNullToObject(o, "update_norm_median");
+        cJSON_AddNullToObject(o, "update_norm_max");
+        secagg_report(c, o);
+    } else {
+        cJSON_AddNumberToObject(o, "update_norm_median", median_norm(r));
+        double top = 0;
+        for (int i = 0; i < r->n_received; i++) top = r->norms[i] > top ? r->norms[i] : top;
+        cJSON_AddNumberToObject(o, "update_norm_max", top);
+    }
     char sha[65];
     model_sha256(c, sha);
     cJSON_AddStringToObject(o, "model_sha256", sha);
@@ -834,6 +858,8 @@ static void round_finish(coord *c, const char *reason) {
     if (persist_save(c, err) != 0) fprintf(stderr, "hfl-coordinator: cannot save the run's state: %s\n", err);
     if (c->cfg.save_model[0] && hfl_safetensors_save(c->cfg.save_model, &c->spec, c->global, err) != 0)
         fprintf(stderr, "hfl-coordinator: cannot save the model: %s\n", err);
+    if (reason && c->sa) /* secure aggregation's failures say why, in one line */
+        fprintf(stderr, "hfl-coordinator: round %d failed: %s\n", r->round, reason);
     if (reason) {
         rounds_publish(c, o, NULL, NULL);
         c->done = c->done_pending;
@@ -846,9 +872,11 @@ static void round_finish(coord *c, const char *reason) {
 static void clip_adapt(coord *c) {
     coord_round *r = &c->r;
     if (!c->cfg.clip_adaptive || r->clip <= 0 || r->n_received == 0) return;
-    int below = 0;
-    for (int i = 0; i < r->n_received; i++) below += r->norms[i] <= r->clip;
-    c->clip = r->clip * exp(-0.2 * ((double)below / r->n_received - 0.5));
+    double below = 0;
+    if (c->cfg.secure_agg) below = secagg_count(c); /* the clients' own count, summed under the masks */
+    else
+        for (int i = 0; i < r->n_received; i++) below += r->norms[i] <= r->clip;
+    c->clip = r->clip * exp(-0.2 * (below / r->n_received - 0.5));
 }
 
 /* A robust rule over the round's held rows, in selection order, into the
@@ -871,6 +899,17 @@ static void round_aggregate(coord *c) {
     double t0 = hfl_now();
     hfl_test_crash("aggregate", r->round);
     int finite;
+    if (c->cfg.secure_agg) { /* the sum comes from secure aggregation, once unmasked */
+        char why[HFL_ERR_LEN];
+        int deadline = r->n_received < r->n_target && r->n_received < r->n_selected;
+        int ready = secagg_ready(c, deadline ? round_quorum(c, r->n_selected) : 1, why, sizeof why);
+        if (ready == 0) return;
+        if (ready < 0) {
+            round_finish(c, why);
+            return;
+        }
+        r->n_clipped = r->n_received - (int)lround(secagg_count(c)); /* noised under DP */
+    }
     if (c->rule.kind == HFL_RULE_FEDAVG) {
         /* --max-share holds over the updates that came: when some of the round
          * are missing, the divisor grows (up to the whole round's capped
@@ -927,6 +966,18 @@ void rounds_tick(coord *c) {
         return;
     }
     if (eval_busy(c)) return; /* the previous round is published before this one may close */
+    if (c->cfg.secure_agg) {
+        char why[HFL_ERR_LEN];
+        secagg_tick(c);
+        if (secagg_failed(c, why, sizeof why)) {
+            round_finish(c, why);
+            return;
+        }
+        if (secagg_unmasking(c)) {
+            round_aggregate(c);
+            return;
+        }
+    }
     if (c->cfg.async_concurrency > 0) { /* FedBuff: K arrivals, fresh or folded, close the round */
         int got = r->n_received + r->n_stale;
         if (got >= r->n_target)
@@ -947,8 +998,8 @@ void rounds_tick(coord *c) {
         round_aggregate(c);
     } else if (hfl_now() - r->opened_at > c->cfg.deadline_s ||
                (gone && r->n_received + gone >= r->n_selected)) {
-        if (r->n_received >= round_quorum(c, r->n_selected) && r->n_received > 0)
-            round_aggregate(c);
+        if ((r->n_received >= round_quorum(c, r->n_selected) && r->n_received > 0) || c->cfg.secure_agg)
+            round_aggregate(c); /* secure aggregation says itself why too few is too few */
         else
             round_finish(c, "quorum not reached, global model kept");
     }

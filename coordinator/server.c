@@ -136,7 +136,8 @@ static uint8_t *server_handle(coord_server *s, coord *c, const uint8_t *buf, siz
                               server_park *park) {
     char err[HFL_ERR_LEN], msg[HFL_ERR_LEN + 32];
     hfl_msg m;
-    size_t max_payload = c->spec.n_params * sizeof(float) + 4096;
+    /* a secure aggregation input packs at most 52 bits an element (secagg.h) */
+    size_t max_payload = c->spec.n_params * (c->cfg.secure_agg ? 7 : sizeof(float)) + 4096;
     if (hfl_msg_decode(buf, n, max_payload, &m, err) != 0) {
         pthread_mutex_lock(&c->lock);
         c->rejected++;
@@ -157,9 +158,12 @@ static uint8_t *server_handle(coord_server *s, coord *c, const uint8_t *buf, siz
     case HFL_MSG_PULL:
     case HFL_MSG_UPDATE:
     case HFL_MSG_BYE:
+    case HFL_MSG_SECAGG:
         if ((id = registry_check(c, m.meta, &reauth, err)) < 0) {
             c->rejected++;
             out = reauth ? coord_reauth_reply(err, len) : coord_error_reply(err, len);
+        } else if (m.type == HFL_MSG_SECAGG) {
+            out = secagg_request(c, (int)id, m.meta, len);
         } else if (m.type == HFL_MSG_PULL) {
             int64_t have = -1, hold = 0; /* optional: the model version the client holds; how long it may wait */
             const cJSON *resend = cJSON_GetObjectItemCaseSensitive(m.meta, "resend"); /* optional: send it again */

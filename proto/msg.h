@@ -41,8 +41,9 @@ typedef enum {
     HFL_MSG_ERROR = 8,   /* any reply: `error` says why */
     HFL_MSG_BYE = 9,     /* reply to pull when the run is over; or client leaving */
     HFL_MSG_CHALLENGE = 10, /* reply to a hello without proof: sign this (proto/hello.h) */
+    HFL_MSG_SECAGG = 11, /* secure aggregation's steps, both ways (coordinator/secagg.h) */
 } hfl_msg_type;
-#define HFL_MSG_LAST HFL_MSG_CHALLENGE
+#define HFL_MSG_LAST HFL_MSG_SECAGG
 
 const char *hfl_msg_type_name(int type); /* "hello", ... or "unknown" */
 
@@ -81,7 +82,8 @@ int hfl_json_depth(const char *text, size_t len, int stop);
 /* A schema of known fields (proto/schema.c): each a string of 1..max bytes
  * without control characters, a number in [lo, hi], an integer in [lo, hi],
  * or a boolean. */
-typedef enum { HFL_FIELD_STR, HFL_FIELD_NUM, HFL_FIELD_INT, HFL_FIELD_BOOL } hfl_field_kind;
+/* HFL_FIELD_NUM_OR_NULL: a number as NUM, or null (a figure the peer cannot know). */
+typedef enum { HFL_FIELD_STR, HFL_FIELD_NUM, HFL_FIELD_INT, HFL_FIELD_BOOL, HFL_FIELD_NUM_OR_NULL } hfl_field_kind;
 typedef struct {
     const char *name;
     hfl_field_kind kind;
