@@ -322,14 +322,6 @@ static int sa_inbox(nng_socket sock, client_state *s, client_secagg *sa, size_t 
     return rc;
 }
 
-/* One truncated normal draw (coordinator/dp.h): |x| <= SECAGG_NOISE_TAIL. */
-static double sa_noise(hfl_csprng *g) {
-    double x;
-    do x = hfl_csprng_gauss(g);
-    while (fabs(x) > SECAGG_NOISE_TAIL);
-    return x;
-}
-
 /* Our ring vector: the update clipped, weighted and rounded exactly as the
  * aggregator would (aggregate.c's agg_load_clip and add), our noise share,
  * and the count element. */
@@ -347,11 +339,11 @@ static void sa_fixed(client_secagg *sa, const float *delta, size_t n, uint64_t *
     const uint64_t m = ((uint64_t)1 << sa->bits) - 1; /* bits <= SECAGG_MAX_BITS < 64 */
     for (size_t i = 0; i < n; i++) {
         int64_t v = acc[i];
-        if (sa->sigma > 0) v += hfl_agg_round_fixed(ldexp(sa->sigma * sa_noise(sa->g), sa->shift));
+        if (sa->sigma > 0) v += hfl_agg_round_fixed(ldexp(sa->sigma * hfl_csprng_gauss_within(sa->g, SECAGG_NOISE_TAIL), sa->shift));
         x[i] = (uint64_t)v & m;
     }
     double count = norm <= sa->clip ? 1.0 : 0.0;
-    if (sa->sigma_count > 0) count += sa->sigma_count * sa_noise(sa->g);
+    if (sa->sigma_count > 0) count += sa->sigma_count * hfl_csprng_gauss_within(sa->g, SECAGG_NOISE_TAIL);
     x[n] = (uint64_t)hfl_agg_round_fixed(ldexp(count, SECAGG_COUNT_SHIFT)) & m;
     free(acc);
 }

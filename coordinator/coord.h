@@ -36,6 +36,7 @@
 #include "proto/identity.h"
 #include "proto/metrics_http.h"
 #include "proto/transport.h"
+#include "util/util.h"
 
 #define COORD_MAX_CLIENTS 16384 /* registry slots: a fleet of 10,000 with room for churn */
 #define COORD_MAX_CLIENTS_STR "16384"
@@ -188,6 +189,7 @@ typedef struct {
     int64_t cap_total;      /* the selected clients' samples after the share cap */
     double samples_sum;     /* samples behind the accepted updates */
     double clip;            /* this round's clip norm (0: none) */
+    double dp_sigma, dp_sigma_count; /* its DP noise on the weighted sum and the count (0: none) */
     int n_clipped;          /* accepted updates scaled down to the clip */
     int n_rule_kept;        /* Krum rules: updates the rule averaged */
     double norms[COORD_MAX_CLIENTS]; /* accepted updates' norms before clipping */
@@ -295,6 +297,7 @@ typedef struct {
     uint64_t conns_refused, conns_reaped; /* conns.c: over the per-address limit; idle */
     uint64_t conns_unshaken;              /* conns.c: no handshake within --handshake-timeout */
     char final_sha256[65]; /* the global model's SHA-256 after the last round closed */
+    char stop_reason[HFL_ERR_LEN]; /* why the run stopped before its rounds were done ("": it did not) */
     char initial_sha256[65]; /* the SHA-256 of the model the run starts from (seed or --init-model) */
     pthread_mutex_t report_lock; /* one report write at a time (report_store) */
     pthread_cond_t tick; /* with lock: wakes the main loop early (a round complete, a round published) */
@@ -460,11 +463,14 @@ void server_stop(coord_server *s);
 /* secagg.c: the open round's secure aggregation (secagg.h) */
 typedef struct coord_secagg coord_secagg;
 /* After the draw: the round's members, ring and graph; sigma, sigma_count:
- * each client's DP noise share (0: none). -1 with err when the ring cannot hold the sum. */
-int secagg_round_open(coord *c, double sigma, double sigma_count, char *err);
+ * the round's DP noise (0: none), shared among the clients so that any
+ * max(threshold, quorum) of them add it whole. -1 with err when the ring
+ * cannot hold the sum. */
+int secagg_round_open(coord *c, double sigma, double sigma_count, int quorum, char *err);
 void secagg_free(coord *c);
 void secagg_task_meta(const coord *c, cJSON *meta); /* the task's "secagg" */
-uint8_t *secagg_request(coord *c, int id, const cJSON *meta, size_t *len); /* a SECAGG message */
+/* A SECAGG message of msg_bytes (counted with its reply in the report). */
+uint8_t *secagg_request(coord *c, int id, const cJSON *meta, size_t msg_bytes, size_t *len);
 /* A member's input (the packed ring): added to the sum; -1 with err. */
 int secagg_input(coord *c, int id, const uint8_t *payload, size_t plen, char *err);
 /* At the round's close: 1 when the sum is in the aggregator, 0 while
@@ -477,6 +483,19 @@ int secagg_failed(coord *c, char *why, size_t cap);
 void secagg_tick(coord *c);                /* closes phases whose time ran out */
 double secagg_count(const coord *c);       /* the sum's count of norms at most the clip */
 void secagg_report(const coord *c, cJSON *round_entry);
+
+/* dp_round.c: client-level differential privacy in rounds (dp.h) */
+typedef struct coord_dp coord_dp;
+int dp_init(coord *c, int draw, char *err); /* nothing without --dp-noise or --dp-epsilon */
+void dp_free(coord *c);
+/* The open round's noise: on the weighted sum (z_d w_max C) and on the count. */
+void dp_round_sigma(const coord *c, double *sigma, double *sigma_count);
+/* 0 with why when one more round would pass --dp-epsilon. */
+int dp_budget_left(coord *c, char *why, size_t cap);
+int dp_add_central(coord *c, double sigma, char *err); /* N(0, sigma^2) into the aggregator's sum */
+double dp_noised_count(coord *c, double count);       /* central adaptive clipping's noised count */
+void dp_charge(coord *c, cJSON *round_entry);          /* the round into the accountant, "dp" into the entry */
+int dp_epsilon(const coord *c, double *eps, double *delta); /* 1 and the spend so far, 0 without DP */
 
 /* helpers shared by server.c and rounds.c */
 uint8_t *coord_error_reply(const char *msg, size_t *len);

@@ -140,8 +140,10 @@ static void usage(FILE *f) {
         "  --dp-noise Z          client-level differential privacy: Gaussian noise of Z x the clip x the\n"
         "                        largest weight on each round's sum (shared among the clients under\n"
         "                        --secure-agg); (epsilon, delta) reported every round\n"
-        "  --dp-epsilon E --dp-delta D  the privacy budget: Z derived for the planned rounds (without\n"
-        "                        --dp-noise), and the run stops, with one line, before a round would spend more\n"
+        "  --dp-epsilon E        the privacy budget, with --dp-delta: Z derived for the planned rounds\n"
+        "                        (without --dp-noise), and the run stops, with one line, before a round\n"
+        "                        would spend more\n"
+        "  --dp-delta D          the delta epsilon is held at (and reported at; default 1e-5 for reports)\n"
         "  --quiet               no progress output\n"
         "  --config FILE         read options from FILE, a JSON object keyed by long option name, e.g.\n"
         "                        {\"rounds\": 5, \"insecure\": true}; options on the command line win\n"
@@ -214,9 +216,11 @@ static void print_options(const coord_config *c, double linger) {
     cJSON_AddBoolToObject(o, "secure-agg", c->secure_agg == SECAGG_MASKED);
     cJSON_AddBoolToObject(o, "client-clip", c->secure_agg == SECAGG_CLEAR);
     cJSON_AddNumberToObject(o, "fixed-bits", c->fixed_bits);
-    cJSON_AddNumberToObject(o, "dp-noise", c->dp_noise);
-    cJSON_AddNumberToObject(o, "dp-epsilon", c->dp_epsilon);
-    cJSON_AddNumberToObject(o, "dp-delta", c->dp_delta);
+    const char *dp_keys[] = {"dp-noise", "dp-epsilon", "dp-delta"}; /* null: not given */
+    const double dp_vals[] = {c->dp_noise, c->dp_epsilon, c->dp_delta};
+    for (int i = 0; i < 3; i++)
+        if (dp_vals[i] > 0) cJSON_AddNumberToObject(o, dp_keys[i], dp_vals[i]);
+        else cJSON_AddNullToObject(o, dp_keys[i]);
     cJSON_AddNumberToObject(o, "over-select", c->over_select);
     hfl_config_add_str(o, "local-work", c->capacity_work ? "capacity" : "epochs");
     cJSON_AddNumberToObject(o, "async", c->async_concurrency);
@@ -276,6 +280,9 @@ static int check_privacy(const coord_config *cfg, char *err) {
         return hfl_errf(err, "differential privacy calibrates its noise to the clip: set --clip-norm");
     if ((cfg->dp_noise > 0 || cfg->dp_epsilon > 0) && strcmp(cfg->strategy, "fedavg") != 0)
         return hfl_errf(err, "differential privacy noises the weighted sum: not with --strategy %s", cfg->strategy);
+    if ((cfg->dp_noise > 0 || cfg->dp_epsilon > 0) && (cfg->async_concurrency > 0 || cfg->late_fold))
+        return hfl_errf(err, "differential privacy calibrates each round's noise to its own draw: not with --async or "
+                        "--late fold");
     return 0;
 }
 

@@ -72,7 +72,8 @@ int rounds_init(coord *c, char *err) {
     /* the sum, the held rows, the mean and the server step live where the
      * coordinator evaluates (--device): the GPU's memory, or the host's */
     if (hfl_sopt_parse(c->cfg.server_opt, &c->sopt, err) != 0 || hfl_sopt_init(&c->sopt, nt, err) != 0 ||
-        hfl_rule_parse(c->cfg.strategy, &c->rule, err) != 0 || hfl_agg_init_on(&c->agg, c->be, nt, 1, err) != 0)
+        hfl_rule_parse(c->cfg.strategy, &c->rule, err) != 0 || hfl_agg_init_on(&c->agg, c->be, nt, 1, err) != 0 ||
+        dp_init(c, round_draw_size(c), err) != 0)
         return -1;
     /* a robust rule holds every update of a round, decoded, a row for each
      * client drawn (over-selected too: round_select's draw): planned here, once */
@@ -257,6 +258,9 @@ static void round_open(coord *c) {
     r->opened_at = hfl_now();
     if (c->cfg.async_concurrency == 0) overdue_judge(c, next);
     round_select(c);
+    dp_round_sigma(c, &r->dp_sigma, &r->dp_sigma_count);
+    if (!c->cfg.secure_agg && r->dp_sigma > 0) /* central noise: the sum's scale holds it too (dp.h) */
+        hfl_agg_widen(&c->agg, r->clip + SECAGG_NOISE_TAIL * r->dp_sigma);
 
     cJSON *meta = cJSON_CreateObject();
     cJSON_AddNumberToObject(meta, "round", r->round);
@@ -281,7 +285,9 @@ static void round_open(coord *c) {
     cJSON_AddNumberToObject(meta, "deadline_ms", c->cfg.deadline_s * 1000.0);
     r->task_meta = meta;
     char why[HFL_ERR_LEN] = "";
-    if (c->cfg.secure_agg && secagg_round_open(c, 0, 0, why) == 0) secagg_task_meta(c, meta);
+    if (c->cfg.secure_agg &&
+        secagg_round_open(c, r->dp_sigma, r->dp_sigma_count, round_quorum(c, r->n_selected), why) == 0)
+        secagg_task_meta(c, meta);
 
     cJSON *ev = cJSON_CreateObject();
     cJSON_AddStringToObject(ev, "event", "round_open");
@@ -821,6 +827,7 @@ static void round_finish(coord *c, const char *reason) {
         for (int i = 0; i < r->n_received; i++) top = r->norms[i] > top ? r->norms[i] : top;
         cJSON_AddNumberToObject(o, "update_norm_max", top);
     }
+    if (r->n_selected > 0) dp_charge(c, o); /* its clients were tasked: charged, aggregated or not */
     char sha[65];
     model_sha256(c, sha);
     cJSON_AddStringToObject(o, "model_sha256", sha);
@@ -876,6 +883,7 @@ static void clip_adapt(coord *c) {
     if (c->cfg.secure_agg) below = secagg_count(c); /* the clients' own count, summed under the masks */
     else
         for (int i = 0; i < r->n_received; i++) below += r->norms[i] <= r->clip;
+    below = dp_noised_count(c, below); /* under DP the count is noised too (dp.h) */
     c->clip = r->clip * exp(-0.2 * (below / r->n_received - 0.5));
 }
 
@@ -919,6 +927,12 @@ static void round_aggregate(coord *c) {
         double need = f < 1 ? (double)r->weight_max / f : 0;
         if (need > (double)r->cap_total) need = (double)r->cap_total;
         if (need > divisor) divisor = need;
+        char err[HFL_ERR_LEN], why[HFL_ERR_LEN + 32];
+        if (!c->cfg.secure_agg && r->dp_sigma > 0 && dp_add_central(c, r->dp_sigma, err) != 0) {
+            snprintf(why, sizeof why, "%s, global model kept", err);
+            round_finish(c, why);
+            return;
+        }
         finite = hfl_agg_mean(&c->agg, divisor / r->samples_planned);
     } else if (robust_mean(c, &finite) != 0) {
         return;
@@ -943,6 +957,18 @@ static void round_aggregate(coord *c) {
 void rounds_tick(coord *c) {
     coord_round *r = &c->r;
     if (c->done || c->done_pending) return;
+    if (!r->open && !dp_budget_left(c, c->stop_reason, sizeof c->stop_reason)) {
+        if (eval_busy(c)) return; /* the last round is published first */
+        fprintf(stderr, "hfl-coordinator: %s\n", c->stop_reason); /* the run ends here, in one line */
+        cJSON *ev = cJSON_CreateObject();
+        cJSON_AddStringToObject(ev, "event", "stopped");
+        cJSON_AddStringToObject(ev, "reason", c->stop_reason);
+        report_log_event(c, ev);
+        c->done = 1;
+        char err[HFL_ERR_LEN];
+        if (report_write(c, err) != 0) fprintf(stderr, "hfl-coordinator: %s\n", err);
+        return;
+    }
     if (!r->open) {
         int planned = 0, left = 0, live = 0;
         double now = hfl_now();

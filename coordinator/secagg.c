@@ -45,6 +45,7 @@ struct coord_secagg {
     int *member_of;             /* client id -> member index, -1 */
     uint64_t *sum;              /* the inputs added mod 2^bits */
     int n_keys, n_shared, n_input, n_unmasked;
+    double proto_up, proto_down; /* bytes of the steps' messages (not the inputs), both ways */
     double count;               /* the count element of the sum: norms at most the clip */
     char fail[HFL_ERR_LEN];     /* why the round failed, "" */
 };
@@ -74,14 +75,17 @@ void secagg_free(coord *c) {
 
 static int by_id(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
-int secagg_round_open(coord *c, double sigma, double sigma_count, char *err) {
+int secagg_round_open(coord *c, double sigma, double sigma_count, int quorum, char *err) {
     secagg_free(c);
     coord_round *r = &c->r;
     coord_secagg *s = c->sa = hfl_calloc(1, sizeof *s);
     s->mode = c->cfg.secure_agg, s->round = r->round, s->n = r->n_selected;
     s->k = s->mode == SECAGG_MASKED ? secagg_degree(s->n) : 0;
     s->t = s->mode == SECAGG_MASKED ? (s->k + 1) / 2 + 1 : 1;
-    s->clip = r->clip, s->sigma = sigma, s->sigma_count = sigma_count;
+    s->clip = r->clip;
+    /* each client's share: any m of them add the whole variance (dp.h) */
+    double m = s->t > quorum ? s->t : quorum > 1 ? quorum : 1;
+    s->sigma = sigma / sqrt(m), s->sigma_count = sigma_count / sqrt(m);
     s->shift = secagg_shift(r->clip, c->cfg.fixed_bits);
     s->len = c->spec.n_trainable + 1;
     s->phase = s->mode == SECAGG_MASKED ? SA_KEYS : SA_INPUT;
@@ -106,7 +110,7 @@ int secagg_round_open(coord *c, double sigma, double sigma_count, char *err) {
         m->rev = hfl_calloc((size_t)(s->k + 1), 32);
         m->got = hfl_calloc((size_t)(s->k + 1), 1);
     }
-    if (secagg_ring_bits(s->clip, s->shift, w_total, s->n, sigma, sigma_count, &s->bits, &s->bound, err) != 0)
+    if (secagg_ring_bits(s->clip, s->shift, w_total, s->n, s->sigma, s->sigma_count, &s->bits, &s->bound, err) != 0)
         return -1;
     s->sum = hfl_calloc(s->len, sizeof *s->sum);
     return 0;
@@ -350,7 +354,15 @@ static uint8_t *sa_unmask(coord *c, sa_member *m, const cJSON *meta, size_t *len
     return sa_ack(len);
 }
 
-uint8_t *secagg_request(coord *c, int id, const cJSON *meta, size_t *len) {
+static uint8_t *sa_request(coord *c, int id, const cJSON *meta, size_t *len);
+
+uint8_t *secagg_request(coord *c, int id, const cJSON *meta, size_t msg_bytes, size_t *len) {
+    uint8_t *out = sa_request(c, id, meta, len);
+    if (c->sa) c->sa->proto_up += (double)msg_bytes, c->sa->proto_down += out ? (double)*len : 0;
+    return out;
+}
+
+static uint8_t *sa_request(coord *c, int id, const cJSON *meta, size_t *len) {
     coord_secagg *s = c->sa;
     coord_round *r = &c->r;
     char step[16], err[HFL_ERR_LEN];
@@ -378,6 +390,16 @@ uint8_t *secagg_request(coord *c, int id, const cJSON *meta, size_t *len) {
     return coord_error_reply("secure aggregation: unknown step", len);
 }
 
+/* HFL_TEST_SECAGG_RECORD=DIR: each input as received, DIR/r<round>-c<id>.bin
+ * (tests/integration/secagg.sh's test of what the coordinator sees). */
+static void sa_test_record(int round, int id, const uint8_t *payload, size_t plen) {
+    const char *dir = getenv("HFL_TEST_SECAGG_RECORD");
+    if (!dir || !dir[0]) return;
+    char path[1024], err[HFL_ERR_LEN];
+    snprintf(path, sizeof path, "%s/r%d-c%d.bin", dir, round, id);
+    if (hfl_write_file_atomic(path, payload, plen, err) != 0) fprintf(stderr, "hfl-coordinator: %s\n", err);
+}
+
 int secagg_input(coord *c, int id, const uint8_t *payload, size_t plen, char *err) {
     coord_secagg *s = c->sa;
     int i = s ? s->member_of[id] : -1;
@@ -390,6 +412,7 @@ int secagg_input(coord *c, int id, const uint8_t *payload, size_t plen, char *er
         return hfl_errf(err, "secure aggregation: input of %zu bytes, the ring of %zu elements at %d bits takes %zu",
                         plen, s->len, s->bits, want);
     hfl_ring_unpack_add(payload, s->len, s->bits, s->sum);
+    sa_test_record(s->round, id, payload, plen);
     m->input = 1;
     s->n_input++;
     return 0;
@@ -511,6 +534,8 @@ void secagg_report(const coord *c, cJSON *o) {
     cJSON_AddNumberToObject(x, "elements", (double)s->len);
     cJSON_AddNumberToObject(x, "input_bytes", (double)hfl_ring_bytes(s->len, s->bits));
     cJSON_AddNumberToObject(x, "members", s->n);
+    cJSON_AddNumberToObject(x, "protocol_bytes_up", s->proto_up);
+    cJSON_AddNumberToObject(x, "protocol_bytes_down", s->proto_down);
     if (s->mode == SECAGG_MASKED) {
         cJSON_AddNumberToObject(x, "degree", s->k);
         cJSON_AddNumberToObject(x, "threshold", s->t);

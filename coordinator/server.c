@@ -163,7 +163,7 @@ static uint8_t *server_handle(coord_server *s, coord *c, const uint8_t *buf, siz
             c->rejected++;
             out = reauth ? coord_reauth_reply(err, len) : coord_error_reply(err, len);
         } else if (m.type == HFL_MSG_SECAGG) {
-            out = secagg_request(c, (int)id, m.meta, len);
+            out = secagg_request(c, (int)id, m.meta, n, len);
         } else if (m.type == HFL_MSG_PULL) {
             int64_t have = -1, hold = 0; /* optional: the model version the client holds; how long it may wait */
             const cJSON *resend = cJSON_GetObjectItemCaseSensitive(m.meta, "resend"); /* optional: send it again */

@@ -88,6 +88,13 @@ double hfl_csprng_gauss(hfl_csprng *g) {
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+double hfl_csprng_gauss_within(hfl_csprng *g, double tail) {
+    double x;
+    do x = hfl_csprng_gauss(g);
+    while (fabs(x) > tail);
+    return x;
+}
+
 /* ---- X25519 ---- */
 
 static void sc_clamp(const uint8_t in[32], uint8_t out[32]) {

@@ -38,6 +38,8 @@ void hfl_csprng_free(hfl_csprng *g);
 int hfl_csprng_bytes(hfl_csprng *g, void *buf, size_t n, char *err);
 /* A standard normal draw (Box-Muller on two 53-bit uniforms). */
 double hfl_csprng_gauss(hfl_csprng *g);
+/* The same, drawn again until |x| <= tail (DP noise shares: coordinator/dp.h). */
+double hfl_csprng_gauss_within(hfl_csprng *g, double tail);
 
 /* A fresh X25519 key pair; -1 with err. */
 int hfl_x25519_keypair(hfl_csprng *g, uint8_t sk[HFL_X25519_BYTES], uint8_t pk[HFL_X25519_BYTES], char *err);
