@@ -17,8 +17,10 @@
 # messages both ways), the bytes up per model element, and the ring's bits
 # (secure modes) against the bits the sum needs: ceil(log2(2 M + 1)) for the
 # stated bound M, and the issue's ceil(log2(clients x levels)) with 2^F
-# levels a side of the clip (F = 24). Prints a markdown table and one JSON
-# line per mode.
+# levels a side of the clip (F = 24). Prints a markdown table and, on
+# stderr, one JSON line per mode and the secure rounds' phase times.
+# BENCH_FLEETS (10 100) and BENCH_MODES (fp32 int8 client-clip secure-agg)
+# choose what runs.
 set -eu
 build=${1:-build}
 rounds=${2:-3}
@@ -29,8 +31,10 @@ if [ ! -x "$sim" ]; then
 fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-for fleet in 10 100; do
-    for mode in fp32 int8 client-clip secure-agg; do
+fleets=${BENCH_FLEETS:-10 100}
+modes=${BENCH_MODES:-fp32 int8 client-clip secure-agg}
+for fleet in $fleets; do
+    for mode in $modes; do
         python3 - "$fleet" "$mode" "$rounds" "$out/$fleet-$mode.json" <<'PY'
 import json, sys
 fleet, mode, rounds, path = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
@@ -48,14 +52,14 @@ PY
         "$sim" "$out/$fleet-$mode.json" --out "$out/$fleet-$mode" --quiet --timeout 1800 >/dev/null
     done
 done
-python3 - "$out" <<'PY'
+python3 - "$out" "$fleets" "$modes" <<'PY'
 import json, math, sys
-out = sys.argv[1]
+out, fleets, modes = sys.argv[1], [int(x) for x in sys.argv[2].split()], sys.argv[3].split()
 print("| drawn clients | mode | round wall | x int8 | up per client | down per client | up bytes per element | ring bits | bits the bound needs | ceil(log2(clients x 2^25)) |")
 print("|---|---|---|---|---|---|---|---|---|---|")
-for fleet in (10, 100):
+for fleet in fleets:
     walls = {}
-    for mode in ("fp32", "int8", "client-clip", "secure-agg"):
+    for mode in modes:
         r = json.load(open(f"{out}/{fleet}-{mode}/report.json"))
         rs = r["rounds"]
         assert all(x["status"] == "ok" for x in rs), f"{fleet} {mode}: a round failed"
@@ -67,6 +71,9 @@ for fleet in (10, 100):
         up = sum(x["bytes_up"] for x in later) / drawn
         down = sum(x["bytes_down"] for x in later) / drawn
         sa = later[-1].get("secure_agg")
+        if sa and "phase_s" in sa:
+            print(f"{fleet} {mode}: phases " + ", ".join(f"{k} {sum(x['secure_agg']['phase_s'][k] for x in later) / len(later):.2f} s"
+                  for k in sa["phase_s"]) + f", unmasking {sum(x['secure_agg']['unmask_compute_s'] for x in later) / len(later):.3f} s", file=sys.stderr)
         bits = need = issue = "-"
         if sa:
             up += sum(x["secure_agg"]["protocol_bytes_up"] for x in later) / drawn

@@ -613,7 +613,9 @@ static int do_secagg_task(nng_socket sock, const client_options *o, const hfl_de
     client_pending *p = &s->pending;
     client_secagg *sa = NULL;
     char why[HFL_ERR_LEN] = "", e[HFL_ERR_LEN] = "";
+    double t0 = hfl_now(), t_begin = 0, t_pay = 0, t_fin = 0;
     int rc = client_secagg_begin(sock, s, task, max_payload, &sa, why, e);
+    t_begin = hfl_now() - t0;
     size_t ulen, rlen = 0;
     double loss = 0, secs = 0;
     uint8_t *upd = NULL, *ring = NULL;
@@ -625,8 +627,10 @@ static int do_secagg_task(nng_socket sock, const client_options *o, const hfl_de
     if (rc == 0) {
         s->held_version = version;
         if (s->metrics) client_metrics_trained(s, loss, secs);
+        double t1 = hfl_now();
         rc = client_secagg_payload(sock, s, sa, task, (const float *)upd, s->spec.n_trainable, max_payload, &ring,
                                    &rlen, why, e);
+        t_pay = hfl_now() - t1;
     }
     free(upd);
     int sent = 0;
@@ -637,8 +641,13 @@ static int do_secagg_task(nng_socket sock, const client_options *o, const hfl_de
         sent = send_update(sock, o, dev, s, plan, max_payload, w, "ring", err);
         free(p->bytes);
         *p = (client_pending){0}; /* a masked input is this round's keys' alone: never sent again */
+        double t2 = hfl_now();
         if (sent == 0) rc = client_secagg_finish(sock, s, sa, task, max_payload, why, e);
+        t_fin = hfl_now() - t2;
     }
+    if (!o->quiet && rc == 0) /* waits for the other clients included */
+        printf("%s: round %d: secure aggregation: keys and shares %.3f s, inbox and masking %.3f s, unmasking %.3f s\n",
+               o->name, task->round, t_begin, t_pay, t_fin);
     client_secagg_free(sa);
     if (sent < 0) return -1;
     if (rc == 1) fprintf(stderr, "%s: round %d: %s\n", o->name, task->round, why);
@@ -650,13 +659,13 @@ static int do_task(nng_socket sock, const client_options *o, const hfl_device_in
                    const cJSON *plan, size_t max_payload, client_welcome *w, const client_task *task, float *weights,
                    int version, char *err) {
     client_pending *p = &s->pending;
-    if (task->secagg) return do_secagg_task(sock, o, dev, s, plan, max_payload, w, task, weights, version, err);
     if (declines(o, s, task)) {
         char e[HFL_ERR_LEN];
         if (send_decline(sock, o, s, task->round, max_payload, e) != 0) fprintf(stderr, "%s: %s\n", o->name, e);
         else if (s->metrics) client_metrics_sent(s, 0, 0, 1);
         return 0;
     }
+    if (task->secagg) return do_secagg_task(sock, o, dev, s, plan, max_payload, w, task, weights, version, err);
     if (p->round == task->round && p->version == version && p->bytes) {
         if (!o->quiet) printf("%s: round %d: sending the update already made for it\n", o->name, task->round);
         memcpy(s->global, weights, s->spec.n_params * sizeof(float));

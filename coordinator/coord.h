@@ -159,6 +159,9 @@ typedef struct {
     int strikes;        /* deadlines let pass since its last accepted update */
     int overdue;        /* deadlines let pass in all */
     int benched_until;  /* not drawn before this round (0: drawable) */
+    /* secagg.c: its certificate as its secure aggregation keys came with it, checked once */
+    char *sa_cert;
+    struct hfl_peer *sa_peer;
 } coord_client;
 
 typedef struct {
@@ -468,6 +471,10 @@ typedef struct coord_secagg coord_secagg;
  * cannot hold the sum. */
 int secagg_round_open(coord *c, double sigma, double sigma_count, int quorum, char *err);
 void secagg_free(coord *c);
+/* At start: -1 with err when the largest draw's ring (weights summing to 1,
+ * the largest weight --max-share, DP noise at its multiplier) would need
+ * more bits than a client can round exactly: such settings could wrap. */
+int secagg_check_settings(const coord *c, char *err);
 void secagg_task_meta(const coord *c, cJSON *meta); /* the task's "secagg" */
 /* A SECAGG message of msg_bytes (counted with its reply in the report). */
 uint8_t *secagg_request(coord *c, int id, const cJSON *meta, size_t msg_bytes, size_t *len);
@@ -496,6 +503,8 @@ int dp_add_central(coord *c, double sigma, char *err); /* N(0, sigma^2) into the
 double dp_noised_count(coord *c, double count);       /* central adaptive clipping's noised count */
 void dp_charge(coord *c, cJSON *round_entry);          /* the round into the accountant, "dp" into the entry */
 int dp_epsilon(const coord *c, double *eps, double *delta); /* 1 and the spend so far, 0 without DP */
+double dp_multiplier(const coord *c);  /* the update's noise multiplier z_d (0 without DP) */
+double dp_count_sigma(const coord *c); /* the count's noise sigma_b (0 without DP or adaptive clipping) */
 
 /* helpers shared by server.c and rounds.c */
 uint8_t *coord_error_reply(const char *msg, size_t *len);

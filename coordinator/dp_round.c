@@ -129,6 +129,10 @@ void dp_charge(coord *c, cJSON *entry) {
     cJSON_AddNumberToObject(o, "rounds_charged", d->acc.rounds);
 }
 
+double dp_multiplier(const coord *c) { return c->dp ? c->dp->z_update : 0; }
+
+double dp_count_sigma(const coord *c) { return c->dp ? c->dp->sigma_b : 0; }
+
 int dp_epsilon(const coord *c, double *eps, double *delta) {
     if (!c->dp) return 0;
     *eps = c->dp->epsilon, *delta = c->dp->delta;

@@ -80,6 +80,7 @@ int rounds_init(coord *c, char *err) {
     char why[HFL_ERR_LEN];
     if (c->rule.kind != HFL_RULE_FEDAVG && hfl_agg_hold(&c->agg, round_draw_size(c), c->cfg.robust_memory, why) != 0)
         return hfl_errf(err, "--strategy %s: %s", c->cfg.strategy, why);
+    if (c->cfg.secure_agg && secagg_check_settings(c, err) != 0) return -1;
     model_sha256(c, c->final_sha256); /* before any round: the initial model's */
     memcpy(c->initial_sha256, c->final_sha256, sizeof c->initial_sha256);
     return 0;

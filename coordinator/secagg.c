@@ -41,12 +41,14 @@ struct coord_secagg {
     double clip, bound, sigma, sigma_count;
     size_t len;                 /* elements: the update's and the count */
     double phase_at;            /* when the phase opened */
+    double phase_s[4];          /* how long keys, shares, input and unmask took */
     sa_member *m;
     int *member_of;             /* client id -> member index, -1 */
     uint64_t *sum;              /* the inputs added mod 2^bits */
     int n_keys, n_shared, n_input, n_unmasked;
     double proto_up, proto_down; /* bytes of the steps' messages (not the inputs), both ways */
     double count;               /* the count element of the sum: norms at most the clip */
+    double unmask_compute_s;    /* the recovery of the masks and their removal */
     char fail[HFL_ERR_LEN];     /* why the round failed, "" */
 };
 
@@ -116,6 +118,21 @@ int secagg_round_open(coord *c, double sigma, double sigma_count, int quorum, ch
     return 0;
 }
 
+int secagg_check_settings(const coord *c, char *err) {
+    int n = c->cfg.clients_per_round + (int)ceil(c->cfg.clients_per_round * c->cfg.over_select), bits;
+    double sigma, sigma_count, bound, w_max = c->cfg.max_share < 1 ? c->cfg.max_share : 1;
+    sigma = sigma_count = 0;
+    if (c->dp) { /* the whole noise on one client: the most any share can be */
+        sigma = dp_multiplier(c) * w_max * c->cfg.clip_norm;
+        sigma_count = dp_count_sigma(c);
+    }
+    char why[HFL_ERR_LEN];
+    if (secagg_ring_bits(c->cfg.clip_norm, secagg_shift(c->cfg.clip_norm, c->cfg.fixed_bits), 1.0, n, sigma,
+                         sigma_count, &bits, &bound, why) != 0)
+        return hfl_errf(err, "--secure-agg: %s", why);
+    return 0;
+}
+
 /* The task's announcement, the same for every client. */
 void secagg_task_meta(const coord *c, cJSON *meta) {
     const coord_secagg *s = c->sa;
@@ -139,24 +156,39 @@ static int sa_holder_pos(const coord_secagg *s, const sa_member *o, int id) {
     return -1;
 }
 
+/* Members the open phase waits for that are out of the round (declined,
+ * refused, left): not waited for. */
+static int sa_gone(const coord *c) {
+    const coord_secagg *s = c->sa;
+    int gone = 0;
+    for (int i = 0; i < s->n; i++) {
+        const sa_member *m = &s->m[i];
+        int waited = s->phase == SA_KEYS ? !m->advertised : m->advertised && !m->shared;
+        gone += waited && (c->r.refused[m->id] || c->clients[m->id].left[0]);
+    }
+    return gone;
+}
+
 /* Closes the keys or shares phase (all in, or time up); fewer than t fail the round. */
 static void sa_advance(coord *c) {
     coord_secagg *s = c->sa;
     double now = hfl_now();
     int late = now - s->phase_at > sa_phase_s(c);
-    if (s->phase == SA_KEYS && (s->n_keys == s->n || late)) {
+    if (s->phase == SA_KEYS && (s->n_keys + sa_gone(c) >= s->n || late)) {
         for (int i = 0; i < s->n; i++)
             if (!s->m[i].advertised) sa_drop(c, &s->m[i]);
         if (s->n_keys < s->t)
             snprintf(s->fail, sizeof s->fail, "secure aggregation: only %d of %d clients sent keys (threshold %d), "
                      "global model kept", s->n_keys, s->n, s->t);
+        s->phase_s[SA_KEYS] = now - s->phase_at;
         s->phase = SA_SHARES, s->phase_at = now;
-    } else if (s->phase == SA_SHARES && (s->n_shared == s->n_keys || late)) {
+    } else if (s->phase == SA_SHARES && (s->n_shared + sa_gone(c) >= s->n_keys || late)) {
         for (int i = 0; i < s->n; i++)
             if (!s->m[i].shared) sa_drop(c, &s->m[i]);
         if (s->n_shared < s->t && !s->fail[0])
             snprintf(s->fail, sizeof s->fail, "secure aggregation: only %d of %d clients shared their keys "
                      "(threshold %d), global model kept", s->n_shared, s->n, s->t);
+        s->phase_s[SA_SHARES] = now - s->phase_at;
         s->phase = SA_INPUT, s->phase_at = now;
     }
 }
@@ -202,17 +234,25 @@ static uint8_t *sa_keys(coord *c, sa_member *m, const cJSON *meta, size_t *len) 
     if ((cert && strlen(cert) > 12000) || (sig && strlen(sig) > HFL_ID_SIG_B64_MAX))
         return coord_error_reply("secure aggregation: cert or sig too long", len);
     if (c->trust) { /* checked here too, so a bad one fails its sender, not its neighbours */
-        hfl_peer *p;
-        const char *name = c->clients[m->id].name;
+        coord_client *cl = &c->clients[m->id];
+        const char *name = cl->name;
         char round[16];
         snprintf(round, sizeof round, "%d", s->round);
         const void *parts[] = {"hfl-secagg-keys-v1", c->instance, round, name, m->c_pk, m->s_pk};
         size_t lens[] = {18, strlen(c->instance), strlen(round), strlen(name), 32, 32};
-        if (!cert || !sig || hfl_trust_check(c->trust, cert, HFL_ROLE_CLIENT, name, &p, err) != 0)
+        if (!cert || !sig)
             return coord_error_reply("secure aggregation: keys need the sender's certificate and signature", len);
-        int ok = hfl_peer_verify(p, parts, lens, 6, sig, err) == 0;
-        hfl_peer_free(p);
-        if (!ok) return coord_error_reply("secure aggregation: the keys' signature does not verify", len);
+        /* the certificate checked once a run per client (revocation refuses its session at once anyway) */
+        if (!cl->sa_peer || strcmp(cl->sa_cert, cert) != 0) {
+            hfl_peer *p;
+            if (hfl_trust_check(c->trust, cert, HFL_ROLE_CLIENT, name, &p, err) != 0)
+                return coord_error_reply("secure aggregation: keys need the sender's own valid certificate", len);
+            hfl_peer_free(cl->sa_peer);
+            free(cl->sa_cert);
+            cl->sa_peer = p, cl->sa_cert = hfl_strdup(cert);
+        }
+        if (hfl_peer_verify(cl->sa_peer, parts, lens, 6, sig, err) != 0)
+            return coord_error_reply("secure aggregation: the keys' signature does not verify", len);
     }
     m->cert = hfl_strdup(cert ? cert : "");
     m->sig = hfl_strdup(sig ? sig : "");
@@ -486,6 +526,11 @@ static void sa_load(coord *c) {
 
 int secagg_ready(coord *c, int quorum, char *why, size_t cap) {
     coord_secagg *s = c->sa;
+    if (!s) { /* a round continued from a state dir has no keys or shares: it cannot be unmasked */
+        snprintf(why, cap, "secure aggregation: the round has no protocol state (the coordinator restarted), global "
+                 "model kept");
+        return -1;
+    }
     int need = s->t > quorum ? s->t : quorum;
     if (s->phase < SA_INPUT) s->phase = SA_INPUT; /* the deadline came first */
     if (s->phase == SA_INPUT) {
@@ -502,11 +547,14 @@ int secagg_ready(coord *c, int quorum, char *why, size_t cap) {
             s->phase = SA_DONE;
             return 1;
         }
+        s->phase_s[SA_INPUT] = hfl_now() - s->phase_at;
         s->phase = SA_UNMASK, s->phase_at = hfl_now();
         return 0;
     }
     if (s->phase != SA_UNMASK) return hfl_errf(why, "secure aggregation: the round has no sum to give");
     if (s->n_unmasked < s->n_input && hfl_now() - s->phase_at <= sa_phase_s(c)) return 0;
+    double t0 = hfl_now();
+    s->phase_s[SA_UNMASK] = t0 - s->phase_at;
     s->phase = SA_DONE;
     if (s->n_unmasked < s->t) {
         snprintf(why, cap, "secure aggregation: only %d of %d clients answered the unmask request (threshold %d), "
@@ -515,6 +563,7 @@ int secagg_ready(coord *c, int quorum, char *why, size_t cap) {
     }
     if (sa_unmask_sum(c, why, cap) != 0) return -1;
     sa_load(c);
+    s->unmask_compute_s = hfl_now() - t0;
     return 1;
 }
 
@@ -544,6 +593,10 @@ void secagg_report(const coord *c, cJSON *o) {
         cJSON_AddNumberToObject(x, "unmasked", s->n_unmasked);
     }
     cJSON_AddNumberToObject(x, "inputs", s->n_input);
+    cJSON *ph = cJSON_AddObjectToObject(x, "phase_s");
+    static const char *const names[] = {"keys", "shares", "input", "unmask"};
+    for (int i = s->mode == SECAGG_MASKED ? 0 : SA_INPUT; i < 4; i++) cJSON_AddNumberToObject(ph, names[i], s->phase_s[i]);
+    cJSON_AddNumberToObject(x, "unmask_compute_s", s->unmask_compute_s);
     cJSON *dropped = cJSON_AddArrayToObject(x, "dropped"); /* shared (masked) or drawn (clear), sent no input */
     for (int i = 0; i < s->n; i++)
         if (!s->m[i].input && (s->mode != SECAGG_MASKED || s->m[i].shared))
