@@ -505,6 +505,8 @@ void dp_charge(coord *c, cJSON *round_entry);          /* the round into the acc
 int dp_epsilon(const coord *c, double *eps, double *delta); /* 1 and the spend so far, 0 without DP */
 double dp_multiplier(const coord *c);  /* the update's noise multiplier z_d (0 without DP) */
 double dp_count_sigma(const coord *c); /* the count's noise sigma_b (0 without DP or adaptive clipping) */
+int dp_rounds_charged(const coord *c);   /* persist.c: rounds the accountant holds */
+void dp_restore(coord *c, int rounds);   /* a continued run's accountant: `rounds` charged already */
 
 /* helpers shared by server.c and rounds.c */
 uint8_t *coord_error_reply(const char *msg, size_t *len);

@@ -127,9 +127,22 @@ void dp_charge(coord *c, cJSON *entry) {
     cJSON_AddNumberToObject(o, "delta", d->delta);
     cJSON_AddNumberToObject(o, "order", order);
     cJSON_AddNumberToObject(o, "rounds_charged", d->acc.rounds);
+    if (!c->cfg.quiet)
+        printf("round %d: differential privacy: epsilon %.4g at delta %g after %d rounds (order %g)\n", c->r.round,
+               d->epsilon, d->delta, d->acc.rounds, order);
 }
 
 double dp_multiplier(const coord *c) { return c->dp ? c->dp->z_update : 0; }
+
+int dp_rounds_charged(const coord *c) { return c->dp ? c->dp->acc.rounds : 0; }
+
+void dp_restore(coord *c, int rounds) {
+    coord_dp *d = c->dp;
+    if (!d || rounds <= 0) return;
+    memset(&d->acc, 0, sizeof d->acc);
+    hfl_rdp_compose(&d->acc, d->q, d->z, rounds); /* q and z are the run's: the same spend */
+    d->epsilon = hfl_rdp_epsilon(&d->acc, d->delta, NULL);
+}
 
 double dp_count_sigma(const coord *c) { return c->dp ? c->dp->sigma_b : 0; }
 

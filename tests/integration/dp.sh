@@ -17,6 +17,14 @@
 #              clipping, the derived multiplier spends 8 within 1% over the
 #              planned rounds, and the update's multiplier exceeds it (Andrew
 #              et al.'s split).
+#   resume     2 clients, 3 rounds, --dp-noise 2 (clip 0.001: the noise, z C
+#              on each coordinate, would make the model diverge at clip 1),
+#              --state-dir: the coordinator
+#              kills itself (HFL_TEST_CRASH) before round 2's model moves and
+#              is started again with the same arguments. The continued run
+#              must report what an uninterrupted one would: rounds charged 1,
+#              2, 3 and epsilon after 3 rounds within 1% of this script's own
+#              (q = 1, as in budget), not the 2 rounds this process saw.
 # Skips (77) without Fashion-MNIST. Usage: dp.sh HFL_SIM MODE
 set -euo pipefail
 sim=$1 mode=$2
@@ -106,6 +114,51 @@ check(all(x["status"] == "ok" for x in d["rounds"]) and 7.92 <= d["dp_epsilon"] 
       f"--dp-epsilon 8: multiplier {dp['noise_multiplier']:.4g} spends {d['dp_epsilon']:.4g} over 2 rounds")
 check(dp["update_multiplier"] > dp["noise_multiplier"] and dp["count_sigma"] >= dp["noise_multiplier"],
       f"adaptive clipping: update multiplier {dp['update_multiplier']:.4g}, count sigma {dp['count_sigma']:.4g}")
+sys.exit(1 if fails else 0)
+PY
+  ;;
+resume)
+  bin=$(dirname "$sim")/..
+  coord=$bin/coordinator/hfl-coordinator client=$bin/client/hfl-client
+  pids=()
+  trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null; [ -n "${HFL_KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
+  start_coord() { # LISTEN [CRASH-POINT]
+    HFL_TEST_CRASH="${2:-}" "$coord" --insecure --listen "$1" --ready-file "$tmp/url" --rounds 3 --clients-per-round 2 \
+      --clip-norm 0.001 --dp-noise 2 --seed 5 --deadline 120 --state-dir "$tmp/state" --report "$tmp/report.json" \
+      --quiet >>"$tmp/coordinator.log" 2>&1 &
+    cpid=$!
+    for _ in $(seq 300); do [ -s "$tmp/url" ] && break; sleep 0.1; done
+    test -s "$tmp/url" || { echo "FAIL: the coordinator did not start"; cat "$tmp/coordinator.log"; exit 1; }
+  }
+  start_coord tcp://127.0.0.1:0 aggregate:2
+  url=$(cat "$tmp/url")
+  for i in 0 1; do
+    "$client" --coordinator "$url" --insecure --client-index $i --num-clients 30 --precision fp32 --quiet \
+      >"$tmp/client-$i.log" 2>&1 &
+    pids+=($!)
+  done
+  rc=0; wait $cpid || rc=$?
+  [ $rc = 137 ] || { echo "FAIL: the coordinator exited $rc, not killed at aggregate:2"; tail -5 "$tmp/coordinator.log"; exit 1; }
+  rm -f "$tmp/url"
+  start_coord "$url"
+  pids+=($cpid)
+  rc=0; wait $cpid || rc=$?
+  [ $rc = 0 ] || { echo "FAIL: the continued coordinator exited $rc"; tail -5 "$tmp/coordinator.log"; exit 1; }
+  python3 - "$tmp/report.json" <<'PY'
+import json, math, sys
+def eps(T, z=2.0, delta=1e-5):  # q = 1: RDP T a / (2 z^2) at the accountant's orders, as in budget
+    orders = [1.1 + 0.1 * i for i in range(99)] + list(range(11, 65)) + [128, 256, 512]
+    return max(0, min(T * a / (2 * z * z) + math.log((a - 1) / a) - (math.log(delta) + math.log(a)) / (a - 1) for a in orders))
+r = json.load(open(sys.argv[1]))
+fails = 0
+def check(ok, what):
+    global fails
+    print(("ok   " if ok else "FAIL ") + what)
+    fails += not ok
+charged = [e.get("dp", {}).get("rounds_charged") for e in r["rounds"]]
+check(r.get("restarts") == 1 and charged == [1, 2, 3], f"restarts {r.get('restarts')}, rounds charged {charged}")
+check(abs(r["dp_epsilon"] / eps(3) - 1) < 0.01, f"epsilon {r['dp_epsilon']:.5g}, uninterrupted 3 rounds {eps(3):.5g} "
+      f"(2 rounds: {eps(2):.5g})")
 sys.exit(1 if fails else 0)
 PY
   ;;

@@ -23,6 +23,10 @@
 #   too-many   6 of 10 killed after sharing: fewer inputs than the threshold,
 #              the round fails with one line naming secure aggregation and the
 #              model stays the initial one.
+#   refusals   what cannot work is refused at start with one line: robust
+#              rules, no clip, --async, --late fold under secure aggregation;
+#              DP without a clip or with half a budget; a ring the largest
+#              draw could overflow.
 # Skips (77) without Fashion-MNIST. Usage: secagg.sh HFL_SIM SCENARIOS_DIR MODE
 set -euo pipefail
 sim=$1 dir=$2 mode=$3
@@ -158,6 +162,29 @@ check(any(e.get("event") == "round" and e.get("reason", "").startswith("secure a
       "the event log says why")
 sys.exit(1 if fails else 0)
 PY
+  ;;
+refusals)
+  coord="$(dirname "$sim")/../coordinator/hfl-coordinator"
+  fails=0
+  refused() { # WANT-EXIT WANT-TEXT ARGS...
+    local want=$1 text=$2; shift 2
+    local out rc=0
+    out=$("$coord" --insecure --listen tcp://127.0.0.1:0 --quiet "$@" 2>&1 >/dev/null) || rc=$?
+    if [ "$rc" = "$want" ] && [ "$(printf '%s\n' "$out" | grep -c .)" = 1 ] && printf '%s' "$out" | grep -q -- "$text"; then
+      echo "ok   $*: $out"
+    else
+      echo "FAIL $*: exit $rc (want $want): $out"; fails=$((fails + 1))
+    fi
+  }
+  refused 2 "robust rules" --secure-agg --strategy median
+  refused 2 "set --clip-norm" --secure-agg --clip-norm off
+  refused 2 "not with --async" --secure-agg --async 4
+  refused 2 "not with --async or --late fold" --secure-agg --late fold
+  refused 2 "calibrates its noise to the clip" --dp-noise 1 --clip-norm off
+  refused 2 "go together" --dp-epsilon 1
+  refused 2 "noises the weighted sum" --dp-noise 1 --strategy krum
+  refused 1 "bits per element" --secure-agg --fixed-bits 50 --clip-norm 1 --clients-per-round 1000 --dp-noise 50
+  exit $((fails > 0))
   ;;
 *) echo "unknown mode $mode"; exit 2 ;;
 esac
