@@ -3,7 +3,7 @@
  *
  * For each shape (square 1024..8192, and the cnn's and mlp's training GEMMs
  * at batch 128) and precision (fp32: the backend's sgemm against
- * cublasSgemm; bf16/fp16: gemm_lp with 2-byte A, B and C against
+ * cublasSgemm; bf16/fp16: the backend's gemm with 2-byte A, B and C against
  * cublasGemmEx with CUBLAS_COMPUTE_32F), both run on the same device buffers
  * until 100 ms have passed, timed with cudaEvents on each side's stream
  * around the whole loop. The baseline is cuBLAS called directly by this
@@ -53,11 +53,8 @@ static void bare_gemm(cublasHandle_t h, int prec, int m, int n, int k, const voi
 
 static void backend_gemm(const hfl_backend *be, int prec, int m, int n, int k, const void *a,
                          const void *b, void *c) {
-    if (prec == HFL_PREC_FP32)
-        be->sgemm(0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
-    else
-        be->gemm_lp((hfl_precision)prec, 0, 0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n, NULL,
-                    HFL_BIAS_NONE, NULL);
+    be->gemm((hfl_precision)prec, 0, 0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n, NULL,
+             HFL_BIAS_NONE, NULL);
 }
 
 /* Seconds per call over >= 100 ms of calls, after 3 warm-up calls. */

@@ -68,31 +68,20 @@ int main(int argc, char **argv) {
     float *pw = hfl_malloc(np * sizeof(float)), *grads = hfl_malloc(np * sizeof(float));
     float *x = hfl_malloc(rc * sizeof(float)), *dout = hfl_malloc(rc * sizeof(float));
     fill(pw, np, 1, 0.1f), fill(x, rc, 2, 1), fill(dout, rc, 3, 1);
-    int lp = prec != HFL_PREC_FP32;
-    size_t eb = lp ? 2 : 4;
-    size_t saved_b = lp ? hfl_gpt_block_saved_bytes_lp(ni, Ti, Ci, Hi, 0) : hfl_gpt_block_saved_floats(ni, Ti, Ci, Hi, 0) * 4;
-    size_t ws_b = lp ? hfl_gpt_block_ws_bytes_lp(ni, Ti, Ci, Hi, 0) : hfl_gpt_block_ws_bytes(ni, Ti, Ci, Hi, 0);
+    size_t eb = hfl_precision_bytes(prec);
+    size_t saved_b = hfl_gpt_block_saved_bytes(prec, ni, Ti, Ci, Hi, 0);
+    size_t ws_b = hfl_gpt_block_ws_bytes(prec, ni, Ti, Ci, Hi, 0);
     void *saved = hfl_malloc(saved_b), *ws = hfl_malloc(ws_b), *out = hfl_malloc(rc * eb), *dx = hfl_malloc(rc * eb);
-    uint16_t *pw16 = NULL, *x16 = NULL, *dout16 = NULL;
-    if (lp) {
-        pw16 = hfl_malloc(np * 2), x16 = hfl_malloc(rc * 2), dout16 = hfl_malloc(rc * 2);
-        be->round_lp(prec, pw16, pw, np), be->round_lp(prec, x16, x, rc), be->round_lp(prec, dout16, dout, rc);
-    }
-    hfl_gpt_block_params d = hfl_gpt_block_view(grads, Ci);
+    void *pt = hfl_malloc(np * eb), *xt = hfl_malloc(rc * eb), *doutt = hfl_malloc(rc * eb);
+    be->convert(prec, pt, pw, np), be->convert(prec, xt, x, rc), be->convert(prec, doutt, dout, rc);
+    hfl_gpt_block_params p = hfl_gpt_block_view(prec, pt, Ci),
+                         d = hfl_gpt_block_view(HFL_PREC_FP32, grads, Ci);
+    hfl_gpt_block_saved s = hfl_gpt_block_saved_view(prec, saved, ni, Ti, Ci, Hi, 0);
     double t0 = 0;
     for (long k = 0; k < steps + 2; k++) {
         if (k == 2) t0 = hfl_now();
-        if (!lp) {
-            hfl_gpt_block_params p = hfl_gpt_block_view(pw, Ci);
-            hfl_gpt_block_saved s = hfl_gpt_block_saved_view(saved, ni, Ti, Ci, Hi, 0);
-            hfl_gpt_block_forward(be, &p, NULL, x, out, &s, ws, ni, Ti, Ci, Hi);
-            hfl_gpt_block_backward(be, &p, &d, NULL, x, &s, dout, dx, ws, ni, Ti, Ci, Hi, 0);
-        } else {
-            hfl_gpt_block_params_lp p = hfl_gpt_block_view_lp(pw16, Ci);
-            hfl_gpt_block_saved_lp s = hfl_gpt_block_saved_view_lp(saved, ni, Ti, Ci, Hi, 0);
-            hfl_gpt_block_forward_lp(be, prec, &p, NULL, x16, out, &s, ws, ni, Ti, Ci, Hi);
-            hfl_gpt_block_backward_lp(be, prec, &p, &d, NULL, x16, &s, dout16, dx, ws, ni, Ti, Ci, Hi, 0);
-        }
+        hfl_gpt_block_forward(be, prec, &p, NULL, xt, out, &s, ws, ni, Ti, Ci, Hi);
+        hfl_gpt_block_backward(be, prec, &p, &d, NULL, xt, &s, doutt, dx, ws, ni, Ti, Ci, Hi, 0);
     }
     double ms = (hfl_now() - t0) * 1e3 / steps, tok_s = (double)n * T / (ms / 1e3);
     if (json)
@@ -103,6 +92,6 @@ int main(int argc, char **argv) {
         printf("GPT block n %ld T %ld C %ld H %ld %s, %ld thread(s): %.2f ms per forward+backward, %.0f tokens/s, "
                "%zu bytes saved for backward\n", n, T, C, H, hfl_precision_name(prec), threads, ms, tok_s, saved_b);
     free(pw), free(grads), free(x), free(dout), free(saved), free(ws), free(out), free(dx);
-    free(pw16), free(x16), free(dout16);
+    free(pt), free(xt), free(doutt);
     return 0;
 }

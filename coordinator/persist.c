@@ -227,15 +227,33 @@ static int persist_restore_registry(coord *c, const cJSON *reg, char *err) {
     return 0;
 }
 
-/* Restores c from one parsed state; -1 with err when it is not this run's. */
+/* Appends "key A there, B here" for a setting where the saved run (have)
+ * and this one (want) differ; an absent side reads "none". */
+static void persist_difference(const char *key, const cJSON *have, const cJSON *want, char *out, size_t n) {
+    if (cJSON_Compare(have, want, 1)) return;
+    char *h = have ? cJSON_PrintUnformatted(have) : NULL, *w = want ? cJSON_PrintUnformatted(want) : NULL;
+    size_t used = strlen(out);
+    snprintf(out + used, n - used, "%s%s %s there, %s here", used ? "; " : "", key, h ? h : "none", w ? w : "none");
+    cJSON_free(h);
+    cJSON_free(w);
+}
+
+/* Restores c from one parsed state; -1 with err when it is not this run's
+ * (naming the settings that differ: the whole fingerprints would not fit). */
 static int persist_restore(coord *c, const cJSON *o, const uint8_t *bin, size_t bin_len, char *err) {
     cJSON *want = persist_fingerprint(c);
-    const cJSON *have = cJSON_GetObjectItemCaseSensitive(o, "run");
+    const cJSON *have = cJSON_GetObjectItemCaseSensitive(o, "run"), *item;
     int same = cJSON_Compare(want, have, 1);
-    char *w = cJSON_PrintUnformatted(want), *h = cJSON_PrintUnformatted(have);
-    if (!same) hfl_errf(err, "it holds another run (%s), this one is %s: use another --state-dir", h ? h : "?", w ? w : "?");
-    free(w);
-    free(h);
+    if (!cJSON_IsObject(have)) have = NULL;
+    if (!same) {
+        char diff[HFL_ERR_LEN] = "";
+        cJSON_ArrayForEach(item, want)
+            persist_difference(item->string, cJSON_GetObjectItemCaseSensitive(have, item->string), item, diff, sizeof diff);
+        cJSON_ArrayForEach(item, have)
+            if (!cJSON_GetObjectItemCaseSensitive(want, item->string))
+                persist_difference(item->string, item, NULL, diff, sizeof diff);
+        hfl_errf(err, "it holds another run (%s): use another --state-dir", diff); /* some setting differs */
+    }
     cJSON_Delete(want);
     if (!same) return -1;
     int has_m = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "sopt_m"));

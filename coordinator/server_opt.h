@@ -7,6 +7,10 @@
  *   fedadam[:lr]      m = b1 m + (1 - b1) D;  v = b2 v + (1 - b2) D^2;
  *                     x += lr * m / (sqrt(v) + tau)            (lr 0.01, b1 0.9, b2 0.99, tau 1e-3)
  *   fedyogi[:lr]      as fedadam with v = v - (1 - b2) D^2 sign(v - D^2)
+ *   nesterov[:lr[:mu]] v = mu v + D;  x += lr * (D + mu v)   (lr 0.7, mu 0.9)
+ *                     DiLoCo's outer step (Douillard et al. 2023, Algorithm
+ *                     1): PyTorch's SGD with Nesterov momentum on the outer
+ *                     gradient -D, written in D's sign
  * Each element is updated in double from its float state, so the result is a
  * fixed function of (state, D): order-independent sums stay exact through it.
  * The state (m, v) lives as long as the run; it is part of what a checkpoint
@@ -18,18 +22,19 @@
 
 struct hfl_backend;
 
-typedef enum { HFL_SOPT_FEDAVG, HFL_SOPT_FEDAVGM, HFL_SOPT_FEDADAM, HFL_SOPT_FEDYOGI } hfl_sopt_kind;
+typedef enum { HFL_SOPT_FEDAVG, HFL_SOPT_FEDAVGM, HFL_SOPT_FEDADAM, HFL_SOPT_FEDYOGI, HFL_SOPT_NESTEROV } hfl_sopt_kind;
 
 typedef struct {
     hfl_sopt_kind kind;
     double lr, beta1, beta2, tau;
     size_t n;
-    float *m, *v; /* first and second moments (fedavgm: v is its momentum); NULL for fedavg */
+    float *m, *v; /* first and second moments (fedavgm, nesterov: v is the momentum, m NULL); NULL for fedavg */
     int steps;
 } hfl_server_opt;
 
-/* "fedavg", "fedavgm[:lr[:beta]]", "fedadam[:lr]", "fedyogi[:lr]" into o (no
- * state yet); -1 with err naming the accepted forms. */
+/* "fedavg", "fedavgm[:lr[:beta]]", "fedadam[:lr]", "fedyogi[:lr]",
+ * "nesterov[:lr[:mu]]" into o (no state yet); -1 with err naming the
+ * accepted forms. */
 int hfl_sopt_parse(const char *spec, hfl_server_opt *o, char *err);
 const char *hfl_sopt_name(const hfl_server_opt *o);
 /* Allocates zeroed state for n values; -1 with err when memory is short. */

@@ -131,15 +131,16 @@ static inline HFL_HD int hfl_agg_finite(float x) {
 
 /* ---- server optimizers (coordinator/server_opt.h), one element ---- */
 
-enum { HFL_AGG_SOPT_FEDAVG, HFL_AGG_SOPT_FEDAVGM, HFL_AGG_SOPT_FEDADAM, HFL_AGG_SOPT_FEDYOGI };
+enum { HFL_AGG_SOPT_FEDAVG, HFL_AGG_SOPT_FEDAVGM, HFL_AGG_SOPT_FEDADAM, HFL_AGG_SOPT_FEDYOGI, HFL_AGG_SOPT_NESTEROV };
 
 typedef struct {
     int kind; /* HFL_AGG_SOPT_*, server_opt.h's hfl_sopt_kind in the same order */
     double lr, beta1, beta2, tau;
 } hfl_agg_sopt;
 
-/* x moves by the round's mean delta d; m and v are the moments (fedavgm: v
- * is its momentum; unused ones may be NULL). In double from the float state. */
+/* x moves by the round's mean delta d; m and v are the moments (fedavgm and
+ * nesterov: v is the momentum; unused ones may be NULL). In double from the
+ * float state. */
 static inline HFL_HD void hfl_agg_sopt_elem(const hfl_agg_sopt *o, size_t i, float *x, float *m,
                                             float *v, float d) {
     double lr = o->lr, b1 = o->beta1, b2 = o->beta2;
@@ -149,6 +150,10 @@ static inline HFL_HD void hfl_agg_sopt_elem(const hfl_agg_sopt *o, size_t i, flo
         double vv = b1 * v[i] + d;
         v[i] = (float)vv;
         x[i] = (float)(x[i] + lr * vv);
+    } else if (o->kind == HFL_AGG_SOPT_NESTEROV) {
+        double vv = b1 * v[i] + d;
+        v[i] = (float)vv;
+        x[i] = (float)(x[i] + lr * (d + b1 * vv));
     } else {
         double g = d, g2 = g * g, mm = b1 * m[i] + (1 - b1) * g, vv = v[i];
         if (o->kind == HFL_AGG_SOPT_FEDADAM) vv = b2 * vv + (1 - b2) * g2;

@@ -47,21 +47,23 @@
  *
  * Convolution and pooling ops take n samples laid out [n, C, H, W] (row-major,
  * CHW within a sample) and the window geometry g of kernels/geom.h. A
- * convolution is im2col + sgemm + channel_bias_add; its backward is sgemm
- * against the columns (dW), channel_bias_grad (db) and sgemm + col2im (dX).
+ * convolution is im2col + gemm with a row bias; its backward is gemm
+ * against the columns (dW), channel_bias_grad (db) and gemm + col2im (dX).
  *
- * REDUCED PRECISION (the *_lp ops). Training in bf16 or fp16 stores
- * activations, activation gradients and working weights as 2-byte values
- * (uint16_t bit patterns of the hfl_precision `lp`) and computes in fp32:
- * every op widens its 2-byte operands exactly, does the fp32 arithmetic of
- * the fp32 op, and rounds each 2-byte result once, to nearest even (the
- * conversions of kernels/half_hd.h), as a GPU's fp32-accumulating kernels
- * do. Parameter gradients, master weights and momentum stay fp32. A gemm_lp's
- * two inputs A and B are of one type (both fp32 or both 2-byte), as cuBLAS
- * requires. The CPU backend feeds OpenBLAS sgemm through fp32 staging tiles
- * in a caller-given workspace of hfl_gemm_lp_ws_bytes (planned like any
- * workspace); the CUDA backend ignores it and uses the cuBLAS workspace the
- * plan gives it instead (blas_ws_bytes, set_blas_workspace). */
+ * STORAGE TYPES. Every op that reads or writes activations takes their
+ * storage type t (hfl_precision): fp32 (float) or bf16 / fp16 (2-byte
+ * values, uint16_t bit patterns), passed as void pointers. A 2-byte operand
+ * is widened exactly and the arithmetic is the fp32 op's; each 2-byte result
+ * is rounded once, to nearest even (kernels/ops_hd.h's hfl_ld and hfl_st),
+ * as a GPU's fp32-accumulating kernels do, so in fp32 an op computes exactly
+ * what it always did. Parameter gradients, master weights and optimizer
+ * state are fp32 in every type. A gemm's two inputs A and B are of one type
+ * (both fp32 or both t), as cuBLAS requires. The CPU backend feeds OpenBLAS
+ * sgemm through fp32 staging tiles for 2-byte operands, in a caller-given
+ * workspace of hfl_gemm_ws_bytes (planned like any workspace; 0 for fp32);
+ * the CUDA backend uses the cuBLAS workspace the plan gives it instead
+ * (blas_ws_bytes, set_blas_workspace), and the caller's only for a 2-byte C
+ * with a bias and beta != 0. */
 #ifndef HFL_BACKEND_H
 #define HFL_BACKEND_H
 
@@ -74,19 +76,24 @@
  * uint16_t bit patterns. Also the training precision (model/model.h). */
 typedef enum { HFL_PREC_FP32, HFL_PREC_BF16, HFL_PREC_FP16 } hfl_precision;
 
-/* gemm_lp operand flags: which of A, B, C are fp32 (float *) rather than 2-byte `lp`. */
+/* Bytes of one element of type t. */
+static inline size_t hfl_precision_bytes(hfl_precision t) { return t == HFL_PREC_FP32 ? 4 : 2; }
+
+/* gemm operand flags: which of A, B, C are fp32 (float *) whatever the type t. */
 enum { HFL_GEMM_A_F32 = 1, HFL_GEMM_B_F32 = 2, HFL_GEMM_C_F32 = 4 };
-/* gemm_lp bias: none, bias[j] added to column j, bias[i] added to row i. */
+/* gemm bias: none, bias[j] added to column j, bias[i] added to row i. */
 enum { HFL_BIAS_NONE, HFL_BIAS_COL, HFL_BIAS_ROW };
 
-/* Bytes of fp32 staging gemm_lp needs for these operand types and sizes on
- * the CPU backend: for each 2-byte operand a tile of at most HFL_GEMM_TILE
- * rows of op(A) or columns of op(B) by HFL_GEMM_TILE_K of k, and one
- * HFL_GEMM_TILE-square output tile for a 2-byte C (at most 320 KiB in all).
- * Monotone in m, n and k, so a plan for batch b covers any smaller batch. */
+/* Bytes of fp32 staging gemm needs for these operand types and sizes on
+ * the CPU backend: nothing in fp32; else for each 2-byte operand a tile of
+ * at most HFL_GEMM_TILE rows of op(A) or columns of op(B) by HFL_GEMM_TILE_K
+ * of k, and one HFL_GEMM_TILE-square output tile for a 2-byte C (at most
+ * 320 KiB in all). Monotone in m, n and k, so a plan for batch b covers any
+ * smaller batch. */
 #define HFL_GEMM_TILE 128
 #define HFL_GEMM_TILE_K 256
-static inline size_t hfl_gemm_lp_ws_bytes(unsigned f32_mask, int m, int n, int k) {
+static inline size_t hfl_gemm_ws_bytes(hfl_precision t, unsigned f32_mask, int m, int n, int k) {
+    if (t == HFL_PREC_FP32) return 0;
     size_t mt = (size_t)m < HFL_GEMM_TILE ? (size_t)m : HFL_GEMM_TILE;
     size_t nt = (size_t)n < HFL_GEMM_TILE ? (size_t)n : HFL_GEMM_TILE;
     size_t kt = (size_t)k < HFL_GEMM_TILE_K ? (size_t)k : HFL_GEMM_TILE_K, floats = 0;
@@ -101,10 +108,10 @@ static inline size_t hfl_gemm_lp_ws_bytes(unsigned f32_mask, int m, int n, int k
  * the CPU backend). The loss ops add to loss_sum, correct and rows;
  * unscale_grads sets finite; fp16's loss scaler (scaler_update,
  * hfl_op_scaler_update in kernels/ops_hd.h) reads finite and updates
- * loss_scale, clean_steps and skipped; AdamW (kernels/lm.h, adamw_step with
- * args.sc) counts its steps and keeps its bias corrections' powers here
- * (hfl_lm_adamw_count and hfl_lm_adamw_bias in kernels/lm_hd.h), so that no
- * step needs the host to tell it its step number. */
+ * loss_scale, clean_steps and skipped; AdamW (adamw_step with args.sc)
+ * counts its steps and keeps its bias corrections' powers here
+ * (hfl_op_adamw_count and hfl_op_adamw_bias in kernels/ops_hd.h), so that
+ * no step needs the host to tell it its step number. */
 typedef struct hfl_step_scalars {
     double loss_sum;     /* summed row losses (each row's, not the mean) since reset */
     int64_t correct;     /* rows whose first argmax is the label */
@@ -123,6 +130,15 @@ static_assert(sizeof(hfl_step_scalars) == 64, "hfl_step_scalars is one 64-byte b
 _Static_assert(sizeof(hfl_step_scalars) == 64, "hfl_step_scalars is one 64-byte block");
 #endif
 #define HFL_INPUT_SLOTS 2
+
+/* AdamW's hyperparameters and this step's bias corrections (step_size,
+ * bc2_sqrt), or sc, the step scalars they are counted and taken from on the
+ * device (kernels/ops_hd.h, AdamW; hfl_adamw_make below). */
+typedef struct {
+    float lr, beta1, beta2, eps, wd;
+    float step_size, bc2_sqrt;
+    hfl_step_scalars *sc;
+} hfl_adamw_args;
 
 /* Calls counted by a backend since the process started (HOST WAITS above). */
 typedef struct hfl_host_waits {
@@ -178,107 +194,85 @@ typedef struct hfl_backend {
     void (*await_prefetch)(int slot);
     void (*release_input)(int slot);
 
-    /* C[m,n] = alpha * op(A) op(B) + beta * C, row-major; op(X) = X^T when trans_x. */
-    void (*sgemm)(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
-                  int lda, const float *b, int ldb, float beta, float *c, int ldc);
-    /* `count` independent sgemms: number s reads a + s*stride_a and b + s*stride_b
-     * and writes c + s*stride_c (strides in elements; 0 shares an operand),
-     * each computed as sgemm would (the CPU runs them in order; cuBLAS as one
-     * strided batched GEMM). */
-    void (*sgemm_strided)(int trans_a, int trans_b, int m, int n, int k, float alpha,
-                          const float *a, int lda, long long stride_a, const float *b, int ldb,
-                          long long stride_b, float beta, float *c, int ldc, long long stride_c,
-                          int count);
-    /* y[r, c] += bias[c] for r < rows */
-    void (*bias_add)(float *y, const float *bias, int rows, int cols);
-    /* dbias[c] += sum_r dy[r, c] */
-    void (*bias_grad)(float *dbias, const float *dy, int rows, int cols);
-    void (*relu_fwd)(float *y, const float *x, size_t n);
+    /* C[m,n] = alpha op(A) op(B) + beta C (+ bias) in fp32, row-major; op(X) =
+     * X^T when trans_x. Operands flagged in f32_mask are float, the others of
+     * type t (all float when t is fp32); a 2-byte C is rounded once, after the
+     * bias. bias (of type t, or NULL with HFL_BIAS_NONE) is added per column
+     * or per row after alpha op(A) op(B) + beta C. ws holds
+     * hfl_gemm_ws_bytes(t, f32_mask, m, n, k) bytes. */
+    void (*gemm)(hfl_precision t, unsigned f32_mask, int trans_a, int trans_b, int m, int n, int k,
+                 float alpha, const void *a, int lda, const void *b, int ldb, float beta, void *c,
+                 int ldc, const void *bias, int bias_axis, void *ws);
+    /* `count` independent gemms: number s reads a + s*stride_a and b +
+     * s*stride_b and writes c + s*stride_c (strides in elements of each
+     * operand's type; 0 shares an operand), each with the same bias, each
+     * computed as gemm would (the CPU runs them in order; cuBLAS as one
+     * strided batched GEMM); ws as for one. */
+    void (*gemm_strided)(hfl_precision t, unsigned f32_mask, int trans_a, int trans_b, int m, int n,
+                         int k, float alpha, const void *a, int lda, long long stride_a,
+                         const void *b, int ldb, long long stride_b, float beta, void *c, int ldc,
+                         long long stride_c, int count, const void *bias, int bias_axis, void *ws);
+    /* dbias[c] += sum_r dy[r, c], summed in fp32 row by row (dbias is fp32). */
+    void (*bias_grad)(hfl_precision t, float *dbias, const void *dy, int rows, int cols);
+    void (*relu_fwd)(hfl_precision t, void *y, const void *x, size_t n);
     /* dx = dy * (y > 0); dx may alias dy */
-    void (*relu_bwd)(float *dx, const float *dy, const float *y, size_t n);
+    void (*relu_bwd)(hfl_precision t, void *dx, const void *dy, const void *y, size_t n);
     /* Softmax cross-entropy of logits[rows, cols] against labels: adds the
      * rows' summed loss (in double; rows in order on the CPU, a fixed tree on
-     * the GPU) to sc->loss_sum, the rows
-     * whose argmax equals the label to sc->correct and rows to sc->rows;
-     * writes dlogits = d(summed loss / mean_rows)/d(logits) when dlogits !=
-     * NULL: mean_rows = rows for the batch's mean loss, or the rows of the
-     * whole step when this is one micro-batch of an accumulated step. */
-    void (*softmax_xent)(const float *logits, const int32_t *labels, float *dlogits, int rows,
-                         int cols, int mean_rows, hfl_step_scalars *sc);
-    /* SGD with momentum and decoupled-from-nothing (L2) weight decay, PyTorch's form:
-     * g' = g + wd*w; v = momentum*v + g'; w -= lr*v  (v unused when momentum == 0) */
-    void (*sgd_step)(float *w, float *v, const float *g, size_t n, float lr, float momentum,
-                     float wd);
+     * the GPU) to sc->loss_sum, the rows whose argmax equals the label to
+     * sc->correct and rows to sc->rows; writes dlogits = sc->loss_scale *
+     * d(summed loss / mean_rows)/d(logits) when dlogits != NULL, rounded once
+     * to t: mean_rows = rows for the batch's mean loss, or the rows of the
+     * whole step when this is one micro-batch of an accumulated step; the
+     * loss scale is fp16's (1 otherwise). ws: for a 2-byte t, 2 * cols floats
+     * (the CPU's staging of one row); NULL for fp32. */
+    void (*softmax_xent)(hfl_precision t, const void *logits, const int32_t *labels, void *dlogits,
+                         int rows, int cols, int mean_rows, hfl_step_scalars *sc, float *ws);
+    /* SGD with momentum and decoupled-from-nothing (L2) weight decay, PyTorch's form,
+     * on the fp32 master weights: g' = g + wd*master; v = momentum*v + g';
+     * master -= lr*v (v unused when momentum == 0); then w[i] = master[i] as
+     * type t (rounded to a 2-byte type; in fp32 w may be master itself). Does
+     * nothing when skip_if_nonfinite is given and its finite flag is 0
+     * (fp16's skipped step). */
+    void (*sgd_step)(hfl_precision t, float *master, float *v, const float *g, void *w, size_t n,
+                     float lr, float momentum, float wd, const hfl_step_scalars *skip_if_nonfinite);
+    /* AdamW (torch.optim.AdamW's step, kernels/ops_hd.h) on the fp32 master
+     * weights and moments, then w[i] = master[i] as type t, as sgd_step;
+     * with a.sc, first counts the step in a.sc and takes the bias
+     * corrections from it (one thread on the GPU, then the update). Nothing,
+     * the count included, when skip_if_nonfinite is given and its finite
+     * flag is 0 (fp16's skipped step). */
+    void (*adamw_step)(hfl_precision t, float *master, float *m, float *v, const float *g, void *w,
+                       size_t n, hfl_adamw_args a, const hfl_step_scalars *skip_if_nonfinite);
     /* FedProx's proximal gradient: g[i] += mu * (w[i] - anchor[i]) (kernels/ops_hd.h),
-     * run on the fp32 (master) weights before sgd_step / sgd_step_lp. */
+     * run on the fp32 (master) weights before sgd_step or adamw_step. */
     void (*prox_grad)(float *g, const float *w, const float *anchor, size_t n, float mu);
     void (*fill)(float *p, float value, size_t n);
+    /* dst[i] = src[i] as type t (rounded to nearest even for a 2-byte type,
+     * overflow giving Inf; a copy for fp32). */
+    void (*convert)(hfl_precision t, void *dst, const float *src, size_t n);
 
     /* cols[i, (ci*k + ky)*k + kx, oy*wo + ox] = x[i, ci, oy*s - p + ky, ox*s - p + kx],
-     * 0 where that falls in the padding; cols is [n, C*k*k, ho*wo]. */
-    void (*im2col)(float *cols, const float *x, int n, hfl_window_geom g);
-    /* The adjoint of im2col: dx[i, ci, iy, ix] = the sum of the cols entries im2col
-     * copied from that element. Overwrites dx [n, C, H, W]. */
-    void (*col2im)(float *dx, const float *cols, int n, hfl_window_geom g);
+     * 0 where that falls in the padding; cols is [n, C*k*k, ho*wo]. A copy:
+     * cols and x are both of type t. */
+    void (*im2col)(hfl_precision t, void *cols, const void *x, int n, hfl_window_geom g);
+    /* The adjoint of im2col: dx[i, ci, iy, ix] = the sum of the (fp32) cols
+     * entries im2col copied from that element, summed in fp32 and rounded
+     * once to t. Overwrites dx [n, C, H, W]. */
+    void (*col2im)(hfl_precision t, void *dx, const float *cols, int n, hfl_window_geom g);
     /* y[i, c, oy, ox] = max of window (oy, ox) of x[i, c] (padding never wins). */
-    void (*maxpool_fwd)(float *y, const float *x, int n, hfl_window_geom g);
+    void (*maxpool_fwd)(hfl_precision t, void *y, const void *x, int n, hfl_window_geom g);
     /* dx[i, c] = dy routed to the first maximum of each window, recomputed from
-     * x (so neither y nor an index map is needed). Overwrites dx. */
-    void (*maxpool_bwd)(float *dx, const float *dy, const float *x, int n, hfl_window_geom g);
-    /* y[i, ch, j] += bias[ch] for y [n, c, hw] */
-    void (*channel_bias_add)(float *y, const float *bias, int n, int c, int hw);
-    /* dbias[ch] += sum over i and j of dy[i, ch, j] (accumulates, like bias_grad) */
-    void (*channel_bias_grad)(float *dbias, const float *dy, int n, int c, int hw);
+     * x (so neither y nor an index map is needed), each dx element summed in
+     * fp32 and rounded once. Overwrites dx. */
+    void (*maxpool_bwd)(hfl_precision t, void *dx, const void *dy, const void *x, int n,
+                        hfl_window_geom g);
+    /* dbias[ch] += sum over i and j of dy[i, ch, j] (dy [n, c, hw] of type t;
+     * accumulates in fp32, like bias_grad) */
+    void (*channel_bias_grad)(hfl_precision t, float *dbias, const void *dy, int n, int c, int hw);
 
-    /* ---- reduced precision (header comment; lp is HFL_PREC_BF16 or FP16) ---- */
-
-    /* C[m,n] = alpha op(A) op(B) + beta C (+ bias) in fp32, row-major as sgemm;
-     * operands flagged in f32_mask are float, the others uint16_t of lp; a
-     * 2-byte C is rounded once after the bias. bias (uint16_t of lp, or NULL
-     * with HFL_BIAS_NONE) is added per column or per row. ws holds
-     * hfl_gemm_lp_ws_bytes(f32_mask, m, n, k) bytes. */
-    void (*gemm_lp)(hfl_precision lp, unsigned f32_mask, int trans_a, int trans_b, int m, int n,
-                    int k, float alpha, const void *a, int lda, const void *b, int ldb, float beta,
-                    void *c, int ldc, const uint16_t *bias, int bias_axis, void *ws);
-    /* `count` independent gemm_lps, as sgemm_strided (strides in elements of
-     * each operand's type), each with the same bias; ws as for one. */
-    void (*gemm_lp_strided)(hfl_precision lp, unsigned f32_mask, int trans_a, int trans_b, int m,
-                            int n, int k, float alpha, const void *a, int lda, long long stride_a,
-                            const void *b, int ldb, long long stride_b, float beta, void *c,
-                            int ldc, long long stride_c, int count, const uint16_t *bias,
-                            int bias_axis, void *ws);
-    /* dst[i] = src[i] rounded to lp (nearest even; overflow gives Inf). */
-    void (*round_lp)(hfl_precision lp, uint16_t *dst, const float *src, size_t n);
-    void (*relu_fwd_lp)(hfl_precision lp, uint16_t *y, const uint16_t *x, size_t n);
-    void (*relu_bwd_lp)(hfl_precision lp, uint16_t *dx, const uint16_t *dy, const uint16_t *y,
-                        size_t n);
-    /* dbias[c] += sum_r dy[r, c], summed in fp32 (dbias is fp32). */
-    void (*bias_grad_lp)(hfl_precision lp, float *dbias, const uint16_t *dy, int rows, int cols);
-    void (*channel_bias_grad_lp)(hfl_precision lp, float *dbias, const uint16_t *dy, int n, int c,
-                                 int hw);
-    /* im2col of a 2-byte x into 2-byte columns (a copy: exact). */
-    void (*im2col_lp)(hfl_precision lp, uint16_t *cols, const uint16_t *x, int n,
-                      hfl_window_geom g);
-    /* col2im of fp32 columns, each dx element summed in fp32 and rounded once. */
-    void (*col2im_lp)(hfl_precision lp, uint16_t *dx, const float *cols, int n, hfl_window_geom g);
-    void (*maxpool_fwd_lp)(hfl_precision lp, uint16_t *y, const uint16_t *x, int n,
-                           hfl_window_geom g);
-    void (*maxpool_bwd_lp)(hfl_precision lp, uint16_t *dx, const uint16_t *dy, const uint16_t *x,
-                           int n, hfl_window_geom g);
-    /* softmax_xent on 2-byte logits; dlogits (2-byte, may be NULL) receives
-     * sc->loss_scale times the fp32 op's gradient, rounded once (the loss
-     * scale of fp16 training). ws holds 2 * cols floats. */
-    void (*softmax_xent_lp)(hfl_precision lp, const uint16_t *logits, const int32_t *labels,
-                            uint16_t *dlogits, int rows, int cols, int mean_rows,
-                            hfl_step_scalars *sc, float *ws);
     /* g[i] *= 1 / sc->loss_scale; sc->finite = every result is finite. */
     void (*unscale_grads)(float *g, size_t n, hfl_step_scalars *sc);
-    /* sgd_step on the fp32 master weights, then w[i] = master[i] rounded to lp.
-     * Does nothing when skip_if_nonfinite is given and its finite flag is 0
-     * (fp16's skipped step). */
-    void (*sgd_step_lp)(hfl_precision lp, float *master, float *v, const float *g, uint16_t *w,
-                        size_t n, float lr, float momentum, float wd,
-                        const hfl_step_scalars *skip_if_nonfinite);
     /* fp16's loss scaler after a step: hfl_op_scaler_update(sc, interval). */
     void (*scaler_update)(hfl_step_scalars *sc, int interval);
 
@@ -289,8 +283,12 @@ typedef struct hfl_backend {
 } hfl_backend;
 
 const hfl_backend *hfl_backend_cpu(void);
+/* AdamW's per-step constants for step number `step` (1, 2, ...), sc NULL:
+ * the bias corrections adamw_step computes on the device after `step`
+ * counted steps, bit for bit (the same bodies; one multiplication a step). */
+hfl_adamw_args hfl_adamw_make(float lr, float beta1, float beta2, float eps, float wd, long step);
 /* The CPU backend calls fn(ctx, ta, tb, m, n, k) before each OpenBLAS sgemm it makes
- * (transposes and row-major shape; gemm_lp's fp32 tiles included); fn NULL: none. Tests use
+ * (transposes and row-major shape; a 2-byte gemm's fp32 tiles included); fn NULL: none. Tests use
  * it to check model/blas_footprint.c's list of a step's GEMMs against the
  * calls really made. */
 void hfl_backend_cpu_observe_gemms(void (*fn)(void *ctx, int ta, int tb, int m, int n, int k), void *ctx);

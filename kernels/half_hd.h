@@ -1,5 +1,5 @@
 /* half_hd.h: fp32 <-> IEEE binary16 and bfloat16 conversions, the device
- * layer's 2-byte storage formats (kernels/backend.h's *_lp ops) and the
+ * layer's 2-byte storage types (kernels/backend.h, STORAGE TYPES) and the
  * codecs' half-precision payloads (compress/quant_hd.h, codec_half.c).
  *
  * Round to nearest even, written on the bits (no _Float16, no __half), so the

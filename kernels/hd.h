@@ -14,4 +14,14 @@
 #define HFL_HD
 #endif
 
+/* HFL_TYPED marks an HFL_HD body that takes a storage type t
+ * (kernels/backend.h, STORAGE TYPES): on the host it is always inlined, so a
+ * CPU loop that calls it with t a constant (kernels/cpu) compiles code for
+ * that type alone instead of testing t at every element. */
+#ifdef __CUDACC__
+#define HFL_TYPED __host__ __device__
+#else
+#define HFL_TYPED __attribute__((always_inline))
+#endif
+
 #endif

@@ -14,18 +14,19 @@
  * column blocks by the heads_* bodies, so that one strided batched GEMM of
  * count n*H computes every head's scores (llm.c's layout).
  *
- * The *_lp bodies at the end are the same formulas on 2-byte storage (bf16
- * or fp16, kernels/backend.h's REDUCED PRECISION): 2-byte operands widened
- * exactly, fp32 arithmetic in the same order, each 2-byte result rounded
- * once, fp32 parameter gradients and optimizer state. So an _lp op's result
- * is the fp32 op's on the widened inputs, rounded: the tests hold them to
- * that bit for bit.
+ * Each body takes its tensors' storage type t (kernels/backend.h, STORAGE
+ * TYPES) and reads and writes activations, tables and working weights
+ * through ops_hd.h's hfl_ld and hfl_st: 2-byte operands widened exactly,
+ * fp32 arithmetic in one order, each 2-byte result rounded once; layer-norm
+ * statistics, parameter gradients and optimizer state are fp32 in every
+ * type. So a 2-byte op's result is the fp32 op's on the widened inputs,
+ * rounded.
  *
  * Formulas follow PyTorch's modules, so its autograd is the reference
  * (tests/kernels/lm_torch.py): nn.Embedding plus a learned position
  * embedding, nn.LayerNorm (eps 1e-5, biased variance), nn.GELU(approximate=
  * "tanh") (GPT-2's), causal softmax attention as
- * F.scaled_dot_product_attention(is_causal=True), torch.optim.AdamW. */
+ * F.scaled_dot_product_attention(is_causal=True). */
 #ifndef HFL_LM_HD_H
 #define HFL_LM_HD_H
 
@@ -48,50 +49,53 @@ static inline HFL_HD int hfl_lm_token(float x, int V) {
 /* ---- embeddings: i < rows * C ---- */
 
 /* y[r, c] = wte[tok(r), c] + wpe[r % T, c] */
-static inline HFL_HD void hfl_lm_thread_embed_fwd(size_t i, float *y, const float *tokens,
-                                                  const float *wte, const float *wpe, int T, int C,
-                                                  int V) {
+static inline HFL_TYPED void hfl_lm_thread_embed_fwd(size_t i, hfl_precision t, void *y,
+                                                     const void *tokens, const void *wte,
+                                                     const void *wpe, int T, int C, int V) {
     size_t r = i / (size_t)C, c = i % (size_t)C;
-    int v = hfl_lm_token(tokens[r], V);
-    y[i] = wte[(size_t)v * C + c] + wpe[(r % (size_t)T) * C + c];
+    int v = hfl_lm_token(hfl_ld(t, tokens, r), V);
+    hfl_st(t, y, i, hfl_ld(t, wte, (size_t)v * C + c) + hfl_ld(t, wpe, (r % (size_t)T) * C + c));
 }
 
 /* i < V * C: dwte[v, c] (+)= the sum of dy[r, c] over the rows r = 0, 1, ...
  * whose token is v (a gather: the CPU's scatter over rows sums in the same order). */
-static inline HFL_HD void hfl_lm_thread_embed_bwd_wte(size_t i, float *dwte, const float *dy,
-                                                      const float *tokens, int rows, int C, int V,
-                                                      int accumulate) {
+static inline HFL_TYPED void hfl_lm_thread_embed_bwd_wte(size_t i, hfl_precision t, float *dwte,
+                                                         const void *dy, const void *tokens,
+                                                         int rows, int C, int V, int accumulate) {
     int v = (int)(i / (size_t)C);
     size_t c = i % (size_t)C;
     float s = accumulate ? dwte[i] : 0.0f;
     for (int r = 0; r < rows; r++)
-        if (hfl_lm_token(tokens[r], V) == v) s += dy[(size_t)r * C + c];
+        if (hfl_lm_token(hfl_ld(t, tokens, (size_t)r), V) == v)
+            s += hfl_ld(t, dy, (size_t)r * C + c);
     dwte[i] = s;
 }
 
 /* i < T * C: dwpe[t, c] (+)= dy[t, c] + dy[T + t, c] + ... over the sequences */
-static inline HFL_HD void hfl_lm_thread_embed_bwd_wpe(size_t i, float *dwpe, const float *dy,
-                                                      int rows, int T, int C, int accumulate) {
+static inline HFL_TYPED void hfl_lm_thread_embed_bwd_wpe(size_t i, hfl_precision t, float *dwpe,
+                                                         const void *dy, int rows, int T, int C,
+                                                         int accumulate) {
     float s = accumulate ? dwpe[i] : 0.0f;
-    for (size_t at = i; at < (size_t)rows * C; at += (size_t)T * C) s += dy[at];
+    for (size_t at = i; at < (size_t)rows * C; at += (size_t)T * C) s += hfl_ld(t, dy, at);
     dwpe[i] = s;
 }
 
 /* ---- layer norm: one row per index, i < rows ---- */
 
 /* y = (x - mean) * rstd * w + b over row i's C features, mean and
- * rstd = 1 / sqrt(var + eps) saved for backward (two passes, biased variance). */
-static inline HFL_HD void hfl_lm_thread_layernorm_fwd(size_t i, float *y, float *mean, float *rstd,
-                                                      const float *x, const float *w,
-                                                      const float *b, int C) {
-    const float *xr = x + i * C;
-    float *yr = y + i * C;
+ * rstd = 1 / sqrt(var + eps) saved for backward (two passes, biased
+ * variance). y may alias x. */
+static inline HFL_TYPED void hfl_lm_thread_layernorm_fwd(size_t i, hfl_precision t, void *y,
+                                                         float *mean, float *rstd, const void *x,
+                                                         const void *w, const void *b, int C) {
+    size_t row = i * C;
     float s = 0.0f;
-    for (int c = 0; c < C; c++) s += xr[c];
+    for (int c = 0; c < C; c++) s += hfl_ld(t, x, row + c);
     float m = s / C, v = 0.0f;
-    for (int c = 0; c < C; c++) v += (xr[c] - m) * (xr[c] - m);
+    for (int c = 0; c < C; c++) v += (hfl_ld(t, x, row + c) - m) * (hfl_ld(t, x, row + c) - m);
     float rs = 1.0f / sqrtf(v / C + HFL_LN_EPS);
-    for (int c = 0; c < C; c++) yr[c] = (xr[c] - m) * rs * w[c] + b[c];
+    for (int c = 0; c < C; c++)
+        hfl_st(t, y, row + c, (hfl_ld(t, x, row + c) - m) * rs * hfl_ld(t, w, c) + hfl_ld(t, b, c));
     mean[i] = m;
     rstd[i] = rs;
 }
@@ -100,36 +104,36 @@ static inline HFL_HD void hfl_lm_thread_layernorm_fwd(size_t i, float *y, float 
  * dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), or dx plus that when
  * `add` (a residual branch's gradient joining the main one). dx may alias dy
  * only without `add`. */
-static inline HFL_HD void hfl_lm_thread_layernorm_bwd_dx(size_t i, float *dx, const float *dy,
-                                                         const float *x, const float *w,
-                                                         const float *mean, const float *rstd,
-                                                         int C, int add) {
-    const float *xr = x + i * C, *dyr = dy + i * C;
-    float *dxr = dx + i * C;
+static inline HFL_TYPED void hfl_lm_thread_layernorm_bwd_dx(size_t i, hfl_precision t, void *dx,
+                                                            const void *dy, const void *x,
+                                                            const void *w, const float *mean,
+                                                            const float *rstd, int C, int add) {
+    size_t row = i * C;
     float m = mean[i], rs = rstd[i], sg = 0.0f, sgx = 0.0f;
     for (int c = 0; c < C; c++) {
-        float g = dyr[c] * w[c];
+        float g = hfl_ld(t, dy, row + c) * hfl_ld(t, w, c);
         sg += g;
-        sgx += g * (xr[c] - m) * rs;
+        sgx += g * (hfl_ld(t, x, row + c) - m) * rs;
     }
     sg /= C;
     sgx /= C;
     for (int c = 0; c < C; c++) {
-        float g = dyr[c] * w[c];
-        float d = rs * (g - sg - (xr[c] - m) * rs * sgx);
-        dxr[c] = add ? dxr[c] + d : d;
+        float g = hfl_ld(t, dy, row + c) * hfl_ld(t, w, c);
+        float d = rs * (g - sg - (hfl_ld(t, x, row + c) - m) * rs * sgx);
+        hfl_st(t, dx, row + c, add ? hfl_ld(t, dx, row + c) + d : d);
     }
 }
 
 /* Column i < C: dw[i] (+)= sum over rows of dy * xhat, db[i] (+)= sum of dy. */
-static inline HFL_HD void hfl_lm_thread_layernorm_bwd_dw(size_t i, float *dw, float *db,
-                                                         const float *dy, const float *x,
-                                                         const float *mean, const float *rstd,
-                                                         int rows, int C, int accumulate) {
+static inline HFL_TYPED void hfl_lm_thread_layernorm_bwd_dw(size_t i, hfl_precision t, float *dw,
+                                                            float *db, const void *dy,
+                                                            const void *x, const float *mean,
+                                                            const float *rstd, int rows, int C,
+                                                            int accumulate) {
     float sw = accumulate ? dw[i] : 0.0f, sb = accumulate ? db[i] : 0.0f;
     for (int r = 0; r < rows; r++) {
-        float d = dy[(size_t)r * C + i];
-        sw += d * (x[(size_t)r * C + i] - mean[r]) * rstd[r];
+        float d = hfl_ld(t, dy, (size_t)r * C + i);
+        sw += d * (hfl_ld(t, x, (size_t)r * C + i) - mean[r]) * rstd[r];
         sb += d;
     }
     dw[i] = sw;
@@ -157,20 +161,21 @@ static inline HFL_HD float hfl_lm_gelu_grad(float x) {
     return s + 2.0f * x * s * (1.0f - s) * HFL_GELU_K * (1.0f + 3.0f * HFL_GELU_A * x * x);
 }
 
-static inline HFL_HD void hfl_lm_thread_gelu_fwd(size_t i, float *y, const float *x) {
-    y[i] = hfl_lm_gelu(x[i]);
+static inline HFL_TYPED void hfl_lm_thread_gelu_fwd(size_t i, hfl_precision t, void *y,
+                                                    const void *x) {
+    hfl_st(t, y, i, hfl_lm_gelu(hfl_ld(t, x, i)));
 }
 
 /* dx = dy * gelu'(x), x the forward input; dx may alias dy. */
-static inline HFL_HD void hfl_lm_thread_gelu_bwd(size_t i, float *dx, const float *dy,
-                                                 const float *x) {
-    dx[i] = dy[i] * hfl_lm_gelu_grad(x[i]);
+static inline HFL_TYPED void hfl_lm_thread_gelu_bwd(size_t i, hfl_precision t, void *dx,
+                                                    const void *dy, const void *x) {
+    hfl_st(t, dx, i, hfl_ld(t, dy, i) * hfl_lm_gelu_grad(hfl_ld(t, x, i)));
 }
 
 /* ---- attention heads: i < n * H * T * hs ---- */
 
 /* The row-layout offset of head element i = ((b*H + h)*T + t)*hs + d:
- * row b*T + t, column h*hs + d, in rows of ld floats. */
+ * row b*T + t, column h*hs + d, in rows of ld elements. */
 static inline HFL_HD size_t hfl_lm_head_src(size_t i, int T, int H, int hs, int ld) {
     size_t d = i % (size_t)hs, q = i / (size_t)hs;
     size_t t = q % (size_t)T, bh = q / (size_t)T;
@@ -178,259 +183,56 @@ static inline HFL_HD size_t hfl_lm_head_src(size_t i, int T, int H, int hs, int 
     return (b * T + t) * (size_t)ld + h * hs + d;
 }
 
-/* heads[i] = rows[head_src(i)]: q, k or v (rows = qkv + 0, C or 2C, ld = 3C) or dy (ld = C). */
-static inline HFL_HD void hfl_lm_thread_heads_gather(size_t i, float *heads, const float *rows,
-                                                     int T, int H, int hs, int ld) {
-    heads[i] = rows[hfl_lm_head_src(i, T, H, hs, ld)];
+/* heads[i] = rows[head_src(i)] (a copy of the bits): q, k or v (rows = qkv
+ * + 0, C or 2C, ld = 3C) or dy (ld = C). */
+static inline HFL_TYPED void hfl_lm_thread_heads_gather(size_t i, hfl_precision t, void *heads,
+                                                        const void *rows, int T, int H, int hs,
+                                                        int ld) {
+    hfl_cp(t, heads, i, rows, hfl_lm_head_src(i, T, H, hs, ld));
 }
 
 /* rows[head_src(i)] = heads[i]: the adjoint copy (y, or dq, dk, dv into dqkv). */
-static inline HFL_HD void hfl_lm_thread_heads_scatter(size_t i, float *rows, const float *heads,
-                                                      int T, int H, int hs, int ld) {
-    rows[hfl_lm_head_src(i, T, H, hs, ld)] = heads[i];
+static inline HFL_TYPED void hfl_lm_thread_heads_scatter(size_t i, hfl_precision t, void *rows,
+                                                         const void *heads, int T, int H, int hs,
+                                                         int ld) {
+    hfl_cp(t, rows, hfl_lm_head_src(i, T, H, hs, ld), heads, i);
 }
 
 /* ---- causal softmax: one row of T scores per index, i < n * H * T ---- */
 
 /* Row i is query t = i % T: p[s] = softmax(scale * z)[s] over s <= t, 0 for
- * s > t (the max subtracted first; p may alias z). */
-static inline HFL_HD void hfl_lm_thread_causal_softmax(size_t i, float *p, const float *z, int T,
-                                                       float scale) {
-    int t = (int)(i % (size_t)T);
-    const float *zr = z + i * T;
-    float *pr = p + i * T;
-    float zmax = zr[0];
-    for (int s = 1; s <= t; s++) zmax = zr[s] > zmax ? zr[s] : zmax;
-    float sum = 0.0f;
-    for (int s = 0; s <= t; s++) {
-        float e = expf(scale * (zr[s] - zmax));
-        pr[s] = e;
-        sum += e;
+ * s > t. Two passes over the scores (the max, then the sum of exps in
+ * fp32), then each probability computed again from its score and stored
+ * once, so p may alias z. */
+static inline HFL_TYPED void hfl_lm_thread_causal_softmax(size_t i, hfl_precision t, void *p,
+                                                          const void *z, int T, float scale) {
+    int q = (int)(i % (size_t)T);
+    size_t row = i * T;
+    float zmax = hfl_ld(t, z, row);
+    for (int s = 1; s <= q; s++) {
+        float v = hfl_ld(t, z, row + s);
+        zmax = v > zmax ? v : zmax;
     }
+    float sum = 0.0f;
+    for (int s = 0; s <= q; s++) sum += expf(scale * (hfl_ld(t, z, row + s) - zmax));
     float inv = 1.0f / sum;
-    for (int s = 0; s <= t; s++) pr[s] *= inv;
-    for (int s = t + 1; s < T; s++) pr[s] = 0.0f;
+    for (int s = 0; s <= q; s++)
+        hfl_st(t, p, row + s, expf(scale * (hfl_ld(t, z, row + s) - zmax)) * inv);
+    for (int s = q + 1; s < T; s++) hfl_st(t, p, row + s, 0.0f);
 }
 
 /* The scores' gradient from the probabilities' (dz may alias dp):
  * dz[s] = scale * p[s] * (dp[s] - sum_{s' <= t} p[s'] dp[s']), 0 for s > t. */
-static inline HFL_HD void hfl_lm_thread_causal_softmax_bwd(size_t i, float *dz, const float *dp,
-                                                           const float *p, int T, float scale) {
-    int t = (int)(i % (size_t)T);
-    const float *pr = p + i * T, *dpr = dp + i * T;
-    float *dzr = dz + i * T;
-    float dot = 0.0f;
-    for (int s = 0; s <= t; s++) dot += pr[s] * dpr[s];
-    for (int s = 0; s <= t; s++) dzr[s] = scale * pr[s] * (dpr[s] - dot);
-    for (int s = t + 1; s < T; s++) dzr[s] = 0.0f;
-}
-
-/* ---- AdamW: i < n ---- */
-
-/* torch.optim.AdamW's single-tensor step (Loshchilov & Hutter 2019):
- *   w *= 1 - lr*wd;  m += (1 - b1) (g - m);  v = b2 v + (1 - b2) g^2;
- *   w -= step_size * m / (sqrt(v) / bc2_sqrt + eps)
- * with step_size = lr / (1 - b1^step) and bc2_sqrt = sqrt(1 - b2^step),
- * computed in double once per step by hfl_lm_adamw_bias.
- *
- * The step number lives on the device: with sc set (the trainer's form),
- * adamw_step (kernels/lm.h) first counts the step in sc
- * (hfl_lm_adamw_count) and then takes step_size and bc2_sqrt from sc's
- * powers (hfl_lm_adamw_bias), so fp16's skipped steps, which only the device
- * knows of, are left out of the count without the host reading the flag
- * back. With sc NULL, step_size and bc2_sqrt are used as given
- * (hfl_adamw_make, for testing the op at a chosen step). */
-typedef struct {
-    float lr, beta1, beta2, eps, wd;
-    float step_size, bc2_sqrt;
-    hfl_step_scalars *sc;
-} hfl_adamw_args;
-
-/* One more AdamW step in sc, unless skip_if_nonfinite is given and its
- * finite flag is 0 (fp16's skipped step, which torch's GradScaler does not
- * pass to optimizer.step()). The powers are products in double, one factor a
- * step, rather than pow(): a multiplication rounds the same on every IEEE
- * machine (there is nothing for an FMA to contract), so the CPU and the GPU
- * keep the same bits, while a pow() is each maths library's own. Each
- * product rounds once (unit roundoff u = 2^-53), so beta^t is within t u
- * relative of the exact power of the fp32 beta, and 1 - beta^t, since
- * 1 - b^t >= t (1 - b) b^(t-1), within u b / (1 - b) relative at every t:
- * 1.1e-13 for beta 0.999, 1.1e-12 for 0.9999, some 10^5 times finer than
- * the fp32 rounding of the step_size and bc2_sqrt made from it. */
-static inline HFL_HD void hfl_lm_adamw_count(hfl_step_scalars *sc, float beta1, float beta2,
-                                             const hfl_step_scalars *skip_if_nonfinite) {
-    if (skip_if_nonfinite && !skip_if_nonfinite->finite) return;
-    sc->adam_steps++;
-    sc->adam_beta1_pow *= (double)beta1;
-    sc->adam_beta2_pow *= (double)beta2;
-}
-
-/* a's step_size and bc2_sqrt from sc's powers (the step just counted), in
- * double and rounded once to fp32, as torch computes its Python floats and
- * hands them to an fp32 kernel. Only one subtraction, division and square
- * root, all correctly rounded in IEEE double on both backends. */
-static inline HFL_HD void hfl_lm_adamw_bias(const hfl_step_scalars *sc, hfl_adamw_args *a) {
-    a->step_size = (float)((double)a->lr / (1.0 - sc->adam_beta1_pow));
-    a->bc2_sqrt = (float)sqrt(1.0 - sc->adam_beta2_pow);
-}
-
-static inline HFL_HD void hfl_lm_thread_adamw(size_t i, float *w, float *m, float *v,
-                                              const float *g, hfl_adamw_args a) {
-    float wi = w[i] * (1.0f - a.lr * a.wd);
-    float mi = m[i] + (1.0f - a.beta1) * (g[i] - m[i]);
-    float vi = a.beta2 * v[i] + (1.0f - a.beta2) * g[i] * g[i];
-    m[i] = mi;
-    v[i] = vi;
-    w[i] = wi - a.step_size * mi / (sqrtf(vi) / a.bc2_sqrt + a.eps);
-}
-
-/* ---- 2-byte storage (bf16 or fp16; see the header comment) ---- */
-
-#define HFL_W(v) hfl_op_widen(lp, (v))
-#define HFL_N(v) hfl_op_narrow(lp, (v))
-
-static inline HFL_HD void hfl_lm_thread_embed_fwd_lp(size_t i, hfl_precision lp, uint16_t *y,
-                                                     const uint16_t *tokens, const uint16_t *wte,
-                                                     const uint16_t *wpe, int T, int C, int V) {
-    size_t r = i / (size_t)C, c = i % (size_t)C;
-    int v = hfl_lm_token(HFL_W(tokens[r]), V);
-    y[i] = HFL_N(HFL_W(wte[(size_t)v * C + c]) + HFL_W(wpe[(r % (size_t)T) * C + c]));
-}
-
-static inline HFL_HD void hfl_lm_thread_embed_bwd_wte_lp(size_t i, hfl_precision lp, float *dwte,
-                                                         const uint16_t *dy,
-                                                         const uint16_t *tokens, int rows, int C,
-                                                         int V, int accumulate) {
-    int v = (int)(i / (size_t)C);
-    size_t c = i % (size_t)C;
-    float s = accumulate ? dwte[i] : 0.0f;
-    for (int r = 0; r < rows; r++)
-        if (hfl_lm_token(HFL_W(tokens[r]), V) == v) s += HFL_W(dy[(size_t)r * C + c]);
-    dwte[i] = s;
-}
-
-static inline HFL_HD void hfl_lm_thread_embed_bwd_wpe_lp(size_t i, hfl_precision lp, float *dwpe,
-                                                         const uint16_t *dy, int rows, int T,
-                                                         int C, int accumulate) {
-    float s = accumulate ? dwpe[i] : 0.0f;
-    for (size_t at = i; at < (size_t)rows * C; at += (size_t)T * C) s += HFL_W(dy[at]);
-    dwpe[i] = s;
-}
-
-static inline HFL_HD void hfl_lm_thread_layernorm_fwd_lp(size_t i, hfl_precision lp, uint16_t *y,
-                                                         float *mean, float *rstd,
-                                                         const uint16_t *x, const uint16_t *w,
-                                                         const uint16_t *b, int C) {
-    const uint16_t *xr = x + i * C;
-    uint16_t *yr = y + i * C;
-    float s = 0.0f;
-    for (int c = 0; c < C; c++) s += HFL_W(xr[c]);
-    float m = s / C, v = 0.0f;
-    for (int c = 0; c < C; c++) v += (HFL_W(xr[c]) - m) * (HFL_W(xr[c]) - m);
-    float rs = 1.0f / sqrtf(v / C + HFL_LN_EPS);
-    for (int c = 0; c < C; c++) yr[c] = HFL_N((HFL_W(xr[c]) - m) * rs * HFL_W(w[c]) + HFL_W(b[c]));
-    mean[i] = m;
-    rstd[i] = rs;
-}
-
-static inline HFL_HD void hfl_lm_thread_layernorm_bwd_dx_lp(size_t i, hfl_precision lp,
-                                                            uint16_t *dx, const uint16_t *dy,
-                                                            const uint16_t *x, const uint16_t *w,
-                                                            const float *mean, const float *rstd,
-                                                            int C, int add) {
-    const uint16_t *xr = x + i * C, *dyr = dy + i * C;
-    uint16_t *dxr = dx + i * C;
-    float m = mean[i], rs = rstd[i], sg = 0.0f, sgx = 0.0f;
-    for (int c = 0; c < C; c++) {
-        float g = HFL_W(dyr[c]) * HFL_W(w[c]);
-        sg += g;
-        sgx += g * (HFL_W(xr[c]) - m) * rs;
-    }
-    sg /= C;
-    sgx /= C;
-    for (int c = 0; c < C; c++) {
-        float g = HFL_W(dyr[c]) * HFL_W(w[c]);
-        float d = rs * (g - sg - (HFL_W(xr[c]) - m) * rs * sgx);
-        dxr[c] = HFL_N(add ? HFL_W(dxr[c]) + d : d);
-    }
-}
-
-static inline HFL_HD void hfl_lm_thread_layernorm_bwd_dw_lp(size_t i, hfl_precision lp, float *dw,
-                                                            float *db, const uint16_t *dy,
-                                                            const uint16_t *x, const float *mean,
-                                                            const float *rstd, int rows, int C,
-                                                            int accumulate) {
-    float sw = accumulate ? dw[i] : 0.0f, sb = accumulate ? db[i] : 0.0f;
-    for (int r = 0; r < rows; r++) {
-        float d = HFL_W(dy[(size_t)r * C + i]);
-        sw += d * (HFL_W(x[(size_t)r * C + i]) - mean[r]) * rstd[r];
-        sb += d;
-    }
-    dw[i] = sw;
-    db[i] = sb;
-}
-
-static inline HFL_HD void hfl_lm_thread_gelu_fwd_lp(size_t i, hfl_precision lp, uint16_t *y,
-                                                    const uint16_t *x) {
-    y[i] = HFL_N(hfl_lm_gelu(HFL_W(x[i])));
-}
-
-static inline HFL_HD void hfl_lm_thread_gelu_bwd_lp(size_t i, hfl_precision lp, uint16_t *dx,
-                                                    const uint16_t *dy, const uint16_t *x) {
-    dx[i] = HFL_N(HFL_W(dy[i]) * hfl_lm_gelu_grad(HFL_W(x[i])));
-}
-
-/* Copies: the same bits whatever the type. */
-static inline HFL_HD void hfl_lm_thread_heads_gather_lp(size_t i, uint16_t *heads,
-                                                        const uint16_t *rows, int T, int H, int hs,
-                                                        int ld) {
-    heads[i] = rows[hfl_lm_head_src(i, T, H, hs, ld)];
-}
-
-static inline HFL_HD void hfl_lm_thread_heads_scatter_lp(size_t i, uint16_t *rows,
-                                                         const uint16_t *heads, int T, int H,
-                                                         int hs, int ld) {
-    rows[hfl_lm_head_src(i, T, H, hs, ld)] = heads[i];
-}
-
-/* Two passes over the scores (max, then the sum of exps in fp32), then each
- * probability computed again and rounded once; p may alias z. */
-static inline HFL_HD void hfl_lm_thread_causal_softmax_lp(size_t i, hfl_precision lp, uint16_t *p,
-                                                          const uint16_t *z, int T, float scale) {
-    int t = (int)(i % (size_t)T);
-    const uint16_t *zr = z + i * T;
-    uint16_t *pr = p + i * T;
-    float zmax = HFL_W(zr[0]);
-    for (int s = 1; s <= t; s++) zmax = HFL_W(zr[s]) > zmax ? HFL_W(zr[s]) : zmax;
-    float sum = 0.0f;
-    for (int s = 0; s <= t; s++) sum += expf(scale * (HFL_W(zr[s]) - zmax));
-    float inv = 1.0f / sum;
-    for (int s = 0; s <= t; s++) pr[s] = HFL_N(expf(scale * (HFL_W(zr[s]) - zmax)) * inv);
-    for (int s = t + 1; s < T; s++) pr[s] = HFL_N(0.0f);
-}
-
-static inline HFL_HD void hfl_lm_thread_causal_softmax_bwd_lp(size_t i, hfl_precision lp,
-                                                              uint16_t *dz, const uint16_t *dp,
-                                                              const uint16_t *p, int T,
+static inline HFL_TYPED void hfl_lm_thread_causal_softmax_bwd(size_t i, hfl_precision t, void *dz,
+                                                              const void *dp, const void *p, int T,
                                                               float scale) {
-    int t = (int)(i % (size_t)T);
-    const uint16_t *pr = p + i * T, *dpr = dp + i * T;
-    uint16_t *dzr = dz + i * T;
+    int q = (int)(i % (size_t)T);
+    size_t row = i * T;
     float dot = 0.0f;
-    for (int s = 0; s <= t; s++) dot += HFL_W(pr[s]) * HFL_W(dpr[s]);
-    for (int s = 0; s <= t; s++) dzr[s] = HFL_N(scale * HFL_W(pr[s]) * (HFL_W(dpr[s]) - dot));
-    for (int s = t + 1; s < T; s++) dzr[s] = HFL_N(0.0f);
+    for (int s = 0; s <= q; s++) dot += hfl_ld(t, p, row + s) * hfl_ld(t, dp, row + s);
+    for (int s = 0; s <= q; s++)
+        hfl_st(t, dz, row + s, scale * hfl_ld(t, p, row + s) * (hfl_ld(t, dp, row + s) - dot));
+    for (int s = q + 1; s < T; s++) hfl_st(t, dz, row + s, 0.0f);
 }
-
-/* AdamW on the fp32 master weight, then its 2-byte working copy. */
-static inline HFL_HD void hfl_lm_thread_adamw_lp(size_t i, hfl_precision lp, float *master,
-                                                 float *m, float *v, const float *g, uint16_t *w,
-                                                 hfl_adamw_args a) {
-    hfl_lm_thread_adamw(i, master, m, v, g, a);
-    w[i] = HFL_N(master[i]);
-}
-
-#undef HFL_W
-#undef HFL_N
 
 #endif

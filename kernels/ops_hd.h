@@ -7,18 +7,21 @@
  * machine by the CPU tests. Nothing here allocates, branches on the backend or
  * touches memory beyond the element or row it is given.
  *
- * The convolution and pooling bodies at the end work on one sample's [C, H, W]
- * plane and a kernels/geom.h window. They are written in *gather* form (each
+ * The convolution and pooling bodies work on one sample's [C, H, W] plane
+ * and a kernels/geom.h window. They are written in *gather* form (each
  * output element computes its own value, nothing is scattered), so a CUDA
  * thread per element needs no atomics and both backends sum in one order.
  *
- * The *_lp bodies at the very end are the same formulas on 2-byte storage
- * (bf16 or fp16, kernels/backend.h): widen exactly with kernels/half_hd.h's
- * conversions, compute in fp32, round once to nearest even. */
+ * A body that reads or writes activations takes their storage type t
+ * (kernels/backend.h, STORAGE TYPES) and goes through hfl_ld and hfl_st
+ * below, so one body serves fp32, bf16 and fp16: in fp32 it is plain float
+ * arithmetic, in a 2-byte type the same arithmetic on exactly widened
+ * values with each stored result rounded once. */
 #ifndef HFL_OPS_HD_H
 #define HFL_OPS_HD_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kernels/backend.h"
@@ -26,16 +29,60 @@
 #include "kernels/half_hd.h"
 #include "kernels/hd.h"
 
+/* ---- storage types ---- */
+
+/* The exact fp32 value of a 2-byte element of type lp (bf16 or fp16). */
+static inline HFL_HD float hfl_op_widen(hfl_precision lp, uint16_t h) {
+    return lp == HFL_PREC_FP16 ? hfl_f16_to_f32(h) : hfl_bf16_to_f32(h);
+}
+
+/* x rounded to the 2-byte type lp, nearest even; past the largest finite
+ * value it becomes Inf (no saturation: an fp16 overflow must be seen by the
+ * loss scaler). */
+static inline HFL_HD uint16_t hfl_op_narrow(hfl_precision lp, float x) {
+    return lp == HFL_PREC_FP16 ? hfl_f32_to_f16(x) : hfl_f32_to_bf16(x);
+}
+
+/* Element i of p, a tensor of type t, as its exact fp32 value. */
+static inline HFL_TYPED float hfl_ld(hfl_precision t, const void *p, size_t i) {
+    if (t == HFL_PREC_FP32) return ((const float *)p)[i];
+    return hfl_op_widen(t, ((const uint16_t *)p)[i]);
+}
+
+/* Stores v as element i of p: as it is in fp32, else rounded to t
+ * (hfl_op_narrow). */
+static inline HFL_TYPED void hfl_st(hfl_precision t, void *p, size_t i, float v) {
+    if (t == HFL_PREC_FP32) ((float *)p)[i] = v;
+    else ((uint16_t *)p)[i] = hfl_op_narrow(t, v);
+}
+
+/* dst[i] = src[j], the element's bits (a 2-byte NaN keeps its payload). */
+static inline HFL_TYPED void hfl_cp(hfl_precision t, void *dst, size_t i, const void *src,
+                                    size_t j) {
+    if (t == HFL_PREC_FP32) ((float *)dst)[i] = ((const float *)src)[j];
+    else ((uint16_t *)dst)[i] = ((const uint16_t *)src)[j];
+}
+
+/* dst[i] = src[j]'s bits when keep, else +0: a select, which a CPU loop
+ * vectorises (a store in each arm of an if it does not). */
+static inline HFL_TYPED void hfl_cp_if(hfl_precision t, void *dst, size_t i, int keep,
+                                       const void *src, size_t j) {
+    if (t == HFL_PREC_FP32) {
+        float v = ((const float *)src)[j];
+        ((float *)dst)[i] = keep ? v : 0.0f;
+    } else {
+        uint16_t v = ((const uint16_t *)src)[j];
+        ((uint16_t *)dst)[i] = keep ? v : (uint16_t)0;
+    }
+}
+
+/* The address of element i of p (i may be negative: an element before p). */
+static inline HFL_TYPED void *hfl_at(hfl_precision t, const void *p, ptrdiff_t i) {
+    return (char *)p + i * (t == HFL_PREC_FP32 ? 4 : 2);
+}
+
 /* y = x + b for one element of a row-broadcast bias. */
 static inline HFL_HD float hfl_op_bias_add(float y, float b) { return y + b; }
-
-/* ReLU forward: max(x, 0). A NaN input maps to 0 (the comparison is false),
- * unlike torch.relu, which propagates it; the select compiles branch-free. */
-static inline HFL_HD float hfl_op_relu(float x) { return x > 0.0f ? x : 0.0f; }
-
-/* ReLU backward from the *output* y: dx = dy where the unit was active.
- * y > 0 exactly when x > 0, so the pre-activation need not be kept. */
-static inline HFL_HD float hfl_op_relu_bwd(float dy, float y) { return y > 0.0f ? dy : 0.0f; }
 
 /* One element of SGD with momentum and L2 weight decay, in PyTorch's form
  * (torch.optim.SGD with dampening 0, nesterov off):
@@ -64,36 +111,41 @@ static inline HFL_HD float hfl_op_prox_grad(float g, float w, float anchor, floa
     return g + mu * (w - anchor);
 }
 
-/* Softmax cross-entropy of one row of logits against its label.
+/* Softmax cross-entropy of one row z of logits (type t) against its label.
  *
  * Numerically stable: the row maximum is subtracted before exp, so no exp
  * argument is positive and the sum lies in [1, cols]. Returns the row's loss
  * log(sum exp(z - max)) - (z[label] - max). When drow != NULL it receives
- * scale * (softmax(z) - onehot(label)); the caller passes scale = 1/rows so
- * the gradient is that of the mean loss. *is_correct gets 1 when the first
- * index of the row maximum equals the label (torch.argmax's tie rule). */
-static inline HFL_HD float hfl_op_softmax_xent_row(const float *z, int32_t label, float *drow,
-                                                   int cols, float scale, int *is_correct) {
-    float zmax = z[0];
+ * scale * (softmax(z) - onehot(label)), each element stored once as type t;
+ * the caller passes scale = loss scale / rows so the gradient is that of the
+ * (scaled) mean loss. *is_correct gets 1 when the first index of the row
+ * maximum equals the label (torch.argmax's tie rule). Each logit is read
+ * where it is used (no copy of the row), so a GPU thread runs it in
+ * registers. */
+static inline HFL_TYPED float hfl_op_softmax_xent_row(hfl_precision t, const void *z, int32_t label,
+                                                      void *drow, int cols, float scale,
+                                                      int *is_correct) {
+    float zmax = hfl_ld(t, z, 0);
     int amax = 0;
     for (int c = 1; c < cols; c++) {
-        if (z[c] > zmax) {
-            zmax = z[c];
+        float v = hfl_ld(t, z, c);
+        if (v > zmax) {
+            zmax = v;
             amax = c;
         }
     }
     float sum = 0.0f;
-    for (int c = 0; c < cols; c++) sum += expf(z[c] - zmax);
+    for (int c = 0; c < cols; c++) sum += expf(hfl_ld(t, z, c) - zmax);
     float log_sum = logf(sum);
     if (drow) {
         float inv = 1.0f / sum;
         for (int c = 0; c < cols; c++) {
-            float p = expf(z[c] - zmax) * inv;
-            drow[c] = scale * (p - (c == label ? 1.0f : 0.0f));
+            float p = expf(hfl_ld(t, z, c) - zmax) * inv;
+            hfl_st(t, drow, c, scale * (p - (c == label ? 1.0f : 0.0f)));
         }
     }
     *is_correct = (amax == label);
-    return log_sum - (z[label] - zmax);
+    return log_sum - (hfl_ld(t, z, label) - zmax);
 }
 
 /* ---- convolution and pooling (one sample, geometry in kernels/geom.h) ---- */
@@ -134,94 +186,11 @@ static inline HFL_HD float hfl_op_col2im(const float *cols, const hfl_window_geo
     return sum;
 }
 
-/* Max pooling: the offset iy*w + ix within one channel plane of the first
- * maximum of window (oy, ox), scanning the window row-major and skipping
- * padding taps (PyTorch's tie rule; a NaN wins only when it comes first).
- * Callers keep p <= k/2 so every window holds at least one real tap. */
-static inline HFL_HD int hfl_op_maxpool_argmax(const float *plane, const hfl_window_geom *g,
-                                               int oy, int ox) {
-    int best = -1;
-    float bv = 0.0f;
-    for (int ky = 0; ky < g->k; ky++) {
-        int iy = oy * g->s - g->p + ky;
-        if (iy < 0 || iy >= g->h) continue;
-        for (int kx = 0; kx < g->k; kx++) {
-            int ix = ox * g->s - g->p + kx;
-            if (ix < 0 || ix >= g->w) continue;
-            float v = plane[iy * g->w + ix];
-            if (best < 0 || v > bv) {
-                best = iy * g->w + ix;
-                bv = v;
-            }
-        }
-    }
-    return best;
-}
-
-/* Max pooling backward for input element (iy, ix) of one channel plane: the
- * sum of dy over the windows whose first maximum it is. The argmax is
- * recomputed from the input, so backward needs neither the output nor an
- * index map. Windows containing row iy are oy in
- * [ceil((iy + p - k + 1) / s), floor((iy + p) / s)] within [0, ho). */
-static inline HFL_HD float hfl_op_maxpool_bwd(const float *xplane, const float *dyplane,
-                                              const hfl_window_geom *g, int iy, int ix) {
-    int ty = iy + g->p, tx = ix + g->p;
-    int oy0 = ty - g->k + 1 <= 0 ? 0 : (ty - g->k + 1 + g->s - 1) / g->s;
-    int ox0 = tx - g->k + 1 <= 0 ? 0 : (tx - g->k + 1 + g->s - 1) / g->s;
-    int oy1 = ty / g->s, ox1 = tx / g->s;
-    if (oy1 >= g->ho) oy1 = g->ho - 1;
-    if (ox1 >= g->wo) ox1 = g->wo - 1;
-    float sum = 0.0f;
-    for (int oy = oy0; oy <= oy1; oy++)
-        for (int ox = ox0; ox <= ox1; ox++)
-            if (hfl_op_maxpool_argmax(xplane, g, oy, ox) == iy * g->w + ix)
-                sum += dyplane[oy * g->wo + ox];
-    return sum;
-}
-
-/* Per-channel bias gradient of dy[n, c, hw] for channel ch: the sum over
- * samples and positions, accumulated in float sample by sample. */
-static inline HFL_HD float hfl_op_channel_sum(const float *dy, int n, int c, int hw, int ch) {
-    float sum = 0.0f;
-    for (int i = 0; i < n; i++) {
-        const float *row = dy + ((long)i * c + ch) * hw;
-        for (int j = 0; j < hw; j++) sum += row[j];
-    }
-    return sum;
-}
-
-/* ---- 2-byte storage (bf16 or fp16) ---- */
-
-/* The exact fp32 value of a 2-byte element of type lp. */
-static inline HFL_HD float hfl_op_widen(hfl_precision lp, uint16_t h) {
-    return lp == HFL_PREC_FP16 ? hfl_f16_to_f32(h) : hfl_bf16_to_f32(h);
-}
-
-/* x rounded to lp, nearest even; past the largest finite value it becomes
- * Inf (no saturation: an fp16 overflow must be seen by the loss scaler). */
-static inline HFL_HD uint16_t hfl_op_narrow(hfl_precision lp, float x) {
-    return lp == HFL_PREC_FP16 ? hfl_f32_to_f16(x) : hfl_f32_to_bf16(x);
-}
-
-/* Whether a 2-byte value is > 0 (positive, finite or +Inf; not NaN), on the
- * bits: what hfl_op_relu's x > 0 says of its widened value. */
-static inline HFL_HD int hfl_op_positive_lp(hfl_precision lp, uint16_t h) {
-    uint16_t inf = lp == HFL_PREC_FP16 ? 0x7C00u : 0x7F80u;
-    return h != 0 && h <= inf; /* the sign bit set makes h > inf */
-}
-
-/* ReLU forward and backward on 2-byte values, on the bits: hfl_op_relu and
- * hfl_op_relu_bwd of the widened values, whose results are 2-byte values
- * already (a NaN dy passes through unchanged rather than requieted). */
-static inline HFL_HD uint16_t hfl_op_relu_lp(hfl_precision lp, uint16_t x) {
-    return hfl_op_positive_lp(lp, x) ? x : 0;
-}
-static inline HFL_HD uint16_t hfl_op_relu_bwd_lp(hfl_precision lp, uint16_t dy, uint16_t y) {
-    return hfl_op_positive_lp(lp, y) ? dy : 0;
-}
-
-/* hfl_op_maxpool_argmax on a 2-byte plane (same scan, same tie rule). */
-static inline HFL_HD int hfl_op_maxpool_argmax_lp(hfl_precision lp, const uint16_t *plane,
+/* Max pooling: the offset iy*w + ix within one channel plane (type t) of the
+ * first maximum of window (oy, ox), scanning the window row-major and
+ * skipping padding taps (PyTorch's tie rule; a NaN wins only when it comes
+ * first). Callers keep p <= k/2 so every window holds at least one real tap. */
+static inline HFL_TYPED int hfl_op_maxpool_argmax(hfl_precision t, const void *plane,
                                                   const hfl_window_geom *g, int oy, int ox) {
     int best = -1;
     float bv = 0.0f;
@@ -231,9 +200,10 @@ static inline HFL_HD int hfl_op_maxpool_argmax_lp(hfl_precision lp, const uint16
         for (int kx = 0; kx < g->k; kx++) {
             int ix = ox * g->s - g->p + kx;
             if (ix < 0 || ix >= g->w) continue;
-            float v = hfl_op_widen(lp, plane[iy * g->w + ix]);
+            int at = iy * g->w + ix;
+            float v = hfl_ld(t, plane, at);
             if (best < 0 || v > bv) {
-                best = iy * g->w + ix;
+                best = at;
                 bv = v;
             }
         }
@@ -241,10 +211,14 @@ static inline HFL_HD int hfl_op_maxpool_argmax_lp(hfl_precision lp, const uint16
     return best;
 }
 
-/* hfl_op_maxpool_bwd on 2-byte planes: the fp32 sum over the windows whose
- * first maximum is (iy, ix), in window order (the caller rounds it once). */
-static inline HFL_HD float hfl_op_maxpool_bwd_lp(hfl_precision lp, const uint16_t *xplane,
-                                                 const uint16_t *dyplane, const hfl_window_geom *g,
+/* Max pooling backward for input element (iy, ix) of one channel plane: the
+ * fp32 sum of dy over the windows whose first maximum it is, in window order
+ * (the caller stores it, rounding once). The argmax is recomputed from the
+ * input, so backward needs neither the output nor an index map. Windows
+ * containing row iy are oy in [ceil((iy + p - k + 1) / s), floor((iy + p) / s)]
+ * within [0, ho). */
+static inline HFL_TYPED float hfl_op_maxpool_bwd(hfl_precision t, const void *xplane,
+                                                 const void *dyplane, const hfl_window_geom *g,
                                                  int iy, int ix) {
     int ty = iy + g->p, tx = ix + g->p;
     int oy0 = ty - g->k + 1 <= 0 ? 0 : (ty - g->k + 1 + g->s - 1) / g->s;
@@ -255,51 +229,66 @@ static inline HFL_HD float hfl_op_maxpool_bwd_lp(hfl_precision lp, const uint16_
     float sum = 0.0f;
     for (int oy = oy0; oy <= oy1; oy++)
         for (int ox = ox0; ox <= ox1; ox++)
-            if (hfl_op_maxpool_argmax_lp(lp, xplane, g, oy, ox) == iy * g->w + ix)
-                sum += hfl_op_widen(lp, dyplane[oy * g->wo + ox]);
+            if (hfl_op_maxpool_argmax(t, xplane, g, oy, ox) == iy * g->w + ix)
+                sum += hfl_ld(t, dyplane, (size_t)oy * g->wo + ox);
     return sum;
 }
 
-/* hfl_op_channel_sum of a 2-byte dy, summed in fp32. */
-static inline HFL_HD float hfl_op_channel_sum_lp(hfl_precision lp, const uint16_t *dy, int n,
-                                                 int c, int hw, int ch) {
+/* Per-channel bias gradient of dy[n, c, hw] (type t) for channel ch: the sum
+ * over samples and positions, accumulated in fp32 sample by sample. */
+static inline HFL_TYPED float hfl_op_channel_sum(hfl_precision t, const void *dy, int n, int c,
+                                                 int hw, int ch) {
     float sum = 0.0f;
     for (int i = 0; i < n; i++) {
-        const uint16_t *row = dy + ((long)i * c + ch) * hw;
-        for (int j = 0; j < hw; j++) sum += hfl_op_widen(lp, row[j]);
+        size_t row = ((size_t)i * c + ch) * hw;
+        for (int j = 0; j < hw; j++) sum += hfl_ld(t, dy, row + j);
     }
     return sum;
 }
 
-/* hfl_op_softmax_xent_row on a 2-byte row: each logit is widened where it is
- * read (exact, so the arithmetic is that of the fp32 body on the widened row,
- * operation for operation) and each gradient element is rounded once to lp.
- * Needs no fp32 copy of the row, so a GPU thread can run it in registers.
- * Keep the two bodies in step: the tests compare them bit for bit. */
-static inline HFL_HD float hfl_op_softmax_xent_row_lp(hfl_precision lp, const uint16_t *z,
-                                                      int32_t label, uint16_t *drow, int cols,
-                                                      float scale, int *is_correct) {
-    float zmax = hfl_op_widen(lp, z[0]);
-    int amax = 0;
-    for (int c = 1; c < cols; c++) {
-        float v = hfl_op_widen(lp, z[c]);
-        if (v > zmax) {
-            zmax = v;
-            amax = c;
-        }
-    }
-    float sum = 0.0f;
-    for (int c = 0; c < cols; c++) sum += expf(hfl_op_widen(lp, z[c]) - zmax);
-    float log_sum = logf(sum);
-    if (drow) {
-        float inv = 1.0f / sum;
-        for (int c = 0; c < cols; c++) {
-            float p = expf(hfl_op_widen(lp, z[c]) - zmax) * inv;
-            drow[c] = hfl_op_narrow(lp, scale * (p - (c == label ? 1.0f : 0.0f)));
-        }
-    }
-    *is_correct = (amax == label);
-    return log_sum - (hfl_op_widen(lp, z[label]) - zmax);
+/* ---- AdamW ---- */
+
+/* torch.optim.AdamW's single-tensor step (Loshchilov & Hutter 2019):
+ *   w *= 1 - lr*wd;  m += (1 - b1) (g - m);  v = b2 v + (1 - b2) g^2;
+ *   w -= step_size * m / (sqrt(v) / bc2_sqrt + eps)
+ * with step_size = lr / (1 - b1^step) and bc2_sqrt = sqrt(1 - b2^step),
+ * computed in double once per step by hfl_op_adamw_bias; the element body
+ * is kernels/thread_hd.h's hfl_thread_adamw_step.
+ *
+ * The step number lives on the device: with sc set (the trainer's form),
+ * adamw_step (kernels/backend.h) first counts the step in sc
+ * (hfl_op_adamw_count) and then takes step_size and bc2_sqrt from sc's
+ * powers (hfl_op_adamw_bias), so fp16's skipped steps, which only the device
+ * knows of, are left out of the count without the host reading the flag
+ * back. With sc NULL, step_size and bc2_sqrt are used as given
+ * (hfl_adamw_make, for testing the op at a chosen step). */
+
+/* One more AdamW step in sc, unless skip_if_nonfinite is given and its
+ * finite flag is 0 (fp16's skipped step, which torch's GradScaler does not
+ * pass to optimizer.step()). The powers are products in double, one factor a
+ * step, rather than pow(): a multiplication rounds the same on every IEEE
+ * machine (there is nothing for an FMA to contract), so the CPU and the GPU
+ * keep the same bits, while a pow() is each maths library's own. Each
+ * product rounds once (unit roundoff u = 2^-53), so beta^t is within t u
+ * relative of the exact power of the fp32 beta, and 1 - beta^t, since
+ * 1 - b^t >= t (1 - b) b^(t-1), within u b / (1 - b) relative at every t:
+ * 1.1e-13 for beta 0.999, 1.1e-12 for 0.9999, some 10^5 times finer than
+ * the fp32 rounding of the step_size and bc2_sqrt made from it. */
+static inline HFL_HD void hfl_op_adamw_count(hfl_step_scalars *sc, float beta1, float beta2,
+                                             const hfl_step_scalars *skip_if_nonfinite) {
+    if (skip_if_nonfinite && !skip_if_nonfinite->finite) return;
+    sc->adam_steps++;
+    sc->adam_beta1_pow *= (double)beta1;
+    sc->adam_beta2_pow *= (double)beta2;
+}
+
+/* a's step_size and bc2_sqrt from sc's powers (the step just counted), in
+ * double and rounded once to fp32, as torch computes its Python floats and
+ * hands them to an fp32 kernel. Only one subtraction, division and square
+ * root, all correctly rounded in IEEE double on both backends. */
+static inline HFL_HD void hfl_op_adamw_bias(const hfl_step_scalars *sc, hfl_adamw_args *a) {
+    a->step_size = (float)((double)a->lr / (1.0 - sc->adam_beta1_pow));
+    a->bc2_sqrt = (float)sqrt(1.0 - sc->adam_beta2_pow);
 }
 
 /* fp16's dynamic loss scaler after one step, from the step's finite flag

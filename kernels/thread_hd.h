@@ -11,7 +11,10 @@
  * Conventions: the index `i` runs over [0, count) where count is named in
  * each comment; a body writes only the elements of its own index (no
  * atomics, no ordering between threads); sizes and pointers come as plain
- * arguments, geometry by value (kernels/geom.h). Sums run in the order the
+ * arguments, geometry by value (kernels/geom.h); tensors of activations
+ * are of the op's storage type t (kernels/backend.h, STORAGE TYPES), read
+ * and written through ops_hd.h's hfl_ld, hfl_st and hfl_cp, so one body
+ * serves fp32, bf16 and fp16. Sums run in the order the
  * CPU backend uses, so both round alike:
  * - bias_grad: a column's rows r = 0, 1, ... added one by one onto the
  *   existing dbias value (cpu_bias_grad's row loop, seen from one column);
@@ -33,71 +36,72 @@
 
 static inline HFL_HD void hfl_thread_fill(size_t i, float *p, float value) { p[i] = value; }
 
-/* i < rows * cols: y[r, c] += bias[c] */
-static inline HFL_HD void hfl_thread_bias_add(size_t i, float *y, const float *bias, int cols) {
-    y[i] = hfl_op_bias_add(y[i], bias[i % (size_t)cols]);
+/* ReLU forward, on the element's bits: y = x where x > 0, else 0. A NaN
+ * input maps to 0 (the comparison is false), unlike torch.relu, which
+ * propagates it. */
+static inline HFL_TYPED void hfl_thread_relu_fwd(size_t i, hfl_precision t, void *y,
+                                                 const void *x) {
+    hfl_cp_if(t, y, i, hfl_ld(t, x, i) > 0.0f, x, i);
 }
 
-/* i < n * c * hw: y[s, ch, j] += bias[ch] */
-static inline HFL_HD void hfl_thread_channel_bias_add(size_t i, float *y, const float *bias, int c,
-                                                      int hw) {
-    y[i] = hfl_op_bias_add(y[i], bias[(i / (size_t)hw) % (size_t)c]);
+/* ReLU backward from the *output* y: dx = dy where the unit was active,
+ * else 0 (y > 0 exactly when x > 0, so the pre-activation need not be
+ * kept); dy passes bit for bit (a NaN keeps its payload). dx may alias dy. */
+static inline HFL_TYPED void hfl_thread_relu_bwd(size_t i, hfl_precision t, void *dx,
+                                                 const void *dy, const void *y) {
+    hfl_cp_if(t, dx, i, hfl_ld(t, y, i) > 0.0f, dy, i);
 }
 
-static inline HFL_HD void hfl_thread_relu_fwd(size_t i, float *y, const float *x) {
-    y[i] = hfl_op_relu(x[i]);
+/* dst[i] = src[i] as type t. */
+static inline HFL_TYPED void hfl_thread_convert(size_t i, hfl_precision t, void *dst,
+                                                const float *src) {
+    hfl_st(t, dst, i, src[i]);
 }
 
-static inline HFL_HD void hfl_thread_relu_bwd(size_t i, float *dx, const float *dy,
-                                              const float *y) {
-    dx[i] = hfl_op_relu_bwd(dy[i], y[i]);
+/* dst[i] = src[i] widened to fp32 (exact). */
+static inline HFL_TYPED void hfl_thread_widen(size_t i, hfl_precision t, float *dst,
+                                              const void *src) {
+    dst[i] = hfl_ld(t, src, i);
 }
 
-static inline HFL_HD void hfl_thread_relu_fwd_lp(size_t i, hfl_precision lp, uint16_t *y,
-                                                 const uint16_t *x) {
-    y[i] = hfl_op_relu_lp(lp, x[i]);
-}
-
-static inline HFL_HD void hfl_thread_relu_bwd_lp(size_t i, hfl_precision lp, uint16_t *dx,
-                                                 const uint16_t *dy, const uint16_t *y) {
-    dx[i] = hfl_op_relu_bwd_lp(lp, dy[i], y[i]);
-}
-
-static inline HFL_HD void hfl_thread_round_lp(size_t i, hfl_precision lp, uint16_t *dst,
-                                              const float *src) {
-    dst[i] = hfl_op_narrow(lp, src[i]);
-}
-
-static inline HFL_HD void hfl_thread_widen(size_t i, hfl_precision lp, float *dst,
-                                           const uint16_t *src) {
-    dst[i] = hfl_op_widen(lp, src[i]);
-}
-
-/* SGD on element i (v untouched, and may be NULL, when momentum == 0). Two
- * calls rather than one through `momentum ? &v[i] : &unused`: a pointer that
- * may point at a local puts the local in a CUDA thread's stack frame. */
-static inline HFL_HD void hfl_thread_sgd_step(size_t i, float *w, float *v, const float *g,
-                                              float lr, float momentum, float wd) {
+/* SGD on the fp32 master weight (v untouched, and may be NULL, when
+ * momentum == 0), then w[i] = the master as type t (w may be master itself
+ * in fp32). Two calls rather than one through `momentum ? &v[i] : &unused`:
+ * a pointer that may point at a local puts the local in a CUDA thread's
+ * stack frame. */
+static inline HFL_TYPED void hfl_thread_sgd_step(size_t i, hfl_precision t, float *master, float *v,
+                                                 const float *g, void *w, float lr, float momentum,
+                                                 float wd) {
+    float nw;
     if (momentum != 0.0f) {
-        w[i] = hfl_op_sgd(w[i], &v[i], g[i], lr, momentum, wd);
+        nw = hfl_op_sgd(master[i], &v[i], g[i], lr, momentum, wd);
     } else {
         float unused = 0.0f;
-        w[i] = hfl_op_sgd(w[i], &unused, g[i], lr, 0.0f, wd);
+        nw = hfl_op_sgd(master[i], &unused, g[i], lr, 0.0f, wd);
     }
+    master[i] = nw;
+    hfl_st(t, w, i, nw);
+}
+
+/* AdamW on the fp32 master weight and moments (ops_hd.h's formula), then
+ * w[i] = the master as type t (w may be master itself in fp32). */
+static inline HFL_TYPED void hfl_thread_adamw_step(size_t i, hfl_precision t, float *master,
+                                                   float *m, float *v, const float *g, void *w,
+                                                   hfl_adamw_args a) {
+    float wi = master[i] * (1.0f - a.lr * a.wd);
+    float mi = m[i] + (1.0f - a.beta1) * (g[i] - m[i]);
+    float vi = a.beta2 * v[i] + (1.0f - a.beta2) * g[i] * g[i];
+    m[i] = mi;
+    v[i] = vi;
+    float nw = wi - a.step_size * mi / (sqrtf(vi) / a.bc2_sqrt + a.eps);
+    master[i] = nw;
+    hfl_st(t, w, i, nw);
 }
 
 /* FedProx: g[i] += mu * (w[i] - anchor[i]). */
 static inline HFL_HD void hfl_thread_prox_grad(size_t i, float *g, const float *w,
                                                const float *anchor, float mu) {
     g[i] = hfl_op_prox_grad(g[i], w[i], anchor[i], mu);
-}
-
-/* SGD on the fp32 master weight, then its 2-byte working copy. */
-static inline HFL_HD void hfl_thread_sgd_step_lp(size_t i, hfl_precision lp, float *master,
-                                                 float *v, const float *g, uint16_t *w, float lr,
-                                                 float momentum, float wd) {
-    hfl_thread_sgd_step(i, master, v, g, lr, momentum, wd);
-    w[i] = hfl_op_narrow(lp, master[i]);
 }
 
 /* g[i] *= inv_scale; returns whether the result is finite (the caller ANDs
@@ -108,81 +112,71 @@ static inline HFL_HD int hfl_thread_unscale(size_t i, float *g, float inv_scale)
     return finite;
 }
 
-/* ---- GEMM bias (CUDA's gemm_lp; the CPU adds the bias inside its tiles) ---- */
+/* ---- GEMM bias (the CUDA gemm's; the CPU adds the bias inside its loop) ---- */
 
-/* i < m * n: C[r, c] (2-byte, leading dimension ldc) := the bias of its row
- * or column, so that a GEMM with beta = 1 rounds acc + bias once. */
-static inline HFL_HD void hfl_thread_bias_fill_lp(size_t i, uint16_t *c, int ldc, int n,
-                                                  const uint16_t *bias, int bias_axis) {
-    size_t r = i / (size_t)n, q = i % (size_t)n;
-    c[r * (size_t)ldc + q] = bias[bias_axis == HFL_BIAS_ROW ? r : q];
+/* Element i < count * m * n of a strided batch of count m x n outputs (one
+ * GEMM: count 1): GEMM s = i / (m n), row r and column q of its C, which
+ * starts stride_c elements after the previous one. Returns the element's
+ * offset from the first C, in elements; *b gets its bias's index. */
+static inline HFL_HD size_t hfl_gemm_c_at(size_t i, int ldc, int m, int n, long long stride_c,
+                                          int bias_axis, size_t *b) {
+    size_t per = (size_t)m * n, s = i / per, r = i % per / (size_t)n, q = i % (size_t)n;
+    *b = bias_axis == HFL_BIAS_ROW ? r : q;
+    return (size_t)((long long)s * stride_c) + r * (size_t)ldc + q;
 }
 
-/* i < count * m * n: hfl_thread_bias_fill_lp for GEMM s = i / (m * n) of a
- * strided batch, whose C starts at c + s * stride_c (gemm_lp_strided). */
-static inline HFL_HD void hfl_thread_bias_fill_lp_strided(size_t i, uint16_t *c, int ldc, int m,
-                                                          int n, long long stride_c,
-                                                          const uint16_t *bias, int bias_axis) {
-    size_t per = (size_t)m * n, s = i / per;
-    hfl_thread_bias_fill_lp(i % per, c + (long long)s * stride_c, ldc, n, bias, bias_axis);
+/* i < count * m * n: C[r, q] (of type t) := the bias of its row or column
+ * (bit for bit), so that a GEMM with beta = 1 rounds acc + bias once. */
+static inline HFL_TYPED void hfl_thread_bias_fill(size_t i, hfl_precision t, void *c, int ldc,
+                                                  int m, int n, long long stride_c,
+                                                  const void *bias, int bias_axis) {
+    size_t b, at = hfl_gemm_c_at(i, ldc, m, n, stride_c, bias_axis, &b);
+    hfl_cp(t, c, at, bias, b);
+}
+
+/* i < count * m * n: an fp32 C[r, q] += the (widened) bias, after the GEMM
+ * (the CPU's order: alpha AB + beta C first, then the bias). */
+static inline HFL_TYPED void hfl_thread_bias_add_f32(size_t i, hfl_precision t, float *c, int ldc,
+                                                     int m, int n, long long stride_c,
+                                                     const void *bias, int bias_axis) {
+    size_t b, at = hfl_gemm_c_at(i, ldc, m, n, stride_c, bias_axis, &b);
+    c[at] = hfl_op_bias_add(c[at], hfl_ld(t, bias, b));
 }
 
 /* A 2-byte C with a bias and beta != 0 (a GPT block's residual projections)
- * goes through an fp32 tile t, so that it is rounded once, after the bias,
- * as the CPU does: t = widen(C) (this body), then the GEMM into t with beta,
- * then C = round(t + bias) (hfl_thread_bias_round_lp). i < m * n. */
-static inline HFL_HD void hfl_thread_widen_tile_lp(size_t i, hfl_precision lp, float *t, int ldt,
-                                                   const uint16_t *c, int ldc, int n) {
+ * goes through an fp32 tile w, so that it is rounded once, after the bias,
+ * as the CPU does: w = widen(C) (this body), then the GEMM into w with beta,
+ * then C = round(w + bias) (hfl_thread_bias_round). i < m * n. */
+static inline HFL_TYPED void hfl_thread_widen_tile(size_t i, hfl_precision t, float *w, int ldw,
+                                                   const void *c, int ldc, int n) {
     size_t r = i / (size_t)n, q = i % (size_t)n;
-    t[r * (size_t)ldt + q] = hfl_op_widen(lp, c[r * (size_t)ldc + q]);
+    w[r * (size_t)ldw + q] = hfl_ld(t, c, r * (size_t)ldc + q);
 }
 
-/* i < m * n: C[r, c] := round(t[r, c] + bias), the one rounding of the tile
- * path above (the CPU's cpu_gemm_lp adds the bias and rounds the same way). */
-static inline HFL_HD void hfl_thread_bias_round_lp(size_t i, hfl_precision lp, uint16_t *c,
-                                                   int ldc, const float *t, int ldt, int n,
-                                                   const uint16_t *bias, int bias_axis) {
+/* i < m * n: C[r, q] := round(w[r, q] + bias), the one rounding of the tile
+ * path above (the CPU's gemm adds the bias and rounds the same way). */
+static inline HFL_TYPED void hfl_thread_bias_round(size_t i, hfl_precision t, void *c, int ldc,
+                                                   const float *w, int ldw, int n, const void *bias,
+                                                   int bias_axis) {
     size_t r = i / (size_t)n, q = i % (size_t)n;
-    float b = hfl_op_widen(lp, bias[bias_axis == HFL_BIAS_ROW ? r : q]);
-    c[r * (size_t)ldc + q] = hfl_op_narrow(lp, hfl_op_bias_add(t[r * (size_t)ldt + q], b));
-}
-
-/* i < m * n: an fp32 C[r, c] += the widened bias, after the GEMM (the CPU's
- * order: alpha AB + beta C first, then the bias). */
-static inline HFL_HD void hfl_thread_bias_add_f32(size_t i, hfl_precision lp, float *c, int ldc,
-                                                  int n, const uint16_t *bias, int bias_axis) {
-    size_t r = i / (size_t)n, q = i % (size_t)n;
-    float *at = c + r * (size_t)ldc + q;
-    *at = hfl_op_bias_add(*at, hfl_op_widen(lp, bias[bias_axis == HFL_BIAS_ROW ? r : q]));
+    float b = hfl_ld(t, bias, bias_axis == HFL_BIAS_ROW ? r : q);
+    hfl_st(t, c, r * (size_t)ldc + q, hfl_op_bias_add(w[r * (size_t)ldw + q], b));
 }
 
 /* ---- reductions with one thread per output ---- */
 
 /* col < cols: dbias[col] += dy[0, col] + dy[1, col] + ..., one row at a time. */
-static inline HFL_HD void hfl_thread_bias_grad(size_t col, float *dbias, const float *dy, int rows,
-                                               int cols) {
+static inline HFL_TYPED void hfl_thread_bias_grad(size_t col, hfl_precision t, float *dbias,
+                                                  const void *dy, int rows, int cols) {
     float acc = dbias[col];
-    for (int r = 0; r < rows; r++) acc += dy[(size_t)r * cols + col];
-    dbias[col] = acc;
-}
-
-static inline HFL_HD void hfl_thread_bias_grad_lp(size_t col, hfl_precision lp, float *dbias,
-                                                  const uint16_t *dy, int rows, int cols) {
-    float acc = dbias[col];
-    for (int r = 0; r < rows; r++) acc += hfl_op_widen(lp, dy[(size_t)r * cols + col]);
+    for (int r = 0; r < rows; r++) acc += hfl_ld(t, dy, (size_t)r * cols + col);
     dbias[col] = acc;
 }
 
 /* ch < c: dbias[ch] += the channel's sum over samples and positions. */
-static inline HFL_HD void hfl_thread_channel_bias_grad(size_t ch, float *dbias, const float *dy,
-                                                       int n, int c, int hw) {
-    dbias[ch] += hfl_op_channel_sum(dy, n, c, hw, (int)ch);
-}
-
-static inline HFL_HD void hfl_thread_channel_bias_grad_lp(size_t ch, hfl_precision lp,
-                                                          float *dbias, const uint16_t *dy, int n,
-                                                          int c, int hw) {
-    dbias[ch] += hfl_op_channel_sum_lp(lp, dy, n, c, hw, (int)ch);
+static inline HFL_TYPED void hfl_thread_channel_bias_grad(size_t ch, hfl_precision t, float *dbias,
+                                                          const void *dy, int n, int c, int hw) {
+    dbias[ch] += hfl_op_channel_sum(t, dy, n, c, hw, (int)ch);
 }
 
 /* ---- convolution and pooling over n samples [n, C, H, W] ---- */
@@ -209,19 +203,12 @@ static inline HFL_HD hfl_col_index hfl_thread_col_index(size_t i, const hfl_wind
 }
 
 /* i < n * C*k*k * ho*wo: one column entry, copied from x or 0 (padding). */
-static inline HFL_HD void hfl_thread_im2col(size_t i, float *cols, const float *x,
-                                            hfl_window_geom g) {
-    hfl_col_index at = hfl_thread_col_index(i, &g);
-    long src = hfl_op_im2col_src(&g, at.ci, at.ky, at.kx, at.oy, at.ox);
-    cols[i] = src < 0 ? 0.0f : x[at.sample * (size_t)g.c * g.h * g.w + (size_t)src];
-}
-
-/* im2col of 2-byte x into 2-byte columns (a copy; 0x0000 in the padding). */
-static inline HFL_HD void hfl_thread_im2col_lp(size_t i, uint16_t *cols, const uint16_t *x,
+static inline HFL_TYPED void hfl_thread_im2col(size_t i, hfl_precision t, void *cols, const void *x,
                                                hfl_window_geom g) {
     hfl_col_index at = hfl_thread_col_index(i, &g);
     long src = hfl_op_im2col_src(&g, at.ci, at.ky, at.kx, at.oy, at.ox);
-    cols[i] = src < 0 ? (uint16_t)0 : x[at.sample * (size_t)g.c * g.h * g.w + (size_t)src];
+    if (src < 0) hfl_st(t, cols, i, 0.0f);
+    else hfl_cp(t, cols, i, x, at.sample * (size_t)g.c * g.h * g.w + (size_t)src);
 }
 
 /* The coordinates of element i of an [n * planes, rows, cols] tensor. */
@@ -239,78 +226,47 @@ static inline HFL_HD hfl_plane_index hfl_thread_plane_index(size_t i, int rows, 
     return at;
 }
 
-/* i < n * C * H * W: input element i, the sum of the column entries copied from it. */
-static inline HFL_HD float hfl_thread_col2im_sum(size_t i, const float *cols, hfl_window_geom g) {
+/* i < n * C * H * W: input element i, the fp32 sum of the (fp32) column
+ * entries copied from it, stored once as type t. */
+static inline HFL_TYPED void hfl_thread_col2im(size_t i, hfl_precision t, void *dx,
+                                               const float *cols, hfl_window_geom g) {
     hfl_plane_index at = hfl_thread_plane_index(i, g.h, g.w); /* plane = sample * C + ci */
     size_t sample = at.plane / (size_t)g.c;
     int ci = (int)(at.plane % (size_t)g.c);
     size_t col_size = (size_t)g.c * g.k * g.k * g.ho * g.wo;
-    return hfl_op_col2im(cols + sample * col_size, &g, ci, at.y, at.x);
-}
-
-static inline HFL_HD void hfl_thread_col2im(size_t i, float *dx, const float *cols,
-                                            hfl_window_geom g) {
-    dx[i] = hfl_thread_col2im_sum(i, cols, g);
-}
-
-/* fp32 columns summed in fp32, rounded once to lp. */
-static inline HFL_HD void hfl_thread_col2im_lp(size_t i, hfl_precision lp, uint16_t *dx,
-                                               const float *cols, hfl_window_geom g) {
-    dx[i] = hfl_op_narrow(lp, hfl_thread_col2im_sum(i, cols, g));
+    hfl_st(t, dx, i, hfl_op_col2im(cols + sample * col_size, &g, ci, at.y, at.x));
 }
 
 /* i < n * C * ho * wo: the window maximum (the first maximum, padding never wins). */
-static inline HFL_HD void hfl_thread_maxpool_fwd(size_t i, float *y, const float *x,
-                                                 hfl_window_geom g) {
+static inline HFL_TYPED void hfl_thread_maxpool_fwd(size_t i, hfl_precision t, void *y,
+                                                    const void *x, hfl_window_geom g) {
     hfl_plane_index at = hfl_thread_plane_index(i, g.ho, g.wo);
-    const float *xp = x + at.plane * (size_t)g.h * g.w;
-    y[i] = xp[hfl_op_maxpool_argmax(xp, &g, at.y, at.x)];
+    const void *xp = hfl_at(t, x, at.plane * (size_t)g.h * g.w);
+    hfl_cp(t, y, i, xp, (size_t)hfl_op_maxpool_argmax(t, xp, &g, at.y, at.x));
 }
 
-static inline HFL_HD void hfl_thread_maxpool_fwd_lp(size_t i, hfl_precision lp, uint16_t *y,
-                                                    const uint16_t *x, hfl_window_geom g) {
-    hfl_plane_index at = hfl_thread_plane_index(i, g.ho, g.wo);
-    const uint16_t *xp = x + at.plane * (size_t)g.h * g.w;
-    y[i] = xp[hfl_op_maxpool_argmax_lp(lp, xp, &g, at.y, at.x)];
-}
-
-/* i < n * C * H * W: the dy of the windows whose first maximum is input element i. */
-static inline HFL_HD void hfl_thread_maxpool_bwd(size_t i, float *dx, const float *dy,
-                                                 const float *x, hfl_window_geom g) {
-    hfl_plane_index at = hfl_thread_plane_index(i, g.h, g.w);
-    dx[i] = hfl_op_maxpool_bwd(x + at.plane * (size_t)g.h * g.w,
-                               dy + at.plane * (size_t)g.ho * g.wo, &g, at.y, at.x);
-}
-
-static inline HFL_HD void hfl_thread_maxpool_bwd_lp(size_t i, hfl_precision lp, uint16_t *dx,
-                                                    const uint16_t *dy, const uint16_t *x,
+/* i < n * C * H * W: the dy of the windows whose first maximum is input
+ * element i, summed in fp32 and stored once. */
+static inline HFL_TYPED void hfl_thread_maxpool_bwd(size_t i, hfl_precision t, void *dx,
+                                                    const void *dy, const void *x,
                                                     hfl_window_geom g) {
     hfl_plane_index at = hfl_thread_plane_index(i, g.h, g.w);
-    dx[i] = hfl_op_narrow(lp, hfl_op_maxpool_bwd_lp(lp, x + at.plane * (size_t)g.h * g.w,
-                                                    dy + at.plane * (size_t)g.ho * g.wo, &g, at.y,
-                                                    at.x));
+    hfl_st(t, dx, i,
+           hfl_op_maxpool_bwd(t, hfl_at(t, x, at.plane * (size_t)g.h * g.w),
+                              hfl_at(t, dy, at.plane * (size_t)g.ho * g.wo), &g, at.y, at.x));
 }
 
 /* ---- softmax cross-entropy: one row r < rows per call ---- */
 
 /* Row r's loss (float, as the CPU sums it into a double); dlogits' row r
- * (when not NULL) gets scale * (softmax - onehot); *is_correct its argmax hit.
- * scale = 1/rows for fp32, sc->loss_scale / rows for the 2-byte form. */
-static inline HFL_HD float hfl_thread_softmax_xent(size_t r, const float *logits,
-                                                   const int32_t *labels, float *dlogits, int cols,
-                                                   float scale, int *is_correct) {
-    return hfl_op_softmax_xent_row(logits + r * (size_t)cols, labels[r],
-                                   dlogits ? dlogits + r * (size_t)cols : NULL, cols, scale,
-                                   is_correct);
-}
-
-static inline HFL_HD float hfl_thread_softmax_xent_lp(size_t r, hfl_precision lp,
-                                                      const uint16_t *logits,
-                                                      const int32_t *labels, uint16_t *dlogits,
+ * (when not NULL) gets scale * (softmax - onehot); *is_correct its argmax
+ * hit. scale = sc->loss_scale / mean_rows. */
+static inline HFL_TYPED float hfl_thread_softmax_xent(size_t r, hfl_precision t, const void *logits,
+                                                      const int32_t *labels, void *dlogits,
                                                       int cols, float scale, int *is_correct) {
-    return hfl_op_softmax_xent_row_lp(lp, logits + r * (size_t)cols, labels[r],
-                                      dlogits ? dlogits + r * (size_t)cols : NULL, cols, scale,
-                                      is_correct);
+    return hfl_op_softmax_xent_row(t, hfl_at(t, logits, r * (size_t)cols), labels[r],
+                                   dlogits ? hfl_at(t, dlogits, r * (size_t)cols) : NULL, cols,
+                                   scale, is_correct);
 }
 
 #endif

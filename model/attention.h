@@ -25,28 +25,21 @@
 
 #include "kernels/backend.h"
 
-/* Workspace bytes: forward 3 n T C floats (q, k, v heads; y's heads reuse
- * q's); backward 4 n T C + n H T T floats (q, k, v, dy heads and datt). */
-size_t hfl_attention_fwd_ws_bytes(int n, int T, int C, int H);
-size_t hfl_attention_bwd_ws_bytes(int n, int T, int C, int H);
+/* Workspace bytes in type t: forward the q, k, v heads (y's heads reuse
+ * q's), 3 n T C elements; backward the q, k, v, dy heads and datt, 4 n T C
+ * + n H T T elements; in a 2-byte type each region 64-byte aligned and the
+ * gemm's fp32 staging after them. */
+size_t hfl_attention_fwd_ws_bytes(hfl_precision t, int n, int T, int C, int H);
+size_t hfl_attention_bwd_ws_bytes(hfl_precision t, int n, int T, int C, int H);
 
-void hfl_attention_forward(const hfl_backend *be, float *y, float *att, const float *qkv, float *ws,
-                           int n, int T, int C, int H);
+/* qkv, y, att, dy and dqkv of type t: the GEMMs in the backend's gemm (fp32
+ * accumulation, each 2-byte result rounded once), the scores stored in t
+ * before the softmax, which computes in fp32 and rounds each probability
+ * once (lm_hd.h). */
+void hfl_attention_forward(const hfl_backend *be, hfl_precision t, void *y, void *att,
+                           const void *qkv, void *ws, int n, int T, int C, int H);
 /* dqkv [n*T, 3C] overwritten (it has no parameters to accumulate). */
-void hfl_attention_backward(const hfl_backend *be, float *dqkv, const float *dy, const float *qkv,
-                            const float *att, float *ws, int n, int T, int C, int H);
-
-/* The same in 2-byte storage (bf16/fp16: qkv, y, att, dy and dqkv are
- * uint16_t of lp): the GEMMs through gemm_lp (fp32 accumulation, each 2-byte
- * result rounded once), the scores rounded to lp before the softmax, which
- * computes in fp32 and rounds each probability once (lm_hd.h). The
- * workspaces hold the 2-byte heads (and datt), then gemm_lp's fp32 staging. */
-size_t hfl_attention_fwd_ws_bytes_lp(int n, int T, int C, int H);
-size_t hfl_attention_bwd_ws_bytes_lp(int n, int T, int C, int H);
-void hfl_attention_forward_lp(const hfl_backend *be, hfl_precision lp, uint16_t *y, uint16_t *att,
-                              const uint16_t *qkv, void *ws, int n, int T, int C, int H);
-void hfl_attention_backward_lp(const hfl_backend *be, hfl_precision lp, uint16_t *dqkv,
-                               const uint16_t *dy, const uint16_t *qkv, const uint16_t *att,
-                               void *ws, int n, int T, int C, int H);
+void hfl_attention_backward(const hfl_backend *be, hfl_precision t, void *dqkv, const void *dy,
+                            const void *qkv, const void *att, void *ws, int n, int T, int C, int H);
 
 #endif

@@ -62,12 +62,12 @@ uint64_t hfl_blas_footprint_bytes(const hfl_blas_footprint *f) {
 typedef struct {
     void (*sink)(void *ctx, int ta, int tb, int m, int n, int k);
     void *ctx;
-    int lp; /* the calls are gemm_lp's tiles */
+    int lp; /* the calls are a 2-byte gemm's tiles */
 } gemms;
 
 /* A call op(A) m x k times op(B) k x n (ta, tb: transposed); in 2-byte
- * storage gemm_lp's tiles of it, with the same transposes: full tiles and
- * the remainders along each axis (cpu_gemm_lp in backend_cpu.c). */
+ * storage the gemm's tiles of it, with the same transposes: full tiles and
+ * the remainders along each axis (cpu_gemm in backend_cpu.c). */
 static void g(const gemms *s, int ta, int tb, int m, int n, int k) {
     if (!s->lp) {
         s->sink(s->ctx, ta, tb, m, n, k);

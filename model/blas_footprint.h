@@ -61,7 +61,7 @@ uint64_t hfl_blas_footprint_bytes(const hfl_blas_footprint *f);
 /* Every sgemm call (transposes and row-major m, n, k) one training step of spec at a
  * micro-batch of `batch` rows calls, forward and backward, as sink calls
  * (a shape may come more than once). In precision p other than fp32 the
- * calls are the backend's fp32 tiles (kernels/backend.h's gemm_lp: at most
+ * calls are the backend's fp32 tiles (kernels/backend.h's gemm: at most
  * HFL_GEMM_TILE x HFL_GEMM_TILE x HFL_GEMM_TILE_K each, and the remainders),
  * which is what reaches OpenBLAS. Recomputation under a checkpoint schedule repeats
  * forward shapes, so the schedule does not change the set. */

@@ -13,18 +13,15 @@
 static const int chooser_ladder[] = {1, 8, 32, 128, 512};
 static const hfl_ckpt_kind chooser_kinds[] = {HFL_CKPT_NONE, HFL_CKPT_SQRT, HFL_CKPT_OPTIMAL, HFL_CKPT_FULL};
 
-/* One N^3 GEMM in precision p: sgemm for fp32, gemm_lp on 2-byte operands otherwise. */
+/* One N^3 GEMM in precision p (ws: the staging of a 2-byte one on the CPU). */
 static void calibrate_gemm(const hfl_backend *be, hfl_precision p, void *a, void *b, void *c, void *ws, int n) {
-    if (p == HFL_PREC_FP32)
-        be->sgemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-    else
-        be->gemm_lp(p, 0, 0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, NULL, HFL_BIAS_NONE, ws);
+    be->gemm(p, 0, 0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, NULL, HFL_BIAS_NONE, ws);
 }
 
 /* The calibration's memory: three N x N fp32 matrices and a workspace, N as
  * asked or halved down to CAL_MIN_N while try_alloc refuses (a budget, a
  * card already full), so calibrating never exits the process. The workspace
- * is gemm_lp's fp32 staging on the CPU and, on a device, the BLAS workspace
+ * is a 2-byte gemm's fp32 staging on the CPU and, on a device, the BLAS workspace
  * (blas_ws_bytes) handed to the library for the calibration and taken back
  * after: with one, cuBLAS runs its GEMMs in it and never creates a pool of
  * its own that would outlive the calibration, unplanned and unmeasured. */
@@ -39,7 +36,8 @@ typedef struct {
 static int calibrate_alloc(const hfl_backend *be, int n, calibrate_memory *m, char *err) {
     for (; n >= CAL_MIN_N; n /= 2) {
         m->n = n;
-        m->ws_bytes = be->host_memory ? hfl_gemm_lp_ws_bytes(0, n, n, n) : be->blas_ws_bytes;
+        m->ws_bytes =
+            be->host_memory ? hfl_gemm_ws_bytes(HFL_PREC_BF16, 0, n, n, n) : be->blas_ws_bytes;
         m->abc = be->try_alloc(sizeof(float) * (size_t)n * n * 3, err);
         m->ws = m->abc && m->ws_bytes ? be->try_alloc(m->ws_bytes, err) : NULL;
         if (m->abc && (m->ws || !m->ws_bytes)) {
@@ -70,7 +68,8 @@ static void chooser_calibrate_here(const hfl_backend *be, unsigned precisions, d
     }
     const int N = m.n;
     float *a = m.abc, *b = a + (size_t)N * N, *c = b + (size_t)N * N;
-    void *ws = be->host_memory ? m.ws : NULL; /* gemm_lp's staging; a device's is the library's */
+    void *ws =
+        be->host_memory ? m.ws : NULL;    /* a 2-byte gemm's staging; a device's is the library's */
     be->fill(a, 0.0f, (size_t)N * N * 3); /* zero bits are 0.0 in every precision */
     for (int p = HFL_PREC_FP32; p <= HFL_PREC_FP16; p++) {
         if (!(precisions & (1u << p))) continue; /* e.g. bf16 on a GPU without it */
@@ -92,7 +91,7 @@ static void chooser_calibrate_here(const hfl_backend *be, unsigned precisions, d
  * they were); a device backend in-process, since CUDA cannot be used in a
  * child forked after the parent initialised it. */
 /* On the CPU, 2-byte storage is widened around the same fp32 GEMMs
- * (cpu_gemm_lp), so it is never faster than fp32: a timing that says so is
+ * (cpu_gemm), so it is never faster than fp32: a timing that says so is
  * noise (seen under load: 8 of 10 clients chose a 2-byte type), and the
  * device's capability decides. 2-byte precisions then win only on memory. */
 static void cap_emulated(const hfl_backend *be, double gflops[3]) {
@@ -156,7 +155,7 @@ static size_t optimal_budget(const hfl_plan *none, uint64_t usable) {
 #define CHOOSER_TIE 0.05
 
 /* emulated: the backend widens 2-byte operands around fp32 GEMMs (the CPU,
- * cpu_gemm_lp), so a 2-byte step is never faster there (a GPT block's step
+ * cpu_gemm), so a 2-byte step is never faster there (a GPT block's step
  * measured ~2x slower in bf16: bench/lm_block.sh), and the 2048^3 GEMM the
  * calibration times hides the widening: its 2-byte rate lands within noise
  * of the 5% tie, and fresh state dirs chose fp32 or bf16 by chance. On such

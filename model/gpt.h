@@ -13,11 +13,13 @@
  * ln_2.weight, .bias; mlp.c_fc.weight [4C, C], .bias [4C];
  * mlp.c_proj.weight [C, 4C], .bias [C]: 12 C^2 + 13 C floats.
  *
- * What backward reads besides x and the parameters is the block's saved
- * activations (h1, LN statistics, qkv, the attention probabilities, ya, x2,
- * h2, f, g: hfl_gpt_block_saved_floats per batch), which the forward writes;
- * a memory plan either keeps them until backward or drops them and runs the
- * forward again (gradient checkpointing with blocks as the chain's units).
+ * Everything is in the block's storage type t (kernels/backend.h, STORAGE
+ * TYPES) but the layer-norm statistics and the parameter gradients, which
+ * are fp32. What backward reads besides x and the parameters is the block's
+ * saved activations (h1, LN statistics, qkv, the attention probabilities,
+ * ya, x2, h2, f, g: hfl_gpt_block_saved_bytes per batch), which the forward
+ * writes; a memory plan either keeps them until backward or drops them and
+ * runs the forward again (gradient checkpointing with blocks as the chain's units).
  * The workspace (hfl_gpt_block_ws_bytes) holds attention's and the backward's
  * temporaries. Residual additions run as GEMMs with beta = 1 onto a copy of
  * the residual, so they need no op of their own.
@@ -44,99 +46,59 @@
 #include "kernels/backend.h"
 #include "model/lora.h"
 
-/* One block's parameters (or their gradients): views into its block. */
+/* One block's parameters, of the block's storage type t, or their (fp32)
+ * gradients: views into its block. */
 typedef struct {
-    float *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
-    float *ln2_w, *ln2_b, *fc_w, *fc_b, *fcp_w, *fcp_b;
+    void *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
+    void *ln2_w, *ln2_b, *fc_w, *fc_b, *fcp_w, *fcp_b;
 } hfl_gpt_block_params;
 
 size_t hfl_gpt_block_n_params(int C);
-hfl_gpt_block_params hfl_gpt_block_view(float *block, int C);
+hfl_gpt_block_params hfl_gpt_block_view(hfl_precision t, void *block, int C);
 void hfl_gpt_block_offsets(int C, size_t off[12]); /* each tensor's element offset, in order */
 
-/* The activations a block's backward reads, views into one buffer. */
+/* The activations a block's backward reads (of type t; the layer-norm
+ * statistics fp32), views into one buffer. */
 typedef struct {
-    float *h1, *mean1, *rstd1, *qkv, *att, *ya, *x2, *h2, *mean2, *rstd2, *f, *g;
-    float *u_qkv, *u_proj, *u_fc, *u_fcp; /* LoRA's x A^T [rows, r]; NULL when r = 0 */
+    void *h1, *qkv, *att, *ya, *x2, *h2, *f, *g;
+    float *mean1, *rstd1, *mean2, *rstd2;
+    void *u_qkv, *u_proj, *u_fc, *u_fcp; /* LoRA's x A^T [rows, r]; NULL when r = 0 */
 } hfl_gpt_block_saved;
 
 /* r: the LoRA rank, 0 without adapters (then the sizes and layout are the
  * plain block's; the u's come after everything else). */
-size_t hfl_gpt_block_saved_floats(int n, int T, int C, int H, int r);
-hfl_gpt_block_saved hfl_gpt_block_saved_view(float *base, int n, int T, int C, int H, int r);
-size_t hfl_gpt_block_ws_bytes(int n, int T, int C, int H, int r);
+size_t hfl_gpt_block_saved_bytes(hfl_precision t, int n, int T, int C, int H, int r);
+hfl_gpt_block_saved hfl_gpt_block_saved_view(hfl_precision t, void *base, int n, int T, int C,
+                                             int H, int r);
+size_t hfl_gpt_block_ws_bytes(hfl_precision t, int n, int T, int C, int H, int r); /* backward's */
+size_t hfl_gpt_block_fwd_ws_bytes(hfl_precision t, int n, int T, int C, int H, int r);
 
 /* out [rows, C] (may not alias x); fills s. lora: NULL, or adapters of rank
- * lora->r, the r s and ws were sized with. */
-void hfl_gpt_block_forward(const hfl_backend *be, const hfl_gpt_block_params *p,
-                           const hfl_gpt_lora *lora, const float *x, float *out,
+ * lora->r, the r s and ws were sized with. In a 2-byte type the dense
+ * layers' residual GEMMs round residual + product + bias once. */
+void hfl_gpt_block_forward(const hfl_backend *be, hfl_precision t, const hfl_gpt_block_params *p,
+                           const hfl_gpt_lora *lora, const void *x, void *out,
                            const hfl_gpt_block_saved *s, void *ws, int n, int T, int C, int H);
 /* dx [rows, C] from dout (dx may alias dout); parameter gradients into d
- * (into lora->d instead, the base frozen, with adapters), overwritten or
- * added to when `accumulate`. */
-void hfl_gpt_block_backward(const hfl_backend *be, const hfl_gpt_block_params *p,
-                            const hfl_gpt_block_params *d, const hfl_gpt_lora *lora, const float *x,
-                            const hfl_gpt_block_saved *s, const float *dout, float *dx, void *ws,
+ * (fp32; into lora->d instead, the base frozen, with adapters), overwritten
+ * or added to when `accumulate`. */
+void hfl_gpt_block_backward(const hfl_backend *be, hfl_precision t, const hfl_gpt_block_params *p,
+                            const hfl_gpt_block_params *d, const hfl_gpt_lora *lora, const void *x,
+                            const hfl_gpt_block_saved *s, const void *dout, void *dx, void *ws,
                             int n, int T, int C, int H, int accumulate);
 
 /* The head over rows tokens: hf [rows, C], mean and rstd [rows] saved;
- * logits [rows, V]. */
-void hfl_gpt_head_forward(const hfl_backend *be, const float *x, const float *lnf_w,
-                          const float *lnf_b, const float *wte, float *hf, float *mean,
-                          float *rstd, float *logits, int rows, int C, int V);
+ * logits [rows, V]; ws holds hfl_gpt_head_ws_bytes (the gemm's staging). */
+size_t hfl_gpt_head_ws_bytes(hfl_precision t, int rows, int C, int V);
+void hfl_gpt_head_forward(const hfl_backend *be, hfl_precision t, const void *x, const void *lnf_w,
+                          const void *lnf_b, const void *wte, void *hf, float *mean, float *rstd,
+                          void *logits, void *ws, int rows, int C, int V);
 /* From dlogits: dwte (+)= dlogits^T hf (skipped when dwte is NULL: wte
  * frozen), then dlnf_w, dlnf_b (+)=, dx [rows, C] overwritten; dhf [rows, C]
- * is workspace. */
-void hfl_gpt_head_backward(const hfl_backend *be, const float *x, const float *lnf_w,
-                           const float *wte, const float *hf, const float *mean, const float *rstd,
-                           const float *dlogits, float *dwte, float *dlnf_w, float *dlnf_b,
-                           float *dx, float *dhf, int rows, int C, int V, int accumulate);
-
-/* ---- 2-byte storage (bf16/fp16) ----
- * The same block with 2-byte activations, activation gradients and working
- * weights (uint16_t of lp), fp32 layer-norm statistics and fp32 parameter
- * gradients: dense layers through gemm_lp (the residual GEMMs round
- * residual + product + bias once), attention through
- * hfl_attention_*_lp, the rest through the _lp ops. */
-typedef struct {
-    uint16_t *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
-    uint16_t *ln2_w, *ln2_b, *fc_w, *fc_b, *fcp_w, *fcp_b;
-} hfl_gpt_block_params_lp;
-
-typedef struct {
-    uint16_t *h1, *qkv, *att, *ya, *x2, *h2, *f, *g;
-    float *mean1, *rstd1, *mean2, *rstd2;
-    uint16_t *u_qkv, *u_proj, *u_fc, *u_fcp; /* LoRA's, 2-byte; NULL when r = 0 */
-} hfl_gpt_block_saved_lp;
-
-hfl_gpt_block_params_lp hfl_gpt_block_view_lp(uint16_t *block, int C);
-size_t hfl_gpt_block_saved_bytes_lp(int n, int T, int C, int H, int r);
-hfl_gpt_block_saved_lp hfl_gpt_block_saved_view_lp(void *base, int n, int T, int C, int H, int r);
-size_t hfl_gpt_block_ws_bytes_lp(int n, int T, int C, int H, int r);     /* backward's */
-size_t hfl_gpt_block_fwd_ws_bytes_lp(int n, int T, int C, int H, int r); /* forward's (less) */
-
-/* lora as in the fp32 block; these read its w_lp. */
-void hfl_gpt_block_forward_lp(const hfl_backend *be, hfl_precision lp,
-                              const hfl_gpt_block_params_lp *p, const hfl_gpt_lora *lora,
-                              const uint16_t *x, uint16_t *out, const hfl_gpt_block_saved_lp *s,
-                              void *ws, int n, int T, int C, int H);
-void hfl_gpt_block_backward_lp(const hfl_backend *be, hfl_precision lp,
-                               const hfl_gpt_block_params_lp *p, const hfl_gpt_block_params *d,
-                               const hfl_gpt_lora *lora, const uint16_t *x,
-                               const hfl_gpt_block_saved_lp *s,
-                               const uint16_t *dout, uint16_t *dx, void *ws, int n, int T, int C,
-                               int H, int accumulate);
-/* The head: hf (2-byte), logits (2-byte); backward's dwte, dlnf_* fp32, dx
- * and dhf 2-byte; ws holds hfl_gpt_head_ws_bytes_lp. */
-size_t hfl_gpt_head_ws_bytes_lp(int rows, int C, int V);
-void hfl_gpt_head_forward_lp(const hfl_backend *be, hfl_precision lp, const uint16_t *x,
-                             const uint16_t *lnf_w, const uint16_t *lnf_b, const uint16_t *wte,
-                             uint16_t *hf, float *mean, float *rstd, uint16_t *logits, void *ws,
-                             int rows, int C, int V);
-void hfl_gpt_head_backward_lp(const hfl_backend *be, hfl_precision lp, const uint16_t *x,
-                              const uint16_t *lnf_w, const uint16_t *wte, const uint16_t *hf,
-                              const float *mean, const float *rstd, const uint16_t *dlogits,
-                              float *dwte, float *dlnf_w, float *dlnf_b, uint16_t *dx,
-                              uint16_t *dhf, void *ws, int rows, int C, int V, int accumulate);
+ * is workspace, ws as for the forward. */
+void hfl_gpt_head_backward(const hfl_backend *be, hfl_precision t, const void *x, const void *lnf_w,
+                           const void *wte, const void *hf, const float *mean, const float *rstd,
+                           const void *dlogits, float *dwte, float *dlnf_w, float *dlnf_b, void *dx,
+                           void *dhf, void *ws, int rows, int C, int V, int accumulate);
 
 #endif

@@ -30,13 +30,13 @@
  * dout. Backward overwrites din and dparams (never accumulates), and din may
  * be NULL (the first parametric layer: nobody needs it).
  *
- * Reduced precision (bf16/fp16, kernels/backend.h): forward_lp and
- * backward_lp take the layer's working weights, its input, output and their
- * gradients as 2-byte values of lp, and write fp32 parameter gradients. They
- * compute in fp32 and round each 2-byte output once; their workspaces (the
- * *_lp sizes) include the fp32 staging the backend's gemm_lp needs, so the
- * planner accounts for it. Same keeps, in-place rules and call order as the
- * fp32 pair, which is left exactly as it was. */
+ * Storage type (kernels/backend.h, STORAGE TYPES): each pass takes the
+ * step's type t, in which the layer's working weights, its input, output
+ * and their gradients are stored (fp32, or 2-byte bf16/fp16), and writes
+ * fp32 parameter gradients. In a 2-byte type it computes in fp32 and rounds
+ * each 2-byte output once; its workspace then includes the fp32 staging the
+ * backend's gemm needs, so the planner accounts for it. The keeps, in-place
+ * rules and call order are the same in every type. */
 #ifndef HFL_LAYERS_H
 #define HFL_LAYERS_H
 
@@ -80,34 +80,25 @@ typedef struct hfl_layer_ops {
     /* Fills the parameter tensors (weight then bias, contiguous) and returns
      * their number; their counts sum to the layer's n_params. */
     int (*param_tensors)(const hfl_layer *ly, hfl_param_tensor out[HFL_MAX_PARAM_TENSORS]);
-    void (*forward)(const hfl_backend *be, const hfl_layer *ly, const float *params,
-                    const float *in, float *out, void *saved, void *workspace, int batch);
+    void (*forward)(const hfl_backend *be, hfl_precision t, const hfl_layer *ly, const void *params,
+                    const void *in, void *out, void *saved, void *workspace, int batch);
     /* dparams: overwritten, or added to when `accumulate` (gradient
      * accumulation over micro-batches: the sum of each one's gradients). */
-    void (*backward)(const hfl_backend *be, const hfl_layer *ly, const float *params,
-                     const float *in, const float *out, const float *dout, float *din,
-                     float *dparams, const void *saved, void *workspace, int batch,
+    void (*backward)(const hfl_backend *be, hfl_precision t, const hfl_layer *ly,
+                     const void *params, const void *in, const void *out, const void *dout,
+                     void *din, float *dparams, const void *saved, void *workspace, int batch,
                      int accumulate);
-    size_t (*fwd_workspace_bytes)(const hfl_layer *ly, int batch);
-    size_t (*bwd_workspace_bytes)(const hfl_layer *ly, int batch);
+    /* Workspace bytes of a pass at this batch in type t. */
+    size_t (*fwd_workspace_bytes)(const hfl_layer *ly, hfl_precision t, int batch);
+    size_t (*bwd_workspace_bytes)(const hfl_layer *ly, hfl_precision t, int batch);
     unsigned keeps;   /* HFL_KEEP_* bits: what backward reads besides dout and params */
     int fwd_in_place; /* forward may run with out == in */
     int bwd_in_place; /* backward may run with din == dout */
     uint64_t (*flops)(const hfl_layer *ly); /* forward FLOPs per sample (multiply-add = 2) */
-    void (*forward_lp)(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
-                       const uint16_t *params, const uint16_t *in, uint16_t *out, void *saved,
-                       void *workspace, int batch);
-    void (*backward_lp)(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
-                        const uint16_t *params, const uint16_t *in, const uint16_t *out,
-                        const uint16_t *dout, uint16_t *din, float *dparams, const void *saved,
-                        void *workspace, int batch, int accumulate);
-    size_t (*fwd_workspace_bytes_lp)(const hfl_layer *ly, int batch);
-    size_t (*bwd_workspace_bytes_lp)(const hfl_layer *ly, int batch);
     /* SAVED ACTIVATIONS (model/checkpoint.h): bytes a forward writes into
-     * `saved` that only this layer's backward reads, in fp32 and in 2-byte
-     * storage; NULL for kinds without (saved is then NULL). */
-    size_t (*saved_bytes)(const hfl_layer *ly, int batch);
-    size_t (*saved_bytes_lp)(const hfl_layer *ly, int batch);
+     * `saved` that only this layer's backward reads, in type t; NULL for
+     * kinds without (saved is then NULL). */
+    size_t (*saved_bytes)(const hfl_layer *ly, hfl_precision t, int batch);
 } hfl_layer_ops;
 
 /* The table for a kind, or NULL for an unknown kind. */
@@ -118,23 +109,29 @@ const hfl_layer_ops *hfl_layer_ops_by_name(const char *name);
 extern const hfl_layer_ops hfl_dense_ops, hfl_relu_ops, hfl_conv2d_ops, hfl_maxpool2d_ops;
 extern const hfl_layer_ops hfl_embed_ops, hfl_gpt_block_ops, hfl_lm_head_ops; /* lm_layers.c */
 
-/* Dense as plain functions (the table's entries call these).
- * y = x w^T + b */
-void hfl_dense_forward(const hfl_backend *be, const float *w, const float *b, const float *x,
-                       float *y, int n, int in, int out);
-/* dw = dy^T x and db = colsum(dy) (overwritten, or added to when
- * `accumulate`); dx = dy w when dx != NULL. */
-void hfl_dense_backward(const hfl_backend *be, const float *w, const float *x, const float *dy,
-                        float *dw, float *db, float *dx, int n, int in, int out, int accumulate);
+/* A workspace_bytes entry for kinds that need none. */
+size_t hfl_layer_no_workspace(const hfl_layer *ly, hfl_precision t, int batch);
 
-/* Dense in 2-byte storage (fp32 dw, db); ws is hfl_dense_workspace_bytes_lp. */
-void hfl_dense_forward_lp(const hfl_backend *be, hfl_precision lp, const uint16_t *w,
-                          const uint16_t *b, const uint16_t *x, uint16_t *y, int n, int in,
-                          int out, void *ws);
-void hfl_dense_backward_lp(const hfl_backend *be, hfl_precision lp, const uint16_t *w,
-                           const uint16_t *x, const uint16_t *dy, float *dw, float *db,
-                           uint16_t *dx, int n, int in, int out, void *ws, int accumulate);
-size_t hfl_dense_workspace_bytes_lp(int n, int in, int out, int backward);
+/* Bytes of a region of `bytes` of type t in a layer's saved or workspace
+ * buffer: a 2-byte region is rounded up to 64 bytes, so that the fp32
+ * statistics or staging after it stay aligned; an fp32 region is packed
+ * (what follows it is 4-byte aligned already, and fp32 layouts keep the
+ * sizes they always had). */
+static inline size_t hfl_region_bytes(hfl_precision t, size_t bytes) {
+    return t == HFL_PREC_FP32 ? bytes : (bytes + 63) / 64 * 64;
+}
+
+/* Dense as plain functions (the table's entries call these), in type t:
+ * y = x w^T + b (the bias added before y's one rounding). */
+void hfl_dense_forward(const hfl_backend *be, hfl_precision t, const void *w, const void *b,
+                       const void *x, void *y, int n, int in, int out, void *ws);
+/* dw = dy^T x and db = colsum(dy) (fp32; overwritten, or added to when
+ * `accumulate`); dx = dy w when dx != NULL. */
+void hfl_dense_backward(const hfl_backend *be, hfl_precision t, const void *w, const void *x,
+                        const void *dy, float *dw, float *db, void *dx, int n, int in, int out,
+                        void *ws, int accumulate);
+/* The ws of either pass: the backend gemm's staging (0 in fp32). */
+size_t hfl_dense_workspace_bytes(hfl_precision t, int n, int in, int out, int backward);
 
 /* The window geometry of a conv2d or maxpool2d layer (from its in_shape). */
 hfl_window_geom hfl_layer_geom(const hfl_layer *ly);

@@ -26,15 +26,14 @@
 #include <stdint.h>
 
 #include "kernels/lm.h"
+#include "kernels/ops_hd.h"
 #include "model/attention.h"
 #include "model/gpt.h"
 #include "model/layers.h"
 #include "util/util.h"
 
-static size_t al64(size_t b) { return (b + 63) / 64 * 64; }
 static int seq_len(const hfl_layer *ly) { return ly->in_shape.c; }
 static int width(const hfl_layer *ly) { return ly->in_shape.w; }
-static size_t no_ws(const hfl_layer *ly, int batch) { (void)ly, (void)batch; return 0; }
 
 /* ---- embedding ---- */
 
@@ -57,44 +56,26 @@ static int embed_tensors(const hfl_layer *ly, hfl_param_tensor out[HFL_MAX_PARAM
     return 2;
 }
 
-static void embed_forward(const hfl_backend *be, const hfl_layer *ly, const float *params,
-                          const float *in, float *out, void *saved, void *ws, int batch) {
+static void embed_forward(const hfl_backend *be, hfl_precision t, const hfl_layer *ly,
+                          const void *params, const void *in, void *out, void *saved, void *ws,
+                          int batch) {
     (void)saved, (void)ws;
     int T = seq_len(ly), C = ly->units, V = ly->vocab;
-    be->lm->embed_fwd(out, in, params, params + (size_t)V * C, batch * T, T, C, V);
+    be->lm->embed_fwd(t, out, in, params, hfl_at(t, params, (size_t)V * C), batch * T, T, C, V);
 }
 
 /* dwte always adds: lm_head's backward wrote it first (file comment); dwpe
  * is zeroed first unless accumulating, so one call adds to both. */
-static void embed_backward(const hfl_backend *be, const hfl_layer *ly, const float *params,
-                           const float *in, const float *out, const float *dout, float *din,
-                           float *dparams, const void *saved, void *ws, int batch, int accumulate) {
+static void embed_backward(const hfl_backend *be, hfl_precision t, const hfl_layer *ly,
+                           const void *params, const void *in, const void *out, const void *dout,
+                           void *din, float *dparams, const void *saved, void *ws, int batch,
+                           int accumulate) {
     (void)params, (void)out, (void)din, (void)saved, (void)ws;
     if (ly->frozen) return;
     int T = seq_len(ly), C = ly->units, V = ly->vocab;
     float *dwte = dparams, *dwpe = dparams + (size_t)V * C;
     if (!accumulate) be->fill(dwpe, 0.0f, (size_t)T * C);
-    be->lm->embed_bwd(dwte, dwpe, dout, in, batch * T, T, C, V, 1);
-}
-
-static void embed_forward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
-                             const uint16_t *params, const uint16_t *in, uint16_t *out, void *saved,
-                             void *ws, int batch) {
-    (void)saved, (void)ws;
-    int T = seq_len(ly), C = ly->units, V = ly->vocab;
-    be->lm->embed_fwd_lp(lp, out, in, params, params + (size_t)V * C, batch * T, T, C, V);
-}
-
-static void embed_backward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
-                              const uint16_t *params, const uint16_t *in, const uint16_t *out,
-                              const uint16_t *dout, uint16_t *din, float *dparams,
-                              const void *saved, void *ws, int batch, int accumulate) {
-    (void)params, (void)out, (void)din, (void)saved, (void)ws;
-    if (ly->frozen) return;
-    int T = seq_len(ly), C = ly->units, V = ly->vocab;
-    float *dwte = dparams, *dwpe = dparams + (size_t)V * C;
-    if (!accumulate) be->fill(dwpe, 0.0f, (size_t)T * C);
-    be->lm->embed_bwd_lp(lp, dwte, dwpe, dout, in, batch * T, T, C, V, 1);
+    be->lm->embed_bwd(t, dwte, dwpe, dout, in, batch * T, T, C, V, 1);
 }
 
 /* A gather and an add per output element. */
@@ -106,14 +87,10 @@ const hfl_layer_ops hfl_embed_ops = {
     .param_tensors = embed_tensors,
     .forward = embed_forward,
     .backward = embed_backward,
-    .fwd_workspace_bytes = no_ws,
-    .bwd_workspace_bytes = no_ws,
+    .fwd_workspace_bytes = hfl_layer_no_workspace,
+    .bwd_workspace_bytes = hfl_layer_no_workspace,
     .keeps = HFL_KEEP_INPUT,
     .flops = embed_flops,
-    .forward_lp = embed_forward_lp,
-    .backward_lp = embed_backward_lp,
-    .fwd_workspace_bytes_lp = no_ws,
-    .bwd_workspace_bytes_lp = no_ws,
 };
 
 /* ---- gpt_block ---- */
@@ -148,92 +125,56 @@ static int block_tensors(const hfl_layer *ly, hfl_param_tensor out[HFL_MAX_PARAM
     return 12;
 }
 
-static hfl_gpt_block_params block_view(const float *p, const hfl_layer *ly) {
-    return hfl_gpt_block_view((float *)p, width(ly)); /* read-only use: the forward writes none */
-}
-
-/* The block's adapters (file comment): fp32 w, or 2-byte w_lp when p16;
- * their gradients d when dparams. */
+/* The block's adapters (file comment), of type t, and their gradients d
+ * when dparams. */
 static ptrdiff_t lora_rel(const hfl_layer *ly) { return (ptrdiff_t)ly->lora_off - (ptrdiff_t)ly->param_off; }
-static hfl_gpt_lora block_lora(const hfl_layer *ly, const float *p, const uint16_t *p16, float *dparams) {
+static hfl_gpt_lora block_lora(const hfl_layer *ly, hfl_precision t, const void *p,
+                               float *dparams) {
     hfl_gpt_lora lo = {.r = ly->lora_rank, .scale = ly->lora_scale};
     int C = width(ly);
-    if (p) lo.w = hfl_gpt_lora_view((float *)p + lora_rel(ly), C, ly->lora_rank);
-    if (p16) lo.w_lp = hfl_gpt_lora_view_lp((uint16_t *)p16 + lora_rel(ly), C, ly->lora_rank);
-    if (dparams) lo.d = hfl_gpt_lora_view(dparams, C, ly->lora_rank);
+    lo.w = hfl_gpt_lora_view(t, hfl_at(t, p, lora_rel(ly)), C, ly->lora_rank);
+    if (dparams) lo.d = hfl_gpt_lora_view(HFL_PREC_FP32, dparams, C, ly->lora_rank);
     return lo;
 }
 
-static void block_forward(const hfl_backend *be, const hfl_layer *ly, const float *params,
-                          const float *in, float *out, void *saved, void *ws, int batch) {
+/* The forward writes none of the parameters the view lets it reach. */
+static void block_forward(const hfl_backend *be, hfl_precision t, const hfl_layer *ly,
+                          const void *params, const void *in, void *out, void *saved, void *ws,
+                          int batch) {
     int T = seq_len(ly), C = width(ly), H = ly->heads;
-    hfl_gpt_block_params p = block_view(params, ly);
-    hfl_gpt_block_saved s = hfl_gpt_block_saved_view(saved, batch, T, C, H, ly->lora_rank);
-    hfl_gpt_lora lo = block_lora(ly, params, NULL, NULL);
-    hfl_gpt_block_forward(be, &p, ly->lora_rank ? &lo : NULL, in, out, &s, ws, batch, T, C, H);
+    hfl_gpt_block_params p = hfl_gpt_block_view(t, (void *)params, C);
+    hfl_gpt_block_saved s = hfl_gpt_block_saved_view(t, saved, batch, T, C, H, ly->lora_rank);
+    hfl_gpt_lora lo = block_lora(ly, t, params, NULL);
+    hfl_gpt_block_forward(be, t, &p, ly->lora_rank ? &lo : NULL, in, out, &s, ws, batch, T, C, H);
 }
 
-static void block_backward(const hfl_backend *be, const hfl_layer *ly, const float *params,
-                           const float *in, const float *out, const float *dout, float *din,
-                           float *dparams, const void *saved, void *ws, int batch, int accumulate) {
+static void block_backward(const hfl_backend *be, hfl_precision t, const hfl_layer *ly,
+                           const void *params, const void *in, const void *out, const void *dout,
+                           void *din, float *dparams, const void *saved, void *ws, int batch,
+                           int accumulate) {
     (void)out;
     int T = seq_len(ly), C = width(ly), H = ly->heads;
-    hfl_gpt_block_params p = block_view(params, ly);
-    hfl_gpt_block_saved s = hfl_gpt_block_saved_view((float *)saved, batch, T, C, H, ly->lora_rank);
+    hfl_gpt_block_params p = hfl_gpt_block_view(t, (void *)params, C);
+    hfl_gpt_block_saved s =
+        hfl_gpt_block_saved_view(t, (void *)saved, batch, T, C, H, ly->lora_rank);
     if (ly->lora_rank) {
-        hfl_gpt_lora lo = block_lora(ly, params, NULL, dparams);
-        hfl_gpt_block_backward(be, &p, NULL, &lo, in, &s, dout, din, ws, batch, T, C, H, accumulate);
+        hfl_gpt_lora lo = block_lora(ly, t, params, dparams);
+        hfl_gpt_block_backward(be, t, &p, NULL, &lo, in, &s, dout, din, ws, batch, T, C, H,
+                               accumulate);
         return;
     }
-    hfl_gpt_block_params d = hfl_gpt_block_view(dparams, C);
-    hfl_gpt_block_backward(be, &p, &d, NULL, in, &s, dout, din, ws, batch, T, C, H, accumulate);
+    hfl_gpt_block_params d = hfl_gpt_block_view(HFL_PREC_FP32, dparams, C);
+    hfl_gpt_block_backward(be, t, &p, &d, NULL, in, &s, dout, din, ws, batch, T, C, H, accumulate);
 }
 
-static void block_forward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
-                             const uint16_t *params, const uint16_t *in, uint16_t *out, void *saved,
-                             void *ws, int batch) {
-    int T = seq_len(ly), C = width(ly), H = ly->heads;
-    hfl_gpt_block_params_lp p = hfl_gpt_block_view_lp((uint16_t *)params, C);
-    hfl_gpt_block_saved_lp s = hfl_gpt_block_saved_view_lp(saved, batch, T, C, H, ly->lora_rank);
-    hfl_gpt_lora lo = block_lora(ly, NULL, params, NULL);
-    hfl_gpt_block_forward_lp(be, lp, &p, ly->lora_rank ? &lo : NULL, in, out, &s, ws, batch, T, C, H);
+static size_t block_fwd_ws(const hfl_layer *ly, hfl_precision t, int batch) {
+    return hfl_gpt_block_fwd_ws_bytes(t, batch, seq_len(ly), width(ly), ly->heads, ly->lora_rank);
 }
-
-static void block_backward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
-                              const uint16_t *params, const uint16_t *in, const uint16_t *out,
-                              const uint16_t *dout, uint16_t *din, float *dparams,
-                              const void *saved, void *ws, int batch, int accumulate) {
-    (void)out;
-    int T = seq_len(ly), C = width(ly), H = ly->heads;
-    hfl_gpt_block_params_lp p = hfl_gpt_block_view_lp((uint16_t *)params, C);
-    hfl_gpt_block_saved_lp s = hfl_gpt_block_saved_view_lp((void *)saved, batch, T, C, H, ly->lora_rank);
-    if (ly->lora_rank) {
-        hfl_gpt_lora lo = block_lora(ly, NULL, params, dparams);
-        hfl_gpt_block_backward_lp(be, lp, &p, NULL, &lo, in, &s, dout, din, ws, batch, T, C, H, accumulate);
-        return;
-    }
-    hfl_gpt_block_params d = hfl_gpt_block_view(dparams, C);
-    hfl_gpt_block_backward_lp(be, lp, &p, &d, NULL, in, &s, dout, din, ws, batch, T, C, H, accumulate);
+static size_t block_bwd_ws(const hfl_layer *ly, hfl_precision t, int batch) {
+    return hfl_gpt_block_ws_bytes(t, batch, seq_len(ly), width(ly), ly->heads, ly->lora_rank);
 }
-
-static size_t block_fwd_ws(const hfl_layer *ly, int batch) {
-    return hfl_attention_fwd_ws_bytes(batch, seq_len(ly), width(ly), ly->heads);
-}
-static size_t block_bwd_ws(const hfl_layer *ly, int batch) {
-    return hfl_gpt_block_ws_bytes(batch, seq_len(ly), width(ly), ly->heads, ly->lora_rank);
-}
-static size_t block_fwd_ws_lp(const hfl_layer *ly, int batch) {
-    return hfl_gpt_block_fwd_ws_bytes_lp(batch, seq_len(ly), width(ly), ly->heads, ly->lora_rank);
-}
-static size_t block_bwd_ws_lp(const hfl_layer *ly, int batch) {
-    return hfl_gpt_block_ws_bytes_lp(batch, seq_len(ly), width(ly), ly->heads, ly->lora_rank);
-}
-static size_t block_saved(const hfl_layer *ly, int batch) {
-    return hfl_gpt_block_saved_floats(batch, seq_len(ly), width(ly), ly->heads, ly->lora_rank) *
-           sizeof(float);
-}
-static size_t block_saved_lp(const hfl_layer *ly, int batch) {
-    return hfl_gpt_block_saved_bytes_lp(batch, seq_len(ly), width(ly), ly->heads, ly->lora_rank);
+static size_t block_saved(const hfl_layer *ly, hfl_precision t, int batch) {
+    return hfl_gpt_block_saved_bytes(t, batch, seq_len(ly), width(ly), ly->heads, ly->lora_rank);
 }
 
 /* Per sample: the four projections (24 T C^2) and attention's two T x T x C
@@ -254,12 +195,7 @@ const hfl_layer_ops hfl_gpt_block_ops = {
     .keeps = HFL_KEEP_INPUT,
     .bwd_in_place = 1,
     .flops = block_flops,
-    .forward_lp = block_forward_lp,
-    .backward_lp = block_backward_lp,
-    .fwd_workspace_bytes_lp = block_fwd_ws_lp,
-    .bwd_workspace_bytes_lp = block_bwd_ws_lp,
     .saved_bytes = block_saved,
-    .saved_bytes_lp = block_saved_lp,
 };
 
 /* ---- lm_head ---- */
@@ -284,82 +220,57 @@ static int head_tensors(const hfl_layer *ly, hfl_param_tensor out[HFL_MAX_PARAM_
 static ptrdiff_t tie(const hfl_layer *ly) { return (ptrdiff_t)ly->tie_off - (ptrdiff_t)ly->param_off; }
 static size_t head_rows(const hfl_layer *ly, int batch) { return (size_t)batch * seq_len(ly); }
 
-static void head_forward(const hfl_backend *be, const hfl_layer *ly, const float *params,
-                         const float *in, float *out, void *saved, void *ws, int batch) {
-    (void)ws;
-    int C = width(ly), rows = (int)head_rows(ly, batch);
-    float *hf = saved, *mean = hf + (size_t)rows * C, *rstd = mean + rows;
-    hfl_gpt_head_forward(be, in, params, params + C, params + tie(ly), hf, mean, rstd, out, rows,
-                         C, ly->vocab);
+/* saved: hf (type t), then fp32 mean and rstd. */
+static float *head_stats(const hfl_layer *ly, hfl_precision t, const void *saved, int batch) {
+    return (float *)((char *)saved + hfl_region_bytes(t, head_rows(ly, batch) * width(ly) *
+                                                             hfl_precision_bytes(t)));
 }
 
-static void head_backward(const hfl_backend *be, const hfl_layer *ly, const float *params,
-                          const float *in, const float *out, const float *dout, float *din,
-                          float *dparams, const void *saved, void *ws, int batch, int accumulate) {
+static size_t head_fwd_ws(const hfl_layer *ly, hfl_precision t, int batch) {
+    return hfl_gpt_head_ws_bytes(t, (int)head_rows(ly, batch), width(ly), ly->vocab);
+}
+
+static void head_forward(const hfl_backend *be, hfl_precision t, const hfl_layer *ly,
+                         const void *params, const void *in, void *out, void *saved, void *ws,
+                         int batch) {
+    int C = width(ly), rows = (int)head_rows(ly, batch);
+    float *mean = head_stats(ly, t, saved, batch);
+    hfl_gpt_head_forward(be, t, in, params, hfl_at(t, params, (size_t)C),
+                         hfl_at(t, params, tie(ly)), saved, mean, mean + rows, out, ws, rows, C,
+                         ly->vocab);
+}
+
+/* ws: dhf (type t), then the gemm's staging; frozen, then a scratch for
+ * LN_f's unused dw, db. */
+static void head_backward(const hfl_backend *be, hfl_precision t, const hfl_layer *ly,
+                          const void *params, const void *in, const void *out, const void *dout,
+                          void *din, float *dparams, const void *saved, void *ws, int batch,
+                          int accumulate) {
     (void)out;
     int C = width(ly), rows = (int)head_rows(ly, batch);
-    const float *hf = saved, *mean = hf + (size_t)rows * C, *rstd = mean + rows;
-    if (ly->frozen) { /* dx only: LN_f's dw, db into the scratch after dhf */
-        float *scratch = (float *)ws + (size_t)rows * C;
-        hfl_gpt_head_backward(be, in, params, params + tie(ly), hf, mean, rstd, dout, NULL, scratch,
-                              scratch + C, din, ws, rows, C, ly->vocab, 0);
-        return;
-    }
-    hfl_gpt_head_backward(be, in, params, params + tie(ly), hf, mean, rstd, dout,
-                          dparams + tie(ly), dparams, dparams + C, din, ws, rows, C, ly->vocab,
-                          accumulate);
-}
-
-static size_t head_fwd_ws_lp(const hfl_layer *ly, int batch) {
-    return hfl_gpt_head_ws_bytes_lp((int)head_rows(ly, batch), width(ly), ly->vocab);
-}
-
-/* 2-byte saved: hf (2-byte, 64-aligned), then fp32 mean and rstd. */
-static void head_forward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
-                            const uint16_t *params, const uint16_t *in, uint16_t *out, void *saved,
-                            void *ws, int batch) {
-    int C = width(ly), rows = (int)head_rows(ly, batch);
-    uint16_t *hf = saved;
-    float *mean = (float *)((char *)saved + al64((size_t)rows * C * 2)), *rstd = mean + rows;
-    hfl_gpt_head_forward_lp(be, lp, in, params, params + C, params + tie(ly), hf, mean, rstd, out,
-                            ws, rows, C, ly->vocab);
-}
-
-/* ws: dhf (2-byte, 64-aligned), then gemm_lp's staging. */
-static void head_backward_lp(const hfl_backend *be, hfl_precision lp, const hfl_layer *ly,
-                             const uint16_t *params, const uint16_t *in, const uint16_t *out,
-                             const uint16_t *dout, uint16_t *din, float *dparams,
-                             const void *saved, void *ws, int batch, int accumulate) {
-    (void)out;
-    int C = width(ly), rows = (int)head_rows(ly, batch);
-    const uint16_t *hf = saved;
-    const float *mean = (const float *)((const char *)saved + al64((size_t)rows * C * 2));
-    uint16_t *dhf = ws;
-    void *stage = (char *)ws + al64((size_t)rows * C * 2);
+    const float *mean = head_stats(ly, t, saved, batch);
+    const void *lnf_w = params, *wte = hfl_at(t, params, tie(ly));
+    void *dhf = ws,
+         *stage = (char *)ws + hfl_region_bytes(t, (size_t)rows * C * hfl_precision_bytes(t));
     if (ly->frozen) { /* dx only: LN_f's dw, db into the scratch after the staging */
-        float *scratch = (float *)((char *)stage + al64(head_fwd_ws_lp(ly, batch)));
-        hfl_gpt_head_backward_lp(be, lp, in, params, params + tie(ly), hf, mean, mean + rows, dout,
-                                 NULL, scratch, scratch + C, din, dhf, stage, rows, C, ly->vocab, 0);
+        float *scratch = (float *)((char *)stage + hfl_region_bytes(t, head_fwd_ws(ly, t, batch)));
+        hfl_gpt_head_backward(be, t, in, lnf_w, wte, saved, mean, mean + rows, dout, NULL, scratch,
+                              scratch + C, din, dhf, stage, rows, C, ly->vocab, 0);
         return;
     }
-    hfl_gpt_head_backward_lp(be, lp, in, params, params + tie(ly), hf, mean, mean + rows, dout,
-                             dparams + tie(ly), dparams, dparams + C, din, dhf, stage, rows, C,
-                             ly->vocab, accumulate);
+    hfl_gpt_head_backward(be, t, in, lnf_w, wte, saved, mean, mean + rows, dout, dparams + tie(ly),
+                          dparams, dparams + C, din, dhf, stage, rows, C, ly->vocab, accumulate);
 }
 
-static size_t head_bwd_ws(const hfl_layer *ly, int batch) {
-    return (head_rows(ly, batch) * width(ly) + (ly->frozen ? 2 * (size_t)width(ly) : 0)) * sizeof(float);
+static size_t head_bwd_ws(const hfl_layer *ly, hfl_precision t, int batch) {
+    size_t stage = head_fwd_ws(ly, t, batch);
+    return hfl_region_bytes(t, head_rows(ly, batch) * width(ly) * hfl_precision_bytes(t)) +
+           (ly->frozen ? hfl_region_bytes(t, stage) + 2 * (size_t)width(ly) * sizeof(float)
+                       : stage);
 }
-static size_t head_bwd_ws_lp(const hfl_layer *ly, int batch) {
-    size_t stage = head_fwd_ws_lp(ly, batch);
-    return al64(head_rows(ly, batch) * width(ly) * 2) +
-           (ly->frozen ? al64(stage) + 2 * (size_t)width(ly) * sizeof(float) : stage);
-}
-static size_t head_saved(const hfl_layer *ly, int batch) {
-    return head_rows(ly, batch) * (width(ly) + 2) * sizeof(float);
-}
-static size_t head_saved_lp(const hfl_layer *ly, int batch) {
-    return al64(head_rows(ly, batch) * width(ly) * 2) + head_rows(ly, batch) * 2 * sizeof(float);
+static size_t head_saved(const hfl_layer *ly, hfl_precision t, int batch) {
+    return hfl_region_bytes(t, head_rows(ly, batch) * width(ly) * hfl_precision_bytes(t)) +
+           head_rows(ly, batch) * 2 * sizeof(float);
 }
 
 static uint64_t head_flops(const hfl_layer *ly) {
@@ -372,14 +283,9 @@ const hfl_layer_ops hfl_lm_head_ops = {
     .param_tensors = head_tensors,
     .forward = head_forward,
     .backward = head_backward,
-    .fwd_workspace_bytes = no_ws,
+    .fwd_workspace_bytes = head_fwd_ws,
     .bwd_workspace_bytes = head_bwd_ws,
     .keeps = HFL_KEEP_INPUT,
     .flops = head_flops,
-    .forward_lp = head_forward_lp,
-    .backward_lp = head_backward_lp,
-    .fwd_workspace_bytes_lp = head_fwd_ws_lp,
-    .bwd_workspace_bytes_lp = head_bwd_ws_lp,
     .saved_bytes = head_saved,
-    .saved_bytes_lp = head_saved_lp,
 };

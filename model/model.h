@@ -204,7 +204,6 @@ typedef enum { HFL_OPTIM_SGD, HFL_OPTIM_ADAMW } hfl_optimizer;
 #define HFL_ADAMW_EPS 1e-8
 int hfl_optimizer_parse(const char *name, hfl_optimizer *opt, char *err);
 const char *hfl_optimizer_name(hfl_optimizer opt);
-size_t hfl_precision_bytes(hfl_precision prec); /* 4 or 2: an activation element */
 
 #define HFL_LOSS_SCALE_INIT 65536.0f
 #define HFL_LOSS_SCALE_INTERVAL 2000

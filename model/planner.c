@@ -84,18 +84,15 @@ static size_t layer_ws(const builder *b, int l, int backward) {
     const hfl_layer_ops *o = b->ops[l];
     const hfl_layer *ly = &b->s->layers[l];
     int n = (int)b->batch;
-    if (b->prec == HFL_PREC_FP32)
-        return backward ? o->bwd_workspace_bytes(ly, n) : o->fwd_workspace_bytes(ly, n);
-    return backward ? o->bwd_workspace_bytes_lp(ly, n) : o->fwd_workspace_bytes_lp(ly, n);
+    return backward ? o->bwd_workspace_bytes(ly, b->prec, n)
+                    : o->fwd_workspace_bytes(ly, b->prec, n);
 }
 
 /* Layer l's saved activations at the plan's batch and precision (0: none). */
 static size_t layer_saved(const builder *b, int l) {
     const hfl_layer_ops *o = b->ops[l];
     const hfl_layer *ly = &b->s->layers[l];
-    if (!o->saved_bytes) return 0;
-    return b->prec == HFL_PREC_FP32 ? o->saved_bytes(ly, (int)b->batch)
-                                    : o->saved_bytes_lp(ly, (int)b->batch);
+    return o->saved_bytes ? o->saved_bytes(ly, b->prec, (int)b->batch) : 0;
 }
 
 /* A workspace buffer for one op of layer l, or -1 when it needs none. */
@@ -318,9 +315,10 @@ int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_pl
     for (int l = 0; l < spec->n_layers; l++) {
         const hfl_layer *ly = &spec->layers[l];
         const hfl_layer_ops *o = hfl_layer_ops_for(ly->kind);
-        size_t each[4] = {8 * (size_t)ly->out, o->saved_bytes ? o->saved_bytes(ly, 1) : 0,
-                          ly->kind == HFL_LAYER_CONV2D ? 0 : o->bwd_workspace_bytes(ly, 1),
-                          ly->kind == HFL_LAYER_CONV2D ? 0 : o->bwd_workspace_bytes_lp(ly, 1)};
+        size_t each[4] = {
+            8 * (size_t)ly->out, o->saved_bytes ? o->saved_bytes(ly, HFL_PREC_FP32, 1) : 0,
+            ly->kind == HFL_LAYER_CONV2D ? 0 : o->bwd_workspace_bytes(ly, HFL_PREC_FP32, 1),
+            ly->kind == HFL_LAYER_CONV2D ? 0 : o->bwd_workspace_bytes(ly, HFL_PREC_BF16, 1)};
         for (int k = 0; k < 4; k++)
             if (each[k] > per_sample) per_sample = each[k];
     }

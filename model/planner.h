@@ -90,7 +90,7 @@
  * fp32 master weights ("master_weights", what the optimizer updates; with
  * LoRA the adapters' only, the frozen base being its 2-byte copy); the
  * activations, activation gradients and input batch are 2 bytes; gradients
- * and momentum stay fp32; the layers' workspaces are their *_lp sizes, which
+ * and momentum stay fp32; the layers' workspaces are their sizes in the type, which
  * include the fp32 staging the CPU backend needs to run sgemm on 2-byte data,
  * and the LOSS op gets a workspace of two logit rows in fp32 (ws.loss).
  * Master weights live over the whole timeline, like the weights.

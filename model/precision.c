@@ -30,5 +30,3 @@ int hfl_precision_parse(const char *name, hfl_precision *prec, char *err) {
 const char *hfl_precision_name(hfl_precision prec) {
     return (unsigned)prec < (unsigned)N_PRECISIONS ? precision_names[prec] : "?";
 }
-
-size_t hfl_precision_bytes(hfl_precision prec) { return prec == HFL_PREC_FP32 ? 4 : 2; }

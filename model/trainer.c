@@ -35,24 +35,24 @@
  * step itself (grads_staged, apply, step_staged) makes none of the calls
  * that wait for the device (kernels/backend.h, HOST WAITS).
  *
- * PRECISION (model/model.h). fp32 runs the layers' fp32 entries exactly as
- * before mixed precision existed. bf16/fp16 run their *_lp entries on the
- * 2-byte working weights (plan->params) and activations. After backward the
- * fp32 gradients are divided by the loss scale in place and checked for
+ * PRECISION (model/model.h). The layers and the loss run in the plan's
+ * precision, their storage type (kernels/backend.h, STORAGE TYPES), on the
+ * working weights (plan->params) and activations of that type. In fp32 the
+ * working weights are the fp32 weights that train; in bf16/fp16 those are
+ * the fp32 master weights (plan->master), and after backward the fp32
+ * gradients are divided by the loss scale in place and checked for
  * Inf/NaN (one pass, be->unscale_grads, which sets the scalars' finite
- * flag), so get_grads always returns unscaled gradients; the OPTIMIZER op
- * then runs be->sgd_step_lp (master weights, momentum, then the working copy
- * rounded from the masters), which in fp16 does nothing when the flag is 0,
- * and fp16's be->scaler_update halves the scale after a skipped step or
- * doubles it after HFL_LOSS_SCALE_INTERVAL clean ones, all on the device
- * (Micikevicius et al. 2018; PyTorch's GradScaler with init_scale 2^16,
- * growth_interval 2000, growth/backoff 2 and 1/2). */
+ * flag), so get_grads always returns unscaled gradients. The OPTIMIZER op
+ * updates the masters and rounds the working copy from them; in fp16 it
+ * does nothing when the flag is 0, and be->scaler_update halves the scale
+ * after a skipped step or doubles it after HFL_LOSS_SCALE_INTERVAL clean
+ * ones, all on the device (Micikevicius et al. 2018; PyTorch's GradScaler
+ * with init_scale 2^16, growth_interval 2000, growth/backoff 2 and 1/2). */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/lm.h"
 #include "kernels/ops_hd.h"
 #include "model/layers.h"
 #include "model/model.h"
@@ -65,17 +65,16 @@ struct hfl_trainer {
     const hfl_backend *be;
     hfl_plan *plan;
     char *arena;
-    float *params, *grads, *momentum; /* momentum NULL when the plan has none */
+    void *params;            /* the working weights the layers read, of type prec (plan->params) */
+    float *master;           /* the fp32 weights that train: the trainable part of params in fp32,
+                        else the master weights (which hold only those) */
+    float *grads, *momentum; /* momentum NULL when the plan has none */
     float *anchor;   /* FedProx's anchor; NULL when the plan has none */
     float *adam_m, *adam_v; /* AdamW's moments; NULL when the plan has none */
     int adamw;              /* nonzero once set_adamw turned it on */
     float beta1, beta2, eps; /* (the step count and its powers live in the step scalars) */
-    float prox_mu;   /* FedProx's mu; 0: off */
-    /* bf16/fp16: params is NULL, the layers read the 2-byte working weights,
-     * the optimizer updates master. */
+    float prox_mu;           /* FedProx's mu; 0: off */
     hfl_precision prec;
-    uint16_t *working;
-    float *master;
     hfl_step_scalars *sc;      /* device: the plan's "scalars", or &host_sc */
     hfl_step_scalars host_sc;  /* the CPU backend's scalars (host memory is its device memory) */
     int n_slots;               /* input slots: 2 with a prefetch plan, else 1 */
@@ -84,12 +83,6 @@ struct hfl_trainer {
     int queued, next_slot;
     int slot;                  /* the input slot the running ops read */
 };
-
-/* The fp32 weights that train: the parameters from train_off on (fp32), or
- * the master weights, which hold only those (2-byte). */
-static float *trained(const hfl_trainer *t) {
-    return t->prec == HFL_PREC_FP32 ? t->params + t->spec.train_off : t->master;
-}
 
 /* 2-byte: the working weights from host fp32 values (zeros for NULL). The
  * frozen head [0, train_off) has no masters, so it is staged through the
@@ -102,7 +95,7 @@ static void lp_set_params(hfl_trainer *t, const float *host) {
         size_t n = i < off && off - i < cap ? off - i : cap;
         if (host) be->upload(t->master, host + i, n * sizeof(float));
         else be->fill(t->master, 0.0f, n);
-        be->round_lp(t->prec, t->working + i, t->master, n);
+        be->convert(t->prec, hfl_at(t->prec, t->params, (ptrdiff_t)i), t->master, n);
         i += n;
     }
 }
@@ -222,11 +215,11 @@ hfl_trainer *hfl_trainer_create_plan(const hfl_model_spec *spec, const hfl_backe
     t->anchor = buf(t, plan->anchor);
     t->adam_m = buf(t, plan->adam_m);
     t->adam_v = buf(t, plan->adam_v);
+    t->params = buf(t, plan->params);
     if (t->prec == HFL_PREC_FP32) {
-        t->params = buf(t, plan->params);
+        t->master = (float *)t->params + spec->train_off;
         be->fill(t->params, 0.0f, spec->n_params);
     } else {
-        t->working = buf(t, plan->params);
         t->master = buf(t, plan->master);
         lp_set_params(t, NULL);
     }
@@ -310,7 +303,7 @@ void hfl_trainer_set_params(hfl_trainer *t, const float *host_params) {
 }
 
 void hfl_trainer_get_trainable(const hfl_trainer *t, float *host_trainable) {
-    t->be->download(host_trainable, trained(t), t->spec.n_trainable * sizeof(float));
+    t->be->download(host_trainable, t->master, t->spec.n_trainable * sizeof(float));
 }
 
 void hfl_trainer_get_params(const hfl_trainer *t, float *host_params) {
@@ -326,7 +319,7 @@ void hfl_trainer_get_params(const hfl_trainer *t, float *host_params) {
      * i's 4 bytes end before 2-byte value i + 1 starts), so nothing is
      * allocated outside the plan. */
     char *h = (char *)(host_params + off) - off * sizeof(uint16_t);
-    t->be->download(h, t->working, off * sizeof(uint16_t));
+    t->be->download(h, t->params, off * sizeof(uint16_t));
     for (size_t i = 0; i < off; i++) { /* memcpy: the bytes change type under the loop */
         uint16_t v;
         memcpy(&v, h + i * sizeof v, sizeof v);
@@ -363,7 +356,7 @@ void hfl_trainer_set_prox(hfl_trainer *t, float mu) {
         abort();
     }
     t->prox_mu = mu;
-    if (mu != 0.0f) t->be->copy(t->anchor, trained(t), t->spec.n_trainable * sizeof(float));
+    if (mu != 0.0f) t->be->copy(t->anchor, t->master, t->spec.n_trainable * sizeof(float));
 }
 
 hfl_precision hfl_trainer_precision(const hfl_trainer *t) { return t->prec; }
@@ -405,12 +398,7 @@ int hfl_trainer_stage_slots(const hfl_trainer *t) { return t->n_slots; }
 /* x (n * in_dim fp32) as the precision's elements at dst. */
 static void stage_input(const hfl_trainer *t, void *dst, const float *x, int n) {
     size_t count = (size_t)n * t->spec.in_dim;
-    if (t->prec == HFL_PREC_FP32) {
-        memcpy(dst, x, count * sizeof(float));
-        return;
-    }
-    uint16_t *d = dst;
-    for (size_t k = 0; k < count; k++) d[k] = hfl_op_narrow(t->prec, x[k]);
+    for (size_t k = 0; k < count; k++) hfl_st(t->prec, dst, k, x[k]);
 }
 
 void hfl_trainer_stage(hfl_trainer *t, const float *x, const int32_t *y, int n) {
@@ -459,72 +447,37 @@ static int take_staged(hfl_trainer *t) {
     return n;
 }
 
-/* run_ops for bf16/fp16: the same ops on 2-byte storage (header comment). */
-static void run_ops_lp(hfl_trainer *t, int end, int n, int train, int mean_rows, int accumulate) {
-    const hfl_backend *be = t->be;
-    const hfl_model_spec *s = &t->spec;
-    hfl_precision lp = t->prec;
-    for (int i = 0; i < end; i++) {
-        const hfl_plan_op *op = &t->plan->ops[i];
-        const hfl_layer *ly = op->layer >= 0 ? &s->layers[op->layer] : NULL;
-        switch (op->kind) {
-        case HFL_OP_LOAD:
-            be->await_prefetch(t->slot);
-            break;
-        case HFL_OP_FORWARD:
-            t->ops[op->layer]->forward_lp(be, lp, ly, t->working + ly->param_off, buf(t, op->in),
-                                          buf(t, op->out), buf(t, op->saved), buf(t, op->ws), n);
-            break;
-        case HFL_OP_LOSS:
-            be->softmax_xent_lp(lp, buf(t, op->in), buf(t, op->labels),
-                                train ? buf(t, op->out) : NULL, n * s->label_rows, s->n_classes,
-                                mean_rows * s->label_rows, t->sc, buf(t, op->ws));
-            break;
-        case HFL_OP_BACKWARD:
-            t->ops[op->layer]->backward_lp(be, lp, ly, t->working + ly->param_off, buf(t, op->in),
-                                           buf(t, op->out), buf(t, op->dout), buf(t, op->din),
-                                           layer_grads(t, ly), buf(t, op->saved),
-                                           buf(t, op->ws), n, accumulate);
-            break;
-        case HFL_OP_OPTIMIZER:
-            break; /* run_step runs it */
-        }
-    }
-}
-
 /* Runs ops [0, end) on the n samples staged in t->slot (dlogits only when
  * `train`, as the gradient of the summed loss over mean_rows; parameter
  * gradients added to the buffer when `accumulate`), adding the LOSS op's
  * loss to the step scalars. */
 static void run_ops(hfl_trainer *t, int end, int n, int train, int mean_rows, int accumulate) {
     const hfl_backend *be = t->be;
+    const hfl_model_spec *s = &t->spec;
+    hfl_precision prec = t->prec;
     if (t->plan->blas_ws >= 0)
         be->set_blas_workspace(buf(t, t->plan->blas_ws), t->plan->buffers[t->plan->blas_ws].bytes);
-    if (t->prec != HFL_PREC_FP32) {
-        run_ops_lp(t, end, n, train, mean_rows, accumulate);
-        return;
-    }
-    const hfl_model_spec *s = &t->spec;
     for (int i = 0; i < end; i++) {
         const hfl_plan_op *op = &t->plan->ops[i];
         const hfl_layer *ly = op->layer >= 0 ? &s->layers[op->layer] : NULL;
+        const void *w = ly ? hfl_at(prec, t->params, (ptrdiff_t)ly->param_off) : NULL;
         switch (op->kind) {
         case HFL_OP_LOAD:
             be->await_prefetch(t->slot);
             break;
         case HFL_OP_FORWARD:
-            t->ops[op->layer]->forward(be, ly, t->params + ly->param_off, buf(t, op->in),
-                                       buf(t, op->out), buf(t, op->saved), buf(t, op->ws), n);
+            t->ops[op->layer]->forward(be, prec, ly, w, buf(t, op->in), buf(t, op->out),
+                                       buf(t, op->saved), buf(t, op->ws), n);
             break;
         case HFL_OP_LOSS:
-            be->softmax_xent(buf(t, op->in), buf(t, op->labels), train ? buf(t, op->out) : NULL,
-                             n * s->label_rows, s->n_classes, mean_rows * s->label_rows, t->sc);
+            be->softmax_xent(prec, buf(t, op->in), buf(t, op->labels),
+                             train ? buf(t, op->out) : NULL, n * s->label_rows, s->n_classes,
+                             mean_rows * s->label_rows, t->sc, buf(t, op->ws));
             break;
         case HFL_OP_BACKWARD:
-            t->ops[op->layer]->backward(be, ly, t->params + ly->param_off, buf(t, op->in),
-                                        buf(t, op->out), buf(t, op->dout), buf(t, op->din),
-                                        layer_grads(t, ly), buf(t, op->saved),
-                                        buf(t, op->ws), n, accumulate);
+            t->ops[op->layer]->backward(be, prec, ly, w, buf(t, op->in), buf(t, op->out),
+                                        buf(t, op->dout), buf(t, op->din), layer_grads(t, ly),
+                                        buf(t, op->saved), buf(t, op->ws), n, accumulate);
             break;
         case HFL_OP_OPTIMIZER:
             break; /* run_step runs it: it needs the step's hyperparameters */
@@ -532,61 +485,48 @@ static void run_ops(hfl_trainer *t, int end, int n, int train, int mean_rows, in
     }
 }
 
-/* AdamW (model.h, OPTIMIZERS): the step number in its bias corrections
- * counts the steps taken since the last reset_optimizer. fp16 skips a step
- * whose gradients are not finite without touching the moments, as
- * GradScaler skips optimizer.step(), so its skipped steps are not counted.
- * Only the device knows whether a step was skipped, so the count and the
- * powers of beta1 and beta2 live in the step scalars and adamw_step counts
- * and reads them there (kernels/lm_hd.h), in every precision: no step waits
- * for the host to learn its number. The powers take set_adamw's betas one
- * step at a time, so betas changed without a reset_optimizer would mix
- * (the client sets them right after each reset). */
-static void run_adamw(hfl_trainer *t, float lr, float momentum, float weight_decay) {
-    if (momentum != 0.0f) {
-        fprintf(stderr, "hfl: trainer: momentum %g asked of AdamW\n", (double)momentum);
-        abort();
-    }
-    const hfl_backend *be = t->be;
-    size_t n = t->spec.n_trainable;
-    hfl_adamw_args a = {.lr = lr, .beta1 = t->beta1, .beta2 = t->beta2, .eps = t->eps,
-                        .wd = weight_decay, .sc = t->sc};
-    if (t->prec == HFL_PREC_FP32) {
-        be->lm->adamw_step(trained(t), t->adam_m, t->adam_v, t->grads, n, a);
-        return;
-    }
-    int fp16 = t->prec == HFL_PREC_FP16;
-    be->lm->adamw_step_lp(t->prec, trained(t), t->adam_m, t->adam_v, t->grads,
-                          t->working + t->spec.train_off, n, a, fp16 ? t->sc : NULL);
-    if (fp16) be->scaler_update(t->sc, HFL_LOSS_SCALE_INTERVAL);
-}
-
-/* The OPTIMIZER op: one update over the trainable part of the vector
- * (model.h: all of it, or LoRA's adapters), weights and
+/* The OPTIMIZER op: one update of the fp32 masters over the trainable part
+ * of the vector (model.h: all of it, or LoRA's adapters), weights and
  * biases alike (PyTorch's SGD also decays biases unless told otherwise),
- * after FedProx's proximal gradient when it is on. */
+ * after FedProx's proximal gradient when it is on, and the working weights
+ * the layers read rounded from them (in fp32 the masters are those). fp16
+ * skips a step whose gradients are not finite, then its loss scaler moves
+ * (the header comment).
+ *
+ * AdamW (model.h, OPTIMIZERS): the step number in its bias corrections
+ * counts the steps taken since the last reset_optimizer. fp16 skips a step
+ * without touching the moments, as GradScaler skips optimizer.step(), so
+ * its skipped steps are not counted. Only the device knows whether a step
+ * was skipped, so the count and the powers of beta1 and beta2 live in the
+ * step scalars and adamw_step counts and reads them there (kernels/ops_hd.h),
+ * in every precision: no step waits for the host to learn its number. The
+ * powers take set_adamw's betas one step at a time, so betas changed
+ * without a reset_optimizer would mix (the client sets them right after
+ * each reset). */
 static void run_optimizer(hfl_trainer *t, float lr, float momentum, float weight_decay) {
-    if (momentum != 0.0f && !t->momentum) {
-        fprintf(stderr, "hfl: trainer: momentum %g asked of a plan without a momentum buffer\n",
-                (double)momentum);
+    if (momentum != 0.0f && (!t->momentum || t->adamw)) {
+        fprintf(stderr, "hfl: trainer: momentum %g asked of %s\n", (double)momentum,
+                !t->momentum ? "a plan without a momentum buffer" : "AdamW");
         abort();
     }
     const hfl_backend *be = t->be;
     size_t n = t->spec.n_trainable;
-    if (t->prox_mu != 0.0f) be->prox_grad(t->grads, trained(t), t->anchor, n, t->prox_mu);
+    void *working = hfl_at(t->prec, t->params, (ptrdiff_t)t->spec.train_off);
+    const hfl_step_scalars *skip = t->prec == HFL_PREC_FP16 ? t->sc : NULL;
+    if (t->prox_mu != 0.0f) be->prox_grad(t->grads, t->master, t->anchor, n, t->prox_mu);
     if (t->adamw) {
-        run_adamw(t, lr, momentum, weight_decay);
-        return;
+        hfl_adamw_args a = {.lr = lr,
+                            .beta1 = t->beta1,
+                            .beta2 = t->beta2,
+                            .eps = t->eps,
+                            .wd = weight_decay,
+                            .sc = t->sc};
+        be->adamw_step(t->prec, t->master, t->adam_m, t->adam_v, t->grads, working, n, a, skip);
+    } else {
+        be->sgd_step(t->prec, t->master, t->momentum, t->grads, working, n, lr, momentum,
+                     weight_decay, skip);
     }
-    if (t->prec == HFL_PREC_FP32) {
-        be->sgd_step(trained(t), t->momentum, t->grads, n, lr, momentum, weight_decay);
-        return;
-    }
-    int fp16 = t->prec == HFL_PREC_FP16;
-    be->sgd_step_lp(t->prec, trained(t), t->momentum, t->grads, t->working + t->spec.train_off, n,
-                    lr, momentum,
-                    weight_decay, fp16 ? t->sc : NULL);
-    if (fp16) be->scaler_update(t->sc, HFL_LOSS_SCALE_INTERVAL);
+    if (skip) be->scaler_update(t->sc, HFL_LOSS_SCALE_INTERVAL);
 }
 
 /* In bf16/fp16 the gradients are scaled by the loss scale until the step's

@@ -82,7 +82,7 @@ int hfl_json_depth(const char *text, size_t len, int stop);
 /* A schema of known fields (proto/schema.c): each a string of 1..max bytes
  * without control characters, a number in [lo, hi], an integer in [lo, hi],
  * or a boolean. */
-/* HFL_FIELD_NUM_OR_NULL: a number as NUM, or null (a figure the peer cannot know). */
+/* NUM_OR_NULL: a number in range, or null (a figure the sender could not measure). */
 typedef enum { HFL_FIELD_STR, HFL_FIELD_NUM, HFL_FIELD_INT, HFL_FIELD_BOOL, HFL_FIELD_NUM_OR_NULL } hfl_field_kind;
 typedef struct {
     const char *name;

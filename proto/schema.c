@@ -47,7 +47,7 @@ static int schema_check_one(const cJSON *item, const hfl_field *f, const char *w
         return cJSON_IsBool(item) ? 0 : hfl_errf(err, "field '%s' is not true or false", name);
     case HFL_FIELD_NUM_OR_NULL:
         if (cJSON_IsNull(item)) return 0;
-        /* fall through */
+        __attribute__((fallthrough)); /* else a number */
     case HFL_FIELD_NUM:
     case HFL_FIELD_INT:
         if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble))

@@ -12,7 +12,7 @@
 
 static const char *const known_keys[] = {
     "name", "model", "clients", "clients_per_round", "min_quorum", "rounds", "local_epochs", "batch",
-    "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "downlink", "downlink_delta", "client_codecs", "client_memory", "precision", "clip_norm", "max_client_samples", "max_share", "server_opt", "strategy", "client_attacks", "over_selection", "late", "local_work", "prox_mu", "async_concurrency", "pace", "optimizer", "betas",
+    "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "prepare", "downlink", "downlink_delta", "client_codecs", "client_memory", "precision", "clip_norm", "max_client_samples", "max_share", "server_opt", "strategy", "client_attacks", "over_selection", "late", "local_work", "prox_mu", "async_concurrency", "pace", "optimizer", "betas",
     "device", "client_devices", "profiles", "profile_library", "memory_scale", "crashes", "dropout", "slow", "compute_scale", "virtual_time",
     "secure_agg", "client_clip", "fixed_bits", "dp_noise", "dp_epsilon", "dp_delta", NULL};
 
@@ -129,6 +129,7 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
     snprintf(sc->device, sizeof sc->device, "auto");
     if (get_str(o, "name", 1, sc->name, sizeof sc->name, err) || get_str(o, "model", 1, sc->model, sizeof sc->model, err) ||
         get_str(o, "partition", 1, sc->partition, sizeof sc->partition, err) ||
+        get_str(o, "prepare", 0, sc->prepare, sizeof sc->prepare, err) ||
         get_str(o, "codec", 1, sc->codec, sizeof sc->codec, err) ||
         get_num(o, "clients", 1, 1, 1, 1000, &clients, err) || get_num(o, "rounds", 1, 1, 1, 1e6, &rounds, err) ||
         get_num(o, "clients_per_round", 0, 1, 1, 1000, &k, err) || get_num(o, "min_quorum", 0, 1, 1, 1000, &q, err) ||

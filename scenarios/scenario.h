@@ -71,6 +71,7 @@
 typedef struct {
     char name[64];
     char model[1024]; /* built-in name or JSON spec file */
+    char prepare[512]; /* the commands that make the scenario's shards ("" when it reads the images) */
     int clients, clients_per_round, min_quorum, rounds, local_epochs, batch;
     double lr, momentum, weight_decay, deadline_s;
     char partition[64];

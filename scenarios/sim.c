@@ -248,6 +248,15 @@ static void follow_log(const char *path, long *pos, int quiet, int *opened) {
     fclose(f);
 }
 
+/* 1 when the scenario's model starts with token embeddings (a language
+ * model, which needs text shards: hfl-data text). */
+static int reads_text(const hfl_scenario *sc) {
+    hfl_model_spec spec;
+    char err[HFL_ERR_LEN];
+    return hfl_model_resolve(sc->model, &spec, err) == 0 && spec.n_layers > 0 &&
+           spec.layers[0].kind == HFL_LAYER_EMBED;
+}
+
 /* Checks what can be checked before any process starts, so a typo fails in one line. */
 static int sim_check(const hfl_scenario *sc, char *err) {
     hfl_model_spec spec;
@@ -445,6 +454,15 @@ int main(int argc, char **argv) {
     }
     if (o.shards[0] && check_shards(&o, sc.clients, err) != 0) {
         fprintf(stderr, "hfl-sim: %s\n", err);
+        return 2;
+    }
+    if (!o.shards[0] && reads_text(&sc)) { /* the images would fail later, and less clearly */
+        if (sc.prepare[0])
+            fprintf(stderr, "hfl-sim: %s's model reads byte-level text, not the Fashion-MNIST images: make its "
+                    "shards first (%s), then pass --shards DIR\n", sc.name, sc.prepare);
+        else
+            fprintf(stderr, "hfl-sim: %s's model reads byte-level text, not the Fashion-MNIST images: make its "
+                    "shards with hfl-data text, then pass --shards DIR\n", sc.name);
         return 2;
     }
     if (!o.out_dir[0]) snprintf(o.out_dir, sizeof o.out_dir, "runs/%s", sc.name);

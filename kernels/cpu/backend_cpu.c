@@ -15,16 +15,19 @@
  * Convolution and pooling loops walk samples, channels and positions in
  * memory order and call the bodies of ops_hd.h per element; col2im and the
  * max-pool backward scatter (cheaper on one core) in an order that sums
- * each element exactly as the gather-form bodies a GPU runs would.
- * The reduced-precision (*_lp) ops widen 2-byte operands with the bodies of
- * ops_hd.h, compute in fp32 and round each result once. gemm_lp stages
- * 2-byte operands as fp32 tiles (HFL_GEMM_TILE rows of op(A) or columns of
- * op(B), HFL_GEMM_TILE_K deep) in the caller's workspace and calls sgemm per
- * tile, accumulating over k in fp32; a 2-byte C goes through an fp32 tile
- * that takes the bias, then is rounded once. Tiling k keeps the staging a
- * few hundred KB even for cnn's 3136-wide dense layer.
- * col2im_lp and maxpool_bwd_lp use the gather-form bodies (each output summed
- * in fp32, rounded once), so no fp32 image of dx is needed. */
+ * each element exactly as the gather-form bodies a GPU runs would, where
+ * the sums stay in fp32 (a 2-byte dx gathers, each element rounded once).
+ * Ops take their storage type (kernels/backend.h, STORAGE TYPES). An op's
+ * loop over its type is an always-inline function of t (*_in) that the op
+ * calls with t a constant of each type (its three-way if), so the loop is
+ * compiled once per type, the fp32 one vectorised as if written for floats,
+ * instead of testing t at every element. A 2-byte
+ * gemm stages its 2-byte operands as fp32 tiles (HFL_GEMM_TILE rows of
+ * op(A) or columns of op(B), HFL_GEMM_TILE_K deep) in the caller's
+ * workspace and calls sgemm per tile, accumulating over k in fp32; a 2-byte
+ * C goes through an fp32 tile that takes the bias, then is rounded once.
+ * Tiling k keeps the staging a few hundred KB even for cnn's 3136-wide
+ * dense layer. An fp32 gemm is one sgemm. */
 #include <cblas.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -37,6 +40,7 @@
 #include "kernels/cpu/agg_cpu.h"
 #include "kernels/lm.h"
 #include "kernels/ops_hd.h"
+#include "kernels/thread_hd.h"
 #include "util/util.h"
 
 /* Under AddressSanitizer a freed block is poisoned, and reading its header
@@ -171,188 +175,11 @@ static void cpu_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha
                 ldc);
 }
 
-static void cpu_sgemm_strided(int trans_a, int trans_b, int m, int n, int k, float alpha,
-                              const float *a, int lda, long long stride_a, const float *b, int ldb,
-                              long long stride_b, float beta, float *c, int ldc,
-                              long long stride_c, int count) {
-    for (int s = 0; s < count; s++)
-        cpu_sgemm(trans_a, trans_b, m, n, k, alpha, a + s * stride_a, lda, b + s * stride_b, ldb,
-                  beta, c + s * stride_c, ldc);
-}
-
-static void cpu_bias_add(float *y, const float *bias, int rows, int cols) {
-    for (int r = 0; r < rows; r++) {
-        float *row = y + (size_t)r * cols;
-        for (int c = 0; c < cols; c++) row[c] = hfl_op_bias_add(row[c], bias[c]);
-    }
-}
-
-static void cpu_bias_grad(float *dbias, const float *dy, int rows, int cols) {
-    /* Row by row so the inner loop runs over contiguous memory. */
-    for (int r = 0; r < rows; r++) {
-        const float *row = dy + (size_t)r * cols;
-        for (int c = 0; c < cols; c++) dbias[c] += row[c];
-    }
-}
-
-static void cpu_relu_fwd(float *y, const float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) y[i] = hfl_op_relu(x[i]);
-}
-
-static void cpu_relu_bwd(float *dx, const float *dy, const float *y, size_t n) {
-    for (size_t i = 0; i < n; i++) dx[i] = hfl_op_relu_bwd(dy[i], y[i]);
-}
-
-/* Adds one batch's summed loss, hits and rows to the step scalars. The batch
- * is summed on its own first (from 0, rows in order), so a caller that reset
- * loss_sum reads exactly the batch's total. */
-static void cpu_scalars_add(hfl_step_scalars *sc, double total, int n_correct, int rows) {
-    sc->loss_sum += total;
-    sc->correct += n_correct;
-    sc->rows += rows;
-}
-
-static void cpu_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int rows,
-                             int cols, int mean_rows, hfl_step_scalars *sc) {
-    if (rows <= 0) return;
-    /* Sum row losses in double: the mean over a large evaluation batch should
-     * not depend on float rounding order. */
-    double total = 0.0;
-    int n_correct = 0;
-    float scale = 1.0f / (float)mean_rows;
-    for (int r = 0; r < rows; r++) {
-        int ok;
-        float *drow = dlogits ? dlogits + (size_t)r * cols : NULL;
-        total += hfl_op_softmax_xent_row(logits + (size_t)r * cols, labels[r], drow, cols, scale,
-                                         &ok);
-        n_correct += ok;
-    }
-    cpu_scalars_add(sc, total, n_correct, rows);
-}
-
-static void cpu_sgd_step(float *w, float *v, const float *g, size_t n, float lr, float momentum,
-                         float wd) {
-    if (momentum == 0.0f) {
-        /* v is unused (and may be NULL) without momentum. */
-        float unused = 0.0f;
-        for (size_t i = 0; i < n; i++) w[i] = hfl_op_sgd(w[i], &unused, g[i], lr, 0.0f, wd);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) w[i] = hfl_op_sgd(w[i], &v[i], g[i], lr, momentum, wd);
-}
-
-static void cpu_prox_grad(float *g, const float *w, const float *anchor, size_t n, float mu) {
-    for (size_t i = 0; i < n; i++) g[i] = hfl_op_prox_grad(g[i], w[i], anchor[i], mu);
-}
-
-static void cpu_fill(float *p, float value, size_t n) {
-    for (size_t i = 0; i < n; i++) p[i] = value;
-}
-
-/* The output columns [*lo, *hi) whose tap kx lands inside the input row
- * (ix = ox*s - p + kx in [0, w)); the rest read padding. */
-static void cpu_tap_range(const hfl_window_geom *g, int kx, int *lo, int *hi) {
-    int first = g->p - kx; /* smallest ox*s allowed */
-    *lo = first <= 0 ? 0 : (first + g->s - 1) / g->s;
-    int last = g->w - 1 + g->p - kx; /* largest ox*s allowed */
-    *hi = last < 0 ? 0 : last / g->s + 1;
-    if (*hi > g->wo) *hi = g->wo;
-    if (*lo > *hi) *lo = *hi;
-}
-
-/* Row by row: for each (ci, ky, kx, oy) the valid taps form one run of
- * columns, found once per kx, so the inner loop is a strided copy. The
- * mapping is hfl_op_im2col_src's (the tests compare the two bit for bit). */
-static void cpu_im2col(float *cols, const float *x, int n, hfl_window_geom g) {
-    size_t in_size = (size_t)g.c * g.h * g.w;
-    for (int i = 0; i < n; i++) {
-        const float *xi = x + (size_t)i * in_size;
-        for (int ci = 0; ci < g.c; ci++)
-            for (int ky = 0; ky < g.k; ky++)
-                for (int kx = 0; kx < g.k; kx++) {
-                    int lo, hi;
-                    cpu_tap_range(&g, kx, &lo, &hi);
-                    for (int oy = 0; oy < g.ho; oy++, cols += g.wo) {
-                        int iy = oy * g.s - g.p + ky;
-                        if (iy < 0 || iy >= g.h) {
-                            memset(cols, 0, (size_t)g.wo * sizeof(float));
-                            continue;
-                        }
-                        const float *src = xi + ((size_t)ci * g.h + iy) * g.w - g.p + kx;
-                        for (int ox = 0; ox < lo; ox++) cols[ox] = 0.0f;
-                        for (int ox = lo; ox < hi; ox++) cols[ox] = src[ox * g.s];
-                        for (int ox = hi; ox < g.wo; ox++) cols[ox] = 0.0f;
-                    }
-                }
-    }
-}
-
-/* Scatter form: each column entry is added to the pixel im2col copied it
- * from. For any one pixel the additions come in (ky, kx) order starting from
- * zero, exactly as hfl_op_col2im (the gather form a GPU thread runs) sums
- * them, so both give the same bits; the scatter skips gather's k*k search. */
-static void cpu_col2im(float *dx, const float *cols, int n, hfl_window_geom g) {
-    size_t in_size = (size_t)g.c * g.h * g.w;
-    memset(dx, 0, (size_t)n * in_size * sizeof(float));
-    for (int i = 0; i < n; i++) {
-        float *d = dx + (size_t)i * in_size;
-        for (int ci = 0; ci < g.c; ci++)
-            for (int ky = 0; ky < g.k; ky++)
-                for (int kx = 0; kx < g.k; kx++) {
-                    int lo, hi;
-                    cpu_tap_range(&g, kx, &lo, &hi);
-                    for (int oy = 0; oy < g.ho; oy++, cols += g.wo) {
-                        int iy = oy * g.s - g.p + ky;
-                        if (iy < 0 || iy >= g.h) continue;
-                        float *dst = d + ((size_t)ci * g.h + iy) * g.w - g.p + kx;
-                        for (int ox = lo; ox < hi; ox++) dst[ox * g.s] += cols[ox];
-                    }
-                }
-    }
-}
-
-static void cpu_maxpool_fwd(float *y, const float *x, int n, hfl_window_geom g) {
-    size_t planes = (size_t)n * g.c, in_plane = (size_t)g.h * g.w;
-    for (size_t q = 0; q < planes; q++) {
-        const float *xp = x + q * in_plane;
-        for (int oy = 0; oy < g.ho; oy++)
-            for (int ox = 0; ox < g.wo; ox++) *y++ = xp[hfl_op_maxpool_argmax(xp, &g, oy, ox)];
-    }
-}
-
-/* Scatter form: each window's dy goes to its first maximum. Per input the
- * additions come in window (oy, ox) order from zero, as in the gather form
- * hfl_op_maxpool_bwd, so both give the same bits; the scatter finds each
- * window's argmax once instead of once per input it covers. */
-static void cpu_maxpool_bwd(float *dx, const float *dy, const float *x, int n, hfl_window_geom g) {
-    size_t planes = (size_t)n * g.c, in_plane = (size_t)g.h * g.w;
-    memset(dx, 0, planes * in_plane * sizeof(float));
-    for (size_t q = 0; q < planes; q++) {
-        const float *xp = x + q * in_plane;
-        float *dxp = dx + q * in_plane;
-        for (int oy = 0; oy < g.ho; oy++)
-            for (int ox = 0; ox < g.wo; ox++) dxp[hfl_op_maxpool_argmax(xp, &g, oy, ox)] += *dy++;
-    }
-}
-
-static void cpu_channel_bias_add(float *y, const float *bias, int n, int c, int hw) {
-    for (int i = 0; i < n; i++)
-        for (int ch = 0; ch < c; ch++) {
-            float *row = y + ((size_t)i * c + ch) * hw;
-            for (int j = 0; j < hw; j++) row[j] = hfl_op_bias_add(row[j], bias[ch]);
-        }
-}
-
-static void cpu_channel_bias_grad(float *dbias, const float *dy, int n, int c, int hw) {
-    for (int ch = 0; ch < c; ch++) dbias[ch] += hfl_op_channel_sum(dy, n, c, hw, ch);
-}
-
-/* ---- reduced precision ---- */
-
 static size_t cpu_min(size_t a, size_t b) { return a < b ? a : b; }
 
-/* dst[r * cols + c] = widen(src[r * ld + c]) for r < rows, c < cols. The
- * type is tested once, outside the loops, so each inner loop vectorises. */
+/* dst[r * cols + c] = widen(src[r * ld + c]) for r < rows, c < cols (src
+ * 2-byte). The type is tested once, outside the loops, so each inner loop
+ * vectorises. */
 static void cpu_widen_block(hfl_precision lp, float *dst, const uint16_t *src, size_t ld,
                             size_t rows, size_t cols) {
     for (size_t r = 0; r < rows; r++) {
@@ -390,15 +217,41 @@ static const float *cpu_gemm_operand(hfl_precision lp, int is_f32, int trans, in
     return stage;
 }
 
-/* Tiles of C (mt x nt), each summed over k in chunks of HFL_GEMM_TILE_K in
- * fp32 (in C itself when C is fp32, else in the staging tile, then bias and
- * one rounding). The tiling depends only on (m, n, k), so a call is
- * deterministic whatever the buffers' addresses. */
-static void cpu_gemm_lp(hfl_precision lp, unsigned f32_mask, int trans_a, int trans_b, int m,
-                        int n, int k, float alpha, const void *a, int lda, const void *b, int ldb,
-                        float beta, void *c, int ldc, const uint16_t *bias, int bias_axis,
-                        void *ws) {
+/* The bias of rows [r0, r0 + mi) and columns [c0, c0 + nj) added to the fp32
+ * tile pc (leading dimension lc); a 2-byte C's rows then rounded into c. */
+static inline __attribute__((always_inline)) void
+cpu_gemm_finish(hfl_precision t, int c32, float *pc, int lc, size_t r0, size_t mi, size_t c0,
+                size_t nj, const void *bias, int bias_axis, void *c, int ldc) {
+    for (size_t r = 0; r < mi; r++) {
+        float *row = pc + r * (size_t)lc;
+        if (bias_axis == HFL_BIAS_COL)
+            for (size_t q = 0; q < nj; q++)
+                row[q] = hfl_op_bias_add(row[q], hfl_ld(t, bias, c0 + q));
+        else if (bias_axis == HFL_BIAS_ROW)
+            for (size_t q = 0; q < nj; q++)
+                row[q] = hfl_op_bias_add(row[q], hfl_ld(t, bias, r0 + r));
+        if (!c32)
+            for (size_t q = 0; q < nj; q++) hfl_st(t, c, (r0 + r) * (size_t)ldc + c0 + q, row[q]);
+    }
+}
+
+/* fp32: one sgemm, then the bias. 2-byte: tiles of C (mt x nt), each summed
+ * over k in chunks of HFL_GEMM_TILE_K in fp32 (in C itself when C is fp32,
+ * else in the staging tile, then bias and one rounding). The tiling depends
+ * only on (m, n, k), so a call is deterministic whatever the buffers'
+ * addresses. */
+static void cpu_gemm(hfl_precision t, unsigned f32_mask, int trans_a, int trans_b, int m, int n,
+                     int k, float alpha, const void *a, int lda, const void *b, int ldb, float beta,
+                     void *c, int ldc, const void *bias, int bias_axis, void *ws) {
     if (m <= 0 || n <= 0) return;
+    if (bias_axis != HFL_BIAS_NONE && !bias) bias_axis = HFL_BIAS_NONE;
+    if (t == HFL_PREC_FP32) {
+        cpu_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        if (bias_axis != HFL_BIAS_NONE)
+            cpu_gemm_finish(HFL_PREC_FP32, 1, c, ldc, 0, (size_t)m, 0, (size_t)n, bias, bias_axis,
+                            c, ldc);
+        return;
+    }
     size_t mt = cpu_min((size_t)m, HFL_GEMM_TILE), nt = cpu_min((size_t)n, HFL_GEMM_TILE);
     size_t kt = cpu_min((size_t)k, HFL_GEMM_TILE_K);
     int a32 = (f32_mask & HFL_GEMM_A_F32) != 0, b32 = (f32_mask & HFL_GEMM_B_F32) != 0;
@@ -417,8 +270,8 @@ static void cpu_gemm_lp(hfl_precision lp, unsigned f32_mask, int trans_a, int tr
                 pc = sc;
                 lc = (int)nj;
                 if (beta != 0.0f)
-                    cpu_widen_block(lp, sc, (const uint16_t *)c + i0 * (size_t)ldc + j0,
-                                    (size_t)ldc, mi, nj);
+                    cpu_widen_block(t, sc, (const uint16_t *)c + i0 * (size_t)ldc + j0, (size_t)ldc,
+                                    mi, nj);
             }
             if (k <= 0) { /* C = beta C, as sgemm would do (beta 0 never reads C) */
                 for (size_t r = 0; r < mi; r++)
@@ -430,85 +283,214 @@ static void cpu_gemm_lp(hfl_precision lp, unsigned f32_mask, int trans_a, int tr
                 int la, lb;
                 if (gemm_observer) gemm_observer(gemm_observer_ctx, trans_a, trans_b, (int)mi, (int)nj, (int)kn);
                 const float *pa =
-                    cpu_gemm_operand(lp, a32, trans_a, 0, a, lda, i0, mi, k0, kn, sa, &la);
+                    cpu_gemm_operand(t, a32, trans_a, 0, a, lda, i0, mi, k0, kn, sa, &la);
                 const float *pb =
-                    cpu_gemm_operand(lp, b32, trans_b, 1, b, ldb, j0, nj, k0, kn, sb, &lb);
+                    cpu_gemm_operand(t, b32, trans_b, 1, b, ldb, j0, nj, k0, kn, sb, &lb);
                 cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                             trans_b ? CblasTrans : CblasNoTrans, (int)mi, (int)nj, (int)kn, alpha,
                             pa, la, pb, lb, k0 ? 1.0f : beta, pc, lc);
             }
-            for (size_t r = 0; r < mi; r++) {
-                float *row = pc + r * (size_t)lc;
-                if (bias_axis == HFL_BIAS_COL)
-                    for (size_t q = 0; q < nj; q++)
-                        row[q] = hfl_op_bias_add(row[q], hfl_op_widen(lp, bias[j0 + q]));
-                else if (bias_axis == HFL_BIAS_ROW)
-                    for (size_t q = 0; q < nj; q++)
-                        row[q] = hfl_op_bias_add(row[q], hfl_op_widen(lp, bias[i0 + r]));
-                if (!c32) {
-                    uint16_t *out = (uint16_t *)c + (i0 + r) * (size_t)ldc + j0;
-                    for (size_t q = 0; q < nj; q++) out[q] = hfl_op_narrow(lp, row[q]);
-                }
-            }
+            cpu_gemm_finish(t, c32, pc, lc, i0, mi, j0, nj, bias, bias_axis, c, ldc);
         }
     }
 }
 
-/* Element s*stride of operand x (fp32 when is_f32, else 2-byte). */
-static const void *cpu_nth(const void *x, int is_f32, long long stride, int s) {
-    return is_f32 ? (const void *)((const float *)x + s * stride)
-                  : (const void *)((const uint16_t *)x + s * stride);
+/* Element s*stride of operand x (fp32 when is_f32, else of type t). */
+static const void *cpu_nth(hfl_precision t, const void *x, int is_f32, long long stride, int s) {
+    return hfl_at(is_f32 ? HFL_PREC_FP32 : t, x, (size_t)(s * stride));
 }
 
-static void cpu_gemm_lp_strided(hfl_precision lp, unsigned f32_mask, int trans_a, int trans_b,
-                                int m, int n, int k, float alpha, const void *a, int lda,
-                                long long stride_a, const void *b, int ldb, long long stride_b,
-                                float beta, void *c, int ldc, long long stride_c, int count,
-                                const uint16_t *bias, int bias_axis, void *ws) {
+static void cpu_gemm_strided(hfl_precision t, unsigned f32_mask, int trans_a, int trans_b, int m,
+                             int n, int k, float alpha, const void *a, int lda, long long stride_a,
+                             const void *b, int ldb, long long stride_b, float beta, void *c,
+                             int ldc, long long stride_c, int count, const void *bias,
+                             int bias_axis, void *ws) {
     for (int s = 0; s < count; s++)
-        cpu_gemm_lp(lp, f32_mask, trans_a, trans_b, m, n, k, alpha,
-                    cpu_nth(a, f32_mask & HFL_GEMM_A_F32, stride_a, s), lda,
-                    cpu_nth(b, f32_mask & HFL_GEMM_B_F32, stride_b, s), ldb, beta,
-                    (void *)cpu_nth(c, f32_mask & HFL_GEMM_C_F32, stride_c, s), ldc, bias,
-                    bias_axis, ws);
+        cpu_gemm(t, f32_mask, trans_a, trans_b, m, n, k, alpha,
+                 cpu_nth(t, a, f32_mask & HFL_GEMM_A_F32, stride_a, s), lda,
+                 cpu_nth(t, b, f32_mask & HFL_GEMM_B_F32, stride_b, s), ldb, beta,
+                 (void *)cpu_nth(t, c, f32_mask & HFL_GEMM_C_F32, stride_c, s), ldc, bias,
+                 bias_axis, ws);
 }
 
-static void cpu_round_lp(hfl_precision lp, uint16_t *dst, const float *src, size_t n) {
-    if (lp == HFL_PREC_FP16)
-        for (size_t i = 0; i < n; i++) dst[i] = hfl_op_narrow(HFL_PREC_FP16, src[i]);
-    else
-        for (size_t i = 0; i < n; i++) dst[i] = hfl_op_narrow(HFL_PREC_BF16, src[i]);
+/* Row by row so the inner loop runs over contiguous memory. */
+static inline __attribute__((always_inline)) void bias_grad_in(hfl_precision t, float *dbias,
+                                                               const void *dy, int rows, int cols) {
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) dbias[c] += hfl_ld(t, dy, (size_t)r * cols + c);
+}
+static void cpu_bias_grad(hfl_precision t, float *dbias, const void *dy, int rows, int cols) {
+    if (t == HFL_PREC_FP32) bias_grad_in(HFL_PREC_FP32, dbias, dy, rows, cols);
+    else if (t == HFL_PREC_BF16) bias_grad_in(HFL_PREC_BF16, dbias, dy, rows, cols);
+    else bias_grad_in(HFL_PREC_FP16, dbias, dy, rows, cols);
 }
 
-static void cpu_relu_fwd_lp(hfl_precision lp, uint16_t *y, const uint16_t *x, size_t n) {
-    for (size_t i = 0; i < n; i++) y[i] = hfl_op_relu_lp(lp, x[i]);
+static inline __attribute__((always_inline)) void relu_fwd_in(hfl_precision t, void *y,
+                                                              const void *x, size_t n) {
+    for (size_t i = 0; i < n; i++) hfl_thread_relu_fwd(i, t, y, x);
+}
+static void cpu_relu_fwd(hfl_precision t, void *y, const void *x, size_t n) {
+    if (t == HFL_PREC_FP32) relu_fwd_in(HFL_PREC_FP32, y, x, n);
+    else if (t == HFL_PREC_BF16) relu_fwd_in(HFL_PREC_BF16, y, x, n);
+    else relu_fwd_in(HFL_PREC_FP16, y, x, n);
 }
 
-static void cpu_relu_bwd_lp(hfl_precision lp, uint16_t *dx, const uint16_t *dy, const uint16_t *y,
-                            size_t n) {
-    for (size_t i = 0; i < n; i++) dx[i] = hfl_op_relu_bwd_lp(lp, dy[i], y[i]);
+static inline __attribute__((always_inline)) void
+relu_bwd_in(hfl_precision t, void *dx, const void *dy, const void *y, size_t n) {
+    for (size_t i = 0; i < n; i++) hfl_thread_relu_bwd(i, t, dx, dy, y);
+}
+static void cpu_relu_bwd(hfl_precision t, void *dx, const void *dy, const void *y, size_t n) {
+    if (t == HFL_PREC_FP32) relu_bwd_in(HFL_PREC_FP32, dx, dy, y, n);
+    else if (t == HFL_PREC_BF16) relu_bwd_in(HFL_PREC_BF16, dx, dy, y, n);
+    else relu_bwd_in(HFL_PREC_FP16, dx, dy, y, n);
 }
 
-static void cpu_bias_grad_lp(hfl_precision lp, float *dbias, const uint16_t *dy, int rows,
-                             int cols) {
+/* Adds one batch's summed loss, hits and rows to the step scalars. The batch
+ * is summed on its own first (from 0, rows in order), so a caller that reset
+ * loss_sum reads exactly the batch's total. */
+static void cpu_scalars_add(hfl_step_scalars *sc, double total, int n_correct, int rows) {
+    sc->loss_sum += total;
+    sc->correct += n_correct;
+    sc->rows += rows;
+}
+
+/* Row losses summed in double: the mean over a large evaluation batch should
+ * not depend on float rounding order. A 2-byte row is widened into ws once
+ * (rather than each of the body's three passes widening it) and its
+ * gradient rounded from ws: the same bits as the body on the 2-byte row. */
+static void cpu_softmax_xent(hfl_precision t, const void *logits, const int32_t *labels,
+                             void *dlogits, int rows, int cols, int mean_rows, hfl_step_scalars *sc,
+                             float *ws) {
+    if (rows <= 0) return;
+    double total = 0.0;
+    int n_correct = 0;
+    float scale = sc->loss_scale / (float)mean_rows;
     for (int r = 0; r < rows; r++) {
-        const uint16_t *row = dy + (size_t)r * cols;
-        for (int c = 0; c < cols; c++) dbias[c] += hfl_op_widen(lp, row[c]);
+        int ok;
+        const void *z = hfl_at(t, logits, (size_t)r * cols);
+        void *drow = dlogits ? hfl_at(t, dlogits, (size_t)r * cols) : NULL;
+        if (t == HFL_PREC_FP32) {
+            total += hfl_op_softmax_xent_row(HFL_PREC_FP32, z, labels[r], drow, cols, scale, &ok);
+        } else {
+            for (int c = 0; c < cols; c++) ws[c] = hfl_ld(t, z, c);
+            total += hfl_op_softmax_xent_row(HFL_PREC_FP32, ws, labels[r], drow ? ws + cols : NULL,
+                                             cols, scale, &ok);
+            for (int c = 0; drow && c < cols; c++) hfl_st(t, drow, c, ws[cols + c]);
+        }
+        n_correct += ok;
     }
+    cpu_scalars_add(sc, total, n_correct, rows);
 }
 
-static void cpu_channel_bias_grad_lp(hfl_precision lp, float *dbias, const uint16_t *dy, int n,
-                                     int c, int hw) {
-    for (int ch = 0; ch < c; ch++) dbias[ch] += hfl_op_channel_sum_lp(lp, dy, n, c, hw, ch);
+static inline __attribute__((always_inline)) void convert_in(hfl_precision t, void *dst,
+                                                             const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) hfl_thread_convert(i, t, dst, src);
+}
+static void cpu_convert(hfl_precision t, void *dst, const float *src, size_t n) {
+    if (t == HFL_PREC_FP32) convert_in(HFL_PREC_FP32, dst, src, n);
+    else if (t == HFL_PREC_BF16) convert_in(HFL_PREC_BF16, dst, src, n);
+    else convert_in(HFL_PREC_FP16, dst, src, n);
 }
 
-/* As cpu_im2col on 2-byte elements (a copy, so the type does not matter). */
-static void cpu_im2col_lp(hfl_precision lp, uint16_t *cols, const uint16_t *x, int n,
-                          hfl_window_geom g) {
-    (void)lp;
+/* The optimizers update the fp32 masters in one pass (their bodies in fp32,
+ * the working copy the masters themselves: the same values the bodies
+ * store in one pass on a GPU), then round a 2-byte working copy from them. */
+static void cpu_sgd_step(hfl_precision t, float *master, float *v, const float *g, void *w,
+                         size_t n, float lr, float momentum, float wd,
+                         const hfl_step_scalars *skip_if_nonfinite) {
+    if (skip_if_nonfinite && !skip_if_nonfinite->finite) return;
+    for (size_t i = 0; i < n; i++)
+        hfl_thread_sgd_step(i, HFL_PREC_FP32, master, v, g, master, lr, momentum, wd);
+    if (w != master) cpu_convert(t, w, master, n);
+}
+
+/* With a.sc: the step counted and its bias corrections read on the
+ * "device", as the CUDA kernels do (ops_hd.h, AdamW). */
+static void cpu_adamw_step(hfl_precision t, float *master, float *m, float *v, const float *g,
+                           void *w, size_t n, hfl_adamw_args a,
+                           const hfl_step_scalars *skip_if_nonfinite) {
+    if (skip_if_nonfinite && !skip_if_nonfinite->finite) return;
+    if (a.sc) {
+        hfl_op_adamw_count(a.sc, a.beta1, a.beta2, skip_if_nonfinite);
+        hfl_op_adamw_bias(a.sc, &a);
+    }
+    for (size_t i = 0; i < n; i++)
+        hfl_thread_adamw_step(i, HFL_PREC_FP32, master, m, v, g, master, a);
+    if (w != master) cpu_convert(t, w, master, n);
+}
+
+static void cpu_prox_grad(float *g, const float *w, const float *anchor, size_t n, float mu) {
+    for (size_t i = 0; i < n; i++) g[i] = hfl_op_prox_grad(g[i], w[i], anchor[i], mu);
+}
+
+static void cpu_fill(float *p, float value, size_t n) {
+    for (size_t i = 0; i < n; i++) p[i] = value;
+}
+
+/* The output columns [*lo, *hi) whose tap kx lands inside the input row
+ * (ix = ox*s - p + kx in [0, w)); the rest read padding. */
+static void cpu_tap_range(const hfl_window_geom *g, int kx, int *lo, int *hi) {
+    int first = g->p - kx; /* smallest ox*s allowed */
+    *lo = first <= 0 ? 0 : (first + g->s - 1) / g->s;
+    int last = g->w - 1 + g->p - kx; /* largest ox*s allowed */
+    *hi = last < 0 ? 0 : last / g->s + 1;
+    if (*hi > g->wo) *hi = g->wo;
+    if (*lo > *hi) *lo = *hi;
+}
+
+/* Row by row: for each (ci, ky, kx, oy) the valid taps form one run of
+ * columns, found once per kx, so the inner loop is a strided copy. The
+ * mapping is hfl_op_im2col_src's (the tests compare the two bit for bit). */
+static inline __attribute__((always_inline)) void
+im2col_in(hfl_precision t, void *cols, const void *x, int n, hfl_window_geom g) {
+    size_t in_size = (size_t)g.c * g.h * g.w, at = 0;
+    for (int i = 0; i < n; i++)
+        for (int ci = 0; ci < g.c; ci++)
+            for (int ky = 0; ky < g.k; ky++)
+                for (int kx = 0; kx < g.k; kx++) {
+                    int lo, hi;
+                    cpu_tap_range(&g, kx, &lo, &hi);
+                    for (int oy = 0; oy < g.ho; oy++, at += (size_t)g.wo) {
+                        int iy = oy * g.s - g.p + ky, l = lo, h = hi;
+                        if (iy < 0 || iy >= g.h) l = h = g.wo; /* a row of padding */
+                        /* column ox copies input element src + ox * s */
+                        long src =
+                            (long)((size_t)i * in_size) + ((long)ci * g.h + iy) * g.w - g.p + kx;
+                        for (int ox = 0; ox < l; ox++) hfl_st(t, cols, at + ox, 0.0f);
+                        for (int ox = l; ox < h; ox++)
+                            hfl_cp(t, cols, at + ox, x, (size_t)(src + (long)ox * g.s));
+                        for (int ox = h; ox < g.wo; ox++) hfl_st(t, cols, at + ox, 0.0f);
+                    }
+                }
+}
+
+static void cpu_im2col(hfl_precision t, void *cols, const void *x, int n, hfl_window_geom g) {
+    if (t == HFL_PREC_FP32) im2col_in(HFL_PREC_FP32, cols, x, n, g);
+    else if (t == HFL_PREC_BF16) im2col_in(HFL_PREC_BF16, cols, x, n, g);
+    else im2col_in(HFL_PREC_FP16, cols, x, n, g);
+}
+
+static inline __attribute__((always_inline)) void
+col2im_gather_in(hfl_precision t, void *dx, const float *cols, size_t count, hfl_window_geom g) {
+    for (size_t i = 0; i < count; i++) hfl_thread_col2im(i, t, dx, cols, g);
+}
+
+/* fp32: scatter form, each column entry added to the pixel im2col copied it
+ * from. For any one pixel the additions come in (ky, kx) order starting from
+ * zero, exactly as hfl_op_col2im (the gather form a GPU thread runs) sums
+ * them, so both give the same bits; the scatter skips gather's k*k search.
+ * A 2-byte dx takes the gather form (each element summed in fp32, rounded
+ * once), so no fp32 image of dx is needed. */
+static void cpu_col2im(hfl_precision t, void *dx, const float *cols, int n, hfl_window_geom g) {
     size_t in_size = (size_t)g.c * g.h * g.w;
+    if (t != HFL_PREC_FP32) {
+        if (t == HFL_PREC_BF16) col2im_gather_in(HFL_PREC_BF16, dx, cols, (size_t)n * in_size, g);
+        else col2im_gather_in(HFL_PREC_FP16, dx, cols, (size_t)n * in_size, g);
+        return;
+    }
+    memset(dx, 0, (size_t)n * in_size * sizeof(float));
     for (int i = 0; i < n; i++) {
-        const uint16_t *xi = x + (size_t)i * in_size;
+        float *d = (float *)dx + (size_t)i * in_size;
         for (int ci = 0; ci < g.c; ci++)
             for (int ky = 0; ky < g.k; ky++)
                 for (int kx = 0; kx < g.k; kx++) {
@@ -516,80 +498,78 @@ static void cpu_im2col_lp(hfl_precision lp, uint16_t *cols, const uint16_t *x, i
                     cpu_tap_range(&g, kx, &lo, &hi);
                     for (int oy = 0; oy < g.ho; oy++, cols += g.wo) {
                         int iy = oy * g.s - g.p + ky;
-                        if (iy < 0 || iy >= g.h) {
-                            memset(cols, 0, (size_t)g.wo * sizeof(uint16_t));
-                            continue;
-                        }
-                        const uint16_t *src = xi + ((size_t)ci * g.h + iy) * g.w - g.p + kx;
-                        for (int ox = 0; ox < lo; ox++) cols[ox] = 0;
-                        for (int ox = lo; ox < hi; ox++) cols[ox] = src[ox * g.s];
-                        for (int ox = hi; ox < g.wo; ox++) cols[ox] = 0;
+                        if (iy < 0 || iy >= g.h) continue;
+                        float *dst = d + ((size_t)ci * g.h + iy) * g.w - g.p + kx;
+                        for (int ox = lo; ox < hi; ox++) dst[ox * g.s] += cols[ox];
                     }
                 }
     }
 }
 
-static void cpu_col2im_lp(hfl_precision lp, uint16_t *dx, const float *cols, int n,
-                          hfl_window_geom g) {
-    size_t in_size = (size_t)g.c * g.h * g.w, col_size = (size_t)g.c * g.k * g.k * g.ho * g.wo;
-    for (int i = 0; i < n; i++, dx += in_size, cols += col_size)
-        for (int ci = 0; ci < g.c; ci++)
+static inline __attribute__((always_inline)) void
+maxpool_fwd_in(hfl_precision t, void *y, const void *x, int n, hfl_window_geom g) {
+    size_t planes = (size_t)n * g.c, in_plane = (size_t)g.h * g.w, o = 0;
+    for (size_t q = 0; q < planes; q++) {
+        const void *xp = hfl_at(t, x, q * in_plane);
+        for (int oy = 0; oy < g.ho; oy++)
+            for (int ox = 0; ox < g.wo; ox++, o++)
+                hfl_cp(t, y, o, xp, (size_t)hfl_op_maxpool_argmax(t, xp, &g, oy, ox));
+    }
+}
+
+static void cpu_maxpool_fwd(hfl_precision t, void *y, const void *x, int n, hfl_window_geom g) {
+    if (t == HFL_PREC_FP32) maxpool_fwd_in(HFL_PREC_FP32, y, x, n, g);
+    else if (t == HFL_PREC_BF16) maxpool_fwd_in(HFL_PREC_BF16, y, x, n, g);
+    else maxpool_fwd_in(HFL_PREC_FP16, y, x, n, g);
+}
+
+/* Scatter form: each window's dy goes to its first maximum. Per input the
+ * additions come in window (oy, ox) order from zero, as in the gather form
+ * hfl_op_maxpool_bwd, so both give the same bits; the scatter finds each
+ * window's argmax once instead of once per input it covers. A 2-byte dx
+ * scatters only when windows do not overlap (s >= k: each input gets at
+ * most one dy, so 0 + dy is rounded once, and turns -0 into +0 as the
+ * gather's sum does); overlapping windows gather, each input summed in fp32
+ * and rounded once. */
+static inline __attribute__((always_inline)) void
+maxpool_bwd_in(hfl_precision t, void *dx, const void *dy, const void *x, int n, hfl_window_geom g) {
+    size_t planes = (size_t)n * g.c, in_plane = (size_t)g.h * g.w, out_plane = (size_t)g.ho * g.wo;
+    if (t != HFL_PREC_FP32 && g.s < g.k) {
+        for (size_t q = 0; q < planes; q++)
             for (int iy = 0; iy < g.h; iy++)
                 for (int ix = 0; ix < g.w; ix++)
-                    dx[((size_t)ci * g.h + iy) * g.w + ix] =
-                        hfl_op_narrow(lp, hfl_op_col2im(cols, &g, ci, iy, ix));
-}
-
-static void cpu_maxpool_fwd_lp(hfl_precision lp, uint16_t *y, const uint16_t *x, int n,
-                               hfl_window_geom g) {
-    size_t planes = (size_t)n * g.c, in_plane = (size_t)g.h * g.w;
-    for (size_t q = 0; q < planes; q++) {
-        const uint16_t *xp = x + q * in_plane;
-        for (int oy = 0; oy < g.ho; oy++)
-            for (int ox = 0; ox < g.wo; ox++)
-                *y++ = xp[hfl_op_maxpool_argmax_lp(lp, xp, &g, oy, ox)];
-    }
-}
-
-/* Windows that do not overlap (s >= k) send each input at most one dy, so a
- * scatter of 0 + dy, rounded, gives the gather form's bits (0 + dy also turns
- * -0 into +0 as the gather's sum does) without its per-input argmax search. */
-static void cpu_maxpool_bwd_lp(hfl_precision lp, uint16_t *dx, const uint16_t *dy,
-                               const uint16_t *x, int n, hfl_window_geom g) {
-    size_t planes = (size_t)n * g.c, in_plane = (size_t)g.h * g.w, out_plane = (size_t)g.ho * g.wo;
-    if (g.s >= g.k) {
-        memset(dx, 0, planes * in_plane * sizeof(uint16_t));
-        for (size_t q = 0; q < planes; q++) {
-            const uint16_t *xp = x + q * in_plane;
-            for (int oy = 0; oy < g.ho; oy++)
-                for (int ox = 0; ox < g.wo; ox++, dy++)
-                    dx[q * in_plane + hfl_op_maxpool_argmax_lp(lp, xp, &g, oy, ox)] =
-                        hfl_op_narrow(lp, 0.0f + hfl_op_widen(lp, *dy));
-        }
+                    hfl_st(t, dx, q * in_plane + (size_t)iy * g.w + ix,
+                           hfl_op_maxpool_bwd(t, hfl_at(t, x, q * in_plane),
+                                              hfl_at(t, dy, q * out_plane), &g, iy, ix));
         return;
     }
-    for (size_t q = 0; q < planes; q++)
-        for (int iy = 0; iy < g.h; iy++)
-            for (int ix = 0; ix < g.w; ix++)
-                dx[q * in_plane + (size_t)iy * g.w + ix] = hfl_op_narrow(
-                    lp, hfl_op_maxpool_bwd_lp(lp, x + q * in_plane, dy + q * out_plane, &g, iy, ix));
+    memset(dx, 0, planes * in_plane * hfl_precision_bytes(t));
+    for (size_t q = 0, o = 0; q < planes; q++) {
+        const void *xp = hfl_at(t, x, q * in_plane);
+        for (int oy = 0; oy < g.ho; oy++)
+            for (int ox = 0; ox < g.wo; ox++, o++) {
+                size_t at = q * in_plane + (size_t)hfl_op_maxpool_argmax(t, xp, &g, oy, ox);
+                hfl_st(t, dx, at, hfl_ld(t, dx, at) + hfl_ld(t, dy, o));
+            }
+    }
 }
 
-static void cpu_softmax_xent_lp(hfl_precision lp, const uint16_t *logits, const int32_t *labels,
-                                uint16_t *dlogits, int rows, int cols, int mean_rows,
-                                hfl_step_scalars *sc, float *ws) {
-    if (rows <= 0) return;
-    double total = 0.0;
-    int n_correct = 0;
-    float scale = sc->loss_scale / (float)mean_rows, *z = ws, *drow = ws + cols;
-    for (int r = 0; r < rows; r++) {
-        int ok;
-        cpu_widen_block(lp, z, logits + (size_t)r * cols, 0, 1, (size_t)cols);
-        total += hfl_op_softmax_xent_row(z, labels[r], dlogits ? drow : NULL, cols, scale, &ok);
-        if (dlogits) cpu_round_lp(lp, dlogits + (size_t)r * cols, drow, (size_t)cols);
-        n_correct += ok;
-    }
-    cpu_scalars_add(sc, total, n_correct, rows);
+static void cpu_maxpool_bwd(hfl_precision t, void *dx, const void *dy, const void *x, int n,
+                            hfl_window_geom g) {
+    if (t == HFL_PREC_FP32) maxpool_bwd_in(HFL_PREC_FP32, dx, dy, x, n, g);
+    else if (t == HFL_PREC_BF16) maxpool_bwd_in(HFL_PREC_BF16, dx, dy, x, n, g);
+    else maxpool_bwd_in(HFL_PREC_FP16, dx, dy, x, n, g);
+}
+
+static inline __attribute__((always_inline)) void
+channel_bias_grad_in(hfl_precision t, float *dbias, const void *dy, int n, int c, int hw) {
+    for (int ch = 0; ch < c; ch++) dbias[ch] += hfl_op_channel_sum(t, dy, n, c, hw, ch);
+}
+static void cpu_channel_bias_grad(hfl_precision t, float *dbias, const void *dy, int n, int c,
+                                  int hw) {
+    if (t == HFL_PREC_FP32) channel_bias_grad_in(HFL_PREC_FP32, dbias, dy, n, c, hw);
+    else if (t == HFL_PREC_BF16) channel_bias_grad_in(HFL_PREC_BF16, dbias, dy, n, c, hw);
+    else channel_bias_grad_in(HFL_PREC_FP16, dbias, dy, n, c, hw);
 }
 
 static void cpu_unscale_grads(float *g, size_t n, hfl_step_scalars *sc) {
@@ -597,14 +577,6 @@ static void cpu_unscale_grads(float *g, size_t n, hfl_step_scalars *sc) {
     float inv_scale = 1.0f / sc->loss_scale;
     for (size_t i = 0; i < n; i++) g[i] = hfl_op_unscale(g[i], inv_scale, &finite);
     sc->finite = finite;
-}
-
-static void cpu_sgd_step_lp(hfl_precision lp, float *master, float *v, const float *g, uint16_t *w,
-                            size_t n, float lr, float momentum, float wd,
-                            const hfl_step_scalars *skip_if_nonfinite) {
-    if (skip_if_nonfinite && !skip_if_nonfinite->finite) return;
-    cpu_sgd_step(master, v, g, n, lr, momentum, wd);
-    cpu_round_lp(lp, w, master, n);
 }
 
 static void cpu_scaler_update(hfl_step_scalars *sc, int interval) {
@@ -652,36 +624,23 @@ static const hfl_backend cpu_backend = {
     .upload = cpu_upload,
     .download = cpu_download,
     .copy = cpu_memcpy,
-    .sgemm = cpu_sgemm,
-    .sgemm_strided = cpu_sgemm_strided,
-    .gemm_lp_strided = cpu_gemm_lp_strided,
-    .bias_add = cpu_bias_add,
+    .gemm = cpu_gemm,
+    .gemm_strided = cpu_gemm_strided,
     .bias_grad = cpu_bias_grad,
     .relu_fwd = cpu_relu_fwd,
     .relu_bwd = cpu_relu_bwd,
     .softmax_xent = cpu_softmax_xent,
     .sgd_step = cpu_sgd_step,
+    .adamw_step = cpu_adamw_step,
     .prox_grad = cpu_prox_grad,
     .fill = cpu_fill,
+    .convert = cpu_convert,
     .im2col = cpu_im2col,
     .col2im = cpu_col2im,
     .maxpool_fwd = cpu_maxpool_fwd,
     .maxpool_bwd = cpu_maxpool_bwd,
-    .channel_bias_add = cpu_channel_bias_add,
     .channel_bias_grad = cpu_channel_bias_grad,
-    .gemm_lp = cpu_gemm_lp,
-    .round_lp = cpu_round_lp,
-    .relu_fwd_lp = cpu_relu_fwd_lp,
-    .relu_bwd_lp = cpu_relu_bwd_lp,
-    .bias_grad_lp = cpu_bias_grad_lp,
-    .channel_bias_grad_lp = cpu_channel_bias_grad_lp,
-    .im2col_lp = cpu_im2col_lp,
-    .col2im_lp = cpu_col2im_lp,
-    .maxpool_fwd_lp = cpu_maxpool_fwd_lp,
-    .maxpool_bwd_lp = cpu_maxpool_bwd_lp,
-    .softmax_xent_lp = cpu_softmax_xent_lp,
     .unscale_grads = cpu_unscale_grads,
-    .sgd_step_lp = cpu_sgd_step_lp,
     .scaler_update = cpu_scaler_update,
     .sync = cpu_sync,
     .host_waits = cpu_host_waits,

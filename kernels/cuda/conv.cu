@@ -1,6 +1,7 @@
 /* conv.cu: the CUDA backend's convolution and pooling ops over n samples
- * [n, C, H, W]: im2col, col2im, max pooling forward and backward (fp32 and
- * 2-byte), and the per-channel bias add and gradient.
+ * [n, C, H, W], each in its storage type: im2col, col2im, max pooling
+ * forward and backward, and the per-channel bias gradient (the bias add is
+ * gemm's, gemm.c).
  *
  * One thread per output element, each a thread body of kernels/thread_hd.h
  * over the gather-form bodies of kernels/ops_hd.h: no atomics, every sum in
@@ -33,135 +34,65 @@ static size_t out_count(int n, hfl_window_geom g) {
     return n > 0 && g.c > 0 && g.ho > 0 && g.wo > 0 ? count_of(n, g.c, g.ho, g.wo) : 0;
 }
 
-static __global__ void k_im2col(float *cols, const float *x, hfl_window_geom g, size_t count) {
+static __global__ void k_im2col(hfl_precision t, void *cols, const void *x, hfl_window_geom g,
+                                size_t count) {
     size_t i = hfl_cuda_index();
     if (i >= count) return;
-    hfl_thread_im2col(i, cols, x, g);
+    hfl_thread_im2col(i, t, cols, x, g);
 }
 
-static __global__ void k_im2col_lp(uint16_t *cols, const uint16_t *x, hfl_window_geom g,
-                                   size_t count) {
+static __global__ void k_col2im(hfl_precision t, void *dx, const float *cols, hfl_window_geom g,
+                                size_t count) {
     size_t i = hfl_cuda_index();
     if (i >= count) return;
-    hfl_thread_im2col_lp(i, cols, x, g);
+    hfl_thread_col2im(i, t, dx, cols, g);
 }
 
-static __global__ void k_col2im(float *dx, const float *cols, hfl_window_geom g, size_t count) {
-    size_t i = hfl_cuda_index();
-    if (i >= count) return;
-    hfl_thread_col2im(i, dx, cols, g);
-}
-
-static __global__ void k_col2im_lp(hfl_precision lp, uint16_t *dx, const float *cols,
-                                   hfl_window_geom g, size_t count) {
-    size_t i = hfl_cuda_index();
-    if (i >= count) return;
-    hfl_thread_col2im_lp(i, lp, dx, cols, g);
-}
-
-static __global__ void k_maxpool_fwd(float *y, const float *x, hfl_window_geom g, size_t count) {
-    size_t i = hfl_cuda_index();
-    if (i >= count) return;
-    hfl_thread_maxpool_fwd(i, y, x, g);
-}
-
-static __global__ void k_maxpool_fwd_lp(hfl_precision lp, uint16_t *y, const uint16_t *x,
-                                        hfl_window_geom g, size_t count) {
-    size_t i = hfl_cuda_index();
-    if (i >= count) return;
-    hfl_thread_maxpool_fwd_lp(i, lp, y, x, g);
-}
-
-static __global__ void k_maxpool_bwd(float *dx, const float *dy, const float *x, hfl_window_geom g,
+static __global__ void k_maxpool_fwd(hfl_precision t, void *y, const void *x, hfl_window_geom g,
                                      size_t count) {
     size_t i = hfl_cuda_index();
     if (i >= count) return;
-    hfl_thread_maxpool_bwd(i, dx, dy, x, g);
+    hfl_thread_maxpool_fwd(i, t, y, x, g);
 }
 
-static __global__ void k_maxpool_bwd_lp(hfl_precision lp, uint16_t *dx, const uint16_t *dy,
-                                        const uint16_t *x, hfl_window_geom g, size_t count) {
+static __global__ void k_maxpool_bwd(hfl_precision t, void *dx, const void *dy, const void *x,
+                                     hfl_window_geom g, size_t count) {
     size_t i = hfl_cuda_index();
     if (i >= count) return;
-    hfl_thread_maxpool_bwd_lp(i, lp, dx, dy, x, g);
+    hfl_thread_maxpool_bwd(i, t, dx, dy, x, g);
 }
 
-static __global__ void k_channel_bias_add(float *y, const float *bias, int c, int hw,
-                                          size_t count) {
-    size_t i = hfl_cuda_index();
-    if (i >= count) return;
-    hfl_thread_channel_bias_add(i, y, bias, c, hw);
-}
-
-static __global__ void k_channel_bias_grad(float *dbias, const float *dy, int n, int c, int hw) {
+static __global__ void k_channel_bias_grad(hfl_precision t, float *dbias, const void *dy, int n,
+                                           int c, int hw) {
     size_t i = hfl_cuda_index();
     if (i >= (size_t)c) return;
-    hfl_thread_channel_bias_grad(i, dbias, dy, n, c, hw);
+    hfl_thread_channel_bias_grad(i, t, dbias, dy, n, c, hw);
 }
 
-static __global__ void k_channel_bias_grad_lp(hfl_precision lp, float *dbias, const uint16_t *dy,
-                                              int n, int c, int hw) {
-    size_t i = hfl_cuda_index();
-    if (i >= (size_t)c) return;
-    hfl_thread_channel_bias_grad_lp(i, lp, dbias, dy, n, c, hw);
-}
-
-extern "C" void cuda_im2col(float *cols, const float *x, int n, hfl_window_geom g) {
+extern "C" void cuda_im2col(hfl_precision t, void *cols, const void *x, int n, hfl_window_geom g) {
     size_t count = col_count(n, g);
-    if (count) LAUNCH(k_im2col, count, cols, x, g, count);
+    if (count) LAUNCH(k_im2col, count, t, cols, x, g, count);
 }
 
-extern "C" void cuda_im2col_lp(hfl_precision lp, uint16_t *cols, const uint16_t *x, int n,
-                               hfl_window_geom g) {
-    (void)lp; /* a copy of 2-byte values: the type does not matter */
-    size_t count = col_count(n, g);
-    if (count) LAUNCH(k_im2col_lp, count, cols, x, g, count);
-}
-
-extern "C" void cuda_col2im(float *dx, const float *cols, int n, hfl_window_geom g) {
+extern "C" void cuda_col2im(hfl_precision t, void *dx, const float *cols, int n,
+                            hfl_window_geom g) {
     size_t count = in_count(n, g);
-    if (count) LAUNCH(k_col2im, count, dx, cols, g, count);
+    if (count) LAUNCH(k_col2im, count, t, dx, cols, g, count);
 }
 
-extern "C" void cuda_col2im_lp(hfl_precision lp, uint16_t *dx, const float *cols, int n,
-                               hfl_window_geom g) {
-    size_t count = in_count(n, g);
-    if (count) LAUNCH(k_col2im_lp, count, lp, dx, cols, g, count);
-}
-
-extern "C" void cuda_maxpool_fwd(float *y, const float *x, int n, hfl_window_geom g) {
+extern "C" void cuda_maxpool_fwd(hfl_precision t, void *y, const void *x, int n,
+                                 hfl_window_geom g) {
     size_t count = out_count(n, g);
-    if (count) LAUNCH(k_maxpool_fwd, count, y, x, g, count);
+    if (count) LAUNCH(k_maxpool_fwd, count, t, y, x, g, count);
 }
 
-extern "C" void cuda_maxpool_fwd_lp(hfl_precision lp, uint16_t *y, const uint16_t *x, int n,
-                                    hfl_window_geom g) {
-    size_t count = out_count(n, g);
-    if (count) LAUNCH(k_maxpool_fwd_lp, count, lp, y, x, g, count);
-}
-
-extern "C" void cuda_maxpool_bwd(float *dx, const float *dy, const float *x, int n,
+extern "C" void cuda_maxpool_bwd(hfl_precision t, void *dx, const void *dy, const void *x, int n,
                                  hfl_window_geom g) {
     size_t count = in_count(n, g);
-    if (count) LAUNCH(k_maxpool_bwd, count, dx, dy, x, g, count);
+    if (count) LAUNCH(k_maxpool_bwd, count, t, dx, dy, x, g, count);
 }
 
-extern "C" void cuda_maxpool_bwd_lp(hfl_precision lp, uint16_t *dx, const uint16_t *dy,
-                                    const uint16_t *x, int n, hfl_window_geom g) {
-    size_t count = in_count(n, g);
-    if (count) LAUNCH(k_maxpool_bwd_lp, count, lp, dx, dy, x, g, count);
-}
-
-extern "C" void cuda_channel_bias_add(float *y, const float *bias, int n, int c, int hw) {
-    size_t count = n > 0 && c > 0 && hw > 0 ? count_of(n, c, hw, 1) : 0;
-    if (count) LAUNCH(k_channel_bias_add, count, y, bias, c, hw, count);
-}
-
-extern "C" void cuda_channel_bias_grad(float *dbias, const float *dy, int n, int c, int hw) {
-    if (c > 0) LAUNCH(k_channel_bias_grad, (size_t)c, dbias, dy, n, c, hw);
-}
-
-extern "C" void cuda_channel_bias_grad_lp(hfl_precision lp, float *dbias, const uint16_t *dy,
-                                          int n, int c, int hw) {
-    if (c > 0) LAUNCH(k_channel_bias_grad_lp, (size_t)c, lp, dbias, dy, n, c, hw);
+extern "C" void cuda_channel_bias_grad(hfl_precision t, float *dbias, const void *dy, int n, int c,
+                                       int hw) {
+    if (c > 0) LAUNCH(k_channel_bias_grad, (size_t)c, t, dbias, dy, n, c, hw);
 }

@@ -42,20 +42,13 @@ extern "C" {
 extern cuda_context hfl_cuda_ctx;
 
 /* gemm.c */
-void cuda_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                const float *b, int ldb, float beta, float *c, int ldc);
-void cuda_gemm_lp(hfl_precision lp, unsigned f32_mask, int trans_a, int trans_b, int m, int n,
-                  int k, float alpha, const void *a, int lda, const void *b, int ldb, float beta,
-                  void *c, int ldc, const uint16_t *bias, int bias_axis, void *ws);
-void cuda_sgemm_strided(int trans_a, int trans_b, int m, int n, int k, float alpha,
-                        const float *a, int lda, long long stride_a, const float *b, int ldb,
-                        long long stride_b, float beta, float *c, int ldc, long long stride_c,
-                        int count);
-void cuda_gemm_lp_strided(hfl_precision lp, unsigned f32_mask, int trans_a, int trans_b, int m,
-                          int n, int k, float alpha, const void *a, int lda, long long stride_a,
-                          const void *b, int ldb, long long stride_b, float beta, void *c,
-                          int ldc, long long stride_c, int count, const uint16_t *bias,
-                          int bias_axis, void *ws);
+void cuda_gemm(hfl_precision t, unsigned f32_mask, int trans_a, int trans_b, int m, int n, int k,
+               float alpha, const void *a, int lda, const void *b, int ldb, float beta, void *c,
+               int ldc, const void *bias, int bias_axis, void *ws);
+void cuda_gemm_strided(hfl_precision t, unsigned f32_mask, int trans_a, int trans_b, int m, int n,
+                       int k, float alpha, const void *a, int lda, long long stride_a,
+                       const void *b, int ldb, long long stride_b, float beta, void *c, int ldc,
+                       long long stride_c, int count, const void *bias, int bias_axis, void *ws);
 
 /* elementwise.cu */
 /* cudaSuccess when this module holds code the device can run (an image for
@@ -64,58 +57,39 @@ void cuda_gemm_lp_strided(hfl_precision lp, unsigned f32_mask, int trans_a, int 
  * oldest architecture). Launches nothing. */
 cudaError_t cuda_kernels_runnable(void);
 void cuda_fill(float *p, float value, size_t n);
-void cuda_bias_add(float *y, const float *bias, int rows, int cols);
-void cuda_bias_grad(float *dbias, const float *dy, int rows, int cols);
-void cuda_relu_fwd(float *y, const float *x, size_t n);
-void cuda_relu_bwd(float *dx, const float *dy, const float *y, size_t n);
-void cuda_sgd_step(float *w, float *v, const float *g, size_t n, float lr, float momentum,
-                   float wd);
+void cuda_bias_grad(hfl_precision t, float *dbias, const void *dy, int rows, int cols);
+void cuda_relu_fwd(hfl_precision t, void *y, const void *x, size_t n);
+void cuda_relu_bwd(hfl_precision t, void *dx, const void *dy, const void *y, size_t n);
+void cuda_convert(hfl_precision t, void *dst, const float *src, size_t n);
+void cuda_sgd_step(hfl_precision t, float *master, float *v, const float *g, void *w, size_t n,
+                   float lr, float momentum, float wd, const hfl_step_scalars *skip_if_nonfinite);
+void cuda_adamw_step(hfl_precision t, float *master, float *m, float *v, const float *g, void *w,
+                     size_t n, hfl_adamw_args a, const hfl_step_scalars *skip_if_nonfinite);
 void cuda_prox_grad(float *g, const float *w, const float *anchor, size_t n, float mu);
-void cuda_round_lp(hfl_precision lp, uint16_t *dst, const float *src, size_t n);
-void cuda_relu_fwd_lp(hfl_precision lp, uint16_t *y, const uint16_t *x, size_t n);
-void cuda_relu_bwd_lp(hfl_precision lp, uint16_t *dx, const uint16_t *dy, const uint16_t *y,
-                      size_t n);
-void cuda_bias_grad_lp(hfl_precision lp, float *dbias, const uint16_t *dy, int rows, int cols);
 void cuda_unscale_grads(float *g, size_t n, hfl_step_scalars *sc);
-void cuda_sgd_step_lp(hfl_precision lp, float *master, float *v, const float *g, uint16_t *w,
-                      size_t n, float lr, float momentum, float wd,
-                      const hfl_step_scalars *skip_if_nonfinite);
 void cuda_scaler_update(hfl_step_scalars *sc, int interval);
-/* gemm_lp's bias (thread_hd.h's hfl_thread_bias_*) over the m x n block of C */
-void cuda_gemm_bias_fill_lp(uint16_t *c, int ldc, int m, int n, const uint16_t *bias,
-                            int bias_axis);
-void cuda_gemm_bias_fill_lp_strided(uint16_t *c, int ldc, int m, int n, long long stride_c,
-                                    int batch, const uint16_t *bias, int bias_axis);
+/* gemm's bias (thread_hd.h's hfl_thread_bias_*) over count m x n blocks of
+ * C, stride_c elements apart (count 1: one GEMM) */
+void cuda_gemm_bias_fill(hfl_precision t, void *c, int ldc, int m, int n, long long stride_c,
+                         int count, const void *bias, int bias_axis);
+void cuda_gemm_bias_add_f32(hfl_precision t, float *c, int ldc, int m, int n, long long stride_c,
+                            int count, const void *bias, int bias_axis);
 /* the fp32 tile path of a 2-byte C with a bias and beta != 0 (gemm.c) */
-void cuda_gemm_widen_tile_lp(hfl_precision lp, float *t, int ldt, const uint16_t *c, int ldc, int m,
-                             int n);
-void cuda_gemm_bias_round_lp(hfl_precision lp, uint16_t *c, int ldc, const float *t, int ldt, int m,
-                             int n, const uint16_t *bias, int bias_axis);
-void cuda_gemm_bias_add_f32(hfl_precision lp, float *c, int ldc, int m, int n,
-                            const uint16_t *bias, int bias_axis);
+void cuda_gemm_widen_tile(hfl_precision t, float *w, int ldw, const void *c, int ldc, int m, int n);
+void cuda_gemm_bias_round(hfl_precision t, void *c, int ldc, const float *w, int ldw, int m, int n,
+                          const void *bias, int bias_axis);
 
 /* conv.cu */
-void cuda_im2col(float *cols, const float *x, int n, hfl_window_geom g);
-void cuda_col2im(float *dx, const float *cols, int n, hfl_window_geom g);
-void cuda_maxpool_fwd(float *y, const float *x, int n, hfl_window_geom g);
-void cuda_maxpool_bwd(float *dx, const float *dy, const float *x, int n, hfl_window_geom g);
-void cuda_channel_bias_add(float *y, const float *bias, int n, int c, int hw);
-void cuda_channel_bias_grad(float *dbias, const float *dy, int n, int c, int hw);
-void cuda_channel_bias_grad_lp(hfl_precision lp, float *dbias, const uint16_t *dy, int n, int c,
-                               int hw);
-void cuda_im2col_lp(hfl_precision lp, uint16_t *cols, const uint16_t *x, int n, hfl_window_geom g);
-void cuda_col2im_lp(hfl_precision lp, uint16_t *dx, const float *cols, int n, hfl_window_geom g);
-void cuda_maxpool_fwd_lp(hfl_precision lp, uint16_t *y, const uint16_t *x, int n,
-                         hfl_window_geom g);
-void cuda_maxpool_bwd_lp(hfl_precision lp, uint16_t *dx, const uint16_t *dy, const uint16_t *x,
-                         int n, hfl_window_geom g);
+void cuda_im2col(hfl_precision t, void *cols, const void *x, int n, hfl_window_geom g);
+void cuda_col2im(hfl_precision t, void *dx, const float *cols, int n, hfl_window_geom g);
+void cuda_maxpool_fwd(hfl_precision t, void *y, const void *x, int n, hfl_window_geom g);
+void cuda_maxpool_bwd(hfl_precision t, void *dx, const void *dy, const void *x, int n,
+                      hfl_window_geom g);
+void cuda_channel_bias_grad(hfl_precision t, float *dbias, const void *dy, int n, int c, int hw);
 
 /* loss.cu */
-void cuda_softmax_xent(const float *logits, const int32_t *labels, float *dlogits, int rows,
-                       int cols, int mean_rows, hfl_step_scalars *sc);
-void cuda_softmax_xent_lp(hfl_precision lp, const uint16_t *logits, const int32_t *labels,
-                          uint16_t *dlogits, int rows, int cols, int mean_rows,
-                          hfl_step_scalars *sc, float *ws);
+void cuda_softmax_xent(hfl_precision t, const void *logits, const int32_t *labels, void *dlogits,
+                       int rows, int cols, int mean_rows, hfl_step_scalars *sc, float *ws);
 
 /* agg.cu (kernels/agg.h's table, assembled in backend_cuda.c; prepare sets
  * its max_rule_rows from the device) */
@@ -137,48 +111,25 @@ void cuda_agg_distances(const float *rows, int k, size_t n, double *partials, do
 void cuda_agg_pick_mean(const float *rows, int k, size_t n, const int *pick, int m, float *out);
 
 /* lm.cu (kernels/lm.h's table, assembled in backend_cuda.c) */
-void cuda_lm_embed_fwd(float *y, const float *tokens, const float *wte, const float *wpe, int rows,
-                       int T, int C, int V);
-void cuda_lm_embed_bwd(float *dwte, float *dwpe, const float *dy, const float *tokens, int rows,
-                       int T, int C, int V, int accumulate);
-void cuda_lm_layernorm_fwd(float *y, float *mean, float *rstd, const float *x, const float *w,
-                           const float *b, int rows, int C);
-void cuda_lm_layernorm_bwd(float *dx, float *dw, float *db, const float *dy, const float *x,
-                           const float *w, const float *mean, const float *rstd, int rows, int C,
-                           int accumulate, int dx_add);
-void cuda_lm_gelu_fwd(float *y, const float *x, size_t n);
-void cuda_lm_gelu_bwd(float *dx, const float *dy, const float *x, size_t n);
-void cuda_lm_heads_gather(float *heads, const float *rows, int n, int T, int H, int hs, int ld);
-void cuda_lm_heads_scatter(float *rows, const float *heads, int n, int T, int H, int hs, int ld);
-void cuda_lm_causal_softmax(float *p, const float *z, size_t n_rows, int T, float scale);
-void cuda_lm_causal_softmax_bwd(float *dz, const float *dp, const float *p, size_t n_rows, int T,
-                                float scale);
-void cuda_lm_adamw_step(float *w, float *m, float *v, const float *g, size_t n, hfl_adamw_args a);
-void cuda_lm_embed_fwd_lp(hfl_precision lp, uint16_t *y, const uint16_t *tokens, const uint16_t *wte,
-                          const uint16_t *wpe, int rows, int T, int C, int V);
-void cuda_lm_embed_bwd_lp(hfl_precision lp, float *dwte, float *dwpe, const uint16_t *dy,
-                          const uint16_t *tokens, int rows, int T, int C, int V, int accumulate);
-void cuda_lm_layernorm_fwd_lp(hfl_precision lp, uint16_t *y, float *mean, float *rstd,
-                              const uint16_t *x, const uint16_t *w, const uint16_t *b, int rows,
-                              int C);
-void cuda_lm_layernorm_bwd_lp(hfl_precision lp, uint16_t *dx, float *dw, float *db,
-                              const uint16_t *dy, const uint16_t *x, const uint16_t *w,
-                              const float *mean, const float *rstd, int rows, int C, int accumulate,
-                              int dx_add);
-void cuda_lm_gelu_fwd_lp(hfl_precision lp, uint16_t *y, const uint16_t *x, size_t n);
-void cuda_lm_gelu_bwd_lp(hfl_precision lp, uint16_t *dx, const uint16_t *dy, const uint16_t *x,
-                         size_t n);
-void cuda_lm_heads_gather_lp(uint16_t *heads, const uint16_t *rows, int n, int T, int H, int hs,
-                             int ld);
-void cuda_lm_heads_scatter_lp(uint16_t *rows, const uint16_t *heads, int n, int T, int H, int hs,
-                              int ld);
-void cuda_lm_causal_softmax_lp(hfl_precision lp, uint16_t *p, const uint16_t *z, size_t n_rows,
-                               int T, float scale);
-void cuda_lm_causal_softmax_bwd_lp(hfl_precision lp, uint16_t *dz, const uint16_t *dp,
-                                   const uint16_t *p, size_t n_rows, int T, float scale);
-void cuda_lm_adamw_step_lp(hfl_precision lp, float *master, float *m, float *v, const float *g,
-                           uint16_t *w, size_t n, hfl_adamw_args a,
-                           const hfl_step_scalars *skip_if_nonfinite);
+void cuda_lm_embed_fwd(hfl_precision t, void *y, const void *tokens, const void *wte,
+                       const void *wpe, int rows, int T, int C, int V);
+void cuda_lm_embed_bwd(hfl_precision t, float *dwte, float *dwpe, const void *dy,
+                       const void *tokens, int rows, int T, int C, int V, int accumulate);
+void cuda_lm_layernorm_fwd(hfl_precision t, void *y, float *mean, float *rstd, const void *x,
+                           const void *w, const void *b, int rows, int C);
+void cuda_lm_layernorm_bwd(hfl_precision t, void *dx, float *dw, float *db, const void *dy,
+                           const void *x, const void *w, const float *mean, const float *rstd,
+                           int rows, int C, int accumulate, int dx_add);
+void cuda_lm_gelu_fwd(hfl_precision t, void *y, const void *x, size_t n);
+void cuda_lm_gelu_bwd(hfl_precision t, void *dx, const void *dy, const void *x, size_t n);
+void cuda_lm_heads_gather(hfl_precision t, void *heads, const void *rows, int n, int T, int H,
+                          int hs, int ld);
+void cuda_lm_heads_scatter(hfl_precision t, void *rows, const void *heads, int n, int T, int H,
+                           int hs, int ld);
+void cuda_lm_causal_softmax(hfl_precision t, void *p, const void *z, size_t n_rows, int T,
+                            float scale);
+void cuda_lm_causal_softmax_bwd(hfl_precision t, void *dz, const void *dp, const void *p,
+                                size_t n_rows, int T, float scale);
 
 #ifdef __cplusplus
 }

@@ -1,22 +1,21 @@
-/* elementwise.cu: the CUDA backend's elementwise ops (fill, bias, ReLU, the
- * 2-byte rounding, SGD, FedProx's proximal gradient, the fp16 loss scaler's
- * unscale and update), the per-column bias gradients, and gemm_lp's bias
- * kernels.
+/* elementwise.cu: the CUDA backend's elementwise ops (fill, ReLU, the
+ * conversion to a storage type, SGD, AdamW, FedProx's proximal gradient,
+ * the fp16 loss scaler's unscale and update), the per-column bias gradient,
+ * and gemm's bias kernels.
  *
  * Each kernel is its thread index, a bounds check and a thread body of
  * kernels/thread_hd.h (tested on the CPU against the CPU backend); built with
- * -fmad=false, the results are the CPU backend's bit for bit. The two
+ * -fmad=false, the results are the CPU backend's bit for bit. The
  * exceptions to "three lines" are the finite flag, ANDed per block with
  * __syncthreads_and and then into sc->finite with atomicAnd (order-free, so
- * deterministic), and sgd_step_lp's skip, read from the device scalars. */
+ * deterministic), the optimizers' skip, read from the device scalars, and
+ * AdamW's step count and bias corrections, also made on the device. */
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/thread_hd.h"
 
 #define STREAM hfl_cuda_ctx.compute
 #define LAUNCH HFL_CUDA_LAUNCH
-
-/* ---- fp32 ---- */
 
 static __global__ void k_fill(float *p, float value, size_t n) {
     size_t i = hfl_cuda_index();
@@ -31,35 +30,74 @@ extern "C" cudaError_t cuda_kernels_runnable(void) {
     return e;
 }
 
-static __global__ void k_bias_add(float *y, const float *bias, int cols, size_t n) {
-    size_t i = hfl_cuda_index();
-    if (i >= n) return;
-    hfl_thread_bias_add(i, y, bias, cols);
-}
-
-static __global__ void k_bias_grad(float *dbias, const float *dy, int rows, int cols) {
+static __global__ void k_bias_grad(hfl_precision t, float *dbias, const void *dy, int rows,
+                                   int cols) {
     size_t i = hfl_cuda_index();
     if (i >= (size_t)cols) return;
-    hfl_thread_bias_grad(i, dbias, dy, rows, cols);
+    hfl_thread_bias_grad(i, t, dbias, dy, rows, cols);
 }
 
-static __global__ void k_relu_fwd(float *y, const float *x, size_t n) {
+static __global__ void k_relu_fwd(hfl_precision t, void *y, const void *x, size_t n) {
     size_t i = hfl_cuda_index();
     if (i >= n) return;
-    hfl_thread_relu_fwd(i, y, x);
+    hfl_thread_relu_fwd(i, t, y, x);
 }
 
-static __global__ void k_relu_bwd(float *dx, const float *dy, const float *y, size_t n) {
+static __global__ void k_relu_bwd(hfl_precision t, void *dx, const void *dy, const void *y,
+                                  size_t n) {
     size_t i = hfl_cuda_index();
     if (i >= n) return;
-    hfl_thread_relu_bwd(i, dx, dy, y);
+    hfl_thread_relu_bwd(i, t, dx, dy, y);
 }
 
-static __global__ void k_sgd_step(float *w, float *v, const float *g, size_t n, float lr,
-                                  float momentum, float wd) {
+static __global__ void k_convert(hfl_precision t, void *dst, const float *src, size_t n) {
     size_t i = hfl_cuda_index();
     if (i >= n) return;
-    hfl_thread_sgd_step(i, w, v, g, lr, momentum, wd);
+    hfl_thread_convert(i, t, dst, src);
+}
+
+static __global__ void k_sgd_step(hfl_precision t, float *master, float *v, const float *g,
+                                  void *w, size_t n, float lr, float momentum, float wd,
+                                  const hfl_step_scalars *skip_if_nonfinite) {
+    size_t i = hfl_cuda_index();
+    if (i >= n || (skip_if_nonfinite && !skip_if_nonfinite->finite)) return;
+    hfl_thread_sgd_step(i, t, master, v, g, w, lr, momentum, wd);
+}
+
+/* AdamW's step count in a.sc (ops_hd.h), one thread, before the update
+ * kernel reads it: the same stream orders the two. */
+static __global__ void k_adamw_count(hfl_step_scalars *sc, float beta1, float beta2,
+                                     const hfl_step_scalars *skip_if_nonfinite) {
+    hfl_op_adamw_count(sc, beta1, beta2, skip_if_nonfinite);
+}
+
+/* a, with its bias corrections from a.sc when set: thread 0 of each block
+ * runs hfl_op_adamw_bias (a double division and square root once a block
+ * rather than once an element) and shares the two floats. a.sc is the same
+ * for the whole grid, so every thread of a block reaches the barrier. */
+static __device__ hfl_adamw_args adamw_block_args(hfl_adamw_args a) {
+    __shared__ float bias[2];
+    if (!a.sc) return a;
+    if (threadIdx.x == 0) {
+        hfl_adamw_args b = a;
+        hfl_op_adamw_bias(a.sc, &b);
+        bias[0] = b.step_size;
+        bias[1] = b.bc2_sqrt;
+    }
+    __syncthreads();
+    a.step_size = bias[0];
+    a.bc2_sqrt = bias[1];
+    return a;
+}
+
+static __global__ void k_adamw(hfl_precision t, float *master, float *m, float *v, const float *g,
+                               void *w, hfl_adamw_args a, const hfl_step_scalars *skip_if_nonfinite,
+                               size_t count) {
+    if (skip_if_nonfinite && !skip_if_nonfinite->finite) return; /* the whole grid */
+    a = adamw_block_args(a);
+    size_t i = hfl_cuda_index();
+    if (i >= count) return;
+    hfl_thread_adamw_step(i, t, master, m, v, g, w, a);
 }
 
 static __global__ void k_prox_grad(float *g, const float *w, const float *anchor, size_t n,
@@ -73,90 +111,40 @@ extern "C" void cuda_fill(float *p, float value, size_t n) {
     if (n) LAUNCH(k_fill, n, p, value, n);
 }
 
-extern "C" void cuda_bias_add(float *y, const float *bias, int rows, int cols) {
-    size_t n = rows > 0 && cols > 0 ? (size_t)rows * cols : 0;
-    if (n) LAUNCH(k_bias_add, n, y, bias, cols, n);
+extern "C" void cuda_bias_grad(hfl_precision t, float *dbias, const void *dy, int rows, int cols) {
+    if (cols > 0 && rows > 0) LAUNCH(k_bias_grad, (size_t)cols, t, dbias, dy, rows, cols);
 }
 
-extern "C" void cuda_bias_grad(float *dbias, const float *dy, int rows, int cols) {
-    if (cols > 0 && rows > 0) LAUNCH(k_bias_grad, (size_t)cols, dbias, dy, rows, cols);
+extern "C" void cuda_relu_fwd(hfl_precision t, void *y, const void *x, size_t n) {
+    if (n) LAUNCH(k_relu_fwd, n, t, y, x, n);
 }
 
-extern "C" void cuda_relu_fwd(float *y, const float *x, size_t n) {
-    if (n) LAUNCH(k_relu_fwd, n, y, x, n);
+extern "C" void cuda_relu_bwd(hfl_precision t, void *dx, const void *dy, const void *y, size_t n) {
+    if (n) LAUNCH(k_relu_bwd, n, t, dx, dy, y, n);
 }
 
-extern "C" void cuda_relu_bwd(float *dx, const float *dy, const float *y, size_t n) {
-    if (n) LAUNCH(k_relu_bwd, n, dx, dy, y, n);
+extern "C" void cuda_convert(hfl_precision t, void *dst, const float *src, size_t n) {
+    if (n) LAUNCH(k_convert, n, t, dst, src, n);
 }
 
-extern "C" void cuda_sgd_step(float *w, float *v, const float *g, size_t n, float lr,
-                              float momentum, float wd) {
-    if (n) LAUNCH(k_sgd_step, n, w, v, g, n, lr, momentum, wd);
+extern "C" void cuda_sgd_step(hfl_precision t, float *master, float *v, const float *g, void *w,
+                              size_t n, float lr, float momentum, float wd,
+                              const hfl_step_scalars *skip_if_nonfinite) {
+    if (n) LAUNCH(k_sgd_step, n, t, master, v, g, w, n, lr, momentum, wd, skip_if_nonfinite);
+}
+
+extern "C" void cuda_adamw_step(hfl_precision t, float *master, float *m, float *v,
+                                const float *g, void *w, size_t n, hfl_adamw_args a,
+                                const hfl_step_scalars *skip_if_nonfinite) {
+    if (a.sc) {
+        k_adamw_count<<<1, 1, 0, STREAM>>>(a.sc, a.beta1, a.beta2, skip_if_nonfinite);
+        CUDA_CHECK_LAUNCH();
+    }
+    if (n) LAUNCH(k_adamw, n, t, master, m, v, g, w, a, skip_if_nonfinite, n);
 }
 
 extern "C" void cuda_prox_grad(float *g, const float *w, const float *anchor, size_t n, float mu) {
     if (n) LAUNCH(k_prox_grad, n, g, w, anchor, n, mu);
-}
-
-/* ---- 2-byte storage ---- */
-
-static __global__ void k_round_lp(hfl_precision lp, uint16_t *dst, const float *src, size_t n) {
-    size_t i = hfl_cuda_index();
-    if (i >= n) return;
-    hfl_thread_round_lp(i, lp, dst, src);
-}
-
-static __global__ void k_relu_fwd_lp(hfl_precision lp, uint16_t *y, const uint16_t *x, size_t n) {
-    size_t i = hfl_cuda_index();
-    if (i >= n) return;
-    hfl_thread_relu_fwd_lp(i, lp, y, x);
-}
-
-static __global__ void k_relu_bwd_lp(hfl_precision lp, uint16_t *dx, const uint16_t *dy,
-                                     const uint16_t *y, size_t n) {
-    size_t i = hfl_cuda_index();
-    if (i >= n) return;
-    hfl_thread_relu_bwd_lp(i, lp, dx, dy, y);
-}
-
-static __global__ void k_bias_grad_lp(hfl_precision lp, float *dbias, const uint16_t *dy, int rows,
-                                      int cols) {
-    size_t i = hfl_cuda_index();
-    if (i >= (size_t)cols) return;
-    hfl_thread_bias_grad_lp(i, lp, dbias, dy, rows, cols);
-}
-
-static __global__ void k_sgd_step_lp(hfl_precision lp, float *master, float *v, const float *g,
-                                     uint16_t *w, size_t n, float lr, float momentum, float wd,
-                                     const hfl_step_scalars *skip_if_nonfinite) {
-    size_t i = hfl_cuda_index();
-    if (i >= n || (skip_if_nonfinite && !skip_if_nonfinite->finite)) return;
-    hfl_thread_sgd_step_lp(i, lp, master, v, g, w, lr, momentum, wd);
-}
-
-extern "C" void cuda_round_lp(hfl_precision lp, uint16_t *dst, const float *src, size_t n) {
-    if (n) LAUNCH(k_round_lp, n, lp, dst, src, n);
-}
-
-extern "C" void cuda_relu_fwd_lp(hfl_precision lp, uint16_t *y, const uint16_t *x, size_t n) {
-    if (n) LAUNCH(k_relu_fwd_lp, n, lp, y, x, n);
-}
-
-extern "C" void cuda_relu_bwd_lp(hfl_precision lp, uint16_t *dx, const uint16_t *dy,
-                                 const uint16_t *y, size_t n) {
-    if (n) LAUNCH(k_relu_bwd_lp, n, lp, dx, dy, y, n);
-}
-
-extern "C" void cuda_bias_grad_lp(hfl_precision lp, float *dbias, const uint16_t *dy, int rows,
-                                  int cols) {
-    if (cols > 0 && rows > 0) LAUNCH(k_bias_grad_lp, (size_t)cols, lp, dbias, dy, rows, cols);
-}
-
-extern "C" void cuda_sgd_step_lp(hfl_precision lp, float *master, float *v, const float *g,
-                                 uint16_t *w, size_t n, float lr, float momentum, float wd,
-                                 const hfl_step_scalars *skip_if_nonfinite) {
-    if (n) LAUNCH(k_sgd_step_lp, n, lp, master, v, g, w, n, lr, momentum, wd, skip_if_nonfinite);
 }
 
 /* ---- the fp16 loss scaler ---- */
@@ -186,73 +174,60 @@ extern "C" void cuda_scaler_update(hfl_step_scalars *sc, int interval) {
     CUDA_CHECK_LAUNCH();
 }
 
-/* ---- gemm_lp's bias ---- */
+/* ---- gemm's bias ---- */
 
-static __global__ void k_bias_fill_lp(uint16_t *c, int ldc, int n, const uint16_t *bias,
-                                      int bias_axis, size_t count) {
+static __global__ void k_bias_fill(hfl_precision t, void *c, int ldc, int m, int n,
+                                   long long stride_c, const void *bias, int bias_axis,
+                                   size_t count) {
     size_t i = hfl_cuda_index();
     if (i >= count) return;
-    hfl_thread_bias_fill_lp(i, c, ldc, n, bias, bias_axis);
+    hfl_thread_bias_fill(i, t, c, ldc, m, n, stride_c, bias, bias_axis);
 }
 
-static __global__ void k_widen_tile_lp(hfl_precision lp, float *t, int ldt, const uint16_t *c,
-                                       int ldc, int n, size_t count) {
+static __global__ void k_bias_add_f32(hfl_precision t, float *c, int ldc, int m, int n,
+                                      long long stride_c, const void *bias, int bias_axis,
+                                      size_t count) {
     size_t i = hfl_cuda_index();
     if (i >= count) return;
-    hfl_thread_widen_tile_lp(i, lp, t, ldt, c, ldc, n);
+    hfl_thread_bias_add_f32(i, t, c, ldc, m, n, stride_c, bias, bias_axis);
 }
 
-static __global__ void k_bias_round_lp(hfl_precision lp, uint16_t *c, int ldc, const float *t,
-                                       int ldt, int n, const uint16_t *bias, int bias_axis,
-                                       size_t count) {
+static __global__ void k_widen_tile(hfl_precision t, float *w, int ldw, const void *c, int ldc,
+                                    int n, size_t count) {
     size_t i = hfl_cuda_index();
     if (i >= count) return;
-    hfl_thread_bias_round_lp(i, lp, c, ldc, t, ldt, n, bias, bias_axis);
+    hfl_thread_widen_tile(i, t, w, ldw, c, ldc, n);
 }
 
-static __global__ void k_bias_fill_lp_strided(uint16_t *c, int ldc, int m, int n,
-                                              long long stride_c, const uint16_t *bias,
-                                              int bias_axis, size_t count) {
+static __global__ void k_bias_round(hfl_precision t, void *c, int ldc, const float *w, int ldw,
+                                    int n, const void *bias, int bias_axis, size_t count) {
     size_t i = hfl_cuda_index();
     if (i >= count) return;
-    hfl_thread_bias_fill_lp_strided(i, c, ldc, m, n, stride_c, bias, bias_axis);
+    hfl_thread_bias_round(i, t, c, ldc, w, ldw, n, bias, bias_axis);
 }
 
-static __global__ void k_bias_add_f32(hfl_precision lp, float *c, int ldc, int n,
-                                      const uint16_t *bias, int bias_axis, size_t count) {
-    size_t i = hfl_cuda_index();
-    if (i >= count) return;
-    hfl_thread_bias_add_f32(i, lp, c, ldc, n, bias, bias_axis);
+extern "C" void cuda_gemm_bias_fill(hfl_precision t, void *c, int ldc, int m, int n,
+                                    long long stride_c, int count, const void *bias,
+                                    int bias_axis) {
+    size_t total = (size_t)count * m * n;
+    if (total) LAUNCH(k_bias_fill, total, t, c, ldc, m, n, stride_c, bias, bias_axis, total);
 }
 
-extern "C" void cuda_gemm_bias_fill_lp(uint16_t *c, int ldc, int m, int n, const uint16_t *bias,
+extern "C" void cuda_gemm_bias_add_f32(hfl_precision t, float *c, int ldc, int m, int n,
+                                       long long stride_c, int count, const void *bias,
                                        int bias_axis) {
-    size_t count = (size_t)m * n;
-    if (count) LAUNCH(k_bias_fill_lp, count, c, ldc, n, bias, bias_axis, count);
+    size_t total = (size_t)count * m * n;
+    if (total) LAUNCH(k_bias_add_f32, total, t, c, ldc, m, n, stride_c, bias, bias_axis, total);
 }
 
-extern "C" void cuda_gemm_bias_fill_lp_strided(uint16_t *c, int ldc, int m, int n,
-                                               long long stride_c, int batch,
-                                               const uint16_t *bias, int bias_axis) {
-    size_t count = (size_t)batch * m * n;
-    if (count) LAUNCH(k_bias_fill_lp_strided, count, c, ldc, m, n, stride_c, bias, bias_axis, count);
+extern "C" void cuda_gemm_widen_tile(hfl_precision t, float *w, int ldw, const void *c, int ldc,
+                                     int m, int n) {
+    size_t count = (size_t)m * n;
+    if (count) LAUNCH(k_widen_tile, count, t, w, ldw, c, ldc, n, count);
 }
 
-extern "C" void cuda_gemm_widen_tile_lp(hfl_precision lp, float *t, int ldt, const uint16_t *c,
-                                        int ldc, int m, int n) {
+extern "C" void cuda_gemm_bias_round(hfl_precision t, void *c, int ldc, const float *w, int ldw,
+                                     int m, int n, const void *bias, int bias_axis) {
     size_t count = (size_t)m * n;
-    if (count) LAUNCH(k_widen_tile_lp, count, lp, t, ldt, c, ldc, n, count);
-}
-
-extern "C" void cuda_gemm_bias_round_lp(hfl_precision lp, uint16_t *c, int ldc, const float *t,
-                                        int ldt, int m, int n, const uint16_t *bias,
-                                        int bias_axis) {
-    size_t count = (size_t)m * n;
-    if (count) LAUNCH(k_bias_round_lp, count, lp, c, ldc, t, ldt, n, bias, bias_axis, count);
-}
-
-extern "C" void cuda_gemm_bias_add_f32(hfl_precision lp, float *c, int ldc, int m, int n,
-                                       const uint16_t *bias, int bias_axis) {
-    size_t count = (size_t)m * n;
-    if (count) LAUNCH(k_bias_add_f32, count, lp, c, ldc, n, bias, bias_axis, count);
+    if (count) LAUNCH(k_bias_round, count, t, c, ldc, w, ldw, n, bias, bias_axis, count);
 }

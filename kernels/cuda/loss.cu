@@ -1,4 +1,4 @@
-/* loss.cu: the CUDA backend's softmax cross-entropy (fp32 and 2-byte logits).
+/* loss.cu: the CUDA backend's softmax cross-entropy (logits of any storage type).
  *
  * One block: thread t runs the row body of kernels/thread_hd.h for rows t,
  * t + LOSS_THREADS, ..., summing its row losses in double; the block then
@@ -42,50 +42,28 @@ static __device__ void loss_block_add(double loss, int hits, int rows, hfl_step_
     }
 }
 
-static __global__ __launch_bounds__(LOSS_THREADS) void k_softmax_xent(
-    const float *logits, const int32_t *labels, float *dlogits, int rows, int cols, int mean_rows,
-    hfl_step_scalars *sc) {
-    float scale = 1.0f / (float)mean_rows;
-    double loss = 0.0;
-    int hits = 0;
-    for (size_t r = threadIdx.x; r < (size_t)rows; r += LOSS_THREADS) {
-        int ok;
-        loss += hfl_thread_softmax_xent(r, logits, labels, dlogits, cols, scale, &ok);
-        hits += ok;
-    }
-    loss_block_add(loss, hits, rows, sc);
-}
-
 /* The gradient scale is read here, on the device: the loss scale the
- * previous step's scaler_update left in sc. */
-static __global__ __launch_bounds__(LOSS_THREADS) void k_softmax_xent_lp(
-    hfl_precision lp, const uint16_t *logits, const int32_t *labels, uint16_t *dlogits, int rows,
-    int cols, int mean_rows, hfl_step_scalars *sc) {
+ * previous step's scaler_update left in sc (1 outside fp16). */
+static __global__ __launch_bounds__(LOSS_THREADS) void k_softmax_xent(
+    hfl_precision t, const void *logits, const int32_t *labels, void *dlogits, int rows, int cols,
+    int mean_rows, hfl_step_scalars *sc) {
     float scale = sc->loss_scale / (float)mean_rows;
     double loss = 0.0;
     int hits = 0;
     for (size_t r = threadIdx.x; r < (size_t)rows; r += LOSS_THREADS) {
         int ok;
-        loss += hfl_thread_softmax_xent_lp(r, lp, logits, labels, dlogits, cols, scale, &ok);
+        loss += hfl_thread_softmax_xent(r, t, logits, labels, dlogits, cols, scale, &ok);
         hits += ok;
     }
     loss_block_add(loss, hits, rows, sc);
 }
 
-extern "C" void cuda_softmax_xent(const float *logits, const int32_t *labels, float *dlogits,
-                                  int rows, int cols, int mean_rows, hfl_step_scalars *sc) {
-    if (rows <= 0) return;
-    k_softmax_xent<<<1, LOSS_THREADS, 0, hfl_cuda_ctx.compute>>>(logits, labels, dlogits, rows,
-                                                                 cols, mean_rows, sc);
-    CUDA_CHECK_LAUNCH();
-}
-
-extern "C" void cuda_softmax_xent_lp(hfl_precision lp, const uint16_t *logits,
-                                     const int32_t *labels, uint16_t *dlogits, int rows, int cols,
-                                     int mean_rows, hfl_step_scalars *sc, float *ws) {
+extern "C" void cuda_softmax_xent(hfl_precision t, const void *logits, const int32_t *labels,
+                                  void *dlogits, int rows, int cols, int mean_rows,
+                                  hfl_step_scalars *sc, float *ws) {
     (void)ws; /* the CPU's row staging; a thread widens the row where it reads it */
     if (rows <= 0) return;
-    k_softmax_xent_lp<<<1, LOSS_THREADS, 0, hfl_cuda_ctx.compute>>>(lp, logits, labels, dlogits,
-                                                                    rows, cols, mean_rows, sc);
+    k_softmax_xent<<<1, LOSS_THREADS, 0, hfl_cuda_ctx.compute>>>(t, logits, labels, dlogits, rows,
+                                                                 cols, mean_rows, sc);
     CUDA_CHECK_LAUNCH();
 }

@@ -21,9 +21,10 @@
 
 static coord c; /* large */
 
-static inline void setup_full(int k, int quorum, double deadline, double max_share, const char *strategy,
-                       double clip, int adaptive) {
-    char err[HFL_ERR_LEN];
+/* The run's settings (setup_full's arguments), before setup_start: a test
+ * may change more of c.cfg in between. */
+static inline void setup_config(int k, int quorum, double deadline, double max_share, const char *strategy,
+                                double clip, int adaptive) {
     memset(&c, 0, sizeof c);
     coord_config *cfg = &c.cfg;
     snprintf(cfg->model, sizeof cfg->model, "mlp");
@@ -36,6 +37,11 @@ static inline void setup_full(int k, int quorum, double deadline, double max_sha
     cfg->momentum = 0.5, cfg->weight_decay = 0.125;
     cfg->clip_norm = clip, cfg->clip_adaptive = adaptive, cfg->max_share = max_share, cfg->quiet = 1;
     cfg->liveness_s = 60, cfg->session_ttl_s = 600, cfg->token_ttl_s = 3600, cfg->robust_memory = 1u << 30;
+}
+
+/* The model, the test set, the log and the round engine, from c.cfg. */
+static inline void setup_start(void) {
+    char err[HFL_ERR_LEN];
     CHECK(hfl_model_builtin("mlp", &c.spec, err) == 0);
     CHECK(c.spec.n_params == NP);
     c.codec = hfl_codec_find("fp32", err);
@@ -50,6 +56,12 @@ static inline void setup_full(int k, int quorum, double deadline, double max_sha
     pthread_mutex_init(&c.lock, NULL);
     CHECK(downlink_init(&c, "fp32", 0, err) == 0);
     CHECK_MSG(rounds_init(&c, err) == 0, "%s", err);
+}
+
+static inline void setup_full(int k, int quorum, double deadline, double max_share, const char *strategy,
+                              double clip, int adaptive) {
+    setup_config(k, quorum, deadline, max_share, strategy, clip, adaptive);
+    setup_start();
 }
 
 static inline void setup(int k, int quorum, double deadline, double max_share) {

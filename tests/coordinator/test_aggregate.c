@@ -11,12 +11,30 @@
  * 4. Refusals leave the sum untouched: a NaN, a malformed payload, a weight
  *    outside (0, 1], and without clipping a value beyond the bound.
  * 5. Hold mode (robust rules): a limit below rows x n floats is refused
- *    naming it; a held row is decoded and clipped in place, once. */
+ *    naming it; a held row is decoded and clipped in place, once.
+ * 6. The scale, at both ends: with clip 3 (B = 3 < 2^2, S = 48) an update
+ *    (2.9, -2.9, 3, 2^-48) of norm above 3 is clipped, so one of
+ *    (2.9, -2^-48, 2^-48) is used instead (norm < 3, unclipped): every value
+ *    is a multiple of 2^-48 below 2^50 x 2^-48, so it comes back exact (a
+ *    scale one bit coarser rounds 2^-48 to 0; two bits finer puts 2.9 x 2^50
+ *    past the 2^51 where the rounding trick holds). Without clipping, bound 1
+ *    (S = 49): 1 and 2^-49 come back exact. And the documented headroom:
+ *    8000 updates of 2.9 at weight 1 (shares summing to 8000) sum without
+ *    overflow to 8000 x 2.9 (below 2^63 at S = 48, past it one bit finer).
+ *    A clip below 1 is itself the bound: clip 0.75 keeps 2^-50.
+ * 7. A fresh aggregator: no clip, bound 1; 1.5 refused at every position of
+ *    a 13-value update (the 8-lane maximum and its tail); no hold of 0 rows.
+ * 8. Out of memory for the scratch vector (RLIMIT_AS in a child): refused,
+ *    and the sum's memory given back. */
+#include <malloc.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "coordinator/aggregate.h"
 #include "kernels/philox.h"
@@ -225,6 +243,132 @@ static void test_hold(hfl_agg *a) {
     CHECK(!a->present[5]);
 }
 
+/* fp32 updates of the first few values of x (the rest 0), through the aggregator. */
+static void add_fp32(hfl_agg *a, const float *x, int nx, double weight, int times) {
+    char err[HFL_ERR_LEN];
+    const hfl_codec *fp32 = hfl_codec_find("fp32", NULL);
+    float *v = hfl_calloc(a->n, sizeof(float));
+    memcpy(v, x, sizeof(float) * (size_t)nx);
+    uint8_t *buf = hfl_malloc(hfl_codec_max_bytes(fp32, a->n, 256));
+    hfl_rng_key key = {1, 1, 0, 0};
+    size_t len = hfl_codec_encode(fp32, v, NULL, a->n, 256, &key, 1, buf);
+    for (int t = 0; t < times; t++) CHECK_MSG(hfl_agg_add(a, fp32, buf, len, weight, NULL, err) == 0, "%s", err);
+    free(v);
+    free(buf);
+}
+
+static void test_scale(void) {
+    char err[HFL_ERR_LEN];
+    hfl_agg a;
+    REQUIRE(hfl_agg_init(&a, 5, 1, err) == 0);
+    float out[5];
+    const float tiny48 = ldexpf(1.0f, -48), tiny49 = ldexpf(1.0f, -49);
+    hfl_agg_reset(&a, 3.0, 0);
+    CHECK(a.shift == 48);
+    const float x[4] = {2.9f, -2.9f, 3.0f, tiny48};
+    add_fp32(&a, x, 4, 1.0, 1); /* norm > 3: clipped, only to check it was */
+    const float y[3] = {2.9f, -tiny48, tiny48};
+    hfl_agg_reset(&a, 3.0, 0);
+    add_fp32(&a, y, 3, 1.0, 1);
+    hfl_agg_finish(&a, 1.0, out);
+    CHECK_MSG(out[0] == 2.9f && out[1] == -tiny48 && out[2] == tiny48 && out[3] == 0,
+              "clip 3: 2.9, -2^-48, 2^-48 came back %.9g %.9g %.9g", (double)out[0], (double)out[1], (double)out[2]);
+    /* two at weight 0.5: each half is a multiple of 2^-48 too, so the mean is exact */
+    const float y2[2] = {2.9f, 2 * tiny48};
+    hfl_agg_reset(&a, 3.0, 0);
+    add_fp32(&a, y2, 2, 0.5, 2);
+    hfl_agg_finish(&a, 1.0, out);
+    CHECK_MSG(out[0] == 2.9f && out[1] == 2 * tiny48, "clip 3, two halves: %.9g %.9g", (double)out[0], (double)out[1]);
+    /* without clipping, bound 1: S = 49 */
+    hfl_agg_reset(&a, 0, 1.0);
+    CHECK(a.shift == 49);
+    const float z[2] = {1.0f, tiny49};
+    add_fp32(&a, z, 2, 1.0, 1);
+    hfl_agg_finish(&a, 1.0, out);
+    CHECK_MSG(out[0] == 1.0f && out[1] == tiny49, "bound 1: 1, 2^-49 came back %.9g %.9g", (double)out[0], (double)out[1]);
+    /* 8000 updates at weight 1 */
+    hfl_agg_reset(&a, 3.0, 0);
+    add_fp32(&a, y, 1, 1.0, 8000);
+    hfl_agg_finish(&a, 8000.0, out);
+    CHECK_MSG(out[0] == 2.9f, "8000 updates of 2.9: mean %.9g", (double)out[0]);
+    /* a clip below 1 is the bound, whatever value bound the caller passes
+     * (the coordinator passes 2^20): 0.75 < 2^0, S = 50, and 2^-50 is kept */
+    const float tiny50 = ldexpf(1.0f, -50), w[2] = {0.7f, tiny50};
+    hfl_agg_reset(&a, 0.75, 1048576.0);
+    add_fp32(&a, w, 2, 1.0, 1);
+    hfl_agg_finish(&a, 1.0, out);
+    CHECK_MSG(out[0] == 0.7f && out[1] == tiny50, "clip 0.75: 0.7, 2^-50 came back %.9g %.9g", (double)out[0],
+              (double)out[1]);
+    printf("test_aggregate: clip 3 gives 2.9 and 2^-48 back exactly, and 8000 shares sum without overflow\n");
+    hfl_agg_free(&a);
+}
+
+/* A fresh aggregator sums as after reset(0, 1): no clipping, values within
+ * 1; the bound is checked on every element (13 values: one 8-lane group
+ * and a tail of 5); hold mode needs at least one row. */
+static void test_fresh(void) {
+    char err[HFL_ERR_LEN];
+    hfl_agg a;
+    REQUIRE(hfl_agg_init(&a, 13, 1, err) == 0);
+    const hfl_codec *fp32 = hfl_codec_find("fp32", NULL);
+    uint8_t buf[256];
+    hfl_rng_key key = {1, 1, 0, 0};
+    float v[13] = {0}, out[13];
+    v[0] = 0.5f, v[12] = ldexpf(1.0f, -49);
+    size_t len = hfl_codec_encode(fp32, v, NULL, 13, 256, &key, 1, buf);
+    CHECK_MSG(hfl_agg_add(&a, fp32, buf, len, 1.0, NULL, err) == 0, "%s", err);
+    hfl_agg_finish(&a, 1.0, out);
+    CHECK(out[0] == 0.5f && out[12] == ldexpf(1.0f, -49));
+    for (int at = 0; at < 13; at++) { /* 1.5 anywhere: beyond the bound, not clipped */
+        memset(v, 0, sizeof v);
+        v[at] = at % 2 ? -1.5f : 1.5f;
+        len = hfl_codec_encode(fp32, v, NULL, 13, 256, &key, 1, buf);
+        CHECK_MSG(hfl_agg_add(&a, fp32, buf, len, 1.0, NULL, err) != 0 && strstr(err, "beyond the aggregation bound 1"),
+                  "1.5 at %d: '%s'", at, err);
+    }
+    CHECK(hfl_agg_hold(&a, 0, 1u << 20, err) != 0 && strstr(err, "holding 0 updates"));
+    CHECK(hfl_agg_hold(&a, -1, 1u << 20, err) != 0);
+    CHECK(hfl_agg_hold(&a, 1, 1u << 20, err) == 0 && a.n_rows == 1);
+    hfl_agg_free(&a);
+}
+
+/* The address space limited (in a child: the limit is for good) to what
+ * the sum's 8n bytes need but not the scratch vector's 4n more: init is
+ * refused, saying so, and gives the sum's memory back. Not under the
+ * sanitizers, whose shadow memory needs the address space. */
+static void test_out_of_memory(void) {
+    if (getenv("HFL_SANITIZED")) {
+        printf("test_aggregate: the out-of-memory check is for builds without sanitizers\n");
+        return;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        const size_t n = (size_t)1 << 26; /* a sum of 512 MiB, a scratch vector of 256 MiB */
+        unsigned long pages = 0;
+        FILE *f = fopen("/proc/self/statm", "r");
+        if (!f || fscanf(f, "%lu", &pages) != 1) _exit(3);
+        fclose(f);
+        rlim_t limit = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + 8 * n + (64u << 20);
+        struct rlimit rl = {limit, limit};
+        if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
+        struct mallinfo2 before = mallinfo2();
+        char err[HFL_ERR_LEN] = "";
+        hfl_agg a;
+        int rc = hfl_agg_init(&a, n, 1, err);
+        struct mallinfo2 after = mallinfo2();
+        int ok = rc == -1 && strstr(err, "cannot allocate the aggregator for 67108864 values") && a.acc == NULL;
+        if (!ok || after.hblkhd != before.hblkhd || after.uordblks != before.uordblks)
+            fprintf(stderr, "init under the limit: rc %d, '%s'; %zu bytes kept in mappings, %zu in the heap\n", rc, err,
+                    after.hblkhd - before.hblkhd, after.uordblks - before.uordblks);
+        _exit(ok && after.hblkhd == before.hblkhd && after.uordblks == before.uordblks ? 0 : 1);
+    }
+    int st;
+    REQUIRE(waitpid(pid, &st, 0) == pid);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "out of memory: the child ended with status %d", st);
+}
+
 int main(void) {
     char err[HFL_ERR_LEN];
     hfl_agg a;
@@ -236,6 +380,9 @@ int main(void) {
     test_clip(&a);
     test_refusals(&a);
     test_hold(&a);
+    test_scale();
+    test_fresh();
+    test_out_of_memory();
     hfl_agg_free(&a);
     for (int k = 0; k < K; k++) free(payload[k]);
     free(want);

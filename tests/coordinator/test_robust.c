@@ -10,7 +10,23 @@
  * others, wins (scores worked out below), and Multi-Krum (m = k - f = 4)
  * averages exactly the four honest rows. Krum refuses 4 rows with f = 1
  * (needs k > 2f + 2). Permuting the rows leaves median and trimmed mean
- * bit-identical. */
+ * bit-identical.
+ * The trim count is floor(beta k), which 5 rows at beta 0.2 cannot tell from
+ * ceil or round: 4 rows (1, 2, 3, 1000) at beta 0.2 trim floor(0.8) = 0, the
+ * plain mean 251.5; at 0.25 and 0.3, floor(1) = floor(1.2) = 1: (2 + 3) / 2;
+ * at 0.49, floor(1.96) = 1 still.
+ * Krum's neighbour count k - f - 2: on 1-D points 0, 1, 3, 5, 8 (k = 5) the
+ * squared distances from each are
+ *   0: 1 9 25 64   1: 1 4 16 49   3: 4 4 9 25   5: 4 9 16 25   8: 9 25 49 64
+ * (sorted), so the sums of the 2 nearest (f = 1) are 10 5 8 13 34 and Krum
+ * picks 1; of the 3 nearest (f = 0): 35 21 17 29 83, and it picks 3; of the
+ * single nearest, 1 1 4 4 9, a tie that would go to 0. Multi-Krum f = 1,
+ * m = 3 averages 1, 3 and 0 (scores 5, 8, 10): 4/3; counting 3 neighbours
+ * it would average 3, 1 and 5. Each point x is the row (x, 0, 0, 0, x), so
+ * the distances run through the four-lane loop and its tail alike (each
+ * squared distance doubles; the order stays); then as (0, 0, 0, 0, x), in
+ * the tail alone. Multi-Krum with m = 1 is Krum. All 120 orders of the five
+ * rows give the same picks. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -59,6 +75,99 @@ static void test_krum(void) {
     CHECK(hfl_rule_apply(&kr, rows, 4, 2, out, sel, err) != 0 && strstr(err, "needs more than 4"));
 }
 
+static void test_trim_count(void) {
+    char err[HFL_ERR_LEN];
+    float r0[2] = {1, -1}, r1[2] = {2, -2}, r2[2] = {3, -3}, r3[2] = {1000, -4};
+    const float *rows[4] = {r3, r1, r0, r2};
+    float out[2];
+    static const struct {
+        const char *spec;
+        double want0, want1;
+    } cases[] = {{"trimmed:0.2", 251.5, -2.5}, {"trimmed:0.25", 2.5, -2.5}, {"trimmed:0.3", 2.5, -2.5},
+                 {"trimmed:0.49", 2.5, -2.5}, {"trimmed:0", 251.5, -2.5}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        hfl_rule r;
+        CHECK(hfl_rule_parse(cases[i].spec, &r, err) == 0);
+        CHECK(hfl_rule_apply(&r, rows, 4, 2, out, NULL, err) == 0);
+        CHECK_MSG(close_to(out[0], cases[i].want0) && close_to(out[1], cases[i].want1),
+                  "%s over 4 rows: %g %g, want %g %g", cases[i].spec, (double)out[0], (double)out[1], cases[i].want0,
+                  cases[i].want1);
+    }
+    /* one row: nothing to trim (floor(0.4 x 1) = 0) */
+    hfl_rule r;
+    CHECK(hfl_rule_parse("trimmed:0.4", &r, err) == 0 && hfl_rule_apply(&r, rows, 1, 2, out, NULL, err) == 0);
+    CHECK(out[0] == 1000 && out[1] == -4);
+}
+
+static void test_krum_neighbours(void) {
+    char err[HFL_ERR_LEN];
+    static const float x[5] = {5, 8, 0, 3, 1}; /* the points, in this row order */
+    float pts[5][5];
+    const float *rows[5];
+    for (int i = 0; i < 5; i++) {
+        memset(pts[i], 0, sizeof pts[i]);
+        pts[i][0] = pts[i][4] = x[i];
+        rows[i] = pts[i];
+    }
+    float out[5];
+    int sel[5];
+    hfl_rule r;
+    CHECK(hfl_rule_parse("krum:1", &r, err) == 0 && hfl_rule_apply(&r, rows, 5, 5, out, sel, err) == 0);
+    CHECK_MSG(out[0] == 1 && out[4] == 1 && out[1] == 0 && sel[4] == 1 && sel[0] + sel[1] + sel[2] + sel[3] == 0,
+              "krum:1 picked %g", (double)out[0]);
+    CHECK(hfl_rule_parse("krum:0", &r, err) == 0 && hfl_rule_apply(&r, rows, 5, 5, out, sel, err) == 0);
+    CHECK_MSG(out[0] == 3 && out[4] == 3 && sel[3] == 1 && sel[0] + sel[1] + sel[2] + sel[4] == 0,
+              "krum:0 picked %g", (double)out[0]);
+    CHECK(hfl_rule_parse("multikrum:1:3", &r, err) == 0 && hfl_rule_apply(&r, rows, 5, 5, out, sel, err) == 0);
+    CHECK_MSG(close_to(out[0], 4.0 / 3) && close_to(out[4], 4.0 / 3) && out[2] == 0 && sel[2] + sel[3] + sel[4] == 3 &&
+                  sel[0] + sel[1] == 0,
+              "multikrum:1:3 gave %g", (double)out[0]);
+    /* f = 1 needs k > 4: five rows are enough, and so is m = k */
+    CHECK(hfl_rule_parse("multikrum:1:9", &r, err) == 0 && hfl_rule_apply(&r, rows, 5, 5, out, sel, err) == 0);
+    CHECK(close_to(out[0], 17.0 / 5) && sel[0] + sel[1] + sel[2] + sel[3] + sel[4] == 5);
+    /* m = 1 is Krum */
+    CHECK(hfl_rule_parse("multikrum:1:1", &r, err) == 0 && hfl_rule_apply(&r, rows, 5, 5, out, sel, err) == 0);
+    CHECK_MSG(out[0] == 1 && sel[4] == 1 && sel[0] + sel[1] + sel[2] + sel[3] == 0, "multikrum:1:1 gave %g",
+              (double)out[0]);
+    /* the points in the last coordinate alone (the distance's tail) */
+    for (int i = 0; i < 5; i++) pts[i][0] = 0;
+    CHECK(hfl_rule_parse("krum:1", &r, err) == 0 && hfl_rule_apply(&r, rows, 5, 5, out, sel, err) == 0);
+    CHECK_MSG(out[4] == 1 && sel[4] == 1, "krum:1 on the last coordinate picked %g", (double)out[4]);
+}
+
+/* Krum and Multi-Krum do not depend on the order of the rows: the points
+ * above in all 120 orders (no ties among the scores that decide). */
+static void test_krum_orders(void) {
+    char err[HFL_ERR_LEN];
+    static const float x[5] = {5, 8, 0, 3, 1};
+    int perm[5] = {0, 1, 2, 3, 4}, bad = 0, orders = 0;
+    hfl_rule kr, k0, mk;
+    CHECK(hfl_rule_parse("krum:1", &kr, err) == 0 && hfl_rule_parse("krum:0", &k0, err) == 0 &&
+          hfl_rule_parse("multikrum:1:3", &mk, err) == 0);
+    for (;;) {
+        float pts[5][5] = {{0}}, out[5];
+        const float *rows[5];
+        for (int i = 0; i < 5; i++) {
+            pts[i][0] = pts[i][4] = x[perm[i]];
+            rows[i] = pts[i];
+        }
+        bad += hfl_rule_apply(&kr, rows, 5, 5, out, NULL, err) != 0 || out[0] != 1;
+        bad += hfl_rule_apply(&k0, rows, 5, 5, out, NULL, err) != 0 || out[0] != 3;
+        bad += hfl_rule_apply(&mk, rows, 5, 5, out, NULL, err) != 0 || !close_to(out[0], 4.0 / 3);
+        orders++;
+        /* the next permutation in lexicographic order */
+        int i = 3;
+        while (i >= 0 && perm[i] > perm[i + 1]) i--;
+        if (i < 0) break;
+        int j = 4;
+        while (perm[j] < perm[i]) j--;
+        int t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+        for (int a = i + 1, b = 4; a < b; a++, b--) t = perm[a], perm[a] = perm[b], perm[b] = t;
+    }
+    CHECK_MSG(orders == 120 && bad == 0, "%d wrong picks over %d row orders", bad, orders);
+}
+
 static void test_parse(void) {
     char err[HFL_ERR_LEN];
     hfl_rule r;
@@ -78,6 +187,9 @@ static void test_parse(void) {
 int main(void) {
     test_coordinatewise();
     test_krum();
+    test_trim_count();
+    test_krum_neighbours();
+    test_krum_orders();
     test_parse();
     return check_exit_code("test_robust");
 }

@@ -3,7 +3,7 @@
  *
  * For every codec (fp32, fp16, bf16, int8, int4, sign, topk:0.1), clipping on
  * and off, every strategy (fedavg, median, trimmed:0.2, krum:1, multikrum:1)
- * and every server optimizer (fedavg, fedavgm, fedadam, fedyogi): three
+ * and every server optimizer (fedavg, fedavgm, fedadam, fedyogi, nesterov): three
  * rounds of K updates (each client's delta encoded with error feedback, as a
  * client would) are aggregated by coordinator/aggregate.c on the GPU and on
  * the CPU, each in two shuffled arrival orders; after every round the global
@@ -33,7 +33,7 @@ enum { K = 5, N = 3 * 4096 + 77, ROUNDS = 3 };
 
 static const char *const codecs[] = {"fp32", "fp16", "bf16", "int8", "int4", "sign", "topk:0.1"};
 static const char *const rules[] = {"fedavg", "median", "trimmed:0.2", "krum:1", "multikrum:1"};
-static const char *const sopts[] = {"fedavg", "fedavgm", "fedadam:0.05", "fedyogi:0.05"};
+static const char *const sopts[] = {"fedavg", "fedavgm", "fedadam:0.05", "fedyogi:0.05", "nesterov"};
 
 /* One run: the global model and the optimizer's state after the rounds. */
 typedef struct {

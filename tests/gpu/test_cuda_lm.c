@@ -10,10 +10,10 @@
  * differs from glibc's in the last bits: GELU and the causal softmax (and
  * their backwards). Attention and a whole block forward and
  * backward, whose GEMMs sum in cuBLAS's order: relative 1e-4 of each
- * tensor's largest magnitude. The 2-byte (_lp) ops likewise, the exp
+ * tensor's largest magnitude. The ops in a 2-byte type likewise, the exp
  * ones within one 2-byte ulp. 2-byte attention and a 2-byte block
  * (forward and backward) run with every GEMM teacher-forced
- * (tests/kernels/rounding_check.h: each gemm_lp judged on the GPU's own
+ * (tests/kernels/rounding_check.h: each 2-byte gemm judged on the GPU's own
  * inputs, rounded once and flipping no more outputs than a legal reordering
  * may); their outputs then differ from the CPU's only where an upstream
  * rounding fell the other way, which a legal reordering does too: the CPU
@@ -85,12 +85,12 @@ static void test_ops(void) {
     float *y = malloc(sizeof(float) * RC), *dwte = malloc(sizeof(float) * V * Cc), *dwpe = malloc(sizeof(float) * T * Cc);
     float *d_tok = dev(tokens, ROWS), *d_wte = dev(wte, V * Cc), *d_wpe = dev(wpe, T * Cc), *d_dy = dev(dy, RC);
     float *d_y = dev(NULL, RC), *d_dwte = dev(NULL, V * Cc), *d_dwpe = dev(NULL, T * Cc);
-    c->embed_fwd(y, tokens, wte, wpe, ROWS, T, Cc, V);
-    g->embed_fwd(d_y, d_tok, d_wte, d_wpe, ROWS, T, Cc, V);
+    c->embed_fwd(HFL_PREC_FP32, y, tokens, wte, wpe, ROWS, T, Cc, V);
+    g->embed_fwd(HFL_PREC_FP32, d_y, d_tok, d_wte, d_wpe, ROWS, T, Cc, V);
     same("embed_fwd", d_y, y, RC, 0);
     for (int acc = 0; acc < 2; acc++) {
-        c->embed_bwd(dwte, dwpe, dy, tokens, ROWS, T, Cc, V, acc);
-        g->embed_bwd(d_dwte, d_dwpe, d_dy, d_tok, ROWS, T, Cc, V, acc);
+        c->embed_bwd(HFL_PREC_FP32, dwte, dwpe, dy, tokens, ROWS, T, Cc, V, acc);
+        g->embed_bwd(HFL_PREC_FP32, d_dwte, d_dwpe, d_dy, d_tok, ROWS, T, Cc, V, acc);
         same(acc ? "embed_bwd dwte (accumulated)" : "embed_bwd dwte", d_dwte, dwte, V * Cc, 0);
         same(acc ? "embed_bwd dwpe (accumulated)" : "embed_bwd dwpe", d_dwpe, dwpe, T * Cc, 0);
     }
@@ -99,49 +99,51 @@ static void test_ops(void) {
     float *rstd = malloc(sizeof(float) * ROWS), *dx = rnd(7, RC, 1), *dw = malloc(sizeof(float) * Cc), *db = malloc(sizeof(float) * Cc);
     float *d_x = dev(x, RC), *d_w = dev(w, Cc), *d_b = dev(b, Cc), *d_mean = dev(NULL, ROWS), *d_rstd = dev(NULL, ROWS);
     float *d_dx = dev(dx, RC), *d_dw = dev(NULL, Cc), *d_db = dev(NULL, Cc);
-    c->layernorm_fwd(y, mean, rstd, x, w, b, ROWS, Cc);
-    g->layernorm_fwd(d_y, d_mean, d_rstd, d_x, d_w, d_b, ROWS, Cc);
+    c->layernorm_fwd(HFL_PREC_FP32, y, mean, rstd, x, w, b, ROWS, Cc);
+    g->layernorm_fwd(HFL_PREC_FP32, d_y, d_mean, d_rstd, d_x, d_w, d_b, ROWS, Cc);
     same("layernorm_fwd y", d_y, y, RC, 0);
     same("layernorm_fwd mean", d_mean, mean, ROWS, 0);
     same("layernorm_fwd rstd", d_rstd, rstd, ROWS, 0);
-    c->layernorm_bwd(dx, dw, db, dy, x, w, mean, rstd, ROWS, Cc, 0, 1); /* dx_add onto dx's contents */
-    g->layernorm_bwd(d_dx, d_dw, d_db, d_dy, d_x, d_w, d_mean, d_rstd, ROWS, Cc, 0, 1);
+    c->layernorm_bwd(HFL_PREC_FP32, dx, dw, db, dy, x, w, mean, rstd, ROWS, Cc, 0,
+                     1); /* dx_add onto dx's contents */
+    g->layernorm_bwd(HFL_PREC_FP32, d_dx, d_dw, d_db, d_dy, d_x, d_w, d_mean, d_rstd, ROWS, Cc, 0,
+                     1);
     same("layernorm_bwd dx (added)", d_dx, dx, RC, 0);
     same("layernorm_bwd dw", d_dw, dw, Cc, 0);
     same("layernorm_bwd db", d_db, db, Cc, 0);
 
-    c->gelu_fwd(y, x, RC);
-    g->gelu_fwd(d_y, d_x, RC);
+    c->gelu_fwd(HFL_PREC_FP32, y, x, RC);
+    g->gelu_fwd(HFL_PREC_FP32, d_y, d_x, RC);
     same("gelu_fwd", d_y, y, RC, 1e-5);
-    c->gelu_bwd(dx, dy, x, RC);
-    g->gelu_bwd(d_dx, d_dy, d_x, RC);
+    c->gelu_bwd(HFL_PREC_FP32, dx, dy, x, RC);
+    g->gelu_bwd(HFL_PREC_FP32, d_dx, d_dy, d_x, RC);
     same("gelu_bwd", d_dx, dx, RC, 1e-5);
 
     enum { H = 4, HS = Cc / H, NR = N * H * T };
     float *heads = malloc(sizeof(float) * RC), *d_heads = dev(NULL, RC);
-    c->heads_gather(heads, x, N, T, H, HS, Cc);
-    g->heads_gather(d_heads, d_x, N, T, H, HS, Cc);
+    c->heads_gather(HFL_PREC_FP32, heads, x, N, T, H, HS, Cc);
+    g->heads_gather(HFL_PREC_FP32, d_heads, d_x, N, T, H, HS, Cc);
     same("heads_gather", d_heads, heads, RC, 0);
-    c->heads_scatter(y, heads, N, T, H, HS, Cc);
-    g->heads_scatter(d_y, d_heads, N, T, H, HS, Cc);
+    c->heads_scatter(HFL_PREC_FP32, y, heads, N, T, H, HS, Cc);
+    g->heads_scatter(HFL_PREC_FP32, d_y, d_heads, N, T, H, HS, Cc);
     same("heads_scatter", d_y, y, RC, 0);
 
     float *z = rnd(8, (size_t)NR * T, 4), *dp = rnd(9, (size_t)NR * T, 1), *p = malloc(sizeof(float) * NR * T);
     float *d_z = dev(z, (size_t)NR * T), *d_dp = dev(dp, (size_t)NR * T), *d_p = dev(NULL, (size_t)NR * T);
-    c->causal_softmax(p, z, NR, T, 0.3f);
-    g->causal_softmax(d_p, d_z, NR, T, 0.3f);
+    c->causal_softmax(HFL_PREC_FP32, p, z, NR, T, 0.3f);
+    g->causal_softmax(HFL_PREC_FP32, d_p, d_z, NR, T, 0.3f);
     same("causal_softmax", d_p, p, (size_t)NR * T, 1e-5);
     G->upload(d_p, p, sizeof(float) * NR * T); /* the backward from the same probabilities */
-    c->causal_softmax_bwd(z, dp, p, NR, T, 0.3f);
-    g->causal_softmax_bwd(d_z, d_dp, d_p, NR, T, 0.3f);
+    c->causal_softmax_bwd(HFL_PREC_FP32, z, dp, p, NR, T, 0.3f);
+    g->causal_softmax_bwd(HFL_PREC_FP32, d_z, d_dp, d_p, NR, T, 0.3f);
     same("causal_softmax_bwd", d_z, z, (size_t)NR * T, 1e-5);
 
     float *m = rnd(10, RC, 0.1f), *v = rnd(11, RC, 0.1f);
     for (size_t i = 0; i < RC; i++) v[i] = fabsf(v[i]);
     float *d_m = dev(m, RC), *d_v = dev(v, RC);
     hfl_adamw_args a = hfl_adamw_make(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 7);
-    c->adamw_step(x, m, v, dy, RC, a);
-    g->adamw_step(d_x, d_m, d_v, d_dy, RC, a);
+    C->adamw_step(HFL_PREC_FP32, x, m, v, dy, x, RC, a, NULL);
+    G->adamw_step(HFL_PREC_FP32, d_x, d_m, d_v, d_dy, d_x, RC, a, NULL);
     same("adamw_step w", d_x, x, RC, 0);
     same("adamw_step m", d_m, m, RC, 0);
     same("adamw_step v", d_v, v, RC, 0);
@@ -153,8 +155,8 @@ static void test_ops(void) {
     for (int step = 0; step < 3; step++) {
         hfl_adamw_args ac = hfl_adamw_make(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1), ag = ac;
         ac.sc = &sc, ag.sc = d_sc;
-        c->adamw_step(x, m, v, dy, RC, ac);
-        g->adamw_step(d_x, d_m, d_v, d_dy, RC, ag);
+        C->adamw_step(HFL_PREC_FP32, x, m, v, dy, x, RC, ac, NULL);
+        G->adamw_step(HFL_PREC_FP32, d_x, d_m, d_v, d_dy, d_x, RC, ag, NULL);
     }
     same("adamw_step w, 3 steps counted on the device", d_x, x, RC, 0);
     same("adamw_step v, 3 steps counted on the device", d_v, v, RC, 0);
@@ -270,35 +272,35 @@ static void test_ops_lp(hfl_precision lp) {
     uint16_t *d_tok = dev16(tok, ROWS), *d_wte = dev16(wte, V * Cc), *d_wpe = dev16(wpe, T * Cc), *d_dy = dev16(dy, RC);
     uint16_t *d_x = dev16(x, RC), *d_w = dev16(w, Cc), *d_b = dev16(b, Cc), *d_y = dev16(NULL, RC), *d_dx = dev16(dx, RC);
     float *d_f1 = dev(NULL, V * Cc), *d_f2 = dev(NULL, T * Cc), *d_mean = dev(NULL, ROWS), *d_rstd = dev(NULL, ROWS);
-    c->embed_fwd_lp(lp, y, tok, wte, wpe, ROWS, T, Cc, V);
-    g->embed_fwd_lp(lp, d_y, d_tok, d_wte, d_wpe, ROWS, T, Cc, V);
-    same_lp("embed_fwd_lp", lp, d_y, y, RC, 0);
+    c->embed_fwd(lp, y, tok, wte, wpe, ROWS, T, Cc, V);
+    g->embed_fwd(lp, d_y, d_tok, d_wte, d_wpe, ROWS, T, Cc, V);
+    same_lp("embed_fwd", lp, d_y, y, RC, 0);
     for (int acc = 0; acc < 2; acc++) {
-        c->embed_bwd_lp(lp, f1, f2, dy, tok, ROWS, T, Cc, V, acc);
-        g->embed_bwd_lp(lp, d_f1, d_f2, d_dy, d_tok, ROWS, T, Cc, V, acc);
-        same(acc ? "embed_bwd_lp dwte (accumulated)" : "embed_bwd_lp dwte", d_f1, f1, V * Cc, 0);
-        same(acc ? "embed_bwd_lp dwpe (accumulated)" : "embed_bwd_lp dwpe", d_f2, f2, T * Cc, 0);
+        c->embed_bwd(lp, f1, f2, dy, tok, ROWS, T, Cc, V, acc);
+        g->embed_bwd(lp, d_f1, d_f2, d_dy, d_tok, ROWS, T, Cc, V, acc);
+        same(acc ? "embed_bwd dwte (accumulated)" : "embed_bwd dwte", d_f1, f1, V * Cc, 0);
+        same(acc ? "embed_bwd dwpe (accumulated)" : "embed_bwd dwpe", d_f2, f2, T * Cc, 0);
     }
-    c->layernorm_fwd_lp(lp, y, mean, rstd, x, w, b, ROWS, Cc);
-    g->layernorm_fwd_lp(lp, d_y, d_mean, d_rstd, d_x, d_w, d_b, ROWS, Cc);
-    same_lp("layernorm_fwd_lp", lp, d_y, y, RC, 0);
-    c->layernorm_bwd_lp(lp, dx, f1, f2, dy, x, w, mean, rstd, ROWS, Cc, 0, 1);
-    g->layernorm_bwd_lp(lp, d_dx, d_f1, d_f2, d_dy, d_x, d_w, d_mean, d_rstd, ROWS, Cc, 0, 1);
-    same_lp("layernorm_bwd_lp dx (added)", lp, d_dx, dx, RC, 0);
-    same("layernorm_bwd_lp dw", d_f1, f1, Cc, 0);
-    same("layernorm_bwd_lp db", d_f2, f2, Cc, 0);
-    c->gelu_fwd_lp(lp, y, x, RC);
-    g->gelu_fwd_lp(lp, d_y, d_x, RC);
-    same_lp("gelu_fwd_lp", lp, d_y, y, RC, 1);
-    c->gelu_bwd_lp(lp, y, dy, x, RC);
-    g->gelu_bwd_lp(lp, d_y, d_dy, d_x, RC);
-    same_lp("gelu_bwd_lp", lp, d_y, y, RC, 1);
-    c->heads_gather_lp(y, x, N, T, H, Cc / H, Cc);
-    g->heads_gather_lp(d_y, d_x, N, T, H, Cc / H, Cc);
-    same_lp("heads_gather_lp", lp, d_y, y, RC, 0);
-    c->heads_scatter_lp(dx, y, N, T, H, Cc / H, Cc);
-    g->heads_scatter_lp(d_dx, d_y, N, T, H, Cc / H, Cc);
-    same_lp("heads_scatter_lp", lp, d_dx, dx, RC, 0);
+    c->layernorm_fwd(lp, y, mean, rstd, x, w, b, ROWS, Cc);
+    g->layernorm_fwd(lp, d_y, d_mean, d_rstd, d_x, d_w, d_b, ROWS, Cc);
+    same_lp("layernorm_fwd", lp, d_y, y, RC, 0);
+    c->layernorm_bwd(lp, dx, f1, f2, dy, x, w, mean, rstd, ROWS, Cc, 0, 1);
+    g->layernorm_bwd(lp, d_dx, d_f1, d_f2, d_dy, d_x, d_w, d_mean, d_rstd, ROWS, Cc, 0, 1);
+    same_lp("layernorm_bwd dx (added)", lp, d_dx, dx, RC, 0);
+    same("layernorm_bwd dw", d_f1, f1, Cc, 0);
+    same("layernorm_bwd db", d_f2, f2, Cc, 0);
+    c->gelu_fwd(lp, y, x, RC);
+    g->gelu_fwd(lp, d_y, d_x, RC);
+    same_lp("gelu_fwd", lp, d_y, y, RC, 1);
+    c->gelu_bwd(lp, y, dy, x, RC);
+    g->gelu_bwd(lp, d_y, d_dy, d_x, RC);
+    same_lp("gelu_bwd", lp, d_y, y, RC, 1);
+    c->heads_gather(lp, y, x, N, T, H, Cc / H, Cc);
+    g->heads_gather(lp, d_y, d_x, N, T, H, Cc / H, Cc);
+    same_lp("heads_gather", lp, d_y, y, RC, 0);
+    c->heads_scatter(lp, dx, y, N, T, H, Cc / H, Cc);
+    g->heads_scatter(lp, d_dx, d_y, N, T, H, Cc / H, Cc);
+    same_lp("heads_scatter", lp, d_dx, dx, RC, 0);
     /* AdamW on fp32 masters with 2-byte working weights; a skipped step first */
     float *master = rnd(68, RC, 1), *m = rnd(69, RC, 0.1f), *v = rnd(70, RC, 0.1f), *gr = rnd(71, RC, 1);
     for (size_t i = 0; i < RC; i++) v[i] = fabsf(v[i]);
@@ -307,15 +309,15 @@ static void test_ops_lp(hfl_precision lp) {
     hfl_step_scalars *d_sc = G->alloc(sizeof sc);
     G->upload(d_sc, &sc, sizeof sc);
     hfl_adamw_args a = hfl_adamw_make(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3);
-    g->adamw_step_lp(lp, d_master, d_m, d_v, d_gr, d_y, RC, a, d_sc);
-    same("adamw_step_lp skipped: masters unmoved", d_master, master, RC, 0);
+    G->adamw_step(lp, d_master, d_m, d_v, d_gr, d_y, RC, a, d_sc);
+    same("adamw_step skipped: masters unmoved", d_master, master, RC, 0);
     sc.finite = 1;
     G->upload(d_sc, &sc, sizeof sc);
-    c->adamw_step_lp(lp, master, m, v, gr, y, RC, a, &sc);
-    g->adamw_step_lp(lp, d_master, d_m, d_v, d_gr, d_y, RC, a, d_sc);
-    same("adamw_step_lp masters", d_master, master, RC, 0);
-    same("adamw_step_lp m", d_m, m, RC, 0);
-    same_lp("adamw_step_lp working weights", lp, d_y, y, RC, 0);
+    C->adamw_step(lp, master, m, v, gr, y, RC, a, &sc);
+    G->adamw_step(lp, d_master, d_m, d_v, d_gr, d_y, RC, a, d_sc);
+    same("adamw_step masters", d_master, master, RC, 0);
+    same("adamw_step m", d_m, m, RC, 0);
+    same_lp("adamw_step working weights", lp, d_y, y, RC, 0);
     /* counted in the device scalars: a skipped step (not counted), then two */
     sc = (hfl_step_scalars){.loss_scale = 1.0f, .finite = 0, .adam_beta1_pow = 1.0, .adam_beta2_pow = 1.0};
     G->upload(d_sc, &sc, sizeof sc);
@@ -324,27 +326,27 @@ static void test_ops_lp(hfl_precision lp) {
         G->upload((char *)d_sc + offsetof(hfl_step_scalars, finite), &sc.finite, sizeof sc.finite);
         hfl_adamw_args ac = a, ag = a;
         ac.sc = &sc, ag.sc = d_sc;
-        c->adamw_step_lp(lp, master, m, v, gr, y, RC, ac, &sc);
-        g->adamw_step_lp(lp, d_master, d_m, d_v, d_gr, d_y, RC, ag, d_sc);
+        C->adamw_step(lp, master, m, v, gr, y, RC, ac, &sc);
+        G->adamw_step(lp, d_master, d_m, d_v, d_gr, d_y, RC, ag, d_sc);
     }
-    same("adamw_step_lp masters, counted on the device", d_master, master, RC, 0);
+    same("adamw_step masters, counted on the device", d_master, master, RC, 0);
     hfl_step_scalars got_sc;
     G->download(&got_sc, d_sc, sizeof got_sc);
     int sc_same = memcmp(&got_sc, &sc, sizeof sc) == 0 && sc.adam_steps == 2;
-    printf("%s adamw_step_lp's step scalars (one step skipped): %d steps, bit for bit\n",
+    printf("%s adamw_step's step scalars (one step skipped): %d steps, bit for bit\n",
            sc_same ? "ok  " : "FAIL", got_sc.adam_steps);
     if (!sc_same) check_failures++;
     free(master), free(m), free(v), free(gr);
     G->free(d_master), G->free(d_m), G->free(d_v), G->free(d_gr), G->free(d_sc);
     uint16_t *z = rnd16(lp, 67, (size_t)NR * T, 4), *p = malloc(sizeof(uint16_t) * NR * T);
     uint16_t *d_z = dev16(z, (size_t)NR * T), *d_p = dev16(NULL, (size_t)NR * T);
-    c->causal_softmax_lp(lp, p, z, NR, T, 0.3f);
-    g->causal_softmax_lp(lp, d_p, d_z, NR, T, 0.3f);
-    same_lp("causal_softmax_lp", lp, d_p, p, (size_t)NR * T, 1);
+    c->causal_softmax(lp, p, z, NR, T, 0.3f);
+    g->causal_softmax(lp, d_p, d_z, NR, T, 0.3f);
+    same_lp("causal_softmax", lp, d_p, p, (size_t)NR * T, 1);
     G->upload(d_p, p, sizeof(uint16_t) * NR * T);
-    c->causal_softmax_bwd_lp(lp, z, z, p, NR, T, 0.3f); /* dp = the scores, in place */
-    g->causal_softmax_bwd_lp(lp, d_z, d_z, d_p, NR, T, 0.3f);
-    same_lp("causal_softmax_bwd_lp (in place)", lp, d_z, z, (size_t)NR * T, 1);
+    c->causal_softmax_bwd(lp, z, z, p, NR, T, 0.3f); /* dp = the scores, in place */
+    g->causal_softmax_bwd(lp, d_z, d_z, d_p, NR, T, 0.3f);
+    same_lp("causal_softmax_bwd (in place)", lp, d_z, z, (size_t)NR * T, 1);
     free(wte), free(wpe), free(dy), free(x), free(w), free(b), free(y), free(dx), free(f1), free(f2), free(z), free(p);
     void *dall[] = {d_tok, d_wte, d_wpe, d_dy, d_x, d_w, d_b, d_y, d_dx, d_f1, d_f2, d_mean, d_rstd, d_z, d_p};
     for (size_t i = 0; i < sizeof dall / sizeof *dall; i++) G->free(dall[i]);
@@ -352,7 +354,7 @@ static void test_ops_lp(hfl_precision lp) {
 
 static void test_attention_lp(hfl_precision lp, int n, int T, int Cc, int H) {
     size_t nq = (size_t)n * T * 3 * Cc, ny = (size_t)n * T * Cc, na = (size_t)n * H * T * T;
-    size_t wsb = hfl_attention_bwd_ws_bytes_lp(n, T, Cc, H);
+    size_t wsb = hfl_attention_bwd_ws_bytes(lp, n, T, Cc, H);
     uint16_t *qkv = rnd16(lp, 70, nq, 1.5f), *dy = rnd16(lp, 71, ny, 1);
     uint16_t *y = malloc(ny * 2), *att = malloc(na * 2), *dq = malloc(nq * 2);
     uint16_t *ly = malloc(ny * 2), *latt = malloc(na * 2), *ldq = malloc(nq * 2);
@@ -360,41 +362,44 @@ static void test_attention_lp(hfl_precision lp, int n, int T, int Cc, int H) {
     uint16_t *d_qkv = dev16(qkv, nq), *d_dy = dev16(dy, ny), *d_y = dev16(NULL, ny), *d_att = dev16(NULL, na);
     uint16_t *d_dq = dev16(NULL, nq);
     const hfl_backend *E = emu_backend(EMU_LEGAL, 1), *F = rc_forcing(G);
-    hfl_attention_forward_lp(C, lp, y, att, qkv, ws, n, T, Cc, H);
-    hfl_attention_forward_lp(E, lp, ly, latt, qkv, ws, n, T, Cc, H);
-    hfl_attention_forward_lp(F, lp, d_y, d_att, d_qkv, d_ws, n, T, Cc, H);
-    forced_verdict("attention_forward_lp");
-    within_legal_lp("attention_forward_lp", lp, d_y, y, ly, ny);
+    hfl_attention_forward(C, lp, y, att, qkv, ws, n, T, Cc, H);
+    hfl_attention_forward(E, lp, ly, latt, qkv, ws, n, T, Cc, H);
+    hfl_attention_forward(F, lp, d_y, d_att, d_qkv, d_ws, n, T, Cc, H);
+    forced_verdict("attention_forward");
+    within_legal_lp("attention_forward", lp, d_y, y, ly, ny);
     G->upload(d_att, att, na * 2); /* the backward from the CPU's probabilities */
-    hfl_attention_backward_lp(C, lp, dq, dy, qkv, att, ws, n, T, Cc, H);
-    hfl_attention_backward_lp(E, lp, ldq, dy, qkv, att, ws, n, T, Cc, H);
+    hfl_attention_backward(C, lp, dq, dy, qkv, att, ws, n, T, Cc, H);
+    hfl_attention_backward(E, lp, ldq, dy, qkv, att, ws, n, T, Cc, H);
     F = rc_forcing(G);
-    hfl_attention_backward_lp(F, lp, d_dq, d_dy, d_qkv, d_att, d_ws, n, T, Cc, H);
-    forced_verdict("attention_backward_lp");
-    within_legal_lp("attention_backward_lp", lp, d_dq, dq, ldq, nq);
+    hfl_attention_backward(F, lp, d_dq, d_dy, d_qkv, d_att, d_ws, n, T, Cc, H);
+    forced_verdict("attention_backward");
+    within_legal_lp("attention_backward", lp, d_dq, dq, ldq, nq);
     free(qkv), free(dy), free(y), free(att), free(dq), free(ws), free(ly), free(latt), free(ldq);
     G->free(d_ws), G->free(d_qkv), G->free(d_dy), G->free(d_y), G->free(d_att), G->free(d_dq);
 }
 
 static void test_block(int n, int T, int Cc, int H) {
-    size_t rc = (size_t)n * T * Cc, np = hfl_gpt_block_n_params(Cc), sf = hfl_gpt_block_saved_floats(n, T, Cc, H, 0);
-    size_t wsf = hfl_gpt_block_ws_bytes(n, T, Cc, H, 0) / sizeof(float);
+    const hfl_precision f = HFL_PREC_FP32;
+    size_t rc = (size_t)n * T * Cc, np = hfl_gpt_block_n_params(Cc),
+           sf = hfl_gpt_block_saved_bytes(f, n, T, Cc, H, 0) / 4;
+    size_t wsf = hfl_gpt_block_ws_bytes(f, n, T, Cc, H, 0) / sizeof(float);
     float *pw = rnd(20, np, 0.2f), *x = rnd(21, rc, 1), *dout = rnd(22, rc, 1);
     float *out = malloc(sizeof(float) * rc), *saved = malloc(sizeof(float) * sf), *ws = malloc(sizeof(float) * wsf);
     float *grads = malloc(sizeof(float) * np), *dx = malloc(sizeof(float) * rc);
     float *d_pw = dev(pw, np), *d_x = dev(x, rc), *d_dout = dev(dout, rc), *d_out = dev(NULL, rc);
     float *d_saved = dev(NULL, sf), *d_ws = dev(NULL, wsf), *d_grads = dev(NULL, np), *d_dx = dev(NULL, rc);
-    hfl_gpt_block_params p = hfl_gpt_block_view(pw, Cc), d = hfl_gpt_block_view(grads, Cc);
-    hfl_gpt_block_params gp = hfl_gpt_block_view(d_pw, Cc), gd = hfl_gpt_block_view(d_grads, Cc);
-    hfl_gpt_block_saved s = hfl_gpt_block_saved_view(saved, n, T, Cc, H, 0);
-    hfl_gpt_block_saved gs = hfl_gpt_block_saved_view(d_saved, n, T, Cc, H, 0);
-    hfl_gpt_block_forward(C, &p, NULL, x, out, &s, ws, n, T, Cc, H);
-    hfl_gpt_block_forward(G, &gp, NULL, d_x, d_out, &gs, d_ws, n, T, Cc, H);
+    hfl_gpt_block_params p = hfl_gpt_block_view(f, pw, Cc), d = hfl_gpt_block_view(f, grads, Cc);
+    hfl_gpt_block_params gp = hfl_gpt_block_view(f, d_pw, Cc),
+                         gd = hfl_gpt_block_view(f, d_grads, Cc);
+    hfl_gpt_block_saved s = hfl_gpt_block_saved_view(f, saved, n, T, Cc, H, 0);
+    hfl_gpt_block_saved gs = hfl_gpt_block_saved_view(f, d_saved, n, T, Cc, H, 0);
+    hfl_gpt_block_forward(C, f, &p, NULL, x, out, &s, ws, n, T, Cc, H);
+    hfl_gpt_block_forward(G, f, &gp, NULL, d_x, d_out, &gs, d_ws, n, T, Cc, H);
     char what[96];
     snprintf(what, sizeof what, "block forward n%d T%d C%d H%d", n, T, Cc, H);
     same(what, d_out, out, rc, 1e-4);
-    hfl_gpt_block_backward(C, &p, &d, NULL, x, &s, dout, dx, ws, n, T, Cc, H, 0);
-    hfl_gpt_block_backward(G, &gp, &gd, NULL, d_x, &gs, d_dout, d_dx, d_ws, n, T, Cc, H, 0);
+    hfl_gpt_block_backward(C, f, &p, &d, NULL, x, &s, dout, dx, ws, n, T, Cc, H, 0);
+    hfl_gpt_block_backward(G, f, &gp, &gd, NULL, d_x, &gs, d_dout, d_dx, d_ws, n, T, Cc, H, 0);
     snprintf(what, sizeof what, "block backward dx n%d T%d C%d H%d", n, T, Cc, H);
     same(what, d_dx, dx, rc, 1e-4);
     snprintf(what, sizeof what, "block backward parameter gradients n%d T%d C%d H%d", n, T, Cc, H);
@@ -406,7 +411,8 @@ static void test_block(int n, int T, int Cc, int H) {
 
 static void test_block_lp(hfl_precision lp, int n, int T, int Cc, int H) {
     size_t rc = (size_t)n * T * Cc, np = hfl_gpt_block_n_params(Cc);
-    size_t sb = hfl_gpt_block_saved_bytes_lp(n, T, Cc, H, 0), wsb = hfl_gpt_block_ws_bytes_lp(n, T, Cc, H, 0);
+    size_t sb = hfl_gpt_block_saved_bytes(lp, n, T, Cc, H, 0),
+           wsb = hfl_gpt_block_ws_bytes(lp, n, T, Cc, H, 0);
     uint16_t *pw = rnd16(lp, 80, np, 0.2f), *x = rnd16(lp, 81, rc, 1), *dout = rnd16(lp, 82, rc, 1);
     uint16_t *out = malloc(rc * 2), *dx = malloc(rc * 2), *lout = malloc(rc * 2), *ldx = malloc(rc * 2);
     float *grads = malloc(sizeof(float) * np), *lgrads = malloc(sizeof(float) * np);
@@ -414,22 +420,24 @@ static void test_block_lp(hfl_precision lp, int n, int T, int Cc, int H) {
     uint16_t *d_pw = dev16(pw, np), *d_x = dev16(x, rc), *d_dout = dev16(dout, rc), *d_out = dev16(NULL, rc);
     uint16_t *d_dx = dev16(NULL, rc);
     float *d_grads = dev(NULL, np);
-    hfl_gpt_block_params_lp p = hfl_gpt_block_view_lp(pw, Cc), gp = hfl_gpt_block_view_lp(d_pw, Cc);
-    hfl_gpt_block_params d = hfl_gpt_block_view(grads, Cc), gd = hfl_gpt_block_view(d_grads, Cc);
-    hfl_gpt_block_params ld = hfl_gpt_block_view(lgrads, Cc);
-    hfl_gpt_block_saved_lp s = hfl_gpt_block_saved_view_lp(saved, n, T, Cc, H, 0);
-    hfl_gpt_block_saved_lp ls = hfl_gpt_block_saved_view_lp(lsaved, n, T, Cc, H, 0);
-    hfl_gpt_block_saved_lp gs = hfl_gpt_block_saved_view_lp(d_saved, n, T, Cc, H, 0);
+    const hfl_precision f = HFL_PREC_FP32;
+    hfl_gpt_block_params p = hfl_gpt_block_view(lp, pw, Cc), gp = hfl_gpt_block_view(lp, d_pw, Cc);
+    hfl_gpt_block_params d = hfl_gpt_block_view(f, grads, Cc),
+                         gd = hfl_gpt_block_view(f, d_grads, Cc);
+    hfl_gpt_block_params ld = hfl_gpt_block_view(f, lgrads, Cc);
+    hfl_gpt_block_saved s = hfl_gpt_block_saved_view(lp, saved, n, T, Cc, H, 0);
+    hfl_gpt_block_saved ls = hfl_gpt_block_saved_view(lp, lsaved, n, T, Cc, H, 0);
+    hfl_gpt_block_saved gs = hfl_gpt_block_saved_view(lp, d_saved, n, T, Cc, H, 0);
     const hfl_backend *E = emu_backend(EMU_LEGAL, 1), *F = rc_forcing(G);
-    hfl_gpt_block_forward_lp(C, lp, &p, NULL, x, out, &s, ws, n, T, Cc, H);
-    hfl_gpt_block_forward_lp(E, lp, &p, NULL, x, lout, &ls, ws, n, T, Cc, H);
-    hfl_gpt_block_forward_lp(F, lp, &gp, NULL, d_x, d_out, &gs, d_ws, n, T, Cc, H);
+    hfl_gpt_block_forward(C, lp, &p, NULL, x, out, &s, ws, n, T, Cc, H);
+    hfl_gpt_block_forward(E, lp, &p, NULL, x, lout, &ls, ws, n, T, Cc, H);
+    hfl_gpt_block_forward(F, lp, &gp, NULL, d_x, d_out, &gs, d_ws, n, T, Cc, H);
     forced_verdict("block forward");
     within_legal_lp("block forward", lp, d_out, out, lout, rc);
-    hfl_gpt_block_backward_lp(C, lp, &p, &d, NULL, x, &s, dout, dx, ws, n, T, Cc, H, 0);
-    hfl_gpt_block_backward_lp(E, lp, &p, &ld, NULL, x, &ls, dout, ldx, ws, n, T, Cc, H, 0);
+    hfl_gpt_block_backward(C, lp, &p, &d, NULL, x, &s, dout, dx, ws, n, T, Cc, H, 0);
+    hfl_gpt_block_backward(E, lp, &p, &ld, NULL, x, &ls, dout, ldx, ws, n, T, Cc, H, 0);
     F = rc_forcing(G);
-    hfl_gpt_block_backward_lp(F, lp, &gp, &gd, NULL, d_x, &gs, d_dout, d_dx, d_ws, n, T, Cc, H, 0);
+    hfl_gpt_block_backward(F, lp, &gp, &gd, NULL, d_x, &gs, d_dout, d_dx, d_ws, n, T, Cc, H, 0);
     forced_verdict("block backward");
     within_legal_lp("block backward dx", lp, d_dx, dx, ldx, rc);
     within_legal(lp == HFL_PREC_BF16 ? "block backward parameter gradients (bf16)"
@@ -442,7 +450,7 @@ static void test_block_lp(hfl_precision lp, int n, int T, int Cc, int H) {
 }
 
 /* HFL_GPU_STANDIN=split-k or pre-round: the 2-byte attention and block
- * checks alone, with G the CPU backend whose gemm_lp is that emulation
+ * checks alone, with G the CPU backend whose 2-byte gemm is that emulation
  * (tests/kernels/gemm_emu.h), so every build runs this file's harness; both
  * must fail (tests/gpu/meson.build). */
 static int run_standin(const char *kind) {

@@ -3,14 +3,13 @@
  *
  * Bit for bit (memcmp; for a NaN made by arithmetic, any NaN: the GPU's is
  * canonical, x86's keeps the operand's sign and payload): fill, copies, bias
- * add/grad, ReLU (fp32 and 2-byte), round_lp, SGD (and its skipped fp16
- * step), unscale and its finite flag,
- * scaler_update, channel bias add/grad, im2col, col2im, max pooling forward
- * and backward (fp32 and 2-byte). These are the thread bodies that
+ * grad, ReLU, convert, SGD (and its skipped fp16 step), unscale and its
+ * finite flag, scaler_update, channel bias grad, im2col, col2im, max pooling
+ * forward and backward, each in fp32, bf16 and fp16. These are the thread bodies that
  * tests/kernels/test_thread_bodies.c runs on the CPU; here they run as
  * kernels built with -fmad=false.
  *
- * GEMMs (sgemm, gemm_lp and their strided forms) at hfl's training shapes
+ * GEMMs (gemm and gemm_strided, fp32 and 2-byte) at hfl's training shapes
  * (tests/kernels/gemm_shapes.h) and at odd ones (transposes, padding, beta,
  * both bias axes), judged by tests/kernels/rounding_check.h, whose criteria
  * tests/kernels/test_rounding_check.c proves on the CPU: every output a
@@ -93,25 +92,6 @@ static void check_dev(const char *what, const void *dev, const void *want, size_
     free(got);
 }
 
-/* As check_dev for fp32 values, except that any NaN equals any NaN: a GPU's
- * arithmetic returns the canonical NaN (0x7FFFFFFF) where x86 keeps an
- * operand's sign and payload, so x + b on a NaN x differs in the NaN's bits
- * (and only there). Copies and selects keep a NaN's bits on both. */
-static void check_dev_f32_nan(const char *what, const float *dev, const float *want, size_t n) {
-    float *got = to_host(dev, n * sizeof(float));
-    size_t bad = 0, nans = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (memcmp(&got[i], &want[i], sizeof(float)) == 0) continue;
-        if (got[i] != got[i] && want[i] != want[i]) {
-            nans++;
-            continue;
-        }
-        bad++;
-    }
-    report(bad == 0, "%s: bit-identical but for %zu NaN payloads, %zu values differ", what, nans, bad);
-    free(got);
-}
-
 /* ---- memory, copies, budget ---- */
 
 static void test_memory(void) {
@@ -169,56 +149,34 @@ static void test_memory(void) {
 
 /* ---- elementwise ---- */
 
+static size_t nbytes(hfl_precision t, size_t n) { return n * hfl_precision_bytes(t); }
+
 static void test_elementwise(void) {
-    enum { ROWS = 129, COLS = 37, N = ROWS * COLS };
-    float *x = inputs(10, N, WITH_NAN | WITH_INF), *bias = inputs(11, COLS, PLAIN);
-    float *want = dup_bytes(x, sizeof(float) * N);
-    float *dx = to_dev(x, sizeof(float) * N), *dbias = to_dev(bias, sizeof(float) * COLS);
-    float *dy = G->alloc(sizeof(float) * N);
-
-    C->bias_add(want, bias, ROWS, COLS);
-    G->bias_add(dx, dbias, ROWS, COLS);
-    check_dev_f32_nan("bias_add (NaN and Inf inputs)", dx, want, N);
-    C->channel_bias_add(want, bias, 3, COLS, ROWS / 3);
-    G->channel_bias_add(dx, dbias, 3, COLS, ROWS / 3);
-    check_dev_f32_nan("channel_bias_add (NaN and Inf inputs)", dx, want, N);
-
-    C->relu_fwd(want, x, N);
-    G->upload(dx, x, sizeof(float) * N);
-    G->relu_fwd(dy, dx, N);
-    check_dev("relu_fwd", dy, want, sizeof(float) * N);
-    float *g = inputs(12, N, WITH_NAN), *y = dup_bytes(want, sizeof(float) * N);
-    float *dg = to_dev(g, sizeof(float) * N);
-    C->relu_bwd(g, g, y, N); /* in place, as the layers do */
-    G->relu_bwd(dg, dg, dy, N);
-    check_dev("relu_bwd (in place)", dg, g, sizeof(float) * N);
-
-    for (hfl_precision lp = HFL_PREC_BF16; lp <= HFL_PREC_FP16; lp++) {
+    enum { N = 129 * 37 };
+    for (hfl_precision t = HFL_PREC_FP32; t <= HFL_PREC_FP16; t++) {
         char what[64];
-        uint16_t *hx = inputs_lp(lp, 13, N, WITH_NAN | WITH_INF), *hg = inputs_lp(lp, 14, N, WITH_NAN);
-        uint16_t *hw = malloc(sizeof(uint16_t) * N), *hdx = malloc(sizeof(uint16_t) * N);
-        uint16_t *d_x = to_dev(hx, sizeof(uint16_t) * N), *d_y = G->alloc(sizeof(uint16_t) * N);
-        uint16_t *d_g = to_dev(hg, sizeof(uint16_t) * N);
-        C->relu_fwd_lp(lp, hw, hx, N);
-        G->relu_fwd_lp(lp, d_y, d_x, N);
-        snprintf(what, sizeof what, "relu_fwd_lp %s", lp_name(lp));
-        check_dev(what, d_y, hw, sizeof(uint16_t) * N);
-        C->relu_bwd_lp(lp, hdx, hg, hw, N);
-        G->relu_bwd_lp(lp, d_x, d_g, d_y, N);
-        snprintf(what, sizeof what, "relu_bwd_lp %s", lp_name(lp));
-        check_dev(what, d_x, hdx, sizeof(uint16_t) * N);
+        size_t bytes = nbytes(t, N);
+        void *hx = inputs_of(t, 13, N, WITH_NAN | WITH_INF), *hg = inputs_of(t, 14, N, WITH_NAN);
+        void *hw = malloc(bytes), *hdx = malloc(bytes);
+        void *d_x = to_dev(hx, bytes), *d_y = G->alloc(bytes), *d_g = to_dev(hg, bytes);
+        C->relu_fwd(t, hw, hx, N);
+        G->relu_fwd(t, d_y, d_x, N);
+        snprintf(what, sizeof what, "relu_fwd %s", lp_name(t));
+        check_dev(what, d_y, hw, bytes);
+        C->relu_bwd(t, hg, hg, hw, N); /* in place, as the layers do */
+        G->relu_bwd(t, d_g, d_g, d_y, N);
+        snprintf(what, sizeof what, "relu_bwd %s (in place)", lp_name(t));
+        check_dev(what, d_g, hg, bytes);
         float *src = inputs(15, N, WITH_NAN | WITH_INF);
         for (size_t i = 0; i < N; i += 5) src[i] *= i % 2 ? 1e-6f : 7e4f; /* subnormal, overflow */
-        G->upload(dx, src, sizeof(float) * N);
-        C->round_lp(lp, hw, src, N);
-        G->round_lp(lp, d_y, dx, N);
-        snprintf(what, sizeof what, "round_lp %s", lp_name(lp));
-        check_dev(what, d_y, hw, sizeof(uint16_t) * N);
+        float *d_src = to_dev(src, sizeof(float) * N);
+        C->convert(t, hw, src, N);
+        G->convert(t, d_y, d_src, N);
+        snprintf(what, sizeof what, "convert %s", lp_name(t));
+        check_dev(what, d_y, hw, bytes);
         free(hx), free(hg), free(hw), free(hdx), free(src);
-        G->free(d_x), G->free(d_y), G->free(d_g);
+        G->free(d_x), G->free(d_y), G->free(d_g), G->free(d_src);
     }
-    G->free(dx), G->free(dy), G->free(dbias), G->free(dg);
-    free(x), free(bias), free(want), free(g), free(y);
 }
 
 /* ---- bias gradients ---- */
@@ -228,34 +186,25 @@ static void test_bias_grads(void) {
     for (int si = 0; si < 4; si++) {
         int rows = shapes[si][0], cols = shapes[si][1], cn = rows % 4 + 1, hw = 49;
         size_t n = (size_t)rows * cols, cnum = (size_t)cn * cols * hw;
-        char what[96];
-        float *dy = inputs(20, n, PLAIN), *db = inputs(21, cols, PLAIN), *cdy = inputs(22, cnum, PLAIN);
-        float *d_dy = to_dev(dy, sizeof(float) * n), *d_db = to_dev(db, sizeof(float) * cols);
-        float *d_cdy = to_dev(cdy, sizeof(float) * cnum);
-        C->bias_grad(db, dy, rows, cols);
-        G->bias_grad(d_db, d_dy, rows, cols);
-        snprintf(what, sizeof what, "bias_grad %dx%d", rows, cols);
-        check_dev(what, d_db, db, sizeof(float) * cols);
-        C->channel_bias_grad(db, cdy, cn, cols, hw);
-        G->channel_bias_grad(d_db, d_cdy, cn, cols, hw);
-        snprintf(what, sizeof what, "channel_bias_grad n %d c %d hw %d", cn, cols, hw);
-        check_dev(what, d_db, db, sizeof(float) * cols);
-        for (hfl_precision lp = HFL_PREC_BF16; lp <= HFL_PREC_FP16; lp++) {
-            uint16_t *h = inputs_lp(lp, 23, n, PLAIN), *ch = inputs_lp(lp, 24, cnum, PLAIN);
-            uint16_t *d_h = to_dev(h, sizeof(uint16_t) * n), *d_ch = to_dev(ch, sizeof(uint16_t) * cnum);
-            C->bias_grad_lp(lp, db, h, rows, cols);
-            G->bias_grad_lp(lp, d_db, d_h, rows, cols);
-            snprintf(what, sizeof what, "bias_grad_lp %s %dx%d", lp_name(lp), rows, cols);
+        float *db = inputs(21, cols, PLAIN), *d_db = to_dev(db, sizeof(float) * cols);
+        for (hfl_precision t = HFL_PREC_FP32; t <= HFL_PREC_FP16; t++) {
+            char what[96];
+            void *h = inputs_of(t, 23, n, PLAIN), *ch = inputs_of(t, 24, cnum, PLAIN);
+            void *d_h = to_dev(h, nbytes(t, n)), *d_ch = to_dev(ch, nbytes(t, cnum));
+            C->bias_grad(t, db, h, rows, cols);
+            G->bias_grad(t, d_db, d_h, rows, cols);
+            snprintf(what, sizeof what, "bias_grad %s %dx%d", lp_name(t), rows, cols);
             check_dev(what, d_db, db, sizeof(float) * cols);
-            C->channel_bias_grad_lp(lp, db, ch, cn, cols, hw);
-            G->channel_bias_grad_lp(lp, d_db, d_ch, cn, cols, hw);
-            snprintf(what, sizeof what, "channel_bias_grad_lp %s", lp_name(lp));
+            C->channel_bias_grad(t, db, ch, cn, cols, hw);
+            G->channel_bias_grad(t, d_db, d_ch, cn, cols, hw);
+            snprintf(what, sizeof what, "channel_bias_grad %s n %d c %d hw %d", lp_name(t), cn,
+                     cols, hw);
             check_dev(what, d_db, db, sizeof(float) * cols);
             free(h), free(ch);
             G->free(d_h), G->free(d_ch);
         }
-        free(dy), free(db), free(cdy);
-        G->free(d_dy), G->free(d_db), G->free(d_cdy);
+        free(db);
+        G->free(d_db);
     }
 }
 
@@ -266,13 +215,14 @@ static void test_optimizer(void) {
     float *w = inputs(30, N, PLAIN), *v = inputs(31, N, PLAIN), *g = inputs(32, N, PLAIN);
     float *d_w = to_dev(w, sizeof(float) * N), *d_v = to_dev(v, sizeof(float) * N);
     float *d_g = to_dev(g, sizeof(float) * N);
-    C->sgd_step(w, NULL, g, N, 0.05f, 0.0f, 1e-4f);
-    G->sgd_step(d_w, NULL, d_g, N, 0.05f, 0.0f, 1e-4f);
-    check_dev("sgd_step without momentum", d_w, w, sizeof(float) * N);
-    C->sgd_step(w, v, g, N, 0.05f, 0.9f, 5e-4f);
-    G->sgd_step(d_w, d_v, d_g, N, 0.05f, 0.9f, 5e-4f);
-    check_dev("sgd_step with momentum: w", d_w, w, sizeof(float) * N);
-    check_dev("sgd_step with momentum: v", d_v, v, sizeof(float) * N);
+    /* fp32: the masters are the weights */
+    C->sgd_step(HFL_PREC_FP32, w, NULL, g, w, N, 0.05f, 0.0f, 1e-4f, NULL);
+    G->sgd_step(HFL_PREC_FP32, d_w, NULL, d_g, d_w, N, 0.05f, 0.0f, 1e-4f, NULL);
+    check_dev("sgd_step fp32 without momentum", d_w, w, sizeof(float) * N);
+    C->sgd_step(HFL_PREC_FP32, w, v, g, w, N, 0.05f, 0.9f, 5e-4f, NULL);
+    G->sgd_step(HFL_PREC_FP32, d_w, d_v, d_g, d_w, N, 0.05f, 0.9f, 5e-4f, NULL);
+    check_dev("sgd_step fp32 with momentum: w", d_w, w, sizeof(float) * N);
+    check_dev("sgd_step fp32 with momentum: v", d_v, v, sizeof(float) * N);
     C->prox_grad(g, w, v, N, 0.01f); /* FedProx: v stands in for the anchor */
     G->prox_grad(d_g, d_w, d_v, N, 0.01f);
     check_dev("prox_grad", d_g, g, sizeof(float) * N);
@@ -285,23 +235,22 @@ static void test_optimizer(void) {
         uint16_t *d_hw = G->alloc(sizeof(uint16_t) * N);
         sc.finite = 1;
         G->upload(d_sc, &sc, sizeof sc);
-        C->sgd_step_lp(lp, w, v, g, hw, N, 0.05f, 0.9f, 5e-4f, &sc);
-        G->sgd_step_lp(lp, d_w, d_v, d_g, d_hw, N, 0.05f, 0.9f, 5e-4f, d_sc);
-        snprintf(what, sizeof what, "sgd_step_lp %s: master", lp_name(lp));
+        C->sgd_step(lp, w, v, g, hw, N, 0.05f, 0.9f, 5e-4f, &sc);
+        G->sgd_step(lp, d_w, d_v, d_g, d_hw, N, 0.05f, 0.9f, 5e-4f, d_sc);
+        snprintf(what, sizeof what, "sgd_step %s: master", lp_name(lp));
         check_dev(what, d_w, w, sizeof(float) * N);
-        snprintf(what, sizeof what, "sgd_step_lp %s: 2-byte weights", lp_name(lp));
+        snprintf(what, sizeof what, "sgd_step %s: 2-byte weights", lp_name(lp));
         check_dev(what, d_hw, hw, sizeof(uint16_t) * N);
         /* a non-finite step is skipped: nothing moves */
         sc.finite = 0;
         G->upload(d_sc, &sc, sizeof sc);
-        G->sgd_step_lp(lp, d_w, d_v, d_g, d_hw, N, 0.05f, 0.9f, 5e-4f, d_sc);
-        snprintf(what, sizeof what, "sgd_step_lp %s skipped when not finite", lp_name(lp));
+        G->sgd_step(lp, d_w, d_v, d_g, d_hw, N, 0.05f, 0.9f, 5e-4f, d_sc);
+        snprintf(what, sizeof what, "sgd_step %s skipped when not finite", lp_name(lp));
         check_dev(what, d_w, w, sizeof(float) * N);
         check_dev(what, d_v, v, sizeof(float) * N);
         free(hw);
         G->free(d_hw);
     }
-
     for (int with_inf = 0; with_inf < 2; with_inf++) {
         float *u = inputs(33, N, with_inf ? WITH_INF : PLAIN);
         float *d_u = to_dev(u, sizeof(float) * N);
@@ -356,63 +305,42 @@ static void test_conv(void) {
         size_t in_n = (size_t)SAMPLES * g.c * g.h * g.w;
         size_t col_n = (size_t)SAMPLES * g.c * g.k * g.k * g.ho * g.wo;
         size_t out_n = (size_t)SAMPLES * g.c * g.ho * g.wo;
-        char what[96];
-        float *x = inputs(40 + gi, in_n, WITH_NAN), *cols = inputs(50 + gi, col_n, PLAIN);
-        float *want_cols = malloc(sizeof(float) * col_n), *want_in = malloc(sizeof(float) * in_n);
-        float *d_x = to_dev(x, sizeof(float) * in_n), *d_cols = G->alloc(sizeof(float) * col_n);
-        float *d_in = G->alloc(sizeof(float) * in_n);
-        C->im2col(want_cols, x, SAMPLES, g);
-        G->im2col(d_cols, d_x, SAMPLES, g);
-        snprintf(what, sizeof what, "im2col c%d %dx%d k%d s%d p%d", g.c, g.h, g.w, g.k, g.s, g.p);
-        check_dev(what, d_cols, want_cols, sizeof(float) * col_n);
-        G->upload(d_cols, cols, sizeof(float) * col_n);
-        C->col2im(want_in, cols, SAMPLES, g);
-        G->col2im(d_in, d_cols, SAMPLES, g);
-        snprintf(what, sizeof what, "col2im c%d %dx%d k%d s%d p%d", g.c, g.h, g.w, g.k, g.s, g.p);
-        check_dev(what, d_in, want_in, sizeof(float) * in_n);
         int pool = 2 * g.p <= g.k;
-        float *dy = inputs(60 + gi, out_n, PLAIN), *want_out = malloc(sizeof(float) * out_n);
-        float *d_dy = to_dev(dy, sizeof(float) * out_n), *d_out = G->alloc(sizeof(float) * out_n);
-        if (pool) {
-            C->maxpool_fwd(want_out, x, SAMPLES, g);
-            G->maxpool_fwd(d_out, d_x, SAMPLES, g);
-            snprintf(what, sizeof what, "maxpool_fwd c%d %dx%d k%d s%d p%d", g.c, g.h, g.w, g.k, g.s, g.p);
-            check_dev(what, d_out, want_out, sizeof(float) * out_n);
-            C->maxpool_bwd(want_in, dy, x, SAMPLES, g);
-            G->maxpool_bwd(d_in, d_dy, d_x, SAMPLES, g);
-            snprintf(what, sizeof what, "maxpool_bwd c%d %dx%d k%d s%d p%d", g.c, g.h, g.w, g.k, g.s, g.p);
-            check_dev(what, d_in, want_in, sizeof(float) * in_n);
-        }
-        for (hfl_precision lp = HFL_PREC_BF16; lp <= HFL_PREC_FP16; lp++) {
-            uint16_t *hx = inputs_lp(lp, 70 + gi, in_n, WITH_NAN), *hdy = inputs_lp(lp, 80 + gi, out_n, PLAIN);
-            uint16_t *hcols = malloc(sizeof(uint16_t) * col_n), *hin = malloc(sizeof(uint16_t) * in_n);
-            uint16_t *hout = malloc(sizeof(uint16_t) * out_n);
-            uint16_t *d_hx = to_dev(hx, sizeof(uint16_t) * in_n), *d_hdy = to_dev(hdy, sizeof(uint16_t) * out_n);
-            uint16_t *d_hcols = G->alloc(sizeof(uint16_t) * col_n), *d_hin = G->alloc(sizeof(uint16_t) * in_n);
-            uint16_t *d_hout = G->alloc(sizeof(uint16_t) * out_n);
-            C->im2col_lp(lp, hcols, hx, SAMPLES, g);
-            G->im2col_lp(lp, d_hcols, d_hx, SAMPLES, g);
-            snprintf(what, sizeof what, "im2col_lp %s geometry %d", lp_name(lp), gi);
-            check_dev(what, d_hcols, hcols, sizeof(uint16_t) * col_n);
-            C->col2im_lp(lp, hin, cols, SAMPLES, g);
-            G->col2im_lp(lp, d_hin, d_cols, SAMPLES, g);
-            snprintf(what, sizeof what, "col2im_lp %s geometry %d", lp_name(lp), gi);
-            check_dev(what, d_hin, hin, sizeof(uint16_t) * in_n);
+        float *cols = inputs(50 + gi, col_n, PLAIN), *d_cols = to_dev(cols, sizeof(float) * col_n);
+        for (hfl_precision t = HFL_PREC_FP32; t <= HFL_PREC_FP16; t++) {
+            char what[96];
+            void *hx = inputs_of(t, 70 + gi, in_n, WITH_NAN),
+                 *hdy = inputs_of(t, 80 + gi, out_n, PLAIN);
+            void *hcols = malloc(nbytes(t, col_n)), *hin = malloc(nbytes(t, in_n));
+            void *hout = malloc(nbytes(t, out_n));
+            void *d_hx = to_dev(hx, nbytes(t, in_n)), *d_hdy = to_dev(hdy, nbytes(t, out_n));
+            void *d_hcols = G->alloc(nbytes(t, col_n)), *d_hin = G->alloc(nbytes(t, in_n));
+            void *d_hout = G->alloc(nbytes(t, out_n));
+            C->im2col(t, hcols, hx, SAMPLES, g);
+            G->im2col(t, d_hcols, d_hx, SAMPLES, g);
+            snprintf(what, sizeof what, "im2col %s c%d %dx%d k%d s%d p%d", lp_name(t), g.c, g.h,
+                     g.w, g.k, g.s, g.p);
+            check_dev(what, d_hcols, hcols, nbytes(t, col_n));
+            C->col2im(t, hin, cols, SAMPLES, g);
+            G->col2im(t, d_hin, d_cols, SAMPLES, g);
+            snprintf(what, sizeof what, "col2im %s c%d %dx%d k%d s%d p%d", lp_name(t), g.c, g.h,
+                     g.w, g.k, g.s, g.p);
+            check_dev(what, d_hin, hin, nbytes(t, in_n));
             if (pool) {
-                C->maxpool_fwd_lp(lp, hout, hx, SAMPLES, g);
-                G->maxpool_fwd_lp(lp, d_hout, d_hx, SAMPLES, g);
-                snprintf(what, sizeof what, "maxpool_fwd_lp %s geometry %d", lp_name(lp), gi);
-                check_dev(what, d_hout, hout, sizeof(uint16_t) * out_n);
-                C->maxpool_bwd_lp(lp, hin, hdy, hx, SAMPLES, g);
-                G->maxpool_bwd_lp(lp, d_hin, d_hdy, d_hx, SAMPLES, g);
-                snprintf(what, sizeof what, "maxpool_bwd_lp %s geometry %d", lp_name(lp), gi);
-                check_dev(what, d_hin, hin, sizeof(uint16_t) * in_n);
+                C->maxpool_fwd(t, hout, hx, SAMPLES, g);
+                G->maxpool_fwd(t, d_hout, d_hx, SAMPLES, g);
+                snprintf(what, sizeof what, "maxpool_fwd %s geometry %d", lp_name(t), gi);
+                check_dev(what, d_hout, hout, nbytes(t, out_n));
+                C->maxpool_bwd(t, hin, hdy, hx, SAMPLES, g);
+                G->maxpool_bwd(t, d_hin, d_hdy, d_hx, SAMPLES, g);
+                snprintf(what, sizeof what, "maxpool_bwd %s geometry %d", lp_name(t), gi);
+                check_dev(what, d_hin, hin, nbytes(t, in_n));
             }
             free(hx), free(hdy), free(hcols), free(hin), free(hout);
             G->free(d_hx), G->free(d_hdy), G->free(d_hcols), G->free(d_hin), G->free(d_hout);
         }
-        free(x), free(cols), free(want_cols), free(want_in), free(dy), free(want_out);
-        G->free(d_x), G->free(d_cols), G->free(d_in), G->free(d_dy), G->free(d_out);
+        free(cols);
+        G->free(d_cols);
     }
 }
 
@@ -421,9 +349,9 @@ static void test_conv(void) {
 static void gemm_judge(const char *name, hfl_precision lp, unsigned mask, int ta, int tb, int m,
                        int n, int k, float alpha, const void *a, int lda, const void *b, int ldb,
                        long long sb, float beta, const void *c0, int ldc, long long sc, int count,
-                       const uint16_t *bias, int axis);
+                       const void *bias, int axis);
 
-/* One GEMM on both backends (lp = FP32 means sgemm), judged output by output
+/* One GEMM on both backends (lp = FP32: all operands fp32), judged output by output
  * (tests/kernels/rounding_check.h: one rounding, and how many differ from the
  * CPU's bits), the ldc padding untouched. count > 1 runs the strided batched
  * form instead: A shared (stride 0), B and C strided with a gap after each,
@@ -442,18 +370,19 @@ static void gemm_case_n(const char *name, hfl_precision lp, unsigned mask, int t
     void *a = ea == 4 ? (void *)inputs(90, an, PLAIN) : (void *)inputs_lp(lp, 90, an, PLAIN);
     void *b = eb == 4 ? (void *)inputs(91, btot, PLAIN) : (void *)inputs_lp(lp, 91, btot, PLAIN);
     void *c0 = ec == 4 ? (void *)inputs(92, ctot, PLAIN) : (void *)inputs_lp(lp, 92, ctot, PLAIN);
-    uint16_t *bias = axis == HFL_BIAS_NONE ? NULL : inputs_lp(lp, 93, axis == HFL_BIAS_ROW ? m : n, PLAIN);
+    void *bias =
+        axis == HFL_BIAS_NONE ? NULL : inputs_of(lp, 93, axis == HFL_BIAS_ROW ? m : n, PLAIN);
     gemm_judge(name, lp, mask, ta, tb, m, n, k, alpha, a, lda, b, ldb, sb, beta, c0, ldc, sc, count,
                bias, axis);
     free(a), free(b), free(c0), free(bias);
 }
 
 /* Runs the GEMM (host operands a, b, c0, bias) on both backends and judges
- * the GPU's result; the CPU's gemm_lp is the reference (rc_judge_gemm). */
+ * the GPU's result; the CPU's gemm is the reference (rc_judge_gemm). */
 static void gemm_judge(const char *name, hfl_precision lp, unsigned mask, int ta, int tb, int m,
                        int n, int k, float alpha, const void *a, int lda, const void *b, int ldb,
                        long long sb, float beta, const void *c0, int ldc, long long sc, int count,
-                       const uint16_t *bias, int axis) {
+                       const void *bias, int axis) {
     int sg = lp == HFL_PREC_FP32;
     size_t ea = mask & HFL_GEMM_A_F32 ? 4 : 2, eb = mask & HFL_GEMM_B_F32 ? 4 : 2;
     size_t ec = mask & HFL_GEMM_C_F32 ? 4 : 2;
@@ -461,29 +390,26 @@ static void gemm_judge(const char *name, hfl_precision lp, unsigned mask, int ta
     size_t bn = (size_t)((tb ? n : k) - 1) * ldb + (tb ? k : n) + (size_t)(count - 1) * sb;
     size_t cn = (size_t)m * ldc, ctot = cn + (size_t)(count - 1) * sc + (count > 1 ? (size_t)sc - cn : 0);
     void *d_a = to_dev(a, ea * an), *d_b = to_dev(b, eb * bn), *d_c = to_dev(c0, ec * ctot);
-    uint16_t *d_bias = bias ? to_dev(bias, sizeof(uint16_t) * (axis == HFL_BIAS_ROW ? m : n)) : NULL;
+    void *d_bias =
+        bias ? to_dev(bias, hfl_precision_bytes(lp) * (axis == HFL_BIAS_ROW ? m : n)) : NULL;
     /* the planned workspace a layer would pass: the tile path of a 2-byte C
      * with a bias and beta != 0 needs it (kernels/cuda/gemm.c) */
-    size_t wsb = sg ? 0 : hfl_gemm_lp_ws_bytes(mask, m, n, k);
+    size_t wsb = hfl_gemm_ws_bytes(lp, mask, m, n, k);
     void *d_ws = sg ? NULL : G->alloc(wsb + 1);
-    if (sg && count == 1)
-        G->sgemm(ta, tb, m, n, k, alpha, d_a, lda, d_b, ldb, beta, d_c, ldc);
-    else if (sg)
-        G->sgemm_strided(ta, tb, m, n, k, alpha, d_a, lda, 0, d_b, ldb, sb, beta, d_c, ldc, sc, count);
-    else if (count == 1)
-        G->gemm_lp(lp, mask, ta, tb, m, n, k, alpha, d_a, lda, d_b, ldb, beta, d_c, ldc, d_bias, axis,
-                   d_ws);
+    if (count == 1)
+        G->gemm(lp, mask, ta, tb, m, n, k, alpha, d_a, lda, d_b, ldb, beta, d_c, ldc, d_bias, axis,
+                d_ws);
     else
-        G->gemm_lp_strided(lp, mask, ta, tb, m, n, k, alpha, d_a, lda, 0, d_b, ldb, sb, beta, d_c,
-                           ldc, sc, count, d_bias, axis, d_ws);
+        G->gemm_strided(lp, mask, ta, tb, m, n, k, alpha, d_a, lda, 0, d_b, ldb, sb, beta, d_c, ldc,
+                        sc, count, d_bias, axis, d_ws);
     char *got = to_host(d_c, ec * ctot);
     rc_stats st = {0};
     int bad = 0;
     for (int q = 0; q < count; q++) {
         const char *bq = (const char *)b + (size_t)q * sb * eb;
         const char *c0q = (const char *)c0 + (size_t)q * sc * ec, *gq = got + (size_t)q * sc * ec;
-        rc_judge_gemm(&st, C, sg ? HFL_PREC_BF16 : lp, mask, ta, tb, m, n, k, alpha, a, lda, bq, ldb,
-                      beta, c0q, gq, ldc, bias, axis);
+        rc_judge_gemm(&st, C, lp, mask, ta, tb, m, n, k, alpha, a, lda, bq, ldb, beta, c0q, gq, ldc,
+                      bias, axis);
         for (int i = 0; i < m; i++) /* the ldc padding */
             bad += memcmp(gq + ((size_t)i * ldc + n) * ec, c0q + ((size_t)i * ldc + n) * ec,
                           (size_t)(ldc - n) * ec) != 0;
@@ -536,8 +462,13 @@ static void test_gemm(void) {
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) gemm_case("sgemm", HFL_PREC_FP32, 0, ta, tb, 37, 29, 300, 0.75f, 0.5f, HFL_BIAS_NONE);
     gemm_case("sgemm", HFL_PREC_FP32, 0, 0, 1, 128, 10, 3136, 1.0f, 0.0f, HFL_BIAS_NONE);
+    gemm_case("sgemm dense fwd with bias", HFL_PREC_FP32, 0, 0, 1, 128, 100, 784, 1.0f, 0.0f,
+              HFL_BIAS_COL);
+    gemm_case("sgemm residual with bias", HFL_PREC_FP32, 0, 0, 1, 64, 96, 128, 1.0f, 1.0f,
+              HFL_BIAS_COL);
     /* conv's chunked forms (model/conv.c): forward and dcols over 5 samples */
-    gemm_case_n("sgemm strided conv fwd", HFL_PREC_FP32, 0, 0, 0, 32, 784, 25, 1.0f, 0.0f, HFL_BIAS_NONE, 5);
+    gemm_case_n("sgemm strided conv fwd", HFL_PREC_FP32, 0, 0, 0, 32, 784, 25, 1.0f, 0.0f,
+                HFL_BIAS_ROW, 5);
     gemm_case_n("sgemm strided conv dcols", HFL_PREC_FP32, 0, 1, 0, 800, 196, 64, 1.0f, 0.0f, HFL_BIAS_NONE, 5);
     gemm_case_n("sgemm strided beta", HFL_PREC_FP32, 0, 1, 1, 37, 29, 300, 0.75f, 0.5f, HFL_BIAS_NONE, 3);
     for (hfl_precision lp = HFL_PREC_BF16; lp <= HFL_PREC_FP16; lp++) {
@@ -547,29 +478,29 @@ static void test_gemm(void) {
             continue;
         }
         test_training_gemms(lp);
-        snprintf(name, sizeof name, "gemm_lp %s dense fwd", lp_name(lp));
+        snprintf(name, sizeof name, "gemm %s dense fwd", lp_name(lp));
         gemm_case(name, lp, 0, 0, 1, 128, 100, 784, 1.0f, 0.0f, HFL_BIAS_COL);
-        snprintf(name, sizeof name, "gemm_lp %s dense dW", lp_name(lp));
+        snprintf(name, sizeof name, "gemm %s dense dW", lp_name(lp));
         gemm_case(name, lp, HFL_GEMM_C_F32, 1, 0, 100, 784, 128, 1.0f, 0.0f, HFL_BIAS_NONE);
-        snprintf(name, sizeof name, "gemm_lp %s dense dx", lp_name(lp));
+        snprintf(name, sizeof name, "gemm %s dense dx", lp_name(lp));
         gemm_case(name, lp, 0, 0, 0, 128, 784, 100, 1.0f, 0.0f, HFL_BIAS_NONE);
-        snprintf(name, sizeof name, "gemm_lp %s conv fwd", lp_name(lp));
+        snprintf(name, sizeof name, "gemm %s conv fwd", lp_name(lp));
         gemm_case(name, lp, 0, 0, 0, 32, 784, 25, 1.0f, 0.0f, HFL_BIAS_ROW);
-        snprintf(name, sizeof name, "gemm_lp %s conv dW", lp_name(lp));
+        snprintf(name, sizeof name, "gemm %s conv dW", lp_name(lp));
         gemm_case(name, lp, HFL_GEMM_C_F32, 0, 1, 64, 800, 196, 1.0f, 1.0f, HFL_BIAS_NONE);
-        snprintf(name, sizeof name, "gemm_lp %s conv dcols", lp_name(lp));
+        snprintf(name, sizeof name, "gemm %s conv dcols", lp_name(lp));
         gemm_case(name, lp, HFL_GEMM_C_F32, 1, 0, 800, 196, 64, 1.0f, 0.0f, HFL_BIAS_NONE);
-        snprintf(name, sizeof name, "gemm_lp strided %s conv fwd", lp_name(lp));
+        snprintf(name, sizeof name, "gemm strided %s conv fwd", lp_name(lp));
         gemm_case_n(name, lp, 0, 0, 0, 32, 784, 25, 1.0f, 0.0f, HFL_BIAS_ROW, 5);
-        snprintf(name, sizeof name, "gemm_lp strided %s conv dcols", lp_name(lp));
+        snprintf(name, sizeof name, "gemm strided %s conv dcols", lp_name(lp));
         gemm_case_n(name, lp, HFL_GEMM_C_F32, 1, 0, 800, 196, 64, 1.0f, 0.0f, HFL_BIAS_NONE, 5);
-        snprintf(name, sizeof name, "gemm_lp strided %s beta and bias (one at a time)", lp_name(lp));
+        snprintf(name, sizeof name, "gemm strided %s beta and bias (one at a time)", lp_name(lp));
         gemm_case_n(name, lp, 0, 1, 1, 37, 29, 300, 0.75f, 0.5f, HFL_BIAS_COL, 3);
-        snprintf(name, sizeof name, "gemm_lp %s beta and bias", lp_name(lp));
+        snprintf(name, sizeof name, "gemm %s beta and bias", lp_name(lp));
         gemm_case(name, lp, 0, 1, 1, 37, 29, 300, 0.75f, 0.5f, HFL_BIAS_COL);
-        snprintf(name, sizeof name, "gemm_lp %s fp32 C with bias", lp_name(lp));
+        snprintf(name, sizeof name, "gemm %s fp32 C with bias", lp_name(lp));
         gemm_case(name, lp, HFL_GEMM_C_F32, 0, 0, 37, 29, 300, 1.0f, 0.25f, HFL_BIAS_ROW);
-        snprintf(name, sizeof name, "gemm_lp %s fp32 operands", lp_name(lp));
+        snprintf(name, sizeof name, "gemm %s fp32 operands", lp_name(lp));
         gemm_case(name, lp, HFL_GEMM_A_F32 | HFL_GEMM_B_F32 | HFL_GEMM_C_F32, 0, 0, 37, 29, 300, 1.0f,
                   0.0f, HFL_BIAS_COL);
     }
@@ -577,7 +508,7 @@ static void test_gemm(void) {
     char *ws = G->alloc(G->blas_ws_bytes + 64);
     G->set_blas_workspace(ws + 64, G->blas_ws_bytes);
     gemm_case("sgemm in a planned workspace", HFL_PREC_FP32, 0, 0, 0, 64, 64, 512, 1.0f, 0.0f, HFL_BIAS_NONE);
-    gemm_case("gemm_lp fp16 in a planned workspace", HFL_PREC_FP16, 0, 0, 1, 64, 64, 512, 1.0f, 0.0f,
+    gemm_case("gemm fp16 in a planned workspace", HFL_PREC_FP16, 0, 0, 1, 64, 64, 512, 1.0f, 0.0f,
               HFL_BIAS_COL);
     G->set_blas_workspace(NULL, 0);
     G->free(ws);
@@ -606,44 +537,35 @@ static void softmax_case(hfl_precision lp, int rows, int cols) {
     hfl_step_scalars a = {.loss_sum = 10.5, .correct = 7, .rows = 9, .loss_scale = lp == HFL_PREC_FP16 ? 4096.0f : 1.0f};
     hfl_step_scalars *d_sc = to_dev(&a, sizeof a);
     int32_t *d_labels = to_dev(labels, sizeof(int32_t) * rows);
-    float scale = lp == HFL_PREC_FP32 ? 1.0f / rows : a.loss_scale / rows;
-    size_t bad = 0;
-    void *got;
-    if (lp == HFL_PREC_FP32) {
-        float *want = malloc(sizeof(float) * n), *d_z = to_dev(z, sizeof(float) * n);
-        float *d_d = G->alloc(sizeof(float) * n);
-        C->softmax_xent(z, labels, want, rows, cols, rows, &a);
-        G->softmax_xent(d_z, d_labels, d_d, rows, cols, rows, d_sc);
-        got = to_host(d_d, sizeof(float) * n);
-        for (size_t i = 0; i < n; i++) {
-            float gv = ((float *)got)[i], cv = want[i];
+    float scale = a.loss_scale / rows;
+    size_t bad = 0, bytes = nbytes(lp, n);
+    void *hz = malloc(bytes), *want = malloc(bytes), *d_d = G->alloc(bytes);
+    for (size_t i = 0; i < n; i++) hfl_st(lp, hz, i, z[i]);
+    void *d_z = to_dev(hz, bytes);
+    float *ws = malloc(sizeof(float) * 2 * cols);
+    C->softmax_xent(lp, hz, labels, want, rows, cols, rows, &a, lp == HFL_PREC_FP32 ? NULL : ws);
+    G->softmax_xent(lp, d_z, d_labels, d_d, rows, cols, rows, d_sc, NULL);
+    void *got = to_host(d_d, bytes);
+    double eps = lp == HFL_PREC_FP16 ? 1.0 / 1024 : 1.0 / 128;
+    for (size_t i = 0; i < n; i++) {
+        float gv = hfl_ld(lp, got, i), cv = hfl_ld(lp, want, i);
+        if (lp == HFL_PREC_FP32)
             bad += !(ulps(gv, cv) <= 8 || fabsf(gv - cv) <= 8.0f * scale / 16777216.0f);
-        }
-        free(want);
-        G->free(d_z), G->free(d_d);
-    } else {
-        uint16_t *hz = malloc(sizeof(uint16_t) * n), *want = malloc(sizeof(uint16_t) * n);
-        for (size_t i = 0; i < n; i++) hz[i] = hfl_op_narrow(lp, z[i]);
-        uint16_t *d_z = to_dev(hz, sizeof(uint16_t) * n), *d_d = G->alloc(sizeof(uint16_t) * n);
-        float *ws = malloc(sizeof(float) * 2 * cols);
-        C->softmax_xent_lp(lp, hz, labels, want, rows, cols, rows, &a, ws);
-        G->softmax_xent_lp(lp, d_z, d_labels, d_d, rows, cols, rows, d_sc, NULL);
-        got = to_host(d_d, sizeof(uint16_t) * n);
-        double eps = lp == HFL_PREC_FP16 ? 1.0 / 1024 : 1.0 / 128;
-        for (size_t i = 0; i < n; i++) {
-            float gv = hfl_op_widen(lp, ((uint16_t *)got)[i]), cv = hfl_op_widen(lp, want[i]);
-            bad += !(fabs((double)gv - cv) <= eps * fabs(cv) + 8.0 * scale / 16777216.0 + 1.0 / 16777216);
-        }
-        free(hz), free(want), free(ws);
-        G->free(d_z), G->free(d_d);
+        else
+            bad += !(fabs((double)gv - cv) <=
+                     eps * fabs(cv) + 8.0 * scale / 16777216.0 + 1.0 / 16777216);
     }
+    free(hz), free(want), free(ws);
+    G->free(d_z), G->free(d_d);
     hfl_step_scalars b;
     G->download(&b, d_sc, sizeof b);
     int ok = bad == 0 && b.correct == a.correct && b.rows == a.rows &&
              fabs(b.loss_sum - a.loss_sum) <= 1e-6 * fabs(a.loss_sum);
-    report(ok, "softmax_xent%s%s %dx%d: loss_sum %.9g vs %.9g, correct %lld vs %lld, %zu dlogits outside",
-           lp == HFL_PREC_FP32 ? "" : "_lp ", lp == HFL_PREC_FP32 ? "" : lp_name(lp), rows, cols,
-           b.loss_sum, a.loss_sum, (long long)b.correct, (long long)a.correct, bad);
+    report(
+        ok,
+        "softmax_xent %s %dx%d: loss_sum %.9g vs %.9g, correct %lld vs %lld, %zu dlogits outside",
+        lp_name(lp), rows, cols, b.loss_sum, a.loss_sum, (long long)b.correct, (long long)a.correct,
+        bad);
     free(got), free(z), free(labels);
     G->free(d_sc), G->free(d_labels);
 }
@@ -664,8 +586,8 @@ static void test_softmax(void) {
     hfl_step_scalars *d_sc = to_dev(&a, sizeof a);
     float *d_z = to_dev(z, sizeof(float) * ROWS * COLS);
     int32_t *d_labels = to_dev(labels, sizeof labels);
-    C->softmax_xent(z, labels, NULL, ROWS, COLS, ROWS, &a);
-    G->softmax_xent(d_z, d_labels, NULL, ROWS, COLS, ROWS, d_sc);
+    C->softmax_xent(HFL_PREC_FP32, z, labels, NULL, ROWS, COLS, ROWS, &a, NULL);
+    G->softmax_xent(HFL_PREC_FP32, d_z, d_labels, NULL, ROWS, COLS, ROWS, d_sc, NULL);
     hfl_step_scalars b;
     G->download(&b, d_sc, sizeof b);
     report(b.correct == a.correct && b.rows == a.rows && fabs(b.loss_sum - a.loss_sum) <= 1e-6 * fabs(a.loss_sum),
@@ -715,7 +637,7 @@ static void test_pipeline(void) {
 }
 
 /* HFL_GPU_STANDIN=legal, split-k or pre-round: no GPU is asked; the GEMM
- * checks alone run with G the CPU backend whose gemm_lp is
+ * checks alone run with G the CPU backend whose 2-byte gemm is
  * tests/kernels/gemm_emu.h's emulation of that kind, so every CI build runs
  * this file's GEMM harness: with "legal" it must pass, with the other two it
  * must fail (tests/gpu/meson.build). */

@@ -101,7 +101,7 @@ static void report_layers(const hfl_model_spec *s, const float *got, const float
     printf("\n");
 }
 
-/* One teacher-forced forward/backward on the GPU: every gemm_lp judged. */
+/* One teacher-forced forward/backward on the GPU: every 2-byte gemm judged. */
 static void forced_step(const hfl_model_spec *s, hfl_precision p, int batch, const float *w,
                         const float *x, const int32_t *y) {
     hfl_trainer *t = trainer_on(rc_forcing(gpu), s, p, batch, w);

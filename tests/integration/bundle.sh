@@ -5,9 +5,14 @@
 # copy with an empty environment (a one-round hfl-sim on the shipped data
 # among them), and it stays under 60 MB: the script refuses, saying the size,
 # a bundle over its limit. (gpu_check.sh runs the bundle's scripts/gpu-check.)
-# Skips (77) without patchelf or the data.
+# Skips (77) without patchelf or the data. In the sanitizer build the size is
+# not checked: ASan and UBSan make every program 4-7 times larger (hfl-client
+# 3.4 MB instead of 0.5) and that bundle is never shipped; the plain build's
+# run of this test checks the bundle that gpu-check gets.
 set -u
 root=${HFL_SOURCE_ROOT:?} build=${HFL_BUILD_ROOT:?}
+limit=60000000
+[ -n "${HFL_SANITIZED:-}" ] && { limit=1000000000; export HFL_BUNDLE_MAX_BYTES=$limit; echo "sanitizer build: size not checked"; }
 command -v patchelf >/dev/null || { echo "SKIP: patchelf is not installed (scripts/setup installs it)"; exit 77; }
 [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || { echo "SKIP: Fashion-MNIST not installed"; exit 77; }
 tmp=$(mktemp -d /tmp/hfl-bundle-XXXXXX)
@@ -21,7 +26,7 @@ b=$tmp/moved
 # The size: under 60 MB (10^6 bytes), counted here apart from the script's own check.
 bytes=$(find "$b" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
 echo "bundle: $bytes bytes in its files"
-[ "$bytes" -lt 60000000 ] || fail "the bundle holds $bytes bytes, over 60 MB"
+[ "$bytes" -lt $limit ] || fail "the bundle holds $bytes bytes, over $limit"
 if HFL_BUILD_ROOT=$build HFL_BUNDLE_MAX_BYTES=$((bytes / 2)) "$root/scripts/bundle" "$tmp/small" >"$tmp/small.txt" 2>&1; then
   fail "scripts/bundle made a bundle over HFL_BUNDLE_MAX_BYTES=$((bytes / 2))"
 else

@@ -60,6 +60,10 @@ expect_error "sim: missing scenario file"   "$sim" "$tmp/nope.json" --out "$tmp/
 expect_error "sim: malformed JSON"          "$sim" "$tmp/broken.json" --out "$tmp/run"
 expect_error "sim: scenario not an object"  "$sim" "$tmp/array.json" --out "$tmp/run"
 expect_error "sim: unknown key"             "$sim" "$tmp/unknown_key.json" --out "$tmp/run"
+# a language model typed bare, without its text shards: one line naming the scenario's own recipe
+expect_error "sim: text model without shards" env --chdir="$HFL_SOURCE_ROOT" "$(realpath "$sim")" scenarios/lm-pretrain.json --out "$tmp/run"
+grep -q 'kjv-books BOOKS && build/data/hfl-data text' "$tmp/err" ||
+  { echo "FAIL sim: the refusal does not name lm-pretrain's preparation"; fails=$((fails + 1)); }
 expect_error "sim: key with control chars"  "$sim" "$tmp/control_key.json" --out "$tmp/run"
 expect_error "sim: client name alias"       "$sim" "$tmp/alias_client.json" --out "$tmp/run"
 expect_error "sim: unknown codec"           "$sim" "$tmp/bad_codec.json" --out "$tmp/run"

@@ -13,8 +13,14 @@
 #include "util/util.h"
 
 static char tmpdir[256];
-static pid_t pids[64];
-static int n_pids;
+/* Every process started: live until reaped (then its status is kept for
+ * harness_wait and harness_poll); watched unless the test expects it may fail. */
+static struct {
+    pid_t pid;
+    int live, watched, status;
+    char log[400];
+} procs[128];
+static int n_procs;
 
 const char *harness_tmpdir(void) {
     if (!tmpdir[0]) {
@@ -23,6 +29,7 @@ const char *harness_tmpdir(void) {
             perror("mkdtemp");
             exit(1);
         }
+        atexit(harness_cleanup); /* a REQUIRE's exit(1), in whichever file, kills what runs */
     }
     return tmpdir;
 }
@@ -41,6 +48,7 @@ const char *harness_begin(int argc, const char *name) {
 }
 
 pid_t harness_spawn(char *const argv[], const char *log_path) {
+    REQUIRE_MSG(n_procs < (int)(sizeof procs / sizeof *procs), "more than %d processes started", n_procs);
     pid_t pid = fork();
     if (pid == 0) {
         int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -53,40 +61,98 @@ pid_t harness_spawn(char *const argv[], const char *log_path) {
         fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
-    if (pid > 0 && n_pids < 64) pids[n_pids++] = pid;
+    if (pid > 0) {
+        procs[n_procs].pid = pid;
+        procs[n_procs].live = 1;
+        procs[n_procs].watched = 1;
+        snprintf(procs[n_procs].log, sizeof procs[n_procs].log, "%s", log_path);
+        n_procs++;
+    }
     return pid;
 }
 
-static void forget(pid_t pid) {
-    for (int i = 0; i < n_pids; i++)
-        if (pids[i] == pid) pids[i] = 0;
+static int find(pid_t pid) {
+    for (int i = n_procs - 1; i >= 0; i--)
+        if (procs[i].pid == pid) return i;
+    return -1;
+}
+
+static int status_of(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st); }
+
+/* Reaps pid if it ended: its status, or -2 while it runs. */
+static int reap(pid_t pid) {
+    int i = find(pid), st;
+    if (i >= 0 && !procs[i].live) return procs[i].status; /* reaped before, by harness_watch */
+    if (waitpid(pid, &st, WNOHANG) != pid) return -2;
+    if (i >= 0) procs[i].live = 0, procs[i].status = status_of(st);
+    return status_of(st);
+}
+
+void harness_unwatch(pid_t pid) {
+    int i = find(pid);
+    if (i >= 0) procs[i].watched = 0;
+}
+
+/* Prints the last lines of a log, indented, on stderr below the failure. */
+static void print_tail(const char *path, int lines) {
+    size_t len = 0;
+    char err[HFL_ERR_LEN], *text = hfl_read_file(path, &len, err);
+    if (!text) {
+        fprintf(stderr, "    (%s)\n", err);
+        return;
+    }
+    size_t at = len;
+    while (at > 0 && text[at - 1] == '\n') at--;
+    for (int seen = 0; at > 0; at--)
+        if (text[at - 1] == '\n' && ++seen == lines) break;
+    for (char *line = strtok(text + at, "\n"); line; line = strtok(NULL, "\n")) fprintf(stderr, "    %s\n", line);
+    free(text);
+}
+
+void harness_fail(pid_t pid, int status, const char *why) {
+    int i = find(pid);
+    const char *log = i >= 0 ? procs[i].log : "?", *base = strrchr(log, '/');
+    base = base ? base + 1 : log;
+    int n = (int)strcspn(base, ".");
+    char what[64];
+    if (status == -1) snprintf(what, sizeof what, "still ran at the time limit");
+    else if (status > 128) snprintf(what, sizeof what, "died of signal %d", status - 128);
+    else snprintf(what, sizeof what, "exited with %d", status);
+    fflush(stdout);
+    check_fail(__FILE__, __LINE__, "REQUIRE", "a started process failed", "%s%s%.*s (pid %d) %s; the end of %s:",
+               why ? why : "", why ? ": " : "", n, base, (int)pid, what, log);
+    fflush(stderr);
+    if (i >= 0) print_tail(log, 12);
+    check_stop(1);
+}
+
+void harness_watch(void) {
+    for (int i = 0; i < n_procs; i++) {
+        if (!procs[i].live || !procs[i].watched) continue;
+        int st = reap(procs[i].pid);
+        if (st > 0) harness_fail(procs[i].pid, st, NULL);
+    }
 }
 
 int harness_wait(pid_t pid, double timeout_s) {
     double t0 = hfl_now();
+    harness_unwatch(pid); /* its own status is returned, whatever it is */
     for (;;) {
-        int st;
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid) {
-            forget(pid);
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        }
+        int st = reap(pid);
+        if (st >= 0) return st;
         if (hfl_now() - t0 > timeout_s) {
             kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            forget(pid);
+            waitpid(pid, NULL, 0);
+            int i = find(pid);
+            if (i >= 0) procs[i].live = 0, procs[i].status = -1;
             return -1;
         }
+        harness_watch(); /* another process failed: no use waiting */
         hfl_sleep_ms(10);
     }
 }
 
-int harness_poll(pid_t pid) {
-    int st;
-    if (waitpid(pid, &st, WNOHANG) != pid) return -2;
-    forget(pid);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
+int harness_poll(pid_t pid) { return reap(pid); }
 
 pid_t harness_start_coordinator(const char *exe, char *const extra[], char *url, size_t n) {
     char ready[400], log[400];
@@ -104,6 +170,11 @@ pid_t harness_start_coordinator(const char *exe, char *const extra[], char *url,
     double t0 = hfl_now();
     url[0] = 0;
     while (!url[0] && hfl_now() - t0 < 30) {
+        int st = harness_poll(pid);
+        if (st >= 0) {
+            printf("harness: the coordinator exited with %d before it was ready (%s)\n", st, log);
+            return -1;
+        }
         FILE *f = fopen(ready, "r");
         if (f) {
             if (!fgets(url, (int)n, f)) url[0] = 0;
@@ -116,15 +187,17 @@ pid_t harness_start_coordinator(const char *exe, char *const extra[], char *url,
 }
 
 void harness_cleanup(void) {
-    for (int i = 0; i < n_pids; i++)
-        if (pids[i] > 0) {
-            kill(pids[i], SIGKILL);
-            waitpid(pids[i], NULL, 0);
+    for (int i = 0; i < n_procs; i++)
+        if (procs[i].live) {
+            kill(procs[i].pid, SIGKILL);
+            waitpid(procs[i].pid, NULL, 0);
+            procs[i].live = 0;
         }
-    n_pids = 0;
+    n_procs = 0;
     if (tmpdir[0] && !getenv("HFL_KEEP_TMP")) {
         char cmd[300];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
         if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", tmpdir);
+        tmpdir[0] = 0;
     }
 }

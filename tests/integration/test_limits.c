@@ -13,10 +13,14 @@
  *     once they have been idle for 2 s, not before 1.5 s;
  * and the honest client finishes every round. The report counts the
  * refused and idle-closed connections. --metrics keeps the coordinator up
- * for --linger 10 after the last round (a run without a metrics endpoint
+ * for --linger 20 after the last round (a run without a metrics endpoint
  * leaves as soon as its clients have had bye), so an honest run that ends
  * early cannot close the idle connections itself (seen once under load:
- * closed after 2.1 s, none counted as reaped). */
+ * closed after 2.1 s, none counted as reaped), nor the stalled one: that is
+ * shut down 12-14 s after it opens (6 x 2 s, plus up to a second before the
+ * once-a-second scan first sees it and one more to the scan that shuts it),
+ * and 40 quick rounds end in about 2 s, so a 10 s linger let the exiting
+ * coordinator close it uncounted (report: 1 closed without a handshake). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -126,7 +130,7 @@ int main(int argc, char **argv) {
     snprintf(report, sizeof report, "%s/report.json", dir);
     REQUIRE_MSG(hfl_pki_create(pki, 2, "localhost", 1, err) == 0, "%s", err);
     char *extra[] = {"--listen", "tls+tcp://127.0.0.1:0", "--ca", ca, "--cert", cpem, "--rounds", "40",
-                     "--clients-per-round", "1", "--deadline", "120", "--linger", "10", "--report", report,
+                     "--clients-per-round", "1", "--deadline", "120", "--linger", "20", "--report", report,
                      "--max-conns-per-addr", "4", "--idle-timeout", "2", "--handshake-timeout", "2", "--metrics", "127.0.0.1:0", NULL};
     pid_t coord = harness_start_coordinator(argv[1], extra, url, sizeof url);
     REQUIRE_MSG(coord > 0, "coordinator did not start");

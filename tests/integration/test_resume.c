@@ -6,8 +6,10 @@
  * client drawn in every round, FedAvgM (server momentum: state to keep): its final_model_sha256 is the oracle (the
  * aggregate is exact and order-independent, so the sum cannot depend on
  * timing). Run B, same seed: the coordinator kills itself (HFL_TEST_CRASH,
- * as kill -9 would) at the first update of round 2 (mid-round), before the
- * model moves in round 3 (mid-aggregation), and with round 4's state
+ * as kill -9 would) at every crash point it has: at the first update of
+ * round 2 (mid-round), before the model moves in round 3
+ * (mid-aggregation), between the two renames of round 3's state (the
+ * current state gone, .prev and .new on disk), with round 4's state
  * written but not yet renamed into place, and with round 4 (the last)
  * saved but not yet evaluated; each time it is started again
  * with the same arguments and state dir. Client-1 kills itself in round 3
@@ -16,8 +18,12 @@
  * coordinator's crashes: they rejoin by themselves. Run B must finish all 4
  * rounds, once each, with run A's final_model_sha256 and every round's
  * test accuracy (the last one evaluated again from the saved model), and
- * count 4 restarts.
- * Then a damaged state file is refused at start with a one-line error. */
+ * count 4 restarts: each state counts the restarts before it was saved, and
+ * the restart that died between the renames of its first round's state
+ * saved none that survived (the next one continued from .prev).
+ * Any other process that fails stops the test at once, naming it.
+ * Then a damaged state file with .prev kept continues from .prev, saying so,
+ * and without .prev is refused at start with a one-line error. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,31 +87,34 @@ static cJSON *run_fleet(const char *name, const char *const *coord_crash, int n_
     REQUIRE_MSG(coord > 0, "%s: coordinator did not start", name);
     pid_t clients[N_CLIENTS];
     for (int i = 0; i < N_CLIENTS; i++) clients[i] = start_client(name, i, url, i == 1 ? client_crash : NULL);
-    int client_restarts = 0;
+    int client_restarts = 0, armed = n_crash > 0;
     double t0 = hfl_now();
     for (;;) {
         REQUIRE_MSG(hfl_now() - t0 < 400, "%s: the run did not finish in 400 s", name);
         int st = harness_poll(coord);
-        if (st == 128 + SIGKILL) {
+        if (st == 128 + SIGKILL && armed) {
             char again[300];
             printf("%s: coordinator killed; starting it again%s%s\n", name, next < n_crash ? " armed for " : "",
                    next < n_crash ? coord_crash[next] : "");
-            coord = start_coord(name, url, next < n_crash ? coord_crash[next] : NULL, again);
+            armed = next < n_crash;
+            coord = start_coord(name, url, armed ? coord_crash[next] : NULL, again);
             next++;
             REQUIRE_MSG(coord > 0 && !strcmp(again, url), "%s: coordinator did not start again on %s", name, url);
-        } else if (st >= 0) {
-            CHECK_MSG(st == 0, "%s: coordinator exited with %d", name, st);
+        } else if (st > 0) {
+            harness_fail(coord, st, name);
+        } else if (st == 0) {
             break;
         }
         for (int i = 0; i < N_CLIENTS; i++) {
             if (!clients[i]) continue;
             int cs = harness_poll(clients[i]);
-            if (cs == 128 + SIGKILL && client_restarts == 0) {
+            if (cs == 128 + SIGKILL && i == 1 && client_crash && client_restarts == 0) {
                 printf("%s: client-%d killed; starting it again\n", name, i);
                 clients[i] = start_client(name, i, url, NULL);
                 client_restarts++;
-            } else if (cs >= 0) {
-                CHECK_MSG(cs == 0, "%s: client-%d exited with %d", name, i, cs);
+            } else if (cs > 0) {
+                harness_fail(clients[i], cs, name); /* the run cannot finish: stop now */
+            } else if (cs == 0) {
                 clients[i] = 0;
             }
         }
@@ -154,11 +163,11 @@ int main(int argc, char **argv) {
 
     cJSON *a = run_fleet("a", NULL, 0, NULL);
     check_rounds("a", a);
-    const char *crashes[] = {"update:2", "aggregate:3", "state-write:4", "evaluate:4"};
-    cJSON *b = run_fleet("b", crashes, 4, "client-trained:3");
+    const char *crashes[] = {"update:2", "aggregate:3", "state-rename:3", "state-write:4", "evaluate:4"};
+    cJSON *b = run_fleet("b", crashes, 5, "client-trained:3");
     check_rounds("b", b);
     const char *sha_a = report_str(a, "final_model_sha256"), *sha_b = report_str(b, "final_model_sha256");
-    printf("uninterrupted: %s\nkilled 4 times: %s\n", sha_a, sha_b);
+    printf("uninterrupted: %s\nkilled 5 times: %s\n", sha_a, sha_b);
     CHECK_MSG(strlen(sha_a) == 64 && !strcmp(sha_a, sha_b), "final models differ: %s vs %s", sha_a, sha_b);
     const cJSON *restarts = cJSON_GetObjectItemCaseSensitive(b, "restarts");
     CHECK_MSG(cJSON_IsNumber(restarts) && restarts->valueint == 4, "run b counts %d restarts",
@@ -177,23 +186,34 @@ int main(int argc, char **argv) {
     cJSON_Delete(a);
     cJSON_Delete(b);
 
-    /* a damaged state (and no previous one to fall back on) is refused */
-    char state[400], report[400], *extra[32], path[500], url[300];
+    /* a damaged state: with .prev kept, the run continues from .prev */
+    char state[400], report[400], *extra[32], path[500], prev[500], url[300], log[400];
     coord_args("b", "tls+tcp://127.0.0.1:0", state, report, extra);
-    snprintf(path, sizeof path, "%s/coordinator.state.prev", state);
-    unlink(path);
     snprintf(path, sizeof path, "%s/coordinator.state", state);
+    snprintf(prev, sizeof prev, "%s/coordinator.state.prev", state);
+    snprintf(log, sizeof log, "%s/coordinator.log", dir);
     size_t len;
     char *bytes = hfl_read_file(path, &len, err);
     REQUIRE_MSG(bytes && len > 100, "%s", err);
     bytes[len - 1] ^= 1;
     REQUIRE_MSG(hfl_write_file_atomic(path, bytes, len, err) == 0, "%s", err);
     free(bytes);
+    pid_t from_prev = harness_start_coordinator(coord_exe, extra, url, sizeof url);
+    CHECK_MSG(from_prev > 0, "a coordinator did not start from .prev beside a damaged state");
+    if (from_prev > 0) {
+        kill(from_prev, SIGKILL);
+        harness_wait(from_prev, 30);
+    }
+    char *out = hfl_read_file(log, &len, err);
+    CHECK_MSG(out && strstr(out, "coordinator.state is damaged (checksum); continuing from the previous state") &&
+                  strstr(out, "after round 3"),
+              "coordinator said: %s", out ? out : err);
+    free(out);
+    /* without .prev it is refused */
+    unlink(prev);
     pid_t bad = harness_start_coordinator(coord_exe, extra, url, sizeof url);
     CHECK_MSG(bad < 0, "a coordinator started from a damaged state");
-    char log[400];
-    snprintf(log, sizeof log, "%s/coordinator.log", dir);
-    char *out = hfl_read_file(log, &len, err);
+    out = hfl_read_file(log, &len, err);
     CHECK_MSG(out && strstr(out, "damaged (checksum)"), "coordinator said: %s", out ? out : err);
     free(out);
     harness_cleanup();

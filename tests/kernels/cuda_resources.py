@@ -36,13 +36,9 @@ ARCH = "90"
 # CPU within a few ulps, not bit for bit, and their GPU tests say so.
 FMA_ALLOWED = {
     "k_causal_softmax": "expf of the softmax row (kernels/lm_hd.h)",
-    "k_causal_softmax_lp": "expf of the softmax row (kernels/lm_hd.h)",
     "k_gelu_fwd": "expf in the GELU's sigmoid form (kernels/lm_hd.h)",
     "k_gelu_bwd": "expf in the GELU's sigmoid form (kernels/lm_hd.h)",
-    "k_gelu_fwd_lp": "expf in the GELU's sigmoid form (kernels/lm_hd.h)",
-    "k_gelu_bwd_lp": "expf in the GELU's sigmoid form (kernels/lm_hd.h)",
     "k_softmax_xent": "expf and logf of the loss row (kernels/ops_hd.h)",
-    "k_softmax_xent_lp": "expf and logf of the loss row (kernels/ops_hd.h)",
 }
 
 # fma.* in any type, and mad with a floating-point type (mad.lo.s32 and

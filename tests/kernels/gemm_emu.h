@@ -1,5 +1,5 @@
 /* gemm_emu.h: emulated GEMMs for the tests of tests/kernels/rounding_check.h:
- * plain C loops in fp32 that stand in for a GPU's gemm_lp, legal or not
+ * plain C loops in fp32 that stand in for a GPU's 2-byte gemm, legal or not
  * (tests/kernels/test_rounding_check.c proves the judge on them; the GPU
  * tests run the legal one on the CPU to measure, in the same run, how far a
  * legal reordering moves a whole block).
@@ -46,10 +46,10 @@ static inline float emu_dot(hfl_precision lp, unsigned mask, int ta, int tb, con
     return lane[0];
 }
 
-/* One gemm_lp (backend.h's arguments) the way `kind` computes it. */
+/* One 2-byte gemm (backend.h's arguments) the way `kind` computes it. */
 static inline void emu_gemm(int kind, hfl_precision lp, unsigned mask, int ta, int tb, int m, int n,
                             int k, float alpha, const void *a, int lda, const void *b, int ldb,
-                            float beta, void *c, int ldc, const uint16_t *bias, int axis) {
+                            float beta, void *c, int ldc, const void *bias, int axis) {
     int c32 = (mask & HFL_GEMM_C_F32) != 0, has_bias = axis != HFL_BIAS_NONE && bias;
     /* the illegal kinds apply where there is something to round twice */
     if (c32 || (kind == EMU_PREROUND && !has_bias)) kind = EMU_LEGAL;
@@ -57,7 +57,7 @@ static inline void emu_gemm(int kind, hfl_precision lp, unsigned mask, int ta, i
         for (int j = 0; j < n; j++) {
             size_t at = (size_t)i * ldc + j;
             float cv = beta != 0.0f ? (float)rc_elem(lp, c32, c, at) : 0.0f;
-            float bv = has_bias ? hfl_op_widen(lp, bias[axis == HFL_BIAS_ROW ? i : j]) : 0.0f, y;
+            float bv = has_bias ? hfl_ld(lp, bias, axis == HFL_BIAS_ROW ? i : j) : 0.0f, y;
             if (kind == EMU_LEGAL) {
                 y = alpha * emu_dot(lp, mask, ta, tb, a, lda, b, ldb, i, j, 0, k) + beta * cv + bv;
             } else if (kind == EMU_PREROUND) {
@@ -80,11 +80,12 @@ static inline void emu_gemm(int kind, hfl_precision lp, unsigned mask, int ta, i
         }
 }
 
-/* gemm_lp_strided: count independent emu_gemms. */
-static inline void emu_gemm_strided(int kind, hfl_precision lp, unsigned mask, int ta, int tb, int m,
-                                    int n, int k, float alpha, const void *a, int lda, long long sa,
-                                    const void *b, int ldb, long long sb, float beta, void *c,
-                                    int ldc, long long sc, int count, const uint16_t *bias, int axis) {
+/* gemm_strided: count independent emu_gemms. */
+static inline void emu_gemm_strided(int kind, hfl_precision lp, unsigned mask, int ta, int tb,
+                                    int m, int n, int k, float alpha, const void *a, int lda,
+                                    long long sa, const void *b, int ldb, long long sb, float beta,
+                                    void *c, int ldc, long long sc, int count, const void *bias,
+                                    int axis) {
     size_t ea = mask & HFL_GEMM_A_F32 ? 4 : 2, eb = mask & HFL_GEMM_B_F32 ? 4 : 2;
     size_t ec = mask & HFL_GEMM_C_F32 ? 4 : 2;
     for (int s = 0; s < count; s++)
@@ -94,48 +95,57 @@ static inline void emu_gemm_strided(int kind, hfl_precision lp, unsigned mask, i
 }
 
 /* The backend table's slots, one pair per kind (a slot has no context to
- * carry the kind, so two emulated backends can run side by side). */
-static void emu_legal(hfl_precision lp, unsigned mask, int ta, int tb, int m, int n, int k,
-                      float alpha, const void *a, int lda, const void *b, int ldb, float beta,
-                      void *c, int ldc, const uint16_t *bias, int axis, void *ws) {
-    (void)ws;
-    emu_gemm(EMU_LEGAL, lp, mask, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, axis);
+ * carry the kind, so two emulated backends can run side by side). An fp32
+ * gemm is the CPU backend's. */
+static inline void emu_strided(int kind, hfl_precision t, unsigned mask, int ta, int tb, int m,
+                               int n, int k, float alpha, const void *a, int lda, long long sa,
+                               const void *b, int ldb, long long sb, float beta, void *c, int ldc,
+                               long long sc, int count, const void *bias, int axis, void *ws) {
+    if (t == HFL_PREC_FP32)
+        hfl_backend_cpu()->gemm_strided(t, mask, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb,
+                                        beta, c, ldc, sc, count, bias, axis, ws);
+    else
+        emu_gemm_strided(kind, t, mask, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c,
+                         ldc, sc, count, bias, axis);
 }
-static void emu_splitk(hfl_precision lp, unsigned mask, int ta, int tb, int m, int n, int k,
-                       float alpha, const void *a, int lda, const void *b, int ldb, float beta,
-                       void *c, int ldc, const uint16_t *bias, int axis, void *ws) {
-    (void)ws;
-    emu_gemm(EMU_SPLITK, lp, mask, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, axis);
-}
-static void emu_preround(hfl_precision lp, unsigned mask, int ta, int tb, int m, int n, int k,
-                         float alpha, const void *a, int lda, const void *b, int ldb, float beta,
-                         void *c, int ldc, const uint16_t *bias, int axis, void *ws) {
-    (void)ws;
-    emu_gemm(EMU_PREROUND, lp, mask, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, axis);
-}
-static void emu_legal_strided(hfl_precision lp, unsigned mask, int ta, int tb, int m, int n, int k,
+static void emu_legal_strided(hfl_precision t, unsigned mask, int ta, int tb, int m, int n, int k,
                               float alpha, const void *a, int lda, long long sa, const void *b,
                               int ldb, long long sb, float beta, void *c, int ldc, long long sc,
-                              int count, const uint16_t *bias, int axis, void *ws) {
-    (void)ws;
-    emu_gemm_strided(EMU_LEGAL, lp, mask, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c,
-                     ldc, sc, count, bias, axis);
+                              int count, const void *bias, int axis, void *ws) {
+    emu_strided(EMU_LEGAL, t, mask, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc,
+                sc, count, bias, axis, ws);
 }
-static void emu_splitk_strided(hfl_precision lp, unsigned mask, int ta, int tb, int m, int n, int k,
+static void emu_legal(hfl_precision t, unsigned mask, int ta, int tb, int m, int n, int k,
+                      float alpha, const void *a, int lda, const void *b, int ldb, float beta,
+                      void *c, int ldc, const void *bias, int axis, void *ws) {
+    emu_strided(EMU_LEGAL, t, mask, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0,
+                1, bias, axis, ws);
+}
+static void emu_splitk_strided(hfl_precision t, unsigned mask, int ta, int tb, int m, int n, int k,
                                float alpha, const void *a, int lda, long long sa, const void *b,
                                int ldb, long long sb, float beta, void *c, int ldc, long long sc,
-                               int count, const uint16_t *bias, int axis, void *ws) {
-    (void)ws;
-    emu_gemm_strided(EMU_SPLITK, lp, mask, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c,
-                     ldc, sc, count, bias, axis);
+                               int count, const void *bias, int axis, void *ws) {
+    emu_strided(EMU_SPLITK, t, mask, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc,
+                sc, count, bias, axis, ws);
 }
-static void emu_preround_strided(hfl_precision lp, unsigned mask, int ta, int tb, int m, int n, int k,
-                                 float alpha, const void *a, int lda, long long sa, const void *b,
-                                 int ldb, long long sb, float beta, void *c, int ldc, long long sc,
-                                 int count, const uint16_t *bias, int axis, void *ws) {
-    (void)ws;
-    emu_gemm_strided(EMU_PREROUND, lp, mask, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c,
-                     ldc, sc, count, bias, axis);
+static void emu_splitk(hfl_precision t, unsigned mask, int ta, int tb, int m, int n, int k,
+                       float alpha, const void *a, int lda, const void *b, int ldb, float beta,
+                       void *c, int ldc, const void *bias, int axis, void *ws) {
+    emu_strided(EMU_SPLITK, t, mask, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0,
+                1, bias, axis, ws);
+}
+static void emu_preround_strided(hfl_precision t, unsigned mask, int ta, int tb, int m, int n,
+                                 int k, float alpha, const void *a, int lda, long long sa,
+                                 const void *b, int ldb, long long sb, float beta, void *c, int ldc,
+                                 long long sc, int count, const void *bias, int axis, void *ws) {
+    emu_strided(EMU_PREROUND, t, mask, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc,
+                sc, count, bias, axis, ws);
+}
+static void emu_preround(hfl_precision t, unsigned mask, int ta, int tb, int m, int n, int k,
+                         float alpha, const void *a, int lda, const void *b, int ldb, float beta,
+                         void *c, int ldc, const void *bias, int axis, void *ws) {
+    emu_strided(EMU_PREROUND, t, mask, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc,
+                0, 1, bias, axis, ws);
 }
 
 static hfl_backend emu_tables[EMU_KINDS];
@@ -146,10 +156,10 @@ static inline const hfl_backend *emu_backend(int kind, int parts) {
     hfl_backend *t = &emu_tables[kind];
     if (kind == EMU_SPLITK) emu_parts = parts;
     *t = *hfl_backend_cpu();
-    t->gemm_lp = kind == EMU_LEGAL ? emu_legal : kind == EMU_SPLITK ? emu_splitk : emu_preround;
-    t->gemm_lp_strided = kind == EMU_LEGAL    ? emu_legal_strided
-                         : kind == EMU_SPLITK ? emu_splitk_strided
-                                              : emu_preround_strided;
+    t->gemm = kind == EMU_LEGAL ? emu_legal : kind == EMU_SPLITK ? emu_splitk : emu_preround;
+    t->gemm_strided = kind == EMU_LEGAL    ? emu_legal_strided
+                      : kind == EMU_SPLITK ? emu_splitk_strided
+                                           : emu_preround_strided;
     return t;
 }
 

@@ -1,6 +1,6 @@
 /* gemm_shapes.h: the GEMMs hfl trains with, as test cases: model/dense.c's,
- * conv.c's and gpt_lp.c's calls at the mlp's (batch 64), the cnn's (batch
- * 32; conv as gemm_lp_strided over a chunk of samples sharing the weights)
+ * conv.c's and gpt.c's calls at the mlp's (batch 64), the cnn's (batch
+ * 32; conv as gemm_strided over a chunk of samples sharing the weights)
  * and a GPT block's (n 2, T 128, C 128) shapes, with inputs drawn like
  * training's: activations, Kaiming-uniform-scaled weights and biases, a
  * residual stream. Shared by tests/kernels/test_rounding_check.c (the judge

@@ -15,7 +15,7 @@
 
 enum { PLAIN = 0, WITH_NAN = 1, WITH_INF = 2, COARSE = 4 };
 
-static float input(uint32_t tensor, size_t i, int flags) {
+static inline float input(uint32_t tensor, size_t i, int flags) {
     uint32_t u = hfl_philox_u32(TEST_INPUT_SEED, TEST_INPUT_STREAM, 0, 0, tensor, i);
     float v = 8.0f * hfl_u01(u) - 4.0f;
     if (flags & COARSE) v = (float)((int)(u % 5u) - 2);
@@ -26,24 +26,32 @@ static float input(uint32_t tensor, size_t i, int flags) {
     return v;
 }
 
-static float *inputs(uint32_t tensor, size_t n, int flags) {
+static inline float *inputs(uint32_t tensor, size_t n, int flags) {
     float *p = malloc(sizeof(float) * (n ? n : 1));
     for (size_t i = 0; i < n; i++) p[i] = input(tensor, i, flags);
     return p;
 }
 
-static uint16_t *inputs_lp(hfl_precision lp, uint32_t tensor, size_t n, int flags) {
+static inline uint16_t *inputs_lp(hfl_precision lp, uint32_t tensor, size_t n, int flags) {
     uint16_t *p = malloc(sizeof(uint16_t) * (n ? n : 1));
     for (size_t i = 0; i < n; i++) p[i] = hfl_op_narrow(lp, input(tensor, i, flags));
     return p;
 }
 
-static void *dup_bytes(const void *p, size_t bytes) {
+/* n inputs of type t: the floats, or 2-byte values rounded from them. */
+static inline void *inputs_of(hfl_precision t, uint32_t tensor, size_t n, int flags) {
+    if (t == HFL_PREC_FP32) return inputs(tensor, n, flags);
+    return inputs_lp(t, tensor, n, flags);
+}
+
+static inline void *dup_bytes(const void *p, size_t bytes) {
     void *q = malloc(bytes ? bytes : 1);
     memcpy(q, p, bytes);
     return q;
 }
 
-static const char *lp_name(hfl_precision lp) { return lp == HFL_PREC_FP16 ? "fp16" : "bf16"; }
+static inline const char *lp_name(hfl_precision t) {
+    return t == HFL_PREC_FP32 ? "fp32" : t == HFL_PREC_FP16 ? "fp16" : "bf16";
+}
 
 #endif

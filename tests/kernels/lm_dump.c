@@ -51,8 +51,8 @@ int main(int argc, char **argv) {
     float *wte = rnd(1, V * C, 1), *wpe = rnd(2, T * C, 1), *edy = rnd(3, ROWS * C, 1);
     float *ey = hfl_malloc(sizeof(float) * ROWS * C), *dwte = hfl_malloc(sizeof(float) * V * C);
     float *dwpe = hfl_malloc(sizeof(float) * T * C);
-    lm->embed_fwd(ey, tokens, wte, wpe, ROWS, T, C, V);
-    lm->embed_bwd(dwte, dwpe, edy, tokens, ROWS, T, C, V, 0);
+    lm->embed_fwd(HFL_PREC_FP32, ey, tokens, wte, wpe, ROWS, T, C, V);
+    lm->embed_bwd(HFL_PREC_FP32, dwte, dwpe, edy, tokens, ROWS, T, C, V, 0);
     add("embed.tokens", tokens, ROWS, 0), add("embed.wte", wte, V, C), add("embed.wpe", wpe, T, C);
     add("embed.dy", edy, ROWS, C), add("embed.y", ey, ROWS, C), add("embed.dwte", dwte, V, C);
     add("embed.dwpe", dwpe, T, C);
@@ -61,24 +61,24 @@ int main(int argc, char **argv) {
     float *ly = hfl_malloc(sizeof(float) * ROWS * C), *ldx = hfl_malloc(sizeof(float) * ROWS * C);
     float *mean = hfl_malloc(sizeof(float) * ROWS), *rstd = hfl_malloc(sizeof(float) * ROWS);
     float *ldw = hfl_malloc(sizeof(float) * C), *ldb = hfl_malloc(sizeof(float) * C);
-    lm->layernorm_fwd(ly, mean, rstd, lx, lw, lb, ROWS, C);
-    lm->layernorm_bwd(ldx, ldw, ldb, ldy, lx, lw, mean, rstd, ROWS, C, 0, 0);
+    lm->layernorm_fwd(HFL_PREC_FP32, ly, mean, rstd, lx, lw, lb, ROWS, C);
+    lm->layernorm_bwd(HFL_PREC_FP32, ldx, ldw, ldb, ldy, lx, lw, mean, rstd, ROWS, C, 0, 0);
     add("ln.x", lx, ROWS, C), add("ln.w", lw, C, 0), add("ln.b", lb, C, 0), add("ln.dy", ldy, ROWS, C);
     add("ln.y", ly, ROWS, C), add("ln.dx", ldx, ROWS, C), add("ln.dw", ldw, C, 0), add("ln.db", ldb, C, 0);
 
     float *gx = rnd(20, ROWS * C, 4), *gdy = rnd(21, ROWS * C, 1);
     float *gy = hfl_malloc(sizeof(float) * ROWS * C), *gdx = hfl_malloc(sizeof(float) * ROWS * C);
-    lm->gelu_fwd(gy, gx, ROWS * C);
-    lm->gelu_bwd(gdx, gdy, gx, ROWS * C);
+    lm->gelu_fwd(HFL_PREC_FP32, gy, gx, ROWS * C);
+    lm->gelu_bwd(HFL_PREC_FP32, gdx, gdy, gx, ROWS * C);
     add("gelu.x", gx, ROWS, C), add("gelu.dy", gdy, ROWS, C), add("gelu.y", gy, ROWS, C);
     add("gelu.dx", gdx, ROWS, C);
 
     float *qkv = rnd(30, ROWS * 3 * C, 1.5f), *ady = rnd(31, ROWS * C, 1);
     float *ay = hfl_malloc(sizeof(float) * ROWS * C), *dqkv = hfl_malloc(sizeof(float) * ROWS * 3 * C);
     float *att = hfl_malloc(sizeof(float) * N * H * T * T);
-    float *ws = hfl_malloc(hfl_attention_bwd_ws_bytes(N, T, C, H));
-    hfl_attention_forward(be, ay, att, qkv, ws, N, T, C, H);
-    hfl_attention_backward(be, dqkv, ady, qkv, att, ws, N, T, C, H);
+    float *ws = hfl_malloc(hfl_attention_bwd_ws_bytes(HFL_PREC_FP32, N, T, C, H));
+    hfl_attention_forward(be, HFL_PREC_FP32, ay, att, qkv, ws, N, T, C, H);
+    hfl_attention_backward(be, HFL_PREC_FP32, dqkv, ady, qkv, att, ws, N, T, C, H);
     add("attn.qkv", qkv, ROWS, 3 * C), add("attn.dy", ady, ROWS, C), add("attn.y", ay, ROWS, C);
     add("attn.dqkv", dqkv, ROWS, 3 * C);
 
@@ -89,7 +89,8 @@ int main(int argc, char **argv) {
     static const char *gname[3] = {"adamw.g1", "adamw.g2", "adamw.g3"};
     for (int s = 0; s < 3; s++) {
         g[s] = rnd(41 + (uint32_t)s, NW, 2);
-        lm->adamw_step(w, m, v, g[s], NW, hfl_adamw_make(1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, s + 1));
+        be->adamw_step(HFL_PREC_FP32, w, m, v, g[s], w, NW,
+                       hfl_adamw_make(1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, s + 1), NULL);
         add(gname[s], g[s], NW, 0);
     }
     add("adamw.w0", w0, NW, 0), add("adamw.w3", w, NW, 0);

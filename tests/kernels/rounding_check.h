@@ -3,7 +3,7 @@
  * (shared by tests/kernels/test_rounding_check.c, which proves on the CPU that
  * it can tell them apart, and the GPU tests of tests/gpu/, which apply it).
  *
- * kernels/backend.h promises that gemm_lp sums in fp32 and rounds a 2-byte C
+ * kernels/backend.h promises that a 2-byte gemm sums in fp32 and rounds a 2-byte C
  * once, after the bias. Two correct backends then differ only by the order of
  * their fp32 sums. For an output with exact value x (computed here in double
  * from the same operands) and S = |alpha| sum_p |a_p b_p| + |beta c| + |bias|,
@@ -75,13 +75,13 @@ static inline double rc_elem(hfl_precision lp, int is_f32, const void *p, size_t
 }
 
 /* For each output [i * n + j] of C = alpha op(A) op(B) + beta C0 + bias
- * (row-major, gemm_lp's arguments; lp is ignored for fp32 operands, c0 may
+ * (row-major, gemm's arguments; lp is ignored for fp32 operands, c0 may
  * be NULL when beta is 0, bias NULL with HFL_BIAS_NONE): its exact value,
  * S, and T = sqrt(sum of the squared partial sums) of the sum in index order,
  * the scale of a legal reordering's typical error (criterion 2). */
-static inline void rc_gemm_ref(hfl_precision lp, unsigned mask, int ta, int tb, int m, int n,
-                               int k, float alpha, const void *a, int lda, const void *b, int ldb,
-                               float beta, const void *c0, int ldc, const uint16_t *bias, int axis,
+static inline void rc_gemm_ref(hfl_precision lp, unsigned mask, int ta, int tb, int m, int n, int k,
+                               float alpha, const void *a, int lda, const void *b, int ldb,
+                               float beta, const void *c0, int ldc, const void *bias, int axis,
                                double *exact, double *s, double *t) {
     int a32 = (mask & HFL_GEMM_A_F32) != 0, b32 = (mask & HFL_GEMM_B_F32) != 0;
     int c32 = (mask & HFL_GEMM_C_F32) != 0;
@@ -98,8 +98,9 @@ static inline void rc_gemm_ref(hfl_precision lp, unsigned mask, int ta, int tb, 
             x *= alpha;
             sa *= fabs(alpha);
             t2 *= (double)alpha * alpha;
-            double extra[2] = {beta != 0.0f ? beta * rc_elem(lp, c32, c0, (size_t)i * ldc + j) : 0.0,
-                               axis != HFL_BIAS_NONE ? hfl_op_widen(lp, bias[axis == HFL_BIAS_ROW ? i : j]) : 0.0};
+            double extra[2] = {
+                beta != 0.0f ? beta * rc_elem(lp, c32, c0, (size_t)i * ldc + j) : 0.0,
+                axis != HFL_BIAS_NONE ? hfl_ld(lp, bias, axis == HFL_BIAS_ROW ? i : j) : 0.0};
             for (int e = 0; e < 2; e++) {
                 x += extra[e];
                 sa += fabs(extra[e]);
@@ -168,16 +169,17 @@ static inline void rc_finish(rc_stats *st) { st->cap = 4.0 * st->expected + 8.0;
 static inline int rc_one_rounding(const rc_stats *st) { return st->outside == 0; }
 static inline int rc_few_differ(const rc_stats *st) { return (double)st->differ <= st->cap; }
 
-/* One gemm_lp call judged on host copies of its operands: c0 is C before the
- * call, got after it (both m rows of ldc); the CPU backend's gemm_lp on the
+/* One gemm call judged on host copies of its operands: c0 is C before the
+ * call, got after it (both m rows of ldc); the CPU backend's gemm on the
  * same operands gives the reference bits. Adds to *st (rc_finish after). */
 static inline void rc_judge_gemm(rc_stats *st, const hfl_backend *cpu, hfl_precision lp,
                                  unsigned mask, int ta, int tb, int m, int n, int k, float alpha,
                                  const void *a, int lda, const void *b, int ldb, float beta,
-                                 const void *c0, const void *got, int ldc, const uint16_t *bias,
+                                 const void *c0, const void *got, int ldc, const void *bias,
                                  int axis) {
     size_t ec = mask & HFL_GEMM_C_F32 ? 4 : 2, cn = (size_t)m * n;
-    void *ref = malloc(ec * (size_t)m * ldc + 1), *ws = malloc(hfl_gemm_lp_ws_bytes(mask, m, n, k) + 1);
+    void *ref = malloc(ec * (size_t)m * ldc + 1),
+         *ws = malloc(hfl_gemm_ws_bytes(lp, mask, m, n, k) + 1);
     double *exact = malloc(sizeof(double) * cn + 1), *s = malloc(sizeof(double) * cn + 1);
     double *t = malloc(sizeof(double) * cn + 1);
     if (!ref || !ws || !exact || !s || !t) {
@@ -185,7 +187,7 @@ static inline void rc_judge_gemm(rc_stats *st, const hfl_backend *cpu, hfl_preci
         abort();
     }
     memcpy(ref, c0, ec * (size_t)m * ldc);
-    cpu->gemm_lp(lp, mask, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, ref, ldc, bias, axis, ws);
+    cpu->gemm(lp, mask, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, ref, ldc, bias, axis, ws);
     rc_gemm_ref(lp, mask, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c0, ldc, bias, axis, exact, s,
                 t);
     if (ec == 2)
@@ -197,8 +199,8 @@ static inline void rc_judge_gemm(rc_stats *st, const hfl_backend *cpu, hfl_preci
 
 /* ---- teacher forcing: every GEMM of a whole step judged on its own inputs ---- */
 
-/* rc_forcing(inner) returns a copy of inner's table whose gemm_lp and
- * gemm_lp_strided run inner's, then download the call's operands and result
+/* rc_forcing(inner) returns a copy of inner's table whose gemm and
+ * gemm_strided run inner's (an fp32 one just that), then download the call's operands and result
  * (waiting for the device: a test-only path) and judge it with
  * rc_judge_gemm. Each call's verdict lands in rc_forced; a rejected call is
  * printed (at most RC_FORCED_SHOWN of them), naming its shape, so a failing
@@ -221,19 +223,18 @@ static inline void *rc_fetch(const void *dev, size_t bytes) {
 }
 
 /* The strided form as one call to the inner backend (the batched kernel a
- * GPU runs), then each of its count GEMMs judged (count 1: gemm_lp). */
-static inline void rc_forced_gemm_lp_strided(hfl_precision lp, unsigned mask, int ta, int tb,
-                                             int m, int n, int k, float alpha, const void *a,
-                                             int lda, long long sa, const void *b, int ldb,
-                                             long long sb, float beta, void *c, int ldc,
-                                             long long sc, int count, const uint16_t *bias,
-                                             int axis, void *ws) {
+ * GPU runs), then each of its count GEMMs judged (count 1: gemm). */
+static inline void rc_forced_gemm_strided(hfl_precision lp, unsigned mask, int ta, int tb, int m,
+                                          int n, int k, float alpha, const void *a, int lda,
+                                          long long sa, const void *b, int ldb, long long sb,
+                                          float beta, void *c, int ldc, long long sc, int count,
+                                          const void *bias, int axis, void *ws) {
     const hfl_backend *in = rc_forced_inner;
     size_t ea = mask & HFL_GEMM_A_F32 ? 4 : 2, eb = mask & HFL_GEMM_B_F32 ? 4 : 2;
     size_t ec = mask & HFL_GEMM_C_F32 ? 4 : 2;
-    if (m <= 0 || n <= 0 || k <= 0 || count <= 0) {
-        in->gemm_lp_strided(lp, mask, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc,
-                            sc, count, bias, axis, ws);
+    if (lp == HFL_PREC_FP32 || m <= 0 || n <= 0 || k <= 0 || count <= 0) {
+        in->gemm_strided(lp, mask, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
+                         count, bias, axis, ws);
         return;
     }
     /* elements each operand spans: one matrix, plus the strides of the rest */
@@ -244,10 +245,10 @@ static inline void rc_forced_gemm_lp_strided(hfl_precision lp, unsigned mask, in
     int has_bias = axis != HFL_BIAS_NONE && bias;
     void *hbias = has_bias ? rc_fetch(bias, 2 * (size_t)(axis == HFL_BIAS_ROW ? m : n)) : NULL;
     if (count == 1)
-        in->gemm_lp(lp, mask, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, axis, ws);
+        in->gemm(lp, mask, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias, axis, ws);
     else
-        in->gemm_lp_strided(lp, mask, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc,
-                            sc, count, bias, axis, ws);
+        in->gemm_strided(lp, mask, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
+                         count, bias, axis, ws);
     void *hc = rc_fetch(c, ec * cn);
     rc_stats st = {0};
     for (int q = 0; q < count; q++)
@@ -259,26 +260,26 @@ static inline void rc_forced_gemm_lp_strided(hfl_precision lp, unsigned mask, in
     int bad = !rc_one_rounding(&st) || !(ec == 4 || rc_few_differ(&st));
     rc_forced.calls++;
     if (bad && rc_forced.rejected++ < RC_FORCED_SHOWN)
-        printf("  gemm_lp call %d REJECTED: %s %dx%dx%d ta %d tb %d mask %u beta %g bias %d count %d: "
+        printf("  gemm call %d REJECTED: %s %dx%dx%d ta %d tb %d mask %u beta %g bias %d count %d: "
                "outside %zu, differ %zu of %zu (cap %.1f)\n",
                rc_forced.calls, lp == HFL_PREC_FP16 ? "fp16" : "bf16", m, n, k, ta, tb, mask,
                (double)beta, axis, count, st.outside, st.differ, st.count, st.cap);
     free(ha), free(hb), free(hc0), free(hc), free(hbias);
 }
 
-static inline void rc_forced_gemm_lp(hfl_precision lp, unsigned mask, int ta, int tb, int m, int n,
-                                     int k, float alpha, const void *a, int lda, const void *b,
-                                     int ldb, float beta, void *c, int ldc, const uint16_t *bias,
-                                     int axis, void *ws) {
-    rc_forced_gemm_lp_strided(lp, mask, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc,
-                              0, 1, bias, axis, ws);
+static inline void rc_forced_gemm(hfl_precision lp, unsigned mask, int ta, int tb, int m, int n,
+                                  int k, float alpha, const void *a, int lda, const void *b,
+                                  int ldb, float beta, void *c, int ldc, const void *bias, int axis,
+                                  void *ws) {
+    rc_forced_gemm_strided(lp, mask, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0,
+                           1, bias, axis, ws);
 }
 
 static inline const hfl_backend *rc_forcing(const hfl_backend *inner) {
     rc_forced_inner = inner;
     rc_forced_backend = *inner;
-    rc_forced_backend.gemm_lp = rc_forced_gemm_lp;
-    rc_forced_backend.gemm_lp_strided = rc_forced_gemm_lp_strided;
+    rc_forced_backend.gemm = rc_forced_gemm;
+    rc_forced_backend.gemm_strided = rc_forced_gemm_strided;
     memset(&rc_forced, 0, sizeof rc_forced);
     return &rc_forced_backend;
 }

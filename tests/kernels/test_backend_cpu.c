@@ -64,7 +64,8 @@ static void test_sgemm(const hfl_backend *be) {
             for (int i = 0; i < arows * lda; i++) a[i] = rnd(i);
             for (int i = 0; i < brows * ldb; i++) b[i] = rnd(1000 + i);
             for (int i = 0; i < M * ldc; i++) c[i] = want[i] = rnd(2000 + i);
-            be->sgemm(ta, tb, M, N, K, 0.75f, a, lda, b, ldb, 0.5f, c, ldc);
+            be->gemm(HFL_PREC_FP32, 0, ta, tb, M, N, K, 0.75f, a, lda, b, ldb, 0.5f, c, ldc, NULL,
+                     HFL_BIAS_NONE, NULL);
             ref_gemm(ta, tb, M, N, K, 0.75f, a, lda, b, ldb, 0.5f, want, ldc);
             for (int i = 0; i < M; i++)
                 for (int j = 0; j < ldc; j++) CHECK_CLOSE(c[i * ldc + j], want[i * ldc + j], 1e-5, 1e-5);
@@ -75,21 +76,28 @@ static void test_sgemm(const hfl_backend *be) {
 }
 
 static void test_bias_and_relu(const hfl_backend *be) {
-    float y[6] = {1, 2, 3, 4, 5, 6}, bias[3] = {10, 20, 30};
-    be->bias_add(y, bias, 2, 3);
+    /* y = x I^T + bias, per column and per row (exact values) */
+    float x6[6] = {1, 2, 3, 4, 5, 6}, eye[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, y[6];
+    float bias[3] = {10, 20, 30}, row_bias[2] = {100, 200};
+    be->gemm(HFL_PREC_FP32, 0, 0, 1, 2, 3, 3, 1.0f, x6, 3, eye, 3, 0.0f, y, 3, bias, HFL_BIAS_COL,
+             NULL);
     float want_y[6] = {11, 22, 33, 14, 25, 36};
     for (int i = 0; i < 6; i++) CHECK(y[i] == want_y[i]);
+    be->gemm(HFL_PREC_FP32, 0, 0, 1, 2, 3, 3, 1.0f, x6, 3, eye, 3, 0.0f, y, 3, row_bias,
+             HFL_BIAS_ROW, NULL);
+    float want_row[6] = {101, 102, 103, 204, 205, 206};
+    for (int i = 0; i < 6; i++) CHECK(y[i] == want_row[i]);
 
     float db[3] = {1, 1, 1}, dy[6] = {1, 2, 3, 4, 5, 6};
-    be->bias_grad(db, dy, 2, 3); /* accumulates onto what is there */
+    be->bias_grad(HFL_PREC_FP32, db, dy, 2, 3); /* accumulates onto what is there */
     CHECK(db[0] == 6.0f && db[1] == 8.0f && db[2] == 10.0f);
 
     float x[5] = {-2.0f, -0.0f, 0.0f, 0.5f, 3.0f}, r[5];
-    be->relu_fwd(r, x, 5);
+    be->relu_fwd(HFL_PREC_FP32, r, x, 5);
     float want_r[5] = {0, 0, 0, 0.5f, 3.0f};
     for (int i = 0; i < 5; i++) CHECK(r[i] == want_r[i]);
     float g[5] = {1, 2, 3, 4, 5};
-    be->relu_bwd(g, g, r, 5); /* in place: dx aliases dy */
+    be->relu_bwd(HFL_PREC_FP32, g, g, r, 5); /* in place: dx aliases dy */
     float want_g[5] = {0, 0, 0, 4, 5};
     for (int i = 0; i < 5; i++) CHECK(g[i] == want_g[i]);
 }
@@ -98,7 +106,7 @@ static void test_bias_and_relu(const hfl_backend *be) {
 static float xent(const hfl_backend *be, const float *z, const int32_t *lab, float *d, int rows,
                   int cols, int *correct) {
     hfl_step_scalars sc = {.loss_scale = 1.0f, .finite = 1};
-    be->softmax_xent(z, lab, d, rows, cols, rows, &sc);
+    be->softmax_xent(HFL_PREC_FP32, z, lab, d, rows, cols, rows, &sc, NULL);
     CHECK(sc.rows == rows);
     if (correct) *correct = (int)sc.correct;
     return (float)(sc.loss_sum / rows);
@@ -132,9 +140,9 @@ static void test_softmax_xent(const hfl_backend *be) {
     CHECK(correct == 1);
     /* The scalars accumulate over calls: two batches add their sums, rows and hits. */
     hfl_step_scalars sc = {.loss_scale = 1.0f};
-    be->softmax_xent(z2, lab2, NULL, 2, 2, 2, &sc);
+    be->softmax_xent(HFL_PREC_FP32, z2, lab2, NULL, 2, 2, 2, &sc, NULL);
     double first = sc.loss_sum;
-    be->softmax_xent(z2, lab2, NULL, 2, 2, 2, &sc);
+    be->softmax_xent(HFL_PREC_FP32, z2, lab2, NULL, 2, 2, 2, &sc, NULL);
     CHECK(sc.rows == 4 && sc.correct == 2 && sc.loss_sum == 2 * first);
 
     /* Huge logits must not overflow: (1000, 0) against label 1 costs 1000. */
@@ -152,10 +160,10 @@ static void test_sgd(const hfl_backend *be) {
      * step 1: g'=0.51, v=0.51, w=0.949
      * step 2: g'=0.5+0.00949=0.50949, v=0.9*0.51+0.50949=0.96849, w=0.949-0.096849=0.852151 */
     float w[2] = {1.0f, -2.0f}, v[2] = {0, 0}, g[2] = {0.5f, 0.25f};
-    be->sgd_step(w, v, g, 2, 0.1f, 0.9f, 0.01f);
+    be->sgd_step(HFL_PREC_FP32, w, v, g, w, 2, 0.1f, 0.9f, 0.01f, NULL);
     CHECK_CLOSE(w[0], 0.949, 1e-6, 0);
     CHECK_CLOSE(v[0], 0.51, 1e-6, 0);
-    be->sgd_step(w, v, g, 2, 0.1f, 0.9f, 0.01f);
+    be->sgd_step(HFL_PREC_FP32, w, v, g, w, 2, 0.1f, 0.9f, 0.01f, NULL);
     CHECK_CLOSE(v[0], 0.96849, 1e-6, 0);
     CHECK_CLOSE(w[0], 0.852151, 1e-6, 0);
     /* element 1: step 1 g'=0.25-0.02=0.23, v=0.23, w=-2.023;
@@ -165,10 +173,10 @@ static void test_sgd(const hfl_backend *be) {
 
     /* Without momentum v is neither read nor written (and may be NULL). */
     float w2[1] = {1.0f}, v2[1] = {7.0f}, g2[1] = {0.5f};
-    be->sgd_step(w2, v2, g2, 1, 0.1f, 0.0f, 0.01f);
+    be->sgd_step(HFL_PREC_FP32, w2, v2, g2, w2, 1, 0.1f, 0.0f, 0.01f, NULL);
     CHECK_CLOSE(w2[0], 0.949, 1e-6, 0);
     CHECK(v2[0] == 7.0f);
-    be->sgd_step(w2, NULL, g2, 1, 0.1f, 0.0f, 0.0f);
+    be->sgd_step(HFL_PREC_FP32, w2, NULL, g2, w2, 1, 0.1f, 0.0f, 0.0f, NULL);
     CHECK_CLOSE(w2[0], 0.899, 1e-6, 0);
 
     /* The shared element body agrees with the backend loop. */
@@ -205,13 +213,13 @@ static void test_loss_scaler(const hfl_backend *be) {
     sc.finite = 0;
     be->scaler_update(&sc, 2);
     CHECK(sc.loss_scale == 512.0f && sc.skipped == 2);
-    /* sgd_step_lp does nothing when told to skip on a 0 flag, and steps otherwise. */
+    /* sgd_step does nothing when told to skip on a 0 flag, and steps otherwise. */
     float master[1] = {1.0f}, grad[1] = {1.0f};
     uint16_t w[1] = {0};
-    be->sgd_step_lp(HFL_PREC_FP16, master, NULL, grad, w, 1, 0.5f, 0.0f, 0.0f, &sc);
+    be->sgd_step(HFL_PREC_FP16, master, NULL, grad, w, 1, 0.5f, 0.0f, 0.0f, &sc);
     CHECK(master[0] == 1.0f && w[0] == 0);
     sc.finite = 1;
-    be->sgd_step_lp(HFL_PREC_FP16, master, NULL, grad, w, 1, 0.5f, 0.0f, 0.0f, &sc);
+    be->sgd_step(HFL_PREC_FP16, master, NULL, grad, w, 1, 0.5f, 0.0f, 0.0f, &sc);
     CHECK(master[0] == 0.5f && w[0] == 0x3800); /* 0.5 in fp16 */
 }
 

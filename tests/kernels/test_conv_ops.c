@@ -4,7 +4,7 @@
  * coverage count, max pooling forward and backward (first-max tie rule,
  * overlapping windows against a scatter reference), that the CPU backend's
  * scatter loops give the same bits as the gather-form bodies of ops_hd.h a
- * GPU thread runs, and the per-channel bias add and gradient. */
+ * GPU thread runs, and the per-channel bias (a strided gemm's row bias) and gradient. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +50,7 @@ static void test_im2col(const hfl_backend *be) {
         float *x = malloc(sizeof(float) * N * in_size), *cols = malloc(sizeof(float) * N * rows * plane);
         for (int i = 0; i < N * in_size; i++) x[i] = rnd(1, i);
         for (int i = 0; i < N * rows * plane; i++) cols[i] = 99.0f;
-        be->im2col(cols, x, N, g);
+        be->im2col(HFL_PREC_FP32, cols, x, N, g);
         int bad = 0;
         for (int n = 0; n < N; n++)
             for (int ci = 0; ci < g.c; ci++)
@@ -83,8 +83,8 @@ static void test_col2im_adjoint(const hfl_backend *be) {
             dx[i] = 1e6f; /* must be overwritten */
         }
         for (int i = 0; i < col_size; i++) y[i] = rnd(3, i);
-        be->im2col(cx, x, N, g);
-        be->col2im(dx, y, N, g);
+        be->im2col(HFL_PREC_FP32, cx, x, N, g);
+        be->col2im(HFL_PREC_FP32, dx, y, N, g);
         double lhs = 0.0, rhs = 0.0, scale = 0.0;
         for (int i = 0; i < in_size; i++) {
             lhs += (double)dx[i] * x[i];
@@ -105,7 +105,7 @@ static void test_col2im_coverage(const hfl_backend *be) {
     hfl_window_geom g = hfl_window_geom_make(1, 3, 3, 3, 1, 1);
     float ones[81], dx[9];
     for (int i = 0; i < 81; i++) ones[i] = 1.0f;
-    be->col2im(dx, ones, 1, g);
+    be->col2im(HFL_PREC_FP32, dx, ones, 1, g);
     float want[9] = {4, 6, 4, 6, 9, 6, 4, 6, 4};
     for (int i = 0; i < 9; i++) CHECK(dx[i] == want[i]);
 }
@@ -117,12 +117,12 @@ static void test_maxpool(const hfl_backend *be) {
                    5, 5, 1, 1,  /* */ 2, 0, 1, 9, /* */ 8, 1, 0, 0, /* */ 1, 1, 0, 3};
     float y[8], want_y[8] = {4, 7, 1, -1, 5, 9, 8, 3};
     hfl_window_geom g = hfl_window_geom_make(2, 4, 4, 2, 2, 0);
-    be->maxpool_fwd(y, x, 1, g);
+    be->maxpool_fwd(HFL_PREC_FP32, y, x, 1, g);
     for (int i = 0; i < 8; i++) CHECK(y[i] == want_y[i]);
 
     float dy[8] = {1, 2, 3, 4, 5, 6, 7, 8}, dx[32];
     for (int i = 0; i < 32; i++) dx[i] = 1e6f;
-    be->maxpool_bwd(dx, dy, x, 1, g);
+    be->maxpool_bwd(HFL_PREC_FP32, dx, dy, x, 1, g);
     float want_dx[32] = {0, 0, 0, 0, /* */ 1, 0, 2, 0, /* */ 0, 0, 4, 0, /* */ 0, 3, 0, 0,
                          5, 0, 0, 0, /* */ 0, 0, 0, 6, /* */ 7, 0, 0, 0, /* */ 0, 0, 0, 8};
     for (int i = 0; i < 32; i++) CHECK(dx[i] == want_dx[i]);
@@ -139,8 +139,8 @@ static void test_maxpool_overlap(const hfl_backend *be) {
         x[i] = rnd(4, i);
         dy[i] = rnd(5, i);
     }
-    be->maxpool_fwd(y, x, N, g);
-    be->maxpool_bwd(dx, dy, x, N, g);
+    be->maxpool_fwd(HFL_PREC_FP32, y, x, N, g);
+    be->maxpool_bwd(HFL_PREC_FP32, dx, dy, x, N, g);
     for (int q = 0; q < N * C; q++)
         for (int oy = 0; oy < H; oy++)
             for (int ox = 0; ox < W; ox++) {
@@ -168,7 +168,7 @@ static void test_gather_bodies(const hfl_backend *be) {
         float *cols = malloc(sizeof(float) * col_size), *dx = malloc(sizeof(float) * in_size);
         float *want = malloc(sizeof(float) * in_size), *wcols = malloc(sizeof(float) * col_size);
         for (int i = 0; i < in_size; i++) dx[i] = rnd(9, i);
-        be->im2col(cols, dx, 1, g);
+        be->im2col(HFL_PREC_FP32, cols, dx, 1, g);
         for (int ci = 0, at = 0; ci < g.c; ci++)
             for (int ky = 0; ky < g.k; ky++)
                 for (int kx = 0; kx < g.k; kx++)
@@ -180,7 +180,7 @@ static void test_gather_bodies(const hfl_backend *be) {
         CHECK(memcmp(cols, wcols, sizeof(float) * col_size) == 0);
         free(wcols);
         for (int i = 0; i < col_size; i++) cols[i] = rnd(6, i);
-        be->col2im(dx, cols, 1, g);
+        be->col2im(HFL_PREC_FP32, dx, cols, 1, g);
         for (int ci = 0, at = 0; ci < g.c; ci++)
             for (int iy = 0; iy < g.h; iy++)
                 for (int ix = 0; ix < g.w; ix++) want[at++] = hfl_op_col2im(cols, &g, ci, iy, ix);
@@ -198,11 +198,12 @@ static void test_gather_bodies(const hfl_backend *be) {
         /* Coarse values so windows hold ties, which both forms must break alike. */
         for (int i = 0; i < in_size; i++) x[i] = (float)(int)(3.0f * rnd(7, i));
         for (int i = 0; i < out_size; i++) dy[i] = rnd(8, i);
-        be->maxpool_bwd(dx, dy, x, 1, g);
+        be->maxpool_bwd(HFL_PREC_FP32, dx, dy, x, 1, g);
         for (int ci = 0, at = 0; ci < g.c; ci++)
             for (int iy = 0; iy < g.h; iy++)
                 for (int ix = 0; ix < g.w; ix++)
-                    want[at++] = hfl_op_maxpool_bwd(x + ci * g.h * g.w, dy + ci * g.ho * g.wo, &g, iy, ix);
+                    want[at++] = hfl_op_maxpool_bwd(HFL_PREC_FP32, x + ci * g.h * g.w,
+                                                    dy + ci * g.ho * g.wo, &g, iy, ix);
         CHECK(memcmp(dx, want, sizeof(float) * in_size) == 0);
         free(x);
         free(dy);
@@ -213,11 +214,13 @@ static void test_gather_bodies(const hfl_backend *be) {
 
 static void test_channel_bias(const hfl_backend *be) {
     /* y [2 samples, 2 channels, 3 positions] */
-    float y[12] = {0}, bias[2] = {1.5f, -2.0f};
-    be->channel_bias_add(y, bias, 2, 2, 3);
+    /* the bias of a conv's output: a strided gemm with a row bias (zero weights) */
+    float y[12] = {0}, bias[2] = {1.5f, -2.0f}, zero[3] = {0};
+    be->gemm_strided(HFL_PREC_FP32, 0, 0, 0, 2, 3, 1, 1.0f, zero, 1, 0, zero, 3, 0, 0.0f, y, 3, 6,
+                     2, bias, HFL_BIAS_ROW, NULL);
     for (int i = 0; i < 12; i++) CHECK(y[i] == ((i / 3) % 2 == 0 ? 1.5f : -2.0f));
     float dy[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, db[2] = {100, 0};
-    be->channel_bias_grad(db, dy, 2, 2, 3); /* accumulates */
+    be->channel_bias_grad(HFL_PREC_FP32, db, dy, 2, 2, 3); /* accumulates */
     CHECK(db[0] == 100.0f + 1 + 2 + 3 + 7 + 8 + 9);
     CHECK(db[1] == 4.0f + 5 + 6 + 10 + 11 + 12);
 }

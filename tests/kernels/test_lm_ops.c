@@ -10,8 +10,8 @@
  * give the CPU's results bit for bit. AdamW's first step has a closed form
  * (m^ = g, v^ = g^2: w(1 - lr wd) - lr g / (|g| + eps)); later steps are
  * checked against Kingma & Ba's Algorithm 1 with decoupled decay, in double.
- * Each 2-byte (_lp) op must equal the fp32 op on the widened inputs with its
- * 2-byte outputs rounded once, bit for bit, in bf16 and fp16. */
+ * Each op in a 2-byte type must equal the op in fp32 on the widened inputs
+ * with its 2-byte outputs rounded once, bit for bit, in bf16 and fp16. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,13 +122,13 @@ static void test_embed(void) {
     tokens[2] = tokens[9] = 6; /* a token seen twice, others never */
     float *wte = rnd(1, V * C, 1), *wpe = rnd(2, T * C, 1), *dy = rnd(3, ROWS * C, 1);
     float y[ROWS * C], dwte[V * C], dwpe[T * C], gather[V * C];
-    lm->embed_fwd(y, tokens, wte, wpe, ROWS, T, C, V);
+    lm->embed_fwd(HFL_PREC_FP32, y, tokens, wte, wpe, ROWS, T, C, V);
     int exact = 1;
     for (int r = 0; r < ROWS; r++)
         for (int c = 0; c < C; c++)
             exact &= y[r * C + c] == wte[(int)tokens[r] * C + c] + wpe[(r % T) * C + c];
     CHECK_MSG(exact, "embedding forward is not wte[token] + wpe[position]");
-    lm->embed_bwd(dwte, dwpe, dy, tokens, ROWS, T, C, V, 0);
+    lm->embed_bwd(HFL_PREC_FP32, dwte, dwpe, dy, tokens, ROWS, T, C, V, 0);
     double want_te[V * C], want_pe[T * C];
     memset(want_te, 0, sizeof want_te);
     memset(want_pe, 0, sizeof want_pe);
@@ -139,16 +139,19 @@ static void test_embed(void) {
         }
     close_all("dwte", dwte, want_te, V * C, 1e-6, 1e-6);
     close_all("dwpe", dwpe, want_pe, T * C, 1e-6, 1e-6);
-    for (size_t i = 0; i < V * C; i++) hfl_lm_thread_embed_bwd_wte(i, gather, dy, tokens, ROWS, C, V, 0);
+    for (size_t i = 0; i < V * C; i++)
+        hfl_lm_thread_embed_bwd_wte(i, HFL_PREC_FP32, gather, dy, tokens, ROWS, C, V, 0);
     CHECK_MSG(memcmp(gather, dwte, sizeof gather) == 0, "the gather body's dwte differs from the CPU's");
     /* accumulate adds a second batch's gradient onto the first */
-    lm->embed_bwd(dwte, dwpe, dy, tokens, ROWS, T, C, V, 1);
+    lm->embed_bwd(HFL_PREC_FP32, dwte, dwpe, dy, tokens, ROWS, T, C, V, 1);
     for (int i = 0; i < V * C; i++) want_te[i] *= 2;
     for (int i = 0; i < T * C; i++) want_pe[i] *= 2;
     close_all("dwte accumulated", dwte, want_te, V * C, 1e-6, 1e-6);
     close_all("dwpe accumulated", dwpe, want_pe, T * C, 1e-6, 1e-6);
-    for (size_t i = 0; i < V * C; i++) hfl_lm_thread_embed_bwd_wte(i, gather, dy, tokens, ROWS, C, V, 0);
-    for (size_t i = 0; i < V * C; i++) hfl_lm_thread_embed_bwd_wte(i, gather, dy, tokens, ROWS, C, V, 1);
+    for (size_t i = 0; i < V * C; i++)
+        hfl_lm_thread_embed_bwd_wte(i, HFL_PREC_FP32, gather, dy, tokens, ROWS, C, V, 0);
+    for (size_t i = 0; i < V * C; i++)
+        hfl_lm_thread_embed_bwd_wte(i, HFL_PREC_FP32, gather, dy, tokens, ROWS, C, V, 1);
     CHECK_MSG(memcmp(gather, dwte, sizeof gather) == 0, "the gather body's accumulated dwte differs");
     free(wte), free(wpe), free(dy);
     /* ids outside [0, V) never index outside the table */
@@ -179,12 +182,12 @@ static void test_layernorm(void) {
     float *x = rnd(10, N, 2), *w = rnd(11, C, 1.5f), *b = rnd(12, C, 1), *R = rnd(13, N, 1);
     for (int c = 0; c < C; c++) x[3 * C + c] = 0.25f + 1e-3f * (float)c; /* a nearly constant row */
     float y[N], mean[ROWS], rstd[ROWS], dx[N], dw[C], db[C], gw[C], gb[C];
-    lm->layernorm_fwd(y, mean, rstd, x, w, b, ROWS, C);
+    lm->layernorm_fwd(HFL_PREC_FP32, y, mean, rstd, x, w, b, ROWS, C);
     ln_ctx k = {ROWS, C, 0, widen(x, N), widen(w, C), widen(b, C), widen(R, N)};
     double want[N];
     ref_layernorm(want, k.x, k.w, k.b, ROWS, C);
     close_all("layernorm forward", y, want, N, 1e-5, 1e-5);
-    lm->layernorm_bwd(dx, dw, db, R, x, w, mean, rstd, ROWS, C, 0, 0);
+    lm->layernorm_bwd(HFL_PREC_FP32, dx, dw, db, R, x, w, mean, rstd, ROWS, C, 0, 0);
     double g[N];
     fd_grad(g, k.x, N, ln_loss, &k);
     close_all("layernorm dx", dx, g, N, 2e-4, 1e-3);
@@ -194,19 +197,20 @@ static void test_layernorm(void) {
     k.which = 2;
     fd_grad(g, k.b, C, ln_loss, &k);
     close_all("layernorm db", db, g, C, 1e-4, 1e-4);
-    for (size_t i = 0; i < C; i++) hfl_lm_thread_layernorm_bwd_dw(i, gw, gb, R, x, mean, rstd, ROWS, C, 0);
+    for (size_t i = 0; i < C; i++)
+        hfl_lm_thread_layernorm_bwd_dw(i, HFL_PREC_FP32, gw, gb, R, x, mean, rstd, ROWS, C, 0);
     CHECK_MSG(memcmp(gw, dw, sizeof gw) == 0 && memcmp(gb, db, sizeof gb) == 0,
               "the gather body's dw, db differ from the CPU's");
     /* in place: dx over dy gives the same dx */
     float inplace[N];
     memcpy(inplace, R, sizeof inplace);
-    lm->layernorm_bwd(inplace, dw, db, inplace, x, w, mean, rstd, ROWS, C, 1, 0);
+    lm->layernorm_bwd(HFL_PREC_FP32, inplace, dw, db, inplace, x, w, mean, rstd, ROWS, C, 1, 0);
     CHECK_MSG(memcmp(inplace, dx, sizeof dx) == 0, "layernorm backward in place differs");
     for (int c = 0; c < C; c++) CHECK_CLOSE(dw[c], 2.0 * gw[c], 1e-6, 1e-6);
     /* dx_add: a residual's gradient plus the layer norm's */
     float *res = rnd(14, N, 1), joined[N];
     memcpy(joined, res, sizeof joined);
-    lm->layernorm_bwd(joined, dw, db, R, x, w, mean, rstd, ROWS, C, 0, 1);
+    lm->layernorm_bwd(HFL_PREC_FP32, joined, dw, db, R, x, w, mean, rstd, ROWS, C, 0, 1);
     int added = 1;
     for (int i = 0; i < N; i++) added &= joined[i] == res[i] + dx[i];
     CHECK_MSG(added, "layernorm backward with dx_add is not the residual plus dx");
@@ -221,8 +225,8 @@ static void test_gelu(void) {
     float x[N], y[N], dx[N], ones[N];
     double want[N], g[N];
     for (int i = 0; i < N; i++) x[i] = -5.0f + 0.25f * (float)i, ones[i] = 1.0f;
-    lm->gelu_fwd(y, x, N);
-    lm->gelu_bwd(dx, ones, x, N);
+    lm->gelu_fwd(HFL_PREC_FP32, y, x, N);
+    lm->gelu_bwd(HFL_PREC_FP32, dx, ones, x, N);
     for (int i = 0; i < N; i++) {
         want[i] = ref_gelu(x[i]);
         g[i] = (ref_gelu(x[i] + 1e-6) - ref_gelu(x[i] - 1e-6)) / 2e-6;
@@ -253,9 +257,10 @@ static void test_attention(int n, int T, int C, int H) {
     float *qkv = rnd(20, nq, 1.5f), *R = rnd(21, ny, 1);
     float *y = malloc(ny * sizeof *y), *att = malloc((size_t)n * H * T * T * sizeof *att);
     float *dqkv = malloc(nq * sizeof *dqkv);
-    float *ws = malloc(hfl_attention_bwd_ws_bytes(n, T, C, H));
-    CHECK(hfl_attention_fwd_ws_bytes(n, T, C, H) <= hfl_attention_bwd_ws_bytes(n, T, C, H));
-    hfl_attention_forward(be, y, att, qkv, ws, n, T, C, H);
+    float *ws = malloc(hfl_attention_bwd_ws_bytes(HFL_PREC_FP32, n, T, C, H));
+    CHECK(hfl_attention_fwd_ws_bytes(HFL_PREC_FP32, n, T, C, H) <=
+          hfl_attention_bwd_ws_bytes(HFL_PREC_FP32, n, T, C, H));
+    hfl_attention_forward(be, HFL_PREC_FP32, y, att, qkv, ws, n, T, C, H);
     att_ctx k = {n, T, C, H, widen(R, ny)};
     double *dq = widen(qkv, nq), *want = malloc(ny * sizeof *want), *g = malloc(nq * sizeof *g);
     ref_attention(want, dq, n, T, C, H);
@@ -266,15 +271,17 @@ static void test_attention(int n, int T, int C, int H) {
     for (size_t r = 0; r < (size_t)n * H * T; r++)
         for (int s = (int)(r % T) + 1; s < T; s++) causal &= att[r * T + s] == 0.0f;
     CHECK_MSG(causal, "attention probabilities above the diagonal are not 0");
-    hfl_attention_backward(be, dqkv, R, qkv, att, ws, n, T, C, H);
+    hfl_attention_backward(be, HFL_PREC_FP32, dqkv, R, qkv, att, ws, n, T, C, H);
     /* the CPU's head copies against the thread bodies the CUDA kernels run */
     float *h1 = malloc(ny * sizeof *h1), *h2 = malloc(ny * sizeof *h2), *r1 = malloc(nq * sizeof *r1);
     float *r2 = malloc(nq * sizeof *r2);
-    lm->heads_gather(h1, qkv + C, n, T, H, C / H, 3 * C);
-    for (size_t i = 0; i < ny; i++) hfl_lm_thread_heads_gather(i, h2, qkv + C, T, H, C / H, 3 * C);
+    lm->heads_gather(HFL_PREC_FP32, h1, qkv + C, n, T, H, C / H, 3 * C);
+    for (size_t i = 0; i < ny; i++)
+        hfl_lm_thread_heads_gather(i, HFL_PREC_FP32, h2, qkv + C, T, H, C / H, 3 * C);
     memcpy(r1, qkv, nq * sizeof *r1), memcpy(r2, qkv, nq * sizeof *r2);
-    lm->heads_scatter(r1 + 2 * C, h1, n, T, H, C / H, 3 * C);
-    for (size_t i = 0; i < ny; i++) hfl_lm_thread_heads_scatter(i, r2 + 2 * C, h2, T, H, C / H, 3 * C);
+    lm->heads_scatter(HFL_PREC_FP32, r1 + 2 * C, h1, n, T, H, C / H, 3 * C);
+    for (size_t i = 0; i < ny; i++)
+        hfl_lm_thread_heads_scatter(i, HFL_PREC_FP32, r2 + 2 * C, h2, T, H, C / H, 3 * C);
     CHECK_MSG(memcmp(h1, h2, ny * sizeof *h1) == 0, "heads_gather differs from its thread body");
     CHECK_MSG(memcmp(r1, r2, nq * sizeof *r1) == 0, "heads_scatter differs from its thread body");
     free(h1), free(h2), free(r1), free(r2);
@@ -294,7 +301,8 @@ static void test_adamw(void) {
     for (int i = 0; i < N; i++) dw[i] = w0[i] = w[i];
     for (long step = 1; step <= 3; step++) {
         float *g = rnd(30 + (uint32_t)step, N, 2);
-        lm->adamw_step(w, m, v, g, N, hfl_adamw_make(lr, b1, b2, eps, wd, step));
+        be->adamw_step(HFL_PREC_FP32, w, m, v, g, w, N, hfl_adamw_make(lr, b1, b2, eps, wd, step),
+                       NULL);
         for (int i = 0; i < N; i++) { /* Kingma & Ba 2015, Algorithm 1; Loshchilov & Hutter 2019 decay */
             dm[i] = b1 * dm[i] + (1 - b1) * g[i];
             dv[i] = b2 * dv[i] + (1 - b2) * (double)g[i] * g[i];
@@ -311,7 +319,7 @@ static void test_adamw(void) {
     free(w);
 }
 
-/* ---- 2-byte storage: each _lp op is the fp32 op on the widened inputs, rounded ---- */
+/* ---- 2-byte storage: each op is its fp32 self on the widened inputs, rounded ---- */
 
 static uint16_t *narrow_all(hfl_precision lp, float *x, size_t n) { /* x becomes its widened self */
     uint16_t *h = malloc(sizeof(uint16_t) * (n ? n : 1));
@@ -343,68 +351,71 @@ static void test_lp(hfl_precision lp) {
     uint16_t *hb = narrow_all(lp, b, C), *hres = narrow_all(lp, res, RC);
     float y[RC], g1[V * C], g2[V * C], p1[T * C], p2[T * C], mean[ROWS], rstd[ROWS], mean2[ROWS], rstd2[ROWS];
     uint16_t hy[RC];
-    lm->embed_fwd(y, tok, wte, wpe, ROWS, T, C, V);
-    lm->embed_fwd_lp(lp, hy, htok, hwte, hwpe, ROWS, T, C, V);
-    same_lp("embed_fwd_lp", lp, hy, y, RC);
-    lm->embed_bwd(g1, p1, dy, tok, ROWS, T, C, V, 0);
-    lm->embed_bwd_lp(lp, g2, p2, hdy, htok, ROWS, T, C, V, 0);
-    same_f32("embed_bwd_lp dwte", lp, g2, g1, V * C);
-    same_f32("embed_bwd_lp dwpe", lp, p2, p1, T * C);
-    for (size_t i = 0; i < V * C; i++) hfl_lm_thread_embed_bwd_wte_lp(i, lp, g1, hdy, htok, ROWS, C, V, 0);
-    same_f32("the gather body of embed_bwd_lp", lp, g1, g2, V * C);
+    lm->embed_fwd(HFL_PREC_FP32, y, tok, wte, wpe, ROWS, T, C, V);
+    lm->embed_fwd(lp, hy, htok, hwte, hwpe, ROWS, T, C, V);
+    same_lp("embed_fwd", lp, hy, y, RC);
+    lm->embed_bwd(HFL_PREC_FP32, g1, p1, dy, tok, ROWS, T, C, V, 0);
+    lm->embed_bwd(lp, g2, p2, hdy, htok, ROWS, T, C, V, 0);
+    same_f32("embed_bwd dwte", lp, g2, g1, V * C);
+    same_f32("embed_bwd dwpe", lp, p2, p1, T * C);
+    for (size_t i = 0; i < V * C; i++)
+        hfl_lm_thread_embed_bwd_wte(i, lp, g1, hdy, htok, ROWS, C, V, 0);
+    same_f32("the gather body of embed_bwd", lp, g1, g2, V * C);
 
-    lm->layernorm_fwd(y, mean, rstd, x, w, b, ROWS, C);
-    lm->layernorm_fwd_lp(lp, hy, mean2, rstd2, hx, hw, hb, ROWS, C);
-    same_lp("layernorm_fwd_lp", lp, hy, y, RC);
-    same_f32("layernorm_fwd_lp statistics", lp, rstd2, rstd, ROWS);
+    lm->layernorm_fwd(HFL_PREC_FP32, y, mean, rstd, x, w, b, ROWS, C);
+    lm->layernorm_fwd(lp, hy, mean2, rstd2, hx, hw, hb, ROWS, C);
+    same_lp("layernorm_fwd", lp, hy, y, RC);
+    same_f32("layernorm_fwd statistics", lp, rstd2, rstd, ROWS);
     float dw1[C], db1[C], dw2[C], db2[C];
     memcpy(y, res, sizeof y);
     memcpy(hy, hres, sizeof hy);
-    lm->layernorm_bwd(y, dw1, db1, dy, x, w, mean, rstd, ROWS, C, 0, 1);
-    lm->layernorm_bwd_lp(lp, hy, dw2, db2, hdy, hx, hw, mean, rstd, ROWS, C, 0, 1);
-    same_lp("layernorm_bwd_lp dx (added)", lp, hy, y, RC);
-    same_f32("layernorm_bwd_lp dw", lp, dw2, dw1, C);
-    same_f32("layernorm_bwd_lp db", lp, db2, db1, C);
-    for (size_t i = 0; i < C; i++) hfl_lm_thread_layernorm_bwd_dw_lp(i, lp, dw1, db1, hdy, hx, mean, rstd, ROWS, C, 0);
-    same_f32("the gather body of layernorm_bwd_lp", lp, dw1, dw2, C);
+    lm->layernorm_bwd(HFL_PREC_FP32, y, dw1, db1, dy, x, w, mean, rstd, ROWS, C, 0, 1);
+    lm->layernorm_bwd(lp, hy, dw2, db2, hdy, hx, hw, mean, rstd, ROWS, C, 0, 1);
+    same_lp("layernorm_bwd dx (added)", lp, hy, y, RC);
+    same_f32("layernorm_bwd dw", lp, dw2, dw1, C);
+    same_f32("layernorm_bwd db", lp, db2, db1, C);
+    for (size_t i = 0; i < C; i++)
+        hfl_lm_thread_layernorm_bwd_dw(i, lp, dw1, db1, hdy, hx, mean, rstd, ROWS, C, 0);
+    same_f32("the gather body of layernorm_bwd", lp, dw1, dw2, C);
 
-    lm->gelu_fwd(y, x, RC);
-    lm->gelu_fwd_lp(lp, hy, hx, RC);
-    same_lp("gelu_fwd_lp", lp, hy, y, RC);
-    lm->gelu_bwd(y, dy, x, RC);
-    lm->gelu_bwd_lp(lp, hy, hdy, hx, RC);
-    same_lp("gelu_bwd_lp", lp, hy, y, RC);
+    lm->gelu_fwd(HFL_PREC_FP32, y, x, RC);
+    lm->gelu_fwd(lp, hy, hx, RC);
+    same_lp("gelu_fwd", lp, hy, y, RC);
+    lm->gelu_bwd(HFL_PREC_FP32, y, dy, x, RC);
+    lm->gelu_bwd(lp, hy, hdy, hx, RC);
+    same_lp("gelu_bwd", lp, hy, y, RC);
 
     uint16_t heads[RC], back[RC];
-    lm->heads_gather_lp(heads, hx, N, T, H, C / H, C);
-    lm->heads_scatter_lp(back, heads, N, T, H, C / H, C);
-    lm->heads_gather(y, x, N, T, H, C / H, C);
-    same_lp("heads_gather_lp", lp, heads, y, RC);
-    CHECK_MSG(memcmp(back, hx, sizeof back) == 0, "heads_scatter_lp does not undo heads_gather_lp");
+    lm->heads_gather(lp, heads, hx, N, T, H, C / H, C);
+    lm->heads_scatter(lp, back, heads, N, T, H, C / H, C);
+    lm->heads_gather(HFL_PREC_FP32, y, x, N, T, H, C / H, C);
+    same_lp("heads_gather", lp, heads, y, RC);
+    CHECK_MSG(memcmp(back, hx, sizeof back) == 0, "heads_scatter does not undo heads_gather_lp");
 
     float *z = rnd(57, NR * T, 4), *dp = rnd(58, NR * T, 1), pz[NR * T];
     uint16_t *hz = narrow_all(lp, z, NR * T), *hdp = narrow_all(lp, dp, NR * T), hp[NR * T];
-    lm->causal_softmax(pz, z, NR, T, 0.5f);
-    lm->causal_softmax_lp(lp, hp, hz, NR, T, 0.5f);
-    same_lp("causal_softmax_lp", lp, hp, pz, NR * T);
+    lm->causal_softmax(HFL_PREC_FP32, pz, z, NR, T, 0.5f);
+    lm->causal_softmax(lp, hp, hz, NR, T, 0.5f);
+    same_lp("causal_softmax", lp, hp, pz, NR * T);
     for (int i = 0; i < NR * T; i++) pz[i] = hfl_op_widen(lp, hp[i]); /* backward from the 2-byte probabilities */
-    lm->causal_softmax_bwd(z, dp, pz, NR, T, 0.5f);
-    lm->causal_softmax_bwd_lp(lp, hz, hdp, hp, NR, T, 0.5f);
-    same_lp("causal_softmax_bwd_lp", lp, hz, z, NR * T);
+    lm->causal_softmax_bwd(HFL_PREC_FP32, z, dp, pz, NR, T, 0.5f);
+    lm->causal_softmax_bwd(lp, hz, hdp, hp, NR, T, 0.5f);
+    same_lp("causal_softmax_bwd", lp, hz, z, NR * T);
 
     float *m1 = rnd(59, RC, 0.1f), *v1 = rnd(60, RC, 0.1f), m2[RC], v2[RC], master[RC];
     for (int i = 0; i < RC; i++) v1[i] = fabsf(v1[i]);
     memcpy(m2, m1, sizeof m2), memcpy(v2, v1, sizeof v2), memcpy(master, x, sizeof master);
     hfl_adamw_args a = hfl_adamw_make(1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 4);
     hfl_step_scalars sc = {.finite = 0};
-    lm->adamw_step_lp(lp, master, m2, v2, dy, hy, RC, a, &sc); /* fp16's skipped step: nothing moves */
-    CHECK_MSG(memcmp(master, x, sizeof master) == 0 && memcmp(m2, m1, sizeof m2) == 0, "a skipped adamw_step_lp moved");
+    be->adamw_step(lp, master, m2, v2, dy, hy, RC, a, &sc); /* fp16's skipped step: nothing moves */
+    CHECK_MSG(memcmp(master, x, sizeof master) == 0 && memcmp(m2, m1, sizeof m2) == 0,
+              "a skipped adamw_step moved");
     sc.finite = 1;
-    lm->adamw_step(x, m1, v1, dy, RC, a);
-    lm->adamw_step_lp(lp, master, m2, v2, dy, hy, RC, a, &sc);
-    same_f32("adamw_step_lp masters", lp, master, x, RC);
-    same_f32("adamw_step_lp second moments", lp, v2, v1, RC);
-    same_lp("adamw_step_lp working weights", lp, hy, x, RC);
+    be->adamw_step(HFL_PREC_FP32, x, m1, v1, dy, x, RC, a, NULL);
+    be->adamw_step(lp, master, m2, v2, dy, hy, RC, a, &sc);
+    same_f32("adamw_step masters", lp, master, x, RC);
+    same_f32("adamw_step second moments", lp, v2, v1, RC);
+    same_lp("adamw_step working weights", lp, hy, x, RC);
 
     void *all[] = {wte, wpe, dy, x, w, b, res, htok, hwte, hwpe, hdy, hx, hw, hb, hres, z, dp, hz, hdp, m1, v1};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]);
@@ -429,16 +440,16 @@ static void test_attention_lp(hfl_precision lp, int n, int T, int C, int H) {
     uint16_t *hq = narrow_all(lp, qkv, nq), *hdy = narrow_all(lp, dy, ny);
     float *y = malloc(ny * sizeof *y), *att = malloc(na * sizeof *att), *dqkv = malloc(nq * sizeof *dqkv);
     uint16_t *hy = malloc(ny * 2), *hatt = malloc(na * 2), *hd = malloc(nq * 2);
-    float *ws = malloc(hfl_attention_bwd_ws_bytes(n, T, C, H));
-    void *hws = malloc(hfl_attention_bwd_ws_bytes_lp(n, T, C, H));
-    CHECK(hfl_attention_fwd_ws_bytes_lp(n, T, C, H) <= hfl_attention_bwd_ws_bytes_lp(n, T, C, H));
-    hfl_attention_forward(be, y, att, qkv, ws, n, T, C, H);
-    hfl_attention_backward(be, dqkv, dy, qkv, att, ws, n, T, C, H);
-    hfl_attention_forward_lp(be, lp, hy, hatt, hq, hws, n, T, C, H);
-    hfl_attention_backward_lp(be, lp, hd, hdy, hq, hatt, hws, n, T, C, H);
-    close_lp("attention_lp probabilities", lp, hatt, att, na, 2); /* seen: at most 0.65 */
-    close_lp("attention_lp forward", lp, hy, y, ny, 3);           /* 1.17 */
-    close_lp("attention_lp dqkv", lp, hd, dqkv, nq, 3);           /* 0.93 */
+    float *ws = malloc(hfl_attention_bwd_ws_bytes(HFL_PREC_FP32, n, T, C, H));
+    void *hws = malloc(hfl_attention_bwd_ws_bytes(lp, n, T, C, H));
+    CHECK(hfl_attention_fwd_ws_bytes(lp, n, T, C, H) <= hfl_attention_bwd_ws_bytes(lp, n, T, C, H));
+    hfl_attention_forward(be, HFL_PREC_FP32, y, att, qkv, ws, n, T, C, H);
+    hfl_attention_backward(be, HFL_PREC_FP32, dqkv, dy, qkv, att, ws, n, T, C, H);
+    hfl_attention_forward(be, lp, hy, hatt, hq, hws, n, T, C, H);
+    hfl_attention_backward(be, lp, hd, hdy, hq, hatt, hws, n, T, C, H);
+    close_lp("attention probabilities", lp, hatt, att, na, 2); /* seen: at most 0.65 */
+    close_lp("attention forward", lp, hy, y, ny, 3);           /* 1.17 */
+    close_lp("attention dqkv", lp, hd, dqkv, nq, 3);           /* 0.93 */
     free(qkv), free(dy), free(hq), free(hdy), free(y), free(att), free(dqkv), free(hy), free(hatt), free(hd);
     free(ws), free(hws);
 }

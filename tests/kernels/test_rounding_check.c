@@ -4,7 +4,7 @@
  * (tests/kernels/gemm_shapes.h), before any GPU is asked to pass it. The
  * stand-ins for a GPU are tests/kernels/gemm_emu.h's emulated GEMMs (legal
  * reorder, split-K in the 2-byte type, pre-rounded bias); the reference is
- * the CPU backend's gemm_lp itself.
+ * the CPU backend's gemm itself.
  *
  * OPS. At every shape, in bf16 and fp16: criterion 1 (one rounding) and
  * criterion 2 (how many differ) both accept the legal GEMM; criterion 2
@@ -55,9 +55,9 @@ static void test_op(const gemm_shape *sh, hfl_precision lp) {
         memset(&st[kind], 0, sizeof st[kind]);
         if (kind == EMU_PREROUND && sh->axis == HFL_BIAS_NONE) continue; /* nothing to pre-round */
         memcpy(got, c0, 2 * cn * count);
-        emu_backend(kind, 2)->gemm_lp_strided(lp, 0, sh->ta, sh->tb, m, n, k, 1.0f, a, lda, 0, b, ldb,
-                                              (long long)bn, sh->beta, got, ldc, (long long)cn, count,
-                                              bias, sh->axis, NULL);
+        emu_backend(kind, 2)->gemm_strided(lp, 0, sh->ta, sh->tb, m, n, k, 1.0f, a, lda, 0, b, ldb,
+                                           (long long)bn, sh->beta, got, ldc, (long long)cn, count,
+                                           bias, sh->axis, NULL);
         for (int q = 0; q < count; q++)
             rc_judge_gemm(&st[kind], hfl_backend_cpu(), lp, 0, sh->ta, sh->tb, m, n, k, 1.0f, a, lda,
                           b + q * bn, ldb, sh->beta, c0 + q * cn, got + q * cn, ldc, bias, sh->axis);

@@ -58,134 +58,118 @@ static hfl_window_geom geom_at(int i) {
 
 /* ---- elementwise ---- */
 
-static void test_elementwise(const hfl_backend *be) {
-    enum { ROWS = 13, COLS = 37, N = ROWS * COLS };
-    float *x = inputs(1, N, WITH_NAN | WITH_INF), *bias = inputs(2, COLS, PLAIN);
-    float *want = dup_bytes(x, sizeof(float) * N), *got = dup_bytes(x, sizeof(float) * N);
+/* Bytes of n elements of type t. */
+static size_t nbytes(hfl_precision t, size_t n) { return n * hfl_precision_bytes(t); }
 
+static void test_elementwise(const hfl_backend *be) {
+    enum { N = 13 * 37 };
+    float *want = inputs(1, N, PLAIN), *got = inputs(1, N, PLAIN);
     be->fill(want, -0.0f, N);
     for (size_t i = 0; i < N; i++) hfl_thread_fill(i, got, -0.0f);
     same("fill", got, want, sizeof(float) * N);
+    free(want), free(got);
 
-    memcpy(want, x, sizeof(float) * N);
-    memcpy(got, x, sizeof(float) * N);
-    be->bias_add(want, bias, ROWS, COLS);
-    for (size_t i = 0; i < N; i++) hfl_thread_bias_add(i, got, bias, COLS);
-    same("bias_add", got, want, sizeof(float) * N);
-
-    /* [n = 3, c = 5, hw = 31]: the first 465 of the 481 elements */
-    enum { CN = 3, CC = 5, CHW = 31 };
-    memcpy(want, x, sizeof(float) * N);
-    memcpy(got, x, sizeof(float) * N);
-    be->channel_bias_add(want, bias, CN, CC, CHW);
-    for (size_t i = 0; i < (size_t)CN * CC * CHW; i++)
-        hfl_thread_channel_bias_add(i, got, bias, CC, CHW);
-    same("channel_bias_add", got, want, sizeof(float) * N);
-
-    be->relu_fwd(want, x, N);
-    for (size_t i = 0; i < N; i++) hfl_thread_relu_fwd(i, got, x);
-    same("relu_fwd", got, want, sizeof(float) * N);
-
-    float *dy = inputs(3, N, WITH_NAN), *y = dup_bytes(want, sizeof(float) * N);
-    be->relu_bwd(want, dy, y, N);
-    for (size_t i = 0; i < N; i++) hfl_thread_relu_bwd(i, got, dy, y);
-    same("relu_bwd", got, want, sizeof(float) * N);
-    /* dx may alias dy */
-    float *alias_want = dup_bytes(dy, sizeof(float) * N), *alias_got = dup_bytes(dy, sizeof(float) * N);
-    be->relu_bwd(alias_want, alias_want, y, N);
-    for (size_t i = 0; i < N; i++) hfl_thread_relu_bwd(i, alias_got, alias_got, y);
-    same("relu_bwd in place", alias_got, alias_want, sizeof(float) * N);
-
-    for (int lp = HFL_PREC_BF16; lp <= HFL_PREC_FP16; lp++) {
+    for (int t = HFL_PREC_FP32; t <= HFL_PREC_FP16; t++) {
         char what[64];
-        uint16_t *hx = inputs_lp(lp, 4, N, WITH_NAN | WITH_INF), *hdy = inputs_lp(lp, 5, N, WITH_NAN);
-        uint16_t *hw = malloc(sizeof(uint16_t) * N), *hg = malloc(sizeof(uint16_t) * N);
-        be->relu_fwd_lp(lp, hw, hx, N);
-        for (size_t i = 0; i < N; i++) hfl_thread_relu_fwd_lp(i, lp, hg, hx);
-        snprintf(what, sizeof what, "relu_fwd_lp %s", lp_name(lp));
-        same(what, hg, hw, sizeof(uint16_t) * N);
-        uint16_t *hy = dup_bytes(hw, sizeof(uint16_t) * N);
-        be->relu_bwd_lp(lp, hw, hdy, hy, N);
-        for (size_t i = 0; i < N; i++) hfl_thread_relu_bwd_lp(i, lp, hg, hdy, hy);
-        snprintf(what, sizeof what, "relu_bwd_lp %s", lp_name(lp));
-        same(what, hg, hw, sizeof(uint16_t) * N);
+        size_t bytes = nbytes(t, N);
+        void *x = inputs_of(t, 4, N, WITH_NAN | WITH_INF), *dy = inputs_of(t, 5, N, WITH_NAN);
+        void *w = malloc(bytes), *g = malloc(bytes);
+        be->relu_fwd(t, w, x, N);
+        for (size_t i = 0; i < N; i++) hfl_thread_relu_fwd(i, t, g, x);
+        snprintf(what, sizeof what, "relu_fwd %s", lp_name(t));
+        same(what, g, w, bytes);
+        void *y = dup_bytes(w, bytes);
+        be->relu_bwd(t, w, dy, y, N);
+        for (size_t i = 0; i < N; i++) hfl_thread_relu_bwd(i, t, g, dy, y);
+        snprintf(what, sizeof what, "relu_bwd %s", lp_name(t));
+        same(what, g, w, bytes);
+        /* dx may alias dy */
+        memcpy(w, dy, bytes), memcpy(g, dy, bytes);
+        be->relu_bwd(t, w, w, y, N);
+        for (size_t i = 0; i < N; i++) hfl_thread_relu_bwd(i, t, g, g, y);
+        snprintf(what, sizeof what, "relu_bwd in place %s", lp_name(t));
+        same(what, g, w, bytes);
 
-        /* round_lp of values that land on ties, in the subnormals and past the
+        /* convert of values that land on ties, in the subnormals and past the
          * largest finite value, as well as the specials. */
         float *src = inputs(6, N, WITH_NAN | WITH_INF);
         for (size_t i = 0; i < N; i += 5) src[i] *= i % 2 ? 1e-6f : 7e4f;
-        for (size_t i = 1; i < N; i += 9) /* halfway between two 2-byte neighbours */
-            src[i] = hfl_op_widen(lp, (uint16_t)(0x3C00 + i)) +
-                     (hfl_op_widen(lp, (uint16_t)(0x3C01 + i)) - hfl_op_widen(lp, (uint16_t)(0x3C00 + i))) * 0.5f;
-        be->round_lp(lp, hw, src, N);
-        for (size_t i = 0; i < N; i++) hfl_thread_round_lp(i, lp, hg, src);
-        snprintf(what, sizeof what, "round_lp %s", lp_name(lp));
-        same(what, hg, hw, sizeof(uint16_t) * N);
+        for (size_t i = 1; t != HFL_PREC_FP32 && i < N;
+             i += 9) /* halfway between two 2-byte neighbours */
+            src[i] = hfl_op_widen(t, (uint16_t)(0x3C00 + i)) +
+                     (hfl_op_widen(t, (uint16_t)(0x3C01 + i)) -
+                      hfl_op_widen(t, (uint16_t)(0x3C00 + i))) *
+                         0.5f;
+        be->convert(t, w, src, N);
+        for (size_t i = 0; i < N; i++) hfl_thread_convert(i, t, g, src);
+        snprintf(what, sizeof what, "convert %s", lp_name(t));
+        same(what, g, w, bytes);
+        CHECK(t != HFL_PREC_FP32 || memcmp(w, src, bytes) == 0); /* fp32: a copy */
+        free(x), free(dy), free(w), free(g), free(y), free(src);
+        if (t == HFL_PREC_FP32) continue;
 
-        /* widen: exact, so round_lp of every widened pattern gives it back
+        /* widen: exact, so convert of every widened pattern gives it back
          * (a NaN stays a NaN of the same sign). */
         uint16_t *all = malloc(sizeof(uint16_t) * 65536), *back = malloc(sizeof(uint16_t) * 65536);
         float *wide = malloc(sizeof(float) * 65536);
         for (size_t i = 0; i < 65536; i++) all[i] = (uint16_t)i;
-        for (size_t i = 0; i < 65536; i++) hfl_thread_widen(i, lp, wide, all);
-        be->round_lp(lp, back, wide, 65536);
+        for (size_t i = 0; i < 65536; i++) hfl_thread_widen(i, t, wide, all);
+        be->convert(t, back, wide, 65536);
         int bad = 0;
         for (size_t i = 0; i < 65536; i++) {
             float v = wide[i];
             bad += v == v ? back[i] != all[i] : (back[i] & 0x8000) != (all[i] & 0x8000);
+            bad += v == v && memcmp(&v, &(float){hfl_ld(t, all, i)}, sizeof v) != 0;
         }
-        snprintf(what, sizeof what, "widen %s round trip", lp_name(lp));
+        snprintf(what, sizeof what, "widen %s round trip", lp_name(t));
         if (bad) fprintf(stderr, "%s: %d patterns differ\n", what, bad);
         CHECK(bad == 0);
-        free(all), free(back), free(wide), free(src);
-        free(hx), free(hdy), free(hw), free(hg), free(hy);
+        free(all), free(back), free(wide);
     }
-    free(x), free(bias), free(want), free(got), free(dy), free(y), free(alias_want), free(alias_got);
-    printf("elementwise: fill, bias_add, channel_bias_add, relu fwd/bwd (fp32, bf16, fp16), round_lp, widen\n");
+    printf("elementwise: fill, relu fwd/bwd, convert (fp32, bf16, fp16), widen\n");
 }
 
 /* ---- SGD, unscale, scaler ---- */
 
+/* sgd_step in each type: the master weights, momentum and working copy
+ * (fp32: the masters themselves, as the trainer passes them) as the thread
+ * body leaves them. */
 static void test_sgd(const hfl_backend *be) {
     enum { N = 1001 };
     static const float moms[] = {0.0f, 0.9f}, wds[] = {0.0f, 5e-4f};
-    for (int mi = 0; mi < 2; mi++)
-        for (int wi = 0; wi < 2; wi++) {
-            float mom = moms[mi], wd = wds[wi], lr = 0.0375f;
-            float *w0 = inputs(10, N, PLAIN), *g = inputs(11, N, PLAIN), *v0 = inputs(12, N, PLAIN);
-            float *ww = dup_bytes(w0, sizeof(float) * N), *wg = dup_bytes(w0, sizeof(float) * N);
-            float *vw = dup_bytes(v0, sizeof(float) * N), *vg = dup_bytes(v0, sizeof(float) * N);
-            char what[64];
-            /* Without momentum v is unused and may be NULL. */
-            be->sgd_step(ww, mom != 0.0f ? vw : NULL, g, N, lr, mom, wd);
-            for (size_t i = 0; i < N; i++)
-                hfl_thread_sgd_step(i, wg, mom != 0.0f ? vg : NULL, g, lr, mom, wd);
-            snprintf(what, sizeof what, "sgd_step momentum %g wd %g", mom, wd);
-            same(what, wg, ww, sizeof(float) * N);
-            same(what, vg, vw, sizeof(float) * N);
-            for (int lp = HFL_PREC_BF16; lp <= HFL_PREC_FP16; lp++) {
+    for (int t = HFL_PREC_FP32; t <= HFL_PREC_FP16; t++)
+        for (int mi = 0; mi < 2; mi++)
+            for (int wi = 0; wi < 2; wi++) {
+                float mom = moms[mi], wd = wds[wi], lr = 0.0375f;
+                float *w0 = inputs(10, N, PLAIN), *g = inputs(11, N, PLAIN),
+                      *v0 = inputs(12, N, PLAIN);
+                float *ww = dup_bytes(w0, sizeof(float) * N),
+                      *wg = dup_bytes(w0, sizeof(float) * N);
+                float *vw = dup_bytes(v0, sizeof(float) * N),
+                      *vg = dup_bytes(v0, sizeof(float) * N);
                 uint16_t hw[N], hg[N];
-                memcpy(ww, w0, sizeof(float) * N);
-                memcpy(wg, w0, sizeof(float) * N);
-                memcpy(vw, v0, sizeof(float) * N);
-                memcpy(vg, v0, sizeof(float) * N);
+                void *cw = t == HFL_PREC_FP32 ? (void *)ww : hw,
+                     *cg = t == HFL_PREC_FP32 ? (void *)wg : hg;
                 hfl_step_scalars sc = {.loss_scale = 1.0f, .finite = 1};
-                be->sgd_step_lp(lp, ww, vw, g, hw, N, lr, mom, wd, (mi + wi) % 2 ? &sc : NULL);
-                for (size_t i = 0; i < N; i++) hfl_thread_sgd_step_lp(i, lp, wg, vg, g, hg, lr, mom, wd);
-                snprintf(what, sizeof what, "sgd_step_lp %s momentum %g wd %g", lp_name(lp), mom, wd);
+                char what[64];
+                /* Without momentum v is unused and may be NULL. */
+                be->sgd_step(t, ww, mom != 0.0f ? vw : NULL, g, cw, N, lr, mom, wd,
+                             (mi + wi) % 2 ? &sc : NULL);
+                for (size_t i = 0; i < N; i++)
+                    hfl_thread_sgd_step(i, t, wg, mom != 0.0f ? vg : NULL, g, cg, lr, mom, wd);
+                snprintf(what, sizeof what, "sgd_step %s momentum %g wd %g", lp_name(t), mom, wd);
                 same(what, wg, ww, sizeof(float) * N);
                 same(what, vg, vw, sizeof(float) * N);
-                same(what, hg, hw, sizeof(uint16_t) * N);
+                same(what, cg, cw, nbytes(t, N));
+                free(w0), free(g), free(v0), free(ww), free(wg), free(vw), free(vg);
             }
-            free(w0), free(g), free(v0), free(ww), free(wg), free(vw), free(vg);
-        }
     float *g = inputs(13, N, PLAIN), *w = inputs(14, N, PLAIN), *a = inputs(15, N, PLAIN);
     float *gw = dup_bytes(g, sizeof(float) * N), *gg = dup_bytes(g, sizeof(float) * N);
     be->prox_grad(gw, w, a, N, 0.01f);
     for (size_t i = 0; i < N; i++) hfl_thread_prox_grad(i, gg, w, a, 0.01f);
     same("prox_grad mu 0.01", gg, gw, sizeof(float) * N);
     free(g), free(w), free(a), free(gw), free(gg);
-    printf("sgd: sgd_step and sgd_step_lp (bf16, fp16), momentum 0/0.9, wd 0/5e-4; prox_grad\n");
+    printf("sgd: sgd_step (fp32, bf16, fp16), momentum 0/0.9, wd 0/5e-4; prox_grad\n");
 }
 
 static void test_unscale(const hfl_backend *be) {
@@ -226,21 +210,18 @@ static void test_unscale(const hfl_backend *be) {
 
 /* ---- AdamW's step count on the device ---- */
 
-/* What the CUDA backend runs for adamw_step(_lp) with a.sc (cuda/lm.cu):
+/* What the CUDA backend runs for adamw_step with a.sc (cuda/elementwise.cu):
  * k_adamw_count's one thread (the count, or nothing for a skipped step),
  * then the update kernel, which returns at once for a skipped step, else
  * has thread 0 of each block turn sc's powers into the bias corrections
  * and runs the element bodies. */
 static void adamw_as_kernels(hfl_precision prec, float *w, float *m, float *v, const float *g,
-                             uint16_t *hw, size_t n, hfl_adamw_args a,
+                             void *hw, size_t n, hfl_adamw_args a,
                              const hfl_step_scalars *skip_if_nonfinite) {
-    hfl_lm_adamw_count(a.sc, a.beta1, a.beta2, skip_if_nonfinite);
+    hfl_op_adamw_count(a.sc, a.beta1, a.beta2, skip_if_nonfinite);
     if (skip_if_nonfinite && !skip_if_nonfinite->finite) return;
-    hfl_lm_adamw_bias(a.sc, &a);
-    for (size_t i = 0; i < n; i++) {
-        if (prec == HFL_PREC_FP32) hfl_lm_thread_adamw(i, w, m, v, g, a);
-        else hfl_lm_thread_adamw_lp(i, prec, w, m, v, g, hw, a);
-    }
+    hfl_op_adamw_bias(a.sc, &a);
+    for (size_t i = 0; i < n; i++) hfl_thread_adamw_step(i, prec, w, m, v, g, hw, a);
 }
 
 /* Six steps in each precision (fp16's third one skipped) through the CPU
@@ -269,11 +250,13 @@ static void test_adamw_count(const hfl_backend *be) {
             counted += sc[0].finite;
             hfl_adamw_args a = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
                                 .wd = 0.1f};
+            /* fp32: the masters are the working weights, as the trainer passes them */
+            void *w0 = prec == HFL_PREC_FP32 ? (void *)w[0] : hw[0],
+                 *w1 = prec == HFL_PREC_FP32 ? (void *)w[1] : hw[1];
             a.sc = &sc[0];
-            if (prec == HFL_PREC_FP32) be->lm->adamw_step(w[0], m[0], v[0], g, N, a);
-            else be->lm->adamw_step_lp(prec, w[0], m[0], v[0], g, hw[0], N, a, fp16 ? &sc[0] : NULL);
+            be->adamw_step(prec, w[0], m[0], v[0], g, w0, N, a, fp16 ? &sc[0] : NULL);
             a.sc = &sc[1];
-            adamw_as_kernels(prec, w[1], m[1], v[1], g, hw[1], N, a, fp16 ? &sc[1] : NULL);
+            adamw_as_kernels(prec, w[1], m[1], v[1], g, w1, N, a, fp16 ? &sc[1] : NULL);
             char what[64];
             snprintf(what, sizeof what, "adamw_step with device scalars, %s step %d",
                      prec == HFL_PREC_FP32 ? "fp32" : lp_name(prec), step + 1);
@@ -286,7 +269,7 @@ static void test_adamw_count(const hfl_backend *be) {
         }
         CHECK(sc[0].adam_steps == counted && counted == (fp16 ? STEPS - 1 : STEPS));
         hfl_adamw_args from_sc = {.lr = 1e-2f}, made = hfl_adamw_make(1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, counted);
-        hfl_lm_adamw_bias(&sc[0], &from_sc);
+        hfl_op_adamw_bias(&sc[0], &from_sc);
         same("hfl_adamw_make's step_size", &made.step_size, &from_sc.step_size, sizeof(float));
         same("hfl_adamw_make's bc2_sqrt", &made.bc2_sqrt, &from_sc.bc2_sqrt, sizeof(float));
         for (int k = 0; k < 2; k++) free(w[k]), free(m[k]), free(v[k]);
@@ -312,9 +295,9 @@ static void test_adamw_bias_vs_pow(void) {
         hfl_step_scalars sc = {.finite = 1, .adam_beta1_pow = 1.0, .adam_beta2_pow = 1.0};
         int off = 0, far = 0;
         for (int t = 1; t <= STEPS; t++) {
-            hfl_lm_adamw_count(&sc, b1, b2, NULL);
+            hfl_op_adamw_count(&sc, b1, b2, NULL);
             hfl_adamw_args a = {.lr = lr};
-            hfl_lm_adamw_bias(&sc, &a);
+            hfl_op_adamw_bias(&sc, &a);
             float want[2] = {(float)(lr / (1.0 - pow(b1, t))), (float)sqrt(1.0 - pow(b2, t))};
             float got[2] = {a.step_size, a.bc2_sqrt};
             for (int j = 0; j < 2; j++) {
@@ -336,48 +319,38 @@ static void test_bias_grads(const hfl_backend *be) {
     for (int si = 0; si < 4; si++) {
         int rows = shapes[si][0], cols = shapes[si][1];
         size_t n = (size_t)rows * cols;
-        float *dy = inputs(30, n, COARSE), *db0 = inputs(31, (size_t)cols, PLAIN);
-        for (size_t i = 0; i < n; i += 3) dy[i] *= 0.1f; /* unequal magnitudes: order matters */
+        float *db0 = inputs(31, (size_t)cols, PLAIN);
         float *dw = dup_bytes(db0, sizeof(float) * cols), *dg = dup_bytes(db0, sizeof(float) * cols);
-        char what[64];
-        be->bias_grad(dw, dy, rows, cols);
-        for (size_t c = 0; c < (size_t)cols; c++) hfl_thread_bias_grad(c, dg, dy, rows, cols);
-        snprintf(what, sizeof what, "bias_grad %dx%d", rows, cols);
-        same(what, dg, dw, sizeof(float) * cols);
-        for (int lp = HFL_PREC_BF16; lp <= HFL_PREC_FP16; lp++) {
-            uint16_t *hdy = inputs_lp(lp, 32, n, PLAIN);
+        for (int t = HFL_PREC_FP32; t <= HFL_PREC_FP16; t++) {
+            char what[64];
+            float *f = inputs(30, n, COARSE);
+            for (size_t i = 0; i < n; i += 3) f[i] *= 0.1f; /* unequal magnitudes: order matters */
+            void *dy = malloc(nbytes(t, n));
+            for (size_t i = 0; i < n; i++) hfl_st(t, dy, i, f[i]);
             memcpy(dw, db0, sizeof(float) * cols);
             memcpy(dg, db0, sizeof(float) * cols);
-            be->bias_grad_lp(lp, dw, hdy, rows, cols);
-            for (size_t c = 0; c < (size_t)cols; c++) hfl_thread_bias_grad_lp(c, lp, dg, hdy, rows, cols);
-            snprintf(what, sizeof what, "bias_grad_lp %s %dx%d", lp_name(lp), rows, cols);
+            be->bias_grad(t, dw, dy, rows, cols);
+            for (size_t c = 0; c < (size_t)cols; c++)
+                hfl_thread_bias_grad(c, t, dg, dy, rows, cols);
+            snprintf(what, sizeof what, "bias_grad %s %dx%d", lp_name(t), rows, cols);
             same(what, dg, dw, sizeof(float) * cols);
-            free(hdy);
-        }
-        /* channel form: [n = rows % 4 + 1, c = cols, hw = 7] */
-        int cn = rows % 4 + 1, hw = 7;
-        size_t cnum = (size_t)cn * cols * hw;
-        float *cdy = inputs(33, cnum, PLAIN);
-        memcpy(dw, db0, sizeof(float) * cols);
-        memcpy(dg, db0, sizeof(float) * cols);
-        be->channel_bias_grad(dw, cdy, cn, cols, hw);
-        for (size_t ch = 0; ch < (size_t)cols; ch++) hfl_thread_channel_bias_grad(ch, dg, cdy, cn, cols, hw);
-        snprintf(what, sizeof what, "channel_bias_grad n %d c %d hw %d", cn, cols, hw);
-        same(what, dg, dw, sizeof(float) * cols);
-        for (int lp = HFL_PREC_BF16; lp <= HFL_PREC_FP16; lp++) {
-            uint16_t *hdy = inputs_lp(lp, 34, cnum, PLAIN);
+            /* channel form: [n = rows % 4 + 1, c = cols, hw = 7] */
+            int cn = rows % 4 + 1, hw = 7;
+            size_t cnum = (size_t)cn * cols * hw;
+            void *cdy = inputs_of(t, 33, cnum, PLAIN);
             memcpy(dw, db0, sizeof(float) * cols);
             memcpy(dg, db0, sizeof(float) * cols);
-            be->channel_bias_grad_lp(lp, dw, hdy, cn, cols, hw);
+            be->channel_bias_grad(t, dw, cdy, cn, cols, hw);
             for (size_t ch = 0; ch < (size_t)cols; ch++)
-                hfl_thread_channel_bias_grad_lp(ch, lp, dg, hdy, cn, cols, hw);
-            snprintf(what, sizeof what, "channel_bias_grad_lp %s", lp_name(lp));
+                hfl_thread_channel_bias_grad(ch, t, dg, cdy, cn, cols, hw);
+            snprintf(what, sizeof what, "channel_bias_grad %s n %d c %d hw %d", lp_name(t), cn,
+                     cols, hw);
             same(what, dg, dw, sizeof(float) * cols);
-            free(hdy);
+            free(f), free(dy), free(cdy);
         }
-        free(dy), free(db0), free(dw), free(dg), free(cdy);
+        free(db0), free(dw), free(dg);
     }
-    printf("bias grads: bias_grad, channel_bias_grad and their bf16/fp16 forms, 4 shapes\n");
+    printf("bias grads: bias_grad and channel_bias_grad in fp32, bf16 and fp16, 4 shapes\n");
 }
 
 /* ---- convolution and pooling ---- */
@@ -386,39 +359,28 @@ static void test_conv(const hfl_backend *be) {
     int n = N_SAMPLES;
     for (int gi = 0; gi < N_GEOMS; gi++) {
         hfl_window_geom g = geom_at(gi);
-        size_t in_n = (size_t)n * g.c * g.h * g.w, col_n = (size_t)n * g.c * g.k * g.k * g.ho * g.wo;
-        char what[96];
-        float *x = inputs(40 + gi, in_n, WITH_NAN | WITH_INF);
-        float *cw = malloc(sizeof(float) * col_n), *cg = malloc(sizeof(float) * col_n);
-        be->im2col(cw, x, n, g);
-        for (size_t i = 0; i < col_n; i++) hfl_thread_im2col(i, cg, x, g);
-        snprintf(what, sizeof what, "im2col geometry %d", gi);
-        same(what, cg, cw, sizeof(float) * col_n);
-
+        size_t in_n = (size_t)n * g.c * g.h * g.w,
+               col_n = (size_t)n * g.c * g.k * g.k * g.ho * g.wo;
         float *cols = inputs(60 + gi, col_n, PLAIN);
-        float *dw = malloc(sizeof(float) * in_n), *dg = malloc(sizeof(float) * in_n);
-        be->col2im(dw, cols, n, g);
-        for (size_t i = 0; i < in_n; i++) hfl_thread_col2im(i, dg, cols, g);
-        snprintf(what, sizeof what, "col2im geometry %d", gi);
-        same(what, dg, dw, sizeof(float) * in_n);
-
-        for (int lp = HFL_PREC_BF16; lp <= HFL_PREC_FP16; lp++) {
-            uint16_t *hx = inputs_lp(lp, 80 + gi, in_n, WITH_NAN | WITH_INF);
-            uint16_t *hcw = malloc(sizeof(uint16_t) * col_n), *hcg = malloc(sizeof(uint16_t) * col_n);
-            be->im2col_lp(lp, hcw, hx, n, g);
-            for (size_t i = 0; i < col_n; i++) hfl_thread_im2col_lp(i, hcg, hx, g);
-            snprintf(what, sizeof what, "im2col_lp %s geometry %d", lp_name(lp), gi);
-            same(what, hcg, hcw, sizeof(uint16_t) * col_n);
-            uint16_t *hdw = malloc(sizeof(uint16_t) * in_n), *hdg = malloc(sizeof(uint16_t) * in_n);
-            be->col2im_lp(lp, hdw, cols, n, g);
-            for (size_t i = 0; i < in_n; i++) hfl_thread_col2im_lp(i, lp, hdg, cols, g);
-            snprintf(what, sizeof what, "col2im_lp %s geometry %d", lp_name(lp), gi);
-            same(what, hdg, hdw, sizeof(uint16_t) * in_n);
-            free(hx), free(hcw), free(hcg), free(hdw), free(hdg);
+        for (int t = HFL_PREC_FP32; t <= HFL_PREC_FP16; t++) {
+            char what[96];
+            void *x = inputs_of(t, 40 + gi, in_n, WITH_NAN | WITH_INF);
+            void *cw = malloc(nbytes(t, col_n)), *cg = malloc(nbytes(t, col_n));
+            be->im2col(t, cw, x, n, g);
+            for (size_t i = 0; i < col_n; i++) hfl_thread_im2col(i, t, cg, x, g);
+            snprintf(what, sizeof what, "im2col %s geometry %d", lp_name(t), gi);
+            same(what, cg, cw, nbytes(t, col_n));
+            void *dw = malloc(nbytes(t, in_n)), *dg = malloc(nbytes(t, in_n));
+            be->col2im(t, dw, cols, n, g);
+            for (size_t i = 0; i < in_n; i++) hfl_thread_col2im(i, t, dg, cols, g);
+            snprintf(what, sizeof what, "col2im %s geometry %d", lp_name(t), gi);
+            same(what, dg, dw, nbytes(t, in_n));
+            free(x), free(cw), free(cg), free(dw), free(dg);
         }
-        free(x), free(cw), free(cg), free(cols), free(dw), free(dg);
+        free(cols);
     }
-    printf("conv: im2col, col2im and their bf16/fp16 forms, %d geometries x %d samples\n", N_GEOMS, n);
+    printf("conv: im2col and col2im in fp32, bf16 and fp16, %d geometries x %d samples\n", N_GEOMS,
+           n);
 }
 
 static void test_pool(const hfl_backend *be) {
@@ -428,39 +390,27 @@ static void test_pool(const hfl_backend *be) {
         if (2 * g.p > g.k) continue; /* pooling keeps p <= k/2 */
         tested++;
         size_t in_n = (size_t)n * g.c * g.h * g.w, out_n = (size_t)n * g.c * g.ho * g.wo;
-        char what[96];
-        for (int coarse = 0; coarse < 2; coarse++) {
-            float *x = inputs(100 + gi, in_n, WITH_NAN | (coarse ? COARSE : 0));
-            float *dy = inputs(120 + gi, out_n, PLAIN);
-            float *yw = malloc(sizeof(float) * out_n), *yg = malloc(sizeof(float) * out_n);
-            be->maxpool_fwd(yw, x, n, g);
-            for (size_t i = 0; i < out_n; i++) hfl_thread_maxpool_fwd(i, yg, x, g);
-            snprintf(what, sizeof what, "maxpool_fwd geometry %d%s", gi, coarse ? " with ties" : "");
-            same(what, yg, yw, sizeof(float) * out_n);
-            float *dw = malloc(sizeof(float) * in_n), *dg = malloc(sizeof(float) * in_n);
-            be->maxpool_bwd(dw, dy, x, n, g);
-            for (size_t i = 0; i < in_n; i++) hfl_thread_maxpool_bwd(i, dg, dy, x, g);
-            snprintf(what, sizeof what, "maxpool_bwd geometry %d%s", gi, coarse ? " with ties" : "");
-            same(what, dg, dw, sizeof(float) * in_n);
-            for (int lp = HFL_PREC_BF16; lp <= HFL_PREC_FP16; lp++) {
-                uint16_t *hx = inputs_lp(lp, 140 + gi, in_n, WITH_NAN | (coarse ? COARSE : 0));
-                uint16_t *hdy = inputs_lp(lp, 160 + gi, out_n, PLAIN);
-                uint16_t *hyw = malloc(sizeof(uint16_t) * out_n), *hyg = malloc(sizeof(uint16_t) * out_n);
-                be->maxpool_fwd_lp(lp, hyw, hx, n, g);
-                for (size_t i = 0; i < out_n; i++) hfl_thread_maxpool_fwd_lp(i, lp, hyg, hx, g);
-                snprintf(what, sizeof what, "maxpool_fwd_lp %s geometry %d", lp_name(lp), gi);
-                same(what, hyg, hyw, sizeof(uint16_t) * out_n);
-                uint16_t *hdw = malloc(sizeof(uint16_t) * in_n), *hdg = malloc(sizeof(uint16_t) * in_n);
-                be->maxpool_bwd_lp(lp, hdw, hdy, hx, n, g);
-                for (size_t i = 0; i < in_n; i++) hfl_thread_maxpool_bwd_lp(i, lp, hdg, hdy, hx, g);
-                snprintf(what, sizeof what, "maxpool_bwd_lp %s geometry %d", lp_name(lp), gi);
-                same(what, hdg, hdw, sizeof(uint16_t) * in_n);
-                free(hx), free(hdy), free(hyw), free(hyg), free(hdw), free(hdg);
+        for (int coarse = 0; coarse < 2; coarse++)
+            for (int t = HFL_PREC_FP32; t <= HFL_PREC_FP16; t++) {
+                char what[96];
+                void *x = inputs_of(t, 100 + gi, in_n, WITH_NAN | (coarse ? COARSE : 0));
+                void *dy = inputs_of(t, 120 + gi, out_n, PLAIN);
+                void *yw = malloc(nbytes(t, out_n)), *yg = malloc(nbytes(t, out_n));
+                be->maxpool_fwd(t, yw, x, n, g);
+                for (size_t i = 0; i < out_n; i++) hfl_thread_maxpool_fwd(i, t, yg, x, g);
+                snprintf(what, sizeof what, "maxpool_fwd %s geometry %d%s", lp_name(t), gi,
+                         coarse ? " with ties" : "");
+                same(what, yg, yw, nbytes(t, out_n));
+                void *dw = malloc(nbytes(t, in_n)), *dg = malloc(nbytes(t, in_n));
+                be->maxpool_bwd(t, dw, dy, x, n, g);
+                for (size_t i = 0; i < in_n; i++) hfl_thread_maxpool_bwd(i, t, dg, dy, x, g);
+                snprintf(what, sizeof what, "maxpool_bwd %s geometry %d%s", lp_name(t), gi,
+                         coarse ? " with ties" : "");
+                same(what, dg, dw, nbytes(t, in_n));
+                free(x), free(dy), free(yw), free(yg), free(dw), free(dg);
             }
-            free(x), free(dy), free(yw), free(yg), free(dw), free(dg);
-        }
     }
-    printf("pool: maxpool fwd/bwd and their bf16/fp16 forms, %d geometries, NaN and ties\n", tested);
+    printf("pool: maxpool fwd/bwd in fp32, bf16 and fp16, %d geometries, NaN and ties\n", tested);
 }
 
 /* ---- softmax cross-entropy ---- */
@@ -468,17 +418,14 @@ static void test_pool(const hfl_backend *be) {
 /* What the CUDA loss kernel computes, with its block reduction replaced by
  * the CPU's row order (the one place GPU and CPU differ by design; the gpu
  * suite checks that within a tolerance). */
-static void softmax_rows(hfl_precision lp, const void *logits, const int32_t *labels,
-                         void *dlogits, int rows, int cols, hfl_step_scalars *sc) {
+static void softmax_rows(hfl_precision t, const void *logits, const int32_t *labels, void *dlogits,
+                         int rows, int cols, hfl_step_scalars *sc) {
     double total = 0.0;
     int64_t correct = 0;
     for (size_t r = 0; r < (size_t)rows; r++) {
         int ok;
-        if (lp == HFL_PREC_FP32)
-            total += hfl_thread_softmax_xent(r, logits, labels, dlogits, cols, 1.0f / (float)rows, &ok);
-        else
-            total += hfl_thread_softmax_xent_lp(r, lp, logits, labels, dlogits, cols,
-                                                sc->loss_scale / (float)rows, &ok);
+        total += hfl_thread_softmax_xent(r, t, logits, labels, dlogits, cols,
+                                         sc->loss_scale / (float)rows, &ok);
         correct += ok;
     }
     sc->loss_sum += total;
@@ -493,124 +440,140 @@ static void test_softmax(const hfl_backend *be) {
         size_t n = (size_t)rows * cols;
         int32_t *labels = malloc(sizeof(int32_t) * rows);
         for (int r = 0; r < rows; r++) labels[r] = (int32_t)(hfl_philox_u32(1, 2, 3, 4, 5, r) % cols);
-        char what[96];
-        for (int coarse = 0; coarse < 2; coarse++) {
-            float *z = inputs(200 + si, n, coarse ? COARSE : PLAIN);
-            for (size_t i = 0; i < n; i += 4) z[i] *= 8.0f; /* some large logits */
-            float *dw = malloc(sizeof(float) * n), *dg = malloc(sizeof(float) * n);
-            hfl_step_scalars a = {.loss_sum = 1.25, .correct = 3, .rows = 4, .loss_scale = 1.0f};
-            hfl_step_scalars b = a;
-            be->softmax_xent(z, labels, dw, rows, cols, rows, &a);
-            softmax_rows(HFL_PREC_FP32, z, labels, dg, rows, cols, &b);
-            snprintf(what, sizeof what, "softmax_xent %dx%d%s", rows, cols, coarse ? " ties" : "");
-            same(what, dg, dw, sizeof(float) * n);
-            same(what, &b, &a, sizeof a);
-            be->softmax_xent(z, labels, NULL, rows, cols, rows, &a); /* no gradient asked */
-            softmax_rows(HFL_PREC_FP32, z, labels, NULL, rows, cols, &b);
-            same(what, &b, &a, sizeof a);
-            for (int lp = HFL_PREC_BF16; lp <= HFL_PREC_FP16; lp++) {
-                uint16_t *hz = inputs_lp(lp, 220 + si, n, coarse ? COARSE : PLAIN);
-                uint16_t *hdw = malloc(sizeof(uint16_t) * n), *hdg = malloc(sizeof(uint16_t) * n);
-                float *ws = malloc(sizeof(float) * 2 * cols);
-                hfl_step_scalars c = {.loss_scale = lp == HFL_PREC_FP16 ? 32768.0f : 1.0f};
-                hfl_step_scalars d = c;
-                be->softmax_xent_lp(lp, hz, labels, hdw, rows, cols, rows, &c, ws);
-                softmax_rows(lp, hz, labels, hdg, rows, cols, &d);
-                snprintf(what, sizeof what, "softmax_xent_lp %s %dx%d%s", lp_name(lp), rows, cols,
+        for (int coarse = 0; coarse < 2; coarse++)
+            for (int t = HFL_PREC_FP32; t <= HFL_PREC_FP16; t++) {
+                char what[96];
+                float *f = inputs(200 + si, n, coarse ? COARSE : PLAIN);
+                for (size_t i = 0; i < n; i += 4) f[i] *= 8.0f; /* some large logits */
+                void *z = malloc(nbytes(t, n)), *dw = malloc(nbytes(t, n)),
+                     *dg = malloc(nbytes(t, n));
+                for (size_t i = 0; i < n; i++) hfl_st(t, z, i, f[i]);
+                float *ws = t == HFL_PREC_FP32 ? NULL : malloc(sizeof(float) * 2 * cols);
+                hfl_step_scalars a = {.loss_sum = 1.25,
+                                      .correct = 3,
+                                      .rows = 4,
+                                      .loss_scale = t == HFL_PREC_FP16 ? 32768.0f : 1.0f};
+                hfl_step_scalars b = a;
+                be->softmax_xent(t, z, labels, dw, rows, cols, rows, &a, ws);
+                softmax_rows(t, z, labels, dg, rows, cols, &b);
+                snprintf(what, sizeof what, "softmax_xent %s %dx%d%s", lp_name(t), rows, cols,
                          coarse ? " ties" : "");
-                same(what, hdg, hdw, sizeof(uint16_t) * n);
-                same(what, &d, &c, sizeof c);
-                free(hz), free(hdw), free(hdg), free(ws);
+                same(what, dg, dw, nbytes(t, n));
+                same(what, &b, &a, sizeof a);
+                be->softmax_xent(t, z, labels, NULL, rows, cols, rows, &a,
+                                 ws); /* no gradient asked */
+                softmax_rows(t, z, labels, NULL, rows, cols, &b);
+                same(what, &b, &a, sizeof a);
+                free(f), free(z), free(dw), free(dg), free(ws);
             }
-            free(z), free(dw), free(dg);
-        }
         free(labels);
     }
-    printf("softmax: softmax_xent and its bf16/fp16 forms, 5 shapes, ties, loss scale\n");
+    printf("softmax: softmax_xent in fp32, bf16 and fp16, 5 shapes, ties, loss scale\n");
 }
 
-/* ---- GEMM bias (the CUDA gemm_lp's prefill, fp32 tile path and fp32 add) ---- */
+/* ---- GEMM bias (the CUDA gemm's prefill, fp32 tile path and fp32 add) ---- */
 
-/* The CUDA gemm_lp's tile path for a 2-byte C with a bias and beta != 0,
- * run on the CPU: t = widen(C) by its body, t = alpha op(A) op(B) + beta t
- * by an fp32 sgemm of the widened operands (the GEMM cuBLAS runs into t),
- * then C = round(t + bias) by its body. */
+/* The CUDA gemm's tile path for a 2-byte C with a bias and beta != 0,
+ * run on the CPU: w = widen(C) by its body, w = alpha op(A) op(B) + beta w
+ * by an fp32 gemm of the widened operands (the GEMM cuBLAS runs into w),
+ * then C = round(w + bias) by its body. */
 static void tile_path(const hfl_backend *be, hfl_precision lp, int m, int n, int k, float alpha,
                       const uint16_t *a, const uint16_t *b, float beta, uint16_t *c, int ldc,
                       const uint16_t *bias, int axis) {
-    float *t = malloc(sizeof(float) * (size_t)m * n + 1), *fa = malloc(sizeof(float) * (size_t)m * k + 1);
+    float *w = malloc(sizeof(float) * (size_t)m * n + 1),
+          *fa = malloc(sizeof(float) * (size_t)m * k + 1);
     float *fb = malloc(sizeof(float) * (size_t)k * n + 1);
     for (size_t i = 0; i < (size_t)m * k; i++) fa[i] = hfl_op_widen(lp, a[i]);
     for (size_t i = 0; i < (size_t)k * n; i++) fb[i] = hfl_op_widen(lp, b[i]);
-    for (size_t i = 0; i < (size_t)m * n; i++) hfl_thread_widen_tile_lp(i, lp, t, n, c, ldc, n);
-    be->sgemm(0, 0, m, n, k, alpha, fa, k, fb, n, beta, t, n);
-    for (size_t i = 0; i < (size_t)m * n; i++) hfl_thread_bias_round_lp(i, lp, c, ldc, t, n, n, bias, axis);
-    free(t), free(fa), free(fb);
+    for (size_t i = 0; i < (size_t)m * n; i++) hfl_thread_widen_tile(i, lp, w, n, c, ldc, n);
+    be->gemm(HFL_PREC_FP32, 0, 0, 0, m, n, k, alpha, fa, k, fb, n, beta, w, n, NULL, HFL_BIAS_NONE,
+             NULL);
+    for (size_t i = 0; i < (size_t)m * n; i++)
+        hfl_thread_bias_round(i, lp, c, ldc, w, n, n, bias, axis);
+    free(w), free(fa), free(fb);
 }
 
-/* With k = 0 the CPU's gemm_lp is C = beta C + bias rounded once; with k <=
- * HFL_GEMM_TILE_K and m, n <= HFL_GEMM_TILE it is one fp32 sgemm of the
+/* With k = 0 the CPU's 2-byte gemm is C = beta C + bias rounded once; with
+ * k <= HFL_GEMM_TILE_K and m, n <= HFL_GEMM_TILE it is one fp32 sgemm of the
  * widened tiles into widened C, then the bias and one rounding: the tile
- * path must give the same bits in both. */
+ * path must give the same bits in both. An fp32 C (of an fp32 or a 2-byte
+ * gemm) gets the bias added after the GEMM by its body, one GEMM or a
+ * strided batch. The prefill puts each C element's bias in place. */
 static void test_gemm_bias(const hfl_backend *be) {
-    enum { M = 5, N = 7, LDC = 9, K = 37 };
-    for (int lp = HFL_PREC_BF16; lp <= HFL_PREC_FP16; lp++)
+    enum { M = 5, N = 7, LDC = 9, K = 37, COUNT = 3, STRIDE = M * LDC + 4 };
+    for (int t = HFL_PREC_FP32; t <= HFL_PREC_FP16; t++)
         for (int axis = HFL_BIAS_COL; axis <= HFL_BIAS_ROW; axis++) {
             char what[96];
-            uint16_t *bias = inputs_lp(lp, 300, axis == HFL_BIAS_ROW ? M : N, PLAIN);
-            uint16_t *c0 = inputs_lp(lp, 301, M * LDC, PLAIN);
-            uint16_t *a = inputs_lp(lp, 304, M * K, PLAIN), *b = inputs_lp(lp, 305, K * N, PLAIN);
-            uint16_t *cw = dup_bytes(c0, sizeof(uint16_t) * M * LDC), *cg = dup_bytes(c0, sizeof(uint16_t) * M * LDC);
+            int bn = axis == HFL_BIAS_ROW ? M : N;
+            void *bias = inputs_of(t, 300, bn, PLAIN);
+            void *a = inputs_of(t, 304, M * K, PLAIN), *b = inputs_of(t, 305, K * N, PLAIN);
             float ws[3 * M * N + M * K + K * N];
-            be->gemm_lp(lp, 0, 0, 0, M, N, 0, 1.0f, NULL, 1, NULL, N, 0.75f, cw, LDC, bias, axis, ws);
-            tile_path(be, lp, M, N, 0, 1.0f, a, b, 0.75f, cg, LDC, bias, axis);
-            snprintf(what, sizeof what, "gemm tile path k 0 %s axis %d", lp_name(lp), axis);
-            same(what, cg, cw, sizeof(uint16_t) * M * LDC);
-            memcpy(cw, c0, sizeof(uint16_t) * M * LDC), memcpy(cg, c0, sizeof(uint16_t) * M * LDC);
-            be->gemm_lp(lp, 0, 0, 0, M, N, K, 0.5f, a, K, b, N, 1.0f, cw, LDC, bias, axis, ws);
-            tile_path(be, lp, M, N, K, 0.5f, a, b, 1.0f, cg, LDC, bias, axis);
-            snprintf(what, sizeof what, "gemm tile path k %d %s axis %d", K, lp_name(lp), axis);
-            same(what, cg, cw, sizeof(uint16_t) * M * LDC);
-            free(a), free(b);
+            if (t != HFL_PREC_FP32) {
+                uint16_t *c0 = inputs_lp(t, 301, M * LDC, PLAIN);
+                uint16_t *cw = dup_bytes(c0, sizeof(uint16_t) * M * LDC),
+                         *cg = dup_bytes(c0, sizeof(uint16_t) * M * LDC);
+                be->gemm(t, 0, 0, 0, M, N, 0, 1.0f, NULL, 1, NULL, N, 0.75f, cw, LDC, bias, axis,
+                         ws);
+                tile_path(be, t, M, N, 0, 1.0f, a, b, 0.75f, cg, LDC, bias, axis);
+                snprintf(what, sizeof what, "gemm tile path k 0 %s axis %d", lp_name(t), axis);
+                same(what, cg, cw, sizeof(uint16_t) * M * LDC);
+                memcpy(cw, c0, sizeof(uint16_t) * M * LDC),
+                    memcpy(cg, c0, sizeof(uint16_t) * M * LDC);
+                be->gemm(t, 0, 0, 0, M, N, K, 0.5f, a, K, b, N, 1.0f, cw, LDC, bias, axis, ws);
+                tile_path(be, t, M, N, K, 0.5f, a, b, 1.0f, cg, LDC, bias, axis);
+                snprintf(what, sizeof what, "gemm tile path k %d %s axis %d", K, lp_name(t), axis);
+                same(what, cg, cw, sizeof(uint16_t) * M * LDC);
+                free(c0), free(cw), free(cg);
+            }
 
-            float *f0 = inputs(302, M * LDC, WITH_INF);
-            float *fw = dup_bytes(f0, sizeof(float) * M * LDC), *fg = dup_bytes(f0, sizeof(float) * M * LDC);
-            be->gemm_lp(lp, HFL_GEMM_C_F32, 0, 0, M, N, 0, 1.0f, NULL, 1, NULL, N, 1.0f, fw, LDC, bias, axis, ws);
-            for (size_t i = 0; i < M * N; i++) hfl_thread_bias_add_f32(i, lp, fg, LDC, N, bias, axis);
-            snprintf(what, sizeof what, "gemm bias add fp32 C %s axis %d", lp_name(lp), axis);
-            same(what, fg, fw, sizeof(float) * M * LDC);
-
-            /* the prefill: every C[r, c] is its bias, the ldc padding untouched */
-            memcpy(cg, c0, sizeof(uint16_t) * M * LDC);
-            for (size_t i = 0; i < M * N; i++) hfl_thread_bias_fill_lp(i, cg, LDC, N, bias, axis);
-            int bad = 0;
-            for (int r = 0; r < M; r++)
-                for (int q = 0; q < LDC; q++)
-                    bad += cg[r * LDC + q] != (q >= N ? c0[r * LDC + q] : bias[axis == HFL_BIAS_ROW ? r : q]);
-            CHECK(bad == 0);
-
-            /* the strided prefill: 3 GEMMs whose Cs are STRIDE apart (a gap
-             * between them): each C[r, c] is its bias, the padding and the
-             * gaps untouched */
-            enum { COUNT = 3, STRIDE = M * LDC + 4 };
-            uint16_t *s0 = inputs_lp(lp, 303, COUNT * STRIDE, PLAIN);
-            uint16_t *sg = dup_bytes(s0, sizeof(uint16_t) * COUNT * STRIDE);
+            /* fp32 C: the gemm with its bias against the gemm without, then
+             * the body; one GEMM and a strided batch of COUNT (shared A) */
+            unsigned mask = t == HFL_PREC_FP32 ? 0 : HFL_GEMM_C_F32;
+            float *f0 = inputs(302, COUNT * STRIDE, WITH_INF);
+            float *fw = dup_bytes(f0, sizeof(float) * COUNT * STRIDE),
+                  *fg = dup_bytes(f0, sizeof(float) * COUNT * STRIDE);
+            be->gemm(t, mask, 0, 0, M, N, K, 0.5f, a, K, b, N, 1.0f, fw, LDC, bias, axis, ws);
+            be->gemm(t, mask, 0, 0, M, N, K, 0.5f, a, K, b, N, 1.0f, fg, LDC, NULL, HFL_BIAS_NONE,
+                     ws);
+            for (size_t i = 0; i < M * N; i++)
+                hfl_thread_bias_add_f32(i, t, fg, LDC, M, N, 0, bias, axis);
+            snprintf(what, sizeof what, "gemm bias add fp32 C %s axis %d", lp_name(t), axis);
+            same(what, fg, fw, sizeof(float) * COUNT * STRIDE);
+            memcpy(fw, f0, sizeof(float) * COUNT * STRIDE),
+                memcpy(fg, f0, sizeof(float) * COUNT * STRIDE);
+            be->gemm_strided(t, mask, 0, 0, M, N, K, 0.5f, a, K, 0, b, N, 0, 1.0f, fw, LDC, STRIDE,
+                             COUNT, bias, axis, ws);
+            be->gemm_strided(t, mask, 0, 0, M, N, K, 0.5f, a, K, 0, b, N, 0, 1.0f, fg, LDC, STRIDE,
+                             COUNT, NULL, HFL_BIAS_NONE, ws);
             for (size_t i = 0; i < COUNT * M * N; i++)
-                hfl_thread_bias_fill_lp_strided(i, sg, LDC, M, N, STRIDE, bias, axis);
-            bad = 0;
-            for (int g = 0; g < COUNT; g++)
+                hfl_thread_bias_add_f32(i, t, fg, LDC, M, N, STRIDE, bias, axis);
+            snprintf(what, sizeof what, "strided gemm bias add fp32 C %s axis %d", lp_name(t),
+                     axis);
+            same(what, fg, fw, sizeof(float) * COUNT * STRIDE);
+            free(f0), free(fw), free(fg);
+
+            /* the prefill of COUNT Cs that are STRIDE apart (a gap between
+             * them): each C[r, c] is its bias, the padding and the gaps
+             * untouched */
+            void *s0 = inputs_of(t, 303, COUNT * STRIDE, PLAIN);
+            void *sg = dup_bytes(s0, nbytes(t, COUNT * STRIDE));
+            for (size_t i = 0; i < COUNT * M * N; i++)
+                hfl_thread_bias_fill(i, t, sg, LDC, M, N, STRIDE, bias, axis);
+            int bad = 0;
+            for (int gm = 0; gm < COUNT; gm++)
                 for (int q = 0; q < STRIDE; q++) {
                     int r = q / LDC, col = q % LDC;
-                    uint16_t want = r >= M || col >= N ? s0[g * STRIDE + q]
-                                                       : bias[axis == HFL_BIAS_ROW ? r : col];
-                    bad += sg[g * STRIDE + q] != want;
+                    size_t at = (size_t)gm * STRIDE + q;
+                    const void *want = r >= M || col >= N
+                                           ? hfl_at(t, s0, at)
+                                           : hfl_at(t, bias, axis == HFL_BIAS_ROW ? r : col);
+                    bad += memcmp(hfl_at(t, sg, at), want, hfl_precision_bytes(t)) != 0;
                 }
             CHECK(bad == 0);
-            free(s0), free(sg);
-            free(bias), free(c0), free(cw), free(cg), free(f0), free(fw), free(fg);
+            free(s0), free(sg), free(bias), free(a), free(b);
         }
-    printf("gemm bias: prefill (single and strided), fp32 tile path (beta != 0) and fp32 add, bf16/fp16, "
-           "row and column bias\n");
+    printf("gemm bias: prefill (strided), fp32 tile path (beta != 0) and fp32 C add (one and "
+           "strided), fp32/bf16/fp16, row and column bias\n");
 }
 
 int main(void) {

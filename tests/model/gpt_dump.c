@@ -10,10 +10,10 @@
  * mean cross-entropy over n*T positions). The file holds "tokens", "params",
  * "loss" (one value) and "grads"; metadata n, T, C, H, V, L and precision.
  *
- * With bf16 or fp16 the step runs in 2-byte storage (gpt.h's _lp forms,
- * mixed precision: 2-byte working weights and activations, fp32 gradients;
- * fp16 with a loss scale of 1024, divided out by unscale_grads); "params"
- * then holds the working weights widened, the values the model really used.
+ * With bf16 or fp16 the step runs in 2-byte storage (mixed precision:
+ * 2-byte working weights and activations, fp32 gradients; fp16 with a loss
+ * scale of 1024, divided out by unscale_grads); "params" then holds the
+ * working weights widened, the values the model really used.
  *
  * With a schedule (none, sqrt, optimal, full) the same step runs instead
  * through the model spec (model.h's LANGUAGE MODELS, parsed from JSON), the
@@ -51,7 +51,10 @@
 enum { N = 3, T = 8, C = 16, H = 2, V = 32, L = 2, ROWS = N * T };
 
 static float *zeros(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
-static uint16_t *zeros16(size_t n) { return calloc(n ? n : 1, sizeof(uint16_t)); }
+/* n zeroed elements of type t. */
+static void *zeros_of(hfl_precision t, size_t n) {
+    return calloc(n ? n : 1, hfl_precision_bytes(t));
+}
 
 /* LoRA mode (file comment): rank R (0: off) and alpha; the adapters. */
 static int lora_r;
@@ -72,13 +75,13 @@ static void require_untouched(const float *g, size_t n, const char *what) {
         }
 }
 
-/* Block l's adapter descriptor; w16 (the 2-byte working copies) may be NULL. */
-static hfl_gpt_lora lora_of(int l, uint16_t *w16) {
+/* Block l's adapter descriptor over the working copies w of type t. */
+static hfl_gpt_lora lora_of(int l, hfl_precision t, void *w) {
     size_t nl = hfl_gpt_lora_n_params(C, lora_r);
-    hfl_gpt_lora lo = {.r = lora_r, .scale = lora_alpha / (float)lora_r,
-                       .w = hfl_gpt_lora_view(lora_w + l * nl, C, lora_r),
-                       .d = hfl_gpt_lora_view(lora_g + l * nl, C, lora_r)};
-    if (w16) lo.w_lp = hfl_gpt_lora_view_lp(w16 + l * nl, C, lora_r);
+    hfl_gpt_lora lo = {.r = lora_r,
+                       .scale = lora_alpha / (float)lora_r,
+                       .w = hfl_gpt_lora_view(t, hfl_at(t, w, (ptrdiff_t)(l * nl)), C, lora_r),
+                       .d = hfl_gpt_lora_view(HFL_PREC_FP32, lora_g + l * nl, C, lora_r)};
     return lo;
 }
 
@@ -96,75 +99,83 @@ static void require_accumulated(const float *g1) {
     memcpy(lora_g, g1, nl * sizeof(float));
 }
 
-/* One step in 2-byte storage: params (fp32 in, replaced by the working
- * weights widened), grads (fp32, unscaled); returns the mean loss. */
-static float step_lp(const hfl_backend *be, hfl_precision lp, float *params, float *grads, size_t n_params,
-                     const float *x_in, const int32_t *targets) {
+/* One step on the model's functions in type t: params (fp32 in; in a
+ * 2-byte type replaced by the working weights widened), grads (fp32,
+ * unscaled); returns the mean loss. */
+static float step_direct(const hfl_backend *be, hfl_precision t, float *params, float *grads,
+                         size_t n_params, const float *x_in, const int32_t *targets) {
     const hfl_lm_ops *lm = be->lm;
     size_t nb = hfl_gpt_block_n_params(C), rc = (size_t)ROWS * C;
-    uint16_t *w16 = zeros16(n_params), tok[ROWS];
-    be->round_lp(lp, w16, params, n_params);
-    be->round_lp(lp, tok, x_in, ROWS);
-    for (size_t i = 0; i < n_params; i++) params[i] = hfl_op_widen(lp, w16[i]);
-    uint16_t *wte = w16, *wpe = wte + V * C, *blk = wpe + T * C, *lnf_w = blk + L * nb, *lnf_b = lnf_w + C;
+    void *w = zeros_of(t, n_params), *tok = zeros_of(t, ROWS);
+    be->convert(t, w, params, n_params);
+    be->convert(t, tok, x_in, ROWS);
+    for (size_t i = 0; i < n_params; i++) params[i] = hfl_ld(t, w, i);
+    void *wte = w, *wpe = hfl_at(t, wte, V * C), *blk = hfl_at(t, wpe, T * C);
+    void *lnf_w = hfl_at(t, blk, (ptrdiff_t)(L * nb)), *lnf_b = hfl_at(t, lnf_w, C);
     float *dwte = grads, *dwpe = dwte + V * C, *dblk = dwpe + T * C, *dlnf_w = dblk + L * nb, *dlnf_b = dlnf_w + C;
-    uint16_t *act[L + 1];
-    void *saved[L];
+    void *act[L + 1], *saved[L];
     size_t nl = L * hfl_gpt_lora_n_params(C, lora_r);
-    uint16_t *l16 = lora_r ? zeros16(nl) : NULL;
+    void *lw = lora_r ? zeros_of(t, nl) : NULL;
     hfl_gpt_lora lo[L];
     if (lora_r) { /* the adapters' working copies, and the values they stand for */
-        be->round_lp(lp, l16, lora_w, nl);
-        for (size_t i = 0; i < nl; i++) lora_w[i] = hfl_op_widen(lp, l16[i]);
-        for (int l = 0; l < L; l++) lo[l] = lora_of(l, l16);
+        be->convert(t, lw, lora_w, nl);
+        for (size_t i = 0; i < nl; i++) lora_w[i] = hfl_ld(t, lw, i);
+        for (int l = 0; l < L; l++) lo[l] = lora_of(l, t, lw);
     }
-    for (int l = 0; l <= L; l++) act[l] = zeros16(rc);
-    for (int l = 0; l < L; l++) saved[l] = calloc(1, hfl_gpt_block_saved_bytes_lp(N, T, C, H, lora_r));
-    size_t wsb = hfl_gpt_block_ws_bytes_lp(N, T, C, H, lora_r), hwb = hfl_gpt_head_ws_bytes_lp(ROWS, C, V);
+    for (int l = 0; l <= L; l++) act[l] = zeros_of(t, rc);
+    for (int l = 0; l < L; l++)
+        saved[l] = calloc(1, hfl_gpt_block_saved_bytes(t, N, T, C, H, lora_r));
+    size_t wsb = hfl_gpt_block_ws_bytes(t, N, T, C, H, lora_r),
+           hwb = hfl_gpt_head_ws_bytes(t, ROWS, C, V);
     void *ws = calloc(1, wsb > hwb ? wsb : hwb);
-    uint16_t *hf = zeros16(rc), *logits = zeros16((size_t)ROWS * V), *dlogits = zeros16((size_t)ROWS * V);
-    uint16_t *dx = zeros16(rc), *dhf = zeros16(rc);
-    float *mean = zeros(ROWS), *rstd = zeros(ROWS), *lws = zeros(2 * V);
+    void *hf = zeros_of(t, rc), *logits = zeros_of(t, (size_t)ROWS * V),
+         *dlogits = zeros_of(t, (size_t)ROWS * V);
+    void *dx = zeros_of(t, rc), *dhf = zeros_of(t, rc);
+    float *mean = zeros(ROWS), *rstd = zeros(ROWS), *lws = t == HFL_PREC_FP32 ? NULL : zeros(2 * V);
 
-    lm->embed_fwd_lp(lp, act[0], tok, wte, wpe, ROWS, T, C, V);
+    lm->embed_fwd(t, act[0], tok, wte, wpe, ROWS, T, C, V);
     for (int l = 0; l < L; l++) {
-        hfl_gpt_block_params_lp p = hfl_gpt_block_view_lp(blk + l * nb, C);
-        hfl_gpt_block_saved_lp s = hfl_gpt_block_saved_view_lp(saved[l], N, T, C, H, lora_r);
-        hfl_gpt_block_forward_lp(be, lp, &p, lora_r ? &lo[l] : NULL, act[l], act[l + 1], &s, ws, N, T, C, H);
+        hfl_gpt_block_params p = hfl_gpt_block_view(t, hfl_at(t, blk, (ptrdiff_t)(l * nb)), C);
+        hfl_gpt_block_saved s = hfl_gpt_block_saved_view(t, saved[l], N, T, C, H, lora_r);
+        hfl_gpt_block_forward(be, t, &p, lora_r ? &lo[l] : NULL, act[l], act[l + 1], &s, ws, N, T,
+                              C, H);
     }
-    hfl_gpt_head_forward_lp(be, lp, act[L], lnf_w, lnf_b, wte, hf, mean, rstd, logits, ws, ROWS, C, V);
-    hfl_step_scalars sc = {.loss_scale = lp == HFL_PREC_FP16 ? 1024.0f : 1.0f};
-    be->softmax_xent_lp(lp, logits, targets, dlogits, ROWS, V, ROWS, &sc, lws);
-    hfl_gpt_head_backward_lp(be, lp, act[L], lnf_w, wte, hf, mean, rstd, dlogits, dwte, dlnf_w, dlnf_b, dx,
-                             dhf, ws, ROWS, C, V, 0);
-    uint16_t *dx_head = zeros16(rc);
+    hfl_gpt_head_forward(be, t, act[L], lnf_w, lnf_b, wte, hf, mean, rstd, logits, ws, ROWS, C, V);
+    hfl_step_scalars sc = {.loss_scale = t == HFL_PREC_FP16 ? 1024.0f : 1.0f};
+    be->softmax_xent(t, logits, targets, dlogits, ROWS, V, ROWS, &sc, lws);
+    hfl_gpt_head_backward(be, t, act[L], lnf_w, wte, hf, mean, rstd, dlogits, dwte, dlnf_w, dlnf_b,
+                          dx, dhf, ws, ROWS, C, V, 0);
+    void *dx_head = zeros_of(t, rc);
     float *g1 = zeros(nl);
-    memcpy(dx_head, dx, rc * 2);
+    memcpy(dx_head, dx, rc * hfl_precision_bytes(t));
     for (int pass = 0; pass < (lora_r ? 2 : 1); pass++) { /* LoRA: again, accumulating */
-        if (pass) memcpy(g1, lora_g, nl * sizeof(float)), memcpy(dx, dx_head, rc * 2);
+        if (pass)
+            memcpy(g1, lora_g, nl * sizeof(float)),
+                memcpy(dx, dx_head, rc * hfl_precision_bytes(t));
         for (int l = L - 1; l >= 0; l--) {
-            hfl_gpt_block_params_lp p = hfl_gpt_block_view_lp(blk + l * nb, C);
-            hfl_gpt_block_params d = hfl_gpt_block_view(dblk + l * nb, C);
-            hfl_gpt_block_saved_lp s = hfl_gpt_block_saved_view_lp(saved[l], N, T, C, H, lora_r);
-            hfl_gpt_block_backward_lp(be, lp, &p, &d, lora_r ? &lo[l] : NULL, act[l], &s, dx, dx, ws, N, T,
-                                      C, H, pass);
+            hfl_gpt_block_params p = hfl_gpt_block_view(t, hfl_at(t, blk, (ptrdiff_t)(l * nb)), C);
+            hfl_gpt_block_params d = hfl_gpt_block_view(HFL_PREC_FP32, dblk + l * nb, C);
+            hfl_gpt_block_saved s = hfl_gpt_block_saved_view(t, saved[l], N, T, C, H, lora_r);
+            hfl_gpt_block_backward(be, t, &p, &d, lora_r ? &lo[l] : NULL, act[l], &s, dx, dx, ws, N,
+                                   T, C, H, pass);
         }
     }
-    be->fill(dwpe, 0.0f, (size_t)T * C);
-    lm->embed_bwd_lp(lp, dwte, dwpe, dx, tok, ROWS, T, C, V, 1);
-    if (lora_r) { /* the block gradients hold the sentinel: unscale the rest */
-        require_untouched(dblk, L * nb, "a block gradient");
-        require_accumulated(g1);
+    be->fill(dwpe, 0.0f, (size_t)T * C); /* dwte holds the head's share: both accumulate */
+    lm->embed_bwd(t, dwte, dwpe, dx, tok, ROWS, T, C, V, 1);
+    if (lora_r) require_untouched(dblk, L * nb, "a block gradient"), require_accumulated(g1);
+    if (t != HFL_PREC_FP32 &&
+        lora_r) { /* the block gradients hold the sentinel: unscale the rest */
         int finite = 1;
         be->unscale_grads(dwte, (size_t)(V + T) * C, &sc), finite &= sc.finite;
         be->unscale_grads(dlnf_w, 2 * C, &sc), finite &= sc.finite;
         be->unscale_grads(lora_g, nl, &sc), sc.finite &= finite;
-    } else
-        be->unscale_grads(grads, n_params, &sc);
-    if (!sc.finite) fprintf(stderr, "gpt_dump: non-finite gradients in %s\n", hfl_precision_name(lp));
-    free(dx_head), free(g1), free(l16);
+    } else if (t != HFL_PREC_FP32) be->unscale_grads(grads, n_params, &sc);
+    if (t != HFL_PREC_FP32 && !sc.finite)
+        fprintf(stderr, "gpt_dump: non-finite gradients in %s\n", hfl_precision_name(t));
+    free(dx_head), free(g1), free(lw), free(tok);
     float loss = (float)(sc.loss_sum / ROWS);
-    free(w16), free(ws), free(hf), free(logits), free(dlogits), free(dx), free(dhf), free(mean), free(rstd), free(lws);
+    free(w), free(ws), free(hf), free(logits), free(dlogits), free(dx), free(dhf), free(mean),
+        free(rstd), free(lws);
     for (int l = 0; l <= L; l++) free(act[l]);
     for (int l = 0; l < L; l++) free(saved[l]);
     return loss;
@@ -306,19 +317,17 @@ int main(int argc, char **argv) {
         return 2;
     }
     const hfl_backend *be = hfl_backend_cpu();
-    const hfl_lm_ops *lm = be->lm;
     size_t nb = hfl_gpt_block_n_params(C);
     size_t n_params = (size_t)V * C + (size_t)T * C + L * nb + 2 * C;
     float *params = zeros(n_params), *grads = zeros(n_params);
     for (size_t i = 0; i < n_params; i++) /* U(-0.3, 0.3): big enough to move every path */
         params[i] = 0.6f * hfl_u01(hfl_philox_u32(5, 1, 0, 0, 0, i)) - 0.3f;
-    float *wte = params, *wpe = wte + V * C, *blk = wpe + T * C, *lnf_w = blk + L * nb, *lnf_b = lnf_w + C;
-    float *dwte = grads, *dwpe = dwte + V * C, *dblk = dwpe + T * C, *dlnf_w = dblk + L * nb, *dlnf_b = dlnf_w + C;
-    for (int l = 0; l <= L; l++) { /* layer norm weights near 1, as trained models have them */
-        float *w = l < L ? hfl_gpt_block_view(blk + l * nb, C).ln1_w : lnf_w;
-        for (int c = 0; c < C; c++) w[c] += 1.0f;
-        if (l < L)
-            for (int c = 0; c < C; c++) hfl_gpt_block_view(blk + l * nb, C).ln2_w[c] += 1.0f;
+    float *blk = params + V * C + T * C, *lnf_w = blk + L * nb, *dblk = grads + V * C + T * C;
+    for (int c = 0; c < C; c++)
+        lnf_w[c] += 1.0f; /* layer norm weights near 1, as trained models have them */
+    for (int l = 0; l < L; l++) {
+        hfl_gpt_block_params p = hfl_gpt_block_view(HFL_PREC_FP32, blk + l * nb, C);
+        for (int c = 0; c < C; c++) ((float *)p.ln1_w)[c] += 1.0f, ((float *)p.ln2_w)[c] += 1.0f;
     }
     if (lora) { /* adapters U(-0.3, 0.3), B too; every gradient a NaN sentinel */
         size_t nl = L * hfl_gpt_lora_n_params(C, lora_r);
@@ -343,57 +352,8 @@ int main(int argc, char **argv) {
         free(params), free(grads);
         return bad;
     }
-    if (prec != HFL_PREC_FP32) {
-        float loss = step_lp(be, prec, params, grads, n_params, x_in, targets);
-        int bad = write_dump(argv[1], prec, tokens, params, grads, n_params, loss);
-        free(params), free(grads), free(lora_w), free(lora_g);
-        return bad;
-    }
-    /* activations: the embedding's output and each block's, each block's saved set */
-    size_t rc = (size_t)ROWS * C, sf = hfl_gpt_block_saved_floats(N, T, C, H, lora_r);
-    float *act[L + 1], *saved[L];
-    hfl_gpt_lora lo[L];
-    for (int l = 0; l < L && lora; l++) lo[l] = lora_of(l, NULL);
-    for (int l = 0; l <= L; l++) act[l] = zeros(rc);
-    for (int l = 0; l < L; l++) saved[l] = zeros(sf);
-    float *ws = zeros(hfl_gpt_block_ws_bytes(N, T, C, H, lora_r) / sizeof(float));
-    float *hf = zeros(rc), *mean = zeros(ROWS), *rstd = zeros(ROWS), *logits = zeros((size_t)ROWS * V);
-    float *dlogits = zeros((size_t)ROWS * V), *dx = zeros(rc), *dhf = zeros(rc);
-
-    lm->embed_fwd(act[0], x_in, wte, wpe, ROWS, T, C, V);
-    for (int l = 0; l < L; l++) {
-        hfl_gpt_block_params p = hfl_gpt_block_view(blk + l * nb, C);
-        hfl_gpt_block_saved s = hfl_gpt_block_saved_view(saved[l], N, T, C, H, lora_r);
-        hfl_gpt_block_forward(be, &p, lora ? &lo[l] : NULL, act[l], act[l + 1], &s, ws, N, T, C, H);
-    }
-    hfl_gpt_head_forward(be, act[L], lnf_w, lnf_b, wte, hf, mean, rstd, logits, ROWS, C, V);
-    hfl_step_scalars sc = {.loss_scale = 1.0f};
-    be->softmax_xent(logits, targets, dlogits, ROWS, V, ROWS, &sc);
-    float loss = (float)(sc.loss_sum / ROWS);
-
-    hfl_gpt_head_backward(be, act[L], lnf_w, wte, hf, mean, rstd, dlogits, dwte, dlnf_w, dlnf_b, dx,
-                          dhf, ROWS, C, V, 0);
-    size_t nl = L * hfl_gpt_lora_n_params(C, lora_r);
-    float *dx_head = zeros(rc), *g1 = zeros(nl);
-    memcpy(dx_head, dx, rc * sizeof(float));
-    for (int pass = 0; pass < (lora ? 2 : 1); pass++) { /* LoRA: again, accumulating */
-        if (pass) memcpy(g1, lora_g, nl * sizeof(float)), memcpy(dx, dx_head, rc * sizeof(float));
-        for (int l = L - 1; l >= 0; l--) {
-            hfl_gpt_block_params p = hfl_gpt_block_view(blk + l * nb, C), d = hfl_gpt_block_view(dblk + l * nb, C);
-            hfl_gpt_block_saved s = hfl_gpt_block_saved_view(saved[l], N, T, C, H, lora_r);
-            hfl_gpt_block_backward(be, &p, &d, lora ? &lo[l] : NULL, act[l], &s, dx, dx, ws, N, T, C, H, pass);
-        }
-    }
-    be->fill(dwpe, 0.0f, (size_t)T * C); /* dwte holds the head's share: both accumulate */
-    lm->embed_bwd(dwte, dwpe, dx, x_in, ROWS, T, C, V, 1);
-    if (lora) require_untouched(dblk, L * nb, "a block gradient"), require_accumulated(g1);
-    free(dx_head), free(g1);
-
+    float loss = step_direct(be, prec, params, grads, n_params, x_in, targets);
     int rc_out = write_dump(argv[1], prec, tokens, params, grads, n_params, loss);
-    free(params), free(grads), free(ws), free(hf), free(mean), free(rstd), free(logits);
-    free(dlogits), free(dx), free(dhf);
-    for (int l = 0; l <= L; l++) free(act[l]);
-    for (int l = 0; l < L; l++) free(saved[l]);
-    free(lora_w), free(lora_g);
+    free(params), free(grads), free(lora_w), free(lora_g);
     return rc_out;
 }

@@ -11,7 +11,7 @@
  *    and 8, in fp32 and bf16, the set of GEMM calls (transposes and shape)
  *    hfl_step_gemms lists
  *    equals the set the CPU backend really calls over one training step
- *    (its observer sees every sgemm, gemm_lp's tiles included). A layer's
+ *    (its observer sees every sgemm, a 2-byte gemm's tiles included). A layer's
  *    GEMM left out of the list, or one listed that the step never calls,
  *    fails it. */
 #include <stdlib.h>

@@ -110,7 +110,7 @@ static void test_granularity(const hfl_model_spec *s) {
 
 /* The calibration takes its buffers with try_alloc and halves its GEMM when
  * they are refused: under a budget too small for its 256^3 GEMM's 1.1 MB
- * (three 256 KiB matrices and 320 KiB of gemm_lp staging) but enough for
+ * (three 256 KiB matrices and 320 KiB of a 2-byte gemm's staging) but enough for
  * 128^3's 384 KiB it still measures a rate, where alloc would have ended its
  * child; under one too small even for 64^3's 96 KiB it gives zeros, and
  * this process carries on. */

@@ -172,14 +172,16 @@ static double forward_pattern(const hfl_model_spec *s, const float *p, const flo
     for (int l = 0; l < s->n_layers; l++) {
         const hfl_layer_ops *ops = hfl_layer_ops_for(s->layers[l].kind);
         if ((size_t)s->layers[l].out > widest) widest = (size_t)s->layers[l].out;
-        if (ops->fwd_workspace_bytes(&s->layers[l], b) > ws) ws = ops->fwd_workspace_bytes(&s->layers[l], b);
+        if (ops->fwd_workspace_bytes(&s->layers[l], HFL_PREC_FP32, b) > ws)
+            ws = ops->fwd_workspace_bytes(&s->layers[l], HFL_PREC_FP32, b);
     }
     float *a = hfl_malloc(widest * b * sizeof(float)), *o = hfl_malloc(widest * b * sizeof(float));
     void *w = hfl_malloc(ws);
     memcpy(a, x, (size_t)b * s->in_dim * sizeof(float));
     for (int l = 0; l < s->n_layers; l++) {
         const hfl_layer *ly = &s->layers[l];
-        hfl_layer_ops_for(ly->kind)->forward(be, ly, p + ly->param_off, a, o, NULL, w, b);
+        hfl_layer_ops_for(ly->kind)->forward(be, HFL_PREC_FP32, ly, p + ly->param_off, a, o, NULL,
+                                             w, b);
         if (ly->kind == HFL_LAYER_RELU) {
             for (size_t i = 0; i < (size_t)b * ly->out; i++) *pat++ = o[i] > 0.0f;
         } else if (ly->kind == HFL_LAYER_MAXPOOL2D) {
@@ -203,7 +205,7 @@ static double forward_pattern(const hfl_model_spec *s, const float *p, const flo
         o = t;
     }
     hfl_step_scalars sc = {.loss_scale = 1.0f, .finite = 1};
-    be->softmax_xent(a, y, NULL, b, s->n_classes, b, &sc);
+    be->softmax_xent(HFL_PREC_FP32, a, y, NULL, b, s->n_classes, b, &sc, NULL);
     double loss = (float)(sc.loss_sum / b);
     free(a);
     free(o);

@@ -65,8 +65,9 @@ static void rig_init(rig *g, const hfl_layer *ly, int n, uint32_t seed) {
     g->dx = malloc((size_t)n * ly->in * sizeof(float));
     g->y = malloc((size_t)n * ly->out * sizeof(float));
     g->r = malloc((size_t)n * ly->out * sizeof(float));
-    size_t ws = g->ops->fwd_workspace_bytes(ly, n);
-    if (g->ops->bwd_workspace_bytes(ly, n) > ws) ws = g->ops->bwd_workspace_bytes(ly, n);
+    size_t ws = g->ops->fwd_workspace_bytes(ly, HFL_PREC_FP32, n);
+    if (g->ops->bwd_workspace_bytes(ly, HFL_PREC_FP32, n) > ws)
+        ws = g->ops->bwd_workspace_bytes(ly, HFL_PREC_FP32, n);
     g->ws = malloc(ws ? ws : 1);
     for (size_t i = 0; i < ly->n_params; i++) g->p[i] = 0.5f * rnd(seed, i);
     for (size_t i = 0; i < (size_t)n * ly->in; i++) g->x[i] = rnd(seed + 1, i);
@@ -85,7 +86,7 @@ static void rig_free(rig *g) {
 
 static double rig_loss(rig *g) {
     const hfl_backend *be = hfl_backend_cpu();
-    g->ops->forward(be, &g->ly, g->p, g->x, g->y, NULL, g->ws, g->n);
+    g->ops->forward(be, HFL_PREC_FP32, &g->ly, g->p, g->x, g->y, NULL, g->ws, g->n);
     double s = 0.0;
     for (size_t i = 0; i < (size_t)g->n * g->ly.out; i++) s += (double)g->y[i] * g->r[i];
     return s;
@@ -97,7 +98,8 @@ static void rig_backward(rig *g) {
     /* Outputs are overwritten, not accumulated: start them dirty. */
     for (size_t i = 0; i < g->ly.n_params; i++) g->dp[i] = 1e6f;
     for (size_t i = 0; i < (size_t)g->n * g->ly.in; i++) g->dx[i] = 1e6f;
-    g->ops->backward(be, &g->ly, g->p, g->x, g->y, g->r, g->dx, g->dp, NULL, g->ws, g->n, 0);
+    g->ops->backward(be, HFL_PREC_FP32, &g->ly, g->p, g->x, g->y, g->r, g->dx, g->dp, NULL, g->ws,
+                     g->n, 0);
 }
 
 static double rig_fd(rig *g, float *v, float eps) {
@@ -189,7 +191,8 @@ static void test_conv_gradients(void) {
         /* din == NULL still fills dW and db, identically. */
         float *dp = malloc(ly.n_params * sizeof(float));
         memcpy(dp, g.dp, ly.n_params * sizeof(float));
-        g.ops->backward(hfl_backend_cpu(), &ly, g.p, g.x, g.y, g.r, NULL, g.dp, NULL, g.ws, N, 0);
+        g.ops->backward(hfl_backend_cpu(), HFL_PREC_FP32, &ly, g.p, g.x, g.y, g.r, NULL, g.dp, NULL,
+                        g.ws, N, 0);
         CHECK(memcmp(dp, g.dp, ly.n_params * sizeof(float)) == 0);
         free(dp);
         rig_free(&g);
@@ -235,14 +238,15 @@ static void test_tables(void) {
     CHECK(hfl_conv2d_ops.param_tensors(&ly, pt) == 2);
     CHECK(strcmp(pt[0].name, "weight") == 0 && pt[0].offset == 0 && pt[0].count == 51200 && pt[0].fan_in == 800);
     CHECK(strcmp(pt[1].name, "bias") == 0 && pt[1].offset == 51200 && pt[1].count == 64 && pt[1].fan_in == 800);
-    CHECK(hfl_conv2d_ops.fwd_workspace_bytes(&ly, 32) == 800 * 196 * sizeof(float));
-    CHECK(hfl_conv2d_ops.bwd_workspace_bytes(&ly, 32) == 800 * 196 * sizeof(float));
+    CHECK(hfl_conv2d_ops.fwd_workspace_bytes(&ly, HFL_PREC_FP32, 32) == 800 * 196 * sizeof(float));
+    CHECK(hfl_conv2d_ops.bwd_workspace_bytes(&ly, HFL_PREC_FP32, 32) == 800 * 196 * sizeof(float));
     CHECK(hfl_conv2d_ops.flops(&ly) == 2ull * 64 * 196 * 800 + 64 * 196);
     CHECK(hfl_conv2d_ops.keeps == HFL_KEEP_INPUT);
 
     CHECK(make_layer(&ly, HFL_LAYER_MAXPOOL2D, (hfl_shape){64, 14, 14}, 0, 2, 2, 0, err) == 0);
     CHECK(ly.out_shape.c == 64 && ly.out_shape.h == 7 && ly.out_shape.w == 7 && ly.n_params == 0);
-    CHECK(hfl_maxpool2d_ops.keeps == HFL_KEEP_INPUT && hfl_maxpool2d_ops.fwd_workspace_bytes(&ly, 8) == 0);
+    CHECK(hfl_maxpool2d_ops.keeps == HFL_KEEP_INPUT &&
+          hfl_maxpool2d_ops.fwd_workspace_bytes(&ly, HFL_PREC_FP32, 8) == 0);
     CHECK(hfl_relu_ops.keeps == HFL_KEEP_OUTPUT && hfl_relu_ops.fwd_in_place && hfl_relu_ops.bwd_in_place);
     CHECK(hfl_dense_ops.keeps == HFL_KEEP_INPUT);
 
@@ -297,25 +301,17 @@ static void chunk_run(const hfl_layer *ly, hfl_precision prec, const float *p32,
     const hfl_layer_ops *ops = hfl_layer_ops_for(ly->kind);
     int es = prec == HFL_PREC_FP32 ? 4 : 2;
     size_t nin = (size_t)CN * ly->in, nout = (size_t)CN * ly->out;
-    size_t wsb = es == 4 ? ops->fwd_workspace_bytes(ly, CN) : ops->fwd_workspace_bytes_lp(ly, CN);
-    size_t bw = es == 4 ? ops->bwd_workspace_bytes(ly, CN) : ops->bwd_workspace_bytes_lp(ly, CN);
+    size_t wsb = ops->fwd_workspace_bytes(ly, prec, CN),
+           bw = ops->bwd_workspace_bytes(ly, prec, CN);
     if (bw > wsb) wsb = bw;
     void *p = guarded(ly->n_params, es), *x = guarded(nin, es), *r = guarded(nout, es);
     void *y = guarded(nout, es), *dx = guarded(nin, es), *ws = guarded(wsb, 1);
     float *dp = guarded(ly->n_params, 4);
-    if (es == 4) {
-        memcpy(p, p32, ly->n_params * 4);
-        memcpy(x, x32, nin * 4);
-        memcpy(r, r32, nout * 4);
-        ops->forward(be, ly, p, x, y, NULL, ws, CN);
-        ops->backward(be, ly, p, x, y, r, dx, dp, NULL, ws, CN, 0);
-    } else {
-        be->round_lp(prec, p, p32, ly->n_params);
-        be->round_lp(prec, x, x32, nin);
-        be->round_lp(prec, r, r32, nout);
-        ops->forward_lp(be, prec, ly, p, x, y, NULL, ws, CN);
-        ops->backward_lp(be, prec, ly, p, x, y, r, dx, dp, NULL, ws, CN, 0);
-    }
+    be->convert(prec, p, p32, ly->n_params);
+    be->convert(prec, x, x32, nin);
+    be->convert(prec, r, r32, nout);
+    ops->forward(be, prec, ly, p, x, y, NULL, ws, CN);
+    ops->backward(be, prec, ly, p, x, y, r, dx, dp, NULL, ws, CN, 0);
     CHECK(tail_ok(y, nout, es) && tail_ok(dx, nin, es) && tail_ok(dp, ly->n_params, 4));
     CHECK(tail_ok(ws, wsb, 1));
     free(p), free(x), free(r), free(ws);

@@ -20,7 +20,7 @@ enum { N = 3, IN = 5, OUT = 4 };
 static double dense_loss(const hfl_backend *be, const float *w, const float *b, const float *x,
                          const float *r) {
     float y[N * OUT];
-    hfl_dense_forward(be, w, b, x, y, N, IN, OUT);
+    hfl_dense_forward(be, HFL_PREC_FP32, w, b, x, y, N, IN, OUT, NULL);
     double s = 0.0;
     for (int i = 0; i < N * OUT; i++) s += (double)y[i] * r[i];
     return s;
@@ -47,7 +47,7 @@ static void test_dense(const hfl_backend *be) {
     for (int i = 0; i < N * OUT; i++) r[i] = rnd(4, i);
 
     /* Forward against the definition y = x w^T + b. */
-    hfl_dense_forward(be, w, b, x, y, N, IN, OUT);
+    hfl_dense_forward(be, HFL_PREC_FP32, w, b, x, y, N, IN, OUT, NULL);
     for (int n = 0; n < N; n++)
         for (int o = 0; o < OUT; o++) {
             double s = b[o];
@@ -59,21 +59,21 @@ static void test_dense(const hfl_backend *be) {
     float dw[OUT * IN], db[OUT], dx[N * IN];
     for (int i = 0; i < OUT * IN; i++) dw[i] = 100.0f;
     for (int i = 0; i < OUT; i++) db[i] = 100.0f;
-    hfl_dense_backward(be, w, x, r, dw, db, dx, N, IN, OUT, 0);
+    hfl_dense_backward(be, HFL_PREC_FP32, w, x, r, dw, db, dx, N, IN, OUT, NULL, 0);
     for (int i = 0; i < OUT * IN; i++) CHECK_CLOSE(dw[i], dense_fd(be, &w[i], w, b, x, r), 1e-3, 1e-3);
     for (int i = 0; i < OUT; i++) CHECK_CLOSE(db[i], dense_fd(be, &b[i], w, b, x, r), 1e-3, 1e-3);
     for (int i = 0; i < N * IN; i++) CHECK_CLOSE(dx[i], dense_fd(be, &x[i], w, b, x, r), 1e-3, 1e-3);
 
     /* dx == NULL skips the input gradient but still fills dw and db. */
     float dw2[OUT * IN], db2[OUT];
-    hfl_dense_backward(be, w, x, r, dw2, db2, NULL, N, IN, OUT, 0);
+    hfl_dense_backward(be, HFL_PREC_FP32, w, x, r, dw2, db2, NULL, N, IN, OUT, NULL, 0);
     for (int i = 0; i < OUT * IN; i++) CHECK(dw2[i] == dw[i]);
     for (int i = 0; i < OUT; i++) CHECK(db2[i] == db[i]);
 }
 
 static double relu_loss(const hfl_backend *be, const float *x, const float *r, int n) {
     float y[64];
-    be->relu_fwd(y, x, (size_t)n);
+    be->relu_fwd(HFL_PREC_FP32, y, x, (size_t)n);
     double s = 0.0;
     for (int i = 0; i < n; i++) s += (double)y[i] * r[i];
     return s;
@@ -88,8 +88,8 @@ static void test_relu(const hfl_backend *be) {
         x[i] = v >= 0 ? v + 0.1f : v - 0.1f;
         r[i] = rnd(6, i);
     }
-    be->relu_fwd(y, x, M);
-    be->relu_bwd(dx, r, y, M);
+    be->relu_fwd(HFL_PREC_FP32, y, x, M);
+    be->relu_bwd(HFL_PREC_FP32, dx, r, y, M);
     int active = 0;
     for (int i = 0; i < M; i++) {
         const float eps = 1e-3f;
@@ -109,7 +109,7 @@ static void test_relu(const hfl_backend *be) {
 static double mean_xent(const hfl_backend *be, const float *z, const int32_t *lab, float *d,
                         int rows, int cols) {
     hfl_step_scalars sc = {.loss_scale = 1.0f, .finite = 1};
-    be->softmax_xent(z, lab, d, rows, cols, rows, &sc);
+    be->softmax_xent(HFL_PREC_FP32, z, lab, d, rows, cols, rows, &sc, NULL);
     return sc.loss_sum / rows;
 }
 

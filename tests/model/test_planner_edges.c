@@ -543,7 +543,18 @@ static void test_lm_plan(void) {
     hfl_plan_config cfg = cfg_of(2, HFL_CKPT_SQRT);
     REQUIRE_MSG(hfl_plan_make(&s, &cfg, p, err) == 0, "%s", err);
     CHECK(p->n_stages == 4 && p->ckpt.stored[2] && !p->ckpt.stored[1] && !p->ckpt.stored[3]);
-    size_t sb = hfl_gpt_block_saved_floats(2, 8, 16, 2, 0); /* floats */
+    /* 16 rows of 15 C + 4 floats (gpt.h's saved set) and 2 x 2 heads of 8 x 8 */
+    size_t sb = hfl_gpt_block_saved_bytes(HFL_PREC_FP32, 2, 8, 16, 2, 0) / 4;
+    CHECK(sb == 16 * (15 * 16 + 4) + 2 * 2 * 8 * 8);
+    /* A block of 3 rows of width 6 (no region a multiple of 64 bytes): fp32
+     * regions packed, as fp32 plans always had them (saved: 15 C + 4 floats
+     * a row and the 2 x 3 x 3 scores; backward workspace: 6 C a row and
+     * attention's 4 C a row and scores), 2-byte ones 64-byte aligned
+     * (saved: h1, ya, x2, h2 of 36 bytes, qkv 108, f and g 144 each, the
+     * scores 36, and four 12-byte statistics). */
+    CHECK(hfl_gpt_block_saved_bytes(HFL_PREC_FP32, 1, 3, 6, 2, 0) == 4 * (3 * (15 * 6 + 4) + 2 * 3 * 3));
+    CHECK(hfl_gpt_block_ws_bytes(HFL_PREC_FP32, 1, 3, 6, 2, 0) == 4 * (3 * 6 * 6 + 4 * 3 * 6 + 2 * 3 * 3));
+    CHECK(hfl_gpt_block_saved_bytes(HFL_PREC_BF16, 1, 3, 6, 2, 0) == 4 * 64 + 128 + 2 * 192 + 64 + 4 * 64);
     check_buffer(p, find_buffer(p, "s1"), "s1", HFL_BUF_ACTIVATIONS, sb * 4, 1, 2, 10);
     check_buffer(p, find_buffer(p, "s2"), "s2", HFL_BUF_ACTIVATIONS, sb * 4, 1, 3, 3);
     check_buffer(p, find_buffer(p, "s2.re"), "s2.re", HFL_BUF_ACTIVATIONS, sb * 4, 1, 6, 8);

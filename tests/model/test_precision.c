@@ -1,5 +1,5 @@
 /* test_precision.c: training in fp32, bf16 and fp16 (model/model.h,
- * model/planner.h PRECISION, the *_lp ops of kernels/backend.h) on the CPU
+ * model/planner.h PRECISION, the ops of kernels/backend.h in a 2-byte type) on the CPU
  * backend.
  *
  * Checks that
@@ -426,12 +426,12 @@ static void test_maxpool_scatter_matches_gather(void) {
             x[i] = hfl_op_narrow(lp, (float)(hfl_philox_u32(5, 1, 0, 0, 0, (uint64_t)i) % 4) - 1.5f);
         for (int i = 0; i < OUT; i++)
             dy[i] = hfl_op_narrow(lp, i % 5 ? 0.37f * (float)(i - 20) : -0.0f);
-        hfl_backend_cpu()->maxpool_bwd_lp(lp, dx, dy, x, N, g);
+        hfl_backend_cpu()->maxpool_bwd(lp, dx, dy, x, N, g);
         int same = 1;
         for (int pl = 0; pl < N * 3; pl++)
             for (int iy = 0; iy < 6; iy++)
                 for (int ix = 0; ix < 6; ix++) {
-                    float v = hfl_op_maxpool_bwd_lp(lp, x + pl * 36, dy + pl * 9, &g, iy, ix);
+                    float v = hfl_op_maxpool_bwd(lp, x + pl * 36, dy + pl * 9, &g, iy, ix);
                     same &= dx[pl * 36 + iy * 6 + ix] == hfl_op_narrow(lp, v);
                 }
         CHECK(same);

@@ -85,13 +85,14 @@ static const hfl_field schema[] = {
     {"n", HFL_FIELD_NUM, -1.5, 2.5},
     {"i", HFL_FIELD_INT, 0, 10},
     {"b", HFL_FIELD_BOOL, 0, 0},
+    {"z", HFL_FIELD_NUM_OR_NULL, 0, 8},
 };
 
 /* Checks text against the schema as object "dev"; returns 0 or -1 with err. */
 static int check(const char *text, const char *what, char *err) {
     cJSON *o = cJSON_Parse(text);
     if (!o) return hfl_errf(err, "test JSON does not parse: %s", text);
-    int rc = hfl_meta_check_fields(o, what, schema, 4, err);
+    int rc = hfl_meta_check_fields(o, what, schema, 5, err);
     cJSON_Delete(o);
     return rc;
 }
@@ -120,6 +121,11 @@ static void test_schema(void) {
     refused("{\"b\":1}", "'dev.b' is not true or false");
     refused("{\"b\":{\"deep\":[]}}", "'dev.b' is not true or false");
     refused("[1]", "'dev' must be an object");
+    /* a figure that may be unknown: null or a number in range, nothing else */
+    CHECK_MSG(check("{\"z\":null}", "dev", err) == 0 && check("{\"z\":8}", "dev", err) == 0, "%s", err);
+    refused("{\"z\":9}", "'dev.z' = 9 is outside");
+    refused("{\"z\":\"7\"}", "'dev.z' is not a finite number");
+    refused("{\"n\":null}", "'dev.n' is not a finite number");
     /* the top level names fields alone; a control character in a name is not echoed */
     CHECK(check("{\"q\\u0001\":1}", NULL, err) == -1 && strstr(err, "field 'q?' is not one"));
 }
