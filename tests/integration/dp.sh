@@ -24,7 +24,9 @@
 #              is started again with the same arguments. The continued run
 #              must report what an uninterrupted one would: rounds charged 1,
 #              2, 3 and epsilon after 3 rounds within 1% of this script's own
-#              (q = 1, as in budget), not the 2 rounds this process saw.
+#              (q = 1, as in budget), not the 2 rounds this process saw;
+#              /metrics' hfl_dp_epsilon and the event log's last round say
+#              the report's epsilon.
 # Skips (77) without Fashion-MNIST. Usage: dp.sh HFL_SIM MODE
 set -euo pipefail
 sim=$1 mode=$2
@@ -122,10 +124,11 @@ resume)
   coord=$bin/coordinator/hfl-coordinator client=$bin/client/hfl-client
   pids=()
   trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null; [ -n "${HFL_KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
+  mport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   start_coord() { # LISTEN [CRASH-POINT]
     HFL_TEST_CRASH="${2:-}" "$coord" --insecure --listen "$1" --ready-file "$tmp/url" --rounds 3 --clients-per-round 2 \
       --clip-norm 0.001 --dp-noise 2 --seed 5 --deadline 120 --state-dir "$tmp/state" --report "$tmp/report.json" \
-      --quiet >>"$tmp/coordinator.log" 2>&1 &
+      --log "$tmp/events.jsonl" --metrics "127.0.0.1:$mport" --linger 3 --quiet >>"$tmp/coordinator.log" 2>&1 &
     cpid=$!
     for _ in $(seq 300); do [ -s "$tmp/url" ] && break; sleep 0.1; done
     test -s "$tmp/url" || { echo "FAIL: the coordinator did not start"; cat "$tmp/coordinator.log"; exit 1; }
@@ -142,10 +145,22 @@ resume)
   rm -f "$tmp/url"
   start_coord "$url"
   pids+=($cpid)
+  python3 - "$mport" >"$tmp/metrics.txt" <<'PY' # /metrics once round 3 is done (the coordinator lingers 3 s)
+import sys, time, urllib.request
+for _ in range(1200):
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=2).read().decode()
+        if "\nhfl_rounds_total 3\n" in text:
+            print(text)
+            break
+    except OSError:
+        pass
+    time.sleep(0.05)
+PY
   rc=0; wait $cpid || rc=$?
   [ $rc = 0 ] || { echo "FAIL: the continued coordinator exited $rc"; tail -5 "$tmp/coordinator.log"; exit 1; }
-  python3 - "$tmp/report.json" <<'PY'
-import json, math, sys
+  python3 - "$tmp/report.json" "$tmp/metrics.txt" "$tmp/events.jsonl" <<'PY'
+import json, math, re, sys
 def eps(T, z=2.0, delta=1e-5):  # q = 1: RDP T a / (2 z^2) at the accountant's orders, as in budget
     orders = [1.1 + 0.1 * i for i in range(99)] + list(range(11, 65)) + [128, 256, 512]
     return max(0, min(T * a / (2 * z * z) + math.log((a - 1) / a) - (math.log(delta) + math.log(a)) / (a - 1) for a in orders))
@@ -159,6 +174,10 @@ charged = [e.get("dp", {}).get("rounds_charged") for e in r["rounds"]]
 check(r.get("restarts") == 1 and charged == [1, 2, 3], f"restarts {r.get('restarts')}, rounds charged {charged}")
 check(abs(r["dp_epsilon"] / eps(3) - 1) < 0.01, f"epsilon {r['dp_epsilon']:.5g}, uninterrupted 3 rounds {eps(3):.5g} "
       f"(2 rounds: {eps(2):.5g})")
+m = re.search(r"^hfl_dp_epsilon (\S+)$", open(sys.argv[2]).read(), re.M)
+check(m is not None and float(m.group(1)) == r["dp_epsilon"], f"/metrics hfl_dp_epsilon {m and m.group(1)}")
+logged = [e["dp"]["epsilon"] for e in map(json.loads, open(sys.argv[3])) if e.get("event") == "round" and "dp" in e]
+check(logged[-1:] == [r["dp_epsilon"]], f"the event log's last round's epsilon {logged[-1:]}")
 sys.exit(1 if fails else 0)
 PY
   ;;
