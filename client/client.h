@@ -55,6 +55,9 @@ typedef struct {
     uint64_t seed;
     uint32_t block;
     const hfl_codec *codec;
+    double deadline_s;         /* the round's deadline, from when the task arrived */
+    int secagg;                /* proto/secagg.h's SECAGG_*: the update goes up as a ring vector */
+    int secagg_bits, secagg_shift; /* the ring the task announced */
 } client_task;
 
 /* The last update this client made, kept (and saved with the residual) so
@@ -109,9 +112,26 @@ typedef struct {
     hfl_metrics_server *metrics; /* --metrics: the HTTP listener (NULL without) */
 } client_state;
 
+/* Secure aggregation (client/secagg.c; proto/secagg.h). begin: keys,
+ * setup and shares, before training; payload: the inbox, then our update
+ * as the packed ring (masked in a masked round); finish: after the input is
+ * sent, the unmask shares. Each returns 0, 1 when the coordinator told us to
+ * skip the round (why), or -1 with err. */
+typedef struct client_secagg client_secagg;
+int client_secagg_begin(nng_socket sock, client_state *s, const client_task *task, size_t max_payload,
+                        client_secagg **out, char *why, char *err);
+int client_secagg_payload(nng_socket sock, client_state *s, client_secagg *sa, const client_task *task,
+                          const float *delta, size_t n, size_t max_payload, uint8_t **payload, size_t *len, char *why,
+                          char *err);
+int client_secagg_finish(nng_socket sock, client_state *s, client_secagg *sa, const client_task *task,
+                         size_t max_payload, char *why, char *err);
+void client_secagg_free(client_secagg *sa);
+
 /* Trains on the client's data from `weights` with the planned trainer;
  * returns the encoded update (malloc'd, *len bytes), the mean training loss
- * of the last epoch in *loss and the training time in *seconds; NULL with err
+ * of the last epoch in *loss and the training time in *seconds (under secure
+ * aggregation, task->secagg, the update's n_trainable floats instead, for
+ * client_secagg_payload, and the residual untouched); NULL with err
  * when the trainer cannot be created (its arena would break the budget) or
  * the budget was breached (s->breached). */
 uint8_t *client_train_round(client_state *s, const client_task *task, const float *weights,

@@ -27,6 +27,7 @@
 #include <cblas.h>
 
 #include "client/client.h"
+#include "proto/secagg.h"
 #include "data/files.h"
 #include "kernels/cpu/blas_core.h"
 #include "model/safetensors.h"
@@ -437,6 +438,22 @@ static int read_task(const hfl_msg *m, size_t n_update, const char *override, cl
     if (cJSON_GetObjectItemCaseSensitive(m->meta, "prox_mu") &&
         hfl_meta_num(m->meta, "prox_mu", 0, 1000, &t->prox_mu, err) != 0)
         return -1;
+    t->deadline_s = 300, t->secagg = 0, t->secagg_bits = 0, t->secagg_shift = 0;
+    double deadline_ms;
+    if (cJSON_GetObjectItemCaseSensitive(m->meta, "deadline_ms") &&
+        hfl_meta_num(m->meta, "deadline_ms", 1, 1e10, &deadline_ms, err) == 0)
+        t->deadline_s = deadline_ms / 1000;
+    const cJSON *sa = cJSON_GetObjectItemCaseSensitive(m->meta, "secagg");
+    if (sa) { /* secure aggregation (proto/secagg.h): the update goes up as a ring vector */
+        char mode[16];
+        int64_t bits, shift;
+        if (hfl_meta_str(sa, "mode", sizeof mode - 1, mode, err) != 0 || hfl_meta_int(sa, "bits", 1, SECAGG_MAX_BITS, &bits, err) != 0 ||
+            hfl_meta_int(sa, "shift", -2000, 2000, &shift, err) != 0)
+            return -1;
+        if (strcmp(mode, "masked") && strcmp(mode, "clear")) return hfl_errf(err, "secagg mode '%s' is not masked or clear", mode);
+        t->secagg = !strcmp(mode, "masked") ? SECAGG_MASKED : SECAGG_CLEAR;
+        t->secagg_bits = (int)bits, t->secagg_shift = (int)shift;
+    }
     t->round = (int)round, t->local_epochs = (int)epochs, t->batch = (int)batch;
     t->seed = (uint64_t)seed, t->block = (uint32_t)block;
     t->lr = lr, t->momentum = mom, t->weight_decay = wd;
@@ -614,6 +631,58 @@ static void pace(const client_options *o, const client_task *task, double sim) {
     if (left > 0) hfl_sleep_ms((int)ceil(left * 1000));
 }
 
+/* A task under secure aggregation (client/secagg.c): keys and shares,
+ * training, the ring vector as the update, the unmask shares. A round the
+ * coordinator tells us to skip, or whose protocol fails on our side, is left
+ * (said on stderr); only a coordinator gone for good ends the client. */
+static int do_secagg_task(nng_socket sock, const client_options *o, const hfl_device_info *dev, client_state *s,
+                          const cJSON *plan, size_t max_payload, client_welcome *w, const client_task *task,
+                          float *weights, int version, char *err) {
+    client_pending *p = &s->pending;
+    client_secagg *sa = NULL;
+    char why[HFL_ERR_LEN] = "", e[HFL_ERR_LEN] = "";
+    double t0 = hfl_now(), t_begin = 0, t_pay = 0, t_fin = 0;
+    int rc = client_secagg_begin(sock, s, task, max_payload, &sa, why, e);
+    t_begin = hfl_now() - t0;
+    size_t ulen, rlen = 0;
+    double loss = 0, secs = 0;
+    uint8_t *upd = NULL, *ring = NULL;
+    if (rc == 0 && !(upd = client_train_round(s, task, weights, &ulen, &loss, &secs, err))) {
+        client_secagg_free(sa);
+        if (s->breached) say_breach(sock, s, max_payload, err);
+        return -1;
+    }
+    if (rc == 0) {
+        s->held_version = version;
+        if (s->metrics) client_metrics_trained(s, loss, secs);
+        double t1 = hfl_now();
+        rc = client_secagg_payload(sock, s, sa, task, (const float *)upd, s->spec.n_trainable, max_payload, &ring,
+                                   &rlen, why, e);
+        t_pay = hfl_now() - t1;
+    }
+    free(upd);
+    int sent = 0;
+    if (rc == 0) {
+        free(p->bytes);
+        *p = (client_pending){.round = task->round, .version = version, .loss = loss, .seconds = secs, .bytes = ring,
+                              .len = rlen};
+        sent = send_update(sock, o, dev, s, plan, max_payload, w, "ring", err);
+        free(p->bytes);
+        *p = (client_pending){0}; /* a masked input is this round's keys' alone: never sent again */
+        double t2 = hfl_now();
+        if (sent == 0) rc = client_secagg_finish(sock, s, sa, task, max_payload, why, e);
+        t_fin = hfl_now() - t2;
+    }
+    if (!o->quiet && rc == 0) /* waits for the other clients included */
+        printf("%s: round %d: secure aggregation: keys and shares %.3f s, inbox and masking %.3f s, unmasking %.3f s\n",
+               o->name, task->round, t_begin, t_pay, t_fin);
+    client_secagg_free(sa);
+    if (sent < 0) return -1;
+    if (rc == 1) fprintf(stderr, "%s: round %d: %s\n", o->name, task->round, why);
+    else if (rc < 0) fprintf(stderr, "%s: round %d: %s\n", o->name, task->round, e);
+    return 0;
+}
+
 static int do_task(nng_socket sock, const client_options *o, const hfl_device_info *dev, client_state *s,
                    const cJSON *plan, size_t max_payload, client_welcome *w, const client_task *task, float *weights,
                    int version, char *err) {
@@ -624,6 +693,7 @@ static int do_task(nng_socket sock, const client_options *o, const hfl_device_in
         else if (s->metrics) client_metrics_sent(s, 0, 0, 1);
         return 0;
     }
+    if (task->secagg) return do_secagg_task(sock, o, dev, s, plan, max_payload, w, task, weights, version, err);
     if (p->round == task->round && p->version == version && p->bytes) {
         if (!o->quiet) printf("%s: round %d: sending the update already made for it\n", o->name, task->round);
         memcpy(s->global, weights, s->spec.n_params * sizeof(float));

@@ -279,9 +279,16 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
     for (size_t i = 0; i < nt; i++) delta[i] -= s->global[off + i];
     if (s->attack_scale != 0) /* --attack: a Byzantine client in a simulation */
         for (size_t i = 0; i < nt; i++) delta[i] = (float)(delta[i] * s->attack_scale);
-    uint8_t *out = hfl_malloc(hfl_codec_max_bytes(task->codec, nt, task->block));
-    hfl_rng_key key = {task->seed, (uint32_t)task->round, s->stream, 0};
-    *len = hfl_codec_encode(task->codec, delta, s->residual, nt, task->block, &key, 1, out);
+    uint8_t *out;
+    if (task->secagg) { /* clipped and rounded by client_secagg_payload, exactly, without a codec */
+        out = hfl_malloc(nt * sizeof(float));
+        memcpy(out, delta, nt * sizeof(float));
+        *len = nt * sizeof(float);
+    } else {
+        out = hfl_malloc(hfl_codec_max_bytes(task->codec, nt, task->block));
+        hfl_rng_key key = {task->seed, (uint32_t)task->round, s->stream, 0};
+        *len = hfl_codec_encode(task->codec, delta, s->residual, nt, task->block, &key, 1, out);
+    }
     *loss = epoch_loss;
     *seconds = hfl_now() - t0;
     s->trained = trained;

@@ -81,6 +81,20 @@ void hfl_agg_reset(hfl_agg *a, double clip, double value_bound) {
     if (a->present) memset(a->present, 0, (size_t)a->n_rows);
 }
 
+void hfl_agg_widen(hfl_agg *a, double bound) {
+    if (!(bound > a->bound)) return;
+    int e;
+    frexp(bound, &e);
+    a->bound = bound;
+    a->shift = 50 - e;
+}
+
+void hfl_agg_load_sum(hfl_agg *a, const int64_t *sum, int shift) {
+    a->n_pending = 0, a->pending_bytes = 0;
+    a->shift = shift;
+    a->ops->stage(a->acc, sum, a->n * sizeof *a->acc);
+}
+
 /* Adds the updates that wait (ADDING). */
 static void agg_flush(hfl_agg *a) {
     if (a->n_pending) a->ops->add_fixed(a->pending, a->pending_f, a->n_pending, a->n, a->acc);
@@ -199,6 +213,21 @@ int hfl_agg_add(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t l
     int rc = agg_load_clip(a, c, payload, len, &p, &bytes, &clip, info, err);
     /* every |weight * clip * v_i| <= bound < 2^(50 - shift) */
     if (rc == 0) agg_accumulate(a, &p, bytes, ldexp(weight * clip, a->shift), c->id == HFL_PAYLOAD_TOPK);
+    pthread_mutex_unlock(&a->lock);
+    return rc;
+}
+
+int hfl_agg_add_dense(hfl_agg *a, const float *v, double factor, char *err) {
+    pthread_mutex_lock(&a->lock);
+    agg_flush(a); /* the slot below is the next waiting one */
+    size_t bytes = a->n * sizeof *v;
+    int rc = agg_room(a, (void **)&a->pending_copy[0], &a->pending_room[0], bytes, err);
+    if (rc == 0) {
+        a->ops->stage(a->pending_copy[0], v, bytes);
+        hfl_payload p = {.kind = HFL_PAYLOAD_FP32, .block = 0, .body = a->pending_copy[0]};
+        double f = ldexp(factor, a->shift);
+        a->ops->add_fixed(&p, &f, 1, a->n, a->acc);
+    }
     pthread_mutex_unlock(&a->lock);
     return rc;
 }

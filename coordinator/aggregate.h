@@ -100,6 +100,19 @@ void hfl_agg_free(hfl_agg *a);
  * (clip > 0: the clip norm itself; else value_bound). */
 void hfl_agg_reset(hfl_agg *a, double clip, double value_bound);
 
+/* Widens the round's scale so that values up to bound fit (call after
+ * reset, before any add): central DP noise (coordinator/dp.h) adds to the
+ * sum beyond the clip. */
+void hfl_agg_widen(hfl_agg *a, double bound);
+
+/* Adds factor * v (host, n floats, |factor * v_i| <= the bound) to the sum
+ * (central DP noise); -1 with err when backend memory is short. */
+int hfl_agg_add_dense(hfl_agg *a, const float *v, double factor, char *err);
+
+/* Replaces the sum with sum (host, n integers) at scale 2^shift (secure
+ * aggregation's unmasked sum, proto/secagg.h); mean() then reads it. */
+void hfl_agg_load_sum(hfl_agg *a, const int64_t *sum, int shift);
+
 /* Validates and decodes one update of codec c, clips it, and adds weight
  * (a sample share in (0, 1]) times it to the sum. -1 with err, the sum
  * untouched, for a malformed payload, a non-finite value or norm, or (no

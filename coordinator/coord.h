@@ -37,6 +37,7 @@
 #include "proto/identity.h"
 #include "proto/metrics_http.h"
 #include "proto/transport.h"
+#include "util/util.h"
 
 #define COORD_MAX_CLIENTS 16384 /* registry slots: a fleet of 10,000 with room for churn */
 #define COORD_MAX_CLIENTS_STR "16384"
@@ -132,6 +133,11 @@ typedef struct {
     char metrics_addr[256];     /* --metrics: Prometheus and /status over HTTP ("" off) */
     char device[8]; /* --device: auto, cpu, cuda */
     int quiet;
+    /* privacy (secagg.h, dp.h) */
+    int secure_agg;     /* SECAGG_OFF, SECAGG_CLEAR (--client-clip), SECAGG_MASKED (--secure-agg) */
+    int fixed_bits;     /* --fixed-bits F: clients round to 2^-F of the clip's power of two */
+    double dp_noise;    /* --dp-noise Z: the noise multiplier (0: no DP unless --dp-epsilon) */
+    double dp_epsilon, dp_delta; /* --dp-epsilon E --dp-delta D: the budget (0: none) */
 } coord_config;
 
 typedef struct {
@@ -156,6 +162,9 @@ typedef struct {
     int strikes;        /* deadlines let pass since its last accepted update */
     int overdue;        /* deadlines let pass in all */
     int benched_until;  /* not drawn before this round (0: drawable) */
+    /* secagg.c: its certificate as its secure aggregation keys came with it, checked once */
+    char *sa_cert;
+    struct hfl_peer *sa_peer;
 } coord_client;
 
 typedef struct {
@@ -186,6 +195,7 @@ typedef struct {
     int64_t cap_total;      /* the selected clients' samples after the share cap */
     double samples_sum;     /* samples behind the accepted updates */
     double clip;            /* this round's clip norm (0: none) */
+    double dp_sigma, dp_sigma_count; /* its DP noise on the weighted sum and the count (0: none) */
     int n_clipped;          /* accepted updates scaled down to the clip */
     int n_rule_kept;        /* Krum rules: updates the rule averaged */
     double norms[COORD_MAX_CLIENTS]; /* accepted updates' norms before clipping */
@@ -294,9 +304,13 @@ typedef struct {
     uint64_t conns_refused, conns_reaped; /* conns.c: over the per-address limit; idle */
     uint64_t conns_unshaken;              /* conns.c: no handshake within --handshake-timeout */
     char final_sha256[65]; /* the global model's SHA-256 after the last round closed */
+    char stop_reason[HFL_ERR_LEN]; /* why the run stopped before its rounds were done ("": it did not) */
+    char initial_sha256[65]; /* the SHA-256 of the model the run starts from (seed or --init-model) */
     pthread_mutex_t report_lock; /* one report write at a time (report_store) */
     pthread_cond_t tick; /* with lock: wakes the main loop early (a round complete, a round published) */
     struct coord_eval *evq; /* the evaluation thread (evaluate.c); NULL: inline */
+    struct coord_secagg *sa; /* the open round's secure aggregation (secagg.c), NULL without */
+    struct coord_dp *dp;     /* differential privacy (dp_round.c), NULL without */
     int done_pending; /* the last round closed; done once its evaluation is published */
 } coord;
 
@@ -372,9 +386,7 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
 uint8_t *rounds_pull_again(coord *c, int id, int64_t have_version, size_t *len);
 /* Whether a pull from id would get more than "wait": a task, or bye. */
 int rounds_pull_ready(const coord *c, int id);
-/* A WAIT reply: come back in ms (0: at once, after a held pull). */
-#define COORD_WAIT_MS 200
-uint8_t *rounds_wait_reply(int ms, size_t *len);
+#define COORD_WAIT_MS 200 /* a WAIT's usual ms (coord_wait_reply) */
 /* Opens, closes or abandons rounds as quorum and deadline say; called by the main loop. */
 void rounds_tick(coord *c);
 
@@ -453,8 +465,55 @@ void server_reap(coord_server *s); /* from the main loop: idle connections */
 void server_wake(coord_server *s);
 void server_stop(coord_server *s);
 
-/* helpers shared by server.c and rounds.c */
+/* secagg.c: the open round's secure aggregation (secagg.h) */
+typedef struct coord_secagg coord_secagg;
+/* After the draw: the round's members, ring and graph; sigma, sigma_count:
+ * the round's DP noise (0: none), shared among the clients so that any
+ * max(threshold, quorum) of them add it whole. -1 with err when the ring
+ * cannot hold the sum. */
+int secagg_round_open(coord *c, double sigma, double sigma_count, int quorum, char *err);
+void secagg_free(coord *c);
+/* At start: -1 with err when the largest draw's ring (weights summing to 1,
+ * the largest weight --max-share, DP noise at its multiplier) would need
+ * more bits than a client can round exactly: such settings could wrap. */
+int secagg_check_settings(const coord *c, char *err);
+void secagg_task_meta(const coord *c, cJSON *meta); /* the task's "secagg" */
+/* A SECAGG message of msg_bytes (counted with its reply in the report). */
+uint8_t *secagg_request(coord *c, int id, const cJSON *meta, size_t msg_bytes, size_t *len);
+/* A member's input (the packed ring): added to the sum; -1 with err. */
+int secagg_input(coord *c, int id, const uint8_t *payload, size_t plen, char *err);
+/* At the round's close: 1 when the sum is in the aggregator, 0 while
+ * unmasking goes on, -1 with why when the round fails (fewer inputs than
+ * the threshold or the quorum, too few shares). */
+int secagg_ready(coord *c, int quorum, char *why, size_t cap);
+int secagg_unmasking(const coord *c);
+/* 1 with why when a phase left too few clients. */
+int secagg_failed(coord *c, char *why, size_t cap);
+void secagg_tick(coord *c);                /* closes phases whose time ran out */
+double secagg_count(const coord *c);       /* the sum's count of norms at most the clip */
+void secagg_report(const coord *c, cJSON *round_entry);
+
+/* dp_round.c: client-level differential privacy in rounds (dp.h) */
+typedef struct coord_dp coord_dp;
+int dp_init(coord *c, int draw, char *err); /* nothing without --dp-noise or --dp-epsilon */
+void dp_free(coord *c);
+/* The open round's noise: on the weighted sum (z_d w_max C) and on the count. */
+void dp_round_sigma(const coord *c, double *sigma, double *sigma_count);
+/* 0 with why when one more round would pass --dp-epsilon. */
+int dp_budget_left(coord *c, char *why, size_t cap);
+int dp_add_central(coord *c, double sigma, char *err); /* N(0, sigma^2) into the aggregator's sum */
+double dp_noised_count(coord *c, double count);       /* central adaptive clipping's noised count */
+void dp_charge(coord *c, cJSON *round_entry);          /* the round into the accountant, "dp" into the entry */
+int dp_epsilon(const coord *c, double *eps, double *delta); /* 1 and the spend so far, 0 without DP */
+double dp_multiplier(const coord *c);  /* the update's noise multiplier z_d (0 without DP) */
+double dp_count_sigma(const coord *c); /* the count's noise sigma_b (0 without DP or adaptive clipping) */
+int dp_rounds_charged(const coord *c);   /* persist.c: rounds the accountant holds */
+void dp_restore(coord *c, int rounds);   /* a continued run's accountant: `rounds` charged already */
+
+/* reply.c: replies any handler gives. coord_reply takes meta (deleted). */
+uint8_t *coord_reply(int type, cJSON *meta, const void *payload, size_t plen, size_t *len);
 uint8_t *coord_error_reply(const char *msg, size_t *len);
+uint8_t *coord_wait_reply(int ms, size_t *len); /* come back in ms (0: at once, after a held pull) */
 
 /* metrics.c: --metrics ADDR ([http://]HOST:PORT), Prometheus's text format
  * on /metrics and a JSON summary on /status. */

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "coordinator/coord.h"
+#include "proto/secagg.h"
 #include "data/files.h"
 #include "kernels/cpu/blas_core.h"
 #include "model/safetensors.h"
@@ -136,6 +137,20 @@ static void usage(FILE *f) {
         "                        with --metrics the whole time, so the final state can be scraped)\n"
         "  --metrics ADDR        serve Prometheus metrics on http://ADDR/metrics and a JSON summary on\n"
         "                        /status, ADDR being HOST:PORT (port 0: any; the URL is printed)\n"
+        "  --secure-agg          secure aggregation (SecAgg+): clients clip and round their updates to fixed\n"
+        "                        point themselves and mask them, so the coordinator learns only each\n"
+        "                        round's sum (needs --clip-norm; not with robust rules, --async, --late fold)\n"
+        "  --client-clip         the same clipping, rounding and packing by the clients, sent in the clear\n"
+        "  --fixed-bits F        with the two above: updates are rounded to 2^-F of the clip (its power of\n"
+        "                        two); the ring's bits per element follow from F, the clip and the clients\n"
+        "                        (default 24)\n"
+        "  --dp-noise Z          client-level differential privacy: Gaussian noise of Z x the clip x the\n"
+        "                        largest weight on each round's sum (shared among the clients under\n"
+        "                        --secure-agg); (epsilon, delta) reported every round\n"
+        "  --dp-epsilon E        the privacy budget, with --dp-delta: Z derived for the planned rounds\n"
+        "                        (without --dp-noise), and the run stops, with one line, before a round\n"
+        "                        would spend more\n"
+        "  --dp-delta D          the delta epsilon is held at (and reported at; default 1e-5 for reports)\n"
         "  --quiet               no progress output\n"
         "  --config FILE         read options from FILE, a JSON object keyed by long option name, e.g.\n"
         "                        {\"rounds\": 5, \"insecure\": true}; options on the command line win\n"
@@ -209,6 +224,14 @@ static void print_options(const coord_config *c, double linger) {
     cJSON_AddNumberToObject(o, "threads", c->threads);
     cJSON_AddNumberToObject(o, "session-ttl", c->session_ttl_s);
     cJSON_AddNumberToObject(o, "max-share", c->max_share);
+    cJSON_AddBoolToObject(o, "secure-agg", c->secure_agg == SECAGG_MASKED);
+    cJSON_AddBoolToObject(o, "client-clip", c->secure_agg == SECAGG_CLEAR);
+    cJSON_AddNumberToObject(o, "fixed-bits", c->fixed_bits);
+    const char *dp_keys[] = {"dp-noise", "dp-epsilon", "dp-delta"}; /* null: not given */
+    const double dp_vals[] = {c->dp_noise, c->dp_epsilon, c->dp_delta};
+    for (int i = 0; i < 3; i++)
+        if (dp_vals[i] > 0) cJSON_AddNumberToObject(o, dp_keys[i], dp_vals[i]);
+        else cJSON_AddNullToObject(o, dp_keys[i]);
     cJSON_AddNumberToObject(o, "over-select", c->over_select);
     hfl_config_add_str(o, "local-work", c->capacity_work ? "capacity" : "epochs");
     cJSON_AddNumberToObject(o, "async", c->async_concurrency);
@@ -248,12 +271,39 @@ static void parse_betas(const char *s, coord_config *cfg, char *e) {
         cfg->beta1 = b1, cfg->beta2 = b2;
 }
 
+/* Combinations secure aggregation and DP cannot run, refused at start (secagg.h, dp.h). */
+static int check_privacy(const coord_config *cfg, char *err) {
+    const char *opt = cfg->secure_agg == SECAGG_MASKED ? "--secure-agg" : "--client-clip";
+    if (cfg->secure_agg) {
+        if (strcmp(cfg->strategy, "fedavg") != 0)
+            return hfl_errf(err, "%s: the coordinator sees only the round's sum, so robust rules (--strategy %s), "
+                            "which need every update, cannot run", opt, cfg->strategy);
+        if (cfg->clip_norm <= 0)
+            return hfl_errf(err, "%s: clients clip their own updates, and the ring is sized from the clip: set "
+                            "--clip-norm (server-side clipping cannot see the updates)", opt);
+        if (cfg->async_concurrency > 0 || cfg->late_fold)
+            return hfl_errf(err, "%s: a round's masks cancel only within the round: not with --async or --late fold",
+                            opt);
+    }
+    if ((cfg->dp_epsilon > 0) != (cfg->dp_delta > 0))
+        return hfl_errf(err, "--dp-epsilon and --dp-delta go together");
+    if ((cfg->dp_noise > 0 || cfg->dp_epsilon > 0) && cfg->clip_norm <= 0)
+        return hfl_errf(err, "differential privacy calibrates its noise to the clip: set --clip-norm");
+    if ((cfg->dp_noise > 0 || cfg->dp_epsilon > 0) && strcmp(cfg->strategy, "fedavg") != 0)
+        return hfl_errf(err, "differential privacy noises the weighted sum: not with --strategy %s", cfg->strategy);
+    if ((cfg->dp_noise > 0 || cfg->dp_epsilon > 0) && (cfg->async_concurrency > 0 || cfg->late_fold))
+        return hfl_errf(err, "differential privacy calibrates each round's noise to its own draw: not with --async or "
+                        "--late fold");
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, char *err) {
     enum { O_LISTEN = 256, O_CA, O_CERT, O_INSECURE, O_MODEL, O_CODEC, O_BLOCK, O_ROUNDS, O_K, O_QUORUM,
            O_DEADLINE, O_EPOCHS, O_BATCH, O_LR, O_MOM, O_WD, O_SEED, O_DATA, O_LOG, O_REPORT, O_READY,
            O_LINGER, O_QUIET, O_HELP, O_DOWNLINK, O_DOWNDELTA, O_DEVICE, O_CLIP, O_MAXSAMPLES, O_MAXSHARE,
            O_SOPT, O_STRATEGY, O_ROBUSTMEM, O_TTL, O_LIVENESS, O_REVOKED, O_TOKENTTL, O_STATEDIR, O_MAXSESS, O_PERADDR, O_IDLE, O_HANDSHAKE, O_INFLIGHT, O_MINCLIENTS, O_THREADS, O_OVERSEL, O_LATE, O_WORK, O_PROX, O_ASYNC, O_INITM, O_SAVEM,
-           O_METRICS, O_CONFIG, O_PRINTCFG, O_VIRTUAL, O_OPTIM, O_BETAS, O_QFRAC, O_HELLORATE, O_STEPS, O_SCHED }; /* in opts[]'s order */
+           O_METRICS, O_CONFIG, O_PRINTCFG, O_VIRTUAL, O_OPTIM, O_BETAS, O_QFRAC, O_HELLORATE,
+           O_SECAGG, O_CLIENTCLIP, O_FIXEDBITS, O_DPNOISE, O_DPEPS, O_DPDELTA, O_STEPS, O_SCHED }; /* in opts[]'s order */
     static const struct option opts[] = {
         {"listen", 1, 0, O_LISTEN}, {"ca", 1, 0, O_CA}, {"cert", 1, 0, O_CERT},
         {"insecure", 0, 0, O_INSECURE}, {"model", 1, 0, O_MODEL}, {"codec", 1, 0, O_CODEC},
@@ -278,7 +328,10 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         {"init-model", 1, 0, O_INITM}, {"save-model", 1, 0, O_SAVEM}, {"metrics", 1, 0, O_METRICS},
         {"config", 1, 0, O_CONFIG}, {"print-config", 0, 0, O_PRINTCFG}, {"virtual-time", 0, 0, O_VIRTUAL},
         {"optimizer", 1, 0, O_OPTIM}, {"betas", 1, 0, O_BETAS}, {"quorum-fraction", 1, 0, O_QFRAC},
-        {"hello-rate", 1, 0, O_HELLORATE}, {"local-steps", 1, 0, O_STEPS}, {"lr-schedule", 1, 0, O_SCHED},
+        {"hello-rate", 1, 0, O_HELLORATE},
+        {"secure-agg", 0, 0, O_SECAGG}, {"client-clip", 0, 0, O_CLIENTCLIP}, {"fixed-bits", 1, 0, O_FIXEDBITS},
+        {"dp-noise", 1, 0, O_DPNOISE}, {"dp-epsilon", 1, 0, O_DPEPS}, {"dp-delta", 1, 0, O_DPDELTA},
+        {"local-steps", 1, 0, O_STEPS}, {"lr-schedule", 1, 0, O_SCHED},
         {0, 0, 0, 0}};
     long v;
     double d;
@@ -364,6 +417,12 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         case O_TOKENTTL: if (hfl_parse_double(optarg, 1, 1e7, &d, e) == 0) cfg->token_ttl_s = d; break;
         case O_TTL: if (hfl_parse_double(optarg, 0.01, 1e7, &d, e) == 0) cfg->session_ttl_s = d; break;
         case O_MAXSHARE: if (hfl_parse_double(optarg, 0.01, 1, &d, e) == 0) cfg->max_share = d; break;
+        case O_SECAGG: cfg->secure_agg = SECAGG_MASKED; break;
+        case O_CLIENTCLIP: if (cfg->secure_agg != SECAGG_MASKED) cfg->secure_agg = SECAGG_CLEAR; break;
+        case O_FIXEDBITS: if (hfl_parse_int(optarg, 4, 50, &v, e) == 0) cfg->fixed_bits = (int)v; break;
+        case O_DPNOISE: hfl_parse_double(optarg, 0.01, 1e4, &cfg->dp_noise, e); break;
+        case O_DPEPS: hfl_parse_double(optarg, 1e-3, 1e3, &cfg->dp_epsilon, e); break;
+        case O_DPDELTA: hfl_parse_double(optarg, 1e-15, 0.1, &cfg->dp_delta, e); break;
         case O_DEVICE:
             if (strcmp(optarg, "auto") && strcmp(optarg, "cpu") && strcmp(optarg, "cuda"))
                 return hfl_errf(err, "unknown device '%s' (auto, cpu, cuda)", optarg);
@@ -408,7 +467,7 @@ static int parse_args(int argc, char **argv, coord_config *cfg, double *linger, 
         return hfl_errf(err, "--async needs --strategy fedavg: robust rules hold one row per drawn client");
     if (!cfg->tls.insecure && (!cfg->tls.ca_file || !cfg->tls.cert_file))
         return hfl_errf(err, "TLS needs --ca and --cert (or --insecure with a tcp:// URL)");
-    return 0;
+    return check_privacy(cfg, err);
 }
 
 /* The URL clients should dial: the listen URL with the bound port. */
@@ -489,6 +548,7 @@ int main(int argc, char **argv) {
     snprintf(cfg->data_dir, sizeof cfg->data_dir, "%s", HFL_FMNIST_DIR);
     snprintf(cfg->device, sizeof cfg->device, "auto");
     cfg->block = 256, cfg->rounds = 10, cfg->clients_per_round = 2, cfg->deadline_s = 300;
+    cfg->fixed_bits = 24;
     cfg->local_epochs = 1, cfg->batch = 32, cfg->lr = 0.05, cfg->seed = 1;
     cfg->beta1 = HFL_ADAMW_BETA1, cfg->beta2 = HFL_ADAMW_BETA2;
     snprintf(cfg->server_opt, sizeof cfg->server_opt, "fedavg");

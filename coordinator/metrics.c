@@ -42,6 +42,13 @@ static void render_metrics(const coord *c, hfl_text *t) {
     hfl_text_put(t, "hfl_model_version %d\n", c->version);
     hfl_prom_head(t, "hfl_run_complete", "gauge", "1 once every round is done.");
     hfl_text_put(t, "hfl_run_complete %d\n", c->done ? 1 : 0);
+    double eps, delta;
+    if (dp_epsilon(c, &eps, &delta)) {
+        hfl_prom_head(t, "hfl_dp_epsilon", "gauge", "Differential privacy spent so far: epsilon at hfl_dp_delta (RDP accountant).");
+        hfl_text_put(t, "hfl_dp_epsilon %.17g\n", eps);
+        hfl_prom_head(t, "hfl_dp_delta", "gauge", "The delta hfl_dp_epsilon holds at.");
+        hfl_text_put(t, "hfl_dp_delta %.17g\n", delta);
+    }
 
     int planned = 0, live = 0, left = 0, revoked = 0, inflight = 0, drawn = 0, benched = 0;
     double now = hfl_now(), accepted = 0, overdue = 0;

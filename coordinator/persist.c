@@ -114,6 +114,7 @@ int persist_save(coord *c, char *err) {
     cJSON_AddStringToObject(o, "final_sha256", c->final_sha256);
     cJSON_AddNumberToObject(o, "rejected", (double)c->rejected);
     cJSON_AddNumberToObject(o, "restarts", c->restarts);
+    if (c->dp) cJSON_AddNumberToObject(o, "dp_rounds", dp_rounds_charged(c)); /* the privacy spent goes on */
     cJSON_AddNumberToObject(o, "sopt_steps", c->sopt.steps);
     cJSON_AddBoolToObject(o, "sopt_m", c->sopt.m != NULL);
     cJSON_AddBoolToObject(o, "sopt_v", c->sopt.v != NULL);
@@ -282,6 +283,7 @@ static int persist_restore(coord *c, const cJSON *o, const uint8_t *bin, size_t 
     snprintf(c->final_sha256, sizeof c->final_sha256, "%s", persist_str(o, "final_sha256"));
     c->rejected = (uint64_t)persist_num(o, "rejected");
     c->restarts = (int)persist_num(o, "restarts") + 1;
+    dp_restore(c, (int)persist_num(o, "dp_rounds"));
     cJSON_Delete(c->round_log);
     c->round_log = cJSON_Duplicate(log, 1);
     downlink_record(c);

@@ -136,6 +136,8 @@ static int registry_evict(coord *c) {
     cJSON_AddNumberToObject(ev, "idle_s", now - cl->last_seen);
     report_log_event(c, ev);
     cJSON_Delete(cl->hello);
+    free(cl->sa_cert);
+    hfl_peer_free(cl->sa_peer);
     if (cl->got_bye) c->byes_sent--; /* the slot's next owner is told bye on its own account */
     memset(cl, 0, sizeof *cl);
     return victim;

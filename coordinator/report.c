@@ -50,6 +50,13 @@ char *report_render(coord *c, size_t *len) {
     cJSON_AddNumberToObject(o, "wall_s", hfl_now() - c->started);
     cJSON_AddNumberToObject(o, "final_test_acc", c->final_acc);
     cJSON_AddStringToObject(o, "final_model_sha256", c->final_sha256);
+    cJSON_AddStringToObject(o, "initial_model_sha256", c->initial_sha256);
+    double eps, delta;
+    if (dp_epsilon(c, &eps, &delta)) { /* spent over every round charged (dp.h) */
+        cJSON_AddNumberToObject(o, "dp_epsilon", eps);
+        cJSON_AddNumberToObject(o, "dp_delta", delta);
+    }
+    if (c->stop_reason[0]) cJSON_AddStringToObject(o, "stopped", c->stop_reason);
     if (cfg->init_model[0]) cJSON_AddStringToObject(o, "init_model", cfg->init_model);
     if (cfg->save_model[0]) cJSON_AddStringToObject(o, "model_file", cfg->save_model);
     if (cfg->clip_norm > 0) cJSON_AddStringToObject(o, "clip", cfg->clip_adaptive ? "adaptive" : "fixed");

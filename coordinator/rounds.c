@@ -28,27 +28,11 @@
 #include <mbedtls/sha256.h>
 
 #include "coordinator/coord.h"
+#include "proto/secagg.h"
 #include "model/safetensors.h"
 #include "kernels/philox.h"
 #include "util/util.h"
 
-static uint8_t *reply(int type, cJSON *meta, const void *payload, size_t plen, size_t *len) {
-    uint8_t *m = hfl_msg_encode(type, meta, payload, plen, len);
-    cJSON_Delete(meta);
-    return m;
-}
-
-uint8_t *coord_error_reply(const char *msg, size_t *len) {
-    cJSON *meta = cJSON_CreateObject();
-    cJSON_AddStringToObject(meta, "error", msg);
-    return reply(HFL_MSG_ERROR, meta, NULL, 0, len);
-}
-
-uint8_t *rounds_wait_reply(int ms, size_t *len) {
-    cJSON *meta = cJSON_CreateObject();
-    cJSON_AddNumberToObject(meta, "ms", ms);
-    return reply(HFL_MSG_WAIT, meta, NULL, 0, len);
-}
 
 /* The global model's SHA-256 (its float bytes as stored) in hex. */
 static void model_sha256(const coord *c, char hex[65]) {
@@ -71,14 +55,17 @@ int rounds_init(coord *c, char *err) {
     /* the sum, the held rows, the mean and the server step live where the
      * coordinator evaluates (--device): the GPU's memory, or the host's */
     if (hfl_sopt_parse(c->cfg.server_opt, &c->sopt, err) != 0 || hfl_sopt_init(&c->sopt, nt, err) != 0 ||
-        hfl_rule_parse(c->cfg.strategy, &c->rule, err) != 0 || hfl_agg_init_on(&c->agg, c->be, nt, 1, err) != 0)
+        hfl_rule_parse(c->cfg.strategy, &c->rule, err) != 0 || hfl_agg_init_on(&c->agg, c->be, nt, 1, err) != 0 ||
+        dp_init(c, round_draw_size(c), err) != 0)
         return -1;
     /* a robust rule holds every update of a round, decoded, a row for each
      * client drawn (over-selected too: round_select's draw): planned here, once */
     char why[HFL_ERR_LEN];
     if (c->rule.kind != HFL_RULE_FEDAVG && hfl_agg_hold(&c->agg, round_draw_size(c), c->cfg.robust_memory, why) != 0)
         return hfl_errf(err, "--strategy %s: %s", c->cfg.strategy, why);
+    if (c->cfg.secure_agg && secagg_check_settings(c, err) != 0) return -1;
     model_sha256(c, c->final_sha256); /* before any round: the initial model's */
+    memcpy(c->initial_sha256, c->final_sha256, sizeof c->initial_sha256);
     return 0;
 }
 
@@ -240,6 +227,8 @@ static void round_select(coord *c) {
     free(ids);
 }
 
+static void round_finish(coord *c, const char *reason);
+
 static void round_open(coord *c) {
     coord_round *r = &c->r;
     int next = r->round + 1;
@@ -253,6 +242,9 @@ static void round_open(coord *c) {
     r->opened_at = hfl_now();
     if (c->cfg.async_concurrency == 0) overdue_judge(c, next);
     round_select(c);
+    dp_round_sigma(c, &r->dp_sigma, &r->dp_sigma_count);
+    if (!c->cfg.secure_agg && r->dp_sigma > 0) /* central noise: the sum's scale holds it too (dp.h) */
+        hfl_agg_widen(&c->agg, r->clip + SECAGG_NOISE_TAIL * r->dp_sigma);
 
     cJSON *meta = cJSON_CreateObject();
     cJSON_AddNumberToObject(meta, "round", r->round);
@@ -285,6 +277,10 @@ static void round_open(coord *c) {
     cJSON_AddNumberToObject(meta, "seed", (double)c->cfg.seed);
     cJSON_AddNumberToObject(meta, "deadline_ms", c->cfg.deadline_s * 1000.0);
     r->task_meta = meta;
+    char why[HFL_ERR_LEN] = "";
+    if (c->cfg.secure_agg &&
+        secagg_round_open(c, r->dp_sigma, r->dp_sigma_count, round_quorum(c, r->n_selected), why) == 0)
+        secagg_task_meta(c, meta);
 
     cJSON *ev = cJSON_CreateObject();
     cJSON_AddStringToObject(ev, "event", "round_open");
@@ -295,6 +291,7 @@ static void round_open(coord *c) {
     cJSON *sel = cJSON_AddArrayToObject(ev, "selected");
     for (int i = 0; i < r->n_selected; i++) cJSON_AddItemToArray(sel, cJSON_CreateNumber(r->selected[i]));
     report_log_event(c, ev);
+    if (why[0]) round_finish(c, why); /* the ring cannot hold this draw's sum */
 }
 
 /* --async: tasks out, of the open round and (in flight) of earlier ones; a
@@ -364,7 +361,7 @@ static uint8_t *round_resend_capped(coord *c, int id, size_t *len) {
     cJSON *meta = cJSON_CreateObject();
     cJSON_AddStringToObject(meta, "error", msg);
     cJSON_AddBoolToObject(meta, "skip_round", 1);
-    return reply(HFL_MSG_ERROR, meta, NULL, 0, len);
+    return coord_reply(HFL_MSG_ERROR, meta, NULL, 0, len);
 }
 
 /* A pull from id (see rounds_pull and rounds_pull_again). */
@@ -376,9 +373,9 @@ static uint8_t *round_pull(coord *c, int id, int64_t have_version, int again, si
         c->clients[id].got_bye = 1;
         cJSON *meta = cJSON_CreateObject();
         cJSON_AddStringToObject(meta, "reason", "run complete");
-        return reply(HFL_MSG_BYE, meta, NULL, 0, len);
+        return coord_reply(HFL_MSG_BYE, meta, NULL, 0, len);
     }
-    if (!rounds_pull_ready(c, id)) return rounds_wait_reply(COORD_WAIT_MS, len);
+    if (!rounds_pull_ready(c, id)) return coord_wait_reply(COORD_WAIT_MS, len);
     if (async_can_draw(c, id)) async_draw(c, id);
     int sent = r->tasked[id]; /* it holds this round's task already */
     if (sent && again && r->rec[id].resent >= COORD_MAX_RESENDS) return round_resend_capped(c, id, len);
@@ -431,7 +428,7 @@ static uint8_t *round_decline(coord *c, int id, int64_t round, size_t *len) {
     report_log_event(c, ev);
     cJSON *ack = cJSON_CreateObject();
     cJSON_AddNumberToObject(ack, "round", r->round);
-    return reply(HFL_MSG_ACK, ack, NULL, 0, len);
+    return coord_reply(HFL_MSG_ACK, ack, NULL, 0, len);
 }
 
 /* --virtual-time: a tasked client's update simulated past the round's
@@ -454,7 +451,7 @@ static uint8_t *round_missed(coord *c, int id, double sim_s, size_t *len) {
     cJSON *ack = cJSON_CreateObject();
     cJSON_AddNumberToObject(ack, "round", r->round);
     cJSON_AddBoolToObject(ack, "missed_deadline", 1);
-    return reply(HFL_MSG_ACK, ack, NULL, 0, len);
+    return coord_reply(HFL_MSG_ACK, ack, NULL, 0, len);
 }
 
 /* FedBuff's staleness weight 1/sqrt(1 + tau) (Nguyen et al. 2022, sec. 3),
@@ -571,7 +568,7 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
         cJSON *ack = cJSON_CreateObject();
         cJSON_AddNumberToObject(ack, "round", (double)round);
         cJSON_AddNumberToObject(ack, "folded_into", r->round);
-        return reply(HFL_MSG_ACK, ack, NULL, 0, len);
+        return coord_reply(HFL_MSG_ACK, ack, NULL, 0, len);
     }
     if (!r->open || round != r->round) {
         hfl_errf(err, "update for round %lld, but round %d is %s", (long long)round, r->round,
@@ -601,7 +598,7 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
         goto reject;
     }
     const hfl_codec *uc = c->clients[id].codec;
-    if (strcmp(codec, uc->name) != 0) {
+    if (!c->cfg.secure_agg && strcmp(codec, uc->name) != 0) {
         hfl_errf(err, "update uses codec '%s', client %d uses '%s'", codec, id, uc->name);
         why = COORD_REJ_CODEC;
         goto reject;
@@ -621,8 +618,16 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     hfl_agg_update info;
     int slot = 0; /* robust rules: the update's row is its client's place in the selection */
     while (slot < r->n_selected && r->selected[slot] != id) slot++;
-    if ((c->rule.kind == HFL_RULE_FEDAVG ? hfl_agg_add(&c->agg, uc, payload, plen, weight, &info, err)
-                                          : hfl_agg_add_row(&c->agg, uc, payload, plen, slot, &info, err)) != 0) {
+    if (c->cfg.secure_agg) { /* the client weighted and clipped it: the weight its setup announced */
+        weighed = r->share_cap[id] < r->samples_at_select[id] ? r->share_cap[id] : r->samples_at_select[id];
+        weight = (double)weighed / r->samples_planned;
+        info = (hfl_agg_update){.norm = 0, .clipped = 0};
+        if (secagg_input(c, id, payload, plen, err) != 0) {
+            why = COORD_REJ_PAYLOAD;
+            goto reject;
+        }
+    } else if ((c->rule.kind == HFL_RULE_FEDAVG ? hfl_agg_add(&c->agg, uc, payload, plen, weight, &info, err)
+                                                 : hfl_agg_add_row(&c->agg, uc, payload, plen, slot, &info, err)) != 0) {
         why = COORD_REJ_PAYLOAD;
         goto reject;
     }
@@ -670,7 +675,7 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
 
     cJSON *ack = cJSON_CreateObject();
     cJSON_AddNumberToObject(ack, "round", r->round);
-    return reply(HFL_MSG_ACK, ack, NULL, 0, len);
+    return coord_reply(HFL_MSG_ACK, ack, NULL, 0, len);
 
 reject:
     c->rejected++;
@@ -689,7 +694,7 @@ reject:
     cJSON *rm = cJSON_CreateObject();
     cJSON_AddStringToObject(rm, "error", msg);
     cJSON_AddBoolToObject(rm, "skip_round", skip);
-    return reply(HFL_MSG_ERROR, rm, NULL, 0, len);
+    return coord_reply(HFL_MSG_ERROR, rm, NULL, 0, len);
 }
 
 static double median_norm(const coord_round *r) {
@@ -718,13 +723,16 @@ static cJSON *round_participants(const coord *c) {
         int full = r->n_received + (c->cfg.async_concurrency > 0 ? r->n_stale : 0) >= r->n_target;
         cJSON_AddStringToObject(o, "status", r->received[id] ? "ok" : r->refused[id] == 2 ? "declined"
                                              : r->refused[id] == 3 ? "missed_deadline"
+                                             : r->refused[id] == 4 ? "dropped"
                                              : r->refused[id] ? "refused" : cl->left[0] ? "left"
                                              : full ? "late" : "missing");
         if (r->received[id]) {
             cJSON_AddNumberToObject(o, "samples", r->rec[id].samples);
             cJSON_AddNumberToObject(o, "weight", r->rec[id].weight);
-            cJSON_AddNumberToObject(o, "norm", r->rec[id].norm);
-            cJSON_AddBoolToObject(o, "clipped", r->rec[id].clipped);
+            if (!c->cfg.secure_agg) { /* under secure aggregation no one sees its norm */
+                cJSON_AddNumberToObject(o, "norm", r->rec[id].norm);
+                cJSON_AddBoolToObject(o, "clipped", r->rec[id].clipped);
+            }
             cJSON_AddNumberToObject(o, "loss", r->rec[id].loss);
             cJSON_AddNumberToObject(o, "train_s", r->rec[id].train_s);
             cJSON_AddNumberToObject(o, "bytes_up", r->rec[id].bytes);
@@ -811,10 +819,17 @@ static void round_finish(coord *c, const char *reason) {
     cJSON_AddNumberToObject(o, "declined", r->n_declined);
     if (c->cfg.virtual_time) cJSON_AddNumberToObject(o, "missed_deadline", r->n_missed);
     if (c->rule.kind != HFL_RULE_FEDAVG) cJSON_AddNumberToObject(o, "rule_kept", r->n_rule_kept);
-    cJSON_AddNumberToObject(o, "update_norm_median", median_norm(r));
-    double top = 0;
-    for (int i = 0; i < r->n_received; i++) top = r->norms[i] > top ? r->norms[i] : top;
-    cJSON_AddNumberToObject(o, "update_norm_max", top);
+    if (c->cfg.secure_agg) {
+        cJSON_AddNullToObject(o, "update_norm_median");
+        cJSON_AddNullToObject(o, "update_norm_max");
+        secagg_report(c, o);
+    } else {
+        cJSON_AddNumberToObject(o, "update_norm_median", median_norm(r));
+        double top = 0;
+        for (int i = 0; i < r->n_received; i++) top = r->norms[i] > top ? r->norms[i] : top;
+        cJSON_AddNumberToObject(o, "update_norm_max", top);
+    }
+    if (r->n_selected > 0) dp_charge(c, o); /* its clients were tasked: charged, aggregated or not */
     char sha[65];
     model_sha256(c, sha);
     cJSON_AddStringToObject(o, "model_sha256", sha);
@@ -852,6 +867,8 @@ static void round_finish(coord *c, const char *reason) {
     if (persist_save(c, err) != 0) fprintf(stderr, "hfl-coordinator: cannot save the run's state: %s\n", err);
     if (c->cfg.save_model[0] && hfl_safetensors_save(c->cfg.save_model, &c->spec, c->global, err) != 0)
         fprintf(stderr, "hfl-coordinator: cannot save the model: %s\n", err);
+    if (reason && c->sa) /* secure aggregation's failures say why, in one line */
+        fprintf(stderr, "hfl-coordinator: round %d failed: %s\n", r->round, reason);
     if (reason) {
         rounds_publish(c, o, NULL, NULL);
         c->done = c->done_pending;
@@ -864,9 +881,12 @@ static void round_finish(coord *c, const char *reason) {
 static void clip_adapt(coord *c) {
     coord_round *r = &c->r;
     if (!c->cfg.clip_adaptive || r->clip <= 0 || r->n_received == 0) return;
-    int below = 0;
-    for (int i = 0; i < r->n_received; i++) below += r->norms[i] <= r->clip;
-    c->clip = r->clip * exp(-0.2 * ((double)below / r->n_received - 0.5));
+    double below = 0;
+    if (c->cfg.secure_agg) below = secagg_count(c); /* the clients' own count, summed under the masks */
+    else
+        for (int i = 0; i < r->n_received; i++) below += r->norms[i] <= r->clip;
+    below = dp_noised_count(c, below); /* under DP the count is noised too (dp.h) */
+    c->clip = r->clip * exp(-0.2 * (below / r->n_received - 0.5));
 }
 
 /* A robust rule over the round's held rows, in selection order, into the
@@ -889,6 +909,17 @@ static void round_aggregate(coord *c) {
     double t0 = hfl_now();
     hfl_test_crash("aggregate", r->round);
     int finite;
+    if (c->cfg.secure_agg) { /* the sum comes from secure aggregation, once unmasked */
+        char why[HFL_ERR_LEN];
+        int deadline = r->n_received < r->n_target && r->n_received < r->n_selected;
+        int ready = secagg_ready(c, deadline ? round_quorum(c, r->n_selected) : 1, why, sizeof why);
+        if (ready == 0) return;
+        if (ready < 0) {
+            round_finish(c, why);
+            return;
+        }
+        r->n_clipped = r->n_received - (int)lround(secagg_count(c)); /* noised under DP */
+    }
     if (c->rule.kind == HFL_RULE_FEDAVG) {
         /* --max-share holds over the updates that came: when some of the round
          * are missing, the divisor grows (up to the whole round's capped
@@ -898,6 +929,12 @@ static void round_aggregate(coord *c) {
         double need = f < 1 ? (double)r->weight_max / f : 0;
         if (need > (double)r->cap_total) need = (double)r->cap_total;
         if (need > divisor) divisor = need;
+        char err[HFL_ERR_LEN], why[HFL_ERR_LEN + 32];
+        if (!c->cfg.secure_agg && r->dp_sigma > 0 && dp_add_central(c, r->dp_sigma, err) != 0) {
+            snprintf(why, sizeof why, "%s, global model kept", err);
+            round_finish(c, why);
+            return;
+        }
         finite = hfl_agg_mean(&c->agg, divisor / r->samples_planned);
     } else if (robust_mean(c, &finite) != 0) {
         return;
@@ -922,6 +959,18 @@ static void round_aggregate(coord *c) {
 void rounds_tick(coord *c) {
     coord_round *r = &c->r;
     if (c->done || c->done_pending) return;
+    if (!r->open && !dp_budget_left(c, c->stop_reason, sizeof c->stop_reason)) {
+        if (eval_busy(c)) return; /* the last round is published first */
+        fprintf(stderr, "hfl-coordinator: %s\n", c->stop_reason); /* the run ends here, in one line */
+        cJSON *ev = cJSON_CreateObject();
+        cJSON_AddStringToObject(ev, "event", "stopped");
+        cJSON_AddStringToObject(ev, "reason", c->stop_reason);
+        report_log_event(c, ev);
+        c->done = 1;
+        char err[HFL_ERR_LEN];
+        if (report_write(c, err) != 0) fprintf(stderr, "hfl-coordinator: %s\n", err);
+        return;
+    }
     if (!r->open) {
         int planned = 0, left = 0, live = 0;
         double now = hfl_now();
@@ -945,6 +994,18 @@ void rounds_tick(coord *c) {
         return;
     }
     if (eval_busy(c)) return; /* the previous round is published before this one may close */
+    if (c->cfg.secure_agg) {
+        char why[HFL_ERR_LEN];
+        secagg_tick(c);
+        if (secagg_failed(c, why, sizeof why)) {
+            round_finish(c, why);
+            return;
+        }
+        if (secagg_unmasking(c)) {
+            round_aggregate(c);
+            return;
+        }
+    }
     if (c->cfg.async_concurrency > 0) { /* FedBuff: K arrivals, fresh or folded, close the round */
         int got = r->n_received + r->n_stale;
         if (got >= r->n_target)
@@ -965,8 +1026,8 @@ void rounds_tick(coord *c) {
         round_aggregate(c);
     } else if (hfl_now() - r->opened_at > c->cfg.deadline_s ||
                (gone && r->n_received + gone >= r->n_selected)) {
-        if (r->n_received >= round_quorum(c, r->n_selected) && r->n_received > 0)
-            round_aggregate(c);
+        if ((r->n_received >= round_quorum(c, r->n_selected) && r->n_received > 0) || c->cfg.secure_agg)
+            round_aggregate(c); /* secure aggregation says itself why too few is too few */
         else
             round_finish(c, "quorum not reached, global model kept");
     }

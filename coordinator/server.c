@@ -136,7 +136,8 @@ static uint8_t *server_handle(coord_server *s, coord *c, const uint8_t *buf, siz
                               server_park *park) {
     char err[HFL_ERR_LEN], msg[HFL_ERR_LEN + 32];
     hfl_msg m;
-    size_t max_payload = c->spec.n_params * sizeof(float) + 4096;
+    /* a secure aggregation input packs at most 52 bits an element (secagg.h) */
+    size_t max_payload = c->spec.n_params * (c->cfg.secure_agg ? 7 : sizeof(float)) + 4096;
     if (hfl_msg_decode(buf, n, max_payload, &m, err) != 0) {
         pthread_mutex_lock(&c->lock);
         c->rejected++;
@@ -157,9 +158,12 @@ static uint8_t *server_handle(coord_server *s, coord *c, const uint8_t *buf, siz
     case HFL_MSG_PULL:
     case HFL_MSG_UPDATE:
     case HFL_MSG_BYE:
+    case HFL_MSG_SECAGG:
         if ((id = registry_check(c, m.meta, &reauth, err)) < 0) {
             c->rejected++;
             out = reauth ? coord_reauth_reply(err, len) : coord_error_reply(err, len);
+        } else if (m.type == HFL_MSG_SECAGG) {
+            out = secagg_request(c, (int)id, m.meta, n, len);
         } else if (m.type == HFL_MSG_PULL) {
             int64_t have = -1, hold = 0; /* optional: the model version the client holds; how long it may wait */
             const cJSON *resend = cJSON_GetObjectItemCaseSensitive(m.meta, "resend"); /* optional: send it again */
@@ -293,7 +297,7 @@ static void server_work_cb(void *arg) {
             if (old) { /* superseded: its context becomes a spare once the answer is out */
                 size_t olen = 0;
                 old->woken = 1;
-                if (server_send(old, rounds_wait_reply(0, &olen), olen) != 0) {
+                if (server_send(old, coord_wait_reply(0, &olen), olen) != 0) {
                     old->woken = 0;
                     pthread_mutex_lock(&s->lock);
                     old->state = WORK_IDLE;
@@ -305,7 +309,7 @@ static void server_work_cb(void *arg) {
                 nng_ctx_recv(r->ctx, r->aio);
                 return;
             }
-            out = rounds_wait_reply(COORD_WAIT_MS, &len); /* no spare context: answer at once */
+            out = coord_wait_reply(COORD_WAIT_MS, &len); /* no spare context: answer at once */
         }
         if (server_send(w, out, len) != 0) nng_ctx_recv(w->ctx, w->aio);
         return;
@@ -353,7 +357,7 @@ void server_wake(coord_server *s) {
         } else if (rounds_pull_ready(c, w->id)) {
             out = rounds_pull(c, w->id, w->have, &len);
         } else { /* not seen: a client that died while parked must not look alive */
-            out = rounds_wait_reply(0, &len);
+            out = coord_wait_reply(0, &len);
         }
         w->woken = 1;
         if (server_send(w, out, len) != 0) { /* unanswered: its client times out and dials again */

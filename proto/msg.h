@@ -41,8 +41,9 @@ typedef enum {
     HFL_MSG_ERROR = 8,   /* any reply: `error` says why */
     HFL_MSG_BYE = 9,     /* reply to pull when the run is over; or client leaving */
     HFL_MSG_CHALLENGE = 10, /* reply to a hello without proof: sign this (proto/hello.h) */
+    HFL_MSG_SECAGG = 11, /* secure aggregation's steps, both ways (proto/secagg.h) */
 } hfl_msg_type;
-#define HFL_MSG_LAST HFL_MSG_CHALLENGE
+#define HFL_MSG_LAST HFL_MSG_SECAGG
 
 const char *hfl_msg_type_name(int type); /* "hello", ... or "unknown" */
 

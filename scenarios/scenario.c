@@ -13,7 +13,8 @@
 static const char *const known_keys[] = {
     "name", "model", "clients", "clients_per_round", "min_quorum", "rounds", "local_epochs", "batch",
     "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "prepare", "downlink", "downlink_delta", "client_codecs", "client_memory", "precision", "clip_norm", "max_client_samples", "max_share", "server_opt", "strategy", "client_attacks", "over_selection", "late", "local_work", "prox_mu", "async_concurrency", "pace", "optimizer", "betas", "local_steps", "lr_schedule",
-    "device", "client_devices", "profiles", "profile_library", "memory_scale", "crashes", "dropout", "slow", "compute_scale", "virtual_time", NULL};
+    "device", "client_devices", "profiles", "profile_library", "memory_scale", "crashes", "dropout", "slow", "compute_scale", "virtual_time",
+    "secure_agg", "client_clip", "fixed_bits", "dp_noise", "dp_epsilon", "dp_delta", NULL};
 
 static int get_str(const cJSON *o, const char *key, int required, char *out, size_t cap, char *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -142,6 +143,10 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
         get_num(o, "max_share", 0, 0, 0.01, 1, &sc->max_share, err) ||
         get_num(o, "over_selection", 0, 0, 0, 4, &sc->over_selection, err) ||
         get_num(o, "prox_mu", 0, 0, 0, 100, &sc->prox_mu, err) ||
+        get_num(o, "fixed_bits", 0, 1, 4, 50, &sc->fixed_bits, err) ||
+        get_num(o, "dp_noise", 0, 0, 0.01, 1e4, &sc->dp_noise, err) ||
+        get_num(o, "dp_epsilon", 0, 0, 1e-3, 1e3, &sc->dp_epsilon, err) ||
+        get_num(o, "dp_delta", 0, 0, 1e-15, 0.1, &sc->dp_delta, err) ||
         get_num(o, "async_concurrency", 0, 1, 0, 1000, &sc->async_concurrency, err) ||
         get_num(o, "pace", 0, 0, 0, 100, &sc->pace, err) ||
         get_num(o, "local_steps", 0, 1, 0, 100000000, &sc->local_steps, err) ||
@@ -241,6 +246,12 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
         goto out;
     }
     sc->virtual_time = cJSON_IsTrue(vt);
+    const cJSON *sa = cJSON_GetObjectItemCaseSensitive(o, "secure_agg"), *cc = cJSON_GetObjectItemCaseSensitive(o, "client_clip");
+    if ((sa && !cJSON_IsBool(sa)) || (cc && !cJSON_IsBool(cc))) {
+        hfl_errf(err, "\"secure_agg\" and \"client_clip\" must be true or false");
+        goto out;
+    }
+    sc->secure_agg = cJSON_IsTrue(sa), sc->client_clip = cJSON_IsTrue(cc);
     for (int i = 0; sc->virtual_time && i < sc->clients; i++)
         if (!sc->client_profile[i][0]) {
             hfl_errf(err, "\"virtual_time\" needs a profile for every client; client-%d has none", i);

@@ -112,6 +112,9 @@ typedef struct {
     double dropout;            /* each client's chance of declining a round */
     double compute_scale;      /* FLOPs per sample -> simulated training time factor (1) */
     int virtual_time;          /* the coordinator's --virtual-time: deadlines in simulated time */
+    int secure_agg, client_clip; /* the coordinator's --secure-agg, --client-clip (proto/secagg.h) */
+    double fixed_bits;         /* its --fixed-bits (0: its default) */
+    double dp_noise, dp_epsilon, dp_delta; /* its --dp-noise, --dp-epsilon, --dp-delta (0: not given) */
 } hfl_scenario;
 
 int hfl_scenario_load(const char *path, hfl_scenario *sc, char *err);

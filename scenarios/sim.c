@@ -554,6 +554,7 @@ int main(int argc, char **argv) {
                      "--min-clients", a_n,
                      NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                      NULL, NULL, NULL, NULL,
+                     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                      NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     /* the optional ones, after the fixed ones */
     int na = 0;
@@ -590,6 +591,16 @@ int main(int argc, char **argv) {
     if (sc.virtual_time) cargv[na++] = "--virtual-time";
     if (sc.optimizer[0]) cargv[na++] = "--optimizer", cargv[na++] = sc.optimizer;
     if (sc.betas[0]) cargv[na++] = "--betas", cargv[na++] = sc.betas;
+    char a_fb[16], a_dpn[32], a_dpe[32], a_dpd[32];
+    snprintf(a_fb, sizeof a_fb, "%.0f", sc.fixed_bits);
+    snprintf(a_dpn, sizeof a_dpn, "%.17g", sc.dp_noise);
+    snprintf(a_dpe, sizeof a_dpe, "%.17g", sc.dp_epsilon);
+    snprintf(a_dpd, sizeof a_dpd, "%.17g", sc.dp_delta);
+    if (sc.secure_agg) cargv[na++] = "--secure-agg";
+    if (sc.client_clip) cargv[na++] = "--client-clip";
+    if (sc.fixed_bits > 0) cargv[na++] = "--fixed-bits", cargv[na++] = a_fb;
+    if (sc.dp_noise > 0) cargv[na++] = "--dp-noise", cargv[na++] = a_dpn;
+    if (sc.dp_epsilon > 0) cargv[na++] = "--dp-epsilon", cargv[na++] = a_dpe, cargv[na++] = "--dp-delta", cargv[na++] = a_dpd;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     static sim_procs procs;
