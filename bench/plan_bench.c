@@ -26,9 +26,9 @@
 
 #include "kernels/backend.h"
 #include "kernels/philox.h"
-#include "model/measure.h"
+#include "plan/measure.h"
 #include "model/model.h"
-#include "model/planner.h"
+#include "plan/planner.h"
 #include "util/memmeter.h"
 #include "util/util.h"
 
@@ -89,7 +89,7 @@ static size_t covered_bytes(const hfl_plan *p) {
     return covered;
 }
 
-/* One measured step (model/measure.c), in this bench's row format. */
+/* One measured step (plan/measure.c), in this bench's row format. */
 static measurement measure(const hfl_model_spec *s, const hfl_plan *p, const float *params,
                            const float *x, const int32_t *y) {
     measurement r = {0};

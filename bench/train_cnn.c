@@ -28,6 +28,7 @@
 #include "kernels/budget.h"
 #include "kernels/philox.h"
 #include "model/model.h"
+#include "plan/planner.h"
 #include "util/memmeter.h"
 #include "util/util.h"
 

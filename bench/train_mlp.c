@@ -14,6 +14,7 @@
 #include "kernels/backend.h"
 #include "kernels/philox.h"
 #include "model/model.h"
+#include "plan/planner.h"
 #include "util/util.h"
 
 #define POOL_BATCHES 64

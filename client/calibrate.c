@@ -19,7 +19,7 @@
 #include <cjson/cJSON.h>
 
 #include "client/client.h"
-#include "model/chooser.h"
+#include "plan/chooser.h"
 #include "util/util.h"
 
 #define CAL_MIN_RUNS 3

@@ -22,10 +22,10 @@
 #include "proto/metrics_http.h"
 #include "proto/transport.h"
 #include "data/idx.h"
-#include "model/chooser.h"
-#include "model/device_cost.h"
+#include "plan/chooser.h"
+#include "plan/device_cost.h"
 #include "model/model.h"
-#include "model/overhead.h"
+#include "plan/overhead.h"
 
 /* --metrics: what the client has done, counted by the training loop under
  * lock and read by the HTTP threads (client/metrics.c). */
@@ -87,7 +87,7 @@ typedef struct {
                                 the process holds beyond its per-process cost (client_held_bytes),
                                 or where NVML cannot say, free device memory's fall */
     uint64_t process_bytes;  /* a GPU: this process's device memory (NVML) then; 0 unknown */
-    hfl_device_cost cost;    /* a GPU's per-process cost (model/device_cost.h): known, every
+    hfl_device_cost cost;    /* a GPU's per-process cost (plan/device_cost.h): known, every
                                 memory figure on the GPU is NVML's less it */
     int measured_batch;      /* samples in that first step */
     int64_t trained;         /* samples trained in the last round (its optimizer steps x their rows) */
@@ -210,7 +210,7 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
 int client_trial_run(const client_options *o, const hfl_backend *be, const hfl_device_info *dev, char *err);
 
 /* The overhead outside the arena (client/overhead.c): the model
- * (model/overhead.h) fitted on every measurement of this device and backend
+ * (plan/overhead.h) fitted on every measurement of this device and backend
  * under state_dir, and this model's configurations measured themselves. */
 #define CLIENT_EXACT_MAX 256
 typedef struct {
@@ -236,7 +236,7 @@ void client_overhead_load(const char *state_dir, const char *device, const hfl_b
  * known, -1 otherwise (the CPU backend; NVML cannot say): the caller then
  * measures as before (RSS, free device memory, hfl's allocator). */
 int client_held_bytes(const hfl_backend *be, const hfl_device_cost *cost, uint64_t *held, uint64_t *process);
-/* The running OpenBLAS core's blocking (model/blas_footprint.h), NULL where
+/* The running OpenBLAS core's blocking (plan/blas_footprint.h), NULL where
  * it is not modelled: a device backend, another core, more than one thread. */
 const hfl_blas_blocking *client_blas_blocking(const hfl_backend *be);
 /* Adds a measurement of candidate c of this model (in memory only). */
@@ -249,7 +249,7 @@ int client_overhead_exact(const client_overhead *ov, hfl_precision p, int batch,
 uint64_t client_overhead_fn(void *ctx, hfl_precision p, int batch, hfl_ckpt_kind ckpt);
 /* A GPU's memory figures as keys of o (a plan, hfl-client --plan --json):
  * context_bytes (the per-process cost; null when not known), context_source
- * (model/device_cost.h), process_device_bytes (what NVML says this process
+ * (plan/device_cost.h), process_device_bytes (what NVML says this process
  * holds now, context included; null on the CPU or where NVML cannot say)
  * and alloc_granularity (1 on the CPU). */
 void client_device_memory_json(cJSON *o, const hfl_backend *be, const hfl_device_cost *cost);
@@ -273,12 +273,12 @@ int client_overhead_record(const char *state_dir, const char *device, const hfl_
 void client_synthetic(const hfl_model_spec *spec, int rows, float *x, int32_t *y);
 /* Synthetic batches for measuring candidates of one model (client/verify.c),
  * for a client whose epoch has data_rows rows (0: not known), which decide
- * the tail shapes measured with each step (model/measure.h). */
+ * the tail shapes measured with each step (plan/measure.h). */
 typedef struct client_probe client_probe;
 client_probe *client_probe_new(const hfl_model_spec *spec, int max_batch, int64_t data_rows);
 void client_probe_free(client_probe *p);
 /* The real peak of one step of candidate c on be, with its tail shapes: the
- * median of three measurements (model/measure.h): on a GPU whose cost is
+ * median of three measurements (plan/measure.h): on a GPU whose cost is
  * known, what the process then holds beyond it (as client_held_bytes; *held
  * = 1), else RSS growth or the fall of free device memory (*held = 0);
  * *process: NVML's figure for the whole process after the last one (0:

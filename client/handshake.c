@@ -2,7 +2,7 @@
  *
  * A client says hello with its device, learns the model, its codec, the run's
  * batch and the fleet's overhead estimate from the welcome, chooses the
- * training configuration that fits its memory budget (model/chooser.c), and
+ * training configuration that fits its memory budget (plan/chooser.c), and
  * says hello again with that plan, so the coordinator knows what every client
  * runs before any round. The welcome also names the global model's version
  * and SHA-256, so a client that already holds those weights says so. */
@@ -111,7 +111,7 @@ int client_precisions(const client_options *o, const hfl_device_info *dev, unsig
 }
 
 /* Chooses this client's training configuration for the run's batch under its
- * memory budget (model/chooser.c), verifies it, plans it into s->plan, and
+ * memory budget (plan/chooser.c), verifies it, plans it into s->plan, and
  * returns the plan as JSON for the coordinator.
  *
  * Nothing is trusted unmeasured: a chosen configuration this state directory

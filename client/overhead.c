@@ -1,16 +1,16 @@
 /* overhead.c: the client's measurements of real step peaks, kept in the
- * state directory, and the overhead model (model/overhead.h) fitted on them.
+ * state directory, and the overhead model (plan/overhead.h) fitted on them.
  *
  * Every measured step (hfl-client --plan --verify, the verification of a
  * chosen configuration before the first round, and a client's first real
  * step) appends {device, backend, model, batch, precision, checkpoint, arena,
  * staging, blas, measured, process_device_bytes, context_bytes} as a line of
  * <state-dir>/overhead.jsonl, blas being the configuration's OpenBLAS
- * footprint (model/blas_footprint.h; 0 where the core's blocking is not
+ * footprint (plan/blas_footprint.h; 0 where the core's blocking is not
  * modelled, and in lines written before it was). process_device_bytes is
  * what NVML said the whole process held on the GPU then, context included
  * (null on the CPU, or where NVML cannot say); context_bytes the GPU's
- * per-process cost (model/device_cost.h) when `measured` is that figure
+ * per-process cost (plan/device_cost.h) when `measured` is that figure
  * less it (client_held_bytes), null when `measured` is RSS growth or the
  * fall of free device memory. The two kinds of measurement are not mixed:
  * loading keeps the lines of this device, backend and kind (any model: the

@@ -3,13 +3,13 @@
  * For a model (built-in name or JSON spec file) and a memory budget (given,
  * or the device's free memory) it prints every candidate configuration with
  * its predicted peak and samples/s and whether it fits, and the one chosen
- * (model/chooser.c) for the backend --device picked. --verify runs one real
+ * (plan/chooser.c) for the backend --device picked. --verify runs one real
  * training step per candidate (client/verify.c: in a child process on the
  * CPU, in-process on a GPU) and adds the measured peak growth and the error; the
  * measurements are appended to <state-dir>/overhead.jsonl (client/overhead.c),
- * from which the overhead outside the arena is fitted (model/overhead.h) and
+ * from which the overhead outside the arena is fitted (plan/overhead.h) and
  * added to later predictions (on a GPU, what the process holds beyond its
- * per-process cost, model/device_cost.h, where NVML can say). --batch N plans for a run whose batch is N: every
+ * per-process cost, plan/device_cost.h, where NVML can say). --batch N plans for a run whose batch is N: every
  * candidate then steps over N rows, as micro-batches accumulated where N
  * itself does not fit (the accum column; --allow-smaller-batch: smaller real
  * batches instead). --json prints the same as one JSON object, with the backend,
@@ -24,7 +24,7 @@
 #include <cjson/cJSON.h>
 
 #include "client/client.h"
-#include "model/chooser.h"
+#include "plan/chooser.h"
 #include "util/util.h"
 
 int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_device_info *dev, const char *why,

@@ -4,7 +4,7 @@
  *
  * One training step of the candidate's plan on synthetic inputs (the peak
  * does not depend on the values), and one at each tail shape an epoch of
- * the client's data runs (model/measure.h, TAIL SHAPES: kernels loaded for
+ * the client's data runs (plan/measure.h, TAIL SHAPES: kernels loaded for
  * them are in the figure before training ever meets them): in a forked
  * child on the CPU, in-process on a GPU. On a GPU the figure is what the
  * process holds beyond its per-process cost when NVML can say
@@ -18,7 +18,7 @@
 
 #include "client/client.h"
 #include "kernels/philox.h"
-#include "model/measure.h"
+#include "plan/measure.h"
 #include "util/util.h"
 
 struct client_probe {

@@ -20,6 +20,7 @@
 #include "data/files.h"
 #include "kernels/cpu/blas_core.h"
 #include "model/safetensors.h"
+#include "plan/planner.h"
 #include "kernels/device.h"
 #include "kernels/select.h"
 #include "util/config.h"

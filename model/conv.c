@@ -9,7 +9,7 @@
  * columns, which are k*k times larger), accumulates dW += dy_i cols^T, then
  * reuses the same columns buffer for dcols = w^T dy_i, which col2im folds
  * into dx. The workspace is one chunk's columns for both passes, whatever
- * the batch: ly->chunk samples (0 or 1: one; model/planner.h, cfg.conv_chunk)
+ * the batch: ly->chunk samples (0 or 1: one; plan/planner.h, cfg.conv_chunk)
  * are unfolded at once and multiplied by one strided batched GEMM (the
  * weights shared, stride 0), so a GPU launches per chunk, not per sample.
  * dW still accumulates sample by sample (beta = 1 after the first), so the

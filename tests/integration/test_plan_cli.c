@@ -12,7 +12,7 @@
  *    predicts, so the check is not circular. The extra outside the arena
  *    is almost all OpenBLAS's GEMM packing buffer, as far as a step's GEMMs
  *    touch it, and the model predicts that footprint from the GEMM calls for
- *    the kernel sets whose blocking it knows (model/blas_footprint.h:
+ *    the kernel sets whose blocking it knows (plan/blas_footprint.h:
  *    Haswell, Zen, SkylakeX, Cooperlake). The clients run the set hfl-client
  *    runs on this host by itself (kernels/cpu/blas_core.h), or the
  *    environment's OPENBLAS_CORETYPE; where that set is not modelled, the
@@ -51,7 +51,7 @@
 #include <cjson/cJSON.h>
 
 #include "kernels/cpu/blas_core.h"
-#include "model/blas_footprint.h"
+#include "plan/blas_footprint.h"
 #include "tests/integration/harness.h"
 #include "util/util.h"
 
@@ -151,7 +151,7 @@ static void check_left_out(const char *client, const char *model, const char *ot
     }
     CHECK_MSG(!p && !m, "%s: the candidate tables differ in length", model);
     /* Where the kernels' blocking is modelled, each configuration's BLAS
-     * footprint is predicted from its GEMM shapes (model/blas_footprint.h)
+     * footprint is predicted from its GEMM shapes (plan/blas_footprint.h)
      * and what is left is a few KiB: one median extra per class was up to
      * ~160 KiB off here, which this bound fails. */
     hfl_blas_blocking b;

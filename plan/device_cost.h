@@ -26,7 +26,7 @@
  * the stack reserved for the resident threads alone is 132 SMs x 2048
  * threads x 1 KiB = 264 MiB, and the context and cuBLAS's state come on top
  * (issue 30's review of the GPU half: "hundreds of MiB per process"); 1 GiB,
- * as the overhead model's device prior (model/overhead.h), leaves room for
+ * as the overhead model's device prior (plan/overhead.h), leaves room for
  * both. */
 #define HFL_DEVICE_COST_PRIOR (1ull << 30)
 
