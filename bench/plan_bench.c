@@ -18,13 +18,13 @@
  *
  *   bench-plan [--json] [--threads N] [--reps N]
  */
-#include <cblas.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/blas.h"
 #include "kernels/philox.h"
 #include "plan/measure.h"
 #include "model/model.h"
@@ -166,7 +166,7 @@ int main(int argc, char **argv) {
     int json = 0;
     long threads = 1, reps = 200;
     if (parse_args(argc, argv, &json, &threads, &reps) != 0) return 2;
-    openblas_set_num_threads((int)threads);
+    hfl_blas_set_threads((int)threads);
     char err[HFL_ERR_LEN];
     hfl_model_spec specs[N_MODELS];
     for (int m = 0; m < N_MODELS; m++) hfl_model_builtin(model_names[m], &specs[m], NULL);

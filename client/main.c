@@ -24,11 +24,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <cblas.h>
 
 #include "client/client.h"
 #include "data/files.h"
-#include "kernels/cpu/blas_core.h"
+#include "kernels/blas.h"
 #include "model/safetensors.h"
 #include "data/partition.h"
 #include "kernels/device.h"
@@ -828,7 +827,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "hfl-client: %s\n", err);
         return 2;
     }
-    openblas_set_num_threads(o.threads);
+    hfl_blas_set_threads(o.threads);
     if (o.state_dir[0] && hfl_mkdirs(o.state_dir, err) != 0) {
         fprintf(stderr, "hfl-client: --state-dir: %s\n", err);
         return 1;

@@ -26,10 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
 #include <cjson/cJSON.h>
 
 #include "client/client.h"
+#include "kernels/blas.h"
 #include "kernels/select.h"
 #include "util/util.h"
 
@@ -58,8 +58,8 @@ static void exact_add(client_overhead *ov, hfl_precision p, int batch, hfl_ckpt_
 
 const hfl_blas_blocking *client_blas_blocking(const hfl_backend *be) {
     static hfl_blas_blocking b;
-    if (!be->host_memory || openblas_get_num_threads() != 1) return NULL;
-    return hfl_blas_blocking_for(openblas_get_corename(), &b) == 0 ? &b : NULL;
+    if (!be->host_memory || hfl_blas_threads() != 1) return NULL;
+    return hfl_blas_blocking_for(hfl_blas_core_name(), &b) == 0 ? &b : NULL;
 }
 
 void client_overhead_add(client_overhead *ov, const hfl_candidate *c, uint64_t staging,

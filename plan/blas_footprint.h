@@ -43,7 +43,7 @@ typedef struct {
     int small_matrix;    /* SkylakeX's small-matrix kernels take small calls, no buffer */
 } hfl_blas_blocking;
 
-/* The blocking of an OpenBLAS core by the name openblas_get_corename()
+/* The blocking of an OpenBLAS core by the name hfl_blas_core_name()
  * gives; -1 (b zeroed) for a core not modelled. */
 int hfl_blas_blocking_for(const char *core, hfl_blas_blocking *b);
 

@@ -47,9 +47,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
 #include <cjson/cJSON.h>
 
+#include "kernels/blas.h"
 #include "kernels/cpu/blas_core.h"
 #include "plan/blas_footprint.h"
 #include "tests/integration/harness.h"
@@ -312,7 +312,7 @@ int main(int argc, char **argv) {
     }
     check_on_stop(harness_cleanup);
     if (!getenv("OPENBLAS_CORETYPE")) { /* see 3. above; the clients inherit it */
-        const char *own = openblas_get_corename();
+        const char *own = hfl_blas_core_name();
         if (!strcmp(own, "Prescott") && hfl_blas_core_for_cpu()) own = hfl_blas_core_for_cpu();
         hfl_blas_blocking b;
         setenv("OPENBLAS_CORETYPE", hfl_blas_blocking_for(own, &b) == 0 ? own : "Haswell", 1);
