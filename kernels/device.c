@@ -27,7 +27,7 @@ void hfl_device_probe_cpu(hfl_device_info *info) {
         fclose(f);
     }
     /* the kernel set is part of the device: the calibration and the learned
-     * overhead (client/overhead.c) differ between OpenBLAS's kernel sets */
+     * overhead (plan/overhead_log.c) differ between OpenBLAS's kernel sets */
     size_t n = strlen(info->name);
     snprintf(info->name + n, sizeof info->name - n, " (OpenBLAS %s)", hfl_blas_core_name());
     long cores = sysconf(_SC_NPROCESSORS_ONLN);

@@ -10,7 +10,7 @@
  * runs. It is appended to <state-dir>/device_cost.jsonl as {device,
  * backend, context_bytes}, and the first line for a device and backend is
  * what every process sharing the state directory uses from then on, as the
- * GEMM calibration is (client/calibrate.c): hfl-sim measures it before it
+ * GEMM calibration is (plan/calibrate.c): hfl-sim measures it before it
  * starts a client, so each client's share of the card and its budget agree
  * on it. A budget on a GPU covers what a process holds beyond it (README,
  * Devices); everything a process holds is the cost plus that. */

@@ -192,7 +192,7 @@ static void check_accumulation(const char *client, const char *state) {
 }
 
 /* 6. The GEMM rates behind the precision choice are measured once per
- * device and state dir (client/calibrate.c): a later run with the same
+ * device and state dir (plan/calibrate.c): a later run with the same
  * state dir reports exactly the rates of the first, stored in one line. */
 static void check_same_rates(const char *client, const char *state, const cJSON *first) {
     cJSON *j = plan_json(client, "mlp", state, 0);
