@@ -77,7 +77,6 @@ typedef struct {
     hfl_plan *plan;          /* the step this client runs, chosen to fit its budget */
     hfl_candidate chosen;    /* the chooser's row for it: predicted peak, samples/s */
     hfl_mem_budget budget;   /* the one budget object: what was chosen within, and every breach check */
-    uint64_t overhead;       /* outside the arena, as predicted */
     uint64_t process_bytes;  /* a GPU: this process's device memory (NVML) at the first step; 0 unknown */
     hfl_device_cost cost;    /* a GPU's per-process cost (plan/device_cost.h): known, every
                                 memory figure on the GPU is NVML's less it */
@@ -99,7 +98,7 @@ typedef struct {
  * returns the encoded update (malloc'd, *len bytes), the mean training loss
  * of the last epoch in *loss and the training time in *seconds; NULL with err
  * when the trainer cannot be created (its arena would break the budget) or
- * the budget was breached (s->breached). */
+ * the budget was breached (s->budget.breached). */
 uint8_t *client_train_round(client_state *s, const client_task *task, const float *weights,
                             size_t *len, double *loss, double *seconds, char *err);
 

@@ -133,7 +133,6 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
         s->plan = ch->plan;
         s->chosen = ch->chosen;
         s->budget = ch->budget;
-        s->overhead = s->chosen.predicted - s->chosen.arena;
     }
     int n_records = ch->overhead_records, measured = ch->measured;
     free(ch);
@@ -167,7 +166,7 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
     cJSON_AddNumberToObject(p, "predicted_samples_per_s", s->chosen.samples_per_s);
     /* what capacity-aware work sizes this client's rounds by (hfl-sim: its profile's) */
     cJSON_AddNumberToObject(p, "capacity_samples_per_s", o->speed > 0 ? o->speed : s->chosen.samples_per_s);
-    cJSON_AddNumberToObject(p, "overhead_bytes", (double)s->overhead);
+    cJSON_AddNumberToObject(p, "overhead_bytes", (double)(s->chosen.predicted - s->chosen.arena));
     cJSON_AddNumberToObject(p, "overhead_records", n_records);
     cJSON_AddNumberToObject(p, "verify_measurements", measured);
     hfl_device_memory_json(p, s->be, &s->cost);

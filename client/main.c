@@ -615,8 +615,8 @@ static int do_task(nng_socket sock, const client_options *o, const hfl_device_in
         uint64_t staging = hfl_overhead_staging(s->be->host_memory, s->chosen.batch, s->spec.in_dim, s->spec.label_rows);
         /* first_growth sets process_bytes where the figure is what the process holds */
         if (hfl_overhead_log_record(o->state_dir, dev->name, s->be, &s->spec, &s->chosen, staging,
-                                   s->budget.measured_peak, s->process_bytes, s->process_bytes ? &s->cost : NULL,
-                                   e) != 0)
+                                    s->budget.measured_peak, s->process_bytes, s->process_bytes ? &s->cost : NULL,
+                                    e) != 0)
             fprintf(stderr, "%s: %s\n", o->name, e);
         if (!o->quiet)
             printf("%s: first step: measured peak %.2f MiB, predicted %.2f MiB\n", o->name,

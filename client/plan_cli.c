@@ -23,7 +23,6 @@
 #include <cjson/cJSON.h>
 
 #include "client/client.h"
-#include "plan/chooser.h"
 #include "util/util.h"
 
 int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_device_info *dev, const char *why,
@@ -67,7 +66,7 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
                 uint64_t staging = hfl_overhead_staging(be->host_memory, c->batch, spec.in_dim, spec.label_rows);
                 if (!record_failed &&
                     hfl_overhead_log_record(o->state_dir, dev->name, be, &spec, c, staging, measured[i], process,
-                                           held ? &cost : NULL, record_err) != 0)
+                                            held ? &cost : NULL, record_err) != 0)
                     record_failed = 1;
             } else if (!o->json) {
                 fprintf(stderr, "hfl-client: batch %d %s %s not measured: %s\n", c->batch,

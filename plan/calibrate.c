@@ -77,7 +77,7 @@ static void cal_store(const char *path, const char *device, const char *backend,
 }
 
 int hfl_calibrate(const char *state_dir, const char *device, const hfl_backend *be, unsigned precisions,
-                     double gflops[3]) {
+                  double gflops[3]) {
     char path[1200] = "";
     if (state_dir && state_dir[0]) {
         snprintf(path, sizeof path, "%s/calibration.jsonl", state_dir);

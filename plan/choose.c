@@ -1,13 +1,5 @@
-/* choose.c: hfl_plan_choose, the choose-verify loop, and the budget object
- * (choose.h).
- *
- * On a cold start the overhead model's prior is conservative, so the first
- * pick is small and safe; its measurement teaches the model the real
- * overhead, and the next pick is the best one that fits. When nothing is
- * predicted to fit, the smallest unmeasured candidate whose arena fits is
- * measured (the prior may be what rules it out). Each pass adds one
- * measured configuration (kept in memory, and in the state directory when
- * there is one), so the loop ends; HFL_PLAN_VERIFY_MAX bounds it. */
+/* choose.c: hfl_plan_choose, its choose-verify loop, and the budget object
+ * (choose.h says what each does). */
 #include "plan/choose.h"
 
 #include <stdio.h>

@@ -74,7 +74,12 @@ typedef struct {
  * verify, nothing is trusted unmeasured: a chosen configuration the state
  * directory has no measurement of is measured first (verify.c) and
  * recorded, and the chooser runs again with it, until it picks one measured
- * to fit; that one is planned and the budget armed. -1 with err when the
+ * to fit; that one is planned and the budget armed. On a cold start the
+ * overhead model's prior is conservative, so the first pick is small and
+ * safe, and its measurement teaches the model the real overhead; when
+ * nothing is predicted to fit, the smallest unmeasured candidate whose arena
+ * fits is measured (the prior may be what rules it out). Each pass adds one
+ * measured configuration, so the loop ends. -1 with err when the
  * chooser fails, or (verify) nothing fits, nothing was verified in
  * HFL_PLAN_VERIFY_MAX measurements, a measurement or its record failed. */
 #define HFL_PLAN_VERIFY_MAX 8

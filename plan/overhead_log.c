@@ -63,7 +63,7 @@ const hfl_blas_blocking *hfl_blas_blocking_running(const hfl_backend *be) {
 }
 
 void hfl_overhead_log_add(hfl_overhead_log *ov, const hfl_candidate *c, uint64_t staging,
-                         uint64_t measured) {
+                          uint64_t measured) {
     hfl_overhead_add(&ov->model, c->precision, c->batch, (double)c->arena, (double)staging,
                      (double)hfl_overhead_footprint(&ov->model, c->precision, c->batch),
                      (double)measured);
@@ -71,7 +71,7 @@ void hfl_overhead_log_add(hfl_overhead_log *ov, const hfl_candidate *c, uint64_t
 }
 
 int hfl_overhead_log_exact(const hfl_overhead_log *ov, hfl_precision p, int batch, hfl_ckpt_kind ckpt,
-                          uint64_t *overhead) {
+                           uint64_t *overhead) {
     int i = exact_find(ov, p, batch, ckpt);
     if (i >= 0) *overhead = ov->exact[i].overhead > 0 ? (uint64_t)ov->exact[i].overhead : 0;
     return i >= 0;
@@ -95,8 +95,8 @@ int hfl_held_bytes(const hfl_backend *be, const hfl_device_cost *cost, uint64_t 
 }
 
 void hfl_overhead_log_load(const char *state_dir, const char *device, const hfl_backend *be,
-                          const hfl_model_spec *spec, double fleet_estimate, int held_basis,
-                          hfl_overhead_log *ov) {
+                           const hfl_model_spec *spec, double fleet_estimate, int held_basis,
+                           hfl_overhead_log *ov) {
     hfl_overhead_model *m = &ov->model;
     const char *model = spec->name;
     hfl_overhead_init(m, be->host_memory, (size_t)spec->in_dim, spec->label_rows, fleet_estimate);
@@ -136,9 +136,9 @@ void hfl_overhead_log_load(const char *state_dir, const char *device, const hfl_
 }
 
 int hfl_overhead_log_record(const char *state_dir, const char *device, const hfl_backend *be,
-                           const hfl_model_spec *spec, const hfl_candidate *c, uint64_t staging,
-                           uint64_t measured, uint64_t process_bytes, const hfl_device_cost *held_cost,
-                           char *err) {
+                            const hfl_model_spec *spec, const hfl_candidate *c, uint64_t staging,
+                            uint64_t measured, uint64_t process_bytes, const hfl_device_cost *held_cost,
+                            char *err) {
     if (!state_dir || !state_dir[0]) return 0;
     char path[1200];
     snprintf(path, sizeof path, "%s/overhead.jsonl", state_dir);

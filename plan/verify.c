@@ -63,8 +63,8 @@ void hfl_probe_free(hfl_probe *p) {
 }
 
 int hfl_probe_measure(hfl_probe *p, const hfl_backend *be, const hfl_candidate *c,
-                         unsigned opt_state, const hfl_device_cost *cost, uint64_t *measured,
-                         int *held, uint64_t *process, char *err) {
+                      unsigned opt_state, const hfl_device_cost *cost, uint64_t *measured,
+                      int *held, uint64_t *process, char *err) {
     if (c->batch > p->max_batch)
         return hfl_errf(err, "batch %d is larger than the probe's %d", c->batch, p->max_batch);
     hfl_plan *plan = hfl_malloc(sizeof *plan);
