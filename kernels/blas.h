@@ -7,7 +7,7 @@
  * loaded kernel set stands (the environment names one, or the library did
  * not fall back to Prescott, or this CPU has nothing better, or the
  * re-execution failed, which leaves the library's choice); otherwise does
- * not return (kernels/cpu/blas_core.h says why). */
+ * not return (the CPU backend's blas_core.h says why). */
 void hfl_blas_core_fix(char **argv);
 
 /* The kernel set the library runs ("Haswell", "SkylakeX", ...). */
