@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "model/checkpoint.h"
+#include "plan/checkpoint.h"
 #include "util/util.h"
 
 enum { N = 40 };

@@ -16,7 +16,7 @@
 #include "kernels/philox.h"
 #include "kernels/select.h"
 #include "model/model.h"
-#include "model/planner.h"
+#include "plan/planner.h"
 #include "util/util.h"
 
 #define POOL_BATCHES 64

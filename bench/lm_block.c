@@ -6,13 +6,13 @@
  *                       [--steps S] [--threads K] [--json]
  * Prints milliseconds per forward+backward and tokens per second, after two
  * warm-up steps. Weights U(-0.1, 0.1); inputs and upstream gradients U(-1, 1). */
-#include <cblas.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/blas.h"
 #include "kernels/lm.h"
 #include "kernels/philox.h"
 #include "model/gpt.h"
@@ -61,7 +61,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench-lm-block: --C %ld is not a multiple of --H %ld\n", C, H);
         return 2;
     }
-    openblas_set_num_threads((int)threads);
+    hfl_blas_set_threads((int)threads);
     const hfl_backend *be = hfl_backend_cpu();
     int ni = (int)n, Ti = (int)T, Ci = (int)C, Hi = (int)H;
     size_t rc = (size_t)n * T * C, np = hfl_gpt_block_n_params(Ci);

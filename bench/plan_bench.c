@@ -18,17 +18,17 @@
  *
  *   bench-plan [--json] [--threads N] [--reps N]
  */
-#include <cblas.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/blas.h"
 #include "kernels/philox.h"
-#include "model/measure.h"
+#include "plan/measure.h"
 #include "model/model.h"
-#include "model/planner.h"
+#include "plan/planner.h"
 #include "util/memmeter.h"
 #include "util/util.h"
 
@@ -89,7 +89,7 @@ static size_t covered_bytes(const hfl_plan *p) {
     return covered;
 }
 
-/* One measured step (model/measure.c), in this bench's row format. */
+/* One measured step (plan/measure.c), in this bench's row format. */
 static measurement measure(const hfl_model_spec *s, const hfl_plan *p, const float *params,
                            const float *x, const int32_t *y) {
     measurement r = {0};
@@ -166,7 +166,7 @@ int main(int argc, char **argv) {
     int json = 0;
     long threads = 1, reps = 200;
     if (parse_args(argc, argv, &json, &threads, &reps) != 0) return 2;
-    openblas_set_num_threads((int)threads);
+    hfl_blas_set_threads((int)threads);
     char err[HFL_ERR_LEN];
     hfl_model_spec specs[N_MODELS];
     for (int m = 0; m < N_MODELS; m++) hfl_model_builtin(model_names[m], &specs[m], NULL);

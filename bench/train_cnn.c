@@ -6,7 +6,7 @@
  * and labels, cycling through a fixed pool of batches, exactly as
  * train_cnn_torch.py does for PyTorch; train_cnn.sh runs both at one thread
  * count and batch and prints the ratio. The number of OpenBLAS threads is set
- * with openblas_set_num_threads before anything is timed.
+ * with hfl_blas_set_threads before anything is timed.
  *
  * Before timing it measures, with util/memmeter.h (reset the peak RSS, read
  * its growth), four windows in this fresh process: creating the trainer (the
@@ -19,15 +19,16 @@
  * them to the object. --model runs any other built-in (e.g. mlp) the same way.
  * A window whose peak cannot be reset (no /proc/self/clear_refs) is reported
  * as unavailable, with the reason, and the throughput run goes on. */
-#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/blas.h"
 #include "kernels/budget.h"
 #include "kernels/philox.h"
 #include "model/model.h"
+#include "plan/planner.h"
 #include "util/memmeter.h"
 #include "util/util.h"
 
@@ -106,7 +107,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    openblas_set_num_threads((int)threads);
+    hfl_blas_set_threads((int)threads);
 
     hfl_model_spec spec;
     if (hfl_model_builtin(model, &spec, err) != 0) {

@@ -9,7 +9,7 @@
 #        (defaults: build 1 100 8 32 128)
 #
 # Both sides get OPENBLAS_NUM_THREADS and OMP_NUM_THREADS = THREADS (hfl also
-# calls openblas_set_num_threads, torch also torch.set_num_threads, which is
+# calls hfl_blas_set_threads, torch also torch.set_num_threads, which is
 # what oneDNN's convolutions run on). bench-train-cnn's memory figures (peak
 # RSS growth of creating the trainer and of one step) are shown under each
 # batch's line.

@@ -5,15 +5,16 @@
  * labels, cycling through a fixed pool of batches (--pool), exactly as
  * train_mlp_torch.py does for PyTorch; train_mlp.sh runs both at one thread
  * count and prints the ratio. The number of OpenBLAS threads is set with
- * openblas_set_num_threads before anything is timed. */
-#include <cblas.h>
+ * hfl_blas_set_threads before anything is timed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/blas.h"
 #include "kernels/philox.h"
 #include "model/model.h"
+#include "plan/planner.h"
 #include "util/util.h"
 
 #define POOL_BATCHES 64
@@ -70,7 +71,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    openblas_set_num_threads((int)threads);
+    hfl_blas_set_threads((int)threads);
 
     hfl_model_spec spec;
     if (hfl_model_builtin("mlp", &spec, err) != 0) {

@@ -6,7 +6,7 @@
 # usage: bench/train_mlp.sh [BUILD_DIR [THREADS [STEPS]]]   (defaults: build 1 3000)
 #
 # Both sides get OPENBLAS_NUM_THREADS and OMP_NUM_THREADS = THREADS (hfl also
-# calls openblas_set_num_threads, torch also torch.set_num_threads). Any
+# calls hfl_blas_set_threads, torch also torch.set_num_threads). Any
 # OPENBLAS_CORETYPE in the environment reaches both, since Debian's torch does
 # its Linear GEMMs in the same system OpenBLAS.
 set -eu

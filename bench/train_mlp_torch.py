@@ -11,7 +11,7 @@ Debian's torch does its Linear GEMMs in the system OpenBLAS, whose thread pool
 torch.set_num_threads does not control: OpenBLAS would start one thread per
 core next to torch's own, and on a 2-core machine that oversubscription makes
 torch ~6x slower. So OPENBLAS_NUM_THREADS is set to --threads before torch is
-imported, as bench-train-mlp calls openblas_set_num_threads: both sides then
+imported, as bench-train-mlp calls hfl_blas_set_threads: both sides then
 run the same number of BLAS threads.
 """
 import argparse

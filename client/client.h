@@ -4,11 +4,8 @@
  * train.c  one round of local training and the encoded update it produces
  * state.c  the state file that keeps the error-feedback residual across restarts
  * plan_cli.c  --plan: the candidate table, the choice, and --verify measurements
- * overhead.c  the memory a step takes outside the arena, learned from measurements
- * verify.c    a candidate's real peak, measured before it is trusted
- * calibrate.c the GEMM rates behind predicted speed, measured until stable and kept
  * trial.c     --plan --trial-step: choose, verify and train one step, offline
- * handshake.c hello, welcome, and the plan chosen between them */
+ * handshake.c hello, welcome, and the plan chosen between them (plan/choose.h) */
 #ifndef HFL_CLIENT_H
 #define HFL_CLIENT_H
 
@@ -22,11 +19,9 @@
 #include "proto/metrics_http.h"
 #include "proto/transport.h"
 #include "data/idx.h"
-#include "model/chooser.h"
-#include "model/device_cost.h"
 #include "model/lr_schedule.h"
 #include "model/model.h"
-#include "model/overhead.h"
+#include "plan/choose.h"
 
 /* --metrics: what the client has done, counted by the training loop under
  * lock and read by the HTTP threads (client/metrics.c). */
@@ -87,19 +82,13 @@ typedef struct {
     float *residual;  /* error feedback, kept across rounds */
     hfl_plan *plan;          /* the step this client runs, chosen to fit its budget */
     hfl_candidate chosen;    /* the chooser's row for it: predicted peak, samples/s */
-    uint64_t budget;         /* --memory-budget, 0: none */
-    uint64_t overhead;       /* outside the arena, as predicted */
-    uint64_t measured_peak;  /* the first step's memory: peak RSS growth on the CPU; on a GPU what
-                                the process holds beyond its per-process cost (client_held_bytes),
-                                or where NVML cannot say, free device memory's fall */
-    uint64_t process_bytes;  /* a GPU: this process's device memory (NVML) then; 0 unknown */
-    hfl_device_cost cost;    /* a GPU's per-process cost (model/device_cost.h): known, every
+    hfl_mem_budget budget;   /* the one budget object: what was chosen within, and every breach check */
+    uint64_t process_bytes;  /* a GPU: this process's device memory (NVML) at the first step; 0 unknown */
+    hfl_device_cost cost;    /* a GPU's per-process cost (plan/device_cost.h): known, every
                                 memory figure on the GPU is NVML's less it */
-    int measured_batch;      /* samples in that first step */
+    int measured_batch;      /* samples in the first step (budget.measured_peak: its memory) */
     int64_t trained;         /* samples trained in the last round (its optimizer steps x their rows) */
     double lr_first, lr_last; /* the learning rate of its first and last optimizer step (--lr-schedule) */
-    uint64_t footprint;      /* the step's real footprint (that growth, else the prediction) */
-    int breached;            /* the budget was exceeded: the client stops (client/train.c) */
     double attack_scale;     /* --attack (simulation only): see client_options */
     int64_t claimed;         /* the samples this client says it holds (its real count unless --attack) */
     float *xbuf;      /* one gathered batch */
@@ -133,7 +122,7 @@ void client_secagg_free(client_secagg *sa);
  * aggregation, task->secagg, the update's n_trainable floats instead, for
  * client_secagg_payload, and the residual untouched); NULL with err
  * when the trainer cannot be created (its arena would break the budget) or
- * the budget was breached (s->breached). */
+ * the budget was breached (s->budget.breached). */
 uint8_t *client_train_round(client_state *s, const client_task *task, const float *weights,
                             size_t *len, double *loss, double *seconds, char *err);
 
@@ -214,12 +203,6 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
                           const client_welcome *w,
                           char *err);
 
-/* GEMM rates per precision for the chooser (client/calibrate.c): the first
- * stored for this device and backend in state_dir that covers `precisions`,
- * else measured until stable (and stored when there is a state dir).
- * Returns the timing runs made (0: the stored rates). */
-int client_calibrate(const char *state_dir, const char *device, const hfl_backend *be, unsigned precisions,
-                     double gflops[3]);
 /* The precisions the chooser may use: --precision's, less those the device
  * does not offer (hfl_chooser_device_precisions); -1 with err when none is left. */
 int client_precisions(const client_options *o, const hfl_device_info *dev, unsigned *out, char *err);
@@ -233,85 +216,6 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
  * one step of the run's batch on synthetic data; -1 with err when refused up
  * front or when the step breached the budget. */
 int client_trial_run(const client_options *o, const hfl_backend *be, const hfl_device_info *dev, char *err);
-
-/* The overhead outside the arena (client/overhead.c): the model
- * (model/overhead.h) fitted on every measurement of this device and backend
- * under state_dir, and this model's configurations measured themselves. */
-#define CLIENT_EXACT_MAX 256
-typedef struct {
-    hfl_overhead_model model;
-    int n_exact;
-    int exact_next; /* when full, the slot the next new configuration takes (the oldest) */
-    struct {
-        hfl_precision precision;
-        int batch;
-        hfl_ckpt_kind ckpt;
-        double overhead; /* the largest measured - arena */
-    } exact[CLIENT_EXACT_MAX];
-} client_overhead;
-/* spec must outlive ov (its predictions add spec's BLAS footprints).
- * held_basis: 1 where a GPU's figures are what the process holds beyond its
- * per-process cost (client_held_bytes works): only records measured so are
- * loaded; 0: only records measured otherwise (RSS, free device memory). */
-void client_overhead_load(const char *state_dir, const char *device, const hfl_backend *be,
-                          const hfl_model_spec *spec, double fleet_estimate, int held_basis,
-                          client_overhead *ov);
-/* What this process holds on a GPU beyond its per-process cost: NVML's
- * figure for it (*process, may be NULL) less cost->bytes. 0 when both are
- * known, -1 otherwise (the CPU backend; NVML cannot say): the caller then
- * measures as before (RSS, free device memory, hfl's allocator). */
-int client_held_bytes(const hfl_backend *be, const hfl_device_cost *cost, uint64_t *held, uint64_t *process);
-/* The running OpenBLAS core's blocking (model/blas_footprint.h), NULL where
- * it is not modelled: a device backend, another core, more than one thread. */
-const hfl_blas_blocking *client_blas_blocking(const hfl_backend *be);
-/* Adds a measurement of candidate c of this model (in memory only). */
-void client_overhead_add(client_overhead *ov, const hfl_candidate *c, uint64_t staging,
-                         uint64_t measured);
-/* 1 and the overhead when this configuration was measured itself, else 0. */
-int client_overhead_exact(const client_overhead *ov, hfl_precision p, int batch, hfl_ckpt_kind ckpt,
-                          uint64_t *overhead);
-/* hfl_chooser_input's callback: a measured configuration's own overhead, else the model's. */
-uint64_t client_overhead_fn(void *ctx, hfl_precision p, int batch, hfl_ckpt_kind ckpt);
-/* A GPU's memory figures as keys of o (a plan, hfl-client --plan --json):
- * context_bytes (the per-process cost; null when not known), context_source
- * (model/device_cost.h), process_device_bytes (what NVML says this process
- * holds now, context included; null on the CPU or where NVML cannot say)
- * and alloc_granularity (1 on the CPU). */
-void client_device_memory_json(cJSON *o, const hfl_backend *be, const hfl_device_cost *cost);
-/* The same as one line on stdout, on a GPU only: who holds what, or why
- * there is no per-process figure. */
-void client_device_memory_say(const char *who, const hfl_backend *be, const hfl_device_cost *cost);
-/* Appends one measurement of candidate c, with NVML's figure for the whole
- * process then (process_bytes, 0: unknown) and, when `measured` is what the
- * process held beyond the per-process cost (client_held_bytes), that cost
- * (held_cost; NULL: `measured` is RSS growth or free memory's fall); -1
- * with err when the file cannot be written. */
-int client_overhead_record(const char *state_dir, const char *device, const hfl_backend *be,
-                           const hfl_model_spec *spec, const hfl_candidate *c, uint64_t staging,
-                           uint64_t measured, uint64_t process_bytes, const hfl_device_cost *held_cost,
-                           char *err);
-
-/* Synthetic inputs and labels for `rows` samples of the model's shape (the
- * memory a step takes does not depend on the values): x rows * in_dim (token
- * ids below the vocabulary for a language model), y rows * label_rows;
- * client/verify.c. */
-void client_synthetic(const hfl_model_spec *spec, int rows, float *x, int32_t *y);
-/* Synthetic batches for measuring candidates of one model (client/verify.c),
- * for a client whose epoch has data_rows rows (0: not known), which decide
- * the tail shapes measured with each step (model/measure.h). */
-typedef struct client_probe client_probe;
-client_probe *client_probe_new(const hfl_model_spec *spec, int max_batch, int64_t data_rows);
-void client_probe_free(client_probe *p);
-/* The real peak of one step of candidate c on be, with its tail shapes: the
- * median of three measurements (model/measure.h): on a GPU whose cost is
- * known, what the process then holds beyond it (as client_held_bytes; *held
- * = 1), else RSS growth or the fall of free device memory (*held = 0);
- * *process: NVML's figure for the whole process after the last one (0:
- * unknown). -1 with err when it cannot be planned or measured (e.g. its
- * arena does not fit the device). */
-int client_probe_measure(client_probe *p, const hfl_backend *be, const hfl_candidate *c,
-                         unsigned opt_state, const hfl_device_cost *cost, uint64_t *measured,
-                         int *held, uint64_t *process, char *err);
 
 /* Peak resident memory of this process so far (VmHWM), in bytes. */
 uint64_t client_peak_rss(void);

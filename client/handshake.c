@@ -2,7 +2,7 @@
  *
  * A client says hello with its device, learns the model, its codec, the run's
  * batch and the fleet's overhead estimate from the welcome, chooses the
- * training configuration that fits its memory budget (model/chooser.c), and
+ * training configuration that fits its memory budget (plan/choose.h), and
  * says hello again with that plan, so the coordinator knows what every client
  * runs before any round. The welcome also names the global model's version
  * and SHA-256, so a client that already holds those weights says so. */
@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/budget.h"
 #include "client/client.h"
 #include "util/util.h"
 
@@ -111,115 +110,33 @@ int client_precisions(const client_options *o, const hfl_device_info *dev, unsig
 }
 
 /* Chooses this client's training configuration for the run's batch under its
- * memory budget (model/chooser.c), verifies it, plans it into s->plan, and
- * returns the plan as JSON for the coordinator.
- *
- * Nothing is trusted unmeasured: a chosen configuration this state directory
- * has no measurement of is measured first (client/verify.c: one forked step
- * on the CPU, cudaMemGetInfo growth on a GPU) and recorded; the chooser then
- * runs again, now with that measurement (and the model refitted on it; both
- * kept in memory, and in the state directory when there is one), until
- * it picks a configuration measured to fit. On a cold start the model's
- * prior is conservative, so the first pick is small and safe; its
- * measurement teaches the model the real overhead, and the next pick is the
- * best one that fits. When nothing is predicted to fit, the smallest
- * unmeasured candidate whose arena fits is measured (the prior may be what
- * rules it out). Each pass adds one measured configuration, so this ends;
- * CLIENT_VERIFY_MAX bounds it. */
-#define CLIENT_VERIFY_MAX 8
-
-/* When nothing is predicted to fit, the unmeasured candidate with the
- * smallest prediction whose arena alone fits, if any, among the precisions
- * whose overhead is not yet fitted on their own class's measurements: a
- * prediction from the prior, the fleet or the other class may be what rules
- * everything out, and measuring it settles that. Once a class has its own
- * measurements its predictions stand, and nothing fitting is a refusal. */
-static const hfl_candidate *unmeasured_smallest(const hfl_choice *ch, const client_overhead *ov,
-                                                uint64_t usable) {
-    const hfl_candidate *best = NULL;
-    for (int i = 0; i < ch->n; i++) {
-        const hfl_candidate *c = &ch->rows[i];
-        uint64_t known;
-        if (c->arena > usable || client_overhead_exact(ov, c->precision, c->batch, c->ckpt, &known) ||
-            !strcmp(hfl_overhead_source(&ov->model, c->precision), "class"))
-            continue;
-        if (!best || c->predicted < best->predicted) best = c;
-    }
-    return best;
-}
+ * memory budget, verified by measurement before it is trusted
+ * (hfl_plan_choose, plan/choose.h), keeps its plan and budget in s, and
+ * returns the plan as JSON for the coordinator. */
 cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, client_state *s,
                           const client_welcome *w,
                           char *err) {
-    hfl_chooser_input in = {.be = s->be, .budget = o->budget ? o->budget : dev->free_bytes,
-                            .headroom = o->headroom,
-                            .opt_state = (w->momentum != 0 ? HFL_OPT_MOMENTUM : 0) |
-                                         (w->prox_mu != 0 ? HFL_OPT_ANCHOR : 0) |
-                                         (w->optimizer == HFL_OPTIM_ADAMW ? HFL_OPT_ADAMW : 0),
-                            .max_batch = (int)w->batch, .prefer_batch = (int)w->batch,
-                            .allow_smaller = o->allow_smaller};
-    if (client_precisions(o, dev, &in.precisions, err) != 0) return NULL;
-    /* first, while the backend holds nothing but what opening it took */
-    hfl_device_cost_get(o->state_dir, dev->name, s->be, &s->cost);
-    client_overhead *ov = hfl_malloc(sizeof *ov);
-    in.overhead = client_overhead_fn;
-    in.overhead_ctx = ov;
-    client_calibrate(o->state_dir, dev->name, s->be, in.precisions, in.gflops);
-    uint64_t usable = (uint64_t)((double)in.budget * (1.0 - in.headroom));
-    hfl_choice ch;
-    client_probe *probe = NULL;
-    int verified = 0, measured = 0;
-    client_overhead_load(o->state_dir, dev->name, s->be, &s->spec,
-                         (double)w->overhead_estimate, s->cost.known, ov);
-    while (!verified) {
-        if (hfl_choose(&s->spec, &in, &ch, err) != 0) break;
-        const hfl_candidate *c = ch.chosen >= 0 ? &ch.rows[ch.chosen] : unmeasured_smallest(&ch, ov, usable);
-        if (!c) {
-            hfl_errf(err,
-                     "nothing fits in %.2f MiB for model %s: the smallest budget that would is %.2f MiB as "
-                     "predicted, at least %.2f MiB for the arena alone",
-                     in.budget / 1048576.0, s->spec.name, hfl_mib_up(ch.min_budget),
-                     hfl_mib_down(ch.min_arena_budget));
-            break;
-        }
-        uint64_t known;
-        if (client_overhead_exact(ov, c->precision, c->batch, c->ckpt, &known)) {
-            verified = 1; /* measured before, and the chooser found it fits */
-            break;
-        }
-        if (measured == CLIENT_VERIFY_MAX) {
-            hfl_errf(err, "no configuration verified to fit in %.1f MiB after %d measurements",
-                     in.budget / 1048576.0, measured);
-            break;
-        }
-        uint64_t peak, process;
-        int held;
-        if (!probe) probe = client_probe_new(&s->spec, (int)w->batch, s->data.n);
-        if (client_probe_measure(probe, s->be, c, in.opt_state, &s->cost, &peak, &held, &process, err) != 0) break;
-        measured++;
-        if (!o->quiet)
-            printf("%s: verify: batch %d %s %s measured %.2f MiB (predicted %.2f) of %.2f MiB usable%s\n",
-                   o->name, c->batch, hfl_precision_name(c->precision), hfl_ckpt_name(c->ckpt),
-                   peak / 1048576.0, c->predicted / 1048576.0, usable / 1048576.0,
-                   peak > usable ? ": too big, re-planning" : "");
-        uint64_t staging = hfl_overhead_staging(s->be->host_memory, c->batch, s->spec.in_dim, s->spec.label_rows);
-        client_overhead_add(ov, c, staging, peak);
-        if (client_overhead_record(o->state_dir, dev->name, s->be, &s->spec, c, staging, peak, process,
-                                   held ? &s->cost : NULL, err) != 0)
-            break;
+    hfl_plan_request rq = {.spec = &s->spec, .be = s->be, .device = dev->name, .state_dir = o->state_dir,
+                           .opt_state = (w->momentum != 0 ? HFL_OPT_MOMENTUM : 0) |
+                                        (w->prox_mu != 0 ? HFL_OPT_ANCHOR : 0) |
+                                        (w->optimizer == HFL_OPTIM_ADAMW ? HFL_OPT_ADAMW : 0),
+                           .max_batch = (int)w->batch, .prefer_batch = (int)w->batch,
+                           .allow_smaller = o->allow_smaller, .fleet_overhead = (double)w->overhead_estimate,
+                           .data_rows = s->data.n, .verify = 1, .who = o->quiet ? NULL : o->name};
+    hfl_mem_budget_init(&rq.budget, o->budget, dev->free_bytes, o->headroom);
+    s->budget = rq.budget;
+    if (client_precisions(o, dev, &rq.precisions, err) != 0) return NULL;
+    hfl_plan_choice *ch = hfl_malloc(sizeof *ch);
+    int rc = hfl_plan_choose(&rq, ch, err);
+    s->cost = ch->cost;
+    if (rc == 0) {
+        s->plan = ch->plan;
+        s->chosen = ch->chosen;
+        s->budget = ch->budget;
     }
-    client_probe_free(probe);
-    int n_records = ov->model.n;
-    free(ov);
-    if (!verified) return NULL;
-    s->chosen = ch.rows[ch.chosen];
-    hfl_plan_config cfg;
-    hfl_candidate_config(&s->chosen, in.opt_state, &cfg);
-    hfl_plan_config_for_backend(&cfg, s->be);
-    s->plan = hfl_malloc(sizeof *s->plan);
-    if (hfl_plan_make(&s->spec, &cfg, s->plan, err) != 0) return NULL;
-    s->budget = o->budget;
-    s->overhead = s->chosen.predicted - s->chosen.arena;
-    if (o->budget) hfl_budget_set(o->budget); /* a breach fails loudly */
+    int n_records = ch->overhead_records, measured = ch->measured;
+    free(ch);
+    if (rc != 0) return NULL;
     if (!o->quiet && s->chosen.accum > 1)
         printf("%s: plan: batch %d as %d micro-batches of %d (accumulated)\n", o->name, s->chosen.step_batch,
                s->chosen.accum, s->chosen.batch);
@@ -230,29 +147,30 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
         printf("%s: plan: batch %d, %s, checkpoint %s, predicted peak %.2f MiB (arena %.2f + overhead %.2f) of %.1f MiB\n",
                o->name, s->chosen.batch, hfl_precision_name(s->chosen.precision), hfl_ckpt_name(s->chosen.ckpt),
                s->chosen.predicted / 1048576.0,
-               s->chosen.arena / 1048576.0, (s->chosen.predicted - s->chosen.arena) / 1048576.0, in.budget / 1048576.0);
+               s->chosen.arena / 1048576.0, (s->chosen.predicted - s->chosen.arena) / 1048576.0,
+               s->budget.planned / 1048576.0);
     cJSON *p = cJSON_CreateObject();
     cJSON_AddStringToObject(p, "backend", s->be->name);
     cJSON_AddStringToObject(p, "device", dev->name);
     cJSON_AddNumberToObject(p, "batch", s->chosen.batch);
     cJSON_AddNumberToObject(p, "accumulation_steps", s->chosen.accum);
     cJSON_AddNumberToObject(p, "step_batch", s->chosen.step_batch);
-    cJSON_AddBoolToObject(p, "momentum", (in.opt_state & HFL_OPT_MOMENTUM) != 0);
-    cJSON_AddBoolToObject(p, "prox_anchor", (in.opt_state & HFL_OPT_ANCHOR) != 0);
-    cJSON_AddBoolToObject(p, "adamw", (in.opt_state & HFL_OPT_ADAMW) != 0);
+    cJSON_AddBoolToObject(p, "momentum", (rq.opt_state & HFL_OPT_MOMENTUM) != 0);
+    cJSON_AddBoolToObject(p, "prox_anchor", (rq.opt_state & HFL_OPT_ANCHOR) != 0);
+    cJSON_AddBoolToObject(p, "adamw", (rq.opt_state & HFL_OPT_ADAMW) != 0);
     cJSON_AddStringToObject(p, "precision", hfl_precision_name(s->chosen.precision));
     cJSON_AddStringToObject(p, "checkpoint", hfl_ckpt_name(s->chosen.ckpt));
-    cJSON_AddNumberToObject(p, "budget_bytes", (double)in.budget);
+    cJSON_AddNumberToObject(p, "budget_bytes", (double)s->budget.planned);
     cJSON_AddNumberToObject(p, "arena_bytes", (double)s->chosen.arena);
     cJSON_AddNumberToObject(p, "predicted_peak_bytes", (double)s->chosen.predicted);
     cJSON_AddNumberToObject(p, "predicted_samples_per_s", s->chosen.samples_per_s);
     /* what capacity-aware work sizes this client's rounds by (hfl-sim: its profile's) */
     cJSON_AddNumberToObject(p, "capacity_samples_per_s", o->speed > 0 ? o->speed : s->chosen.samples_per_s);
-    cJSON_AddNumberToObject(p, "overhead_bytes", (double)s->overhead);
+    cJSON_AddNumberToObject(p, "overhead_bytes", (double)(s->chosen.predicted - s->chosen.arena));
     cJSON_AddNumberToObject(p, "overhead_records", n_records);
     cJSON_AddNumberToObject(p, "verify_measurements", measured);
-    client_device_memory_json(p, s->be, &s->cost);
-    if (!o->quiet) client_device_memory_say(o->name, s->be, &s->cost);
+    hfl_device_memory_json(p, s->be, &s->cost);
+    if (!o->quiet) hfl_device_memory_say(o->name, s->be, &s->cost);
     return p;
 }
 

@@ -24,12 +24,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <cblas.h>
 
 #include "client/client.h"
 #include "proto/secagg.h"
 #include "data/files.h"
-#include "kernels/cpu/blas_core.h"
+#include "kernels/blas.h"
 #include "model/safetensors.h"
 #include "data/partition.h"
 #include "kernels/device.h"
@@ -468,8 +467,8 @@ static void say_breach(nng_socket sock, const client_state *s, size_t max_payloa
     cJSON_AddNumberToObject(meta, "client_id", s->client_id);
     cJSON_AddStringToObject(meta, "token", s->token);
     cJSON_AddStringToObject(meta, "error", why);
-    cJSON_AddNumberToObject(meta, "budget_bytes", (double)s->budget);
-    cJSON_AddNumberToObject(meta, "measured_peak_bytes", (double)s->measured_peak);
+    cJSON_AddNumberToObject(meta, "budget_bytes", (double)s->budget.bytes);
+    cJSON_AddNumberToObject(meta, "measured_peak_bytes", (double)s->budget.measured_peak);
     cJSON_AddNumberToObject(meta, "predicted_peak_bytes", (double)s->chosen.predicted);
     hfl_msg rep;
     nng_msg *raw;
@@ -557,7 +556,7 @@ static int send_update(nng_socket sock, const client_options *o, const hfl_devic
     }
     if (p->sim_s > 0) cJSON_AddNumberToObject(meta, "sim_s", p->sim_s);
     cJSON_AddNumberToObject(meta, "predicted_peak_bytes", (double)s->chosen.predicted);
-    if (s->measured_peak) cJSON_AddNumberToObject(meta, "measured_peak_bytes", (double)s->measured_peak);
+    if (s->budget.measured_peak) cJSON_AddNumberToObject(meta, "measured_peak_bytes", (double)s->budget.measured_peak);
     hfl_msg rep;
     nng_msg *raw;
     char why[200] = "?";
@@ -649,7 +648,7 @@ static int do_secagg_task(nng_socket sock, const client_options *o, const hfl_de
     uint8_t *upd = NULL, *ring = NULL;
     if (rc == 0 && !(upd = client_train_round(s, task, weights, &ulen, &loss, &secs, err))) {
         client_secagg_free(sa);
-        if (s->breached) say_breach(sock, s, max_payload, err);
+        if (s->budget.breached) say_breach(sock, s, max_payload, err);
         return -1;
     }
     if (rc == 0) {
@@ -702,24 +701,24 @@ static int do_task(nng_socket sock, const client_options *o, const hfl_device_in
     }
     size_t ulen;
     double loss, secs;
-    int measured_before = s->measured_peak != 0;
+    int measured_before = s->budget.measured_peak != 0;
     uint8_t *upd = client_train_round(s, task, weights, &ulen, &loss, &secs, err);
     if (!upd) {
-        if (s->breached) say_breach(sock, s, max_payload, err);
+        if (s->budget.breached) say_breach(sock, s, max_payload, err);
         return -1;
     }
     /* a first step on a short batch says nothing about the planned one */
-    if (!measured_before && s->measured_peak && s->measured_batch == s->chosen.batch) {
+    if (!measured_before && s->budget.measured_peak && s->measured_batch == s->chosen.batch) {
         char e[HFL_ERR_LEN];
         uint64_t staging = hfl_overhead_staging(s->be->host_memory, s->chosen.batch, s->spec.in_dim, s->spec.label_rows);
         /* first_growth sets process_bytes where the figure is what the process holds */
-        if (client_overhead_record(o->state_dir, dev->name, s->be, &s->spec, &s->chosen, staging,
-                                   s->measured_peak, s->process_bytes, s->process_bytes ? &s->cost : NULL,
-                                   e) != 0)
+        if (hfl_overhead_log_record(o->state_dir, dev->name, s->be, &s->spec, &s->chosen, staging,
+                                    s->budget.measured_peak, s->process_bytes, s->process_bytes ? &s->cost : NULL,
+                                    e) != 0)
             fprintf(stderr, "%s: %s\n", o->name, e);
         if (!o->quiet)
             printf("%s: first step: measured peak %.2f MiB, predicted %.2f MiB\n", o->name,
-                   s->measured_peak / 1048576.0, s->chosen.predicted / 1048576.0);
+                   s->budget.measured_peak / 1048576.0, s->chosen.predicted / 1048576.0);
     }
     s->held_version = version; /* client_train_round kept the weights as s->global */
     if (s->metrics) client_metrics_trained(s, loss, secs);
@@ -926,7 +925,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "hfl-client: %s\n", err);
         return 2;
     }
-    openblas_set_num_threads(o.threads);
+    hfl_blas_set_threads(o.threads);
     if (o.state_dir[0] && hfl_mkdirs(o.state_dir, err) != 0) {
         fprintf(stderr, "hfl-client: --state-dir: %s\n", err);
         return 1;

@@ -87,8 +87,8 @@ void client_metrics_task(client_state *s, int round, size_t bytes) {
 void client_metrics_trained(client_state *s, double loss, double seconds) {
     pthread_mutex_lock(&s->m.lock);
     s->m.loss = loss, s->m.samples_trained += (double)s->trained;
-    s->m.budget = (double)s->budget, s->m.predicted_peak = (double)s->chosen.predicted;
-    s->m.measured_peak = (double)s->measured_peak;
+    s->m.budget = (double)s->budget.bytes, s->m.predicted_peak = (double)s->chosen.predicted;
+    s->m.measured_peak = (double)s->budget.measured_peak;
     hfl_hist_observe(&s->m.train_hist, seconds);
     pthread_mutex_unlock(&s->m.lock);
 }

@@ -3,19 +3,18 @@
  * For a model (built-in name or JSON spec file) and a memory budget (given,
  * or the device's free memory) it prints every candidate configuration with
  * its predicted peak and samples/s and whether it fits, and the one chosen
- * (model/chooser.c) for the backend --device picked. --verify runs one real
- * training step per candidate (client/verify.c: in a child process on the
+ * (plan/chooser.c) for the backend --device picked. --verify runs one real
+ * training step per candidate (plan/verify.c: in a child process on the
  * CPU, in-process on a GPU) and adds the measured peak growth and the error; the
- * measurements are appended to <state-dir>/overhead.jsonl (client/overhead.c),
- * from which the overhead outside the arena is fitted (model/overhead.h) and
+ * measurements are appended to <state-dir>/overhead.jsonl (plan/overhead_log.c),
+ * from which the overhead outside the arena is fitted (plan/overhead.h) and
  * added to later predictions (on a GPU, what the process holds beyond its
- * per-process cost, model/device_cost.h, where NVML can say). --batch N plans for a run whose batch is N: every
+ * per-process cost, plan/device_cost.h, where NVML can say). --batch N plans for a run whose batch is N: every
  * candidate then steps over N rows, as micro-batches accumulated where N
  * itself does not fit (the accum column; --allow-smaller-batch: smaller real
  * batches instead). --json prints the same as one JSON object, with the backend,
  * the device, why --device auto fell back to the CPU (null when it did not)
- * and the device's memory figures (client_device_memory_json). */
-#include <cblas.h>
+ * and the device's memory figures (hfl_device_memory_json). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,30 +23,25 @@
 #include <cjson/cJSON.h>
 
 #include "client/client.h"
-#include "model/chooser.h"
 #include "util/util.h"
 
 int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_device_info *dev, const char *why,
                     char *err) {
     hfl_model_spec spec;
     if (hfl_model_resolve(o->model, &spec, err) != 0) return -1;
-    hfl_chooser_input in = {.be = be, .budget = o->budget ? o->budget : dev->free_bytes, .headroom = o->headroom,
-                            .opt_state = o->optimizer == HFL_OPTIM_ADAMW ? HFL_OPT_ADAMW : HFL_OPT_MOMENTUM,
-                            .max_batch = 512, .prefer_batch = o->batch,
-                            .allow_smaller = o->allow_smaller};
-    if (client_precisions(o, dev, &in.precisions, err) != 0) return -1;
-    hfl_device_cost cost; /* first, while the backend holds nothing but what opening it took */
-    hfl_device_cost_get(o->state_dir, dev->name, be, &cost);
-    client_overhead *ov = hfl_malloc(sizeof *ov);
-    client_overhead_load(o->state_dir, dev->name, be, &spec, 0, cost.known, ov);
-    int n_records = ov->model.n;
-    in.overhead = client_overhead_fn;
-    in.overhead_ctx = ov;
-    client_calibrate(o->state_dir, dev->name, be, in.precisions, in.gflops);
-    hfl_choice ch;
-    int chose = hfl_choose(&spec, &in, &ch, err);
-    const char *source = hfl_overhead_source(&ov->model, HFL_PREC_FP32);
-    free(ov);
+    hfl_plan_request rq = {.spec = &spec, .be = be, .device = dev->name, .state_dir = o->state_dir,
+                           .opt_state = o->optimizer == HFL_OPTIM_ADAMW ? HFL_OPT_ADAMW : HFL_OPT_MOMENTUM,
+                           .max_batch = 512, .prefer_batch = o->batch, .allow_smaller = o->allow_smaller};
+    hfl_mem_budget_init(&rq.budget, o->budget, dev->free_bytes, o->headroom);
+    if (client_precisions(o, dev, &rq.precisions, err) != 0) return -1;
+    hfl_plan_choice *pc = hfl_malloc(sizeof *pc);
+    int chose = hfl_plan_choose(&rq, pc, err);
+    const hfl_choice ch = pc->table;
+    hfl_device_cost cost = pc->cost;
+    const char *source = pc->overhead_source;
+    int n_records = pc->overhead_records;
+    double gflops[3] = {pc->gflops[0], pc->gflops[1], pc->gflops[2]};
+    free(pc);
     if (chose != 0) return -1;
 
     uint64_t measured[HFL_CHOOSER_MAX_ROWS] = {0};
@@ -56,7 +50,7 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
     if (o->verify) {
         int maxb = 0;
         for (int i = 0; i < ch.n; i++) maxb = ch.rows[i].batch > maxb ? ch.rows[i].batch : maxb;
-        client_probe *probe = client_probe_new(&spec, maxb, 0);
+        hfl_probe *probe = hfl_probe_new(&spec, maxb, 0);
         /* This process has not used BLAS (calibration ran in a child), so every
          * measured step pays BLAS's first-use buffers, as a fresh client does.
          * The first child forked from this process measures differently from
@@ -64,15 +58,15 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
          * of the smallest candidate is taken and thrown away first. */
         uint64_t ignored, process;
         int held;
-        if (ch.n > 0) client_probe_measure(probe, be, &ch.rows[0], in.opt_state, &cost, &ignored, &held, &process, NULL);
+        if (ch.n > 0) hfl_probe_measure(probe, be, &ch.rows[0], rq.opt_state, &cost, &ignored, &held, &process, NULL);
         for (int i = 0; i < ch.n; i++) {
             const hfl_candidate *c = &ch.rows[i];
             char e[HFL_ERR_LEN] = "";
-            if (client_probe_measure(probe, be, c, in.opt_state, &cost, &measured[i], &held, &process, e) == 0) {
+            if (hfl_probe_measure(probe, be, c, rq.opt_state, &cost, &measured[i], &held, &process, e) == 0) {
                 uint64_t staging = hfl_overhead_staging(be->host_memory, c->batch, spec.in_dim, spec.label_rows);
                 if (!record_failed &&
-                    client_overhead_record(o->state_dir, dev->name, be, &spec, c, staging, measured[i], process,
-                                           held ? &cost : NULL, record_err) != 0)
+                    hfl_overhead_log_record(o->state_dir, dev->name, be, &spec, c, staging, measured[i], process,
+                                            held ? &cost : NULL, record_err) != 0)
                     record_failed = 1;
             } else if (!o->json) {
                 fprintf(stderr, "hfl-client: batch %d %s %s not measured: %s\n", c->batch,
@@ -81,7 +75,7 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
             if (!o->json) fprintf(stderr, "\rverified %d/%d", i + 1, ch.n);
         }
         if (!o->json) fprintf(stderr, "\n");
-        client_probe_free(probe);
+        hfl_probe_free(probe);
     }
 
     if (o->json) {
@@ -91,15 +85,15 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
         cJSON_AddStringToObject(root, "backend", be->name);
         if (why[0]) cJSON_AddStringToObject(root, "fallback_reason", why);
         else cJSON_AddNullToObject(root, "fallback_reason");
-        cJSON_AddNumberToObject(root, "budget_bytes", (double)in.budget);
-        cJSON_AddNumberToObject(root, "headroom", in.headroom);
+        cJSON_AddNumberToObject(root, "budget_bytes", (double)rq.budget.planned);
+        cJSON_AddNumberToObject(root, "headroom", rq.budget.headroom);
 
         cJSON_AddNumberToObject(root, "overhead_records", n_records);
         cJSON_AddStringToObject(root, "overhead_source", source);
         cJSON *g = cJSON_AddObjectToObject(root, "gemm_gflops");
-        for (int p = HFL_PREC_FP32; p <= HFL_PREC_FP16; p++) cJSON_AddNumberToObject(g, hfl_precision_name((hfl_precision)p), in.gflops[p]);
+        for (int p = HFL_PREC_FP32; p <= HFL_PREC_FP16; p++) cJSON_AddNumberToObject(g, hfl_precision_name((hfl_precision)p), gflops[p]);
         cJSON_AddNumberToObject(root, "min_budget_bytes", (double)ch.min_budget);
-        client_device_memory_json(root, be, &cost);
+        hfl_device_memory_json(root, be, &cost);
         cJSON *rows = cJSON_AddArrayToObject(root, "candidates");
         for (int i = 0; i < ch.n; i++) {
             const hfl_candidate *c = &ch.rows[i];
@@ -128,8 +122,8 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
     } else {
         printf("model %s (%zu params) on %s (%s backend): budget %.1f MiB, headroom %.0f%%, %d overhead records, "
                "GEMM GFLOP/s fp32 %.1f bf16 %.1f fp16 %.1f\n",
-               spec.name, spec.n_params, dev->name, be->name, in.budget / 1048576.0, 100 * in.headroom, n_records, in.gflops[HFL_PREC_FP32], in.gflops[HFL_PREC_BF16], in.gflops[HFL_PREC_FP16]);
-        client_device_memory_say("hfl-client", be, &cost);
+               spec.name, spec.n_params, dev->name, be->name, rq.budget.planned / 1048576.0, 100 * rq.budget.headroom, n_records, gflops[HFL_PREC_FP32], gflops[HFL_PREC_BF16], gflops[HFL_PREC_FP16]);
+        hfl_device_memory_say("hfl-client", be, &cost);
         if (o->batch)
             printf("run batch %d: %s\n", o->batch,
                    o->allow_smaller ? "smaller real batches where it does not fit"
@@ -155,7 +149,7 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
         return hfl_errf(err,
                         "nothing fits in %.2f MiB (headroom %.0f%%): the smallest budget that would is %.2f MiB "
                         "as predicted (overhead: %s%s), at least %.2f MiB for the arena alone",
-                        in.budget / 1048576.0, 100 * in.headroom, hfl_mib_up(ch.min_budget), source,
+                        rq.budget.planned / 1048576.0, 100 * rq.budget.headroom, hfl_mib_up(ch.min_budget), source,
                         strcmp(source, "prior") ? "" : ", unmeasured: --verify and --trial-step measure",
                         hfl_mib_down(ch.min_arena_budget));
     return 0;

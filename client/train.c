@@ -15,7 +15,7 @@
  * THE BUDGET (--memory-budget) is checked, not assumed. The first step's
  * memory is the step's real footprint: on the CPU the growth of peak RSS
  * from before the trainer existed; on a GPU what the process holds beyond
- * its per-process cost (client_held_bytes: NVML's figure for this process,
+ * its per-process cost (hfl_held_bytes: NVML's figure for this process,
  * so kernels loaded late, library pools and whole granules all count, and
  * other processes do not), or where NVML cannot say, the fall of free
  * device memory. Every epoch then adds what grew during it: the peak RSS
@@ -23,8 +23,8 @@
  * beyond its cost now over the footprint, or where NVML cannot say, hfl's
  * allocator's peak beyond the arena (free memory is shared with other
  * processes). Footprint plus growth over the budget stops the client with
- * one line naming both figures (s->breached), on either device, which
- * main.c also tells the coordinator (a BYE). */
+ * one line naming both figures (s->budget, plan/choose.h: breached), on
+ * either device, which main.c also tells the coordinator (a BYE). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +52,7 @@ static void shuffle(int *idx, int n, uint64_t seed, int round, int stream, int e
  * CUDA is initialised). */
 typedef struct {
     int device;        /* 1: a device backend; 0: private peak RSS */
-    int held;          /* a device whose per-process cost is known: client_held_bytes */
+    int held;          /* a device whose per-process cost is known: hfl_held_bytes */
     int known;         /* 0: no figure to measure from */
     uint64_t before;   /* device: free bytes before the trainer existed */
     hfl_mem_window w;  /* host: the window opened before the trainer existed */
@@ -80,7 +80,7 @@ static uint64_t first_growth(client_state *s, const first_measure *m) {
     uint64_t now = 0, total;
     if (!m->known) return 0;
     if (m->device) s->be->sync();
-    if (m->held && client_held_bytes(s->be, &s->cost, &now, &s->process_bytes) == 0) return now;
+    if (m->held && hfl_held_bytes(s->be, &s->cost, &now, &s->process_bytes) == 0) return now;
     if (m->device) {
         if (s->be->mem_info(&now, &total) != 0) return 0;
         uint64_t growth = m->before > now ? m->before - now : 0;
@@ -91,18 +91,10 @@ static uint64_t first_growth(client_state *s, const first_measure *m) {
     return hfl_mem_window_growth(&m->w, &now, NULL) == 0 ? now : 0;
 }
 
-static int budget_breach(client_state *s, uint64_t peak, const char *when, char *err) {
-    if (!s->budget || peak <= s->budget) return 0;
-    s->breached = 1;
-    s->measured_peak = peak > s->measured_peak ? peak : s->measured_peak;
-    return hfl_errf(err, "memory budget breached %s: peak %.2f MiB over the %.2f MiB budget (predicted %.2f MiB)",
-                    when, peak / 1048576.0, s->budget / 1048576.0, s->chosen.predicted / 1048576.0);
-}
-
 /* Memory growth during an epoch (see the header). */
 typedef struct {
     int device;
-    int held;         /* a device whose per-process cost is known: client_held_bytes */
+    int held;         /* a device whose per-process cost is known: hfl_held_bytes */
     int known;        /* CPU: 0 when the window could not be opened */
     hfl_mem_window w; /* CPU: opened when the epoch began */
 } epoch_meter;
@@ -115,8 +107,8 @@ static void epoch_begin(const client_state *s, epoch_meter *e) {
 
 static uint64_t epoch_growth(const client_state *s, const epoch_meter *e) {
     uint64_t held;
-    if (e->held && client_held_bytes(s->be, &s->cost, &held, NULL) == 0)
-        return held > s->footprint ? held - s->footprint : 0;
+    if (e->held && hfl_held_bytes(s->be, &s->cost, &held, NULL) == 0)
+        return held > s->budget.footprint ? held - s->budget.footprint : 0;
     if (e->device) {
         uint64_t peak = hfl_budget_peak_bytes(), arena = hfl_trainer_device_bytes(s->trainer);
         return peak > arena ? peak - arena : 0;
@@ -244,12 +236,12 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
             if (first) {
                 uint64_t growth = first_growth(s, &m);
                 if (growth) {
-                    s->measured_peak = growth;
+                    s->budget.measured_peak = growth;
                     s->measured_batch = step_rows < micro ? step_rows : micro; /* its first micro-batch */
                 }
-                s->footprint = growth ? growth : s->chosen.predicted;
+                s->budget.footprint = growth ? growth : s->chosen.predicted;
                 first = 0;
-                if (budget_breach(s, s->footprint, "in the first step", err) != 0) {
+                if (hfl_mem_budget_check(&s->budget, s->budget.footprint, "in the first step", err) != 0) {
                     breached = 1;
                     break;
                 }
@@ -264,7 +256,7 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
         if (!breached) {
             char when[48];
             snprintf(when, sizeof when, "in round %d epoch %d", task->round, e + 1);
-            breached = budget_breach(s, s->footprint + epoch_growth(s, &em), when, err) != 0;
+            breached = hfl_mem_budget_check(&s->budget, s->budget.footprint + epoch_growth(s, &em), when, err) != 0;
         }
     }
     free(order);

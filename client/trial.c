@@ -37,7 +37,7 @@ static void trial_data(const hfl_model_spec *spec, int rows, hfl_dataset *d) {
     d->label_rows = spec->label_rows;
     d->x = hfl_malloc(sizeof(float) * (size_t)rows * spec->in_dim);
     d->y = hfl_malloc(sizeof(int32_t) * (size_t)rows * spec->label_rows);
-    client_synthetic(spec, rows, d->x, d->y);
+    hfl_synthetic_batch(spec, rows, d->x, d->y);
 }
 
 /* TRIAL_PROFILE_STEPS optimizer steps of the trial's batch as the round
@@ -87,15 +87,15 @@ static void profile_print(const hfl_profile_report *p, const char *clock) {
            p->syncs_per_step, p->ms_per_step, p->timed ? "" : " (not every op timed)");
 }
 
-static void trial_report(const client_options *o, const client_state *s, const hfl_device_info *dev,
+static void trial_report(const client_options *o, const client_state *s,
                          cJSON *plan, int trained, double step_s, const char *error,
                          const hfl_profile_report *prof) {
     const char *clock = s->be->host_memory ? "cpu clock" : "device events";
     if (!o->json) {
         if (trained)
             printf("trained one step of batch %d: measured %.2f MiB, predicted %.2f MiB, budget %.2f MiB\n",
-                   o->batch, s->measured_peak / 1048576.0, s->chosen.predicted / 1048576.0,
-                   (o->budget ? o->budget : dev->free_bytes) / 1048576.0);
+                   o->batch, s->budget.measured_peak / 1048576.0, s->chosen.predicted / 1048576.0,
+                   s->budget.planned / 1048576.0);
         if (prof) profile_print(prof, clock);
         cJSON_Delete(plan);
         return;
@@ -103,17 +103,17 @@ static void trial_report(const client_options *o, const client_state *s, const h
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "model", s->spec.name);
     cJSON_AddNumberToObject(root, "batch", o->batch);
-    cJSON_AddNumberToObject(root, "budget_bytes", (double)(o->budget ? o->budget : dev->free_bytes));
+    cJSON_AddNumberToObject(root, "budget_bytes", (double)s->budget.planned);
     cJSON_AddBoolToObject(root, "trained", trained);
-    cJSON_AddBoolToObject(root, "breached", s->breached);
+    cJSON_AddBoolToObject(root, "breached", s->budget.breached);
     if (error) cJSON_AddStringToObject(root, "error", error);
     else cJSON_AddNullToObject(root, "error");
     if (plan) cJSON_AddItemToObject(root, "plan", plan);
     else cJSON_AddNullToObject(root, "plan");
-    cJSON_AddNumberToObject(root, "measured_peak_bytes", (double)s->measured_peak);
+    cJSON_AddNumberToObject(root, "measured_peak_bytes", (double)s->budget.measured_peak);
     if (trained) cJSON_AddNumberToObject(root, "step_s", step_s); /* the one step, page faults and all */
     else cJSON_AddNullToObject(root, "step_s");
-    cJSON_AddNumberToObject(root, "footprint_bytes", (double)s->footprint);
+    cJSON_AddNumberToObject(root, "footprint_bytes", (double)s->budget.footprint);
     if (prof) cJSON_AddItemToObject(root, "profile", profile_json(prof, clock));
     else if (o->profile) cJSON_AddNullToObject(root, "profile");
     char *text = cJSON_Print(root);
@@ -143,7 +143,7 @@ int client_trial_run(const client_options *opts, const hfl_backend *be, const hf
     w.momentum = adamw ? 0 : TRIAL_MOMENTUM;
     cJSON *plan = client_choose_plan(&o, dev, &s, &w, err);
     if (!plan) {
-        trial_report(&o, &s, dev, NULL, 0, 0.0, err, NULL);
+        trial_report(&o, &s, NULL, 0, 0.0, err, NULL);
         return -1; /* refused up front: err is the one line */
     }
     trial_data(&s.spec, o.batch, &s.data);
@@ -170,7 +170,7 @@ int client_trial_run(const client_options *opts, const hfl_backend *be, const hf
     }
     hfl_profile_report prof;
     if (rc == 0 && o.profile) trial_profile(&s, &task, &prof);
-    trial_report(&o, &s, dev, plan, rc == 0, secs, rc == 0 ? NULL : err, rc == 0 && o.profile ? &prof : NULL);
+    trial_report(&o, &s, plan, rc == 0, secs, rc == 0 ? NULL : err, rc == 0 && o.profile ? &prof : NULL);
     free(weights);
     free(s.global);
     free(s.local);

@@ -8,7 +8,6 @@
  * client has had one (or --linger passes), then exits 0. SIGTERM or SIGINT
  * stops it after writing the state and report, with status 128 + the
  * signal (143, 130); 1 is a failure (bad options, every round failed). */
-#include <cblas.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,8 +18,9 @@
 #include "coordinator/coord.h"
 #include "proto/secagg.h"
 #include "data/files.h"
-#include "kernels/cpu/blas_core.h"
+#include "kernels/blas.h"
 #include "model/safetensors.h"
+#include "plan/planner.h"
 #include "kernels/device.h"
 #include "kernels/select.h"
 #include "util/config.h"
@@ -512,7 +512,7 @@ static int coord_setup(coord *c, char *err) {
     if (downlink_init(c, c->cfg.downlink, c->cfg.downlink_delta, err) != 0) return -1;
     if (auth_init(c, c->cfg.revoked_path, err) != 0) return -1;
     if (!c->self && !c->cfg.quiet) printf("hfl-coordinator: no certificates: clients' names are taken on trust\n");
-    openblas_set_num_threads(c->cfg.threads); /* before the first GEMM */
+    hfl_blas_set_threads(c->cfg.threads); /* before the first GEMM */
     /* Evaluation chunks the test set; a chunk's arena is capped so a long-context
      * LM (every block's T x T probabilities per sample) is not planned at batch 500. */
     if (!(c->eval = hfl_trainer_create_eval(&c->spec, c->be, 500, HFL_EVAL_ARENA_BYTES, err))) return -1;

@@ -44,7 +44,7 @@ static const hfl_field registry_plan_fields[] = {
     {"predicted_peak_bytes", HFL_FIELD_NUM, 0, 1e18}, {"predicted_samples_per_s", HFL_FIELD_NUM, 0, 1e15},
     {"capacity_samples_per_s", HFL_FIELD_NUM, 0, 1e15}, {"overhead_bytes", HFL_FIELD_NUM, 0, 1e18},
     {"overhead_records", HFL_FIELD_INT, 0, 1e9}, {"verify_measurements", HFL_FIELD_INT, 0, 1e9},
-    /* the device memory a GPU client holds (client/overhead.c, client_device_memory_json) */
+    /* the device memory a GPU client holds (plan/overhead_log.c, hfl_device_memory_json) */
     {"context_bytes", HFL_FIELD_NUM_OR_NULL, 0, 1e18}, {"context_source", HFL_FIELD_STR, 0, 32},
     {"process_device_bytes", HFL_FIELD_NUM_OR_NULL, 0, 1e18}, {"alloc_granularity", HFL_FIELD_NUM, 1, 1e12},
 };

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "coordinator/coord.h"
-#include "model/planner.h"
+#include "plan/planner.h"
 #include "util/memmeter.h"
 #include "util/util.h"
 

@@ -305,7 +305,7 @@ const hfl_backend *hfl_backend_cpu(void);
 hfl_adamw_args hfl_adamw_make(float lr, float beta1, float beta2, float eps, float wd, long step);
 /* The CPU backend calls fn(ctx, ta, tb, m, n, k) before each OpenBLAS sgemm it makes
  * (transposes and row-major shape; a 2-byte gemm's fp32 tiles included); fn NULL: none. Tests use
- * it to check model/blas_footprint.c's list of a step's GEMMs against the
+ * it to check plan/blas_footprint.c's list of a step's GEMMs against the
  * calls really made. */
 void hfl_backend_cpu_observe_gemms(void (*fn)(void *ctx, int ta, int tb, int m, int n, int k), void *ctx);
 /* Both backends' allocations are counted against one process-wide budget:

@@ -1,12 +1,11 @@
 /* device.c: device probe: the GPU through the CUDA module (kernels/select.c
  * loads it) when one is usable, otherwise the CPU from /proc. */
 #include "kernels/device.h"
+#include "kernels/blas.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-
-#include <cblas.h>
 
 void hfl_device_probe_cpu(hfl_device_info *info) {
     memset(info, 0, sizeof *info);
@@ -28,9 +27,9 @@ void hfl_device_probe_cpu(hfl_device_info *info) {
         fclose(f);
     }
     /* the kernel set is part of the device: the calibration and the learned
-     * overhead (client/overhead.c) differ between OpenBLAS's kernel sets */
+     * overhead (plan/overhead_log.c) differ between OpenBLAS's kernel sets */
     size_t n = strlen(info->name);
-    snprintf(info->name + n, sizeof info->name - n, " (OpenBLAS %s)", openblas_get_corename());
+    snprintf(info->name + n, sizeof info->name - n, " (OpenBLAS %s)", hfl_blas_core_name());
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     info->cores = cores > 0 ? (int)cores : 1;
     f = fopen("/proc/meminfo", "r");

@@ -2,7 +2,7 @@
  * chunks of samples.
  *
  * Weight w[out_c, in_c, k, k] (PyTorch's nn.Conv2d layout) then bias
- * b[out_c]. A chunk of cn samples (ly->chunk, 0 or 1: one; model/planner.h,
+ * b[out_c]. A chunk of cn samples (ly->chunk, 0 or 1: one; plan/planner.h,
  * cfg.conv_chunk) is unfolded at once into columns cols[C*k*k, cn*ho*wo] in
  * the workspace: the chunk layout of kernels/backend.h, a row per tap with
  * the samples' positions side by side. Forward is one strided batched GEMM

@@ -95,7 +95,7 @@ typedef struct hfl_layer_ops {
     int fwd_in_place; /* forward may run with out == in */
     int bwd_in_place; /* backward may run with din == dout */
     uint64_t (*flops)(const hfl_layer *ly); /* forward FLOPs per sample (multiply-add = 2) */
-    /* SAVED ACTIVATIONS (model/checkpoint.h): bytes a forward writes into
+    /* SAVED ACTIVATIONS (plan/checkpoint.h): bytes a forward writes into
      * `saved` that only this layer's backward reads, in type t; NULL for
      * kinds without (saved is then NULL). */
     size_t (*saved_bytes)(const hfl_layer *ly, hfl_precision t, int batch);

@@ -35,7 +35,7 @@
  * is frozen. Without LoRA, train_off = 0 and n_trainable = n_params.
  *
  * What each layer kind computes and which tensors its backward keeps is in
- * model/layers.h; a trainer runs a memory plan (model/planner.h: every
+ * model/layers.h; a trainer runs a memory plan (plan/planner.h: every
  * buffer of a step, its lifetime and its offset, under a checkpoint
  * schedule) inside one allocation of the plan's arena_bytes (llm.c style). */
 #ifndef HFL_MODEL_H
@@ -209,21 +209,8 @@ const char *hfl_optimizer_name(hfl_optimizer opt);
 #define HFL_LOSS_SCALE_INTERVAL 2000
 
 typedef struct hfl_trainer hfl_trainer;
-typedef struct hfl_plan hfl_plan; /* model/planner.h */
+typedef struct hfl_plan hfl_plan; /* plan/planner.h */
 
-/* Buffers for batches of up to max_batch samples: the plan of
- * hfl_plan_make with batch max_batch, checkpoint schedule `none`, a momentum
- * buffer, fp32 precision and the backend's device buffers. NULL for max_batch < 1 or a spec that fails
- * hfl_model_spec_check; prints one line and exits(1) when the backend refuses
- * the arena (as be->alloc does). */
-hfl_trainer *hfl_trainer_create(const hfl_model_spec *spec, const hfl_backend *be, int max_batch);
-/* A trainer for evaluation only (hfl_trainer_evaluate; no momentum, so no
- * step with momentum): the `none` plan of the largest batch up to max_batch
- * whose arena fits max_bytes, batch 1 when none does; the batch is
- * hfl_trainer_plan(t)->cfg.batch. NULL with err when the spec fails its
- * check, max_batch < 1 or the backend refuses the arena. */
-hfl_trainer *hfl_trainer_create_eval(const hfl_model_spec *spec, const hfl_backend *be, int max_batch,
-                                     size_t max_bytes, char *err);
 /* A trainer running `plan` (made by hfl_plan_make for this spec; copied):
  * ONE be->try_alloc of plan->arena_bytes, nothing allocated afterwards.
  * Batches of up to plan->cfg.batch samples; step() with a nonzero momentum

@@ -1,5 +1,5 @@
 /* optimizer.c: the local optimizers' names (model/model.h, OPTIMIZERS).
- * What each runs is in model/trainer.c; what each plans in model/planner.h. */
+ * What each runs is in model/trainer.c; what each plans in plan/planner.h. */
 #include <string.h>
 
 #include "model/model.h"

@@ -2,7 +2,7 @@
  *
  * "fp32", "bf16" and "fp16" name hfl_precision (kernels/backend.h), the
  * storage type of a step's activations and working weights; what each
- * precision plans and runs is in model/planner.h (PRECISION) and
+ * precision plans and runs is in plan/planner.h (PRECISION) and
  * model/trainer.c. Names are lowercase and case-sensitive, like the
  * checkpoint kinds'. */
 #include <string.h>

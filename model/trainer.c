@@ -1,5 +1,5 @@
 /* trainer.c: one model's training state on one backend, running a memory
- * plan (model/planner.h) inside one allocation.
+ * plan (plan/planner.h) inside one allocation.
  *
  * A trainer makes exactly one be->alloc (plan->arena_bytes) and executes the
  * plan's ops with pointers computed from the buffers' offsets into it; a
@@ -56,7 +56,7 @@
 #include "kernels/ops_hd.h"
 #include "model/layers.h"
 #include "model/model.h"
-#include "model/planner.h"
+#include "plan/planner.h"
 #include "util/util.h"
 
 struct hfl_trainer {
@@ -229,53 +229,6 @@ hfl_trainer *hfl_trainer_create_plan(const hfl_model_spec *spec, const hfl_backe
      * client verifies its plan with) then pays for the anchor's pages. */
     if (t->anchor) be->fill(t->anchor, 0.0f, spec->n_trainable);
     if (t->adam_m) hfl_trainer_reset_optimizer(t);
-    return t;
-}
-
-hfl_trainer *hfl_trainer_create(const hfl_model_spec *spec, const hfl_backend *be, int max_batch) {
-    if (!spec || !be || max_batch < 1 || hfl_model_spec_check(spec, NULL) != 0) return NULL;
-    char err[HFL_ERR_LEN];
-    hfl_plan *plan = hfl_malloc(sizeof *plan);
-    hfl_plan_config cfg = {.batch = max_batch, .ckpt = HFL_CKPT_NONE, .ckpt_budget = SIZE_MAX,
-                           .momentum = 1, .act_elem_bytes = sizeof(float)};
-    hfl_plan_config_for_backend(&cfg, be);
-    hfl_trainer *t = NULL;
-    if (hfl_plan_make(spec, &cfg, plan, err) == 0) t = hfl_trainer_create_plan(spec, be, plan, err);
-    free(plan);
-    if (!t) {
-        fprintf(stderr, "hfl: %s\n", err);
-        exit(1);
-    }
-    return t;
-}
-
-hfl_trainer *hfl_trainer_create_eval(const hfl_model_spec *spec, const hfl_backend *be, int max_batch,
-                                     size_t max_bytes, char *err) {
-    if (!spec || !be) {
-        hfl_errf(err, "trainer: NULL spec or backend");
-        return NULL;
-    }
-    if (max_batch < 1) {
-        hfl_errf(err, "evaluation batch %d is not positive", max_batch);
-        return NULL;
-    }
-    if (hfl_model_spec_check(spec, err) != 0) return NULL;
-    hfl_plan *plan = hfl_malloc(sizeof *plan);
-    hfl_plan_config cfg = {.ckpt = HFL_CKPT_NONE, .ckpt_budget = SIZE_MAX, .act_elem_bytes = sizeof(float)};
-    hfl_plan_config_for_backend(&cfg, be);
-    /* The arena grows with the batch, so bisect for the largest that fits;
-     * batch 1 is taken whatever it costs (a model cannot be evaluated in less). */
-    int lo = 1, hi = max_batch;
-    while (lo < hi) {
-        int mid = lo + (hi - lo + 1) / 2;
-        cfg.batch = mid;
-        if (hfl_plan_make(spec, &cfg, plan, NULL) == 0 && plan->arena_bytes <= max_bytes) lo = mid;
-        else hi = mid - 1;
-    }
-    cfg.batch = lo;
-    hfl_trainer *t = NULL;
-    if (hfl_plan_make(spec, &cfg, plan, err) == 0) t = hfl_trainer_create_plan(spec, be, plan, err);
-    free(plan);
     return t;
 }
 

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "kernels/select.h"
-#include "model/chooser.h"
-#include "model/device_cost.h"
+#include "plan/chooser.h"
+#include "plan/device_cost.h"
 #include "util/util.h"
 
 int hfl_gpu_share(const hfl_gpu_share_in *in, uint64_t *budget, int *fit, char *err) {

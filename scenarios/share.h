@@ -6,7 +6,7 @@
  * with a budget of their own were promised, their per-process cost
  * included) is split among N + 1 processes: the N clients and the
  * coordinator, which evaluates on the GPU too. A budget on a GPU covers what
- * a process holds beyond its per-process cost (model/device_cost.h: its CUDA
+ * a process holds beyond its per-process cost (plan/device_cost.h: its CUDA
  * context, cuBLAS's handle), which every process pays on top; so a client's
  * budget is its share less that cost. A share that leaves a client less than
  * `need` (the smallest arena its model can train in) does not fit, and the
@@ -37,7 +37,7 @@ int hfl_gpu_share(const hfl_gpu_share_in *in, uint64_t *budget, int *fit, char *
 /* The budget each GPU client of scenario sc without a budget of its own
  * gets (*budget; 0 when there are none, or no GPU to share), before any
  * client or the coordinator starts: the GPU's free memory, the per-process
- * cost (model/device_cost.h: kept in state_dir, else measured by opening the
+ * cost (plan/device_cost.h: kept in state_dir, else measured by opening the
  * backend here; where NVML cannot say, HFL_DEVICE_COST_PRIOR, said on
  * stdout unless quiet) and the smallest arena the scenario's model trains
  * in at its batch on the GPU. -1 with one line in err when they do not fit

@@ -24,7 +24,7 @@
 #include "compress/codec.h"
 #include "data/idx.h"
 #include "data/partition.h"
-#include "kernels/cpu/blas_core.h"
+#include "kernels/blas.h"
 #include "model/model.h"
 #include "proto/pki.h"
 #include "scenarios/html.h"

@@ -1,6 +1,7 @@
 /* blas_core.c: run OpenBLAS on the kernels this CPU can run (see
  * blas_core.h). */
 #include "kernels/cpu/blas_core.h"
+#include "kernels/blas.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -26,3 +27,7 @@ void hfl_blas_core_fix(char **argv) {
     execv("/proc/self/exe", argv);
     unsetenv("OPENBLAS_CORETYPE"); /* no /proc: keep the library's choice */
 }
+
+const char *hfl_blas_core_name(void) { return openblas_get_corename(); }
+void hfl_blas_set_threads(int n) { openblas_set_num_threads(n); }
+int hfl_blas_threads(void) { return openblas_get_num_threads(); }

@@ -14,19 +14,12 @@
  * library loads with, so a program that finds Prescott on a CPU with AVX2
  * sets it as that fallback would have and executes itself again (same pid,
  * same arguments) first thing in main. A user's own OPENBLAS_CORETYPE is
- * never overridden. */
+ * never overridden (hfl_blas_core_fix, kernels/blas.h). */
 #ifndef HFL_KERNELS_CPU_BLAS_CORE_H
 #define HFL_KERNELS_CPU_BLAS_CORE_H
 
 /* The kernel set OpenBLAS 0.3.21's CPUID fallback would pick on this CPU
  * ("Cooperlake", "SkylakeX", "Haswell"), NULL below AVX2. */
 const char *hfl_blas_core_for_cpu(void);
-
-/* Call first in main, before any output, thread or file: returns when the
- * loaded kernel set stands (the environment names one, or the library did
- * not fall back to Prescott, or this CPU has nothing better, or the
- * re-execution failed, which leaves the library's choice); otherwise does
- * not return. */
-void hfl_blas_core_fix(char **argv);
 
 #endif

@@ -459,7 +459,7 @@ static int context_create(cuda_context *c, const hfl_cuda_host *host, char *err)
  * MINIMUM: 2 MiB on current NVIDIA GPUs), reached through
  * cudaGetDriverEntryPointByVersion (CUDA 12.5+) so the module links no
  * libcuda; 1 (no rounding) when the driver cannot say. cudaMalloc maps whole
- * granules, so the arena takes its size rounded up to one (model/planner.h);
+ * granules, so the arena takes its size rounded up to one (plan/planner.h);
  * tests/gpu/test_cuda_train.c checks that against NVML on a GPU. */
 static size_t device_granularity(int device) {
     void *fn = NULL;

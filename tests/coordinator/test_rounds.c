@@ -35,6 +35,7 @@
 
 #include "coordinator/coord.h"
 #include "kernels/backend.h"
+#include "plan/planner.h"
 #include "tests/check.h"
 #include "util/util.h"
 

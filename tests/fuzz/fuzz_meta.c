@@ -20,6 +20,7 @@
 #include "coordinator/coord.h"
 #include "fuzz.h"
 #include "kernels/backend.h"
+#include "plan/planner.h"
 #include "util/util.h"
 
 static coord c;

@@ -18,7 +18,7 @@
 
 #include "kernels/profile.h"
 #include "kernels/select.h"
-#include "model/planner.h"
+#include "plan/planner.h"
 #include "tests/check.h"
 #include "util/util.h"
 

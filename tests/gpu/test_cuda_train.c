@@ -18,7 +18,7 @@
  *   CPU with tests/kernels/gemm_emu.h's GEMMs as "the GPU" instead (unit
  *   suite: legal passes, split-k fails).
  *   MEMORY. First, while the backend holds only what opening it took, the
- *   per-process cost (model/device_cost.h: NVML's figure for this process;
+ *   per-process cost (plan/device_cost.h: NVML's figure for this process;
  *   printed, or why NVML cannot say). TAIL SHAPES: after a measurement that
  *   ran mlp's batch 96 and its tail of 37, a training step of 37 rows adds
  *   no device memory (a tail of 53 no measurement ran is the control,
@@ -47,9 +47,9 @@
 #include "kernels/budget.h"
 #include "kernels/philox.h"
 #include "kernels/select.h"
-#include "model/chooser.h"
-#include "model/device_cost.h"
-#include "model/measure.h"
+#include "plan/chooser.h"
+#include "plan/device_cost.h"
+#include "plan/measure.h"
 #include "tests/check.h"
 #include "tests/kernels/gemm_emu.h"
 #include "tests/kernels/rounding_check.h"

@@ -12,7 +12,7 @@
  *    predicts, so the check is not circular. The extra outside the arena
  *    is almost all OpenBLAS's GEMM packing buffer, as far as a step's GEMMs
  *    touch it, and the model predicts that footprint from the GEMM calls for
- *    the kernel sets whose blocking it knows (model/blas_footprint.h:
+ *    the kernel sets whose blocking it knows (plan/blas_footprint.h:
  *    Haswell, Zen, SkylakeX, Cooperlake). The clients run the set hfl-client
  *    runs on this host by itself (kernels/cpu/blas_core.h), or the
  *    environment's OPENBLAS_CORETYPE; where that set is not modelled, the
@@ -47,11 +47,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
 #include <cjson/cJSON.h>
 
+#include "kernels/blas.h"
 #include "kernels/cpu/blas_core.h"
-#include "model/blas_footprint.h"
+#include "plan/blas_footprint.h"
 #include "tests/integration/harness.h"
 #include "util/util.h"
 
@@ -151,7 +151,7 @@ static void check_left_out(const char *client, const char *model, const char *ot
     }
     CHECK_MSG(!p && !m, "%s: the candidate tables differ in length", model);
     /* Where the kernels' blocking is modelled, each configuration's BLAS
-     * footprint is predicted from its GEMM shapes (model/blas_footprint.h)
+     * footprint is predicted from its GEMM shapes (plan/blas_footprint.h)
      * and what is left is a few KiB: one median extra per class was up to
      * ~160 KiB off here, which this bound fails. */
     hfl_blas_blocking b;
@@ -192,7 +192,7 @@ static void check_accumulation(const char *client, const char *state) {
 }
 
 /* 6. The GEMM rates behind the precision choice are measured once per
- * device and state dir (client/calibrate.c): a later run with the same
+ * device and state dir (plan/calibrate.c): a later run with the same
  * state dir reports exactly the rates of the first, stored in one line. */
 static void check_same_rates(const char *client, const char *state, const cJSON *first) {
     cJSON *j = plan_json(client, "mlp", state, 0);
@@ -312,7 +312,7 @@ int main(int argc, char **argv) {
     }
     check_on_stop(harness_cleanup);
     if (!getenv("OPENBLAS_CORETYPE")) { /* see 3. above; the clients inherit it */
-        const char *own = openblas_get_corename();
+        const char *own = hfl_blas_core_name();
         if (!strcmp(own, "Prescott") && hfl_blas_core_for_cpu()) own = hfl_blas_core_for_cpu();
         hfl_blas_blocking b;
         setenv("OPENBLAS_CORETYPE", hfl_blas_blocking_for(own, &b) == 0 ? own : "Haswell", 1);

@@ -43,7 +43,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "model/planner.h"
+#include "plan/planner.h"
 #include "tests/integration/harness.h"
 #include "util/util.h"
 

@@ -28,7 +28,7 @@
 #include "kernels/ops_hd.h"
 #include "kernels/philox.h"
 #include "model/model.h"
-#include "model/planner.h"
+#include "plan/planner.h"
 #include "tests/check.h"
 #include "tests/kernels/gemm_emu.h"
 #include "tests/kernels/gemm_shapes.h"

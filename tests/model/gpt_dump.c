@@ -44,7 +44,7 @@
 #include "kernels/philox.h"
 #include "model/gpt.h"
 #include "model/model.h"
-#include "model/planner.h"
+#include "plan/planner.h"
 #include "util/stfile.h"
 #include "util/util.h"
 

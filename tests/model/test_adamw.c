@@ -27,9 +27,9 @@
 #include <string.h>
 
 #include "kernels/philox.h"
-#include "model/chooser.h"
+#include "plan/chooser.h"
 #include "model/model.h"
-#include "model/planner.h"
+#include "plan/planner.h"
 #include "tests/check.h"
 #include "util/util.h"
 

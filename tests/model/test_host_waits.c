@@ -29,11 +29,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
 
+#include "kernels/blas.h"
 #include "kernels/philox.h"
 #include "model/model.h"
-#include "model/planner.h"
+#include "plan/planner.h"
 #include "tests/check.h"
 #include "util/util.h"
 
@@ -161,7 +161,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: test_host_waits GPT_SPEC.json\n");
         return 2;
     }
-    openblas_set_num_threads(1);
+    hfl_blas_set_threads(1);
     device_like = *hfl_backend_cpu();
     device_like.host_memory = 0;
     char err[HFL_ERR_LEN];

@@ -1,5 +1,5 @@
 /* test_precision.c: training in fp32, bf16 and fp16 (model/model.h,
- * model/planner.h PRECISION, the ops of kernels/backend.h in a 2-byte type) on the CPU
+ * plan/planner.h PRECISION, the ops of kernels/backend.h in a 2-byte type) on the CPU
  * backend.
  *
  * Checks that
@@ -34,10 +34,10 @@
 #include "kernels/ops_hd.h"
 #include "kernels/philox.h"
 #include "model/model.h"
-#include "model/planner.h"
+#include "plan/planner.h"
 #include "tests/check.h"
 #define PLAN_TEST_ODD_OVERLAPPING_POOL /* odd gets overlapping pool windows */
-#include "tests/model/plan_test.h"
+#include "tests/plan/plan_test.h"
 #include "util/util.h"
 
 static const hfl_precision precs[3] = {HFL_PREC_FP32, HFL_PREC_BF16, HFL_PREC_FP16};

@@ -13,7 +13,7 @@
 
 #include "kernels/profile.h"
 #include "model/layers.h"
-#include "model/planner.h"
+#include "plan/planner.h"
 #include "tests/check.h"
 #include "util/util.h"
 

@@ -13,7 +13,7 @@
  *   - the anchor is n_params fp32 values alive over the whole step: a plan
  *     with it has exactly that many more bytes live at its peak, and the
  *     chooser's candidates grow by at least as much;
- *   - a measured step (model/measure.h, what a client verifies its plan with)
+ *   - a measured step (plan/measure.h, what a client verifies its plan with)
  *     pays for the anchor's pages: at least 90% of its bytes more than the
  *     same step without it (an anchor only written when a round starts would
  *     be missed, and a tight client would breach its budget in round 1).
@@ -24,10 +24,10 @@
 #include <string.h>
 
 #include "kernels/philox.h"
-#include "model/chooser.h"
-#include "model/measure.h"
+#include "plan/chooser.h"
+#include "plan/measure.h"
 #include "model/model.h"
-#include "model/planner.h"
+#include "plan/planner.h"
 #include "tests/check.h"
 #include "util/util.h"
 

@@ -11,7 +11,7 @@
 
 #include "kernels/philox.h"
 #include "model/model.h"
-#include "model/planner.h"
+#include "plan/planner.h"
 #include "tests/check.h"
 #include "util/util.h"
 

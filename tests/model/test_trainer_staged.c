@@ -47,11 +47,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
 
+#include "kernels/blas.h"
 #include "kernels/philox.h"
 #include "model/model.h"
-#include "model/planner.h"
+#include "plan/planner.h"
 #include "tests/check.h"
 #include "util/util.h"
 
@@ -431,11 +431,11 @@ static void test_conv_chunk_plan(void) {
 }
 
 int main(void) {
-    openblas_set_num_threads(1);
+    hfl_blas_set_threads(1);
     device_like = *hfl_backend_cpu();
     device_like.host_memory = 0;
     device_like.conv_chunk = 3;
-    const char *core = openblas_get_corename();
+    const char *core = hfl_blas_core_name();
     golden_core = !strcmp(core, "Zen") || !strcmp(core, "Haswell") ? "Zen"
                   : !strcmp(core, "Sandybridge")                   ? "Sandybridge"
                   : !strcmp(core, "Nehalem")                       ? "Nehalem"

@@ -24,7 +24,7 @@
 
 #include "kernels/budget.h"
 #include "kernels/philox.h"
-#include "model/chooser.h"
+#include "plan/chooser.h"
 #include "tests/check.h"
 #include "util/util.h"
 
@@ -308,5 +308,5 @@ int main(void) {
     free(params);
     free(x);
     free(y);
-    return check_exit_code("model_chooser");
+    return check_exit_code("plan_chooser");
 }

@@ -1,7 +1,7 @@
 /* planner.h: the memory plan of one training step, laid out in one arena.
  *
  * docs/architecture.md, "The memory promise": for a model spec, a batch, a
- * checkpoint schedule (model/checkpoint.h) and an optimizer, the planner
+ * checkpoint schedule (plan/checkpoint.h) and an optimizer, the planner
  * lists every buffer one training step touches, gives each a lifetime over a
  * timeline of ops, and places them in one arena so that buffers alive at the
  * same op never share a byte. The trainer (model/trainer.c) makes one
@@ -116,7 +116,7 @@
  * which the CUDA backend asks the driver for), so one cudaMalloc of the
  * arena takes its size rounded up to a whole number of them. The plan's arena_bytes is that
  * rounded size: the trainer allocates it, the budget reserves it, and a
- * prediction (arena + learned overhead, model/overhead.h) counts it, so
+ * prediction (arena + learned overhead, plan/overhead.h) counts it, so
  * the rounding is no longer noise of 0-2 MiB in the learned overhead. On
  * the CPU backend it is 1 (kernels/backend.h says why). */
 #ifndef HFL_MODEL_PLANNER_H
@@ -124,7 +124,7 @@
 
 #include <stddef.h>
 
-#include "model/checkpoint.h"
+#include "plan/checkpoint.h"
 #include "model/model.h"
 
 #define HFL_PLAN_ALIGN 64
@@ -249,5 +249,19 @@ size_t hfl_plan_live_bytes(const hfl_plan *plan, int op);
 
 const char *hfl_plan_category_name(hfl_buf_category c); /* "weights", ... */
 const char *hfl_plan_op_name(hfl_plan_op_kind k);       /* "load", "forward", ... */
+
+/* Buffers for batches of up to max_batch samples: the plan of
+ * hfl_plan_make with batch max_batch, checkpoint schedule `none`, a momentum
+ * buffer, fp32 precision and the backend's device buffers. NULL for max_batch < 1 or a spec that fails
+ * hfl_model_spec_check; prints one line and exits(1) when the backend refuses
+ * the arena (as be->alloc does). */
+hfl_trainer *hfl_trainer_create(const hfl_model_spec *spec, const hfl_backend *be, int max_batch);
+/* A trainer for evaluation only (hfl_trainer_evaluate; no momentum, so no
+ * step with momentum): the `none` plan of the largest batch up to max_batch
+ * whose arena fits max_bytes, batch 1 when none does; the batch is
+ * hfl_trainer_plan(t)->cfg.batch. NULL with err when the spec fails its
+ * check, max_batch < 1 or the backend refuses the arena. */
+hfl_trainer *hfl_trainer_create_eval(const hfl_model_spec *spec, const hfl_backend *be, int max_batch,
+                                     size_t max_bytes, char *err);
 
 #endif

@@ -1,4 +1,4 @@
-/* test_checkpoint.c: gradient-checkpointing schedules (model/checkpoint.h).
+/* test_checkpoint.c: gradient-checkpointing schedules (plan/checkpoint.h).
  *
  * 1. The accounting: hand-computed peaks and recomputes of small chains, and
  *    an event-by-event memory simulator (every activation, recomputed
@@ -26,7 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "model/checkpoint.h"
+#include "plan/checkpoint.h"
 #include "tests/check.h"
 #include "util/util.h"
 

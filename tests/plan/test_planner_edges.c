@@ -1,5 +1,5 @@
-/* test_planner_edges.c: the planner (model/planner.c) and its placement
- * (model/planner_place.c) on plans small enough to work out by hand, written
+/* test_planner_edges.c: the planner (plan/planner.c) and its placement
+ * (plan/planner_place.c) on plans small enough to work out by hand, written
  * against mutants that survived scripts/mutate (docs/testing.md). Every
  * expected figure below is derived from planner.h's execution model, not read
  * back from the planner:
@@ -51,7 +51,7 @@
 #include "kernels/backend.h"
 #include "model/model.h"
 #include "model/gpt.h"
-#include "model/planner.h"
+#include "plan/planner.h"
 #include "tests/check.h"
 #include "util/util.h"
 

@@ -19,7 +19,7 @@
  * gets none). When output_first_i (with needs_output_i), layer i's backward
  * is two sub-steps: the first reads a_i (and g_i), the second writes
  * g_{i-1}, so a_i is gone by then (a stage ending in an in-place ReLU, as
- * model/planner.h groups layers). needs_output_0 is 0 by definition.
+ * plan/planner.h groups layers). needs_output_0 is 0 by definition.
  *
  * A SCHEDULE is the set of stored activations: a_0 and a_n are always stored;
  * any subset of a_1..a_{n-1} may be (2^(n-1) schedules). Stored activations
@@ -103,7 +103,7 @@
  * accounting (every checkpoint held to the end of backward, which this file
  * used before), a checkpoint costs memory only until its last read: for the
  * FedAvg cnn that model ranked `full` below `none` while the trainer's real
- * peak was the same under both. tests/checkpoint/test_checkpoint.c states
+ * peak was the same under both. tests/plan/test_checkpoint.c states
  * the model a second time as an event simulator and checks the two agree.
  *
  * Kinds:

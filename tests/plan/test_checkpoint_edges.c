@@ -1,4 +1,4 @@
-/* test_checkpoint_edges.c: the edges of model/checkpoint.c that
+/* test_checkpoint_edges.c: the edges of plan/checkpoint.c that
  * test_checkpoint.c leaves open, written against mutants that survived
  * scripts/mutate (docs/testing.md).
  *
@@ -22,7 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "model/checkpoint.h"
+#include "plan/checkpoint.h"
 #include "tests/check.h"
 #include "util/util.h"
 

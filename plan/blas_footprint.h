@@ -15,7 +15,7 @@
  *   B = min_l * N floats when M > P (each panel of N has its own slot),
  *       min_l * min(N, JJ) otherwise (every panel reuses the first slot;
  *       JJ = 3 UN, or UN for 4 < N < 12: the min_jj rule)
- * This is what the overhead model (model/overhead.h) uses to tell a GPT's
+ * This is what the overhead model (plan/overhead.h) uses to tell a GPT's
  * small GEMMs from an mlp's 784-wide ones: measured here, the extra outside
  * the arena is this footprint plus ~40 KiB, to a few KiB (docs/benchmarks.md).
  *
@@ -43,7 +43,7 @@ typedef struct {
     int small_matrix;    /* SkylakeX's small-matrix kernels take small calls, no buffer */
 } hfl_blas_blocking;
 
-/* The blocking of an OpenBLAS core by the name openblas_get_corename()
+/* The blocking of an OpenBLAS core by the name hfl_blas_core_name()
  * gives; -1 (b zeroed) for a core not modelled. */
 int hfl_blas_blocking_for(const char *core, hfl_blas_blocking *b);
 

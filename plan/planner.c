@@ -1,16 +1,18 @@
 /* planner.c: the buffers and the op timeline of one training step, and their
  * lifetimes (the execution model is in planner.h; placement is in
- * planner_place.c).
+ * planner_place.c), and the trainers made with a plan of their own
+ * (hfl_trainer_create, hfl_trainer_create_eval).
  *
  * The plan is built in three passes: group the layers into stages and ask
  * checkpoint.c for the schedule over them; emit the ops, creating each
  * buffer as the op that first writes it is emitted; then derive lifetimes
  * from the ops (first and last op naming a buffer), so a lifetime can never
  * disagree with what the trainer actually reads and writes. */
-#include "model/planner.h"
+#include "plan/planner.h"
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model/layers.h"
@@ -423,4 +425,51 @@ void hfl_plan_config_for_backend(hfl_plan_config *cfg, const hfl_backend *be) {
     cfg->prefetch = !be->host_memory;
     cfg->device_scalars = !be->host_memory;
     cfg->alloc_granularity = be->alloc_granularity;
+}
+
+hfl_trainer *hfl_trainer_create(const hfl_model_spec *spec, const hfl_backend *be, int max_batch) {
+    if (!spec || !be || max_batch < 1 || hfl_model_spec_check(spec, NULL) != 0) return NULL;
+    char err[HFL_ERR_LEN];
+    hfl_plan *plan = hfl_malloc(sizeof *plan);
+    hfl_plan_config cfg = {.batch = max_batch, .ckpt = HFL_CKPT_NONE, .ckpt_budget = SIZE_MAX,
+                           .momentum = 1, .act_elem_bytes = sizeof(float)};
+    hfl_plan_config_for_backend(&cfg, be);
+    hfl_trainer *t = NULL;
+    if (hfl_plan_make(spec, &cfg, plan, err) == 0) t = hfl_trainer_create_plan(spec, be, plan, err);
+    free(plan);
+    if (!t) {
+        fprintf(stderr, "hfl: %s\n", err);
+        exit(1);
+    }
+    return t;
+}
+
+hfl_trainer *hfl_trainer_create_eval(const hfl_model_spec *spec, const hfl_backend *be, int max_batch,
+                                     size_t max_bytes, char *err) {
+    if (!spec || !be) {
+        hfl_errf(err, "trainer: NULL spec or backend");
+        return NULL;
+    }
+    if (max_batch < 1) {
+        hfl_errf(err, "evaluation batch %d is not positive", max_batch);
+        return NULL;
+    }
+    if (hfl_model_spec_check(spec, err) != 0) return NULL;
+    hfl_plan *plan = hfl_malloc(sizeof *plan);
+    hfl_plan_config cfg = {.ckpt = HFL_CKPT_NONE, .ckpt_budget = SIZE_MAX, .act_elem_bytes = sizeof(float)};
+    hfl_plan_config_for_backend(&cfg, be);
+    /* The arena grows with the batch, so bisect for the largest that fits;
+     * batch 1 is taken whatever it costs (a model cannot be evaluated in less). */
+    int lo = 1, hi = max_batch;
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        cfg.batch = mid;
+        if (hfl_plan_make(spec, &cfg, plan, NULL) == 0 && plan->arena_bytes <= max_bytes) lo = mid;
+        else hi = mid - 1;
+    }
+    cfg.batch = lo;
+    hfl_trainer *t = NULL;
+    if (hfl_plan_make(spec, &cfg, plan, err) == 0) t = hfl_trainer_create_plan(spec, be, plan, err);
+    free(plan);
+    return t;
 }

@@ -1,5 +1,5 @@
 /* chooser.c: candidates, predictions and the choice (see chooser.h). */
-#include "model/chooser.h"
+#include "plan/chooser.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
  * runs. It is appended to <state-dir>/device_cost.jsonl as {device,
  * backend, context_bytes}, and the first line for a device and backend is
  * what every process sharing the state directory uses from then on, as the
- * GEMM calibration is (client/calibrate.c): hfl-sim measures it before it
+ * GEMM calibration is (plan/calibrate.c): hfl-sim measures it before it
  * starts a client, so each client's share of the card and its budget agree
  * on it. A budget on a GPU covers what a process holds beyond it (README,
  * Devices); everything a process holds is the cost plus that. */
@@ -26,7 +26,7 @@
  * the stack reserved for the resident threads alone is 132 SMs x 2048
  * threads x 1 KiB = 264 MiB, and the context and cuBLAS's state come on top
  * (a review of the GPU half: "hundreds of MiB per process"); 1 GiB,
- * as the overhead model's device prior (model/overhead.h), leaves room for
+ * as the overhead model's device prior (plan/overhead.h), leaves room for
  * both. */
 #define HFL_DEVICE_COST_PRIOR (1ull << 30)
 

@@ -18,8 +18,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "client/client.h"
-#include "model/chooser.h"
+#include "plan/choose.h"
 #include "util/util.h"
 
 #define CAL_MIN_RUNS 3
@@ -77,8 +76,8 @@ static void cal_store(const char *path, const char *device, const char *backend,
     fclose(f);
 }
 
-int client_calibrate(const char *state_dir, const char *device, const hfl_backend *be, unsigned precisions,
-                     double gflops[3]) {
+int hfl_calibrate(const char *state_dir, const char *device, const hfl_backend *be, unsigned precisions,
+                  double gflops[3]) {
     char path[1200] = "";
     if (state_dir && state_dir[0]) {
         snprintf(path, sizeof path, "%s/calibration.jsonl", state_dir);

@@ -18,7 +18,7 @@
 #include "kernels/backend.h"
 #include "kernels/philox.h"
 #include "model/model.h"
-#include "model/planner.h"
+#include "plan/planner.h"
 #include "tests/check.h"
 #include "util/util.h"
 

@@ -1,6 +1,6 @@
 /* test_measure.c: what a memory measurement runs and keeps, on the CPU.
  *
- * 1. The tail shapes (model/measure.h): for batches 1..12, steps of one
+ * 1. The tail shapes (plan/measure.h): for batches 1..12, steps of one
  *    batch or of several micro-batches, and epochs of 0..60 rows, the sizes
  *    hfl_measure_tails lists are exactly the micro-batch sizes other than
  *    the full batch that an epoch of n rows runs, found by walking the
@@ -10,7 +10,7 @@
  * 2. hfl_measure_step_on on the CPU backend runs the tail steps it is given:
  *    the trainer's own row count is the batch plus each tail in [1, batch),
  *    and tails outside that range are not run.
- * 3. The per-process cost's state-directory file (model/device_cost.h): the
+ * 3. The per-process cost's state-directory file (plan/device_cost.h): the
  *    first line for a device and backend wins; other devices and backends,
  *    damaged, zero and absurd lines are skipped; the CPU backend has no
  *    cost and writes nothing. */
@@ -19,8 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/device_cost.h"
-#include "model/measure.h"
+#include "plan/device_cost.h"
+#include "plan/measure.h"
 #include "tests/check.h"
 #include "util/util.h"
 

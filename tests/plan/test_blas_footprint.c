@@ -1,4 +1,4 @@
-/* test_blas_footprint.c: model/blas_footprint.h against what is really
+/* test_blas_footprint.c: plan/blas_footprint.h against what is really
  * called and what OpenBLAS's blocking gives by hand.
  *
  * 1. The blocking rule on shapes worked out here from level3.c's rules
@@ -19,9 +19,9 @@
 
 #include "kernels/backend.h"
 #include "kernels/philox.h"
-#include "model/blas_footprint.h"
+#include "plan/blas_footprint.h"
 #include "model/model.h"
-#include "model/planner.h"
+#include "plan/planner.h"
 #include "tests/check.h"
 #include "util/util.h"
 

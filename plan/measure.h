@@ -5,7 +5,7 @@
  * glibc keeps freed memory and moves its mmap threshold, which would leak one
  * measurement into the next) it resets the peak RSS (util/memmeter), creates
  * a trainer from the plan, gathers the batch into host staging (as a client
- * does; model/overhead.h counts it), runs one full-batch step (and the tail
+ * does; plan/overhead.h counts it), runs one full-batch step (and the tail
  * shapes asked for, below), and reads the growth of its private resident
  * memory (util/memmeter.h's window: library code mapped in is shared and
  * reclaimable, and not counted): the arena, the staging, and whatever
@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#include "model/planner.h"
+#include "plan/planner.h"
 
 typedef struct {
     uint64_t growth;        /* peak RSS growth over the step (a device: free memory's fall), bytes */

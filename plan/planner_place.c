@@ -44,7 +44,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "model/planner.h"
+#include "plan/planner.h"
 
 /* Neighbour visits the local search may spend per plan (~2 ns each). On
  * mlp and cnn at batches 1-512 it places exactly as an unbounded search. */

@@ -33,14 +33,14 @@
 #include <stdint.h>
 
 #include "kernels/backend.h"
-#include "model/planner.h"
+#include "plan/planner.h"
 
 /* (the run's batch and up to 16 micro-batches or 5 ladder batches) x 3 precisions x 4 schedules */
 #define HFL_CHOOSER_MAX_ROWS 204
 
 typedef struct {
     const hfl_backend *be; /* the backend the plans are for (its DEVICE BUFFERS,
-                              model/planner.h); NULL: the CPU's plans. On a
+                              plan/planner.h); NULL: the CPU's plans. On a
                               host-memory backend 2-byte storage is emulated, and
                               fp32 is chosen whenever an fp32 candidate fits that
                               steps over the run's batch (with
@@ -53,7 +53,7 @@ typedef struct {
     void *overhead_ctx;
     double gflops[3];    /* measured GEMM rate per hfl_precision (hfl_chooser_calibrate) */
     unsigned precisions; /* bit (1 << hfl_precision) for each precision the device may use */
-    unsigned opt_state;  /* optimizer state to plan: HFL_OPT_* bits (model/planner.h) */
+    unsigned opt_state;  /* optimizer state to plan: HFL_OPT_* bits (plan/planner.h) */
     int max_batch;       /* ladder top: 1, 8, 32, 128, 512 up to this */
     int prefer_batch;    /* > 0: the run's batch B; candidates step over B rows (THE RUN'S
                             BATCH above); 0: the ladder, without accumulation */

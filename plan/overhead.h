@@ -7,13 +7,13 @@
  * trainer copies it in; known exactly), plus what libraries take for
  * themselves: BLAS packing buffers and code pages, allocator slack; on a GPU
  * cuBLAS's state and lazily loaded kernels (where NVML describes the process,
- * what it holds beyond its per-process cost, model/device_cost.h; elsewhere
+ * what it holds beyond its per-process cost, plan/device_cost.h; elsewhere
  * the fall of free device memory over the step). That last part,
  * the EXTRA, is what is learned: each measurement gives one
  * extra = measured - arena - staging.
  *
  * On the CPU most of the extra is OpenBLAS's packing buffer as far as the
- * step's GEMMs touch it (model/blas_footprint.h), which follows the GEMM
+ * step's GEMMs touch it (plan/blas_footprint.h), which follows the GEMM
  * shapes: 0.07-0.97 MiB over mlp, cnn and two GPTs at batches 1-512. Where
  * the core's blocking is known, each record keeps the footprint of its own
  * configuration and the model predicts
@@ -34,8 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/blas_footprint.h"
-#include "model/checkpoint.h"
+#include "plan/blas_footprint.h"
+#include "plan/checkpoint.h"
 #include "model/model.h"
 
 #define HFL_OVERHEAD_MAX 4096

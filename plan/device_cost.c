@@ -1,6 +1,6 @@
 /* device_cost.c: a GPU's per-process cost, measured once and kept in the
  * state directory (see device_cost.h). */
-#include "model/device_cost.h"
+#include "plan/device_cost.h"
 
 #include <errno.h>
 #include <stdio.h>

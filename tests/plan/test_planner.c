@@ -1,4 +1,4 @@
-/* test_planner.c: the memory planner (model/planner.h) and the trainer that
+/* test_planner.c: the memory planner (plan/planner.h) and the trainer that
  * runs its plans (model/trainer.c), on the CPU backend.
  *
  * Checks that
@@ -35,9 +35,9 @@
 #include "kernels/backend.h"
 #include "kernels/budget.h"
 #include "model/model.h"
-#include "model/planner.h"
+#include "plan/planner.h"
 #include "tests/check.h"
-#include "tests/model/plan_test.h"
+#include "tests/plan/plan_test.h"
 #include "util/util.h"
 
 /* Everything a placement must satisfy, by brute force: plan_test.h's common

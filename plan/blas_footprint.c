@@ -1,6 +1,6 @@
 /* blas_footprint.c: the GEMM shapes of a training step, and the part of
  * OpenBLAS's buffer they touch (see blas_footprint.h). */
-#include "model/blas_footprint.h"
+#include "plan/blas_footprint.h"
 
 #include <string.h>
 

@@ -4,11 +4,11 @@
  *
  * One training step of the candidate's plan on synthetic inputs (the peak
  * does not depend on the values), and one at each tail shape an epoch of
- * the client's data runs (model/measure.h, TAIL SHAPES: kernels loaded for
+ * the client's data runs (plan/measure.h, TAIL SHAPES: kernels loaded for
  * them are in the figure before training ever meets them): in a forked
  * child on the CPU, in-process on a GPU. On a GPU the figure is what the
  * process holds beyond its per-process cost when NVML can say
- * (client_held_bytes: every kernel loaded, pool made and granule mapped
+ * (hfl_held_bytes: every kernel loaded, pool made and granule mapped
  * counts, whatever ran first), else the fall of free device memory over the
  * step. The median of three: before the meter left out library code, one
  * child's peak strayed by ~150 KiB with where ASLR put the libraries; the
@@ -16,12 +16,12 @@
  * insurance for a GPU's free-memory figure, which other processes move. */
 #include <stdlib.h>
 
-#include "client/client.h"
+#include "plan/choose.h"
 #include "kernels/philox.h"
-#include "model/measure.h"
+#include "plan/measure.h"
 #include "util/util.h"
 
-struct client_probe {
+struct hfl_probe {
     const hfl_model_spec *spec;
     int max_batch;
     int64_t data_rows; /* an epoch's rows, for its tail shapes (0: not known) */
@@ -29,7 +29,7 @@ struct client_probe {
     int32_t *y;
 };
 
-void client_synthetic(const hfl_model_spec *spec, int rows, float *x, int32_t *y) {
+void hfl_synthetic_batch(const hfl_model_spec *spec, int rows, float *x, int32_t *y) {
     /* A language model reads token ids: integers below its vocabulary. */
     int vocab = spec->layers[0].kind == HFL_LAYER_EMBED ? spec->layers[0].vocab : 0;
     for (size_t i = 0; i < (size_t)rows * spec->in_dim; i++) {
@@ -40,8 +40,8 @@ void client_synthetic(const hfl_model_spec *spec, int rows, float *x, int32_t *y
         y[i] = (int32_t)(hfl_philox_u32(9, HFL_STREAM_SHUFFLE, 0, 0, 1, (uint64_t)i) % (uint32_t)spec->n_classes);
 }
 
-client_probe *client_probe_new(const hfl_model_spec *spec, int max_batch, int64_t data_rows) {
-    client_probe *p = hfl_calloc(1, sizeof *p);
+hfl_probe *hfl_probe_new(const hfl_model_spec *spec, int max_batch, int64_t data_rows) {
+    hfl_probe *p = hfl_calloc(1, sizeof *p);
     size_t nx = (size_t)max_batch * spec->in_dim;
     p->spec = spec;
     p->max_batch = max_batch;
@@ -49,12 +49,12 @@ client_probe *client_probe_new(const hfl_model_spec *spec, int max_batch, int64_
     p->x = hfl_malloc(nx * sizeof(float));
     p->params = hfl_malloc(spec->n_params * sizeof(float));
     p->y = hfl_malloc(sizeof(int32_t) * (size_t)max_batch * spec->label_rows);
-    client_synthetic(spec, max_batch, p->x, p->y);
+    hfl_synthetic_batch(spec, max_batch, p->x, p->y);
     hfl_model_init_params(spec, p->params, 1);
     return p;
 }
 
-void client_probe_free(client_probe *p) {
+void hfl_probe_free(hfl_probe *p) {
     if (!p) return;
     free(p->x);
     free(p->params);
@@ -62,9 +62,9 @@ void client_probe_free(client_probe *p) {
     free(p);
 }
 
-int client_probe_measure(client_probe *p, const hfl_backend *be, const hfl_candidate *c,
-                         unsigned opt_state, const hfl_device_cost *cost, uint64_t *measured,
-                         int *held, uint64_t *process, char *err) {
+int hfl_probe_measure(hfl_probe *p, const hfl_backend *be, const hfl_candidate *c,
+                      unsigned opt_state, const hfl_device_cost *cost, uint64_t *measured,
+                      int *held, uint64_t *process, char *err) {
     if (c->batch > p->max_batch)
         return hfl_errf(err, "batch %d is larger than the probe's %d", c->batch, p->max_batch);
     hfl_plan *plan = hfl_malloc(sizeof *plan);

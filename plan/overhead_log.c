@@ -1,17 +1,17 @@
 /* overhead.c: the client's measurements of real step peaks, kept in the
- * state directory, and the overhead model (model/overhead.h) fitted on them.
+ * state directory, and the overhead model (plan/overhead.h) fitted on them.
  *
  * Every measured step (hfl-client --plan --verify, the verification of a
  * chosen configuration before the first round, and a client's first real
  * step) appends {device, backend, model, batch, precision, checkpoint, arena,
  * staging, blas, measured, process_device_bytes, context_bytes} as a line of
  * <state-dir>/overhead.jsonl, blas being the configuration's OpenBLAS
- * footprint (model/blas_footprint.h; 0 where the core's blocking is not
+ * footprint (plan/blas_footprint.h; 0 where the core's blocking is not
  * modelled, and in lines written before it was). process_device_bytes is
  * what NVML said the whole process held on the GPU then, context included
  * (null on the CPU, or where NVML cannot say); context_bytes the GPU's
- * per-process cost (model/device_cost.h) when `measured` is that figure
- * less it (client_held_bytes), null when `measured` is RSS growth or the
+ * per-process cost (plan/device_cost.h) when `measured` is that figure
+ * less it (hfl_held_bytes), null when `measured` is RSS growth or the
  * fall of free device memory. The two kinds of measurement are not mixed:
  * loading keeps the lines of this device, backend and kind (any model: the
  * model is fitted across models), the newest HFL_OVERHEAD_MAX of them; a
@@ -26,22 +26,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
 #include <cjson/cJSON.h>
 
-#include "client/client.h"
+#include "plan/choose.h"
+#include "kernels/blas.h"
 #include "kernels/select.h"
 #include "util/util.h"
 
 /* The slot of one configuration of this model, or -1. */
-static int exact_find(const client_overhead *ov, hfl_precision p, int batch, hfl_ckpt_kind ckpt) {
+static int exact_find(const hfl_overhead_log *ov, hfl_precision p, int batch, hfl_ckpt_kind ckpt) {
     for (int i = 0; i < ov->n_exact; i++)
         if (ov->exact[i].precision == p && ov->exact[i].batch == batch && ov->exact[i].ckpt == ckpt) return i;
     return -1;
 }
 
 /* Keeps the largest overhead measured for one configuration of this model. */
-static void exact_add(client_overhead *ov, hfl_precision p, int batch, hfl_ckpt_kind ckpt,
+static void exact_add(hfl_overhead_log *ov, hfl_precision p, int batch, hfl_ckpt_kind ckpt,
                       double overhead) {
     int i = exact_find(ov, p, batch, ckpt);
     if (i >= 0) {
@@ -49,44 +49,44 @@ static void exact_add(client_overhead *ov, hfl_precision p, int batch, hfl_ckpt_
         return;
     }
     /* full: the oldest gives way, so a configuration just measured is always known */
-    int slot = ov->n_exact < CLIENT_EXACT_MAX ? ov->n_exact++ : ov->exact_next++ % CLIENT_EXACT_MAX;
+    int slot = ov->n_exact < HFL_EXACT_MAX ? ov->n_exact++ : ov->exact_next++ % HFL_EXACT_MAX;
     ov->exact[slot].precision = p;
     ov->exact[slot].batch = batch;
     ov->exact[slot].ckpt = ckpt;
     ov->exact[slot].overhead = overhead;
 }
 
-const hfl_blas_blocking *client_blas_blocking(const hfl_backend *be) {
+const hfl_blas_blocking *hfl_blas_blocking_running(const hfl_backend *be) {
     static hfl_blas_blocking b;
-    if (!be->host_memory || openblas_get_num_threads() != 1) return NULL;
-    return hfl_blas_blocking_for(openblas_get_corename(), &b) == 0 ? &b : NULL;
+    if (!be->host_memory || hfl_blas_threads() != 1) return NULL;
+    return hfl_blas_blocking_for(hfl_blas_core_name(), &b) == 0 ? &b : NULL;
 }
 
-void client_overhead_add(client_overhead *ov, const hfl_candidate *c, uint64_t staging,
-                         uint64_t measured) {
+void hfl_overhead_log_add(hfl_overhead_log *ov, const hfl_candidate *c, uint64_t staging,
+                          uint64_t measured) {
     hfl_overhead_add(&ov->model, c->precision, c->batch, (double)c->arena, (double)staging,
                      (double)hfl_overhead_footprint(&ov->model, c->precision, c->batch),
                      (double)measured);
     exact_add(ov, c->precision, c->batch, c->ckpt, (double)measured - (double)c->arena);
 }
 
-int client_overhead_exact(const client_overhead *ov, hfl_precision p, int batch, hfl_ckpt_kind ckpt,
-                          uint64_t *overhead) {
+int hfl_overhead_log_exact(const hfl_overhead_log *ov, hfl_precision p, int batch, hfl_ckpt_kind ckpt,
+                           uint64_t *overhead) {
     int i = exact_find(ov, p, batch, ckpt);
     if (i >= 0) *overhead = ov->exact[i].overhead > 0 ? (uint64_t)ov->exact[i].overhead : 0;
     return i >= 0;
 }
 
-uint64_t client_overhead_fn(void *ctx, hfl_precision p, int batch, hfl_ckpt_kind ckpt) {
-    const client_overhead *ov = ctx;
+uint64_t hfl_overhead_log_fn(void *ctx, hfl_precision p, int batch, hfl_ckpt_kind ckpt) {
+    const hfl_overhead_log *ov = ctx;
     uint64_t v;
-    if (client_overhead_exact(ov, p, batch, ckpt, &v)) return v;
+    if (hfl_overhead_log_exact(ov, p, batch, ckpt, &v)) return v;
     return hfl_overhead_predict(&ov->model, p, batch);
 }
 
 static const cJSON *item(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
-int client_held_bytes(const hfl_backend *be, const hfl_device_cost *cost, uint64_t *held, uint64_t *process) {
+int hfl_held_bytes(const hfl_backend *be, const hfl_device_cost *cost, uint64_t *held, uint64_t *process) {
     uint64_t now;
     if (!cost || !cost->known || hfl_backend_process_bytes(be, &now, NULL) != 0) return -1;
     *held = now > cost->bytes ? now - cost->bytes : 0;
@@ -94,13 +94,13 @@ int client_held_bytes(const hfl_backend *be, const hfl_device_cost *cost, uint64
     return 0;
 }
 
-void client_overhead_load(const char *state_dir, const char *device, const hfl_backend *be,
-                          const hfl_model_spec *spec, double fleet_estimate, int held_basis,
-                          client_overhead *ov) {
+void hfl_overhead_log_load(const char *state_dir, const char *device, const hfl_backend *be,
+                           const hfl_model_spec *spec, double fleet_estimate, int held_basis,
+                           hfl_overhead_log *ov) {
     hfl_overhead_model *m = &ov->model;
     const char *model = spec->name;
     hfl_overhead_init(m, be->host_memory, (size_t)spec->in_dim, spec->label_rows, fleet_estimate);
-    hfl_overhead_set_footprint(m, spec, client_blas_blocking(be));
+    hfl_overhead_set_footprint(m, spec, hfl_blas_blocking_running(be));
     ov->n_exact = 0;
     ov->exact_next = 0;
     if (!state_dir || !state_dir[0]) return;
@@ -135,10 +135,10 @@ void client_overhead_load(const char *state_dir, const char *device, const hfl_b
     free(text);
 }
 
-int client_overhead_record(const char *state_dir, const char *device, const hfl_backend *be,
-                           const hfl_model_spec *spec, const hfl_candidate *c, uint64_t staging,
-                           uint64_t measured, uint64_t process_bytes, const hfl_device_cost *held_cost,
-                           char *err) {
+int hfl_overhead_log_record(const char *state_dir, const char *device, const hfl_backend *be,
+                            const hfl_model_spec *spec, const hfl_candidate *c, uint64_t staging,
+                            uint64_t measured, uint64_t process_bytes, const hfl_device_cost *held_cost,
+                            char *err) {
     if (!state_dir || !state_dir[0]) return 0;
     char path[1200];
     snprintf(path, sizeof path, "%s/overhead.jsonl", state_dir);
@@ -154,7 +154,7 @@ int client_overhead_record(const char *state_dir, const char *device, const hfl_
     cJSON_AddNumberToObject(o, "arena", (double)c->arena);
     cJSON_AddNumberToObject(o, "staging", (double)staging);
     cJSON_AddNumberToObject(o, "blas", (double)hfl_blas_step_footprint(spec, c->batch, c->precision,
-                                                                      client_blas_blocking(be)));
+                                                                      hfl_blas_blocking_running(be)));
     cJSON_AddNumberToObject(o, "measured", (double)measured);
     if (process_bytes) cJSON_AddNumberToObject(o, "process_device_bytes", (double)process_bytes);
     else cJSON_AddNullToObject(o, "process_device_bytes");
@@ -168,7 +168,7 @@ int client_overhead_record(const char *state_dir, const char *device, const hfl_
     return 0;
 }
 
-void client_device_memory_json(cJSON *o, const hfl_backend *be, const hfl_device_cost *cost) {
+void hfl_device_memory_json(cJSON *o, const hfl_backend *be, const hfl_device_cost *cost) {
     uint64_t now;
     if (cost->known) cJSON_AddNumberToObject(o, "context_bytes", (double)cost->bytes);
     else cJSON_AddNullToObject(o, "context_bytes");
@@ -178,7 +178,7 @@ void client_device_memory_json(cJSON *o, const hfl_backend *be, const hfl_device
     cJSON_AddNumberToObject(o, "alloc_granularity", (double)(be->alloc_granularity > 1 ? be->alloc_granularity : 1));
 }
 
-void client_device_memory_say(const char *who, const hfl_backend *be, const hfl_device_cost *cost) {
+void hfl_device_memory_say(const char *who, const hfl_backend *be, const hfl_device_cost *cost) {
     uint64_t now;
     if (be->host_memory) return;
     if (cost->known && hfl_backend_process_bytes(be, &now, NULL) == 0)

@@ -1,4 +1,4 @@
-/* test_overhead.c: the overhead model (model/overhead.h) on hand-made
+/* test_overhead.c: the overhead model (plan/overhead.h) on hand-made
  * measurements whose medians are worked out here: the prior before any
  * measurement (host and device), the fleet's estimate, one median per
  * precision class and the other class as the fallback, the exact host
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/overhead.h"
+#include "plan/overhead.h"
 #include "model/model.h"
 #include "tests/check.h"
 #include "util/util.h"
@@ -64,7 +64,7 @@ int main(void) {
      * what is learned, and a prediction adds its own configuration's
      * footprint. Records of mlp at batches 1 and 512 whose residual is 40
      * KiB predict mlp's batch 128, and a GPT's batch 1, at 40 KiB over their
-     * own footprints (model/blas_footprint.h, tested in test_blas_footprint). */
+     * own footprints (plan/blas_footprint.h, tested in test_blas_footprint). */
     hfl_model_spec *mlp = malloc(sizeof *mlp), *gpt = malloc(sizeof *gpt);
     char err[HFL_ERR_LEN];
     static const char gj[] = "{\"name\": \"g\", \"input\": [16], \"layers\": ["

@@ -1,6 +1,6 @@
 /* overhead.c: the extra outside the arena, the BLAS footprint plus one
  * median per precision class (see overhead.h). */
-#include "model/overhead.h"
+#include "plan/overhead.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -35,7 +35,7 @@
  * hfl_ckpt_evaluate sums them, and X and nd come from the one function both
  * use, so the DP's figures and the evaluator's agree bit for bit; every call
  * re-evaluates its choice and checks that. */
-#include "model/checkpoint.h"
+#include "plan/checkpoint.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* measure.c: one training step's peak memory: RSS in a forked child on the
  * CPU, free device memory (and this process's own, from NVML) in-process on
  * a GPU; with the step the tail shapes an epoch also runs (see measure.h). */
-#include "model/measure.h"
+#include "plan/measure.h"
 
 #include <malloc.h>
 #include <stdlib.h>
