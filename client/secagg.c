@@ -205,18 +205,17 @@ static int sa_setup(nng_socket sock, client_state *s, client_secagg *sa, size_t 
     nng_msg *raw;
     int rc = sa_step(sock, s, "setup", sa->round, cJSON_CreateObject(), max_payload, until, &rep, &raw, why, err);
     if (rc != 0) return rc;
-    int64_t bits, shift, t;
+    int64_t bits = 0, shift = 0, t = 0; /* read only when all parsed, but set: clang cannot tell */
     const cJSON *hs = cJSON_GetObjectItemCaseSensitive(rep.meta, "holders"), *e;
-    rc = hfl_meta_num(rep.meta, "weight", 1e-12, 1, &sa->weight, err) != 0 ||
-                 hfl_meta_int(rep.meta, "bits", 1, SECAGG_MAX_BITS, &bits, err) != 0 ||
-                 hfl_meta_int(rep.meta, "shift", -2000, 2000, &shift, err) != 0 ||
-                 hfl_meta_num(rep.meta, "clip", 1e-12, 1e12, &sa->clip, err) != 0 ||
-                 hfl_meta_num(rep.meta, "sigma", 0, 1e12, &sa->sigma, err) != 0 ||
-                 hfl_meta_num(rep.meta, "sigma_count", 0, 1e12, &sa->sigma_count, err) != 0 ||
-                 hfl_meta_int(rep.meta, "threshold", 1, 255, &t, err) != 0 ||
-                 (!cJSON_IsArray(hs) && hfl_errf(err, "setup has no holders"))
-             ? -1
-             : 0;
+    if (hfl_meta_num(rep.meta, "weight", 1e-12, 1, &sa->weight, err) != 0 ||
+        hfl_meta_int(rep.meta, "bits", 1, SECAGG_MAX_BITS, &bits, err) != 0 ||
+        hfl_meta_int(rep.meta, "shift", -2000, 2000, &shift, err) != 0 ||
+        hfl_meta_num(rep.meta, "clip", 1e-12, 1e12, &sa->clip, err) != 0 ||
+        hfl_meta_num(rep.meta, "sigma", 0, 1e12, &sa->sigma, err) != 0 ||
+        hfl_meta_num(rep.meta, "sigma_count", 0, 1e12, &sa->sigma_count, err) != 0 ||
+        hfl_meta_int(rep.meta, "threshold", 1, 255, &t, err) != 0 ||
+        (!cJSON_IsArray(hs) && hfl_errf(err, "setup has no holders")))
+        rc = -1;
     sa->bits = (int)bits, sa->shift = (int)shift, sa->t = (int)t, sa->n_h = 0, sa->self = -1;
     cJSON_ArrayForEach(e, hs) {
         if (rc != 0) break;
