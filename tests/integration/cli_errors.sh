@@ -64,6 +64,9 @@ expect_error "sim: unknown key"             "$sim" "$tmp/unknown_key.json" --out
 expect_error "sim: text model without shards" env --chdir="$HFL_SOURCE_ROOT" "$(realpath "$sim")" scenarios/lm-pretrain.json --out "$tmp/run"
 grep -q 'kjv-books BOOKS && build/data/hfl-data text' "$tmp/err" ||
   { echo "FAIL sim: the refusal does not name lm-pretrain's preparation"; fails=$((fails + 1)); }
+expect_error "sim: DiLoCo without shards"   env --chdir="$HFL_SOURCE_ROOT" "$(realpath "$sim")" scenarios/lm-diloco.json --out "$tmp/run"
+grep -q 'kjv-books BOOKS && build/data/hfl-data text --out KJV8 --context 64 --num-clients 8' "$tmp/err" ||
+  { echo "FAIL sim: the refusal does not name lm-diloco's preparation"; fails=$((fails + 1)); }
 expect_error "sim: key with control chars"  "$sim" "$tmp/control_key.json" --out "$tmp/run"
 expect_error "sim: client name alias"       "$sim" "$tmp/alias_client.json" --out "$tmp/run"
 expect_error "sim: unknown codec"           "$sim" "$tmp/bad_codec.json" --out "$tmp/run"
