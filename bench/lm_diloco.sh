@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# lm_diloco.sh: DiLoCo against its fair baseline (issue 38), on gpt-kjv over
+# lm_diloco.sh: DiLoCo against its fair baseline, on gpt-kjv over
 # the King James Bible's 64-byte windows, every arm with the same model,
 # corpus, inner optimizer (AdamW on one cosine curve over the run's S
 # sequential steps) and token budget:
