@@ -17,7 +17,7 @@ static char tmpdir[256];
  * harness_wait and harness_poll); watched unless the test expects it may fail. */
 static struct {
     pid_t pid;
-    int live, watched, status;
+    int live, watched, status, tail_shown;
     char log[400];
 } procs[128];
 static int n_procs;
@@ -43,7 +43,7 @@ const char *harness_begin(int argc, const char *name) {
         printf("SKIP: Fashion-MNIST not installed\n");
         exit(77);
     }
-    check_on_stop(harness_cleanup);
+    check_on_stop(harness_stop);
     return harness_tmpdir();
 }
 
@@ -65,6 +65,7 @@ pid_t harness_spawn(char *const argv[], const char *log_path) {
         procs[n_procs].pid = pid;
         procs[n_procs].live = 1;
         procs[n_procs].watched = 1;
+        procs[n_procs].tail_shown = 0;
         snprintf(procs[n_procs].log, sizeof procs[n_procs].log, "%s", log_path);
         n_procs++;
     }
@@ -102,6 +103,8 @@ static void print_tail(const char *path, int lines) {
         return;
     }
     size_t at = len;
+    char *lsan = strstr(text, "-----------------------------------------------------\nSuppressions used:");
+    if (lsan) at = (size_t)(lsan - text); /* LeakSanitizer's table of suppressions says nothing about the run */
     while (at > 0 && text[at - 1] == '\n') at--;
     for (int seen = 0; at > 0; at--)
         if (text[at - 1] == '\n' && ++seen == lines) break;
@@ -122,8 +125,18 @@ void harness_fail(pid_t pid, int status, const char *why) {
     check_fail(__FILE__, __LINE__, "REQUIRE", "a started process failed", "%s%s%.*s (pid %d) %s; the end of %s:",
                why ? why : "", why ? ": " : "", n, base, (int)pid, what, log);
     fflush(stderr);
-    if (i >= 0) print_tail(log, 12);
+    if (i >= 0) print_tail(log, 12), procs[i].tail_shown = 1;
     check_stop(1);
+}
+
+void harness_stop(void) {
+    for (int i = 0; i < n_procs; i++) {
+        if (procs[i].tail_shown) continue;
+        fprintf(stderr, "  the end of %s (pid %d, %s):\n", procs[i].log, (int)procs[i].pid,
+                procs[i].live ? "running" : "ended");
+        print_tail(procs[i].log, 12);
+    }
+    harness_cleanup();
 }
 
 void harness_watch(void) {

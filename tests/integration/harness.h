@@ -28,7 +28,7 @@
 
 /* The start of a test that runs hfl-coordinator and hfl-client (argv[1],
  * argv[2]) on Fashion-MNIST: checks the arguments (exit 2 with a usage line),
- * skips (exit 77) without the dataset, registers harness_cleanup for
+ * skips (exit 77) without the dataset, registers harness_stop for
  * REQUIRE, and returns the test's temporary directory. */
 const char *harness_begin(int argc, const char *name);
 /* A fresh temporary directory for this test (removed by harness_cleanup unless HFL_KEEP_TMP is set). */
@@ -55,5 +55,10 @@ _Noreturn void harness_fail(pid_t pid, int status, const char *why);
 pid_t harness_start_coordinator(const char *exe, char *const extra[], char *url, size_t n);
 /* Kills every process still running and removes the temporary directory. */
 void harness_cleanup(void);
+/* A failed REQUIRE's hook (check_on_stop): prints the end of every started
+ * process's log that harness_fail has not shown, so that a failure in CI,
+ * whose temporary directory is gone, still says what each process was
+ * doing; then harness_cleanup. */
+void harness_stop(void);
 
 #endif

@@ -99,7 +99,7 @@ int main(int argc, char **argv) {
         printf("SKIP: Fashion-MNIST not installed\n");
         return 77;
     }
-    check_on_stop(harness_cleanup);
+    check_on_stop(harness_stop);
     const char *dir = harness_tmpdir();
     char pki[300], foreign[300], ca[320], cpem[320], c0[320], fpem[320], report[300], why[256], err[HFL_ERR_LEN];
     snprintf(pki, sizeof pki, "%s/pki", dir);

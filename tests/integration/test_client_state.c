@@ -12,7 +12,7 @@
 #include "util/util.h"
 
 int main(void) {
-    check_on_stop(harness_cleanup);
+    check_on_stop(harness_stop);
     const char *dir = harness_tmpdir();
     size_t n = 1000;
     float *r = hfl_malloc(n * sizeof(float)), *back = hfl_malloc(n * sizeof(float));

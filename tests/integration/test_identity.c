@@ -153,6 +153,7 @@ static void *impostor_serve(void *arg) {
 
 int main(int argc, char **argv) {
     const char *dir = harness_begin(argc, "test_identity");
+    check_on_stop(harness_stop); /* this file's REQUIREs too (check.h's hook is per file) */
     char pki[300], ca[320], cpem[320], mpem[320], fake[320], revoked[320], report[320], why[256], err[HFL_ERR_LEN],
         url[300];
     snprintf(pki, sizeof pki, "%s/pki", dir);

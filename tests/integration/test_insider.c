@@ -95,7 +95,8 @@ static int pull_task(peer *p, size_t *got) {
     for (int tries = 0; tries < 600; tries++) {
         cJSON *meta = NULL;
         int t = request(p, HFL_MSG_PULL, with_id(p), NULL, 0, got, &meta);
-        int round = (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(meta, "round"));
+        /* only a task carries "round": a wait's NaN must not reach the int */
+        int round = t == HFL_MSG_TASK ? cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(meta, "round")) : -1;
         cJSON_Delete(meta);
         if (t == HFL_MSG_TASK) return round;
         REQUIRE_MSG(t == HFL_MSG_WAIT, "pull answered with %s", hfl_msg_type_name(t));
@@ -191,7 +192,7 @@ static const cJSON *participant(const cJSON *round, int id) {
 
 int main(int argc, char **argv) {
     const char *dir = harness_begin(argc, "test_insider");
-    check_on_stop(harness_cleanup); /* this file's REQUIREs too (check.h's hook is per file) */
+    check_on_stop(harness_stop); /* this file's REQUIREs too (check.h's hook is per file) */
     char pki[300], capath[320], cpem[320], pem[3][320], report[320], url[300], err[HFL_ERR_LEN];
     snprintf(pki, sizeof pki, "%s/pki", dir);
     snprintf(capath, sizeof capath, "%s/ca.crt", pki);

@@ -121,6 +121,7 @@ static void *silent_wait(void *arg) {
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* what it saw survives a time-out */
     const char *dir = harness_begin(argc, "test_limits");
+    check_on_stop(harness_stop); /* this file's REQUIREs too (check.h's hook is per file) */
     char pki[300], ca[320], cpem[320], c0[320], c1[320], report[320], log[320], err[HFL_ERR_LEN], url[300];
     snprintf(pki, sizeof pki, "%s/pki", dir);
     snprintf(ca, sizeof ca, "%s/ca.crt", pki);

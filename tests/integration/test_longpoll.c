@@ -79,6 +79,7 @@ static void join(peer *p, const char *url, const char *ca, const char *pem) {
 
 int main(int argc, char **argv) {
     const char *dir = harness_begin(argc, "test_longpoll");
+    check_on_stop(harness_stop); /* this file's REQUIREs too (check.h's hook is per file) */
     char pki[300], ca[320], cpem[320], pa[320], pb[320], err[HFL_ERR_LEN];
     snprintf(pki, sizeof pki, "%s/pki", dir);
     REQUIRE_MSG(hfl_pki_create(pki, 2, "localhost", 1, err) == 0, "%s", err);

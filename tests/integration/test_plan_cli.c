@@ -310,7 +310,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: test_plan_cli HFL_CLIENT\n");
         return 2;
     }
-    check_on_stop(harness_cleanup);
+    check_on_stop(harness_stop);
     if (!getenv("OPENBLAS_CORETYPE")) { /* see 3. above; the clients inherit it */
         const char *own = hfl_blas_core_name();
         if (!strcmp(own, "Prescott") && hfl_blas_core_for_cpu()) own = hfl_blas_core_for_cpu();

@@ -163,7 +163,7 @@ int main(int argc, char **argv) {
         printf("SKIP: Fashion-MNIST not installed\n");
         return 77;
     }
-    check_on_stop(harness_cleanup);
+    check_on_stop(harness_stop);
     cJSON *clean = run(argv[1], argv[2], "clean", 0.0f, 0);
     cJSON *attacked = run(argv[1], argv[2], "attacked", 1000.0f, 0);
     cJSON *open = run(argv[1], argv[2], "unclipped", 1000.0f, 1);

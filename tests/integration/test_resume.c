@@ -154,6 +154,7 @@ static void check_rounds(const char *name, const cJSON *r) {
 
 int main(int argc, char **argv) {
     const char *dir = harness_begin(argc, "test_resume");
+    check_on_stop(harness_stop); /* this file's REQUIREs too (check.h's hook is per file) */
     coord_exe = argv[1], client_exe = argv[2];
     char err[HFL_ERR_LEN];
     snprintf(pki, sizeof pki, "%s/pki", dir);

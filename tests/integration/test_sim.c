@@ -545,7 +545,7 @@ int main(int argc, char **argv) {
         printf("SKIP: Fashion-MNIST not installed\n");
         return 77;
     }
-    check_on_stop(harness_cleanup);
+    check_on_stop(harness_stop);
     cJSON *r = run_sim(argv[1], "three",
                        "{\"name\": \"three\", \"model\": \"mlp\", \"clients\": 3, \"rounds\": 2,"
                        " \"partition\": \"iid\", \"codec\": \"int8\", \"batch\": 32, \"lr\": 0.05, \"seed\": 7}");
