@@ -213,8 +213,10 @@ typedef struct hfl_backend {
                          int k, float alpha, const void *a, int lda, long long stride_a,
                          const void *b, int ldb, long long stride_b, float beta, void *c, int ldc,
                          long long stride_c, int count, const void *bias, int bias_axis, void *ws);
-    /* dbias[c] += sum_r dy[r, c], summed in fp32 row by row (dbias is fp32). */
-    void (*bias_grad)(hfl_precision t, float *dbias, const void *dy, int rows, int cols);
+    /* dbias[c] (+)= sum_r dy[r, c], summed in fp32 row by row (dbias is fp32);
+     * accumulate 0 starts each sum from +0 instead of dbias[c]: the bits of a
+     * fill with 0 then an accumulating call, one op fewer. */
+    void (*bias_grad)(hfl_precision t, float *dbias, const void *dy, int rows, int cols, int accumulate);
     void (*relu_fwd)(hfl_precision t, void *y, const void *x, size_t n);
     /* dx = dy * (y > 0); dx may alias dy */
     void (*relu_bwd)(hfl_precision t, void *dx, const void *dy, const void *y, size_t n);
@@ -273,10 +275,11 @@ typedef struct hfl_backend {
      * fp32 and rounded once. Overwrites dx. */
     void (*maxpool_bwd)(hfl_precision t, void *dx, const void *dy, const void *x, int n,
                         hfl_window_geom g);
-    /* dbias[ch] += sum over i and j of dy[i, ch, j] (dy [n, c, hw] of type t;
+    /* dbias[ch] (+)= sum over i and j of dy[i, ch, j] (dy [n, c, hw] of type t;
      * summed in fp32 by the fixed lane tree of kernels/ops_hd.h, a block per
      * channel on the GPU, the same bits on the CPU) */
-    void (*channel_bias_grad)(hfl_precision t, float *dbias, const void *dy, int n, int c, int hw);
+    void (*channel_bias_grad)(hfl_precision t, float *dbias, const void *dy, int n, int c, int hw,
+                              int accumulate);
 
     /* g[i] *= 1 / sc->loss_scale; sc->finite = every result is finite. */
     void (*unscale_grads)(float *g, size_t n, hfl_step_scalars *sc);

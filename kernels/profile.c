@@ -79,9 +79,9 @@ static void w_gemm_strided(hfl_precision t, unsigned f, int ta, int tb, int m, i
     inner->gemm_strided(t, f, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
                         count, bias, axis, ws);
 }
-static void w_bias_grad(hfl_precision t, float *db, const void *dy, int rows, int cols) {
+static void w_bias_grad(hfl_precision t, float *db, const void *dy, int rows, int cols, int accumulate) {
     op_enter(OP_BIAS_GRAD);
-    inner->bias_grad(t, db, dy, rows, cols);
+    inner->bias_grad(t, db, dy, rows, cols, accumulate);
 }
 static void w_relu_fwd(hfl_precision t, void *y, const void *x, size_t n) {
     op_enter(OP_RELU_FWD);
@@ -133,9 +133,10 @@ static void w_maxpool_bwd(hfl_precision t, void *dx, const void *dy, const void 
     op_enter(OP_MAXPOOL_BWD);
     inner->maxpool_bwd(t, dx, dy, x, n, g);
 }
-static void w_channel_bias_grad(hfl_precision t, float *db, const void *dy, int n, int c, int hw) {
+static void w_channel_bias_grad(hfl_precision t, float *db, const void *dy, int n, int c, int hw,
+                                int accumulate) {
     op_enter(OP_CHANNEL_BIAS_GRAD);
-    inner->channel_bias_grad(t, db, dy, n, c, hw);
+    inner->channel_bias_grad(t, db, dy, n, c, hw, accumulate);
 }
 static void w_unscale_grads(float *g, size_t n, hfl_step_scalars *sc) {
     op_enter(OP_UNSCALE_GRADS);

@@ -17,7 +17,8 @@
  * serves fp32, bf16 and fp16. Sums run in the order the
  * CPU backend uses, so both round alike:
  * - bias_grad: a column's rows r = 0, 1, ... added one by one onto the
- *   existing dbias value (cpu_bias_grad's row loop, seen from one column);
+ *   existing dbias value, or onto +0 when not accumulating (cpu_bias_grad's
+ *   clearing and row loop, seen from one column);
  * - channel_bias_grad: the lane tree of ops_hd.h (hfl_op_channel_lane,
  *   hfl_op_tree_level), whose CPU twin is hfl_block_channel_bias_grad;
  * - col2im and maxpool backward: the gather bodies, which sum in the order of
@@ -166,25 +167,27 @@ static inline HFL_TYPED void hfl_thread_bias_round(size_t i, hfl_precision t, vo
 
 /* ---- reductions with one thread per output ---- */
 
-/* col < cols: dbias[col] += dy[0, col] + dy[1, col] + ..., one row at a time. */
+/* col < cols: dbias[col] (+)= dy[0, col] + dy[1, col] + ..., one row at a
+ * time, onto dbias[col] when accumulating, else onto +0. */
 static inline HFL_TYPED void hfl_thread_bias_grad(size_t col, hfl_precision t, float *dbias,
-                                                  const void *dy, int rows, int cols) {
-    float acc = dbias[col];
+                                                  const void *dy, int rows, int cols, int accumulate) {
+    float acc = accumulate ? dbias[col] : 0.0f;
     for (int r = 0; r < rows; r++) acc += hfl_ld(t, dy, (size_t)r * cols + col);
     dbias[col] = acc;
 }
 
-/* ch < c: dbias[ch] += the channel's sum over samples and positions, by
+/* ch < c: dbias[ch] (+)= the channel's sum over samples and positions, by
  * the lane tree of ops_hd.h, run here one lane and one level at a time: the
  * CPU twin of the CUDA block (one per channel) that runs them in parallel. */
 static inline HFL_TYPED void hfl_block_channel_bias_grad(size_t ch, hfl_precision t, float *dbias,
-                                                         const void *dy, int n, int c, int hw) {
+                                                         const void *dy, int n, int c, int hw,
+                                                         int accumulate) {
     float p[HFL_CHANNEL_LANES];
     for (int lane = 0; lane < HFL_CHANNEL_LANES; lane++)
         p[lane] = hfl_op_channel_lane(t, dy, n, c, hw, (int)ch, lane);
     for (int half = HFL_CHANNEL_LANES / 2; half > 0; half /= 2)
         for (int j = 0; j < half; j++) hfl_op_tree_level(p, j, half);
-    dbias[ch] += p[0];
+    dbias[ch] = (accumulate ? dbias[ch] : 0.0f) + p[0]; /* +0 + p: a fill's bits, -0 included */
 }
 
 /* ---- convolution and pooling over n samples [n, C, H, W] ---- */

@@ -141,8 +141,7 @@ static void conv_backward(const hfl_backend *be, hfl_precision t, const hfl_laye
     void *cols = workspace, *dyt_buf = (char *)workspace + cols_bytes;
     void *stage = (char *)dyt_buf + conv_dyt_bytes(ly, t, batch);
     float *dcols = workspace, *db = dparams + (size_t)ly->units * ckk;
-    if (!accumulate) be->fill(db, 0.0f, (size_t)ly->units);
-    be->channel_bias_grad(t, db, dout, batch, ly->units, hw);
+    be->channel_bias_grad(t, db, dout, batch, ly->units, hw, accumulate); /* overwrites unless accumulating */
     for (int i = 0; i < batch; i += conv_chunk(ly)) {
         int cn = chunk_at(ly, i, batch), k = cn * hw;
         const void *dy = hfl_at(t, dout, (size_t)i * ly->out), *dyt = dy;

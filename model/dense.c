@@ -25,9 +25,8 @@ void hfl_dense_backward(const hfl_backend *be, hfl_precision t, const void *w, c
      * gradient buffer needs no clearing pass. */
     be->gemm(t, HFL_GEMM_C_F32, 1, 0, out, in, n, 1.0f, dy, out, x, in, accumulate ? 1.0f : 0.0f,
              dw, in, NULL, HFL_BIAS_NONE, ws);
-    /* bias_grad accumulates, so clear the (short) bias gradient first. */
-    if (!accumulate) be->fill(db, 0.0f, (size_t)out);
-    be->bias_grad(t, db, dy, n, out);
+    /* db (+)= the column sums: overwrites when not accumulating, so no clearing op */
+    be->bias_grad(t, db, dy, n, out, accumulate);
     /* dx[n,in] = dy[n,out] * w[out,in] */
     if (dx)
         be->gemm(t, 0, 0, 0, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, NULL, HFL_BIAS_NONE,

@@ -319,7 +319,9 @@ static inline __attribute__((always_inline)) void bias_grad_in(hfl_precision t, 
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < cols; c++) dbias[c] += hfl_ld(t, dy, (size_t)r * cols + c);
 }
-static void cpu_bias_grad(hfl_precision t, float *dbias, const void *dy, int rows, int cols) {
+static void cpu_bias_grad(hfl_precision t, float *dbias, const void *dy, int rows, int cols,
+                          int accumulate) {
+    if (!accumulate) memset(dbias, 0, (size_t)(cols > 0 ? cols : 0) * sizeof *dbias); /* all +0, as fill */
     if (t == HFL_PREC_FP32) bias_grad_in(HFL_PREC_FP32, dbias, dy, rows, cols);
     else if (t == HFL_PREC_BF16) bias_grad_in(HFL_PREC_BF16, dbias, dy, rows, cols);
     else bias_grad_in(HFL_PREC_FP16, dbias, dy, rows, cols);
@@ -569,7 +571,7 @@ static void cpu_maxpool_bwd(hfl_precision t, void *dx, const void *dy, const voi
  * in increasing e as hfl_op_channel_lane does, then the same tree levels:
  * hfl_block_channel_bias_grad's bits in one pass over dy. */
 static inline __attribute__((always_inline)) void
-channel_bias_grad_in(hfl_precision t, float *dbias, const void *dy, int n, int c, int hw) {
+channel_bias_grad_in(hfl_precision t, float *dbias, const void *dy, int n, int c, int hw, int accumulate) {
     for (int ch = 0; ch < c; ch++) {
         float p[HFL_CHANNEL_LANES] = {0};
         size_t e = 0;
@@ -579,14 +581,14 @@ channel_bias_grad_in(hfl_precision t, float *dbias, const void *dy, int n, int c
         }
         for (int half = HFL_CHANNEL_LANES / 2; half > 0; half /= 2)
             for (int j = 0; j < half; j++) hfl_op_tree_level(p, j, half);
-        dbias[ch] += p[0];
+        dbias[ch] = (accumulate ? dbias[ch] : 0.0f) + p[0];
     }
 }
 static void cpu_channel_bias_grad(hfl_precision t, float *dbias, const void *dy, int n, int c,
-                                  int hw) {
-    if (t == HFL_PREC_FP32) channel_bias_grad_in(HFL_PREC_FP32, dbias, dy, n, c, hw);
-    else if (t == HFL_PREC_BF16) channel_bias_grad_in(HFL_PREC_BF16, dbias, dy, n, c, hw);
-    else channel_bias_grad_in(HFL_PREC_FP16, dbias, dy, n, c, hw);
+                                  int hw, int accumulate) {
+    if (t == HFL_PREC_FP32) channel_bias_grad_in(HFL_PREC_FP32, dbias, dy, n, c, hw, accumulate);
+    else if (t == HFL_PREC_BF16) channel_bias_grad_in(HFL_PREC_BF16, dbias, dy, n, c, hw, accumulate);
+    else channel_bias_grad_in(HFL_PREC_FP16, dbias, dy, n, c, hw, accumulate);
 }
 
 static void cpu_unscale_grads(float *g, size_t n, hfl_step_scalars *sc) {

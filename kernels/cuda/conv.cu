@@ -68,7 +68,7 @@ static __global__ void k_maxpool_bwd(hfl_precision t, void *dx, const void *dy, 
 /* Block ch (blockDim.x == HFL_CHANNEL_LANES): thread `lane` sums its lane,
  * then each level adds pairs below `half`, as hfl_block_channel_bias_grad. */
 static __global__ void k_channel_bias_grad(hfl_precision t, float *dbias, const void *dy, int n,
-                                           int c, int hw) {
+                                           int c, int hw, int accumulate) {
     __shared__ float p[HFL_CHANNEL_LANES];
     int ch = (int)blockIdx.x, lane = (int)threadIdx.x;
     p[lane] = hfl_op_channel_lane(t, dy, n, c, hw, ch, lane);
@@ -77,7 +77,7 @@ static __global__ void k_channel_bias_grad(hfl_precision t, float *dbias, const 
         if (lane < half) hfl_op_tree_level(p, lane, half);
         __syncthreads();
     }
-    if (lane == 0) dbias[ch] += p[0];
+    if (lane == 0) dbias[ch] = (accumulate ? dbias[ch] : 0.0f) + p[0];
 }
 
 extern "C" void cuda_im2col(hfl_precision t, void *cols, const void *x, int n, hfl_window_geom g) {
@@ -104,9 +104,9 @@ extern "C" void cuda_maxpool_bwd(hfl_precision t, void *dx, const void *dy, cons
 }
 
 extern "C" void cuda_channel_bias_grad(hfl_precision t, float *dbias, const void *dy, int n, int c,
-                                       int hw) {
+                                       int hw, int accumulate) {
     if (c <= 0) return;
     k_channel_bias_grad<<<(unsigned)c, HFL_CHANNEL_LANES, 0, hfl_cuda_ctx.compute>>>(t, dbias, dy, n,
-                                                                                     c, hw);
+                                                                                     c, hw, accumulate);
     CUDA_CHECK(cudaGetLastError());
 }

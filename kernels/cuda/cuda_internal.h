@@ -57,7 +57,7 @@ void cuda_gemm_strided(hfl_precision t, unsigned f32_mask, int trans_a, int tran
  * oldest architecture). Launches nothing. */
 cudaError_t cuda_kernels_runnable(void);
 void cuda_fill(float *p, float value, size_t n);
-void cuda_bias_grad(hfl_precision t, float *dbias, const void *dy, int rows, int cols);
+void cuda_bias_grad(hfl_precision t, float *dbias, const void *dy, int rows, int cols, int accumulate);
 void cuda_relu_fwd(hfl_precision t, void *y, const void *x, size_t n);
 void cuda_relu_bwd(hfl_precision t, void *dx, const void *dy, const void *y, size_t n);
 void cuda_convert(hfl_precision t, void *dst, const float *src, size_t n);
@@ -85,7 +85,8 @@ void cuda_col2im(hfl_precision t, void *dx, const float *cols, int n, hfl_window
 void cuda_maxpool_fwd(hfl_precision t, void *y, const void *x, int n, hfl_window_geom g);
 void cuda_maxpool_bwd(hfl_precision t, void *dx, const void *dy, const void *x, int n,
                       hfl_window_geom g);
-void cuda_channel_bias_grad(hfl_precision t, float *dbias, const void *dy, int n, int c, int hw);
+void cuda_channel_bias_grad(hfl_precision t, float *dbias, const void *dy, int n, int c, int hw,
+                            int accumulate);
 
 /* loss.cu */
 void cuda_softmax_xent(hfl_precision t, const void *logits, const int32_t *labels, void *dlogits,

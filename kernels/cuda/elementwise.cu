@@ -31,10 +31,10 @@ extern "C" cudaError_t cuda_kernels_runnable(void) {
 }
 
 static __global__ void k_bias_grad(hfl_precision t, float *dbias, const void *dy, int rows,
-                                   int cols) {
+                                   int cols, int accumulate) {
     size_t i = hfl_cuda_index();
     if (i >= (size_t)cols) return;
-    hfl_thread_bias_grad(i, t, dbias, dy, rows, cols);
+    hfl_thread_bias_grad(i, t, dbias, dy, rows, cols, accumulate);
 }
 
 static __global__ void k_relu_fwd(hfl_precision t, void *y, const void *x, size_t n) {
@@ -111,8 +111,10 @@ extern "C" void cuda_fill(float *p, float value, size_t n) {
     if (n) LAUNCH(k_fill, n, p, value, n);
 }
 
-extern "C" void cuda_bias_grad(hfl_precision t, float *dbias, const void *dy, int rows, int cols) {
-    if (cols > 0 && rows > 0) LAUNCH(k_bias_grad, (size_t)cols, t, dbias, dy, rows, cols);
+extern "C" void cuda_bias_grad(hfl_precision t, float *dbias, const void *dy, int rows, int cols,
+                               int accumulate) {
+    if (cols > 0 && (rows > 0 || !accumulate))
+        LAUNCH(k_bias_grad, (size_t)cols, t, dbias, dy, rows, cols, accumulate);
 }
 
 extern "C" void cuda_relu_fwd(hfl_precision t, void *y, const void *x, size_t n) {

@@ -191,14 +191,15 @@ static void test_bias_grads(void) {
             char what[96];
             void *h = inputs_of(t, 23, n, PLAIN), *ch = inputs_of(t, 24, cnum, PLAIN);
             void *d_h = to_dev(h, nbytes(t, n)), *d_ch = to_dev(ch, nbytes(t, cnum));
-            C->bias_grad(t, db, h, rows, cols);
-            G->bias_grad(t, d_db, d_h, rows, cols);
-            snprintf(what, sizeof what, "bias_grad %s %dx%d", lp_name(t), rows, cols);
+            int acc = (int)t % 2 ^ si % 2; /* overwriting and accumulating both met, in every type */
+            C->bias_grad(t, db, h, rows, cols, acc);
+            G->bias_grad(t, d_db, d_h, rows, cols, acc);
+            snprintf(what, sizeof what, "bias_grad %s %dx%d acc %d", lp_name(t), rows, cols, acc);
             check_dev(what, d_db, db, sizeof(float) * cols);
-            C->channel_bias_grad(t, db, ch, cn, cols, hw);
-            G->channel_bias_grad(t, d_db, d_ch, cn, cols, hw);
-            snprintf(what, sizeof what, "channel_bias_grad %s n %d c %d hw %d", lp_name(t), cn,
-                     cols, hw);
+            C->channel_bias_grad(t, db, ch, cn, cols, hw, !acc);
+            G->channel_bias_grad(t, d_db, d_ch, cn, cols, hw, !acc);
+            snprintf(what, sizeof what, "channel_bias_grad %s n %d c %d hw %d acc %d", lp_name(t), cn,
+                     cols, hw, !acc);
             check_dev(what, d_db, db, sizeof(float) * cols);
             free(h), free(ch);
             G->free(d_h), G->free(d_ch);

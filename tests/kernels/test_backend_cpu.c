@@ -89,8 +89,10 @@ static void test_bias_and_relu(const hfl_backend *be) {
     for (int i = 0; i < 6; i++) CHECK(y[i] == want_row[i]);
 
     float db[3] = {1, 1, 1}, dy[6] = {1, 2, 3, 4, 5, 6};
-    be->bias_grad(HFL_PREC_FP32, db, dy, 2, 3); /* accumulates onto what is there */
+    be->bias_grad(HFL_PREC_FP32, db, dy, 2, 3, 1); /* accumulates onto what is there */
     CHECK(db[0] == 6.0f && db[1] == 8.0f && db[2] == 10.0f);
+    be->bias_grad(HFL_PREC_FP32, db, dy, 2, 3, 0); /* overwrites: the column sums alone */
+    CHECK(db[0] == 5.0f && db[1] == 7.0f && db[2] == 9.0f);
 
     float x[5] = {-2.0f, -0.0f, 0.0f, 0.5f, 3.0f}, r[5];
     be->relu_fwd(HFL_PREC_FP32, r, x, 5);

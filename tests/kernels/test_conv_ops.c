@@ -221,8 +221,11 @@ static void test_channel_bias(const hfl_backend *be) {
                      2, bias, HFL_BIAS_ROW, NULL);
     for (int i = 0; i < 12; i++) CHECK(y[i] == ((i / 3) % 2 == 0 ? 1.5f : -2.0f));
     float dy[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, db[2] = {100, 0};
-    be->channel_bias_grad(HFL_PREC_FP32, db, dy, 2, 2, 3); /* accumulates */
+    be->channel_bias_grad(HFL_PREC_FP32, db, dy, 2, 2, 3, 1); /* accumulates */
     CHECK(db[0] == 100.0f + 1 + 2 + 3 + 7 + 8 + 9);
+    CHECK(db[1] == 4.0f + 5 + 6 + 10 + 11 + 12);
+    be->channel_bias_grad(HFL_PREC_FP32, db, dy, 2, 2, 3, 0); /* overwrites */
+    CHECK(db[0] == 1.0f + 2 + 3 + 7 + 8 + 9);
     CHECK(db[1] == 4.0f + 5 + 6 + 10 + 11 + 12);
 }
 

@@ -327,30 +327,45 @@ static void test_bias_grads(const hfl_backend *be) {
             for (size_t i = 0; i < n; i += 3) f[i] *= 0.1f; /* unequal magnitudes: order matters */
             void *dy = malloc(nbytes(t, n));
             for (size_t i = 0; i < n; i++) hfl_st(t, dy, i, f[i]);
-            memcpy(dw, db0, sizeof(float) * cols);
-            memcpy(dg, db0, sizeof(float) * cols);
-            be->bias_grad(t, dw, dy, rows, cols);
-            for (size_t c = 0; c < (size_t)cols; c++)
-                hfl_thread_bias_grad(c, t, dg, dy, rows, cols);
-            snprintf(what, sizeof what, "bias_grad %s %dx%d", lp_name(t), rows, cols);
-            same(what, dg, dw, sizeof(float) * cols);
             /* channel form: [n = rows % 4 + 1, c = cols, hw = 7] */
             int cn = rows % 4 + 1, hw = 7;
             size_t cnum = (size_t)cn * cols * hw;
             void *cdy = inputs_of(t, 33, cnum, PLAIN);
-            memcpy(dw, db0, sizeof(float) * cols);
-            memcpy(dg, db0, sizeof(float) * cols);
-            be->channel_bias_grad(t, dw, cdy, cn, cols, hw);
-            for (size_t ch = 0; ch < (size_t)cols; ch++)
-                hfl_block_channel_bias_grad(ch, t, dg, cdy, cn, cols, hw);
-            snprintf(what, sizeof what, "channel_bias_grad %s n %d c %d hw %d", lp_name(t), cn,
-                     cols, hw);
-            same(what, dg, dw, sizeof(float) * cols);
+            for (int acc = 0; acc <= 1; acc++) {
+                memcpy(dw, db0, sizeof(float) * cols);
+                memcpy(dg, db0, sizeof(float) * cols);
+                be->bias_grad(t, dw, dy, rows, cols, acc);
+                for (size_t c = 0; c < (size_t)cols; c++)
+                    hfl_thread_bias_grad(c, t, dg, dy, rows, cols, acc);
+                snprintf(what, sizeof what, "bias_grad %s %dx%d acc %d", lp_name(t), rows, cols, acc);
+                same(what, dg, dw, sizeof(float) * cols);
+                if (!acc) { /* overwriting is the old two ops: a fill with 0, then accumulate */
+                    be->fill(dg, 0.0f, (size_t)cols);
+                    be->bias_grad(t, dg, dy, rows, cols, 1);
+                    snprintf(what, sizeof what, "bias_grad %s %dx%d = fill + acc", lp_name(t), rows, cols);
+                    same(what, dg, dw, sizeof(float) * cols);
+                }
+                memcpy(dw, db0, sizeof(float) * cols);
+                memcpy(dg, db0, sizeof(float) * cols);
+                be->channel_bias_grad(t, dw, cdy, cn, cols, hw, acc);
+                for (size_t ch = 0; ch < (size_t)cols; ch++)
+                    hfl_block_channel_bias_grad(ch, t, dg, cdy, cn, cols, hw, acc);
+                snprintf(what, sizeof what, "channel_bias_grad %s n %d c %d hw %d acc %d", lp_name(t), cn,
+                         cols, hw, acc);
+                same(what, dg, dw, sizeof(float) * cols);
+                if (!acc) {
+                    be->fill(dg, 0.0f, (size_t)cols);
+                    be->channel_bias_grad(t, dg, cdy, cn, cols, hw, 1);
+                    snprintf(what, sizeof what, "channel_bias_grad %s n %d = fill + acc", lp_name(t), cn);
+                    same(what, dg, dw, sizeof(float) * cols);
+                }
+            }
             free(f), free(dy), free(cdy);
         }
         free(db0), free(dw), free(dg);
     }
-    printf("bias grads: bias_grad and channel_bias_grad in fp32, bf16 and fp16, 4 shapes\n");
+    printf("bias grads: bias_grad and channel_bias_grad in fp32, bf16 and fp16, 4 shapes, accumulating "
+           "and overwriting (= a fill with 0, then accumulating)\n");
 }
 
 /* The channel bias gradient's lane tree (kernels/ops_hd.h) on channels of
@@ -372,8 +387,8 @@ static void test_channel_tree(const hfl_backend *be) {
             void *dy = inputs_of(t, 70 + si, num, PLAIN);
             float db[8], dg[8];
             for (int ch = 0; ch < c; ch++) db[ch] = dg[ch] = 0.25f * (float)(ch + 1);
-            be->channel_bias_grad(t, db, dy, n, c, hw);
-            for (int ch = 0; ch < c; ch++) hfl_block_channel_bias_grad((size_t)ch, t, dg, dy, n, c, hw);
+            be->channel_bias_grad(t, db, dy, n, c, hw, 1);
+            for (int ch = 0; ch < c; ch++) hfl_block_channel_bias_grad((size_t)ch, t, dg, dy, n, c, hw, 1);
             snprintf(what, sizeof what, "channel tree %s n %d c %d hw %d", lp_name(t), n, c, hw);
             same(what, dg, db, sizeof(float) * c);
             double u = 0x1p-24, tree_n = (double)((m + HFL_CHANNEL_LANES - 1) / HFL_CHANNEL_LANES) + HFL_CHANNEL_LEVELS;

@@ -32,9 +32,9 @@ static void expected_ops(const hfl_model_spec *spec, int batch, int chunk, int d
     for (int l = 0; l < spec->n_layers; l++) {
         int din = params_before;
         switch (spec->layers[l].kind) {
-        case HFL_LAYER_DENSE: /* y = x w^T + b; dW, fill + bias_grad, dX */
+        case HFL_LAYER_DENSE: /* y = x w^T + b; dW, bias_grad (it overwrites: no fill), dX */
             e[E_GEMM] += 2 + din;
-            e[E_FILL]++, e[E_BIAS_GRAD]++;
+            e[E_BIAS_GRAD]++;
             break;
         case HFL_LAYER_RELU:
             e[E_RELU_FWD]++, e[E_RELU_BWD] += din;
@@ -52,7 +52,7 @@ static void expected_ops(const hfl_model_spec *spec, int batch, int chunk, int d
                 e[E_GEMM]++;
                 e[E_COL2IM] += din;
             }
-            e[E_FILL]++, e[E_CHANNEL_BIAS]++;
+            e[E_CHANNEL_BIAS]++; /* overwrites: no fill */
             break;
         default:
             CHECK_MSG(0, "layer kind %d not in the oracle", spec->layers[l].kind);
