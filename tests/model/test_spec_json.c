@@ -216,7 +216,37 @@ static void test_lm(void) {
             "model 'g': layer 0 (embedding): input must be [T] token ids, got 8x2x1");
 }
 
+/* The GPT-2-small-sized specs in scenarios/models: GPT-2 small's shape
+ * (Radford et al. 2019: 12 layers, C = 768, 12 heads, T = 1024) with the
+ * byte vocabulary, counted here by hand: wte 256 C + wpe 1024 C, each block
+ * 12 C^2 + 13 C (two layer norms 4C, qkv 3C^2 + 3C, proj C^2 + C, MLP 8C^2 +
+ * 5C), ln_f 2C, the head tied to wte: 86,039,040 (GPT-2's own 124M is this
+ * plus 50,257 - 256 more embedding rows). The LoRA variant, rank 8, adds
+ * r (in + out) on each block's four projections, 16 r C a block, and trains
+ * those alone. */
+static void test_gpt2_small(void) {
+    const char *root = getenv("HFL_SOURCE_ROOT");
+    if (!CHECK_MSG(root != NULL, "HFL_SOURCE_ROOT is not set")) return;
+    char path[600], err[HFL_ERR_LEN] = "";
+    const size_t C = 768, L = 12, r = 8;
+    const size_t base = 256 * C + 1024 * C + L * (12 * C * C + 13 * C) + 2 * C;
+    if (!CHECK(base == 86039040)) return;
+    hfl_model_spec s;
+    snprintf(path, sizeof path, "%s/scenarios/models/gpt2-small.json", root);
+    if (CHECK_MSG(hfl_model_spec_load(path, &s, err) == 0, "%s", err)) {
+        CHECK_MSG(s.n_params == base, "%zu params, want %zu", (size_t)s.n_params, base);
+        CHECK(s.n_trainable == base && s.in_dim == 1024 && s.n_layers == 14 && s.n_classes == 256);
+    }
+    snprintf(path, sizeof path, "%s/scenarios/models/gpt2-small-lora.json", root);
+    if (CHECK_MSG(hfl_model_spec_load(path, &s, err) == 0, "%s", err)) {
+        size_t lora = L * 16 * r * C;
+        CHECK_MSG(s.n_trainable == lora && s.n_params == base + lora, "%zu params, %zu trainable, want %zu and %zu",
+                  (size_t)s.n_params, (size_t)s.n_trainable, base + lora, lora);
+    }
+}
+
 int main(void) {
+    test_gpt2_small();
     test_good();
     test_load();
     test_bad();
