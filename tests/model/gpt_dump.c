@@ -48,7 +48,18 @@
 #include "util/stfile.h"
 #include "util/util.h"
 
-enum { N = 3, T = 8, C = 16, H = 2, V = 32, L = 2, ROWS = N * T };
+/* The shape; width, heads and blocks can be set at build time, as
+ * gpt_dump_gpt2 (tests/model/meson.build) does for GPT-2 small's 12 heads. */
+#ifndef GPT_DUMP_C
+#define GPT_DUMP_C 16
+#endif
+#ifndef GPT_DUMP_H
+#define GPT_DUMP_H 2
+#endif
+#ifndef GPT_DUMP_L
+#define GPT_DUMP_L 2
+#endif
+enum { N = 3, T = 8, C = GPT_DUMP_C, H = GPT_DUMP_H, V = 32, L = GPT_DUMP_L, ROWS = N * T };
 
 static float *zeros(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
 /* n zeroed elements of type t. */
@@ -207,11 +218,15 @@ static int write_dump(const char *path, hfl_precision prec, const float *tokens,
     return bad;
 }
 
-static const char spec_json[] =
-    "{\"name\": \"gpt-dump\", \"input\": [8], \"layers\": ["
-    "{\"type\": \"embedding\", \"vocab\": 32, \"width\": 16},"
-    "{\"type\": \"gpt_block\", \"heads\": 2}, {\"type\": \"gpt_block\", \"heads\": 2},"
-    "{\"type\": \"lm_head\"}]}";
+/* The JSON spec of this shape, with LoRA when lora_r > 0. */
+static void spec_json(char *js, size_t cap) {
+    int at = snprintf(js, cap, "{\"name\": \"gpt-dump\", \"input\": [%d], \"layers\": ["
+                      "{\"type\": \"embedding\", \"vocab\": %d, \"width\": %d}", T, V, C);
+    for (int l = 0; l < L; l++) at += snprintf(js + at, cap - at, ", {\"type\": \"gpt_block\", \"heads\": %d}", H);
+    at += snprintf(js + at, cap - at, ", {\"type\": \"lm_head\"}]");
+    if (lora_r) at += snprintf(js + at, cap - at, ", \"lora\": {\"rank\": %d, \"alpha\": %.9g}", lora_r, lora_alpha);
+    snprintf(js + at, cap - at, "}");
+}
 
 /* A trainer for spec under `kind` (optimal: one byte under none's chain peak). */
 static hfl_trainer *make_trainer(const hfl_model_spec *spec, hfl_precision prec, hfl_ckpt_kind kind,
@@ -246,9 +261,7 @@ static float step_trainer(hfl_precision prec, hfl_ckpt_kind kind, int micro, flo
     hfl_model_spec spec;
     size_t nl = L * hfl_gpt_lora_n_params(C, lora_r); /* with lora: the spec's adapters, after the rest */
     float *params = base;
-    if (lora_r) snprintf(js, sizeof js, "%.*s, \"lora\": {\"rank\": %d, \"alpha\": %.9g}}",
-                         (int)sizeof spec_json - 2, spec_json, lora_r, lora_alpha);
-    else snprintf(js, sizeof js, "%s", spec_json);
+    spec_json(js, sizeof js);
     if (hfl_model_spec_from_json(js, strlen(js), &spec, err) != 0) {
         fprintf(stderr, "gpt_dump: %s\n", err);
         exit(1);
