@@ -147,5 +147,9 @@ void hfl_options_print(const hfl_options *p, const void *opts) {
         cJSON *v = option_json(r, opts);
         if (v) cJSON_AddItemToObject(o, r->name, v);
     }
-    hfl_config_print(o);
+    char *s = cJSON_Print(o);
+    if (s) printf("%s\n", s);
+    fflush(stdout);
+    cJSON_free(s);
+    cJSON_Delete(o);
 }
