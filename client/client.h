@@ -170,6 +170,10 @@ typedef struct {
     double timeout_s;
 } client_options;
 
+/* client/options.c: the command line (and --config) into o (zeroed), checked;
+ * -1 with err. --help and --print-config print and exit 0. */
+int client_options_parse(int argc, char **argv, client_options *o, char *err);
+
 typedef struct {
     char model[1024], codec[32];
     char spec_json[16384];     /* the model's layers as JSON, "" when the welcome had none */

@@ -13,7 +13,8 @@
  * conns.c     connections per address and idle connections, bounded
  * report.c    the JSON-lines log and the final report
  * persist.c   the state at every round's end (--state-dir), and the restart from it
- * main.c      options and the main loop that closes rounds on quorum or deadline
+ * options.c   the options table (util/options.h) and the combinations refused at start
+ * main.c      start-up and the main loop that closes rounds on quorum or deadline
  *
  * One mutex guards everything below; NNG's callbacks take it for the short
  * time a request needs, the main loop takes it to close a round. */
@@ -132,6 +133,7 @@ typedef struct {
     char ready_path[1024];
     char metrics_addr[256];     /* --metrics: Prometheus and /status over HTTP ("" off) */
     char device[8]; /* --device: auto, cpu, cuda */
+    double linger_s; /* --linger: after the last round, how long clients may still get bye */
     int quiet;
     /* privacy (secagg.h, dp.h) */
     int secure_agg;     /* SECAGG_OFF, SECAGG_CLEAR (--client-clip), SECAGG_MASKED (--secure-agg) */
@@ -367,10 +369,14 @@ double registry_overhead_estimate(const coord *c, const char *device);
  * updates missing, the divisor grows (up to the round's whole capped weight)
  * until the largest update weighs at most F of it (rounds.c). */
 #define COORD_MAX_SHARE_DEFAULT 0.2
+#define COORD_MAX_SHARE_STR "0.2"
 /* Without clipping, no element of an update may exceed this (aggregate.h). */
 #define COORD_VALUE_BOUND 1048576.0
 /* --clip-norm's value into cfg: "off", "adaptive[:C0]" or a number; err on junk. */
 void coord_parse_clip(const char *s, coord_config *cfg, char *err);
+/* options.c: the command line (and --config) into cfg, checked; -1 with err.
+ * --help and --print-config print and exit 0. */
+int coord_options_parse(int argc, char **argv, coord_config *cfg, char *err);
 
 /* rounds.c */
 int rounds_init(coord *c, char *err);

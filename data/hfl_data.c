@@ -23,7 +23,7 @@
  *
  * Exit status: 0 on success, 1 when a file cannot be read or written, 2 on
  * bad arguments. */
-#include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +33,7 @@
 #include "data/files.h"
 #include "data/partition.h"
 #include "data/text.h"
-#include "util/config.h"
+#include "util/options.h"
 #include "util/util.h"
 
 typedef struct {
@@ -43,55 +43,51 @@ typedef struct {
     int json;
 } data_options;
 
-static void data_usage(FILE *f) {
-    fprintf(f,
-            "usage: hfl-data split --data PATH --num-clients N --out DIR [--partition SPEC] [--seed S]\n"
-            "                      [--format npz|safetensors] [--json]\n"
-            "       hfl-data stats PATH... [--json]\n"
-            "       hfl-data text --out DIR --context T [--held-out F] [--num-clients N] [--seed S]\n"
-            "                     [--format npz|safetensors] [--json] FILE...\n"
-            "split: cuts a dataset into one file per client, DIR/client-0000.<fmt>, ..., with the same\n"
-            "  assignment hfl-client makes from --partition, --seed and --num-clients, so a fleet training\n"
-            "  on the shards (hfl-client --data DIR/client-0003.npz) trains on the same samples as one\n"
-            "  using the built-in partition. From a Fashion-MNIST directory it also writes DIR/test.<fmt>.\n"
-            "stats: samples, features and the label histogram of each dataset (for byte-level text, or\n"
-            "  more than 32 classes: the total, the distinct labels and the five most common; --json: whole).\n"
-            "text: byte-level language-model windows (T + 1 bytes at stride T: T token ids, T next\n"
-            "  bytes as labels) of each FILE: DIR/client-<i> holds FILE i's (one client per source),\n"
-            "  or with --num-clients N all of them dealt out IID; DIR/test holds every file's tail.\n"
-            "Datasets: a Fashion-MNIST directory (IDX files), an .npz with x.npy and y.npy, a directory\n"
-            "holding x.npy and y.npy, or a safetensors file with tensors x and y; x uint8 or float32\n"
-            "shaped [n, ...], y integer labels shaped [n].\n"
-            "  --data PATH        dataset to split (default /usr/share/datasets/fashion-mnist)\n"
-            "  --num-clients N    number of shards, 1..100000\n"
-            "  --out DIR          where to write the shards (created if missing)\n"
-            "  --partition SPEC   iid (default), dirichlet:ALPHA or shards:K\n"
-            "  --seed S           partition seed (default 1, as hfl-client's)\n"
-            "  --format F         npz (default) or safetensors\n"
-            "  --context T        text: tokens per sample, 1..4096\n"
-            "  --held-out F       text: fraction of each file's windows held out for the test set\n"
-            "                     (default 0.05; 0..0.5)\n"
-            "  --json             print what was written, or the statistics, as JSON\n"
-            "  --config FILE      read options from FILE, a JSON object keyed by long option name\n"
-            "  --print-config     print the options in effect (defaults included) as JSON and exit\n"
-            "  --help             this text\n");
-}
+#define AT(field) offsetof(data_options, field), sizeof(((data_options *)0)->field) /* a row's field */
 
-static void print_options(const data_options *o) {
-    cJSON *j = cJSON_CreateObject();
-    hfl_config_add_str(j, "data", o->data);
-    if (o->num_clients > 0) cJSON_AddNumberToObject(j, "num-clients", (double)o->num_clients);
-    else cJSON_AddNullToObject(j, "num-clients");
-    hfl_config_add_str(j, "out", o->out);
-    hfl_config_add_str(j, "partition", o->partition);
-    cJSON_AddNumberToObject(j, "seed", (double)o->seed);
-    hfl_config_add_str(j, "format", o->format);
-    cJSON_AddBoolToObject(j, "json", o->json);
-    if (o->context > 0) cJSON_AddNumberToObject(j, "context", (double)o->context);
-    else cJSON_AddNullToObject(j, "context");
-    cJSON_AddNumberToObject(j, "held-out", o->held_out);
-    hfl_config_print(j);
-}
+static const hfl_option data_rows[] = {
+    {"data", "PATH", HFL_OPT_PTR, AT(data), 0, 0, HFL_FMNIST_DIR,
+     .help = "dataset to split (default /usr/share/datasets/fashion-mnist)"},
+    {"num-clients", "N", HFL_OPT_INT, AT(num_clients), 1, 100000, NULL,
+     .help = "number of shards, 1..100000", .zero_null = 1},
+    {"out", "DIR", HFL_OPT_PTR, AT(out), 0, 0, NULL, .help = "where to write the shards (created if missing)"},
+    {"partition", "SPEC", HFL_OPT_PTR, AT(partition), 0, 0, "iid",
+     .help = "iid (default), dirichlet:ALPHA or shards:K"},
+    {"seed", "S", HFL_OPT_INT, AT(seed), 0, 0x7fffffff, "1", .help = "partition seed (default 1, as hfl-client's)"},
+    {"format", "F", HFL_OPT_PTR, AT(format), 0, 0, "npz", .help = "npz (default) or safetensors"},
+    {"context", "T", HFL_OPT_INT, AT(context), 1, HFL_TEXT_MAX_CONTEXT, NULL,
+     .help = "text: tokens per sample, 1..4096", .zero_null = 1},
+    {"held-out", "F", HFL_OPT_DOUBLE, AT(held_out), 0, 0.5, "0.05",
+     .help = "text: fraction of each file's windows held out for the test set\n"
+     "(default 0.05; 0..0.5)"},
+    {"json", NULL, HFL_OPT_FLAG, AT(json), 0, 0, NULL, .help = "print what was written, or the statistics, as JSON"},
+    {"config", "FILE", HFL_OPT_CONFIG, 0, 0, 0, 0, NULL,
+     .help = "read options from FILE, a JSON object keyed by long option name"},
+    {"print-config", NULL, HFL_OPT_PRINT, 0, 0, 0, 0, NULL,
+     .help = "print the options in effect (defaults included) as JSON and exit"},
+    {"help", NULL, HFL_OPT_HELP, 0, 0, 0, 0, NULL, .help = "this text"},
+    {0}};
+
+static const hfl_options data_opts = {
+    "hfl-data",
+    "usage: hfl-data split --data PATH --num-clients N --out DIR [--partition SPEC] [--seed S]\n"
+    "                      [--format npz|safetensors] [--json]\n"
+    "       hfl-data stats PATH... [--json]\n"
+    "       hfl-data text --out DIR --context T [--held-out F] [--num-clients N] [--seed S]\n"
+    "                     [--format npz|safetensors] [--json] FILE...\n"
+    "split: cuts a dataset into one file per client, DIR/client-0000.<fmt>, ..., with the same\n"
+    "  assignment hfl-client makes from --partition, --seed and --num-clients, so a fleet training\n"
+    "  on the shards (hfl-client --data DIR/client-0003.npz) trains on the same samples as one\n"
+    "  using the built-in partition. From a Fashion-MNIST directory it also writes DIR/test.<fmt>.\n"
+    "stats: samples, features and the label histogram of each dataset (for byte-level text, or\n"
+    "  more than 32 classes: the total, the distinct labels and the five most common; --json: whole).\n"
+    "text: byte-level language-model windows (T + 1 bytes at stride T: T token ids, T next\n"
+    "  bytes as labels) of each FILE: DIR/client-<i> holds FILE i's (one client per source),\n"
+    "  or with --num-clients N all of them dealt out IID; DIR/test holds every file's tail.\n"
+    "Datasets: a Fashion-MNIST directory (IDX files), an .npz with x.npy and y.npy, a directory\n"
+    "holding x.npy and y.npy, or a safetensors file with tensors x and y; x uint8 or float32\n"
+    "shaped [n, ...], y integer labels shaped [n].\n",
+    NULL, 21, data_rows};
 
 /* Any dataset: a dataset file, or a Fashion-MNIST directory's training set. */
 static int load_any(const char *path, hfl_dataset *d, char *err) {
@@ -332,66 +328,27 @@ static int text(const data_options *o, int n_files, char **files) {
 }
 
 int main(int argc, char **argv) {
-    static const struct option opts[] = {
-        {"data", required_argument, NULL, 'd'},      {"num-clients", required_argument, NULL, 'n'},
-        {"out", required_argument, NULL, 'o'},       {"partition", required_argument, NULL, 'p'},
-        {"seed", required_argument, NULL, 's'},      {"format", required_argument, NULL, 'f'},
-        {"json", no_argument, NULL, 'j'},            {"help", no_argument, NULL, 'h'},
-        {"config", required_argument, NULL, 'C'},    {"print-config", no_argument, NULL, 'P'},
-        {"context", required_argument, NULL, 'c'},   {"held-out", required_argument, NULL, 'H'},
-        {NULL, 0, NULL, 0},
-    };
-    data_options o = {.data = HFL_FMNIST_DIR, .partition = "iid", .format = "npz", .num_clients = 0, .seed = 1,
-                      .held_out = 0.05};
-    int print_config = 0, ch;
+    data_options o = {0};
+    int first, print_config;
     char err[HFL_ERR_LEN];
-    if (hfl_config_apply("hfl-data", &argc, &argv, opts, err) != 0) {
+    if (hfl_options_parse(&data_opts, &argc, &argv, &o, &first, &print_config, err) != 0) {
         fprintf(stderr, "hfl-data: %s\n", err);
         return 2;
     }
-    opterr = 0;
-    while ((ch = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-        int bad = 0;
-        switch (ch) {
-        case 'd': o.data = optarg; break;
-        case 'o': o.out = optarg; break;
-        case 'p': o.partition = optarg; break;
-        case 'f': o.format = optarg; break;
-        case 'j': o.json = 1; break;
-        case 'C': break; /* hfl_config_apply read it */
-        case 'P': print_config = 1; break;
-        case 'h': data_usage(stdout); return 0;
-        case 'n': bad = hfl_parse_int(optarg, 1, 100000, &o.num_clients, err); break;
-        case 's': bad = hfl_parse_int(optarg, 0, 0x7fffffffL, &o.seed, err); break;
-        case 'c': bad = hfl_parse_int(optarg, 1, HFL_TEXT_MAX_CONTEXT, &o.context, err); break;
-        case 'H': bad = hfl_parse_double(optarg, 0.0, 0.5, &o.held_out, err); break;
-        case ':':
-            fprintf(stderr, "hfl-data: option '%s' needs a value (see --help)\n", argv[optind - 1]);
-            return 2;
-        default:
-            fprintf(stderr, "hfl-data: unknown option '%s' (see --help)\n", argv[optind - 1]);
-            return 2;
-        }
-        if (bad) {
-            fprintf(stderr, "hfl-data: --%s: %s\n",
-                    ch == 'n' ? "num-clients" : ch == 'c' ? "context" : ch == 'H' ? "held-out" : "seed", err);
-            return 2;
-        }
-    }
     if (print_config) {
-        print_options(&o);
+        hfl_options_print(&data_opts, &o);
         return 0;
     }
-    const char *cmd = optind < argc ? argv[optind] : "";
+    const char *cmd = first < argc ? argv[first] : "";
     if (!strcmp(cmd, "split")) {
-        if (optind + 1 < argc) {
-            fprintf(stderr, "hfl-data: unexpected argument '%s' (see --help)\n", argv[optind + 1]);
+        if (first + 1 < argc) {
+            fprintf(stderr, "hfl-data: unexpected argument '%s' (see --help)\n", argv[first + 1]);
             return 2;
         }
         return split(&o);
     }
-    if (!strcmp(cmd, "stats")) return stats(argc - optind - 1, argv + optind + 1, o.json);
-    if (!strcmp(cmd, "text")) return text(&o, argc - optind - 1, argv + optind + 1);
+    if (!strcmp(cmd, "stats")) return stats(argc - first - 1, argv + first + 1, o.json);
+    if (!strcmp(cmd, "text")) return text(&o, argc - first - 1, argv + first + 1);
     if (cmd[0]) fprintf(stderr, "hfl-data: unknown command '%s' (split, stats or text; see --help)\n", cmd);
     else fprintf(stderr, "hfl-data: no command (split, stats or text; see --help)\n");
     return 2;

@@ -11,7 +11,8 @@
  *
  * Exit status: 0 on success, 1 when the files cannot be written, 2 on bad
  * arguments. --json prints the written paths as one JSON object. */
-#include <getopt.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,43 +21,51 @@
 
 #include "proto/identity.h"
 #include "proto/pki.h"
-#include "util/config.h"
+#include "util/options.h"
 #include "util/util.h"
 
-static void pki_usage(FILE *f) {
-    fprintf(f,
-            "usage: hfl-pki --out DIR --clients N [--cn NAME] [--days D] [--json]\n"
-            "       hfl-pki issue NAME --out DIR [--role client|coordinator] [--days D]\n"
-            "       hfl-pki revoke NAME --out DIR\n"
-            "Writes a throwaway certificate authority for hfl's mutual TLS into DIR:\n"
-            "  ca.crt, ca.key (0600), coordinator.pem and client-<i>.pem (certificate + key, 0600).\n"
-            "  Each certificate names its holder (CN) and role (OU); a client is known by its CN.\n"
-            "issue: one more certificate from DIR's CA, written to DIR/NAME.pem.\n"
-            "revoke: adds NAME to DIR/revoked.txt; a coordinator refuses it after SIGHUP.\n"
-            "  --out DIR      output (CA) directory (created if missing)\n"
-            "  --clients N    number of client certificates, 0..100000\n"
-            "  --cn NAME      coordinator host name, put in its certificate's CN (default localhost)\n"
-            "  --role R       issue: client (default) or coordinator\n"
-            "  --days D       validity in days (default 365)\n"
-            "  --json         print the written paths as JSON\n"
-            "  --config FILE  read options from FILE, a JSON object keyed by long option name, e.g.\n"
-            "                 {\"out\": \"pki\", \"clients\": 4}; options on the command line win\n"
-            "  --print-config print the options in effect (defaults included) as JSON and exit\n"
-            "  --help         this text\n");
+typedef struct {
+    const char *out, *cn, *role;
+    int64_t clients; /* -1: not given */
+    int64_t days;
+    int json;
+} pki_options;
+
+#define AT(field) offsetof(pki_options, field), sizeof(((pki_options *)0)->field) /* a row's field */
+
+static cJSON *show_clients(const void *o) {
+    int64_t n = ((const pki_options *)o)->clients;
+    return n >= 0 ? cJSON_CreateNumber((double)n) : cJSON_CreateNull();
 }
 
-/* --print-config: the options in effect, keyed by long option name (null: not set). */
-static void pki_print_options(const char *out, long clients, const char *cn, const char *role, long days, int json) {
-    cJSON *o = cJSON_CreateObject();
-    hfl_config_add_str(o, "out", out);
-    if (clients >= 0) cJSON_AddNumberToObject(o, "clients", (double)clients);
-    else cJSON_AddNullToObject(o, "clients");
-    hfl_config_add_str(o, "cn", cn);
-    hfl_config_add_str(o, "role", role);
-    cJSON_AddNumberToObject(o, "days", (double)days);
-    cJSON_AddBoolToObject(o, "json", json);
-    hfl_config_print(o);
-}
+static const hfl_option pki_rows[] = {
+    {"out", "DIR", HFL_OPT_PTR, AT(out), 0, 0, NULL, .help = "output (CA) directory (created if missing)"},
+    {"clients", "N", HFL_OPT_INT, AT(clients), 0, 100000, NULL,
+     .help = "number of client certificates, 0..100000", .show = show_clients},
+    {"cn", "NAME", HFL_OPT_PTR, AT(cn), 0, 0, "localhost",
+     .help = "coordinator host name, put in its certificate's CN (default localhost)"},
+    {"role", "R", HFL_OPT_PTR, AT(role), 0, 0, HFL_ROLE_CLIENT, .help = "issue: client (default) or coordinator"},
+    {"days", "D", HFL_OPT_INT, AT(days), 1, 36500, "365", .help = "validity in days (default 365)"},
+    {"json", NULL, HFL_OPT_FLAG, AT(json), 0, 0, NULL, .help = "print the written paths as JSON"},
+    {"config", "FILE", HFL_OPT_CONFIG, 0, 0, 0, 0, NULL,
+     .help = "read options from FILE, a JSON object keyed by long option name, e.g.\n"
+     "{\"out\": \"pki\", \"clients\": 4}; options on the command line win"},
+    {"print-config", NULL, HFL_OPT_PRINT, 0, 0, 0, 0, NULL,
+     .help = "print the options in effect (defaults included) as JSON and exit"},
+    {"help", NULL, HFL_OPT_HELP, 0, 0, 0, 0, NULL, .help = "this text"},
+    {0}};
+
+static const hfl_options pki_opts = {
+    "hfl-pki",
+    "usage: hfl-pki --out DIR --clients N [--cn NAME] [--days D] [--json]\n"
+    "       hfl-pki issue NAME --out DIR [--role client|coordinator] [--days D]\n"
+    "       hfl-pki revoke NAME --out DIR\n"
+    "Writes a throwaway certificate authority for hfl's mutual TLS into DIR:\n"
+    "  ca.crt, ca.key (0600), coordinator.pem and client-<i>.pem (certificate + key, 0600).\n"
+    "  Each certificate names its holder (CN) and role (OU); a client is known by its CN.\n"
+    "issue: one more certificate from DIR's CA, written to DIR/NAME.pem.\n"
+    "revoke: adds NAME to DIR/revoked.txt; a coordinator refuses it after SIGHUP.\n",
+    NULL, 17, pki_rows};
 
 /* Prints {"dir", "ca_cert", "ca_key", "coordinator", "clients": [...]}; -1 on OOM. */
 static int pki_print_json(const char *dir, int n_clients) {
@@ -110,77 +119,44 @@ static int pki_command(const char *cmd, int n_args, char **args, const char *dir
 }
 
 int main(int argc, char **argv) {
-    static const struct option opts[] = {
-        {"out", required_argument, NULL, 'o'},  {"clients", required_argument, NULL, 'n'},
-        {"cn", required_argument, NULL, 'c'},   {"days", required_argument, NULL, 'd'},
-        {"json", no_argument, NULL, 'j'},       {"help", no_argument, NULL, 'h'},
-        {"role", required_argument, NULL, 'r'}, {"config", required_argument, NULL, 'C'},
-        {"print-config", no_argument, NULL, 'P'}, {NULL, 0, NULL, 0},
-    };
-    const char *out = NULL, *cn = "localhost", *role = HFL_ROLE_CLIENT, *cmd = NULL;
+    const char *cmd = NULL;
     if (argc > 1 && (!strcmp(argv[1], "issue") || !strcmp(argv[1], "revoke"))) {
         cmd = argv[1];
         argv[1] = argv[0];
         argc--, argv++;
     }
-    long clients = -1, days = 365;
-    int json = 0, print_config = 0, ch;
+    pki_options o = {.clients = -1};
+    int first, print_config;
     char err[HFL_ERR_LEN];
-    if (hfl_config_apply("hfl-pki", &argc, &argv, opts, err) != 0) {
+    if (hfl_options_parse(&pki_opts, &argc, &argv, &o, &first, &print_config, err) != 0) {
         fprintf(stderr, "hfl-pki: %s\n", err);
         return 2;
     }
-    opterr = 0;
-    while ((ch = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-        int bad = 0;
-        switch (ch) {
-        case 'o': out = optarg; break;
-        case 'c': cn = optarg; break;
-        case 'r': role = optarg; break;
-        case 'j': json = 1; break;
-        case 'C': break; /* hfl_config_apply read it */
-        case 'P': print_config = 1; break;
-        case 'h': pki_usage(stdout); return 0;
-        case 'n': bad = hfl_parse_int(optarg, 0, 100000, &clients, err); break;
-        case 'd': bad = hfl_parse_int(optarg, 1, 36500, &days, err); break;
-        case ':':
-            fprintf(stderr, "hfl-pki: option '%s' needs a value (see --help)\n", argv[optind - 1]);
-            return 2;
-        default:
-            fprintf(stderr, "hfl-pki: unknown option '%s' (see --help)\n",
-                    argv[optind - 1]);
-            return 2;
-        }
-        if (bad) {
-            fprintf(stderr, "hfl-pki: --%s: %s\n", ch == 'n' ? "clients" : "days", err);
-            return 2;
-        }
-    }
-    if (!cmd && optind < argc) {
-        fprintf(stderr, "hfl-pki: unexpected argument '%s' (see --help)\n", argv[optind]);
+    if (!cmd && first < argc) {
+        fprintf(stderr, "hfl-pki: unexpected argument '%s' (see --help)\n", argv[first]);
         return 2;
     }
     if (print_config) {
-        pki_print_options(out, clients, cn, role, days, json);
+        hfl_options_print(&pki_opts, &o);
         return 0;
     }
-    if (cmd) return pki_command(cmd, argc - optind, argv + optind, out, role, (int)days);
-    if (!out || clients < 0) {
+    if (cmd) return pki_command(cmd, argc - first, argv + first, o.out, o.role, (int)o.days);
+    if (!o.out || o.clients < 0) {
         fprintf(stderr, "hfl-pki: --out and --clients are required (see --help)\n");
         return 2;
     }
-    if (hfl_pki_create(out, (int)clients, cn, (int)days, err) != 0) {
+    if (hfl_pki_create(o.out, (int)o.clients, o.cn, (int)o.days, err) != 0) {
         fprintf(stderr, "hfl-pki: %s\n", err);
         return 1;
     }
-    if (json) {
-        if (pki_print_json(out, (int)clients) != 0) {
+    if (o.json) {
+        if (pki_print_json(o.out, (int)o.clients) != 0) {
             fprintf(stderr, "hfl-pki: out of memory printing JSON\n");
             return 1;
         }
     } else {
-        printf("hfl-pki: wrote ca.crt, ca.key, coordinator.pem (CN=%s) and %ld client "
-               "certificate(s) to %s, valid %ld days\n", cn, clients, out, days);
+        printf("hfl-pki: wrote ca.crt, ca.key, coordinator.pem (CN=%s) and %lld client "
+               "certificate(s) to %s, valid %lld days\n", o.cn, (long long)o.clients, o.out, (long long)o.days);
     }
     return 0;
 }

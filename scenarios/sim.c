@@ -7,9 +7,9 @@
  * with the coordinator's status once the run is over. Everything a run
  * writes (PKI, logs, report) goes under --out DIR (default runs/<name>). */
 #include <errno.h>
-#include <getopt.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +31,7 @@
 #include "scenarios/profile.h"
 #include "scenarios/scenario.h"
 #include "scenarios/share.h"
-#include "util/config.h"
+#include "util/options.h"
 #include "util/util.h"
 
 #define SIM_MAX_CLIENTS 1000
@@ -56,113 +56,66 @@ typedef struct {
     double timeout_s;
 } sim_options;
 
-static void usage(FILE *f) {
-    fprintf(f,
-        "usage: hfl-sim SCENARIO.json [options]\n"
-        "       hfl-sim --config FILE [options]   (FILE gives the scenario as \"scenario\")\n"
-        "Runs a federated fleet from a scenario: a coordinator and one process per client,\n"
-        "talking mutual TLS over loopback.\n\n"
-        "  --out DIR          where PKI, logs and the report go (default runs/<name>)\n"
-        "  --report FILE      JSON report (default DIR/report.json)\n"
-        "  --html FILE        the report as a self-contained HTML page with charts (default DIR/report.html)\n"
-        "  --init-model FILE  start from this model (safetensors; see hfl-coordinator --help); every client\n"
-        "                     holds it too, so the first round downloads no weights\n"
-        "  --save-model FILE  the global model after every round, as safetensors (default DIR/model.safetensors)\n"
-        "  --codec NAME       override the scenario's codec\n"
-        "  --rounds N         override the scenario's rounds\n"
-        "  --precision P      override the scenario's precision: auto, fp32, bf16, fp16\n"
-        "  --device D         override the scenario's device for the coordinator and every client not in\n"
-        "                     its client_devices: auto (the GPU when the CUDA module loads and finds one,\n"
-        "                     else the CPU), cpu, or cuda (fail unless the GPU can be used)\n"
-        "  --data DIR         Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)\n"
-        "  --shards DIR       client i trains on DIR/client-<i>.npz (or .safetensors), as written by\n"
-        "                     hfl-data split, instead of its share of --data; the coordinator evaluates\n"
-        "                     on DIR/test.npz when it is there\n"
-        "  --threads N        OpenBLAS threads per client (default 1)\n"
-        "  --timeout SECONDS  give up on the whole run after this long (default 3600)\n"
-        "  --json             print the final report to stdout as JSON\n"
-        "  --quiet            no progress output\n"
-        "  --scenario FILE    the scenario, as the SCENARIO.json argument gives it (which wins)\n"
-        "  --config FILE      read options from FILE, a JSON object keyed by long option name, e.g.\n"
-        "                     {\"scenario\": \"quick.json\", \"rounds\": 5}; the command line wins\n"
-        "  --print-config     print the options in effect (defaults included) as JSON and exit\n"
-        "  --help             this text\n");
-}
+#define AT(field) offsetof(sim_options, field), sizeof(((sim_options *)0)->field) /* a row's field */
 
-/* --print-config: the options in effect, keyed by long option name (null:
- * the scenario's, or under --out). */
-static void print_options(const sim_options *o) {
-    cJSON *j = cJSON_CreateObject();
-    hfl_config_add_str(j, "scenario", o->scenario_path);
-    hfl_config_add_str(j, "out", o->out_dir);
-    hfl_config_add_str(j, "report", o->report);
-    hfl_config_add_str(j, "html", o->html);
-    hfl_config_add_str(j, "init-model", o->init_model);
-    hfl_config_add_str(j, "save-model", o->save_model);
-    hfl_config_add_str(j, "codec", o->codec);
-    if (o->rounds) cJSON_AddNumberToObject(j, "rounds", o->rounds);
-    else cJSON_AddNullToObject(j, "rounds");
-    hfl_config_add_str(j, "precision", o->precision);
-    hfl_config_add_str(j, "device", o->device);
-    hfl_config_add_str(j, "data", o->data_dir);
-    hfl_config_add_str(j, "shards", o->shards);
-    cJSON_AddNumberToObject(j, "threads", o->threads);
-    cJSON_AddNumberToObject(j, "timeout", o->timeout_s);
-    cJSON_AddBoolToObject(j, "json", o->json);
-    cJSON_AddBoolToObject(j, "quiet", o->quiet);
-    hfl_config_print(j);
-}
+/* The options (util/options.h); --print-config shows null for the
+ * scenario's own settings and for files that go under --out. */
+static const hfl_option sim_rows[] = {
+    {"out", "DIR", HFL_OPT_STR, AT(out_dir), 0, 0, NULL,
+     .help = "where PKI, logs and the report go (default runs/<name>)"},
+    {"report", "FILE", HFL_OPT_STR, AT(report), 0, 0, NULL, .help = "JSON report (default DIR/report.json)"},
+    {"html", "FILE", HFL_OPT_STR, AT(html), 0, 0, NULL,
+     .help = "the report as a self-contained HTML page with charts (default DIR/report.html)"},
+    {"init-model", "FILE", HFL_OPT_STR, AT(init_model), 0, 0, NULL,
+     .help = "start from this model (safetensors; see hfl-coordinator --help); every client\n"
+     "holds it too, so the first round downloads no weights"},
+    {"save-model", "FILE", HFL_OPT_STR, AT(save_model), 0, 0, NULL,
+     .help = "the global model after every round, as safetensors (default DIR/model.safetensors)"},
+    {"codec", "NAME", HFL_OPT_STR, AT(codec), 0, 0, NULL, .help = "override the scenario's codec"},
+    {"rounds", "N", HFL_OPT_INT, AT(rounds), 1, 1000000, NULL,
+     .help = "override the scenario's rounds", .zero_null = 1},
+    {"precision", "P", HFL_OPT_STR, AT(precision), 0, 0, NULL,
+     .help = "override the scenario's precision: auto, fp32, bf16, fp16"},
+    {"device", "D", HFL_OPT_CHOICE, AT(device), 0, 0, NULL,
+     .help = "override the scenario's device for the coordinator and every client not in\n"
+     "its client_devices: auto (the GPU when the CUDA module loads and finds one,\n"
+     "else the CPU), cpu, or cuda (fail unless the GPU can be used)", .choices = "auto|cpu|cuda"},
+    {"data", "DIR", HFL_OPT_STR, AT(data_dir), 0, 0, "/usr/share/datasets/fashion-mnist",
+     .help = "Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)"},
+    {"shards", "DIR", HFL_OPT_STR, AT(shards), 0, 0, NULL,
+     .help = "client i trains on DIR/client-<i>.npz (or .safetensors), as written by\n"
+     "hfl-data split, instead of its share of --data; the coordinator evaluates\n"
+     "on DIR/test.npz when it is there"},
+    {"threads", "N", HFL_OPT_INT, AT(threads), 1, 1024, "1", .help = "OpenBLAS threads per client (default 1)"},
+    {"timeout", "SECONDS", HFL_OPT_DOUBLE, AT(timeout_s), 1, 1e7, "3600",
+     .help = "give up on the whole run after this long (default 3600)"},
+    {"json", NULL, HFL_OPT_FLAG, AT(json), 0, 0, NULL, .help = "print the final report to stdout as JSON"},
+    {"quiet", NULL, HFL_OPT_FLAG, AT(quiet), 0, 0, NULL, .help = "no progress output"},
+    {"scenario", "FILE", HFL_OPT_PTR, AT(scenario_path), 0, 0, NULL,
+     .help = "the scenario, as the SCENARIO.json argument gives it (which wins)"},
+    {"config", "FILE", HFL_OPT_CONFIG, 0, 0, 0, 0, NULL,
+     .help = "read options from FILE, a JSON object keyed by long option name, e.g.\n"
+     "{\"scenario\": \"quick.json\", \"rounds\": 5}; the command line wins"},
+    {"print-config", NULL, HFL_OPT_PRINT, 0, 0, 0, 0, NULL,
+     .help = "print the options in effect (defaults included) as JSON and exit"},
+    {"help", NULL, HFL_OPT_HELP, 0, 0, 0, 0, NULL, .help = "this text"},
+
+    {0}};
+
+static const hfl_options sim_opts = {
+    "hfl-sim",
+    "usage: hfl-sim SCENARIO.json [options]\n"
+    "       hfl-sim --config FILE [options]   (FILE gives the scenario as \"scenario\")\n"
+    "Runs a federated fleet from a scenario: a coordinator and one process per client,\n"
+    "talking mutual TLS over loopback.\n\n",
+    NULL, 21, sim_rows};
 
 static int parse_args(int argc, char **argv, sim_options *o, char *err) {
-    enum { O_OUT = 256, O_REPORT, O_CODEC, O_ROUNDS, O_DATA, O_THREADS, O_TIMEOUT, O_JSON, O_QUIET, O_HELP, O_PREC, O_DEVICE,
-           O_HTML, O_INITM, O_SAVEM, O_SCENARIO, O_CONFIG, O_PRINTCFG, O_SHARDS };
-    static const struct option opts[] = {
-        {"out", 1, 0, O_OUT}, {"report", 1, 0, O_REPORT}, {"codec", 1, 0, O_CODEC},
-        {"rounds", 1, 0, O_ROUNDS}, {"data", 1, 0, O_DATA}, {"threads", 1, 0, O_THREADS},
-        {"timeout", 1, 0, O_TIMEOUT}, {"json", 0, 0, O_JSON}, {"quiet", 0, 0, O_QUIET},
-        {"help", 0, 0, O_HELP}, {"precision", 1, 0, O_PREC}, {"device", 1, 0, O_DEVICE}, {"html", 1, 0, O_HTML},
-        {"init-model", 1, 0, O_INITM}, {"save-model", 1, 0, O_SAVEM}, {"scenario", 1, 0, O_SCENARIO},
-        {"config", 1, 0, O_CONFIG}, {"print-config", 0, 0, O_PRINTCFG}, {"shards", 1, 0, O_SHARDS}, {0, 0, 0, 0}};
-    long v;
-    int print_config = 0;
-    if (hfl_config_apply("hfl-sim", &argc, &argv, opts, err) != 0) return -1;
-    opterr = 0;
-    for (;;) {
-        int c = getopt_long(argc, argv, ":", opts, NULL);
-        if (c == -1) break;
-        char e[HFL_ERR_LEN] = "";
-        switch (c) {
-        case O_OUT: snprintf(o->out_dir, sizeof o->out_dir, "%s", optarg); break;
-        case O_REPORT: snprintf(o->report, sizeof o->report, "%s", optarg); break;
-        case O_HTML: snprintf(o->html, sizeof o->html, "%s", optarg); break;
-        case O_INITM: snprintf(o->init_model, sizeof o->init_model, "%s", optarg); break;
-        case O_SAVEM: snprintf(o->save_model, sizeof o->save_model, "%s", optarg); break;
-        case O_CODEC: snprintf(o->codec, sizeof o->codec, "%s", optarg); break;
-        case O_ROUNDS: if (hfl_parse_int(optarg, 1, 1000000, &v, e) == 0) o->rounds = (int)v; break;
-        case O_DATA: snprintf(o->data_dir, sizeof o->data_dir, "%s", optarg); break;
-        case O_SHARDS: snprintf(o->shards, sizeof o->shards, "%s", optarg); break;
-        case O_THREADS: if (hfl_parse_int(optarg, 1, 1024, &v, e) == 0) o->threads = (int)v; break;
-        case O_TIMEOUT: hfl_parse_double(optarg, 1, 1e7, &o->timeout_s, e); break;
-        case O_JSON: o->json = 1; break;
-        case O_QUIET: o->quiet = 1; break;
-        case O_PREC: snprintf(o->precision, sizeof o->precision, "%s", optarg); break;
-        case O_DEVICE:
-            if (strcmp(optarg, "auto") && strcmp(optarg, "cpu") && strcmp(optarg, "cuda"))
-                return hfl_errf(err, "unknown device '%s' (auto, cpu, cuda)", optarg);
-            snprintf(o->device, sizeof o->device, "%s", optarg);
-            break;
-        case O_SCENARIO: o->scenario_path = optarg; break;
-        case O_CONFIG: break; /* hfl_config_apply read it */
-        case O_PRINTCFG: print_config = 1; break;
-        case O_HELP: usage(stdout); exit(0);
-        case ':': return hfl_errf(err, "option '%s' needs a value (see --help)", argv[optind - 1]);
-        default: return hfl_errf(err, "unknown option '%s' (see --help)", argv[optind - 1]);
-        }
-        if (e[0]) return hfl_errf(err, "--%s: %s", opts[c - O_OUT].name, e);
-    }
-    if (optind < argc - 1) return hfl_errf(err, "expected one scenario file (see --help)");
-    if (optind == argc - 1) o->scenario_path = argv[optind];
-    if (print_config) print_options(o), exit(0);
+    int first, print_config;
+    if (hfl_options_parse(&sim_opts, &argc, &argv, o, &first, &print_config, err) != 0) return -1;
+    if (first < argc - 1) return hfl_errf(err, "expected one scenario file (see --help)");
+    if (first == argc - 1) o->scenario_path = argv[first];
+    if (print_config) hfl_options_print(&sim_opts, o), exit(0);
     if (!o->scenario_path) return hfl_errf(err, "expected one scenario file (see --help)");
     return 0;
 }
@@ -431,8 +384,7 @@ static int check_shards(sim_options *o, int clients, char *err) {
 int main(int argc, char **argv) {
     hfl_blas_core_fix(argv); /* before anything else: it may execute this program again */
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress reaches logs and pipes as it happens */
-    sim_options o = {.threads = 1, .timeout_s = 3600};
-    snprintf(o.data_dir, sizeof o.data_dir, "/usr/share/datasets/fashion-mnist");
+    sim_options o = {0};
     char err[HFL_ERR_LEN];
     hfl_scenario sc;
     if (parse_args(argc, argv, &o, err) != 0 || hfl_scenario_load(o.scenario_path, &sc, err) != 0) {

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "util/util.h"
 
 /* The option "--name[=value]" names as getopt_long would take it: an exact
@@ -169,17 +171,4 @@ int hfl_config_apply(const char *prog, int *argc, char ***argv, const struct opt
     if (!registered) registered = 1, atexit(config_free_applied);
     *argc = applied.argc, *argv = applied.argv;
     return 0;
-}
-
-void hfl_config_add_str(cJSON *o, const char *key, const char *s) {
-    if (s && s[0]) cJSON_AddStringToObject(o, key, s);
-    else cJSON_AddNullToObject(o, key);
-}
-
-void hfl_config_print(cJSON *o) {
-    char *s = cJSON_Print(o);
-    if (s) printf("%s\n", s);
-    fflush(stdout);
-    cJSON_free(s);
-    cJSON_Delete(o);
 }

@@ -17,15 +17,13 @@
  *
  * --print-config: each program prints its options in effect, defaults
  * included, as one JSON object keyed by long option name (flags true/false,
- * options without a value null) and exits 0 without doing any work; the
- * hfl_config_add_* helpers build that object. */
+ * options without a value null) and exits 0 without doing any work
+ * (util/options.h prints it from the program's options table). */
 #ifndef HFL_CONFIG_H
 #define HFL_CONFIG_H
 
 #include <getopt.h>
 #include <stddef.h>
-
-#include <cjson/cJSON.h>
 
 typedef struct {
     int argc;
@@ -49,9 +47,5 @@ int hfl_config_apply(const char *prog, int *argc, char ***argv, const struct opt
 /* A number as it travels in an argument: whole numbers without a fraction,
  * others in the fewest digits that read back as the same double. */
 void hfl_config_number(double d, char *out, size_t cap);
-/* --print-config's object: a string, or null when s is NULL or empty (not set). */
-void hfl_config_add_str(cJSON *o, const char *key, const char *s);
-/* Prints o (pretty JSON) and a newline to stdout and deletes it. */
-void hfl_config_print(cJSON *o);
 
 #endif
