@@ -1,0 +1,51 @@
+/* agg_simd.h: the CPU aggregator's hot loops (kernels/cpu/agg_cpu.c) in
+ * AVX-512 and AVX2 intrinsics, the instruction set chosen once at run time;
+ * a NULL loop means agg_cpu.c's own C loop. Each computes the kernels/agg_hd.h
+ * body's IEEE operations one for one in wider registers (no reassociation,
+ * no contraction), so every level gives the same bits;
+ * tests/kernels/test_agg_bodies.c runs the ops at every level the machine
+ * has against the CUDA twin. */
+#ifndef HFL_AGG_SIMD_H
+#define HFL_AGG_SIMD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { HFL_AGG_SIMD_C, HFL_AGG_SIMD_AVX2, HFL_AGG_SIMD_AVX512 };
+
+typedef struct {
+    int level; /* HFL_AGG_SIMD_* */
+    /* o[t] = hfl_q8_accum(0.0f, q[t], wscale), t < len. */
+    void (*int8_decode)(const int8_t *q, size_t len, float wscale, float *o);
+    /* o[t] = hfl_agg_add_fixed(o[t], f, hfl_q8_accum(0.0f, q[t], wscale)),
+     * t < len; with from_zero, o[t] is taken as 0 (not read). */
+    void (*int8_add)(const int8_t *q, size_t len, float wscale, double f, int64_t *o, int from_zero);
+    /* a[j] = hfl_agg_add_fixed(a[j], f, x[j]), j < m; from_zero as int8_add. */
+    void (*float_add)(const float *x, size_t m, double f, int64_t *a, int from_zero);
+    /* s[l] = lane l's sum of squares of a full chunk x (HFL_AGG_CHUNK values,
+     * agg_hd.h's lanes, in t order); returns the largest |x|'s bits. */
+    uint32_t (*chunk_lanes)(const float *x, double *s);
+    /* out[i] = hfl_agg_mean_value(acc[i], inv); 1 when every out[i] is finite. */
+    int (*finish)(const int64_t *acc, size_t n, double inv, float *out);
+    /* memcpy with non-temporal stores (not through the cache, so no read
+     * of dst's lines first), for bytes that will be read back only after
+     * the cache has turned over: a large batch's staged payloads, a large
+     * accumulator and mean. */
+    void (*stream_copy)(void *dst, const void *src, size_t bytes);
+    /* Bytes written by one pass (a batch's staged payloads; an add pass's
+     * acc and mean) beyond which the CPU ops write with stream_copy. */
+    size_t stream_bytes;
+} hfl_agg_simd;
+
+/* stream_bytes: 32 MiB, more than a core's share of a last-level cache, so
+ * that the lines would be gone before they are read again. */
+#define HFL_AGG_STREAM_BYTES ((size_t)32 << 20)
+
+/* The loops of the best level this CPU runs (the first call decides). */
+const hfl_agg_simd *hfl_agg_simd_get(void);
+
+/* For tests: use `level`'s loops from now on, streaming past stream_bytes
+ * (0: always); -1 when this CPU (or build) does not run them. */
+int hfl_agg_simd_force(int level, size_t stream_bytes);
+
+#endif
