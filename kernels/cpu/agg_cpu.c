@@ -62,19 +62,34 @@ static inline void decode_sign(const uint8_t *q, size_t j, size_t len, float wsc
         o[t] = 0.0f + hfl_sign_value((q[e / 8] >> (e % 8)) & 1u, wscale);
 }
 
-/* One block's segment of values: the block's scale and quantised bytes q,
- * the segment's first index j in the block and its length. */
+/* A walk over a blocked payload's values, a block's segment at a time:
+ * the block holding the next value and that value's index j in it (one
+ * division where the walk starts, none after). */
+typedef struct {
+    const uint8_t *blk;
+    size_t j, block, block_bytes;
+} block_walk;
+
+/* One block's segment: the block's scale, its quantised bytes q, the
+ * segment's first index j in the block and its length. */
 typedef struct {
     float wscale;
     const uint8_t *q;
     size_t j, len;
 } block_seg;
 
-/* The segment of p's block that holds value i, up to value end (exclusive). */
-static inline block_seg block_at(const hfl_payload *p, size_t i, size_t end) {
-    size_t block = p->block, k = i / block, stop = (k + 1) * block < end ? (k + 1) * block : end;
-    const uint8_t *blk = p->body + k * hfl_payload_block_bytes(p->kind, p->block);
-    return (block_seg){.wscale = 1.0f * hfl_payload_f32(blk), .q = blk + 4, .j = i % block, .len = stop - i};
+static inline block_walk walk_from(const hfl_payload *p, size_t i) {
+    size_t bytes = hfl_payload_block_bytes(p->kind, p->block);
+    return (block_walk){.blk = p->body + i / p->block * bytes, .j = i % p->block, .block = p->block, .block_bytes = bytes};
+}
+
+/* The next segment, at most `most` values long; the walk moves past it. */
+static inline block_seg walk_next(block_walk *w, size_t most) {
+    size_t len = w->block - w->j < most ? w->block - w->j : most;
+    block_seg s = {.wscale = 1.0f * hfl_payload_f32(w->blk), .q = w->blk + 4, .j = w->j, .len = len};
+    w->j += len;
+    if (w->j == w->block) w->blk += w->block_bytes, w->j = 0;
+    return s;
 }
 
 /* out[j] = value i0 + j of p for j < m, as hfl_payload_value; inlined into
@@ -96,8 +111,9 @@ static inline void decode_span(const hfl_agg_simd *v, const hfl_payload *p, size
     default:
         break;
     }
+    block_walk w = walk_from(p, i0);
     for (size_t i = i0, end = i0 + m; i < end;) {
-        block_seg s = block_at(p, i, end);
+        block_seg s = walk_next(&w, end - i);
         float *o = out + (i - i0);
         if (p->kind == HFL_PAYLOAD_INT8 && v->int8_decode)
             v->int8_decode((const int8_t *)s.q + s.j, s.len, s.wscale, o);
@@ -226,22 +242,31 @@ static void cpu_stage_norm(void *dst, const hfl_payload *src, size_t bytes, size
     norm_pass(src, n, dst, bytes, out);
 }
 
-/* a[j] = hfl_agg_add_fixed(a[j] or, from_zero, 0, f, value i0 + j of p),
- * j < m: int8 decoded inside the add's loop, the others through x. */
+/* a[j] = hfl_agg_add_fixed(a[j], f, value i0 + j of p), j < m, update u of
+ * a pass of count from zero or not: int8 decoded inside the add's loop, the
+ * others through x. agg_simd.c's loops leave the rounding's subtraction to
+ * the pass's first update (agg_simd.h's int8_add), the C loop makes it. */
 static inline void add_span(const hfl_agg_simd *v, const hfl_payload *p, size_t i0, size_t m, double f, int64_t *a,
-                            int from_zero, float *x) {
+                            int u, int count, int from_zero, float *x) {
+    const int from0 = from_zero && u == 0;
+    int mode = u > 0 ? HFL_AGG_ADD_REST : from_zero ? HFL_AGG_ADD_ZERO : HFL_AGG_ADD_FIRST;
+    uint64_t mbits;
+    const double magic = 6755399441055744.0; /* hfl_agg_round_fixed's */
+    memcpy(&mbits, &magic, sizeof mbits);
+    int64_t bias = (int64_t)(0 - (uint64_t)count * mbits);
     if (p->kind == HFL_PAYLOAD_INT8 && v->int8_add) {
+        block_walk w = walk_from(p, i0);
         for (size_t i = i0, end = i0 + m; i < end;) {
-            block_seg s = block_at(p, i, end);
-            v->int8_add((const int8_t *)s.q + s.j, s.len, s.wscale, f, a + (i - i0), from_zero);
+            block_seg s = walk_next(&w, end - i);
+            v->int8_add((const int8_t *)s.q + s.j, s.len, s.wscale, f, a + (i - i0), mode, bias);
             i += s.len;
         }
         return;
     }
     decode_span(v, p, i0, m, x);
-    if (v->float_add) v->float_add(x, m, f, a, from_zero);
+    if (v->float_add) v->float_add(x, m, f, a, mode, bias);
     else
-        for (size_t j = 0; j < m; j++) a[j] = hfl_agg_add_fixed(from_zero ? 0 : a[j], f, x[j]);
+        for (size_t j = 0; j < m; j++) a[j] = hfl_agg_add_fixed(from0 ? 0 : a[j], f, x[j]);
 }
 
 AGG_CLONES static int finish_c(const int64_t *acc, size_t n, double inv, float *out) {
@@ -257,11 +282,11 @@ AGG_CLONES static int finish_c(const int64_t *acc, size_t n, double inv, float *
  * taken) before the next piece: the accumulator's 16 bytes an element of
  * traffic are paid once for `count` updates, 8 without its old contents
  * (from_zero), and the mean reads no acc of its own. ADD_PIECE values
- * (8 KiB of acc, 4 KiB decoded) stay in the first-level cache while the
+ * (16 KiB of acc, 8 KiB decoded) stay in the first-level cache while the
  * updates go by. Past stream_bytes, a piece from zero is summed in
  * a buffer and streamed out, and so is the mean: no line of acc or mean is
  * read before it is written. */
-#define ADD_PIECE 1024
+#define ADD_PIECE 2048
 AGG_CLONES static int cpu_add_fixed_pass(const hfl_payload *p, const double *f, int count, size_t n, int64_t *acc,
                                          int from_zero, double inv, float *mean) {
     const hfl_agg_simd *v = hfl_agg_simd_get();
@@ -274,7 +299,7 @@ AGG_CLONES static int cpu_add_fixed_pass(const hfl_payload *p, const double *f, 
         size_t m = n - i0 < ADD_PIECE ? n - i0 : ADD_PIECE;
         int64_t *a = stream && from_zero ? sum : acc + i0;
         if (from_zero && count == 0) memset(a, 0, m * sizeof *a);
-        for (int u = 0; u < count; u++) add_span(v, &p[u], i0, m, f[u], a, from_zero && u == 0, x);
+        for (int u = 0; u < count; u++) add_span(v, &p[u], i0, m, f[u], a, u, count, from_zero, x);
         if (a == sum) v->stream_copy(acc + i0, sum, m * sizeof *a);
         if (!mean) continue;
         float *o = stream ? out : mean + i0;

@@ -4,7 +4,9 @@
  * Every loop spells out agg_hd.h's operations in its order: the int8 decode
  * 0.0f + wscale * (float)q (compress/quant_hd.h's hfl_q8_accum), f * (double)v,
  * + 1.5 * 2^52 and the integer read-off of hfl_agg_round_fixed, the 64-bit
- * add; the lanes' sums of squares (double)x * (double)x added in t order;
+ * adds (the read-off's subtraction made once a pass, see agg_simd.h's
+ * int8_add: integer sums in any order are the same bits); the lanes' sums of
+ * squares (double)x * (double)x added in t order;
  * the finish's (double)acc * inv to float. Multiplications and additions
  * are separate intrinsics, and the build is ISO C (-ffp-contract=off), so
  * none is fused. A loop's last few elements go through the agg_hd.h body
@@ -33,18 +35,29 @@ AVX512 static inline __m512 q8_16_avx512(const int8_t *q, __m512 ws) {
     return _mm512_mul_ps(ws, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)q))));
 }
 
-/* o[0..8) = add_fixed(o[0..8) or 0, f, v): round(f * v) read off t = y + magic. */
-AVX512 static inline void add8_avx512(int64_t *o, __m512d v, __m512d f, int from_zero) {
-    __m512d t = _mm512_add_pd(_mm512_mul_pd(f, v), _mm512_set1_pd(magic));
-    __m512i r = _mm512_sub_epi64(_mm512_castpd_si512(t), _mm512_castpd_si512(_mm512_set1_pd(magic)));
-    _mm512_storeu_si512(o, from_zero ? r : _mm512_add_epi64(_mm512_loadu_si512(o), r));
+/* One element of an add loop (int8_add's r and base), through the agg_hd.h
+ * body: base + round(f * v) + mbits. */
+static inline int64_t add_one(int mode, int64_t o, int64_t bias, double f, float v) {
+    int64_t base = mode == HFL_AGG_ADD_ZERO ? bias : mode == HFL_AGG_ADD_FIRST ? (int64_t)((uint64_t)o + (uint64_t)bias) : o;
+    uint64_t mbits;
+    memcpy(&mbits, &magic, sizeof mbits);
+    return (int64_t)((uint64_t)hfl_agg_add_fixed(base, f, v) + mbits);
+}
+
+/* o[0..8) from v (int8_add): t = f * v + magic, its bits r onto the base. */
+AVX512 static inline void add8_avx512(int64_t *o, __m512d v, __m512d f, int mode, __m512i bias) {
+    __m512i r = _mm512_castpd_si512(_mm512_add_pd(_mm512_mul_pd(f, v), _mm512_set1_pd(magic)));
+    if (mode == HFL_AGG_ADD_ZERO) r = _mm512_add_epi64(r, bias);
+    else if (mode == HFL_AGG_ADD_FIRST) r = _mm512_add_epi64(_mm512_add_epi64(_mm512_loadu_si512(o), bias), r);
+    else r = _mm512_add_epi64(_mm512_loadu_si512(o), r);
+    _mm512_storeu_si512(o, r);
 }
 
 /* 16 floats' adds: the low 8 and the high 8 widened to double. */
-AVX512 static inline void add16_avx512(int64_t *o, __m512 v, __m512d f, int from_zero) {
-    add8_avx512(o, _mm512_cvtps_pd(_mm512_castps512_ps256(v)), f, from_zero);
-    add8_avx512(o + 8, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))), f,
-                from_zero);
+AVX512 static inline void add16_avx512(int64_t *o, __m512 v, __m512d f, int mode, __m512i bias) {
+    add8_avx512(o, _mm512_cvtps_pd(_mm512_castps512_ps256(v)), f, mode, bias);
+    add8_avx512(o + 8, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))), f, mode,
+                bias);
 }
 
 AVX512 static void int8_decode_avx512(const int8_t *q, size_t len, float wscale, float *o) {
@@ -54,27 +67,41 @@ AVX512 static void int8_decode_avx512(const int8_t *q, size_t len, float wscale,
     for (; t < len; t++) o[t] = hfl_q8_accum(0.0f, q[t], wscale);
 }
 
-/* The add leaves out the decode's 0.0f + (it only turns -0 into +0, and
- * f * -0 + magic is magic as f * +0 + magic is: the same rounded 0). */
-AVX512 static void int8_add_avx512(const int8_t *q, size_t len, float wscale, double f, int64_t *o, int from_zero) {
-    __m512 ws = _mm512_set1_ps(wscale);
-    __m512d fv = _mm512_set1_pd(f);
+/* int8_add's vector loop in one mode (a constant where it is inlined). */
+AVX512 static inline size_t int8_add_loop_avx512(const int8_t *q, size_t len, __m512 ws, __m512d f, int64_t *o,
+                                                 int mode, __m512i bias) {
     size_t t = 0;
-    if (from_zero)
-        for (; t + 16 <= len; t += 16) add16_avx512(o + t, q8_16_avx512(q + t, ws), fv, 1);
-    else
-        for (; t + 16 <= len; t += 16) add16_avx512(o + t, q8_16_avx512(q + t, ws), fv, 0);
-    for (; t < len; t++) o[t] = hfl_agg_add_fixed(from_zero ? 0 : o[t], f, hfl_q8_accum(0.0f, q[t], wscale));
+    for (; t + 16 <= len; t += 16) add16_avx512(o + t, q8_16_avx512(q + t, ws), f, mode, bias);
+    return t;
 }
 
-AVX512 static void float_add_avx512(const float *x, size_t m, double f, int64_t *a, int from_zero) {
+/* The add leaves out the decode's 0.0f + (it only turns -0 into +0, and
+ * f * -0 + magic is magic as f * +0 + magic is: the same rounded 0). */
+AVX512 static void int8_add_avx512(const int8_t *q, size_t len, float wscale, double f, int64_t *o, int mode,
+                                   int64_t bias) {
+    __m512 ws = _mm512_set1_ps(wscale);
     __m512d fv = _mm512_set1_pd(f);
+    __m512i bv = _mm512_set1_epi64(bias);
+    size_t t = mode == HFL_AGG_ADD_ZERO    ? int8_add_loop_avx512(q, len, ws, fv, o, HFL_AGG_ADD_ZERO, bv)
+               : mode == HFL_AGG_ADD_FIRST ? int8_add_loop_avx512(q, len, ws, fv, o, HFL_AGG_ADD_FIRST, bv)
+                                           : int8_add_loop_avx512(q, len, ws, fv, o, HFL_AGG_ADD_REST, bv);
+    for (; t < len; t++) o[t] = add_one(mode, o[t], bias, f, hfl_q8_accum(0.0f, q[t], wscale));
+}
+
+AVX512 static inline size_t float_add_loop_avx512(const float *x, size_t m, __m512d f, int64_t *a, int mode,
+                                                  __m512i bias) {
     size_t j = 0;
-    if (from_zero)
-        for (; j + 16 <= m; j += 16) add16_avx512(a + j, _mm512_loadu_ps(x + j), fv, 1);
-    else
-        for (; j + 16 <= m; j += 16) add16_avx512(a + j, _mm512_loadu_ps(x + j), fv, 0);
-    for (; j < m; j++) a[j] = hfl_agg_add_fixed(from_zero ? 0 : a[j], f, x[j]);
+    for (; j + 16 <= m; j += 16) add16_avx512(a + j, _mm512_loadu_ps(x + j), f, mode, bias);
+    return j;
+}
+
+AVX512 static void float_add_avx512(const float *x, size_t m, double f, int64_t *a, int mode, int64_t bias) {
+    __m512d fv = _mm512_set1_pd(f);
+    __m512i bv = _mm512_set1_epi64(bias);
+    size_t j = mode == HFL_AGG_ADD_ZERO    ? float_add_loop_avx512(x, m, fv, a, HFL_AGG_ADD_ZERO, bv)
+               : mode == HFL_AGG_ADD_FIRST ? float_add_loop_avx512(x, m, fv, a, HFL_AGG_ADD_FIRST, bv)
+                                           : float_add_loop_avx512(x, m, fv, a, HFL_AGG_ADD_REST, bv);
+    for (; j < m; j++) a[j] = add_one(mode, a[j], bias, f, x[j]);
 }
 
 /* A chunk's 256 lanes, 64 at a time in eight registers down the 16 rows. */
@@ -142,16 +169,18 @@ AVX2 static inline __m256 q8_8_avx2(const int8_t *q, __m256 ws) {
     return _mm256_mul_ps(ws, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)q))));
 }
 
-AVX2 static inline void add4_avx2(int64_t *o, __m256d v, __m256d f, int from_zero) {
-    __m256d t = _mm256_add_pd(_mm256_mul_pd(f, v), _mm256_set1_pd(magic));
-    __m256i r = _mm256_sub_epi64(_mm256_castpd_si256(t), _mm256_castpd_si256(_mm256_set1_pd(magic)));
+AVX2 static inline void add4_avx2(int64_t *o, __m256d v, __m256d f, int mode, __m256i bias) {
+    __m256i r = _mm256_castpd_si256(_mm256_add_pd(_mm256_mul_pd(f, v), _mm256_set1_pd(magic)));
     __m256i *p = (__m256i *)o;
-    _mm256_storeu_si256(p, from_zero ? r : _mm256_add_epi64(_mm256_loadu_si256(p), r));
+    if (mode == HFL_AGG_ADD_ZERO) r = _mm256_add_epi64(r, bias);
+    else if (mode == HFL_AGG_ADD_FIRST) r = _mm256_add_epi64(_mm256_add_epi64(_mm256_loadu_si256(p), bias), r);
+    else r = _mm256_add_epi64(_mm256_loadu_si256(p), r);
+    _mm256_storeu_si256(p, r);
 }
 
-AVX2 static inline void add8_avx2(int64_t *o, __m256 v, __m256d f, int from_zero) {
-    add4_avx2(o, _mm256_cvtps_pd(_mm256_castps256_ps128(v)), f, from_zero);
-    add4_avx2(o + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), f, from_zero);
+AVX2 static inline void add8_avx2(int64_t *o, __m256 v, __m256d f, int mode, __m256i bias) {
+    add4_avx2(o, _mm256_cvtps_pd(_mm256_castps256_ps128(v)), f, mode, bias);
+    add4_avx2(o + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), f, mode, bias);
 }
 
 AVX2 static void int8_decode_avx2(const int8_t *q, size_t len, float wscale, float *o) {
@@ -161,26 +190,39 @@ AVX2 static void int8_decode_avx2(const int8_t *q, size_t len, float wscale, flo
     for (; t < len; t++) o[t] = hfl_q8_accum(0.0f, q[t], wscale);
 }
 
-/* Without the decode's 0.0f + (int8_add_avx512 says why). */
-AVX2 static void int8_add_avx2(const int8_t *q, size_t len, float wscale, double f, int64_t *o, int from_zero) {
-    __m256 ws = _mm256_set1_ps(wscale);
-    __m256d fv = _mm256_set1_pd(f);
+AVX2 static inline size_t int8_add_loop_avx2(const int8_t *q, size_t len, __m256 ws, __m256d f, int64_t *o, int mode,
+                                             __m256i bias) {
     size_t t = 0;
-    if (from_zero)
-        for (; t + 8 <= len; t += 8) add8_avx2(o + t, q8_8_avx2(q + t, ws), fv, 1);
-    else
-        for (; t + 8 <= len; t += 8) add8_avx2(o + t, q8_8_avx2(q + t, ws), fv, 0);
-    for (; t < len; t++) o[t] = hfl_agg_add_fixed(from_zero ? 0 : o[t], f, hfl_q8_accum(0.0f, q[t], wscale));
+    for (; t + 8 <= len; t += 8) add8_avx2(o + t, q8_8_avx2(q + t, ws), f, mode, bias);
+    return t;
 }
 
-AVX2 static void float_add_avx2(const float *x, size_t m, double f, int64_t *a, int from_zero) {
+/* Without the decode's 0.0f + (int8_add_avx512 says why). */
+AVX2 static void int8_add_avx2(const int8_t *q, size_t len, float wscale, double f, int64_t *o, int mode,
+                               int64_t bias) {
+    __m256 ws = _mm256_set1_ps(wscale);
     __m256d fv = _mm256_set1_pd(f);
+    __m256i bv = _mm256_set1_epi64x(bias);
+    size_t t = mode == HFL_AGG_ADD_ZERO    ? int8_add_loop_avx2(q, len, ws, fv, o, HFL_AGG_ADD_ZERO, bv)
+               : mode == HFL_AGG_ADD_FIRST ? int8_add_loop_avx2(q, len, ws, fv, o, HFL_AGG_ADD_FIRST, bv)
+                                           : int8_add_loop_avx2(q, len, ws, fv, o, HFL_AGG_ADD_REST, bv);
+    for (; t < len; t++) o[t] = add_one(mode, o[t], bias, f, hfl_q8_accum(0.0f, q[t], wscale));
+}
+
+AVX2 static inline size_t float_add_loop_avx2(const float *x, size_t m, __m256d f, int64_t *a, int mode,
+                                              __m256i bias) {
     size_t j = 0;
-    if (from_zero)
-        for (; j + 8 <= m; j += 8) add8_avx2(a + j, _mm256_loadu_ps(x + j), fv, 1);
-    else
-        for (; j + 8 <= m; j += 8) add8_avx2(a + j, _mm256_loadu_ps(x + j), fv, 0);
-    for (; j < m; j++) a[j] = hfl_agg_add_fixed(from_zero ? 0 : a[j], f, x[j]);
+    for (; j + 8 <= m; j += 8) add8_avx2(a + j, _mm256_loadu_ps(x + j), f, mode, bias);
+    return j;
+}
+
+AVX2 static void float_add_avx2(const float *x, size_t m, double f, int64_t *a, int mode, int64_t bias) {
+    __m256d fv = _mm256_set1_pd(f);
+    __m256i bv = _mm256_set1_epi64x(bias);
+    size_t j = mode == HFL_AGG_ADD_ZERO    ? float_add_loop_avx2(x, m, fv, a, HFL_AGG_ADD_ZERO, bv)
+               : mode == HFL_AGG_ADD_FIRST ? float_add_loop_avx2(x, m, fv, a, HFL_AGG_ADD_FIRST, bv)
+                                           : float_add_loop_avx2(x, m, fv, a, HFL_AGG_ADD_REST, bv);
+    for (; j < m; j++) a[j] = add_one(mode, a[j], bias, f, x[j]);
 }
 
 /* The 256 lanes, 32 at a time in eight registers down the 16 rows. */

@@ -13,15 +13,25 @@
 
 enum { HFL_AGG_SIMD_C, HFL_AGG_SIMD_AVX2, HFL_AGG_SIMD_AVX512 };
 
+/* How an add loop starts from o (see int8_add). */
+enum { HFL_AGG_ADD_ZERO, HFL_AGG_ADD_FIRST, HFL_AGG_ADD_REST };
+
 typedef struct {
     int level; /* HFL_AGG_SIMD_* */
     /* o[t] = hfl_q8_accum(0.0f, q[t], wscale), t < len. */
     void (*int8_decode)(const int8_t *q, size_t len, float wscale, float *o);
-    /* o[t] = hfl_agg_add_fixed(o[t], f, hfl_q8_accum(0.0f, q[t], wscale)),
-     * t < len; with from_zero, o[t] is taken as 0 (not read). */
-    void (*int8_add)(const int8_t *q, size_t len, float wscale, double f, int64_t *o, int from_zero);
-    /* a[j] = hfl_agg_add_fixed(a[j], f, x[j]), j < m; from_zero as int8_add. */
-    void (*float_add)(const float *x, size_t m, double f, int64_t *a, int from_zero);
+    /* o[t] = base + r, t < len, in 64-bit two's complement, where r =
+     * hfl_agg_round_fixed(f * v) + mbits, v = hfl_q8_accum(0.0f, q[t],
+     * wscale) and mbits the bits of its magic 1.5 * 2^52 (r is y + magic read
+     * as an integer: the rounding without its subtraction), and base is
+     * `bias` (HFL_AGG_ADD_ZERO: o[t] not read), o[t] + bias (ADD_FIRST) or
+     * o[t] (ADD_REST). A pass of count updates gives its first update's add
+     * bias = -count * mbits and the others none, so that each o[t] ends
+     * where count hfl_agg_add_fixed calls leave it, with one subtraction
+     * where they make count. */
+    void (*int8_add)(const int8_t *q, size_t len, float wscale, double f, int64_t *o, int mode, int64_t bias);
+    /* The same with v = x[j], j < m. */
+    void (*float_add)(const float *x, size_t m, double f, int64_t *a, int mode, int64_t bias);
     /* s[l] = lane l's sum of squares of a full chunk x (HFL_AGG_CHUNK values,
      * agg_hd.h's lanes, in t order); returns the largest |x|'s bits. */
     uint32_t (*chunk_lanes)(const float *x, double *s);

@@ -124,6 +124,44 @@ static void test_host_passes(const hfl_payload *p, size_t body_bytes, size_t n, 
     free(partials), free(slot), free(acc_a), free(acc_b), free(mean_a), free(mean_b);
 }
 
+/* One add pass over updates of several codecs (int8 decoded inside the
+ * add's loop, the others through the buffer, the rounding's subtraction
+ * made once for all of them) equals the twin's adds one after another. */
+static void test_mixed_pass(void) {
+    enum { N = 10007, K = 4 };
+    static const char *const names[K] = {"fp16", "int8", "sign", "int4"};
+    char err[HFL_ERR_LEN];
+    float *x = hfl_malloc(sizeof(float) * N);
+    uint8_t *buf[K];
+    hfl_payload p[K];
+    double f[K];
+    for (int k = 0; k < K; k++) {
+        const hfl_codec *c = hfl_codec_find(names[k], err);
+        for (size_t i = 0; i < N; i++) x[i] = rnd_val(20 + (uint32_t)k, i, 0.5f);
+        buf[k] = hfl_malloc(hfl_codec_max_bytes(c, N, 100));
+        hfl_rng_key key = {7, (uint32_t)k, 2, 0};
+        size_t len = hfl_codec_encode(c, x, NULL, N, 100, &key, 1, buf[k]);
+        uint32_t block;
+        REQUIRE(hfl_codec_validate(c, buf[k], len, N, &block, err) == 0);
+        p[k] = (hfl_payload){.kind = c->id, .block = block, .body = buf[k] + HFL_CODEC_HEADER_BYTES};
+        f[k] = ldexp(0.3 - 0.2 * k, 47);
+    }
+    int64_t *acc_a = hfl_malloc(sizeof(int64_t) * N), *acc_b = hfl_malloc(sizeof(int64_t) * N);
+    float *mean_a = hfl_malloc(sizeof(float) * N), *mean_b = hfl_malloc(sizeof(float) * N);
+    for (int from_zero = 0; from_zero < 2; from_zero++) {
+        for (size_t i = 0; i < N; i++) acc_a[i] = acc_b[i] = (int64_t)hfl_philox_u32(5, 0, 0, 0, 0, i) << 21;
+        if (from_zero) agg_twin()->agg->zero(acc_b, sizeof(int64_t) * N);
+        agg_twin()->agg->add_fixed(p, f, K, N, acc_b);
+        int fb = agg_twin()->agg->finish(acc_b, N, ldexp(1.0, -47), mean_b);
+        int fa = hfl_cpu_agg_ops.add_fixed_pass(p, f, K, N, acc_a, from_zero, ldexp(1.0, -47), mean_a);
+        CHECK_MSG(fa == fb && memcmp(acc_a, acc_b, sizeof(int64_t) * N) == 0 &&
+                      memcmp(mean_a, mean_b, sizeof(float) * N) == 0,
+                  "a pass over fp16, int8, sign and int4 updates (from zero %d) differs from the twin's", from_zero);
+    }
+    for (int k = 0; k < K; k++) free(buf[k]);
+    free(x), free(acc_a), free(acc_b), free(mean_a), free(mean_b);
+}
+
 /* The same op on the CPU's and the twin's ops gives the same bytes. With
  * `wide`, the values' exponents spread over 2^-10 .. 2^10, so that double
  * sums of their squares round and the order of every addition shows. */
@@ -337,6 +375,7 @@ static void test_level(void) {
         test_ops_payload(all[c], 10007, 13, 0);
     }
     test_ops_payload("fp32", 10007, 0, 1);
+    test_mixed_pass();
     test_norm_order();
 }
 
