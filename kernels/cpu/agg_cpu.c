@@ -201,9 +201,9 @@ static size_t body_bytes_upto(const hfl_payload *p, size_t i) {
 }
 
 /* The norm pass over p's n values, a chunk at a time. With `fill`
- * (stage_norm), p's body `from` is copied to fill as it goes: a chunk's
- * bytes after it is decoded, so that the copy and the decode share one trip
- * through the cache; past stream_bytes of a batch (HFL_AGG_MAX_BATCH such
+ * (stage_norm), p's body (`bytes` of it) is copied to fill as it goes: a
+ * chunk's bytes right after the chunk is decoded, so that the copy and the
+ * decode share one trip through the cache; past stream_bytes of a batch (HFL_AGG_MAX_BATCH such
  * bodies) with non-temporal stores, since the flush will find them in
  * memory anyway. */
 AGG_CLONES static void norm_pass(const hfl_payload *p, size_t n, uint8_t *fill, size_t bytes, hfl_agg_norm *out) {
@@ -250,10 +250,7 @@ static inline void add_span(const hfl_agg_simd *v, const hfl_payload *p, size_t 
                             int u, int count, int from_zero, float *x) {
     const int from0 = from_zero && u == 0;
     int mode = u > 0 ? HFL_AGG_ADD_REST : from_zero ? HFL_AGG_ADD_ZERO : HFL_AGG_ADD_FIRST;
-    uint64_t mbits;
-    const double magic = 6755399441055744.0; /* hfl_agg_round_fixed's */
-    memcpy(&mbits, &magic, sizeof mbits);
-    int64_t bias = (int64_t)(0 - (uint64_t)count * mbits);
+    int64_t bias = hfl_agg_simd_bias(count);
     if (p->kind == HFL_PAYLOAD_INT8 && v->int8_add) {
         block_walk w = walk_from(p, i0);
         for (size_t i = i0, end = i0 + m; i < end;) {

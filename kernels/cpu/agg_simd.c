@@ -26,7 +26,7 @@
 #define AVX512 __attribute__((target("avx512f,avx512dq")))
 #define AVX2 __attribute__((target("avx2")))
 
-static const double magic = 6755399441055744.0; /* hfl_agg_round_fixed's 1.5 * 2^52 */
+static const double magic = HFL_AGG_ROUND_MAGIC;
 
 /* ---- AVX-512: 16 floats, 8 doubles a register ---- */
 

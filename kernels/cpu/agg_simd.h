@@ -10,6 +10,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+#include "kernels/agg_hd.h"
 
 enum { HFL_AGG_SIMD_C, HFL_AGG_SIMD_AVX2, HFL_AGG_SIMD_AVX512 };
 
@@ -50,6 +53,14 @@ typedef struct {
 /* stream_bytes: 32 MiB, more than a core's share of a last-level cache, so
  * that the lines would be gone before they are read again. */
 #define HFL_AGG_STREAM_BYTES ((size_t)32 << 20)
+
+/* int8_add's bias for a pass of count updates: -count * mbits. */
+static inline int64_t hfl_agg_simd_bias(int count) {
+    const double magic = HFL_AGG_ROUND_MAGIC;
+    uint64_t mbits;
+    memcpy(&mbits, &magic, sizeof mbits);
+    return (int64_t)(0 - (uint64_t)count * mbits);
+}
 
 /* The loops of the best level this CPU runs (the first call decides). */
 const hfl_agg_simd *hfl_agg_simd_get(void);
