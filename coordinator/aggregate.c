@@ -6,12 +6,14 @@
  * known at once, but its addition waits: the payload sits in a slot of
  * backend memory, and up to HFL_AGG_MAX_BATCH updates (agg_pending_cap bytes
  * of them at most: the accumulator's own size, 8 bytes a value, with a
- * 16 MiB floor) are added in one pass over the accumulator (the ops'
- * add_fixed), whose 16 bytes of traffic an element dwarf a compressed
- * body's one or two. Integer sums do not depend on when or in which order
- * they are made, so the result is the same bits; mean() adds what waits
- * first, reset() drops it with the round. topk's scattered vector is added
- * at once. */
+ * 16 MiB floor) are added in one pass over the accumulator (agg_pass),
+ * whose 16 bytes of traffic an element dwarf a compressed body's one or
+ * two. A full batch is added when the next update comes, or by mean(), whose
+ * finish then rides the same pass; reset() leaves the zeroing of acc to the
+ * round's first pass, which writes acc without reading it. Integer sums do
+ * not depend on when or in which order they are made, so the result is the
+ * same bits; reset() drops what waits with the round. topk's scattered
+ * vector is added at once. */
 #include "coordinator/aggregate.h"
 
 #include <math.h>
@@ -76,7 +78,7 @@ void hfl_agg_reset(hfl_agg *a, double clip, double value_bound) {
     int e;
     frexp(a->bound, &e); /* bound < 2^e */
     a->shift = 50 - e;
-    a->ops->zero(a->acc, a->n * sizeof *a->acc);
+    a->acc_zero = 1;
     a->n_pending = 0, a->pending_bytes = 0;
     if (a->present) memset(a->present, 0, (size_t)a->n_rows);
 }
@@ -93,11 +95,28 @@ void hfl_agg_load_sum(hfl_agg *a, const int64_t *sum, int shift) {
     a->n_pending = 0, a->pending_bytes = 0;
     a->shift = shift;
     a->ops->stage(a->acc, sum, a->n * sizeof *a->acc);
+    a->acc_zero = 0;
+}
+
+/* acc += the count updates p scaled by f, from zero while acc_zero; with
+ * mean, the finish into it too (ADDING). Returns finish's finite flag (1
+ * without mean). */
+static int agg_pass(hfl_agg *a, const hfl_payload *p, const double *f, int count, double inv, float *mean) {
+    int finite = 1;
+    if (a->ops->add_fixed_pass) {
+        finite = a->ops->add_fixed_pass(p, f, count, a->n, a->acc, a->acc_zero, inv, mean);
+    } else {
+        if (a->acc_zero) a->ops->zero(a->acc, a->n * sizeof *a->acc);
+        if (count) a->ops->add_fixed(p, f, count, a->n, a->acc);
+        if (mean) finite = a->ops->finish(a->acc, a->n, inv, mean);
+    }
+    a->acc_zero = 0;
+    return finite;
 }
 
 /* Adds the updates that wait (ADDING). */
 static void agg_flush(hfl_agg *a) {
-    if (a->n_pending) a->ops->add_fixed(a->pending, a->pending_f, a->n_pending, a->n, a->acc);
+    if (a->n_pending) agg_pass(a, a->pending, a->pending_f, a->n_pending, 1.0, NULL);
     a->n_pending = 0, a->pending_bytes = 0;
 }
 
@@ -106,13 +125,17 @@ static void agg_flush(hfl_agg *a) {
  * waiting slot, which now counts. */
 static void agg_accumulate(hfl_agg *a, const hfl_payload *p, size_t bytes, double f, int is_dense_scratch) {
     if (is_dense_scratch) {
-        a->ops->add_fixed(p, &f, 1, a->n, a->acc);
+        agg_pass(a, p, &f, 1, 1.0, NULL);
         return;
     }
     int k = a->n_pending;
     a->pending[k] = *p;
     a->pending_f[k] = f;
     a->n_pending++, a->pending_bytes += bytes;
+}
+
+/* A full batch (ADDING) is added before the next update takes a slot. */
+static void agg_make_room(hfl_agg *a) {
     if (a->n_pending == HFL_AGG_MAX_BATCH || a->pending_bytes >= agg_pending_cap(a)) agg_flush(a);
 }
 
@@ -127,14 +150,14 @@ static int agg_room(hfl_agg *a, void **buf, size_t *cap, size_t need, char *err)
     return 0;
 }
 
-/* Validates the payload on the host and makes it readable by the ops: *p
- * describes it in backend memory, in the next waiting slot (ADDING), or a
- * dense fp32 vector for topk. On the host the payload is copied into the
- * slot before it is read at all, so validation and the norm read the copy,
- * which the copy has just brought into the cache; a device gets the body
- * after the host validated it. -1 with err as hfl_agg_add refuses. */
+/* Validates the payload on the host, makes it readable by the ops and takes
+ * its norm: *p describes it in backend memory, in the next waiting slot
+ * (ADDING), or a dense fp32 vector for topk. The body goes into the slot
+ * only after the host validated it; on the host the copy and the norm are
+ * one pass (the ops' stage_norm), a device stages it, then takes the norm.
+ * -1 with err as hfl_agg_add refuses. */
 static int agg_load(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t len, hfl_payload *p,
-                    size_t *body_bytes, char *err) {
+                    size_t *body_bytes, hfl_agg_norm *nm, char *err) {
     const int host = a->be->host_memory;
     if (c->id == HFL_PAYLOAD_TOPK) {
         size_t entries = hfl_codec_topk_entries(c, a->n), k;
@@ -160,25 +183,24 @@ static int agg_load(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size
         }
         *p = (hfl_payload){.kind = HFL_PAYLOAD_FP32, .block = 0, .body = (const uint8_t *)a->dense};
         *body_bytes = a->n * sizeof *a->dense;
+        a->ops->norm(p, a->n, a->partials, nm);
         return 0;
     }
     uint32_t block;
+    agg_make_room(a);
     int k = a->n_pending;
     if (agg_room(a, (void **)&a->pending_copy[k], &a->pending_room[k], len, err) != 0) return -1;
-    uint8_t *slot = a->pending_copy[k];
-    if (host) {
-        memcpy(slot, payload, len);
-        payload = slot;
-    }
     if (hfl_codec_validate(c, payload, len, a->n, &block, err) != 0) return -1;
-    const uint8_t *body = payload + HFL_CODEC_HEADER_BYTES;
+    hfl_payload src = {.kind = c->id, .block = block, .body = payload + HFL_CODEC_HEADER_BYTES};
     size_t bytes = len - HFL_CODEC_HEADER_BYTES;
-    if (!host) {
-        a->ops->stage(slot, body, bytes);
-        body = slot;
-    }
-    *p = (hfl_payload){.kind = c->id, .block = block, .body = body};
+    *p = (hfl_payload){.kind = c->id, .block = block, .body = a->pending_copy[k]};
     *body_bytes = bytes;
+    if (host && a->ops->stage_norm) {
+        a->ops->stage_norm(a->pending_copy[k], &src, bytes, a->n, a->partials, nm);
+    } else {
+        a->ops->stage(a->pending_copy[k], src.body, bytes);
+        a->ops->norm(p, a->n, a->partials, nm);
+    }
     return 0;
 }
 
@@ -186,9 +208,8 @@ static int agg_load(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size
  * without clipping); -1 with err as hfl_agg_add refuses. */
 static int agg_load_clip(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t len, hfl_payload *p,
                          size_t *body_bytes, double *factor, hfl_agg_update *info, char *err) {
-    if (agg_load(a, c, payload, len, p, body_bytes, err) != 0) return -1;
     hfl_agg_norm nm;
-    a->ops->norm(p, a->n, a->partials, &nm);
+    if (agg_load(a, c, payload, len, p, body_bytes, &nm, err) != 0) return -1;
     double norm = sqrt(nm.sumsq);
     if (!isfinite(norm)) return hfl_errf(err, "update is not finite (L2 norm %g)", norm);
     if (a->clip == 0 && nm.maxabs > a->bound)
@@ -208,7 +229,7 @@ int hfl_agg_add(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t l
         return hfl_errf(err, "update weight %g outside (0, 1]", weight);
     pthread_mutex_lock(&a->lock);
     hfl_payload p;
-    double clip;
+    double clip = 1.0;
     size_t bytes;
     int rc = agg_load_clip(a, c, payload, len, &p, &bytes, &clip, info, err);
     /* every |weight * clip * v_i| <= bound < 2^(50 - shift) */
@@ -226,15 +247,16 @@ int hfl_agg_add_dense(hfl_agg *a, const float *v, double factor, char *err) {
         a->ops->stage(a->pending_copy[0], v, bytes);
         hfl_payload p = {.kind = HFL_PAYLOAD_FP32, .block = 0, .body = a->pending_copy[0]};
         double f = ldexp(factor, a->shift);
-        a->ops->add_fixed(&p, &f, 1, a->n, a->acc);
+        agg_pass(a, &p, &f, 1, 1.0, NULL);
     }
     pthread_mutex_unlock(&a->lock);
     return rc;
 }
 
 int hfl_agg_mean(hfl_agg *a, double weight_sum) {
-    agg_flush(a);
-    return a->ops->finish(a->acc, a->n, ldexp(1.0, -a->shift) / weight_sum, a->mean);
+    int finite = agg_pass(a, a->pending, a->pending_f, a->n_pending, ldexp(1.0, -a->shift) / weight_sum, a->mean);
+    a->n_pending = 0, a->pending_bytes = 0;
+    return finite;
 }
 
 void hfl_agg_finish(hfl_agg *a, double weight_sum, float *out) {
@@ -274,7 +296,7 @@ int hfl_agg_add_row(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size
     if (row < 0 || row >= a->n_rows) return hfl_errf(err, "row %d outside the %d held", row, a->n_rows);
     pthread_mutex_lock(&a->lock);
     hfl_payload p;
-    double clip;
+    double clip = 1.0;
     size_t bytes;
     int rc = a->present[row] ? hfl_errf(err, "row %d already added", row)
                              : agg_load_clip(a, c, payload, len, &p, &bytes, &clip, info, err);

@@ -60,6 +60,7 @@ typedef struct {
     const hfl_agg_ops *ops;
     /* backend memory */
     int64_t *acc;      /* the fixed-point sum */
+    int acc_zero;      /* acc's values are zeros, not yet written (reset's zeroing waits for the next pass) */
     float *mean;       /* mean() and rule() write here */
     double *partials;  /* the norm's chunk sums */
     float *dense;      /* topk's values scattered into a dense vector */

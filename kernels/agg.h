@@ -52,11 +52,23 @@ typedef struct hfl_agg_ops {
     /* The norm pass over p's n values into *out (host); partials holds
      * hfl_agg_chunks(n) doubles of scratch. */
     void (*norm)(const hfl_payload *p, size_t n, double *partials, hfl_agg_norm *out);
+    /* For a backend whose memory is the host's (NULL elsewhere): dst = the
+     * `bytes` of src's body, and *out = src's norm, in one pass (the same
+     * bytes and bits as a memcpy, then norm). */
+    void (*stage_norm)(void *dst, const hfl_payload *src, size_t bytes, size_t n, double *partials,
+                       hfl_agg_norm *out);
     /* For u = 0 .. count - 1 in turn (count <= HFL_AGG_MAX_BATCH), acc[i] =
      * hfl_agg_add_fixed(acc[i], f[u], value i of p[u]), i < n: several
      * updates in one pass over acc (p and f are host arrays; the payloads'
      * bodies backend memory). */
     void (*add_fixed)(const hfl_payload *p, const double *f, int count, size_t n, int64_t *acc);
+    /* Optional (NULL: the aggregator calls zero, add_fixed and finish in
+     * turn): add_fixed (count >= 0) with two riders, in one pass over acc.
+     * With from_zero, acc's old contents are taken as zeros and not read;
+     * with mean non-NULL, mean[i] = hfl_agg_mean_value(acc[i], inv) of the
+     * new acc, and the return is finish's finite flag (else 1). */
+    int (*add_fixed_pass)(const hfl_payload *p, const double *f, int count, size_t n, int64_t *acc, int from_zero,
+                          double inv, float *mean);
     /* row[i] = hfl_agg_row_value(value i, factor). */
     void (*store_row)(const hfl_payload *p, size_t n, double factor, float *row);
     /* out[i] = hfl_agg_mean_value(acc[i], inv); returns 1 when every out[i] is finite. */

@@ -84,8 +84,10 @@ static inline void hfl_agg_tree(double *p) {
  * integer subtraction reads off; unlike llrint it vectorises, and it is one
  * IEEE addition on every machine (CUDA code is built with -fmad=false, so
  * f * v and this addition are never fused). */
+#define HFL_AGG_ROUND_MAGIC 6755399441055744.0 /* 1.5 * 2^52 */
+
 static inline HFL_HD int64_t hfl_agg_round_fixed(double y) {
-    const double magic = 6755399441055744.0; /* 1.5 * 2^52 */
+    const double magic = HFL_AGG_ROUND_MAGIC;
     double t = y + magic;
     int64_t bits, mbits;
     memcpy(&bits, &t, sizeof bits);

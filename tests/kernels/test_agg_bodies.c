@@ -12,7 +12,12 @@
  * thread), byte for byte: the norm and its largest value, the fixed-point
  * add, a clipped row, the finish and its finite flag, the server optimizers,
  * the coordinate-wise rules (ties, signed zeros, k 1 to 9) and Krum's
- * distances and mean.
+ * distances and mean; the host's fused passes (stage_norm against a copy
+ * and the twin's norm, add_fixed_pass from a garbage accumulator taken as
+ * zero and with the mean riding it, against the twin's zero, add and
+ * finish). The decode and the ops run at every instruction-set level of
+ * kernels/cpu/agg_simd.h this CPU has (C, AVX2, AVX-512), with and without
+ * the non-temporal writes of large passes.
  * ORACLES, independent of the bodies: the fixed-point rounding against
  * llrint (round to nearest even) on random and tie values; the norm and the
  * distances within 1e-12 relative of a long double sum; a coordinate's
@@ -25,6 +30,7 @@
 #include "compress/codec.h"
 #include "kernels/agg.h"
 #include "kernels/cpu/agg_cpu.h"
+#include "kernels/cpu/agg_simd.h"
 #include "kernels/philox.h"
 #include "tests/check.h"
 #include "tests/kernels/agg_twin.h"
@@ -75,6 +81,86 @@ static void test_decode(const char *name, size_t n, uint32_t block) {
 }
 
 /* ---- OPS ---- */
+
+/* What the host's fused passes give for payload p (body_bytes of body)
+ * equals the twin's ops run one after the other. */
+static void test_host_passes(const hfl_payload *p, size_t body_bytes, size_t n, int wide, const char *name) {
+    const hfl_agg_ops *cpu = &hfl_cpu_agg_ops, *twin = agg_twin()->agg;
+    double *partials = hfl_malloc(sizeof(double) * (hfl_agg_chunks(n) + 1));
+    uint8_t *slot = hfl_malloc(body_bytes + 1);
+    memset(slot, 0xA5, body_bytes + 1);
+    hfl_agg_norm a, b;
+    cpu->stage_norm(slot, p, body_bytes, n, partials, &a);
+    twin->norm(p, n, partials, &b);
+    CHECK_MSG(memcmp(slot, p->body, body_bytes) == 0 && slot[body_bytes] == 0xA5,
+              "%s n=%zu: stage_norm's copy is not the body's %zu bytes", name, n, body_bytes);
+    CHECK_MSG(memcmp(&a.sumsq, &b.sumsq, sizeof a.sumsq) == 0 && memcmp(&a.maxabs, &b.maxabs, sizeof a.maxabs) == 0,
+              "%s n=%zu: stage_norm's norm %.17g / %g, the twin's %.17g / %g", name, n, a.sumsq, (double)a.maxabs,
+              b.sumsq, (double)b.maxabs);
+    int64_t *acc_a = hfl_malloc(sizeof(int64_t) * n), *acc_b = hfl_malloc(sizeof(int64_t) * n);
+    float *mean_a = hfl_malloc(sizeof(float) * n), *mean_b = hfl_malloc(sizeof(float) * n);
+    double f[3] = {ldexp(0.37, wide ? 37 : 47), ldexp(-0.11, wide ? 37 : 47), ldexp(0.5, wide ? 37 : 47)};
+    hfl_payload three[3] = {*p, *p, *p};
+    double inv = ldexp(1.0, wide ? -37 : -47) / 3.0;
+    for (int count = 0; count <= 3; count += 3)
+        for (int with_mean = 0; with_mean < 2; with_mean++) {
+            for (size_t i = 0; i < n; i++) acc_a[i] = (int64_t)hfl_philox_u32(4, 0, 0, 0, 0, i) << 20; /* garbage */
+            twin->zero(acc_b, sizeof(int64_t) * n);
+            twin->add_fixed(three, f, count, n, acc_b);
+            int fb = with_mean ? twin->finish(acc_b, n, inv, mean_b) : 1;
+            int fa = cpu->add_fixed_pass(three, f, count, n, acc_a, 1, inv, with_mean ? mean_a : NULL);
+            CHECK_MSG(memcmp(acc_a, acc_b, sizeof(int64_t) * n) == 0 && fa == fb &&
+                          (!with_mean || memcmp(mean_a, mean_b, sizeof(float) * n) == 0),
+                      "%s n=%zu: add_fixed_pass from zero, %d updates, mean %d, differs from zero, add_fixed, finish",
+                      name, n, count, with_mean);
+            /* and onto what is there */
+            twin->add_fixed(three, f, count, n, acc_b);
+            fb = twin->finish(acc_b, n, inv, mean_b);
+            fa = cpu->add_fixed_pass(three, f, count, n, acc_a, 0, inv, mean_a);
+            CHECK_MSG(memcmp(acc_a, acc_b, sizeof(int64_t) * n) == 0 && fa == fb &&
+                          memcmp(mean_a, mean_b, sizeof(float) * n) == 0,
+                      "%s n=%zu: add_fixed_pass onto a sum, %d updates, differs from add_fixed, finish", name, n, count);
+        }
+    free(partials), free(slot), free(acc_a), free(acc_b), free(mean_a), free(mean_b);
+}
+
+/* One add pass over updates of several codecs (int8 decoded inside the
+ * add's loop, the others through the buffer, the rounding's subtraction
+ * made once for all of them) equals the twin's adds one after another. */
+static void test_mixed_pass(void) {
+    enum { N = 10007, K = 4 };
+    static const char *const names[K] = {"fp16", "int8", "sign", "int4"};
+    char err[HFL_ERR_LEN];
+    float *x = hfl_malloc(sizeof(float) * N);
+    uint8_t *buf[K];
+    hfl_payload p[K];
+    double f[K];
+    for (int k = 0; k < K; k++) {
+        const hfl_codec *c = hfl_codec_find(names[k], err);
+        for (size_t i = 0; i < N; i++) x[i] = rnd_val(20 + (uint32_t)k, i, 0.5f);
+        buf[k] = hfl_malloc(hfl_codec_max_bytes(c, N, 100));
+        hfl_rng_key key = {7, (uint32_t)k, 2, 0};
+        size_t len = hfl_codec_encode(c, x, NULL, N, 100, &key, 1, buf[k]);
+        uint32_t block;
+        REQUIRE(hfl_codec_validate(c, buf[k], len, N, &block, err) == 0);
+        p[k] = (hfl_payload){.kind = c->id, .block = block, .body = buf[k] + HFL_CODEC_HEADER_BYTES};
+        f[k] = ldexp(0.3 - 0.2 * k, 47);
+    }
+    int64_t *acc_a = hfl_malloc(sizeof(int64_t) * N), *acc_b = hfl_malloc(sizeof(int64_t) * N);
+    float *mean_a = hfl_malloc(sizeof(float) * N), *mean_b = hfl_malloc(sizeof(float) * N);
+    for (int from_zero = 0; from_zero < 2; from_zero++) {
+        for (size_t i = 0; i < N; i++) acc_a[i] = acc_b[i] = (int64_t)hfl_philox_u32(5, 0, 0, 0, 0, i) << 21;
+        if (from_zero) agg_twin()->agg->zero(acc_b, sizeof(int64_t) * N);
+        agg_twin()->agg->add_fixed(p, f, K, N, acc_b);
+        int fb = agg_twin()->agg->finish(acc_b, N, ldexp(1.0, -47), mean_b);
+        int fa = hfl_cpu_agg_ops.add_fixed_pass(p, f, K, N, acc_a, from_zero, ldexp(1.0, -47), mean_a);
+        CHECK_MSG(fa == fb && memcmp(acc_a, acc_b, sizeof(int64_t) * N) == 0 &&
+                      memcmp(mean_a, mean_b, sizeof(float) * N) == 0,
+                  "a pass over fp16, int8, sign and int4 updates (from zero %d) differs from the twin's", from_zero);
+    }
+    for (int k = 0; k < K; k++) free(buf[k]);
+    free(x), free(acc_a), free(acc_b), free(mean_a), free(mean_b);
+}
 
 /* The same op on the CPU's and the twin's ops gives the same bytes. With
  * `wide`, the values' exponents spread over 2^-10 .. 2^10, so that double
@@ -127,6 +213,7 @@ static void test_ops_payload(const char *name, size_t n, uint32_t block, int wid
     acc_a[n / 2] = INT64_MAX;
     CHECK_MSG(cpu->finish(acc_a, n, 1e300, row_a) == 0 && twin->finish(acc_a, n, 1e300, row_b) == 0,
               "%s: an infinite mean is not flagged", name);
+    test_host_passes(&p, len - HFL_CODEC_HEADER_BYTES, n, wide, name);
     free(x), free(buf), free(partials), free(acc_a), free(acc_b), free(row_a), free(row_b);
 }
 
@@ -266,7 +353,8 @@ static void test_rules(void) {
     }
 }
 
-int main(void) {
+/* Every codec's decode and ops at the current instruction-set level. */
+static void test_level(void) {
     static const char *const dense[] = {"fp32", "fp16", "bf16"};
     static const size_t sizes[] = {1, 4095, 4097, 10007};
     static const uint32_t blocks[] = {1, 7, 100, 256, 1000, 4096, 5000};
@@ -280,16 +368,33 @@ int main(void) {
         test_decode("topk:0.1", sizes[s], 0);
         test_decode("topk:1", sizes[s], 0);
     }
-    printf("decode: every codec, 4 sizes, 7 block sizes: hfl_payload_value, decode_span and topk's scatter "
-           "equal decode_accumulate\n");
     static const char *const all[] = {"fp32", "fp16", "bf16", "int8", "int4", "sign"};
     for (int c = 0; c < 6; c++) {
         test_ops_payload(all[c], 4096 * 3, 256, 0);
         test_ops_payload(all[c], 10007, 1000, 0);
+        test_ops_payload(all[c], 10007, 13, 0);
     }
     test_ops_payload("fp32", 10007, 0, 1);
+    test_mixed_pass();
     test_norm_order();
-    printf("ops: norm, add_fixed, store_row and finish equal the CUDA twin's bytes for every codec\n");
+}
+
+int main(void) {
+    static const char *const names[] = {"C", "AVX2", "AVX-512"};
+    for (int level = HFL_AGG_SIMD_C; level <= HFL_AGG_SIMD_AVX512; level++)
+        for (int stream = 0; stream < 2; stream++) {
+            if (hfl_agg_simd_force(level, stream ? 0 : HFL_AGG_STREAM_BYTES) != 0) {
+                printf("level %s: not on this CPU, not run\n", names[level]);
+                break;
+            }
+            test_level();
+            printf("level %s, non-temporal writes %s: done\n", names[level], stream ? "always" : "past 32 MiB");
+            if (level == HFL_AGG_SIMD_C) break; /* no stream_copy at C */
+        }
+    printf("decode: every codec, 4 sizes, 7 block sizes: hfl_payload_value, decode_span and topk's scatter "
+           "equal decode_accumulate\n");
+    printf("ops: norm, stage_norm, add_fixed, add_fixed_pass, store_row and finish equal the CUDA twin's bytes for "
+           "every codec\n");
     test_fixed_oracle();
     test_sopt();
     test_rules();
