@@ -126,6 +126,12 @@ int codec_read_fixed(const hfl_codec *c, const uint8_t *in, size_t len, size_t e
     return 0;
 }
 
+int hfl_codec_check_frame(const hfl_codec *c, const uint8_t *in, size_t len, size_t expect_n, uint32_t *block,
+                          char *err) {
+    if (c->id == HFL_CODEC_ID_TOPK) return hfl_errf(err, "%s payload: no fixed frame", c->name);
+    return codec_read_fixed(c, in, len, expect_n, block, err);
+}
+
 /* c is the first member of a codec_units (every codec that takes CODEC_UNITS_FUNCTIONS). */
 static const codec_units *units_of(const hfl_codec *c) { return (const codec_units *)c; }
 

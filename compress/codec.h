@@ -110,6 +110,14 @@ const hfl_codec *hfl_codec_find(const char *name, char *err);
  * (e.g. "int8: block size 0 outside [1, 65536]"). */
 int hfl_codec_check(const hfl_codec *c, size_t n, uint32_t block, char *err);
 
+/* A payload's frame alone: its header (codec id, n, block size) and its
+ * exact length, for every codec but topk; *block gets the block size. The
+ * body is not read: a caller that checks the body itself, in a pass it makes
+ * anyway (the CPU aggregator's staging, for int8), runs hfl_codec_validate
+ * for the message when that check fails. -1 with err as validate's. */
+int hfl_codec_check_frame(const hfl_codec *c, const uint8_t *in, size_t len, size_t expect_n, uint32_t *block,
+                          char *err);
+
 /* topk only (c->id of "topk:F"): the entries a payload of n values holds. */
 size_t hfl_codec_topk_entries(const hfl_codec *c, size_t n);
 /* topk only: validates the payload as decode_accumulate does, then writes

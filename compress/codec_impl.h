@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "compress/codec.h"
+#include "compress/payload_hd.h"
 #include "compress/quant_hd.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -176,7 +177,7 @@ static inline void codec_store_u32(uint8_t *p, uint32_t v) { memcpy(p, &v, sizeo
  * client's update of scale FLT_MAX would decode to Inf and fail the whole
  * round for everyone. */
 static inline float codec_max_scale(const hfl_codec *c) {
-    return c->id == HFL_CODEC_ID_INT8 ? 3.40282347e38f / 128 : c->id == HFL_CODEC_ID_INT4 ? 3.40282347e38f / 8
+    return c->id == HFL_CODEC_ID_INT8 ? HFL_PAYLOAD_INT8_MAX_SCALE : c->id == HFL_CODEC_ID_INT4 ? 3.40282347e38f / 8
                                                                                          : 3.40282347e38f;
 }
 

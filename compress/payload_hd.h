@@ -37,6 +37,11 @@ enum {
     HFL_PAYLOAD_TOPK = 7,
 };
 
+/* The largest block scale int8's decoder accepts: 127 of it, or a q of
+ * -127 times it, stays finite (compress/codec_impl.h's codec_max_scale, and
+ * the CPU aggregator's own check of the bytes it stages). */
+#define HFL_PAYLOAD_INT8_MAX_SCALE (3.40282347e38f / 128)
+
 /* A payload's body where the element bodies can read it (host memory for
  * the CPU, device memory for a kernel). */
 typedef struct {

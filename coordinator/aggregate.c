@@ -153,9 +153,11 @@ static int agg_room(hfl_agg *a, void **buf, size_t *cap, size_t need, char *err)
 /* Validates the payload on the host, makes it readable by the ops and takes
  * its norm: *p describes it in backend memory, in the next waiting slot
  * (ADDING), or a dense fp32 vector for topk. The body goes into the slot
- * only after the host validated it; on the host the copy and the norm are
- * one pass (the ops' stage_norm), a device stages it, then takes the norm.
- * -1 with err as hfl_agg_add refuses. */
+ * only after the host validated it, except int8's on the host: there the
+ * copy, the norm and the body's check are one pass (the ops' stage_norm)
+ * after its frame is checked, and a refused body leaves the slot unclaimed,
+ * so nothing invalid reaches the sum either way. A device stages the body,
+ * then takes the norm. -1 with err as hfl_agg_add refuses. */
 static int agg_load(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t len, hfl_payload *p,
                     size_t *body_bytes, hfl_agg_norm *nm, char *err) {
     const int host = a->be->host_memory;
@@ -190,13 +192,23 @@ static int agg_load(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size
     agg_make_room(a);
     int k = a->n_pending;
     if (agg_room(a, (void **)&a->pending_copy[k], &a->pending_room[k], len, err) != 0) return -1;
-    if (hfl_codec_validate(c, payload, len, a->n, &block, err) != 0) return -1;
+    /* int8 on the host: the staging pass checks the body (norm->refused), a
+     * read of 100 MB fewer at 100M parameters; everything else is validated
+     * whole first */
+    const int staged_check = host && a->ops->stage_norm && c->id == HFL_PAYLOAD_INT8;
+    if ((staged_check ? hfl_codec_check_frame(c, payload, len, a->n, &block, err)
+                      : hfl_codec_validate(c, payload, len, a->n, &block, err)) != 0)
+        return -1;
     hfl_payload src = {.kind = c->id, .block = block, .body = payload + HFL_CODEC_HEADER_BYTES};
     size_t bytes = len - HFL_CODEC_HEADER_BYTES;
     *p = (hfl_payload){.kind = c->id, .block = block, .body = a->pending_copy[k]};
     *body_bytes = bytes;
     if (host && a->ops->stage_norm) {
         a->ops->stage_norm(a->pending_copy[k], &src, bytes, a->n, a->partials, nm);
+        if (staged_check && nm->refused) { /* validation names what; nothing was added */
+            if (hfl_codec_validate(c, payload, len, a->n, &block, err) != 0) return -1;
+            return hfl_errf(err, "%s payload: refused by the staging check, passed by validation", c->name);
+        }
     } else {
         a->ops->stage(a->pending_copy[k], src.body, bytes);
         a->ops->norm(p, a->n, a->partials, nm);
@@ -208,7 +220,7 @@ static int agg_load(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size
  * without clipping); -1 with err as hfl_agg_add refuses. */
 static int agg_load_clip(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t len, hfl_payload *p,
                          size_t *body_bytes, double *factor, hfl_agg_update *info, char *err) {
-    hfl_agg_norm nm;
+    hfl_agg_norm nm = {0};
     if (agg_load(a, c, payload, len, p, body_bytes, &nm, err) != 0) return -1;
     double norm = sqrt(nm.sumsq);
     if (!isfinite(norm)) return hfl_errf(err, "update is not finite (L2 norm %g)", norm);

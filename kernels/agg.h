@@ -27,6 +27,9 @@
 typedef struct {
     double sumsq;  /* the sum of squares, in agg_hd.h's fixed shape */
     float maxabs;  /* the largest |value| */
+    int refused;   /* stage_norm of an int8 payload: 1 when a value or a block
+                      scale is one int8's decoder refuses (hfl_codec_validate
+                      then says which); 0 otherwise */
 } hfl_agg_norm;
 
 typedef struct hfl_agg_ops {
@@ -54,7 +57,9 @@ typedef struct hfl_agg_ops {
     void (*norm)(const hfl_payload *p, size_t n, double *partials, hfl_agg_norm *out);
     /* For a backend whose memory is the host's (NULL elsewhere): dst = the
      * `bytes` of src's body, and *out = src's norm, in one pass (the same
-     * bytes and bits as a memcpy, then norm). */
+     * bytes and bits as a memcpy, then norm). An int8 body is also checked
+     * in that pass, since its bytes are in cache (out->refused), so the
+     * caller need only check its frame first (hfl_codec_check_frame). */
     void (*stage_norm)(void *dst, const hfl_payload *src, size_t bytes, size_t n, double *partials,
                        hfl_agg_norm *out);
     /* For u = 0 .. count - 1 in turn (count <= HFL_AGG_MAX_BATCH), acc[i] =

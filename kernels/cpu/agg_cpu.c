@@ -200,6 +200,28 @@ static size_t body_bytes_upto(const hfl_payload *p, size_t i) {
     return k * hfl_payload_block_bytes(p->kind, p->block) + (j ? hfl_payload_block_bytes(p->kind, (uint32_t)j) : 0);
 }
 
+/* 1 when int8 values i0 .. i0 + m - 1 of p, or the scale of a block that
+ * starts among them, are what int8's decoder refuses (compress/
+ * codec_int8.c's check_range: a -128 byte, a scale outside [0, max]). The
+ * spans of a pass cover [0, n), so every block's scale is checked once.
+ * Branch-free over the bytes, so the scan vectorises. */
+static int int8_refused(const hfl_payload *p, size_t i0, size_t m) {
+    size_t bb = hfl_payload_block_bytes(HFL_PAYLOAD_INT8, p->block);
+    uint8_t bad = 0;
+    for (size_t i = i0, end = i0 + m; i < end;) {
+        size_t k = i / p->block, j = i % p->block, len = p->block - j;
+        if (len > end - i) len = end - i;
+        const uint8_t *blk = p->body + k * bb, *q = blk + 4 + j;
+        if (j == 0) {
+            float s = hfl_payload_f32(blk);
+            bad |= (uint8_t)!(s >= 0.0f && s <= HFL_PAYLOAD_INT8_MAX_SCALE);
+        }
+        for (size_t t = 0; t < len; t++) bad |= (uint8_t)(q[t] == 0x80);
+        i += len;
+    }
+    return bad != 0;
+}
+
 /* The norm pass over p's n values, a chunk at a time. With `fill`
  * (stage_norm), p's body (`bytes` of it) is copied to fill as it goes: a
  * chunk's bytes right after the chunk is decoded, so that the copy and the
@@ -209,6 +231,7 @@ static size_t body_bytes_upto(const hfl_payload *p, size_t i) {
 AGG_CLONES static void norm_pass(const hfl_payload *p, size_t n, uint8_t *fill, size_t bytes, hfl_agg_norm *out) {
     const hfl_agg_simd *v = hfl_agg_simd_get();
     int stream = fill && v->stream_copy && bytes * HFL_AGG_MAX_BATCH > v->stream_bytes;
+    int check = fill && p->kind == HFL_PAYLOAD_INT8, refused = 0;
     float x[HFL_AGG_CHUNK];
     double total = 0.0;
     float top = 0.0f;
@@ -217,6 +240,7 @@ AGG_CLONES static void norm_pass(const hfl_payload *p, size_t n, uint8_t *fill, 
         size_t m = n - i0 < HFL_AGG_CHUNK ? n - i0 : HFL_AGG_CHUNK;
         float mx;
         decode_span(v, p, i0, m, x);
+        if (check) refused |= int8_refused(p, i0, m);
         total += chunk_sumsq(v, x, m, &mx);
         top = mx > top ? mx : top;
         if (fill) {
@@ -229,6 +253,7 @@ AGG_CLONES static void norm_pass(const hfl_payload *p, size_t n, uint8_t *fill, 
     if (fill && bytes > copied) memcpy(fill + copied, p->body + copied, bytes - copied);
     out->sumsq = total;
     out->maxabs = top;
+    out->refused = refused;
 }
 
 static void cpu_norm(const hfl_payload *p, size_t n, double *partials, hfl_agg_norm *out) {

@@ -9,7 +9,8 @@
  * 3. Clipping: an update of norm 10 x clip comes out with norm clip (weight
  *    1), flagged; one below the clip is untouched and not flagged.
  * 4. Refusals leave the sum untouched: a NaN, a malformed payload, a weight
- *    outside (0, 1], and without clipping a value beyond the bound.
+ *    outside (0, 1], and without clipping a value beyond the bound; int8's
+ *    body, checked in the staging pass, refused as validation words it.
  * 5. Hold mode (robust rules): a limit below rows x n floats is refused
  *    naming it; a held row is decoded and clipped in place, once.
  * 6. The scale, at both ends: with clip 3 (B = 3 < 2^2, S = 48) an update
@@ -226,6 +227,60 @@ static void test_refusals(hfl_agg *a) {
     free(buf);
 }
 
+/* int8 on the host: the staging pass checks the body (kernels/agg.h,
+ * stage_norm's refused), not a separate validation. Each damaged payload is
+ * refused with the very message the codec's own validation gives for it
+ * (the oracle), and the sum stays untouched: a -128 at the first value, in
+ * the middle of a chunk, at a chunk's first value and at the last value (in
+ * the short last block: N = 39 x 256 + 23); a NaN scale in block 0, a
+ * negative one in the last block, one above int8's largest at the first
+ * block of the second 4,096-value chunk. Then a valid update adds as if the
+ * others had never come. */
+static void test_int8_refusals(hfl_agg *a) {
+    char err[HFL_ERR_LEN], want[HFL_ERR_LEN];
+    const hfl_codec *int8 = hfl_codec_find("int8", NULL);
+    const uint32_t block = 256;
+    const size_t bb = 4 + block, nb = (N + block - 1) / block;
+    float *x = hfl_calloc(N, sizeof(float));
+    for (int i = 0; i < N; i++) x[i] = (float)((i % 7) - 3) / 16;
+    uint8_t *buf = hfl_malloc(hfl_codec_max_bytes(int8, N, block)), *bad = hfl_malloc(hfl_codec_max_bytes(int8, N, block));
+    hfl_rng_key key = {3, 1, 0, 0};
+    size_t len = hfl_codec_encode(int8, x, NULL, N, block, &key, 1, buf);
+    uint8_t *body = bad + HFL_CODEC_HEADER_BYTES;
+    hfl_agg_reset(a, 0, 1.0);
+    float *sum = hfl_malloc(N * sizeof(float)), *after = hfl_malloc(N * sizeof(float));
+    CHECK(hfl_agg_add(a, int8, buf, len, 0.5, NULL, err) == 0);
+    hfl_agg_finish(a, 1.0, sum);
+    const size_t at[] = {0, 5000, 4096, N - 1};
+    for (int c = 0; c < 4; c++) {
+        memcpy(bad, buf, len);
+        body[at[c] / block * bb + 4 + at[c] % block] = 0x80;
+        int got = hfl_agg_add(a, int8, bad, len, 0.5, NULL, err);
+        uint32_t b;
+        CHECK(hfl_codec_validate(int8, bad, len, N, &b, want) != 0);
+        CHECK_MSG(got != 0 && !strcmp(err, want), "-128 at value %zu: '%s', validation says '%s'", at[c],
+                  got ? err : "(added)", want);
+    }
+    const size_t blk[] = {0, nb - 1, 4096 / block};
+    const float scale[] = {NAN, -1.0f, 3.0e38f / 100};
+    for (int c = 0; c < 3; c++) {
+        memcpy(bad, buf, len);
+        memcpy(body + blk[c] * bb, &scale[c], 4);
+        int got = hfl_agg_add(a, int8, bad, len, 0.5, NULL, err);
+        uint32_t b;
+        CHECK(hfl_codec_validate(int8, bad, len, N, &b, want) != 0);
+        CHECK_MSG(got != 0 && !strcmp(err, want), "scale %g in block %zu: '%s', validation says '%s'",
+                  (double)scale[c], blk[c], got ? err : "(added)", want);
+    }
+    CHECK(hfl_agg_add(a, int8, buf, len - 1, 0.5, NULL, err) != 0); /* the frame: one byte short */
+    hfl_agg_finish(a, 1.0, after);
+    CHECK(memcmp(sum, after, N * sizeof(float)) == 0);
+    CHECK(hfl_agg_add(a, int8, buf, len, 0.5, NULL, err) == 0); /* the second half of the weight */
+    hfl_agg_finish(a, 1.0, after);
+    for (int i = 0; i < N; i++) CHECK_MSG(after[i] == 2 * sum[i], "value %d: %g, twice %g", i, after[i], sum[i]);
+    free(sum), free(after), free(x), free(buf), free(bad);
+}
+
 static void test_hold(hfl_agg *a) {
     char err[HFL_ERR_LEN];
     CHECK(hfl_agg_hold(a, K, (uint64_t)K * N * sizeof(float) - 1, err) != 0 && strstr(err, "--robust-memory"));
@@ -379,6 +434,7 @@ int main(void) {
     test_value(want);
     test_clip(&a);
     test_refusals(&a);
+    test_int8_refusals(&a);
     test_hold(&a);
     test_scale();
     test_fresh();
