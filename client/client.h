@@ -16,6 +16,7 @@
 #include "compress/codec.h"
 #include "kernels/device.h"
 #include "proto/hello.h"
+#include "proto/messages.h"
 #include "proto/metrics_http.h"
 #include "proto/transport.h"
 #include "data/idx.h"

@@ -74,15 +74,11 @@ static int load_share(const client_options *o, hfl_dataset *share, char *err) {
  * part: model.h; the rest never changes), or the ones we hold ("held", and
  * "sent" when we hold its version). The decoder validates the payload before
  * writing. 1: a "sent" task whose weights we lack, to be asked for again. */
-static int task_weights(const hfl_msg *m, client_state *s, float *w, int *version, char *err) {
-    int64_t v, base;
-    char kind[8], down[32];
-    if (hfl_meta_int(m->meta, "version", 0, INT32_MAX, &v, err) ||
-        hfl_meta_int(m->meta, "base_version", -1, INT32_MAX, &base, err) ||
-        hfl_meta_str(m->meta, "weights", sizeof kind - 1, kind, err) ||
-        hfl_meta_str(m->meta, "downlink", sizeof down - 1, down, err))
-        return -1;
-    const hfl_codec *dc = hfl_codec_find(down, err);
+static int task_weights(const hfl_msg *m, const hfl_task_msg *tm, client_state *s, float *w, int *version,
+                        char *err) {
+    int64_t v = tm->version, base = tm->base_version;
+    const char *kind = tm->weights;
+    const hfl_codec *dc = hfl_codec_find(tm->downlink, err);
     if (!dc) return -1;
     size_t n = s->spec.n_params;
     float *into = w;
@@ -107,79 +103,45 @@ static int task_weights(const hfl_msg *m, client_state *s, float *w, int *versio
     return 0;
 }
 
-/* Reads a TASK's settings; every field is range-checked here, once.
- * n_update: the update's length (the model's trainable part), which the
- * codec must fit. */
-static int read_task(const hfl_msg *m, size_t n_update, const char *override, client_task *t, char *err) {
-    int64_t round, epochs, batch, seed, block;
-    double lr, mom, wd;
-    char codec[32];
-    if (hfl_meta_int(m->meta, "round", 1, 1 << 30, &round, err) ||
-        hfl_meta_int(m->meta, "local_epochs", 1, 10000, &epochs, err) ||
-        hfl_meta_int(m->meta, "batch", 1, 65536, &batch, err) ||
-        hfl_meta_int(m->meta, "seed", 0, INT64_MAX, &seed, err) ||
-        hfl_meta_int(m->meta, "block", 1, 65536, &block, err) ||
-        hfl_meta_num(m->meta, "lr", 0, 100, &lr, err) || hfl_meta_num(m->meta, "momentum", 0, 1, &mom, err) ||
-        hfl_meta_num(m->meta, "weight_decay", 0, 1, &wd, err) ||
-        hfl_meta_str(m->meta, "codec", sizeof codec - 1, codec, err))
-        return -1;
-    if (!(t->codec = hfl_codec_find(override[0] ? override : codec, err))) return -1;
-    if (hfl_codec_check(t->codec, n_update, (uint32_t)block, err) != 0) return -1;
-    int64_t steps = 0; /* capacity-aware work: this many optimizer steps instead of the epochs */
-    if (cJSON_GetObjectItemCaseSensitive(m->meta, "local_steps") &&
-        hfl_meta_int(m->meta, "local_steps", 1, 100000000, &steps, err) != 0)
-        return -1;
-    t->local_steps = (int)steps;
+/* A TASK's settings, range-checked by the wire's table (proto/messages.c),
+ * into what training needs. n_update: the update's length (the model's
+ * trainable part), which the codec must fit. */
+static int read_task(const hfl_task_msg *m, size_t n_update, const char *override, client_task *t, char *err) {
+    if (!(t->codec = hfl_codec_find(override[0] ? override : m->codec, err))) return -1;
+    if (hfl_codec_check(t->codec, n_update, (uint32_t)m->block, err) != 0) return -1;
+    /* capacity-aware work: this many optimizer steps instead of the epochs */
+    t->local_steps = m->has_local_steps ? (int)m->local_steps : 0;
     t->lr_schedule = (hfl_lr_schedule){0}, t->lr_step0 = 0; /* absent: the constant lr */
-    if (cJSON_GetObjectItemCaseSensitive(m->meta, "lr_schedule")) {
-        char kind[16];
-        int64_t warmup, total, step0;
-        double min;
-        if (hfl_meta_str(m->meta, "lr_schedule", sizeof kind - 1, kind, err) ||
-            hfl_meta_int(m->meta, "lr_warmup", 0, 100000000, &warmup, err) ||
-            hfl_meta_int(m->meta, "lr_total", 1, INT64_C(1) << 50, &total, err) ||
-            hfl_meta_num(m->meta, "lr_min", 0, 1, &min, err) ||
-            hfl_meta_int(m->meta, "lr_step0", 0, INT64_C(1) << 50, &step0, err))
-            return -1;
-        if (strcmp(kind, "cosine") != 0) return hfl_errf(err, "task names lr_schedule '%s' (only cosine)", kind);
-        if (warmup >= total || steps <= 0)
-            return hfl_errf(err, "task's lr_schedule: warmup %lld of %lld steps, local_steps %lld", (long long)warmup,
-                            (long long)total, (long long)steps);
-        t->lr_schedule = (hfl_lr_schedule){1, warmup, total, min};
-        t->lr_step0 = step0;
+    if (m->has_lr_schedule) {
+        if (!m->has_lr_warmup || !m->has_lr_total || !m->has_lr_min || !m->has_lr_step0)
+            return hfl_errf(err, "task's lr_schedule comes without lr_warmup, lr_total, lr_min and lr_step0");
+        if (strcmp(m->lr_schedule, "cosine") != 0)
+            return hfl_errf(err, "task names lr_schedule '%s' (only cosine)", m->lr_schedule);
+        if (m->lr_warmup >= m->lr_total || t->local_steps <= 0)
+            return hfl_errf(err, "task's lr_schedule: warmup %lld of %lld steps, local_steps %d",
+                            (long long)m->lr_warmup, (long long)m->lr_total, t->local_steps);
+        t->lr_schedule = (hfl_lr_schedule){1, m->lr_warmup, m->lr_total, m->lr_min};
+        t->lr_step0 = m->lr_step0;
     }
-    char opt[16] = "sgd"; /* absent: SGD; AdamW's betas come with it */
+    /* absent: SGD; AdamW's betas come with it */
     t->optimizer = HFL_OPTIM_SGD, t->beta1 = HFL_ADAMW_BETA1, t->beta2 = HFL_ADAMW_BETA2;
-    if (cJSON_GetObjectItemCaseSensitive(m->meta, "optimizer") &&
-        (hfl_meta_str(m->meta, "optimizer", sizeof opt - 1, opt, err) != 0 ||
-         hfl_optimizer_parse(opt, &t->optimizer, err) != 0 ||
-         (t->optimizer == HFL_OPTIM_ADAMW &&
-          (hfl_meta_num(m->meta, "beta1", 0, 0.999999, &t->beta1, err) != 0 ||
-           hfl_meta_num(m->meta, "beta2", 0, 0.999999, &t->beta2, err) != 0))))
-        return -1;
-    t->prox_mu = 0; /* FedProx: absent means plain local SGD */
-    if (cJSON_GetObjectItemCaseSensitive(m->meta, "prox_mu") &&
-        hfl_meta_num(m->meta, "prox_mu", 0, 1000, &t->prox_mu, err) != 0)
-        return -1;
-    t->deadline_s = 300, t->secagg = 0, t->secagg_bits = 0, t->secagg_shift = 0;
-    double deadline_ms;
-    if (cJSON_GetObjectItemCaseSensitive(m->meta, "deadline_ms") &&
-        hfl_meta_num(m->meta, "deadline_ms", 1, 1e10, &deadline_ms, err) == 0)
-        t->deadline_s = deadline_ms / 1000;
-    const cJSON *sa = cJSON_GetObjectItemCaseSensitive(m->meta, "secagg");
-    if (sa) { /* secure aggregation (proto/secagg.h): the update goes up as a ring vector */
-        char mode[16];
-        int64_t bits, shift;
-        if (hfl_meta_str(sa, "mode", sizeof mode - 1, mode, err) != 0 || hfl_meta_int(sa, "bits", 1, SECAGG_MAX_BITS, &bits, err) != 0 ||
-            hfl_meta_int(sa, "shift", -2000, 2000, &shift, err) != 0)
-            return -1;
+    if (m->has_optimizer && hfl_optimizer_parse(m->optimizer, &t->optimizer, err) != 0) return -1;
+    if (t->optimizer == HFL_OPTIM_ADAMW) {
+        if (!m->has_beta1 || !m->has_beta2) return hfl_errf(err, "task names adamw without beta1 and beta2");
+        t->beta1 = m->beta1, t->beta2 = m->beta2;
+    }
+    t->prox_mu = m->has_prox_mu ? m->prox_mu : 0; /* FedProx: absent means plain local SGD */
+    t->deadline_s = m->deadline_ms / 1000;
+    t->secagg = 0, t->secagg_bits = 0, t->secagg_shift = 0;
+    if (m->has_secagg) { /* secure aggregation (proto/secagg.h): the update goes up as a ring vector */
+        const char *mode = m->secagg.mode;
         if (strcmp(mode, "masked") && strcmp(mode, "clear")) return hfl_errf(err, "secagg mode '%s' is not masked or clear", mode);
         t->secagg = !strcmp(mode, "masked") ? SECAGG_MASKED : SECAGG_CLEAR;
-        t->secagg_bits = (int)bits, t->secagg_shift = (int)shift;
+        t->secagg_bits = (int)m->secagg.bits, t->secagg_shift = (int)m->secagg.shift;
     }
-    t->round = (int)round, t->local_epochs = (int)epochs, t->batch = (int)batch;
-    t->seed = (uint64_t)seed, t->block = (uint32_t)block;
-    t->lr = lr, t->momentum = mom, t->weight_decay = wd;
+    t->round = (int)m->round, t->local_epochs = (int)m->local_epochs, t->batch = (int)m->batch;
+    t->seed = (uint64_t)m->seed, t->block = (uint32_t)m->block;
+    t->lr = m->lr, t->momentum = m->momentum, t->weight_decay = m->weight_decay;
     return 0;
 }
 
@@ -595,8 +557,10 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
         }
         float *wts = hfl_malloc(s->spec.n_params * sizeof(float));
         int version = -1, tw = 0;
-        int bad = read_task(&rep, s->spec.n_trainable, o->codec, &task, err) != 0 ||
-                  (tw = task_weights(&rep, s, wts, &version, err)) < 0;
+        hfl_task_msg tm = {0};
+        int bad = hfl_wire_decode(&hfl_wire_task, rep.meta, &tm, err) != 0 ||
+                  read_task(&tm, s->spec.n_trainable, o->codec, &task, err) != 0 ||
+                  (tw = task_weights(&rep, &tm, s, wts, &version, err)) < 0;
         if (!bad && tw == 1) { /* sent before, weights lost: once more, with them */
             if (!o->quiet) printf("%s: round %d's task was sent before; asking for its weights again\n", o->name,
                                   task.round);

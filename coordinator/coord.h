@@ -36,12 +36,14 @@
 #include "model/lr_schedule.h"
 #include "model/model.h"
 #include "proto/identity.h"
+#include "proto/messages.h"
 #include "proto/metrics_http.h"
 #include "proto/transport.h"
 #include "util/util.h"
 
 #define COORD_MAX_CLIENTS 16384 /* registry slots: a fleet of 10,000 with room for churn */
 #define COORD_MAX_CLIENTS_STR "16384"
+_Static_assert(COORD_MAX_CLIENTS <= HFL_WIRE_MAX_CLIENTS, "client ids must fit the wire's range");
 #define HFL_EVAL_ARENA_BYTES ((size_t)256 << 20) /* the evaluation trainer's arena, at most (batch >= 1) */
 #define DOWNLINK_HISTORY 4 /* global versions kept to send deltas against */
 #define REGISTRY_MAX_CODECS 8 /* distinct codecs clients may ask for in one run */
@@ -225,7 +227,7 @@ typedef struct {
         int client, from_round;
         double samples, weight, norm, bytes, trained;
     } stale[COORD_MAX_CLIENTS];
-    cJSON *task_meta;     /* this round's task settings, the same for every client */
+    hfl_task_msg task;    /* this round's task settings, the same for every client */
 } coord_round;
 
 typedef struct {
@@ -414,11 +416,11 @@ enum { DOWNLINK_FULL = 0, DOWNLINK_DELTA = 1, DOWNLINK_HELD = 2 };
 /* A TASK with the weights for a client holding have_version (*kind says
  * how); cached per base version when cacheable (the meta is then the same
  * for every client). */
-uint8_t *downlink_task(coord *c, const cJSON *task_meta, int64_t have_version, size_t *len, int *kind,
+uint8_t *downlink_task(coord *c, const hfl_task_msg *task, int64_t have_version, size_t *len, int *kind,
                        int cacheable);
 /* A TASK without weights ("sent": base_version is the task's version), for
  * a client that was sent this task already. */
-uint8_t *downlink_sent(coord *c, const cJSON *task_meta, size_t *len);
+uint8_t *downlink_sent(coord *c, const hfl_task_msg *task, size_t *len);
 
 /* report.c */
 void report_log_event(coord *c, cJSON *event); /* takes ownership */
@@ -483,7 +485,7 @@ void secagg_free(coord *c);
  * the largest weight --max-share, DP noise at its multiplier) would need
  * more bits than a client can round exactly: such settings could wrap. */
 int secagg_check_settings(const coord *c, char *err);
-void secagg_task_meta(const coord *c, cJSON *meta); /* the task's "secagg" */
+void secagg_task(const coord *c, hfl_task_secagg *out); /* the task's "secagg" */
 /* A SECAGG message of msg_bytes (counted with its reply in the report). */
 uint8_t *secagg_request(coord *c, int id, const cJSON *meta, size_t msg_bytes, size_t *len);
 /* A member's input (the packed ring): added to the sum; -1 with err. */

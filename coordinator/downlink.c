@@ -45,7 +45,7 @@ void downlink_reset_cache(coord *c) {
 
 /* Encodes global (full) or global - hist[base] over the trainable part
  * (delta) into a TASK message. */
-static uint8_t *downlink_build(coord *c, const cJSON *task_meta, int base, size_t *len) {
+static uint8_t *downlink_build(coord *c, const hfl_task_msg *task, int base, size_t *len) {
     coord_downlink *d = &c->down;
     size_t n = c->spec.n_params;
     const float *src = c->global;
@@ -59,29 +59,26 @@ static uint8_t *downlink_build(coord *c, const cJSON *task_meta, int base, size_
     uint8_t *payload = hfl_malloc(hfl_codec_max_bytes(d->codec, n, c->cfg.block));
     hfl_rng_key key = {c->cfg.seed, (uint32_t)c->version, 0xFFFFFFFFu, 1};
     size_t plen = hfl_codec_encode(d->codec, src, NULL, n, c->cfg.block, &key, 1, payload);
-    cJSON *meta = cJSON_Duplicate(task_meta, 1);
-    cJSON_AddStringToObject(meta, "weights", base >= 0 ? "delta" : "full");
-    cJSON_AddNumberToObject(meta, "base_version", base);
-    cJSON_AddStringToObject(meta, "downlink", d->codec->name);
-    uint8_t *m = hfl_msg_encode(HFL_MSG_TASK, meta, payload, plen, len);
-    cJSON_Delete(meta);
+    hfl_task_msg t = *task;
+    snprintf(t.weights, sizeof t.weights, "%s", base >= 0 ? "delta" : "full");
+    t.base_version = base;
+    snprintf(t.downlink, sizeof t.downlink, "%s", d->codec->name);
+    uint8_t *m = hfl_wire_message(&hfl_wire_task, &t, payload, plen, len);
     free(payload);
     return m;
 }
 
 /* The task's settings and no weights: the client holds this version
  * ("held"), or was sent this task already ("sent"). */
-static uint8_t *downlink_bare(coord *c, const cJSON *task_meta, const char *weights, size_t *len) {
-    cJSON *meta = cJSON_Duplicate(task_meta, 1);
-    cJSON_AddStringToObject(meta, "weights", weights);
-    cJSON_AddNumberToObject(meta, "base_version", c->version);
-    cJSON_AddStringToObject(meta, "downlink", c->down.codec->name);
-    uint8_t *m = hfl_msg_encode(HFL_MSG_TASK, meta, NULL, 0, len);
-    cJSON_Delete(meta);
-    return m;
+static uint8_t *downlink_bare(coord *c, const hfl_task_msg *task, const char *weights, size_t *len) {
+    hfl_task_msg t = *task;
+    snprintf(t.weights, sizeof t.weights, "%s", weights);
+    t.base_version = c->version;
+    snprintf(t.downlink, sizeof t.downlink, "%s", c->down.codec->name);
+    return hfl_wire_message(&hfl_wire_task, &t, NULL, 0, len);
 }
 
-uint8_t *downlink_task(coord *c, const cJSON *task_meta, int64_t have_version, size_t *len, int *kind,
+uint8_t *downlink_task(coord *c, const hfl_task_msg *task, int64_t have_version, size_t *len, int *kind,
                        int cacheable) {
     coord_downlink *d = &c->down;
     int base = -1;
@@ -89,7 +86,7 @@ uint8_t *downlink_task(coord *c, const cJSON *task_meta, int64_t have_version, s
      * a client holding the exact ones (--init-model) would not */
     if (have_version >= 0 && have_version == c->version && !strcmp(d->codec->name, "fp32")) {
         *kind = DOWNLINK_HELD;
-        return downlink_bare(c, task_meta, "held", len);
+        return downlink_bare(c, task, "held", len);
     }
     if (d->delta && have_version >= 0 && have_version < c->version &&
         c->version - have_version <= DOWNLINK_HISTORY - 1 &&
@@ -98,8 +95,8 @@ uint8_t *downlink_task(coord *c, const cJSON *task_meta, int64_t have_version, s
     /* cache slot 0: full; 1 + slot(base): delta from base */
     int k = base < 0 ? 0 : 1 + downlink_slot(base);
     *kind = base >= 0 ? DOWNLINK_DELTA : DOWNLINK_FULL;
-    if (!cacheable) return downlink_build(c, task_meta, base, len);
-    if (!d->msg[k]) d->msg[k] = downlink_build(c, task_meta, base, &d->msg_len[k]);
+    if (!cacheable) return downlink_build(c, task, base, len);
+    if (!d->msg[k]) d->msg[k] = downlink_build(c, task, base, &d->msg_len[k]);
     if (!d->msg[k]) return NULL;
     uint8_t *m = hfl_malloc(d->msg_len[k]);
     memcpy(m, d->msg[k], d->msg_len[k]);
@@ -107,8 +104,8 @@ uint8_t *downlink_task(coord *c, const cJSON *task_meta, int64_t have_version, s
     return m;
 }
 
-uint8_t *downlink_sent(coord *c, const cJSON *task_meta, size_t *len) {
-    return downlink_bare(c, task_meta, "sent", len);
+uint8_t *downlink_sent(coord *c, const hfl_task_msg *task, size_t *len) {
+    return downlink_bare(c, task, "sent", len);
 }
 
 int downlink_init(coord *c, const char *codec_name, int delta, char *err) {

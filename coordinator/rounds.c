@@ -229,10 +229,39 @@ static void round_select(coord *c) {
 
 static void round_finish(coord *c, const char *reason);
 
+/* This round's task settings, the same for every client (proto/messages.h);
+ * the downlink adds the weights, a capacity-aware run each client's steps. */
+static void round_task(coord *c) {
+    coord_round *r = &c->r;
+    hfl_task_msg *t = &r->task;
+    t->round = r->round, t->version = c->version;
+    snprintf(t->model, sizeof t->model, "%s", c->spec.name);
+    t->params = (int64_t)c->spec.n_params, t->trainable = (int64_t)c->spec.n_trainable;
+    t->local_epochs = c->cfg.local_epochs;
+    t->local_steps = c->cfg.local_steps, t->has_local_steps = c->cfg.local_steps > 0;
+    if (c->cfg.lr_schedule.cosine) { /* the run's schedule, and where this round starts on it */
+        const hfl_lr_schedule *s = &c->cfg.lr_schedule;
+        snprintf(t->lr_schedule, sizeof t->lr_schedule, "cosine");
+        t->lr_warmup = s->warmup, t->lr_total = s->total, t->lr_min = s->min_ratio;
+        t->lr_step0 = (int64_t)(r->round - 1) * c->cfg.local_steps;
+        t->has_lr_schedule = t->has_lr_warmup = t->has_lr_total = t->has_lr_min = t->has_lr_step0 = 1;
+    }
+    t->batch = c->cfg.batch;
+    t->lr = c->cfg.lr, t->momentum = c->cfg.momentum, t->weight_decay = c->cfg.weight_decay;
+    t->prox_mu = c->cfg.prox_mu, t->has_prox_mu = c->cfg.prox_mu > 0;
+    if (c->cfg.optimizer == HFL_OPTIM_ADAMW) {
+        snprintf(t->optimizer, sizeof t->optimizer, "adamw");
+        t->beta1 = c->cfg.beta1, t->beta2 = c->cfg.beta2;
+        t->has_optimizer = t->has_beta1 = t->has_beta2 = 1;
+    }
+    snprintf(t->codec, sizeof t->codec, "%s", c->codec->name);
+    t->block = c->cfg.block, t->seed = (int64_t)c->cfg.seed;
+    t->deadline_ms = c->cfg.deadline_s * 1000.0;
+}
+
 static void round_open(coord *c) {
     coord_round *r = &c->r;
     int next = r->round + 1;
-    cJSON_Delete(r->task_meta);
     downlink_reset_cache(c);
     memset(r, 0, sizeof *r);
     r->clip = c->clip;
@@ -246,41 +275,13 @@ static void round_open(coord *c) {
     if (!c->cfg.secure_agg && r->dp_sigma > 0) /* central noise: the sum's scale holds it too (dp.h) */
         hfl_agg_widen(&c->agg, r->clip + SECAGG_NOISE_TAIL * r->dp_sigma);
 
-    cJSON *meta = cJSON_CreateObject();
-    cJSON_AddNumberToObject(meta, "round", r->round);
-    cJSON_AddNumberToObject(meta, "version", c->version);
-    cJSON_AddStringToObject(meta, "model", c->spec.name);
-    cJSON_AddNumberToObject(meta, "params", (double)c->spec.n_params);
-    cJSON_AddNumberToObject(meta, "trainable", (double)c->spec.n_trainable);
-    cJSON_AddNumberToObject(meta, "local_epochs", c->cfg.local_epochs);
-    if (c->cfg.local_steps > 0) cJSON_AddNumberToObject(meta, "local_steps", c->cfg.local_steps);
-    if (c->cfg.lr_schedule.cosine) { /* the run's schedule, and where this round starts on it */
-        const hfl_lr_schedule *s = &c->cfg.lr_schedule;
-        cJSON_AddStringToObject(meta, "lr_schedule", "cosine");
-        cJSON_AddNumberToObject(meta, "lr_warmup", (double)s->warmup);
-        cJSON_AddNumberToObject(meta, "lr_total", (double)s->total);
-        cJSON_AddNumberToObject(meta, "lr_min", s->min_ratio);
-        cJSON_AddNumberToObject(meta, "lr_step0", (double)(r->round - 1) * c->cfg.local_steps);
-    }
-    cJSON_AddNumberToObject(meta, "batch", c->cfg.batch);
-    cJSON_AddNumberToObject(meta, "lr", c->cfg.lr);
-    cJSON_AddNumberToObject(meta, "momentum", c->cfg.momentum);
-    cJSON_AddNumberToObject(meta, "weight_decay", c->cfg.weight_decay);
-    if (c->cfg.prox_mu > 0) cJSON_AddNumberToObject(meta, "prox_mu", c->cfg.prox_mu);
-    if (c->cfg.optimizer == HFL_OPTIM_ADAMW) {
-        cJSON_AddStringToObject(meta, "optimizer", "adamw");
-        cJSON_AddNumberToObject(meta, "beta1", c->cfg.beta1);
-        cJSON_AddNumberToObject(meta, "beta2", c->cfg.beta2);
-    }
-    cJSON_AddStringToObject(meta, "codec", c->codec->name);
-    cJSON_AddNumberToObject(meta, "block", c->cfg.block);
-    cJSON_AddNumberToObject(meta, "seed", (double)c->cfg.seed);
-    cJSON_AddNumberToObject(meta, "deadline_ms", c->cfg.deadline_s * 1000.0);
-    r->task_meta = meta;
+    round_task(c);
     char why[HFL_ERR_LEN] = "";
     if (c->cfg.secure_agg &&
-        secagg_round_open(c, r->dp_sigma, r->dp_sigma_count, round_quorum(c, r->n_selected), why) == 0)
-        secagg_task_meta(c, meta);
+        secagg_round_open(c, r->dp_sigma, r->dp_sigma_count, round_quorum(c, r->n_selected), why) == 0) {
+        secagg_task(c, &r->task.secagg);
+        r->task.has_secagg = 1;
+    }
 
     cJSON *ev = cJSON_CreateObject();
     cJSON_AddStringToObject(ev, "event", "round_open");
@@ -380,14 +381,10 @@ static uint8_t *round_pull(coord *c, int id, int64_t have_version, int again, si
     int sent = r->tasked[id]; /* it holds this round's task already */
     if (sent && again && r->rec[id].resent >= COORD_MAX_RESENDS) return round_resend_capped(c, id, len);
     int kind = DOWNLINK_FULL, steps = r->local_steps[id];
-    cJSON *meta = r->task_meta;
-    if (steps > 0) { /* capacity-aware work: this client's own step count */
-        meta = cJSON_Duplicate(r->task_meta, 1);
-        cJSON_AddNumberToObject(meta, "local_steps", steps);
-    }
-    uint8_t *m = sent && !again ? downlink_sent(c, meta, len)
-                                : downlink_task(c, meta, have_version, len, &kind, steps == 0);
-    if (meta != r->task_meta) cJSON_Delete(meta);
+    hfl_task_msg task = r->task;
+    if (steps > 0) task.local_steps = steps, task.has_local_steps = 1; /* capacity-aware work: its own count */
+    uint8_t *m = sent && !again ? downlink_sent(c, &task, len)
+                                : downlink_task(c, &task, have_version, len, &kind, steps == 0);
     if (!m) return coord_error_reply("cannot encode the task", len);
     if (sent && !again) {
         r->tasks_short++;

@@ -136,13 +136,10 @@ int secagg_check_settings(const coord *c, char *err) {
 }
 
 /* The task's announcement, the same for every client. */
-void secagg_task_meta(const coord *c, cJSON *meta) {
+void secagg_task(const coord *c, hfl_task_secagg *out) {
     const coord_secagg *s = c->sa;
-    cJSON *o = cJSON_AddObjectToObject(meta, "secagg");
-    cJSON_AddStringToObject(o, "mode", s->mode == SECAGG_MASKED ? "masked" : "clear");
-    cJSON_AddNumberToObject(o, "clip", s->clip);
-    cJSON_AddNumberToObject(o, "shift", s->shift);
-    cJSON_AddNumberToObject(o, "bits", s->bits);
+    snprintf(out->mode, sizeof out->mode, "%s", s->mode == SECAGG_MASKED ? "masked" : "clear");
+    out->clip = s->clip, out->shift = s->shift, out->bits = s->bits;
 }
 
 /* Marks a member that missed a phase: the round waits for it no more. */

@@ -72,7 +72,6 @@ static inline void setup(int k, int quorum, double deadline, double max_share) {
 static inline void teardown(void) {
     hfl_trainer_free(c.eval);
     cJSON_Delete(c.round_log);
-    cJSON_Delete(c.r.task_meta);
     hfl_agg_free(&c.agg);
     hfl_sopt_free(&c.sopt);
     for (int i = 0; i < c.n_clients; i++) cJSON_Delete(c.clients[i].hello);

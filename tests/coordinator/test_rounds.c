@@ -144,7 +144,6 @@ static const char *participant(const char *name, double *weight) {
 static void teardown(void) {
     hfl_trainer_free(c.eval);
     cJSON_Delete(c.round_log);
-    cJSON_Delete(c.r.task_meta);
     hfl_agg_free(&c.agg);
     hfl_sopt_free(&c.sopt);
     for (int i = 0; i < c.n_clients; i++) cJSON_Delete(c.clients[i].hello);

@@ -407,11 +407,12 @@ static void test_draw(void) {
     }
     CHECK(c.r.cap_total == total);
     /* the task settings */
-    const cJSON *t = c.r.task_meta;
+    cJSON *t = hfl_wire_encode(&hfl_wire_task, &c.r.task); /* as the wire carries them */
     CHECK(num(t, "round") == 1 && num(t, "version") == 0 && !strcmp(str(t, "model"), "mlp") && num(t, "params") == NP &&
           num(t, "local_epochs") == 3 && num(t, "batch") == 16 && num(t, "lr") == 0.25 && num(t, "momentum") == 0.5 &&
           num(t, "weight_decay") == 0.125 && !strcmp(str(t, "codec"), "fp32") && num(t, "block") == 256 &&
           num(t, "seed") == 7 && num(t, "deadline_ms") == 60000);
+    cJSON_Delete(t);
     cJSON *ev = events("round_open");
     const cJSON *o = cJSON_GetArrayItem(ev, 0);
     const cJSON *sa = cJSON_GetObjectItemCaseSensitive(o, "selected");
@@ -565,7 +566,7 @@ static void test_updates(void) {
     /* round 2 is the last: the run is done, pulls get bye once per client */
     rounds_tick(&c);
     REQUIRE(c.r.open && c.r.round == 2);
-    CHECK(num(c.r.task_meta, "version") == 1 && num(c.r.task_meta, "round") == 2);
+    CHECK(c.r.task.version == 1 && c.r.task.round == 2);
     pull(a, HFL_MSG_TASK), pull(b, HFL_MSG_TASK), pull(d, HFL_MSG_TASK);
     accept(a, 100, 0.5, 1.0f), accept(b, 100, 0.5, 1.0f), accept(d, 100, 0.5, 1.0f);
     rounds_tick(&c);

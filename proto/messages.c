@@ -1,0 +1,211 @@
+/* messages.c: the field table of every message (messages.h). Each row is a
+ * member of the message's struct under its own name, so a field's wire
+ * name, its place and its size are written once. The ranges are what the
+ * reader accepts; docs/protocol.md's "Fields" tables mirror these rows. */
+#include "proto/messages.h"
+
+#include <stddef.h>
+
+#include "proto/secagg.h"
+
+/* A required field, and an optional one (beside its has_ flag). */
+#define FIELD(T, m, kind, lo, hi) {#m, kind, 0, lo, hi, offsetof(T, m), sizeof(((T *)0)->m), 0, NULL, NULL, 0}
+#define OPTIONAL(T, m, kind, lo, hi) \
+    {#m, kind, 1, lo, hi, offsetof(T, m), sizeof(((T *)0)->m), offsetof(T, has_##m), NULL, NULL, 0}
+#define N(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+#define I HFL_WIRE_INT
+#define D HFL_WIRE_NUM
+#define S HFL_WIRE_STR
+#define B HFL_WIRE_BOOL
+#define BIG 1e18   /* byte counts */
+#define I32 2147483647.0
+#define I64 9223372036854775807.0
+
+/* The session every request after hello carries. */
+#define SESSION(T) FIELD(T, client_id, I, 0, HFL_WIRE_MAX_CLIENTS - 1), FIELD(T, token, S, 0, HFL_WIRE_TOKEN_MAX)
+
+static const hfl_wire_field pull_fields[] = {
+    SESSION(hfl_pull_msg),
+    OPTIONAL(hfl_pull_msg, have_version, I, -1, I32),
+    OPTIONAL(hfl_pull_msg, hold_ms, I, 0, 600000),
+    OPTIONAL(hfl_pull_msg, resend, B, 0, 0),
+};
+const hfl_wire_msg hfl_wire_pull = {HFL_MSG_PULL, "pull", pull_fields, N(pull_fields), 0};
+
+static const hfl_wire_field secagg_fields[] = {
+    FIELD(hfl_task_secagg, mode, S, 0, 15),
+    FIELD(hfl_task_secagg, clip, D, 0, 1e30),
+    FIELD(hfl_task_secagg, shift, I, -2000, 2000),
+    FIELD(hfl_task_secagg, bits, I, 1, SECAGG_MAX_BITS),
+};
+static const hfl_wire_msg task_secagg = {0, "task.secagg", secagg_fields, N(secagg_fields), 0};
+
+static const hfl_wire_field task_fields[] = {
+    FIELD(hfl_task_msg, round, I, 1, 1 << 30),
+    FIELD(hfl_task_msg, version, I, 0, I32),
+    FIELD(hfl_task_msg, model, S, 0, HFL_WIRE_NAME_MAX),
+    FIELD(hfl_task_msg, params, I, 1, 1e15),
+    FIELD(hfl_task_msg, trainable, I, 1, 1e15),
+    FIELD(hfl_task_msg, local_epochs, I, 1, 10000),
+    OPTIONAL(hfl_task_msg, local_steps, I, 1, 100000000),
+    OPTIONAL(hfl_task_msg, lr_schedule, S, 0, 15),
+    OPTIONAL(hfl_task_msg, lr_warmup, I, 0, 100000000),
+    OPTIONAL(hfl_task_msg, lr_total, I, 1, 1125899906842624.0),
+    OPTIONAL(hfl_task_msg, lr_min, D, 0, 1),
+    OPTIONAL(hfl_task_msg, lr_step0, I, 0, 1125899906842624.0),
+    FIELD(hfl_task_msg, batch, I, 1, 65536),
+    FIELD(hfl_task_msg, lr, D, 0, 100),
+    FIELD(hfl_task_msg, momentum, D, 0, 1),
+    FIELD(hfl_task_msg, weight_decay, D, 0, 1),
+    OPTIONAL(hfl_task_msg, prox_mu, D, 0, 1000),
+    OPTIONAL(hfl_task_msg, optimizer, S, 0, 15),
+    OPTIONAL(hfl_task_msg, beta1, D, 0, 0.999999),
+    OPTIONAL(hfl_task_msg, beta2, D, 0, 0.999999),
+    FIELD(hfl_task_msg, codec, S, 0, HFL_WIRE_CODEC_MAX),
+    FIELD(hfl_task_msg, block, I, 1, 65536),
+    FIELD(hfl_task_msg, seed, I, 0, I64),
+    FIELD(hfl_task_msg, deadline_ms, D, 1, 1e10),
+    {"secagg", HFL_WIRE_OBJ, 1, 0, 0, offsetof(hfl_task_msg, secagg), sizeof(hfl_task_secagg),
+     offsetof(hfl_task_msg, has_secagg), &task_secagg, NULL, 0},
+    FIELD(hfl_task_msg, weights, S, 0, 7),
+    FIELD(hfl_task_msg, base_version, I, -1, I32),
+    FIELD(hfl_task_msg, downlink, S, 0, HFL_WIRE_CODEC_MAX),
+};
+const hfl_wire_msg hfl_wire_task = {HFL_MSG_TASK, "task", task_fields, N(task_fields), 0};
+
+static const hfl_wire_field wait_fields[] = {FIELD(hfl_wait_msg, ms, I, 0, 60000)};
+const hfl_wire_msg hfl_wire_wait = {HFL_MSG_WAIT, "wait", wait_fields, N(wait_fields), 0};
+
+static const hfl_wire_field update_fields[] = {
+    SESSION(hfl_update_msg),
+    FIELD(hfl_update_msg, round, I, 1, 1 << 30),
+    FIELD(hfl_update_msg, samples, I, 1, 100000000),
+    FIELD(hfl_update_msg, loss, D, 0, 1e30),
+    FIELD(hfl_update_msg, codec, S, 0, HFL_WIRE_CODEC_MAX),
+    OPTIONAL(hfl_update_msg, peak_bytes, D, 0, BIG),
+    OPTIONAL(hfl_update_msg, train_s, D, 0, 1e9),
+    OPTIONAL(hfl_update_msg, trained_samples, D, 0, 1e15),
+    OPTIONAL(hfl_update_msg, lr_first, D, 0, 100),
+    OPTIONAL(hfl_update_msg, lr_last, D, 0, 100),
+    OPTIONAL(hfl_update_msg, sim_s, D, 0, 1e12),
+    OPTIONAL(hfl_update_msg, predicted_peak_bytes, D, 0, BIG),
+    OPTIONAL(hfl_update_msg, measured_peak_bytes, D, 0, BIG),
+};
+const hfl_wire_msg hfl_wire_update = {HFL_MSG_UPDATE, "update", update_fields, N(update_fields), 0};
+
+static const hfl_wire_field decline_fields[] = {
+    SESSION(hfl_decline_msg),
+    FIELD(hfl_decline_msg, round, I, 1, 1 << 30),
+    FIELD(hfl_decline_msg, declined, B, 0, 0),
+};
+const hfl_wire_msg hfl_wire_decline = {HFL_MSG_UPDATE, "update (declined)", decline_fields, N(decline_fields), 0};
+
+static const hfl_wire_field ack_fields[] = {
+    FIELD(hfl_ack_msg, round, I, 1, 1 << 30),
+    OPTIONAL(hfl_ack_msg, missed_deadline, B, 0, 0),
+    OPTIONAL(hfl_ack_msg, folded_into, I, 1, 1 << 30),
+};
+const hfl_wire_msg hfl_wire_ack = {HFL_MSG_ACK, "ack", ack_fields, N(ack_fields), 0};
+
+static const hfl_wire_field error_fields[] = {
+    FIELD(hfl_error_msg, error, S, 0, HFL_ERR_LEN - 1),
+    OPTIONAL(hfl_error_msg, reauth, B, 0, 0),
+    OPTIONAL(hfl_error_msg, retry_ms, I, 1, 60000),
+    OPTIONAL(hfl_error_msg, skip_round, B, 0, 0),
+};
+const hfl_wire_msg hfl_wire_error = {HFL_MSG_ERROR, "error", error_fields, N(error_fields), 0};
+
+static const hfl_wire_field bye_fields[] = {FIELD(hfl_bye_msg, reason, S, 0, 63)};
+const hfl_wire_msg hfl_wire_bye = {HFL_MSG_BYE, "bye", bye_fields, N(bye_fields), 0};
+
+static const hfl_wire_field leave_fields[] = {
+    SESSION(hfl_leave_msg),
+    OPTIONAL(hfl_leave_msg, error, S, 0, HFL_ERR_LEN - 1),
+    OPTIONAL(hfl_leave_msg, budget_bytes, D, 0, BIG),
+    OPTIONAL(hfl_leave_msg, measured_peak_bytes, D, 0, BIG),
+    OPTIONAL(hfl_leave_msg, predicted_peak_bytes, D, 0, BIG),
+};
+const hfl_wire_msg hfl_wire_leave = {HFL_MSG_BYE, "bye (client)", leave_fields, N(leave_fields), 0};
+
+static const hfl_wire_field welcome_fields[] = {
+    FIELD(hfl_welcome_msg, client_id, I, 0, HFL_WIRE_MAX_CLIENTS - 1),
+    FIELD(hfl_welcome_msg, token, S, 0, HFL_WIRE_TOKEN_MAX),
+    FIELD(hfl_welcome_msg, name, S, 0, HFL_ID_NAME_MAX),
+    FIELD(hfl_welcome_msg, instance, S, 0, HFL_WIRE_INSTANCE_MAX),
+    FIELD(hfl_welcome_msg, token_ttl_s, D, 0, 1e9),
+    FIELD(hfl_welcome_msg, model, S, 0, HFL_WIRE_NAME_MAX),
+    {"model_spec", HFL_WIRE_OBJ, 0, 0, 0, offsetof(hfl_welcome_msg, model_spec), sizeof(const cJSON *), 0, NULL,
+     NULL, 0},
+    FIELD(hfl_welcome_msg, params, I, 1, 1e15),
+    FIELD(hfl_welcome_msg, codec, S, 0, HFL_WIRE_CODEC_MAX),
+    FIELD(hfl_welcome_msg, block, I, 1, 65536),
+    FIELD(hfl_welcome_msg, rounds, I, 1, 1 << 30),
+    FIELD(hfl_welcome_msg, batch, I, 1, 65536),
+    OPTIONAL(hfl_welcome_msg, momentum, D, 0, 1),
+    OPTIONAL(hfl_welcome_msg, prox_mu, D, 0, 1000),
+    OPTIONAL(hfl_welcome_msg, optimizer, S, 0, 15),
+    OPTIONAL(hfl_welcome_msg, overhead_estimate, I, 0, 1125899906842624.0),
+    OPTIONAL(hfl_welcome_msg, seed, I, 0, I64),
+    OPTIONAL(hfl_welcome_msg, model_version, I, 0, I32),
+    OPTIONAL(hfl_welcome_msg, model_sha256, S, 0, 64),
+};
+const hfl_wire_msg hfl_wire_welcome = {HFL_MSG_WELCOME, "welcome", welcome_fields, N(welcome_fields), 0};
+
+/* What a hello's device and plan may hold, as client/handshake.c writes
+ * them: the coordinator keeps them (registry.c) and copies them into its
+ * report, so every field is a scalar of its kind and range (schema.c) and a
+ * stored description is one level deep and a few hundred bytes. */
+const hfl_field hfl_wire_device_fields[] = {
+    {"kind", HFL_FIELD_STR, 0, 16},        {"backend", HFL_FIELD_STR, 0, 32},
+    {"name", HFL_FIELD_STR, 0, 128},       {"compute_capability", HFL_FIELD_STR, 0, 16},
+    {"cores", HFL_FIELD_INT, 0, 1e6},      {"free_bytes", HFL_FIELD_NUM, 0, BIG},
+    {"total_bytes", HFL_FIELD_NUM, 0, BIG},
+};
+const int hfl_wire_n_device_fields = N(hfl_wire_device_fields);
+const hfl_field hfl_wire_plan_fields[] = {
+    {"backend", HFL_FIELD_STR, 0, 32},           {"device", HFL_FIELD_STR, 0, 128},
+    {"batch", HFL_FIELD_INT, 1, 65536},          {"accumulation_steps", HFL_FIELD_INT, 1, 65536},
+    {"step_batch", HFL_FIELD_INT, 1, 1 << 30},   {"momentum", HFL_FIELD_BOOL, 0, 0},
+    {"prox_anchor", HFL_FIELD_BOOL, 0, 0},       {"adamw", HFL_FIELD_BOOL, 0, 0},
+    {"precision", HFL_FIELD_STR, 0, 16},         {"checkpoint", HFL_FIELD_STR, 0, 32},
+    {"budget_bytes", HFL_FIELD_NUM, 0, BIG},     {"arena_bytes", HFL_FIELD_NUM, 0, BIG},
+    {"predicted_peak_bytes", HFL_FIELD_NUM, 0, BIG}, {"predicted_samples_per_s", HFL_FIELD_NUM, 0, 1e15},
+    {"capacity_samples_per_s", HFL_FIELD_NUM, 0, 1e15}, {"overhead_bytes", HFL_FIELD_NUM, 0, BIG},
+    {"overhead_records", HFL_FIELD_INT, 0, 1e9}, {"verify_measurements", HFL_FIELD_INT, 0, 1e9},
+    /* the device memory a GPU client holds (plan/overhead_log.c, hfl_device_memory_json) */
+    {"context_bytes", HFL_FIELD_NUM_OR_NULL, 0, BIG}, {"context_source", HFL_FIELD_STR, 0, 32},
+    {"process_device_bytes", HFL_FIELD_NUM_OR_NULL, 0, BIG}, {"alloc_granularity", HFL_FIELD_NUM, 1, 1e12},
+};
+const int hfl_wire_n_plan_fields = N(hfl_wire_plan_fields);
+
+static const hfl_wire_field hello_fields[] = {
+    OPTIONAL(hfl_hello_msg, name, S, 0, HFL_ID_NAME_MAX),
+    FIELD(hfl_hello_msg, samples, I, 1, 100000000),
+    OPTIONAL(hfl_hello_msg, codec, S, 0, HFL_WIRE_CODEC_MAX),
+    {"device", HFL_WIRE_OBJ, 1, 0, 0, offsetof(hfl_hello_msg, device), sizeof(const cJSON *),
+     offsetof(hfl_hello_msg, has_device), NULL, hfl_wire_device_fields, N(hfl_wire_device_fields)},
+    {"plan", HFL_WIRE_OBJ, 1, 0, 0, offsetof(hfl_hello_msg, plan), sizeof(const cJSON *),
+     offsetof(hfl_hello_msg, has_plan), NULL, hfl_wire_plan_fields, N(hfl_wire_plan_fields)},
+    OPTIONAL(hfl_hello_msg, cert, S, 0, HFL_WIRE_CERT_MAX),
+    OPTIONAL(hfl_hello_msg, nonce, S, 0, HFL_ID_NONCE_HEX),
+    OPTIONAL(hfl_hello_msg, challenge, S, 0, HFL_ID_NONCE_HEX),
+};
+/* strict: the coordinator keeps what a hello holds, so it holds nothing else */
+const hfl_wire_msg hfl_wire_hello = {HFL_MSG_HELLO, "hello", hello_fields, N(hello_fields), 1};
+
+static const hfl_wire_field challenge_fields[] = {
+    FIELD(hfl_challenge_msg, challenge, S, 0, HFL_ID_NONCE_HEX),
+    FIELD(hfl_challenge_msg, coordinator, S, 0, HFL_ID_NAME_MAX),
+    FIELD(hfl_challenge_msg, cert, S, 0, HFL_WIRE_CERT_MAX),
+    FIELD(hfl_challenge_msg, signature, S, 0, HFL_ID_SIG_B64_MAX),
+    OPTIONAL(hfl_challenge_msg, instance, S, 0, HFL_WIRE_INSTANCE_MAX),
+};
+const hfl_wire_msg hfl_wire_challenge = {HFL_MSG_CHALLENGE, "challenge", challenge_fields, N(challenge_fields), 0};
+
+const hfl_wire_msg *const hfl_wire_all[] = {
+    &hfl_wire_hello, &hfl_wire_challenge, &hfl_wire_welcome, &hfl_wire_pull, &hfl_wire_task, &task_secagg,
+    &hfl_wire_wait, &hfl_wire_update, &hfl_wire_decline, &hfl_wire_ack, &hfl_wire_error, &hfl_wire_bye,
+    &hfl_wire_leave,
+};
+const int hfl_wire_n_all = N(hfl_wire_all);

@@ -1,0 +1,224 @@
+/* messages.h: every message's metadata as a typed struct, shared by the
+ * client and the coordinator, with the table that writes and reads it
+ * (wire.h). docs/protocol.md's "Fields" section documents the same tables
+ * and tests/proto/test_wire_doc.c fails when the two disagree.
+ *
+ * An optional field has an int `has_<name>` beside it. Zero a struct, fill
+ * it, encode it with hfl_wire_message; decode into a zeroed struct. */
+#ifndef HFL_MESSAGES_H
+#define HFL_MESSAGES_H
+
+#include <stdint.h>
+
+#include "proto/identity.h"
+#include "proto/wire.h"
+#include "util/util.h"
+
+#define HFL_WIRE_MAX_CLIENTS 16384 /* client ids are below this */
+#define HFL_WIRE_TOKEN_MAX 32      /* a session token's length */
+#define HFL_WIRE_NAME_MAX 63       /* a model's name */
+#define HFL_WIRE_CODEC_MAX 31      /* a codec's name, as "topk:0.25" */
+#define HFL_WIRE_INSTANCE_MAX 32   /* a coordinator instance: 128 random bits in hex */
+#define HFL_WIRE_CERT_MAX 8192     /* a certificate, base64 DER */
+
+/* pull: a client asks for work. */
+typedef struct {
+    int64_t client_id;
+    char token[HFL_WIRE_TOKEN_MAX + 1];
+    int64_t have_version; /* the model version it holds, -1: none */
+    int has_have_version;
+    int64_t hold_ms; /* a long poll: the reply may wait this long */
+    int has_hold_ms;
+    int resend; /* the task it was sent this round, once more with weights */
+    int has_resend;
+} hfl_pull_msg;
+
+/* task.secagg: secure aggregation's announcement (proto/secagg.h). */
+typedef struct {
+    char mode[16]; /* masked or clear */
+    double clip;
+    int64_t shift, bits;
+} hfl_task_secagg;
+
+/* task: the reply to a pull, one round's work; the payload holds the
+ * weights (see `weights`). */
+typedef struct {
+    int64_t round, version;
+    char model[HFL_WIRE_NAME_MAX + 1];
+    int64_t params, trainable, local_epochs;
+    int64_t local_steps; /* this many optimizer steps instead of the epochs */
+    int has_local_steps;
+    char lr_schedule[16]; /* cosine, with the four lr_ fields below */
+    int has_lr_schedule;
+    int64_t lr_warmup;
+    int has_lr_warmup;
+    int64_t lr_total;
+    int has_lr_total;
+    double lr_min;
+    int has_lr_min;
+    int64_t lr_step0;
+    int has_lr_step0;
+    int64_t batch;
+    double lr, momentum, weight_decay;
+    double prox_mu;
+    int has_prox_mu;
+    char optimizer[16]; /* adamw, with beta1 and beta2; absent: sgd */
+    int has_optimizer;
+    double beta1;
+    int has_beta1;
+    double beta2;
+    int has_beta2;
+    char codec[HFL_WIRE_CODEC_MAX + 1];
+    int64_t block, seed;
+    double deadline_ms;
+    hfl_task_secagg secagg;
+    int has_secagg;
+    char weights[8]; /* full, delta, held or sent */
+    int64_t base_version;
+    char downlink[HFL_WIRE_CODEC_MAX + 1];
+} hfl_task_msg;
+
+/* wait: come back after `ms`. */
+typedef struct {
+    int64_t ms;
+} hfl_wait_msg;
+
+/* update: a client's trained change; the payload is the encoded delta. */
+typedef struct {
+    int64_t client_id;
+    char token[HFL_WIRE_TOKEN_MAX + 1];
+    int64_t round, samples;
+    double loss;
+    char codec[HFL_WIRE_CODEC_MAX + 1];
+    double peak_bytes;
+    int has_peak_bytes;
+    double train_s;
+    int has_train_s;
+    double trained_samples;
+    int has_trained_samples;
+    double lr_first;
+    int has_lr_first;
+    double lr_last;
+    int has_lr_last;
+    double sim_s;
+    int has_sim_s;
+    double predicted_peak_bytes;
+    int has_predicted_peak_bytes;
+    double measured_peak_bytes;
+    int has_measured_peak_bytes;
+} hfl_update_msg;
+
+/* update (declined): a drawn client sits the round out (hfl-client --dropout). */
+typedef struct {
+    int64_t client_id;
+    char token[HFL_WIRE_TOKEN_MAX + 1];
+    int64_t round;
+    int declined; /* always true */
+} hfl_decline_msg;
+
+/* ack: the reply to an update. */
+typedef struct {
+    int64_t round;
+    int missed_deadline; /* --virtual-time left it out */
+    int has_missed_deadline;
+    int64_t folded_into; /* a late update, folded into this later round */
+    int has_folded_into;
+} hfl_ack_msg;
+
+/* error: any reply. */
+typedef struct {
+    char error[HFL_ERR_LEN];
+    int reauth;
+    int has_reauth;
+    int64_t retry_ms;
+    int has_retry_ms;
+    int skip_round;
+    int has_skip_round;
+} hfl_error_msg;
+
+/* bye: the reply to a pull once the run is over. */
+typedef struct {
+    char reason[64];
+} hfl_bye_msg;
+
+/* bye (client): a client leaving, with why when it broke its memory budget. */
+typedef struct {
+    int64_t client_id;
+    char token[HFL_WIRE_TOKEN_MAX + 1];
+    char error[HFL_ERR_LEN];
+    int has_error;
+    double budget_bytes;
+    int has_budget_bytes;
+    double measured_peak_bytes;
+    int has_measured_peak_bytes;
+    double predicted_peak_bytes;
+    int has_predicted_peak_bytes;
+} hfl_leave_msg;
+
+/* welcome: the reply to a (proven) hello. */
+typedef struct {
+    int64_t client_id;
+    char token[HFL_WIRE_TOKEN_MAX + 1];
+    char name[HFL_ID_NAME_MAX + 1];
+    char instance[HFL_WIRE_INSTANCE_MAX + 1];
+    double token_ttl_s;
+    char model[HFL_WIRE_NAME_MAX + 1];
+    const cJSON *model_spec; /* the layers (model/spec_json.c reads them) */
+    int64_t params;
+    char codec[HFL_WIRE_CODEC_MAX + 1];
+    int64_t block, rounds, batch;
+    double momentum;
+    int has_momentum;
+    double prox_mu;
+    int has_prox_mu;
+    char optimizer[16];
+    int has_optimizer;
+    int64_t overhead_estimate; /* the fleet's, for this device */
+    int has_overhead_estimate;
+    int64_t seed;
+    int has_seed;
+    int64_t model_version;
+    int has_model_version;
+    char model_sha256[65];
+    int has_model_sha256;
+} hfl_welcome_msg;
+
+/* hello: who the client is, its device and (the second time) its plan.
+ * The first hello of a proven identity carries only cert and nonce. */
+typedef struct {
+    char name[HFL_ID_NAME_MAX + 1]; /* --insecure only: with certificates the proof names the client */
+    int has_name;
+    int64_t samples;
+    char codec[HFL_WIRE_CODEC_MAX + 1];
+    int has_codec;
+    const cJSON *device, *plan; /* held to hfl_wire_device_fields and hfl_wire_plan_fields */
+    int has_device, has_plan;
+    char cert[HFL_WIRE_CERT_MAX + 1];
+    int has_cert;
+    char nonce[HFL_ID_NONCE_HEX + 1];
+    int has_nonce;
+    char challenge[HFL_ID_NONCE_HEX + 1];
+    int has_challenge;
+} hfl_hello_msg;
+
+/* challenge: the reply to a hello without proof. */
+typedef struct {
+    char challenge[HFL_ID_NONCE_HEX + 1];
+    char coordinator[HFL_ID_NAME_MAX + 1];
+    char cert[HFL_WIRE_CERT_MAX + 1];
+    char signature[HFL_ID_SIG_B64_MAX + 1];
+    char instance[HFL_WIRE_INSTANCE_MAX + 1];
+    int has_instance;
+} hfl_challenge_msg;
+
+extern const hfl_wire_msg hfl_wire_pull, hfl_wire_task, hfl_wire_wait, hfl_wire_update, hfl_wire_decline,
+    hfl_wire_ack, hfl_wire_error, hfl_wire_bye, hfl_wire_leave, hfl_wire_welcome, hfl_wire_hello,
+    hfl_wire_challenge;
+/* Every table above, for tests and docs: the messages and their nested objects. */
+extern const hfl_wire_msg *const hfl_wire_all[];
+extern const int hfl_wire_n_all;
+/* The hello's device and plan: what the coordinator keeps of them. */
+extern const hfl_field hfl_wire_device_fields[], hfl_wire_plan_fields[];
+extern const int hfl_wire_n_device_fields, hfl_wire_n_plan_fields;
+
+#endif
