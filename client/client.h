@@ -193,6 +193,11 @@ typedef struct {
  * be reached, or it asked us to: `reauth`, after s->retry_ms when it said),
  * -2 when it refused us for good (revoked, another CA, a wrong role, bad
  * fields) or did not prove its own identity. */
+/* An ERROR reply's fields (proto/messages.h); for any other reply, or one
+ * that cannot be read, `fallback` as its error and no flags. */
+hfl_error_msg client_reply_error(const hfl_msg *m, const char *fallback);
+/* A request's metadata: body's fields by table d, and our session. */
+cJSON *client_request_meta(const client_state *s, const hfl_wire_msg *d, const void *body);
 int client_say_hello(nng_socket sock, const client_options *o, const hfl_device_info *dev, client_state *s,
                      const cJSON *plan, size_t max_payload, client_welcome *w, char *err);
 /* After a welcome: when s->global (an --init-model file, or the version we

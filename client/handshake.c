@@ -14,12 +14,20 @@
 #include "client/client.h"
 #include "util/util.h"
 
-static cJSON *hello_meta(const client_options *o, const hfl_device_info *dev, const client_state *s) {
-    cJSON *meta = cJSON_CreateObject();
-    cJSON_AddStringToObject(meta, "name", o->name);
-    cJSON_AddNumberToObject(meta, "samples", (double)(s->claimed ? s->claimed : s->data.n));
-    if (o->codec[0]) cJSON_AddStringToObject(meta, "codec", o->codec);
-    cJSON *d = cJSON_AddObjectToObject(meta, "device");
+/* The hello's fields (proto/messages.h): our name (taken on trust only
+ * without certificates), samples, codec, device and, once chosen, plan. */
+static cJSON *hello_meta(const client_options *o, const hfl_device_info *dev, const client_state *s,
+                         const cJSON *plan) {
+    cJSON *d = cJSON_CreateObject();
+    hfl_hello_msg *h = hfl_malloc(sizeof *h);
+    memset(h, 0, sizeof *h);
+    snprintf(h->name, sizeof h->name, "%s", o->name);
+    h->has_name = 1;
+    h->samples = s->claimed ? s->claimed : s->data.n;
+    snprintf(h->codec, sizeof h->codec, "%s", o->codec);
+    h->has_codec = o->codec[0] != 0;
+    h->device = d, h->has_device = 1;
+    h->plan = plan, h->has_plan = plan != NULL;
     cJSON_AddStringToObject(d, "kind", dev->is_gpu ? "cuda" : "cpu");
     cJSON_AddStringToObject(d, "backend", s->be->name);
     cJSON_AddStringToObject(d, "name", dev->name);
@@ -31,7 +39,34 @@ static cJSON *hello_meta(const client_options *o, const hfl_device_info *dev, co
     cJSON_AddNumberToObject(d, "cores", dev->cores);
     cJSON_AddNumberToObject(d, "free_bytes", (double)dev->free_bytes);
     cJSON_AddNumberToObject(d, "total_bytes", (double)dev->total_bytes);
+    cJSON *meta = hfl_wire_encode(&hfl_wire_hello, h);
+    cJSON_Delete(d);
+    free(h);
     return meta;
+}
+
+/* What the client keeps of a welcome; the settings an older coordinator
+ * leaves out take their safe values. */
+static int welcome_read(const hfl_welcome_msg *m, client_welcome *w, client_state *s, char *err) {
+    snprintf(w->model, sizeof w->model, "%s", m->model);
+    snprintf(w->codec, sizeof w->codec, "%s", m->codec);
+    snprintf(s->token, sizeof s->token, "%s", m->token);
+    w->batch = m->batch;
+    w->momentum = m->has_momentum ? m->momentum : 0.9; /* absent: plan the buffer, to be safe */
+    w->prox_mu = m->has_prox_mu ? m->prox_mu : 0;      /* FedProx's mu: the anchor only when non-zero */
+    w->optimizer = HFL_OPTIM_SGD;                      /* absent: the coordinator predates AdamW */
+    if (m->has_optimizer && hfl_optimizer_parse(m->optimizer, &w->optimizer, err) != 0) return -1;
+    char *text = cJSON_PrintUnformatted(m->model_spec);
+    w->spec_json[0] = 0;
+    if (text && strlen(text) < sizeof w->spec_json) memcpy(w->spec_json, text, strlen(text) + 1);
+    free(text);
+    w->seed = m->has_seed ? m->seed : 1;
+    w->model_version = m->has_model_version && m->has_model_sha256 ? m->model_version : -1;
+    snprintf(w->model_sha256, sizeof w->model_sha256, "%s", w->model_version >= 0 ? m->model_sha256 : "");
+    w->overhead_estimate = m->has_overhead_estimate ? m->overhead_estimate : -1;
+    s->client_id = (int)m->client_id;
+    snprintf(s->instance, sizeof s->instance, "%s", m->instance);
+    return 0;
 }
 
 /* Says hello (with our plan, once we have one) and reads the welcome: our id
@@ -42,64 +77,45 @@ int client_say_hello(nng_socket sock, const client_options *o, const hfl_device_
                      const cJSON *plan, size_t max_payload, client_welcome *w, char *err) {
     hfl_msg rep;
     nng_msg *raw;
-    cJSON *meta = hello_meta(o, dev, s);
-    if (plan) cJSON_AddItemToObject(meta, "plan", cJSON_Duplicate(plan, 1));
+    cJSON *meta = hello_meta(o, dev, s, plan);
     int sent = hfl_hello(sock, &s->auth, meta, max_payload, &rep, &raw, err);
     cJSON_Delete(meta);
     if (sent != 0) return sent;
-    int64_t id, retry_ms = 0;
     int rc = -2;
     s->retry_ms = 0;
+    hfl_welcome_msg wm = {0};
     if (rep.type != HFL_MSG_WELCOME) {
-        char why[200] = "unexpected reply";
-        hfl_meta_str(rep.meta, "error", sizeof why - 1, why, NULL);
+        hfl_error_msg e = client_reply_error(&rep, "unexpected reply");
         /* "say hello again" (a challenge gone, a rate limit, a full registry) is worth retrying */
-        int again = rep.type == HFL_MSG_ERROR && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep.meta, "reauth"));
-        if (again && cJSON_GetObjectItemCaseSensitive(rep.meta, "retry_ms") &&
-            hfl_meta_int(rep.meta, "retry_ms", 1, 60000, &retry_ms, NULL) == 0)
-            s->retry_ms = (int)retry_ms;
-        hfl_errf(err, "coordinator %s hello: %s", again ? "asked us to say again" : "refused", why);
-        rc = again ? -1 : -2;
-    } else if (hfl_meta_int(rep.meta, "client_id", 0, 1 << 20, &id, err) == 0 &&
-               hfl_meta_str(rep.meta, "model", sizeof w->model - 1, w->model, err) == 0 &&
-               hfl_meta_str(rep.meta, "codec", sizeof w->codec - 1, w->codec, err) == 0 &&
-               hfl_meta_str(rep.meta, "token", sizeof s->token - 1, s->token, err) == 0 &&
-               hfl_meta_int(rep.meta, "batch", 1, 65536, &w->batch, err) == 0) {
-        w->overhead_estimate = -1;
-        w->momentum = 0.9; /* a welcome without it: plan the buffer, to be safe */
-        w->prox_mu = 0; /* FedProx's mu: the anchor is planned only when non-zero */
-        w->optimizer = HFL_OPTIM_SGD; /* a welcome without it: the coordinator predates AdamW */
-        char opt[16] = "sgd";
-        if ((cJSON_GetObjectItemCaseSensitive(rep.meta, "optimizer") &&
-             (hfl_meta_str(rep.meta, "optimizer", sizeof opt - 1, opt, err) != 0 ||
-              hfl_optimizer_parse(opt, &w->optimizer, err) != 0)) ||
-            (cJSON_GetObjectItemCaseSensitive(rep.meta, "momentum") &&
-             hfl_meta_num(rep.meta, "momentum", 0, 1, &w->momentum, err) != 0) ||
-            (cJSON_GetObjectItemCaseSensitive(rep.meta, "prox_mu") &&
-             hfl_meta_num(rep.meta, "prox_mu", 0, 1000, &w->prox_mu, err) != 0)) {
-            hfl_msg_free(&rep);
-            nng_msg_free(raw);
-            return -2;
-        }
-        const cJSON *spec = cJSON_GetObjectItemCaseSensitive(rep.meta, "model_spec");
-        char *text = cJSON_IsObject(spec) ? cJSON_PrintUnformatted(spec) : NULL;
-        w->spec_json[0] = 0;
-        if (text && strlen(text) < sizeof w->spec_json) memcpy(w->spec_json, text, strlen(text) + 1);
-        free(text);
-        if (hfl_meta_int(rep.meta, "seed", 0, INT64_MAX, &w->seed, NULL) != 0) w->seed = 1;
-        if (hfl_meta_int(rep.meta, "model_version", 0, INT32_MAX, &w->model_version, NULL) != 0 ||
-            hfl_meta_str(rep.meta, "model_sha256", sizeof w->model_sha256 - 1, w->model_sha256, NULL) != 0)
-            w->model_version = -1, w->model_sha256[0] = 0;
-        if (cJSON_GetObjectItemCaseSensitive(rep.meta, "overhead_estimate") &&
-            hfl_meta_int(rep.meta, "overhead_estimate", 0, INT64_C(1) << 50, &w->overhead_estimate, err) != 0)
-            w->overhead_estimate = -1;
-        s->client_id = (int)id;
-        if (hfl_meta_str(rep.meta, "instance", sizeof s->instance - 1, s->instance, NULL) != 0) s->instance[0] = 0;
+        if (e.reauth) s->retry_ms = (int)e.retry_ms;
+        hfl_errf(err, "coordinator %s hello: %s", e.reauth ? "asked us to say again" : "refused", e.error);
+        rc = e.reauth ? -1 : -2;
+    } else if (hfl_wire_decode(&hfl_wire_welcome, rep.meta, &wm, err) == 0 && welcome_read(&wm, w, s, err) == 0) {
         rc = 0;
     }
     hfl_msg_free(&rep);
     nng_msg_free(raw);
     return rc;
+}
+
+cJSON *client_request_meta(const client_state *s, const hfl_wire_msg *d, const void *body) {
+    hfl_session_msg session = {.client_id = s->client_id};
+    snprintf(session.token, sizeof session.token, "%s", s->token);
+    cJSON *meta = hfl_wire_encode(d, body);
+    if (meta && hfl_wire_encode_into(&hfl_wire_session, &session, meta) != 0) {
+        cJSON_Delete(meta);
+        return NULL;
+    }
+    return meta;
+}
+
+hfl_error_msg client_reply_error(const hfl_msg *m, const char *fallback) {
+    hfl_error_msg e = {0};
+    if (m->type != HFL_MSG_ERROR || hfl_wire_decode(&hfl_wire_error, m->meta, &e, NULL) != 0) {
+        memset(&e, 0, sizeof e);
+        snprintf(e.error, sizeof e.error, "%s", fallback);
+    }
+    return e;
 }
 
 int client_precisions(const client_options *o, const hfl_device_info *dev, unsigned *out, char *err) {

@@ -149,13 +149,12 @@ static int read_task(const hfl_task_msg *m, size_t n_update, const char *overrid
 /* Tells the coordinator this client leaves because it broke its memory
  * budget (why: the one line), so the run's report shows it; best effort. */
 static void say_breach(nng_socket sock, const client_state *s, size_t max_payload, const char *why) {
-    cJSON *meta = cJSON_CreateObject();
-    cJSON_AddNumberToObject(meta, "client_id", s->client_id);
-    cJSON_AddStringToObject(meta, "token", s->token);
-    cJSON_AddStringToObject(meta, "error", why);
-    cJSON_AddNumberToObject(meta, "budget_bytes", (double)s->budget.bytes);
-    cJSON_AddNumberToObject(meta, "measured_peak_bytes", (double)s->budget.measured_peak);
-    cJSON_AddNumberToObject(meta, "predicted_peak_bytes", (double)s->chosen.predicted);
+    hfl_leave_msg l = {.has_error = 1,
+                       .budget_bytes = (double)s->budget.bytes, .has_budget_bytes = 1,
+                       .measured_peak_bytes = (double)s->budget.measured_peak, .has_measured_peak_bytes = 1,
+                       .predicted_peak_bytes = (double)s->chosen.predicted, .has_predicted_peak_bytes = 1};
+    snprintf(l.error, sizeof l.error, "%s", why);
+    cJSON *meta = client_request_meta(s, &hfl_wire_leave, &l);
     hfl_msg rep;
     nng_msg *raw;
     char e[HFL_ERR_LEN];
@@ -214,9 +213,9 @@ static int rejoin(nng_socket sock, const client_options *o, const hfl_device_inf
 
 /* 1 when an error reply says our session is unknown or stale (say hello again). */
 static int wants_reauth(const hfl_msg *m, char *why, size_t cap) {
-    const cJSON *r = cJSON_GetObjectItemCaseSensitive(m->meta, "reauth");
-    if (m->type != HFL_MSG_ERROR || !cJSON_IsTrue(r)) return 0;
-    if (hfl_meta_str(m->meta, "error", cap - 1, why, NULL) != 0) snprintf(why, cap, "session unknown");
+    hfl_error_msg e = client_reply_error(m, "session unknown");
+    if (!e.reauth) return 0;
+    snprintf(why, cap, "%s", e.error);
     return 1;
 }
 
@@ -226,37 +225,34 @@ static int wants_reauth(const hfl_msg *m, char *why, size_t cap) {
 static int send_update(nng_socket sock, const client_options *o, const hfl_device_info *dev, client_state *s,
                        const cJSON *plan, size_t max_payload, client_welcome *w, const char *codec, char *err) {
     const client_pending *p = &s->pending;
-    cJSON *meta = cJSON_CreateObject();
-    cJSON_AddNumberToObject(meta, "client_id", s->client_id);
-    cJSON_AddStringToObject(meta, "token", s->token);
-    cJSON_AddNumberToObject(meta, "round", p->round);
-    cJSON_AddNumberToObject(meta, "samples", (double)s->claimed);
-    cJSON_AddNumberToObject(meta, "loss", p->loss);
-    cJSON_AddStringToObject(meta, "codec", codec);
-    cJSON_AddNumberToObject(meta, "peak_bytes", (double)client_peak_rss());
-    cJSON_AddNumberToObject(meta, "train_s", p->seconds);
-    if (s->trained > 0) cJSON_AddNumberToObject(meta, "trained_samples", (double)s->trained);
-    if (s->lr_last > 0) { /* the rates its steps took, where a schedule moves them */
-        cJSON_AddNumberToObject(meta, "lr_first", s->lr_first);
-        cJSON_AddNumberToObject(meta, "lr_last", s->lr_last);
-    }
-    if (p->sim_s > 0) cJSON_AddNumberToObject(meta, "sim_s", p->sim_s);
-    cJSON_AddNumberToObject(meta, "predicted_peak_bytes", (double)s->chosen.predicted);
-    if (s->budget.measured_peak) cJSON_AddNumberToObject(meta, "measured_peak_bytes", (double)s->budget.measured_peak);
+    hfl_update_msg u = {.round = p->round, .samples = s->claimed, .loss = p->loss,
+                        .peak_bytes = (double)client_peak_rss(), .has_peak_bytes = 1,
+                        .train_s = p->seconds, .has_train_s = 1,
+                        .trained_samples = (double)s->trained, .has_trained_samples = s->trained > 0,
+                        /* the rates its steps took, where a schedule moves them */
+                        .lr_first = s->lr_first, .has_lr_first = s->lr_last > 0,
+                        .lr_last = s->lr_last, .has_lr_last = s->lr_last > 0,
+                        .sim_s = p->sim_s, .has_sim_s = p->sim_s > 0,
+                        .predicted_peak_bytes = (double)s->chosen.predicted, .has_predicted_peak_bytes = 1,
+                        .measured_peak_bytes = (double)s->budget.measured_peak,
+                        .has_measured_peak_bytes = s->budget.measured_peak != 0};
+    snprintf(u.codec, sizeof u.codec, "%s", codec);
+    cJSON *meta = client_request_meta(s, &hfl_wire_update, &u);
     hfl_msg rep;
     nng_msg *raw;
-    char why[200] = "?";
+    char why[HFL_ERR_LEN] = "?";
     int sent = hfl_transport_request(sock, HFL_MSG_UPDATE, meta, p->bytes, p->len, max_payload, &rep, &raw, why);
     cJSON_Delete(meta);
     if (sent != 0) return rejoin(sock, o, dev, s, plan, max_payload, w, why, err) == 0 ? 1 : -1;
     int again = wants_reauth(&rep, why, sizeof why);
     if (!again && s->metrics) client_metrics_sent(s, rep.type == HFL_MSG_ACK, p->len, 0);
+    hfl_ack_msg ack = {0};
+    if (rep.type != HFL_MSG_ACK || hfl_wire_decode(&hfl_wire_ack, rep.meta, &ack, NULL) != 0) ack.missed_deadline = 0;
     if (!again && rep.type == HFL_MSG_ERROR) {
         /* with skip_round the coordinator waits no more for us this round:
          * the next pull brings the next round's task */
-        hfl_meta_str(rep.meta, "error", sizeof why - 1, why, NULL);
-        fprintf(stderr, "%s: round %d: %s\n", o->name, p->round, why);
-    } else if (!again && !o->quiet && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep.meta, "missed_deadline"))) {
+        fprintf(stderr, "%s: round %d: %s\n", o->name, p->round, client_reply_error(&rep, why).error);
+    } else if (!again && !o->quiet && ack.missed_deadline) {
         printf("%s: round %d: simulated %.2f s, past the round's deadline: left out\n", o->name, p->round, p->sim_s);
     } else if (!again && !o->quiet) {
         printf("%s: round %d  loss %.4f  %.2f s  sent %zu bytes\n", o->name, p->round, p->loss, p->seconds, p->len);
@@ -281,11 +277,8 @@ static int declines(const client_options *o, const client_state *s, const client
 /* Tells the coordinator we sit this round out (it stops waiting for us). */
 static int send_decline(nng_socket sock, const client_options *o, client_state *s, int round, size_t max_payload,
                         char *err) {
-    cJSON *meta = cJSON_CreateObject();
-    cJSON_AddNumberToObject(meta, "client_id", s->client_id);
-    cJSON_AddStringToObject(meta, "token", s->token);
-    cJSON_AddNumberToObject(meta, "round", round);
-    cJSON_AddBoolToObject(meta, "declined", 1);
+    hfl_decline_msg d = {.round = round, .declined = 1};
+    cJSON *meta = client_request_meta(s, &hfl_wire_decline, &d);
     hfl_msg rep;
     nng_msg *raw;
     int rc = hfl_transport_request(sock, HFL_MSG_UPDATE, meta, NULL, 0, max_payload, &rep, &raw, err);
@@ -502,15 +495,13 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
     double hold_ms = o->timeout_s * 1000 / 4 < CLIENT_HOLD_MS ? o->timeout_s * 1000 / 4 : CLIENT_HOLD_MS;
     int resend = 0; /* the next pull asks for a re-download of the task we were sent */
     for (;;) {
-        meta = cJSON_CreateObject();
-        cJSON_AddNumberToObject(meta, "client_id", s->client_id);
-        cJSON_AddStringToObject(meta, "token", s->token);
-        cJSON_AddNumberToObject(meta, "have_version", s->held_version);
-        if (resend) cJSON_AddBoolToObject(meta, "resend", 1); /* the task we were sent, again */
-        /* a long poll: the coordinator may hold the pull until there is work */
-        cJSON_AddNumberToObject(meta, "hold_ms", hold_ms);
+        hfl_pull_msg pull = {.have_version = s->held_version, .has_have_version = 1,
+                             .resend = 1, .has_resend = resend, /* the task we were sent, again */
+                             /* a long poll: the coordinator may hold the pull until there is work */
+                             .hold_ms = (int64_t)hold_ms, .has_hold_ms = 1};
+        meta = client_request_meta(s, &hfl_wire_pull, &pull);
         resend = 0;
-        char why[200] = "unexpected reply";
+        char why[HFL_ERR_LEN] = "unexpected reply";
         sent = hfl_transport_request(sock, HFL_MSG_PULL, meta, NULL, 0, max_payload, &rep, &raw, why);
         cJSON_Delete(meta);
         if (sent != 0) {
@@ -519,11 +510,11 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
         }
         int type = rep.type;
         if (type == HFL_MSG_WAIT) {
-            int64_t ms = 200;
-            if (hfl_meta_int(rep.meta, "ms", 0, 60000, &ms, NULL) != 0) ms = 200;
+            hfl_wait_msg wm = {0};
+            if (hfl_wire_decode(&hfl_wire_wait, rep.meta, &wm, NULL) != 0) wm.ms = 200;
             hfl_msg_free(&rep);
             nng_msg_free(raw);
-            hfl_sleep_ms((int)ms);
+            hfl_sleep_ms((int)wm.ms);
             continue;
         }
         if (type == HFL_MSG_BYE) {
@@ -539,9 +530,9 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
             if (rejoin(sock, o, dev, s, plan_json, max_payload, &w, why, err) != 0) goto out;
             continue;
         }
-        if (type == HFL_MSG_ERROR && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep.meta, "skip_round"))) {
-            hfl_meta_str(rep.meta, "error", sizeof why - 1, why, NULL); /* the next round's task comes by itself */
-            fprintf(stderr, "%s: %s\n", o->name, why);
+        hfl_error_msg e = client_reply_error(&rep, why);
+        if (e.skip_round) { /* the next round's task comes by itself */
+            fprintf(stderr, "%s: %s\n", o->name, e.error);
             hfl_msg_free(&rep);
             nng_msg_free(raw);
             hfl_sleep_ms(200);
@@ -549,8 +540,7 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
         }
         client_task task;
         if (type != HFL_MSG_TASK) {
-            hfl_meta_str(rep.meta, "error", sizeof why - 1, why, NULL);
-            hfl_errf(err, "coordinator answered pull with %s: %s", hfl_msg_type_name(type), why);
+            hfl_errf(err, "coordinator answered pull with %s: %s", hfl_msg_type_name(type), e.error);
             hfl_msg_free(&rep);
             nng_msg_free(raw);
             goto out;

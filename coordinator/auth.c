@@ -20,6 +20,7 @@
  * Tokens are 128 random bits, bound to one identity's session, and expire
  * after --token-ttl; a request with an unknown, wrong or expired token is
  * told to re-authenticate (`reauth`), which a client does on its own. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "coordinator/challenges.h"
@@ -97,14 +98,16 @@ static uint8_t *auth_challenge_reply(coord *c, const char *name, const char *non
     challenges_add(c->challenges, name, challenge, conn, addr, hfl_now());
     c->challenges_issued++;
     pthread_mutex_unlock(&c->lock);
-    cJSON *meta = cJSON_CreateObject();
-    cJSON_AddStringToObject(meta, "challenge", challenge);
-    cJSON_AddStringToObject(meta, "coordinator", hfl_identity_name(c->self));
-    cJSON_AddStringToObject(meta, "cert", hfl_identity_cert(c->self));
-    cJSON_AddStringToObject(meta, "signature", sig);
-    cJSON_AddStringToObject(meta, "instance", c->instance);
-    uint8_t *out = hfl_msg_encode(HFL_MSG_CHALLENGE, meta, NULL, 0, len);
-    cJSON_Delete(meta);
+    hfl_challenge_msg *ch = hfl_malloc(sizeof *ch); /* NNG threads: certificates are big for a stack */
+    memset(ch, 0, sizeof *ch);
+    snprintf(ch->challenge, sizeof ch->challenge, "%s", challenge);
+    snprintf(ch->coordinator, sizeof ch->coordinator, "%s", hfl_identity_name(c->self));
+    snprintf(ch->cert, sizeof ch->cert, "%s", hfl_identity_cert(c->self));
+    snprintf(ch->signature, sizeof ch->signature, "%s", sig);
+    snprintf(ch->instance, sizeof ch->instance, "%.*s", HFL_WIRE_INSTANCE_MAX, c->instance);
+    ch->has_instance = 1;
+    uint8_t *out = hfl_wire_message(&hfl_wire_challenge, ch, NULL, 0, len);
+    free(ch);
     return out;
 }
 
@@ -160,16 +163,4 @@ int auth_hello(coord *c, const hfl_msg *m, uint32_t conn, uint64_t addr, char na
     }
     hfl_peer_free(peer);
     return rc;
-}
-
-uint8_t *coord_reauth_reply(const char *msg, size_t *len) { return coord_retry_reply(msg, 0, len); }
-
-uint8_t *coord_retry_reply(const char *msg, int retry_ms, size_t *len) {
-    cJSON *meta = cJSON_CreateObject();
-    cJSON_AddStringToObject(meta, "error", msg);
-    cJSON_AddBoolToObject(meta, "reauth", 1);
-    if (retry_ms > 0) cJSON_AddNumberToObject(meta, "retry_ms", retry_ms);
-    uint8_t *out = hfl_msg_encode(HFL_MSG_ERROR, meta, NULL, 0, len);
-    cJSON_Delete(meta);
-    return out;
 }

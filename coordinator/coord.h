@@ -43,7 +43,7 @@
 
 #define COORD_MAX_CLIENTS 16384 /* registry slots: a fleet of 10,000 with room for churn */
 #define COORD_MAX_CLIENTS_STR "16384"
-_Static_assert(COORD_MAX_CLIENTS <= HFL_WIRE_MAX_CLIENTS, "client ids must fit the wire's range");
+_Static_assert(COORD_MAX_CLIENTS == HFL_WIRE_MAX_CLIENTS, "the session table checks ids against the registry's size");
 #define HFL_EVAL_ARENA_BYTES ((size_t)256 << 20) /* the evaluation trainer's arena, at most (batch >= 1) */
 #define DOWNLINK_HISTORY 4 /* global versions kept to send deltas against */
 #define REGISTRY_MAX_CODECS 8 /* distinct codecs clients may ask for in one run */
@@ -157,7 +157,7 @@ typedef struct {
     const hfl_codec *codec; /* the run's codec, or the one the client asked for */
     int64_t updates; /* accepted updates */
     double predicted_peak, measured_peak; /* from its updates: the plan's figure and the real one */
-    char left[240]; /* why it left before the run ended (its bye's error), "" while it takes part */
+    char left[HFL_ERR_LEN]; /* why it left before the run ended (its bye's error), "" while it takes part */
     double last_seen;
     int late_round; /* --late fold, --async: the round it was tasked in and closed without it (0: none) */
     /* overdue.c: its oldest unanswered task, and what letting deadlines pass cost it */
@@ -333,11 +333,6 @@ int auth_hello(coord *c, const hfl_msg *m, uint32_t conn, uint64_t addr, char na
 int auth_wants_challenge(const coord *c, const hfl_msg *m);
 void auth_reload(coord *c); /* SIGHUP: re-reads the revocation list and applies it */
 int auth_equal(const char *a, const char *b);
-/* An error reply telling the client to say hello again (its session is
- * unknown or stale, its challenge gone, or it must slow down): `reauth`
- * true, and `retry_ms` when retry_ms > 0. */
-uint8_t *coord_reauth_reply(const char *msg, size_t *len);
-uint8_t *coord_retry_reply(const char *msg, int retry_ms, size_t *len);
 
 /* registry.c */
 /* Remembers a codec a client asked for (up to REGISTRY_MAX_CODECS). */
@@ -518,10 +513,18 @@ double dp_count_sigma(const coord *c); /* the count's noise sigma_b (0 without D
 int dp_rounds_charged(const coord *c);   /* persist.c: rounds the accountant holds */
 void dp_restore(coord *c, int rounds);   /* a continued run's accountant: `rounds` charged already */
 
-/* reply.c: replies any handler gives. coord_reply takes meta (deleted). */
-uint8_t *coord_reply(int type, cJSON *meta, const void *payload, size_t plen, size_t *len);
+/* reply.c: replies any handler gives (proto/messages.h). */
 uint8_t *coord_error_reply(const char *msg, size_t *len);
+uint8_t *coord_skip_reply(const char *msg, int skip, size_t *len); /* an error saying skip_round true or false */
 uint8_t *coord_wait_reply(int ms, size_t *len); /* come back in ms (0: at once, after a held pull) */
+/* An ack of an update for round; folded_into > 0: a late one, folded into that round. */
+uint8_t *coord_ack_reply(int round, int missed_deadline, int folded_into, size_t *len);
+uint8_t *coord_bye_reply(const char *reason, size_t *len); /* reason NULL: none */
+/* An error reply telling the client to say hello again (its session is
+ * unknown or stale, its challenge gone, or it must slow down): `reauth`
+ * true, and `retry_ms` when retry_ms > 0. */
+uint8_t *coord_reauth_reply(const char *msg, size_t *len);
+uint8_t *coord_retry_reply(const char *msg, int retry_ms, size_t *len);
 
 /* metrics.c: --metrics ADDR ([http://]HOST:PORT), Prometheus's text format
  * on /metrics and a JSON summary on /status. */

@@ -19,61 +19,6 @@
 #include "coordinator/coord.h"
 #include "util/util.h"
 
-/* What a hello may carry, and what of it is kept (the device and the plan,
- * as client/handshake.c writes them): every field a scalar of its kind and
- * range (proto/schema.c), so a stored description is one level deep and at
- * most a few hundred bytes, and the report that copies it nests 5 deep. */
-static const hfl_field registry_hello_fields[] = {
-    {"name", HFL_FIELD_STR, 0, HFL_ID_NAME_MAX}, {"samples", HFL_FIELD_INT, 1, 1e8},
-    {"codec", HFL_FIELD_STR, 0, 31},            {"cert", HFL_FIELD_STR, 0, 8192},
-    {"nonce", HFL_FIELD_STR, 0, HFL_ID_NONCE_HEX}, {"challenge", HFL_FIELD_STR, 0, HFL_ID_NONCE_HEX},
-};
-static const hfl_field registry_device_fields[] = {
-    {"kind", HFL_FIELD_STR, 0, 16},        {"backend", HFL_FIELD_STR, 0, 32},
-    {"name", HFL_FIELD_STR, 0, 128},       {"compute_capability", HFL_FIELD_STR, 0, 16},
-    {"cores", HFL_FIELD_INT, 0, 1e6},      {"free_bytes", HFL_FIELD_NUM, 0, 1e18},
-    {"total_bytes", HFL_FIELD_NUM, 0, 1e18},
-};
-static const hfl_field registry_plan_fields[] = {
-    {"backend", HFL_FIELD_STR, 0, 32},           {"device", HFL_FIELD_STR, 0, 128},
-    {"batch", HFL_FIELD_INT, 1, 65536},          {"accumulation_steps", HFL_FIELD_INT, 1, 65536},
-    {"step_batch", HFL_FIELD_INT, 1, 1 << 30},   {"momentum", HFL_FIELD_BOOL, 0, 0},
-    {"prox_anchor", HFL_FIELD_BOOL, 0, 0},       {"adamw", HFL_FIELD_BOOL, 0, 0},
-    {"precision", HFL_FIELD_STR, 0, 16},         {"checkpoint", HFL_FIELD_STR, 0, 32},
-    {"budget_bytes", HFL_FIELD_NUM, 0, 1e18},    {"arena_bytes", HFL_FIELD_NUM, 0, 1e18},
-    {"predicted_peak_bytes", HFL_FIELD_NUM, 0, 1e18}, {"predicted_samples_per_s", HFL_FIELD_NUM, 0, 1e15},
-    {"capacity_samples_per_s", HFL_FIELD_NUM, 0, 1e15}, {"overhead_bytes", HFL_FIELD_NUM, 0, 1e18},
-    {"overhead_records", HFL_FIELD_INT, 0, 1e9}, {"verify_measurements", HFL_FIELD_INT, 0, 1e9},
-    /* the device memory a GPU client holds (plan/overhead_log.c, hfl_device_memory_json) */
-    {"context_bytes", HFL_FIELD_NUM_OR_NULL, 0, 1e18}, {"context_source", HFL_FIELD_STR, 0, 32},
-    {"process_device_bytes", HFL_FIELD_NUM_OR_NULL, 0, 1e18}, {"alloc_granularity", HFL_FIELD_NUM, 1, 1e12},
-};
-#define REGISTRY_N(a) ((int)(sizeof(a) / sizeof((a)[0])))
-
-/* The hello's fields against the schemas above: device and plan are
- * objects of known fields, anything else at the top is a known scalar. */
-static int registry_check_hello(const cJSON *meta, char *err) {
-    const cJSON *item;
-    cJSON_ArrayForEach(item, meta) {
-        const char *k = item->string ? item->string : "";
-        if (!strcmp(k, "device")) {
-            if (hfl_meta_check_fields(item, "device", registry_device_fields, REGISTRY_N(registry_device_fields),
-                                      err) != 0)
-                return -1;
-        } else if (!strcmp(k, "plan")) {
-            if (hfl_meta_check_fields(item, "plan", registry_plan_fields, REGISTRY_N(registry_plan_fields), err) != 0)
-                return -1;
-        }
-    }
-    /* the top level, its objects aside */
-    cJSON *top = cJSON_Duplicate(meta, 1);
-    cJSON_DeleteItemFromObjectCaseSensitive(top, "device");
-    cJSON_DeleteItemFromObjectCaseSensitive(top, "plan");
-    int rc = hfl_meta_check_fields(top, NULL, registry_hello_fields, REGISTRY_N(registry_hello_fields), err);
-    cJSON_Delete(top);
-    return rc;
-}
-
 /* Index of a codec name among those clients asked for so far, or -1. */
 static int registry_codec_known(const coord *c, const char *name) {
     for (int i = 0; i < c->n_client_codecs; i++)
@@ -143,17 +88,18 @@ static int registry_evict(coord *c) {
     return victim;
 }
 
-int registry_hello(coord *c, const char *name, const cJSON *meta, char *err) {
-    int64_t samples;
-    if (hfl_meta_int(meta, "samples", 1, 100000000, &samples, err) != 0 || registry_check_hello(meta, err) != 0)
-        return -1;
-    const cJSON *device = cJSON_GetObjectItemCaseSensitive(meta, "device");
-    const cJSON *plan = cJSON_GetObjectItemCaseSensitive(meta, "plan");
+/* A hello holds only the fields of its table (proto/messages.c), the device
+ * and the plan each an object of known scalars, so what is kept of it (the
+ * device and the plan, copied into the report) is one level deep and at
+ * most a few hundred bytes. */
+static int registry_hello_read(coord *c, const char *name, const cJSON *meta, hfl_hello_msg *h, char *err) {
+    if (hfl_wire_decode(&hfl_wire_hello, meta, h, err) != 0) return -1;
+    int64_t samples = h->samples;
+    const cJSON *device = h->has_device ? h->device : NULL, *plan = h->has_plan ? h->plan : NULL;
     const hfl_codec *codec = c->codec;
-    if (cJSON_GetObjectItemCaseSensitive(meta, "codec")) {
-        char name[32];
-        if (hfl_meta_str(meta, "codec", sizeof name - 1, name, err) != 0) return -1;
-        if (!(codec = hfl_codec_find(name, err)) || hfl_codec_check(codec, c->spec.n_trainable, c->cfg.block, err) != 0)
+    if (h->has_codec) {
+        if (!(codec = hfl_codec_find(h->codec, err)) ||
+            hfl_codec_check(codec, c->spec.n_trainable, c->cfg.block, err) != 0)
             return -1;
         /* A run serves a bounded number of distinct codecs, counted by canonical
          * name (topk:0.50 is topk:0.5), so hellos cannot grow the table. */
@@ -194,12 +140,20 @@ int registry_hello(coord *c, const char *name, const cJSON *meta, char *err) {
     return id;
 }
 
+int registry_hello(coord *c, const char *name, const cJSON *meta, char *err) {
+    hfl_hello_msg *h = hfl_malloc(sizeof *h); /* NNG threads: a certificate is big for a stack */
+    memset(h, 0, sizeof *h);
+    int rc = registry_hello_read(c, name, meta, h, err);
+    free(h);
+    return rc;
+}
+
 int registry_check(const coord *c, const cJSON *meta, int *reauth, char *err) {
-    int64_t id;
-    char token[33];
+    hfl_session_msg sess = {0};
     *reauth = 0;
-    if (hfl_meta_int(meta, "client_id", 0, COORD_MAX_CLIENTS - 1, &id, err) != 0) return -1;
-    if (hfl_meta_str(meta, "token", 32, token, err) != 0) return -1;
+    if (hfl_wire_decode(&hfl_wire_session, meta, &sess, err) != 0) return -1;
+    int64_t id = sess.client_id;
+    const char *token = sess.token;
     const coord_client *cl = &c->clients[id];
     if (id < c->n_clients && cl->revoked) return hfl_errf(err, "certificate of '%s' is revoked", cl->name);
     *reauth = 1;
@@ -244,18 +198,11 @@ double registry_overhead_estimate(const coord *c, const char *device) {
 
 int registry_leave(coord *c, int id, const cJSON *meta, char *err) {
     coord_client *cl = &c->clients[id];
-    char why[sizeof cl->left] = "";
-    double measured = 0, budget = 0, predicted = 0;
-    if ((cJSON_GetObjectItemCaseSensitive(meta, "error") &&
-         hfl_meta_str(meta, "error", sizeof why - 1, why, err) != 0) ||
-        (cJSON_GetObjectItemCaseSensitive(meta, "measured_peak_bytes") &&
-         hfl_meta_num(meta, "measured_peak_bytes", 0, 1e18, &measured, err) != 0) ||
-        (cJSON_GetObjectItemCaseSensitive(meta, "predicted_peak_bytes") &&
-         hfl_meta_num(meta, "predicted_peak_bytes", 0, 1e18, &predicted, err) != 0) ||
-        (cJSON_GetObjectItemCaseSensitive(meta, "budget_bytes") &&
-         hfl_meta_num(meta, "budget_bytes", 0, 1e18, &budget, err) != 0))
-        return -1;
-    if (!why[0]) return 0; /* a plain goodbye */
+    hfl_leave_msg l = {0};
+    if (hfl_wire_decode(&hfl_wire_leave, meta, &l, err) != 0) return -1;
+    if (!l.has_error) return 0; /* a plain goodbye */
+    const char *why = l.error;
+    double measured = l.measured_peak_bytes, budget = l.budget_bytes, predicted = l.predicted_peak_bytes;
     snprintf(cl->left, sizeof cl->left, "%s", why);
     cl->has_plan = 0; /* drawn no more */
     if (measured > 0) cl->measured_peak = measured, cl->predicted_peak = predicted;

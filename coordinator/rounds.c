@@ -359,10 +359,7 @@ static uint8_t *round_resend_capped(coord *c, int id, size_t *len) {
     char msg[160];
     snprintf(msg, sizeof msg, "round %d's task was sent to client %d %d times already (skip the round)", r->round, id,
              1 + COORD_MAX_RESENDS);
-    cJSON *meta = cJSON_CreateObject();
-    cJSON_AddStringToObject(meta, "error", msg);
-    cJSON_AddBoolToObject(meta, "skip_round", 1);
-    return coord_reply(HFL_MSG_ERROR, meta, NULL, 0, len);
+    return coord_skip_reply(msg, 1, len);
 }
 
 /* A pull from id (see rounds_pull and rounds_pull_again). */
@@ -372,9 +369,7 @@ static uint8_t *round_pull(coord *c, int id, int64_t have_version, int again, si
     if (c->done) {
         if (!c->clients[id].got_bye) c->byes_sent++;
         c->clients[id].got_bye = 1;
-        cJSON *meta = cJSON_CreateObject();
-        cJSON_AddStringToObject(meta, "reason", "run complete");
-        return coord_reply(HFL_MSG_BYE, meta, NULL, 0, len);
+        return coord_bye_reply("run complete", len);
     }
     if (!rounds_pull_ready(c, id)) return coord_wait_reply(COORD_WAIT_MS, len);
     if (async_can_draw(c, id)) async_draw(c, id);
@@ -423,9 +418,7 @@ static uint8_t *round_decline(coord *c, int id, int64_t round, size_t *len) {
     cJSON_AddNumberToObject(ev, "round", r->round);
     cJSON_AddNumberToObject(ev, "client", id);
     report_log_event(c, ev);
-    cJSON *ack = cJSON_CreateObject();
-    cJSON_AddNumberToObject(ack, "round", r->round);
-    return coord_reply(HFL_MSG_ACK, ack, NULL, 0, len);
+    return coord_ack_reply(r->round, 0, 0, len);
 }
 
 /* --virtual-time: a tasked client's update simulated past the round's
@@ -445,10 +438,7 @@ static uint8_t *round_missed(coord *c, int id, double sim_s, size_t *len) {
     cJSON_AddNumberToObject(ev, "sim_s", sim_s);
     report_log_event(c, ev);
     if (r->n_received + r->n_missed + r->n_refused + r->n_declined >= r->n_selected) pthread_cond_signal(&c->tick);
-    cJSON *ack = cJSON_CreateObject();
-    cJSON_AddNumberToObject(ack, "round", r->round);
-    cJSON_AddBoolToObject(ack, "missed_deadline", 1);
-    return coord_reply(HFL_MSG_ACK, ack, NULL, 0, len);
+    return coord_ack_reply(r->round, 1, 0, len);
 }
 
 /* FedBuff's staleness weight 1/sqrt(1 + tau) (Nguyen et al. 2022, sec. 3),
@@ -519,53 +509,34 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
                        size_t msg_bytes, size_t *len) {
     coord_round *r = &c->r;
     char err[HFL_ERR_LEN], msg[HFL_ERR_LEN + 64];
-    int64_t round = 0, samples;
+    int64_t round = 0;
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(meta, "declined"))) {
-        if (hfl_meta_int(meta, "round", 1, 1 << 30, &round, err) != 0) return coord_error_reply(err, len);
-        overdue_answered(c, id, round);
-        return round_decline(c, id, round, len);
+        hfl_decline_msg d = {0};
+        if (hfl_wire_decode(&hfl_wire_decline, meta, &d, err) != 0) return coord_error_reply(err, len);
+        overdue_answered(c, id, d.round);
+        return round_decline(c, id, d.round, len);
     }
     int why = COORD_REJ_MALFORMED; /* the refusal's kind, for --metrics */
-    double loss, peak = 0, train_s = 0;
-    char codec[32];
     if (hfl_meta_int(meta, "round", 1, 1 << 30, &round, err) != 0) goto reject;
     overdue_answered(c, id, round); /* accepted or not, it answers its task */
-    if (hfl_meta_int(meta, "samples", 1, 100000000, &samples, err) != 0 ||
-        hfl_meta_num(meta, "loss", 0, 1e30, &loss, err) != 0 ||
-        hfl_meta_str(meta, "codec", sizeof codec - 1, codec, err) != 0)
+    hfl_update_msg u = {0}; /* the fields an update lacks read as 0 */
+    if (hfl_wire_decode(&hfl_wire_update, meta, &u, err) != 0) goto reject;
+    if (u.has_lr_last != u.has_lr_first) {
+        hfl_errf(err, "missing field '%s'", u.has_lr_last ? "lr_first" : "lr_last");
         goto reject;
-    if (cJSON_GetObjectItemCaseSensitive(meta, "peak_bytes") &&
-        hfl_meta_num(meta, "peak_bytes", 0, 1e18, &peak, err) != 0)
-        goto reject;
-    if (cJSON_GetObjectItemCaseSensitive(meta, "train_s") &&
-        hfl_meta_num(meta, "train_s", 0, 1e9, &train_s, err) != 0)
-        goto reject;
-    double predicted = 0, measured = 0, trained = 0, sim_s = 0;
-    if (cJSON_GetObjectItemCaseSensitive(meta, "trained_samples") &&
-        hfl_meta_num(meta, "trained_samples", 0, 1e15, &trained, err) != 0)
-        goto reject;
-    if (cJSON_GetObjectItemCaseSensitive(meta, "sim_s") && hfl_meta_num(meta, "sim_s", 0, 1e12, &sim_s, err) != 0)
-        goto reject;
-    double lr_first = 0, lr_last = 0;
-    if (cJSON_GetObjectItemCaseSensitive(meta, "lr_last") &&
-        (hfl_meta_num(meta, "lr_first", 0, 100, &lr_first, err) != 0 ||
-         hfl_meta_num(meta, "lr_last", 0, 100, &lr_last, err) != 0))
-        goto reject;
-    if ((cJSON_GetObjectItemCaseSensitive(meta, "predicted_peak_bytes") &&
-         hfl_meta_num(meta, "predicted_peak_bytes", 0, 1e18, &predicted, err) != 0) ||
-        (cJSON_GetObjectItemCaseSensitive(meta, "measured_peak_bytes") &&
-         hfl_meta_num(meta, "measured_peak_bytes", 0, 1e18, &measured, err) != 0))
-        goto reject;
+    }
+    int64_t samples = u.samples;
+    double loss = u.loss, peak = u.peak_bytes, train_s = u.train_s, trained = u.trained_samples, sim_s = u.sim_s;
+    double lr_first = u.lr_first, lr_last = u.lr_last, predicted = u.predicted_peak_bytes;
+    double measured = u.measured_peak_bytes;
+    const char *codec = u.codec;
     int tau = r->round - (int)round; /* rounds late */
     if (r->open && tau >= 1 && c->clients[id].late_round == round &&
         (c->cfg.async_concurrency > 0 ? tau <= COORD_ASYNC_MAX_STALENESS : c->cfg.late_fold && tau == 1)) {
         why = COORD_REJ_LATE;
         if (round_fold(c, id, tau, samples, trained, codec, payload, plen, msg_bytes, err) != 0) goto reject;
         overdue_progress(c, id);
-        cJSON *ack = cJSON_CreateObject();
-        cJSON_AddNumberToObject(ack, "round", (double)round);
-        cJSON_AddNumberToObject(ack, "folded_into", r->round);
-        return coord_reply(HFL_MSG_ACK, ack, NULL, 0, len);
+        return coord_ack_reply((int)round, 0, r->round, len);
     }
     if (!r->open || round != r->round) {
         hfl_errf(err, "update for round %lld, but round %d is %s", (long long)round, r->round,
@@ -669,10 +640,7 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     r->rec[id].measured_peak = measured, r->rec[id].clipped = info.clipped, r->rec[id].trained = trained;
     r->rec[id].sim_s = sim_s, r->rec[id].lr_first = lr_first, r->rec[id].lr_last = lr_last;
     report_log_event(c, ev);
-
-    cJSON *ack = cJSON_CreateObject();
-    cJSON_AddNumberToObject(ack, "round", r->round);
-    return coord_reply(HFL_MSG_ACK, ack, NULL, 0, len);
+    return coord_ack_reply(r->round, 0, 0, len);
 
 reject:
     c->rejected++;
@@ -688,10 +656,7 @@ reject:
     }
     snprintf(msg, sizeof msg, "update rejected%s: %s", skip ? " (skip the round)" : "", err);
     if (!c->cfg.quiet) fprintf(stderr, "hfl-coordinator: client %d: %s\n", id, msg);
-    cJSON *rm = cJSON_CreateObject();
-    cJSON_AddStringToObject(rm, "error", msg);
-    cJSON_AddBoolToObject(rm, "skip_round", skip);
-    return coord_reply(HFL_MSG_ERROR, rm, NULL, 0, len);
+    return coord_skip_reply(msg, skip, len);
 }
 
 static double median_norm(const coord_round *r) {

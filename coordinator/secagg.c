@@ -209,12 +209,7 @@ static uint8_t *sa_reply(cJSON *meta, size_t *len) {
 
 static uint8_t *sa_skip(coord *c, sa_member *m, const char *why, size_t *len) {
     sa_drop(c, m);
-    cJSON *meta = cJSON_CreateObject();
-    cJSON_AddStringToObject(meta, "error", why);
-    cJSON_AddBoolToObject(meta, "skip_round", 1);
-    uint8_t *out = hfl_msg_encode(HFL_MSG_ERROR, meta, NULL, 0, len);
-    cJSON_Delete(meta);
-    return out;
+    return coord_skip_reply(why, 1, len);
 }
 
 static uint8_t *sa_ack(size_t *len) { return sa_reply(cJSON_CreateObject(), len); }
@@ -414,14 +409,8 @@ static uint8_t *sa_request(coord *c, int id, const cJSON *meta, size_t *len) {
     c->clients[id].last_seen = hfl_now();
     if (hfl_meta_int(meta, "round", 1, 1 << 30, &round, err) != 0 || hfl_meta_str(meta, "step", 15, step, err) != 0)
         return coord_error_reply(err, len);
-    if (!s || !r->open || round != r->round || s->member_of[id] < 0) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "error", "secure aggregation: not a member of the open round (skip the round)");
-        cJSON_AddBoolToObject(o, "skip_round", 1);
-        uint8_t *out = hfl_msg_encode(HFL_MSG_ERROR, o, NULL, 0, len);
-        cJSON_Delete(o);
-        return out;
-    }
+    if (!s || !r->open || round != r->round || s->member_of[id] < 0)
+        return coord_skip_reply("secure aggregation: not a member of the open round (skip the round)", 1, len);
     sa_member *m = &s->m[s->member_of[id]];
     if (r->refused[id]) return sa_skip(c, m, "secure aggregation: left out of this round (skip the round)", len);
     if (!strcmp(step, "setup")) return sa_setup(c, m, len);

@@ -100,31 +100,28 @@ static uint8_t *server_handle_hello(coord_server *s, coord *c, const hfl_msg *m,
         pthread_mutex_unlock(&c->lock);
         return server_refuse_hello(c, full ? COORD_HELLO_FULL : COORD_HELLO_DENIED, err, full ? 1000 : 0, len);
     }
-    cJSON *meta = cJSON_CreateObject();
-    cJSON_AddNumberToObject(meta, "client_id", id);
-    cJSON_AddStringToObject(meta, "token", c->clients[id].token);
-    cJSON_AddStringToObject(meta, "name", c->clients[id].name);
-    cJSON_AddStringToObject(meta, "instance", c->instance);
-    cJSON_AddNumberToObject(meta, "token_ttl_s", c->cfg.token_ttl_s);
-    cJSON_AddStringToObject(meta, "model", c->spec.name);
-    cJSON_AddItemToObject(meta, "model_spec", cJSON_Parse(c->spec_json));
-    cJSON_AddNumberToObject(meta, "params", (double)c->spec.n_params);
-    cJSON_AddStringToObject(meta, "codec", c->clients[id].codec->name);
-    cJSON_AddNumberToObject(meta, "block", c->cfg.block);
-    cJSON_AddNumberToObject(meta, "rounds", c->cfg.rounds);
-    cJSON_AddNumberToObject(meta, "batch", c->cfg.batch);
-    cJSON_AddNumberToObject(meta, "momentum", c->cfg.momentum); /* planned only when non-zero */
-    cJSON_AddNumberToObject(meta, "prox_mu", c->cfg.prox_mu);   /* the anchor, likewise */
-    cJSON_AddStringToObject(meta, "optimizer", hfl_optimizer_name(c->cfg.optimizer)); /* AdamW's moments */
     const cJSON *dev = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m->meta, "device"), "name");
     double est = cJSON_IsString(dev) ? registry_overhead_estimate(c, dev->valuestring) : -1;
-    if (est >= 0) cJSON_AddNumberToObject(meta, "overhead_estimate", est);
-    cJSON_AddNumberToObject(meta, "seed", (double)c->cfg.seed);
-    /* the global model now: a client holding these bits (its --init-model) need not download them */
-    cJSON_AddNumberToObject(meta, "model_version", c->version);
-    cJSON_AddStringToObject(meta, "model_sha256", c->final_sha256);
-    uint8_t *out = hfl_msg_encode(HFL_MSG_WELCOME, meta, NULL, 0, len);
-    cJSON_Delete(meta);
+    cJSON *spec = cJSON_Parse(c->spec_json);
+    hfl_welcome_msg w = {
+        .client_id = id, .token_ttl_s = c->cfg.token_ttl_s, .model_spec = spec, .params = (int64_t)c->spec.n_params,
+        .block = c->cfg.block, .rounds = c->cfg.rounds, .batch = c->cfg.batch,
+        .momentum = c->cfg.momentum, .has_momentum = 1, /* planned only when non-zero */
+        .prox_mu = c->cfg.prox_mu, .has_prox_mu = 1,    /* the anchor, likewise */
+        .has_optimizer = 1,                             /* AdamW's moments */
+        .overhead_estimate = est >= 0 ? llround(est) : 0, .has_overhead_estimate = est >= 0,
+        .seed = (int64_t)c->cfg.seed, .has_seed = 1,
+        /* the global model now: a client holding these bits (its --init-model) need not download them */
+        .model_version = c->version, .has_model_version = 1, .has_model_sha256 = 1};
+    snprintf(w.token, sizeof w.token, "%s", c->clients[id].token);
+    snprintf(w.name, sizeof w.name, "%s", c->clients[id].name);
+    snprintf(w.instance, sizeof w.instance, "%.*s", HFL_WIRE_INSTANCE_MAX, c->instance);
+    snprintf(w.model, sizeof w.model, "%s", c->spec.name);
+    snprintf(w.codec, sizeof w.codec, "%s", c->clients[id].codec->name);
+    snprintf(w.optimizer, sizeof w.optimizer, "%s", hfl_optimizer_name(c->cfg.optimizer));
+    snprintf(w.model_sha256, sizeof w.model_sha256, "%s", c->final_sha256);
+    uint8_t *out = hfl_wire_message(&hfl_wire_welcome, &w, NULL, 0, len);
+    cJSON_Delete(spec);
     if (!c->cfg.quiet) printf("client %d (%s) said hello\n", id, c->clients[id].name);
     pthread_mutex_unlock(&c->lock);
     return out;
@@ -165,16 +162,13 @@ static uint8_t *server_handle(coord_server *s, coord *c, const uint8_t *buf, siz
         } else if (m.type == HFL_MSG_SECAGG) {
             out = secagg_request(c, (int)id, m.meta, n, len);
         } else if (m.type == HFL_MSG_PULL) {
-            int64_t have = -1, hold = 0; /* optional: the model version the client holds; how long it may wait */
-            const cJSON *resend = cJSON_GetObjectItemCaseSensitive(m.meta, "resend"); /* optional: send it again */
-            if ((cJSON_GetObjectItemCaseSensitive(m.meta, "have_version") &&
-                 hfl_meta_int(m.meta, "have_version", -1, INT32_MAX, &have, err) != 0) ||
-                (cJSON_GetObjectItemCaseSensitive(m.meta, "hold_ms") &&
-                 hfl_meta_int(m.meta, "hold_ms", 0, 600000, &hold, err) != 0) ||
-                (resend && !cJSON_IsBool(resend) && hfl_errf(err, "field 'resend' is not true or false"))) {
+            hfl_pull_msg p = {0}; /* absent: it holds no version, and will not wait */
+            int rc = hfl_wire_decode(&hfl_wire_pull, m.meta, &p, err);
+            int64_t have = p.has_have_version ? p.have_version : -1, hold = p.hold_ms;
+            if (rc != 0) {
                 c->rejected++;
                 out = coord_error_reply(err, len);
-            } else if (cJSON_IsTrue(resend)) {
+            } else if (p.resend) {
                 out = rounds_pull_again(c, (int)id, have, len);
             } else if (hold > 0 && !rounds_pull_ready(c, (int)id)) {
                 c->clients[id].last_seen = hfl_now();
@@ -189,9 +183,7 @@ static uint8_t *server_handle(coord_server *s, coord *c, const uint8_t *buf, siz
             c->rejected++;
             out = coord_error_reply(err, len);
         } else {
-            cJSON *meta = cJSON_CreateObject();
-            out = hfl_msg_encode(HFL_MSG_BYE, meta, NULL, 0, len);
-            cJSON_Delete(meta);
+            out = coord_bye_reply(NULL, len);
         }
         break;
     default:

@@ -1,24 +1,24 @@
 /* hello.c: the client's side of the proven hello (see hello.h). */
 #include "proto/hello.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "proto/messages.h"
 #include "proto/transport.h"
 #include "util/util.h"
 
 /* Checks the CHALLENGE reply: the coordinator's certificate and its
  * signature over our nonce; the challenge into out. */
-static int hello_check_challenge(hfl_hello_auth *auth, const hfl_msg *m, const char *nonce,
-                                 char challenge[HFL_ID_NONCE_HEX + 1], char *err) {
-    char coord[HFL_ID_NAME_MAX + 1], sig[HFL_ID_SIG_B64_MAX + 1], e[HFL_ERR_LEN];
-    const cJSON *cert = cJSON_GetObjectItemCaseSensitive(m->meta, "cert");
-    if (hfl_meta_str(m->meta, "challenge", HFL_ID_NONCE_HEX, challenge, e) != 0 ||
-        strlen(challenge) != HFL_ID_NONCE_HEX || hfl_meta_str(m->meta, "coordinator", HFL_ID_NAME_MAX, coord, e) != 0 ||
-        hfl_meta_str(m->meta, "signature", HFL_ID_SIG_B64_MAX, sig, e) != 0 || !cJSON_IsString(cert))
-        return hfl_errf(err, "malformed challenge from the coordinator: %s", cJSON_IsString(cert) ? e : "no certificate");
-    if (hfl_meta_str(m->meta, "instance", sizeof auth->instance - 1, auth->instance, NULL) != 0) auth->instance[0] = 0;
+static int hello_check_challenge(hfl_hello_auth *auth, const hfl_challenge_msg *m, const char *nonce, char *err) {
+    const char *coord = m->coordinator, *challenge = m->challenge, *sig = m->signature;
+    char e[HFL_ERR_LEN];
+    if (strlen(challenge) != HFL_ID_NONCE_HEX)
+        return hfl_errf(err, "malformed challenge from the coordinator: %zu hex digits", strlen(challenge));
+    snprintf(auth->instance, sizeof auth->instance, "%s", m->instance);
     hfl_peer *peer;
-    if (hfl_trust_check(auth->trust, cert->valuestring, HFL_ROLE_COORDINATOR, auth->server_name, &peer, e) != 0)
+    if (hfl_trust_check(auth->trust, m->cert, HFL_ROLE_COORDINATOR, auth->server_name, &peer, e) != 0)
         return hfl_errf(err, "coordinator did not prove its identity: %s", e);
     if (strcmp(coord, hfl_peer_name(peer)) != 0) {
         hfl_errf(err, "coordinator calls itself '%s' but its certificate names '%s'", coord, hfl_peer_name(peer));
@@ -46,9 +46,15 @@ int hfl_hello(nng_socket sock, hfl_hello_auth *auth, const cJSON *fields, size_t
     cJSON_Delete(meta);
     if (rc != 0) return -1;
     if (reply->type != HFL_MSG_CHALLENGE) return 0; /* an error reply: the caller reads it */
-    rc = hello_check_challenge(auth, reply, nonce, challenge, err);
-    char coord[HFL_ID_NAME_MAX + 1] = "";
-    hfl_meta_str(reply->meta, "coordinator", HFL_ID_NAME_MAX, coord, NULL);
+    hfl_challenge_msg *ch = hfl_malloc(sizeof *ch);
+    memset(ch, 0, sizeof *ch);
+    char e[HFL_ERR_LEN], coord[HFL_ID_NAME_MAX + 1];
+    rc = hfl_wire_decode(&hfl_wire_challenge, reply->meta, ch, e) != 0
+             ? hfl_errf(err, "malformed challenge from the coordinator: %s", e)
+             : hello_check_challenge(auth, ch, nonce, err);
+    snprintf(challenge, sizeof challenge, "%s", ch->challenge);
+    snprintf(coord, sizeof coord, "%s", ch->coordinator);
+    free(ch);
     hfl_msg_free(reply);
     nng_msg_free(*raw);
     if (rc != 0) return -2;

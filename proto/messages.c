@@ -22,11 +22,14 @@
 #define I32 2147483647.0
 #define I64 9223372036854775807.0
 
-/* The session every request after hello carries. */
-#define SESSION(T) FIELD(T, client_id, I, 0, HFL_WIRE_MAX_CLIENTS - 1), FIELD(T, token, S, 0, HFL_WIRE_TOKEN_MAX)
+static const hfl_wire_field session_fields[] = {
+    FIELD(hfl_session_msg, client_id, I, 0, HFL_WIRE_MAX_CLIENTS - 1),
+    FIELD(hfl_session_msg, token, S, 0, HFL_WIRE_TOKEN_MAX),
+};
+/* type 0: it rides in pull, update, bye and secagg */
+const hfl_wire_msg hfl_wire_session = {0, "session", session_fields, N(session_fields), 0};
 
 static const hfl_wire_field pull_fields[] = {
-    SESSION(hfl_pull_msg),
     OPTIONAL(hfl_pull_msg, have_version, I, -1, I32),
     OPTIONAL(hfl_pull_msg, hold_ms, I, 0, 600000),
     OPTIONAL(hfl_pull_msg, resend, B, 0, 0),
@@ -78,7 +81,6 @@ static const hfl_wire_field wait_fields[] = {FIELD(hfl_wait_msg, ms, I, 0, 60000
 const hfl_wire_msg hfl_wire_wait = {HFL_MSG_WAIT, "wait", wait_fields, N(wait_fields), 0};
 
 static const hfl_wire_field update_fields[] = {
-    SESSION(hfl_update_msg),
     FIELD(hfl_update_msg, round, I, 1, 1 << 30),
     FIELD(hfl_update_msg, samples, I, 1, 100000000),
     FIELD(hfl_update_msg, loss, D, 0, 1e30),
@@ -95,7 +97,6 @@ static const hfl_wire_field update_fields[] = {
 const hfl_wire_msg hfl_wire_update = {HFL_MSG_UPDATE, "update", update_fields, N(update_fields), 0};
 
 static const hfl_wire_field decline_fields[] = {
-    SESSION(hfl_decline_msg),
     FIELD(hfl_decline_msg, round, I, 1, 1 << 30),
     FIELD(hfl_decline_msg, declined, B, 0, 0),
 };
@@ -116,11 +117,10 @@ static const hfl_wire_field error_fields[] = {
 };
 const hfl_wire_msg hfl_wire_error = {HFL_MSG_ERROR, "error", error_fields, N(error_fields), 0};
 
-static const hfl_wire_field bye_fields[] = {FIELD(hfl_bye_msg, reason, S, 0, 63)};
+static const hfl_wire_field bye_fields[] = {OPTIONAL(hfl_bye_msg, reason, S, 0, 63)};
 const hfl_wire_msg hfl_wire_bye = {HFL_MSG_BYE, "bye", bye_fields, N(bye_fields), 0};
 
 static const hfl_wire_field leave_fields[] = {
-    SESSION(hfl_leave_msg),
     OPTIONAL(hfl_leave_msg, error, S, 0, HFL_ERR_LEN - 1),
     OPTIONAL(hfl_leave_msg, budget_bytes, D, 0, BIG),
     OPTIONAL(hfl_leave_msg, measured_peak_bytes, D, 0, BIG),
@@ -204,7 +204,7 @@ static const hfl_wire_field challenge_fields[] = {
 const hfl_wire_msg hfl_wire_challenge = {HFL_MSG_CHALLENGE, "challenge", challenge_fields, N(challenge_fields), 0};
 
 const hfl_wire_msg *const hfl_wire_all[] = {
-    &hfl_wire_hello, &hfl_wire_challenge, &hfl_wire_welcome, &hfl_wire_pull, &hfl_wire_task, &task_secagg,
+    &hfl_wire_session, &hfl_wire_hello, &hfl_wire_challenge, &hfl_wire_welcome, &hfl_wire_pull, &hfl_wire_task, &task_secagg,
     &hfl_wire_wait, &hfl_wire_update, &hfl_wire_decline, &hfl_wire_ack, &hfl_wire_error, &hfl_wire_bye,
     &hfl_wire_leave,
 };

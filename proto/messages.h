@@ -21,10 +21,15 @@
 #define HFL_WIRE_INSTANCE_MAX 32   /* a coordinator instance: 128 random bits in hex */
 #define HFL_WIRE_CERT_MAX 8192     /* a certificate, base64 DER */
 
-/* pull: a client asks for work. */
+/* session: what every request after the welcome carries besides its own
+ * fields (the coordinator checks it before it reads the rest). */
 typedef struct {
     int64_t client_id;
     char token[HFL_WIRE_TOKEN_MAX + 1];
+} hfl_session_msg;
+
+/* pull: a client asks for work. */
+typedef struct {
     int64_t have_version; /* the model version it holds, -1: none */
     int has_have_version;
     int64_t hold_ms; /* a long poll: the reply may wait this long */
@@ -85,8 +90,6 @@ typedef struct {
 
 /* update: a client's trained change; the payload is the encoded delta. */
 typedef struct {
-    int64_t client_id;
-    char token[HFL_WIRE_TOKEN_MAX + 1];
     int64_t round, samples;
     double loss;
     char codec[HFL_WIRE_CODEC_MAX + 1];
@@ -110,8 +113,6 @@ typedef struct {
 
 /* update (declined): a drawn client sits the round out (hfl-client --dropout). */
 typedef struct {
-    int64_t client_id;
-    char token[HFL_WIRE_TOKEN_MAX + 1];
     int64_t round;
     int declined; /* always true */
 } hfl_decline_msg;
@@ -139,12 +140,11 @@ typedef struct {
 /* bye: the reply to a pull once the run is over. */
 typedef struct {
     char reason[64];
+    int has_reason; /* absent in the reply to a client's bye */
 } hfl_bye_msg;
 
 /* bye (client): a client leaving, with why when it broke its memory budget. */
 typedef struct {
-    int64_t client_id;
-    char token[HFL_WIRE_TOKEN_MAX + 1];
     char error[HFL_ERR_LEN];
     int has_error;
     double budget_bytes;
@@ -211,7 +211,7 @@ typedef struct {
     int has_instance;
 } hfl_challenge_msg;
 
-extern const hfl_wire_msg hfl_wire_pull, hfl_wire_task, hfl_wire_wait, hfl_wire_update, hfl_wire_decline,
+extern const hfl_wire_msg hfl_wire_session, hfl_wire_pull, hfl_wire_task, hfl_wire_wait, hfl_wire_update, hfl_wire_decline,
     hfl_wire_ack, hfl_wire_error, hfl_wire_bye, hfl_wire_leave, hfl_wire_welcome, hfl_wire_hello,
     hfl_wire_challenge;
 /* Every table above, for tests and docs: the messages and their nested objects. */

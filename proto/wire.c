@@ -17,7 +17,12 @@ static int64_t wire_int_bound(double v) {
 
 cJSON *hfl_wire_encode(const hfl_wire_msg *d, const void *s) {
     cJSON *o = cJSON_CreateObject();
-    if (!o) return NULL;
+    if (o && hfl_wire_encode_into(d, s, o) == 0) return o;
+    cJSON_Delete(o);
+    return NULL;
+}
+
+int hfl_wire_encode_into(const hfl_wire_msg *d, const void *s, cJSON *o) {
     for (int i = 0; i < d->n; i++) {
         const hfl_wire_field *f = &d->fields[i];
         if (f->optional && !*(const int *)wire_at(s, f->has)) continue;
@@ -32,13 +37,10 @@ cJSON *hfl_wire_encode(const hfl_wire_msg *d, const void *s) {
             item = f->sub ? hfl_wire_encode(f->sub, v) : cJSON_Duplicate(*(const cJSON *const *)v, 1);
             break;
         }
-        if (!item) {
-            cJSON_Delete(o);
-            return NULL;
-        }
+        if (!item) return -1;
         cJSON_AddItemToObject(o, f->name, item);
     }
-    return o;
+    return 0;
 }
 
 /* One field present in meta, into its member. */

@@ -60,6 +60,9 @@ struct hfl_wire_msg {
 /* The struct at s as a new JSON object (NULL when out of memory): required
  * fields always, optional ones when their `has` is set. */
 cJSON *hfl_wire_encode(const hfl_wire_msg *d, const void *s);
+/* Adds the struct's fields to the object o (a request's session beside its
+ * own fields): 0, or -1 when out of memory. */
+int hfl_wire_encode_into(const hfl_wire_msg *d, const void *s, cJSON *o);
 /* Reads meta into the struct at s (zeroed by the caller): 0, or -1 with err
  * naming the field. OBJ fields without `sub` point into meta, which must
  * outlive s. */

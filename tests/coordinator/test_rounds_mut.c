@@ -219,16 +219,17 @@ static void test_registry_leave_report(void) {
           !cJSON_GetObjectItemCaseSensitive(e, "budget_bytes"));
     cJSON_Delete(ev);
     cJSON_Delete(m2);
-    /* an error alone: no peaks; a reason of 239 bytes (the most kept) */
+    /* an error alone: no peaks; a reason of 255 bytes (the most kept: a
+     * one-line error, HFL_ERR_LEN - 1) */
     c.clients[1].got_bye = 0;
     cJSON *m3 = cJSON_CreateObject();
-    char why[241];
-    memset(why, 'w', 239);
-    why[239] = 0;
+    char why[HFL_ERR_LEN + 1];
+    memset(why, 'w', HFL_ERR_LEN - 1);
+    why[HFL_ERR_LEN - 1] = 0;
     cJSON_AddStringToObject(m3, "error", why);
-    CHECK(registry_leave(&c, 1, m3, err) == 0 && strlen(c.clients[1].left) == 239 && c.clients[1].measured_peak == 0 &&
-          c.clients[1].predicted_peak == 0);
-    why[239] = 'w', why[240] = 0;
+    CHECK(registry_leave(&c, 1, m3, err) == 0 && strlen(c.clients[1].left) == HFL_ERR_LEN - 1 &&
+          c.clients[1].measured_peak == 0 && c.clients[1].predicted_peak == 0);
+    why[HFL_ERR_LEN - 1] = 'w', why[HFL_ERR_LEN] = 0;
     cJSON_ReplaceItemInObject(m3, "error", cJSON_CreateString(why));
     CHECK(registry_leave(&c, 1, m3, err) == -1 && strstr(err, "'error'"));
     cJSON_ReplaceItemInObject(m3, "error", cJSON_CreateString("bye"));
