@@ -99,8 +99,8 @@ static inline HFL_TYPED void hfl_lm_thread_embed_bwd_wpe(size_t i, hfl_precision
  * A CUDA warp runs the lanes as its 32 threads and the levels in shared
  * memory (cuda/lm.cu): a warp per row, a block of warps per 32 columns. The
  * CPU (the hfl_lm_row_* and hfl_lm_cols_* bodies below) runs the lanes as 32
- * accumulators it walks the row with (p[e % LANES] op= value(e): each lane's
- * operations in the same order, and loops the compiler can vectorise), then
+ * accumulators it walks the row with, LANES values at a time (p[l] op=
+ * value(e0 + l): each lane's operations in the same order), then
  * the same levels: the same operations on the same operands, so the same
  * bits. Each value is computed by one helper (hfl_lm_ln_*, hfl_lm_sm_*) that
  * both run.
@@ -129,6 +129,12 @@ static inline HFL_HD float hfl_lm_tree_max(float *p) {
     for (int half = HFL_LM_LANES / 2; half > 0; half /= 2)
         for (int j = 0; j < half; j++) hfl_lm_max_level(p, j, half);
     return p[0];
+}
+
+/* The CPU's walk: the lanes l < lanes_at(e0, n) take values e0 + l of n
+ * (e0 a multiple of LANES), a loop the compiler can vectorise. */
+static inline HFL_HD int hfl_lm_lanes_at(int e0, int n) {
+    return n - e0 < HFL_LM_LANES ? n - e0 : HFL_LM_LANES;
 }
 
 static inline HFL_HD void hfl_lm_lanes_zero(float *p) {
@@ -193,13 +199,15 @@ static inline HFL_TYPED void hfl_lm_row_layernorm_fwd(size_t i, hfl_precision t,
     size_t row = i * C;
     float p[HFL_LM_LANES];
     hfl_lm_lanes_zero(p);
-    for (int c = 0; c < C; c++) p[c % HFL_LM_LANES] += hfl_ld(t, x, row + c);
+    for (int c0 = 0; c0 < C; c0 += HFL_LM_LANES)
+        for (int l = 0; l < hfl_lm_lanes_at(c0, C); l++) p[l] += hfl_ld(t, x, row + c0 + l);
     float m = hfl_lm_tree_sum(p) / C;
     hfl_lm_lanes_zero(p);
-    for (int c = 0; c < C; c++) {
-        float d = hfl_lm_ln_dev(t, x, row + c, m);
-        p[c % HFL_LM_LANES] += d * d;
-    }
+    for (int c0 = 0; c0 < C; c0 += HFL_LM_LANES)
+        for (int l = 0; l < hfl_lm_lanes_at(c0, C); l++) {
+            float d = hfl_lm_ln_dev(t, x, row + c0 + l, m);
+            p[l] += d * d;
+        }
     float rs = hfl_lm_ln_rstd(hfl_lm_tree_sum(p), C);
     for (int c = 0; c < C; c++) hfl_lm_ln_store(t, y, x, w, b, row, c, m, rs);
     mean[i] = m;
@@ -215,11 +223,12 @@ static inline HFL_TYPED void hfl_lm_row_layernorm_bwd_dx(size_t i, hfl_precision
     float m = mean[i], rs = rstd[i], pg[HFL_LM_LANES], pgx[HFL_LM_LANES];
     hfl_lm_lanes_zero(pg);
     hfl_lm_lanes_zero(pgx);
-    for (int c = 0; c < C; c++) {
-        float g = hfl_lm_ln_g(t, dy, w, row, c);
-        pg[c % HFL_LM_LANES] += g;
-        pgx[c % HFL_LM_LANES] += hfl_lm_ln_gx(t, x, row, c, g, m, rs);
-    }
+    for (int c0 = 0; c0 < C; c0 += HFL_LM_LANES)
+        for (int l = 0; l < hfl_lm_lanes_at(c0, C); l++) {
+            float g = hfl_lm_ln_g(t, dy, w, row, c0 + l);
+            pg[l] += g;
+            pgx[l] += hfl_lm_ln_gx(t, x, row, c0 + l, g, m, rs);
+        }
     float sg = hfl_lm_tree_sum(pg) / C, sgx = hfl_lm_tree_sum(pgx) / C;
     for (int c = 0; c < C; c++) hfl_lm_ln_bwd_store(t, dx, dy, x, w, row, c, m, rs, sg, sgx, add);
 }
@@ -342,10 +351,12 @@ static inline HFL_TYPED void hfl_lm_row_causal_softmax(size_t i, hfl_precision t
     size_t row = i * T;
     float a[HFL_LM_LANES];
     for (int l = 0; l < HFL_LM_LANES; l++) a[l] = -INFINITY;
-    for (int s = 0; s <= q; s++) a[s % HFL_LM_LANES] = hfl_lm_max2(a[s % HFL_LM_LANES], hfl_ld(t, z, row + s));
+    for (int s0 = 0; s0 <= q; s0 += HFL_LM_LANES)
+        for (int l = 0; l < hfl_lm_lanes_at(s0, q + 1); l++) a[l] = hfl_lm_max2(a[l], hfl_ld(t, z, row + s0 + l));
     float zmax = hfl_lm_tree_max(a);
     hfl_lm_lanes_zero(a);
-    for (int s = 0; s <= q; s++) a[s % HFL_LM_LANES] += hfl_lm_sm_exp(t, z, row + s, zmax, scale);
+    for (int s0 = 0; s0 <= q; s0 += HFL_LM_LANES)
+        for (int l = 0; l < hfl_lm_lanes_at(s0, q + 1); l++) a[l] += hfl_lm_sm_exp(t, z, row + s0 + l, zmax, scale);
     float inv = 1.0f / hfl_lm_tree_sum(a);
     for (int s = 0; s < T; s++) hfl_lm_sm_store(t, p, z, row, s, q, zmax, scale, inv);
 }
@@ -357,7 +368,8 @@ static inline HFL_TYPED void hfl_lm_row_causal_softmax_bwd(size_t i, hfl_precisi
     size_t row = i * T;
     float a[HFL_LM_LANES];
     hfl_lm_lanes_zero(a);
-    for (int s = 0; s <= q; s++) a[s % HFL_LM_LANES] += hfl_lm_sm_dot(t, dp, p, row + s);
+    for (int s0 = 0; s0 <= q; s0 += HFL_LM_LANES)
+        for (int l = 0; l < hfl_lm_lanes_at(s0, q + 1); l++) a[l] += hfl_lm_sm_dot(t, dp, p, row + s0 + l);
     float dot = hfl_lm_tree_sum(a);
     for (int s = 0; s < T; s++) hfl_lm_sm_bwd_store(t, dz, dp, p, row, s, q, scale, dot);
 }
