@@ -5,8 +5,11 @@
  * nothing else: the CPU backend (cpu/lm_cpu.c) calls it in a loop over the
  * index, a CUDA kernel (cuda/lm.cu) once per thread, so the GPU's indexing
  * and arithmetic are plain C that tests/kernels/test_lm_ops.c runs on every
- * machine. Sums run in one fixed order (rows r = 0, 1, ... for a column;
- * positions 0, 1, ... within a row), so both backends round alike.
+ * machine. Layer norm and the causal softmax reduce rows (and layer norm's
+ * weight gradients columns) in a fixed lane tree ("row reductions" below):
+ * a CUDA warp per row, which the CPU's hfl_lm_row_* bodies emulate with the
+ * same operations in the same order, so both backends round alike. The
+ * embeddings' gradients sum rows r = 0, 1, ... in order.
  *
  * Layouts: a batch of n sequences of T tokens is n*T rows ("tokens" r =
  * b*T + t) of C features, row-major. Attention works on heads laid out
@@ -80,64 +83,176 @@ static inline HFL_TYPED void hfl_lm_thread_embed_bwd_wpe(size_t i, hfl_precision
     dwpe[i] = s;
 }
 
-/* ---- layer norm: one row per index, i < rows ---- */
+/* ---- row reductions: HFL_LM_LANES lanes per row ----
+ *
+ * Layer norm's row sums, its weight gradients' column sums and the causal
+ * softmax's row max, sum and dot product all reduce in one fixed order, the
+ * same on both backends: the n values e = 0 .. n-1 being reduced (a row's
+ * features or scores, or a column's rows) are dealt to HFL_LM_LANES lanes,
+ * value e to lane e % LANES; each lane folds its values in increasing e,
+ * starting from +0 (sums) or -inf (the max), so a lane with no values holds
+ * that start; then the lanes' partials are combined pairwise, level by level,
+ * half = LANES/2, ..., 1: p[j] = p[j] + p[j + half] for j < half (ops_hd.h's
+ * hfl_op_tree_level, or hfl_lm_max_level), and the result is p[0]
+ * (hfl_lm_tree_sum, hfl_lm_tree_max).
+ *
+ * A CUDA warp runs the lanes as its 32 threads and the levels in shared
+ * memory (cuda/lm.cu): a warp per row, a block of warps per 32 columns. The
+ * CPU (the hfl_lm_row_* and hfl_lm_cols_* bodies below) runs the lanes as 32
+ * accumulators it walks the row with, LANES values at a time (p[l] op=
+ * value(e0 + l): each lane's operations in the same order), then
+ * the same levels: the same operations on the same operands, so the same
+ * bits. Each value is computed by one helper (hfl_lm_ln_*, hfl_lm_sm_*) that
+ * both run.
+ *
+ * Rounding: a value passes through at most ceil(n / LANES) - 1 + LEVELS
+ * additions, so |sum - exact| <= gamma_(ceil(n/LANES) + LEVELS) * sum|value|
+ * (Higham, ASNA 2nd ed., 4.2), where the sequential sum the ops ran before
+ * had gamma_(n - 1). */
+#define HFL_LM_LANES 32
+#define HFL_LM_LEVELS 5 /* log2(HFL_LM_LANES) */
 
-/* y = (x - mean) * rstd * w + b over row i's C features, mean and
- * rstd = 1 / sqrt(var + eps) saved for backward (two passes, biased
- * variance). y may alias x. */
-static inline HFL_TYPED void hfl_lm_thread_layernorm_fwd(size_t i, hfl_precision t, void *y,
-                                                         float *mean, float *rstd, const void *x,
-                                                         const void *w, const void *b, int C) {
+static inline HFL_HD float hfl_lm_max2(float a, float v) { return v > a ? v : a; }
+
+static inline HFL_HD void hfl_lm_max_level(float *p, int j, int half) {
+    p[j] = hfl_lm_max2(p[j], p[j + half]);
+}
+
+/* The levels over p[0 .. LANES-1] (which they overwrite); the result. */
+static inline HFL_HD float hfl_lm_tree_sum(float *p) {
+    for (int half = HFL_LM_LANES / 2; half > 0; half /= 2)
+        for (int j = 0; j < half; j++) hfl_op_tree_level(p, j, half);
+    return p[0];
+}
+
+static inline HFL_HD float hfl_lm_tree_max(float *p) {
+    for (int half = HFL_LM_LANES / 2; half > 0; half /= 2)
+        for (int j = 0; j < half; j++) hfl_lm_max_level(p, j, half);
+    return p[0];
+}
+
+/* The CPU's walk: the lanes l < lanes_at(e0, n) take values e0 + l of n
+ * (e0 a multiple of LANES), a loop the compiler can vectorise. */
+static inline HFL_HD int hfl_lm_lanes_at(int e0, int n) {
+    return n - e0 < HFL_LM_LANES ? n - e0 : HFL_LM_LANES;
+}
+
+static inline HFL_HD void hfl_lm_lanes_zero(float *p) {
+    for (int l = 0; l < HFL_LM_LANES; l++) p[l] = 0.0f;
+}
+
+/* ---- layer norm ----
+ *
+ * Forward, row r of C features: mean = sum(x) / C, var = sum((x - mean)^2)
+ * / C (two passes, biased), rstd = 1 / sqrt(var + eps), y = (x - mean) *
+ * rstd * w + b; mean and rstd saved for backward. y may alias x.
+ * Backward, with xhat = (x - mean) * rstd and g = dy * w:
+ * dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), or dx plus that when
+ * `add` (a residual branch's gradient joining the main one; dx may alias dy
+ * only without `add`); dw (+)= column sums of dy * xhat, db (+)= of dy.
+ * Every sum is a lane tree (above). */
+
+static inline HFL_TYPED float hfl_lm_ln_dev(hfl_precision t, const void *x, size_t at, float m) {
+    return hfl_ld(t, x, at) - m;
+}
+
+static inline HFL_TYPED void hfl_lm_ln_store(hfl_precision t, void *y, const void *x, const void *w,
+                                             const void *b, size_t row, int c, float m, float rs) {
+    hfl_st(t, y, row + c, hfl_lm_ln_dev(t, x, row + c, m) * rs * hfl_ld(t, w, c) + hfl_ld(t, b, c));
+}
+
+/* g = dy * w and g * xhat, the backward's two row sums' values */
+static inline HFL_TYPED float hfl_lm_ln_g(hfl_precision t, const void *dy, const void *w, size_t row,
+                                          int c) {
+    return hfl_ld(t, dy, row + c) * hfl_ld(t, w, c);
+}
+
+static inline HFL_TYPED float hfl_lm_ln_gx(hfl_precision t, const void *x, size_t row, int c, float g,
+                                           float m, float rs) {
+    return g * hfl_lm_ln_dev(t, x, row + c, m) * rs;
+}
+
+/* sg = mean(g), sgx = mean(g * xhat) */
+static inline HFL_TYPED void hfl_lm_ln_bwd_store(hfl_precision t, void *dx, const void *dy,
+                                                 const void *x, const void *w, size_t row, int c,
+                                                 float m, float rs, float sg, float sgx, int add) {
+    float g = hfl_lm_ln_g(t, dy, w, row, c);
+    float d = rs * (g - sg - hfl_lm_ln_dev(t, x, row + c, m) * rs * sgx);
+    hfl_st(t, dx, row + c, add ? hfl_ld(t, dx, row + c) + d : d);
+}
+
+/* dy * xhat of row r, column c: the weight gradient's value */
+static inline HFL_TYPED float hfl_lm_ln_dw(hfl_precision t, const void *dy, const void *x,
+                                           const float *mean, const float *rstd, int r, int c, int C) {
+    size_t at = (size_t)r * C + c;
+    return hfl_ld(t, dy, at) * hfl_lm_ln_dev(t, x, at, mean[r]) * rstd[r];
+}
+
+static inline HFL_HD float hfl_lm_ln_rstd(float var_sum, int C) {
+    return 1.0f / sqrtf(var_sum / C + HFL_LN_EPS);
+}
+
+/* The CPU's forward of row i (the warp's, lanes as accumulators). */
+static inline HFL_TYPED void hfl_lm_row_layernorm_fwd(size_t i, hfl_precision t, void *y, float *mean,
+                                                      float *rstd, const void *x, const void *w,
+                                                      const void *b, int C) {
     size_t row = i * C;
-    float s = 0.0f;
-    for (int c = 0; c < C; c++) s += hfl_ld(t, x, row + c);
-    float m = s / C, v = 0.0f;
-    for (int c = 0; c < C; c++) v += (hfl_ld(t, x, row + c) - m) * (hfl_ld(t, x, row + c) - m);
-    float rs = 1.0f / sqrtf(v / C + HFL_LN_EPS);
-    for (int c = 0; c < C; c++)
-        hfl_st(t, y, row + c, (hfl_ld(t, x, row + c) - m) * rs * hfl_ld(t, w, c) + hfl_ld(t, b, c));
+    float p[HFL_LM_LANES];
+    hfl_lm_lanes_zero(p);
+    for (int c0 = 0; c0 < C; c0 += HFL_LM_LANES)
+        for (int l = 0; l < hfl_lm_lanes_at(c0, C); l++) p[l] += hfl_ld(t, x, row + c0 + l);
+    float m = hfl_lm_tree_sum(p) / C;
+    hfl_lm_lanes_zero(p);
+    for (int c0 = 0; c0 < C; c0 += HFL_LM_LANES)
+        for (int l = 0; l < hfl_lm_lanes_at(c0, C); l++) {
+            float d = hfl_lm_ln_dev(t, x, row + c0 + l, m);
+            p[l] += d * d;
+        }
+    float rs = hfl_lm_ln_rstd(hfl_lm_tree_sum(p), C);
+    for (int c = 0; c < C; c++) hfl_lm_ln_store(t, y, x, w, b, row, c, m, rs);
     mean[i] = m;
     rstd[i] = rs;
 }
 
-/* dx of row i: with xhat = (x - mean) * rstd and g = dy * w,
- * dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), or dx plus that when
- * `add` (a residual branch's gradient joining the main one). dx may alias dy
- * only without `add`. */
-static inline HFL_TYPED void hfl_lm_thread_layernorm_bwd_dx(size_t i, hfl_precision t, void *dx,
-                                                            const void *dy, const void *x,
-                                                            const void *w, const float *mean,
-                                                            const float *rstd, int C, int add) {
+/* The CPU's dx of row i. */
+static inline HFL_TYPED void hfl_lm_row_layernorm_bwd_dx(size_t i, hfl_precision t, void *dx,
+                                                         const void *dy, const void *x,
+                                                         const void *w, const float *mean,
+                                                         const float *rstd, int C, int add) {
     size_t row = i * C;
-    float m = mean[i], rs = rstd[i], sg = 0.0f, sgx = 0.0f;
-    for (int c = 0; c < C; c++) {
-        float g = hfl_ld(t, dy, row + c) * hfl_ld(t, w, c);
-        sg += g;
-        sgx += g * (hfl_ld(t, x, row + c) - m) * rs;
-    }
-    sg /= C;
-    sgx /= C;
-    for (int c = 0; c < C; c++) {
-        float g = hfl_ld(t, dy, row + c) * hfl_ld(t, w, c);
-        float d = rs * (g - sg - (hfl_ld(t, x, row + c) - m) * rs * sgx);
-        hfl_st(t, dx, row + c, add ? hfl_ld(t, dx, row + c) + d : d);
-    }
+    float m = mean[i], rs = rstd[i], pg[HFL_LM_LANES], pgx[HFL_LM_LANES];
+    hfl_lm_lanes_zero(pg);
+    hfl_lm_lanes_zero(pgx);
+    for (int c0 = 0; c0 < C; c0 += HFL_LM_LANES)
+        for (int l = 0; l < hfl_lm_lanes_at(c0, C); l++) {
+            float g = hfl_lm_ln_g(t, dy, w, row, c0 + l);
+            pg[l] += g;
+            pgx[l] += hfl_lm_ln_gx(t, x, row, c0 + l, g, m, rs);
+        }
+    float sg = hfl_lm_tree_sum(pg) / C, sgx = hfl_lm_tree_sum(pgx) / C;
+    for (int c = 0; c < C; c++) hfl_lm_ln_bwd_store(t, dx, dy, x, w, row, c, m, rs, sg, sgx, add);
 }
 
-/* Column i < C: dw[i] (+)= sum over rows of dy * xhat, db[i] (+)= sum of dy. */
-static inline HFL_TYPED void hfl_lm_thread_layernorm_bwd_dw(size_t i, hfl_precision t, float *dw,
-                                                            float *db, const void *dy,
-                                                            const void *x, const float *mean,
-                                                            const float *rstd, int rows, int C,
-                                                            int accumulate) {
-    float sw = accumulate ? dw[i] : 0.0f, sb = accumulate ? db[i] : 0.0f;
-    for (int r = 0; r < rows; r++) {
-        float d = hfl_ld(t, dy, (size_t)r * C + i);
-        sw += d * (hfl_ld(t, x, (size_t)r * C + i) - mean[r]) * rstd[r];
-        sb += d;
+/* The CPU's dw and db of columns c0 .. c0 + n - 1 (n <= HFL_LM_COL_TILE):
+ * row r goes to lane r % LANES of each column, as the CUDA block's row
+ * lanes; then each column's tree; dw (+)= the result. */
+#define HFL_LM_COL_TILE 64
+static inline HFL_TYPED void hfl_lm_cols_layernorm_dw(int c0, int n, hfl_precision t, float *dw,
+                                                      float *db, const void *dy, const void *x,
+                                                      const float *mean, const float *rstd,
+                                                      int rows, int C, int accumulate) {
+    float pw[HFL_LM_LANES][HFL_LM_COL_TILE] = {{0}}, pb[HFL_LM_LANES][HFL_LM_COL_TILE] = {{0}};
+    for (int r = 0; r < rows; r++)
+        for (int k = 0; k < n; k++) {
+            pw[r % HFL_LM_LANES][k] += hfl_lm_ln_dw(t, dy, x, mean, rstd, r, c0 + k, C);
+            pb[r % HFL_LM_LANES][k] += hfl_ld(t, dy, (size_t)r * C + c0 + k);
+        }
+    for (int k = 0; k < n; k++) {
+        float qw[HFL_LM_LANES], qb[HFL_LM_LANES];
+        for (int l = 0; l < HFL_LM_LANES; l++) qw[l] = pw[l][k], qb[l] = pb[l][k];
+        dw[c0 + k] = (accumulate ? dw[c0 + k] : 0.0f) + hfl_lm_tree_sum(qw);
+        db[c0 + k] = (accumulate ? db[c0 + k] : 0.0f) + hfl_lm_tree_sum(qb);
     }
-    dw[i] = sw;
-    db[i] = sb;
 }
 
 /* ---- GELU, tanh form: i < n ---- */
@@ -198,41 +313,65 @@ static inline HFL_TYPED void hfl_lm_thread_heads_scatter(size_t i, hfl_precision
     hfl_cp(t, rows, hfl_lm_head_src(i, T, H, hs, ld), heads, i);
 }
 
-/* ---- causal softmax: one row of T scores per index, i < n * H * T ---- */
+/* ---- causal softmax: one row of T scores per index, i < n * H * T ----
+ *
+ * Row i is query q = i % T: p[s] = softmax(scale * z)[s] over s <= q, 0 for
+ * s > q. The row's max and its sum of exps (in fp32) are lane trees (above)
+ * over its q + 1 live scores; each probability is then computed again from
+ * its score and stored once, so p may alias z. The backward (dz may alias
+ * dp): dz[s] = scale * p[s] * (dp[s] - dot), dot = sum_{s <= q} p[s] dp[s]
+ * by the lane tree, 0 for s > q. */
 
-/* Row i is query t = i % T: p[s] = softmax(scale * z)[s] over s <= t, 0 for
- * s > t. Two passes over the scores (the max, then the sum of exps in
- * fp32), then each probability computed again from its score and stored
- * once, so p may alias z. */
-static inline HFL_TYPED void hfl_lm_thread_causal_softmax(size_t i, hfl_precision t, void *p,
-                                                          const void *z, int T, float scale) {
-    int q = (int)(i % (size_t)T);
-    size_t row = i * T;
-    float zmax = hfl_ld(t, z, row);
-    for (int s = 1; s <= q; s++) {
-        float v = hfl_ld(t, z, row + s);
-        zmax = v > zmax ? v : zmax;
-    }
-    float sum = 0.0f;
-    for (int s = 0; s <= q; s++) sum += expf(scale * (hfl_ld(t, z, row + s) - zmax));
-    float inv = 1.0f / sum;
-    for (int s = 0; s <= q; s++)
-        hfl_st(t, p, row + s, expf(scale * (hfl_ld(t, z, row + s) - zmax)) * inv);
-    for (int s = q + 1; s < T; s++) hfl_st(t, p, row + s, 0.0f);
+static inline HFL_TYPED float hfl_lm_sm_exp(hfl_precision t, const void *z, size_t at, float zmax,
+                                            float scale) {
+    return expf(scale * (hfl_ld(t, z, at) - zmax));
 }
 
-/* The scores' gradient from the probabilities' (dz may alias dp):
- * dz[s] = scale * p[s] * (dp[s] - sum_{s' <= t} p[s'] dp[s']), 0 for s > t. */
-static inline HFL_TYPED void hfl_lm_thread_causal_softmax_bwd(size_t i, hfl_precision t, void *dz,
-                                                              const void *dp, const void *p, int T,
-                                                              float scale) {
+static inline HFL_TYPED void hfl_lm_sm_store(hfl_precision t, void *p, const void *z, size_t row,
+                                             int s, int q, float zmax, float scale, float inv) {
+    hfl_st(t, p, row + s, s <= q ? hfl_lm_sm_exp(t, z, row + s, zmax, scale) * inv : 0.0f);
+}
+
+static inline HFL_TYPED float hfl_lm_sm_dot(hfl_precision t, const void *dp, const void *p,
+                                            size_t at) {
+    return hfl_ld(t, p, at) * hfl_ld(t, dp, at);
+}
+
+static inline HFL_TYPED void hfl_lm_sm_bwd_store(hfl_precision t, void *dz, const void *dp,
+                                                 const void *p, size_t row, int s, int q,
+                                                 float scale, float dot) {
+    size_t at = row + s;
+    hfl_st(t, dz, at, s <= q ? scale * hfl_ld(t, p, at) * (hfl_ld(t, dp, at) - dot) : 0.0f);
+}
+
+/* The CPU's row i (the warp's, lanes as accumulators). */
+static inline HFL_TYPED void hfl_lm_row_causal_softmax(size_t i, hfl_precision t, void *p,
+                                                       const void *z, int T, float scale) {
     int q = (int)(i % (size_t)T);
     size_t row = i * T;
-    float dot = 0.0f;
-    for (int s = 0; s <= q; s++) dot += hfl_ld(t, p, row + s) * hfl_ld(t, dp, row + s);
-    for (int s = 0; s <= q; s++)
-        hfl_st(t, dz, row + s, scale * hfl_ld(t, p, row + s) * (hfl_ld(t, dp, row + s) - dot));
-    for (int s = q + 1; s < T; s++) hfl_st(t, dz, row + s, 0.0f);
+    float a[HFL_LM_LANES];
+    for (int l = 0; l < HFL_LM_LANES; l++) a[l] = -INFINITY;
+    for (int s0 = 0; s0 <= q; s0 += HFL_LM_LANES)
+        for (int l = 0; l < hfl_lm_lanes_at(s0, q + 1); l++) a[l] = hfl_lm_max2(a[l], hfl_ld(t, z, row + s0 + l));
+    float zmax = hfl_lm_tree_max(a);
+    hfl_lm_lanes_zero(a);
+    for (int s0 = 0; s0 <= q; s0 += HFL_LM_LANES)
+        for (int l = 0; l < hfl_lm_lanes_at(s0, q + 1); l++) a[l] += hfl_lm_sm_exp(t, z, row + s0 + l, zmax, scale);
+    float inv = 1.0f / hfl_lm_tree_sum(a);
+    for (int s = 0; s < T; s++) hfl_lm_sm_store(t, p, z, row, s, q, zmax, scale, inv);
+}
+
+static inline HFL_TYPED void hfl_lm_row_causal_softmax_bwd(size_t i, hfl_precision t, void *dz,
+                                                           const void *dp, const void *p, int T,
+                                                           float scale) {
+    int q = (int)(i % (size_t)T);
+    size_t row = i * T;
+    float a[HFL_LM_LANES];
+    hfl_lm_lanes_zero(a);
+    for (int s0 = 0; s0 <= q; s0 += HFL_LM_LANES)
+        for (int l = 0; l < hfl_lm_lanes_at(s0, q + 1); l++) a[l] += hfl_lm_sm_dot(t, dp, p, row + s0 + l);
+    float dot = hfl_lm_tree_sum(a);
+    for (int s = 0; s < T; s++) hfl_lm_sm_bwd_store(t, dz, dp, p, row, s, q, scale, dot);
 }
 
 #endif

@@ -1,12 +1,12 @@
 /* lm_cpu.c: the CPU backend's transformer ops (kernels/lm.h): loops over the
- * thread bodies of kernels/lm_hd.h, in index order.
+ * thread bodies of kernels/lm_hd.h, in index order, and over its row bodies
+ * (hfl_lm_row_*, hfl_lm_cols_*), which run a CUDA warp's lane tree on the CPU.
  *
- * Two ops scatter instead of calling their gather body per index, because
- * the gather costs a pass over every row per output: the token embedding's
- * gradient and layer norm's weight gradients walk rows r = 0, 1, ... and add
- * each into its column, which sums every output in the order the gather
- * bodies (and so the CUDA kernels) do, over widened values in a 2-byte
- * type. The head gather and scatter are plain copies, done as one memcpy
+ * The token embedding's gradient scatters instead of calling its gather
+ * body per index, because the gather costs a pass over every row per
+ * output: it walks rows r = 0, 1, ... and adds each into its token's row,
+ * which sums every output in the order the gather body (and so the CUDA
+ * kernel) does, over widened values in a 2-byte type. The head gather and scatter are plain copies, done as one memcpy
  * per head row. Each loop over a storage type is an always-inline function
  * of t (*_in) that its op calls with t a constant of each type, so that it
  * is compiled once per type (as in backend_cpu.c). */
@@ -54,7 +54,7 @@ static inline __attribute__((always_inline)) void layernorm_fwd_in(hfl_precision
                                                                    const void *x, const void *w,
                                                                    const void *b, int rows, int C) {
     for (size_t i = 0; i < (size_t)rows; i++)
-        hfl_lm_thread_layernorm_fwd(i, t, y, mean, rstd, x, w, b, C);
+        hfl_lm_row_layernorm_fwd(i, t, y, mean, rstd, x, w, b, C);
 }
 static void cpu_layernorm_fwd(hfl_precision t, void *y, float *mean, float *rstd, const void *x,
                               const void *w, const void *b, int rows, int C) {
@@ -67,20 +67,12 @@ static inline __attribute__((always_inline)) void
 layernorm_bwd_in(hfl_precision t, void *dx, float *dw, float *db, const void *dy, const void *x,
                  const void *w, const float *mean, const float *rstd, int rows, int C,
                  int accumulate, int dx_add) {
-    if (!accumulate) {
-        memset(dw, 0, (size_t)C * sizeof *dw);
-        memset(db, 0, (size_t)C * sizeof *db);
-    }
-    for (int r = 0; r < rows; r++) {
-        size_t row = (size_t)r * C;
-        for (int c = 0; c < C; c++) {
-            float d = hfl_ld(t, dy, row + c);
-            dw[c] += d * (hfl_ld(t, x, row + c) - mean[r]) * rstd[r];
-            db[c] += d;
-        }
+    for (int c0 = 0; c0 < C; c0 += HFL_LM_COL_TILE) {
+        int n = C - c0 < HFL_LM_COL_TILE ? C - c0 : HFL_LM_COL_TILE;
+        hfl_lm_cols_layernorm_dw(c0, n, t, dw, db, dy, x, mean, rstd, rows, C, accumulate);
     }
     for (size_t i = 0; i < (size_t)rows; i++)
-        hfl_lm_thread_layernorm_bwd_dx(i, t, dx, dy, x, w, mean, rstd, C, dx_add);
+        hfl_lm_row_layernorm_bwd_dx(i, t, dx, dy, x, w, mean, rstd, C, dx_add);
 }
 static void cpu_layernorm_bwd(hfl_precision t, void *dx, float *dw, float *db, const void *dy,
                               const void *x, const void *w, const float *mean, const float *rstd,
@@ -144,7 +136,7 @@ static void cpu_heads_scatter(hfl_precision t, void *rows, const void *heads, in
 
 static inline __attribute__((always_inline)) void
 causal_softmax_in(hfl_precision t, void *p, const void *z, size_t n_rows, int T, float scale) {
-    for (size_t i = 0; i < n_rows; i++) hfl_lm_thread_causal_softmax(i, t, p, z, T, scale);
+    for (size_t i = 0; i < n_rows; i++) hfl_lm_row_causal_softmax(i, t, p, z, T, scale);
 }
 static void cpu_causal_softmax(hfl_precision t, void *p, const void *z, size_t n_rows, int T,
                                float scale) {
@@ -156,7 +148,7 @@ static void cpu_causal_softmax(hfl_precision t, void *p, const void *z, size_t n
 static inline __attribute__((always_inline)) void
 causal_softmax_bwd_in(hfl_precision t, void *dz, const void *dp, const void *p, size_t n_rows,
                       int T, float scale) {
-    for (size_t i = 0; i < n_rows; i++) hfl_lm_thread_causal_softmax_bwd(i, t, dz, dp, p, T, scale);
+    for (size_t i = 0; i < n_rows; i++) hfl_lm_row_causal_softmax_bwd(i, t, dz, dp, p, T, scale);
 }
 static void cpu_causal_softmax_bwd(hfl_precision t, void *dz, const void *dp, const void *p,
                                    size_t n_rows, int T, float scale) {
