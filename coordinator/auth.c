@@ -64,7 +64,7 @@ static void auth_apply_revocations(coord *c) {
         cJSON_AddStringToObject(ev, "event", "client_revoked");
         cJSON_AddNumberToObject(ev, "client", i);
         cJSON_AddStringToObject(ev, "name", cl->name);
-        report_log_event(c, ev);
+        events_log(c, ev);
         if (!c->cfg.quiet) printf("coordinator: %s revoked\n", cl->name);
     }
 }

@@ -417,13 +417,19 @@ uint8_t *downlink_task(coord *c, const hfl_task_msg *task, int64_t have_version,
  * a client that was sent this task already. */
 uint8_t *downlink_sent(coord *c, const hfl_task_msg *task, size_t *len);
 
+/* events.c: the JSON-lines event log */
+void events_log(coord *c, cJSON *event); /* takes ownership */
+
 /* report.c */
-void report_log_event(coord *c, cJSON *event); /* takes ownership */
 int report_write(coord *c, char *err);         /* render (needs c->lock) and store */
 char *report_render(coord *c, size_t *len);   /* the report's text (malloc'd; NULL out of memory); needs c->lock */
 /* Writes a rendered report (freeing it) atomically; serialised by
  * c->report_lock, so it may run without c->lock. */
 int report_store(coord *c, char *text, size_t len, char *err);
+/* Publishes a finished round log entry (with c->lock): its event, progress
+ * line and the report (rendered here, written by the caller when text is
+ * given). Evaluation publishes through it, never through the round engine. */
+void report_publish_round(coord *c, const cJSON *entry, char **text, size_t *len);
 
 /* evaluate.c: a closed round's evaluation runs on its own thread, so the
  * next round opens at once; until it is done the round is not published
@@ -437,9 +443,6 @@ int eval_busy(coord *c);             /* with c->lock */
 /* After a state is loaded and the log opened: a last round saved before its
  * evaluation is evaluated and published now. */
 void eval_fill_pending(coord *c);
-/* Publishes a finished round log entry (with c->lock): its event, progress
- * line and the report (rendered here, written by the caller when text is given). */
-void rounds_publish(coord *c, const cJSON *entry, char **text, size_t *len);
 
 /* persist.c */
 int persist_save(coord *c, char *err); /* at a round's end; no-op without --state-dir */

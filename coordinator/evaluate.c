@@ -80,7 +80,7 @@ static void *eval_main(void *arg) {
         c->done = c->done_pending; /* so the report says complete */
         char *text = NULL;
         size_t len = 0;
-        rounds_publish(c, q->entry, &text, &len);
+        report_publish_round(c, q->entry, &text, &len);
         pthread_mutex_unlock(&c->lock);
         char err[HFL_ERR_LEN];
         if (text && report_store(c, text, len, err) != 0) fprintf(stderr, "hfl-coordinator: %s\n", err);
@@ -133,7 +133,7 @@ void eval_round(coord *c, cJSON *entry) {
         eval_fill(c, entry, acc, loss);
         c->final_acc = acc;
         c->done = c->done_pending;
-        rounds_publish(c, entry, NULL, NULL);
+        report_publish_round(c, entry, NULL, NULL);
         return;
     }
     memcpy(q->w, c->global, c->spec.n_params * sizeof(float));
@@ -150,5 +150,5 @@ void eval_fill_pending(coord *c) {
     hfl_hist_observe(&c->eval_hist, hfl_now() - t0);
     eval_fill(c, last, acc, loss);
     c->final_acc = acc;
-    rounds_publish(c, last, NULL, NULL); /* its event and progress line were never written */
+    report_publish_round(c, last, NULL, NULL); /* its event and progress line were never written */
 }

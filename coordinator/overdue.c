@@ -61,7 +61,7 @@ void overdue_judge(coord *c, int next_round) {
         cJSON_AddNumberToObject(ev, "round", from);
         cJSON_AddNumberToObject(ev, "strikes", cl->strikes);
         cJSON_AddNumberToObject(ev, "benched_until_round", cl->benched_until);
-        report_log_event(c, ev);
+        events_log(c, ev);
         if (!c->cfg.quiet)
             printf("coordinator: %s let round %d's deadline pass with its task: not drawn before round %d "
                    "(%d in a row)\n",

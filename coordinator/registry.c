@@ -79,7 +79,7 @@ static int registry_evict(coord *c) {
     cJSON_AddNumberToObject(ev, "client", victim);
     cJSON_AddStringToObject(ev, "name", cl->name);
     cJSON_AddNumberToObject(ev, "idle_s", now - cl->last_seen);
-    report_log_event(c, ev);
+    events_log(c, ev);
     cJSON_Delete(cl->hello);
     free(cl->sa_cert);
     hfl_peer_free(cl->sa_peer);
@@ -215,7 +215,7 @@ int registry_leave(coord *c, int id, const cJSON *meta, char *err) {
     cJSON_AddStringToObject(ev, "reason", why);
     if (measured > 0) cJSON_AddNumberToObject(ev, "measured_peak_bytes", measured);
     if (budget > 0) cJSON_AddNumberToObject(ev, "budget_bytes", budget);
-    report_log_event(c, ev);
+    events_log(c, ev);
     if (!c->cfg.quiet) printf("coordinator: %s left: %s\n", cl->name, why);
     return 0;
 }

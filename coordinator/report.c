@@ -1,8 +1,7 @@
-/* report.c: the coordinator's JSON-lines event log and its final report.
+/* report.c: the coordinator's report, and a finished round's publication
+ * (its event, its progress line, the report). The event log is events.c's.
  *
- * Every event (round opened, update accepted, round closed) is one line of
- * JSON in the log, flushed at once so `hfl-sim` can follow progress. The
- * report is rewritten atomically after every round, so a reader never sees
+ * The report is rewritten atomically after every round, so a reader never sees
  * half a file and a killed run still leaves the rounds it finished. Keys
  * `model`, `params`, `trainable_params` (LoRA: the adapters), `codec`, `transport`, `coordinator_device` ({backend,
  * name}; each client's backend and device are in `clients[].device` and
@@ -16,19 +15,6 @@
 #include "plan/planner.h"
 #include "util/memmeter.h"
 #include "util/util.h"
-
-void report_log_event(coord *c, cJSON *event) {
-    if (c->log) {
-        cJSON_AddNumberToObject(event, "t", hfl_now() - c->started);
-        char *line = cJSON_PrintUnformatted(event);
-        if (line) {
-            fprintf(c->log, "%s\n", line);
-            fflush(c->log);
-            free(line);
-        }
-    }
-    cJSON_Delete(event);
-}
 
 char *report_render(coord *c, size_t *len) {
     const coord_config *cfg = &c->cfg;
@@ -138,4 +124,26 @@ int report_write(coord *c, char *err) {
     size_t len = 0;
     char *text = report_render(c, &len);
     return report_store(c, text, len, err);
+}
+
+/* Publishes a finished entry of the round log: its event, its progress line
+ * and the report; *text gets the report to store when text is given (the
+ * evaluation thread writes it without the lock), else it is written here. */
+void report_publish_round(coord *c, const cJSON *entry, char **text, size_t *len) {
+    cJSON *ev = cJSON_Duplicate(entry, 1);
+    cJSON_AddStringToObject(ev, "event", "round");
+    events_log(c, ev);
+    const char *status = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(entry, "status"));
+#define E(k) cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(entry, k))
+    char late[32] = ""; /* --late fold, --async: updates of earlier rounds it took */
+    if (E("late_folded") > 0) snprintf(late, sizeof late, " +%d late", (int)E("late_folded"));
+    if (!c->cfg.quiet)
+        printf("round %d/%d  %-6s test_acc %.4f  test_loss %.4f  clients %d/%d%s  up %.2f MB  down %.2f MB  %.2f s\n",
+               (int)E("round"), c->cfg.rounds, status ? status : "?", E("test_acc"), E("test_loss"), (int)E("clients"),
+               (int)E("selected"), late, E("bytes_up") / 1e6, E("bytes_down") / 1e6, E("wall_s"));
+#undef E
+    fflush(stdout);
+    char err[HFL_ERR_LEN];
+    if (text) *text = c->cfg.report_path[0] ? report_render(c, len) : NULL;
+    else if (report_write(c, err) != 0) fprintf(stderr, "hfl-coordinator: %s\n", err);
 }

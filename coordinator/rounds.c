@@ -291,7 +291,7 @@ static void round_open(coord *c) {
     cJSON_AddNumberToObject(ev, "eligible", r->n_eligible);
     cJSON *sel = cJSON_AddArrayToObject(ev, "selected");
     for (int i = 0; i < r->n_selected; i++) cJSON_AddItemToArray(sel, cJSON_CreateNumber(r->selected[i]));
-    report_log_event(c, ev);
+    events_log(c, ev);
     if (why[0]) round_finish(c, why); /* the ring cannot hold this draw's sum */
 }
 
@@ -334,7 +334,7 @@ static void async_draw(coord *c, int id) {
     cJSON_AddNumberToObject(ev, "round", r->round);
     cJSON_AddNumberToObject(ev, "client", id);
     cJSON_AddNumberToObject(ev, "outstanding", async_outstanding(c));
-    report_log_event(c, ev);
+    events_log(c, ev);
 }
 
 int rounds_pull_ready(const coord *c, int id) {
@@ -355,7 +355,7 @@ static uint8_t *round_resend_capped(coord *c, int id, size_t *len) {
     cJSON_AddStringToObject(ev, "event", "resend_capped");
     cJSON_AddNumberToObject(ev, "round", r->round);
     cJSON_AddNumberToObject(ev, "client", id);
-    report_log_event(c, ev);
+    events_log(c, ev);
     char msg[160];
     snprintf(msg, sizeof msg, "round %d's task was sent to client %d %d times already (skip the round)", r->round, id,
              1 + COORD_MAX_RESENDS);
@@ -417,7 +417,7 @@ static uint8_t *round_decline(coord *c, int id, int64_t round, size_t *len) {
     cJSON_AddStringToObject(ev, "event", "declined");
     cJSON_AddNumberToObject(ev, "round", r->round);
     cJSON_AddNumberToObject(ev, "client", id);
-    report_log_event(c, ev);
+    events_log(c, ev);
     return coord_ack_reply(r->round, 0, 0, len);
 }
 
@@ -436,7 +436,7 @@ static uint8_t *round_missed(coord *c, int id, double sim_s, size_t *len) {
     cJSON_AddNumberToObject(ev, "round", r->round);
     cJSON_AddNumberToObject(ev, "client", id);
     cJSON_AddNumberToObject(ev, "sim_s", sim_s);
-    report_log_event(c, ev);
+    events_log(c, ev);
     if (r->n_received + r->n_missed + r->n_refused + r->n_declined >= r->n_selected) pthread_cond_signal(&c->tick);
     return coord_ack_reply(r->round, 1, 0, len);
 }
@@ -501,7 +501,7 @@ static int round_fold(coord *c, int id, int tau, int64_t samples, double trained
     cJSON_AddNumberToObject(ev, "samples", (double)samples);
     cJSON_AddNumberToObject(ev, "weight", weight);
     cJSON_AddNumberToObject(ev, "norm", info.norm);
-    report_log_event(c, ev);
+    events_log(c, ev);
     return 0;
 }
 
@@ -639,7 +639,7 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     r->rec[id].loss = loss, r->rec[id].train_s = train_s, r->rec[id].bytes = (double)msg_bytes;
     r->rec[id].measured_peak = measured, r->rec[id].clipped = info.clipped, r->rec[id].trained = trained;
     r->rec[id].sim_s = sim_s, r->rec[id].lr_first = lr_first, r->rec[id].lr_last = lr_last;
-    report_log_event(c, ev);
+    events_log(c, ev);
     return coord_ack_reply(r->round, 0, 0, len);
 
 reject:
@@ -717,28 +717,6 @@ static cJSON *round_participants(const coord *c) {
         cJSON_AddItemToArray(arr, o);
     }
     return arr;
-}
-
-/* Publishes a finished entry of the round log: its event, its progress line
- * and the report; *text gets the report to store when text is given (the
- * evaluation thread writes it without the lock), else it is written here. */
-void rounds_publish(coord *c, const cJSON *entry, char **text, size_t *len) {
-    cJSON *ev = cJSON_Duplicate(entry, 1);
-    cJSON_AddStringToObject(ev, "event", "round");
-    report_log_event(c, ev);
-    const char *status = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(entry, "status"));
-#define E(k) cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(entry, k))
-    char late[32] = ""; /* --late fold, --async: updates of earlier rounds it took */
-    if (E("late_folded") > 0) snprintf(late, sizeof late, " +%d late", (int)E("late_folded"));
-    if (!c->cfg.quiet)
-        printf("round %d/%d  %-6s test_acc %.4f  test_loss %.4f  clients %d/%d%s  up %.2f MB  down %.2f MB  %.2f s\n",
-               (int)E("round"), c->cfg.rounds, status ? status : "?", E("test_acc"), E("test_loss"), (int)E("clients"),
-               (int)E("selected"), late, E("bytes_up") / 1e6, E("bytes_down") / 1e6, E("wall_s"));
-#undef E
-    fflush(stdout);
-    char err[HFL_ERR_LEN];
-    if (text) *text = c->cfg.report_path[0] ? report_render(c, len) : NULL;
-    else if (report_write(c, err) != 0) fprintf(stderr, "hfl-coordinator: %s\n", err);
 }
 
 static void round_finish(coord *c, const char *reason) {
@@ -832,7 +810,7 @@ static void round_finish(coord *c, const char *reason) {
     if (reason && c->sa) /* secure aggregation's failures say why, in one line */
         fprintf(stderr, "hfl-coordinator: round %d failed: %s\n", r->round, reason);
     if (reason) {
-        rounds_publish(c, o, NULL, NULL);
+        report_publish_round(c, o, NULL, NULL);
         c->done = c->done_pending;
     } else {
         eval_round(c, o); /* publishes, and sets done after the last round */
@@ -927,7 +905,7 @@ void rounds_tick(coord *c) {
         cJSON *ev = cJSON_CreateObject();
         cJSON_AddStringToObject(ev, "event", "stopped");
         cJSON_AddStringToObject(ev, "reason", c->stop_reason);
-        report_log_event(c, ev);
+        events_log(c, ev);
         c->done = 1;
         char err[HFL_ERR_LEN];
         if (report_write(c, err) != 0) fprintf(stderr, "hfl-coordinator: %s\n", err);
