@@ -181,8 +181,8 @@ static inline float codec_max_scale(const hfl_codec *c) {
                                                                                          : 3.40282347e38f;
 }
 
-/* A block scale a decoder accepts: in [0, max] (NaN fails both). */
-static inline int codec_scale_ok(float s, float max) { return s >= 0.0f && s <= max; }
+/* A block scale a decoder accepts (payload_hd.h). */
+static inline int codec_scale_ok(float s, float max) { return hfl_payload_scale_ok(s, max); }
 
 /* -1 with err "<codec> payload: block k has scale s, outside [0, max]". */
 int codec_scale_error(const hfl_codec *c, size_t k, float s, char *err);

@@ -47,9 +47,9 @@ static int int8_check_range(void *ctx, size_t lo, size_t hi, char *err) {
         const uint8_t *q = p + sizeof(float);
         uint8_t bad = 0; /* a byte, so the loop stays in byte lanes and vectorises */
         for (size_t i = 0; i < m; i++)
-            bad |= (uint8_t)(q[i] == 0x80);
+            bad |= (uint8_t)hfl_payload_int8_bad(q[i]);
         for (size_t i = 0; bad && i < m; i++)
-            if (q[i] == 0x80)
+            if (hfl_payload_int8_bad(q[i]))
                 return hfl_errf(err, "int8 payload: value %zu is -128, outside [-127, 127]",
                                 k * j->block + i);
     }

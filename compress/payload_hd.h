@@ -42,6 +42,14 @@ enum {
  * the CPU aggregator's own check of the bytes it stages). */
 #define HFL_PAYLOAD_INT8_MAX_SCALE (3.40282347e38f / 128)
 
+/* What a decoder accepts, stated once for the codecs' validation
+ * (compress/codec_impl.h, codec_int8.c) and the CPU aggregator's check of
+ * the bytes it stages (kernels/cpu/agg_cpu.c): a block scale in [0, max]
+ * (NaN fails both), and an int8 byte other than -128, so that every q has
+ * its negation. */
+static inline HFL_HD int hfl_payload_scale_ok(float s, float max) { return s >= 0.0f && s <= max; }
+static inline HFL_HD int hfl_payload_int8_bad(uint8_t q) { return q == 0x80; }
+
 /* A payload's body where the element bodies can read it (host memory for
  * the CPU, device memory for a kernel). */
 typedef struct {

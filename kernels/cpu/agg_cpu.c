@@ -201,8 +201,8 @@ static size_t body_bytes_upto(const hfl_payload *p, size_t i) {
 }
 
 /* 1 when int8 values i0 .. i0 + m - 1 of p, or the scale of a block that
- * starts among them, are what int8's decoder refuses (compress/
- * codec_int8.c's check_range: a -128 byte, a scale outside [0, max]). The
+ * starts among them, are what int8's decoder refuses: the predicates of
+ * compress/payload_hd.h that codec_int8.c's check_range applies too. The
  * spans of a pass cover [0, n), so every block's scale is checked once.
  * Branch-free over the bytes, so the scan vectorises. */
 static int int8_refused(const hfl_payload *p, size_t i0, size_t m) {
@@ -214,9 +214,9 @@ static int int8_refused(const hfl_payload *p, size_t i0, size_t m) {
         const uint8_t *blk = p->body + k * bb, *q = blk + 4 + j;
         if (j == 0) {
             float s = hfl_payload_f32(blk);
-            bad |= (uint8_t)!(s >= 0.0f && s <= HFL_PAYLOAD_INT8_MAX_SCALE);
+            bad |= (uint8_t)!hfl_payload_scale_ok(s, HFL_PAYLOAD_INT8_MAX_SCALE);
         }
-        for (size_t t = 0; t < len; t++) bad |= (uint8_t)(q[t] == 0x80);
+        for (size_t t = 0; t < len; t++) bad |= (uint8_t)hfl_payload_int8_bad(q[t]);
         i += len;
     }
     return bad != 0;
