@@ -171,26 +171,49 @@ typedef struct {
     struct hfl_peer *sa_peer;
 } coord_client;
 
+/* Why a drawn client's slot is closed without an update (coord_slot.refused). */
+enum {
+    SLOT_REFUSED = 1,  /* its update was refused: told to skip the round */
+    SLOT_DECLINED = 2, /* it declined the task (hfl-client --dropout) */
+    SLOT_MISSED = 3,   /* --virtual-time: simulated past the deadline */
+    SLOT_DROPPED = 4,  /* it dropped out of secure aggregation's phases */
+};
+
+/* One client's part in the open round, by client id (rounds.c's diagram:
+ * idle -> drawn -> tasked -> received, or closed by `refused`). Zeroed when
+ * a round opens. */
+typedef struct {
+    uint8_t selected;  /* drawn */
+    uint8_t tasked;    /* sent the round's task */
+    uint8_t mid_round; /* --async: drawn when it asked, after the round opened */
+    uint8_t received;  /* its update was accepted */
+    uint8_t refused;   /* SLOT_*: closed without an update; 0: not */
+    int64_t samples_at_select; /* its samples when drawn, capped */
+    int64_t declared;          /* and what it declared (an update may not claim more) */
+    int64_t share_cap;         /* the most samples its update may weigh (--max-share) */
+    int local_steps;           /* --local-work capacity: its steps (0: epochs) */
+    /* its accepted update */
+    double samples, weight, norm, loss, train_s, bytes, measured_peak, trained;
+    double lr_first, lr_last; /* the client's first and last step's learning rate (0: not said) */
+    double sim_s; /* its task's simulated seconds (0: not said) */
+    int clipped;
+    double bytes_down; /* every task message sent to it this round, short ones too */
+    int downloads;     /* of them, those that carried weights (full or delta) */
+    int resent;        /* re-downloads it asked for (at most COORD_MAX_RESENDS) */
+} coord_slot;
+
 typedef struct {
     int round;         /* 1-based */
     int open;          /* accepting work */
     double opened_at;
     int n_selected;
-    int selected[COORD_MAX_CLIENTS]; /* client ids */
-    uint8_t is_selected[COORD_MAX_CLIENTS];
-    uint8_t tasked[COORD_MAX_CLIENTS];
-    uint8_t mid_round[COORD_MAX_CLIENTS]; /* --async: drawn when it asked, after the round opened */
-    uint8_t received[COORD_MAX_CLIENTS];
-    uint8_t refused[COORD_MAX_CLIENTS]; /* 1: its update was refused, told to skip the round; 2: it declined;
-                                           3: --virtual-time: simulated past the deadline */
+    int selected[COORD_MAX_CLIENTS]; /* client ids, in draw order */
+    coord_slot slot[COORD_MAX_CLIENTS];
     int n_refused, n_declined, n_missed;
     int n_silent;           /* planned clients not drawn: silent for --liveness */
     int n_benched;          /* planned clients not drawn: a task of theirs went overdue (overdue.c) */
     int n_eligible;         /* the live planned clients the round drew from */
     int n_target;           /* updates that close the round (K; n_selected without over-selection) */
-    int64_t samples_at_select[COORD_MAX_CLIENTS];  /* each selected client's samples when drawn, capped */
-    int64_t declared_at_select[COORD_MAX_CLIENTS]; /* and what it declared (an update may not claim more) */
-    int64_t share_cap[COORD_MAX_CLIENTS];          /* the most samples its update may weigh (--max-share) */
     int n_received;
     double samples_planned; /* the selected clients' samples (from their hellos) */
     int64_t weight_samples; /* accepted updates' samples after the share cap: weights sum
@@ -203,17 +226,7 @@ typedef struct {
     int n_clipped;          /* accepted updates scaled down to the clip */
     int n_rule_kept;        /* Krum rules: updates the rule averaged */
     double norms[COORD_MAX_CLIENTS]; /* accepted updates' norms before clipping */
-    int local_steps[COORD_MAX_CLIENTS]; /* --local-work capacity: each drawn client's steps (0: epochs) */
     double work_target;     /* --local-work capacity: the round's median fixed-epoch time (0: epochs) */
-    struct {                         /* each client's accepted update, by client id */
-        double samples, weight, norm, loss, train_s, bytes, measured_peak, trained;
-        double lr_first, lr_last; /* the client's first and last step's learning rate (0: not said) */
-        double sim_s; /* its task's simulated seconds (0: not said) */
-        int clipped;
-        double bytes_down; /* every task message sent to it this round, short ones too */
-        int downloads;     /* of them, those that carried weights (full or delta) */
-        int resent;        /* re-downloads it asked for (at most COORD_MAX_RESENDS) */
-    } rec[COORD_MAX_CLIENTS];
     double loss_sum;        /* sample-weighted training loss */
     uint64_t bytes_up, bytes_down;
     int tasks_delta; /* tasks sent as a delta against the client's version */

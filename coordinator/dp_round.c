@@ -72,7 +72,7 @@ static double dp_w_max(const coord *c) {
     double w = 0;
     for (int i = 0; i < r->n_selected; i++) {
         int id = r->selected[i];
-        double s = (double)(r->share_cap[id] < r->samples_at_select[id] ? r->share_cap[id] : r->samples_at_select[id]);
+        double s = (double)(r->slot[id].share_cap < r->slot[id].samples_at_select ? r->slot[id].share_cap : r->slot[id].samples_at_select);
         if (s / r->samples_planned > w) w = s / r->samples_planned;
     }
     return w;

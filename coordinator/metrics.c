@@ -61,7 +61,7 @@ static void render_metrics(const coord *c, hfl_text *t) {
         left += cl->left[0] != 0;
         revoked += cl->revoked;
         inflight += cl->late_round != 0;
-        drawn += c->r.open && c->r.is_selected[i] && !c->r.received[i] && !c->r.refused[i];
+        drawn += c->r.open && c->r.slot[i].selected && !c->r.slot[i].received && !c->r.slot[i].refused;
         accepted += (double)cl->updates;
     }
     hfl_prom_head(t, "hfl_clients", "gauge", "Clients by state: registered (said hello), planned, live (heard from within "

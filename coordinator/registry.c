@@ -53,7 +53,7 @@ static int registry_evictable(const coord *c) {
     int victim = -1;
     for (int i = 0; i < c->n_clients; i++) {
         const coord_client *cl = &c->clients[i];
-        if (now - cl->last_seen < c->cfg.session_ttl_s || (c->r.open && c->r.is_selected[i])) continue;
+        if (now - cl->last_seen < c->cfg.session_ttl_s || (c->r.open && c->r.slot[i].selected)) continue;
         if (victim < 0 || cl->last_seen < c->clients[victim].last_seen) victim = i;
     }
     return victim;

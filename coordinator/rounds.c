@@ -20,7 +20,48 @@
  * the round opens, so it never depends on arrival order.
  * A round that misses its quorum, or whose aggregate is not finite, leaves
  * the global model untouched. A client with nothing to do is told to come
- * back later, or held until it has something to do (server.c). */
+ * back later, or held until it has something to do (server.c).
+ *
+ * The engine is two state machines, both driven under c->lock: the round's,
+ * by rounds_tick (coordinator/main.c's loop: every 5 ms, or sooner when a
+ * handler signals c->tick), and each client's slot in it (coord_slot), by
+ * the request handlers.
+ *
+ *   The round (coord_round.open, c->done):
+ *
+ *     CLOSED --round_open--> OPEN --round_aggregate--> PUBLISHING --> CLOSED
+ *       |  (rounds_tick: enough live    |  (all answered, K in, or the       (evaluate.c,
+ *       |   planned clients; --async:   |   deadline with the quorum; secure  report_publish_round;
+ *       |   at once)                    |   aggregation: its unmasking done)  the next round may
+ *       |                               |                                     open meanwhile)
+ *       |                               +--round_finish(reason)--> CLOSED (model kept: no
+ *       |                                  quorum, nobody to draw, aggregate not finite,
+ *       |                                  secure aggregation failed)
+ *       +--(DP budget spent, or the last round published)--> DONE: pulls get bye
+ *
+ *   Invariants. OPEN: the task (r->task) is fixed, every drawn slot's id
+ *   is in r->selected, and the n_received received slots' updates are in
+ *   the sum, each exactly once. CLOSED: the slots and the counts describe
+ *   the round just closed (the report reads them) until round_open zeroes
+ *   them and resets the sum. A round closes only after the previous one is
+ *   published (eval_busy).
+ *
+ *   A client's slot in the open round:
+ *
+ *     IDLE --round_select / async_draw--> DRAWN --round_pull--> TASKED
+ *     TASKED --rounds_update (accepted)--> RECEIVED
+ *     TASKED --rounds_update (refused: reject)--> REFUSED (told skip_round)
+ *     TASKED --round_decline--> DECLINED
+ *     TASKED --round_missed (--virtual-time)--> MISSED
+ *     DRAWN or TASKED --secagg's phases (sa_drop)--> DROPPED
+ *
+ *   RECEIVED and the refused states (coord_slot.refused, SLOT_*) are final
+ *   for the round: a second update is refused without touching the sum. A
+ *   TASKED client may pull again: it gets the task without weights, or with
+ *   them once (resend). Every final state counts toward closing the round.
+ *   An update for an earlier round whose slot never closed is folded into
+ *   the open round (round_fold, --late fold and --async) rather than
+ *   refused. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,11 +170,11 @@ static void round_capacity(coord *c) {
     for (int i = 0; i < r->n_selected && known; i++) {
         double v = client_speed(&c->clients[r->selected[i]]);
         known = v > 0;
-        t[i] = known ? c->cfg.local_epochs * (double)r->samples_at_select[r->selected[i]] / v : 0;
+        t[i] = known ? c->cfg.local_epochs * (double)r->slot[r->selected[i]].samples_at_select / v : 0;
     }
     if (known) {
         r->work_target = c->work_target = hfl_median(t, (size_t)r->n_selected);
-        for (int i = 0; i < r->n_selected; i++) r->local_steps[r->selected[i]] = capacity_steps(c, r->selected[i]);
+        for (int i = 0; i < r->n_selected; i++) r->slot[r->selected[i]].local_steps = capacity_steps(c, r->selected[i]);
     }
     free(t);
 }
@@ -196,9 +237,9 @@ static void round_select(coord *c) {
     r->samples_planned = 0;
     for (int i = 0; i < k; i++) {
         r->selected[i] = ids[i];
-        r->is_selected[ids[i]] = 1;
-        r->samples_at_select[ids[i]] = c->clients[ids[i]].samples;
-        r->declared_at_select[ids[i]] = c->clients[ids[i]].declared;
+        r->slot[ids[i]].selected = 1;
+        r->slot[ids[i]].samples_at_select = c->clients[ids[i]].samples;
+        r->slot[ids[i]].declared = c->clients[ids[i]].declared;
         r->samples_planned += (double)c->clients[ids[i]].samples;
     }
     round_capacity(c);
@@ -209,7 +250,7 @@ static void round_select(coord *c) {
          * the close, over the updates the round took (round_aggregate). */
         r->samples_planned = fleet;
         r->cap_total = (int64_t)fleet;
-        for (int i = 0; i < k; i++) r->share_cap[ids[i]] = r->samples_at_select[ids[i]];
+        for (int i = 0; i < k; i++) r->slot[ids[i]].share_cap = r->slot[ids[i]].samples_at_select;
         free(ids);
         return;
     }
@@ -218,11 +259,11 @@ static void round_select(coord *c) {
      * one has no others to outweigh). Fixed here, before any update arrives. */
     double f = c->cfg.max_share;
     for (int i = 0; i < k; i++) {
-        int64_t own = r->samples_at_select[ids[i]];
+        int64_t own = r->slot[ids[i]].samples_at_select;
         double others = r->samples_planned - (double)own;
         double cap = f >= 1 || others <= 0 ? (double)own : floor(f / (1 - f) * others);
-        r->share_cap[ids[i]] = cap < 1 ? 1 : cap < (double)own ? (int64_t)cap : own;
-        r->cap_total += r->share_cap[ids[i]];
+        r->slot[ids[i]].share_cap = cap < 1 ? 1 : cap < (double)own ? (int64_t)cap : own;
+        r->cap_total += r->slot[ids[i]].share_cap;
     }
     free(ids);
 }
@@ -302,7 +343,7 @@ static int async_outstanding(const coord *c) {
     int gone = 0;
     for (int i = 0; i < r->n_selected; i++) {
         int id = r->selected[i];
-        gone += c->clients[id].left[0] && !r->received[id] && !r->refused[id];
+        gone += c->clients[id].left[0] && !r->slot[id].received && !r->slot[id].refused;
     }
     return r->n_selected - r->n_received - r->n_refused - r->n_declined - r->n_missed - gone + c->n_inflight;
 }
@@ -314,7 +355,7 @@ static int async_outstanding(const coord *c) {
 static int async_can_draw(const coord *c, int id) {
     const coord_round *r = &c->r;
     const coord_client *cl = &c->clients[id];
-    return c->cfg.async_concurrency > 0 && r->open && !r->is_selected[id] && cl->has_plan && !cl->left[0] &&
+    return c->cfg.async_concurrency > 0 && r->open && !r->slot[id].selected && cl->has_plan && !cl->left[0] &&
            async_outstanding(c) - (cl->late_round != 0) < c->cfg.async_concurrency;
 }
 
@@ -323,12 +364,12 @@ static void async_draw(coord *c, int id) {
     coord_client *cl = &c->clients[id];
     if (cl->late_round) cl->late_round = 0, c->n_inflight--;
     r->selected[r->n_selected++] = id;
-    r->is_selected[id] = 1;
-    r->mid_round[id] = 1;
-    r->samples_at_select[id] = cl->samples;
-    r->declared_at_select[id] = cl->declared;
-    r->share_cap[id] = cl->samples;
-    r->local_steps[id] = capacity_steps(c, id);
+    r->slot[id].selected = 1;
+    r->slot[id].mid_round = 1;
+    r->slot[id].samples_at_select = cl->samples;
+    r->slot[id].declared = cl->declared;
+    r->slot[id].share_cap = cl->samples;
+    r->slot[id].local_steps = capacity_steps(c, id);
     cJSON *ev = cJSON_CreateObject();
     cJSON_AddStringToObject(ev, "event", "drawn");
     cJSON_AddNumberToObject(ev, "round", r->round);
@@ -339,7 +380,7 @@ static void async_draw(coord *c, int id) {
 
 int rounds_pull_ready(const coord *c, int id) {
     const coord_round *r = &c->r;
-    return c->done || (r->open && r->is_selected[id] && !r->received[id] && !r->refused[id]) ||
+    return c->done || (r->open && r->slot[id].selected && !r->slot[id].received && !r->slot[id].refused) ||
            async_can_draw(c, id);
 }
 
@@ -349,7 +390,7 @@ int rounds_pull_ready(const coord *c, int id) {
  * round stops waiting for it. */
 static uint8_t *round_resend_capped(coord *c, int id, size_t *len) {
     coord_round *r = &c->r;
-    r->refused[id] = 1;
+    r->slot[id].refused = SLOT_REFUSED;
     r->n_refused++;
     cJSON *ev = cJSON_CreateObject();
     cJSON_AddStringToObject(ev, "event", "resend_capped");
@@ -373,9 +414,9 @@ static uint8_t *round_pull(coord *c, int id, int64_t have_version, int again, si
     }
     if (!rounds_pull_ready(c, id)) return coord_wait_reply(COORD_WAIT_MS, len);
     if (async_can_draw(c, id)) async_draw(c, id);
-    int sent = r->tasked[id]; /* it holds this round's task already */
-    if (sent && again && r->rec[id].resent >= COORD_MAX_RESENDS) return round_resend_capped(c, id, len);
-    int kind = DOWNLINK_FULL, steps = r->local_steps[id];
+    int sent = r->slot[id].tasked; /* it holds this round's task already */
+    if (sent && again && r->slot[id].resent >= COORD_MAX_RESENDS) return round_resend_capped(c, id, len);
+    int kind = DOWNLINK_FULL, steps = r->slot[id].local_steps;
     hfl_task_msg task = r->task;
     if (steps > 0) task.local_steps = steps, task.has_local_steps = 1; /* capacity-aware work: its own count */
     uint8_t *m = sent && !again ? downlink_sent(c, &task, len)
@@ -386,14 +427,14 @@ static uint8_t *round_pull(coord *c, int id, int64_t have_version, int again, si
     } else {
         r->tasks_delta += kind == DOWNLINK_DELTA;
         r->tasks_held += kind == DOWNLINK_HELD;
-        r->rec[id].downloads += kind != DOWNLINK_HELD;
-        r->rec[id].resent += sent;
+        r->slot[id].downloads += kind != DOWNLINK_HELD;
+        r->slot[id].resent += sent;
         r->tasks_resent += sent;
         if (!sent) overdue_tasked(c, id);
     }
-    r->tasked[id] = 1;
+    r->slot[id].tasked = 1;
     r->bytes_down += *len;
-    r->rec[id].bytes_down += (double)*len;
+    r->slot[id].bytes_down += (double)*len;
     return m;
 }
 
@@ -409,9 +450,9 @@ uint8_t *rounds_pull_again(coord *c, int id, int64_t have_version, size_t *len) 
  * the round stops waiting for it. */
 static uint8_t *round_decline(coord *c, int id, int64_t round, size_t *len) {
     coord_round *r = &c->r;
-    if (!r->open || round != r->round || !r->is_selected[id] || !r->tasked[id] || r->received[id] || r->refused[id])
+    if (!r->open || round != r->round || !r->slot[id].selected || !r->slot[id].tasked || r->slot[id].received || r->slot[id].refused)
         return coord_error_reply("nothing to decline: not tasked in the open round", len);
-    r->refused[id] = 2; /* 2: declined; 1: refused */
+    r->slot[id].refused = SLOT_DECLINED;
     r->n_declined++;
     cJSON *ev = cJSON_CreateObject();
     cJSON_AddStringToObject(ev, "event", "declined");
@@ -427,9 +468,9 @@ static uint8_t *round_decline(coord *c, int id, int64_t round, size_t *len) {
  * for it; its simulated time is priced as the deadline. */
 static uint8_t *round_missed(coord *c, int id, double sim_s, size_t *len) {
     coord_round *r = &c->r;
-    r->refused[id] = 3;
+    r->slot[id].refused = SLOT_MISSED;
     r->n_missed++;
-    r->rec[id].sim_s = sim_s;
+    r->slot[id].sim_s = sim_s;
     c->clients[id].last_seen = hfl_now();
     cJSON *ev = cJSON_CreateObject();
     cJSON_AddStringToObject(ev, "event", "missed_deadline");
@@ -544,23 +585,23 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
         why = COORD_REJ_ROUND;
         goto reject;
     }
-    if (r->is_selected[id] && samples > r->declared_at_select[id]) {
+    if (r->slot[id].selected && samples > r->slot[id].declared) {
         hfl_errf(err, "update weighted by %lld samples, but client %d declared %lld when drawn", (long long)samples,
-                 id, (long long)r->declared_at_select[id]);
+                 id, (long long)r->slot[id].declared);
         why = COORD_REJ_SAMPLES;
         goto reject;
     }
-    if (!r->is_selected[id] || !r->tasked[id]) {
+    if (!r->slot[id].selected || !r->slot[id].tasked) {
         hfl_errf(err, "client %d was given no task in round %d", id, r->round);
         why = COORD_REJ_TASK;
         goto reject;
     }
-    if (r->received[id]) {
+    if (r->slot[id].received) {
         hfl_errf(err, "round %d already has an update from client %d", r->round, id);
         why = COORD_REJ_TASK;
         goto reject;
     }
-    if (r->refused[id]) {
+    if (r->slot[id].refused) {
         hfl_errf(err, "client %d was told to skip round %d", id, r->round);
         why = COORD_REJ_TASK;
         goto reject;
@@ -580,14 +621,14 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     /* Weights are sample shares of the round, at most --max-share of it (and
      * at most 1: an update may not claim more samples than its client held
      * when drawn). */
-    int64_t weighed = samples < r->samples_at_select[id] ? samples : r->samples_at_select[id];
-    if (weighed > r->share_cap[id]) weighed = r->share_cap[id];
+    int64_t weighed = samples < r->slot[id].samples_at_select ? samples : r->slot[id].samples_at_select;
+    if (weighed > r->slot[id].share_cap) weighed = r->slot[id].share_cap;
     double weight = (double)weighed / r->samples_planned;
     hfl_agg_update info;
     int slot = 0; /* robust rules: the update's row is its client's place in the selection */
     while (slot < r->n_selected && r->selected[slot] != id) slot++;
     if (c->cfg.secure_agg) { /* the client weighted and clipped it: the weight its setup announced */
-        weighed = r->share_cap[id] < r->samples_at_select[id] ? r->share_cap[id] : r->samples_at_select[id];
+        weighed = r->slot[id].share_cap < r->slot[id].samples_at_select ? r->slot[id].share_cap : r->slot[id].samples_at_select;
         weight = (double)weighed / r->samples_planned;
         info = (hfl_agg_update){.norm = 0, .clipped = 0};
         if (secagg_input(c, id, payload, plen, err) != 0) {
@@ -601,7 +642,7 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     }
     r->norms[r->n_received] = info.norm;
     r->n_clipped += info.clipped;
-    r->received[id] = 1;
+    r->slot[id].received = 1;
     r->n_received++;
     if (r->n_received + (c->cfg.async_concurrency > 0 ? r->n_stale : 0) == r->n_target)
         pthread_cond_signal(&c->tick); /* the main loop closes it now */
@@ -635,10 +676,10 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
         cJSON_AddNumberToObject(ev, "measured_peak_bytes", measured);
     }
     cJSON_AddNumberToObject(ev, "bytes", (double)msg_bytes);
-    r->rec[id].samples = (double)samples, r->rec[id].weight = weight, r->rec[id].norm = info.norm;
-    r->rec[id].loss = loss, r->rec[id].train_s = train_s, r->rec[id].bytes = (double)msg_bytes;
-    r->rec[id].measured_peak = measured, r->rec[id].clipped = info.clipped, r->rec[id].trained = trained;
-    r->rec[id].sim_s = sim_s, r->rec[id].lr_first = lr_first, r->rec[id].lr_last = lr_last;
+    r->slot[id].samples = (double)samples, r->slot[id].weight = weight, r->slot[id].norm = info.norm;
+    r->slot[id].loss = loss, r->slot[id].train_s = train_s, r->slot[id].bytes = (double)msg_bytes;
+    r->slot[id].measured_peak = measured, r->slot[id].clipped = info.clipped, r->slot[id].trained = trained;
+    r->slot[id].sim_s = sim_s, r->slot[id].lr_first = lr_first, r->slot[id].lr_last = lr_last;
     events_log(c, ev);
     return coord_ack_reply(r->round, 0, 0, len);
 
@@ -648,10 +689,10 @@ reject:
     /* A client tasked in this round whose update is refused would retrain the
      * same task into the same update: it is told to skip the round instead,
      * and the round stops waiting for it. */
-    int skip = r->open && round == r->round && r->is_selected[id] && r->tasked[id] && !r->received[id] &&
-               !r->refused[id];
+    int skip = r->open && round == r->round && r->slot[id].selected && r->slot[id].tasked && !r->slot[id].received &&
+               !r->slot[id].refused;
     if (skip) {
-        r->refused[id] = 1;
+        r->slot[id].refused = SLOT_REFUSED;
         r->n_refused++;
     }
     snprintf(msg, sizeof msg, "update rejected%s: %s", skip ? " (skip the round)" : "", err);
@@ -683,37 +724,37 @@ static cJSON *round_participants(const coord *c) {
         cJSON_AddStringToObject(o, "name", cl->name);
         /* over-selected or --async: closed without the rest, who are late */
         int full = r->n_received + (c->cfg.async_concurrency > 0 ? r->n_stale : 0) >= r->n_target;
-        cJSON_AddStringToObject(o, "status", r->received[id] ? "ok" : r->refused[id] == 2 ? "declined"
-                                             : r->refused[id] == 3 ? "missed_deadline"
-                                             : r->refused[id] == 4 ? "dropped"
-                                             : r->refused[id] ? "refused" : cl->left[0] ? "left"
+        cJSON_AddStringToObject(o, "status", r->slot[id].received ? "ok" : r->slot[id].refused == SLOT_DECLINED ? "declined"
+                                             : r->slot[id].refused == SLOT_MISSED ? "missed_deadline"
+                                             : r->slot[id].refused == SLOT_DROPPED ? "dropped"
+                                             : r->slot[id].refused ? "refused" : cl->left[0] ? "left"
                                              : full ? "late" : "missing");
-        if (r->received[id]) {
-            cJSON_AddNumberToObject(o, "samples", r->rec[id].samples);
-            cJSON_AddNumberToObject(o, "weight", r->rec[id].weight);
+        if (r->slot[id].received) {
+            cJSON_AddNumberToObject(o, "samples", r->slot[id].samples);
+            cJSON_AddNumberToObject(o, "weight", r->slot[id].weight);
             if (!c->cfg.secure_agg) { /* under secure aggregation no one sees its norm */
-                cJSON_AddNumberToObject(o, "norm", r->rec[id].norm);
-                cJSON_AddBoolToObject(o, "clipped", r->rec[id].clipped);
+                cJSON_AddNumberToObject(o, "norm", r->slot[id].norm);
+                cJSON_AddBoolToObject(o, "clipped", r->slot[id].clipped);
             }
-            cJSON_AddNumberToObject(o, "loss", r->rec[id].loss);
-            cJSON_AddNumberToObject(o, "train_s", r->rec[id].train_s);
-            cJSON_AddNumberToObject(o, "bytes_up", r->rec[id].bytes);
-            if (r->rec[id].measured_peak > 0)
-                cJSON_AddNumberToObject(o, "measured_peak_bytes", r->rec[id].measured_peak);
-            if (r->rec[id].trained > 0) cJSON_AddNumberToObject(o, "trained_samples", r->rec[id].trained);
-            if (r->rec[id].lr_last > 0) {
-                cJSON_AddNumberToObject(o, "lr_first", r->rec[id].lr_first);
-                cJSON_AddNumberToObject(o, "lr_last", r->rec[id].lr_last);
+            cJSON_AddNumberToObject(o, "loss", r->slot[id].loss);
+            cJSON_AddNumberToObject(o, "train_s", r->slot[id].train_s);
+            cJSON_AddNumberToObject(o, "bytes_up", r->slot[id].bytes);
+            if (r->slot[id].measured_peak > 0)
+                cJSON_AddNumberToObject(o, "measured_peak_bytes", r->slot[id].measured_peak);
+            if (r->slot[id].trained > 0) cJSON_AddNumberToObject(o, "trained_samples", r->slot[id].trained);
+            if (r->slot[id].lr_last > 0) {
+                cJSON_AddNumberToObject(o, "lr_first", r->slot[id].lr_first);
+                cJSON_AddNumberToObject(o, "lr_last", r->slot[id].lr_last);
             }
         }
-        if ((r->received[id] || r->refused[id] == 3) && r->rec[id].sim_s > 0)
-            cJSON_AddNumberToObject(o, "sim_s", r->rec[id].sim_s);
+        if ((r->slot[id].received || r->slot[id].refused == SLOT_MISSED) && r->slot[id].sim_s > 0)
+            cJSON_AddNumberToObject(o, "sim_s", r->slot[id].sim_s);
         /* what the round's tasks cost on the downlink for this client */
-        cJSON_AddNumberToObject(o, "bytes_down", r->rec[id].bytes_down);
-        cJSON_AddNumberToObject(o, "downloads", r->rec[id].downloads);
-        if (r->rec[id].resent) cJSON_AddNumberToObject(o, "resent", r->rec[id].resent);
-        if (r->local_steps[id] > 0) cJSON_AddNumberToObject(o, "local_steps", r->local_steps[id]);
-        if (r->mid_round[id]) cJSON_AddBoolToObject(o, "mid_round", 1);
+        cJSON_AddNumberToObject(o, "bytes_down", r->slot[id].bytes_down);
+        cJSON_AddNumberToObject(o, "downloads", r->slot[id].downloads);
+        if (r->slot[id].resent) cJSON_AddNumberToObject(o, "resent", r->slot[id].resent);
+        if (r->slot[id].local_steps > 0) cJSON_AddNumberToObject(o, "local_steps", r->slot[id].local_steps);
+        if (r->slot[id].mid_round) cJSON_AddBoolToObject(o, "mid_round", 1);
         cJSON_AddItemToArray(arr, o);
     }
     return arr;
@@ -792,7 +833,7 @@ static void round_finish(coord *c, const char *reason) {
         /* who was tasked and did not answer may still fold its update into a later round */
         for (int i = 0; i < r->n_selected; i++) {
             int id = r->selected[i];
-            int out = r->tasked[id] && !r->received[id] && !r->refused[id] && !c->clients[id].left[0];
+            int out = r->slot[id].tasked && !r->slot[id].received && !r->slot[id].refused && !c->clients[id].left[0];
             c->clients[id].late_round = out ? r->round : 0;
             c->n_inflight += async && out;
         }
@@ -958,7 +999,7 @@ void rounds_tick(coord *c) {
     int gone = 0; /* selected clients that left the run (registry_leave) or were told to skip it */
     for (int i = 0; i < r->n_selected; i++) {
         int s = r->selected[i];
-        gone += !r->received[s] && (c->clients[s].left[0] != 0 || r->refused[s]);
+        gone += !r->slot[s].received && (c->clients[s].left[0] != 0 || r->slot[s].refused);
     }
     if (r->n_selected == 0) {
         round_finish(c, "no live client to draw, global model kept");

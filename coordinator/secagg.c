@@ -102,7 +102,7 @@ int secagg_round_open(coord *c, double sigma, double sigma_count, int quorum, ch
         sa_member *m = &s->m[i];
         m->id = r->selected[i];
         s->member_of[m->id] = i;
-        w_total += (double)r->share_cap[m->id] / r->samples_planned;
+        w_total += (double)r->slot[m->id].share_cap / r->samples_planned;
         if (s->mode != SECAGG_MASKED) continue;
         m->nb = hfl_malloc(sizeof(int) * (size_t)(s->k ? s->k : 1));
         secagg_neighbours(c->cfg.seed, r->round, s->n, i, m->nb);
@@ -145,7 +145,7 @@ void secagg_task(const coord *c, hfl_task_secagg *out) {
 /* Marks a member that missed a phase: the round waits for it no more. */
 static void sa_drop(coord *c, sa_member *m) {
     coord_round *r = &c->r;
-    if (!r->received[m->id] && !r->refused[m->id]) r->refused[m->id] = 4; /* 4: dropped out of secure aggregation */
+    if (!r->slot[m->id].received && !r->slot[m->id].refused) r->slot[m->id].refused = SLOT_DROPPED;
 }
 
 /* Member index of holder client `id` in owner o's holder list, or -1. */
@@ -163,7 +163,7 @@ static int sa_gone(const coord *c) {
     for (int i = 0; i < s->n; i++) {
         const sa_member *m = &s->m[i];
         int waited = s->phase == SA_KEYS ? !m->advertised : m->advertised && !m->shared;
-        gone += waited && (c->r.refused[m->id] || c->clients[m->id].left[0]);
+        gone += waited && (c->r.slot[m->id].refused || c->clients[m->id].left[0]);
     }
     return gone;
 }
@@ -268,8 +268,8 @@ static uint8_t *sa_setup(coord *c, sa_member *m, size_t *len) {
     if (s->mode == SECAGG_MASKED && s->phase == SA_KEYS) return coord_wait_reply(SA_WAIT_MS, len);
     if (s->mode == SECAGG_MASKED && !m->advertised)
         return sa_skip(c, m, "secure aggregation: its keys came after the keys phase closed (skip the round)", len);
-    int64_t weighed = r->share_cap[m->id] < r->samples_at_select[m->id] ? r->share_cap[m->id]
-                                                                          : r->samples_at_select[m->id];
+    int64_t weighed = r->slot[m->id].share_cap < r->slot[m->id].samples_at_select ? r->slot[m->id].share_cap
+                                                                          : r->slot[m->id].samples_at_select;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "round", s->round);
     cJSON_AddNumberToObject(o, "weight", (double)weighed / r->samples_planned);
@@ -412,7 +412,7 @@ static uint8_t *sa_request(coord *c, int id, const cJSON *meta, size_t *len) {
     if (!s || !r->open || round != r->round || s->member_of[id] < 0)
         return coord_skip_reply("secure aggregation: not a member of the open round (skip the round)", 1, len);
     sa_member *m = &s->m[s->member_of[id]];
-    if (r->refused[id]) return sa_skip(c, m, "secure aggregation: left out of this round (skip the round)", len);
+    if (r->slot[id].refused) return sa_skip(c, m, "secure aggregation: left out of this round (skip the round)", len);
     if (!strcmp(step, "setup")) return sa_setup(c, m, len);
     if (s->mode != SECAGG_MASKED) return coord_error_reply("secure aggregation: this round runs in the clear", len);
     if (!strcmp(step, "keys")) return sa_keys(c, m, meta, len);

@@ -28,15 +28,15 @@ static void test_fedbuff(void) {
     CHECK(c.r.samples_planned == 400);
     int x = c.r.selected[0], y = c.r.selected[1], z = c.r.selected[2], w = -1;
     for (int i = 0; i < 4; i++)
-        if (!c.r.is_selected[id[i]]) w = id[i];
+        if (!c.r.slot[id[i]].selected) w = id[i];
     REQUIRE(w >= 0);
     pull(x, HFL_MSG_TASK), pull(y, HFL_MSG_TASK), pull(z, HFL_MSG_TASK);
     pull(w, HFL_MSG_WAIT); /* three out: C */
-    CHECK(!c.r.is_selected[w]);
+    CHECK(!c.r.slot[w].selected);
     accept(x, 100, 0.5, 1.0f);
-    CHECK(c.r.rec[x].weight == 100.0 / 400.0);
+    CHECK(c.r.slot[x].weight == 100.0 / 400.0);
     pull(w, HFL_MSG_TASK); /* two out: the idle one is drawn */
-    CHECK(c.r.is_selected[w] && c.r.mid_round[w] && c.r.n_selected == 4);
+    CHECK(c.r.slot[w].selected && c.r.slot[w].mid_round && c.r.n_selected == 4);
     cJSON *drawn = events("drawn");
     CHECK(cJSON_GetArraySize(drawn) == 1 && num(cJSON_GetArrayItem(drawn, 0), "client") == w &&
           num(cJSON_GetArrayItem(drawn, 0), "outstanding") == 3);
@@ -59,7 +59,7 @@ static void test_fedbuff(void) {
 
     rounds_tick(&c);
     REQUIRE(c.r.open && c.r.round == 2);
-    CHECK(c.r.n_selected == 1 && !c.r.is_selected[z] && !c.r.is_selected[w] && c.r.n_target == 2);
+    CHECK(c.r.n_selected == 1 && !c.r.slot[z].selected && !c.r.slot[w].selected && c.r.n_target == 2);
     int fresh = c.r.selected[0], idle = fresh == x ? y : x;
     pull(fresh, HFL_MSG_TASK);
     pull(idle, HFL_MSG_WAIT); /* 1 drawn + 2 in flight */
@@ -94,7 +94,7 @@ static void test_fedbuff(void) {
     rounds_tick(&c);
     REQUIRE(c.r.open && c.r.round == 21);
     CHECK(c.clients[x].late_round == 0 && c.clients[y].late_round == 13 && c.n_inflight == 1);
-    CHECK(c.r.n_selected == 2 && !c.r.is_selected[y]); /* C - 1 */
+    CHECK(c.r.n_selected == 2 && !c.r.slot[y].selected); /* C - 1 */
     teardown();
 }
 
@@ -115,7 +115,7 @@ static void test_abandoned(void) {
     rounds_tick(&c);
     REQUIRE(c.r.open && c.r.round == 2 && c.r.n_selected == 1);
     pull(y, HFL_MSG_TASK); /* 1 drawn + y's own: it is idle, so drawn */
-    CHECK(c.r.is_selected[y] && c.r.mid_round[y] && c.clients[y].late_round == 0 && c.n_inflight == 0);
+    CHECK(c.r.slot[y].selected && c.r.slot[y].mid_round && c.clients[y].late_round == 0 && c.n_inflight == 0);
     refuse(y, 1, 100, 0.5, "fp32", NULL, "round 2 is open", 0); /* its old task is gone */
     teardown();
 }
@@ -135,7 +135,7 @@ static void test_left(void) {
     CHECK(registry_leave(&c, y, bye, err) == 0);
     cJSON_Delete(bye);
     pull(rest, HFL_MSG_TASK); /* y's slot is free */
-    CHECK(c.r.is_selected[rest] && c.r.mid_round[rest]);
+    CHECK(c.r.slot[rest].selected && c.r.slot[rest].mid_round);
     teardown();
 }
 

@@ -59,7 +59,7 @@ static void test_withholder(void) {
     CHECK(all_weights(2.0f));
     /* round 2: w benched for one round */
     REQUIRE(c.r.open && c.r.round == 2);
-    CHECK(!c.r.is_selected[w] && c.r.n_selected == 2 && c.r.n_benched == 1);
+    CHECK(!c.r.slot[w].selected && c.r.n_selected == 2 && c.r.n_benched == 1);
     CHECK(c.clients[w].strikes == 1 && c.clients[w].overdue == 1 && c.clients[w].benched_until == 3);
     cJSON *ev = events("task_overdue");
     CHECK(cJSON_GetArraySize(ev) == 1 && num(cJSON_GetArrayItem(ev, 0), "client") == w &&
@@ -73,20 +73,20 @@ static void test_withholder(void) {
     CHECK(num(last_round(), "benched") == 1);
     rounds_tick(&c);
     /* round 3: drawn again, withholds again */
-    REQUIRE(c.r.open && c.r.round == 3 && c.r.is_selected[w] && c.r.n_benched == 0);
+    REQUIRE(c.r.open && c.r.round == 3 && c.r.slot[w].selected && c.r.n_benched == 0);
     pull(a, HFL_MSG_TASK), pull(b, HFL_MSG_TASK), pull(w, HFL_MSG_TASK);
     accept(a, 100, 0.5, 0.0f);
     accept(b, 100, 0.5, 0.0f);
     past_deadline();
     REQUIRE(c.r.open && c.r.round == 4);
-    CHECK(c.clients[w].strikes == 2 && c.clients[w].benched_until == 6 && !c.r.is_selected[w]);
+    CHECK(c.clients[w].strikes == 2 && c.clients[w].benched_until == 6 && !c.r.slot[w].selected);
     cJSON *rep = registry_report(&c);
     const cJSON *wr = client_report(rep, "w");
     CHECK(wr && num(wr, "tasks_overdue") == 2 && num(wr, "benched_until_round") == 6);
     CHECK(num(client_report(rep, "a"), "tasks_overdue") == 0);
     cJSON_Delete(rep);
     for (int round = 4; round <= 5; round++) { /* benched in 4 and 5 */
-        REQUIRE(c.r.open && c.r.round == round && !c.r.is_selected[w]);
+        REQUIRE(c.r.open && c.r.round == round && !c.r.slot[w].selected);
         pull(a, HFL_MSG_TASK), pull(b, HFL_MSG_TASK);
         accept(a, 100, 0.5, 0.0f);
         accept(b, 100, 0.5, 0.0f);
@@ -94,7 +94,7 @@ static void test_withholder(void) {
         rounds_tick(&c);
     }
     /* round 6: drawn, and a refused update before the deadline answers the task */
-    REQUIRE(c.r.open && c.r.round == 6 && c.r.is_selected[w]);
+    REQUIRE(c.r.open && c.r.round == 6 && c.r.slot[w].selected);
     pull(w, HFL_MSG_TASK);
     refuse(w, 6, 100, 0.5, "int8", NULL, "codec", 1);
     CHECK(c.clients[w].task_round == 0);
@@ -103,7 +103,7 @@ static void test_withholder(void) {
     accept(b, 100, 0.5, 0.0f);
     rounds_tick(&c);
     rounds_tick(&c);
-    REQUIRE(c.r.open && c.r.round == 7 && c.r.is_selected[w]);
+    REQUIRE(c.r.open && c.r.round == 7 && c.r.slot[w].selected);
     CHECK(c.clients[w].strikes == 2 && c.clients[w].overdue == 2); /* no strike for round 6 */
     pull(w, HFL_MSG_TASK);
     accept(w, 100, 0.5, 0.0f); /* progress: the strikes start again */
@@ -115,7 +115,7 @@ static void test_pull_storm(void) {
     setup(1, 1, 60, 1);
     int a = hello("a", 100);
     rounds_tick(&c);
-    REQUIRE(c.r.open && c.r.is_selected[a]);
+    REQUIRE(c.r.open && c.r.slot[a].selected);
     size_t first = pull(a, HFL_MSG_TASK);
     CHECK(first > c.spec.n_params * sizeof(float));
     size_t len, bytes = first;
@@ -137,11 +137,11 @@ static void test_pull_storm(void) {
     bytes += len;
     rep = rounds_pull_again(&c, a, -1, &len); /* and no more: told to skip the round */
     meta = reply_meta(rep, len, HFL_MSG_ERROR);
-    CHECK(meta && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(meta, "skip_round")) && c.r.refused[a]);
+    CHECK(meta && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(meta, "skip_round")) && c.r.slot[a].refused);
     cJSON_Delete(meta);
     pull(a, HFL_MSG_WAIT);
-    CHECK(c.r.rec[a].downloads == 2 && c.r.rec[a].resent == 1 && c.r.tasks_short == 10 && c.r.tasks_resent == 1);
-    CHECK(c.r.rec[a].bytes_down == (double)bytes);
+    CHECK(c.r.slot[a].downloads == 2 && c.r.slot[a].resent == 1 && c.r.tasks_short == 10 && c.r.tasks_resent == 1);
+    CHECK(c.r.slot[a].bytes_down == (double)bytes);
     rounds_tick(&c); /* every drawn client gone: closed now */
     REQUIRE(!c.r.open || c.r.round == 2);
     const cJSON *p = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(c.round_log, 0), "participants"), 0);
@@ -163,7 +163,7 @@ static void test_robust_overselected(void) {
     int last = c.r.selected[2];
     pull(last, HFL_MSG_TASK);
     accept(last, 100, 0.5, 1.0f); /* its row is the third */
-    CHECK(c.r.received[last]);
+    CHECK(c.r.slot[last].received);
     teardown();
 }
 

@@ -109,7 +109,7 @@ static void send_update(int id, int samples, float value, int want) {
 static void update(int id, int samples, float value) {
     size_t len;
     free(rounds_pull(&c, id, -1, &len));
-    CHECK(c.r.tasked[id]);
+    CHECK(c.r.slot[id].tasked);
     send_update(id, samples, value, HFL_MSG_ACK);
 }
 
@@ -229,7 +229,7 @@ int main(void) {
         free(rounds_update(&c, p, m, junk, sizeof junk, sizeof junk, &len0));
         cJSON_Delete(m);
     }
-    CHECK(c.r.refused[p]);
+    CHECK(c.r.slot[p].refused);
     send_update(p, 100, 0.0f, HFL_MSG_ERROR); /* told to skip: refused again */
     update(q, 100, 1.0f);
     rounds_tick(&c);
@@ -256,7 +256,7 @@ int main(void) {
     free(rounds_pull(&c, l1, -1, &len0)); /* l1 and l2 ask for work; dead is silent */
     free(rounds_pull(&c, l2, -1, &len0));
     rounds_tick(&c);
-    CHECK(c.r.open && c.r.n_selected == 2 && c.r.n_silent == 1 && !c.r.is_selected[dead]);
+    CHECK(c.r.open && c.r.n_selected == 2 && c.r.n_silent == 1 && !c.r.slot[dead].selected);
     update(l1, 100, 1.0f);
     update(l2, 100, 3.0f);
     rounds_tick(&c);

@@ -307,7 +307,7 @@ static void test_registry_evict(void) {
     }
     double now = hfl_now();
     c.clients[5].last_seen = now - 1000; /* idlest, but drawn in the open round */
-    c.r.open = 1, c.r.is_selected[5] = 1;
+    c.r.open = 1, c.r.slot[5].selected = 1;
     c.clients[7].last_seen = now - 900; /* the victim */
     c.clients[7].got_bye = 1, c.byes_sent = 1;
     c.clients[9].last_seen = now - 800;
@@ -392,8 +392,8 @@ static void test_draw(void) {
         planned += (double)c.clients[ids[i]].samples;
     }
     int sel = 0;
-    for (int i = 0; i < c.n_clients; i++) sel += c.r.is_selected[i];
-    CHECK(sel == 3 && !c.r.is_selected[np] && !c.r.is_selected[quiet]);
+    for (int i = 0; i < c.n_clients; i++) sel += c.r.slot[i].selected;
+    CHECK(sel == 3 && !c.r.slot[np].selected && !c.r.slot[quiet].selected);
     CHECK(c.r.samples_planned == planned);
     int64_t total = 0;
     for (int i = 0; i < 3; i++) {
@@ -401,9 +401,9 @@ static void test_draw(void) {
         int64_t own = c.clients[s].samples;
         double others = planned - (double)own; /* F / (1 - F) = 1 */
         int64_t cap = others < (double)own ? (int64_t)others : own;
-        CHECK_MSG(c.r.share_cap[s] == cap, "client %d cap %lld, expected %lld", s, (long long)c.r.share_cap[s],
+        CHECK_MSG(c.r.slot[s].share_cap == cap, "client %d cap %lld, expected %lld", s, (long long)c.r.slot[s].share_cap,
                   (long long)cap);
-        CHECK(c.r.samples_at_select[s] == own && c.r.declared_at_select[s] == own);
+        CHECK(c.r.slot[s].samples_at_select == own && c.r.slot[s].declared == own);
         total += cap;
     }
     CHECK(c.r.cap_total == total);
@@ -424,37 +424,37 @@ static void test_draw(void) {
     /* pulls */
     int out = -1;
     for (int i = 0; i < 5 && out < 0; i++)
-        if (!c.r.is_selected[(int[]){a, b, cc, d, e}[i]]) out = (int[]){a, b, cc, d, e}[i];
+        if (!c.r.slot[(int[]){a, b, cc, d, e}[i]].selected) out = (int[]){a, b, cc, d, e}[i];
     size_t len;
     uint8_t *rep = rounds_pull(&c, out, -1, &len);
     cJSON *w = reply_meta(rep, len, HFL_MSG_WAIT);
-    CHECK(num(w, "ms") == 200 && !c.r.tasked[out]);
+    CHECK(num(w, "ms") == 200 && !c.r.slot[out].tasked);
     cJSON_Delete(w);
     size_t l1 = pull(ids[0], HFL_MSG_TASK), l2 = pull(ids[0], HFL_MSG_TASK); /* asked twice: sent twice */
-    CHECK(c.r.tasked[ids[0]] && c.r.bytes_down == l1 + l2 && c.r.tasks_delta == 0 && l1 > (size_t)NP * 4);
+    CHECK(c.r.slot[ids[0]].tasked && c.r.bytes_down == l1 + l2 && c.r.tasks_delta == 0 && l1 > (size_t)NP * 4);
     teardown();
 
     /* caps: at least 1, at most the client's own; F >= 1 or a round of one: own */
     setup(2, 2, 60, 0.2);
     int x = hello("x", 1), y = hello("y", 1000);
     rounds_tick(&c);
-    CHECK(c.r.share_cap[y] == 1 && c.r.share_cap[x] == 1 && c.r.cap_total == 2); /* 0.25 x 1 -> 0 -> 1; 250 > 1 */
+    CHECK(c.r.slot[y].share_cap == 1 && c.r.slot[x].share_cap == 1 && c.r.cap_total == 2); /* 0.25 x 1 -> 0 -> 1; 250 > 1 */
     teardown();
     setup(3, 3, 60, 0.2);
     x = hello("x", 100), y = hello("y", 200);
     int z = hello("z", 700);
     rounds_tick(&c);
-    CHECK(c.r.share_cap[x] == 100 && c.r.share_cap[y] == 200 && c.r.share_cap[z] == 75 && c.r.cap_total == 375);
+    CHECK(c.r.slot[x].share_cap == 100 && c.r.slot[y].share_cap == 200 && c.r.slot[z].share_cap == 75 && c.r.cap_total == 375);
     teardown();
     setup(1, 1, 60, 0.2);
     x = hello("x", 100);
     rounds_tick(&c);
-    CHECK(c.r.share_cap[x] == 100 && c.r.cap_total == 100);
+    CHECK(c.r.slot[x].share_cap == 100 && c.r.cap_total == 100);
     teardown();
     setup(2, 2, 60, 1);
     x = hello("x", 100), y = hello("y", 700);
     rounds_tick(&c);
-    CHECK(c.r.share_cap[x] == 100 && c.r.share_cap[y] == 700);
+    CHECK(c.r.slot[x].share_cap == 100 && c.r.slot[y].share_cap == 700);
     teardown();
 }
 
@@ -467,8 +467,8 @@ static void test_updates(void) {
     c.cfg.clients_per_round = 3;
     c.clients[n4].has_plan = 0; /* only a, b, d are drawn */
     rounds_tick(&c);
-    REQUIRE(c.r.open && c.r.is_selected[a] && c.r.is_selected[b] && c.r.is_selected[d]);
-    CHECK(c.r.samples_planned == 400 && c.r.declared_at_select[b] == 300 && c.r.samples_at_select[b] == 200);
+    REQUIRE(c.r.open && c.r.slot[a].selected && c.r.slot[b].selected && c.r.slot[d].selected);
+    CHECK(c.r.samples_planned == 400 && c.r.slot[b].declared == 300 && c.r.slot[b].samples_at_select == 200);
     /* refusals before anything is pulled: no task, so nobody is told to skip */
     refuse(a, 1, 100, 0.5, "fp32", NULL, "client 0 was given no task in round 1", 0);
     refuse(n4, 1, 50, 0.5, "fp32", NULL, "was given no task", 0);
@@ -478,25 +478,25 @@ static void test_updates(void) {
     refuse(a, 2, 100, 0.5, "fp32", NULL, "update for round 2, but round 1 is open", 0);
     refuse(a, 0, 100, 0.5, "fp32", NULL, "'round'", 0);
     refuse(a, 1, 0, 0.5, "fp32", NULL, "'samples'", 1);
-    CHECK(c.r.refused[a] && c.r.n_refused == 1);
+    CHECK(c.r.slot[a].refused && c.r.n_refused == 1);
     refuse(a, 1, 100, 0.5, "fp32", NULL, "client 0 was told to skip round 1", 0);
-    c.r.refused[a] = 0, c.r.n_refused = 0;
+    c.r.slot[a].refused = 0, c.r.n_refused = 0;
     refuse(a, 1, 100, -0.5, "fp32", NULL, "'loss'", 1);
-    c.r.refused[a] = 0, c.r.n_refused = 0;
+    c.r.slot[a].refused = 0, c.r.n_refused = 0;
     refuse(a, 1, 100, 2e30, "fp32", NULL, "'loss'", 1);
-    c.r.refused[a] = 0;
+    c.r.slot[a].refused = 0;
     refuse(a, 1, 100, 0.5, "fp32", "{\"peak_bytes\": -1}", "'peak_bytes'", 1);
-    c.r.refused[a] = 0;
+    c.r.slot[a].refused = 0;
     refuse(a, 1, 100, 0.5, "fp32", "{\"train_s\": 2e9}", "'train_s'", 1);
-    c.r.refused[a] = 0;
+    c.r.slot[a].refused = 0;
     refuse(a, 1, 100, 0.5, "fp32", "{\"predicted_peak_bytes\": -1}", "'predicted_peak_bytes'", 1);
-    c.r.refused[a] = 0;
+    c.r.slot[a].refused = 0;
     refuse(a, 1, 100, 0.5, "fp32", "{\"measured_peak_bytes\": 2e18}", "'measured_peak_bytes'", 1);
-    c.r.refused[a] = 0;
+    c.r.slot[a].refused = 0;
     refuse(a, 1, 100, 0.5, "int8", NULL, "update uses codec 'int8', client 0 uses 'fp32'", 1);
-    c.r.refused[a] = 0;
+    c.r.slot[a].refused = 0;
     refuse(a, 1, 101, 0.5, "fp32", NULL, "update weighted by 101 samples, but client 0 declared 100 when drawn", 1);
-    c.r.refused[a] = 0, c.r.n_refused = 0;
+    c.r.slot[a].refused = 0, c.r.n_refused = 0;
     CHECK(c.rejected == 14 && c.r.n_received == 0);
     /* and by kind, for --metrics: 3 untasked or skipped, 1 wrong round, 8 bad meta, 1 codec, 1 sample claim */
     CHECK(c.rejected_update[COORD_REJ_TASK] == 3 && c.rejected_update[COORD_REJ_ROUND] == 1 &&
@@ -510,7 +510,7 @@ static void test_updates(void) {
                       777, HFL_MSG_ACK);
     CHECK(num(ack, "round") == 1);
     cJSON_Delete(ack);
-    CHECK(c.r.received[b] && c.r.n_received == 1 && c.r.weight_samples == 200 && c.r.weight_max == 200 &&
+    CHECK(c.r.slot[b].received && c.r.n_received == 1 && c.r.weight_samples == 200 && c.r.weight_max == 200 &&
           c.r.samples_sum == 250 && c.r.loss_sum == 250 && c.r.bytes_up == 777);
     CHECK(c.clients[b].updates == 1 && c.clients[b].predicted_peak == 900 && c.clients[b].measured_peak == 1000);
     CHECK_CLOSE(c.r.norms[0], 3.0 * sqrt((double)NP), 0, 1e-12);
@@ -689,7 +689,7 @@ static void test_closing(void) {
     CHECK(!c.r.open && c.version == 1 && all_weights(2.0f) && !strcmp(str(last_round(), "status"), "ok"));
     /* the next round opens without d: two live planned, one left, K = 3 */
     rounds_tick(&c);
-    CHECK(c.r.open && c.r.n_selected == 2 && !c.r.is_selected[d]);
+    CHECK(c.r.open && c.r.n_selected == 2 && !c.r.slot[d].selected);
     teardown();
 
     /* gone but short of the quorum: failed, model kept */
@@ -733,7 +733,7 @@ static void test_closing(void) {
     CHECK(!c.r.open);
     c.clients[b].last_seen = hfl_now();
     rounds_tick(&c);
-    CHECK(c.r.open && c.r.n_selected == 2 && c.r.is_selected[a] && c.r.is_selected[b]);
+    CHECK(c.r.open && c.r.n_selected == 2 && c.r.slot[a].selected && c.r.slot[b].selected);
     teardown();
 
     /* K = 2, quorum 1: one live planned client and one silent one open a
@@ -742,7 +742,7 @@ static void test_closing(void) {
     a = hello("a", 100), b = hello("b", 100);
     c.clients[b].last_seen = hfl_now() - 120;
     rounds_tick(&c);
-    CHECK(c.r.open && c.r.n_selected == 1 && c.r.is_selected[a] && c.r.n_silent == 1);
+    CHECK(c.r.open && c.r.n_selected == 1 && c.r.slot[a].selected && c.r.n_silent == 1);
     teardown();
     setup(2, 0, 60, 1);
     a = hello("a", 100), b = hello("b", 100);
@@ -1173,7 +1173,7 @@ static void test_held_tasks(void) {
     const hfl_codec *fp32 = c.down.codec; /* a lossy downlink: everyone gets its rounding, never held */
     c.down.codec = hfl_codec_find("fp16", NULL);
     downlink_reset_cache(&c);
-    c.r.tasked[a] = 0; /* each pull here as a first one: a repeat gets no weights (rounds.c, round_pull) */
+    c.r.slot[a].tasked = 0; /* each pull here as a first one: a repeat gets no weights (rounds.c, round_pull) */
     rep = rounds_pull(&c, a, 0, &len);
     REQUIRE(hfl_msg_decode(rep, len, (size_t)1 << 30, &msg, err) == 0);
     CHECK(!strcmp(str(msg.meta, "weights"), "full") && msg.payload_len > 0 && c.r.tasks_held == 1);
@@ -1181,7 +1181,7 @@ static void test_held_tasks(void) {
     free(rep);
     c.down.codec = fp32;
     downlink_reset_cache(&c);
-    c.r.tasked[a] = 0;
+    c.r.slot[a].tasked = 0;
     size_t full = pull(a, HFL_MSG_TASK); /* holds nothing: the whole model */
     CHECK(full > c.spec.n_params * sizeof(float) && c.r.tasks_held == 1);
     accept(a, 100, 0.5, 1.0f);
@@ -1295,7 +1295,7 @@ static void test_no_leak(void) {
     hello("idle", 100);
     rounds_tick(&c);
     pull(a, HFL_MSG_TASK);
-    int idle = c.r.is_selected[2] ? (c.r.is_selected[0] ? 1 : 0) : 2; /* a client not drawn */
+    int idle = c.r.slot[2].selected ? (c.r.slot[0].selected ? 1 : 0) : 2; /* a client not drawn */
     char err[HFL_ERR_LEN];
     cJSON *hm = cJSON_CreateObject();
     cJSON_AddNumberToObject(hm, "samples", 100);

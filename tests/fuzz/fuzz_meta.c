@@ -59,13 +59,13 @@ static void fuzz_init(void) {
     rounds_tick(&c);
     size_t len;
     free(rounds_pull(&c, drawn, -1, &len)); /* tasked */
-    FUZZ_REQUIRE(c.r.open && c.r.tasked[drawn], "no open round");
+    FUZZ_REQUIRE(c.r.open && c.r.slot[drawn].tasked, "no open round");
 }
 
 /* Back to one open round with the honest client tasked and nothing summed. */
 static void fuzz_reset_round(void) {
     coord_round *r = &c.r;
-    r->received[drawn] = 0, r->refused[drawn] = 0, r->n_received = 0, r->n_refused = 0, r->n_declined = 0;
+    r->slot[drawn].received = 0, r->slot[drawn].refused = 0, r->n_received = 0, r->n_refused = 0, r->n_declined = 0;
     r->weight_samples = 0, r->weight_max = 0, r->samples_sum = 0, r->loss_sum = 0, r->n_clipped = 0;
     hfl_agg_reset(&c.agg, r->clip, COORD_VALUE_BOUND);
 }
