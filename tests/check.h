@@ -19,7 +19,28 @@
  *
  * A test's main returns check_exit_code(name): 1 when any check failed, which
  * meson counts as a failed test, else 0. Everything stays active under NDEBUG
- * (release builds), unlike assert. */
+ * (release builds), unlike assert.
+ *
+ * Named cases, as NNG's tests list theirs: a test file keeps its cases in a
+ * table and its main hands the table to check_run, which returns the exit
+ * status (check_exit_code, or 2 for a name it does not know):
+ *
+ *     static const check_case cases[] = {{"refusals", test_refusals}, {"topk", test_topk}};
+ *     int main(int argc, char **argv) {
+ *         return check_run("test_codec_edges", cases, CHECK_CASES(cases), argc, argv);
+ *     }
+ *
+ * With no name it runs every case in the table's order. Names on the command
+ * line (test_codec_edges topk refusals) run those cases alone, in the order
+ * given; --list prints the names, one a line, and runs nothing. A test whose
+ * arguments are not names (integration tests get program paths from meson)
+ * passes argc 0, and the names come from the environment instead:
+ * HFL_TEST_CASE=topk,refusals (also read by every test given no names). A
+ * name the table lacks is refused before anything runs: one line naming it
+ * and the known ones, and exit status 2, never a silent pass. Each case is
+ * announced on stdout ("-- test/case"), and a case that failed checks says
+ * how many on stderr. Setup that every case shares runs in main before
+ * check_run; a case that needs its own (a fresh fixture) does it itself. */
 #ifndef HFL_TESTS_CHECK_H
 #define HFL_TESTS_CHECK_H
 
@@ -27,6 +48,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int check_failures;
 static void (*check_stop_hook)(void);
@@ -87,6 +109,103 @@ static inline int check_exit_code(const char *name) {
     }
     printf("%s: all checks passed\n", name);
     return 0;
+}
+
+/* One named case of a test file: what one types to run it alone, and the
+ * function that runs it (its checks record failures as everywhere else). */
+typedef struct {
+    const char *name;
+    void (*fn)(void);
+} check_case;
+
+#define CHECK_CASES(table) ((int)(sizeof(table) / sizeof((table)[0])))
+
+/* The index of the case named `name` in cases[0..n), or -1. */
+static inline int check_find_case(const check_case *cases, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(cases[i].name, name)) return i;
+    return -1;
+}
+
+/* Refuses a name the table lacks: one line on stderr, naming the known ones. */
+static inline int check_unknown_case(const char *test, const check_case *cases, int n, const char *name) {
+    fflush(stdout);
+    fprintf(stderr, "%s: no case named '%s' (cases:", test, name);
+    for (int i = 0; i < n; i++) fprintf(stderr, " %s", cases[i].name);
+    fputs(")\n", stderr);
+    return 2;
+}
+
+/* Runs cases[i], announcing it and counting the failures it added. */
+static inline void check_run_case(const char *test, const check_case *c) {
+    int before = check_failures;
+    printf("-- %s/%s\n", test, c->name);
+    fflush(stdout);
+    c->fn();
+    int failed = check_failures - before;
+    if (failed) {
+        fflush(stdout);
+        fprintf(stderr, "%s/%s: %d check(s) failed\n", test, c->name, failed);
+    }
+}
+
+/* Splits HFL_TEST_CASE ("a,b,c") into names[] (at most max); returns the
+ * count, or -1 when there are more. buf holds the copy the names point into. */
+static inline int check_env_names(char *buf, size_t cap, const char **names, int max) {
+    const char *env = getenv("HFL_TEST_CASE");
+    if (!env || !*env) return 0;
+    if (strlen(env) >= cap) return -1;
+    strcpy(buf, env);
+    int k = 0;
+    for (char *tok = buf; tok;) {
+        char *comma = strchr(tok, ',');
+        if (comma) *comma = '\0';
+        if (*tok) {
+            if (k == max) return -1;
+            names[k++] = tok;
+        }
+        tok = comma ? comma + 1 : NULL;
+    }
+    return k;
+}
+
+/* The runner: every case, the named ones, or --list (see the header comment).
+ * argc 0 says the test's arguments are not names: only HFL_TEST_CASE is read. */
+static inline int check_run(const char *test, const check_case *cases, int n, int argc, char **argv) {
+    for (int i = 0; i < n; i++)
+        if (check_find_case(cases, i, cases[i].name) >= 0) {
+            fprintf(stderr, "%s: two cases are named '%s'\n", test, cases[i].name);
+            return 2;
+        }
+    enum { MAX_NAMES = 64 };
+    const char *names[MAX_NAMES];
+    char env_buf[1024];
+    int k = 0;
+    if (argc > 1) {
+        if (argc - 1 > MAX_NAMES) {
+            fprintf(stderr, "%s: more than %d case names\n", test, MAX_NAMES);
+            return 2;
+        }
+        for (int i = 1; i < argc; i++) names[k++] = argv[i];
+    } else {
+        k = check_env_names(env_buf, sizeof env_buf, names, MAX_NAMES);
+        if (k < 0) {
+            fprintf(stderr, "%s: HFL_TEST_CASE is too long (more than %d names or %zu bytes)\n", test, MAX_NAMES,
+                    sizeof env_buf - 1);
+            return 2;
+        }
+    }
+    for (int j = 0; j < k; j++)
+        if (!strcmp(names[j], "--list")) {
+            for (int i = 0; i < n; i++) printf("%s\n", cases[i].name);
+            return 0;
+        }
+    for (int j = 0; j < k; j++)
+        if (check_find_case(cases, n, names[j]) < 0) return check_unknown_case(test, cases, n, names[j]);
+    if (k == 0)
+        for (int i = 0; i < n; i++) check_run_case(test, &cases[i]);
+    for (int j = 0; j < k; j++) check_run_case(test, &cases[check_find_case(cases, n, names[j])]);
+    return check_exit_code(test);
 }
 
 #endif

@@ -417,12 +417,15 @@ static void test_no_leak(void) {
     free(p);
 }
 
-int main(void) {
-    test_refusals();
-    test_nonfinite();
-    test_zero_scale();
-    test_topk();
-    test_no_leak();
-    test_bounds_and_contract();
-    return check_exit_code("test_codec_edges");
+static const check_case cases[] = {
+    {"refusals", test_refusals},
+    {"nonfinite", test_nonfinite},
+    {"zero_scale", test_zero_scale},
+    {"topk", test_topk},
+    {"no_leak", test_no_leak},
+    {"bounds_and_contract", test_bounds_and_contract},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_codec_edges", cases, CHECK_CASES(cases), argc, argv);
 }

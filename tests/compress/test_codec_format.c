@@ -191,17 +191,28 @@ static void test_matches_reference(size_t n, uint32_t block) {
     }
 }
 
-int main(void) {
-    test_find();
-    test_sizes();
+/* Every size against every block length, each encoded and decoded back. */
+static void test_round_trips(void) {
     size_t ns[] = {1, 255, 1000, 3001};
     uint32_t blocks[] = {1, 7, 256, 1000, HFL_CODEC_MAX_BLOCK};
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
-        for (size_t b = 0; b < sizeof blocks / sizeof blocks[0]; b++)
-            test_round_trip(ns[a], blocks[b]);
-    test_key_and_weight();
+        for (size_t b = 0; b < sizeof blocks / sizeof blocks[0]; b++) test_round_trip(ns[a], blocks[b]);
+}
+
+static void test_references(void) {
     test_matches_reference(300, 7);
     test_matches_reference(299, 256);
     test_matches_reference(5, 1);
-    return check_exit_code("test_codec_format");
+}
+
+static const check_case cases[] = {
+    {"find", test_find},
+    {"sizes", test_sizes},
+    {"round_trip", test_round_trips},
+    {"key_and_weight", test_key_and_weight},
+    {"matches_reference", test_references},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_codec_format", cases, CHECK_CASES(cases), argc, argv);
 }

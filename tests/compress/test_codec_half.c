@@ -133,9 +133,15 @@ static void test_round_trip(const char *name, double rel, float normal_min, floa
     free(p);
 }
 
-int main(void) {
-    test_conversions();
-    test_round_trip("fp16", 1.0 / 2048, 6.1035156e-5f, 1e5f, 65504.0f);
-    test_round_trip("bf16", 1.0 / 256, FLT_MIN, FLT_MAX, hfl_bits_f32(0x7F7F0000));
-    return check_exit_code("test_codec_half");
+static void test_fp16(void) { test_round_trip("fp16", 1.0 / 2048, 6.1035156e-5f, 1e5f, 65504.0f); }
+static void test_bf16(void) { test_round_trip("bf16", 1.0 / 256, FLT_MIN, FLT_MAX, hfl_bits_f32(0x7F7F0000)); }
+
+static const check_case cases[] = {
+    {"conversions", test_conversions},
+    {"fp16", test_fp16},
+    {"bf16", test_bf16},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_codec_half", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -150,20 +150,35 @@ static void test_threads(void) {
     free(a2);
 }
 
-int main(void) {
-    size_t ns[] = {1, 255, 1000, 3001};
-    uint32_t blocks[] = {1, 7, 256, 1000, HFL_CODEC_MAX_BLOCK};
+static const size_t sizes[] = {1, 255, 1000, 3001};
+static const uint32_t blocks[] = {1, 7, 256, 1000, HFL_CODEC_MAX_BLOCK};
+
+static void test_int4_all(void) {
     for (size_t a = 0; a < 4; a++)
-        for (size_t b = 0; b < 5; b++) {
-            test_int4(ns[a], blocks[b]);
-            test_sign(ns[a], blocks[b]);
-        }
+        for (size_t b = 0; b < 5; b++) test_int4(sizes[a], blocks[b]);
+}
+
+static void test_sign_all(void) {
+    for (size_t a = 0; a < 4; a++)
+        for (size_t b = 0; b < 5; b++) test_sign(sizes[a], blocks[b]);
+}
+
+static void test_topk_all(void) {
     test_topk("topk:0.01", 199210, 1993);
     test_topk("topk:0.07", 100, 7); /* 0.07 * 100 = 7.000000000000001 in double */
     test_topk("topk:1", 1000, 1000);
     test_topk("topk:0.001", 1, 1);
     test_topk("topk:0.3", 3001, 901);
-    test_topk_ties();
-    test_threads();
-    return check_exit_code("test_codec_lowbit");
+}
+
+static const check_case cases[] = {
+    {"int4", test_int4_all},
+    {"sign", test_sign_all},
+    {"topk", test_topk_all},
+    {"topk_ties", test_topk_ties},
+    {"threads", test_threads},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_codec_lowbit", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -214,7 +214,9 @@ static void test_diverged(void) {
         }
 }
 
-int main(void) {
+/* int8 and fp32 payloads: their headers, a payload of the other codec, and
+ * patched scales and values. */
+static void test_int8_fp32(void) {
     const hfl_codec *i8 = test_codec("int8"), *f32 = test_codec("fp32");
     float x[N];
     test_fill(x, N, 3.0f, 11, 0);
@@ -247,13 +249,22 @@ int main(void) {
     size_t last_value = HFL_CODEC_HEADER_BYTES + (N - 1) * 4;
     check_patch(f32, pf, lf, last_value, &nan, 4, "NaN value", "value 999");
     check_patch(f32, pf, lf, last_value, &inf, 4, "Inf value", "value 999");
-
-    test_half("fp16", 0x7C00, 0x7E00);
-    test_half("bf16", 0x7F80, 0x7FC0);
-    test_lowbit();
-    test_topk();
-    test_diverged();
     free(pi);
     free(pf);
-    return check_exit_code("test_codec_malformed");
+}
+
+static void test_half_fp16(void) { test_half("fp16", 0x7C00, 0x7E00); }
+static void test_half_bf16(void) { test_half("bf16", 0x7F80, 0x7FC0); }
+
+static const check_case cases[] = {
+    {"int8_fp32", test_int8_fp32},
+    {"fp16", test_half_fp16},
+    {"bf16", test_half_bf16},
+    {"lowbit", test_lowbit},
+    {"topk", test_topk},
+    {"diverged", test_diverged},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_codec_malformed", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -210,13 +210,21 @@ static void no_threads(void) {
     CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "without threads: child status %d", status);
 }
 
-int main(void) {
-    no_threads();
+/* Every split of a range of units across a range of thread counts. */
+static void splits(void) {
     static const size_t units[] = {0, 1, 2, 5, 7, 64, 100, 1000};
     static const int threads[] = {-3, 0, 1, 2, 3, 8, 63, 64, 65, 1000};
     for (size_t u = 0; u < sizeof units / sizeof units[0]; u++)
         for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) split(units[u], threads[t]);
-    failures();
-    stress();
-    return check_exit_code("test_codec_parallel");
+}
+
+static const check_case cases[] = {
+    {"no_threads", no_threads},
+    {"split", splits},
+    {"failures", failures},
+    {"stress", stress},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_codec_parallel", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -171,11 +171,19 @@ static void test_biased_feedback(const char *name, double factor) {
            name, ROUNDS, drift[1], max_res, drift[0]);
 }
 
-int main(void) {
-    test_unbiased("int8", 127.0f);
-    test_unbiased("int4", 7.0f);
-    test_error_feedback();
-    test_biased_feedback("sign", 3.0);
-    test_biased_feedback("topk:0.05", 3.0);
-    return check_exit_code("test_codec_stats");
+static void test_unbiased_int8(void) { test_unbiased("int8", 127.0f); }
+static void test_unbiased_int4(void) { test_unbiased("int4", 7.0f); }
+static void test_sign_feedback(void) { test_biased_feedback("sign", 3.0); }
+static void test_topk_feedback(void) { test_biased_feedback("topk:0.05", 3.0); }
+
+static const check_case cases[] = {
+    {"unbiased_int8", test_unbiased_int8},
+    {"unbiased_int4", test_unbiased_int4},
+    {"error_feedback", test_error_feedback},
+    {"sign_feedback", test_sign_feedback},
+    {"topk_feedback", test_topk_feedback},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_codec_stats", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -125,11 +125,14 @@ static void test_saturate(void) {
           hfl_saturate(-10.0f, 5.0f, 10.0f) == -5.0f);
 }
 
-int main(void) {
-    test_absmax_scale();
-    test_bits();
-    test_round();
-    test_small();
-    test_saturate();
-    return check_exit_code("test_quant_hd");
+static const check_case cases[] = {
+    {"absmax_scale", test_absmax_scale},
+    {"bits", test_bits},
+    {"round", test_round},
+    {"small", test_small},
+    {"saturate", test_saturate},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_quant_hd", cases, CHECK_CASES(cases), argc, argv);
 }

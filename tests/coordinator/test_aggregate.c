@@ -424,23 +424,38 @@ static void test_out_of_memory(void) {
     CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "out of memory: the child ended with status %d", st);
 }
 
-int main(void) {
-    char err[HFL_ERR_LEN];
-    hfl_agg a;
-    CHECK(hfl_agg_init(&a, N, 1, err) == 0);
-    make_updates();
+static hfl_agg agg; /* the fixture the cases that take one share, made in main */
+
+/* The order test's sum is the value test's input: one case. */
+static void test_order_value(void) {
     float *want = hfl_malloc(sizeof(float) * N);
-    test_order(&a, want);
+    test_order(&agg, want);
     test_value(want);
-    test_clip(&a);
-    test_refusals(&a);
-    test_int8_refusals(&a);
-    test_hold(&a);
-    test_scale();
-    test_fresh();
-    test_out_of_memory();
-    hfl_agg_free(&a);
-    for (int k = 0; k < K; k++) free(payload[k]);
     free(want);
-    return check_exit_code("test_aggregate");
+}
+
+static void test_clip_agg(void) { test_clip(&agg); }
+static void test_refusals_agg(void) { test_refusals(&agg); }
+static void test_int8_refusals_agg(void) { test_int8_refusals(&agg); }
+static void test_hold_agg(void) { test_hold(&agg); }
+
+static const check_case cases[] = {
+    {"order_value", test_order_value},
+    {"clip", test_clip_agg},
+    {"refusals", test_refusals_agg},
+    {"int8_refusals", test_int8_refusals_agg},
+    {"hold", test_hold_agg},
+    {"scale", test_scale},
+    {"fresh", test_fresh},
+    {"out_of_memory", test_out_of_memory},
+};
+
+int main(int argc, char **argv) {
+    char err[HFL_ERR_LEN];
+    CHECK(hfl_agg_init(&agg, N, 1, err) == 0);
+    make_updates();
+    int rc = check_run("test_aggregate", cases, CHECK_CASES(cases), argc, argv);
+    hfl_agg_free(&agg);
+    for (int k = 0; k < K; k++) free(payload[k]);
+    return rc;
 }

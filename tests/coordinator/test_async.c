@@ -163,10 +163,13 @@ static void test_fold_caps(void) {
     teardown();
 }
 
-int main(void) {
-    test_fedbuff();
-    test_abandoned();
-    test_left();
-    test_fold_caps();
-    return check_exit_code("test_async");
+static const check_case cases[] = {
+    {"fedbuff", test_fedbuff},
+    {"abandoned", test_abandoned},
+    {"left", test_left},
+    {"fold_caps", test_fold_caps},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_async", cases, CHECK_CASES(cases), argc, argv);
 }

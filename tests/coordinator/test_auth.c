@@ -314,7 +314,16 @@ static void test_reload_and_more(void) {
     cJSON_Delete(m);
 }
 
-int main(void) {
+static const check_case cases[] = {
+    {"exchange", test_exchange},
+    {"refusals", test_refusals},
+    {"long_name", test_long_name},
+    {"lifetime", test_lifetime},
+    {"reload_and_more", test_reload_and_more},
+};
+
+/* The PKI and the identities every case uses, made once; then the cases. */
+int main(int argc, char **argv) {
     char err[HFL_ERR_LEN];
     REQUIRE_MSG(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
     REQUIRE_MSG(hfl_pki_create(dir, 3, "localhost", 1, err) == 0, "%s", err);
@@ -331,15 +340,11 @@ int main(void) {
     snprintf(pem, sizeof pem, "%s/%s.pem", dir, LONG_NAME);
     REQUIRE_MSG(hfl_identity_load(pem, &ids[3], err) == 0, "%s", err);
     REQUIRE_MSG(hfl_identity_load(cpem, &coord_id, err) == 0, "%s", err);
-    test_exchange();
-    test_refusals();
-    test_long_name();
-    test_lifetime();
-    test_reload_and_more();
+    int rc = check_run("test_auth", cases, CHECK_CASES(cases), argc, argv);
     for (int i = 0; i < 4; i++) hfl_identity_free(ids[i]);
     hfl_identity_free(coord_id);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-    return check_exit_code("test_auth");
+    return rc;
 }

@@ -44,7 +44,8 @@ static double ref_epsilon(double q, double z, int rounds, double delta) {
     return best < 0 ? 0 : best;
 }
 
-int main(void) {
+/* The accountant's epsilon against the reference over a grid of z, q, rounds. */
+static void test_against_reference(void) {
     const double zs[] = {0.7, 1.0, 2.0, 5.0}, qs[] = {0.01, 0.1, 0.5, 1.0};
     const int rounds[] = {1, 10, 100, 1000};
     const double delta = 1e-5;
@@ -63,10 +64,17 @@ int main(void) {
             }
     printf("accountant vs reference: worst relative difference %.2e over %zu cases\n", worst,
            sizeof zs / sizeof *zs * sizeof qs / sizeof *qs * sizeof rounds / sizeof *rounds);
+}
+
+static void test_full_sampling(void) {
     for (int i = 0; i < HFL_RDP_ORDERS; i += 17) { /* q = 1: the Gaussian's own RDP */
         double o = hfl_rdp_order(i);
         CHECK_CLOSE(hfl_rdp_sampled_gaussian(1.0, 1.5, o), o / (2 * 1.5 * 1.5), 0, 1e-12);
     }
+}
+
+static void test_noise_for(void) {
+    const double delta = 1e-5;
     for (double eps = 1; eps <= 8; eps *= 2) {
         double z = hfl_dp_noise_for(0.1, 100, eps, delta);
         hfl_rdp acc;
@@ -76,6 +84,19 @@ int main(void) {
         CHECK_MSG(z > 0 && e <= eps && e > 0.99 * eps, "target %g: z %g gives %g", eps, z, e);
     }
     CHECK(hfl_dp_noise_for(1.0, 1000, 1e-3, delta) < 0 || hfl_dp_noise_for(1.0, 1000, 1e-3, delta) > 100);
+}
+
+static void test_update_multiplier(void) {
     CHECK_CLOSE(hfl_dp_update_multiplier(1.0, 10.0), 1.0 / sqrt(1 - 1.0 / 400), 0, 1e-12);
-    return check_exit_code("test_dp");
+}
+
+static const check_case cases[] = {
+    {"against_reference", test_against_reference},
+    {"full_sampling", test_full_sampling},
+    {"noise_for", test_noise_for},
+    {"update_multiplier", test_update_multiplier},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_dp", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -138,12 +138,15 @@ static void test_rate(void) {
     rate_free(t);
 }
 
-int main(void) {
-    test_flood_elsewhere();
-    test_flood_same_address();
-    test_per_connection();
-    test_spend();
-    test_full_table();
-    test_rate();
-    return check_exit_code("test_hello_guard");
+static const check_case cases[] = {
+    {"flood_elsewhere", test_flood_elsewhere},
+    {"flood_same_address", test_flood_same_address},
+    {"per_connection", test_per_connection},
+    {"spend", test_spend},
+    {"full_table", test_full_table},
+    {"rate", test_rate},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_hello_guard", cases, CHECK_CASES(cases), argc, argv);
 }

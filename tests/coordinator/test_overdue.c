@@ -167,9 +167,12 @@ static void test_robust_overselected(void) {
     teardown();
 }
 
-int main(void) {
-    test_robust_overselected();
-    test_withholder();
-    test_pull_storm();
-    return check_exit_code("test_overdue");
+static const check_case cases[] = {
+    {"robust_overselected", test_robust_overselected},
+    {"withholder", test_withholder},
+    {"pull_storm", test_pull_storm},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_overdue", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -515,22 +515,30 @@ static void test_syscalls(void) {
     teardown();
 }
 
-int main(void) {
+static void test_continue_fedadam(void) { test_continue("fedadam"); }
+static void test_continue_fedyogi(void) { test_continue("fedyogi"); }
+
+static const check_case cases[] = {
+    {"roundtrip", test_roundtrip},
+    {"continue_fedadam", test_continue_fedadam},
+    {"continue_fedyogi", test_continue_fedyogi},
+    {"fallback", test_fallback},
+    {"refusals", test_refusals},
+    {"syscalls", test_syscalls},
+};
+
+/* The directory every case writes in, made once; then the cases. */
+int main(int argc, char **argv) {
     char tmpl[] = "/tmp/hfl-test-persist-XXXXXX";
     char real[4096];
     REQUIRE(mkdtemp(tmpl) != NULL);
     REQUIRE(realpath(tmpl, real) != NULL && strlen(real) < 200); /* as /proc/self/fd names it */
     snprintf(dir, sizeof dir, "%s", real);
     double t0 = hfl_now();
-    test_roundtrip();
-    test_continue("fedadam");
-    test_continue("fedyogi");
-    test_fallback();
-    test_refusals();
-    test_syscalls();
-    printf("test_persist: %.1f s\n", hfl_now() - t0);
+    int rc = check_run("test_persist", cases, CHECK_CASES(cases), argc, argv);
+    fprintf(stderr, "test_persist: %.1f s\n", hfl_now() - t0); /* stderr: --list prints names alone */
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (!getenv("HFL_KEEP_TMP") && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-    return check_exit_code("test_persist");
+    return rc;
 }

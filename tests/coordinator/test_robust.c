@@ -184,12 +184,15 @@ static void test_parse(void) {
     }
 }
 
-int main(void) {
-    test_coordinatewise();
-    test_krum();
-    test_trim_count();
-    test_krum_neighbours();
-    test_krum_orders();
-    test_parse();
-    return check_exit_code("test_robust");
+static const check_case cases[] = {
+    {"coordinatewise", test_coordinatewise},
+    {"krum", test_krum},
+    {"trim_count", test_trim_count},
+    {"krum_neighbours", test_krum_neighbours},
+    {"krum_orders", test_krum_orders},
+    {"parse", test_parse},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_robust", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -152,8 +152,8 @@ static void teardown(void) {
     free(c.test.y);
 }
 
-int main(void) {
-    /* 1: unequal samples */
+/* 1: unequal samples */
+static void test_unequal_samples(void) {
     setup(2, 2, 60, "fedavg", 1);
     int a = hello("a", 100), b = hello("b", 300);
     rounds_tick(&c);
@@ -163,8 +163,10 @@ int main(void) {
     rounds_tick(&c);
     CHECK(!c.r.open && c.version == 1 && moved_by(2.5));
     teardown();
+}
 
-    /* 2 and 3: the deadline, with and without the quorum */
+/* 2 and 3: the deadline, with and without the quorum */
+static void test_deadline(void) {
     setup(3, 2, 0.2, "fedavg", 1);
     int x = hello("x", 100), y = hello("y", 100), z = hello("z", 100);
     (void)z;
@@ -188,8 +190,10 @@ int main(void) {
     rounds_tick(&c);
     CHECK(!c.r.open && c.version == 1 && moved_by(1.5) && !strcmp(last_status(), "failed"));
     teardown();
+}
 
-    /* 4: FedAvgM over two rounds */
+/* 4: FedAvgM over two rounds */
+static void test_fedavgm(void) {
     setup(1, 1, 60, "fedavgm:1:0.5", 1);
     int s = hello("s", 50);
     rounds_tick(&c);
@@ -201,17 +205,22 @@ int main(void) {
     rounds_tick(&c);
     CHECK(c.version == 2 && moved_by(4.0));
     teardown();
+}
 
-    /* 5: the share cap */
+/* 5: the share cap */
+static void test_share_cap(void) {
     setup(2, 2, 60, "fedavg", 0.5);
-    a = hello("a", 100), b = hello("b", 300);
+    int a = hello("a", 100), b = hello("b", 300);
     rounds_tick(&c);
     update(a, 100, 1.0f);
     update(b, 300, 3.0f);
     rounds_tick(&c);
     CHECK(c.version == 1 && moved_by(2.0));
     teardown();
-    /* 7: a refused client stays refused */
+}
+
+/* 7: a refused client stays refused */
+static void test_refused_stays(void) {
     setup(3, 3, 60, "fedavg", 1);
     int p = hello("p", 100), q = hello("q", 100);
     hello("r", 100);
@@ -235,8 +244,10 @@ int main(void) {
     rounds_tick(&c);
     CHECK(c.r.open && c.r.n_received == 1); /* r has not answered */
     teardown();
+}
 
-    /* 8: the share cap with updates missing */
+/* 8: the share cap with updates missing */
+static void test_share_cap_missing(void) {
     setup(5, 2, 0.2, "fedavg", 0.2);
     int big = hello("big", 100000), h1 = hello("h1", 100);
     hello("h2", 100), hello("h3", 100), hello("h4", 100);
@@ -247,10 +258,13 @@ int main(void) {
     rounds_tick(&c);
     CHECK(c.version == 1 && moved_by(2.0));
     teardown();
+}
 
-    /* 9: a silent client is not drawn */
+/* 9: a silent client is not drawn */
+static void test_silent_not_drawn(void) {
     setup(3, 2, 60, "fedavg", 1);
     c.cfg.liveness_s = 0.2;
+    size_t len0;
     int l1 = hello("l1", 100), l2 = hello("l2", 100), dead = hello("dead", 100);
     hfl_sleep_ms(300);
     free(rounds_pull(&c, l1, -1, &len0)); /* l1 and l2 ask for work; dead is silent */
@@ -262,8 +276,10 @@ int main(void) {
     rounds_tick(&c);
     CHECK(c.version == 1 && moved_by(2.0));
     teardown();
+}
 
-    /* 6: flooding */
+/* 6: flooding */
+static void test_flooding(void) {
     setup(1, 1, 60, "fedavg", 1);
     c.cfg.session_ttl_s = 1e6; /* none expires while the registry fills */
     char name[32], err[HFL_ERR_LEN];
@@ -284,5 +300,19 @@ int main(void) {
     CHECK(!strcmp(c.clients[0].name, "flood-0"));
     cJSON_Delete(m);
     teardown();
-    return check_exit_code("test_rounds");
+}
+
+static const check_case cases[] = {
+    {"unequal_samples", test_unequal_samples},
+    {"deadline", test_deadline},
+    {"fedavgm", test_fedavgm},
+    {"share_cap", test_share_cap},
+    {"refused_stays", test_refused_stays},
+    {"share_cap_missing", test_share_cap_missing},
+    {"silent_not_drawn", test_silent_not_drawn},
+    {"flooding", test_flooding},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_rounds", cases, CHECK_CASES(cases), argc, argv);
 }

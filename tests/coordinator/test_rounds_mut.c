@@ -1319,31 +1319,34 @@ static void test_no_leak(void) {
     teardown();
 }
 
-int main(void) {
-    test_registry_hello();
-    test_registry_codecs();
-    test_registry_check();
-    test_registry_leave_report();
-    test_registry_overhead();
-    test_registry_evict();
-    test_registry_edges();
-    test_parse_clip();
-    test_draw();
-    test_updates();
-    test_clip();
-    test_divisor();
-    test_closing();
-    test_delta_tasks();
-    test_held_tasks();
-    test_rounds_edges();
-    test_client_records();
-    test_eval_thread();
-    test_over_select();
-    test_late_fold();
-    test_late_fold_caps();
-    test_capacity_work();
-    test_virtual_time();
-    test_robust();
-    test_no_leak();
-    return check_exit_code("test_rounds_mut");
+static const check_case cases[] = {
+    {"registry_hello", test_registry_hello},
+    {"registry_codecs", test_registry_codecs},
+    {"registry_check", test_registry_check},
+    {"registry_leave_report", test_registry_leave_report},
+    {"registry_overhead", test_registry_overhead},
+    {"registry_evict", test_registry_evict},
+    {"registry_edges", test_registry_edges},
+    {"parse_clip", test_parse_clip},
+    {"draw", test_draw},
+    {"updates", test_updates},
+    {"clip", test_clip},
+    {"divisor", test_divisor},
+    {"closing", test_closing},
+    {"delta_tasks", test_delta_tasks},
+    {"held_tasks", test_held_tasks},
+    {"rounds_edges", test_rounds_edges},
+    {"client_records", test_client_records},
+    {"eval_thread", test_eval_thread},
+    {"over_select", test_over_select},
+    {"late_fold", test_late_fold},
+    {"late_fold_caps", test_late_fold_caps},
+    {"capacity_work", test_capacity_work},
+    {"virtual_time", test_virtual_time},
+    {"robust", test_robust},
+    {"no_leak", test_no_leak},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_rounds_mut", cases, CHECK_CASES(cases), argc, argv);
 }

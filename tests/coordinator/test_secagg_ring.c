@@ -92,8 +92,11 @@ static void test_graph(void) {
     }
 }
 
-int main(void) {
-    test_ring();
-    test_graph();
-    return check_exit_code("test_secagg_ring");
+static const check_case cases[] = {
+    {"ring", test_ring},
+    {"graph", test_graph},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_secagg_ring", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -95,8 +95,7 @@ static void branches(const char *spec, const double want_x[3], const double want
     hfl_sopt_free(&o);
 }
 
-int main(void) {
-    test_nesterov();
+static void test_rules(void) {
     static const double fedavg[3] = {1.4, -2.1, 0.45};
     static const double fedavgm[3] = {1.49, -2.28, 0.45};
     static const double fedadam[3] = {1.0210515, -2.0129616, 0.4916667};
@@ -107,11 +106,16 @@ int main(void) {
     run("fedyogi", fedyogi);
     static const double half[3] = {1.2, -2.05, 0.475};
     run("fedavg:0.5", half);
+}
+
+static void test_branches(void) {
     static const double yogi_x[3] = {1.00099802, -1.99980032, 0.501768053}, yogi_v[3] = {0.25, 0.2499, 0.2581};
     static const double adam_x[3] = {1.00099802, -1.99979949, 0.501776636}, adam_v[3] = {0.25, 0.2476, 0.2556};
     branches("fedyogi", yogi_x, yogi_v);
     branches("fedadam", adam_x, adam_v);
+}
 
+static void test_parse(void) {
     char err[HFL_ERR_LEN];
     hfl_server_opt o;
     CHECK(hfl_sopt_parse("fedavgm:0.5:0.8", &o, err) == 0 && o.lr == 0.5 && o.beta1 == 0.8);
@@ -128,5 +132,15 @@ int main(void) {
         if (rc == 0) printf("test_server_opt: '%s' accepted\n", bad[i]);
         CHECK(rc != 0 && strstr(err, "server optimizer"));
     }
-    return check_exit_code("test_server_opt");
+}
+
+static const check_case cases[] = {
+    {"nesterov", test_nesterov},
+    {"rules", test_rules},
+    {"branches", test_branches},
+    {"parse", test_parse},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_server_opt", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -95,14 +95,21 @@ static void test_shuffle_and_below(void) {
     for (int v = 0; v < 7; v++) CHECK_MSG(abs(hist[v] - 10000) < 500, "below(7): %d drawn %d times", v, hist[v]);
 }
 
-int main(void) {
-    test_normal();
+static void test_gammas(void) {
     test_gamma(0.1);
     test_gamma(0.7);
     test_gamma(1.0);
     test_gamma(4.5);
     test_gamma(1000.0);
-    test_dirichlet();
-    test_shuffle_and_below();
-    return check_exit_code("test_draw");
+}
+
+static const check_case cases[] = {
+    {"normal", test_normal},
+    {"gamma", test_gammas},
+    {"dirichlet", test_dirichlet},
+    {"shuffle_and_below", test_shuffle_and_below},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_draw", cases, CHECK_CASES(cases), argc, argv);
 }

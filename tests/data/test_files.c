@@ -239,9 +239,12 @@ static void test_round_trip(void) {
     CHECK(hfl_data_load("/nonexistent/d.npz", &d, err) == -1 && strstr(err, "/nonexistent/d.npz"));
 }
 
-int main(void) {
-    test_read_by_hand();
-    test_refusals();
-    test_round_trip();
-    return check_exit_code("data_files");
+static const check_case cases[] = {
+    {"read_by_hand", test_read_by_hand},
+    {"refusals", test_refusals},
+    {"round_trip", test_round_trip},
+};
+
+int main(int argc, char **argv) {
+    return check_run("data_files", cases, CHECK_CASES(cases), argc, argv);
 }

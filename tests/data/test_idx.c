@@ -198,13 +198,16 @@ static void test_missing_dir(void) {
     CHECK_MSG(ds.x == NULL && ds.y == NULL, "output not cleared on error");
 }
 
-int main(void) {
+static const check_case cases[] = {
+    {"train", test_train},
+    {"test", test_test},
+    {"missing_dir", test_missing_dir},
+};
+
+int main(int argc, char **argv) {
     if (access(HFL_FMNIST_DIR "/train-images-idx3-ubyte.gz", R_OK) != 0) {
         printf("SKIP: %s not installed (dataset-fashion-mnist)\n", HFL_FMNIST_DIR);
         return 77;
     }
-    test_train();
-    test_test();
-    test_missing_dir();
-    return check_exit_code("test_idx");
+    return check_run("test_idx", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -166,13 +166,20 @@ static void cleanup(void) {
     rmdir(dir);
 }
 
-int main(void) {
+static void test_valid_raw(void) { test_valid(""); }
+static void test_valid_gz(void) { test_valid(".gz"); }
+
+static const check_case cases[] = {
+    {"valid", test_valid_raw},
+    {"valid_gz", test_valid_gz},
+    {"errors", test_errors},
+};
+
+int main(int argc, char **argv) {
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%s/hfl-idx-XXXXXX", tmp && *tmp && strlen(tmp) < 200 ? tmp : "/tmp");
     REQUIRE_MSG(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
-    test_valid("");
-    test_valid(".gz");
-    test_errors();
+    int rc = check_run("test_idx_errors", cases, CHECK_CASES(cases), argc, argv);
     cleanup();
-    return check_exit_code("test_idx_errors");
+    return rc;
 }

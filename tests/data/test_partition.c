@@ -189,23 +189,36 @@ static void test_refusals(const int32_t *y, int n) {
     expect_refused("iid", wrong, 3, CLASSES, 2, "label 10");
 }
 
-int main(void) {
-    if (access(HFL_FMNIST_DIR "/train-labels-idx1-ubyte.gz", R_OK) != 0) {
-        printf("SKIP: %s not installed (dataset-fashion-mnist)\n", HFL_FMNIST_DIR);
-        return 77;
-    }
-    hfl_dataset ds;
-    char err[HFL_ERR_LEN] = "";
-    REQUIRE_MSG(hfl_fmnist_load(HFL_FMNIST_DIR, 1, &ds, err) == 0, "%s", err);
-    test_parse();
-    test_iid(ds.y, ds.n);
-    test_dirichlet(ds.y, ds.n);
+static hfl_dataset ds; /* the training labels every case but parse reads, loaded once in main */
+
+static void test_iid_all(void) { test_iid(ds.y, ds.n); }
+static void test_dirichlet_all(void) { test_dirichlet(ds.y, ds.n); }
+static void test_refusals_all(void) { test_refusals(ds.y, ds.n); }
+
+static void test_shards_all(void) {
     test_shards("shards:2", 2, ds.y, ds.n);
     test_shards("shards:5", 5, ds.y, ds.n);
     /* An unbalanced prefix, so that shards straddle class boundaries. */
     test_shards("shards:2", 2, ds.y, 10007);
     test_shards("shards:3", 3, ds.y, 4999);
-    test_refusals(ds.y, ds.n);
+}
+
+static const check_case cases[] = {
+    {"parse", test_parse},
+    {"iid", test_iid_all},
+    {"dirichlet", test_dirichlet_all},
+    {"shards", test_shards_all},
+    {"refusals", test_refusals_all},
+};
+
+int main(int argc, char **argv) {
+    if (access(HFL_FMNIST_DIR "/train-labels-idx1-ubyte.gz", R_OK) != 0) {
+        printf("SKIP: %s not installed (dataset-fashion-mnist)\n", HFL_FMNIST_DIR);
+        return 77;
+    }
+    char err[HFL_ERR_LEN] = "";
+    REQUIRE_MSG(hfl_fmnist_load(HFL_FMNIST_DIR, 1, &ds, err) == 0, "%s", err);
+    int rc = check_run("test_partition", cases, CHECK_CASES(cases), argc, argv);
     hfl_dataset_free(&ds);
-    return check_exit_code("test_partition");
+    return rc;
 }

@@ -504,7 +504,31 @@ static int run_standin(const char *kind) {
     return check_exit_code("test_cuda_lm (stand-in)");
 }
 
-int main(void) {
+static void case_ops_bf16(void) { test_ops_lp(HFL_PREC_BF16); }
+static void case_ops_fp16(void) { test_ops_lp(HFL_PREC_FP16); }
+static void case_attention_bf16(void) { test_attention_lp(HFL_PREC_BF16, 2, 64, 128, 4); }
+static void case_attention_fp16(void) { test_attention_lp(HFL_PREC_FP16, 2, 64, 128, 4); }
+static void case_block(void) {
+    test_block(2, 16, 32, 4);
+    test_block(4, 64, 128, 8);
+}
+
+static void case_block_bf16(void) { test_block_lp(HFL_PREC_BF16, 4, 64, 128, 8); }
+static void case_block_fp16(void) { test_block_lp(HFL_PREC_FP16, 4, 64, 128, 8); }
+
+static const check_case cases[] = {
+    {"ops", test_ops},
+    {"rows", test_rows},
+    {"ops_bf16", case_ops_bf16},
+    {"ops_fp16", case_ops_fp16},
+    {"attention_bf16", case_attention_bf16},
+    {"attention_fp16", case_attention_fp16},
+    {"block", case_block},
+    {"block_bf16", case_block_bf16},
+    {"block_fp16", case_block_fp16},
+};
+
+int main(int argc, char **argv) {
     hfl_device_info info;
     char reason[HFL_ERR_LEN] = "", err[HFL_ERR_LEN] = "";
     memset(&info, 0, sizeof info);
@@ -519,16 +543,7 @@ int main(void) {
     REQUIRE_MSG(G->lm != NULL, "the CUDA backend has no transformer ops");
     C = hfl_backend_cpu();
     printf("GPU: %s, cc %d.%d\n", info.name, info.cc_major, info.cc_minor);
-    test_ops();
-    test_rows();
-    test_ops_lp(HFL_PREC_BF16);
-    test_ops_lp(HFL_PREC_FP16);
-    test_attention_lp(HFL_PREC_BF16, 2, 64, 128, 4);
-    test_attention_lp(HFL_PREC_FP16, 2, 64, 128, 4);
-    test_block(2, 16, 32, 4);
-    test_block(4, 64, 128, 8);
-    test_block_lp(HFL_PREC_BF16, 4, 64, 128, 8);
-    test_block_lp(HFL_PREC_FP16, 4, 64, 128, 8);
+    int rc = check_run("test_cuda_lm", cases, CHECK_CASES(cases), argc, argv);
     G->sync();
-    return check_exit_code("test_cuda_lm");
+    return rc;
 }

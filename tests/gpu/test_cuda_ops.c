@@ -655,7 +655,18 @@ static int run_standin(const char *kind) {
     return check_exit_code("test_cuda_ops (stand-in)");
 }
 
-int main(void) {
+static const check_case cases[] = {
+    {"memory", test_memory},
+    {"elementwise", test_elementwise},
+    {"bias_grads", test_bias_grads},
+    {"optimizer", test_optimizer},
+    {"conv", test_conv},
+    {"gemm", test_gemm},
+    {"softmax", test_softmax},
+    {"pipeline", test_pipeline},
+};
+
+int main(int argc, char **argv) {
     hfl_device_info info;
     char reason[HFL_ERR_LEN] = "", err[HFL_ERR_LEN] = "";
     memset(&info, 0, sizeof info);
@@ -676,14 +687,7 @@ int main(void) {
     cc = 10 * info.cc_major + info.cc_minor;
     printf("GPU: %s, cc %d.%d; cuBLAS workspace %zu bytes\n", info.name, info.cc_major, info.cc_minor,
            G->blas_ws_bytes);
-    test_memory();
-    test_elementwise();
-    test_bias_grads();
-    test_optimizer();
-    test_conv();
-    test_gemm();
-    test_softmax();
-    test_pipeline();
+    int rc = check_run("test_cuda_ops", cases, CHECK_CASES(cases), argc, argv);
     G->sync();
-    return check_exit_code("test_cuda_ops");
+    return rc;
 }

@@ -387,7 +387,24 @@ static void test_calibration(void) {
     CHECK(hfl_budget_live_bytes() == live);
 }
 
-int main(void) {
+static void test_steps_mlp(void) { test_steps("mlp", 64, 784); }
+static void test_steps_cnn(void) { test_steps("cnn", 32, 3136); }
+static void test_memory_mlp(void) { test_memory("mlp"); }
+static void test_memory_cnn(void) { test_memory("cnn"); }
+
+/* The GPU's cases; the stand-in runs steps_mlp alone (main). */
+static const check_case cases[] = {
+    {"tail_shapes", test_tail_shapes},
+    {"granularity", test_granularity},
+    {"calibration", test_calibration},
+    {"steps_mlp", test_steps_mlp},
+    {"steps_cnn", test_steps_cnn},
+    {"budget", test_budget},
+    {"memory_mlp", test_memory_mlp},
+    {"memory_cnn", test_memory_cnn},
+};
+
+int main(int argc, char **argv) {
     hfl_device_info info;
     char why[HFL_ERR_LEN], err[HFL_ERR_LEN];
     const char *standin = getenv("HFL_GPU_STANDIN"); /* header comment */
@@ -418,13 +435,5 @@ int main(void) {
     device_total = info.total_bytes;
     if (cost.known) printf("per-process cost (context and libraries, NVML): %.2f MiB\n", cost.bytes / 1048576.0);
     else printf("per-process cost unknown: %s\n", cost.why);
-    test_tail_shapes();
-    test_granularity();
-    test_calibration();
-    test_steps("mlp", 64, 784);
-    test_steps("cnn", 32, 3136);
-    test_budget();
-    test_memory("mlp");
-    test_memory("cnn");
-    return check_exit_code("test_cuda_train");
+    return check_run("test_cuda_train", cases, CHECK_CASES(cases), argc, argv);
 }

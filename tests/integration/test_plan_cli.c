@@ -305,11 +305,32 @@ static void check_device_fields(const char *client, const char *state, const cJS
     cJSON_Delete(k);
 }
 
+static const char *client_exe;        /* argv[1]: hfl-client */
+static char mlp_state[400], cnn_state[400]; /* the state folders verify_cold filled in main */
+static cJSON *mlp, *cnn;                  /* and the plans it printed */
+
+static void case_left_out_cnn(void) { check_left_out(client_exe, "cnn", mlp_state, cnn); }
+static void case_left_out_mlp(void) { check_left_out(client_exe, "mlp", cnn_state, mlp); }
+static void case_accumulation(void) { check_accumulation(client_exe, cnn_state); }
+static void case_same_rates(void) { check_same_rates(client_exe, mlp_state, mlp); }
+static void case_trial(void) { check_trial(client_exe); }
+static void case_device_fields(void) { check_device_fields(client_exe, mlp_state, mlp); }
+
+static const check_case cases[] = {
+    {"left_out_cnn", case_left_out_cnn},
+    {"left_out_mlp", case_left_out_mlp},
+    {"accumulation", case_accumulation},
+    {"same_rates", case_same_rates},
+    {"trial", case_trial},
+    {"device_fields", case_device_fields},
+};
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_plan_cli HFL_CLIENT\n");
         return 2;
     }
+    client_exe = argv[1];
     check_on_stop(harness_stop);
     if (!getenv("OPENBLAS_CORETYPE")) { /* see 3. above; the clients inherit it */
         const char *own = hfl_blas_core_name();
@@ -324,20 +345,17 @@ int main(int argc, char **argv) {
         return 77;
     }
     fclose(f);
-    char mlp_state[400], cnn_state[400], err[HFL_ERR_LEN];
+    char err[HFL_ERR_LEN];
     snprintf(mlp_state, sizeof mlp_state, "%s/mlp-state", harness_tmpdir());
     snprintf(cnn_state, sizeof cnn_state, "%s/cnn-state", harness_tmpdir());
     REQUIRE_MSG(hfl_mkdirs(mlp_state, err) == 0 && hfl_mkdirs(cnn_state, err) == 0, "%s", err);
-    cJSON *mlp = verify_cold(argv[1], "mlp", mlp_state);
-    cJSON *cnn = verify_cold(argv[1], "cnn", cnn_state);
-    check_left_out(argv[1], "cnn", mlp_state, cnn);
-    check_left_out(argv[1], "mlp", cnn_state, mlp);
-    check_accumulation(argv[1], cnn_state);
-    check_same_rates(argv[1], mlp_state, mlp);
-    check_trial(argv[1]);
-    check_device_fields(argv[1], mlp_state, mlp);
+    /* the cold verification of both models: every case reads its states and plans */
+    mlp = verify_cold(client_exe, "mlp", mlp_state);
+    cnn = verify_cold(client_exe, "cnn", cnn_state);
+    /* argv holds hfl-client's path, not case names: argc 0, cases from HFL_TEST_CASE */
+    int rc = check_run("test_plan_cli", cases, CHECK_CASES(cases), 0, argv);
     cJSON_Delete(mlp);
     cJSON_Delete(cnn);
     harness_cleanup();
-    return check_exit_code("test_plan_cli");
+    return rc;
 }

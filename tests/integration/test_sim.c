@@ -536,6 +536,61 @@ static void check_virtual_time(const char *sim) {
     }
 }
 
+static const char *sim_exe; /* argv[1]: hfl-sim */
+
+static void case_three(void) {
+    cJSON *r = run_sim(sim_exe, "three",
+                       "{\"name\": \"three\", \"model\": \"mlp\", \"clients\": 3, \"rounds\": 2,"
+                       " \"partition\": \"iid\", \"codec\": \"int8\", \"batch\": 32, \"lr\": 0.05, \"seed\": 7}");
+    check_tls_fedavg(r);
+    cJSON_Delete(r);
+    /* the breach check runs on the device the three-client run recorded */
+    char device[256];
+    recorded_device("three", device, sizeof device);
+    check_breach(sim_exe, device);
+}
+
+static void case_accumulating_fleet(void) { check_accumulating_fleet(sim_exe); }
+static void case_reproducible_draw(void) { check_reproducible_draw(sim_exe); }
+static void case_edge_fleet(void) { check_edge_fleet(sim_exe); }
+static void case_crash_restart(void) { check_crash_restart(sim_exe); }
+static void case_dropout(void) { check_dropout(sim_exe); }
+static void case_virtual_time(void) { check_virtual_time(sim_exe); }
+static void case_mixed(void) {
+    cJSON *r = run_sim(sim_exe, "mixed",
+                "{\"name\": \"mixed\", \"model\": \"mlp\", \"clients\": 3, \"rounds\": 3, \"partition\": \"iid\","
+                " \"codec\": \"int8\", \"downlink\": \"fp16\", \"downlink_delta\": true,"
+                " \"client_codecs\": {\"client-1\": \"topk:0.01\"}, \"client_devices\": {\"client-2\": \"cpu\"},"
+                " \"seed\": 7}");
+    check_downlink_and_client_codec(r);
+    check_devices(r);
+    cJSON_Delete(r);
+}
+
+static void case_json_model(void) {
+    const char *root = getenv("HFL_SOURCE_ROOT");
+    REQUIRE_MSG(root, "HFL_SOURCE_ROOT is not set");
+    char json[1400];
+    snprintf(json, sizeof json,
+             "{\"name\": \"spec\", \"model\": \"%s/scenarios/models/small-cnn.json\", \"clients\": 2,"
+             " \"rounds\": 1, \"partition\": \"iid\", \"codec\": \"int8\", \"seed\": 7}", root);
+    cJSON *r = run_sim(sim_exe, "spec", json);
+    check_json_model(r);
+    cJSON_Delete(r);
+}
+
+static const check_case cases[] = {
+    {"three", case_three},
+    {"accumulating_fleet", case_accumulating_fleet},
+    {"reproducible_draw", case_reproducible_draw},
+    {"edge_fleet", case_edge_fleet},
+    {"crash_restart", case_crash_restart},
+    {"dropout", case_dropout},
+    {"virtual_time", case_virtual_time},
+    {"mixed", case_mixed},
+    {"json_model", case_json_model},
+};
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_sim HFL_SIM\n");
@@ -546,37 +601,9 @@ int main(int argc, char **argv) {
         return 77;
     }
     check_on_stop(harness_stop);
-    cJSON *r = run_sim(argv[1], "three",
-                       "{\"name\": \"three\", \"model\": \"mlp\", \"clients\": 3, \"rounds\": 2,"
-                       " \"partition\": \"iid\", \"codec\": \"int8\", \"batch\": 32, \"lr\": 0.05, \"seed\": 7}");
-    check_tls_fedavg(r);
-    cJSON_Delete(r);
-    char device[256];
-    recorded_device("three", device, sizeof device);
-    check_breach(argv[1], device);
-    check_accumulating_fleet(argv[1]);
-    check_reproducible_draw(argv[1]);
-    check_edge_fleet(argv[1]);
-    check_crash_restart(argv[1]);
-    check_dropout(argv[1]);
-    check_virtual_time(argv[1]);
-    r = run_sim(argv[1], "mixed",
-                "{\"name\": \"mixed\", \"model\": \"mlp\", \"clients\": 3, \"rounds\": 3, \"partition\": \"iid\","
-                " \"codec\": \"int8\", \"downlink\": \"fp16\", \"downlink_delta\": true,"
-                " \"client_codecs\": {\"client-1\": \"topk:0.01\"}, \"client_devices\": {\"client-2\": \"cpu\"},"
-                " \"seed\": 7}");
-    check_downlink_and_client_codec(r);
-    check_devices(r);
-    cJSON_Delete(r);
-    const char *root = getenv("HFL_SOURCE_ROOT");
-    REQUIRE_MSG(root, "HFL_SOURCE_ROOT is not set");
-    char json[1400];
-    snprintf(json, sizeof json,
-             "{\"name\": \"spec\", \"model\": \"%s/scenarios/models/small-cnn.json\", \"clients\": 2,"
-             " \"rounds\": 1, \"partition\": \"iid\", \"codec\": \"int8\", \"seed\": 7}", root);
-    r = run_sim(argv[1], "spec", json);
-    check_json_model(r);
-    cJSON_Delete(r);
+    sim_exe = argv[1];
+    /* argv holds hfl-sim's path, not case names: argc 0, cases from HFL_TEST_CASE */
+    int rc = check_run("test_sim", cases, CHECK_CASES(cases), 0, argv);
     harness_cleanup();
-    return check_exit_code("test_sim");
+    return rc;
 }

@@ -379,7 +379,7 @@ static void test_level(void) {
     test_norm_order();
 }
 
-int main(void) {
+static void case_levels(void) {
     static const char *const names[] = {"C", "AVX2", "AVX-512"};
     for (int level = HFL_AGG_SIMD_C; level <= HFL_AGG_SIMD_AVX512; level++)
         for (int stream = 0; stream < 2; stream++) {
@@ -395,10 +395,21 @@ int main(void) {
            "equal decode_accumulate\n");
     printf("ops: norm, stage_norm, add_fixed, add_fixed_pass, store_row and finish equal the CUDA twin's bytes for "
            "every codec\n");
-    test_fixed_oracle();
-    test_sopt();
+}
+
+static void case_rules(void) {
     test_rules();
     printf("oracles: fixed-point rounding = llrint; norm and distances within 1e-12 of long double; "
            "coordinate-wise rules = a stable qsort; server optimizers and Krum's mean = the twin's\n");
-    return check_exit_code("test_agg_bodies");
+}
+
+static const check_case cases[] = {
+    {"levels", case_levels},
+    {"fixed_oracle", test_fixed_oracle},
+    {"sopt", test_sopt},
+    {"rules", case_rules},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_agg_bodies", cases, CHECK_CASES(cases), argc, argv);
 }

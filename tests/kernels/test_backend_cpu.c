@@ -225,14 +225,24 @@ static void test_loss_scaler(const hfl_backend *be) {
     CHECK(master[0] == 0.5f && w[0] == 0x3800); /* 0.5 in fp16 */
 }
 
-int main(void) {
-    const hfl_backend *be = hfl_backend_cpu();
-    CHECK(strcmp(be->name, "cpu") == 0);
-    test_alloc_and_copies(be);
-    test_sgemm(be);
-    test_bias_and_relu(be);
-    test_softmax_xent(be);
-    test_sgd(be);
-    test_loss_scaler(be);
-    return check_exit_code("test_backend_cpu");
+static void case_name(void) { CHECK(strcmp(hfl_backend_cpu()->name, "cpu") == 0); }
+static void case_alloc_and_copies(void) { test_alloc_and_copies(hfl_backend_cpu()); }
+static void case_sgemm(void) { test_sgemm(hfl_backend_cpu()); }
+static void case_bias_and_relu(void) { test_bias_and_relu(hfl_backend_cpu()); }
+static void case_softmax_xent(void) { test_softmax_xent(hfl_backend_cpu()); }
+static void case_sgd(void) { test_sgd(hfl_backend_cpu()); }
+static void case_loss_scaler(void) { test_loss_scaler(hfl_backend_cpu()); }
+
+static const check_case cases[] = {
+    {"name", case_name},
+    {"alloc_and_copies", case_alloc_and_copies},
+    {"sgemm", case_sgemm},
+    {"bias_and_relu", case_bias_and_relu},
+    {"softmax_xent", case_softmax_xent},
+    {"sgd", case_sgd},
+    {"loss_scaler", case_loss_scaler},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_backend_cpu", cases, CHECK_CASES(cases), argc, argv);
 }

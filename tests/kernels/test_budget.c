@@ -172,11 +172,14 @@ static void test_threads(void) {
     hfl_budget_set(0);
 }
 
-int main(void) {
+static const check_case cases[] = {
+    {"high_water", test_high_water},
+    {"budget_limits", test_budget_limits},
+    {"alloc_exits", test_alloc_exits},
+    {"threads", test_threads},
+};
+
+int main(int argc, char **argv) {
     be = hfl_backend_cpu();
-    test_high_water();
-    test_budget_limits();
-    test_alloc_exits();
-    test_threads();
-    return check_exit_code("test_budget");
+    return check_run("test_budget", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -229,15 +229,25 @@ static void test_channel_bias(const hfl_backend *be) {
     CHECK(db[1] == 4.0f + 5 + 6 + 10 + 11 + 12);
 }
 
-int main(void) {
-    const hfl_backend *be = hfl_backend_cpu();
-    test_geom();
-    test_im2col(be);
-    test_col2im_adjoint(be);
-    test_col2im_coverage(be);
-    test_maxpool(be);
-    test_maxpool_overlap(be);
-    test_gather_bodies(be);
-    test_channel_bias(be);
-    return check_exit_code("test_conv_ops");
+static void case_im2col(void) { test_im2col(hfl_backend_cpu()); }
+static void case_col2im_adjoint(void) { test_col2im_adjoint(hfl_backend_cpu()); }
+static void case_col2im_coverage(void) { test_col2im_coverage(hfl_backend_cpu()); }
+static void case_maxpool(void) { test_maxpool(hfl_backend_cpu()); }
+static void case_maxpool_overlap(void) { test_maxpool_overlap(hfl_backend_cpu()); }
+static void case_gather_bodies(void) { test_gather_bodies(hfl_backend_cpu()); }
+static void case_channel_bias(void) { test_channel_bias(hfl_backend_cpu()); }
+
+static const check_case cases[] = {
+    {"geom", test_geom},
+    {"im2col", case_im2col},
+    {"col2im_adjoint", case_col2im_adjoint},
+    {"col2im_coverage", case_col2im_coverage},
+    {"maxpool", case_maxpool},
+    {"maxpool_overlap", case_maxpool_overlap},
+    {"gather_bodies", case_gather_bodies},
+    {"channel_bias", case_channel_bias},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_conv_ops", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -448,22 +448,35 @@ static void test_attention_lp(hfl_precision lp, int n, int T, int C, int H) {
     free(ws), free(hws);
 }
 
-int main(void) {
-    be = hfl_backend_cpu();
-    lm = be->lm;
-    if (!CHECK(lm != NULL)) return check_exit_code("test_lm_ops");
-    test_embed();
-    test_layernorm();
-    test_gelu();
+static void case_attention(void) {
     test_attention(2, 5, 8, 2);
     test_attention(1, 9, 12, 3);
     test_attention(3, 1, 4, 1); /* one token: the softmax is 1 */
-    test_adamw();
-    test_lp(HFL_PREC_BF16);
-    test_lp(HFL_PREC_FP16);
+}
+
+static void case_lp_bf16(void) { test_lp(HFL_PREC_BF16); }
+static void case_lp_fp16(void) { test_lp(HFL_PREC_FP16); }
+static void case_attention_lp(void) {
     for (hfl_precision lp = HFL_PREC_BF16; lp <= HFL_PREC_FP16; lp++) {
         test_attention_lp(lp, 2, 5, 8, 2);
         test_attention_lp(lp, 2, 33, 64, 4); /* more than one GEMM tile deep */
     }
-    return check_exit_code("test_lm_ops");
+}
+
+static const check_case cases[] = {
+    {"embed", test_embed},
+    {"layernorm", test_layernorm},
+    {"gelu", test_gelu},
+    {"attention", case_attention},
+    {"adamw", test_adamw},
+    {"lp_bf16", case_lp_bf16},
+    {"lp_fp16", case_lp_fp16},
+    {"attention_lp", case_attention_lp},
+};
+
+int main(int argc, char **argv) {
+    be = hfl_backend_cpu();
+    lm = be->lm;
+    if (!CHECK(lm != NULL)) return check_exit_code("test_lm_ops");
+    return check_run("test_lm_ops", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -207,17 +207,28 @@ static void check_softmax(int n_rows, int T, float scale) {
     free(z), free(dp), free(p), free(ep), free(dz), free(edz), free(tmp);
 }
 
-int main(void) {
-    lm = hfl_backend_cpu()->lm;
+static void case_layernorm(void) {
     static const int ln[][2] = {{5, 7}, {3, 32}, {40, 48}, {33, 100}, {70, 200}, {2, 1}};
     int differ = 0;
     for (size_t k = 0; k < sizeof ln / sizeof *ln; k++) differ += check_layernorm(ln[k][0], ln[k][1]);
     CHECK(differ > 0); /* the tree sums in another order than a sequential loop: some sums must show it */
     printf("layer norm: CPU = the lane tree written here, bit for bit, 6 shapes; within float64's bound "
            "(%d sums differ from a sequential fp32 sum)\n", differ);
+}
+
+static void case_softmax(void) {
     check_softmax(3 * 5, 5, 0.5f);
     check_softmax(2 * 33, 33, 0.3f);
     check_softmax(70, 70, 0.125f);
     printf("causal softmax: CPU = the lane tree written here, bit for bit, T = 5, 33, 70\n");
-    return check_exit_code("test_lm_rows");
+}
+
+static const check_case cases[] = {
+    {"layernorm", case_layernorm},
+    {"softmax", case_softmax},
+};
+
+int main(int argc, char **argv) {
+    lm = hfl_backend_cpu()->lm;
+    return check_run("test_lm_rows", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -140,17 +140,27 @@ static void test_window(size_t anon_mib, size_t file_mib) {
     close(fd);
 }
 
-int main(void) {
+static void case_mmap(void) {
+    test_mmap(64);
+    test_mmap(8);
+}
+
+static void case_backend(void) { test_backend(48); }
+static void case_window(void) { test_window(8, 16); }
+
+static const check_case cases[] = {
+    {"read", test_read},
+    {"mmap", case_mmap},
+    {"backend", case_backend},
+    {"window", case_window},
+};
+
+int main(int argc, char **argv) {
     if (access("/proc/self/clear_refs", F_OK) != 0) {
         printf("test_memmeter: skipped: no /proc/self/clear_refs (%s)\n", strerror(errno));
         return 77;
     }
     char err[HFL_ERR_LEN];
     REQUIRE_MSG(hfl_mem_reset_peak(err) == 0, "%s", err);
-    test_read();
-    test_mmap(64);
-    test_mmap(8);
-    test_backend(48);
-    test_window(8, 16);
-    return check_exit_code("test_memmeter");
+    return check_run("test_memmeter", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -86,9 +86,18 @@ static void test_fake(const char *fake) {
     CHECK(a.rc == -1 && strstr(a.why, "NVML unavailable: nvmlInit_v2 failed: Driver Not Loaded"));
 }
 
+static const char *fake_library; /* argv[1]: the stand-in NVML library */
+
+static void case_fake(void) { test_fake(fake_library); }
+
+static const check_case cases[] = {
+    {"unavailable", test_unavailable},
+    {"fake", case_fake},
+};
+
 int main(int argc, char **argv) {
     REQUIRE_MSG(argc == 2, "usage: test_nvml FAKE_NVML_LIBRARY");
-    test_unavailable();
-    test_fake(argv[1]);
-    return check_exit_code("test_nvml");
+    fake_library = argv[1];
+    /* argv holds the library's path, not case names: argc 0, cases from HFL_TEST_CASE */
+    return check_run("test_nvml", cases, CHECK_CASES(cases), 0, argv);
 }

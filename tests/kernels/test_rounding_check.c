@@ -186,9 +186,16 @@ static void test_step(void) {
     free(w), free(g32), free(gc), free(ge), free(x), free(y);
 }
 
-int main(void) {
+static void case_ops(void) {
     for (size_t i = 0; i < GEMM_SHAPES; i++)
         for (hfl_precision lp = HFL_PREC_BF16; lp <= HFL_PREC_FP16; lp++) test_op(&gemm_shapes[i], lp);
-    test_step();
-    return check_exit_code("test_rounding_check");
+}
+
+static const check_case cases[] = {
+    {"ops", case_ops},
+    {"step", test_step},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_rounding_check", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -639,18 +639,31 @@ static void test_gemm_bias(const hfl_backend *be) {
            "strided), fp32/bf16/fp16, row and column bias\n");
 }
 
-int main(void) {
-    const hfl_backend *be = hfl_backend_cpu();
-    test_elementwise(be);
-    test_sgd(be);
-    test_unscale(be);
-    test_adamw_count(be);
-    test_adamw_bias_vs_pow();
-    test_bias_grads(be);
-    test_channel_tree(be);
-    test_conv(be);
-    test_pool(be);
-    test_softmax(be);
-    test_gemm_bias(be);
-    return check_exit_code("test_thread_bodies");
+static void case_elementwise(void) { test_elementwise(hfl_backend_cpu()); }
+static void case_sgd(void) { test_sgd(hfl_backend_cpu()); }
+static void case_unscale(void) { test_unscale(hfl_backend_cpu()); }
+static void case_adamw_count(void) { test_adamw_count(hfl_backend_cpu()); }
+static void case_bias_grads(void) { test_bias_grads(hfl_backend_cpu()); }
+static void case_channel_tree(void) { test_channel_tree(hfl_backend_cpu()); }
+static void case_conv(void) { test_conv(hfl_backend_cpu()); }
+static void case_pool(void) { test_pool(hfl_backend_cpu()); }
+static void case_softmax(void) { test_softmax(hfl_backend_cpu()); }
+static void case_gemm_bias(void) { test_gemm_bias(hfl_backend_cpu()); }
+
+static const check_case cases[] = {
+    {"elementwise", case_elementwise},
+    {"sgd", case_sgd},
+    {"unscale", case_unscale},
+    {"adamw_count", case_adamw_count},
+    {"adamw_bias_vs_pow", test_adamw_bias_vs_pow},
+    {"bias_grads", case_bias_grads},
+    {"channel_tree", case_channel_tree},
+    {"conv", case_conv},
+    {"pool", case_pool},
+    {"softmax", case_softmax},
+    {"gemm_bias", case_gemm_bias},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_thread_bodies", cases, CHECK_CASES(cases), argc, argv);
 }

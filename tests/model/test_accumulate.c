@@ -117,11 +117,21 @@ static void run(const char *model, hfl_precision p, int micro) {
     free(w_acc);
 }
 
-int main(void) {
-    static const char *models[] = {"mlp", "cnn"};
+/* One model in each precision, over 8, 5 and 1 micro-batches. */
+static void run_model(const char *model) {
     static const int micros[] = {8, 5, 1};
-    for (int m = 0; m < 2; m++)
-        for (int p = HFL_PREC_FP32; p <= HFL_PREC_FP16; p++)
-            for (int k = 0; k < 3; k++) run(models[m], (hfl_precision)p, micros[k]);
-    return check_exit_code("test_accumulate");
+    for (int p = HFL_PREC_FP32; p <= HFL_PREC_FP16; p++)
+        for (int k = 0; k < 3; k++) run(model, (hfl_precision)p, micros[k]);
+}
+
+static void case_mlp(void) { run_model("mlp"); }
+static void case_cnn(void) { run_model("cnn"); }
+
+static const check_case cases[] = {
+    {"mlp", case_mlp},
+    {"cnn", case_cnn},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_accumulate", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -186,14 +186,25 @@ static void run(hfl_precision p) {
     free(plan), free(bare), free(w0), free(got), free(want), free(g), free(x), free(w), free(m), free(v);
 }
 
-int main(void) {
+static void case_parse(void) {
     char err[HFL_ERR_LEN];
     hfl_optimizer o;
     CHECK(hfl_optimizer_parse("adamw", &o, err) == 0 && o == HFL_OPTIM_ADAMW);
     CHECK(hfl_optimizer_parse("sgd", &o, err) == 0 && o == HFL_OPTIM_SGD);
     CHECK(hfl_optimizer_parse("adam", &o, err) != 0 && strstr(err, "adamw"));
-    run(HFL_PREC_FP32);
-    run(HFL_PREC_BF16);
-    run(HFL_PREC_FP16);
-    return check_exit_code("test_adamw");
+}
+
+static void case_fp32(void) { run(HFL_PREC_FP32); }
+static void case_bf16(void) { run(HFL_PREC_BF16); }
+static void case_fp16(void) { run(HFL_PREC_FP16); }
+
+static const check_case cases[] = {
+    {"parse", case_parse},
+    {"fp32", case_fp32},
+    {"bf16", case_bf16},
+    {"fp16", case_fp16},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_adamw", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -367,14 +367,22 @@ static void test_small_cnn_learns(const hfl_backend *be) {
     free(p);
 }
 
-int main(void) {
-    const hfl_backend *be = hfl_backend_cpu();
-    test_cnn_spec();
-    test_json_matches_builtins(be);
-    test_cnn_init();
-    test_cnn_arena(be);
-    test_small_cnn_gradient(be);
-    test_cnn_gradient(be);
-    test_small_cnn_learns(be);
-    return check_exit_code("test_cnn");
+static void case_json_matches_builtins(void) { test_json_matches_builtins(hfl_backend_cpu()); }
+static void case_cnn_arena(void) { test_cnn_arena(hfl_backend_cpu()); }
+static void case_small_cnn_gradient(void) { test_small_cnn_gradient(hfl_backend_cpu()); }
+static void case_cnn_gradient(void) { test_cnn_gradient(hfl_backend_cpu()); }
+static void case_small_cnn_learns(void) { test_small_cnn_learns(hfl_backend_cpu()); }
+
+static const check_case cases[] = {
+    {"cnn_spec", test_cnn_spec},
+    {"json_matches_builtins", case_json_matches_builtins},
+    {"cnn_init", test_cnn_init},
+    {"cnn_arena", case_cnn_arena},
+    {"small_cnn_gradient", case_small_cnn_gradient},
+    {"cnn_gradient", case_cnn_gradient},
+    {"small_cnn_learns", case_small_cnn_learns},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_cnn", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -405,11 +405,14 @@ static void test_conv_chunks(void) {
            "all within the bound\n", differ);
 }
 
-int main(void) {
-    test_conv_chunks();
-    test_conv_forward();
-    test_conv_gradients();
-    test_maxpool_gradient();
-    test_tables();
-    return check_exit_code("test_conv");
+static const check_case cases[] = {
+    {"conv_chunks", test_conv_chunks},
+    {"conv_forward", test_conv_forward},
+    {"conv_gradients", test_conv_gradients},
+    {"maxpool_gradient", test_maxpool_gradient},
+    {"tables", test_tables},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_conv", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -156,6 +156,32 @@ static void run(const hfl_model_spec *spec, const hfl_backend *be, hfl_precision
     free(y);
 }
 
+static hfl_model_spec specs[3]; /* mlp, cnn and the GPT spec named on the command line */
+
+/* One model in every precision and optimizer, on the CPU and device forms. */
+static void run_model(int m) {
+    static const hfl_precision precs[] = {HFL_PREC_FP32, HFL_PREC_BF16, HFL_PREC_FP16};
+    int failures = check_failures;
+    for (int p = 0; p < 3; p++)
+        for (int adamw = 0; adamw < 2; adamw++) {
+            run(&specs[m], hfl_backend_cpu(), precs[p], adamw, "cpu");
+            run(&specs[m], &device_like, precs[p], adamw, "device");
+        }
+    if (check_failures == failures)
+        printf("%s: fp32, bf16, fp16 x SGD (momentum), AdamW x the CPU and device forms: no "
+               "host wait inside 3 optimizer steps\n", specs[m].name);
+}
+
+static void case_mlp(void) { run_model(0); }
+static void case_cnn(void) { run_model(1); }
+static void case_gpt(void) { run_model(2); }
+
+static const check_case cases[] = {
+    {"mlp", case_mlp},
+    {"cnn", case_cnn},
+    {"gpt", case_gpt},
+};
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_host_waits GPT_SPEC.json\n");
@@ -165,23 +191,11 @@ int main(int argc, char **argv) {
     device_like = *hfl_backend_cpu();
     device_like.host_memory = 0;
     char err[HFL_ERR_LEN];
-    hfl_model_spec specs[3];
     if (hfl_model_builtin("mlp", &specs[0], err) != 0 || hfl_model_builtin("cnn", &specs[1], err) != 0 ||
         hfl_model_spec_load(argv[1], &specs[2], err) != 0) {
         fprintf(stderr, "test_host_waits: %s\n", err);
         return 1;
     }
-    static const hfl_precision precs[] = {HFL_PREC_FP32, HFL_PREC_BF16, HFL_PREC_FP16};
-    for (int m = 0; m < 3; m++) {
-        int failures = check_failures;
-        for (int p = 0; p < 3; p++)
-            for (int adamw = 0; adamw < 2; adamw++) {
-                run(&specs[m], hfl_backend_cpu(), precs[p], adamw, "cpu");
-                run(&specs[m], &device_like, precs[p], adamw, "device");
-            }
-        if (check_failures == failures)
-            printf("%s: fp32, bf16, fp16 x SGD (momentum), AdamW x the CPU and device forms: no "
-                   "host wait inside 3 optimizer steps\n", specs[m].name);
-    }
-    return check_exit_code("test_host_waits");
+    /* argv holds the spec's path, not case names: argc 0, cases from HFL_TEST_CASE */
+    return check_run("test_host_waits", cases, CHECK_CASES(cases), 0, argv);
 }

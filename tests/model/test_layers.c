@@ -131,10 +131,16 @@ static void test_softmax_xent(const hfl_backend *be) {
     }
 }
 
-int main(void) {
-    const hfl_backend *be = hfl_backend_cpu();
-    test_dense(be);
-    test_relu(be);
-    test_softmax_xent(be);
-    return check_exit_code("test_layers");
+static void case_dense(void) { test_dense(hfl_backend_cpu()); }
+static void case_relu(void) { test_relu(hfl_backend_cpu()); }
+static void case_softmax_xent(void) { test_softmax_xent(hfl_backend_cpu()); }
+
+static const check_case cases[] = {
+    {"dense", case_dense},
+    {"relu", case_relu},
+    {"softmax_xent", case_softmax_xent},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_layers", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -227,15 +227,35 @@ static void backward_extent(const hfl_model_spec *s, const hfl_model_spec *base)
     free(p);
 }
 
-int main(void) {
-    hfl_model_spec s, base;
-    layout(&s, &base);
-    refusals();
-    init(&s, &base);
-    plan_and_train(&s, HFL_PREC_FP32);
-    plan_and_train(&s, HFL_PREC_BF16);
-    plan_and_train(&s, HFL_PREC_FP16);
-    safetensors(&s, &base);
-    backward_extent(&s, &base);
-    return check_exit_code("test_lora");
+static hfl_model_spec spec, base; /* the LoRA spec and its base, read in main for every case */
+
+/* layout's checks on specs of its own (main read the shared ones). */
+static void case_layout(void) {
+    hfl_model_spec s, b;
+    layout(&s, &b);
+}
+static void case_init(void) { init(&spec, &base); }
+static void case_train_fp32(void) { plan_and_train(&spec, HFL_PREC_FP32); }
+static void case_train_bf16(void) { plan_and_train(&spec, HFL_PREC_BF16); }
+static void case_train_fp16(void) { plan_and_train(&spec, HFL_PREC_FP16); }
+static void case_safetensors(void) { safetensors(&spec, &base); }
+static void case_backward_extent(void) { backward_extent(&spec, &base); }
+
+static const check_case cases[] = {
+    {"layout", case_layout},
+    {"refusals", refusals},
+    {"init", case_init},
+    {"train_fp32", case_train_fp32},
+    {"train_bf16", case_train_bf16},
+    {"train_fp16", case_train_fp16},
+    {"safetensors", case_safetensors},
+    {"backward_extent", case_backward_extent},
+};
+
+int main(int argc, char **argv) {
+    char err[HFL_ERR_LEN];
+    static const char js[] = BASE ", \"lora\": {\"rank\": 4, \"alpha\": 8}}";
+    REQUIRE(hfl_model_spec_from_json(BASE "}", strlen(BASE "}"), &base, err) == 0);
+    REQUIRE_MSG(hfl_model_spec_from_json(js, strlen(js), &spec, err) == 0, "%s", err);
+    return check_run("test_lora", cases, CHECK_CASES(cases), argc, argv);
 }

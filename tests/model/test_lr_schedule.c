@@ -16,8 +16,8 @@
 #include "tests/check.h"
 #include "util/util.h"
 
-int main(void) {
-    char err[HFL_ERR_LEN], name[64];
+static void case_cosine(void) {
+    char err[HFL_ERR_LEN];
     hfl_lr_schedule s;
     CHECK(hfl_lr_schedule_parse("cosine:2:0.1", &s, err) == 0);
     s.total = 10;
@@ -33,7 +33,11 @@ int main(void) {
     CHECK_CLOSE(hfl_lr_at(&s, 2.0, 2), 2.0 * 0.55, 1e-15, 1e-15);
     CHECK(hfl_lr_schedule_parse("constant", &s, err) == 0 && !s.cosine);
     CHECK(hfl_lr_at(&s, 0.7, 0) == 0.7 && hfl_lr_at(&s, 0.7, 123456) == 0.7);
+}
 
+static void case_names(void) {
+    char err[HFL_ERR_LEN], name[64];
+    hfl_lr_schedule s;
     CHECK(hfl_lr_schedule_parse("cosine:100:0", &s, err) == 0 && s.warmup == 100 && s.min_ratio == 0);
     hfl_lr_schedule_name(&s, name, sizeof name);
     hfl_lr_schedule back;
@@ -41,5 +45,13 @@ int main(void) {
     static const char *const bad[] = {"cosin", "cosine:", "cosine:-1", "cosine:5:1.5", "cosine:5:x", "linear", "cosinex", ""};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         CHECK_MSG(hfl_lr_schedule_parse(bad[i], &s, err) != 0 && err[0], "'%s' was accepted", bad[i]);
-    return check_exit_code("test_lr_schedule");
+}
+
+static const check_case cases[] = {
+    {"cosine", case_cosine},
+    {"names", case_names},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_lr_schedule", cases, CHECK_CASES(cases), argc, argv);
 }

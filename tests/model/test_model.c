@@ -284,14 +284,22 @@ static void test_eval_trainer(const hfl_backend *be) {
     free(w), free(x), free(p);
 }
 
-int main(void) {
-    const hfl_backend *be = hfl_backend_cpu();
-    test_specs();
-    test_init();
-    test_params_roundtrip(be);
-    test_mlp_gradient(be);
-    test_evaluate_matches_step(be);
-    test_mlp_learns(be);
-    test_eval_trainer(be);
-    return check_exit_code("test_model");
+static void case_params_roundtrip(void) { test_params_roundtrip(hfl_backend_cpu()); }
+static void case_mlp_gradient(void) { test_mlp_gradient(hfl_backend_cpu()); }
+static void case_evaluate_matches_step(void) { test_evaluate_matches_step(hfl_backend_cpu()); }
+static void case_mlp_learns(void) { test_mlp_learns(hfl_backend_cpu()); }
+static void case_eval_trainer(void) { test_eval_trainer(hfl_backend_cpu()); }
+
+static const check_case cases[] = {
+    {"specs", test_specs},
+    {"init", test_init},
+    {"params_roundtrip", case_params_roundtrip},
+    {"mlp_gradient", case_mlp_gradient},
+    {"evaluate_matches_step", case_evaluate_matches_step},
+    {"mlp_learns", case_mlp_learns},
+    {"eval_trainer", case_eval_trainer},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_model", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -438,23 +438,37 @@ static void test_maxpool_scatter_matches_gather(void) {
     }
 }
 
-int main(void) {
-    test_maxpool_scatter_matches_gather();
-    test_names_and_refusals();
+static void case_close_to_fp32(void) {
     test_close_to_fp32("mlp", 16);
     test_close_to_fp32("tiny", 8);
     test_close_to_fp32("cnn", 4);
-    test_scaling_rescues_small_gradients();
-    test_loss_scaling();
-    test_cnn_arena();
-    for (int q = 1; q < 3; q++) {
-        test_identical_gradients("mlp", 8, 8, precs[q]);
-        test_identical_gradients("mlp", 8, 5, precs[q]);
-        test_identical_gradients("tiny", 3, 3, precs[q]);
-        test_identical_gradients("odd", 4, 4, precs[q]);
-        test_identical_gradients("cnn", 2, 2, precs[q]);
-        test_placements(precs[q]);
-        test_training(precs[q]);
-    }
-    return check_exit_code("test_precision");
+}
+
+/* Gradients identical across placements and batch splits, and training, in precs[q]. */
+static void same_in(int q) {
+    test_identical_gradients("mlp", 8, 8, precs[q]);
+    test_identical_gradients("mlp", 8, 5, precs[q]);
+    test_identical_gradients("tiny", 3, 3, precs[q]);
+    test_identical_gradients("odd", 4, 4, precs[q]);
+    test_identical_gradients("cnn", 2, 2, precs[q]);
+    test_placements(precs[q]);
+    test_training(precs[q]);
+}
+
+static void case_bf16(void) { same_in(1); }
+static void case_fp16(void) { same_in(2); }
+
+static const check_case cases[] = {
+    {"maxpool_scatter_matches_gather", test_maxpool_scatter_matches_gather},
+    {"names_and_refusals", test_names_and_refusals},
+    {"close_to_fp32", case_close_to_fp32},
+    {"scaling_rescues_small_gradients", test_scaling_rescues_small_gradients},
+    {"loss_scaling", test_loss_scaling},
+    {"cnn_arena", test_cnn_arena},
+    {"bf16", case_bf16},
+    {"fp16", case_fp16},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_precision", cases, CHECK_CASES(cases), argc, argv);
 }

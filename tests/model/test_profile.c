@@ -120,15 +120,26 @@ static void check_step(const char *model, const hfl_backend *inner, int batch, i
     hfl_trainer_free(t);
 }
 
-int main(void) {
-    openblas_set_num_threads(1);
+static void case_cpu(void) {
     check_step("mlp", hfl_backend_cpu(), 16, 0);
     check_step("cnn", hfl_backend_cpu(), 8, 0);
     check_step("cnn", hfl_backend_cpu(), 8, 3); /* chunks 3, 3, 2 */
+}
+
+static void case_device(void) {
     static hfl_backend device_like;
     device_like = *hfl_backend_cpu();
     device_like.host_memory = 0;
     check_step("mlp", &device_like, 16, 0);
     check_step("cnn", &device_like, 7, 4);
-    return check_exit_code("test_profile");
+}
+
+static const check_case cases[] = {
+    {"cpu", case_cpu},
+    {"device", case_device},
+};
+
+int main(int argc, char **argv) {
+    openblas_set_num_threads(1);
+    return check_run("test_profile", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -161,8 +161,17 @@ static void measured(void) {
     free(w), free(x);
 }
 
-int main(void) {
-    for (int p = HFL_PREC_FP32; p <= HFL_PREC_FP16; p++) run((hfl_precision)p);
-    measured();
-    return check_exit_code("test_prox");
+static void case_fp32(void) { run(HFL_PREC_FP32); }
+static void case_bf16(void) { run(HFL_PREC_BF16); }
+static void case_fp16(void) { run(HFL_PREC_FP16); }
+
+static const check_case cases[] = {
+    {"fp32", case_fp32},
+    {"bf16", case_bf16},
+    {"fp16", case_fp16},
+    {"measured", measured},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_prox", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -53,15 +53,29 @@ static void check_model(const char *name, const hfl_backend *be, hfl_precision p
     free(w), free(x), free(y);
 }
 
-int main(void) {
-    hfl_backend device = *hfl_backend_cpu();
+/* mlp and cnn in fp32 and bf16 on one backend. */
+static void check_models(const hfl_backend *be) {
+    for (int p = HFL_PREC_FP32; p <= HFL_PREC_BF16; p++) {
+        check_model("mlp", be, (hfl_precision)p);
+        check_model("cnn", be, (hfl_precision)p);
+    }
+    printf("resident evaluation equals staged evaluation: mlp and cnn, fp32 and bf16, %s path\n",
+           be->host_memory ? "host" : "device");
+}
+
+static void case_host(void) { check_models(hfl_backend_cpu()); }
+static void case_device(void) {
+    static hfl_backend device;
+    device = *hfl_backend_cpu();
     device.host_memory = 0; /* the trainer's device path on host memory */
-    const hfl_backend *backends[] = {hfl_backend_cpu(), &device};
-    for (int b = 0; b < 2; b++)
-        for (int p = HFL_PREC_FP32; p <= HFL_PREC_BF16; p++) {
-            check_model("mlp", backends[b], (hfl_precision)p);
-            check_model("cnn", backends[b], (hfl_precision)p);
-        }
-    printf("resident evaluation equals staged evaluation: mlp and cnn, fp32 and bf16, host and device paths\n");
-    return check_exit_code("test_resident");
+    check_models(&device);
+}
+
+static const check_case cases[] = {
+    {"host", case_host},
+    {"device", case_device},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_resident", cases, CHECK_CASES(cases), argc, argv);
 }

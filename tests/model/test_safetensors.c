@@ -268,11 +268,14 @@ static void test_lm_layout(void) {
     free(b), free(p), free(q);
 }
 
-int main(void) {
+static const check_case cases[] = {
+    {"layout", test_layout},
+    {"lm_layout", test_lm_layout},
+    {"faults", test_faults},
+};
+
+int main(int argc, char **argv) {
     char err[HFL_ERR_LEN];
     REQUIRE(hfl_model_builtin("mlp", &mlp, err) == 0);
-    test_layout();
-    test_lm_layout();
-    test_faults();
-    return check_exit_code("test_safetensors");
+    return check_run("test_safetensors", cases, CHECK_CASES(cases), argc, argv);
 }

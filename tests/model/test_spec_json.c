@@ -245,11 +245,14 @@ static void test_gpt2_small(void) {
     }
 }
 
-int main(void) {
-    test_gpt2_small();
-    test_good();
-    test_load();
-    test_bad();
-    test_lm();
-    return check_exit_code("test_spec_json");
+static const check_case cases[] = {
+    {"gpt2_small", test_gpt2_small},
+    {"good", test_good},
+    {"load", test_load},
+    {"bad", test_bad},
+    {"lm", test_lm},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_spec_json", cases, CHECK_CASES(cases), argc, argv);
 }

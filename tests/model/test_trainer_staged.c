@@ -430,7 +430,18 @@ static void test_conv_chunk_plan(void) {
     CHECK(hfl_plan_make(&spec, &bad, &a, err) != 0 && strstr(err, "conv chunk") != NULL);
 }
 
-int main(void) {
+static void case_training_mlp(void) { test_training("mlp", 32, 6); }
+static void case_training_cnn(void) { test_training("cnn", 8, 3); }
+
+static const check_case cases[] = {
+    {"golden_plans", test_golden_plans},
+    {"device_buffers", test_device_buffers},
+    {"conv_chunk_plan", test_conv_chunk_plan},
+    {"training_mlp", case_training_mlp},
+    {"training_cnn", case_training_cnn},
+};
+
+int main(int argc, char **argv) {
     hfl_blas_set_threads(1);
     device_like = *hfl_backend_cpu();
     device_like.host_memory = 0;
@@ -443,10 +454,5 @@ int main(void) {
     if (!golden_core)
         printf("note: no golden training digests for OpenBLAS core %s: not compared (plans "
                "and staged-vs-synchronous checks still run)\n", core);
-    test_golden_plans();
-    test_device_buffers();
-    test_conv_chunk_plan();
-    test_training("mlp", 32, 6);
-    test_training("cnn", 8, 3);
-    return check_exit_code("test_trainer_staged");
+    return check_run("test_trainer_staged", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -170,20 +170,37 @@ static void test_shapes(const char *what, const hfl_model_spec *spec) {
     free(real), free(listed);
 }
 
-int main(void) {
-    test_blocking();
+static void builtin_shapes(const char *name) {
+    char err[HFL_ERR_LEN] = "";
+    hfl_model_spec *spec = malloc(sizeof *spec);
+    REQUIRE(hfl_model_builtin(name, spec, err) == 0);
+    test_shapes(name, spec);
+    free(spec);
+}
+
+/* The GPT of gpt_json, with `extra` (a LoRA clause or nothing) in its spec. */
+static void gpt_shapes(const char *name, const char *extra) {
     char err[HFL_ERR_LEN] = "", js[512];
     hfl_model_spec *spec = malloc(sizeof *spec);
-    REQUIRE(hfl_model_builtin("mlp", spec, err) == 0);
-    test_shapes("mlp", spec);
-    REQUIRE(hfl_model_builtin("cnn", spec, err) == 0);
-    test_shapes("cnn", spec);
-    snprintf(js, sizeof js, gpt_json, "");
+    snprintf(js, sizeof js, gpt_json, extra);
     REQUIRE_MSG(hfl_model_spec_from_json(js, strlen(js), spec, err) == 0, "%s", err);
-    test_shapes("gpt", spec);
-    snprintf(js, sizeof js, gpt_json, ", \"lora\": {\"rank\": 2, \"alpha\": 4}");
-    REQUIRE_MSG(hfl_model_spec_from_json(js, strlen(js), spec, err) == 0, "%s", err);
-    test_shapes("gpt-lora", spec);
+    test_shapes(name, spec);
     free(spec);
-    return check_exit_code("test_blas_footprint");
+}
+
+static void case_mlp(void) { builtin_shapes("mlp"); }
+static void case_cnn(void) { builtin_shapes("cnn"); }
+static void case_gpt(void) { gpt_shapes("gpt", ""); }
+static void case_gpt_lora(void) { gpt_shapes("gpt-lora", ", \"lora\": {\"rank\": 2, \"alpha\": 4}"); }
+
+static const check_case cases[] = {
+    {"blocking", test_blocking},
+    {"mlp", case_mlp},
+    {"cnn", case_cnn},
+    {"gpt", case_gpt},
+    {"gpt_lora", case_gpt_lora},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_blas_footprint", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -550,14 +550,25 @@ static void test_refusals(void) {
     CHECK_MSG(hfl_ckpt_chain_check(&ch, err) == -1, "no layers");
 }
 
-int main(void) {
-    test_hand();
+static void case_brute(void) {
     int infeasible = test_brute(2000, 1, 10);
     CHECK_MSG(infeasible > 50 && infeasible < 1000, "budgets exercise both outcomes: %d", infeasible);
+}
+
+static void case_brute_long(void) {
     /* Longer chains, where the DP's frontiers outgrow its heuristic beam. */
     test_brute(40, 14, 18);
-    test_beam_traps();
-    test_sqrt_and_large();
-    test_refusals();
-    return check_exit_code("test_checkpoint");
+}
+
+static const check_case cases[] = {
+    {"hand", test_hand},
+    {"brute", case_brute},
+    {"brute_long", case_brute_long},
+    {"beam_traps", test_beam_traps},
+    {"sqrt_and_large", test_sqrt_and_large},
+    {"refusals", test_refusals},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_checkpoint", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -121,8 +121,13 @@ static void test_frontiers(int chains) {
     printf("frontiers: %d chains, %d budgets checked against brute force\n", chains, checked);
 }
 
-int main(void) {
-    test_names();
-    test_frontiers(60);
-    return check_exit_code("test_checkpoint_edges");
+static void case_frontiers(void) { test_frontiers(60); }
+
+static const check_case cases[] = {
+    {"names", test_names},
+    {"frontiers", case_frontiers},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_checkpoint_edges", cases, CHECK_CASES(cases), argc, argv);
 }

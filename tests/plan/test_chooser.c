@@ -209,13 +209,16 @@ static void test_schedule_tie(void) {
               hfl_ckpt_name(ch.rows[ch.chosen].ckpt), ch.rows[ch.chosen].batch);
 }
 
-int main(void) {
-    test_calibrate_short();
-    test_schedule_tie();
-    test_emulated();
-    hfl_model_spec s;
-    CHECK(hfl_model_builtin("cnn", &s, NULL) == 0);
-    test_granularity(&s);
+static hfl_model_spec cnn; /* the builtin cnn, read in main */
+
+static void test_granularity_cnn(void) { test_granularity(&cnn); }
+static void test_inputs_cnn(void) { test_inputs(&cnn); }
+static void test_tie_cnn(void) { test_tie(&cnn); }
+
+/* Budgets just below the batch-128 arenas: what the chooser picks, with and
+ * without a batch asked for, and a trainer that runs in the chosen arena. */
+static void test_budgets(void) {
+    hfl_model_spec s = cnn; /* a copy, as main once held it */
     hfl_choice all = choose(&s, UINT64_MAX / 4, 128, 0);
     size_t none128 = 0;
     for (int i = 0; i < all.n; i++)
@@ -294,9 +297,15 @@ int main(void) {
     CHECK(l1 < l0);
     hfl_trainer_free(t);
     hfl_budget_set(0);
+    free(plan);
+    free(params);
+    free(x);
+    free(y);
+}
 
-    test_inputs(&s);
-    test_tie(&s);
+/* A budget below every candidate: none chosen, and the least it would take. */
+static void test_below_every(void) {
+    hfl_model_spec s = cnn; /* a copy, as main once held it */
     hfl_choice none = choose(&s, 1 << 20, 512, 0); /* 1 MiB: below every candidate */
     CHECK(none.chosen < 0);
     CHECK(none.min_budget > (1 << 20));
@@ -304,9 +313,20 @@ int main(void) {
     for (int i = 0; i < none.n; i++) smallest = none.rows[i].arena < smallest ? none.rows[i].arena : smallest;
     CHECK(none.min_budget == smallest);
     CHECK(none.min_arena_budget == smallest); /* no overhead, no headroom */
-    free(plan);
-    free(params);
-    free(x);
-    free(y);
-    return check_exit_code("plan_chooser");
+}
+
+static const check_case cases[] = {
+    {"calibrate_short", test_calibrate_short},
+    {"schedule_tie", test_schedule_tie},
+    {"emulated", test_emulated},
+    {"granularity", test_granularity_cnn},
+    {"budgets", test_budgets},
+    {"inputs", test_inputs_cnn},
+    {"tie", test_tie_cnn},
+    {"below_every", test_below_every},
+};
+
+int main(int argc, char **argv) {
+    CHECK(hfl_model_builtin("cnn", &cnn, NULL) == 0);
+    return check_run("plan_chooser", cases, CHECK_CASES(cases), argc, argv);
 }

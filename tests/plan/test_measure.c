@@ -116,9 +116,12 @@ static void test_cost_file(void) {
     rmdir(dir);
 }
 
-int main(void) {
-    test_tails();
-    test_tail_steps();
-    test_cost_file();
-    return check_exit_code("test_measure");
+static const check_case cases[] = {
+    {"tails", test_tails},
+    {"tail_steps", test_tail_steps},
+    {"cost_file", test_cost_file},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_measure", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -16,8 +16,10 @@
 
 #define MiB 1048576.0
 
-int main(void) {
-    hfl_overhead_model *m = malloc(sizeof *m);
+static hfl_overhead_model *m; /* the model every case starts afresh (hfl_overhead_init), made in main */
+
+/* The staging bytes, and the priors before any measurement. */
+static void test_staging_and_priors(void) {
     /* staging: batch * (in_dim + 1) floats on the host, nothing on a device */
     CHECK(hfl_overhead_staging(1, 32, 784, 1) == 32u * 785 * 4);
     CHECK(hfl_overhead_staging(1, 32, 64, 64) == 32u * 128 * 4); /* a language model: T labels */
@@ -31,7 +33,10 @@ int main(void) {
     hfl_overhead_init(m, 1, 784, 1, 3 * MiB); /* the fleet's figure is a whole overhead */
     CHECK(hfl_overhead_predict(m, HFL_PREC_FP32, 64) == (uint64_t)(3 * MiB));
     CHECK(!strcmp(hfl_overhead_source(m, HFL_PREC_FP32), "fleet"));
+}
 
+/* Measured extras: the median of a class, and a class standing in for another. */
+static void test_classes(void) {
     /* fp32 extras 1, 3, 2 MiB (measured - arena - staging) at any batch and
      * arena: the fp32 median is 2 MiB, for any batch, plus that batch's staging */
     hfl_overhead_init(m, 1, 100, 1, 3 * MiB);
@@ -48,18 +53,25 @@ int main(void) {
     hfl_overhead_add(m, HFL_PREC_FP16, 8, 1 * MiB, 0, 0, 8 * MiB);
     CHECK(hfl_overhead_predict(m, HFL_PREC_FP16, 1) == 404 + (uint64_t)(6 * MiB));
     CHECK(hfl_overhead_predict(m, HFL_PREC_FP32, 1) == 404 + (uint64_t)(2 * MiB)); /* unchanged */
+}
 
+static void test_under_arena(void) {
     /* a class whose measurements came in under the arena (noise) adds no extra */
     hfl_overhead_init(m, 0, 100, 1, 0);
     hfl_overhead_add(m, HFL_PREC_FP32, 8, 10 * MiB, 0, 0, 9 * MiB);
     CHECK(hfl_overhead_predict(m, HFL_PREC_FP32, 8) == 0);
+}
 
+static void test_newest_count(void) {
     /* the newest HFL_OVERHEAD_MAX records count: an old outlier ages out */
     hfl_overhead_init(m, 0, 100, 1, 0);
     hfl_overhead_add(m, HFL_PREC_FP32, 8, 0, 0, 0, 100 * MiB);
     for (int i = 0; i < HFL_OVERHEAD_MAX; i++) hfl_overhead_add(m, HFL_PREC_FP32, 8, 0, 0, 0, (i % 2 ? 1 : 3) * MiB);
     CHECK(m->n == HFL_OVERHEAD_MAX && m->rec[0].extra == 3 * MiB);
     CHECK(hfl_overhead_predict(m, HFL_PREC_FP32, 8) == (uint64_t)(2 * MiB)); /* even count: mean of 1 and 3 */
+}
+
+static void test_footprint(void) {
     /* with a footprint: each record's residual (extra - its footprint) is
      * what is learned, and a prediction adds its own configuration's
      * footprint. Records of mlp at batches 1 and 512 whose residual is 40
@@ -92,6 +104,19 @@ int main(void) {
     hfl_overhead_set_footprint(m, mlp, &hw);
     CHECK(hfl_overhead_predict(m, HFL_PREC_FP32, 512) == HFL_OVERHEAD_PRIOR_HOST + 512u * 3140);
     free(mlp), free(gpt);
+}
+
+static const check_case cases[] = {
+    {"staging_and_priors", test_staging_and_priors},
+    {"classes", test_classes},
+    {"under_arena", test_under_arena},
+    {"newest_count", test_newest_count},
+    {"footprint", test_footprint},
+};
+
+int main(int argc, char **argv) {
+    m = malloc(sizeof *m);
+    int rc = check_run("test_overhead", cases, CHECK_CASES(cases), argc, argv);
     free(m);
-    return check_exit_code("test_overhead");
+    return rc;
 }

@@ -266,15 +266,22 @@ static void test_checkpointed_training(void) {
     free(params);
 }
 
-int main(void) {
+static void case_identical_gradients(void) {
     test_identical_gradients("mlp", 8, 8, HFL_PREC_FP32);
     test_identical_gradients("mlp", 8, 5, HFL_PREC_FP32); /* a partial batch */
     test_identical_gradients("tiny", 3, 3, HFL_PREC_FP32);
     test_identical_gradients("odd", 4, 4, HFL_PREC_FP32);
     test_identical_gradients("cnn", 2, 2, HFL_PREC_FP32);
-    test_placements();
-    test_against_checkpoint_model();
-    test_allocation();
-    test_checkpointed_training();
-    return check_exit_code("test_planner");
+}
+
+static const check_case cases[] = {
+    {"identical_gradients", case_identical_gradients},
+    {"placements", test_placements},
+    {"against_checkpoint_model", test_against_checkpoint_model},
+    {"allocation", test_allocation},
+    {"checkpointed_training", test_checkpointed_training},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_planner", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -571,16 +571,19 @@ static void test_lm_plan(void) {
     free(p);
 }
 
-int main(void) {
-    test_d_none();
-    test_d_sqrt();
-    test_d_device();
-    test_d_bf16();
-    test_below_first_param();
-    test_refusals();
-    test_chunk_and_backend();
-    test_granularity();
-    test_place();
-    test_lm_plan();
-    return check_exit_code("test_planner_edges");
+static const check_case cases[] = {
+    {"d_none", test_d_none},
+    {"d_sqrt", test_d_sqrt},
+    {"d_device", test_d_device},
+    {"d_bf16", test_d_bf16},
+    {"below_first_param", test_below_first_param},
+    {"refusals", test_refusals},
+    {"chunk_and_backend", test_chunk_and_backend},
+    {"granularity", test_granularity},
+    {"place", test_place},
+    {"lm_plan", test_lm_plan},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_planner_edges", cases, CHECK_CASES(cases), argc, argv);
 }

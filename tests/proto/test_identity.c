@@ -216,18 +216,22 @@ static void test_identity_edges(void) {
     CHECK(strlen(x) == HFL_ID_NONCE_HEX && strspn(x, "0123456789abcdef") == HFL_ID_NONCE_HEX && strcmp(x, y) != 0);
 }
 
-int main(void) {
+static const check_case cases[] = {
+    {"list_forms", test_list_forms},
+    {"list_refusals", test_list_refusals},
+    {"revoke_name", test_revoke_name},
+    {"identity_edges", test_identity_edges},
+};
+
+int main(int argc, char **argv) {
     char err[HFL_ERR_LEN];
     REQUIRE_MSG(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
     REQUIRE_MSG(hfl_pki_create(dir, 2, "localhost", 1, err) == 0, "%s", err);
     snprintf(ca, sizeof ca, "%s/ca.crt", dir);
     snprintf(list, sizeof list, "%s/revoked.txt", dir);
-    test_list_forms();
-    test_list_refusals();
-    test_revoke_name();
-    test_identity_edges();
+    int rc = check_run("test_identity", cases, CHECK_CASES(cases), argc, argv);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-    return check_exit_code("test_identity");
+    return rc;
 }

@@ -130,9 +130,12 @@ static void test_schema(void) {
     CHECK(check("{\"q\\u0001\":1}", NULL, err) == -1 && strstr(err, "field 'q?' is not one"));
 }
 
-int main(void) {
-    test_depth();
-    test_decode();
-    test_schema();
-    return check_exit_code("test_meta_bounds");
+static const check_case cases[] = {
+    {"depth", test_depth},
+    {"decode", test_decode},
+    {"schema", test_schema},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_meta_bounds", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -172,10 +172,13 @@ static void test_getters(void) {
     cJSON_Delete(meta);
 }
 
-int main(void) {
-    test_crc32c();
-    test_round_trip();
-    test_rejections();
-    test_getters();
-    return check_exit_code("test_msg");
+static const check_case cases[] = {
+    {"crc32c", test_crc32c},
+    {"round_trip", test_round_trip},
+    {"rejections", test_rejections},
+    {"getters", test_getters},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_msg", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -295,14 +295,17 @@ static void test_no_leak(void) {
     }
 }
 
-int main(void) {
-    test_names();
-    test_encoded_header();
-    test_encode_refusals();
-    test_decode_u16();
-    test_decode_meta_limit();
-    test_meta_errors();
-    test_getters();
-    test_no_leak();
-    return check_exit_code("test_msg_edges");
+static const check_case cases[] = {
+    {"names", test_names},
+    {"encoded_header", test_encoded_header},
+    {"encode_refusals", test_encode_refusals},
+    {"decode_u16", test_decode_u16},
+    {"decode_meta_limit", test_decode_meta_limit},
+    {"meta_errors", test_meta_errors},
+    {"getters", test_getters},
+    {"no_leak", test_no_leak},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_msg_edges", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -231,19 +231,29 @@ static void test_issue_revoke(const char *dir) {
     hfl_trust_free(trust);
 }
 
+static char dir[] = "/tmp/hfl-test-pki-XXXXXX"; /* made in main, shared by the cases */
+
+static void case_arguments(void) { test_arguments(dir); }
+static void case_output(void) { test_output(dir); }
+static void case_issue_revoke(void) { test_issue_revoke(dir); }
+
+static const check_case cases[] = {
+    {"arguments", case_arguments},
+    {"output", case_output},
+    {"issue_revoke", case_issue_revoke},
+};
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_pki PATH-TO-hfl-pki\n");
         return 2;
     }
     pki_exe = argv[1];
-    char dir[] = "/tmp/hfl-test-pki-XXXXXX";
     REQUIRE_MSG(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
-    test_arguments(dir);
-    test_output(dir);
-    test_issue_revoke(dir);
+    /* argv holds hfl-pki's path, not case names: argc 0, cases from HFL_TEST_CASE */
+    int rc = check_run("test_pki", cases, CHECK_CASES(cases), 0, argv);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-    return check_exit_code("test_pki");
+    return rc;
 }

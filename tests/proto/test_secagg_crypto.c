@@ -154,20 +154,33 @@ static void test_shamir(hfl_csprng *g) {
     CHECK(hfl_shamir_split(g, secret, L, N + 1, N, shares, err) != 0);
 }
 
-int main(void) {
-    char err[HFL_ERR_LEN];
-    hfl_csprng *g = hfl_csprng_new("test", err);
-    if (!CHECK_MSG(g != NULL, "%s", err)) return 1;
-    test_x25519_rfc7748();
-    test_masks_and_seal(g);
-    test_ring(g);
-    test_shamir(g);
+static hfl_csprng *rng; /* made in main, shared by the cases */
+
+static void case_masks_and_seal(void) { test_masks_and_seal(rng); }
+static void case_ring(void) { test_ring(rng); }
+static void case_shamir(void) { test_shamir(rng); }
+static void case_b64(void) {
     uint8_t a[16] = {1, 2, 3}, b[16];
     char *s = hfl_b64_encode(a, 16);
     CHECK(hfl_b64_decode(s, b, sizeof b) == 16 && memcmp(a, b, 16) == 0);
     CHECK(hfl_b64_decode(s, b, 8) < 0);
     CHECK(hfl_b64_decode("*!", b, 8) < 0);
     free(s);
-    hfl_csprng_free(g);
-    return check_exit_code("test_secagg_crypto");
+}
+
+static const check_case cases[] = {
+    {"x25519_rfc7748", test_x25519_rfc7748},
+    {"masks_and_seal", case_masks_and_seal},
+    {"ring", case_ring},
+    {"shamir", case_shamir},
+    {"b64", case_b64},
+};
+
+int main(int argc, char **argv) {
+    char err[HFL_ERR_LEN];
+    rng = hfl_csprng_new("test", err);
+    if (!CHECK_MSG(rng != NULL, "%s", err)) return 1;
+    int rc = check_run("test_secagg_crypto", cases, CHECK_CASES(cases), argc, argv);
+    hfl_csprng_free(rng);
+    return rc;
 }

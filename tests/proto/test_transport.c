@@ -204,19 +204,27 @@ static void test_silent_peer(void) {
     close(fd);
 }
 
-int main(void) {
+static char dir[] = "/tmp/hfl-test-transport-XXXXXX"; /* made in main, shared by the cases */
+
+static void case_tls(void) { test_tls(dir); }
+
+static const check_case cases[] = {
+    {"tls", case_tls},
+    {"insecure", test_insecure},
+    {"silent_peer", test_silent_peer},
+};
+
+int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* a hang's log shows the step it hung in */
-    char dir[] = "/tmp/hfl-test-transport-XXXXXX", sub[64], err[HFL_ERR_LEN];
+    char sub[64], err[HFL_ERR_LEN];
     REQUIRE_MSG(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
     snprintf(sub, sizeof sub, "%s/good", dir);
     REQUIRE_MSG(hfl_pki_create(sub, 2, "localhost", 30, err) == 0, "pki: %s", err);
     snprintf(sub, sizeof sub, "%s/foreign", dir);
     REQUIRE_MSG(hfl_pki_create(sub, 1, "localhost", 30, err) == 0, "pki: %s", err);
-    test_tls(dir);
-    test_insecure();
-    test_silent_peer();
+    int rc = check_run("test_transport", cases, CHECK_CASES(cases), argc, argv);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-    return check_exit_code("test_transport");
+    return rc;
 }

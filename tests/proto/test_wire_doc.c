@@ -7,7 +7,8 @@
  * field either side lacks, and on a field whose type or presence differs.
  * The round trip fills every table's struct at its fields' limits (the
  * longest strings, the range's ends), encodes, decodes into a fresh struct
- * and compares member by member. argv[1]: docs/protocol.md. */
+ * and compares member by member. argv[1]: docs/protocol.md (so case names
+ * come from HFL_TEST_CASE). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,11 +239,18 @@ static void test_by_hand(void) {
     free(h);
 }
 
+static const char *doc_path;
+static void case_doc(void) { test_doc(doc_path); }
+
+static const check_case cases[] = {
+    {"tables", test_tables},
+    {"round_trip", test_round_trip},
+    {"by_hand", test_by_hand},
+    {"doc", case_doc},
+};
+
 int main(int argc, char **argv) {
     REQUIRE_MSG(argc == 2, "usage: test_wire_doc docs/protocol.md");
-    test_tables();
-    test_round_trip();
-    test_by_hand();
-    test_doc(argv[1]);
-    return check_exit_code("test_wire_doc");
+    doc_path = argv[1];
+    return check_run("test_wire_doc", cases, CHECK_CASES(cases), 0, argv);
 }

@@ -81,22 +81,16 @@ static void check_virtual_time(const hfl_model_spec *spec, const hfl_profile *p)
     cJSON_Delete(rep);
 }
 
-int main(void) {
-    char err[HFL_ERR_LEN];
-    hfl_model_spec spec;
-    REQUIRE(hfl_model_builtin("mlp", &spec, err) == 0);
+static hfl_model_spec spec;  /* mlp */
+static hfl_profile links[2]; /* two clients of 1 TFLOP/s and 1000 B/s each way, made in main */
+
+static void case_rounds(void) {
     hfl_scenario sc;
     memset(&sc, 0, sizeof sc);
     sc.clients = 2, sc.deadline_s = 30, sc.local_epochs = 1;
-    hfl_profile p[2];
-    memset(p, 0, sizeof p);
-    for (int i = 0; i < 2; i++) {
-        snprintf(p[i].name, sizeof p[i].name, "link-%d", i);
-        p[i].tflops[0] = 1, p[i].up_bps = p[i].down_bps = 1000, p[i].latency_s = 0;
-    }
     cJSON *rep = cJSON_Parse(report);
     REQUIRE(rep);
-    hfl_profiles_price(rep, &sc, p, &spec);
+    hfl_profiles_price(rep, &sc, links, &spec);
     static const double want[4] = {1.5, 2.0, 30, 11.0};
     int i = 0;
     const cJSON *r;
@@ -110,6 +104,21 @@ int main(void) {
     double total = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(rep, "simulated_s"));
     CHECK_MSG(i == 4 && fabs(total - 44.5) < 1e-9, "%d rounds, total %.9g, want 44.5", i, total);
     cJSON_Delete(rep);
-    check_virtual_time(&spec, p);
-    return check_exit_code("test_price");
+}
+
+static void case_virtual_time(void) { check_virtual_time(&spec, links); }
+
+static const check_case cases[] = {
+    {"rounds", case_rounds},
+    {"virtual_time", case_virtual_time},
+};
+
+int main(int argc, char **argv) {
+    char err[HFL_ERR_LEN];
+    REQUIRE(hfl_model_builtin("mlp", &spec, err) == 0);
+    for (int i = 0; i < 2; i++) {
+        snprintf(links[i].name, sizeof links[i].name, "link-%d", i);
+        links[i].tflops[0] = 1, links[i].up_bps = links[i].down_bps = 1000, links[i].latency_s = 0;
+    }
+    return check_run("test_price", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -87,8 +87,11 @@ static void test_grid(void) {
     printf("share grid: %d cases\n", cases);
 }
 
-int main(void) {
-    test_by_hand();
-    test_grid();
-    return check_exit_code("test_share");
+static const check_case cases[] = {
+    {"by_hand", test_by_hand},
+    {"grid", test_grid},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_share", cases, CHECK_CASES(cases), argc, argv);
 }

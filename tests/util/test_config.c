@@ -196,19 +196,23 @@ static void test_apply(void) {
     CHECK(hfl_config_apply("hfl-test", &argc, &argv, opts, err) == 0 && argc == 3);
 }
 
-int main(void) {
+static const check_case cases[] = {
+    {"no_config", test_no_config},
+    {"order", test_order},
+    {"command_line_wins", test_command_line_wins},
+    {"not_config", test_not_config},
+    {"numbers", test_numbers},
+    {"errors", test_errors},
+    {"argument_errors", test_argument_errors},
+    {"apply", test_apply},
+};
+
+int main(int argc, char **argv) {
     snprintf(dir, sizeof dir, "/tmp/hfl-config-XXXXXX");
     REQUIRE(mkdtemp(dir) != NULL);
     snprintf(path, sizeof path, "%s/config.json", dir);
-    test_no_config();
-    test_order();
-    test_command_line_wins();
-    test_not_config();
-    test_numbers();
-    test_errors();
-    test_argument_errors();
-    test_apply();
+    int rc = check_run("test_config", cases, CHECK_CASES(cases), argc, argv);
     unlink(path);
     rmdir(dir);
-    return check_exit_code("test_config");
+    return rc;
 }

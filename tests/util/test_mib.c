@@ -17,7 +17,7 @@ static void expect(double mib, const char *want, uint64_t bytes, const char *whi
               want);
 }
 
-int main(void) {
+static void case_examples(void) {
     /* just above 1.16 MiB: the nearest hundredth would name 1.16, not enough */
     expect(hfl_mib_up(1216349), "1.17", 1216349, "hfl_mib_up");
     expect(hfl_mib_down(1216349), "1.16", 1216349, "hfl_mib_down");
@@ -30,6 +30,9 @@ int main(void) {
     expect(hfl_mib_up(0), "0.00", 0, "hfl_mib_up");
     /* 80 GiB: no overflow in the arithmetic */
     expect(hfl_mib_up(85899345921ull), "81920.01", 85899345921ull, "hfl_mib_up");
+}
+
+static void case_bracket(void) {
     /* every byte count in a range: the printed figure brackets the true one */
     for (uint64_t b = 1000000; b < 1300000; b += 7) {
         double up, down, t = (double)b / 1048576.0;
@@ -42,5 +45,13 @@ int main(void) {
                        (unsigned long long)b, down, up, t))
             break;
     }
-    return check_exit_code("util_mib");
+}
+
+static const check_case cases[] = {
+    {"examples", case_examples},
+    {"bracket", case_bracket},
+};
+
+int main(int argc, char **argv) {
+    return check_run("util_mib", cases, CHECK_CASES(cases), argc, argv);
 }

@@ -212,11 +212,14 @@ static void test_config_file(void) {
     rmdir(dir);
 }
 
-int main(void) {
-    test_defaults_and_values();
-    test_errors();
-    test_help();
-    test_print();
-    test_config_file();
-    return check_exit_code("test_options");
+static const check_case cases[] = {
+    {"defaults_and_values", test_defaults_and_values},
+    {"errors", test_errors},
+    {"help", test_help},
+    {"print", test_print},
+    {"config_file", test_config_file},
+};
+
+int main(int argc, char **argv) {
+    return check_run("test_options", cases, CHECK_CASES(cases), argc, argv);
 }
