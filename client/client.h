@@ -1,6 +1,7 @@
 /* client.h: the pieces of hfl-client.
  *
- * main.c   options, device probe, data, the hello/pull/update loop
+ * main.c   options, device probe, data, and the session's state machine (hello, plan, pull, task, update, rejoin)
+ * session.c  the session's connection: the first dial, requests, a fresh dial after a failed one
  * train.c  one round of local training and the encoded update it produces
  * state.c  the state file that keeps the error-feedback residual across restarts
  * plan_cli.c  --plan: the candidate table, the choice, and --verify measurements
@@ -108,13 +109,11 @@ typedef struct {
  * sent, the unmask shares. Each returns 0, 1 when the coordinator told us to
  * skip the round (why), or -1 with err. */
 typedef struct client_secagg client_secagg;
-int client_secagg_begin(nng_socket sock, client_state *s, const client_task *task, size_t max_payload,
-                        client_secagg **out, char *why, char *err);
-int client_secagg_payload(nng_socket sock, client_state *s, client_secagg *sa, const client_task *task,
-                          const float *delta, size_t n, size_t max_payload, uint8_t **payload, size_t *len, char *why,
-                          char *err);
-int client_secagg_finish(nng_socket sock, client_state *s, client_secagg *sa, const client_task *task,
-                         size_t max_payload, char *why, char *err);
+typedef struct client_session client_session;
+int client_secagg_begin(client_session *ss, const client_task *task, client_secagg **out, char *why, char *err);
+int client_secagg_payload(client_session *ss, client_secagg *sa, const client_task *task, const float *delta,
+                          size_t n, uint8_t **payload, size_t *len, char *why, char *err);
+int client_secagg_finish(client_session *ss, client_secagg *sa, const client_task *task, char *why, char *err);
 void client_secagg_free(client_secagg *sa);
 
 /* Trains on the client's data from `weights` with the planned trainer;
@@ -188,18 +187,53 @@ typedef struct {
     char model_sha256[65];     /* its SHA-256 (of the float32 weights), "" likewise */
 } client_welcome;
 
-/* Says hello (with our plan, once we have one) and reads the welcome into w;
- * -1 with err when saying hello again may succeed (the coordinator could not
- * be reached, or it asked us to: `reauth`, after s->retry_ms when it said),
- * -2 when it refused us for good (revoked, another CA, a wrong role, bad
- * fields) or did not prove its own identity. */
+/* One session with the coordinator, the state client/main.c's state
+ * machine runs on: the socket (by value: a failed request has it replaced by
+ * a fresh dial), what every step reads, our plan and the last welcome. */
+struct client_session {
+    nng_socket sock;
+    int open;     /* sock is dialed */
+    int lost;     /* a request on sock failed: the next request dials a fresh socket first */
+    int limit_ms; /* each dial's and request's limit: --timeout, less during a rejoin */
+    const client_options *o;
+    const hfl_device_info *dev;
+    client_state *s;
+    cJSON *plan;        /* sent with every hello once chosen (NULL before); the session owns it */
+    size_t max_payload; /* the largest reply payload taken */
+    client_welcome w;   /* the last welcome */
+};
+
+/* client/session.c. connect: the first dial, again with backoff for up to
+ * --retry-for while the error may pass (a dropped negotiation); dial: closes
+ * the socket and dials a fresh one within limit_ms; redial: that, when a
+ * request failed (lost), else nothing; limit: each later dial's and
+ * request's limit; request: hfl_transport_request on the session's socket
+ * (redialed first when lost), which marks the session lost when it fails.
+ * Each returns 0, or -1 with err. */
+int client_session_connect(client_session *ss, char *err);
+int client_session_dial(client_session *ss, char *err);
+int client_session_redial(client_session *ss, char *err);
+void client_session_limit(client_session *ss, int ms);
+int client_request(client_session *ss, int type, const cJSON *meta, const void *payload, size_t len, hfl_msg *rep,
+                   nng_msg **raw, char *err);
+void client_session_close(client_session *ss);
+/* Sleeps before retry k: a delay drawn uniformly from [0, min(5 s, 0.2 s *
+ * 2^k)] ("full jitter", Brooker, "Exponential Backoff And Jitter", AWS
+ * Architecture Blog, 2015), so a fleet whose coordinator restarted does not
+ * come back in one burst. */
+void client_backoff_sleep(const client_state *s, int k);
+
 /* An ERROR reply's fields (proto/messages.h); for any other reply, or one
  * that cannot be read, `fallback` as its error and no flags. */
 hfl_error_msg client_reply_error(const hfl_msg *m, const char *fallback);
 /* A request's metadata: body's fields by table d, and our session. */
 cJSON *client_request_meta(const client_state *s, const hfl_wire_msg *d, const void *body);
-int client_say_hello(nng_socket sock, const client_options *o, const hfl_device_info *dev, client_state *s,
-                     const cJSON *plan, size_t max_payload, client_welcome *w, char *err);
+/* Says hello (with ss->plan, once we have one) and reads the welcome into
+ * ss->w; -1 with err when saying hello again may succeed (the coordinator
+ * could not be reached: ss->lost, or it asked us to: `reauth`, after
+ * s->retry_ms when it said), -2 when it refused us for good (revoked,
+ * another CA, a wrong role, bad fields) or did not prove its own identity. */
+int client_say_hello(client_session *ss, char *err);
 /* After a welcome: when s->global (an --init-model file, or the version we
  * trained on) is the coordinator's global model bit for bit (its SHA-256),
  * we hold that version and the next task comes without weights; otherwise a
@@ -210,8 +244,7 @@ int client_adopt_model(client_state *s, const client_welcome *w, int new_instanc
  * it before the backend has run anything); returns the plan as JSON, NULL
  * with err. */
 cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, client_state *s,
-                          const client_welcome *w,
-                          char *err);
+                          const client_welcome *w, char *err);
 
 /* The precisions the chooser may use: --precision's, less those the device
  * does not offer (hfl_chooser_device_precisions); -1 with err when none is left. */

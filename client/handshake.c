@@ -73,13 +73,15 @@ static int welcome_read(const hfl_welcome_msg *m, client_welcome *w, client_stat
  * and token, the model, our codec, the run's batch and the fleet's overhead
  * estimate for our device. Saying hello again is safe: our identity keeps
  * the id. With a certificate the hello is proven (proto/hello.h). */
-int client_say_hello(nng_socket sock, const client_options *o, const hfl_device_info *dev, client_state *s,
-                     const cJSON *plan, size_t max_payload, client_welcome *w, char *err) {
+int client_say_hello(client_session *ss, char *err) {
+    client_state *s = ss->s;
     hfl_msg rep;
     nng_msg *raw;
-    cJSON *meta = hello_meta(o, dev, s, plan);
-    int sent = hfl_hello(sock, &s->auth, meta, max_payload, &rep, &raw, err);
+    if (client_session_redial(ss, err) != 0) return -1;
+    cJSON *meta = hello_meta(ss->o, ss->dev, s, ss->plan);
+    int sent = hfl_hello(ss->sock, &s->auth, meta, ss->max_payload, &rep, &raw, err);
     cJSON_Delete(meta);
+    if (sent == -1) ss->lost = 1; /* the exchange itself failed (hfl_hello) */
     if (sent != 0) return sent;
     int rc = -2;
     s->retry_ms = 0;
@@ -90,7 +92,7 @@ int client_say_hello(nng_socket sock, const client_options *o, const hfl_device_
         if (e.reauth) s->retry_ms = (int)e.retry_ms;
         hfl_errf(err, "coordinator %s hello: %s", e.reauth ? "asked us to say again" : "refused", e.error);
         rc = e.reauth ? -1 : -2;
-    } else if (hfl_wire_decode(&hfl_wire_welcome, rep.meta, &wm, err) == 0 && welcome_read(&wm, w, s, err) == 0) {
+    } else if (hfl_wire_decode(&hfl_wire_welcome, rep.meta, &wm, err) == 0 && welcome_read(&wm, &ss->w, s, err) == 0) {
         rc = 0;
     }
     hfl_msg_free(&rep);
@@ -130,8 +132,7 @@ int client_precisions(const client_options *o, const hfl_device_info *dev, unsig
  * (hfl_plan_choose, plan/choose.h), keeps its plan and budget in s, and
  * returns the plan as JSON for the coordinator. */
 cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, client_state *s,
-                          const client_welcome *w,
-                          char *err) {
+                          const client_welcome *w, char *err) {
     hfl_plan_request rq = {.spec = &s->spec, .be = s->be, .device = dev->name, .state_dir = o->state_dir,
                            .opt_state = (w->momentum != 0 ? HFL_OPT_MOMENTUM : 0) |
                                         (w->prox_mu != 0 ? HFL_OPT_ANCHOR : 0) |

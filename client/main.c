@@ -16,12 +16,58 @@
  * fields), or a coordinator that cannot prove its identity, ends the client
  * with a one-line error and exit status 1. A task we were sent already
  * comes back without weights ("sent"): we use the weights we hold, or ask
- * once for a re-download (`resend`). */
+ * once for a re-download (`resend`).
+ *
+ * THE SESSION
+ *
+ * One client_session (client.h) holds the socket, the options, the device,
+ * the state, our plan and the last welcome; every step below takes it. Its
+ * states, the function performing each, and where each leads:
+ *
+ *   DIALING    client_session_connect (client/session.c): a req socket dialed
+ *              to --coordinator, again with backoff while the error may pass
+ *              (a dropped negotiation), for up to --retry-for.
+ *              -> HELLO; DONE on a refused connection or certificate.
+ *   HELLO      hello_until -> client_say_hello -> hfl_hello: HELLO, the
+ *              coordinator's CHALLENGE (with a certificate), HELLO signed,
+ *              WELCOME. "Say hello again" and a failed request are retried
+ *              with backoff for up to --retry-for.
+ *              -> PLANNED; DONE on a definite refusal or when time is up.
+ *   PLANNED    check_model, client_choose_plan, hello_until with the plan,
+ *              hold_model (the model copies, --init-model, the state file).
+ *              -> PULLING; DONE when the model does not fit our data.
+ *   PULLING    pull: PULL, a long poll. WAIT or skip_round -> PULLING after
+ *              a pause; TASK -> TRAINING (take_task); BYE -> DONE (exit 0);
+ *              reauth or a failed request -> REJOINING.
+ *   TRAINING   do_task: --dropout's decline -> PULLING; the pending update
+ *              when it answers this very task, else client_train_round (under
+ *              secure aggregation do_secagg_task: keys, setup and shares
+ *              first) -> SENDING; a breached budget -> DONE (say_breach).
+ *   SENDING    send_update: UPDATE. ACK or a refusal -> PULLING (secure
+ *              aggregation: the unmask shares first); reauth or a failed
+ *              request -> REJOINING, the update kept.
+ *   REJOINING  rejoin -> hello_until, each try bounded by what is left of
+ *              --retry-for (at most --timeout). After a failed request the
+ *              session is lost: the socket is closed and a fresh one dialed
+ *              before the next request (client_session_redial), so recovery
+ *              never waits on the old socket's reconnection.
+ *              -> PULLING (the pending update waits for its task to come
+ *              back); DONE when --retry-for runs out or on a refusal.
+ *   DONE       run returns 0 after BYE, else -1 with the one-line error.
+ *
+ *                                +------------------------------+
+ *                                v                              |
+ *   DIALING -> HELLO -> PLANNED -> PULLING -> TRAINING -> SENDING
+ *                                ^    |                         |
+ *                                |    v                         |
+ *                                REJOINING <--------------------+
+ *
+ * A request that fails anywhere (a secure aggregation step, a decline)
+ * leaves the session lost; the next request dials afresh. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 
 #include "client/client.h"
@@ -148,7 +194,8 @@ static int read_task(const hfl_task_msg *m, size_t n_update, const char *overrid
 
 /* Tells the coordinator this client leaves because it broke its memory
  * budget (why: the one line), so the run's report shows it; best effort. */
-static void say_breach(nng_socket sock, const client_state *s, size_t max_payload, const char *why) {
+static void say_breach(client_session *ss, const char *why) {
+    const client_state *s = ss->s;
     hfl_leave_msg l = {.has_error = 1,
                        .budget_bytes = (double)s->budget.bytes, .has_budget_bytes = 1,
                        .measured_peak_bytes = (double)s->budget.measured_peak, .has_measured_peak_bytes = 1,
@@ -158,54 +205,59 @@ static void say_breach(nng_socket sock, const client_state *s, size_t max_payloa
     hfl_msg rep;
     nng_msg *raw;
     char e[HFL_ERR_LEN];
-    if (hfl_transport_request(sock, HFL_MSG_BYE, meta, NULL, 0, max_payload, &rep, &raw, e) == 0) {
+    if (client_request(ss, HFL_MSG_BYE, meta, NULL, 0, &rep, &raw, e) == 0) {
         hfl_msg_free(&rep);
         nng_msg_free(raw);
     }
     cJSON_Delete(meta);
 }
 
-/* Sleeps before rejoin attempt k: a delay drawn uniformly from [0, min(5 s,
- * 0.2 s * 2^k)] ("full jitter", Brooker, "Exponential Backoff And Jitter",
- * AWS Architecture Blog, 2015), so a fleet whose coordinator restarted does
- * not come back in one burst. */
-static void backoff_sleep(client_state *s, int k) {
-    double cap = 0.2 * (double)(1u << (k < 5 ? k : 5));
-    if (cap > 5) cap = 5;
-    uint32_t u = hfl_philox_u32((uint64_t)(hfl_now() * 1e9) ^ (uint64_t)getpid(), HFL_STREAM_SHUFFLE, s->stream, 0xFFFFFFFEu, 0, (uint64_t)k);
-    hfl_sleep_ms((int)(cap * 1000.0 * (u / 4294967296.0)));
+/* A rejoin's try: what is left of --retry-for since `since`, at most
+ * --timeout, and at least a second (or --timeout where that is less): a
+ * proven hello is two round trips and two signatures, milliseconds on an
+ * idle link, and a last try cut shorter would fail on a loaded one by
+ * construction. */
+static int rejoin_limit_ms(const client_options *o, double since) {
+    double left = since + o->retry_s - hfl_now(), t = o->timeout_s;
+    double floor = t < 1 ? t : 1, limit = left < t ? left : t;
+    return (int)((limit > floor ? limit : floor) * 1000);
 }
 
-/* Says hello (with our plan, once we have one) until the coordinator
- * welcomes us: what may succeed later (a lost connection, "say hello
- * again", a rate limit, after the time it asked for) is retried with backoff
- * until --retry-for has passed since `since`; a definite refusal ends it at
- * once. sleep_first: back off before the first try too (a rejoin). */
-static int hello_until(nng_socket sock, const client_options *o, const hfl_device_info *dev, client_state *s,
-                       const cJSON *plan, size_t max_payload, client_welcome *w, double since, int sleep_first,
-                       char *err) {
+/* HELLO (and REJOINING): says hello (with our plan, once we have one) until
+ * the coordinator welcomes us: what may succeed later (a lost connection,
+ * "say hello again", a rate limit, after the time it asked for) is retried
+ * with backoff until --retry-for has passed since `since`; a definite
+ * refusal ends it at once. A try after a failed request dials a fresh socket
+ * first (client_say_hello). rejoining: back off before the first try too,
+ * and bound each try by what is left of --retry-for. */
+static int hello_until(client_session *ss, double since, int rejoining, char *err) {
+    const client_options *o = ss->o;
     for (int k = 0;; k++) {
-        if (k > 0 || sleep_first) {
-            if (s->retry_ms > 0) hfl_sleep_ms(s->retry_ms);
-            backoff_sleep(s, k);
+        if (k > 0 || rejoining) {
+            if (ss->s->retry_ms > 0) hfl_sleep_ms(ss->s->retry_ms);
+            client_backoff_sleep(ss->s, k);
         }
-        int rc = client_say_hello(sock, o, dev, s, plan, max_payload, w, err);
-        if (rc == 0) return 0;
-        if (rc == -2 || hfl_now() > since + o->retry_s) return -1;
+        if (rejoining) client_session_limit(ss, rejoin_limit_ms(o, since));
+        int rc = client_say_hello(ss, err);
+        if (rc == 0 || rc == -2 || hfl_now() > since + o->retry_s) {
+            if (rejoining) client_session_limit(ss, (int)(o->timeout_s * 1000));
+            return rc == 0 ? 0 : -1;
+        }
         if (!o->quiet) printf("%s: %s; saying hello again\n", o->name, err);
     }
 }
 
-/* Says hello again (with our plan) until the coordinator takes us back or
- * --retry-for runs out; why: what happened, for the progress line. */
-static int rejoin(nng_socket sock, const client_options *o, const hfl_device_info *dev, client_state *s,
-                  const cJSON *plan, size_t max_payload, client_welcome *w, const char *why, char *err) {
+/* REJOINING: says hello again (with our plan) until the coordinator takes us
+ * back or --retry-for runs out; why: what happened, for the progress line. */
+static int rejoin(client_session *ss, const char *why, char *err) {
+    const client_options *o = ss->o;
+    client_state *s = ss->s;
     char before[sizeof s->instance];
     snprintf(before, sizeof before, "%s", s->instance);
     if (!o->quiet) printf("%s: %s; rejoining\n", o->name, why);
-    if (hello_until(sock, o, dev, s, plan, max_payload, w, hfl_now(), 1, err) != 0) return -1;
+    if (hello_until(ss, hfl_now(), 1, err) != 0) return -1;
     int new_instance = strcmp(before, s->instance) != 0;
-    client_adopt_model(s, w, new_instance);
+    client_adopt_model(s, &ss->w, new_instance);
     if (!o->quiet)
         printf("%s: rejoined as client %d%s\n", o->name, s->client_id, new_instance ? " (a new coordinator instance)" : "");
     return 0;
@@ -219,11 +271,12 @@ static int wants_reauth(const hfl_msg *m, char *why, size_t cap) {
     return 1;
 }
 
-/* Sends the pending update for its round; 0 when answered (accepted or
- * refused), 1 when we had to rejoin first (the update waits for its task to
- * come back), -1 with err when the coordinator is gone for good. */
-static int send_update(nng_socket sock, const client_options *o, const hfl_device_info *dev, client_state *s,
-                       const cJSON *plan, size_t max_payload, client_welcome *w, const char *codec, char *err) {
+/* SENDING: sends the pending update for its round; 0 when answered
+ * (accepted or refused), 1 when we had to rejoin first (the update waits for
+ * its task to come back), -1 with err when the coordinator is gone for good. */
+static int send_update(client_session *ss, const char *codec, char *err) {
+    const client_options *o = ss->o;
+    client_state *s = ss->s;
     const client_pending *p = &s->pending;
     hfl_update_msg u = {.round = p->round, .samples = s->claimed, .loss = p->loss,
                         .peak_bytes = (double)client_peak_rss(), .has_peak_bytes = 1,
@@ -241,9 +294,9 @@ static int send_update(nng_socket sock, const client_options *o, const hfl_devic
     hfl_msg rep;
     nng_msg *raw;
     char why[HFL_ERR_LEN] = "?";
-    int sent = hfl_transport_request(sock, HFL_MSG_UPDATE, meta, p->bytes, p->len, max_payload, &rep, &raw, why);
+    int sent = client_request(ss, HFL_MSG_UPDATE, meta, p->bytes, p->len, &rep, &raw, why);
     cJSON_Delete(meta);
-    if (sent != 0) return rejoin(sock, o, dev, s, plan, max_payload, w, why, err) == 0 ? 1 : -1;
+    if (sent != 0) return rejoin(ss, why, err) == 0 ? 1 : -1;
     int again = wants_reauth(&rep, why, sizeof why);
     if (!again && s->metrics) client_metrics_sent(s, rep.type == HFL_MSG_ACK, p->len, 0);
     hfl_ack_msg ack = {0};
@@ -260,12 +313,10 @@ static int send_update(nng_socket sock, const client_options *o, const hfl_devic
     fflush(stdout);
     hfl_msg_free(&rep);
     nng_msg_free(raw);
-    if (again) return rejoin(sock, o, dev, s, plan, max_payload, w, why, err) == 0 ? 1 : -1;
+    if (again) return rejoin(ss, why, err) == 0 ? 1 : -1;
     return 0;
 }
 
-/* Trains for the task (or takes the pending update when it answers this very
- * task), saves residual and update together, and sends it. */
 /* --dropout: 1 when this client declines round r (philox keyed by the task's
  * seed, our name's stream and the round: the same rounds in every rerun). */
 static int declines(const client_options *o, const client_state *s, const client_task *task) {
@@ -275,16 +326,15 @@ static int declines(const client_options *o, const client_state *s, const client
 }
 
 /* Tells the coordinator we sit this round out (it stops waiting for us). */
-static int send_decline(nng_socket sock, const client_options *o, client_state *s, int round, size_t max_payload,
-                        char *err) {
+static int send_decline(client_session *ss, int round, char *err) {
     hfl_decline_msg d = {.round = round, .declined = 1};
-    cJSON *meta = client_request_meta(s, &hfl_wire_decline, &d);
+    cJSON *meta = client_request_meta(ss->s, &hfl_wire_decline, &d);
     hfl_msg rep;
     nng_msg *raw;
-    int rc = hfl_transport_request(sock, HFL_MSG_UPDATE, meta, NULL, 0, max_payload, &rep, &raw, err);
+    int rc = client_request(ss, HFL_MSG_UPDATE, meta, NULL, 0, &rep, &raw, err);
     cJSON_Delete(meta);
     if (rc != 0) return -1;
-    if (!o->quiet) printf("%s: round %d declined (--dropout)\n", o->name, round);
+    if (!ss->o->quiet) printf("%s: round %d declined (--dropout)\n", ss->o->name, round);
     hfl_msg_free(&rep);
     nng_msg_free(raw);
     return 0;
@@ -309,33 +359,33 @@ static void pace(const client_options *o, const client_task *task, double sim) {
     if (left > 0) hfl_sleep_ms((int)ceil(left * 1000));
 }
 
-/* A task under secure aggregation (client/secagg.c): keys and shares,
- * training, the ring vector as the update, the unmask shares. A round the
- * coordinator tells us to skip, or whose protocol fails on our side, is left
- * (said on stderr); only a coordinator gone for good ends the client. */
-static int do_secagg_task(nng_socket sock, const client_options *o, const hfl_device_info *dev, client_state *s,
-                          const cJSON *plan, size_t max_payload, client_welcome *w, const client_task *task,
-                          float *weights, int version, char *err) {
+/* TRAINING under secure aggregation (client/secagg.c): keys and shares,
+ * training, the ring vector as the update (SENDING), the unmask shares. A
+ * round the coordinator tells us to skip, or whose protocol fails on our
+ * side, is left (said on stderr); only a coordinator gone for good ends the
+ * client. */
+static int do_secagg_task(client_session *ss, const client_task *task, float *weights, int version, char *err) {
+    const client_options *o = ss->o;
+    client_state *s = ss->s;
     client_pending *p = &s->pending;
     client_secagg *sa = NULL;
     char why[HFL_ERR_LEN] = "", e[HFL_ERR_LEN] = "";
     double t0 = hfl_now(), t_begin = 0, t_pay = 0, t_fin = 0;
-    int rc = client_secagg_begin(sock, s, task, max_payload, &sa, why, e);
+    int rc = client_secagg_begin(ss, task, &sa, why, e);
     t_begin = hfl_now() - t0;
     size_t ulen, rlen = 0;
     double loss = 0, secs = 0;
     uint8_t *upd = NULL, *ring = NULL;
     if (rc == 0 && !(upd = client_train_round(s, task, weights, &ulen, &loss, &secs, err))) {
         client_secagg_free(sa);
-        if (s->budget.breached) say_breach(sock, s, max_payload, err);
+        if (s->budget.breached) say_breach(ss, err);
         return -1;
     }
     if (rc == 0) {
         s->held_version = version;
         if (s->metrics) client_metrics_trained(s, loss, secs);
         double t1 = hfl_now();
-        rc = client_secagg_payload(sock, s, sa, task, (const float *)upd, s->spec.n_trainable, max_payload, &ring,
-                                   &rlen, why, e);
+        rc = client_secagg_payload(ss, sa, task, (const float *)upd, s->spec.n_trainable, &ring, &rlen, why, e);
         t_pay = hfl_now() - t1;
     }
     free(upd);
@@ -344,11 +394,11 @@ static int do_secagg_task(nng_socket sock, const client_options *o, const hfl_de
         free(p->bytes);
         *p = (client_pending){.round = task->round, .version = version, .loss = loss, .seconds = secs, .bytes = ring,
                               .len = rlen};
-        sent = send_update(sock, o, dev, s, plan, max_payload, w, "ring", err);
+        sent = send_update(ss, "ring", err);
         free(p->bytes);
         *p = (client_pending){0}; /* a masked input is this round's keys' alone: never sent again */
         double t2 = hfl_now();
-        if (sent == 0) rc = client_secagg_finish(sock, s, sa, task, max_payload, why, e);
+        if (sent == 0) rc = client_secagg_finish(ss, sa, task, why, e);
         t_fin = hfl_now() - t2;
     }
     if (!o->quiet && rc == 0) /* waits for the other clients included */
@@ -361,44 +411,53 @@ static int do_secagg_task(nng_socket sock, const client_options *o, const hfl_de
     return 0;
 }
 
-static int do_task(nng_socket sock, const client_options *o, const hfl_device_info *dev, client_state *s,
-                   const cJSON *plan, size_t max_payload, client_welcome *w, const client_task *task, float *weights,
-                   int version, char *err) {
+/* The first step's measured peak into the overhead log (--state-dir) and
+ * the progress line; a first step on a short batch says nothing about the
+ * planned one. */
+static void record_first_step(client_session *ss) {
+    const client_options *o = ss->o;
+    client_state *s = ss->s;
+    if (s->measured_batch != s->chosen.batch) return;
+    char e[HFL_ERR_LEN];
+    uint64_t staging = hfl_overhead_staging(s->be->host_memory, s->chosen.batch, s->spec.in_dim, s->spec.label_rows);
+    /* first_growth sets process_bytes where the figure is what the process holds */
+    if (hfl_overhead_log_record(o->state_dir, ss->dev->name, s->be, &s->spec, &s->chosen, staging,
+                                s->budget.measured_peak, s->process_bytes, s->process_bytes ? &s->cost : NULL, e) != 0)
+        fprintf(stderr, "%s: %s\n", o->name, e);
+    if (!o->quiet)
+        printf("%s: first step: measured peak %.2f MiB, predicted %.2f MiB\n", o->name,
+               s->budget.measured_peak / 1048576.0, s->chosen.predicted / 1048576.0);
+}
+
+/* TRAINING: trains for the task (or takes the pending update when it
+ * answers this very task), saves residual and update together, and sends it
+ * (SENDING); declines it under --dropout. -1 with err ends the client. */
+static int do_task(client_session *ss, const client_task *task, float *weights, int version, char *err) {
+    const client_options *o = ss->o;
+    client_state *s = ss->s;
     client_pending *p = &s->pending;
     if (declines(o, s, task)) {
         char e[HFL_ERR_LEN];
-        if (send_decline(sock, o, s, task->round, max_payload, e) != 0) fprintf(stderr, "%s: %s\n", o->name, e);
+        if (send_decline(ss, task->round, e) != 0) fprintf(stderr, "%s: %s\n", o->name, e);
         else if (s->metrics) client_metrics_sent(s, 0, 0, 1);
         return 0;
     }
-    if (task->secagg) return do_secagg_task(sock, o, dev, s, plan, max_payload, w, task, weights, version, err);
+    if (task->secagg) return do_secagg_task(ss, task, weights, version, err);
     if (p->round == task->round && p->version == version && p->bytes) {
         if (!o->quiet) printf("%s: round %d: sending the update already made for it\n", o->name, task->round);
         memcpy(s->global, weights, s->spec.n_params * sizeof(float));
         s->held_version = version;
-        return send_update(sock, o, dev, s, plan, max_payload, w, task->codec->name, err) < 0 ? -1 : 0;
+        return send_update(ss, task->codec->name, err) < 0 ? -1 : 0;
     }
     size_t ulen;
     double loss, secs;
     int measured_before = s->budget.measured_peak != 0;
     uint8_t *upd = client_train_round(s, task, weights, &ulen, &loss, &secs, err);
     if (!upd) {
-        if (s->budget.breached) say_breach(sock, s, max_payload, err);
+        if (s->budget.breached) say_breach(ss, err);
         return -1;
     }
-    /* a first step on a short batch says nothing about the planned one */
-    if (!measured_before && s->budget.measured_peak && s->measured_batch == s->chosen.batch) {
-        char e[HFL_ERR_LEN];
-        uint64_t staging = hfl_overhead_staging(s->be->host_memory, s->chosen.batch, s->spec.in_dim, s->spec.label_rows);
-        /* first_growth sets process_bytes where the figure is what the process holds */
-        if (hfl_overhead_log_record(o->state_dir, dev->name, s->be, &s->spec, &s->chosen, staging,
-                                    s->budget.measured_peak, s->process_bytes, s->process_bytes ? &s->cost : NULL,
-                                    e) != 0)
-            fprintf(stderr, "%s: %s\n", o->name, e);
-        if (!o->quiet)
-            printf("%s: first step: measured peak %.2f MiB, predicted %.2f MiB\n", o->name,
-                   s->budget.measured_peak / 1048576.0, s->chosen.predicted / 1048576.0);
-    }
+    if (!measured_before && s->budget.measured_peak) record_first_step(ss);
     s->held_version = version; /* client_train_round kept the weights as s->global */
     if (s->metrics) client_metrics_trained(s, loss, secs);
     double sim = task_sim_s(o, s, task, ulen);
@@ -410,59 +469,110 @@ static int do_task(nng_socket sock, const client_options *o, const hfl_device_in
                                              s->spec.n_trainable, p, err) != 0)
         fprintf(stderr, "%s: %s\n", o->name, err);
     hfl_test_crash("client-trained", task->round); /* saved, not yet sent */
-    return send_update(sock, o, dev, s, plan, max_payload, w, task->codec->name, err) < 0 ? -1 : 0;
+    return send_update(ss, task->codec->name, err) < 0 ? -1 : 0;
 }
 
-static int run(const client_options *o, client_state *s, const hfl_device_info *dev, char *err) {
-    nng_socket sock;
-    /* The model is not known until client_welcome; replies from our own coordinator are
-     * capped generously (64M fp32 parameters) and checked against it after. */
-    size_t max_payload = CLIENT_MAX_PAYLOAD;
-    size_t recv_max = HFL_MSG_HEADER_BYTES + HFL_MSG_MAX_META + max_payload;
-    /* a coordinator swamped by a fleet starting at once may drop a TLS
-     * negotiation (NNG gives it 10 s): dial again, with backoff; a refused
-     * connection or a refused certificate is an error at once */
-    double until = hfl_now() + o->retry_s;
-    for (int k = 0; hfl_transport_dial(&sock, o->url, &o->tls, recv_max, (int)(o->timeout_s * 1000), err) != 0; k++) {
-        int transient = strstr(err, "shutdown") || strstr(err, "reset") || strstr(err, "handshake within") ||
-                        strstr(err, "Timed out"); /* NNG's own negotiation limit */
-        if (!transient || hfl_now() > until) return -1;
-        if (!o->quiet) printf("%s: %s; dialing again\n", o->name, err);
-        backoff_sleep(s, k);
+/* A TASK reply (rep and raw, freed here before training) into a task and
+ * its weights, then TRAINING. resend: set when the task was sent before and
+ * we lack its weights (the next pull asks for them). 0, or -1 with err when
+ * the client ends. */
+static int take_task(client_session *ss, hfl_msg *rep, nng_msg *raw, int *resend, char *err) {
+    client_state *s = ss->s;
+    client_task task;
+    float *wts = hfl_malloc(s->spec.n_params * sizeof(float));
+    int version = -1, tw = 0;
+    hfl_task_msg tm = {0};
+    int bad = hfl_wire_decode(&hfl_wire_task, rep->meta, &tm, err) != 0 ||
+              read_task(&tm, s->spec.n_trainable, ss->o->codec, &task, err) != 0 ||
+              (tw = task_weights(rep, &tm, s, wts, &version, err)) < 0;
+    task.received_at = hfl_now(), task.task_bytes = nng_msg_len(raw);
+    hfl_msg_free(rep);
+    nng_msg_free(raw);
+    if (!bad && tw == 1) { /* sent before, weights lost: once more, with them */
+        if (!ss->o->quiet)
+            printf("%s: round %d's task was sent before; asking for its weights again\n", ss->o->name, task.round);
+        *resend = 1;
+        free(wts);
+        return 0;
     }
+    if (!bad && s->metrics) client_metrics_task(s, task.round, task.task_bytes);
+    int done = bad ? -1 : do_task(ss, &task, wts, version, err);
+    free(wts);
+    return done;
+}
+
+/* PULLING: one pull and what its reply leads to: 0 to pull again (after
+ * WAIT, a skipped round, a rejoin or a task done), 1 after BYE, -1 with err
+ * when the client ends. resend: this pull asks for the task we were sent
+ * again, with its weights (cleared; take_task sets it). */
+static int pull(client_session *ss, int *resend, char *err) {
+    const client_options *o = ss->o;
+    /* well inside our request timeout, so a held pull never times out */
+    double hold_ms = o->timeout_s * 1000 / 4 < CLIENT_HOLD_MS ? o->timeout_s * 1000 / 4 : CLIENT_HOLD_MS;
+    hfl_pull_msg pm = {.have_version = ss->s->held_version, .has_have_version = 1,
+                       .resend = 1, .has_resend = *resend, /* the task we were sent, again */
+                       /* a long poll: the coordinator may hold the pull until there is work */
+                       .hold_ms = (int64_t)hold_ms, .has_hold_ms = 1};
+    cJSON *meta = client_request_meta(ss->s, &hfl_wire_pull, &pm);
+    *resend = 0;
     hfl_msg rep;
     nng_msg *raw;
-    int rc = -1;
-    client_welcome w;
-    cJSON *meta, *plan_json = NULL;
-    int sent;
-    if (hello_until(sock, o, dev, s, NULL, max_payload, &w, hfl_now(), 0, err) != 0) goto out;
-    if (w.spec_json[0] ? hfl_model_spec_from_json(w.spec_json, strlen(w.spec_json), &s->spec, err) != 0
-                       : hfl_model_builtin(w.model, &s->spec, err) != 0)
-        goto out;
-    if (s->spec.in_dim != s->data.dim) {
-        hfl_errf(err, "model %s takes %d features, the data has %d", w.model, s->spec.in_dim, s->data.dim);
-        goto out;
+    char why[HFL_ERR_LEN] = "unexpected reply";
+    int sent = client_request(ss, HFL_MSG_PULL, meta, NULL, 0, &rep, &raw, why);
+    cJSON_Delete(meta);
+    if (sent != 0) return rejoin(ss, why, err);
+    if (rep.type == HFL_MSG_TASK) return take_task(ss, &rep, raw, resend, err);
+    int rc = 0;
+    hfl_error_msg e = client_reply_error(&rep, why);
+    hfl_wait_msg wm = {0};
+    if (rep.type == HFL_MSG_WAIT) {
+        if (hfl_wire_decode(&hfl_wire_wait, rep.meta, &wm, NULL) != 0) wm.ms = 200;
+    } else if (rep.type == HFL_MSG_BYE) {
+        if (!o->quiet) printf("%s: run complete, bye\n", o->name);
+        rc = 1;
+    } else if (e.reauth) {
+        rc = 2; /* rejoin, once the reply is freed */
+    } else if (e.skip_round) { /* the next round's task comes by itself */
+        fprintf(stderr, "%s: %s\n", o->name, e.error);
+        wm.ms = 200;
+    } else {
+        rc = hfl_errf(err, "coordinator answered pull with %s: %s", hfl_msg_type_name(rep.type), e.error);
     }
-    if (s->spec.label_rows != hfl_dataset_label_rows(&s->data)) {
-        hfl_errf(err, "model %s takes %d label(s) per sample, the data has %d (a language model "
-                 "needs hfl-data text's windows)", w.model, s->spec.label_rows,
-                 hfl_dataset_label_rows(&s->data));
-        goto out;
-    }
-    if (hfl_model_check_tokens(&s->spec, s->data.x, (size_t)s->data.n * s->data.dim, s->data.pixels,
-                               err) != 0)
-        goto out;
-    if (s->data.n_classes > s->spec.n_classes) {
-        hfl_errf(err, "the data has labels up to %d, model %s tells %d classes apart", s->data.n_classes - 1, w.model,
-                 s->spec.n_classes);
-        goto out;
-    }
-    /* Plan before allocating anything for training, then say hello again with the plan. */
-    if (!(plan_json = client_choose_plan(o, dev, s, &w, err))) goto out;
-    if (hello_until(sock, o, dev, s, plan_json, max_payload, &w, hfl_now(), 0, err) != 0) goto out;
-    /* The model copies are touched now, so they are resident before the
-     * training step's memory is measured (the budget is the step's). */
+    hfl_msg_free(&rep);
+    nng_msg_free(raw);
+    if (rc == 2) return rejoin(ss, e.error, err);
+    if (wm.ms > 0) hfl_sleep_ms((int)wm.ms);
+    return rc;
+}
+
+/* The welcome's model against our data: its inputs, labels, tokens and classes. */
+static int check_model(client_session *ss, char *err) {
+    client_state *s = ss->s;
+    const client_welcome *w = &ss->w;
+    if (w->spec_json[0] ? hfl_model_spec_from_json(w->spec_json, strlen(w->spec_json), &s->spec, err) != 0
+                        : hfl_model_builtin(w->model, &s->spec, err) != 0)
+        return -1;
+    if (s->spec.in_dim != s->data.dim)
+        return hfl_errf(err, "model %s takes %d features, the data has %d", w->model, s->spec.in_dim, s->data.dim);
+    if (s->spec.label_rows != hfl_dataset_label_rows(&s->data))
+        return hfl_errf(err, "model %s takes %d label(s) per sample, the data has %d (a language model "
+                        "needs hfl-data text's windows)", w->model, s->spec.label_rows,
+                        hfl_dataset_label_rows(&s->data));
+    if (hfl_model_check_tokens(&s->spec, s->data.x, (size_t)s->data.n * s->data.dim, s->data.pixels, err) != 0)
+        return -1;
+    if (s->data.n_classes > s->spec.n_classes)
+        return hfl_errf(err, "the data has labels up to %d, model %s tells %d classes apart", s->data.n_classes - 1,
+                        w->model, s->spec.n_classes);
+    return 0;
+}
+
+/* The model copies (touched now, so they are resident before the training
+ * step's memory is measured: the budget is the step's), --init-model's
+ * weights and the state file's residual and pending update. */
+static int hold_model(client_session *ss, char *err) {
+    const client_options *o = ss->o;
+    client_state *s = ss->s;
+    const client_welcome *w = &ss->w;
     s->global = hfl_malloc(s->spec.n_params * sizeof(float));
     s->local = hfl_malloc(s->spec.n_params * sizeof(float));
     s->residual = hfl_malloc(s->spec.n_params * sizeof(float));
@@ -470,108 +580,41 @@ static int run(const client_options *o, client_state *s, const hfl_device_info *
     memset(s->local, 0, s->spec.n_params * sizeof(float));
     memset(s->residual, 0, s->spec.n_params * sizeof(float));
     if (!o->quiet)
-        printf("%s: registered as client %d with %d samples, codec %s\n", o->name, s->client_id, s->data.n, w.codec);
+        printf("%s: registered as client %d with %d samples, codec %s\n", o->name, s->client_id, s->data.n, w->codec);
     if (o->init_model[0]) {
         /* as the coordinator starts it: what the file lacks (a base model's
          * file for a LoRA spec has no adapters) keeps the seed's start */
-        hfl_model_init_params(&s->spec, s->global, (uint64_t)w.seed);
-        if (hfl_safetensors_load(o->init_model, &s->spec, s->global, err) != 0) goto out;
-        int held = client_adopt_model(s, &w, 0);
+        hfl_model_init_params(&s->spec, s->global, (uint64_t)w->seed);
+        if (hfl_safetensors_load(o->init_model, &s->spec, s->global, err) != 0) return -1;
+        int held = client_adopt_model(s, w, 0);
         if (!o->quiet && held)
             printf("%s: %s is the global model (version %d): no download for it\n", o->name, o->init_model,
                    s->held_version);
         else if (!o->quiet)
             printf("%s: %s is not the global model (version %lld): the first task brings it\n", o->name,
-                   o->init_model, (long long)w.model_version);
+                   o->init_model, (long long)w->model_version);
     }
     if (o->state_dir[0]) {
         char why[HFL_ERR_LEN];
-        int loaded = client_state_load(o->state_dir, o->name, w.model, w.codec, s->residual, s->spec.n_trainable,
+        int loaded = client_state_load(o->state_dir, o->name, w->model, w->codec, s->residual, s->spec.n_trainable,
                                        &s->pending, why) == 0;
         if (!o->quiet) printf("%s: %s\n", o->name, loaded ? "error-feedback residual restored from the state file" : why);
     }
+    return 0;
+}
 
-    /* well inside our request timeout, so a held pull never times out */
-    double hold_ms = o->timeout_s * 1000 / 4 < CLIENT_HOLD_MS ? o->timeout_s * 1000 / 4 : CLIENT_HOLD_MS;
-    int resend = 0; /* the next pull asks for a re-download of the task we were sent */
-    for (;;) {
-        hfl_pull_msg pull = {.have_version = s->held_version, .has_have_version = 1,
-                             .resend = 1, .has_resend = resend, /* the task we were sent, again */
-                             /* a long poll: the coordinator may hold the pull until there is work */
-                             .hold_ms = (int64_t)hold_ms, .has_hold_ms = 1};
-        meta = client_request_meta(s, &hfl_wire_pull, &pull);
-        resend = 0;
-        char why[HFL_ERR_LEN] = "unexpected reply";
-        sent = hfl_transport_request(sock, HFL_MSG_PULL, meta, NULL, 0, max_payload, &rep, &raw, why);
-        cJSON_Delete(meta);
-        if (sent != 0) {
-            if (rejoin(sock, o, dev, s, plan_json, max_payload, &w, why, err) != 0) goto out;
-            continue;
+/* DIALING, HELLO and PLANNED, then PULLING until BYE or an error. */
+static int run(const client_options *o, client_state *s, const hfl_device_info *dev, char *err) {
+    client_session ss = {.o = o, .dev = dev, .s = s, .max_payload = CLIENT_MAX_PAYLOAD};
+    int rc = -1, resend = 0;
+    /* Plan before allocating anything for training, then say hello again with the plan. */
+    if (client_session_connect(&ss, err) == 0 && hello_until(&ss, hfl_now(), 0, err) == 0 &&
+        check_model(&ss, err) == 0 && (ss.plan = client_choose_plan(o, dev, s, &ss.w, err)) &&
+        hello_until(&ss, hfl_now(), 0, err) == 0 && hold_model(&ss, err) == 0)
+        while ((rc = pull(&ss, &resend, err)) == 0) {
         }
-        int type = rep.type;
-        if (type == HFL_MSG_WAIT) {
-            hfl_wait_msg wm = {0};
-            if (hfl_wire_decode(&hfl_wire_wait, rep.meta, &wm, NULL) != 0) wm.ms = 200;
-            hfl_msg_free(&rep);
-            nng_msg_free(raw);
-            hfl_sleep_ms((int)wm.ms);
-            continue;
-        }
-        if (type == HFL_MSG_BYE) {
-            hfl_msg_free(&rep);
-            nng_msg_free(raw);
-            if (!o->quiet) printf("%s: run complete, bye\n", o->name);
-            rc = 0;
-            goto out;
-        }
-        if (wants_reauth(&rep, why, sizeof why)) {
-            hfl_msg_free(&rep);
-            nng_msg_free(raw);
-            if (rejoin(sock, o, dev, s, plan_json, max_payload, &w, why, err) != 0) goto out;
-            continue;
-        }
-        hfl_error_msg e = client_reply_error(&rep, why);
-        if (e.skip_round) { /* the next round's task comes by itself */
-            fprintf(stderr, "%s: %s\n", o->name, e.error);
-            hfl_msg_free(&rep);
-            nng_msg_free(raw);
-            hfl_sleep_ms(200);
-            continue;
-        }
-        client_task task;
-        if (type != HFL_MSG_TASK) {
-            hfl_errf(err, "coordinator answered pull with %s: %s", hfl_msg_type_name(type), e.error);
-            hfl_msg_free(&rep);
-            nng_msg_free(raw);
-            goto out;
-        }
-        float *wts = hfl_malloc(s->spec.n_params * sizeof(float));
-        int version = -1, tw = 0;
-        hfl_task_msg tm = {0};
-        int bad = hfl_wire_decode(&hfl_wire_task, rep.meta, &tm, err) != 0 ||
-                  read_task(&tm, s->spec.n_trainable, o->codec, &task, err) != 0 ||
-                  (tw = task_weights(&rep, &tm, s, wts, &version, err)) < 0;
-        if (!bad && tw == 1) { /* sent before, weights lost: once more, with them */
-            if (!o->quiet) printf("%s: round %d's task was sent before; asking for its weights again\n", o->name,
-                                  task.round);
-            resend = 1;
-            hfl_msg_free(&rep);
-            nng_msg_free(raw);
-            free(wts);
-            continue;
-        }
-        task.received_at = hfl_now(), task.task_bytes = nng_msg_len(raw);
-        if (!bad && s->metrics) client_metrics_task(s, task.round, task.task_bytes);
-        hfl_msg_free(&rep);
-        nng_msg_free(raw);
-        int done = bad ? -1 : do_task(sock, o, dev, s, plan_json, max_payload, &w, &task, wts, version, err);
-        free(wts);
-        if (done != 0) goto out;
-    }
-out:
-    cJSON_Delete(plan_json);
-    nng_close(sock);
-    return rc;
+    client_session_close(&ss);
+    return rc > 0 ? 0 : -1;
 }
 
 /* Our certificate is our identity: its CN becomes our name (--name must

@@ -76,8 +76,9 @@ static void sa_test_kill(const char *step, int round, const char *name) {
 /* One step: meta (taken) sent until the coordinator answers more than
  * "wait"; 0 with *rep (a SECAGG reply; the caller frees it and raw), 1 when
  * told to skip the round (why set), -1 with err. */
-static int sa_step(nng_socket sock, client_state *s, const char *step, int round, cJSON *meta, size_t max_payload,
-                   double until, hfl_msg *rep, nng_msg **raw, char *why, char *err) {
+static int sa_step(client_session *ss, const char *step, int round, cJSON *meta, double until, hfl_msg *rep,
+                   nng_msg **raw, char *why, char *err) {
+    const client_state *s = ss->s;
     cJSON_AddNumberToObject(meta, "client_id", s->client_id);
     cJSON_AddStringToObject(meta, "token", s->token);
     cJSON_AddNumberToObject(meta, "round", round);
@@ -85,7 +86,7 @@ static int sa_step(nng_socket sock, client_state *s, const char *step, int round
     int rc = -1;
     double backoff = 1; /* waits grow 1.5x from the coordinator's, to 0.25 s: a fleet polls less the longer it waits */
     for (;;) {
-        if (hfl_transport_request(sock, HFL_MSG_SECAGG, meta, NULL, 0, max_payload, rep, raw, err) != 0) break;
+        if (client_request(ss, HFL_MSG_SECAGG, meta, NULL, 0, rep, raw, err) != 0) break;
         if (rep->type == HFL_MSG_WAIT && hfl_now() < until) {
             int64_t ms = 20;
             hfl_meta_int(rep->meta, "ms", 0, 60000, &ms, NULL);
@@ -114,17 +115,17 @@ static int sa_step(nng_socket sock, client_state *s, const char *step, int round
 }
 
 /* A step whose reply is only an acknowledgement. */
-static int sa_post(nng_socket sock, client_state *s, const char *step, int round, cJSON *meta, size_t max_payload,
-                   double until, char *why, char *err) {
+static int sa_post(client_session *ss, const char *step, int round, cJSON *meta, double until, char *why,
+                   char *err) {
     hfl_msg rep;
     nng_msg *raw;
-    int rc = sa_step(sock, s, step, round, meta, max_payload, until, &rep, &raw, why, err);
+    int rc = sa_step(ss, step, round, meta, until, &rep, &raw, why, err);
     if (rc == 0) hfl_msg_free(&rep), nng_msg_free(raw);
     return rc;
 }
 
-static int sa_keys(nng_socket sock, client_state *s, client_secagg *sa, size_t max_payload, double until, char *why,
-                   char *err) {
+static int sa_keys(client_session *ss, client_secagg *sa, double until, char *why, char *err) {
+    client_state *s = ss->s;
     if (hfl_x25519_keypair(sa->g, sa->c_sk, sa->c_pk, err) != 0 || hfl_x25519_keypair(sa->g, sa->s_sk, sa->s_pk, err) != 0 ||
         hfl_csprng_bytes(sa->g, sa->seed, 32, err) != 0)
         return -1;
@@ -146,7 +147,7 @@ static int sa_keys(nng_socket sock, client_state *s, client_secagg *sa, size_t m
         cJSON_AddStringToObject(meta, "cert", hfl_identity_cert(s->auth.self));
         cJSON_AddStringToObject(meta, "sig", sig);
     }
-    return sa_post(sock, s, "keys", sa->round, meta, max_payload, until, why, err);
+    return sa_post(ss, "keys", sa->round, meta, until, why, err);
 }
 
 /* Certificates checked against the CA, kept by name for the run: a
@@ -199,11 +200,11 @@ static int sa_holder_read(const client_state *s, const client_secagg *sa, const 
     return rc == 0 ? 0 : hfl_errf(err, "holder %s's keys are not signed by its certificate", h->name);
 }
 
-static int sa_setup(nng_socket sock, client_state *s, client_secagg *sa, size_t max_payload, double until, char *why,
-                    char *err) {
+static int sa_setup(client_session *ss, client_secagg *sa, double until, char *why, char *err) {
+    client_state *s = ss->s;
     hfl_msg rep;
     nng_msg *raw;
-    int rc = sa_step(sock, s, "setup", sa->round, cJSON_CreateObject(), max_payload, until, &rep, &raw, why, err);
+    int rc = sa_step(ss, "setup", sa->round, cJSON_CreateObject(), until, &rep, &raw, why, err);
     if (rc != 0) return rc;
     int64_t bits = 0, shift = 0, t = 0; /* read only when all parsed, but set: clang cannot tell */
     const cJSON *hs = cJSON_GetObjectItemCaseSensitive(rep.meta, "holders"), *e;
@@ -249,8 +250,8 @@ static int sa_seal_key(const client_state *s, const client_secagg *sa, sa_holder
     return 0;
 }
 
-static int sa_shares(nng_socket sock, client_state *s, client_secagg *sa, size_t max_payload, double until, char *why,
-                     char *err) {
+static int sa_shares(client_session *ss, client_secagg *sa, double until, char *why, char *err) {
+    client_state *s = ss->s;
     int n = 0;
     for (int j = 0; j < sa->n_h; j++) n = sa->h[j].x > n ? sa->h[j].x : n;
     uint8_t *ks = hfl_malloc((size_t)n * 32), *bs = hfl_malloc((size_t)n * 32);
@@ -287,23 +288,23 @@ static int sa_shares(nng_socket sock, client_state *s, client_secagg *sa, size_t
         cJSON_Delete(meta);
         return -1;
     }
-    rc = sa_post(sock, s, "shares", sa->round, meta, max_payload, until, why, err);
+    rc = sa_post(ss, "shares", sa->round, meta, until, why, err);
     if (rc == 0) sa_test_kill("shares", sa->round, s->auth.self ? hfl_identity_name(s->auth.self) : "");
     return rc;
 }
 
-int client_secagg_begin(nng_socket sock, client_state *s, const client_task *task, size_t max_payload,
-                        client_secagg **out, char *why, char *err) {
+int client_secagg_begin(client_session *ss, const client_task *task, client_secagg **out, char *why, char *err) {
+    const client_state *s = ss->s;
     client_secagg *sa = hfl_calloc(1, sizeof *sa);
     sa->masked = task->secagg == SECAGG_MASKED, sa->round = task->round;
     double until = task->received_at + task->deadline_s;
     int rc = 0;
     if (!(sa->g = hfl_csprng_new("hfl secagg client", err))) rc = -1;
-    if (rc == 0 && sa->masked) rc = sa_keys(sock, s, sa, max_payload, until, why, err);
-    if (rc == 0) rc = sa_setup(sock, s, sa, max_payload, until, why, err);
+    if (rc == 0 && sa->masked) rc = sa_keys(ss, sa, until, why, err);
+    if (rc == 0) rc = sa_setup(ss, sa, until, why, err);
     if (rc == 0 && (sa->bits != task->secagg_bits || sa->shift != task->secagg_shift))
         rc = hfl_errf(err, "secure aggregation setup's ring (%d bits, 2^%d) differs from the task's", sa->bits, sa->shift);
-    if (rc == 0 && sa->masked) rc = sa_shares(sock, s, sa, max_payload, until, why, err);
+    if (rc == 0 && sa->masked) rc = sa_shares(ss, sa, until, why, err);
     else if (rc == 0) sa_test_kill("shares", sa->round, s->auth.self ? hfl_identity_name(s->auth.self) : "");
     if (rc != 0) {
         client_secagg_free(sa);
@@ -320,11 +321,11 @@ void client_secagg_free(client_secagg *sa) {
     free(sa);
 }
 
-static int sa_inbox(nng_socket sock, client_state *s, client_secagg *sa, size_t max_payload, double until, char *why,
-                    char *err) {
+static int sa_inbox(client_session *ss, client_secagg *sa, double until, char *why, char *err) {
+    client_state *s = ss->s;
     hfl_msg rep;
     nng_msg *raw;
-    int rc = sa_step(sock, s, "inbox", sa->round, cJSON_CreateObject(), max_payload, until, &rep, &raw, why, err);
+    int rc = sa_step(ss, "inbox", sa->round, cJSON_CreateObject(), until, &rep, &raw, why, err);
     if (rc != 0) return rc;
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(rep.meta, "shares"), *e;
     int got = 0;
@@ -401,11 +402,10 @@ static int sa_mask(const client_state *s, client_secagg *sa, uint64_t *x, size_t
     return 0;
 }
 
-static int sa_unmask(nng_socket sock, client_state *s, client_secagg *sa, size_t max_payload, double until, char *why,
-                     char *err) {
+static int sa_unmask(client_session *ss, client_secagg *sa, double until, char *why, char *err) {
     hfl_msg rep;
     nng_msg *raw;
-    int rc = sa_step(sock, s, "unmask_list", sa->round, cJSON_CreateObject(), max_payload, until, &rep, &raw, why, err);
+    int rc = sa_step(ss, "unmask_list", sa->round, cJSON_CreateObject(), until, &rep, &raw, why, err);
     if (rc != 0) return rc;
     cJSON *meta = cJSON_CreateObject(), *out = cJSON_AddArrayToObject(meta, "shares");
     int said[SA_MAX_HOLDERS] = {0}; /* 1: seed share revealed, 2: key share: never both */
@@ -433,20 +433,19 @@ static int sa_unmask(nng_socket sock, client_state *s, client_secagg *sa, size_t
         cJSON_Delete(meta);
         return rc;
     }
-    return sa_post(sock, s, "unmask", sa->round, meta, max_payload, until, why, err);
+    return sa_post(ss, "unmask", sa->round, meta, until, why, err);
 }
 
-int client_secagg_payload(nng_socket sock, client_state *s, client_secagg *sa, const client_task *task,
-                          const float *delta, size_t n, size_t max_payload, uint8_t **payload, size_t *len, char *why,
-                          char *err) {
+int client_secagg_payload(client_session *ss, client_secagg *sa, const client_task *task, const float *delta,
+                          size_t n, uint8_t **payload, size_t *len, char *why, char *err) {
     double until = task->received_at + task->deadline_s;
     if (sa->masked) {
-        int rc = sa_inbox(sock, s, sa, max_payload, until, why, err);
+        int rc = sa_inbox(ss, sa, until, why, err);
         if (rc != 0) return rc;
     }
     uint64_t *x = hfl_malloc(sizeof(uint64_t) * (n + 1));
     sa_fixed(sa, delta, n, x);
-    if (sa->masked && sa_mask(s, sa, x, n + 1, err) != 0) {
+    if (sa->masked && sa_mask(ss->s, sa, x, n + 1, err) != 0) {
         free(x);
         return -1;
     }
@@ -457,9 +456,8 @@ int client_secagg_payload(nng_socket sock, client_state *s, client_secagg *sa, c
     return 0;
 }
 
-int client_secagg_finish(nng_socket sock, client_state *s, client_secagg *sa, const client_task *task,
-                         size_t max_payload, char *why, char *err) {
+int client_secagg_finish(client_session *ss, client_secagg *sa, const client_task *task, char *why, char *err) {
     if (!sa->masked) return 0;
-    sa_test_kill("input", sa->round, s->auth.self ? hfl_identity_name(s->auth.self) : "");
-    return sa_unmask(sock, s, sa, max_payload, task->received_at + task->deadline_s, why, err);
+    sa_test_kill("input", sa->round, ss->s->auth.self ? hfl_identity_name(ss->s->auth.self) : "");
+    return sa_unmask(ss, sa, task->received_at + task->deadline_s, why, err);
 }
