@@ -11,7 +11,16 @@
  * this seed), end within 1 point of run B's final accuracy, and show
  * client-3 with tasks past their deadline in its report and on /metrics
  * (scraped while the coordinator lingers, --metrics). The test stops at the
- * first process that exits with an error. */
+ * first process that exits with an error.
+ *
+ * In run A client-3 says hello first, client-0 starts once it is welcomed,
+ * and clients 1 and 2 once round 1 has opened (the event log says so): round
+ * 1 then draws client-3 and client-0 alone and waits out its deadline for
+ * client-3, so client-3's task is past due before the run ends. Started all
+ * at once, three honest clients were sometimes planned before round 1
+ * opened; it then drew three, closed on the two honest updates in 0.3 s,
+ * and the six rounds ended 2.3 s after client-3's first task, before its
+ * 3 s deadline: no task was ever judged overdue (a clean-clone run). */
 #include <arpa/inet.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -38,6 +47,7 @@ typedef struct {
     char url[300];
     volatile int stop;
     int tasks, pulls, said_hello;
+    int hello_over; /* set (atomically) once said_hello and why say how the hello went */
     char why[256];
 } withholder;
 
@@ -50,6 +60,7 @@ static void *withhold(void *arg) {
     hfl_tls_opts tls = {0, ca, pem, "localhost"};
     if (hfl_transport_dial(&sock, w->url, &tls, MAX_PAYLOAD + 65536, 10000, err) != 0) {
         snprintf(w->why, sizeof w->why, "dial: %.200s", err);
+        __atomic_store_n(&w->hello_over, 1, __ATOMIC_RELEASE);
         return NULL;
     }
     cJSON *hello = cJSON_CreateObject();
@@ -57,9 +68,11 @@ static void *withhold(void *arg) {
     cJSON_AddNumberToObject(cJSON_AddObjectToObject(hello, "plan"), "batch", 32);
     if (prove_hello(sock, pem, ca, hello, MAX_PAYLOAD, &id, token, w->why) != HFL_MSG_WELCOME) {
         nng_close(sock);
+        __atomic_store_n(&w->hello_over, 1, __ATOMIC_RELEASE);
         return NULL;
     }
     w->said_hello = 1;
+    __atomic_store_n(&w->hello_over, 1, __ATOMIC_RELEASE);
     while (!w->stop) {
         cJSON *m = cJSON_CreateObject();
         cJSON_AddNumberToObject(m, "client_id", id);
@@ -119,19 +132,40 @@ static int rounds_in(const char *report) {
     return n;
 }
 
+/* 1 when the event log at path says a round opened. */
+static int round_opened(const char *path) {
+    char *text = hfl_read_file(path, NULL, NULL);
+    int open = text && strstr(text, "\"event\":\"round_open\"") != NULL;
+    free(text);
+    return open;
+}
+
 /* Runs one fleet to its end, failing at the first process that fails;
  * returns the report. */
 static cJSON *run(const char *name, int with_withholder) {
     const char *dir = harness_tmpdir();
-    char report[400], url[300], err[HFL_ERR_LEN];
+    char report[400], events[400], url[300], err[HFL_ERR_LEN];
     snprintf(report, sizeof report, "%s/%s-report.json", dir, name);
+    snprintf(events, sizeof events, "%s/%s-events.jsonl", dir, name);
     char *extra[] = {"--listen", "tls+tcp://127.0.0.1:0", "--ca", ca, "--cert", cpem, "--rounds", "6",
-                     "--deadline", "3", "--linger", "2", "--report", report,
+                     "--deadline", "3", "--linger", "2", "--report", report, "--log", events,
                      with_withholder ? "--metrics" : NULL, "127.0.0.1:0", NULL};
     pid_t coord = harness_start_coordinator(coord_exe, extra, url, sizeof url);
     REQUIRE_MSG(coord > 0, "%s: coordinator did not start", name);
     pid_t clients[N_HONEST];
+    withholder w = {0};
+    pthread_t th;
+    snprintf(w.url, sizeof w.url, "%s", url);
+    if (with_withholder) {
+        pthread_create(&th, NULL, withhold, &w);
+        for (double t = hfl_now(); !__atomic_load_n(&w.hello_over, __ATOMIC_ACQUIRE); hfl_sleep_ms(20))
+            REQUIRE_MSG(hfl_now() - t < 60, "%s: client-3 was not welcomed in 60 s", name);
+        REQUIRE_MSG(w.said_hello, "%s: client-3's hello: %s", name, w.why);
+    }
     for (int i = 0; i < N_HONEST; i++) {
+        if (with_withholder && i == 1) /* round 1 draws client-3 and client-0 (the header) */
+            for (double t = hfl_now(); !round_opened(events); hfl_sleep_ms(20))
+                REQUIRE_MSG(hfl_now() - t < 60, "%s: round 1 did not open in 60 s", name);
         char pem[320], log[400], idx[8];
         snprintf(pem, sizeof pem, "%s/client-%d.pem", pki, i);
         snprintf(log, sizeof log, "%s/%s-client-%d.log", dir, name, i);
@@ -140,10 +174,6 @@ static cJSON *run(const char *name, int with_withholder) {
                         "--num-clients", "4", NULL};
         clients[i] = harness_spawn(argv, log);
     }
-    withholder w = {0};
-    pthread_t th;
-    snprintf(w.url, sizeof w.url, "%s", url);
-    if (with_withholder) pthread_create(&th, NULL, withhold, &w);
     double t0 = hfl_now();
     int coord_rc = -2;
     while (coord_rc == -2) {
