@@ -181,9 +181,6 @@ static inline float codec_max_scale(const hfl_codec *c) {
                                                                                          : 3.40282347e38f;
 }
 
-/* A block scale a decoder accepts (payload_hd.h). */
-static inline int codec_scale_ok(float s, float max) { return hfl_payload_scale_ok(s, max); }
-
 /* -1 with err "<codec> payload: block k has scale s, outside [0, max]". */
 int codec_scale_error(const hfl_codec *c, size_t k, float s, char *err);
 
@@ -191,7 +188,7 @@ int codec_scale_error(const hfl_codec *c, size_t k, float s, char *err);
  * else codec_scale_error's -1. */
 static inline int codec_check_scale(const codec_job *j, size_t k, const uint8_t *p, char *err) {
     float s = codec_load_f32(p);
-    return codec_scale_ok(s, codec_max_scale(j->c)) ? 0 : codec_scale_error(j->c, k, s, err);
+    return hfl_payload_scale_ok(s, codec_max_scale(j->c)) ? 0 : codec_scale_error(j->c, k, s, err);
 }
 
 static inline uint32_t codec_load_u16(const uint8_t *p) {

@@ -62,7 +62,6 @@ static void read_doc(const char *path) {
         }
         doc_row r = {0};
         if (sscanf(line, "| `%63[^`]` | %31[^|]| %15[^| ] |", r.field, r.type, r.presence) != 3) continue;
-        r.type[strcspn(r.type, "\0")] = 0;
         for (size_t n = strlen(r.type); n > 0 && r.type[n - 1] == ' '; n--) r.type[n - 1] = 0;
         snprintf(r.msg, sizeof r.msg, "%s", msg);
         REQUIRE(n_rows < (int)(sizeof rows / sizeof rows[0]));
