@@ -96,8 +96,6 @@ static const hfl_wire_msg record_wire = {0, "round", record_fields, N(record_fie
 
 cJSON *round_record_json(const round_record *r) { return hfl_wire_encode(&record_wire, r); }
 
-void round_record_free(round_record *r) { hfl_wire_free(&record_wire, r); }
-
 void round_log_add(round_log *l, round_record *r) {
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 16;
@@ -138,7 +136,7 @@ int round_log_read(const cJSON *arr, round_log *out, char *err) {
 }
 
 void round_log_free(round_log *l) {
-    for (int i = 0; i < l->n; i++) round_record_free(&l->v[i]);
+    for (int i = 0; i < l->n; i++) hfl_wire_free(&record_wire, &l->v[i]); /* its lists */
     free(l->v);
     *l = (round_log){0};
 }

@@ -102,7 +102,6 @@ typedef struct {
 } round_log;
 
 cJSON *round_record_json(const round_record *r); /* NULL when out of memory */
-void round_record_free(round_record *r);          /* its lists */
 void round_log_add(round_log *l, round_record *r); /* takes r's lists */
 cJSON *round_log_json(const round_log *l);        /* the whole log as an array */
 /* A saved log (round_log_json's array) into out (zeroed by the caller): 0, or

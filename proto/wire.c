@@ -45,8 +45,7 @@ int hfl_wire_encode_into(const hfl_wire_msg *d, const void *s, cJSON *o) {
         const void *v = wire_at(s, f->offset);
         cJSON *item = NULL;
         if (f->optional && !*(const int *)wire_at(s, f->has)) {
-            if (f->optional != HFL_WIRE_NULLABLE) continue;
-            if (!cJSON_AddNullToObject(o, f->name)) return -1;
+            if (f->optional == HFL_WIRE_NULLABLE && !cJSON_AddNullToObject(o, f->name)) return -1;
             continue;
         }
         switch (f->kind) {
