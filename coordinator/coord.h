@@ -30,6 +30,7 @@
 #include "compress/codec.h"
 #include "coordinator/aggregate.h"
 #include "coordinator/robust.h"
+#include "coordinator/round_record.h"
 #include "coordinator/server_opt.h"
 #include "data/idx.h"
 #include "kernels/device.h"
@@ -314,7 +315,7 @@ typedef struct {
     hfl_hist round_hist, agg_hist, eval_hist; /* --metrics: round wall, aggregation, evaluation (under lock) */
     hfl_metrics_server *metrics; /* --metrics: the HTTP listener (NULL without) */
     double started;
-    cJSON *round_log;  /* array of per-round objects for the report */
+    round_log rounds;  /* every closed round, for the report and the state dir */
     FILE *log;
     double final_acc;
     int restarts; /* times this run was continued from its state dir */
@@ -439,19 +440,20 @@ char *report_render(coord *c, size_t *len);   /* the report's text (malloc'd; NU
 /* Writes a rendered report (freeing it) atomically; serialised by
  * c->report_lock, so it may run without c->lock. */
 int report_store(coord *c, char *text, size_t len, char *err);
-/* Publishes a finished round log entry (with c->lock): its event, progress
- * line and the report (rendered here, written by the caller when text is
- * given). Evaluation publishes through it, never through the round engine. */
-void report_publish_round(coord *c, const cJSON *entry, char **text, size_t *len);
+/* Publishes c->rounds's entry i, a finished round (with c->lock): its event,
+ * progress line and the report (rendered here, written by the caller when
+ * text is given). Evaluation publishes through it, never through the round
+ * engine. */
+void report_publish_round(coord *c, int i, char **text, size_t *len);
 
 /* evaluate.c: a closed round's evaluation runs on its own thread, so the
  * next round opens at once; until it is done the round is not published
  * (event, progress line, report) and no later round closes. */
 int eval_start(coord *c, char *err); /* without it, rounds evaluate inline */
 void eval_stop(coord *c);            /* lets the evaluation in hand finish */
-/* With c->lock: evaluates the global model for the round log entry `entry`
- * (its test_acc, test_loss) and publishes the round, now or on the thread. */
-void eval_round(coord *c, cJSON *entry);
+/* With c->lock: evaluates the global model for c->rounds's entry i (its
+ * test_acc, test_loss) and publishes the round, now or on the thread. */
+void eval_round(coord *c, int i);
 int eval_busy(coord *c);             /* with c->lock */
 /* After a state is loaded and the log opened: a last round saved before its
  * evaluation is evaluated and published now. */
@@ -510,7 +512,7 @@ int secagg_unmasking(const coord *c);
 int secagg_failed(coord *c, char *why, size_t cap);
 void secagg_tick(coord *c);                /* closes phases whose time ran out */
 double secagg_count(const coord *c);       /* the sum's count of norms at most the clip */
-void secagg_report(const coord *c, cJSON *round_entry);
+int secagg_report(const coord *c, round_secagg *x); /* 1 and the round's figures in x; 0 without */
 
 /* dp_round.c: client-level differential privacy in rounds (dp.h) */
 typedef struct coord_dp coord_dp;
@@ -522,7 +524,7 @@ void dp_round_sigma(const coord *c, double *sigma, double *sigma_count);
 int dp_budget_left(coord *c, char *why, size_t cap);
 int dp_add_central(coord *c, double sigma, char *err); /* N(0, sigma^2) into the aggregator's sum */
 double dp_noised_count(coord *c, double count);       /* central adaptive clipping's noised count */
-void dp_charge(coord *c, cJSON *round_entry);          /* the round into the accountant, "dp" into the entry */
+int dp_charge(coord *c, round_dp *o); /* the round into the accountant: 1 and its spend in o; 0 without DP */
 int dp_epsilon(const coord *c, double *eps, double *delta); /* 1 and the spend so far, 0 without DP */
 double dp_multiplier(const coord *c);  /* the update's noise multiplier z_d (0 without DP) */
 double dp_count_sigma(const coord *c); /* the count's noise sigma_b (0 without DP or adaptive clipping) */

@@ -112,24 +112,17 @@ double dp_noised_count(coord *c, double count) {
     return count + d->sigma_b * hfl_csprng_gauss_within(d->g, SECAGG_NOISE_TAIL);
 }
 
-void dp_charge(coord *c, cJSON *entry) {
+int dp_charge(coord *c, round_dp *o) {
     coord_dp *d = c->dp;
-    if (!d) return;
+    if (!d) return 0;
     hfl_rdp_compose(&d->acc, d->q, d->z, 1);
     double order;
     d->epsilon = hfl_rdp_epsilon(&d->acc, d->delta, &order);
-    cJSON *o = cJSON_AddObjectToObject(entry, "dp");
-    cJSON_AddNumberToObject(o, "noise_multiplier", d->z);
-    cJSON_AddNumberToObject(o, "update_multiplier", d->z_update);
-    cJSON_AddNumberToObject(o, "count_sigma", d->sigma_b);
-    cJSON_AddNumberToObject(o, "sampling_rate", d->q);
-    cJSON_AddNumberToObject(o, "epsilon", d->epsilon);
-    cJSON_AddNumberToObject(o, "delta", d->delta);
-    cJSON_AddNumberToObject(o, "order", order);
-    cJSON_AddNumberToObject(o, "rounds_charged", d->acc.rounds);
+    *o = (round_dp){d->z, d->z_update, d->sigma_b, d->q, d->epsilon, d->delta, order, d->acc.rounds};
     if (!c->cfg.quiet)
         printf("round %d: differential privacy: epsilon %.4g at delta %g after %d rounds (order %g)\n", c->r.round,
                d->epsilon, d->delta, d->acc.rounds, order);
+    return 1;
 }
 
 double dp_multiplier(const coord *c) { return c->dp ? c->dp->z_update : 0; }

@@ -28,20 +28,18 @@ struct coord_eval {
     pthread_t thread;
     pthread_cond_t cv; /* with c->lock */
     float *w;          /* the weights to evaluate */
-    cJSON *entry;      /* their round log entry (owned by c->round_log) */
+    int entry;         /* their round: an index into c->rounds */
     int busy, stop;
 };
 
-/* The accuracy and loss of w into entry (the caller holds whatever protects
- * entry); for a language model also test_bpb, the loss per label (a byte of
- * hfl-data text's windows) in bits: loss / ln 2. */
-static void eval_fill(const coord *c, cJSON *entry, float acc, float loss) {
-    cJSON_ReplaceItemInObject(entry, "test_acc", cJSON_CreateNumber(acc));
-    cJSON_ReplaceItemInObject(entry, "test_loss", cJSON_CreateNumber(loss));
-    if (c->spec.layers[c->spec.n_layers - 1].kind == HFL_LAYER_LM_HEAD) {
-        cJSON_DeleteItemFromObjectCaseSensitive(entry, "test_bpb");
-        cJSON_AddNumberToObject(entry, "test_bpb", loss / 0.6931471805599453);
-    }
+/* The accuracy and loss of w into the round's record (with c->lock); for a
+ * language model also test_bpb, the loss per label (a byte of hfl-data
+ * text's windows) in bits: loss / ln 2. */
+static void eval_fill(coord *c, round_record *r, float acc, float loss) {
+    r->has_test = 1, r->test_acc = acc, r->test_loss = loss;
+    r->has_test_bpb = c->spec.layers[c->spec.n_layers - 1].kind == HFL_LAYER_LM_HEAD;
+    r->test_bpb = loss / 0.6931471805599453;
+    c->final_acc = acc;
 }
 
 /* On a device the test set is uploaded once, at the first evaluation, and
@@ -74,9 +72,8 @@ static void *eval_main(void *arg) {
         float loss, acc = eval_model(c, q->w, &loss); /* c->eval and c->test are this thread's while busy */
         pthread_mutex_lock(&c->lock);
         hfl_hist_observe(&c->eval_hist, hfl_now() - t0);
-        hfl_test_crash("evaluate", (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(q->entry, "round")));
-        eval_fill(c, q->entry, acc, loss);
-        c->final_acc = acc;
+        hfl_test_crash("evaluate", (int)c->rounds.v[q->entry].round);
+        eval_fill(c, &c->rounds.v[q->entry], acc, loss);
         c->done = c->done_pending; /* so the report says complete */
         char *text = NULL;
         size_t len = 0;
@@ -86,7 +83,6 @@ static void *eval_main(void *arg) {
         if (text && report_store(c, text, len, err) != 0) fprintf(stderr, "hfl-coordinator: %s\n", err);
         pthread_mutex_lock(&c->lock);
         q->busy = 0;
-        q->entry = NULL;
         pthread_cond_signal(&c->tick); /* a round waiting to close may now */
     }
     pthread_mutex_unlock(&c->lock);
@@ -124,14 +120,13 @@ void eval_stop(coord *c) {
 
 int eval_busy(coord *c) { return c->evq && c->evq->busy; }
 
-void eval_round(coord *c, cJSON *entry) {
+void eval_round(coord *c, int entry) {
     coord_eval_t *q = c->evq;
     if (!q) {
         double t0 = hfl_now();
         float loss, acc = eval_model(c, c->global, &loss);
         hfl_hist_observe(&c->eval_hist, hfl_now() - t0);
-        eval_fill(c, entry, acc, loss);
-        c->final_acc = acc;
+        eval_fill(c, &c->rounds.v[entry], acc, loss);
         c->done = c->done_pending;
         report_publish_round(c, entry, NULL, NULL);
         return;
@@ -143,12 +138,11 @@ void eval_round(coord *c, cJSON *entry) {
 }
 
 void eval_fill_pending(coord *c) {
-    cJSON *last = cJSON_GetArrayItem(c->round_log, cJSON_GetArraySize(c->round_log) - 1);
-    if (!last || !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(last, "test_acc"))) return;
+    int last = c->rounds.n - 1;
+    if (last < 0 || c->rounds.v[last].has_test) return;
     double t0 = hfl_now();
     float loss, acc = eval_model(c, c->global, &loss);
     hfl_hist_observe(&c->eval_hist, hfl_now() - t0);
-    eval_fill(c, last, acc, loss);
-    c->final_acc = acc;
+    eval_fill(c, &c->rounds.v[last], acc, loss);
     report_publish_round(c, last, NULL, NULL); /* its event and progress line were never written */
 }

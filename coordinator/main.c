@@ -75,7 +75,6 @@ static int coord_setup(coord *c, char *err) {
     /* Evaluation chunks the test set; a chunk's arena is capped so a long-context
      * LM (every block's T x T probabilities per sample) is not planned at batch 500. */
     if (!(c->eval = hfl_trainer_create_eval(&c->spec, c->be, 500, HFL_EVAL_ARENA_BYTES, err))) return -1;
-    c->round_log = cJSON_CreateArray();
     pthread_mutex_init(&c->lock, NULL);
     int resumed;
     pthread_mutex_init(&c->report_lock, NULL);

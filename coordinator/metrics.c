@@ -13,21 +13,15 @@
 static const char *const reject_names[COORD_REJ_KINDS] = {"malformed", "wrong_round", "not_tasked", "samples",
                                                           "codec", "payload", "late"};
 
-static double entry_num(const cJSON *e, const char *k) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, k);
-    return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-
 /* The Prometheus page; the caller holds c->lock. */
 static void render_metrics(const coord *c, hfl_text *t) {
-    int rounds = cJSON_GetArraySize(c->round_log), failed = 0;
+    int rounds = c->rounds.n, failed = 0;
     double up = 0, down = 0, loss = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, c->round_log) {
-        const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "status"));
-        failed += st && strcmp(st, "ok") != 0;
-        up += entry_num(e, "bytes_up"), down += entry_num(e, "bytes_down");
-        if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(e, "test_loss"))) loss = entry_num(e, "test_loss");
+    for (int i = 0; i < rounds; i++) {
+        const round_record *e = &c->rounds.v[i];
+        failed += strcmp(e->status, "ok") != 0;
+        up += e->bytes_up, down += e->bytes_down;
+        if (e->has_test) loss = e->test_loss;
     }
     if (c->r.open) up += (double)c->r.bytes_up, down += (double)c->r.bytes_down;
     hfl_prom_head(t, "hfl_rounds_total", "counter", "Rounds closed, aggregated or failed.");
@@ -136,7 +130,7 @@ static void render_status(const coord *c, hfl_text *t) {
     cJSON_AddNumberToObject(o, "round", c->r.round);
     cJSON_AddBoolToObject(o, "open", c->r.open);
     cJSON_AddNumberToObject(o, "rounds_planned", c->cfg.rounds);
-    cJSON_AddNumberToObject(o, "rounds_closed", cJSON_GetArraySize(c->round_log));
+    cJSON_AddNumberToObject(o, "rounds_closed", c->rounds.n);
     cJSON_AddNumberToObject(o, "model_version", c->version);
     cJSON_AddBoolToObject(o, "complete", c->done);
     cJSON_AddNumberToObject(o, "clients", c->n_clients);

@@ -119,7 +119,7 @@ int persist_save(coord *c, char *err) {
     cJSON_AddBoolToObject(o, "sopt_m", c->sopt.m != NULL);
     cJSON_AddBoolToObject(o, "sopt_v", c->sopt.v != NULL);
     cJSON_AddItemToObject(o, "registry", persist_registry(c));
-    cJSON_AddItemToObject(o, "round_log", cJSON_Duplicate(c->round_log, 1));
+    cJSON_AddItemToObject(o, "round_log", round_log_json(&c->rounds));
     char *json = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (!json) return hfl_errf(err, "out of memory printing the coordinator state");
@@ -267,9 +267,12 @@ static int persist_restore(coord *c, const cJSON *o, const uint8_t *bin, size_t 
     size_t fl = c->spec.n_params * sizeof(float), sl = c->spec.n_trainable * sizeof(float);
     if (has_m != (c->sopt.m != NULL) || has_v != (c->sopt.v != NULL) || bin_len != fl + sl * (size_t)(has_m + has_v))
         return hfl_errf(err, "its binary part (%zu bytes) does not fit this model and server optimizer", bin_len);
-    if (persist_restore_registry(c, cJSON_GetObjectItemCaseSensitive(o, "registry"), err) != 0) return -1;
-    const cJSON *log = cJSON_GetObjectItemCaseSensitive(o, "round_log");
-    if (!cJSON_IsArray(log)) return hfl_errf(err, "its round log is malformed");
+    round_log log = {0};
+    if (round_log_read(cJSON_GetObjectItemCaseSensitive(o, "round_log"), &log, err) != 0) return -1;
+    if (persist_restore_registry(c, cJSON_GetObjectItemCaseSensitive(o, "registry"), err) != 0) {
+        round_log_free(&log);
+        return -1;
+    }
     memcpy(c->global, bin, fl);
     if (c->sopt.m) memcpy(c->sopt.m, bin + fl, sl);
     if (c->sopt.v) memcpy(c->sopt.v, bin + fl + sl * (size_t)has_m, sl);
@@ -284,8 +287,8 @@ static int persist_restore(coord *c, const cJSON *o, const uint8_t *bin, size_t 
     c->rejected = (uint64_t)persist_num(o, "rejected");
     c->restarts = (int)persist_num(o, "restarts") + 1;
     dp_restore(c, (int)persist_num(o, "dp_rounds"));
-    cJSON_Delete(c->round_log);
-    c->round_log = cJSON_Duplicate(log, 1);
+    round_log_free(&c->rounds);
+    c->rounds = log;
     downlink_record(c);
     return 0;
 }

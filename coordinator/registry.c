@@ -229,21 +229,19 @@ typedef struct {
 
 static void registry_records(const coord *c, registry_record *rec) {
     memset(rec, 0, sizeof *rec * (size_t)c->n_clients);
-    const cJSON *round, *p;
-    cJSON_ArrayForEach(round, c->round_log) {
-        cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(round, "participants")) {
-            int id = (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(p, "client"));
-            const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "status"));
-            if (id < 0 || id >= c->n_clients || !st) continue;
+    for (int i = 0; i < c->rounds.n; i++) {
+        const hfl_wire_list *ps = &c->rounds.v[i].participants;
+        for (int j = 0; j < ps->n; j++) {
+            const round_participant *p = (const round_participant *)ps->v + j;
+            int id = (int)p->client;
+            if (id < 0 || id >= c->n_clients) continue;
             registry_record *r = &rec[id];
             r->joined++;
-            if (!strcmp(st, "ok")) {
-                r->samples += cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(p, "samples"));
-                r->train_s += cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(p, "train_s"));
-                r->bytes_up += cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(p, "bytes_up"));
-            } else if (!strcmp(st, "declined")) {
+            if (!strcmp(p->status, "ok")) {
+                r->samples += p->samples, r->train_s += p->train_s, r->bytes_up += p->bytes_up;
+            } else if (!strcmp(p->status, "declined")) {
                 r->declined++;
-            } else if (!strcmp(st, "late") || !strcmp(st, "missed_deadline")) {
+            } else if (!strcmp(p->status, "late") || !strcmp(p->status, "missed_deadline")) {
                 r->late++; /* over-selected: the round closed with enough before it answered; or simulated too slow */
             } else {
                 r->failures++; /* refused, missing or left */

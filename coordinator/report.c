@@ -8,6 +8,7 @@
  * `clients[].plan`), `wall_s`, `final_test_acc` and
  * `rounds` (each `{round, test_acc, test_loss, clients, bytes_up,
  * bytes_down, wall_s}`, and test_bpb for a language model) are stable. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,7 +100,7 @@ char *report_render(coord *c, size_t *len) {
         cJSON_AddNumberToObject(o, "coordinator_rss_bytes", (double)rss);
         cJSON_AddNumberToObject(o, "coordinator_peak_rss_bytes", (double)peak);
     }
-    cJSON_AddItemToObject(o, "rounds", cJSON_Duplicate(c->round_log, 1));
+    cJSON_AddItemToObject(o, "rounds", round_log_json(&c->rounds));
     cJSON_AddItemToObject(o, "clients", registry_report(c));
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
@@ -129,19 +130,20 @@ int report_write(coord *c, char *err) {
 /* Publishes a finished entry of the round log: its event, its progress line
  * and the report; *text gets the report to store when text is given (the
  * evaluation thread writes it without the lock), else it is written here. */
-void report_publish_round(coord *c, const cJSON *entry, char **text, size_t *len) {
-    cJSON *ev = cJSON_Duplicate(entry, 1);
-    cJSON_AddStringToObject(ev, "event", "round");
-    events_log(c, ev);
-    const char *status = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(entry, "status"));
-#define E(k) cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(entry, k))
+void report_publish_round(coord *c, int i, char **text, size_t *len) {
+    const round_record *e = &c->rounds.v[i];
+    cJSON *ev = round_record_json(e);
+    if (ev) {
+        cJSON_AddStringToObject(ev, "event", "round");
+        events_log(c, ev);
+    }
     char late[32] = ""; /* --late fold, --async: updates of earlier rounds it took */
-    if (E("late_folded") > 0) snprintf(late, sizeof late, " +%d late", (int)E("late_folded"));
+    if (e->has_late_folded && e->late_folded > 0) snprintf(late, sizeof late, " +%d late", (int)e->late_folded);
     if (!c->cfg.quiet)
         printf("round %d/%d  %-6s test_acc %.4f  test_loss %.4f  clients %d/%d%s  up %.2f MB  down %.2f MB  %.2f s\n",
-               (int)E("round"), c->cfg.rounds, status ? status : "?", E("test_acc"), E("test_loss"), (int)E("clients"),
-               (int)E("selected"), late, E("bytes_up") / 1e6, E("bytes_down") / 1e6, E("wall_s"));
-#undef E
+               (int)e->round, c->cfg.rounds, e->status, e->has_test ? e->test_acc : NAN,
+               e->has_test ? e->test_loss : NAN, (int)e->clients, (int)e->selected, late, e->bytes_up / 1e6,
+               e->bytes_down / 1e6, e->wall_s);
     fflush(stdout);
     char err[HFL_ERR_LEN];
     if (text) *text = c->cfg.report_path[0] ? report_render(c, len) : NULL;

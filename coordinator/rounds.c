@@ -713,123 +713,89 @@ static double median_norm(const coord_round *r) {
  * past the deadline; left: quit the run; late: over-selected,
  * the round closed with its target before it answered; missing: no update by
  * the close) and, for an accepted update, what it weighed and carried. */
-static cJSON *round_participants(const coord *c) {
+static void round_participants(const coord *c, hfl_wire_list *out) {
     const coord_round *r = &c->r;
-    cJSON *arr = cJSON_CreateArray();
+    round_participant *v = hfl_calloc(r->n_selected ? (size_t)r->n_selected : 1, sizeof *v);
+    /* over-selected or --async: closed without the rest, who are late */
+    int full = r->n_received + (c->cfg.async_concurrency > 0 ? r->n_stale : 0) >= r->n_target;
     for (int i = 0; i < r->n_selected; i++) {
         int id = r->selected[i];
-        const coord_client *cl = &c->clients[id];
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "client", id);
-        cJSON_AddStringToObject(o, "name", cl->name);
-        /* over-selected or --async: closed without the rest, who are late */
-        int full = r->n_received + (c->cfg.async_concurrency > 0 ? r->n_stale : 0) >= r->n_target;
-        cJSON_AddStringToObject(o, "status", r->slot[id].received ? "ok" : r->slot[id].refused == SLOT_DECLINED ? "declined"
-                                             : r->slot[id].refused == SLOT_MISSED ? "missed_deadline"
-                                             : r->slot[id].refused == SLOT_DROPPED ? "dropped"
-                                             : r->slot[id].refused ? "refused" : cl->left[0] ? "left"
-                                             : full ? "late" : "missing");
-        if (r->slot[id].received) {
-            cJSON_AddNumberToObject(o, "samples", r->slot[id].samples);
-            cJSON_AddNumberToObject(o, "weight", r->slot[id].weight);
-            if (!c->cfg.secure_agg) { /* under secure aggregation no one sees its norm */
-                cJSON_AddNumberToObject(o, "norm", r->slot[id].norm);
-                cJSON_AddBoolToObject(o, "clipped", r->slot[id].clipped);
-            }
-            cJSON_AddNumberToObject(o, "loss", r->slot[id].loss);
-            cJSON_AddNumberToObject(o, "train_s", r->slot[id].train_s);
-            cJSON_AddNumberToObject(o, "bytes_up", r->slot[id].bytes);
-            if (r->slot[id].measured_peak > 0)
-                cJSON_AddNumberToObject(o, "measured_peak_bytes", r->slot[id].measured_peak);
-            if (r->slot[id].trained > 0) cJSON_AddNumberToObject(o, "trained_samples", r->slot[id].trained);
-            if (r->slot[id].lr_last > 0) {
-                cJSON_AddNumberToObject(o, "lr_first", r->slot[id].lr_first);
-                cJSON_AddNumberToObject(o, "lr_last", r->slot[id].lr_last);
-            }
-        }
-        if ((r->slot[id].received || r->slot[id].refused == SLOT_MISSED) && r->slot[id].sim_s > 0)
-            cJSON_AddNumberToObject(o, "sim_s", r->slot[id].sim_s);
+        const coord_slot *s = &r->slot[id];
+        round_participant *p = &v[i];
+        p->client = id;
+        snprintf(p->name, sizeof p->name, "%s", c->clients[id].name);
+        snprintf(p->status, sizeof p->status, "%s",
+                 s->received ? "ok" : s->refused == SLOT_DECLINED ? "declined"
+                 : s->refused == SLOT_MISSED ? "missed_deadline" : s->refused == SLOT_DROPPED ? "dropped"
+                 : s->refused ? "refused" : c->clients[id].left[0] ? "left" : full ? "late" : "missing");
+        p->ok = s->received;
+        p->samples = s->samples, p->weight = s->weight, p->loss = s->loss, p->train_s = s->train_s;
+        p->bytes_up = s->bytes;
+        p->has_norm = s->received && !c->cfg.secure_agg; /* under secure aggregation no one sees its norm */
+        p->norm = s->norm, p->clipped = s->clipped;
+        p->has_measured_peak_bytes = s->received && s->measured_peak > 0, p->measured_peak_bytes = s->measured_peak;
+        p->has_trained_samples = s->received && s->trained > 0, p->trained_samples = s->trained;
+        p->has_lr = s->received && s->lr_last > 0, p->lr_first = s->lr_first, p->lr_last = s->lr_last;
+        p->has_sim_s = (s->received || s->refused == SLOT_MISSED) && s->sim_s > 0, p->sim_s = s->sim_s;
         /* what the round's tasks cost on the downlink for this client */
-        cJSON_AddNumberToObject(o, "bytes_down", r->slot[id].bytes_down);
-        cJSON_AddNumberToObject(o, "downloads", r->slot[id].downloads);
-        if (r->slot[id].resent) cJSON_AddNumberToObject(o, "resent", r->slot[id].resent);
-        if (r->slot[id].local_steps > 0) cJSON_AddNumberToObject(o, "local_steps", r->slot[id].local_steps);
-        if (r->slot[id].mid_round) cJSON_AddBoolToObject(o, "mid_round", 1);
-        cJSON_AddItemToArray(arr, o);
+        p->bytes_down = s->bytes_down, p->downloads = s->downloads;
+        p->has_resent = s->resent != 0, p->resent = s->resent;
+        p->has_local_steps = s->local_steps > 0, p->local_steps = s->local_steps;
+        p->has_mid_round = p->mid_round = s->mid_round != 0;
     }
-    return arr;
+    *out = (hfl_wire_list){v, r->n_selected};
+}
+
+/* The late updates folded into the round (--late fold, --async). */
+static void round_folded_rows(const coord *c, hfl_wire_list *out) {
+    const coord_round *r = &c->r;
+    round_folded *v = hfl_calloc(r->n_stale ? (size_t)r->n_stale : 1, sizeof *v);
+    for (int i = 0; i < r->n_stale; i++) {
+        round_folded *x = &v[i];
+        x->client = r->stale[i].client;
+        snprintf(x->name, sizeof x->name, "%s", c->clients[r->stale[i].client].name);
+        x->from_round = r->stale[i].from_round, x->samples = r->stale[i].samples, x->weight = r->stale[i].weight;
+        x->norm = r->stale[i].norm, x->bytes_up = r->stale[i].bytes;
+        x->has_trained_samples = r->stale[i].trained > 0, x->trained_samples = r->stale[i].trained;
+    }
+    *out = (hfl_wire_list){v, r->n_stale};
 }
 
 static void round_finish(coord *c, const char *reason) {
     coord_round *r = &c->r;
     double wall = hfl_now() - r->opened_at;
     hfl_hist_observe(&c->round_hist, wall);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "round", r->round);
-    cJSON_AddStringToObject(o, "status", reason ? "failed" : "ok");
-    if (reason) cJSON_AddStringToObject(o, "reason", reason);
-    /* a failed round keeps the last accuracy; an aggregated one is evaluated (evaluate.c) */
-    if (reason) {
-        cJSON_AddNumberToObject(o, "test_acc", c->final_acc);
-        cJSON_AddNumberToObject(o, "test_loss", 0);
-    } else {
-        cJSON_AddNullToObject(o, "test_acc");
-        cJSON_AddNullToObject(o, "test_loss");
-    }
-    cJSON_AddNumberToObject(o, "train_loss", r->samples_sum > 0 ? r->loss_sum / r->samples_sum : 0);
-    cJSON_AddNumberToObject(o, "clients", r->n_received);
-    if (c->cfg.late_fold || c->cfg.async_concurrency > 0) cJSON_AddNumberToObject(o, "late_folded", r->n_stale);
-    cJSON_AddNumberToObject(o, "selected", r->n_selected);
-    cJSON_AddNumberToObject(o, "target", r->n_target);
-    cJSON_AddNumberToObject(o, "quorum", round_quorum(c, c->cfg.async_concurrency > 0 ? r->n_target : r->n_selected));
-    cJSON_AddNumberToObject(o, "eligible", r->n_eligible);
-    cJSON_AddNumberToObject(o, "samples", r->samples_sum);
-    cJSON_AddNumberToObject(o, "bytes_up", (double)r->bytes_up);
-    cJSON_AddNumberToObject(o, "bytes_down", (double)r->bytes_down);
-    cJSON_AddNumberToObject(o, "tasks_delta", r->tasks_delta);
-    cJSON_AddNumberToObject(o, "tasks_held", r->tasks_held);
-    cJSON_AddNumberToObject(o, "tasks_resent", r->tasks_resent);
-    cJSON_AddNumberToObject(o, "tasks_short", r->tasks_short);
-    cJSON_AddNumberToObject(o, "benched", r->n_benched);
-    cJSON_AddNumberToObject(o, "wall_s", wall);
-    cJSON_AddNumberToObject(o, "version", c->version);
-    if (r->clip > 0) cJSON_AddNumberToObject(o, "clip_norm", r->clip);
-    else cJSON_AddNullToObject(o, "clip_norm");
-    cJSON_AddNumberToObject(o, "clipped", r->n_clipped);
-    cJSON_AddNumberToObject(o, "refused", r->n_refused);
-    cJSON_AddNumberToObject(o, "declined", r->n_declined);
-    if (c->cfg.virtual_time) cJSON_AddNumberToObject(o, "missed_deadline", r->n_missed);
-    if (c->rule.kind != HFL_RULE_FEDAVG) cJSON_AddNumberToObject(o, "rule_kept", r->n_rule_kept);
-    if (c->cfg.secure_agg) {
-        cJSON_AddNullToObject(o, "update_norm_median");
-        cJSON_AddNullToObject(o, "update_norm_max");
-        secagg_report(c, o);
-    } else {
-        cJSON_AddNumberToObject(o, "update_norm_median", median_norm(r));
-        double top = 0;
-        for (int i = 0; i < r->n_received; i++) top = r->norms[i] > top ? r->norms[i] : top;
-        cJSON_AddNumberToObject(o, "update_norm_max", top);
-    }
-    if (r->n_selected > 0) dp_charge(c, o); /* its clients were tasked: charged, aggregated or not */
-    char sha[65];
-    model_sha256(c, sha);
-    cJSON_AddStringToObject(o, "model_sha256", sha);
-    cJSON_AddItemToObject(o, "participants", round_participants(c));
     int async = c->cfg.async_concurrency > 0;
+    round_record o = {.round = r->round, .has_reason = reason != NULL};
+    snprintf(o.status, sizeof o.status, "%s", reason ? "failed" : "ok");
+    snprintf(o.reason, sizeof o.reason, "%s", reason ? reason : "");
+    /* a failed round keeps the last accuracy; an aggregated one is evaluated (evaluate.c) */
+    o.has_test = reason != NULL, o.test_acc = c->final_acc, o.test_loss = 0;
+    o.train_loss = r->samples_sum > 0 ? r->loss_sum / r->samples_sum : 0;
+    o.clients = r->n_received;
+    o.has_late_folded = c->cfg.late_fold || async, o.late_folded = r->n_stale;
+    o.selected = r->n_selected, o.target = r->n_target, o.eligible = r->n_eligible;
+    o.quorum = round_quorum(c, async ? r->n_target : r->n_selected);
+    o.samples = r->samples_sum, o.bytes_up = (double)r->bytes_up, o.bytes_down = (double)r->bytes_down;
+    o.tasks_delta = r->tasks_delta, o.tasks_held = r->tasks_held, o.tasks_resent = r->tasks_resent;
+    o.tasks_short = r->tasks_short, o.benched = r->n_benched, o.wall_s = wall, o.version = c->version;
+    o.has_clip_norm = r->clip > 0, o.clip_norm = r->clip;
+    o.clipped = r->n_clipped, o.refused = r->n_refused, o.declined = r->n_declined;
+    o.has_missed_deadline = c->cfg.virtual_time, o.missed_deadline = r->n_missed;
+    o.has_rule_kept = c->rule.kind != HFL_RULE_FEDAVG, o.rule_kept = r->n_rule_kept;
+    if (c->cfg.secure_agg) {
+        o.has_secure_agg = secagg_report(c, &o.secure_agg);
+    } else {
+        o.has_norms = 1, o.update_norm_median = median_norm(r);
+        for (int i = 0; i < r->n_received; i++) o.update_norm_max = fmax(o.update_norm_max, r->norms[i]);
+    }
+    if (r->n_selected > 0) o.has_dp = dp_charge(c, &o.dp); /* its clients were tasked: charged, aggregated or not */
+    char *sha = o.model_sha256;
+    model_sha256(c, sha);
+    round_participants(c, &o.participants);
     if (c->cfg.late_fold || async) {
-        cJSON *st = cJSON_AddArrayToObject(o, "folded");
-        for (int i = 0; i < r->n_stale; i++) {
-            cJSON *x = cJSON_CreateObject();
-            cJSON_AddNumberToObject(x, "client", r->stale[i].client);
-            cJSON_AddStringToObject(x, "name", c->clients[r->stale[i].client].name);
-            cJSON_AddNumberToObject(x, "from_round", r->stale[i].from_round);
-            cJSON_AddNumberToObject(x, "samples", r->stale[i].samples);
-            cJSON_AddNumberToObject(x, "weight", r->stale[i].weight);
-            cJSON_AddNumberToObject(x, "norm", r->stale[i].norm);
-            cJSON_AddNumberToObject(x, "bytes_up", r->stale[i].bytes);
-            if (r->stale[i].trained > 0) cJSON_AddNumberToObject(x, "trained_samples", r->stale[i].trained);
-            cJSON_AddItemToArray(st, x);
-        }
+        o.has_folded = 1;
+        round_folded_rows(c, &o.folded);
         /* who was tasked and did not answer may still fold its update into a later round */
         for (int i = 0; i < r->n_selected; i++) {
             int id = r->selected[i];
@@ -839,7 +805,7 @@ static void round_finish(coord *c, const char *reason) {
         }
     }
     snprintf(c->final_sha256, sizeof c->final_sha256, "%s", sha);
-    cJSON_AddItemToArray(c->round_log, o);
+    round_log_add(&c->rounds, &o);
     r->open = 0;
     if (r->round >= c->cfg.rounds) c->done_pending = 1;
     /* The state is durable before the next round opens (its evaluation may
@@ -851,10 +817,10 @@ static void round_finish(coord *c, const char *reason) {
     if (reason && c->sa) /* secure aggregation's failures say why, in one line */
         fprintf(stderr, "hfl-coordinator: round %d failed: %s\n", r->round, reason);
     if (reason) {
-        report_publish_round(c, o, NULL, NULL);
+        report_publish_round(c, c->rounds.n - 1, NULL, NULL);
         c->done = c->done_pending;
     } else {
-        eval_round(c, o); /* publishes, and sets done after the last round */
+        eval_round(c, c->rounds.n - 1); /* publishes, and sets done after the last round */
     }
 }
 

@@ -564,36 +564,23 @@ int secagg_unmasking(const coord *c) { return c->sa && c->sa->phase == SA_UNMASK
 
 double secagg_count(const coord *c) { return c->sa ? c->sa->count : 0; }
 
-void secagg_report(const coord *c, cJSON *o) {
+int secagg_report(const coord *c, round_secagg *x) {
     const coord_secagg *s = c->sa;
-    if (!s) return;
-    cJSON *x = cJSON_AddObjectToObject(o, "secure_agg");
-    cJSON_AddStringToObject(x, "mode", s->mode == SECAGG_MASKED ? "masked" : "clear");
-    cJSON_AddNumberToObject(x, "bits", s->bits);
-    cJSON_AddNumberToObject(x, "word_bits", s->bits > 32 ? 64 : 32);
-    cJSON_AddNumberToObject(x, "shift", s->shift);
-    cJSON_AddNumberToObject(x, "bound", s->bound);
-    cJSON_AddNumberToObject(x, "elements", (double)s->len);
-    cJSON_AddNumberToObject(x, "input_bytes", (double)hfl_ring_bytes(s->len, s->bits));
-    cJSON_AddNumberToObject(x, "members", s->n);
-    cJSON_AddNumberToObject(x, "protocol_bytes_up", s->proto_up);
-    cJSON_AddNumberToObject(x, "protocol_bytes_down", s->proto_down);
-    if (s->mode == SECAGG_MASKED) {
-        cJSON_AddNumberToObject(x, "degree", s->k);
-        cJSON_AddNumberToObject(x, "threshold", s->t);
-        cJSON_AddNumberToObject(x, "keys", s->n_keys);
-        cJSON_AddNumberToObject(x, "shared", s->n_shared);
-        cJSON_AddNumberToObject(x, "unmasked", s->n_unmasked);
-    }
-    cJSON_AddNumberToObject(x, "inputs", s->n_input);
-    cJSON *ph = cJSON_AddObjectToObject(x, "phase_s");
-    static const char *const names[] = {"keys", "shares", "input", "unmask"};
-    for (int i = s->mode == SECAGG_MASKED ? 0 : SA_INPUT; i < 4; i++) cJSON_AddNumberToObject(ph, names[i], s->phase_s[i]);
-    cJSON_AddNumberToObject(x, "unmask_compute_s", s->unmask_compute_s);
-    cJSON *dropped = cJSON_AddArrayToObject(x, "dropped"); /* shared (masked) or drawn (clear), sent no input */
+    if (!s) return 0;
+    int masked = s->mode == SECAGG_MASKED;
+    *x = (round_secagg){.bits = s->bits, .word_bits = s->bits > 32 ? 64 : 32, .shift = s->shift, .bound = s->bound,
+                        .elements = (double)s->len, .input_bytes = (double)hfl_ring_bytes(s->len, s->bits),
+                        .members = s->n, .protocol_bytes_up = s->proto_up, .protocol_bytes_down = s->proto_down,
+                        .masked = masked, .degree = s->k, .threshold = s->t, .keys = s->n_keys,
+                        .shared = s->n_shared, .unmasked = s->n_unmasked, .inputs = s->n_input,
+                        .phase_s = {masked, s->phase_s[0], s->phase_s[1], s->phase_s[2], s->phase_s[3]},
+                        .unmask_compute_s = s->unmask_compute_s};
+    snprintf(x->mode, sizeof x->mode, "%s", masked ? "masked" : "clear");
+    int64_t *dropped = hfl_calloc((size_t)s->n + 1, sizeof *dropped); /* shared (masked) or drawn (clear), sent no input */
     for (int i = 0; i < s->n; i++)
-        if (!s->m[i].input && (s->mode != SECAGG_MASKED || s->m[i].shared))
-            cJSON_AddItemToArray(dropped, cJSON_CreateNumber(s->m[i].id));
+        if (!s->m[i].input && (!masked || s->m[i].shared)) dropped[x->dropped.n++] = s->m[i].id;
+    x->dropped.v = dropped;
+    return 1;
 }
 
 void secagg_tick(coord *c) {

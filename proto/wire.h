@@ -14,7 +14,9 @@
  * and leaves a struct the caller zeroed otherwise untouched for that field.
  * Fields a table does not name are ignored, except in a strict table (the
  * hello, whose device and plan the coordinator stores), where they are
- * refused. */
+ * refused. The coordinator's round log (coordinator/round_record.h) is
+ * described the same way: its null-until-known figures are NULLABLE fields,
+ * its participants a LIST of structs. */
 #ifndef HFL_WIRE_H
 #define HFL_WIRE_H
 
@@ -33,19 +35,31 @@ typedef enum {
     HFL_WIRE_OBJ,  /* a nested struct described by `sub`; or, without one, a
                       borrowed const cJSON * held to `schema` (schema.c),
                       or any object when there is none */
+    HFL_WIRE_LIST, /* hfl_wire_list: structs of `size` bytes described by
+                      `sub`, or without one int64_t in [lo, hi] */
 } hfl_wire_kind;
+
+/* optional: HFL_WIRE_NULLABLE writes null when `has` is clear, and reads a
+ * null as absent. */
+#define HFL_WIRE_NULLABLE 2
+
+/* A LIST member: n items at v (decoding allocates it; hfl_wire_free frees). */
+typedef struct {
+    void *v;
+    int n;
+} hfl_wire_list;
 
 typedef struct hfl_wire_msg hfl_wire_msg;
 
 typedef struct {
     const char *name;
     hfl_wire_kind kind;
-    int optional;  /* 1: may be absent; `has` says whether it came */
+    int optional;  /* 1: may be absent; `has` says whether it came; or HFL_WIRE_NULLABLE */
     double lo, hi; /* INT, NUM: the range; STR: the longest length */
     size_t offset; /* the member in the struct */
-    size_t size;   /* its size (STR: the buffer) */
+    size_t size;   /* its size (STR: the buffer; LIST: an item's) */
     size_t has;    /* optional: offset of the int saying it is present */
-    const hfl_wire_msg *sub;                /* OBJ: a typed nested object */
+    const hfl_wire_msg *sub;                /* OBJ: a typed nested object; LIST: an item */
     const hfl_field *schema; int n_schema;  /* OBJ without sub: its known fields */
 } hfl_wire_field;
 
@@ -65,8 +79,10 @@ cJSON *hfl_wire_encode(const hfl_wire_msg *d, const void *s);
 int hfl_wire_encode_into(const hfl_wire_msg *d, const void *s, cJSON *o);
 /* Reads meta into the struct at s (zeroed by the caller): 0, or -1 with err
  * naming the field. OBJ fields without `sub` point into meta, which must
- * outlive s. */
+ * outlive s. A LIST is allocated even on failure: hfl_wire_free frees it. */
 int hfl_wire_decode(const hfl_wire_msg *d, const cJSON *meta, void *s, char *err);
+/* Frees what decoding allocated in the struct at s (its LISTs, nested too). */
+void hfl_wire_free(const hfl_wire_msg *d, void *s);
 /* Encodes the struct as a whole message of d's type. */
 uint8_t *hfl_wire_message(const hfl_wire_msg *d, const void *s, const void *payload, size_t payload_len,
                           size_t *out_len);

@@ -21,6 +21,7 @@
 #define NP 199210 /* mlp's weights: 784*200+200 + 200*200+200 + 200*10+10 */
 
 static coord c; /* large */
+static cJSON *rendered_logs; /* log_as_json()'s renderings */
 
 /* The run's settings (setup_full's arguments), before setup_start: a test
  * may change more of c.cfg in between. */
@@ -52,7 +53,6 @@ static inline void setup_start(void) {
     c.test.n = 16, c.test.dim = c.spec.in_dim, c.test.n_classes = 10;
     c.test.x = hfl_calloc((size_t)16 * c.spec.in_dim, sizeof(float));
     c.test.y = hfl_calloc(16, sizeof(int32_t));
-    c.round_log = cJSON_CreateArray();
     c.log = tmpfile();
     pthread_mutex_init(&c.lock, NULL);
     CHECK(downlink_init(&c, "fp32", 0, err) == 0);
@@ -71,7 +71,9 @@ static inline void setup(int k, int quorum, double deadline, double max_share) {
 
 static inline void teardown(void) {
     hfl_trainer_free(c.eval);
-    cJSON_Delete(c.round_log);
+    round_log_free(&c.rounds);
+    cJSON_Delete(rendered_logs);
+    rendered_logs = NULL;
     hfl_agg_free(&c.agg);
     hfl_sopt_free(&c.sopt);
     for (int i = 0; i < c.n_clients; i++) cJSON_Delete(c.clients[i].hello);
@@ -191,6 +193,18 @@ static inline int all_weights(float v) {
     return 1;
 }
 
-static inline const cJSON *last_round(void) { return cJSON_GetArrayItem(c.round_log, cJSON_GetArraySize(c.round_log) - 1); }
+/* The round log as the report and the state dir render it (each rendering
+ * kept until teardown, so a test may hold several). */
+static inline const cJSON *log_as_json(void) {
+    cJSON *l = round_log_json(&c.rounds);
+    if (!rendered_logs) rendered_logs = cJSON_CreateArray();
+    cJSON_AddItemToArray(rendered_logs, l);
+    return l;
+}
+
+static inline const cJSON *last_round(void) {
+    const cJSON *l = log_as_json();
+    return cJSON_GetArrayItem(l, cJSON_GetArraySize(l) - 1);
+}
 
 #endif

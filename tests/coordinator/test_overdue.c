@@ -53,9 +53,10 @@ static void test_withholder(void) {
     rounds_tick(&c);
     CHECK(c.r.open); /* before the deadline the round waits for w */
     past_deadline();
-    CHECK_MSG(!strcmp(str(cJSON_GetArrayItem(c.round_log, 0), "status"), "ok") && c.version == 1,
-              "round 1 with 2 of 3 at the deadline: %s", str(cJSON_GetArrayItem(c.round_log, 0), "status"));
-    CHECK(num(cJSON_GetArrayItem(c.round_log, 0), "quorum") == 2);
+    const cJSON *r1 = cJSON_GetArrayItem(log_as_json(), 0);
+    CHECK_MSG(!strcmp(str(r1, "status"), "ok") && c.version == 1, "round 1 with 2 of 3 at the deadline: %s",
+              str(r1, "status"));
+    CHECK(num(r1, "quorum") == 2);
     CHECK(all_weights(2.0f));
     /* round 2: w benched for one round */
     REQUIRE(c.r.open && c.r.round == 2);
@@ -144,7 +145,7 @@ static void test_pull_storm(void) {
     CHECK(c.r.slot[a].bytes_down == (double)bytes);
     rounds_tick(&c); /* every drawn client gone: closed now */
     REQUIRE(!c.r.open || c.r.round == 2);
-    const cJSON *p = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(c.round_log, 0), "participants"), 0);
+    const cJSON *p = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(log_as_json(), 0), "participants"), 0);
     CHECK(p && num(p, "downloads") == 2 && num(p, "bytes_down") == (double)bytes && !strcmp(str(p, "status"), "refused"));
     teardown();
 }

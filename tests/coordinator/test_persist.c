@@ -114,9 +114,10 @@ static void drive(int stop_after) {
 /* Every round once, in order, evaluated, with the uninterrupted run's test
  * loss (ref; NULL: that run itself). */
 static void check_log(const char *what, const double *ref) {
-    CHECK_MSG(cJSON_GetArraySize(c.round_log) == ROUNDS, "%s: %d rounds logged", what, cJSON_GetArraySize(c.round_log));
-    for (int i = 0; i < cJSON_GetArraySize(c.round_log) && i < ROUNDS; i++) {
-        const cJSON *o = cJSON_GetArrayItem(c.round_log, i);
+    const cJSON *log = log_as_json();
+    CHECK_MSG(cJSON_GetArraySize(log) == ROUNDS, "%s: %d rounds logged", what, cJSON_GetArraySize(log));
+    for (int i = 0; i < cJSON_GetArraySize(log) && i < ROUNDS; i++) {
+        const cJSON *o = cJSON_GetArrayItem(log, i);
         double loss = num(o, "test_loss");
         CHECK_MSG(num(o, "round") == i + 1 && !strcmp(str(o, "status"), "ok") && loss > 0 && (!ref || loss == ref[i]),
                   "%s: log entry %d: round %g, %s, test loss %.9g (uninterrupted %.9g)", what, i, num(o, "round"),
@@ -125,7 +126,8 @@ static void check_log(const char *what, const double *ref) {
 }
 
 static void test_losses(double *out) {
-    for (int i = 0; i < ROUNDS; i++) out[i] = num(cJSON_GetArrayItem(c.round_log, i), "test_loss");
+    const cJSON *log = log_as_json();
+    for (int i = 0; i < ROUNDS; i++) out[i] = num(cJSON_GetArrayItem(log, i), "test_loss");
 }
 
 /* ---------------------------------------------------------------- 1 */
@@ -148,7 +150,7 @@ static void test_roundtrip(void) {
     float *model = hfl_malloc(nb), *m = hfl_malloc(nb), *v = hfl_malloc(nb);
     memcpy(model, c.global, nb), memcpy(m, c.sopt.m, nb), memcpy(v, c.sopt.v, nb);
     CHECK(memcmp(m, v, nb) != 0 && v[0] > 0); /* the moments differ: swapping them would show */
-    char *log = cJSON_PrintUnformatted(c.round_log);
+    char *log = cJSON_PrintUnformatted(log_as_json());
     char sha[65], hello_b[8192];
     snprintf(sha, sizeof sha, "%s", c.final_sha256);
     char *hb = cJSON_PrintUnformatted(c.clients[b].hello);
@@ -165,7 +167,7 @@ static void test_roundtrip(void) {
               (double)c.sopt.v[0], (double)v[0]);
     CHECK(c.sopt.steps == steps && steps == 2 && c.version == version && c.r.round == 2 && !c.r.open && !c.done);
     CHECK(c.clip == 1.75 && c.final_acc == 0.625 && c.rejected == 7 && c.restarts == 1 && !strcmp(c.final_sha256, sha));
-    char *log2 = cJSON_PrintUnformatted(c.round_log);
+    char *log2 = cJSON_PrintUnformatted(log_as_json());
     CHECK_MSG(!strcmp(log, log2), "round log differs:\n%s\n%s", log, log2);
     cJSON_free(log), cJSON_free(log2);
     REQUIRE(c.n_clients == 2);

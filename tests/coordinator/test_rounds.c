@@ -62,7 +62,6 @@ static void setup(int k, int quorum, double deadline, const char *sopt, double m
     c.test.n = 16, c.test.dim = c.spec.in_dim, c.test.n_classes = 10;
     c.test.x = hfl_calloc((size_t)16 * c.spec.in_dim, sizeof(float));
     c.test.y = hfl_calloc(16, sizeof(int32_t));
-    c.round_log = cJSON_CreateArray();
     pthread_mutex_init(&c.lock, NULL);
     CHECK(downlink_init(&c, "fp32", 0, err) == 0);
     CHECK(rounds_init(&c, err) == 0);
@@ -123,27 +122,24 @@ static int moved_by(double by) {
     return 1;
 }
 
-static const char *last_status(void) {
-    const cJSON *rd = cJSON_GetArrayItem(c.round_log, cJSON_GetArraySize(c.round_log) - 1);
-    return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rd, "status"));
-}
+static const char *last_status(void) { return c.rounds.n ? c.rounds.v[c.rounds.n - 1].status : NULL; }
 
 /* The last closed round's record of the client called name: its status,
  * and its weight in *weight (-1 without an accepted update); NULL when absent. */
 static const char *participant(const char *name, double *weight) {
-    const cJSON *rd = cJSON_GetArrayItem(c.round_log, cJSON_GetArraySize(c.round_log) - 1), *p;
-    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(rd, "participants")) {
-        if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "name")), name) != 0) continue;
-        const cJSON *w = cJSON_GetObjectItemCaseSensitive(p, "weight");
-        *weight = cJSON_IsNumber(w) ? w->valuedouble : -1;
-        return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "status"));
+    const hfl_wire_list *ps = c.rounds.n ? &c.rounds.v[c.rounds.n - 1].participants : &(hfl_wire_list){0};
+    for (int i = 0; i < ps->n; i++) {
+        const round_participant *p = (const round_participant *)ps->v + i;
+        if (strcmp(p->name, name) != 0) continue;
+        *weight = p->ok ? p->weight : -1;
+        return p->status;
     }
     return NULL;
 }
 
 static void teardown(void) {
     hfl_trainer_free(c.eval);
-    cJSON_Delete(c.round_log);
+    round_log_free(&c.rounds);
     hfl_agg_free(&c.agg);
     hfl_sopt_free(&c.sopt);
     for (int i = 0; i < c.n_clients; i++) cJSON_Delete(c.clients[i].hello);

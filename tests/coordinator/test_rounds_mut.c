@@ -580,9 +580,9 @@ static void test_updates(void) {
     pull(a, HFL_MSG_BYE);
     pull(n4, HFL_MSG_BYE);
     CHECK(c.byes_sent == 2);
-    int rounds_before = cJSON_GetArraySize(c.round_log);
+    int rounds_before = c.rounds.n;
     rounds_tick(&c); /* done: nothing more */
-    CHECK(cJSON_GetArraySize(c.round_log) == rounds_before && !c.r.open);
+    CHECK(c.rounds.n == rounds_before && !c.r.open);
     teardown();
 }
 
@@ -780,7 +780,7 @@ static void test_client_records(void) {
     cJSON_Delete(send(b, 2, 50, 0.5, 1.0f, "fp32", "{\"train_s\": 0.5}", 2000, HFL_MSG_ACK));
     hfl_sleep_ms(400);
     rounds_tick(&c);
-    REQUIRE(!c.r.open && cJSON_GetArraySize(c.round_log) == 2);
+    REQUIRE(!c.r.open && c.rounds.n == 2);
     cJSON *rep = registry_report(&c);
     const double want[3][5] = {/* joined, failures, declined, bytes_up, samples/s */
                                {2, 0, 1, 1000, 200}, {2, 0, 0, 5000, 150.0 / 0.75}, {2, 2, 0, 0, -1}};
@@ -887,6 +887,7 @@ static void test_late_fold(void) {
         const cJSON *folded = cJSON_GetObjectItemCaseSensitive(last_round(), "folded");
         CHECK(cJSON_GetArraySize(folded) == 1 && num(cJSON_GetArrayItem(folded, 0), "client") == z &&
               num(cJSON_GetArrayItem(folded, 0), "from_round") == 1);
+        CHECK(num(last_round(), "late_folded") == 1); /* written under --late fold, not only --async */
         teardown();
     }
 }
@@ -1062,7 +1063,7 @@ static void test_eval_thread(void) {
     pull(a, HFL_MSG_TASK);
     accept(a, 100, 0.5, 1.0f);
     rounds_tick(&c);
-    cJSON *r1 = cJSON_GetArrayItem(c.round_log, 0);
+    const cJSON *r1 = cJSON_GetArrayItem(log_as_json(), 0);
     CHECK(c.version == 1 && !c.r.open && cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(r1, "test_acc")) &&
           eval_busy(&c));
     rounds_tick(&c);
@@ -1074,6 +1075,7 @@ static void test_eval_thread(void) {
     pthread_mutex_unlock(&c.lock);
     CHECK(eval_settled());
     pthread_mutex_lock(&c.lock);
+    r1 = cJSON_GetArrayItem(log_as_json(), 0); /* as evaluated */
     CHECK_CLOSE(num(r1, "test_acc"), 1.0, 0, 0);
     CHECK_CLOSE(num(r1, "test_loss"), log(10.0), 1e-5, 0);
     CHECK(c.final_acc == 1.0f);

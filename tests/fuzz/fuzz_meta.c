@@ -47,7 +47,6 @@ static void fuzz_init(void) {
     c.test.n = 4, c.test.dim = c.spec.in_dim, c.test.n_classes = 2;
     c.test.x = hfl_calloc((size_t)4 * c.spec.in_dim, sizeof(float));
     c.test.y = hfl_calloc(4, sizeof(int32_t));
-    c.round_log = cJSON_CreateArray();
     pthread_mutex_init(&c.lock, NULL);
     FUZZ_REQUIRE(downlink_init(&c, "fp32", 0, err) == 0 && rounds_init(&c, err) == 0, "%s", err);
     cJSON *m = cJSON_CreateObject();

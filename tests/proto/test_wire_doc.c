@@ -23,6 +23,7 @@ static const char *wire_kind(hfl_wire_kind k) {
     case HFL_WIRE_STR: return "string";
     case HFL_WIRE_BOOL: return "bool";
     case HFL_WIRE_OBJ: return "object";
+    case HFL_WIRE_LIST: return "array";
     }
     return "?";
 }
@@ -136,6 +137,7 @@ static void fill(const hfl_wire_msg *d, void *s, int end, cJSON *obj) {
             if (f->sub) fill(f->sub, v, end, obj);
             else *(const cJSON **)v = obj;
             break;
+        case HFL_WIRE_LIST: break; /* no message has one (the coordinator's round log does) */
         }
     }
 }
