@@ -28,6 +28,16 @@ tmp=$(mktemp -d /tmp/hfl-test-diloco-XXXXXX)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; [ -n "${HFL_KEEP_TMP:-}" ] || rm -rf "$tmp"; }
 trap cleanup EXIT
+# Killed by meson's time limit (SIGTERM): say which process was still running
+# and where each log stopped. Twice a client sat silent after "dialing the
+# coordinator afresh" until the limit, and once a CI run lost about 300 s to
+# a test that never said which; the next one will.
+on_term() {
+  echo "TIMEOUT: still running: $(for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && tr '\0' ' ' < "/proc/$p/cmdline" | cut -c1-60 && echo; done)"
+  for f in "$tmp"/*.log; do echo "--- ${f##*/}"; tail -n 3 "$f"; done
+  exit 1
+}
+trap on_term TERM
 "$root/scripts/kjv-books" "$tmp/books"
 "$data" text --out "$tmp/shards" --context 16 --held-out 0.1 --num-clients 8 --seed 1 \
     "$tmp"/books/{31-obadiah,57-philemon,63-2-john,64-3-john,65-jude}.txt >/dev/null
