@@ -37,8 +37,6 @@ int hfl_sopt_parse(const char *spec, hfl_server_opt *o, char *err) {
     return 0;
 }
 
-const char *hfl_sopt_name(const hfl_server_opt *o) { return names[o->kind]; }
-
 int hfl_sopt_init(hfl_server_opt *o, size_t n, char *err) {
     o->n = n;
     if (o->kind == HFL_SOPT_FEDAVG) return 0;

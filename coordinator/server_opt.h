@@ -36,7 +36,6 @@ typedef struct {
  * "nesterov[:lr[:mu]]" into o (no state yet); -1 with err naming the
  * accepted forms. */
 int hfl_sopt_parse(const char *spec, hfl_server_opt *o, char *err);
-const char *hfl_sopt_name(const hfl_server_opt *o);
 /* Allocates zeroed state for n values; -1 with err when memory is short. */
 int hfl_sopt_init(hfl_server_opt *o, size_t n, char *err);
 void hfl_sopt_free(hfl_server_opt *o);
