@@ -17,7 +17,6 @@
 #include "coordinator/aggregate.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -10,12 +10,10 @@
  * signal (143, 130); 1 is a failure (bad options, every round failed). */
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "coordinator/coord.h"
-#include "proto/secagg.h"
 #include "data/files.h"
 #include "kernels/blas.h"
 #include "model/safetensors.h"

@@ -2,7 +2,6 @@
 #include "coordinator/robust.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
