@@ -55,10 +55,6 @@ int hfl_agg_init_on(hfl_agg *a, const hfl_backend *be, size_t n, int threads, ch
     return 0;
 }
 
-int hfl_agg_init(hfl_agg *a, size_t n, int threads, char *err) {
-    return hfl_agg_init_on(a, hfl_backend_cpu(), n, threads, err);
-}
-
 void hfl_agg_free(hfl_agg *a) {
     if (!a->be) return;
     if (a->acc && a->mean && a->partials) pthread_mutex_destroy(&a->lock);

@@ -90,11 +90,9 @@ typedef struct {
     int clipped;   /* norm > clip: scaled down to it */
 } hfl_agg_update;
 
-/* An aggregator for n values on backend be (the CPU backend for
- * hfl_agg_init); -1 with err when memory is short or the backend has no
- * aggregation ops. */
+/* An aggregator for n values on backend be; -1 with err when memory is
+ * short or the backend has no aggregation ops. */
 int hfl_agg_init_on(hfl_agg *a, const hfl_backend *be, size_t n, int threads, char *err);
-int hfl_agg_init(hfl_agg *a, size_t n, int threads, char *err);
 void hfl_agg_free(hfl_agg *a);
 
 /* Starts a round: the sum is zeroed and the scale fixed from the bound

@@ -59,8 +59,3 @@ void hfl_sopt_step_on(const hfl_server_opt *o, const hfl_backend *be, float *x, 
     hfl_agg_sopt a = {.kind = (int)o->kind, .lr = o->lr, .beta1 = o->beta1, .beta2 = o->beta2, .tau = o->tau};
     be->agg->sopt_step(&a, x, m, v, d, o->n);
 }
-
-void hfl_sopt_step(hfl_server_opt *o, float *x, const float *d) {
-    hfl_sopt_step_on(o, hfl_backend_cpu(), x, o->m, o->v, d);
-    o->steps++;
-}

@@ -315,7 +315,7 @@ static void add_fp32(hfl_agg *a, const float *x, int nx, double weight, int time
 static void test_scale(void) {
     char err[HFL_ERR_LEN];
     hfl_agg a;
-    REQUIRE(hfl_agg_init(&a, 5, 1, err) == 0);
+    REQUIRE(hfl_agg_init_on(&a, hfl_backend_cpu(), 5, 1, err) == 0);
     float out[5];
     const float tiny48 = ldexpf(1.0f, -48), tiny49 = ldexpf(1.0f, -49);
     hfl_agg_reset(&a, 3.0, 0);
@@ -364,7 +364,7 @@ static void test_scale(void) {
 static void test_fresh(void) {
     char err[HFL_ERR_LEN];
     hfl_agg a;
-    REQUIRE(hfl_agg_init(&a, 13, 1, err) == 0);
+    REQUIRE(hfl_agg_init_on(&a, hfl_backend_cpu(), 13, 1, err) == 0);
     const hfl_codec *fp32 = hfl_codec_find("fp32", NULL);
     uint8_t buf[256];
     hfl_rng_key key = {1, 1, 0, 0};
@@ -411,7 +411,7 @@ static void test_out_of_memory(void) {
         struct mallinfo2 before = mallinfo2();
         char err[HFL_ERR_LEN] = "";
         hfl_agg a;
-        int rc = hfl_agg_init(&a, n, 1, err);
+        int rc = hfl_agg_init_on(&a, hfl_backend_cpu(), n, 1, err);
         struct mallinfo2 after = mallinfo2();
         int ok = rc == -1 && strstr(err, "cannot allocate the aggregator for 67108864 values") && a.acc == NULL;
         if (!ok || after.hblkhd != before.hblkhd || after.uordblks != before.uordblks)
@@ -452,7 +452,7 @@ static const check_case cases[] = {
 
 int main(int argc, char **argv) {
     char err[HFL_ERR_LEN];
-    CHECK(hfl_agg_init(&agg, N, 1, err) == 0);
+    CHECK(hfl_agg_init_on(&agg, hfl_backend_cpu(), N, 1, err) == 0);
     make_updates();
     int rc = check_run("test_aggregate", cases, CHECK_CASES(cases), argc, argv);
     hfl_agg_free(&agg);

@@ -67,7 +67,7 @@ static void check_dense_roundtrip(const hfl_codec *c, const uint8_t *in, size_t 
 static void check_aggregate(const hfl_codec *c, const uint8_t *in, size_t len, size_t n, int accepted) {
     hfl_agg a;
     char err[HFL_ERR_LEN] = "";
-    FUZZ_REQUIRE(hfl_agg_init(&a, n, 1, err) == 0, "%s", err);
+    FUZZ_REQUIRE(hfl_agg_init_on(&a, hfl_backend_cpu(), n, 1, err) == 0, "%s", err);
     hfl_agg_reset(&a, 1.0, 1.0);
     hfl_agg_update info = {0, 0};
     int rc = hfl_agg_add(&a, c, in, len, 0.5, &info, err);
