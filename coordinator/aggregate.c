@@ -266,11 +266,6 @@ int hfl_agg_mean(hfl_agg *a, double weight_sum) {
     return finite;
 }
 
-void hfl_agg_finish(hfl_agg *a, double weight_sum, float *out) {
-    hfl_agg_mean(a, weight_sum);
-    a->ops->download(out, a->mean, a->n * sizeof *out);
-}
-
 int hfl_agg_hold(hfl_agg *a, int rows, uint64_t limit_bytes, char *err) {
     double need = (double)rows * (double)a->n * sizeof(float);
     if (rows < 1 || need > (double)limit_bytes)

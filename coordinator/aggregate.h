@@ -122,8 +122,6 @@ int hfl_agg_add(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t l
 /* The mean, sum / weight_sum (weight_sum > 0), into a->mean; returns 1 when
  * every element is finite. */
 int hfl_agg_mean(hfl_agg *a, double weight_sum);
-/* hfl_agg_mean, then a->mean copied to out (host). */
-void hfl_agg_finish(hfl_agg *a, double weight_sum, float *out);
 
 /* HOLD MODE, for rules that need every update at once (robust.h): room for
  * `rows` decoded updates, refused with err naming the limit when rows * n
