@@ -122,7 +122,7 @@ static void bench_cpu(size_t n) {
     printf("n=%zu  memcpy of %zu bytes: %.2f GB/s (1 thread, out of cache)\n", n, 4 * n, gb / copy);
     printf("%-10s %12s %9s %14s %9s\n", "codec", "exact GB/s", "x memcpy", "float GB/s", "x memcpy");
     hfl_agg a;
-    if (hfl_agg_init(&a, n, 1, err) != 0) die(err);
+    if (hfl_agg_init_on(&a, hfl_backend_cpu(), n, 1, err) != 0) die(err);
     for (size_t k = 0; k < n_codecs; k++) {
         const hfl_codec *c = hfl_codec_find(codecs[k], err);
         size_t len;

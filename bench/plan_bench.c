@@ -94,7 +94,7 @@ static measurement measure(const hfl_model_spec *s, const hfl_plan *p, const flo
                            const float *x, const int32_t *y) {
     measurement r = {0};
     hfl_step_measure m;
-    if (hfl_measure_step(s, p, params, x, y, &m, r.err) == 0) {
+    if (hfl_measure_step_on(hfl_backend_cpu(), s, p, params, x, y, NULL, 0, &m, r.err) == 0) {
         r.ok = 1;
         r.growth = m.growth;
         r.backend_peak = m.backend_peak;

@@ -638,10 +638,7 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress reaches logs and pipes as it happens */
     client_options o = {0};
     char err[HFL_ERR_LEN];
-    if (client_options_parse(argc, argv, &o, err) != 0) {
-        fprintf(stderr, "hfl-client: %s\n", err);
-        return 2;
-    }
+    if (client_options_parse(argc, argv, &o, err) != 0) return hfl_fail("hfl-client", err, 2);
     hfl_blas_set_threads(o.threads);
     if (o.state_dir[0] && hfl_mkdirs(o.state_dir, err) != 0) {
         fprintf(stderr, "hfl-client: --state-dir: %s\n", err);
@@ -650,10 +647,7 @@ int main(int argc, char **argv) {
     hfl_device_info dev;
     char why[HFL_ERR_LEN];
     const hfl_backend *be = hfl_backend_select(o.device, &dev, why, err);
-    if (!be) {
-        fprintf(stderr, "hfl-client: %s\n", err);
-        return 1;
-    }
+    if (!be) return hfl_fail("hfl-client", err, 1);
     /* Said once; --plan --json says it in the JSON instead (fallback_reason). */
     const char *who = o.plan ? "hfl-client" : o.name;
     int say = !o.quiet && !(o.plan && o.json);
@@ -665,29 +659,18 @@ int main(int argc, char **argv) {
         printf("%s: training on %s (cc %d.%d, %.0f MiB free, %s backend)\n", who, dev.name, dev.cc_major,
                dev.cc_minor, dev.free_bytes / 1048576.0, be->name);
     if (o.plan) {
-        if ((o.trial ? client_trial_run(&o, be, &dev, err) : client_plan_run(&o, be, &dev, why, err)) != 0) {
-            fprintf(stderr, "hfl-client: %s\n", err);
-            return 1;
-        }
+        if ((o.trial ? client_trial_run(&o, be, &dev, err) : client_plan_run(&o, be, &dev, why, err)) != 0)
+            return hfl_fail("hfl-client", err, 1);
         return 0;
     }
     client_state s;
     memset(&s, 0, sizeof s);
-    if (o.tls.cert_file && o.tls.ca_file && load_identity(&o, &s.auth, err) != 0) {
-        fprintf(stderr, "hfl-client: %s\n", err);
-        return 1;
-    }
+    if (o.tls.cert_file && o.tls.ca_file && load_identity(&o, &s.auth, err) != 0) return hfl_fail("hfl-client", err, 1);
     s.be = be;
     s.stream = hfl_hash32(o.name);
     s.held_version = -1;
-    if (load_share(&o, &s.data, err) != 0) {
-        fprintf(stderr, "hfl-client: %s\n", err);
-        return 1;
-    }
-    if (o.metrics[0] && client_metrics_start(&o, &s, err) != 0) {
-        fprintf(stderr, "hfl-client: %s\n", err);
-        return 1;
-    }
+    if (load_share(&o, &s.data, err) != 0) return hfl_fail("hfl-client", err, 1);
+    if (o.metrics[0] && client_metrics_start(&o, &s, err) != 0) return hfl_fail("hfl-client", err, 1);
     s.attack_scale = o.attack_scale;
     s.claimed = o.attack_samples > 0 ? o.attack_samples : s.data.n;
     if (o.attack_scale != 0 && !o.quiet)

@@ -9,7 +9,6 @@
 #include <cjson/cJSON.h>
 
 #include "client/client.h"
-#include "util/util.h"
 
 static void counter(hfl_text *t, const char *name, const char *help, const char *client, double v) {
     hfl_prom_head(t, name, "counter", help);

@@ -15,7 +15,6 @@
  * batches instead). --json prints the same as one JSON object, with the backend,
  * the device, why --device auto fell back to the CPU (null when it did not)
  * and the device's memory figures (hfl_device_memory_json). */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -11,7 +11,6 @@
  * (gcc 12 -O3, SSE2): the encoder's loops (codec_sr.c), the validation's range
  * scan and the accumulate loop (codec_impl.h's codec_accum_values). */
 #include "compress/codec_impl.h"
-#include "compress/quant_hd.h"
 
 #include <stdlib.h>
 

@@ -21,7 +21,6 @@
 #include "compress/quant_hd.h"
 
 #include <math.h>
-#include <stdlib.h>
 
 #include "util/util.h"
 

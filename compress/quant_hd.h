@@ -32,7 +32,6 @@
 
 #include <math.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "kernels/half_hd.h"
 #include "kernels/hd.h"

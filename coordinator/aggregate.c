@@ -17,7 +17,6 @@
 #include "coordinator/aggregate.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,10 +53,6 @@ int hfl_agg_init_on(hfl_agg *a, const hfl_backend *be, size_t n, int threads, ch
     hfl_agg_reset(a, 0, 1.0);
     a->n_rows = 0;
     return 0;
-}
-
-int hfl_agg_init(hfl_agg *a, size_t n, int threads, char *err) {
-    return hfl_agg_init_on(a, hfl_backend_cpu(), n, threads, err);
 }
 
 void hfl_agg_free(hfl_agg *a) {
@@ -269,11 +264,6 @@ int hfl_agg_mean(hfl_agg *a, double weight_sum) {
     int finite = agg_pass(a, a->pending, a->pending_f, a->n_pending, ldexp(1.0, -a->shift) / weight_sum, a->mean);
     a->n_pending = 0, a->pending_bytes = 0;
     return finite;
-}
-
-void hfl_agg_finish(hfl_agg *a, double weight_sum, float *out) {
-    hfl_agg_mean(a, weight_sum);
-    a->ops->download(out, a->mean, a->n * sizeof *out);
 }
 
 int hfl_agg_hold(hfl_agg *a, int rows, uint64_t limit_bytes, char *err) {

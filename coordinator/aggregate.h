@@ -90,11 +90,9 @@ typedef struct {
     int clipped;   /* norm > clip: scaled down to it */
 } hfl_agg_update;
 
-/* An aggregator for n values on backend be (the CPU backend for
- * hfl_agg_init); -1 with err when memory is short or the backend has no
- * aggregation ops. */
+/* An aggregator for n values on backend be; -1 with err when memory is
+ * short or the backend has no aggregation ops. */
 int hfl_agg_init_on(hfl_agg *a, const hfl_backend *be, size_t n, int threads, char *err);
-int hfl_agg_init(hfl_agg *a, size_t n, int threads, char *err);
 void hfl_agg_free(hfl_agg *a);
 
 /* Starts a round: the sum is zeroed and the scale fixed from the bound
@@ -124,8 +122,6 @@ int hfl_agg_add(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t l
 /* The mean, sum / weight_sum (weight_sum > 0), into a->mean; returns 1 when
  * every element is finite. */
 int hfl_agg_mean(hfl_agg *a, double weight_sum);
-/* hfl_agg_mean, then a->mean copied to out (host). */
-void hfl_agg_finish(hfl_agg *a, double weight_sum, float *out);
 
 /* HOLD MODE, for rules that need every update at once (robust.h): room for
  * `rows` decoded updates, refused with err naming the limit when rows * n

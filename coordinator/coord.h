@@ -57,8 +57,6 @@ _Static_assert(COORD_MAX_CLIENTS == HFL_WIRE_MAX_CLIENTS, "the session table che
  * at start, 10 s at this rate). Each costs a certificate check and an ECDSA
  * signature (~1 ms of a core), so one address costs at most a fifth of a
  * core, one connection half a percent. */
-#define COORD_HELLO_RATE_CONN 5.0
-#define COORD_HELLO_RATE_ADDR 200.0
 #define COORD_HELLO_RATE_STR "5:200"
 /* Defaults that keep a round from waiting on whoever does not answer (the
  * README's defaults paragraph): over-selection, after Bonawitz et al. 2019
@@ -70,7 +68,6 @@ _Static_assert(COORD_MAX_CLIENTS == HFL_WIRE_MAX_CLIENTS, "the session table che
  * away. */
 #define COORD_OVER_SELECT_DEFAULT 0.3
 #define COORD_OVER_SELECT_STR "0.3"
-#define COORD_QUORUM_FRACTION 0.5
 #define COORD_QUORUM_FRACTION_STR "0.5"
 /* --async: a task more than this many aggregations old is given up on (its
  * update refused, its client drawable again). FedBuff's staleness weight at
@@ -379,7 +376,6 @@ double registry_overhead_estimate(const coord *c, const char *device);
  * of 5 or more equal clients are not affected. In a round closed with some
  * updates missing, the divisor grows (up to the round's whole capped weight)
  * until the largest update weighs at most F of it (rounds.c). */
-#define COORD_MAX_SHARE_DEFAULT 0.2
 #define COORD_MAX_SHARE_STR "0.2"
 /* Without clipping, no element of an update may exceed this (aggregate.h). */
 #define COORD_VALUE_BOUND 1048576.0

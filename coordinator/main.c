@@ -10,12 +10,10 @@
  * signal (143, 130); 1 is a failure (bad options, every round failed). */
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "coordinator/coord.h"
-#include "proto/secagg.h"
 #include "data/files.h"
 #include "kernels/blas.h"
 #include "model/safetensors.h"
@@ -100,34 +98,19 @@ int main(int argc, char **argv) {
     static coord c; /* large: the client table */
     coord_config *cfg = &c.cfg;
     char err[HFL_ERR_LEN];
-    if (coord_options_parse(argc, argv, cfg, err) != 0) {
-        fprintf(stderr, "hfl-coordinator: %s\n", err);
-        return 2;
-    }
+    if (coord_options_parse(argc, argv, cfg, err) != 0) return hfl_fail("hfl-coordinator", err, 2);
     c.started = hfl_now();
     char why[HFL_ERR_LEN];
-    if (!(c.be = hfl_backend_select(cfg->device, &c.dev, why, err))) {
-        fprintf(stderr, "hfl-coordinator: %s\n", err);
-        return 1;
-    }
+    if (!(c.be = hfl_backend_select(cfg->device, &c.dev, why, err))) return hfl_fail("hfl-coordinator", err, 1);
     if (!cfg->quiet) {
         if (why[0]) printf("hfl-coordinator: aggregating and evaluating on the CPU: %s\n", why);
         else printf("hfl-coordinator: aggregating and evaluating on %s (%s backend)\n", c.dev.name, c.be->name);
     }
-    if (coord_setup(&c, err) != 0) {
-        fprintf(stderr, "hfl-coordinator: %s\n", err);
-        return 1;
-    }
+    if (coord_setup(&c, err) != 0) return hfl_fail("hfl-coordinator", err, 1);
     int port = 0;
-    if (eval_start(&c, err) != 0) {
-        fprintf(stderr, "hfl-coordinator: %s\n", err);
-        return 1;
-    }
+    if (eval_start(&c, err) != 0) return hfl_fail("hfl-coordinator", err, 1);
     coord_server *srv = server_start(&c, &port, err);
-    if (!srv) {
-        fprintf(stderr, "hfl-coordinator: %s\n", err);
-        return 1;
-    }
+    if (!srv) return hfl_fail("hfl-coordinator", err, 1);
     if (cfg->metrics_addr[0] && metrics_start(&c, cfg->metrics_addr, err) != 0) {
         fprintf(stderr, "hfl-coordinator: %s\n", err);
         server_stop(srv);

@@ -2,7 +2,6 @@
 #include "coordinator/robust.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,16 +100,4 @@ int hfl_rule_run(const hfl_rule *r, const hfl_backend *be, const float *rows, in
     }
     }
     return hfl_errf(err, "unknown rule");
-}
-
-int hfl_rule_apply(const hfl_rule *r, const float *const *rows, int k, size_t n, float *out, int *selected,
-                   char *err) {
-    if (k < 1 || k > 1024) return hfl_errf(err, "%s over %d updates: needs 1 to 1024", hfl_rule_name(r), k);
-    float *all = hfl_malloc(sizeof(float) * (size_t)k * (n ? n : 1));
-    int *pick = hfl_malloc(sizeof(int) * (size_t)k);
-    for (int i = 0; i < k; i++) memcpy(all + (size_t)i * n, rows[i], sizeof(float) * n);
-    int rc = hfl_rule_run(r, hfl_backend_cpu(), all, k, n, out, pick, NULL, selected, NULL, err);
-    free(all);
-    free(pick);
-    return rc;
 }

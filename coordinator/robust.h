@@ -35,19 +35,14 @@ typedef struct {
 int hfl_rule_parse(const char *spec, hfl_rule *r, char *err);
 const char *hfl_rule_name(const hfl_rule *r);
 
-/* The rule over k rows of n values (rows[i] is row i) into out; for the
- * Krum rules, selected[i] = 1 for the rows it averaged (may be NULL). -1
- * with err when k is too small for the rule (Krum needs k > 2f + 2, a
- * trimmed mean keeps at least one value). */
-int hfl_rule_apply(const hfl_rule *r, const float *const *rows, int k, size_t n, float *out, int *selected,
-                   char *err);
-
 struct hfl_backend;
 /* The rule on backend be's memory: rows holds k rows of n values one after
  * another, out gets n; pick (k ints) and dist_partials (k (k - 1) / 2 *
- * hfl_agg_chunks(n) doubles) are be's scratch for the Krum rules. selected
- * (host, may be NULL) as hfl_rule_apply; *kept (may be NULL) the rows the
- * rule averaged (k for the coordinate-wise rules). */
+ * hfl_agg_chunks(n) doubles) are be's scratch for the Krum rules. For the
+ * Krum rules selected[i] (host, may be NULL) = 1 for the rows it averaged;
+ * *kept (may be NULL) the rows the rule averaged (k for the coordinate-wise
+ * rules). -1 with err when k is too small for the rule (Krum needs
+ * k > 2f + 2, a trimmed mean keeps at least one value). */
 int hfl_rule_run(const hfl_rule *r, const struct hfl_backend *be, const float *rows, int k, size_t n, float *out,
                  int *pick, double *dist_partials, int *selected, int *kept, char *err);
 

@@ -2,7 +2,6 @@
 #include "coordinator/server_opt.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,8 +36,6 @@ int hfl_sopt_parse(const char *spec, hfl_server_opt *o, char *err) {
     return 0;
 }
 
-const char *hfl_sopt_name(const hfl_server_opt *o) { return names[o->kind]; }
-
 int hfl_sopt_init(hfl_server_opt *o, size_t n, char *err) {
     o->n = n;
     if (o->kind == HFL_SOPT_FEDAVG) return 0;
@@ -61,9 +58,4 @@ void hfl_sopt_step_on(const hfl_server_opt *o, const hfl_backend *be, float *x, 
     /* hfl_sopt_kind and HFL_AGG_SOPT_* list the optimizers in one order */
     hfl_agg_sopt a = {.kind = (int)o->kind, .lr = o->lr, .beta1 = o->beta1, .beta2 = o->beta2, .tau = o->tau};
     be->agg->sopt_step(&a, x, m, v, d, o->n);
-}
-
-void hfl_sopt_step(hfl_server_opt *o, float *x, const float *d) {
-    hfl_sopt_step_on(o, hfl_backend_cpu(), x, o->m, o->v, d);
-    o->steps++;
 }

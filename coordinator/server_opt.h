@@ -36,13 +36,11 @@ typedef struct {
  * "nesterov[:lr[:mu]]" into o (no state yet); -1 with err naming the
  * accepted forms. */
 int hfl_sopt_parse(const char *spec, hfl_server_opt *o, char *err);
-const char *hfl_sopt_name(const hfl_server_opt *o);
 /* Allocates zeroed state for n values; -1 with err when memory is short. */
 int hfl_sopt_init(hfl_server_opt *o, size_t n, char *err);
 void hfl_sopt_free(hfl_server_opt *o);
-/* One server step: x moves by the round's mean delta d (n values). */
-void hfl_sopt_step(hfl_server_opt *o, float *x, const float *d);
-/* The same step on backend be's memory (kernels/agg.h's sopt_step, the one
+/* One server step: x moves by the round's mean delta d (n values), on
+ * backend be's memory (kernels/agg.h's sopt_step, the one
  * kernels/agg_hd.h body on both backends), with the moments at m and v
  * (NULL where o has none); o->steps is the caller's to count. */
 void hfl_sopt_step_on(const hfl_server_opt *o, const struct hfl_backend *be, float *x, float *m, float *v,

@@ -246,10 +246,8 @@ static int split(const data_options *o) {
         fprintf(stderr, "hfl-data: split needs --out DIR and --num-clients N (see --help)\n");
         return 2;
     }
-    if (hfl_partition_parse(o->partition, &spec, err) != 0 || hfl_data_format_parse(o->format, &f, err) != 0) {
-        fprintf(stderr, "hfl-data: %s\n", err);
-        return 2;
-    }
+    if (hfl_partition_parse(o->partition, &spec, err) != 0 || hfl_data_format_parse(o->format, &f, err) != 0)
+        return hfl_fail("hfl-data", err, 2);
     hfl_dataset d, test = {0};
     int from_idx = !hfl_data_is_file(o->data);
     if (load_any(o->data, &d, err) != 0 || (from_idx && hfl_fmnist_load(o->data, 0, &test, err) != 0)) {
@@ -286,10 +284,7 @@ static int text(const data_options *o, int n_files, char **files) {
         fprintf(stderr, "hfl-data: text needs --out DIR, --context T and at least one FILE (see --help)\n");
         return 2;
     }
-    if (hfl_data_format_parse(o->format, &f, err) != 0) {
-        fprintf(stderr, "hfl-data: %s\n", err);
-        return 2;
-    }
+    if (hfl_data_format_parse(o->format, &f, err) != 0) return hfl_fail("hfl-data", err, 2);
     int iid = o->num_clients > 0, rc = hfl_mkdirs(o->out, err);
     hfl_dataset pool = {0}, test = {0};
     cJSON *shards = cJSON_CreateArray();
@@ -331,10 +326,8 @@ int main(int argc, char **argv) {
     data_options o = {0};
     int first, print_config;
     char err[HFL_ERR_LEN];
-    if (hfl_options_parse(&data_opts, &argc, &argv, &o, &first, &print_config, err) != 0) {
-        fprintf(stderr, "hfl-data: %s\n", err);
-        return 2;
-    }
+    if (hfl_options_parse(&data_opts, &argc, &argv, &o, &first, &print_config, err) != 0)
+        return hfl_fail("hfl-data", err, 2);
     if (print_config) {
         hfl_options_print(&data_opts, &o);
         return 0;

@@ -2,7 +2,6 @@
 #include "data/npy.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "util/util.h"

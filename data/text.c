@@ -2,7 +2,6 @@
 #include "data/text.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "util/util.h"

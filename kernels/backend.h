@@ -134,7 +134,7 @@ _Static_assert(sizeof(hfl_step_scalars) == 64, "hfl_step_scalars is one 64-byte 
 
 /* AdamW's hyperparameters and this step's bias corrections (step_size,
  * bc2_sqrt), or sc, the step scalars they are counted and taken from on the
- * device (kernels/ops_hd.h, AdamW; hfl_adamw_make below). */
+ * device (kernels/ops_hd.h, AdamW). */
 typedef struct {
     float lr, beta1, beta2, eps, wd;
     float step_size, bc2_sqrt;
@@ -302,10 +302,6 @@ typedef struct hfl_backend {
 } hfl_backend;
 
 const hfl_backend *hfl_backend_cpu(void);
-/* AdamW's per-step constants for step number `step` (1, 2, ...), sc NULL:
- * the bias corrections adamw_step computes on the device after `step`
- * counted steps, bit for bit (the same bodies; one multiplication a step). */
-hfl_adamw_args hfl_adamw_make(float lr, float beta1, float beta2, float eps, float wd, long step);
 /* The CPU backend calls fn(ctx, ta, tb, m, n, k) before each OpenBLAS sgemm it makes
  * (transposes and row-major shape; a 2-byte gemm's fp32 tiles included); fn NULL: none. Tests use
  * it to check plan/blas_footprint.c's list of a step's GEMMs against the

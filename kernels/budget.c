@@ -15,7 +15,6 @@ static _Atomic uint64_t budget_live;
 static _Atomic uint64_t budget_peak;
 
 void hfl_budget_set(uint64_t bytes) { atomic_store(&budget_limit, bytes); }
-uint64_t hfl_budget_get(void) { return atomic_load(&budget_limit); }
 uint64_t hfl_budget_live_bytes(void) { return atomic_load(&budget_live); }
 uint64_t hfl_budget_peak_bytes(void) { return atomic_load(&budget_peak); }
 void hfl_budget_reset_peak(void) { atomic_store(&budget_peak, atomic_load(&budget_live)); }

@@ -17,7 +17,6 @@
 #include <stdint.h>
 
 void hfl_budget_set(uint64_t bytes); /* 0 = no budget (the default) */
-uint64_t hfl_budget_get(void);
 uint64_t hfl_budget_live_bytes(void);
 uint64_t hfl_budget_peak_bytes(void); /* high-water mark of live bytes */
 void hfl_budget_reset_peak(void);     /* peak := live bytes now */

@@ -1,5 +1,5 @@
-/* device.c: device probe: the GPU through the CUDA module (kernels/select.c
- * loads it) when one is usable, otherwise the CPU from /proc. */
+/* device.c: the CPU's description from /proc (a GPU's comes from the CUDA
+ * module: hfl_cuda_probe, kernels/select.c). */
 #include "kernels/device.h"
 #include "kernels/blas.h"
 
@@ -42,11 +42,4 @@ void hfl_device_probe_cpu(hfl_device_info *info) {
         }
         fclose(f);
     }
-}
-
-void hfl_device_probe(hfl_device_info *info) {
-    char reason[sizeof info->fallback_reason];
-    if (hfl_cuda_probe(info, reason, (int)sizeof reason) == 0) return;
-    hfl_device_probe_cpu(info);
-    snprintf(info->fallback_reason, sizeof info->fallback_reason, "%.*s", (int)sizeof info->fallback_reason - 1, reason);
 }

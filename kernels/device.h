@@ -1,10 +1,11 @@
 /* device.h: what a client can find out about the device it trains on.
  *
- * hfl_device_probe asks the CUDA module (libhfl_cuda.so, loaded at run time
+ * hfl_cuda_probe asks the CUDA module (libhfl_cuda.so, loaded at run time
  * by kernels/select.c) for the first GPU's name, compute capability and
- * free/total memory. Without the module, a driver or a GPU it describes the
- * CPU instead: its model name, core count and physical memory, and says why
- * it fell back. */
+ * free/total memory; hfl_device_probe_cpu describes the CPU: its model name,
+ * core count and physical memory. hfl_backend_select (kernels/select.h)
+ * fills the description of the device it picks, and says why it fell back
+ * to the CPU. */
 #ifndef HFL_DEVICE_H
 #define HFL_DEVICE_H
 
@@ -21,8 +22,7 @@ typedef struct {
     char pci_bus_id[32];       /* GPU: "0000:3b:00.0" (cudaDeviceGetPCIBusId), how NVML finds it; CPU: "" */
 } hfl_device_info;
 
-void hfl_device_probe(hfl_device_info *info);
-/* The CPU alone (fallback_reason left empty). */
+/* The CPU (fallback_reason left empty). */
 void hfl_device_probe_cpu(hfl_device_info *info);
 
 /* Through the module loader of kernels/select.c: 0 and info filled when a GPU

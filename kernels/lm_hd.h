@@ -110,7 +110,6 @@ static inline HFL_TYPED void hfl_lm_thread_embed_bwd_wpe(size_t i, hfl_precision
  * (Higham, ASNA 2nd ed., 4.2), where the sequential sum the ops ran before
  * had gamma_(n - 1). */
 #define HFL_LM_LANES 32
-#define HFL_LM_LEVELS 5 /* log2(HFL_LM_LANES) */
 
 static inline HFL_HD float hfl_lm_max2(float a, float v) { return v > a ? v : a; }
 

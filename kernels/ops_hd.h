@@ -293,7 +293,7 @@ static inline HFL_HD void hfl_op_tree_level(float *p, int j, int half) { p[j] = 
  * powers (hfl_op_adamw_bias), so fp16's skipped steps, which only the device
  * knows of, are left out of the count without the host reading the flag
  * back. With sc NULL, step_size and bc2_sqrt are used as given
- * (hfl_adamw_make, for testing the op at a chosen step). */
+ * (the tests' adamw_make, to test the op at a chosen step). */
 
 /* One more AdamW step in sc, unless skip_if_nonfinite is given and its
  * finite flag is 0 (fp16's skipped step, which torch's GradScaler does not

@@ -6,8 +6,6 @@
  * dx = dy w). The GEMMs run through the backend's gemm in the step's type,
  * the bias fused before the output's one rounding; the workspace is the
  * gemm's fp32 staging in a 2-byte type (none in fp32). */
-#include <stdio.h>
-
 #include "kernels/ops_hd.h"
 #include "model/layers.h"
 #include "util/util.h"

@@ -27,7 +27,6 @@
 
 #include "kernels/lm.h"
 #include "kernels/ops_hd.h"
-#include "model/attention.h"
 #include "model/gpt.h"
 #include "model/layers.h"
 #include "util/util.h"

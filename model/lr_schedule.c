@@ -1,7 +1,6 @@
 /* lr_schedule.c: warmup and cosine over a run's steps (lr_schedule.h). */
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "model/lr_schedule.h"

@@ -289,14 +289,12 @@ void hfl_trainer_apply(hfl_trainer *t, float lr, float momentum, float weight_de
 
 /* The synchronous forms below stage their own batch (none may be staged),
  * wait for the result and reset the scalars' loss accumulators.
- * Forward and backward on n <= max_batch host samples (x: n*in_dim floats);
- * leaves d(mean loss)/d(params) in the trainer's gradient buffer. Returns the mean loss. */
-float hfl_trainer_forward_backward(hfl_trainer *t, const float *x, const int32_t *y, int n);
-/* forward_backward over n rows (n may exceed the plan's batch) as
- * micro-batches of `micro` rows accumulated into one gradient. */
+ * Forward and backward on n host samples (x: n*in_dim floats; n may exceed
+ * the plan's batch) as micro-batches of `micro` <= max_batch rows, leaving
+ * d(mean loss)/d(params) in the trainer's gradient buffer. Returns the mean loss. */
 float hfl_trainer_accumulate(hfl_trainer *t, const float *x, const int32_t *y, int n, int micro);
 
-/* forward_backward followed by an SGD step; returns the mean loss. In fp16 a
+/* Forward and backward on n <= max_batch rows followed by an SGD step; returns the mean loss. In fp16 a
  * step whose gradients are not finite is skipped (hfl_trainer_skipped_steps
  * counts it) and the loss scale halves; see the precision comment above. */
 float hfl_trainer_step(hfl_trainer *t, const float *x, const int32_t *y, int n, float lr,

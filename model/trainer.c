@@ -30,7 +30,7 @@
  * and bias-correction powers) stays in the step scalars (the plan's
  * "scalars" buffer, or trainer-held host memory on the CPU backend) until
  * the caller asks: hfl_trainer_take_loss once per epoch, or the synchronous
- * wrappers (hfl_trainer_step, forward_backward, evaluate), which read them
+ * wrappers (hfl_trainer_step, accumulate, evaluate), which read them
  * after each call and so return the same loss bits as before scalars. A
  * step itself (grads_staged, apply, step_staged) makes none of the calls
  * that wait for the device (kernels/backend.h, HOST WAITS).
@@ -456,7 +456,7 @@ static void run_ops(hfl_trainer *t, int end, int n, int train, int mean_rows, in
  * powers take set_adamw's betas one step at a time, so betas changed
  * without a reset_optimizer would mix (the client sets them right after
  * each reset). */
-static void run_optimizer(hfl_trainer *t, float lr, float momentum, float weight_decay) {
+void hfl_trainer_apply(hfl_trainer *t, float lr, float momentum, float weight_decay) {
     if (momentum != 0.0f && (!t->momentum || t->adamw)) {
         fprintf(stderr, "hfl: trainer: momentum %g asked of %s\n", (double)momentum,
                 !t->momentum ? "a plan without a momentum buffer" : "AdamW");
@@ -495,14 +495,10 @@ void hfl_trainer_grads_staged(hfl_trainer *t, int first, int last, int total_row
     if (last) finish_grads(t);
 }
 
-void hfl_trainer_apply(hfl_trainer *t, float lr, float momentum, float weight_decay) {
-    run_optimizer(t, lr, momentum, weight_decay);
-}
-
 void hfl_trainer_step_staged(hfl_trainer *t, float lr, float momentum, float weight_decay) {
     int n = t->queued ? t->queue_n[0] : 0;
     hfl_trainer_grads_staged(t, 1, 1, n);
-    run_optimizer(t, lr, momentum, weight_decay);
+    hfl_trainer_apply(t, lr, momentum, weight_decay);
 }
 
 void hfl_trainer_take_loss(hfl_trainer *t, double *loss_sum, int64_t *rows, int64_t *correct) {
@@ -530,10 +526,6 @@ static float sync_mean_loss(hfl_trainer *t, int n) {
     double sum = 0.0;
     hfl_trainer_take_loss(t, &sum, NULL, NULL);
     return (float)(sum / ((double)n * t->spec.label_rows));
-}
-
-float hfl_trainer_forward_backward(hfl_trainer *t, const float *x, const int32_t *y, int n) {
-    return hfl_trainer_accumulate(t, x, y, n, n);
 }
 
 float hfl_trainer_accumulate(hfl_trainer *t, const float *x, const int32_t *y, int n, int micro) {

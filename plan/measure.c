@@ -82,7 +82,7 @@ static void measure_child(const hfl_model_spec *spec, const hfl_plan *plan, cons
     free(ys);
 }
 
-/* hfl_measure_step with tails, in a forked child. */
+/* A host backend's measurement (hfl_measure_step_on), in a forked child. */
 static int measure_forked(const hfl_model_spec *spec, const hfl_plan *plan, const float *params, const float *x,
                           const int32_t *y, const int *tails, int n_tails, hfl_step_measure *out, char *err) {
     int fd[2];
@@ -117,11 +117,6 @@ static int measure_forked(const hfl_model_spec *spec, const hfl_plan *plan, cons
     if (!r.ok) return hfl_errf(err, "%s", r.err);
     *out = r.m;
     return 0;
-}
-
-int hfl_measure_step(const hfl_model_spec *spec, const hfl_plan *plan, const float *params,
-                     const float *x, const int32_t *y, hfl_step_measure *out, char *err) {
-    return measure_forked(spec, plan, params, x, y, NULL, 0, out, err);
 }
 
 int hfl_measure_step_on(const hfl_backend *be, const hfl_model_spec *spec, const hfl_plan *plan,

@@ -41,12 +41,9 @@ typedef struct {
 #define HFL_MEASURE_TAILS 2
 int hfl_measure_tails(int batch, int step_batch, int64_t n, int tails[HFL_MEASURE_TAILS]);
 
-/* x: plan->cfg.batch samples of spec->in_dim floats; y: their labels (batch x spec->label_rows). -1 with err.
- * On the CPU backend, the full batch only. */
-int hfl_measure_step(const hfl_model_spec *spec, const hfl_plan *plan, const float *params,
-                     const float *x, const int32_t *y, hfl_step_measure *out, char *err);
-/* The same on backend be, with a step at each of the n_tails tail shapes
- * (rows; TAIL SHAPES) after the full batch's. A device backend (one whose
+/* A step on backend be, then a step at each of the n_tails tail shapes
+ * (rows; TAIL SHAPES); x: plan->cfg.batch samples of spec->in_dim floats,
+ * y: their labels (batch x spec->label_rows). -1 with err. A device backend (one whose
  * mem_info works) is measured in-process, as free device memory before
  * creating the trainer minus free memory after its steps and an evaluation:
  * the arena plus what the library took lazily (cuBLAS handles and

@@ -90,8 +90,3 @@ uint64_t hfl_overhead_predict(const hfl_overhead_model *m, hfl_precision p, int 
     }
     return staging + (extra > 0 && extra < 0x1p50 ? (uint64_t)extra : 0);
 }
-
-uint64_t hfl_overhead_fn(void *ctx, hfl_precision p, int batch, hfl_ckpt_kind ckpt) {
-    (void)ckpt;
-    return hfl_overhead_predict((const hfl_overhead_model *)ctx, p, batch);
-}

@@ -85,7 +85,5 @@ uint64_t hfl_overhead_predict(const hfl_overhead_model *m, hfl_precision p, int 
 /* Where the extra of precision p comes from: "class", "other-class",
  * "fleet" or "prior". */
 const char *hfl_overhead_source(const hfl_overhead_model *m, hfl_precision p);
-/* hfl_chooser_input's overhead callback over a model (ctx). */
-uint64_t hfl_overhead_fn(void *ctx, hfl_precision p, int batch, hfl_ckpt_kind ckpt);
 
 #endif

@@ -8,7 +8,6 @@
 #include "proto/msg.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "util/util.h"

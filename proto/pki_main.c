@@ -102,18 +102,12 @@ static int pki_command(const char *cmd, int n_args, char **args, const char *dir
         return 2;
     }
     if (!strcmp(cmd, "issue")) {
-        if (hfl_pki_issue(dir, args[0], role, days, err) != 0) {
-            fprintf(stderr, "hfl-pki: %s\n", err);
-            return 1;
-        }
+        if (hfl_pki_issue(dir, args[0], role, days, err) != 0) return hfl_fail("hfl-pki", err, 1);
         printf("hfl-pki: wrote %s/%s.pem (CN=%s, role %s), valid %d days\n", dir, args[0], args[0], role, days);
         return 0;
     }
     snprintf(path, sizeof path, "%s/revoked.txt", dir);
-    if (hfl_revoke_name(path, args[0], err) != 0) {
-        fprintf(stderr, "hfl-pki: %s\n", err);
-        return 1;
-    }
+    if (hfl_revoke_name(path, args[0], err) != 0) return hfl_fail("hfl-pki", err, 1);
     printf("hfl-pki: %s revoked in %s; send SIGHUP to a running coordinator to apply it\n", args[0], path);
     return 0;
 }
@@ -128,10 +122,8 @@ int main(int argc, char **argv) {
     pki_options o = {.clients = -1};
     int first, print_config;
     char err[HFL_ERR_LEN];
-    if (hfl_options_parse(&pki_opts, &argc, &argv, &o, &first, &print_config, err) != 0) {
-        fprintf(stderr, "hfl-pki: %s\n", err);
-        return 2;
-    }
+    if (hfl_options_parse(&pki_opts, &argc, &argv, &o, &first, &print_config, err) != 0)
+        return hfl_fail("hfl-pki", err, 2);
     if (!cmd && first < argc) {
         fprintf(stderr, "hfl-pki: unexpected argument '%s' (see --help)\n", argv[first]);
         return 2;
@@ -145,10 +137,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "hfl-pki: --out and --clients are required (see --help)\n");
         return 2;
     }
-    if (hfl_pki_create(o.out, (int)o.clients, o.cn, (int)o.days, err) != 0) {
-        fprintf(stderr, "hfl-pki: %s\n", err);
-        return 1;
-    }
+    if (hfl_pki_create(o.out, (int)o.clients, o.cn, (int)o.days, err) != 0) return hfl_fail("hfl-pki", err, 1);
     if (o.json) {
         if (pki_print_json(o.out, (int)o.clients) != 0) {
             fprintf(stderr, "hfl-pki: out of memory printing JSON\n");

@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <fcntl.h>
@@ -387,27 +386,19 @@ int main(int argc, char **argv) {
     sim_options o = {0};
     char err[HFL_ERR_LEN];
     hfl_scenario sc;
-    if (parse_args(argc, argv, &o, err) != 0 || hfl_scenario_load(o.scenario_path, &sc, err) != 0) {
-        fprintf(stderr, "hfl-sim: %s\n", err);
-        return 2;
-    }
+    if (parse_args(argc, argv, &o, err) != 0 || hfl_scenario_load(o.scenario_path, &sc, err) != 0)
+        return hfl_fail("hfl-sim", err, 2);
     if (o.codec[0]) snprintf(sc.codec, sizeof sc.codec, "%s", o.codec);
     if (o.rounds) sc.rounds = o.rounds;
     static hfl_profile profiles[1000]; /* a scenario has at most 1000 clients */
-    if (apply_profiles(o.scenario_path, &sc, profiles, err) != 0) {
-        fprintf(stderr, "hfl-sim: %s\n", err);
-        return 2;
-    }
+    if (apply_profiles(o.scenario_path, &sc, profiles, err) != 0) return hfl_fail("hfl-sim", err, 2);
     if (o.precision[0]) snprintf(sc.precision, sizeof sc.precision, "%s", o.precision);
     if (o.device[0]) snprintf(sc.device, sizeof sc.device, "%s", o.device);
     if (sim_check(&sc, err) != 0) {
         fprintf(stderr, "hfl-sim: %s: %s\n", o.scenario_path, err);
         return 2;
     }
-    if (o.shards[0] && check_shards(&o, sc.clients, err) != 0) {
-        fprintf(stderr, "hfl-sim: %s\n", err);
-        return 2;
-    }
+    if (o.shards[0] && check_shards(&o, sc.clients, err) != 0) return hfl_fail("hfl-sim", err, 2);
     if (!o.shards[0] && reads_text(&sc)) { /* the images would fail later, and less clearly */
         if (sc.prepare[0])
             fprintf(stderr, "hfl-sim: %s's model reads byte-level text, not the Fashion-MNIST images: make its "
@@ -424,10 +415,8 @@ int main(int argc, char **argv) {
     char coord_exe[1100], client_exe[1100], pki_dir[1100], ready[1100], log[1100], clog[1100];
     if (find_program("hfl-coordinator", "coordinator", coord_exe, sizeof coord_exe, err) != 0 ||
         find_program("hfl-client", "client", client_exe, sizeof client_exe, err) != 0 ||
-        hfl_mkdirs(o.out_dir, err) != 0) {
-        fprintf(stderr, "hfl-sim: %s\n", err);
-        return 1;
-    }
+        hfl_mkdirs(o.out_dir, err) != 0)
+        return hfl_fail("hfl-sim", err, 1);
     snprintf(pki_dir, sizeof pki_dir, "%s/pki", o.out_dir);
     snprintf(ready, sizeof ready, "%s/coordinator.url", o.out_dir);
     snprintf(log, sizeof log, "%s/events.jsonl", o.out_dir);
@@ -435,10 +424,7 @@ int main(int argc, char **argv) {
     /* Clients keep their error-feedback residual here across restarts; a new run starts clean. */
     char state_dir[1100];
     snprintf(state_dir, sizeof state_dir, "%s/state", o.out_dir);
-    if (hfl_mkdirs(state_dir, err) != 0) {
-        fprintf(stderr, "hfl-sim: %s\n", err);
-        return 1;
-    }
+    if (hfl_mkdirs(state_dir, err) != 0) return hfl_fail("hfl-sim", err, 1);
     for (int i = 0; i < sc.clients; i++) {
         char old[1200];
         snprintf(old, sizeof old, "%s/client-%d.state", state_dir, i);
@@ -468,16 +454,10 @@ int main(int argc, char **argv) {
      * each planning against the whole card cannot overcommit it; a fleet that
      * does not fit is refused here, before anything starts (scenarios/share.h). */
     uint64_t gpu_budget;
-    if (hfl_sim_gpu_budget(&sc, state_dir, o.quiet, &gpu_budget, err) != 0) {
-        fprintf(stderr, "hfl-sim: %s\n", err);
-        return 1;
-    }
+    if (hfl_sim_gpu_budget(&sc, state_dir, o.quiet, &gpu_budget, err) != 0) return hfl_fail("hfl-sim", err, 1);
     char gpu_share[32] = "";
     if (gpu_budget) snprintf(gpu_share, sizeof gpu_share, "%llu", (unsigned long long)gpu_budget);
-    if (hfl_pki_create(pki_dir, sc.clients, "localhost", 2, err) != 0) {
-        fprintf(stderr, "hfl-sim: %s\n", err);
-        return 1;
-    }
+    if (hfl_pki_create(pki_dir, sc.clients, "localhost", 2, err) != 0) return hfl_fail("hfl-sim", err, 1);
     char ca[1200], coord_pem[1200];
     snprintf(ca, sizeof ca, "%s/ca.crt", pki_dir);
     snprintf(coord_pem, sizeof coord_pem, "%s/coordinator.pem", pki_dir);

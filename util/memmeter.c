@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "util/util.h"
 
@@ -80,15 +79,4 @@ int hfl_mem_window_growth(const hfl_mem_window *w, uint64_t *growth, char *err) 
     uint64_t mapped = file > w->file0 ? file - w->file0 : 0;
     *growth = peak > w->rss0 + mapped ? peak - w->rss0 - mapped : 0;
     return 0;
-}
-
-void hfl_mem_touch(void *p, size_t bytes) {
-    if (!p || !bytes) return;
-    /* Volatile so the compiler cannot drop the stores (it may elide a plain
-     * memset into memory that is freed unread, and with it the pages). */
-    volatile char *c = p;
-    long page = sysconf(_SC_PAGESIZE);
-    size_t step = page > 0 ? (size_t)page : 4096;
-    for (size_t i = 0; i < bytes; i += step) c[i] = c[i];
-    c[bytes - 1] = c[bytes - 1];
 }

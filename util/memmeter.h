@@ -16,8 +16,7 @@
  * Both are process-wide (all threads share one address space), page-granular,
  * and count only pages that were touched: malloc'ed or mmap'ed memory that was
  * never written is not resident, so an arena shows up only as far as it has
- * been written (hfl_mem_touch writes one byte per page to make all of it
- * resident up front). Memory the allocator keeps after free (glibc's heap
+ * been written. Memory the allocator keeps after free (glibc's heap
  * below its trim threshold) stays resident, so a second window may show less
  * growth than the first for the same code. Elsewhere than Linux, and where the
  * kernel refuses the write, the calls fail with err rather than guess. */
@@ -58,9 +57,5 @@ int hfl_mem_window_begin(hfl_mem_window *w, char *err);
 /* The window's peak growth of private resident memory in *growth (0 when it
  * shrank). -1 with err when the figures are unavailable. */
 int hfl_mem_window_growth(const hfl_mem_window *w, uint64_t *growth, char *err);
-
-/* Writes one byte per page of [p, p + bytes) (keeping its value), so every
- * page is resident and the meter sees all of it. */
-void hfl_mem_touch(void *p, size_t bytes);
 
 #endif

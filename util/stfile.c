@@ -174,11 +174,6 @@ const hfl_st_tensor *hfl_st_get(const hfl_st_file *f, const char *name) {
     return NULL;
 }
 
-const char *hfl_st_meta(const hfl_st_file *f, const char *key) {
-    const cJSON *m = cJSON_GetObjectItemCaseSensitive(f->json, "__metadata__");
-    return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, key));
-}
-
 void hfl_st_free(hfl_st_file *f) {
     cJSON_Delete(f->json);
     free(f->t);

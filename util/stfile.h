@@ -44,8 +44,6 @@ typedef struct {
  * must outlive it. -1 with err (and nothing to free) on any fault. */
 int hfl_st_parse(const uint8_t *buf, size_t len, hfl_st_file *f, char *err);
 const hfl_st_tensor *hfl_st_get(const hfl_st_file *f, const char *name);
-/* The metadata string under key, or NULL. */
-const char *hfl_st_meta(const hfl_st_file *f, const char *key);
 void hfl_st_free(hfl_st_file *f);
 /* "[2, 3]" into out. */
 void hfl_st_shape_text(const int64_t *shape, int ndim, char *out, size_t n);

@@ -28,6 +28,11 @@ int hfl_errf(char *err, const char *fmt, ...) {
     return -1;
 }
 
+int hfl_fail(const char *program, const char *err, int status) {
+    fprintf(stderr, "%s: %s\n", program, err);
+    return status;
+}
+
 void *hfl_malloc(size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
     if (!p) {

@@ -16,6 +16,9 @@
  * error is always one printable line; always returns -1 so callers can
  * `return hfl_errf(...)`. */
 int hfl_errf(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A program's error: "program: err" on stderr; returns status, for
+ * `return hfl_fail("hfl-client", err, 1);` in main. */
+int hfl_fail(const char *program, const char *err, int status);
 
 void *hfl_malloc(size_t bytes);          /* exits with a one-line message on failure */
 void *hfl_calloc(size_t n, size_t size);

@@ -73,6 +73,12 @@ static void make_updates(void) {
     free(delta);
 }
 
+/* The mean, sum / weight_sum, copied to out (host). */
+static void agg_finish(hfl_agg *a, double weight_sum, float *out) {
+    hfl_agg_mean(a, weight_sum);
+    a->ops->download(out, a->mean, a->n * sizeof *out);
+}
+
 static void add_all(hfl_agg *a, const int *order) {
     char err[HFL_ERR_LEN];
     for (int j = 0; j < K; j++) {
@@ -110,13 +116,13 @@ static void test_order(hfl_agg *a, float *want) {
     shuffle(order, 0);
     hfl_agg_reset(a, CLIP, 0);
     add_all(a, order);
-    hfl_agg_finish(a, 1.0, want);
+    agg_finish(a, 1.0, want);
     int same = 1;
     for (uint32_t s = 1; s <= 40; s++) {
         shuffle(order, s);
         hfl_agg_reset(a, CLIP, 0);
         add_all(a, order);
-        hfl_agg_finish(a, 1.0, got);
+        agg_finish(a, 1.0, got);
         same &= memcmp(got, want, sizeof(float) * N) == 0;
     }
     CHECK(same);
@@ -128,7 +134,7 @@ static void test_order(hfl_agg *a, float *want) {
         pthread_create(&th[t], NULL, race, &rs[t]);
     }
     for (int t = 0; t < 4; t++) pthread_join(th[t], NULL);
-    hfl_agg_finish(a, 1.0, got);
+    agg_finish(a, 1.0, got);
     CHECK(memcmp(got, want, sizeof(float) * N) == 0);
 
     /* The float sum this replaces: two orders, different bits. */
@@ -181,14 +187,14 @@ static void test_clip(hfl_agg *a) {
     hfl_agg_update info;
     hfl_agg_reset(a, CLIP, 0);
     CHECK(hfl_agg_add(a, fp32, buf, len, 1.0, &info, err) == 0);
-    hfl_agg_finish(a, 1.0, out);
+    agg_finish(a, 1.0, out);
     CHECK(info.clipped && fabs(info.norm - 10 * CLIP) < 1e-9);
     CHECK(fabs(hypot(out[0], out[1]) - CLIP) < 1e-6 && fabs(out[0] / out[1] - 0.75) < 1e-6);
     x[0] = 0.3f, x[1] = 0.4f;
     len = hfl_codec_encode(fp32, x, NULL, N, 256, &key, 1, buf);
     hfl_agg_reset(a, CLIP, 0);
     CHECK(hfl_agg_add(a, fp32, buf, len, 1.0, &info, err) == 0);
-    hfl_agg_finish(a, 1.0, out);
+    agg_finish(a, 1.0, out);
     CHECK(!info.clipped && out[0] == 0.3f && out[1] == 0.4f);
     free(x);
     free(out);
@@ -206,7 +212,7 @@ static void test_refusals(hfl_agg *a) {
     hfl_agg_reset(a, 0, 1.0); /* no clipping, values within 1 */
     CHECK(hfl_agg_add(a, fp32, buf, len, 0.5, NULL, err) == 0);
     float *sum = hfl_malloc(N * sizeof(float)), *after = hfl_malloc(N * sizeof(float));
-    hfl_agg_finish(a, 1.0, sum); /* the sum so far, through the public API (adds may wait) */
+    agg_finish(a, 1.0, sum); /* the sum so far, through the public API (adds may wait) */
     CHECK(sum[5] == 0.125f);
     x[9] = NAN;
     len = hfl_codec_encode(fp32, x, NULL, N, 256, &key, 1, buf);
@@ -219,7 +225,7 @@ static void test_refusals(hfl_agg *a) {
     CHECK(hfl_agg_add(a, fp32, buf, len - 1, 0.5, NULL, err) != 0);
     CHECK(hfl_agg_add(a, fp32, buf, len, 1.5, NULL, err) != 0);
     CHECK(hfl_agg_add(a, fp32, buf, len, 0.0, NULL, err) != 0);
-    hfl_agg_finish(a, 1.0, after);
+    agg_finish(a, 1.0, after);
     CHECK(memcmp(sum, after, N * sizeof(float)) == 0 && after[9] == 0);
     free(sum);
     free(after);
@@ -250,7 +256,7 @@ static void test_int8_refusals(hfl_agg *a) {
     hfl_agg_reset(a, 0, 1.0);
     float *sum = hfl_malloc(N * sizeof(float)), *after = hfl_malloc(N * sizeof(float));
     CHECK(hfl_agg_add(a, int8, buf, len, 0.5, NULL, err) == 0);
-    hfl_agg_finish(a, 1.0, sum);
+    agg_finish(a, 1.0, sum);
     const size_t at[] = {0, 5000, 4096, N - 1};
     for (int c = 0; c < 4; c++) {
         memcpy(bad, buf, len);
@@ -273,10 +279,10 @@ static void test_int8_refusals(hfl_agg *a) {
                   (double)scale[c], blk[c], got ? err : "(added)", want);
     }
     CHECK(hfl_agg_add(a, int8, buf, len - 1, 0.5, NULL, err) != 0); /* the frame: one byte short */
-    hfl_agg_finish(a, 1.0, after);
+    agg_finish(a, 1.0, after);
     CHECK(memcmp(sum, after, N * sizeof(float)) == 0);
     CHECK(hfl_agg_add(a, int8, buf, len, 0.5, NULL, err) == 0); /* the second half of the weight */
-    hfl_agg_finish(a, 1.0, after);
+    agg_finish(a, 1.0, after);
     for (int i = 0; i < N; i++) CHECK_MSG(after[i] == 2 * sum[i], "value %d: %g, twice %g", i, after[i], sum[i]);
     free(sum), free(after), free(x), free(buf), free(bad);
 }
@@ -315,7 +321,7 @@ static void add_fp32(hfl_agg *a, const float *x, int nx, double weight, int time
 static void test_scale(void) {
     char err[HFL_ERR_LEN];
     hfl_agg a;
-    REQUIRE(hfl_agg_init(&a, 5, 1, err) == 0);
+    REQUIRE(hfl_agg_init_on(&a, hfl_backend_cpu(), 5, 1, err) == 0);
     float out[5];
     const float tiny48 = ldexpf(1.0f, -48), tiny49 = ldexpf(1.0f, -49);
     hfl_agg_reset(&a, 3.0, 0);
@@ -325,33 +331,33 @@ static void test_scale(void) {
     const float y[3] = {2.9f, -tiny48, tiny48};
     hfl_agg_reset(&a, 3.0, 0);
     add_fp32(&a, y, 3, 1.0, 1);
-    hfl_agg_finish(&a, 1.0, out);
+    agg_finish(&a, 1.0, out);
     CHECK_MSG(out[0] == 2.9f && out[1] == -tiny48 && out[2] == tiny48 && out[3] == 0,
               "clip 3: 2.9, -2^-48, 2^-48 came back %.9g %.9g %.9g", (double)out[0], (double)out[1], (double)out[2]);
     /* two at weight 0.5: each half is a multiple of 2^-48 too, so the mean is exact */
     const float y2[2] = {2.9f, 2 * tiny48};
     hfl_agg_reset(&a, 3.0, 0);
     add_fp32(&a, y2, 2, 0.5, 2);
-    hfl_agg_finish(&a, 1.0, out);
+    agg_finish(&a, 1.0, out);
     CHECK_MSG(out[0] == 2.9f && out[1] == 2 * tiny48, "clip 3, two halves: %.9g %.9g", (double)out[0], (double)out[1]);
     /* without clipping, bound 1: S = 49 */
     hfl_agg_reset(&a, 0, 1.0);
     CHECK(a.shift == 49);
     const float z[2] = {1.0f, tiny49};
     add_fp32(&a, z, 2, 1.0, 1);
-    hfl_agg_finish(&a, 1.0, out);
+    agg_finish(&a, 1.0, out);
     CHECK_MSG(out[0] == 1.0f && out[1] == tiny49, "bound 1: 1, 2^-49 came back %.9g %.9g", (double)out[0], (double)out[1]);
     /* 8000 updates at weight 1 */
     hfl_agg_reset(&a, 3.0, 0);
     add_fp32(&a, y, 1, 1.0, 8000);
-    hfl_agg_finish(&a, 8000.0, out);
+    agg_finish(&a, 8000.0, out);
     CHECK_MSG(out[0] == 2.9f, "8000 updates of 2.9: mean %.9g", (double)out[0]);
     /* a clip below 1 is the bound, whatever value bound the caller passes
      * (the coordinator passes 2^20): 0.75 < 2^0, S = 50, and 2^-50 is kept */
     const float tiny50 = ldexpf(1.0f, -50), w[2] = {0.7f, tiny50};
     hfl_agg_reset(&a, 0.75, 1048576.0);
     add_fp32(&a, w, 2, 1.0, 1);
-    hfl_agg_finish(&a, 1.0, out);
+    agg_finish(&a, 1.0, out);
     CHECK_MSG(out[0] == 0.7f && out[1] == tiny50, "clip 0.75: 0.7, 2^-50 came back %.9g %.9g", (double)out[0],
               (double)out[1]);
     printf("test_aggregate: clip 3 gives 2.9 and 2^-48 back exactly, and 8000 shares sum without overflow\n");
@@ -364,7 +370,7 @@ static void test_scale(void) {
 static void test_fresh(void) {
     char err[HFL_ERR_LEN];
     hfl_agg a;
-    REQUIRE(hfl_agg_init(&a, 13, 1, err) == 0);
+    REQUIRE(hfl_agg_init_on(&a, hfl_backend_cpu(), 13, 1, err) == 0);
     const hfl_codec *fp32 = hfl_codec_find("fp32", NULL);
     uint8_t buf[256];
     hfl_rng_key key = {1, 1, 0, 0};
@@ -372,7 +378,7 @@ static void test_fresh(void) {
     v[0] = 0.5f, v[12] = ldexpf(1.0f, -49);
     size_t len = hfl_codec_encode(fp32, v, NULL, 13, 256, &key, 1, buf);
     CHECK_MSG(hfl_agg_add(&a, fp32, buf, len, 1.0, NULL, err) == 0, "%s", err);
-    hfl_agg_finish(&a, 1.0, out);
+    agg_finish(&a, 1.0, out);
     CHECK(out[0] == 0.5f && out[12] == ldexpf(1.0f, -49));
     for (int at = 0; at < 13; at++) { /* 1.5 anywhere: beyond the bound, not clipped */
         memset(v, 0, sizeof v);
@@ -411,7 +417,7 @@ static void test_out_of_memory(void) {
         struct mallinfo2 before = mallinfo2();
         char err[HFL_ERR_LEN] = "";
         hfl_agg a;
-        int rc = hfl_agg_init(&a, n, 1, err);
+        int rc = hfl_agg_init_on(&a, hfl_backend_cpu(), n, 1, err);
         struct mallinfo2 after = mallinfo2();
         int ok = rc == -1 && strstr(err, "cannot allocate the aggregator for 67108864 values") && a.acc == NULL;
         if (!ok || after.hblkhd != before.hblkhd || after.uordblks != before.uordblks)
@@ -452,7 +458,7 @@ static const check_case cases[] = {
 
 int main(int argc, char **argv) {
     char err[HFL_ERR_LEN];
-    CHECK(hfl_agg_init(&agg, N, 1, err) == 0);
+    CHECK(hfl_agg_init_on(&agg, hfl_backend_cpu(), N, 1, err) == 0);
     make_updates();
     int rc = check_run("test_aggregate", cases, CHECK_CASES(cases), argc, argv);
     hfl_agg_free(&agg);

@@ -29,11 +29,27 @@
  * rows give the same picks. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "coordinator/robust.h"
+#include "kernels/backend.h"
 #include "tests/check.h"
 #include "util/util.h"
+
+/* The rule over k rows of n values (rows[i] is row i) into out, on the CPU
+ * backend (hfl_rule_run). */
+static int rule_apply(const hfl_rule *r, const float *const *rows, int k, size_t n, float *out, int *selected,
+                      char *err) {
+    if (k < 1 || k > 1024) return hfl_errf(err, "%s over %d updates: needs 1 to 1024", hfl_rule_name(r), k);
+    float *all = hfl_malloc(sizeof(float) * (size_t)k * (n ? n : 1));
+    int *pick = hfl_malloc(sizeof(int) * (size_t)k);
+    for (int i = 0; i < k; i++) memcpy(all + (size_t)i * n, rows[i], sizeof(float) * n);
+    int rc = hfl_rule_run(r, hfl_backend_cpu(), all, k, n, out, pick, NULL, selected, NULL, err);
+    free(all);
+    free(pick);
+    return rc;
+}
 
 static float close_to(float a, double b) { return fabs(a - b) <= 1e-6 * fmax(1, fabs(b)); }
 
@@ -44,15 +60,15 @@ static void test_coordinatewise(void) {
     float out[3];
     hfl_rule med, trim;
     CHECK(hfl_rule_parse("median", &med, err) == 0 && hfl_rule_parse("trimmed:0.2", &trim, err) == 0);
-    CHECK(hfl_rule_apply(&med, rows, 5, 3, out, NULL, err) == 0);
+    CHECK(rule_apply(&med, rows, 5, 3, out, NULL, err) == 0);
     CHECK(out[0] == 3 && out[1] == 30 && out[2] == -3);
-    CHECK(hfl_rule_apply(&trim, rows, 5, 3, out, NULL, err) == 0);
+    CHECK(rule_apply(&trim, rows, 5, 3, out, NULL, err) == 0);
     CHECK(close_to(out[0], 3) && close_to(out[1], 30) && close_to(out[2], -3));
-    CHECK(hfl_rule_apply(&med, rows, 4, 3, out, NULL, err) == 0); /* rows 0..3 */
+    CHECK(rule_apply(&med, rows, 4, 3, out, NULL, err) == 0); /* rows 0..3 */
     CHECK(out[0] == 2.5f && out[1] == 25 && out[2] == -2.5f);
     const float *perm[5] = {r4, r2, r0, r3, r1};
     float a[3], b[3];
-    CHECK(hfl_rule_apply(&trim, rows, 5, 3, a, NULL, err) == 0 && hfl_rule_apply(&trim, perm, 5, 3, b, NULL, err) == 0);
+    CHECK(rule_apply(&trim, rows, 5, 3, a, NULL, err) == 0 && rule_apply(&trim, perm, 5, 3, b, NULL, err) == 0);
     CHECK(memcmp(a, b, sizeof a) == 0);
 }
 
@@ -68,11 +84,11 @@ static void test_krum(void) {
     int sel[5];
     hfl_rule kr, mk;
     CHECK(hfl_rule_parse("krum:1", &kr, err) == 0 && hfl_rule_parse("multikrum:1", &mk, err) == 0);
-    CHECK(hfl_rule_apply(&kr, rows, 5, 2, out, sel, err) == 0);
+    CHECK(rule_apply(&kr, rows, 5, 2, out, sel, err) == 0);
     CHECK(out[0] == 1 && out[1] == 1 && sel[3] == 1 && sel[0] + sel[1] + sel[2] + sel[4] == 0);
-    CHECK(hfl_rule_apply(&mk, rows, 5, 2, out, sel, err) == 0);
+    CHECK(rule_apply(&mk, rows, 5, 2, out, sel, err) == 0);
     CHECK(close_to(out[0], 1.0) && close_to(out[1], 1.0) && sel[1] == 0 && sel[0] + sel[2] + sel[3] + sel[4] == 4);
-    CHECK(hfl_rule_apply(&kr, rows, 4, 2, out, sel, err) != 0 && strstr(err, "needs more than 4"));
+    CHECK(rule_apply(&kr, rows, 4, 2, out, sel, err) != 0 && strstr(err, "needs more than 4"));
 }
 
 static void test_trim_count(void) {
@@ -88,14 +104,14 @@ static void test_trim_count(void) {
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         hfl_rule r;
         CHECK(hfl_rule_parse(cases[i].spec, &r, err) == 0);
-        CHECK(hfl_rule_apply(&r, rows, 4, 2, out, NULL, err) == 0);
+        CHECK(rule_apply(&r, rows, 4, 2, out, NULL, err) == 0);
         CHECK_MSG(close_to(out[0], cases[i].want0) && close_to(out[1], cases[i].want1),
                   "%s over 4 rows: %g %g, want %g %g", cases[i].spec, (double)out[0], (double)out[1], cases[i].want0,
                   cases[i].want1);
     }
     /* one row: nothing to trim (floor(0.4 x 1) = 0) */
     hfl_rule r;
-    CHECK(hfl_rule_parse("trimmed:0.4", &r, err) == 0 && hfl_rule_apply(&r, rows, 1, 2, out, NULL, err) == 0);
+    CHECK(hfl_rule_parse("trimmed:0.4", &r, err) == 0 && rule_apply(&r, rows, 1, 2, out, NULL, err) == 0);
     CHECK(out[0] == 1000 && out[1] == -4);
 }
 
@@ -112,26 +128,26 @@ static void test_krum_neighbours(void) {
     float out[5];
     int sel[5];
     hfl_rule r;
-    CHECK(hfl_rule_parse("krum:1", &r, err) == 0 && hfl_rule_apply(&r, rows, 5, 5, out, sel, err) == 0);
+    CHECK(hfl_rule_parse("krum:1", &r, err) == 0 && rule_apply(&r, rows, 5, 5, out, sel, err) == 0);
     CHECK_MSG(out[0] == 1 && out[4] == 1 && out[1] == 0 && sel[4] == 1 && sel[0] + sel[1] + sel[2] + sel[3] == 0,
               "krum:1 picked %g", (double)out[0]);
-    CHECK(hfl_rule_parse("krum:0", &r, err) == 0 && hfl_rule_apply(&r, rows, 5, 5, out, sel, err) == 0);
+    CHECK(hfl_rule_parse("krum:0", &r, err) == 0 && rule_apply(&r, rows, 5, 5, out, sel, err) == 0);
     CHECK_MSG(out[0] == 3 && out[4] == 3 && sel[3] == 1 && sel[0] + sel[1] + sel[2] + sel[4] == 0,
               "krum:0 picked %g", (double)out[0]);
-    CHECK(hfl_rule_parse("multikrum:1:3", &r, err) == 0 && hfl_rule_apply(&r, rows, 5, 5, out, sel, err) == 0);
+    CHECK(hfl_rule_parse("multikrum:1:3", &r, err) == 0 && rule_apply(&r, rows, 5, 5, out, sel, err) == 0);
     CHECK_MSG(close_to(out[0], 4.0 / 3) && close_to(out[4], 4.0 / 3) && out[2] == 0 && sel[2] + sel[3] + sel[4] == 3 &&
                   sel[0] + sel[1] == 0,
               "multikrum:1:3 gave %g", (double)out[0]);
     /* f = 1 needs k > 4: five rows are enough, and so is m = k */
-    CHECK(hfl_rule_parse("multikrum:1:9", &r, err) == 0 && hfl_rule_apply(&r, rows, 5, 5, out, sel, err) == 0);
+    CHECK(hfl_rule_parse("multikrum:1:9", &r, err) == 0 && rule_apply(&r, rows, 5, 5, out, sel, err) == 0);
     CHECK(close_to(out[0], 17.0 / 5) && sel[0] + sel[1] + sel[2] + sel[3] + sel[4] == 5);
     /* m = 1 is Krum */
-    CHECK(hfl_rule_parse("multikrum:1:1", &r, err) == 0 && hfl_rule_apply(&r, rows, 5, 5, out, sel, err) == 0);
+    CHECK(hfl_rule_parse("multikrum:1:1", &r, err) == 0 && rule_apply(&r, rows, 5, 5, out, sel, err) == 0);
     CHECK_MSG(out[0] == 1 && sel[4] == 1 && sel[0] + sel[1] + sel[2] + sel[3] == 0, "multikrum:1:1 gave %g",
               (double)out[0]);
     /* the points in the last coordinate alone (the distance's tail) */
     for (int i = 0; i < 5; i++) pts[i][0] = 0;
-    CHECK(hfl_rule_parse("krum:1", &r, err) == 0 && hfl_rule_apply(&r, rows, 5, 5, out, sel, err) == 0);
+    CHECK(hfl_rule_parse("krum:1", &r, err) == 0 && rule_apply(&r, rows, 5, 5, out, sel, err) == 0);
     CHECK_MSG(out[4] == 1 && sel[4] == 1, "krum:1 on the last coordinate picked %g", (double)out[4]);
 }
 
@@ -151,9 +167,9 @@ static void test_krum_orders(void) {
             pts[i][0] = pts[i][4] = x[perm[i]];
             rows[i] = pts[i];
         }
-        bad += hfl_rule_apply(&kr, rows, 5, 5, out, NULL, err) != 0 || out[0] != 1;
-        bad += hfl_rule_apply(&k0, rows, 5, 5, out, NULL, err) != 0 || out[0] != 3;
-        bad += hfl_rule_apply(&mk, rows, 5, 5, out, NULL, err) != 0 || !close_to(out[0], 4.0 / 3);
+        bad += rule_apply(&kr, rows, 5, 5, out, NULL, err) != 0 || out[0] != 1;
+        bad += rule_apply(&k0, rows, 5, 5, out, NULL, err) != 0 || out[0] != 3;
+        bad += rule_apply(&mk, rows, 5, 5, out, NULL, err) != 0 || !close_to(out[0], 4.0 / 3);
         orders++;
         /* the next permutation in lexicographic order */
         int i = 3;

@@ -42,6 +42,7 @@
 #include "model/attention.h"
 #include "model/gpt.h"
 #include "tests/check.h"
+#include "tests/kernels/adamw_make.h"
 #include "tests/kernels/gemm_emu.h"
 #include "tests/kernels/rounding_check.h"
 #include "util/util.h"
@@ -145,7 +146,7 @@ static void test_ops(void) {
     float *m = rnd(10, RC, 0.1f), *v = rnd(11, RC, 0.1f);
     for (size_t i = 0; i < RC; i++) v[i] = fabsf(v[i]);
     float *d_m = dev(m, RC), *d_v = dev(v, RC);
-    hfl_adamw_args a = hfl_adamw_make(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 7);
+    hfl_adamw_args a = adamw_make(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 7);
     C->adamw_step(HFL_PREC_FP32, x, m, v, dy, x, RC, a, NULL);
     G->adamw_step(HFL_PREC_FP32, d_x, d_m, d_v, d_dy, d_x, RC, a, NULL);
     same("adamw_step w", d_x, x, RC, 0);
@@ -157,7 +158,7 @@ static void test_ops(void) {
     hfl_step_scalars *d_sc = G->alloc(sizeof sc), got_sc;
     G->upload(d_sc, &sc, sizeof sc);
     for (int step = 0; step < 3; step++) {
-        hfl_adamw_args ac = hfl_adamw_make(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1), ag = ac;
+        hfl_adamw_args ac = adamw_make(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1), ag = ac;
         ac.sc = &sc, ag.sc = d_sc;
         C->adamw_step(HFL_PREC_FP32, x, m, v, dy, x, RC, ac, NULL);
         G->adamw_step(HFL_PREC_FP32, d_x, d_m, d_v, d_dy, d_x, RC, ag, NULL);
@@ -346,7 +347,7 @@ static void test_ops_lp(hfl_precision lp) {
     hfl_step_scalars sc = {.loss_scale = 1.0f, .finite = 0};
     hfl_step_scalars *d_sc = G->alloc(sizeof sc);
     G->upload(d_sc, &sc, sizeof sc);
-    hfl_adamw_args a = hfl_adamw_make(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3);
+    hfl_adamw_args a = adamw_make(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3);
     G->adamw_step(lp, d_master, d_m, d_v, d_gr, d_y, RC, a, d_sc);
     same("adamw_step skipped: masters unmoved", d_master, master, RC, 0);
     sc.finite = 1;

@@ -105,7 +105,7 @@ static void report_layers(const hfl_model_spec *s, const float *got, const float
 static void forced_step(const hfl_model_spec *s, hfl_precision p, int batch, const float *w,
                         const float *x, const int32_t *y) {
     hfl_trainer *t = trainer_on(rc_forcing(gpu), s, p, batch, w);
-    hfl_trainer_forward_backward(t, x, y, batch);
+    hfl_trainer_accumulate(t, x, y, batch, batch);
     hfl_trainer_free(t);
     printf("%s: teacher-forced GEMMs: %d of %d rejected\n", hfl_precision_name(p), rc_forced.rejected,
            rc_forced.calls);
@@ -127,8 +127,8 @@ static void test_steps(const char *model, int batch, int k_max) {
         hfl_trainer *tg = trainer_on(gpu, &s, (hfl_precision)p, batch, w);
         hfl_trainer *tc = trainer_on(cpu, &s, (hfl_precision)p, batch, w);
         make_batch(x, y, &s, batch, 0);
-        float lg = hfl_trainer_forward_backward(tg, x, y, batch);
-        float lc = hfl_trainer_forward_backward(tc, x, y, batch);
+        float lg = hfl_trainer_accumulate(tg, x, y, batch, batch);
+        float lc = hfl_trainer_accumulate(tc, x, y, batch, batch);
         hfl_trainer_get_grads(tg, ga);
         hfl_trainer_get_grads(tc, gb);
         double tol = 1e-4; /* fp32: only cuBLAS's summation order differs */

@@ -4,7 +4,7 @@
  * Without a GPU, a driver or the CUDA module it skips (exit 77) and says
  * why. With one, the probe must report a named device of compute
  * capability >= 7.5 whose free memory is positive and at most its total,
- * hfl_device_probe must pick it over the CPU, and hfl_backend_select("cuda")
+ * hfl_backend_select("auto") must pick it over the CPU, and "cuda"
  * must hand out the CUDA backend on that device (a module built without
  * backend_cuda.c says so and the test fails). */
 #include <stdio.h>
@@ -28,11 +28,11 @@ int main(void) {
     CHECK_MSG(info.is_gpu && info.name[0] && info.cc_major * 10 + info.cc_minor >= 75 && info.cores > 0 &&
                   info.free_bytes > 0 && info.free_bytes <= info.total_bytes,
               "implausible probe result");
-    hfl_device_info best;
-    hfl_device_probe(&best);
-    CHECK_MSG(best.is_gpu && strcmp(best.name, info.name) == 0, "hfl_device_probe chose %s (%s)", best.name,
-              best.fallback_reason);
     char err[HFL_ERR_LEN] = "";
+    hfl_device_info best;
+    const hfl_backend *chosen = hfl_backend_select("auto", &best, NULL, err);
+    CHECK_MSG(chosen && best.is_gpu && strcmp(best.name, info.name) == 0, "--device auto chose %s (%s)", best.name,
+              best.fallback_reason);
     hfl_device_info sel;
     const hfl_backend *be = hfl_backend_select("cuda", &sel, NULL, err);
     CHECK_MSG(be && strcmp(be->name, "cuda") == 0 && sel.is_gpu && strcmp(sel.name, info.name) == 0,

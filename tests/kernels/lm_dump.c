@@ -16,6 +16,7 @@
 #include "kernels/lm.h"
 #include "kernels/philox.h"
 #include "model/attention.h"
+#include "tests/kernels/adamw_make.h"
 #include "util/stfile.h"
 #include "util/util.h"
 
@@ -90,7 +91,7 @@ int main(int argc, char **argv) {
     for (int s = 0; s < 3; s++) {
         g[s] = rnd(41 + (uint32_t)s, NW, 2);
         be->adamw_step(HFL_PREC_FP32, w, m, v, g[s], w, NW,
-                       hfl_adamw_make(1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, s + 1), NULL);
+                       adamw_make(1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, s + 1), NULL);
         add(gname[s], g[s], NW, 0);
     }
     add("adamw.w0", w0, NW, 0), add("adamw.w3", w, NW, 0);

@@ -23,6 +23,7 @@
 #include "kernels/philox.h"
 #include "model/attention.h"
 #include "tests/check.h"
+#include "tests/kernels/adamw_make.h"
 
 static const hfl_backend *be;
 static const hfl_lm_ops *lm;
@@ -298,7 +299,7 @@ static void test_adamw(void) {
     for (int i = 0; i < N; i++) dw[i] = w0[i] = w[i];
     for (long step = 1; step <= 3; step++) {
         float *g = rnd(30 + (uint32_t)step, N, 2);
-        be->adamw_step(HFL_PREC_FP32, w, m, v, g, w, N, hfl_adamw_make(lr, b1, b2, eps, wd, step),
+        be->adamw_step(HFL_PREC_FP32, w, m, v, g, w, N, adamw_make(lr, b1, b2, eps, wd, step),
                        NULL);
         for (int i = 0; i < N; i++) { /* Kingma & Ba 2015, Algorithm 1; Loshchilov & Hutter 2019 decay */
             dm[i] = b1 * dm[i] + (1 - b1) * g[i];
@@ -399,7 +400,7 @@ static void test_lp(hfl_precision lp) {
     float *m1 = rnd(59, RC, 0.1f), *v1 = rnd(60, RC, 0.1f), m2[RC], v2[RC], master[RC];
     for (int i = 0; i < RC; i++) v1[i] = fabsf(v1[i]);
     memcpy(m2, m1, sizeof m2), memcpy(v2, v1, sizeof v2), memcpy(master, x, sizeof master);
-    hfl_adamw_args a = hfl_adamw_make(1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 4);
+    hfl_adamw_args a = adamw_make(1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 4);
     hfl_step_scalars sc = {.finite = 0};
     be->adamw_step(lp, master, m2, v2, dy, hy, RC, a, &sc); /* fp16's skipped step: nothing moves */
     CHECK_MSG(memcmp(master, x, sizeof master) == 0 && memcmp(m2, m1, sizeof m2) == 0,

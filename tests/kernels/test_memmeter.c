@@ -2,7 +2,7 @@
  * memory whose residency is known: N MiB mapped and touched inside a reset
  * window raise the peak by N MiB (within 1 MiB), N MiB mapped but never
  * written raise it by less than 1 MiB, the same through the CPU backend's
- * allocator (touched with hfl_mem_touch, and untouched: not resident unless
+ * allocator (touched with mem_touch, and untouched: not resident unless
  * MALLOC_PERTURB_ has glibc fill each block, which it then must be), and
  * after the memory is returned a reset brings the peak back down to the
  * resident size. A window (hfl_mem_window) counts N MiB of private memory
@@ -26,6 +26,19 @@
 #include "util/util.h"
 
 #define MIB (1024.0 * 1024.0)
+
+/* Writes one byte per page of [p, p + bytes) (keeping its value), so every
+ * page is resident and the meter sees all of it. */
+static void mem_touch(void *p, size_t bytes) {
+    if (!p || !bytes) return;
+    /* Volatile so the compiler cannot drop the stores (it may elide a plain
+     * memset into memory that is freed unread, and with it the pages). */
+    volatile char *c = p;
+    long page = sysconf(_SC_PAGESIZE);
+    size_t step = page > 0 ? (size_t)page : 4096;
+    for (size_t i = 0; i < bytes; i += step) c[i] = c[i];
+    c[bytes - 1] = c[bytes - 1];
+}
 
 /* Opens a window: resets the peak and returns the resident size. */
 static uint64_t window_open(void) {
@@ -58,7 +71,7 @@ static void test_mmap(size_t mib) {
     if (p == MAP_FAILED) return;
     double untouched = window_growth(rss0) / MIB;
     CHECK(untouched < 1.0);
-    hfl_mem_touch(p, bytes);
+    mem_touch(p, bytes);
     double touched = window_growth(rss0) / MIB;
     CHECK_CLOSE(touched, (double)mib, 1.0, 0.0);
     munmap(p, bytes);
@@ -91,7 +104,7 @@ static void test_backend(size_t mib) {
     be->free(a);
     rss0 = window_open();
     a = be->alloc(bytes);
-    hfl_mem_touch(a, bytes);
+    mem_touch(a, bytes);
     double touched = window_growth(rss0) / MIB;
     CHECK_CLOSE(touched, (double)mib, 1.0, 0.0);
     be->free(a);
@@ -127,7 +140,7 @@ static void test_window(size_t anon_mib, size_t file_mib) {
     CHECK(hfl_mem_window_begin(&w, err) == 0);
     CHECK(hfl_mem_read(NULL, &peak0, err) == 0);
     CHECK(read_pages(file, fbytes) == 7u * (unsigned)(fbytes / 4096));
-    hfl_mem_touch(anon, abytes);
+    mem_touch(anon, abytes);
     CHECK(hfl_mem_read(NULL, &peak1, err) == 0);
     CHECK(hfl_mem_window_growth(&w, &growth, err) == 0);
     double peak_mib = (double)(peak1 - peak0) / MIB, private_mib = growth / MIB;

@@ -123,7 +123,7 @@ static void grads_on(const hfl_backend *be, const hfl_model_spec *spec, hfl_prec
                      const float *w, const float *x, const int32_t *y, int batch, float *g) {
     static hfl_plan plan;
     hfl_trainer *t = trainer_on(be, spec, p, batch, w, &plan);
-    hfl_trainer_forward_backward(t, x, y, batch);
+    hfl_trainer_accumulate(t, x, y, batch, batch);
     hfl_trainer_get_grads(t, g);
     hfl_trainer_free(t);
 }

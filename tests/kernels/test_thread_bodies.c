@@ -25,6 +25,7 @@
 
 #define TEST_INPUT_SEED 23
 #define TEST_INPUT_STREAM 5
+#include "tests/kernels/adamw_make.h"
 #include "tests/kernels/inputs.h"
 
 /* One CHECK per comparison, and a line naming what differed. */
@@ -227,7 +228,7 @@ static void adamw_as_kernels(hfl_precision prec, float *w, float *m, float *v, c
 /* Six steps in each precision (fp16's third one skipped) through the CPU
  * backend's op and through the kernels' sequence: weights, moments, working
  * copy and the whole scalars block equal after every step. The count then
- * leaves out the skipped step, and hfl_adamw_make at that count gives the
+ * leaves out the skipped step, and adamw_make at that count gives the
  * same bias corrections, so the op's by-value form (what test_lm_ops checks
  * against torch) and the trainer's device form agree bit for bit. */
 static void test_adamw_count(const hfl_backend *be) {
@@ -268,14 +269,14 @@ static void test_adamw_count(const hfl_backend *be) {
             free(g);
         }
         CHECK(sc[0].adam_steps == counted && counted == (fp16 ? STEPS - 1 : STEPS));
-        hfl_adamw_args from_sc = {.lr = 1e-2f}, made = hfl_adamw_make(1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, counted);
+        hfl_adamw_args from_sc = {.lr = 1e-2f}, made = adamw_make(1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, counted);
         hfl_op_adamw_bias(&sc[0], &from_sc);
-        same("hfl_adamw_make's step_size", &made.step_size, &from_sc.step_size, sizeof(float));
-        same("hfl_adamw_make's bc2_sqrt", &made.bc2_sqrt, &from_sc.bc2_sqrt, sizeof(float));
+        same("adamw_make's step_size", &made.step_size, &from_sc.step_size, sizeof(float));
+        same("adamw_make's bc2_sqrt", &made.bc2_sqrt, &from_sc.bc2_sqrt, sizeof(float));
         for (int k = 0; k < 2; k++) free(w[k]), free(m[k]), free(v[k]);
     }
     printf("adamw: step count and bias corrections in the step scalars (fp32, bf16, fp16 with a "
-           "skipped step), as the kernels run them and as hfl_adamw_make gives them\n");
+           "skipped step), as the kernels run them and as adamw_make gives them\n");
 }
 
 /* The bias corrections against torch's formula with libm's pow in double

@@ -287,11 +287,11 @@ static float step_trainer(hfl_precision prec, hfl_ckpt_kind kind, int micro, flo
     if (kind != HFL_CKPT_NONE) { /* the same batch without checkpointing: equal bits */
         hfl_trainer *u = make_trainer(&spec, prec, HFL_CKPT_NONE, N, params, &plan_none);
         float *g0 = zeros(nt), *g1 = zeros(nt);
-        float l0 = hfl_trainer_forward_backward(u, x_in, targets, N);
+        float l0 = hfl_trainer_accumulate(u, x_in, targets, N, N);
         hfl_trainer_get_grads(u, g0);
         hfl_trainer_free(u);
         hfl_trainer *v = make_trainer(&spec, prec, kind, N, params, &plan);
-        float l1 = hfl_trainer_forward_backward(v, x_in, targets, N);
+        float l1 = hfl_trainer_accumulate(v, x_in, targets, N, N);
         hfl_trainer_get_grads(v, g1);
         hfl_trainer_free(v);
         int same = memcmp(g0, g1, nt * sizeof(float)) == 0 && memcmp(&l0, &l1, sizeof l0) == 0;

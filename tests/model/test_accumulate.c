@@ -79,7 +79,7 @@ static void run(const char *model, hfl_precision p, int micro) {
     float *g_full = hfl_malloc(sizeof(float) * n), *g_acc = hfl_malloc(sizeof(float) * n);
     hfl_trainer_set_params(full, w);
     hfl_trainer_set_params(acc, w);
-    float l_full = hfl_trainer_forward_backward(full, x, y, ROWS);
+    float l_full = hfl_trainer_accumulate(full, x, y, ROWS, ROWS);
     float l_acc = hfl_trainer_accumulate(acc, x, y, ROWS, micro);
     hfl_trainer_get_grads(full, g_full);
     hfl_trainer_get_grads(acc, g_acc);

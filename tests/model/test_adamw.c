@@ -6,7 +6,7 @@
  *     (Algorithm 2, decoupled weight decay) in torch.optim.AdamW's form
  *     (w *= 1 - lr wd; m, v moving averages; bias-corrected m / (sqrt(v) +
  *     eps)), fed each step the gradients the trainer computed (read back
- *     after forward_backward, themselves checked elsewhere against finite
+ *     after a forward and backward pass, themselves checked elsewhere against finite
  *     differences and PyTorch): four steps of the trainer's fp32 (master)
  *     weights must follow it within fp32 rounding, in fp32, bf16 and fp16.
  *     The kernel's single step is checked against torch.optim.AdamW in
@@ -93,7 +93,7 @@ static void run(hfl_precision p) {
     double worst = 0, moved = 0;
     for (int k = 1; k <= STEPS; k++) {
         batch(&spec, k, x, y);
-        hfl_trainer_forward_backward(t, x, y, ROWS);
+        hfl_trainer_accumulate(t, x, y, ROWS, ROWS);
         hfl_trainer_get_grads(t, g);
         hfl_trainer_apply(t, LR, 0.0f, WD);
         hfl_trainer_get_params(t, got);

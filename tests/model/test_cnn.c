@@ -213,7 +213,7 @@ static double forward_pattern(const hfl_model_spec *s, const float *p, const flo
     return loss;
 }
 
-/* Central differences against forward_backward's gradient on the parameters
+/* Central differences against a forward and backward pass's gradient on the parameters
  * listed in idx (or all when idx == NULL). A perturbation that flips a ReLU
  * or moves a pool's argmax crosses a kink, where a difference is no
  * derivative: such parameters are skipped, and at least min_checked must
@@ -224,7 +224,7 @@ static int fd_check(hfl_trainer *t, const hfl_model_spec *s, float *p, const flo
     unsigned char *p0 = hfl_malloc(pb + 1), *p1 = hfl_malloc(pb + 1);
     float *g = hfl_malloc(s->n_params * sizeof(float));
     hfl_trainer_set_params(t, p);
-    float loss = hfl_trainer_forward_backward(t, x, y, b);
+    float loss = hfl_trainer_accumulate(t, x, y, b, b);
     hfl_trainer_get_grads(t, g);
     CHECK(forward_pattern(s, p, x, y, b, p0) == loss); /* the same ops in the same order */
     int bad = 0;
@@ -295,7 +295,7 @@ static void test_cnn_gradient(const hfl_backend *be) {
     hfl_model_init_params(&s, p, 2024);
     for (int i = 0; i < B * 784; i++) x[i] = rnd(3, i);
     hfl_trainer_set_params(t, p);
-    hfl_trainer_forward_backward(t, x, y, B);
+    hfl_trainer_accumulate(t, x, y, B, B);
     hfl_trainer_get_grads(t, g);
     size_t idx[64];
     size_t n = 0;

@@ -104,14 +104,14 @@ static void test_names_and_refusals(void) {
     free(plan);
 }
 
-/* Loss of forward_backward and the gradients, for each precision. */
+/* Loss of a forward and backward pass and the gradients, for each precision. */
 static void run_all(const hfl_model_spec *s, int n, const float *params, const float *x,
                     const int32_t *y, float loss[3], float *g[3]) {
     for (int q = 0; q < 3; q++) {
         hfl_trainer *t = make_trainer(s, n, HFL_CKPT_NONE, precs[q]);
         if (!t) return;
         hfl_trainer_set_params(t, params);
-        loss[q] = hfl_trainer_forward_backward(t, x, y, n);
+        loss[q] = hfl_trainer_accumulate(t, x, y, n, n);
         hfl_trainer_get_grads(t, g[q]);
         /* get_params returns the fp32 masters exactly as set. */
         float *back = hfl_malloc(s->n_params * sizeof(float));
@@ -207,7 +207,7 @@ static void test_scaling_rescues_small_gradients(void) {
         if (!t) return;
         if (k) hfl_trainer_set_loss_scale(t, scales[k - 1]);
         hfl_trainer_set_params(t, params);
-        hfl_trainer_forward_backward(t, x, y, B);
+        hfl_trainer_accumulate(t, x, y, B, B);
         hfl_trainer_get_grads(t, g[k]);
         hfl_trainer_free(t);
     }

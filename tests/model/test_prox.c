@@ -7,7 +7,7 @@
  *     and no decay must equal, bit for bit, a step with decay mu and no prox;
  *   - with a random anchor a, one step without momentum from w0 must move the
  *     fp32 (master) weights to w0 - lr * (g + mu * (w0 - a)), g the step's
- *     gradient read back from forward_backward (itself checked against finite
+ *     gradient read back from a forward and backward pass (itself checked against finite
  *     differences in test_layers and test_cnn), computed here in double;
  *   - mu = 0 after a nonzero mu is the plain step again;
  *   - the anchor is n_params fp32 values alive over the whole step: a plan
@@ -93,7 +93,7 @@ static void run(hfl_precision p) {
 
     /* A random anchor: w0 - lr * (g + mu * (w0 - a)) on the fp32 weights. */
     hfl_trainer_set_params(u, w0);
-    hfl_trainer_forward_backward(u, x, y, ROWS);
+    hfl_trainer_accumulate(u, x, y, ROWS, ROWS);
     hfl_trainer_get_grads(u, g);
     hfl_trainer_get_params(u, want); /* w0 as the trainer holds it (exact: set writes fp32) */
     step(t, w0, a, mu, 0.0f, x, y, got);
@@ -151,7 +151,7 @@ static void measured(void) {
                                .anchor = anchor};
         CHECK(hfl_plan_make(&spec, &cfg, plan, err) == 0);
         hfl_step_measure m;
-        CHECK_MSG(hfl_measure_step(&spec, plan, w, x, y, &m, err) == 0, "%s", err);
+        CHECK_MSG(hfl_measure_step_on(hfl_backend_cpu(), &spec, plan, w, x, y, NULL, 0, &m, err) == 0, "%s", err);
         growth[anchor] = m.growth;
         free(plan);
     }

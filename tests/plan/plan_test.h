@@ -138,7 +138,7 @@ static inline void for_each_plan(const int *batches, int n_batches, hfl_precisio
     free(p);
 }
 
-/* Losses and gradients of forward_backward on n <= batch samples, bit-identical
+/* Losses and gradients of a forward and backward pass on n <= batch samples, bit-identical
  * across the four schedules within precision `prec`; each plan passes the
  * including test's check_placement, and the checkpointed plans really recompute. */
 static inline void test_identical_gradients(const char *name, int batch, int n, hfl_precision prec) {
@@ -163,7 +163,7 @@ static inline void test_identical_gradients(const char *name, int batch, int n, 
         CHECK(t != NULL);
         if (!t) return;
         hfl_trainer_set_params(t, params);
-        loss[k] = hfl_trainer_forward_backward(t, x, y, n);
+        loss[k] = hfl_trainer_accumulate(t, x, y, n, n);
         hfl_trainer_get_grads(t, g[k]);
         hfl_trainer_free(t);
     }

@@ -2,7 +2,7 @@
  * runs its plans (model/trainer.c), on the CPU backend.
  *
  * Checks that
- *   - gradients and losses after forward_backward are bit-identical across
+ *   - gradients and losses after a forward and backward pass are bit-identical across
  *     the none, sqrt, optimal and full schedules (mlp, a small CNN, a model
  *     with a pool below its first parametric layer and a ReLU after a ReLU,
  *     the cnn at a small batch), also for a partial batch, and that the
