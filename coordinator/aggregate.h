@@ -139,7 +139,7 @@ int hfl_agg_add_row(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size
 int hfl_agg_rule(hfl_agg *a, const hfl_rule *r, int *selected, int *kept, int *finite, char *err);
 
 /* One server step from a->mean: global (host, the trainable part) and o's
- * state move as hfl_sopt_step would move them, on the aggregator's backend.
+ * state move as hfl_sopt_step_on would move them, on the aggregator's backend.
  * -1 with err (nothing moved) when a device's memory is short. */
 int hfl_agg_step(hfl_agg *a, hfl_server_opt *o, float *global, char *err);
 

@@ -1,7 +1,8 @@
 /* round_record.c: the round log's field tables (round_record.h), and the
  * log as a growing array of records. Each row is a member under its own
- * name; every figure is a finite double (cJSON writes an integer-valued one
- * as an integer, as it always did). */
+ * name; every figure is a double (cJSON writes an integer-valued one as an
+ * integer, as it always did, and a NaN as null: the evaluation's figures of
+ * a diverged model read back as NaN, wire.h). */
 #include "coordinator/round_record.h"
 
 #include <float.h>
@@ -71,10 +72,9 @@ static const hfl_wire_msg secagg_wire = {0, "round.secure_agg", secagg_fields, N
 
 #define R round_record
 static const hfl_wire_field record_fields[] = {
-    ROW(R, round, D), TEXT(R, status), 
+    ROW(R, round, D), TEXT(R, status),
     {"reason", S, 1, 0, sizeof(((R *)0)->reason) - 1, offsetof(R, reason), sizeof(((R *)0)->reason),
      offsetof(R, has_reason), NULL, NULL, 0},
-   
     NULLABLE(R, test_acc, has_test), NULLABLE(R, test_loss, has_test),
     ROW(R, train_loss, D), ROW(R, clients, D), WHEN(R, late_folded, D, has_late_folded),
     ROW(R, selected, D), ROW(R, target, D), ROW(R, quorum, D), ROW(R, eligible, D), ROW(R, samples, D),
@@ -90,7 +90,8 @@ static const hfl_wire_field record_fields[] = {
     TEXT(R, model_sha256),
     {"participants", HFL_WIRE_LIST, 0, 0, 0, offsetof(R, participants), sizeof(P), 0, &participant_wire, NULL, 0},
     {"folded", HFL_WIRE_LIST, 1, 0, 0, offsetof(R, folded), sizeof(F), offsetof(R, has_folded), &folded_wire, NULL, 0},
-    WHEN(R, test_bpb, D, has_test_bpb),
+    {"test_bpb", D, HFL_WIRE_NAN_NULL, -DBL_MAX, DBL_MAX, offsetof(R, test_bpb), sizeof(double),
+     offsetof(R, has_test_bpb), NULL, NULL, 0},
 };
 static const hfl_wire_msg record_wire = {0, "round", record_fields, N(record_fields), 0};
 

@@ -141,6 +141,11 @@ int hfl_wire_decode(const hfl_wire_msg *d, const cJSON *meta, void *s, char *err
         const hfl_wire_field *f = &d->fields[i];
         const cJSON *item = cJSON_GetObjectItemCaseSensitive(meta, f->name);
         if (!item && f->optional) continue;
+        if (f->optional >= HFL_WIRE_NULLABLE && f->kind == HFL_WIRE_NUM && cJSON_IsNull(item)) {
+            *(double *)wire_at(s, f->offset) = NAN; /* cJSON's null for a NaN */
+            if (f->optional == HFL_WIRE_NAN_NULL) *(int *)wire_at(s, f->has) = 1;
+            continue;
+        }
         if (f->optional == HFL_WIRE_NULLABLE && cJSON_IsNull(item)) continue;
         if (!item) return hfl_errf(err, "missing field '%s'", f->name);
         if (wire_decode_one(f, meta, item, wire_at(s, f->offset), err) != 0) return -1;

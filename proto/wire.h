@@ -40,8 +40,12 @@ typedef enum {
 } hfl_wire_kind;
 
 /* optional: HFL_WIRE_NULLABLE writes null when `has` is clear, and reads a
- * null as absent. */
+ * null as absent (a NUM member then holds NaN). HFL_WIRE_NAN_NULL is written
+ * only when `has` is set, and reads a null as NaN with `has` set. Both are
+ * for the coordinator's round log, where cJSON writes a NaN (an evaluation
+ * of a diverged model) as null: reading the log back gives the same JSON. */
 #define HFL_WIRE_NULLABLE 2
+#define HFL_WIRE_NAN_NULL 3
 
 /* A LIST member: n items at v (decoding allocates it; hfl_wire_free frees). */
 typedef struct {

@@ -5,6 +5,7 @@
  * bytes, with the entries it cannot read refused by name. The keys and their
  * order are those the coordinator wrote before the record was typed (reports
  * and state dirs of earlier runs hold them). */
+#include <math.h>
 #include <string.h>
 
 #include "coordinator/round_record.h"
@@ -126,6 +127,40 @@ static void test_read_back(void) {
     CHECK(log.n == 0 && log.v == NULL);
 }
 
+/* A diverged model's evaluation: its loss and bits per byte are NaN, which
+ * cJSON writes as null. The saved log reads back (a restart continues the
+ * run) and renders the same: test_acc a number beside a null test_loss. */
+static void test_diverged(void) {
+    round_participant p = {.client = 3, .name = "z", .status = "refused", .bytes_down = 10, .downloads = 1};
+    round_record r = {.round = 2, .status = "ok", .has_test = 1, .test_acc = 0.1, .test_loss = NAN,
+                      .model_sha256 = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210",
+                      .participants = {&p, 1}, .has_test_bpb = 1, .test_bpb = NAN};
+    cJSON *one = round_record_json(&r), *a = cJSON_CreateArray();
+    REQUIRE(one && a);
+    cJSON_AddItemToArray(a, one);
+    char *text = cJSON_PrintUnformatted(a), err[HFL_ERR_LEN] = "";
+    REQUIRE(text != NULL);
+    CHECK_MSG(strstr(text, "\"test_acc\":0.1,\"test_loss\":null,") && strstr(text, "\"test_bpb\":null}"),
+              "rendered as %s", text);
+    cJSON_Delete(a);
+    a = cJSON_Parse(text); /* as a restart reads the state file */
+    REQUIRE(a != NULL);
+    round_log log = {0};
+    CHECK_MSG(round_log_read(a, &log, err) == 0, "%s", err);
+    cJSON_Delete(a);
+    if (log.n == 1) {
+        CHECK(log.v[0].has_test && log.v[0].test_acc == 0.1 && isnan(log.v[0].test_loss));
+        CHECK(log.v[0].has_test_bpb && isnan(log.v[0].test_bpb));
+        cJSON *again = round_log_json(&log);
+        char *t = again ? cJSON_PrintUnformatted(again) : NULL;
+        CHECK_MSG(t && !strcmp(t, text), "read back and rendered again as\n%s\nnot\n%s", t ? t : "(nothing)", text);
+        cJSON_free(t);
+        cJSON_Delete(again);
+    }
+    round_log_free(&log);
+    cJSON_free(text);
+}
+
 /* An entry the table cannot read refuses the whole log, naming the entry and
  * the field, and leaves nothing behind. */
 static void test_refusals(void) {
@@ -166,6 +201,7 @@ static const check_case cases[] = {
     {"full", test_full},
     {"bare", test_bare},
     {"read_back", test_read_back},
+    {"diverged", test_diverged},
     {"refusals", test_refusals},
 };
 
