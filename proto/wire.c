@@ -146,7 +146,6 @@ int hfl_wire_decode(const hfl_wire_msg *d, const cJSON *meta, void *s, char *err
             if (f->optional == HFL_WIRE_NAN_NULL) *(int *)wire_at(s, f->has) = 1;
             continue;
         }
-        if (f->optional == HFL_WIRE_NULLABLE && cJSON_IsNull(item)) continue;
         if (!item) return hfl_errf(err, "missing field '%s'", f->name);
         if (wire_decode_one(f, meta, item, wire_at(s, f->offset), err) != 0) return -1;
         if (f->optional) *(int *)wire_at(s, f->has) = 1;

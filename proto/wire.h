@@ -39,8 +39,8 @@ typedef enum {
                       `sub`, or without one int64_t in [lo, hi] */
 } hfl_wire_kind;
 
-/* optional: HFL_WIRE_NULLABLE writes null when `has` is clear, and reads a
- * null as absent (a NUM member then holds NaN). HFL_WIRE_NAN_NULL is written
+/* optional, for NUM members only: HFL_WIRE_NULLABLE writes null when `has`
+ * is clear, and reads a null as absent, the member NaN. HFL_WIRE_NAN_NULL is written
  * only when `has` is set, and reads a null as NaN with `has` set. Both are
  * for the coordinator's round log, where cJSON writes a NaN (an evaluation
  * of a diverged model) as null: reading the log back gives the same JSON. */
