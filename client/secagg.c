@@ -25,14 +25,13 @@
 #include <string.h>
 
 #include "client/client.h"
+#include "proto/messages.h"
 #include "proto/secagg.h"
 #include "kernels/agg.h"
 #include "kernels/backend.h"
 #include "proto/secagg_crypto.h"
 #include "proto/shamir.h"
 #include "util/util.h"
-
-#define SA_MAX_HOLDERS 64
 
 typedef struct {
     int id, x;
@@ -51,7 +50,7 @@ struct client_secagg {
     double weight, clip, sigma, sigma_count;
     int bits, shift, t;
     int n_h, self; /* holders (us among them at index self) */
-    sa_holder h[SA_MAX_HOLDERS];
+    sa_holder h[HFL_SECAGG_MAX_HOLDERS];
 };
 
 static void sa_test_kill(const char *step, int round, const char *name) {
@@ -73,23 +72,25 @@ static void sa_test_kill(const char *step, int round, const char *name) {
     }
 }
 
-/* One step: meta (taken) sent until the coordinator answers more than
- * "wait"; 0 with *rep (a SECAGG reply; the caller frees it and raw), 1 when
- * told to skip the round (why set), -1 with err. */
-static int sa_step(client_session *ss, const char *step, int round, cJSON *meta, double until, hfl_msg *rep,
-                   nng_msg **raw, char *why, char *err) {
-    const client_state *s = ss->s;
-    cJSON_AddNumberToObject(meta, "client_id", s->client_id);
-    cJSON_AddStringToObject(meta, "token", s->token);
-    cJSON_AddNumberToObject(meta, "round", round);
-    cJSON_AddStringToObject(meta, "step", step);
+/* One step: its fields (body by table d; none when d is NULL) sent until
+ * the coordinator answers more than "wait"; 0 with *rep (a SECAGG reply;
+ * the caller frees it and raw), 1 when told to skip the round (why set),
+ * -1 with err. */
+static int sa_step(client_session *ss, const char *step, int round, const hfl_wire_msg *d, const void *body,
+                   double until, hfl_msg *rep, nng_msg **raw, char *why, char *err) {
+    hfl_secagg_step_msg hd = {.round = round};
+    snprintf(hd.step, sizeof hd.step, "%s", step);
+    cJSON *meta = client_request_meta(ss->s, d ? d : &hfl_wire_secagg_step, d ? body : &hd);
+    if (meta && d && hfl_wire_encode_into(&hfl_wire_secagg_step, &hd, meta) != 0) cJSON_Delete(meta), meta = NULL;
+    if (!meta) return hfl_errf(err, "secure aggregation %s: out of memory", step);
     int rc = -1;
     double backoff = 1; /* waits grow 1.5x from the coordinator's, to 0.25 s: a fleet polls less the longer it waits */
     for (;;) {
         if (client_request(ss, HFL_MSG_SECAGG, meta, NULL, 0, rep, raw, err) != 0) break;
         if (rep->type == HFL_MSG_WAIT && hfl_now() < until) {
-            int64_t ms = 20;
-            hfl_meta_int(rep->meta, "ms", 0, 60000, &ms, NULL);
+            hfl_wait_msg w = {.ms = 20};
+            hfl_wire_decode(&hfl_wire_wait, rep->meta, &w, NULL);
+            double ms = (double)w.ms;
             hfl_msg_free(rep);
             nng_msg_free(*raw);
             double wait = ms * backoff;
@@ -101,11 +102,10 @@ static int sa_step(client_session *ss, const char *step, int round, cJSON *meta,
             rc = 0;
             break;
         }
-        char msg[200] = "no reason given";
-        hfl_meta_str(rep->meta, "error", sizeof msg - 1, msg, NULL);
-        rc = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep->meta, "skip_round")) ? 1 : -1;
-        if (rc == 1) snprintf(why, HFL_ERR_LEN, "%s", msg);
-        else hfl_errf(err, "secure aggregation %s: %s", step, rep->type == HFL_MSG_WAIT ? "the round's deadline passed" : msg);
+        hfl_error_msg e = client_reply_error(rep, "no reason given");
+        rc = e.skip_round ? 1 : -1;
+        if (rc == 1) snprintf(why, HFL_ERR_LEN, "%s", e.error);
+        else hfl_errf(err, "secure aggregation %s: %s", step, rep->type == HFL_MSG_WAIT ? "the round's deadline passed" : e.error);
         hfl_msg_free(rep);
         nng_msg_free(*raw);
         break;
@@ -115,11 +115,11 @@ static int sa_step(client_session *ss, const char *step, int round, cJSON *meta,
 }
 
 /* A step whose reply is only an acknowledgement. */
-static int sa_post(client_session *ss, const char *step, int round, cJSON *meta, double until, char *why,
-                   char *err) {
+static int sa_post(client_session *ss, const char *step, int round, const hfl_wire_msg *d, const void *body,
+                   double until, char *why, char *err) {
     hfl_msg rep;
     nng_msg *raw;
-    int rc = sa_step(ss, step, round, meta, until, &rep, &raw, why, err);
+    int rc = sa_step(ss, step, round, d, body, until, &rep, &raw, why, err);
     if (rc == 0) hfl_msg_free(&rep), nng_msg_free(raw);
     return rc;
 }
@@ -129,25 +129,23 @@ static int sa_keys(client_session *ss, client_secagg *sa, double until, char *wh
     if (hfl_x25519_keypair(sa->g, sa->c_sk, sa->c_pk, err) != 0 || hfl_x25519_keypair(sa->g, sa->s_sk, sa->s_pk, err) != 0 ||
         hfl_csprng_bytes(sa->g, sa->seed, 32, err) != 0)
         return -1;
-    cJSON *meta = cJSON_CreateObject();
-    char *a = hfl_b64_encode(sa->c_pk, 32), *b = hfl_b64_encode(sa->s_pk, 32);
-    cJSON_AddStringToObject(meta, "c_pk", a);
-    cJSON_AddStringToObject(meta, "s_pk", b);
-    free(a), free(b);
+    hfl_secagg_keys_msg *k = hfl_calloc(1, sizeof *k); /* a certificate is big for a stack */
+    hfl_b64_encode(sa->c_pk, 32, k->c_pk, sizeof k->c_pk);
+    hfl_b64_encode(sa->s_pk, 32, k->s_pk, sizeof k->s_pk);
+    int rc = 0;
     if (s->auth.self) { /* bound to our certificate: no one else's keys can stand in for ours */
-        char round[16], sig[HFL_ID_SIG_B64_MAX + 1];
+        char round[16];
         const char *name = hfl_identity_name(s->auth.self);
         snprintf(round, sizeof round, "%d", sa->round);
         const void *parts[] = {"hfl-secagg-keys-v1", s->instance, round, name, sa->c_pk, sa->s_pk};
         size_t lens[] = {18, strlen(s->instance), strlen(round), strlen(name), 32, 32};
-        if (hfl_identity_sign(s->auth.self, parts, lens, 6, sig, err) != 0) {
-            cJSON_Delete(meta);
-            return -1;
-        }
-        cJSON_AddStringToObject(meta, "cert", hfl_identity_cert(s->auth.self));
-        cJSON_AddStringToObject(meta, "sig", sig);
+        rc = hfl_identity_sign(s->auth.self, parts, lens, 6, k->sig, err);
+        k->has_sig = 1, k->has_cert = 1;
+        snprintf(k->cert, sizeof k->cert, "%s", hfl_identity_cert(s->auth.self));
     }
-    return sa_post(ss, "keys", sa->round, meta, until, why, err);
+    if (rc == 0) rc = sa_post(ss, "keys", sa->round, &hfl_wire_secagg_keys, k, until, why, err);
+    free(k);
+    return rc;
 }
 
 /* Certificates checked against the CA, kept by name for the run: a
@@ -178,18 +176,14 @@ static hfl_peer *sa_peer_checked(const client_state *s, const char *cert, const 
 }
 
 /* A holder from the setup reply, its keys checked against its certificate. */
-static int sa_holder_read(const client_state *s, const client_secagg *sa, const cJSON *o, sa_holder *h, char *err) {
-    int64_t id, x;
-    if (hfl_meta_int(o, "id", 0, 1 << 30, &id, err) != 0 || hfl_meta_int(o, "x", 1, 255, &x, err) != 0 ||
-        hfl_meta_str(o, "name", sizeof h->name - 1, h->name, err) != 0)
-        return -1;
-    h->id = (int)id, h->x = (int)x;
-    if (hfl_b64_decode(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "c_pk")), h->c_pk, 32) != 32 ||
-        hfl_b64_decode(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "s_pk")), h->s_pk, 32) != 32)
+static int sa_holder_read(const client_state *s, const client_secagg *sa, const hfl_secagg_holder *o, sa_holder *h,
+                          char *err) {
+    h->id = (int)o->id, h->x = (int)o->x;
+    snprintf(h->name, sizeof h->name, "%s", o->name);
+    if (hfl_b64_decode(o->c_pk, h->c_pk, 32) != 32 || hfl_b64_decode(o->s_pk, h->s_pk, 32) != 32)
         return hfl_errf(err, "holder %d's keys are not 32 bytes in base64", h->id);
     if (!s->auth.trust) return 0; /* --insecure: taken on trust */
-    const char *cert = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "cert"));
-    const char *sig = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "sig"));
+    const char *cert = o->has_cert ? o->cert : NULL, *sig = o->has_sig ? o->sig : NULL;
     char round[16];
     snprintf(round, sizeof round, "%d", sa->round);
     hfl_peer *p = cert && sig ? sa_peer_checked(s, cert, h->name, err) : NULL;
@@ -204,29 +198,21 @@ static int sa_setup(client_session *ss, client_secagg *sa, double until, char *w
     client_state *s = ss->s;
     hfl_msg rep;
     nng_msg *raw;
-    int rc = sa_step(ss, "setup", sa->round, cJSON_CreateObject(), until, &rep, &raw, why, err);
+    int rc = sa_step(ss, "setup", sa->round, NULL, NULL, until, &rep, &raw, why, err);
     if (rc != 0) return rc;
-    int64_t bits = 0, shift = 0, t = 0; /* read only when all parsed, but set: clang cannot tell */
-    const cJSON *hs = cJSON_GetObjectItemCaseSensitive(rep.meta, "holders"), *e;
-    if (hfl_meta_num(rep.meta, "weight", 1e-12, 1, &sa->weight, err) != 0 ||
-        hfl_meta_int(rep.meta, "bits", 1, SECAGG_MAX_BITS, &bits, err) != 0 ||
-        hfl_meta_int(rep.meta, "shift", -2000, 2000, &shift, err) != 0 ||
-        hfl_meta_num(rep.meta, "clip", 1e-12, 1e12, &sa->clip, err) != 0 ||
-        hfl_meta_num(rep.meta, "sigma", 0, 1e12, &sa->sigma, err) != 0 ||
-        hfl_meta_num(rep.meta, "sigma_count", 0, 1e12, &sa->sigma_count, err) != 0 ||
-        hfl_meta_int(rep.meta, "threshold", 1, 255, &t, err) != 0 ||
-        (!cJSON_IsArray(hs) && hfl_errf(err, "setup has no holders")))
-        rc = -1;
-    sa->bits = (int)bits, sa->shift = (int)shift, sa->t = (int)t, sa->n_h = 0, sa->self = -1;
-    cJSON_ArrayForEach(e, hs) {
-        if (rc != 0) break;
-        if (sa->n_h == SA_MAX_HOLDERS) rc = hfl_errf(err, "setup names more than %d holders", SA_MAX_HOLDERS);
-        else if (sa_holder_read(s, sa, e, &sa->h[sa->n_h], err) != 0) rc = -1;
+    hfl_secagg_setup_msg o = {0};
+    char e[HFL_ERR_LEN];
+    if (hfl_wire_decode(&hfl_wire_secagg_setup, rep.meta, &o, e) != 0) rc = hfl_errf(err, "secure aggregation setup: %s", e);
+    sa->weight = o.weight, sa->clip = o.clip, sa->sigma = o.sigma, sa->sigma_count = o.sigma_count;
+    sa->bits = (int)o.bits, sa->shift = (int)o.shift, sa->t = (int)o.threshold, sa->n_h = 0, sa->self = -1;
+    for (int i = 0; i < o.holders.n && rc == 0; i++) { /* at most HFL_SECAGG_MAX_HOLDERS: the table's cap */
+        if (sa_holder_read(s, sa, (const hfl_secagg_holder *)o.holders.v + i, &sa->h[sa->n_h], err) != 0) rc = -1;
         else if (sa->h[sa->n_h].id == s->client_id) sa->self = sa->n_h++;
         else sa->n_h++;
     }
     if (rc == 0 && sa->masked && (sa->self < 0 || memcmp(sa->h[sa->self].s_pk, sa->s_pk, 32) != 0))
         rc = hfl_errf(err, "setup does not carry our own keys");
+    hfl_wire_free(&hfl_wire_secagg_setup, &o);
     hfl_msg_free(&rep);
     nng_msg_free(raw);
     return rc;
@@ -259,7 +245,8 @@ static int sa_shares(client_session *ss, client_secagg *sa, double until, char *
                      hfl_shamir_split(sa->g, sa->seed, 32, sa->t, n, bs, err) != 0
                  ? -1
                  : 0;
-    cJSON *meta = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(meta, "shares");
+    hfl_secagg_sealed_to sealed[HFL_SECAGG_MAX_HOLDERS];
+    hfl_secagg_shares_msg out = {.shares = {sealed, 0}};
     for (int j = 0; j < sa->n_h && rc == 0; j++) {
         sa_holder *h = &sa->h[j];
         uint8_t pt[64], ct[64 + HFL_SEAL_OVERHEAD], key[32];
@@ -275,20 +262,14 @@ static int sa_shares(client_session *ss, client_secagg *sa, double until, char *
             rc = -1;
             break;
         }
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "to", h->id);
-        char *b = hfl_b64_encode(ct, sizeof ct);
-        cJSON_AddStringToObject(o, "ct", b);
-        free(b);
-        cJSON_AddItemToArray(arr, o);
+        hfl_secagg_sealed_to *e = &sealed[out.shares.n++];
+        e->to = h->id;
+        hfl_b64_encode(ct, sizeof ct, e->ct, sizeof e->ct);
     }
     memset(ks, 0, (size_t)n * 32), memset(bs, 0, (size_t)n * 32);
     free(ks), free(bs);
-    if (rc != 0) {
-        cJSON_Delete(meta);
-        return -1;
-    }
-    rc = sa_post(ss, "shares", sa->round, meta, until, why, err);
+    if (rc != 0) return -1;
+    rc = sa_post(ss, "shares", sa->round, &hfl_wire_secagg_shares, &out, until, why, err);
     if (rc == 0) sa_test_kill("shares", sa->round, s->auth.self ? hfl_identity_name(s->auth.self) : "");
     return rc;
 }
@@ -325,22 +306,23 @@ static int sa_inbox(client_session *ss, client_secagg *sa, double until, char *w
     client_state *s = ss->s;
     hfl_msg rep;
     nng_msg *raw;
-    int rc = sa_step(ss, "inbox", sa->round, cJSON_CreateObject(), until, &rep, &raw, why, err);
+    int rc = sa_step(ss, "inbox", sa->round, NULL, NULL, until, &rep, &raw, why, err);
     if (rc != 0) return rc;
-    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(rep.meta, "shares"), *e;
+    hfl_secagg_inbox_msg in = {0};
+    char e[HFL_ERR_LEN];
+    if (hfl_wire_decode(&hfl_wire_secagg_inbox, rep.meta, &in, e) != 0) rc = hfl_errf(err, "secure aggregation inbox: %s", e);
     int got = 0;
-    cJSON_ArrayForEach(e, arr) {
-        int64_t from;
+    for (int i = 0; i < in.shares.n && rc == 0; i++) {
+        const hfl_secagg_sealed_from *sh = (const hfl_secagg_sealed_from *)in.shares.v + i;
+        int64_t from = sh->from;
         uint8_t ct[64 + HFL_SEAL_OVERHEAD + 4], pt[64], key[32];
         uint32_t aad[3];
         int j = 0;
-        if (hfl_meta_int(e, "from", 0, 1 << 30, &from, err) != 0) rc = -1;
-        while (rc == 0 && j < sa->n_h && sa->h[j].id != from) j++;
-        if (rc == 0 && (j == sa->n_h || j == sa->self || sa->h[j].inbox))
+        while (j < sa->n_h && sa->h[j].id != from) j++;
+        if (j == sa->n_h || j == sa->self || sa->h[j].inbox)
             rc = hfl_errf(err, "inbox holds a share from %lld, not a neighbour of ours or repeated", (long long)from);
         if (rc == 0 &&
-            (hfl_b64_decode(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "ct")), ct, sizeof ct) !=
-                 64 + HFL_SEAL_OVERHEAD ||
+            (hfl_b64_decode(sh->ct, ct, sizeof ct) != 64 + HFL_SEAL_OVERHEAD ||
              sa_seal_key(s, sa, &sa->h[j], (int)from, s->client_id, key, aad, err) != 0 ||
              hfl_open(key, aad, sizeof aad, ct, 64 + HFL_SEAL_OVERHEAD, pt, err) != 0))
             rc = hfl_errf(err, "the share from %s does not open", sa->h[j].name);
@@ -349,6 +331,7 @@ static int sa_inbox(client_session *ss, client_secagg *sa, double until, char *w
         sa->h[j].inbox = 1;
         got++;
     }
+    hfl_wire_free(&hfl_wire_secagg_inbox, &in);
     hfl_msg_free(&rep);
     nng_msg_free(raw);
     /* fewer holders than the threshold: our masks could not be removed if we dropped (Bonawitz et al.'s |U2| >= t) */
@@ -405,35 +388,37 @@ static int sa_mask(const client_state *s, client_secagg *sa, uint64_t *x, size_t
 static int sa_unmask(client_session *ss, client_secagg *sa, double until, char *why, char *err) {
     hfl_msg rep;
     nng_msg *raw;
-    int rc = sa_step(ss, "unmask_list", sa->round, cJSON_CreateObject(), until, &rep, &raw, why, err);
+    int rc = sa_step(ss, "unmask_list", sa->round, NULL, NULL, until, &rep, &raw, why, err);
     if (rc != 0) return rc;
-    cJSON *meta = cJSON_CreateObject(), *out = cJSON_AddArrayToObject(meta, "shares");
-    int said[SA_MAX_HOLDERS] = {0}; /* 1: seed share revealed, 2: key share: never both */
+    hfl_secagg_unmask_list_msg in = {0};
+    char e[HFL_ERR_LEN];
+    if (hfl_wire_decode(&hfl_wire_secagg_unmask_list, rep.meta, &in, e) != 0)
+        rc = hfl_errf(err, "secure aggregation unmask_list: %s", e);
+    hfl_secagg_reveal shares[HFL_SECAGG_MAX_HOLDERS];
+    hfl_secagg_unmask_msg out = {.shares = {shares, 0}};
+    int said[HFL_SECAGG_MAX_HOLDERS] = {0}; /* 1: seed share revealed, 2: key share: never both */
     for (int pass = 0; pass < 2 && rc == 0; pass++) {
-        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(rep.meta, pass ? "dropped" : "alive"), *e;
-        cJSON_ArrayForEach(e, arr) {
+        const hfl_wire_list *l = pass ? &in.dropped : &in.alive;
+        for (int i = 0; i < l->n && rc == 0; i++) {
+            int64_t id = ((const int64_t *)l->v)[i];
             int j = 0;
-            while (cJSON_IsNumber(e) && j < sa->n_h && sa->h[j].id != e->valueint) j++;
+            while (j < sa->n_h && sa->h[j].id != id) j++;
             if (j == sa->n_h || (j != sa->self && !sa->h[j].inbox) || said[j] || (pass && j == sa->self)) {
                 rc = hfl_errf(err, "the unmask request names a client we hold nothing of, twice, or ourselves as dropped");
                 break;
             }
             said[j] = 1 + pass;
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddNumberToObject(o, "of", sa->h[j].id);
-            char *b = hfl_b64_encode(pass ? sa->h[j].s_share : sa->h[j].b_share, 32);
-            cJSON_AddStringToObject(o, "share", b);
-            free(b);
-            cJSON_AddItemToArray(out, o);
+            hfl_secagg_reveal *r = &shares[out.shares.n++]; /* one per holder: said[] */
+            r->of = sa->h[j].id;
+            hfl_b64_encode(pass ? sa->h[j].s_share : sa->h[j].b_share, 32, r->share, sizeof r->share);
         }
     }
+    hfl_wire_free(&hfl_wire_secagg_unmask_list, &in);
     hfl_msg_free(&rep);
     nng_msg_free(raw);
-    if (rc != 0) {
-        cJSON_Delete(meta);
-        return rc;
-    }
-    return sa_post(ss, "unmask", sa->round, meta, until, why, err);
+    if (rc == 0) rc = sa_post(ss, "unmask", sa->round, &hfl_wire_secagg_unmask, &out, until, why, err);
+    memset(shares, 0, sizeof shares);
+    return rc;
 }
 
 int client_secagg_payload(client_session *ss, client_secagg *sa, const client_task *task, const float *delta,

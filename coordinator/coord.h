@@ -45,6 +45,7 @@
 #define COORD_MAX_CLIENTS 16384 /* registry slots: a fleet of 10,000 with room for churn */
 #define COORD_MAX_CLIENTS_STR "16384"
 _Static_assert(COORD_MAX_CLIENTS == HFL_WIRE_MAX_CLIENTS, "the session table checks ids against the registry's size");
+_Static_assert(HFL_RECORD_MAX_ROWS >= COORD_MAX_CLIENTS, "a saved round lists at most every client");
 #define HFL_EVAL_ARENA_BYTES ((size_t)256 << 20) /* the evaluation trainer's arena, at most (batch >= 1) */
 #define DOWNLINK_HISTORY 4 /* global versions kept to send deltas against */
 #define REGISTRY_MAX_CODECS 8 /* distinct codecs clients may ask for in one run */

@@ -11,12 +11,12 @@
 
 /* A required field; one written when `flag` is set; one written as null
  * without it; a string (of 1 to its buffer's length less one bytes). */
-#define TEXT(T, m) {#m, S, 0, 0, sizeof(((T *)0)->m) - 1, offsetof(T, m), sizeof(((T *)0)->m), 0, NULL, NULL, 0}
-#define ROW(T, m, kind) {#m, kind, 0, -DBL_MAX, DBL_MAX, offsetof(T, m), sizeof(((T *)0)->m), 0, NULL, NULL, 0}
+#define TEXT(T, m) {#m, S, 0, 0, sizeof(((T *)0)->m) - 1, offsetof(T, m), sizeof(((T *)0)->m), 0, NULL, NULL, 0, 0}
+#define ROW(T, m, kind) {#m, kind, 0, -DBL_MAX, DBL_MAX, offsetof(T, m), sizeof(((T *)0)->m), 0, NULL, NULL, 0, 0}
 #define WHEN(T, m, kind, flag) \
-    {#m, kind, 1, -DBL_MAX, DBL_MAX, offsetof(T, m), sizeof(((T *)0)->m), offsetof(T, flag), NULL, NULL, 0}
+    {#m, kind, 1, -DBL_MAX, DBL_MAX, offsetof(T, m), sizeof(((T *)0)->m), offsetof(T, flag), NULL, NULL, 0, 0}
 #define NULLABLE(T, m, flag) \
-    {#m, D, HFL_WIRE_NULLABLE, -DBL_MAX, DBL_MAX, offsetof(T, m), sizeof(double), offsetof(T, flag), NULL, NULL, 0}
+    {#m, D, HFL_WIRE_NULLABLE, -DBL_MAX, DBL_MAX, offsetof(T, m), sizeof(double), offsetof(T, flag), NULL, NULL, 0, 0}
 #define N(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define D HFL_WIRE_NUM
 #define S HFL_WIRE_STR
@@ -64,9 +64,10 @@ static const hfl_wire_field secagg_fields[] = {
     WHEN(A, degree, D, masked), WHEN(A, threshold, D, masked), WHEN(A, keys, D, masked),
     WHEN(A, shared, D, masked), WHEN(A, unmasked, D, masked),
     ROW(A, inputs, D),
-    {"phase_s", HFL_WIRE_OBJ, 0, 0, 0, offsetof(A, phase_s), sizeof(H), 0, &phase_wire, NULL, 0},
+    {"phase_s", HFL_WIRE_OBJ, 0, 0, 0, offsetof(A, phase_s), sizeof(H), 0, &phase_wire, NULL, 0, 0},
     ROW(A, unmask_compute_s, D),
-    {"dropped", HFL_WIRE_LIST, 0, 0, 1e9, offsetof(A, dropped), sizeof(int64_t), 0, NULL, NULL, 0},
+    {"dropped", HFL_WIRE_LIST, 0, 0, 1e9, offsetof(A, dropped), sizeof(int64_t), 0, NULL, NULL, 0,
+     HFL_RECORD_MAX_ROWS},
 };
 static const hfl_wire_msg secagg_wire = {0, "round.secure_agg", secagg_fields, N(secagg_fields), 0};
 
@@ -74,7 +75,7 @@ static const hfl_wire_msg secagg_wire = {0, "round.secure_agg", secagg_fields, N
 static const hfl_wire_field record_fields[] = {
     ROW(R, round, D), TEXT(R, status),
     {"reason", S, 1, 0, sizeof(((R *)0)->reason) - 1, offsetof(R, reason), sizeof(((R *)0)->reason),
-     offsetof(R, has_reason), NULL, NULL, 0},
+     offsetof(R, has_reason), NULL, NULL, 0, 0},
     NULLABLE(R, test_acc, has_test), NULLABLE(R, test_loss, has_test),
     ROW(R, train_loss, D), ROW(R, clients, D), WHEN(R, late_folded, D, has_late_folded),
     ROW(R, selected, D), ROW(R, target, D), ROW(R, quorum, D), ROW(R, eligible, D), ROW(R, samples, D),
@@ -85,13 +86,15 @@ static const hfl_wire_field record_fields[] = {
     WHEN(R, missed_deadline, D, has_missed_deadline), WHEN(R, rule_kept, D, has_rule_kept),
     NULLABLE(R, update_norm_median, has_norms), NULLABLE(R, update_norm_max, has_norms),
     {"secure_agg", HFL_WIRE_OBJ, 1, 0, 0, offsetof(R, secure_agg), sizeof(A), offsetof(R, has_secure_agg),
-     &secagg_wire, NULL, 0},
-    {"dp", HFL_WIRE_OBJ, 1, 0, 0, offsetof(R, dp), sizeof(round_dp), offsetof(R, has_dp), &dp_wire, NULL, 0},
+     &secagg_wire, NULL, 0, 0},
+    {"dp", HFL_WIRE_OBJ, 1, 0, 0, offsetof(R, dp), sizeof(round_dp), offsetof(R, has_dp), &dp_wire, NULL, 0, 0},
     TEXT(R, model_sha256),
-    {"participants", HFL_WIRE_LIST, 0, 0, 0, offsetof(R, participants), sizeof(P), 0, &participant_wire, NULL, 0},
-    {"folded", HFL_WIRE_LIST, 1, 0, 0, offsetof(R, folded), sizeof(F), offsetof(R, has_folded), &folded_wire, NULL, 0},
+    {"participants", HFL_WIRE_LIST, 0, 0, 0, offsetof(R, participants), sizeof(P), 0, &participant_wire, NULL, 0,
+     HFL_RECORD_MAX_ROWS},
+    {"folded", HFL_WIRE_LIST, 1, 0, 0, offsetof(R, folded), sizeof(F), offsetof(R, has_folded), &folded_wire, NULL, 0,
+     HFL_RECORD_MAX_ROWS},
     {"test_bpb", D, HFL_WIRE_NAN_NULL, -DBL_MAX, DBL_MAX, offsetof(R, test_bpb), sizeof(double),
-     offsetof(R, has_test_bpb), NULL, NULL, 0},
+     offsetof(R, has_test_bpb), NULL, NULL, 0, 0},
 };
 static const hfl_wire_msg record_wire = {0, "round", record_fields, N(record_fields), 0};
 

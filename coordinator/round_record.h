@@ -17,6 +17,10 @@
 #include "proto/wire.h"
 #include "util/util.h"
 
+/* The most rows a saved round's list may hold (participants, folded, the
+ * dropped ids): a round draws from at most COORD_MAX_CLIENTS (coord.h). */
+#define HFL_RECORD_MAX_ROWS 16384
+
 /* A drawn client's part in the round (participants[], in draw order). */
 typedef struct {
     double client;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "coordinator/coord.h"
+#include "proto/messages.h"
 #include "proto/secagg.h"
 #include "proto/secagg_crypto.h"
 #include "proto/shamir.h"
@@ -201,37 +202,36 @@ int secagg_failed(coord *c, char *why, size_t cap) {
     return 1;
 }
 
-static uint8_t *sa_reply(cJSON *meta, size_t *len) {
-    uint8_t *m = hfl_msg_encode(HFL_MSG_SECAGG, meta, NULL, 0, len);
-    cJSON_Delete(meta);
-    return m;
-}
-
 static uint8_t *sa_skip(coord *c, sa_member *m, const char *why, size_t *len) {
     sa_drop(c, m);
     return coord_skip_reply(why, 1, len);
 }
 
-static uint8_t *sa_ack(size_t *len) { return sa_reply(cJSON_CreateObject(), len); }
+static uint8_t *sa_ack(size_t *len) {
+    cJSON *meta = cJSON_CreateObject();
+    uint8_t *m = meta ? hfl_msg_encode(HFL_MSG_SECAGG, meta, NULL, 0, len) : NULL;
+    cJSON_Delete(meta);
+    return m;
+}
 
-/* keys: {c_pk, s_pk (base64), cert, sig}. */
-static uint8_t *sa_keys(coord *c, sa_member *m, const cJSON *meta, size_t *len) {
+/* A step's fields from meta (their table's one-line error, as an error reply). */
+static int sa_read(const hfl_wire_msg *d, const cJSON *meta, void *msg, uint8_t **reply, size_t *len) {
+    char err[HFL_ERR_LEN], why[HFL_ERR_LEN + 64];
+    if (hfl_wire_decode(d, meta, msg, err) == 0) return 0;
+    hfl_wire_free(d, msg);
+    snprintf(why, sizeof why, "secure aggregation: %s: %s", d->name, err);
+    *reply = coord_error_reply(why, len);
+    return -1;
+}
+
+/* keys, read: checked against the sender's certificate (when there are
+ * certificates) and kept for its neighbours' setup. */
+static uint8_t *sa_keys_take(coord *c, sa_member *m, const hfl_secagg_keys_msg *k, size_t *len) {
     coord_secagg *s = c->sa;
     char err[HFL_ERR_LEN];
-    /* A second set of keys (a client that gave up on this round and took its
-     * task again) or keys after the phase closed cannot join the round: the
-     * member is dropped and told to skip it, so it does not ask again and
-     * again until the round ends (seen with 1,000 clients, bench/secagg.sh). */
-    if (s->phase != SA_KEYS || m->advertised)
-        return sa_skip(c, m, "secure aggregation: keys already taken or their phase closed (skip the round)", len);
-    const char *cpk = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(meta, "c_pk"));
-    const char *spk = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(meta, "s_pk"));
-    const char *cert = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(meta, "cert"));
-    const char *sig = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(meta, "sig"));
-    if (hfl_b64_decode(cpk, m->c_pk, 32) != 32 || hfl_b64_decode(spk, m->s_pk, 32) != 32)
+    const char *cert = k->has_cert ? k->cert : NULL, *sig = k->has_sig ? k->sig : NULL;
+    if (hfl_b64_decode(k->c_pk, m->c_pk, 32) != 32 || hfl_b64_decode(k->s_pk, m->s_pk, 32) != 32)
         return coord_error_reply("secure aggregation: keys c_pk and s_pk must be 32 bytes in base64", len);
-    if ((cert && strlen(cert) > 12000) || (sig && strlen(sig) > HFL_ID_SIG_B64_MAX))
-        return coord_error_reply("secure aggregation: cert or sig too long", len);
     if (c->trust) { /* checked here too, so a bad one fails its sender, not its neighbours */
         coord_client *cl = &c->clients[m->id];
         const char *name = cl->name;
@@ -261,6 +261,23 @@ static uint8_t *sa_keys(coord *c, sa_member *m, const cJSON *meta, size_t *len) 
     return sa_ack(len);
 }
 
+/* keys: {c_pk, s_pk (base64), cert, sig}. */
+static uint8_t *sa_keys(coord *c, sa_member *m, const cJSON *meta, size_t *len) {
+    coord_secagg *s = c->sa;
+    uint8_t *reply;
+    /* A second set of keys (a client that gave up on this round and took its
+     * task again) or keys after the phase closed cannot join the round: the
+     * member is dropped and told to skip it, so it does not ask again and
+     * again until the round ends (seen with 1,000 clients, bench/secagg.sh). */
+    if (s->phase != SA_KEYS || m->advertised)
+        return sa_skip(c, m, "secure aggregation: keys already taken or their phase closed (skip the round)", len);
+    hfl_secagg_keys_msg *k = hfl_calloc(1, sizeof *k);
+    if (sa_read(&hfl_wire_secagg_keys, meta, k, &reply, len) != 0) return free(k), reply;
+    reply = sa_keys_take(c, m, k, len);
+    free(k);
+    return reply;
+}
+
 /* setup: the client's weight and ring, and its neighbours' keys (masked). */
 static uint8_t *sa_setup(coord *c, sa_member *m, size_t *len) {
     coord_secagg *s = c->sa;
@@ -270,32 +287,27 @@ static uint8_t *sa_setup(coord *c, sa_member *m, size_t *len) {
         return sa_skip(c, m, "secure aggregation: its keys came after the keys phase closed (skip the round)", len);
     int64_t weighed = r->slot[m->id].share_cap < r->slot[m->id].samples_at_select ? r->slot[m->id].share_cap
                                                                           : r->slot[m->id].samples_at_select;
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "round", s->round);
-    cJSON_AddNumberToObject(o, "weight", (double)weighed / r->samples_planned);
-    cJSON_AddNumberToObject(o, "bits", s->bits);
-    cJSON_AddNumberToObject(o, "shift", s->shift);
-    cJSON_AddNumberToObject(o, "clip", s->clip);
-    cJSON_AddNumberToObject(o, "sigma", s->sigma);
-    cJSON_AddNumberToObject(o, "sigma_count", s->sigma_count);
-    cJSON_AddNumberToObject(o, "threshold", s->t);
-    cJSON *hs = cJSON_AddArrayToObject(o, "holders");
-    for (int j = 0; j < (s->mode == SECAGG_MASKED ? s->k + 1 : 0); j++) {
+    hfl_secagg_setup_msg o = {.round = s->round, .weight = (double)weighed / r->samples_planned, .bits = s->bits,
+                              .shift = s->shift, .clip = s->clip, .sigma = s->sigma, .sigma_count = s->sigma_count,
+                              .threshold = s->t};
+    int n = s->mode == SECAGG_MASKED ? s->k + 1 : 0;
+    hfl_secagg_holder *hs = hfl_calloc(n ? (size_t)n : 1, sizeof *hs); /* NNG threads: certificates are big for a stack */
+    for (int j = 0; j < n; j++) {
         const sa_member *v = &s->m[s->member_of[m->holders[j]]];
         if (!v->advertised) continue;
-        cJSON *h = cJSON_CreateObject();
-        cJSON_AddNumberToObject(h, "id", v->id);
-        cJSON_AddNumberToObject(h, "x", j + 1);
-        cJSON_AddStringToObject(h, "name", c->clients[v->id].name);
-        char *a = hfl_b64_encode(v->c_pk, 32), *b = hfl_b64_encode(v->s_pk, 32);
-        cJSON_AddStringToObject(h, "c_pk", a);
-        cJSON_AddStringToObject(h, "s_pk", b);
-        free(a), free(b);
-        cJSON_AddStringToObject(h, "cert", v->cert);
-        cJSON_AddStringToObject(h, "sig", v->sig);
-        cJSON_AddItemToArray(hs, h);
+        hfl_secagg_holder *h = &hs[o.holders.n++];
+        h->id = v->id, h->x = j + 1;
+        snprintf(h->name, sizeof h->name, "%s", c->clients[v->id].name);
+        hfl_b64_encode(v->c_pk, 32, h->c_pk, sizeof h->c_pk);
+        hfl_b64_encode(v->s_pk, 32, h->s_pk, sizeof h->s_pk);
+        h->has_cert = v->cert[0] != 0, h->has_sig = v->sig[0] != 0; /* "": --insecure */
+        snprintf(h->cert, sizeof h->cert, "%s", v->cert);
+        snprintf(h->sig, sizeof h->sig, "%s", v->sig);
     }
-    return sa_reply(o, len);
+    o.holders.v = hs;
+    uint8_t *out = hfl_wire_message(&hfl_wire_secagg_setup, &o, NULL, 0, len);
+    free(hs);
+    return out;
 }
 
 /* shares: [{to, ct}] for its advertised neighbours. */
@@ -303,26 +315,28 @@ static uint8_t *sa_shares(coord *c, sa_member *m, const cJSON *meta, size_t *len
     coord_secagg *s = c->sa;
     if (s->phase != SA_SHARES || !m->advertised || m->shared)
         return coord_error_reply("secure aggregation: not taking shares now", len);
-    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(meta, "shares"), *e;
-    if (!cJSON_IsArray(arr)) return coord_error_reply("secure aggregation: shares must be an array", len);
-    int want = 0, got = 0;
+    hfl_secagg_shares_msg in = {0};
+    uint8_t *reply = NULL;
+    if (sa_read(&hfl_wire_secagg_shares, meta, &in, &reply, len) != 0) return reply;
+    int want = 0;
     for (int j = 0; j < s->k; j++) want += s->m[m->nb[j]].advertised;
-    cJSON_ArrayForEach(e, arr) {
-        const cJSON *to = cJSON_GetObjectItemCaseSensitive(e, "to");
-        const char *ct = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "ct"));
+    for (int i = 0; i < in.shares.n && !reply; i++) {
+        const hfl_secagg_sealed_to *e = (const hfl_secagg_sealed_to *)in.shares.v + i;
         int j = 0;
-        while (cJSON_IsNumber(to) && j < s->k && s->m[m->nb[j]].id != to->valueint) j++;
+        while (j < s->k && s->m[m->nb[j]].id != e->to) j++;
         uint8_t tmp[SA_SHARE_BYTES + HFL_SEAL_OVERHEAD + 4];
-        if (j == s->k || !cJSON_IsNumber(to) || !s->m[m->nb[j]].advertised || m->ct[j] || !ct ||
-            hfl_b64_decode(ct, tmp, sizeof tmp) != SA_SHARE_BYTES + HFL_SEAL_OVERHEAD)
-            return coord_error_reply("secure aggregation: a share is not for an advertised neighbour, repeated, "
-                                     "or not a sealed share", len);
-        m->ct[j] = hfl_strdup(ct);
-        got++;
+        if (j == s->k || !s->m[m->nb[j]].advertised || m->ct[j] ||
+            hfl_b64_decode(e->ct, tmp, sizeof tmp) != SA_SHARE_BYTES + HFL_SEAL_OVERHEAD)
+            reply = coord_error_reply("secure aggregation: a share is not for an advertised neighbour, repeated, "
+                                      "or not a sealed share", len);
+        else m->ct[j] = hfl_strdup(e->ct);
     }
-    if (got != want) {
+    if (!reply && in.shares.n != want)
+        reply = coord_error_reply("secure aggregation: shares must go to every advertised neighbour", len);
+    hfl_wire_free(&hfl_wire_secagg_shares, &in);
+    if (reply) {
         for (int j = 0; j < s->k; j++) free(m->ct[j]), m->ct[j] = NULL;
-        return coord_error_reply("secure aggregation: shares must go to every advertised neighbour", len);
+        return reply;
     }
     m->shared = 1;
     s->n_shared++;
@@ -335,20 +349,17 @@ static uint8_t *sa_inbox(coord *c, sa_member *m, size_t *len) {
     coord_secagg *s = c->sa;
     if (s->phase < SA_INPUT) return coord_wait_reply(SA_WAIT_MS, len);
     if (!m->shared) return sa_skip(c, m, "secure aggregation: its shares came after the phase closed (skip the round)", len);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "round", s->round);
-    cJSON *arr = cJSON_AddArrayToObject(o, "shares");
+    hfl_secagg_sealed_from sh[HFL_SECAGG_MAX_HOLDERS];
+    hfl_secagg_inbox_msg o = {.round = s->round, .shares = {sh, 0}};
     for (int j = 0; j < s->k; j++) {
         const sa_member *v = &s->m[m->nb[j]];
         if (!v->shared) continue;
         int back = 0; /* v's slot for m */
         while (back < s->k && v->nb[back] != s->member_of[m->id]) back++;
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddNumberToObject(e, "from", v->id);
-        cJSON_AddStringToObject(e, "ct", v->ct[back]);
-        cJSON_AddItemToArray(arr, e);
+        sh[o.shares.n].from = v->id;
+        snprintf(sh[o.shares.n++].ct, sizeof sh[0].ct, "%s", v->ct[back]);
     }
-    return sa_reply(o, len);
+    return hfl_wire_message(&hfl_wire_secagg_inbox, &o, NULL, 0, len);
 }
 
 /* unmask_list: which of its holders' owners sent input (after the input phase). */
@@ -357,15 +368,16 @@ static uint8_t *sa_unmask_list(coord *c, sa_member *m, size_t *len) {
     if (s->phase < SA_UNMASK) return coord_wait_reply(SA_WAIT_MS, len);
     if (!m->input || s->phase != SA_UNMASK)
         return sa_skip(c, m, "secure aggregation: not among the clients whose input arrived (skip the round)", len);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "round", s->round);
-    cJSON *alive = cJSON_AddArrayToObject(o, "alive"), *dropped = cJSON_AddArrayToObject(o, "dropped");
+    int64_t alive[HFL_SECAGG_MAX_HOLDERS], dropped[HFL_SECAGG_MAX_HOLDERS];
+    hfl_secagg_unmask_list_msg o = {.round = s->round, .alive = {alive, 0}, .dropped = {dropped, 0}};
     for (int j = 0; j < s->k; j++) {
         const sa_member *v = &s->m[m->nb[j]];
-        if (v->shared) cJSON_AddItemToArray(v->input ? alive : dropped, cJSON_CreateNumber(v->id));
+        if (!v->shared) continue;
+        hfl_wire_list *l = v->input ? &o.alive : &o.dropped;
+        ((int64_t *)l->v)[l->n++] = v->id;
     }
-    cJSON_AddItemToArray(alive, cJSON_CreateNumber(m->id));
-    return sa_reply(o, len);
+    alive[o.alive.n++] = m->id;
+    return hfl_wire_message(&hfl_wire_secagg_unmask_list, &o, NULL, 0, len);
 }
 
 /* unmask: [{of, share}]: a seed share for an owner that sent input, a key share for one that did not. */
@@ -373,21 +385,22 @@ static uint8_t *sa_unmask(coord *c, sa_member *m, const cJSON *meta, size_t *len
     coord_secagg *s = c->sa;
     if (s->phase != SA_UNMASK || !m->input || m->unmasked)
         return coord_error_reply("secure aggregation: not taking unmask shares now", len);
-    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(meta, "shares"), *e;
-    if (!cJSON_IsArray(arr)) return coord_error_reply("secure aggregation: shares must be an array", len);
-    cJSON_ArrayForEach(e, arr) {
-        const cJSON *of = cJSON_GetObjectItemCaseSensitive(e, "of");
-        const char *sh = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "share"));
-        int o = cJSON_IsNumber(of) && of->valueint >= 0 && of->valueint < COORD_MAX_CLIENTS ? s->member_of[of->valueint] : -1;
+    hfl_secagg_unmask_msg in = {0};
+    uint8_t *reply = NULL;
+    if (sa_read(&hfl_wire_secagg_unmask, meta, &in, &reply, len) != 0) return reply;
+    for (int i = 0; i < in.shares.n && !reply; i++) {
+        const hfl_secagg_reveal *e = (const hfl_secagg_reveal *)in.shares.v + i;
+        int o = s->member_of[e->of]; /* e->of < HFL_WIRE_MAX_CLIENTS: its table's range */
         sa_member *v = o >= 0 ? &s->m[o] : NULL;
         int x = v ? sa_holder_pos(s, v, m->id) : -1;
         uint8_t buf[33];
-        if (x < 0 || !v->shared || v->got[x] || hfl_b64_decode(sh, buf, sizeof buf) != 32)
-            return coord_error_reply("secure aggregation: an unmask share is for no owner it holds, repeated, "
-                                     "or not 32 bytes", len);
-        memcpy(v->rev + (size_t)x * 32, buf, 32);
-        v->got[x] = 1;
+        if (x < 0 || !v->shared || v->got[x] || hfl_b64_decode(e->share, buf, sizeof buf) != 32)
+            reply = coord_error_reply("secure aggregation: an unmask share is for no owner it holds, repeated, "
+                                      "or not 32 bytes", len);
+        else memcpy(v->rev + (size_t)x * 32, buf, 32), v->got[x] = 1;
     }
+    hfl_wire_free(&hfl_wire_secagg_unmask, &in);
+    if (reply) return reply;
     m->unmasked = 1;
     s->n_unmasked++;
     return sa_ack(len);
@@ -404,12 +417,12 @@ uint8_t *secagg_request(coord *c, int id, const cJSON *meta, size_t msg_bytes, s
 static uint8_t *sa_request(coord *c, int id, const cJSON *meta, size_t *len) {
     coord_secagg *s = c->sa;
     coord_round *r = &c->r;
-    char step[16], err[HFL_ERR_LEN];
-    int64_t round;
+    hfl_secagg_step_msg hd = {0};
+    uint8_t *reply;
     c->clients[id].last_seen = hfl_now();
-    if (hfl_meta_int(meta, "round", 1, 1 << 30, &round, err) != 0 || hfl_meta_str(meta, "step", 15, step, err) != 0)
-        return coord_error_reply(err, len);
-    if (!s || !r->open || round != r->round || s->member_of[id] < 0)
+    if (sa_read(&hfl_wire_secagg_step, meta, &hd, &reply, len) != 0) return reply;
+    const char *step = hd.step;
+    if (!s || !r->open || hd.round != r->round || s->member_of[id] < 0)
         return coord_skip_reply("secure aggregation: not a member of the open round (skip the round)", 1, len);
     sa_member *m = &s->m[s->member_of[id]];
     if (r->slot[id].refused) return sa_skip(c, m, "secure aggregation: left out of this round (skip the round)", len);

@@ -9,9 +9,9 @@
 #include "proto/secagg.h"
 
 /* A required field, and an optional one (beside its has_ flag). */
-#define FIELD(T, m, kind, lo, hi) {#m, kind, 0, lo, hi, offsetof(T, m), sizeof(((T *)0)->m), 0, NULL, NULL, 0}
+#define FIELD(T, m, kind, lo, hi) {#m, kind, 0, lo, hi, offsetof(T, m), sizeof(((T *)0)->m), 0, NULL, NULL, 0, 0}
 #define OPTIONAL(T, m, kind, lo, hi) \
-    {#m, kind, 1, lo, hi, offsetof(T, m), sizeof(((T *)0)->m), offsetof(T, has_##m), NULL, NULL, 0}
+    {#m, kind, 1, lo, hi, offsetof(T, m), sizeof(((T *)0)->m), offsetof(T, has_##m), NULL, NULL, 0, 0}
 #define N(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 #define I HFL_WIRE_INT
@@ -70,7 +70,7 @@ static const hfl_wire_field task_fields[] = {
     FIELD(hfl_task_msg, seed, I, 0, I64),
     FIELD(hfl_task_msg, deadline_ms, D, 1, 1e10),
     {"secagg", HFL_WIRE_OBJ, 1, 0, 0, offsetof(hfl_task_msg, secagg), sizeof(hfl_task_secagg),
-     offsetof(hfl_task_msg, has_secagg), &task_secagg, NULL, 0},
+     offsetof(hfl_task_msg, has_secagg), &task_secagg, NULL, 0, 0},
     FIELD(hfl_task_msg, weights, S, 0, 7),
     FIELD(hfl_task_msg, base_version, I, -1, I32),
     FIELD(hfl_task_msg, downlink, S, 0, HFL_WIRE_CODEC_MAX),
@@ -136,7 +136,7 @@ static const hfl_wire_field welcome_fields[] = {
     FIELD(hfl_welcome_msg, token_ttl_s, D, 0, 1e9),
     FIELD(hfl_welcome_msg, model, S, 0, HFL_WIRE_NAME_MAX),
     {"model_spec", HFL_WIRE_OBJ, 0, 0, 0, offsetof(hfl_welcome_msg, model_spec), sizeof(const cJSON *), 0, NULL,
-     NULL, 0},
+     NULL, 0, 0},
     FIELD(hfl_welcome_msg, params, I, 1, 1e15),
     FIELD(hfl_welcome_msg, codec, S, 0, HFL_WIRE_CODEC_MAX),
     FIELD(hfl_welcome_msg, block, I, 1, 65536),
@@ -184,9 +184,9 @@ static const hfl_wire_field hello_fields[] = {
     FIELD(hfl_hello_msg, samples, I, 1, 100000000),
     OPTIONAL(hfl_hello_msg, codec, S, 0, HFL_WIRE_CODEC_MAX),
     {"device", HFL_WIRE_OBJ, 1, 0, 0, offsetof(hfl_hello_msg, device), sizeof(const cJSON *),
-     offsetof(hfl_hello_msg, has_device), NULL, hfl_wire_device_fields, N(hfl_wire_device_fields)},
+     offsetof(hfl_hello_msg, has_device), NULL, hfl_wire_device_fields, N(hfl_wire_device_fields), 0},
     {"plan", HFL_WIRE_OBJ, 1, 0, 0, offsetof(hfl_hello_msg, plan), sizeof(const cJSON *),
-     offsetof(hfl_hello_msg, has_plan), NULL, hfl_wire_plan_fields, N(hfl_wire_plan_fields)},
+     offsetof(hfl_hello_msg, has_plan), NULL, hfl_wire_plan_fields, N(hfl_wire_plan_fields), 0},
     OPTIONAL(hfl_hello_msg, cert, S, 0, HFL_WIRE_CERT_MAX),
     OPTIONAL(hfl_hello_msg, nonce, S, 0, HFL_ID_NONCE_HEX),
     OPTIONAL(hfl_hello_msg, challenge, S, 0, HFL_ID_NONCE_HEX),
@@ -203,9 +203,95 @@ static const hfl_wire_field challenge_fields[] = {
 };
 const hfl_wire_msg hfl_wire_challenge = {HFL_MSG_CHALLENGE, "challenge", challenge_fields, N(challenge_fields), 0};
 
+/* A LIST of structs of type IT described by sub, at most max of them. */
+#define LIST(T, m, IT, sub, max) \
+    {#m, HFL_WIRE_LIST, 0, 0, 0, offsetof(T, m), sizeof(IT), 0, sub, NULL, 0, max}
+#define IDS(T, m) {#m, HFL_WIRE_LIST, 0, 0, HFL_WIRE_MAX_CLIENTS - 1, offsetof(T, m), sizeof(int64_t), 0, NULL, NULL, \
+                   0, HFL_SECAGG_MAX_HOLDERS}
+#define KEY(T, m) FIELD(T, m, S, 0, HFL_SECAGG_KEY_B64)
+#define ID(T, m) FIELD(T, m, I, 0, HFL_WIRE_MAX_CLIENTS - 1)
+
+static const hfl_wire_field secagg_step_fields[] = {
+    FIELD(hfl_secagg_step_msg, round, I, 1, 1 << 30),
+    FIELD(hfl_secagg_step_msg, step, S, 0, 15),
+};
+const hfl_wire_msg hfl_wire_secagg_step = {HFL_MSG_SECAGG, "secagg", secagg_step_fields, N(secagg_step_fields), 0};
+
+static const hfl_wire_field secagg_keys_fields[] = {
+    KEY(hfl_secagg_keys_msg, c_pk), KEY(hfl_secagg_keys_msg, s_pk),
+    OPTIONAL(hfl_secagg_keys_msg, cert, S, 0, HFL_WIRE_CERT_MAX),
+    OPTIONAL(hfl_secagg_keys_msg, sig, S, 0, HFL_ID_SIG_B64_MAX),
+};
+const hfl_wire_msg hfl_wire_secagg_keys = {HFL_MSG_SECAGG, "secagg keys", secagg_keys_fields, N(secagg_keys_fields), 0};
+
+static const hfl_wire_field holder_fields[] = {
+    ID(hfl_secagg_holder, id),
+    FIELD(hfl_secagg_holder, x, I, 1, HFL_SECAGG_MAX_HOLDERS),
+    FIELD(hfl_secagg_holder, name, S, 0, HFL_ID_NAME_MAX),
+    KEY(hfl_secagg_holder, c_pk), KEY(hfl_secagg_holder, s_pk),
+    OPTIONAL(hfl_secagg_holder, cert, S, 0, HFL_WIRE_CERT_MAX),
+    OPTIONAL(hfl_secagg_holder, sig, S, 0, HFL_ID_SIG_B64_MAX),
+};
+static const hfl_wire_msg holder_wire = {0, "secagg setup.holders", holder_fields, N(holder_fields), 0};
+
+static const hfl_wire_field secagg_setup_fields[] = {
+    FIELD(hfl_secagg_setup_msg, round, I, 1, 1 << 30),
+    FIELD(hfl_secagg_setup_msg, weight, D, 1e-12, 1),
+    FIELD(hfl_secagg_setup_msg, bits, I, 1, SECAGG_MAX_BITS),
+    FIELD(hfl_secagg_setup_msg, shift, I, -2000, 2000),
+    FIELD(hfl_secagg_setup_msg, clip, D, 1e-12, 1e12),
+    FIELD(hfl_secagg_setup_msg, sigma, D, 0, 1e12),
+    FIELD(hfl_secagg_setup_msg, sigma_count, D, 0, 1e12),
+    FIELD(hfl_secagg_setup_msg, threshold, I, 1, HFL_SECAGG_MAX_HOLDERS),
+    LIST(hfl_secagg_setup_msg, holders, hfl_secagg_holder, &holder_wire, HFL_SECAGG_MAX_HOLDERS),
+};
+const hfl_wire_msg hfl_wire_secagg_setup = {HFL_MSG_SECAGG, "secagg setup", secagg_setup_fields,
+                                            N(secagg_setup_fields), 0};
+
+static const hfl_wire_field sealed_to_fields[] = {
+    ID(hfl_secagg_sealed_to, to),
+    FIELD(hfl_secagg_sealed_to, ct, S, 0, HFL_SECAGG_CT_B64),
+};
+static const hfl_wire_msg sealed_to_wire = {0, "secagg shares.shares", sealed_to_fields, N(sealed_to_fields), 0};
+static const hfl_wire_field secagg_shares_fields[] = {
+    LIST(hfl_secagg_shares_msg, shares, hfl_secagg_sealed_to, &sealed_to_wire, HFL_SECAGG_MAX_HOLDERS),
+};
+const hfl_wire_msg hfl_wire_secagg_shares = {HFL_MSG_SECAGG, "secagg shares", secagg_shares_fields,
+                                             N(secagg_shares_fields), 0};
+
+static const hfl_wire_field sealed_from_fields[] = {
+    ID(hfl_secagg_sealed_from, from),
+    FIELD(hfl_secagg_sealed_from, ct, S, 0, HFL_SECAGG_CT_B64),
+};
+static const hfl_wire_msg sealed_from_wire = {0, "secagg inbox.shares", sealed_from_fields, N(sealed_from_fields), 0};
+static const hfl_wire_field secagg_inbox_fields[] = {
+    FIELD(hfl_secagg_inbox_msg, round, I, 1, 1 << 30),
+    LIST(hfl_secagg_inbox_msg, shares, hfl_secagg_sealed_from, &sealed_from_wire, HFL_SECAGG_MAX_HOLDERS),
+};
+const hfl_wire_msg hfl_wire_secagg_inbox = {HFL_MSG_SECAGG, "secagg inbox", secagg_inbox_fields,
+                                            N(secagg_inbox_fields), 0};
+
+static const hfl_wire_field secagg_unmask_list_fields[] = {
+    FIELD(hfl_secagg_unmask_list_msg, round, I, 1, 1 << 30),
+    IDS(hfl_secagg_unmask_list_msg, alive),
+    IDS(hfl_secagg_unmask_list_msg, dropped),
+};
+const hfl_wire_msg hfl_wire_secagg_unmask_list = {HFL_MSG_SECAGG, "secagg unmask_list", secagg_unmask_list_fields,
+                                                  N(secagg_unmask_list_fields), 0};
+
+static const hfl_wire_field reveal_fields[] = {ID(hfl_secagg_reveal, of), KEY(hfl_secagg_reveal, share)};
+static const hfl_wire_msg reveal_wire = {0, "secagg unmask.shares", reveal_fields, N(reveal_fields), 0};
+static const hfl_wire_field secagg_unmask_fields[] = {
+    LIST(hfl_secagg_unmask_msg, shares, hfl_secagg_reveal, &reveal_wire, HFL_SECAGG_MAX_HOLDERS),
+};
+const hfl_wire_msg hfl_wire_secagg_unmask = {HFL_MSG_SECAGG, "secagg unmask", secagg_unmask_fields,
+                                             N(secagg_unmask_fields), 0};
+
 const hfl_wire_msg *const hfl_wire_all[] = {
     &hfl_wire_session, &hfl_wire_hello, &hfl_wire_challenge, &hfl_wire_welcome, &hfl_wire_pull, &hfl_wire_task, &task_secagg,
     &hfl_wire_wait, &hfl_wire_update, &hfl_wire_decline, &hfl_wire_ack, &hfl_wire_error, &hfl_wire_bye,
-    &hfl_wire_leave,
+    &hfl_wire_leave, &hfl_wire_secagg_step, &hfl_wire_secagg_keys, &hfl_wire_secagg_setup, &holder_wire,
+    &hfl_wire_secagg_shares, &sealed_to_wire, &hfl_wire_secagg_inbox, &sealed_from_wire, &hfl_wire_secagg_unmask_list,
+    &hfl_wire_secagg_unmask, &reveal_wire,
 };
 const int hfl_wire_n_all = N(hfl_wire_all);

@@ -211,9 +211,83 @@ typedef struct {
     int has_instance;
 } hfl_challenge_msg;
 
+/* secagg (message 11): secure aggregation's steps (proto/secagg.h). A
+ * request is the session, this header and its step's fields; a reply is
+ * its step's reply, or {} for a step that is only acknowledged. Keys,
+ * shares and seals travel in base64. */
+#define HFL_SECAGG_MAX_HOLDERS 64 /* a member's neighbours and itself: secagg_degree(2^31) + 1 = 63 */
+#define HFL_SECAGG_KEY_B64 44     /* 32 bytes */
+#define HFL_SECAGG_CT_B64 124     /* a sealed share: 64 bytes + HFL_SEAL_OVERHEAD (28) */
+
+typedef struct {
+    int64_t round;
+    char step[16]; /* keys, setup, shares, inbox, unmask_list, unmask */
+} hfl_secagg_step_msg;
+
+/* keys: the member's two X25519 public keys, signed under its certificate. */
+typedef struct {
+    char c_pk[HFL_SECAGG_KEY_B64 + 1], s_pk[HFL_SECAGG_KEY_B64 + 1];
+    char cert[HFL_WIRE_CERT_MAX + 1]; /* absent under --insecure */
+    int has_cert;
+    char sig[HFL_ID_SIG_B64_MAX + 1];
+    int has_sig;
+} hfl_secagg_keys_msg;
+
+/* setup's reply: the member's weight, ring and noise, and its holders. */
+typedef struct {
+    int64_t id, x; /* client id; Shamir abscissa */
+    char name[HFL_ID_NAME_MAX + 1];
+    char c_pk[HFL_SECAGG_KEY_B64 + 1], s_pk[HFL_SECAGG_KEY_B64 + 1];
+    char cert[HFL_WIRE_CERT_MAX + 1];
+    int has_cert;
+    char sig[HFL_ID_SIG_B64_MAX + 1];
+    int has_sig;
+} hfl_secagg_holder;
+typedef struct {
+    int64_t round;
+    double weight;
+    int64_t bits, shift;
+    double clip, sigma, sigma_count;
+    int64_t threshold;
+    hfl_wire_list holders; /* hfl_secagg_holder */
+} hfl_secagg_setup_msg;
+
+/* A sealed share: to a neighbour (shares), or from one (inbox's reply). */
+typedef struct {
+    int64_t to;
+    char ct[HFL_SECAGG_CT_B64 + 1];
+} hfl_secagg_sealed_to;
+typedef struct {
+    int64_t from;
+    char ct[HFL_SECAGG_CT_B64 + 1];
+} hfl_secagg_sealed_from;
+typedef struct {
+    hfl_wire_list shares; /* hfl_secagg_sealed_to */
+} hfl_secagg_shares_msg;
+typedef struct {
+    int64_t round;
+    hfl_wire_list shares; /* hfl_secagg_sealed_from */
+} hfl_secagg_inbox_msg;
+
+/* unmask_list's reply: the holders' owners whose input came, and the rest. */
+typedef struct {
+    int64_t round;
+    hfl_wire_list alive, dropped; /* int64_t client ids */
+} hfl_secagg_unmask_list_msg;
+
+/* unmask: the seed share of each alive owner, the key share of each dropped one. */
+typedef struct {
+    int64_t of;
+    char share[HFL_SECAGG_KEY_B64 + 1];
+} hfl_secagg_reveal;
+typedef struct {
+    hfl_wire_list shares; /* hfl_secagg_reveal */
+} hfl_secagg_unmask_msg;
+
 extern const hfl_wire_msg hfl_wire_session, hfl_wire_pull, hfl_wire_task, hfl_wire_wait, hfl_wire_update, hfl_wire_decline,
     hfl_wire_ack, hfl_wire_error, hfl_wire_bye, hfl_wire_leave, hfl_wire_welcome, hfl_wire_hello,
-    hfl_wire_challenge;
+    hfl_wire_challenge, hfl_wire_secagg_step, hfl_wire_secagg_keys, hfl_wire_secagg_setup, hfl_wire_secagg_shares,
+    hfl_wire_secagg_inbox, hfl_wire_secagg_unmask_list, hfl_wire_secagg_unmask;
 /* Every table above, for tests and docs: the messages and their nested objects. */
 extern const hfl_wire_msg *const hfl_wire_all[];
 extern const int hfl_wire_n_all;

@@ -266,11 +266,11 @@ int64_t hfl_ring_signed(uint64_t x, int bits) {
 
 /* ---- base64 ---- */
 
-char *hfl_b64_encode(const uint8_t *p, size_t n) {
-    size_t cap = 4 * ((n + 2) / 3) + 1, olen = 0;
-    char *s = hfl_malloc(cap);
-    if (mbedtls_base64_encode((unsigned char *)s, cap, &olen, p, n) != 0) s[0] = 0;
-    return s;
+int hfl_b64_encode(const uint8_t *p, size_t n, char *out, size_t cap) {
+    size_t olen = 0;
+    if (mbedtls_base64_encode((unsigned char *)out, cap, &olen, p, n) == 0) return 0;
+    if (cap) out[0] = 0;
+    return -1;
 }
 
 long hfl_b64_decode(const char *s, uint8_t *out, size_t cap) {

@@ -75,9 +75,10 @@ void hfl_ring_unpack_add(const uint8_t *in, size_t n, int bits, uint64_t *acc);
 /* x mod 2^bits read as a signed value in [-2^(bits-1), 2^(bits-1)). */
 int64_t hfl_ring_signed(uint64_t x, int bits);
 
-/* Base64 (RFC 4648) of n bytes into a malloc'd string; decoding into out
- * (cap bytes) returns the length, or -1 when s is not base64 or too long. */
-char *hfl_b64_encode(const uint8_t *p, size_t n);
+/* Base64 (RFC 4648) of n bytes into out, cap >= 4 * ceil(n / 3) + 1 bytes
+ * (-1 and "" when smaller); decoding into out (cap bytes) returns the
+ * length, or -1 when s is not base64 or too long. */
+int hfl_b64_encode(const uint8_t *p, size_t n, char *out, size_t cap);
 long hfl_b64_decode(const char *s, uint8_t *out, size_t cap);
 
 #endif

@@ -69,6 +69,7 @@ int hfl_wire_encode_into(const hfl_wire_msg *d, const void *s, cJSON *o) {
 static int wire_decode_list(const hfl_wire_field *f, const cJSON *item, hfl_wire_list *l, char *err) {
     if (!cJSON_IsArray(item)) return hfl_errf(err, "field '%s' must be an array", f->name);
     int n = cJSON_GetArraySize(item);
+    if (n > f->max_items) return hfl_errf(err, "field '%s' holds %d items, more than %d", f->name, n, f->max_items);
     l->v = hfl_calloc(n ? (size_t)n : 1, f->size);
     l->n = 0;
     const cJSON *e;

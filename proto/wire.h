@@ -35,8 +35,8 @@ typedef enum {
     HFL_WIRE_OBJ,  /* a nested struct described by `sub`; or, without one, a
                       borrowed const cJSON * held to `schema` (schema.c),
                       or any object when there is none */
-    HFL_WIRE_LIST, /* hfl_wire_list: structs of `size` bytes described by
-                      `sub`, or without one int64_t in [lo, hi] */
+    HFL_WIRE_LIST, /* hfl_wire_list of at most max_items: structs of `size`
+                      bytes described by `sub`, or without one int64_t in [lo, hi] */
 } hfl_wire_kind;
 
 /* optional, for NUM members only: HFL_WIRE_NULLABLE writes null when `has`
@@ -65,6 +65,7 @@ typedef struct {
     size_t has;    /* optional: offset of the int saying it is present */
     const hfl_wire_msg *sub;                /* OBJ: a typed nested object; LIST: an item */
     const hfl_field *schema; int n_schema;  /* OBJ without sub: its known fields */
+    int max_items; /* LIST: a longer array is refused before anything is allocated */
 } hfl_wire_field;
 
 struct hfl_wire_msg {

@@ -161,11 +161,12 @@ static void case_ring(void) { test_ring(rng); }
 static void case_shamir(void) { test_shamir(rng); }
 static void case_b64(void) {
     uint8_t a[16] = {1, 2, 3}, b[16];
-    char *s = hfl_b64_encode(a, 16);
+    char s[25], small[24];
+    CHECK(hfl_b64_encode(a, 16, s, sizeof s) == 0 && strlen(s) == 24);
     CHECK(hfl_b64_decode(s, b, sizeof b) == 16 && memcmp(a, b, 16) == 0);
     CHECK(hfl_b64_decode(s, b, 8) < 0);
     CHECK(hfl_b64_decode("*!", b, 8) < 0);
-    free(s);
+    CHECK(hfl_b64_encode(a, 16, small, sizeof small) == -1 && small[0] == 0); /* no room for the NUL */
 }
 
 static const check_case cases[] = {

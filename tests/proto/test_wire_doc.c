@@ -117,6 +117,7 @@ static void test_tables(void) {
                 CHECK_MSG(f->hi >= 1 && f->hi < (double)f->size, "%s.%s: %g bytes in a %zu-byte buffer", d->name,
                           f->name, f->hi, f->size);
             CHECK_MSG(!f->optional || f->has != 0, "%s.%s: optional without a flag", d->name, f->name);
+            CHECK_MSG(f->kind != HFL_WIRE_LIST || f->max_items >= 1, "%s.%s: a list without a cap", d->name, f->name);
         }
     }
 }
@@ -137,7 +138,17 @@ static void fill(const hfl_wire_msg *d, void *s, int end, cJSON *obj) {
             if (f->sub) fill(f->sub, v, end, obj);
             else *(const cJSON **)v = obj;
             break;
-        case HFL_WIRE_LIST: break; /* no message has one (the coordinator's round log does) */
+        case HFL_WIRE_LIST: { /* as many items as the cap allows, each filled the same way */
+            hfl_wire_list *l = (hfl_wire_list *)v;
+            l->n = f->max_items;
+            l->v = calloc((size_t)l->n, f->size);
+            for (int i = 0; i < l->n; i++) {
+                char *x = (char *)l->v + (size_t)i * f->size;
+                if (f->sub) fill(f->sub, x, end, obj);
+                else *(int64_t *)x = end ? (int64_t)f->hi : (int64_t)f->lo;
+            }
+            break;
+        }
         }
     }
 }
@@ -148,7 +159,15 @@ static void compare(const hfl_wire_msg *d, const void *a, const void *b) {
         const char *x = (const char *)a + f->offset, *y = (const char *)b + f->offset;
         if (f->optional)
             CHECK_MSG(*(const int *)((const char *)b + f->has) == 1, "%s.%s: present, decoded as absent", d->name, f->name);
-        if (f->kind == HFL_WIRE_OBJ && f->sub) compare(f->sub, x, y);
+        if (f->kind == HFL_WIRE_LIST) {
+            const hfl_wire_list *la = (const hfl_wire_list *)x, *lb = (const hfl_wire_list *)y;
+            if (!CHECK_MSG(la->n == lb->n, "%s.%s: %d items, decoded %d", d->name, f->name, la->n, lb->n)) continue;
+            for (int i = 0; i < la->n; i++) {
+                const char *xa = (const char *)la->v + (size_t)i * f->size, *xb = (const char *)lb->v + (size_t)i * f->size;
+                if (f->sub) compare(f->sub, xa, xb);
+                else CHECK_MSG(!memcmp(xa, xb, f->size), "%s.%s[%d]: decoded differs", d->name, f->name, i);
+            }
+        } else if (f->kind == HFL_WIRE_OBJ && f->sub) compare(f->sub, x, y);
         else if (f->kind == HFL_WIRE_OBJ) CHECK_MSG(*(const cJSON *const *)y != NULL, "%s.%s: no object", d->name, f->name);
         else CHECK_MSG(!memcmp(x, y, f->size), "%s.%s: decoded differs from encoded", d->name, f->name);
     }
@@ -168,6 +187,7 @@ static void test_round_trip(void) {
             char err[HFL_ERR_LEN] = "";
             CHECK_MSG(meta && hfl_wire_decode(d, meta, b, err) == 0, "%s: %s", d->name, err);
             compare(d, a, b);
+            hfl_wire_free(d, a), hfl_wire_free(d, b);
             cJSON_Delete(meta);
             free(a), free(b);
         }
@@ -238,6 +258,37 @@ static void test_by_hand(void) {
                   "field 'device.color' is not one this coordinator knows"));
     CHECK(!strcmp(decode(&hfl_wire_hello, "{\"samples\":5,\"plan\":[]}", h), "field 'plan' must be an object"));
     free(h);
+
+    /* secure aggregation's lists: capped before they are allocated, items checked */
+    hfl_secagg_unmask_list_msg u = {0};
+    CHECK(!strcmp(decode(&hfl_wire_secagg_unmask_list, "{\"round\":2,\"alive\":[3,1],\"dropped\":[]}", &u), "") &&
+          u.alive.n == 2 && ((int64_t *)u.alive.v)[0] == 3 && ((int64_t *)u.alive.v)[1] == 1 && u.dropped.n == 0);
+    hfl_wire_free(&hfl_wire_secagg_unmask_list, &u);
+    char many[1024] = "{\"round\":2,\"dropped\":[],\"alive\":[0";
+    for (int i = 1; i < 65; i++) snprintf(many + strlen(many), sizeof many - strlen(many), ",%d", i);
+    strcat(many, "]}");
+    memset(&u, 0, sizeof u);
+    CHECK_MSG(!strcmp(decode(&hfl_wire_secagg_unmask_list, many, &u), "field 'alive' holds 65 items, more than 64"),
+              "%s", decode(&hfl_wire_secagg_unmask_list, many, &u));
+    CHECK(u.alive.v == NULL);
+    CHECK(!strcmp(decode(&hfl_wire_secagg_unmask_list, "{\"round\":2,\"alive\":[16384],\"dropped\":[]}", &u),
+                  "field 'alive' holds an item that is not an integer in [0, 16383]"));
+    hfl_wire_free(&hfl_wire_secagg_unmask_list, &u);
+    hfl_secagg_setup_msg *st = calloc(1, sizeof *st);
+    const char *setup = "{\"round\":1,\"weight\":0.5,\"bits\":40,\"shift\":-20,\"clip\":1,\"sigma\":0,"
+                        "\"sigma_count\":0,\"threshold\":2,\"holders\":[{\"id\":4,\"x\":1,\"name\":\"c4\","
+                        "\"c_pk\":\"AAAA\",\"s_pk\":\"BBBB\"}]}";
+    CHECK(!strcmp(decode(&hfl_wire_secagg_setup, setup, st), "") && st->holders.n == 1);
+    const hfl_secagg_holder *hd = st->holders.v;
+    CHECK(hd && hd->id == 4 && hd->x == 1 && !strcmp(hd->name, "c4") && !hd->has_cert && !hd->has_sig);
+    hfl_wire_free(&hfl_wire_secagg_setup, st);
+    memset(st, 0, sizeof *st);
+    char *nox = strdup(setup);
+    memcpy(strstr(nox, "\"x\":1"), "\"x\":0", 5);
+    CHECK_MSG(strstr(decode(&hfl_wire_secagg_setup, nox, st), "field 'x' = 0 is outside [1, 64]"), "%s",
+              decode(&hfl_wire_secagg_setup, nox, st));
+    hfl_wire_free(&hfl_wire_secagg_setup, st);
+    free(nox), free(st);
 }
 
 static const char *doc_path;
