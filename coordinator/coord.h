@@ -508,6 +508,7 @@ int secagg_unmasking(const coord *c);
 /* 1 with why when a phase left too few clients. */
 int secagg_failed(coord *c, char *why, size_t cap);
 void secagg_tick(coord *c);                /* closes phases whose time ran out */
+double secagg_phase_s(const coord *c);     /* how long the keys, shares and unmask phases wait */
 double secagg_count(const coord *c);       /* the sum's count of norms at most the clip */
 int secagg_report(const coord *c, round_secagg *x); /* 1 and the round's figures in x; 0 without */
 

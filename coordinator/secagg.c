@@ -58,7 +58,7 @@ struct coord_secagg {
  * least 2 s (a loaded host answers a poll within that). Not capped: 1,000
  * clients sharing 2 cores need over 60 s of CPU for their shares and, the
  * scheduler being fair, all finish late together (bench/secagg.sh). */
-static double sa_phase_s(const coord *c) {
+double secagg_phase_s(const coord *c) {
     double s = c->cfg.deadline_s / 4;
     return s < 2 ? 2 : s;
 }
@@ -173,7 +173,7 @@ static int sa_gone(const coord *c) {
 static void sa_advance(coord *c) {
     coord_secagg *s = c->sa;
     double now = hfl_now();
-    int late = now - s->phase_at > sa_phase_s(c);
+    int late = now - s->phase_at > secagg_phase_s(c);
     if (s->phase == SA_KEYS && (s->n_keys + sa_gone(c) >= s->n || late)) {
         for (int i = 0; i < s->n; i++)
             if (!s->m[i].advertised) sa_drop(c, &s->m[i]);
@@ -558,7 +558,7 @@ int secagg_ready(coord *c, int quorum, char *why, size_t cap) {
         return 0;
     }
     if (s->phase != SA_UNMASK) return hfl_errf(why, "secure aggregation: the round has no sum to give");
-    if (s->n_unmasked < s->n_input && hfl_now() - s->phase_at <= sa_phase_s(c)) return 0;
+    if (s->n_unmasked < s->n_input && hfl_now() - s->phase_at <= secagg_phase_s(c)) return 0;
     double t0 = hfl_now();
     s->phase_s[SA_UNMASK] = t0 - s->phase_at;
     s->phase = SA_DONE;
