@@ -32,9 +32,12 @@
  *    and the optimum (found by trying every order with first fit, which
  *    reaches it: placing an optimal layout's buffers by offset never puts one
  *    higher) on small tables built so that the largest-first greedy alone
- *    leaves a gap, and 300 random tables; a table of the most buffers a plan
- *    holds places within the search's work budget (milliseconds, where an
- *    unbounded search takes seconds).
+ *    leaves a gap, and 300 random tables; three tables packed into their
+ *    lower bound (the most aligned bytes alive at one op) only with the
+ *    order by first op, the search's strict improvement and best fit among
+ *    the greedy starts; a table of the most buffers a plan holds places
+ *    within the search's work budget (milliseconds, where an unbounded
+ *    search takes seconds).
  * 9. A 2-block GPT under sqrt: saved activations per forward op with the
  *    lifetimes worked out by hand (a dropped block's forward copy one op,
  *    its recompute copy until its backward), per-position labels, and
