@@ -17,10 +17,21 @@
  *    where many labels tie on recompute. At the budget an eighth of the way
  *    from its least peak (1240) to storing everything (2453), brute force's
  *    answer is recompute 8 at peak 1312; a staircase search that skips a
- *    step drops the label leading there and returns recompute 8 at 1331. */
+ *    step drops the label leading there and returns recompute 8 at 1331.
+ * 4. The last layer is checked like the others (cost, grad_in_place, the
+ *    byte accounting), and the grad_in_place refusal names the layer's own
+ *    output and input bytes.
+ * 5. On a heap whose fresh blocks are filled with a known pattern (glibc's
+ *    M_PERTURB; an ASan build fills them too), `optimal` still matches brute
+ *    force: a read of a label the DP never wrote (past a frontier's end)
+ *    takes the pattern, a negative cost, as an upper bound on the recompute,
+ *    and the exact pass then keeps no schedule at all. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "plan/checkpoint.h"
 #include "tests/check.h"
@@ -123,9 +134,51 @@ static void test_frontiers(int chains) {
 
 static void case_frontiers(void) { test_frontiers(60); }
 
+static void test_last_layer(void) {
+    char err[HFL_ERR_LEN] = "";
+    hfl_ckpt_layer L[3] = {lay(1, 7, 0, 1, 0), lay(1, 9, 0, 1, 0), lay(1, 11, 0, 1, 0)};
+    hfl_ckpt_chain ch = {.n = 3, .in_bytes = 5, .layers = L};
+    CHECK_MSG(hfl_ckpt_chain_check(&ch, err) == 0, "%s", err);
+    L[2].cost = 0.0;
+    CHECK_MSG(hfl_ckpt_chain_check(&ch, err) == -1 &&
+                  !strcmp(err, "checkpoint chain: layer 3 has cost 0 (must be finite and > 0)"), "%s", err);
+    L[2].cost = HUGE_VAL;
+    CHECK_MSG(hfl_ckpt_chain_check(&ch, err) == -1 && strstr(err, "layer 3 has cost inf"), "%s", err);
+    L[2].cost = 1.0;
+    L[2].grad_in_place = 1; /* a_3 is 11 bytes, a_2 9 */
+    CHECK_MSG(hfl_ckpt_chain_check(&ch, err) == -1 && strstr(err, "layer 3 has grad_in_place"), "%s", err);
+    L[2].grad_in_place = 0;
+    /* total = 5 + 7 + 9 + m_3 fits, but not two gradients of m_3 on top */
+    L[2].out_bytes = SIZE_MAX / 3 + 1;
+    CHECK_MSG(hfl_ckpt_chain_check(&ch, err) == -1 && strstr(err, "too large to account"), "%s", err);
+    L[2].out_bytes = SIZE_MAX - 20; /* total 21 + m_3 overflows */
+    CHECK_MSG(hfl_ckpt_chain_check(&ch, err) == -1 && strstr(err, "overflow at layer 3"), "%s", err);
+    L[2].out_bytes = 11;
+    /* the message names layer 2's output (9) and its input a_1 (7) */
+    L[1].grad_in_place = 1;
+    CHECK_MSG(hfl_ckpt_chain_check(&ch, err) == -1 &&
+                  !strcmp(err, "checkpoint chain: layer 2 has grad_in_place but 9 output bytes for 7 input bytes"),
+              "%s", err);
+}
+
+/* test_frontiers again (the trap and 8 more chains), with fresh heap blocks
+ * filled by 0xbe bytes (M_PERTURB 0x41 fills them with its complement):
+ * 0xbebebebebebebebe is the double -1.6e-6, a cost no schedule has. */
+static void test_fresh_heap(void) {
+#ifdef __GLIBC__
+    mallopt(M_PERTURB, 0x41); /* ASan's mallopt does nothing: it fills fresh blocks with 0xbe itself */
+#endif
+    test_frontiers(8);
+#ifdef __GLIBC__
+    mallopt(M_PERTURB, 0);
+#endif
+}
+
 static const check_case cases[] = {
     {"names", test_names},
     {"frontiers", case_frontiers},
+    {"last_layer", test_last_layer},
+    {"fresh_heap", test_fresh_heap},
 };
 
 int main(int argc, char **argv) {

@@ -32,9 +32,12 @@
  *    and the optimum (found by trying every order with first fit, which
  *    reaches it: placing an optimal layout's buffers by offset never puts one
  *    higher) on small tables built so that the largest-first greedy alone
- *    leaves a gap, and 300 random tables; a table of the most buffers a plan
- *    holds places within the search's work budget (milliseconds, where an
- *    unbounded search takes seconds).
+ *    leaves a gap, and 300 random tables; three tables packed into their
+ *    lower bound (the most aligned bytes alive at one op) only with the
+ *    order by first op, the search's strict improvement and best fit among
+ *    the greedy starts; a table of the most buffers a plan holds places
+ *    within the search's work budget (milliseconds, where an unbounded
+ *    search takes seconds).
  * 9. A 2-block GPT under sqrt: saved activations per forward op with the
  *    lifetimes worked out by hand (a dropped block's forward copy one op,
  *    its recompute copy until its backward), per-position labels, and
@@ -442,6 +445,18 @@ static size_t optimum(const buf_spec *b, int n) {
     return best_end;
 }
 
+/* The most aligned bytes alive at one op: a lower bound on any arena. */
+static size_t live_bound(const buf_spec *b, int n, int n_ops) {
+    size_t most = 0;
+    for (int o = 0; o < n_ops; o++) {
+        size_t live = 0;
+        for (int i = 0; i < n; i++)
+            if (b[i].first <= o && o <= b[i].last) live += up64(b[i].bytes);
+        if (live > most) most = live;
+    }
+    return most;
+}
+
 static void test_place(void) {
     hfl_plan *p = hfl_malloc(sizeof *p);
     /* b0 and b2 overlap every buffer: at the bottom in table order; b1 [0,1]
@@ -484,6 +499,33 @@ static void test_place(void) {
         size_t opt = optimum(hard[t].b, hard[t].n);
         CHECK_MSG(p->arena_bytes == opt, "hard table %zu: arena %zu, the optimum is %zu", t, p->arena_bytes, opt);
     }
+    /* Tables (random finds) that the placer packs into their lower bound,
+     * the most aligned bytes alive at one op (live_bound: no arena is
+     * smaller, so this is the optimum), each only through one more part of
+     * it: the order by first op (placed latest-first, every order and fit
+     * with the search end 128 bytes over), the search's strict improvement
+     * (a search that also keeps moves to an equal arena ends 64 over), and
+     * best fit among the greedy starts (with first fit alone, 64 over). */
+    static const struct {
+        int n, n_ops;
+        size_t bound;
+        buf_spec b[9];
+    } tight[] = {
+        {6, 6, 512, {{320, 1, 1}, {192, 0, 2}, {256, 4, 5}, {128, 2, 3}, {192, 2, 4}, {128, 3, 3}}},
+        {7, 9, 1344, {{320, 1, 7}, {448, 1, 4}, {256, 4, 5}, {384, 0, 2}, {320, 5, 7}, {320, 6, 6}, {320, 4, 7}}},
+        {9, 7, 896,
+         {{128, 3, 4}, {320, 6, 6}, {256, 2, 4}, {512, 0, 0}, {192, 1, 2}, {384, 2, 3}, {192, 4, 5}, {128, 3, 6},
+          {448, 5, 6}}},
+    };
+    for (size_t t = 0; t < sizeof tight / sizeof tight[0]; t++) {
+        table(p, tight[t].b, tight[t].n, tight[t].n_ops);
+        hfl_plan_place(p);
+        check_valid(p);
+        size_t bound = live_bound(tight[t].b, tight[t].n, tight[t].n_ops);
+        CHECK_MSG(bound == tight[t].bound && p->arena_bytes == bound, "tight table %zu: arena %zu, bound %zu", t,
+                  p->arena_bytes, bound);
+    }
+
     /* 300 random tables of 5 to 7 buffers over 6 to 10 ops (xorshift, fixed
      * seed): every placement valid and, as on every such table tried when
      * this test was written, optimal. A miss is a loss of placement quality
