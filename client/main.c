@@ -325,8 +325,9 @@ static int declines(const client_options *o, const client_state *s, const client
     return u / 4294967296.0 < o->dropout;
 }
 
-/* Tells the coordinator we sit this round out (it stops waiting for us). */
-static int send_decline(client_session *ss, int round, char *err) {
+/* Tells the coordinator we sit this round out (it stops waiting for us and
+ * does not hand us its task again); `why` ends the progress line. */
+static int send_decline(client_session *ss, int round, const char *why, char *err) {
     hfl_decline_msg d = {.round = round, .declined = 1};
     cJSON *meta = client_request_meta(ss->s, &hfl_wire_decline, &d);
     hfl_msg rep;
@@ -334,7 +335,7 @@ static int send_decline(client_session *ss, int round, char *err) {
     int rc = client_request(ss, HFL_MSG_UPDATE, meta, NULL, 0, &rep, &raw, err);
     cJSON_Delete(meta);
     if (rc != 0) return -1;
-    if (!ss->o->quiet) printf("%s: round %d declined (--dropout)\n", ss->o->name, round);
+    if (!ss->o->quiet) printf("%s: round %d declined (%s)\n", ss->o->name, round, why);
     hfl_msg_free(&rep);
     nng_msg_free(raw);
     return 0;
@@ -362,8 +363,10 @@ static void pace(const client_options *o, const client_task *task, double sim) {
 /* TRAINING under secure aggregation (client/secagg.c): keys and shares,
  * training, the ring vector as the update (SENDING), the unmask shares. A
  * round the coordinator tells us to skip, or whose protocol fails on our
- * side, is left (said on stderr); only a coordinator gone for good ends the
- * client. */
+ * side, is left (said on stderr); one that fails on our side before our
+ * input went is declined, so the coordinator neither waits for us nor
+ * hands us the task again (we would download it and post fresh keys only to
+ * be told to skip). Only a coordinator gone for good ends the client. */
 static int do_secagg_task(client_session *ss, const client_task *task, float *weights, int version, char *err) {
     const client_options *o = ss->o;
     client_state *s = ss->s;
@@ -389,12 +392,13 @@ static int do_secagg_task(client_session *ss, const client_task *task, float *we
         t_pay = hfl_now() - t1;
     }
     free(upd);
-    int sent = 0;
+    int sent = 0, input_sent = 0;
     if (rc == 0) {
         free(p->bytes);
         *p = (client_pending){.round = task->round, .version = version, .loss = loss, .seconds = secs, .bytes = ring,
                               .len = rlen};
         sent = send_update(ss, "ring", err);
+        input_sent = sent == 0;
         free(p->bytes);
         *p = (client_pending){0}; /* a masked input is this round's keys' alone: never sent again */
         double t2 = hfl_now();
@@ -408,6 +412,8 @@ static int do_secagg_task(client_session *ss, const client_task *task, float *we
     if (sent < 0) return -1;
     if (rc == 1) fprintf(stderr, "%s: round %d: %s\n", o->name, task->round, why);
     else if (rc < 0) fprintf(stderr, "%s: round %d: %s\n", o->name, task->round, e);
+    if (rc < 0 && !input_sent && send_decline(ss, task->round, "secure aggregation failed on our side", e) != 0)
+        fprintf(stderr, "%s: %s\n", o->name, e);
     return 0;
 }
 
@@ -438,7 +444,7 @@ static int do_task(client_session *ss, const client_task *task, float *weights, 
     client_pending *p = &s->pending;
     if (declines(o, s, task)) {
         char e[HFL_ERR_LEN];
-        if (send_decline(ss, task->round, e) != 0) fprintf(stderr, "%s: %s\n", o->name, e);
+        if (send_decline(ss, task->round, "--dropout", e) != 0) fprintf(stderr, "%s: %s\n", o->name, e);
         else if (s->metrics) client_metrics_sent(s, 0, 0, 1);
         return 0;
     }

@@ -16,8 +16,9 @@
  * next pull brings the next one.
  *
  * HFL_TEST_SECAGG_KILL=STEP:ROUND:NAME[,NAME...] kills the named clients
- * (SIGKILL) right after STEP of ROUND: "shares" (in the clear: after setup,
- * the same point before any input) or "input": the dropout tests. */
+ * (SIGKILL) right after STEP of ROUND: "keys", "shares" (in the clear:
+ * after setup, the same point before any input) or "input": the dropout
+ * tests. */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -145,6 +146,7 @@ static int sa_keys(client_session *ss, client_secagg *sa, double until, char *wh
     }
     if (rc == 0) rc = sa_post(ss, "keys", sa->round, &hfl_wire_secagg_keys, k, until, why, err);
     free(k);
+    if (rc == 0) sa_test_kill("keys", sa->round, s->auth.self ? hfl_identity_name(s->auth.self) : "");
     return rc;
 }
 

@@ -20,7 +20,11 @@
 #              i.e. the 8 survivors' sum computed in the clear; 2 killed after
 #              their masked input and before unmasking: the round holds all
 #              10 inputs, the clear run's model without kills.
-#   too-many   6 of 10 killed after sharing: fewer inputs than the threshold,
+#   too-many   5 of 10 killed after posting their keys: each survivor missing
+#              one of the other four as a neighbour gets 3 shares, under the
+#              threshold of 5, and leaves the round with a decline (it does
+#              not take the task again and post fresh keys: no "keys already
+#              taken" in any client's log); fewer inputs than the threshold,
 #              the round fails with one line naming secure aggregation and the
 #              model stays the initial one.
 #   refusals   what cannot work is refused at start with one line: robust
@@ -140,9 +144,9 @@ PY
   ;;
 too-many)
   variant m10 true
-  run "$tmp/m10.json" m-six "shares:1:client-1,client-2,client-4,client-6,client-8,client-9"
+  run "$tmp/m10.json" m-six "keys:1:client-1,client-2,client-4,client-6,client-8"
   python3 - "$tmp" <<'PY'
-import json, sys
+import glob, json, sys
 tmp = sys.argv[1]
 r = json.load(open(f"{tmp}/m-six/report.json"))
 rd = r["rounds"][0]
@@ -160,6 +164,15 @@ ev = [json.loads(l) for l in open(f"{tmp}/m-six/events.jsonl")]
 check(sum("round 1 failed: secure aggregation:" in l for l in log) == 1, "the coordinator's output says why, in one line")
 check(any(e.get("event") == "round" and e.get("reason", "").startswith("secure aggregation:") for e in ev),
       "the event log says why")
+killed = {"client-1", "client-2", "client-4", "client-6", "client-8"}
+st = {p["name"]: p["status"] for p in rd["participants"]}
+check(all(st[n] == "dropped" for n in killed), f"the killed are dropped: {st}")
+left = [n for n in st if n not in killed and st[n] == "declined"]
+check(len(left) >= 1 and all(st[n] in ("declined", "ok") for n in st if n not in killed),
+      f"survivors with too few shares left with a decline: {sorted(left)}")
+logs = "".join(open(f).read() for f in glob.glob(f"{tmp}/m-six/client-*.log"))
+check("keys already taken" not in logs and logs.count("failed on our side") == len(left),
+      "no survivor took the task again to post fresh keys")
 sys.exit(1 if fails else 0)
 PY
   ;;
