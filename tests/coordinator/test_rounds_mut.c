@@ -34,7 +34,13 @@
  *     clients gone (left or told to skip); no client to draw; when a round
  *     opens; the robust rules (median kept 3, Krum without enough updates
  *     fails the round).
- *  7. Requests leave nothing allocated (mallinfo2 over 200 of each). */
+ *  7. Requests leave nothing allocated (mallinfo2 over 200 of each).
+ *  8. Against the campaign after the redesign: registry_has_room and a
+ *     cap of one session; the resend cap's message and event; a decline's
+ *     ack; central DP noise's deviation (the sum's scale widened for it);
+ *     the DP budget ending the run before a round; --client-clip's ring in
+ *     the task and its exact sum; the tick signal for a fold and a fresh
+ *     update under --async. */
 #include <errno.h>
 #include <malloc.h>
 #include <math.h>
