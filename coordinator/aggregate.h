@@ -27,7 +27,8 @@
  * weighted element: with clipping, |w * c * v_i| <= w * clip <= clip (a
  * weight is a sample share, at most 1, and |v_i| <= ||v||); without it the
  * caller passes a value bound and add() refuses an update with a larger
- * element. S = 50 - ceil(log2 B) keeps every weighted element below 2^50,
+ * element. S = 50 - e with B < 2^e <= 2B (frexp's e: ceil(log2 B), one
+ * more when B is a power of two) keeps every weighted element below 2^50,
  * where it is rounded by the exact add-and-subtract trick (agg_hd.h), and
  * shares summing to at most 1 keep every partial sum within 2^50 too (a
  * caller's shares may even sum to 8000 before an int64 could overflow). The

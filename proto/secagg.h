@@ -9,7 +9,8 @@
  * by the share w its task announces (the sample share rounds.c would have
  * given it) and rounds every element to a multiple of 2^-S with
  * kernels/agg_hd.h's hfl_agg_round_fixed, exactly as the aggregator does
- * (S = F - ceil(log2 C): the resolution is 2^-F of the clip's power of two,
+ * (S = F - e with C < 2^e <= 2C, frexp's e: ceil(log2 C), one more when C
+ * is a power of two; the resolution is 2^-F of the clip's power of two,
  * --fixed-bits F, default 24). One more element carries 1 when its norm was
  * at most C (the adaptive clip's count, and the report's clipped count), in
  * units of 2^-8. Elements live in Z / 2^b, packed b bits each. The bound:

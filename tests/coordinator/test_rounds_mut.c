@@ -34,17 +34,28 @@
  *     clients gone (left or told to skip); no client to draw; when a round
  *     opens; the robust rules (median kept 3, Krum without enough updates
  *     fails the round).
- *  7. Requests leave nothing allocated (mallinfo2 over 200 of each). */
+ *  7. Requests leave nothing allocated (mallinfo2 over 200 of each).
+ *  8. Against the campaign after the redesign: registry_has_room and a
+ *     cap of one session; the resend cap's message and event; a decline's
+ *     ack; central DP noise's deviation (the sum's scale widened for it);
+ *     the DP budget ending the run before a round; --client-clip's ring in
+ *     the task and its exact sum; the tick signal for a fold and a fresh
+ *     update under --async. */
+#include <errno.h>
 #include <malloc.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <mbedtls/sha256.h>
 
 #include "kernels/philox.h"
+#include "proto/secagg.h"
+#include "proto/secagg_crypto.h"
 #include "tests/coordinator/rounds_harness.h"
 
 static void sha_hex(char hex[65]) {
@@ -1286,6 +1297,318 @@ static void test_robust(void) {
     teardown();
 }
 
+/* registry.c's second set of survivors (docs/testing.md): --max-sessions 1
+ * is a cap of one; registry_has_room (asked before a hello's challenge is
+ * issued) says yes to a known name, the first included, when the registry
+ * is full, yes while there is room even if no session is idle, and yes when
+ * full with an idle one to evict; a revoked first client is refused again;
+ * a leave prints its line when not --quiet; the report names the round a
+ * benched client comes back in, only while it is still ahead. */
+static void test_registry_room(void) {
+    char err[HFL_ERR_LEN] = "";
+    setup(1, 1, 60, 1);
+    c.cfg.max_sessions = 1, c.cfg.session_ttl_s = 1e9;
+    CHECK(hello("s0", 10) == 0);
+    CHECK(hello_full("s1", 10, 1, NULL, err) == -1 && strstr(err, "registry full: 1 sessions") && c.n_clients == 1);
+    teardown();
+
+    setup(1, 1, 60, 1);
+    c.cfg.max_sessions = 2, c.cfg.session_ttl_s = 1e9; /* none ever idle enough */
+    int a = hello("a", 10);
+    CHECK_MSG(registry_has_room(&c, "new"), "room for 1 of 2, none idle: no room"); /* room, nothing to evict */
+    hello("b", 10);
+    CHECK(!registry_has_room(&c, "new"));
+    CHECK_MSG(registry_has_room(&c, "a") && registry_has_room(&c, "b"), "full: a known name has no room");
+    c.clients[a].last_seen = hfl_now() - 2e9; /* idle past --session-ttl: evictable */
+    CHECK_MSG(registry_has_room(&c, "new"), "full with an idle session: no room");
+    /* the first client revoked says hello again: refused */
+    c.clients[a].last_seen = hfl_now();
+    c.clients[a].revoked = 1;
+    CHECK_MSG(hello_full("a", 10, 1, NULL, err) == -1 && strstr(err, "certificate of 'a' is revoked"),
+              "revoked client 0's hello: %s", err);
+    c.clients[a].revoked = 0;
+
+    /* a leave's line on stdout, without --quiet */
+    c.cfg.quiet = 0;
+    fflush(stdout);
+    int saved = dup(1);
+    FILE *out = tmpfile();
+    REQUIRE(saved >= 0 && out && dup2(fileno(out), 1) == 1);
+    cJSON *m = cJSON_Parse("{\"error\": \"out of memory\"}");
+    int rc = registry_leave(&c, 1, m, err);
+    cJSON_Delete(m);
+    fflush(stdout);
+    REQUIRE(dup2(saved, 1) == 1);
+    close(saved);
+    char line[256] = "";
+    rewind(out);
+    if (!fgets(line, sizeof line, out)) line[0] = 0;
+    fclose(out);
+    c.cfg.quiet = 1;
+    CHECK_MSG(rc == 0 && !strcmp(line, "coordinator: b left: out of memory\n"), "stdout '%s'", line);
+
+    /* benched until round 3, seen at round 1 (named) and at round 3 (back: not named) */
+    c.clients[a].benched_until = 3, c.r.round = 1;
+    cJSON *rep = registry_report(&c);
+    CHECK_MSG(num(cJSON_GetArrayItem(rep, a), "benched_until_round") == 3, "benched_until_round %g",
+              num(cJSON_GetArrayItem(rep, a), "benched_until_round"));
+    CHECK(!cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(rep, 1), "benched_until_round"));
+    cJSON_Delete(rep);
+    c.r.round = 3;
+    rep = registry_report(&c);
+    CHECK(!cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(rep, a), "benched_until_round"));
+    cJSON_Delete(rep);
+    teardown();
+}
+
+/* The resend cap (COORD_MAX_RESENDS = 1): a pull, one re-download, and the
+ * next re-download is refused with skip_round, its message naming the round,
+ * the client and the 2 times sent, and a resend_capped event. */
+static void test_resend_capped(void) {
+    setup(1, 1, 60, 1);
+    int a = hello("a", 100);
+    rounds_tick(&c);
+    REQUIRE(c.r.open && c.r.slot[a].selected);
+    pull(a, HFL_MSG_TASK);
+    size_t len;
+    uint8_t *rep = rounds_pull_again(&c, a, -1, &len); /* the one re-download */
+    cJSON_Delete(reply_meta(rep, len, HFL_MSG_TASK));
+    rep = rounds_pull_again(&c, a, -1, &len);
+    cJSON *m = reply_meta(rep, len, HFL_MSG_ERROR);
+    const char *e = str(m, "error");
+    CHECK_MSG(e && !strcmp(e, "round 1's task was sent to client 0 2 times already (skip the round)"), "error '%s'",
+              e ? e : "(none)");
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "skip_round")) && c.r.slot[a].refused == SLOT_REFUSED &&
+          c.r.n_refused == 1);
+    cJSON_Delete(m);
+    cJSON *ev = events("resend_capped");
+    CHECK_MSG(cJSON_GetArraySize(ev) == 1 && num(cJSON_GetArrayItem(ev, 0), "round") == 1 &&
+                  num(cJSON_GetArrayItem(ev, 0), "client") == a,
+              "%d resend_capped events", cJSON_GetArraySize(ev));
+    cJSON_Delete(ev);
+    teardown();
+}
+
+/* What an answer leaves behind: a decline's ack says nothing of a missed
+ * deadline (it was not simulated late); an update's measured peak of one
+ * byte is a peak, kept with its prediction and logged in its event; an accepted update's learning
+ * rates are its participant's in the round log. */
+static void test_update_records(void) {
+    setup(3, 2, 60, 1);
+    int a = hello("a", 100), b = hello("b", 100), d = hello("d", 100);
+    rounds_tick(&c);
+    REQUIRE(c.r.open && c.r.n_selected == 3);
+    pull(a, HFL_MSG_TASK), pull(b, HFL_MSG_TASK), pull(d, HFL_MSG_TASK);
+    cJSON *ack = send(a, 1, 100, 0.5, 1.0f, "fp32", "{\"declined\": true}", 100, HFL_MSG_ACK);
+    CHECK_MSG(ack && num(ack, "round") == 1 && !cJSON_GetObjectItemCaseSensitive(ack, "missed_deadline") &&
+                  !cJSON_GetObjectItemCaseSensitive(ack, "folded_into"),
+              "a decline's ack carries missed_deadline or folded_into");
+    cJSON_Delete(ack);
+    cJSON_Delete(send(b, 1, 100, 0.5, 1.0f, "fp32", "{\"measured_peak_bytes\": 1, \"predicted_peak_bytes\": 1}", 100,
+                      HFL_MSG_ACK));
+    CHECK_MSG(c.clients[b].measured_peak == 1 && c.clients[b].predicted_peak == 1, "peaks %g, %g",
+              c.clients[b].measured_peak, c.clients[b].predicted_peak);
+    cJSON *ev = events("update"); /* and logged with its update */
+    const cJSON *u = cJSON_GetArrayItem(ev, 0);
+    CHECK_MSG(cJSON_GetArraySize(ev) == 1 && num(u, "client") == b && num(u, "measured_peak_bytes") == 1 &&
+                  num(u, "predicted_peak_bytes") == 1,
+              "the update event's peaks: %g, %g", num(u, "measured_peak_bytes"), num(u, "predicted_peak_bytes"));
+    cJSON_Delete(ev);
+    cJSON_Delete(send(d, 1, 100, 0.5, 1.0f, "fp32", "{\"lr_first\": 0.25, \"lr_last\": 0.125}", 100, HFL_MSG_ACK));
+    rounds_tick(&c);
+    REQUIRE(!c.r.open && c.rounds.n == 1);
+    const cJSON *p;
+    int seen = 0;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(last_round(), "participants")) {
+        if (num(p, "client") == d) seen += num(p, "lr_first") == 0.25 && num(p, "lr_last") == 0.125;
+        if (num(p, "client") == b) seen += !cJSON_GetObjectItemCaseSensitive(p, "lr_first");
+    }
+    CHECK_MSG(seen == 2, "participants' lr_first/lr_last: %d of 2 as expected", seen);
+    teardown();
+}
+
+/* Central DP (dp.h): one client of 100 samples, clip 1, noise multiplier 8:
+ * sigma = z w_max C = 8 x 1 x 1, and an update of zeros leaves the model
+ * at the noise itself (the FedAvg divisor is the update's weight, 1). Its
+ * 199210 values have mean 0 and standard deviation 8 (truncated at 10
+ * sigma, which changes neither visibly). The bounds: the sample mean's
+ * standard error is 8 / sqrt(199210) = 0.018, so 0.2 is 11 of them; the
+ * sample deviation's is 8 / sqrt(2 x 199210) = 0.013, so 2% (0.16) is 12 of
+ * them. A sum whose scale held only the clip (2^-49 per unit) would wrap
+ * every value past 4 in the fixed-point rounding. */
+static void test_dp_central(void) {
+    setup_config(1, 1, 60, 1, "fedavg", 1, 0);
+    c.cfg.dp_noise = 8;
+    setup_start();
+    int a = hello("a", 100);
+    rounds_tick(&c);
+    REQUIRE(c.r.open && c.r.dp_sigma == 8);
+    pull(a, HFL_MSG_TASK);
+    accept(a, 100, 0.5, 0.0f);
+    rounds_tick(&c);
+    REQUIRE(!c.r.open && c.version == 1);
+    double sum = 0, sq = 0, top = 0;
+    for (size_t i = 0; i < c.spec.n_params; i++) {
+        double x = c.global[i];
+        sum += x, sq += x * x, top = fmax(top, fabs(x));
+    }
+    double n = (double)c.spec.n_params, mean = sum / n, sd = sqrt(sq / n - mean * mean);
+    CHECK_MSG(fabs(mean) < 0.2 && fabs(sd - 8) < 0.16 && top <= 80, "noise mean %g, deviation %g (want 8), max %g",
+              mean, sd, top);
+    dp_free(&c);
+    teardown();
+}
+
+/* --dp-epsilon: a budget the first round would pass stops the run before
+ * it opens (z = 1, every client drawn, q = 1: one round costs epsilon of
+ * several units at delta 1e-5, over 0.5): the run is done, the stopped
+ * event names the budget, and a pull gets bye. */
+static void test_dp_budget_stop(void) {
+    setup_config(1, 1, 60, 1, "fedavg", 1, 0);
+    c.cfg.dp_noise = 1, c.cfg.dp_epsilon = 0.5, c.cfg.dp_delta = 1e-5;
+    setup_start();
+    int a = hello("a", 100);
+    FILE *devnull = fopen("/dev/null", "w"); /* the one-line stop goes to stderr */
+    int saved = dup(2);
+    REQUIRE(devnull && saved >= 0 && dup2(fileno(devnull), 2) == 2);
+    rounds_tick(&c);
+    fflush(stderr);
+    REQUIRE(dup2(saved, 2) == 2);
+    close(saved), fclose(devnull);
+    CHECK_MSG(c.done && !c.r.open && c.r.round == 0, "done %d, open %d, round %d", c.done, c.r.open, c.r.round);
+    cJSON *ev = events("stopped");
+    const char *why = cJSON_GetArraySize(ev) == 1 ? str(cJSON_GetArrayItem(ev, 0), "reason") : NULL;
+    const char *head = "privacy budget spent: round 1 would bring epsilon from 0 to ";
+    CHECK_MSG(why && !strncmp(why, head, strlen(head)) &&
+                  strstr(why, "over --dp-epsilon 0.5 at delta 1e-05; run stopped"),
+              "stopped: %s", why ? why : "(no one event)");
+    cJSON_Delete(ev);
+    pull(a, HFL_MSG_BYE);
+    dp_free(&c);
+    teardown();
+}
+
+/* --client-clip (secure aggregation's clear twin, secagg.h): two clients of
+ * 100 samples, clip 0.75, --fixed-bits 24. The task announces the ring:
+ * mode clear, clip 0.75, S = 24 - ceil(log2 0.75) = 24 and b = ceil(log2(2M
+ * + 1)) with M = 0.75 x 2^24 (1 + 1e-9) + 2 + 1: 2M + 1 = 25165831.03 lies
+ * between 2^24 and 2^25, so 25 bits. Each client sends its update weighted
+ * by its share (1/2) in units of 2^-24, packed 25 bits an element, and 1 in
+ * the count element (norms 2^-11 and 3 x 2^-11 times sqrt(199210), 0.22
+ * and 0.65, within the clip) in units of 2^-8: 4096 and 12288 an element
+ * sum to 2^14, so the model moves to 2^14 x 2^-24 = 2^-10 exactly; none
+ * clipped. */
+static void send_ring(int id, int64_t value, int bits) {
+    size_t n = c.spec.n_trainable + 1, len;
+    uint64_t *v = hfl_malloc(sizeof *v * n);
+    for (size_t i = 0; i + 1 < n; i++) v[i] = (uint64_t)value;
+    v[n - 1] = 1u << SECAGG_COUNT_SHIFT;
+    uint8_t *buf = hfl_calloc(hfl_ring_bytes(n, bits), 1);
+    hfl_ring_pack(v, n, bits, buf);
+    cJSON *m = cJSON_Parse("{\"round\": 1, \"samples\": 100, \"loss\": 0.5, \"codec\": \"fp32\"}");
+    uint8_t *rep = rounds_update(&c, id, m, buf, hfl_ring_bytes(n, bits), 1000, &len);
+    cJSON_Delete(m);
+    free(v), free(buf);
+    hfl_msg msg;
+    char err[HFL_ERR_LEN] = "";
+    if (rep && hfl_msg_decode(rep, len, (size_t)1 << 30, &msg, err) == 0) {
+        CHECK_MSG(msg.type == HFL_MSG_ACK, "client %d's input: %s", id, str(msg.meta, "error"));
+        hfl_msg_free(&msg);
+    }
+    free(rep);
+}
+
+static void test_secagg_clear(void) {
+    setup_config(2, 2, 60, 1, "fedavg", 0.75, 0);
+    c.cfg.secure_agg = SECAGG_CLEAR, c.cfg.fixed_bits = 24;
+    setup_start();
+    int a = hello("a", 100), b = hello("b", 100);
+    rounds_tick(&c);
+    REQUIRE(c.r.open && c.r.n_selected == 2);
+    size_t len;
+    uint8_t *rep = rounds_pull(&c, a, -1, &len);
+    cJSON *t = reply_meta(rep, len, HFL_MSG_TASK);
+    const cJSON *sa = cJSON_GetObjectItemCaseSensitive(t, "secagg");
+    CHECK_MSG(sa && !strcmp(str(sa, "mode"), "clear") && num(sa, "clip") == 0.75 && num(sa, "shift") == 24 &&
+                  num(sa, "bits") == 25,
+              "the task's secagg: %s", sa ? "mode, clip, shift or bits differ" : "absent");
+    cJSON_Delete(t);
+    pull(b, HFL_MSG_TASK);
+    send_ring(a, 4096, 25);
+    send_ring(b, 12288, 25);
+    rounds_tick(&c);
+    REQUIRE_MSG(!c.r.open && c.version == 1, "open %d, version %d", c.r.open, c.version);
+    CHECK(all_weights(0x1p-10f));
+    const cJSON *r = last_round();
+    CHECK(!strcmp(str(r, "status"), "ok") && num(r, "clients") == 2 && num(r, "clipped") == 0 &&
+          !strcmp(str(cJSON_GetObjectItemCaseSensitive(r, "secure_agg"), "mode"), "clear"));
+    secagg_free(&c);
+    teardown();
+}
+
+/* The main loop sleeps on c->tick and closes a round at once when a handler
+ * signals it (rounds.c's header). --async C = 3, K = 2, four clients: round
+ * 1 closes on two of three, the third is late; round 2 draws two, the late
+ * update folds in (1 of K: no signal needed), and the first fresh update
+ * makes 2 of K: a thread waiting on c->tick under c->lock is woken (within
+ * 5 s: a signal is instant, so only a missing one waits the time out). */
+typedef struct {
+    int ready, rc;
+} tick_waiter;
+
+static void *tick_wait(void *arg) {
+    tick_waiter *w = arg;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 5;
+    pthread_mutex_lock(&c.lock);
+    w->ready = 1;
+    w->rc = pthread_cond_timedwait(&c.tick, &c.lock, &until);
+    pthread_mutex_unlock(&c.lock);
+    return NULL;
+}
+
+/* Runs accept(id, ...) while a thread waits on c->tick; the wait's result. */
+static int accept_woke(int id, float v) {
+    tick_waiter w = {0, -1};
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, tick_wait, &w) == 0);
+    for (;;) { /* once the lock is ours with ready set, the waiter is inside the wait */
+        pthread_mutex_lock(&c.lock);
+        if (w.ready) break;
+        pthread_mutex_unlock(&c.lock);
+        hfl_sleep_ms(1);
+    }
+    accept(id, 100, 0.5, v);
+    pthread_mutex_unlock(&c.lock);
+    pthread_join(th, NULL);
+    return w.rc;
+}
+
+static void test_tick_signal(void) {
+    setup(2, 1, 60, 1);
+    c.cfg.async_concurrency = 3, c.cfg.rounds = 100;
+    pthread_cond_init(&c.tick, NULL);
+    hello("a", 100), hello("b", 100), hello("d", 100), hello("e", 100);
+    rounds_tick(&c);
+    REQUIRE(c.r.open && c.r.n_selected == 3 && c.r.n_target == 2);
+    int x = c.r.selected[0], y = c.r.selected[1], z = c.r.selected[2];
+    pull(x, HFL_MSG_TASK), pull(y, HFL_MSG_TASK), pull(z, HFL_MSG_TASK);
+    accept(x, 100, 0.5, 1.0f);
+    CHECK_MSG(accept_woke(y, 1.0f) == 0, "round 1's second of K woke nobody");
+    rounds_tick(&c);
+    rounds_tick(&c);
+    REQUIRE(c.r.open && c.r.round == 2 && c.r.n_selected == 2 && c.clients[z].late_round == 1);
+    cJSON *ack = send(z, 1, 100, 0.5, 1.0f, "fp32", NULL, 1000, HFL_MSG_ACK);
+    CHECK(num(ack, "folded_into") == 2 && c.r.n_stale == 1);
+    cJSON_Delete(ack);
+    int f = c.r.selected[0];
+    pull(f, HFL_MSG_TASK);
+    CHECK_MSG(accept_woke(f, 1.0f) == 0, "a folded and a fresh update (2 of K) woke nobody");
+    pthread_cond_destroy(&c.tick);
+    teardown();
+}
+
 /* ---------------------------------------------------------------- 7 */
 
 /* What the engine allocates for a request it frees: 200 of each leave
@@ -1346,6 +1669,13 @@ static const check_case cases[] = {
     {"capacity_work", test_capacity_work},
     {"virtual_time", test_virtual_time},
     {"robust", test_robust},
+    {"registry_room", test_registry_room},
+    {"resend_capped", test_resend_capped},
+    {"update_records", test_update_records},
+    {"dp_central", test_dp_central},
+    {"dp_budget_stop", test_dp_budget_stop},
+    {"secagg_clear", test_secagg_clear},
+    {"tick_signal", test_tick_signal},
     {"no_leak", test_no_leak},
 };
 
