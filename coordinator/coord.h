@@ -515,6 +515,7 @@ int secagg_report(const coord *c, round_secagg *x); /* 1 and the round's figures
 /* dp_round.c: client-level differential privacy in rounds (dp.h) */
 typedef struct coord_dp coord_dp;
 int dp_init(coord *c, int draw, char *err); /* nothing without --dp-noise or --dp-epsilon */
+void dp_free(coord *c); /* a process exits without it; for tests that set up DP again */
 /* The open round's noise: on the weighted sum (z_d w_max C) and on the count. */
 void dp_round_sigma(const coord *c, double *sigma, double *sigma_count);
 /* 0 with why when one more round would pass --dp-epsilon. */

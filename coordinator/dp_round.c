@@ -59,6 +59,13 @@ int dp_init(coord *c, int draw, char *err) {
     return 0;
 }
 
+void dp_free(coord *c) {
+    if (!c->dp) return;
+    hfl_csprng_free(c->dp->g);
+    free(c->dp);
+    c->dp = NULL;
+}
+
 /* The largest weight of the open round's draw: its sensitivity per unit of clip. */
 static double dp_w_max(const coord *c) {
     const coord_round *r = &c->r;
