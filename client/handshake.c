@@ -6,7 +6,6 @@
  * says hello again with that plan, so the coordinator knows what every client
  * runs before any round. The welcome also names the global model's version
  * and SHA-256, so a client that already holds those weights says so. */
-#include <mbedtls/sha256.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,10 +192,8 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
 
 int client_adopt_model(client_state *s, const client_welcome *w, int new_instance) {
     if (!s->global) return 0;
-    unsigned char d[32];
     char hex[65];
-    mbedtls_sha256_ret((const unsigned char *)s->global, s->spec.n_params * sizeof(float), d, 0);
-    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    hfl_sha256_hex(s->global, s->spec.n_params * sizeof(float), hex);
     if (w->model_version >= 0 && !strcmp(hex, w->model_sha256)) {
         s->held_version = (int)w->model_version;
         return 1;

@@ -120,8 +120,8 @@ static int load_share(const client_options *o, hfl_dataset *share, char *err) {
  * part: model.h; the rest never changes), or the ones we hold ("held", and
  * "sent" when we hold its version). The decoder validates the payload before
  * writing. 1: a "sent" task whose weights we lack, to be asked for again. */
-static int task_weights(const hfl_msg *m, const hfl_task_msg *tm, client_state *s, float *w, int *version,
-                        char *err) {
+static int task_weights(const uint8_t *payload, size_t plen, const hfl_task_msg *tm, client_state *s, float *w,
+                        int *version, char *err) {
     int64_t v = tm->version, base = tm->base_version;
     const char *kind = tm->weights;
     const hfl_codec *dc = hfl_codec_find(tm->downlink, err);
@@ -134,19 +134,104 @@ static int task_weights(const hfl_msg *m, const hfl_task_msg *tm, client_state *
         memcpy(w, s->global, n * sizeof(float));
         into = w + s->spec.train_off, n = s->spec.n_trainable;
     } else if ((!strcmp(kind, "held") || !strcmp(kind, "sent")) && base == s->held_version && base == v &&
-               m->payload_len == 0) {
+               plen == 0) {
         memcpy(w, s->global, n * sizeof(float));
         *version = (int)v;
         return 0;
-    } else if (!strcmp(kind, "sent") && m->payload_len == 0) {
+    } else if (!strcmp(kind, "sent") && plen == 0) {
         return 1; /* sent before, and we do not hold it (a lost reply, a restart): ask for it again */
     } else {
         return hfl_errf(err, "task sends '%s' weights against version %lld; we hold version %d", kind,
                         (long long)base, s->held_version);
     }
-    if (hfl_codec_decode_accumulate(dc, m->payload, m->payload_len, n, 1.0f, into, 1, err) != 0) return -1;
+    if (hfl_codec_decode_accumulate(dc, payload, plen, n, 1.0f, into, 1, err) != 0) return -1;
     *version = (int)v;
     return 0;
+}
+
+/* HFL_TEST_FETCH_CUT=K: the connection is cut once, right after the K-th
+ * chunk of a download came: the socket closed under the session, so the
+ * next fetch fails as on a lost link and is made again on a fresh one (the
+ * resume test). */
+static void fetch_test_cut(client_session *ss, int got) {
+    static int done;
+    const char *k = getenv("HFL_TEST_FETCH_CUT");
+    if (done || !k || atoi(k) != got) return;
+    done = 1;
+    fprintf(stderr, "%s: HFL_TEST_FETCH_CUT: connection dropped after %d chunks\n", ss->o->name, got);
+    nng_close(ss->sock);
+}
+
+/* One chunk at `at` into buf, checked against its digest: 0; 1 when the
+ * request failed (the connection: try again); -1 with err otherwise. */
+static int fetch_chunk(client_session *ss, const hfl_task_msg *tm, size_t at, size_t m, uint8_t *buf, char *err) {
+    hfl_fetch_msg f = {.round = tm->round, .version = tm->version, .base_version = tm->base_version,
+                       .offset = (int64_t)at};
+    cJSON *meta = client_request_meta(ss->s, &hfl_wire_fetch, &f);
+    hfl_msg rep;
+    nng_msg *raw;
+    int rc = client_request(ss, HFL_MSG_FETCH, meta, NULL, 0, &rep, &raw, err);
+    cJSON_Delete(meta);
+    if (rc != 0) return 1;
+    hfl_fetch_msg got = {0};
+    const hfl_chunk_digest *want = (const hfl_chunk_digest *)tm->chunk_sha256.v + at / (size_t)tm->chunk_bytes;
+    char hex[65];
+    if (rep.type != HFL_MSG_FETCH) {
+        rc = hfl_errf(err, "fetch at byte %zu: %s", at, client_reply_error(&rep, "unexpected reply").error);
+    } else if (hfl_wire_decode(&hfl_wire_fetch, rep.meta, &got, err) != 0 || got.offset != (int64_t)at ||
+               rep.payload_len != m) {
+        rc = hfl_errf(err, "fetch at byte %zu: the reply is not that chunk (%zu bytes at %lld)", at, rep.payload_len,
+                      (long long)got.offset);
+    } else if (hfl_sha256_hex(rep.payload, m, hex), strcmp(hex, want->sha256) != 0) {
+        rc = hfl_errf(err, "fetch at byte %zu: the chunk does not match its digest", at);
+    } else {
+        memcpy(buf + at, rep.payload, m);
+    }
+    hfl_msg_free(&rep);
+    nng_msg_free(raw);
+    return rc;
+}
+
+/* A task's weights that come by fetch (docs/protocol.md, "Chunked weights"),
+ * chunk by chunk into a buffer of payload_bytes (*plen), each chunk checked
+ * as it comes and the whole before anything is decoded. A request that
+ * fails is made again on a fresh connection, at the chunk we lack, up to
+ * CLIENT_FETCH_TRIES times in a row; a refusal (the round moved on) ends
+ * the download. NULL with err. */
+#define CLIENT_FETCH_TRIES 8
+static uint8_t *fetch_weights(client_session *ss, const hfl_task_msg *tm, size_t most, size_t *plen, char *err) {
+    size_t total = (size_t)tm->payload_bytes, chunk = (size_t)tm->chunk_bytes;
+    if (!tm->has_chunk_bytes || !tm->has_payload_sha256 || !tm->has_chunk_sha256 ||
+        (size_t)tm->chunk_sha256.n != (total + chunk - 1) / chunk || total > most) {
+        hfl_errf(err, "task: chunked weights (%zu bytes) without their chunk size and digests, or larger than "
+                 "the model's %zu", total, most);
+        return NULL;
+    }
+    uint8_t *buf = hfl_malloc(total);
+    int tries = 0, got = 0;
+    for (size_t at = 0; at < total;) {
+        size_t m = total - at < chunk ? total - at : chunk;
+        int rc = fetch_chunk(ss, tm, at, m, buf, err);
+        if (rc == 1 && ++tries < CLIENT_FETCH_TRIES) {
+            hfl_sleep_ms(50 << tries);
+            continue;
+        }
+        if (rc != 0) {
+            free(buf);
+            return NULL;
+        }
+        tries = 0, at += m;
+        fetch_test_cut(ss, ++got);
+    }
+    char hex[65];
+    hfl_sha256_hex(buf, total, hex);
+    if (strcmp(hex, tm->payload_sha256) != 0) {
+        free(buf);
+        hfl_errf(err, "task: the fetched weights do not match their digest");
+        return NULL;
+    }
+    *plen = total;
+    return buf;
 }
 
 /* A TASK's settings, range-checked by the wire's table (proto/messages.c),
@@ -488,10 +573,30 @@ static int take_task(client_session *ss, hfl_msg *rep, nng_msg *raw, int *resend
     float *wts = hfl_malloc(s->spec.n_params * sizeof(float));
     int version = -1, tw = 0;
     hfl_task_msg tm = {0};
+    uint8_t *fetched = NULL;
+    size_t flen = 0;
     int bad = hfl_wire_decode(&hfl_wire_task, rep->meta, &tm, err) != 0 ||
-              read_task(&tm, s->spec.n_trainable, ss->o->codec, &task, err) != 0 ||
-              (tw = task_weights(rep, &tm, s, wts, &version, err)) < 0;
+              read_task(&tm, s->spec.n_trainable, ss->o->codec, &task, err) != 0;
     task.received_at = hfl_now(), task.task_bytes = nng_msg_len(raw);
+    if (!bad && tm.has_payload_bytes) { /* the weights come by fetch */
+        const hfl_codec *dc = hfl_codec_find(tm.downlink, err);
+        bad = !dc;
+        if (dc && !(fetched = fetch_weights(ss, &tm, hfl_codec_max_bytes(dc, s->spec.n_params, 65536), &flen, err))) {
+            /* the round moved on, or the link would not come back: not this task, then */
+            fprintf(stderr, "%s: round %d: %s; pulling again\n", ss->o->name, task.round, err);
+            hfl_wire_free(&hfl_wire_task, &tm);
+            hfl_msg_free(rep);
+            nng_msg_free(raw);
+            free(wts);
+            return 0;
+        }
+        task.task_bytes += flen;
+    }
+    if (!bad)
+        bad = (tw = task_weights(fetched ? fetched : rep->payload, fetched ? flen : rep->payload_len, &tm, s, wts,
+                                 &version, err)) < 0;
+    free(fetched);
+    hfl_wire_free(&hfl_wire_task, &tm);
     hfl_msg_free(rep);
     nng_msg_free(raw);
     if (!bad && tw == 1) { /* sent before, weights lost: once more, with them */

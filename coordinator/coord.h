@@ -82,6 +82,7 @@ typedef struct {
     char codec[32];
     char downlink[32];  /* fp32, fp16, bf16 */
     int downlink_delta; /* send deltas against the version a client holds */
+    uint64_t chunk_bytes; /* --chunk-bytes: weights larger than this come by fetch (0: never) */
     uint32_t block;
     int rounds;
     int clients_per_round; /* K: clients selected each round */
@@ -248,8 +249,16 @@ typedef struct {
     float *hist[DOWNLINK_HISTORY]; /* global model at hist_version[i] */
     int hist_version[DOWNLINK_HISTORY];
     float *scratch;
-    uint8_t *msg[DOWNLINK_HISTORY + 1]; /* this round's tasks: [0] full, [1 + slot] deltas */
-    size_t msg_len[DOWNLINK_HISTORY + 1];
+    uint64_t chunk_bytes; /* --chunk-bytes: larger weights come by fetch, in chunks of this */
+    /* this round's encoded weights: [0] full, [1 + slot] the delta from base */
+    struct downlink_payload {
+        uint8_t *bytes; /* NULL: not built this round */
+        size_t len;
+        int base;
+        char sha256[65];
+        hfl_chunk_digest *chunks; /* when len > chunk_bytes */
+        int n_chunks;
+    } pay[DOWNLINK_HISTORY + 1];
 } coord_downlink;
 
 /* Why a hello was refused, counted for the report and --metrics. */
@@ -412,18 +421,21 @@ void overdue_judge(coord *c, int next_round);           /* before next_round's d
 int overdue_benched(const coord *c, int id, int round); /* id may not be drawn in round */
 
 /* downlink.c */
-int downlink_init(coord *c, const char *codec_name, int delta, char *err);
+int downlink_init(coord *c, const char *codec_name, int delta, uint64_t chunk_bytes, char *err);
 void downlink_record(coord *c);      /* after the global model moved to a new version */
 void downlink_reset_cache(coord *c); /* at a round's start */
+void downlink_free(coord *c);        /* all of it: a process exits without it; tests set up again */
 /* How a task carries the weights: whole, as a delta from the version the
  * client holds, or not at all when it holds the current version already
  * (it trained on it, or started from the same file: hfl-client --init-model). */
 enum { DOWNLINK_FULL = 0, DOWNLINK_DELTA = 1, DOWNLINK_HELD = 2 };
 /* A TASK with the weights for a client holding have_version (*kind says
- * how); cached per base version when cacheable (the meta is then the same
- * for every client). */
-uint8_t *downlink_task(coord *c, const hfl_task_msg *task, int64_t have_version, size_t *len, int *kind,
-                       int cacheable);
+ * how), encoded once a round per base version; weights larger than
+ * cfg.chunk_bytes are left out, for the client to fetch. */
+uint8_t *downlink_task(coord *c, const hfl_task_msg *task, int64_t have_version, size_t *len, int *kind);
+/* A FETCH reply: the chunk id asks for (meta: hfl_fetch_msg) of the open
+ * round's weights, or an error reply of one line. */
+uint8_t *downlink_fetch(coord *c, int id, const cJSON *meta, size_t *len);
 /* A TASK without weights ("sent": base_version is the task's version), for
  * a client that was sent this task already. */
 uint8_t *downlink_sent(coord *c, const hfl_task_msg *task, size_t *len);

@@ -12,7 +12,12 @@
  * everyone trains on the codec's rounding of the weights, sent as usual. A
  * client that asks again for a task it was sent gets it without weights too
  * ("sent"): it holds them, or asks for a re-download (rounds.c).
- * Each round's messages are built once per base version and reused.
+ * Each round's weights are encoded once per base version and reused. Weights
+ * larger than --chunk-bytes do not ride in the task: it names their size and
+ * the digests of the whole and of each chunk, and the client fetches the
+ * chunks one by one (docs/protocol.md, "Chunked weights"), all served from
+ * the one encoded buffer, so the coordinator's memory for the weights does
+ * not grow with the clients in flight.
  * A client that takes deltas accumulates the rounding of each one; with
  * fp32 (the default) it holds exactly the coordinator's weights. A delta
  * covers the model's trainable part only (model.h: all of it, or LoRA's
@@ -37,15 +42,22 @@ void downlink_record(coord *c) {
 void downlink_reset_cache(coord *c) {
     coord_downlink *d = &c->down;
     for (int i = 0; i <= DOWNLINK_HISTORY; i++) {
-        free(d->msg[i]);
-        d->msg[i] = NULL;
-        d->msg_len[i] = 0;
+        free(d->pay[i].bytes);
+        free(d->pay[i].chunks);
+        d->pay[i] = (struct downlink_payload){0};
     }
 }
 
+void downlink_free(coord *c) {
+    coord_downlink *d = &c->down;
+    downlink_reset_cache(c);
+    for (int i = 0; i < DOWNLINK_HISTORY; i++) free(d->hist[i]), d->hist[i] = NULL;
+    free(d->scratch), d->scratch = NULL;
+}
+
 /* Encodes global (full) or global - hist[base] over the trainable part
- * (delta) into a TASK message. */
-static uint8_t *downlink_build(coord *c, const hfl_task_msg *task, int base, size_t *len) {
+ * (delta) into *p, with its digests when it will go in chunks. */
+static void downlink_build(coord *c, int base, struct downlink_payload *p) {
     coord_downlink *d = &c->down;
     size_t n = c->spec.n_params;
     const float *src = c->global;
@@ -56,16 +68,32 @@ static uint8_t *downlink_build(coord *c, const hfl_task_msg *task, int base, siz
         for (size_t i = 0; i < n; i++) d->scratch[i] = c->global[off + i] - old[off + i];
         src = d->scratch;
     }
-    uint8_t *payload = hfl_malloc(hfl_codec_max_bytes(d->codec, n, c->cfg.block));
+    p->bytes = hfl_malloc(hfl_codec_max_bytes(d->codec, n, c->cfg.block));
     hfl_rng_key key = {c->cfg.seed, (uint32_t)c->version, 0xFFFFFFFFu, 1};
-    size_t plen = hfl_codec_encode(d->codec, src, NULL, n, c->cfg.block, &key, 1, payload);
+    p->len = hfl_codec_encode(d->codec, src, NULL, n, c->cfg.block, &key, 1, p->bytes);
+    p->base = base;
+    if (!d->chunk_bytes || p->len <= d->chunk_bytes) return;
+    hfl_sha256_hex(p->bytes, p->len, p->sha256);
+    p->n_chunks = (int)((p->len + d->chunk_bytes - 1) / d->chunk_bytes);
+    p->chunks = hfl_malloc(sizeof *p->chunks * (size_t)p->n_chunks);
+    for (int i = 0; i < p->n_chunks; i++) {
+        size_t at = (size_t)i * d->chunk_bytes, m = p->len - at < d->chunk_bytes ? p->len - at : d->chunk_bytes;
+        hfl_sha256_hex(p->bytes + at, m, p->chunks[i].sha256);
+    }
+}
+
+/* The TASK for payload p: the weights in it, or their size and digests. */
+static uint8_t *downlink_message(coord *c, const hfl_task_msg *task, const struct downlink_payload *p, size_t *len) {
     hfl_task_msg t = *task;
-    snprintf(t.weights, sizeof t.weights, "%s", base >= 0 ? "delta" : "full");
-    t.base_version = base;
-    snprintf(t.downlink, sizeof t.downlink, "%s", d->codec->name);
-    uint8_t *m = hfl_wire_message(&hfl_wire_task, &t, payload, plen, len);
-    free(payload);
-    return m;
+    snprintf(t.weights, sizeof t.weights, "%s", p->base >= 0 ? "delta" : "full");
+    t.base_version = p->base;
+    snprintf(t.downlink, sizeof t.downlink, "%s", c->down.codec->name);
+    if (!p->chunks) return hfl_wire_message(&hfl_wire_task, &t, p->bytes, p->len, len);
+    t.payload_bytes = (int64_t)p->len, t.has_payload_bytes = 1;
+    t.chunk_bytes = (int64_t)c->down.chunk_bytes, t.has_chunk_bytes = 1;
+    snprintf(t.payload_sha256, sizeof t.payload_sha256, "%s", p->sha256), t.has_payload_sha256 = 1;
+    t.chunk_sha256 = (hfl_wire_list){p->chunks, p->n_chunks}, t.has_chunk_sha256 = 1;
+    return hfl_wire_message(&hfl_wire_task, &t, NULL, 0, len);
 }
 
 /* The task's settings and no weights: the client holds this version
@@ -78,8 +106,7 @@ static uint8_t *downlink_bare(coord *c, const hfl_task_msg *task, const char *we
     return hfl_wire_message(&hfl_wire_task, &t, NULL, 0, len);
 }
 
-uint8_t *downlink_task(coord *c, const hfl_task_msg *task, int64_t have_version, size_t *len, int *kind,
-                       int cacheable) {
+uint8_t *downlink_task(coord *c, const hfl_task_msg *task, int64_t have_version, size_t *len, int *kind) {
     coord_downlink *d = &c->down;
     int base = -1;
     /* fp32 only: a lossy downlink's client trains on the rounded weights, which
@@ -95,25 +122,46 @@ uint8_t *downlink_task(coord *c, const hfl_task_msg *task, int64_t have_version,
     /* cache slot 0: full; 1 + slot(base): delta from base */
     int k = base < 0 ? 0 : 1 + downlink_slot(base);
     *kind = base >= 0 ? DOWNLINK_DELTA : DOWNLINK_FULL;
-    if (!cacheable) return downlink_build(c, task, base, len);
-    if (!d->msg[k]) d->msg[k] = downlink_build(c, task, base, &d->msg_len[k]);
-    if (!d->msg[k]) return NULL;
-    uint8_t *m = hfl_malloc(d->msg_len[k]);
-    memcpy(m, d->msg[k], d->msg_len[k]);
-    *len = d->msg_len[k];
-    return m;
+    if (!d->pay[k].bytes) downlink_build(c, base, &d->pay[k]);
+    return downlink_message(c, task, &d->pay[k], len);
+}
+
+uint8_t *downlink_fetch(coord *c, int id, const cJSON *meta, size_t *len) {
+    coord_round *r = &c->r;
+    coord_downlink *d = &c->down;
+    char err[HFL_ERR_LEN], msg[HFL_ERR_LEN + 16];
+    hfl_fetch_msg f = {0};
+    c->clients[id].last_seen = hfl_now();
+    if (hfl_wire_decode(&hfl_wire_fetch, meta, &f, err) != 0) {
+        snprintf(msg, sizeof msg, "fetch: %s", err);
+        return coord_error_reply(msg, len);
+    }
+    if (!r->open || f.round != r->round || f.version != c->version)
+        return coord_error_reply("fetch: the task's weights are gone (a new round began)", len);
+    if (!r->slot[id].tasked) return coord_error_reply("fetch: no task of this round was sent to this client", len);
+    int k = f.base_version < 0 ? 0 : 1 + downlink_slot((int)f.base_version);
+    const struct downlink_payload *p = &d->pay[k];
+    if (!p->chunks || p->base != f.base_version)
+        return coord_error_reply("fetch: no chunked weights of this round against that base version", len);
+    if ((uint64_t)f.offset % d->chunk_bytes != 0 || (uint64_t)f.offset >= p->len)
+        return coord_error_reply("fetch: the offset is not the start of a chunk of the weights", len);
+    size_t n = p->len - (size_t)f.offset < d->chunk_bytes ? p->len - (size_t)f.offset : d->chunk_bytes;
+    uint8_t *out = hfl_wire_message(&hfl_wire_fetch, &f, p->bytes + f.offset, n, len);
+    if (out) r->bytes_down += *len, r->slot[id].bytes_down += (double)*len;
+    return out;
 }
 
 uint8_t *downlink_sent(coord *c, const hfl_task_msg *task, size_t *len) {
     return downlink_bare(c, task, "sent", len);
 }
 
-int downlink_init(coord *c, const char *codec_name, int delta, char *err) {
+int downlink_init(coord *c, const char *codec_name, int delta, uint64_t chunk_bytes, char *err) {
     coord_downlink *d = &c->down;
     if (strcmp(codec_name, "fp32") && strcmp(codec_name, "fp16") && strcmp(codec_name, "bf16"))
         return hfl_errf(err, "downlink codec '%s' not supported (use fp32, fp16 or bf16)", codec_name);
     if (!(d->codec = hfl_codec_find(codec_name, err))) return -1;
     d->delta = delta;
+    d->chunk_bytes = chunk_bytes;
     d->scratch = hfl_malloc(c->spec.n_params * sizeof(float));
     for (int i = 0; i < DOWNLINK_HISTORY; i++) d->hist_version[i] = -1;
     downlink_record(c);

@@ -66,7 +66,7 @@ static int coord_setup(coord *c, char *err) {
     c->global = hfl_malloc(c->spec.n_params * sizeof(float));
     hfl_model_init_params(&c->spec, c->global, c->cfg.seed);
     if (c->cfg.init_model[0] && hfl_safetensors_load(c->cfg.init_model, &c->spec, c->global, err) != 0) return -1;
-    if (downlink_init(c, c->cfg.downlink, c->cfg.downlink_delta, err) != 0) return -1;
+    if (downlink_init(c, c->cfg.downlink, c->cfg.downlink_delta, c->cfg.chunk_bytes, err) != 0) return -1;
     if (auth_init(c, c->cfg.revoked_path, err) != 0) return -1;
     if (!c->self && !c->cfg.quiet) printf("hfl-coordinator: no certificates: clients' names are taken on trust\n");
     hfl_blas_set_threads(c->cfg.threads); /* before the first GEMM */

@@ -164,6 +164,9 @@ static const hfl_option coord_rows[] = {
      .help = "how weights travel to clients: fp32, fp16, bf16 (default fp32)"},
     {"downlink-delta", NULL, HFL_OPT_FLAG, AT(downlink_delta), 0, 0, NULL,
      .help = "send the change since the version a client holds, when recent"},
+    {"chunk-bytes", "SIZE", HFL_OPT_SIZE, AT(chunk_bytes), 0, 0, "4M",
+     .help = "weights larger than this go to clients in chunks they fetch, all served\n"
+     "from one encoded copy (4K..1G, or 0: always whole; default 4M)"},
     {"rounds", "N", HFL_OPT_INT, AT(rounds), 1, 1000000, "10", .help = "rounds to run (default 10)"},
     {"clients-per-round", "K", HFL_OPT_INT, AT(clients_per_round), 1, COORD_MAX_CLIENTS, "2",
      .help = "clients selected each round (default 2)"},
@@ -381,6 +384,8 @@ int coord_options_parse(int argc, char **argv, coord_config *cfg, char *err) {
                              "--over-select or --late fold");
     if (cfg->async_concurrency > 0 && strcmp(cfg->strategy, "fedavg") != 0)
         return hfl_errf(err, "--async needs --strategy fedavg: robust rules hold one row per drawn client");
+    if (cfg->chunk_bytes && (cfg->chunk_bytes < 4096 || cfg->chunk_bytes > (1u << 30)))
+        return hfl_errf(err, "--chunk-bytes: %llu is outside 4K..1G (or 0: whole)", (unsigned long long)cfg->chunk_bytes);
     if (!cfg->tls.insecure && (!cfg->tls.ca_file || !cfg->tls.cert_file))
         return hfl_errf(err, "TLS needs --ca and --cert (or --insecure with a tcp:// URL)");
     return check_privacy(cfg, err);

@@ -66,7 +66,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <mbedtls/sha256.h>
 
 #include "coordinator/coord.h"
 #include "proto/secagg.h"
@@ -77,9 +76,7 @@
 
 /* The global model's SHA-256 (its float bytes as stored) in hex. */
 static void model_sha256(const coord *c, char hex[65]) {
-    unsigned char d[32];
-    mbedtls_sha256_ret((const unsigned char *)c->global, c->spec.n_params * sizeof(float), d, 0);
-    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    hfl_sha256_hex(c->global, c->spec.n_params * sizeof(float), hex);
 }
 
 /* Clients a synchronous round draws: K (1 + --over-select), fewer when fewer are live. */
@@ -420,7 +417,7 @@ static uint8_t *round_pull(coord *c, int id, int64_t have_version, int again, si
     hfl_task_msg task = r->task;
     if (steps > 0) task.local_steps = steps, task.has_local_steps = 1; /* capacity-aware work: its own count */
     uint8_t *m = sent && !again ? downlink_sent(c, &task, len)
-                                : downlink_task(c, &task, have_version, len, &kind, steps == 0);
+                                : downlink_task(c, &task, have_version, len, &kind);
     if (!m) return coord_error_reply("cannot encode the task", len);
     if (sent && !again) {
         r->tasks_short++;

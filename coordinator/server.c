@@ -156,9 +156,12 @@ static uint8_t *server_handle(coord_server *s, coord *c, const uint8_t *buf, siz
     case HFL_MSG_UPDATE:
     case HFL_MSG_BYE:
     case HFL_MSG_SECAGG:
+    case HFL_MSG_FETCH:
         if ((id = registry_check(c, m.meta, &reauth, err)) < 0) {
             c->rejected++;
             out = reauth ? coord_reauth_reply(err, len) : coord_error_reply(err, len);
+        } else if (m.type == HFL_MSG_FETCH) {
+            out = downlink_fetch(c, (int)id, m.meta, len);
         } else if (m.type == HFL_MSG_SECAGG) {
             out = secagg_request(c, (int)id, m.meta, n, len);
         } else if (m.type == HFL_MSG_PULL) {

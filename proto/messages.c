@@ -44,6 +44,9 @@ static const hfl_wire_field secagg_fields[] = {
 };
 static const hfl_wire_msg task_secagg = {0, "task.secagg", secagg_fields, N(secagg_fields), 0};
 
+static const hfl_wire_field digest_fields[] = {FIELD(hfl_chunk_digest, sha256, S, 0, 64)};
+static const hfl_wire_msg digest_wire = {0, "task.chunk_sha256", digest_fields, N(digest_fields), 0};
+
 static const hfl_wire_field task_fields[] = {
     FIELD(hfl_task_msg, round, I, 1, 1 << 30),
     FIELD(hfl_task_msg, version, I, 0, I32),
@@ -74,6 +77,11 @@ static const hfl_wire_field task_fields[] = {
     FIELD(hfl_task_msg, weights, S, 0, 7),
     FIELD(hfl_task_msg, base_version, I, -1, I32),
     FIELD(hfl_task_msg, downlink, S, 0, HFL_WIRE_CODEC_MAX),
+    OPTIONAL(hfl_task_msg, payload_bytes, I, 1, 1e15),
+    OPTIONAL(hfl_task_msg, chunk_bytes, I, 4096, 1 << 30),
+    OPTIONAL(hfl_task_msg, payload_sha256, S, 0, 64),
+    {"chunk_sha256", HFL_WIRE_LIST, 1, 0, 0, offsetof(hfl_task_msg, chunk_sha256), sizeof(hfl_chunk_digest),
+     offsetof(hfl_task_msg, has_chunk_sha256), &digest_wire, NULL, 0, HFL_WIRE_MAX_CHUNKS},
 };
 const hfl_wire_msg hfl_wire_task = {HFL_MSG_TASK, "task", task_fields, N(task_fields), 0};
 
@@ -287,11 +295,19 @@ static const hfl_wire_field secagg_unmask_fields[] = {
 const hfl_wire_msg hfl_wire_secagg_unmask = {HFL_MSG_SECAGG, "secagg unmask", secagg_unmask_fields,
                                              N(secagg_unmask_fields), 0};
 
+static const hfl_wire_field fetch_fields[] = {
+    FIELD(hfl_fetch_msg, round, I, 1, 1 << 30),
+    FIELD(hfl_fetch_msg, version, I, 0, I32),
+    FIELD(hfl_fetch_msg, base_version, I, -1, I32),
+    FIELD(hfl_fetch_msg, offset, I, 0, 1e15),
+};
+const hfl_wire_msg hfl_wire_fetch = {HFL_MSG_FETCH, "fetch", fetch_fields, N(fetch_fields), 0};
+
 const hfl_wire_msg *const hfl_wire_all[] = {
-    &hfl_wire_session, &hfl_wire_hello, &hfl_wire_challenge, &hfl_wire_welcome, &hfl_wire_pull, &hfl_wire_task, &task_secagg,
+    &hfl_wire_session, &hfl_wire_hello, &hfl_wire_challenge, &hfl_wire_welcome, &hfl_wire_pull, &hfl_wire_task, &task_secagg, &digest_wire,
     &hfl_wire_wait, &hfl_wire_update, &hfl_wire_decline, &hfl_wire_ack, &hfl_wire_error, &hfl_wire_bye,
     &hfl_wire_leave, &hfl_wire_secagg_step, &hfl_wire_secagg_keys, &hfl_wire_secagg_setup, &holder_wire,
     &hfl_wire_secagg_shares, &sealed_to_wire, &hfl_wire_secagg_inbox, &sealed_from_wire, &hfl_wire_secagg_unmask_list,
-    &hfl_wire_secagg_unmask, &reveal_wire,
+    &hfl_wire_secagg_unmask, &reveal_wire, &hfl_wire_fetch,
 };
 const int hfl_wire_n_all = N(hfl_wire_all);

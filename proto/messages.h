@@ -45,8 +45,18 @@ typedef struct {
     int64_t shift, bits;
 } hfl_task_secagg;
 
+/* A chunk's SHA-256, in hex (task.chunk_sha256). */
+typedef struct {
+    char sha256[65];
+} hfl_chunk_digest;
+
+#define HFL_WIRE_MAX_CHUNKS 65536 /* chunks of one task's weights: 256 GiB at 4 MiB */
+
 /* task: the reply to a pull, one round's work; the payload holds the
- * weights (see `weights`). */
+ * weights (see `weights`), or, when they are larger than the coordinator's
+ * chunk size, the weights come by fetch: payload_bytes in chunks of
+ * chunk_bytes (the last one shorter), each with its digest, and the digest
+ * of the whole. */
 typedef struct {
     int64_t round, version;
     char model[HFL_WIRE_NAME_MAX + 1];
@@ -81,7 +91,22 @@ typedef struct {
     char weights[8]; /* full, delta, held or sent */
     int64_t base_version;
     char downlink[HFL_WIRE_CODEC_MAX + 1];
+    int64_t payload_bytes;
+    int has_payload_bytes;
+    int64_t chunk_bytes;
+    int has_chunk_bytes;
+    char payload_sha256[65];
+    int has_payload_sha256;
+    hfl_wire_list chunk_sha256; /* hfl_chunk_digest, payload_bytes / chunk_bytes rounded up */
+    int has_chunk_sha256;
 } hfl_task_msg;
+
+/* fetch: a chunk of the open round's task weights, asked for by offset
+ * (a multiple of the task's chunk_bytes); the reply holds its bytes as the
+ * payload, with the same fields. */
+typedef struct {
+    int64_t round, version, base_version, offset;
+} hfl_fetch_msg;
 
 /* wait: come back after `ms`. */
 typedef struct {
@@ -287,7 +312,7 @@ typedef struct {
 extern const hfl_wire_msg hfl_wire_session, hfl_wire_pull, hfl_wire_task, hfl_wire_wait, hfl_wire_update, hfl_wire_decline,
     hfl_wire_ack, hfl_wire_error, hfl_wire_bye, hfl_wire_leave, hfl_wire_welcome, hfl_wire_hello,
     hfl_wire_challenge, hfl_wire_secagg_step, hfl_wire_secagg_keys, hfl_wire_secagg_setup, hfl_wire_secagg_shares,
-    hfl_wire_secagg_inbox, hfl_wire_secagg_unmask_list, hfl_wire_secagg_unmask;
+    hfl_wire_secagg_inbox, hfl_wire_secagg_unmask_list, hfl_wire_secagg_unmask, hfl_wire_fetch;
 /* Every table above, for tests and docs: the messages and their nested objects. */
 extern const hfl_wire_msg *const hfl_wire_all[];
 extern const int hfl_wire_n_all;

@@ -8,7 +8,10 @@
 #include "proto/msg.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+
+#include <mbedtls/sha256.h>
 
 #include "util/util.h"
 
@@ -17,12 +20,18 @@ static const char *const msg_type_names[] = {
     [HFL_MSG_TASK] = "task",   [HFL_MSG_WAIT] = "wait",       [HFL_MSG_UPDATE] = "update",
     [HFL_MSG_ACK] = "ack",     [HFL_MSG_ERROR] = "error",     [HFL_MSG_BYE] = "bye",
     [HFL_MSG_CHALLENGE] = "challenge",
-    [HFL_MSG_SECAGG] = "secagg",
+    [HFL_MSG_SECAGG] = "secagg", [HFL_MSG_FETCH] = "fetch",
 };
 
 const char *hfl_msg_type_name(int type) {
     if (type < HFL_MSG_HELLO || type > HFL_MSG_LAST) return "unknown";
     return msg_type_names[type];
+}
+
+void hfl_sha256_hex(const void *p, size_t n, char hex[65]) {
+    unsigned char d[32];
+    mbedtls_sha256_ret(p, n, d, 0);
+    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
 }
 
 static void msg_put_u32(uint8_t *p, uint32_t v) {

@@ -42,10 +42,15 @@ typedef enum {
     HFL_MSG_BYE = 9,     /* reply to pull when the run is over; or client leaving */
     HFL_MSG_CHALLENGE = 10, /* reply to a hello without proof: sign this (proto/hello.h) */
     HFL_MSG_SECAGG = 11, /* secure aggregation's steps, both ways (proto/secagg.h) */
+    HFL_MSG_FETCH = 12,  /* a chunk of a task's weights, both ways (proto/messages.h) */
 } hfl_msg_type;
-#define HFL_MSG_LAST HFL_MSG_SECAGG
+#define HFL_MSG_LAST HFL_MSG_FETCH
 
 const char *hfl_msg_type_name(int type); /* "hello", ... or "unknown" */
+
+/* The SHA-256 of n bytes at p in lowercase hex: the digests a task names
+ * for its weights and their chunks, and a model's final_model_sha256. */
+void hfl_sha256_hex(const void *p, size_t n, char hex[65]);
 
 typedef struct {
     int type;

@@ -12,7 +12,7 @@
 
 static const char *const known_keys[] = {
     "name", "model", "clients", "clients_per_round", "min_quorum", "rounds", "local_epochs", "batch",
-    "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "prepare", "downlink", "downlink_delta", "client_codecs", "client_memory", "precision", "clip_norm", "max_client_samples", "max_share", "server_opt", "strategy", "client_attacks", "over_selection", "late", "local_work", "prox_mu", "async_concurrency", "pace", "optimizer", "betas", "local_steps", "lr_schedule",
+    "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "prepare", "downlink", "downlink_delta", "chunk_bytes", "client_codecs", "client_memory", "precision", "clip_norm", "max_client_samples", "max_share", "server_opt", "strategy", "client_attacks", "over_selection", "late", "local_work", "prox_mu", "async_concurrency", "pace", "optimizer", "betas", "local_steps", "lr_schedule",
     "device", "client_devices", "profiles", "profile_library", "memory_scale", "crashes", "dropout", "slow", "compute_scale", "virtual_time",
     "secure_agg", "client_clip", "fixed_bits", "dp_noise", "dp_epsilon", "dp_delta", NULL};
 
@@ -139,6 +139,7 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
         get_num(o, "weight_decay", 0, 0, 0, 1, &sc->weight_decay, err) ||
         get_num(o, "deadline_s", 0, 0, 0.1, 1e7, &sc->deadline_s, err) ||
         get_str(o, "downlink", 0, sc->downlink, sizeof sc->downlink, err) ||
+        get_num(o, "chunk_bytes", 0, 1, 0, 1 << 30, &sc->chunk_bytes, err) ||
         get_num(o, "max_client_samples", 0, 1, 0, 100000000, &sc->max_client_samples, err) ||
         get_num(o, "max_share", 0, 0, 0.01, 1, &sc->max_share, err) ||
         get_num(o, "over_selection", 0, 0, 0, 4, &sc->over_selection, err) ||

@@ -8,7 +8,7 @@
  *   "optimizer": "sgd",        "betas": "0.9,0.999",
  *   "partition": "dirichlet:0.5", "codec": "int8",       "block": 256,
  *   "seed": 1,                 "deadline_s": 300,
- *   "downlink": "fp32",        "downlink_delta": false,
+ *   "downlink": "fp32",        "downlink_delta": false,  "chunk_bytes": 0,
  *   "client_codecs": {"client-3": "topk:0.01"},
  *   "precision": "auto",       "client_memory": {"client-0": "64M"},
  *   "device": "auto",          "client_devices": {"client-1": "cpu"},
@@ -90,6 +90,7 @@ typedef struct {
     int block;
     uint64_t seed;
     char clip_norm[32];        /* "" for the coordinator's default */
+    double chunk_bytes;        /* the coordinator's --chunk-bytes; 0: its default */
     double max_client_samples; /* 0: no cap */
     double max_share;          /* 0: the coordinator's default */
     double over_selection;     /* the coordinator's --over-select: draw K (1 + F), close at K */

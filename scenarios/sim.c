@@ -485,13 +485,15 @@ int main(int argc, char **argv) {
                      /* the first draw waits for the whole fleet: the same seed draws the same clients */
                      "--min-clients", a_n,
                      NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                     NULL, NULL, NULL, NULL,
+                     NULL, NULL, NULL, NULL, NULL, NULL,
                      NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                      NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     /* the optional ones, after the fixed ones */
     int na = 0;
     while (cargv[na]) na++;
-    char a_maxs[32], a_share[32];
+    char a_maxs[32], a_share[32], a_chunk[32];
+    snprintf(a_chunk, sizeof a_chunk, "%.0f", sc.chunk_bytes);
+    if (sc.chunk_bytes > 0) cargv[na++] = "--chunk-bytes", cargv[na++] = a_chunk;
     snprintf(a_maxs, sizeof a_maxs, "%.0f", sc.max_client_samples);
     snprintf(a_share, sizeof a_share, "%.17g", sc.max_share);
     if (sc.downlink_delta) cargv[na++] = "--downlink-delta";

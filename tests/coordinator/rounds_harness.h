@@ -55,7 +55,7 @@ static inline void setup_start(void) {
     c.test.y = hfl_calloc(16, sizeof(int32_t));
     c.log = tmpfile();
     pthread_mutex_init(&c.lock, NULL);
-    CHECK(downlink_init(&c, "fp32", 0, err) == 0);
+    CHECK(downlink_init(&c, "fp32", 0, 0, err) == 0);
     CHECK_MSG(rounds_init(&c, err) == 0, "%s", err);
 }
 
@@ -71,6 +71,7 @@ static inline void setup(int k, int quorum, double deadline, double max_share) {
 
 static inline void teardown(void) {
     hfl_trainer_free(c.eval);
+    downlink_free(&c);
     round_log_free(&c.rounds);
     cJSON_Delete(rendered_logs);
     rendered_logs = NULL;

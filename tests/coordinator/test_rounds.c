@@ -63,7 +63,7 @@ static void setup(int k, int quorum, double deadline, const char *sopt, double m
     c.test.x = hfl_calloc((size_t)16 * c.spec.in_dim, sizeof(float));
     c.test.y = hfl_calloc(16, sizeof(int32_t));
     pthread_mutex_init(&c.lock, NULL);
-    CHECK(downlink_init(&c, "fp32", 0, err) == 0);
+    CHECK(downlink_init(&c, "fp32", 0, 0, err) == 0);
     CHECK(rounds_init(&c, err) == 0);
 }
 
@@ -139,6 +139,7 @@ static const char *participant(const char *name, double *weight) {
 
 static void teardown(void) {
     hfl_trainer_free(c.eval);
+    downlink_free(&c);
     round_log_free(&c.rounds);
     hfl_agg_free(&c.agg);
     hfl_sopt_free(&c.sopt);

@@ -4,8 +4,11 @@
  * engine in this process with a tiny model (4 inputs, 2 classes, 10
  * parameters) so that small inputs can be whole, valid updates.
  *
- * Input: byte 0 picks hello (even) or update (odd); for an update, bytes 1-2
- * give the metadata's length; the rest is metadata JSON, then the payload.
+ * Input: byte 0 picks a fetch (2 mod 4), hello (other even) or update (odd);
+ * for an update, bytes 1-2 give the metadata's length; the rest is metadata
+ * JSON, then the payload. The round's weights go in chunks of 16 bytes (4 of
+ * the 52-byte task; a coordinator takes no less than 4 KiB, but the chunking
+ * does not care), so a fetch can ask for any of them.
  * Invariants:
  *   - a refused hello is -1 with a one-line error and leaves the registry as
  *     it was; an accepted one is the one identity "fuzz" with its sample
@@ -13,7 +16,10 @@
  *   - an update gets an ack or an error reply that decodes; an error leaves
  *     the round's exact sum untouched; an ack adds one received update whose
  *     weight is in (0, 1] and whose clipped contribution stays within the
- *     clip norm. The round is reset after every input. */
+ *     clip norm. The round is reset after every input;
+ *   - a fetch gets either its chunk, at a chunk's start and byte for byte the
+ *     task's weights there, or an error reply of one line; the global model
+ *     never changes. */
 #include <math.h>
 #include <string.h>
 
@@ -48,7 +54,7 @@ static void fuzz_init(void) {
     c.test.x = hfl_calloc((size_t)4 * c.spec.in_dim, sizeof(float));
     c.test.y = hfl_calloc(4, sizeof(int32_t));
     pthread_mutex_init(&c.lock, NULL);
-    FUZZ_REQUIRE(downlink_init(&c, "fp32", 0, err) == 0 && rounds_init(&c, err) == 0, "%s", err);
+    FUZZ_REQUIRE(downlink_init(&c, "fp32", 0, 16, err) == 0 && rounds_init(&c, err) == 0, "%s", err);
     cJSON *m = cJSON_CreateObject();
     cJSON_AddNumberToObject(m, "samples", 100);
     cJSON_AddObjectToObject(m, "plan");
@@ -135,10 +141,40 @@ static void fuzz_update(const uint8_t *data, size_t size) {
     free(rep);
 }
 
+static void fuzz_fetch(const uint8_t *data, size_t size) {
+    cJSON *meta = cJSON_ParseWithLength((const char *)data, size);
+    if (!cJSON_IsObject(meta)) {
+        cJSON_Delete(meta);
+        return;
+    }
+    size_t len;
+    uint8_t *rep = downlink_fetch(&c, drawn, meta, &len);
+    cJSON_Delete(meta);
+    hfl_msg m;
+    char err[HFL_ERR_LEN], why[256];
+    FUZZ_REQUIRE(rep && hfl_msg_decode(rep, len, 0, &m, err) == 0, "fetch reply does not decode: %s", err);
+    if (m.type == HFL_MSG_ERROR) {
+        FUZZ_REQUIRE(hfl_meta_str(m.meta, "error", 255, why, NULL) == 0 && !strchr(why, '\n'),
+                     "fetch refused without a one-line reason");
+    } else {
+        const struct downlink_payload *p = &c.down.pay[0];
+        int64_t at = -1;
+        FUZZ_REQUIRE(m.type == HFL_MSG_FETCH && hfl_meta_int(m.meta, "offset", 0, (int64_t)p->len - 1, &at, NULL) == 0 &&
+                         at % 16 == 0 && m.payload_len == (p->len - (size_t)at < 16 ? p->len - (size_t)at : 16) &&
+                         !memcmp(m.payload, p->bytes + at, m.payload_len),
+                     "fetch answered %s at %lld with %zu bytes", hfl_msg_type_name(m.type), (long long)at,
+                     m.payload_len);
+    }
+    for (size_t i = 0; i < c.spec.n_params; i++) FUZZ_REQUIRE(c.global[i] == 0, "a fetch changed the global model");
+    hfl_msg_free(&m);
+    free(rep);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (drawn < 0) fuzz_init();
     if (size < 1 || size > FUZZ_MAX_INPUT) return 0;
-    if (data[0] % 2 == 0) fuzz_hello(data + 1, size - 1);
+    if (data[0] % 4 == 2) fuzz_fetch(data + 1, size - 1);
+    else if (data[0] % 2 == 0) fuzz_hello(data + 1, size - 1);
     else fuzz_update(data + 1, size - 1);
     return 0;
 }
