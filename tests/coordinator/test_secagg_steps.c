@@ -33,13 +33,9 @@ static void open_masked(double deadline_s) {
     for (int i = 0; i < 4; i++) pull(ids[i], HFL_MSG_TASK);
 }
 
-/* The harness's teardown, and what an open round holds that a finished
- * run would have freed: the round's secure aggregation and the downlink. */
+/* The harness's teardown, and the open round's secure aggregation. */
 static void close_masked(void) {
     secagg_free(&c);
-    downlink_reset_cache(&c);
-    for (int i = 0; i < DOWNLINK_HISTORY; i++) free(c.down.hist[i]);
-    free(c.down.scratch);
     teardown();
 }
 
