@@ -152,7 +152,7 @@ static void fuzz_fetch(const uint8_t *data, size_t size) {
     cJSON_Delete(meta);
     hfl_msg m;
     char err[HFL_ERR_LEN], why[256];
-    FUZZ_REQUIRE(rep && hfl_msg_decode(rep, len, 0, &m, err) == 0, "fetch reply does not decode: %s", err);
+    FUZZ_REQUIRE(rep && hfl_msg_decode(rep, len, 1 << 20, &m, err) == 0, "fetch reply does not decode: %s", err);
     if (m.type == HFL_MSG_ERROR) {
         FUZZ_REQUIRE(hfl_meta_str(m.meta, "error", 255, why, NULL) == 0 && !strchr(why, '\n'),
                      "fetch refused without a one-line reason");
