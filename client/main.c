@@ -160,11 +160,24 @@ static void fetch_test_cut(client_session *ss, int got) {
     done = 1;
     fprintf(stderr, "%s: HFL_TEST_FETCH_CUT: connection dropped after %d chunks\n", ss->o->name, got);
     nng_close(ss->sock);
+    ss->open = 0;
+}
+
+/* HFL_TEST_FETCH_CORRUPT=K: the K-th chunk of the first download arrives
+ * with one byte flipped (the digest test). */
+static void fetch_test_corrupt(uint8_t *chunk, int k) {
+    static int done;
+    const char *want = getenv("HFL_TEST_FETCH_CORRUPT");
+    if (done || !want || atoi(want) != k) return;
+    done = 1;
+    chunk[0] ^= 0x40;
 }
 
 /* One chunk at `at` into buf, checked against its digest: 0; 1 when the
- * request failed (the connection: try again); -1 with err otherwise. */
-static int fetch_chunk(client_session *ss, const hfl_task_msg *tm, size_t at, size_t m, uint8_t *buf, char *err) {
+ * request failed (the connection: try again); -1 with err otherwise. k:
+ * the chunk's number in this download, from 1. */
+static int fetch_chunk(client_session *ss, const hfl_task_msg *tm, size_t at, size_t m, uint8_t *buf, int k,
+                       char *err) {
     hfl_fetch_msg f = {.round = tm->round, .version = tm->version, .base_version = tm->base_version,
                        .offset = (int64_t)at};
     cJSON *meta = client_request_meta(ss->s, &hfl_wire_fetch, &f);
@@ -182,10 +195,11 @@ static int fetch_chunk(client_session *ss, const hfl_task_msg *tm, size_t at, si
                rep.payload_len != m) {
         rc = hfl_errf(err, "fetch at byte %zu: the reply is not that chunk (%zu bytes at %lld)", at, rep.payload_len,
                       (long long)got.offset);
-    } else if (hfl_sha256_hex(rep.payload, m, hex), strcmp(hex, want->sha256) != 0) {
-        rc = hfl_errf(err, "fetch at byte %zu: the chunk does not match its digest", at);
     } else {
         memcpy(buf + at, rep.payload, m);
+        fetch_test_corrupt(buf + at, k);
+        hfl_sha256_hex(buf + at, m, hex);
+        if (strcmp(hex, want->sha256) != 0) rc = hfl_errf(err, "fetch at byte %zu: the chunk does not match its digest", at);
     }
     hfl_msg_free(&rep);
     nng_msg_free(raw);
@@ -196,13 +210,16 @@ static int fetch_chunk(client_session *ss, const hfl_task_msg *tm, size_t at, si
  * chunk by chunk into a buffer of payload_bytes (*plen), each chunk checked
  * as it comes and the whole before anything is decoded. A request that
  * fails is made again on a fresh connection, at the chunk we lack, up to
- * CLIENT_FETCH_TRIES times in a row; a refusal (the round moved on) ends
- * the download. NULL with err. */
+ * CLIENT_FETCH_TRIES times in a row; a refusal (the round moved on) or a
+ * chunk that does not match its digest ends the download. NULL with err;
+ * *malformed set when the task itself cannot be right. */
 #define CLIENT_FETCH_TRIES 8
-static uint8_t *fetch_weights(client_session *ss, const hfl_task_msg *tm, size_t most, size_t *plen, char *err) {
+static uint8_t *fetch_weights(client_session *ss, const hfl_task_msg *tm, size_t most, size_t *plen, int *malformed,
+                              char *err) {
     size_t total = (size_t)tm->payload_bytes, chunk = (size_t)tm->chunk_bytes;
     if (!tm->has_chunk_bytes || !tm->has_payload_sha256 || !tm->has_chunk_sha256 ||
         (size_t)tm->chunk_sha256.n != (total + chunk - 1) / chunk || total > most) {
+        *malformed = 1;
         hfl_errf(err, "task: chunked weights (%zu bytes) without their chunk size and digests, or larger than "
                  "the model's %zu", total, most);
         return NULL;
@@ -211,7 +228,7 @@ static uint8_t *fetch_weights(client_session *ss, const hfl_task_msg *tm, size_t
     int tries = 0, got = 0;
     for (size_t at = 0; at < total;) {
         size_t m = total - at < chunk ? total - at : chunk;
-        int rc = fetch_chunk(ss, tm, at, m, buf, err);
+        int rc = fetch_chunk(ss, tm, at, m, buf, got + 1, err);
         if (rc == 1 && ++tries < CLIENT_FETCH_TRIES) {
             hfl_sleep_ms(50 << tries);
             continue;
@@ -420,10 +437,13 @@ static int send_decline(client_session *ss, int round, const char *why, char *er
     int rc = client_request(ss, HFL_MSG_UPDATE, meta, NULL, 0, &rep, &raw, err);
     cJSON_Delete(meta);
     if (rc != 0) return -1;
-    if (!ss->o->quiet) printf("%s: round %d declined (%s)\n", ss->o->name, round, why);
+    if (rep.type != HFL_MSG_ACK)
+        rc = hfl_errf(err, "round %d's decline: %s", round, client_reply_error(&rep, "unexpected reply").error);
+    else if (!ss->o->quiet)
+        printf("%s: round %d declined (%s)\n", ss->o->name, round, why);
     hfl_msg_free(&rep);
     nng_msg_free(raw);
-    return 0;
+    return rc;
 }
 
 /* --pace F: sleeps until F x the task's simulated time (scenarios/profile.h's
@@ -580,9 +600,14 @@ static int take_task(client_session *ss, hfl_msg *rep, nng_msg *raw, int *resend
     task.received_at = hfl_now(), task.task_bytes = nng_msg_len(raw);
     if (!bad && tm.has_payload_bytes) { /* the weights come by fetch */
         const hfl_codec *dc = hfl_codec_find(tm.downlink, err);
+        int malformed = 0;
         bad = !dc;
-        if (dc && !(fetched = fetch_weights(ss, &tm, hfl_codec_max_bytes(dc, s->spec.n_params, 65536), &flen, err))) {
-            /* the round moved on, or the link would not come back: not this task, then */
+        if (dc) fetched = fetch_weights(ss, &tm, hfl_codec_max_bytes(dc, s->spec.n_params, 65536), &flen, &malformed, err);
+        bad = bad || malformed;
+        if (!bad && !fetched) {
+            /* the round moved on, a chunk was not what its digest says, or the
+             * link would not come back: not this task, then; the next pull
+             * asks for it again (or the next round's) */
             fprintf(stderr, "%s: round %d: %s; pulling again\n", ss->o->name, task.round, err);
             hfl_wire_free(&hfl_wire_task, &tm);
             hfl_msg_free(rep);

@@ -200,6 +200,7 @@ typedef struct {
     double bytes_down; /* every task message sent to it this round, short ones too */
     int downloads;     /* of them, those that carried weights (full or delta) */
     int resent;        /* re-downloads it asked for (at most COORD_MAX_RESENDS) */
+    double fetched;    /* chunk bytes it fetched (downlink.c caps them alike) */
 } coord_slot;
 
 typedef struct {

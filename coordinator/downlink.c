@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <mbedtls/sha256.h>
+
 #include "coordinator/coord.h"
 #include "util/util.h"
 
@@ -73,13 +75,21 @@ static void downlink_build(coord *c, int base, struct downlink_payload *p) {
     p->len = hfl_codec_encode(d->codec, src, NULL, n, c->cfg.block, &key, 1, p->bytes);
     p->base = base;
     if (!d->chunk_bytes || p->len <= d->chunk_bytes) return;
-    hfl_sha256_hex(p->bytes, p->len, p->sha256);
-    p->n_chunks = (int)((p->len + d->chunk_bytes - 1) / d->chunk_bytes);
+    /* one pass over the bytes: each chunk's digest, and the whole's */
+    p->n_chunks = (int)((p->len + d->chunk_bytes - 1) / d->chunk_bytes); /* <= HFL_WIRE_MAX_CHUNKS: downlink_init */
     p->chunks = hfl_malloc(sizeof *p->chunks * (size_t)p->n_chunks);
+    mbedtls_sha256_context whole;
+    mbedtls_sha256_init(&whole);
+    mbedtls_sha256_starts_ret(&whole, 0);
     for (int i = 0; i < p->n_chunks; i++) {
         size_t at = (size_t)i * d->chunk_bytes, m = p->len - at < d->chunk_bytes ? p->len - at : d->chunk_bytes;
         hfl_sha256_hex(p->bytes + at, m, p->chunks[i].sha256);
+        mbedtls_sha256_update_ret(&whole, p->bytes + at, m);
     }
+    uint8_t h[32];
+    mbedtls_sha256_finish_ret(&whole, h);
+    mbedtls_sha256_free(&whole);
+    hfl_hex(h, sizeof h, p->sha256);
 }
 
 /* The TASK for payload p: the weights in it, or their size and digests. */
@@ -146,8 +156,15 @@ uint8_t *downlink_fetch(coord *c, int id, const cJSON *meta, size_t *len) {
     if ((uint64_t)f.offset % d->chunk_bytes != 0 || (uint64_t)f.offset >= p->len)
         return coord_error_reply("fetch: the offset is not the start of a chunk of the weights", len);
     size_t n = p->len - (size_t)f.offset < d->chunk_bytes ? p->len - (size_t)f.offset : d->chunk_bytes;
+    /* as many bytes as the weights' downloads a client may ask for (rounds.c's
+     * resend cap): a fetch storm must not cost the coordinator without end */
+    if (r->slot[id].fetched + (double)n > (1.0 + COORD_MAX_RESENDS) * (double)p->len) {
+        c->rejected++;
+        return coord_skip_reply("fetch: this round's weights were fetched too often by this client (skip the round)",
+                                1, len);
+    }
     uint8_t *out = hfl_wire_message(&hfl_wire_fetch, &f, p->bytes + f.offset, n, len);
-    if (out) r->bytes_down += *len, r->slot[id].bytes_down += (double)*len;
+    if (out) r->bytes_down += *len, r->slot[id].bytes_down += (double)*len, r->slot[id].fetched += (double)n;
     return out;
 }
 
@@ -160,6 +177,11 @@ int downlink_init(coord *c, const char *codec_name, int delta, uint64_t chunk_by
     if (strcmp(codec_name, "fp32") && strcmp(codec_name, "fp16") && strcmp(codec_name, "bf16"))
         return hfl_errf(err, "downlink codec '%s' not supported (use fp32, fp16 or bf16)", codec_name);
     if (!(d->codec = hfl_codec_find(codec_name, err))) return -1;
+    size_t most = hfl_codec_max_bytes(d->codec, c->spec.n_params, c->cfg.block);
+    if (chunk_bytes && (most + chunk_bytes - 1) / chunk_bytes > HFL_WIRE_MAX_CHUNKS)
+        return hfl_errf(err, "--chunk-bytes %llu cuts the model's %zu bytes into more than %d chunks, more than a task "
+                        "can name: use at least %zu", (unsigned long long)chunk_bytes, most, HFL_WIRE_MAX_CHUNKS,
+                        (most + HFL_WIRE_MAX_CHUNKS - 1) / HFL_WIRE_MAX_CHUNKS);
     d->delta = delta;
     d->chunk_bytes = chunk_bytes;
     d->scratch = hfl_malloc(c->spec.n_params * sizeof(float));

@@ -66,7 +66,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 #include "coordinator/coord.h"
 #include "proto/secagg.h"
 #include "model/safetensors.h"

@@ -272,8 +272,7 @@ static uint8_t *sa_keys(coord *c, sa_member *m, const cJSON *meta, size_t *len) 
     if (s->phase != SA_KEYS || m->advertised)
         return sa_skip(c, m, "secure aggregation: keys already taken or their phase closed (skip the round)", len);
     hfl_secagg_keys_msg *k = hfl_calloc(1, sizeof *k);
-    if (sa_read(&hfl_wire_secagg_keys, meta, k, &reply, len) != 0) return free(k), reply;
-    reply = sa_keys_take(c, m, k, len);
+    if (sa_read(&hfl_wire_secagg_keys, meta, k, &reply, len) == 0) reply = sa_keys_take(c, m, k, len);
     free(k);
     return reply;
 }

@@ -50,7 +50,11 @@ typedef struct {
     char sha256[65];
 } hfl_chunk_digest;
 
-#define HFL_WIRE_MAX_CHUNKS 65536 /* chunks of one task's weights: 256 GiB at 4 MiB */
+/* Chunks of one task's weights: 32 GiB at 4 MiB. Each digest takes 78
+ * bytes of the task's metadata, so 8192 of them (639 KB) leave the rest of
+ * the task ample room under the 1 MiB metadata limit (msg.h). */
+#define HFL_WIRE_MAX_CHUNKS 8192
+_Static_assert(HFL_WIRE_MAX_CHUNKS * 78 + (64 << 10) < HFL_MSG_MAX_META, "a task's chunk digests fit its metadata");
 
 /* task: the reply to a pull, one round's work; the payload holds the
  * weights (see `weights`), or, when they are larger than the coordinator's

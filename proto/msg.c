@@ -31,7 +31,7 @@ const char *hfl_msg_type_name(int type) {
 void hfl_sha256_hex(const void *p, size_t n, char hex[65]) {
     unsigned char d[32];
     mbedtls_sha256_ret(p, n, d, 0);
-    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    hfl_hex(d, sizeof d, hex);
 }
 
 static void msg_put_u32(uint8_t *p, uint32_t v) {

@@ -139,7 +139,7 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
         get_num(o, "weight_decay", 0, 0, 0, 1, &sc->weight_decay, err) ||
         get_num(o, "deadline_s", 0, 0, 0.1, 1e7, &sc->deadline_s, err) ||
         get_str(o, "downlink", 0, sc->downlink, sizeof sc->downlink, err) ||
-        get_num(o, "chunk_bytes", 0, 1, 0, 1 << 30, &sc->chunk_bytes, err) ||
+        get_num(o, "chunk_bytes", 0, 1, 4096, 1 << 30, &sc->chunk_bytes, err) ||
         get_num(o, "max_client_samples", 0, 1, 0, 100000000, &sc->max_client_samples, err) ||
         get_num(o, "max_share", 0, 0, 0.01, 1, &sc->max_share, err) ||
         get_num(o, "over_selection", 0, 0, 0, 4, &sc->over_selection, err) ||

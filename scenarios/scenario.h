@@ -90,7 +90,7 @@ typedef struct {
     int block;
     uint64_t seed;
     char clip_norm[32];        /* "" for the coordinator's default */
-    double chunk_bytes;        /* the coordinator's --chunk-bytes; 0: its default */
+    double chunk_bytes;        /* the coordinator's --chunk-bytes (4096..1G); 0: absent, its default */
     double max_client_samples; /* 0: no cap */
     double max_share;          /* 0: the coordinator's default */
     double over_selection;     /* the coordinator's --over-select: draw K (1 + F), close at K */

@@ -287,3 +287,9 @@ void hfl_test_crash(const char *point, int round) {
         raise(SIGKILL);
     }
 }
+
+void hfl_hex(const uint8_t *b, size_t n, char *out) {
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) out[2 * i] = digits[b[i] >> 4], out[2 * i + 1] = digits[b[i] & 15];
+    out[2 * n] = 0;
+}

@@ -75,4 +75,7 @@ void hfl_test_crash(const char *point, int round);
 /* Directory holding the running executable (to find sibling programs). */
 int hfl_exe_dir(char *out, size_t outlen);
 
+/* n bytes as 2n lowercase hex digits and a NUL into out. */
+void hfl_hex(const uint8_t *b, size_t n, char *out);
+
 #endif

@@ -1,6 +1,6 @@
 /* test_chunks.c: a task's weights in chunks (coordinator/downlink.c,
  * docs/protocol.md "Chunked weights"), in-process on the harness's mlp
- * (797,852 bytes of fp32 weights) with a chunk of 64 KiB: 13 chunks.
+ * (796,852 bytes of fp32 weights) with a chunk of 64 KiB: 13 chunks.
  *
  * The oracle is the global model itself: the chunks fetched one by one,
  * joined and decoded by the fp32 codec, give its floats bit for bit, and
@@ -8,7 +8,10 @@
  * every client's task leaves the weights out and all are served from one
  * encoded buffer; weights that fit a chunk ride in the task as before; and
  * every fetch that is not for a chunk of the open round's task is refused
- * with one line, the model untouched. */
+ * with one line, the model untouched; a client may fetch the weights' bytes
+ * as often as it may download them (1 + COORD_MAX_RESENDS times), and a
+ * chunk size that would need more digests than a task can name is refused
+ * at start. */
 #include "tests/coordinator/rounds_harness.h"
 
 #include "proto/messages.h"
@@ -62,7 +65,7 @@ static uint8_t *fetch(int id, const char *meta_json, hfl_msg *m, char *why) {
 static void test_serve(void) {
     open_round(3, CHUNK);
     hfl_task_msg tm;
-    CHECK_MSG(pull_task(ids[0], &tm) == 0, "the task carries the weights itself");
+    CHECK_MSG(pull_task(ids[0], &tm) == 0, "the task carries no weights");
     size_t total = HFL_CODEC_HEADER_BYTES + c.spec.n_params * sizeof(float), n = (total + CHUNK - 1) / CHUNK;
     CHECK_MSG(tm.has_payload_bytes && tm.payload_bytes == (int64_t)total && tm.chunk_bytes == CHUNK &&
                   tm.has_chunk_sha256 && tm.chunk_sha256.n == (int)n && !strcmp(tm.weights, "full"),
@@ -151,6 +154,48 @@ static void test_refusals(void) {
     teardown();
 }
 
+/* Fetching the same chunks again and again: as many bytes as the weights'
+ * downloads allowed, then skip_round. */
+static void test_fetch_cap(void) {
+    open_round(1, CHUNK);
+    hfl_task_msg tm;
+    pull_task(ids[0], &tm);
+    hfl_wire_free(&hfl_wire_task, &tm);
+    size_t total = HFL_CODEC_HEADER_BYTES + c.spec.n_params * sizeof(float);
+    /* the last chunk (total mod CHUNK bytes) until the allowance runs out */
+    size_t last = (total - 1) / CHUNK * CHUNK, m = total - last;
+    size_t allowed = (size_t)((1.0 + COORD_MAX_RESENDS) * (double)total / (double)m);
+    char q[160], why[HFL_ERR_LEN] = "";
+    snprintf(q, sizeof q, "{\"round\":%d,\"version\":%d,\"base_version\":-1,\"offset\":%zu}", c.r.round, c.version,
+             last);
+    uint64_t rejected = c.rejected;
+    for (size_t i = 0; i < allowed; i++) {
+        hfl_msg msg;
+        uint8_t *rep = fetch(ids[0], q, &msg, why);
+        if (!CHECK_MSG(rep, "fetch %zu of %zu allowed: %s", i + 1, allowed, why)) break;
+        hfl_msg_free(&msg), free(rep);
+    }
+    hfl_msg msg;
+    uint8_t *rep = fetch(ids[0], q, &msg, why);
+    CHECK_MSG(!rep && strstr(why, "fetched too often") && c.rejected == rejected + 1, "the next fetch: '%s'", why);
+    if (rep) hfl_msg_free(&msg), free(rep);
+    teardown();
+}
+
+/* A chunk size that would need more digests than a task can name. */
+static void test_too_many_chunks(void) {
+    setup(1, 1, 60, 1.0); /* mlp: 796,852 bytes */
+    downlink_free(&c);
+    char err[HFL_ERR_LEN] = "";
+    size_t n = c.spec.n_params;
+    c.spec.n_params = (size_t)HFL_WIRE_MAX_CHUNKS * 1024 + 1; /* fp32: > 8192 chunks of 4 KiB; nothing allocated */
+    CHECK(downlink_init(&c, "fp32", 0, 4096, err) == -1);
+    CHECK_MSG(strstr(err, "more than 8192 chunks") && strstr(err, "use at least 4097"), "%s", err);
+    c.spec.n_params = n;
+    CHECK_MSG(downlink_init(&c, "fp32", 0, 4096, err) == 0, "%s", err); /* the mlp: 195 chunks */
+    teardown();
+}
+
 /* Weights no larger than a chunk ride in the task, as without chunking. */
 static void test_whole(void) {
     open_round(1, (uint64_t)1 << 20);
@@ -166,6 +211,8 @@ static const check_case cases[] = {
     {"serve", test_serve},
     {"refusals", test_refusals},
     {"whole", test_whole},
+    {"fetch_cap", test_fetch_cap},
+    {"too_many_chunks", test_too_many_chunks},
 };
 
 int main(int argc, char **argv) {

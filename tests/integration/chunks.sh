@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # chunks.sh: a task's weights in chunks end to end (docs/protocol.md,
 # "Chunked weights"). The quickstart cut to 3 clients and 2 rounds runs three
-# ways: whole (the mlp's 797,852 bytes fit the default 4 MiB chunk), in 64
+# ways: whole (the mlp's 796,852 bytes fit the default 4 MiB chunk), in 64
 # KiB chunks (13 a task), and in 64 KiB chunks with every client's connection
 # cut once after its 3rd chunk (HFL_TEST_FETCH_CUT=3), so its 4th fetch fails
 # and the download goes on over a fresh connection at the 4th chunk, fetching
-# none twice (the same bytes down as the uncut run). All three must end with the
-# same final_model_sha256; the chunked runs' clients must have fetched (each
-# participant's bytes_down at least the weights' size every round), and in
-# the third every client must have said it dropped the connection and dialled
-# again. Skips (77) without Fashion-MNIST. Usage: chunks.sh HFL_SIM SCENARIOS_DIR
+# none twice (the same bytes down as the uncut run); a fourth run flips a
+# byte of every client's 5th chunk of its first download
+# (HFL_TEST_FETCH_CORRUPT=5): the client refuses it by its digest, pulls the
+# task again and downloads it once more. All three must end with the
+# same final_model_sha256; in the chunked runs every participant's bytes_down
+# must be the whole run's plus at least 13 fetch replies' headers (the whole
+# run's under the weights plus 2 KiB: they rode in the task), and in the third
+# every client must have said it dropped the connection and dialled again. Skips (77) without Fashion-MNIST. Usage: chunks.sh HFL_SIM SCENARIOS_DIR
 set -euo pipefail
 sim=$1 dir=$2
 if [ ! -r /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ]; then
@@ -32,6 +35,7 @@ variant chunked 65536
 "$sim" "$tmp/whole.json" --out "$tmp/whole" --quiet
 "$sim" "$tmp/chunked.json" --out "$tmp/chunked" --quiet
 HFL_TEST_FETCH_CUT=3 "$sim" "$tmp/chunked.json" --out "$tmp/cut" --quiet
+HFL_TEST_FETCH_CORRUPT=5 "$sim" "$tmp/chunked.json" --out "$tmp/corrupt" --quiet
 python3 - "$tmp" <<'PY'
 import glob, json, sys
 tmp = sys.argv[1]
@@ -40,19 +44,26 @@ def check(ok, what):
     global fails
     print(("ok   " if ok else "FAIL ") + what)
     fails += not ok
-rep = {d: json.load(open(f"{tmp}/{d}/report.json")) for d in ("whole", "chunked", "cut")}
+rep = {d: json.load(open(f"{tmp}/{d}/report.json")) for d in ("whole", "chunked", "cut", "corrupt")}
 h = {d: r["final_model_sha256"] for d, r in rep.items()}
-check(h["whole"] == h["chunked"] == h["cut"], f"the same model whole, chunked and resumed: {h}")
+check(len(set(h.values())) == 1, f"the same model whole, chunked, resumed and re-downloaded: {h}")
 weights = 12 + 199210 * 4
+down = {d: [sorted(p["bytes_down"] for p in rd["participants"]) for rd in r["rounds"]] for d, r in rep.items()}
+check(all(len(x) == 3 and weights <= min(x) and max(x) < weights + 2048 for x in down["whole"]),
+      f"whole: the weights rode in the task: {down['whole']}")
 for d in ("chunked", "cut"):
-    for rd in rep[d]["rounds"]:
-        down = [p["bytes_down"] for p in rd["participants"]]
-        check(len(down) == 3 and min(down) >= weights, f"{d} round {rd['round']}: every client fetched the weights: {down}")
+    check(all(c >= w + 13 * 24 for x, y in zip(down[d], down["whole"]) for c, w in zip(x, y)),
+          f"{d}: every client fetched 13 chunks besides its task: {down[d]}")
 for r1, r2 in zip(rep["chunked"]["rounds"], rep["cut"]["rounds"]):
     check([p["bytes_down"] for p in r1["participants"]] == [p["bytes_down"] for p in r2["participants"]],
           f"round {r1['round']}: the resumed downloads fetched no chunk twice")
 logs = [open(f).read() for f in sorted(glob.glob(f"{tmp}/cut/client-*.log"))]
 check(len(logs) == 3 and all("connection dropped after 3 chunks" in l and "dialing the coordinator afresh" in l for l in logs),
       "every client dropped its connection mid-download and dialled again")
+logs = [open(f).read() for f in sorted(glob.glob(f"{tmp}/corrupt/client-*.log"))]
+r1 = rep["corrupt"]["rounds"][0]["participants"]
+check(len(logs) == 3 and all("the chunk does not match its digest; pulling again" in l for l in logs)
+      and all(p.get("downloads") == 2 for p in r1),
+      f"a corrupted chunk is refused and the task downloaded again: {[p.get('downloads') for p in r1]}")
 sys.exit(1 if fails else 0)
 PY
