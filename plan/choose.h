@@ -160,7 +160,8 @@ typedef struct hfl_probe hfl_probe;
 hfl_probe *hfl_probe_new(const hfl_model_spec *spec, int max_batch, int64_t data_rows);
 void hfl_probe_free(hfl_probe *p);
 /* The real peak of one step of candidate c on be, with its tail shapes: the
- * median of three measurements (plan/measure.h): on a GPU whose cost is
+ * median of three measurements (plan/measure.h; two when the first two
+ * agree, as they are then the median): on a GPU whose cost is
  * known, what the process then holds beyond it (as hfl_held_bytes; *held
  * = 1), else RSS growth or the fall of free device memory (*held = 0);
  * *process: NVML's figure for the whole process after the last one (0:
