@@ -5,7 +5,8 @@
  * its predicted peak and samples/s and whether it fits, and the one chosen
  * (plan/chooser.c) for the backend --device picked. --verify runs one real
  * training step per candidate (plan/verify.c: in a child process on the
- * CPU, in-process on a GPU) and adds the measured peak growth and the error; the
+ * CPU, in-process on a GPU; once for candidates whose plans run the same
+ * step) and adds the measured peak growth and the error; the
  * measurements are appended to <state-dir>/overhead.jsonl (plan/overhead_log.c),
  * from which the overhead outside the arena is fitted (plan/overhead.h) and
  * added to later predictions (on a GPU, what the process holds beyond its
@@ -23,6 +24,78 @@
 
 #include "client/client.h"
 #include "util/util.h"
+
+/* For each candidate, the first earlier one of the same batch, accumulation
+ * and precision whose plan runs the same step (hfl_plan_same_step: e.g.
+ * `optimal` storing everything is `none`), else -1. */
+static void plan_twins(const hfl_model_spec *spec, const hfl_backend *be, const hfl_choice *ch,
+                       unsigned opt_state, int *twin) {
+    hfl_plan *a = hfl_malloc(sizeof *a), *b = hfl_malloc(sizeof *b);
+    for (int i = 0; i < ch->n; i++) {
+        const hfl_candidate *c = &ch->rows[i];
+        twin[i] = -1;
+        if (hfl_candidate_plan(spec, be, c, opt_state, a, NULL) != 0) continue;
+        for (int j = 0; j < i && twin[i] < 0; j++) {
+            const hfl_candidate *d = &ch->rows[j];
+            if (twin[j] < 0 && d->batch == c->batch && d->accum == c->accum && d->step_batch == c->step_batch &&
+                d->precision == c->precision && hfl_candidate_plan(spec, be, d, opt_state, b, NULL) == 0 &&
+                hfl_plan_same_step(a, b))
+                twin[i] = j;
+        }
+    }
+    free(a);
+    free(b);
+}
+
+/* --verify: every candidate's measured peak into measured[] (left 0 when
+ * not measured), each recorded in the state dir. A candidate whose plan runs the
+ * same step as an earlier one's takes that measurement, which a second run
+ * would repeat to the byte (plan/verify.c). 1 with record_err when a record
+ * could not be written. */
+static int plan_verify(const client_options *o, const hfl_backend *be, const hfl_device_info *dev,
+                       const hfl_model_spec *spec, const hfl_choice *ch, unsigned opt_state,
+                       const hfl_device_cost *cost, uint64_t *measured, char *record_err) {
+    int maxb = 0, record_failed = 0;
+    for (int i = 0; i < ch->n; i++) maxb = ch->rows[i].batch > maxb ? ch->rows[i].batch : maxb;
+    int twin[HFL_CHOOSER_MAX_ROWS], held[HFL_CHOOSER_MAX_ROWS], ok[HFL_CHOOSER_MAX_ROWS];
+    uint64_t process[HFL_CHOOSER_MAX_ROWS];
+    plan_twins(spec, be, ch, opt_state, twin);
+    hfl_probe *probe = hfl_probe_new(spec, maxb, 0);
+    /* This process has not used BLAS (calibration ran in a child), so every
+     * measured step pays BLAS's first-use buffers, as a fresh client does.
+     * The first child forked from this process measures differently from
+     * the rest (seen: 270 KiB more for cnn at batch 1), so one measurement
+     * of the smallest candidate is taken and thrown away first. */
+    uint64_t ignored, ignored_process;
+    int ignored_held;
+    if (ch->n > 0)
+        hfl_probe_measure(probe, be, &ch->rows[0], opt_state, cost, &ignored, &ignored_held, &ignored_process, NULL);
+    for (int i = 0; i < ch->n; i++) {
+        const hfl_candidate *c = &ch->rows[i];
+        char e[HFL_ERR_LEN] = "";
+        int t = twin[i];
+        if (t >= 0) {
+            ok[i] = ok[t], measured[i] = measured[t], held[i] = held[t], process[i] = process[t];
+            if (!ok[i]) hfl_errf(e, "the same step as row %d, which was not measured", t + 1);
+        } else {
+            ok[i] = hfl_probe_measure(probe, be, c, opt_state, cost, &measured[i], &held[i], &process[i], e) == 0;
+        }
+        if (ok[i]) {
+            uint64_t staging = hfl_overhead_staging(be->host_memory, c->batch, spec->in_dim, spec->label_rows);
+            if (!record_failed &&
+                hfl_overhead_log_record(o->state_dir, dev->name, be, spec, c, staging, measured[i], process[i],
+                                        held[i] ? cost : NULL, record_err) != 0)
+                record_failed = 1;
+        } else if (!o->json) {
+            fprintf(stderr, "hfl-client: batch %d %s %s not measured: %s\n", c->batch,
+                    hfl_precision_name(c->precision), hfl_ckpt_name(c->ckpt), e);
+        }
+        if (!o->json) fprintf(stderr, "\rverified %d/%d", i + 1, ch->n);
+    }
+    if (!o->json) fprintf(stderr, "\n");
+    hfl_probe_free(probe);
+    return record_failed;
+}
 
 int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_device_info *dev, const char *why,
                     char *err) {
@@ -46,36 +119,8 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
     uint64_t measured[HFL_CHOOSER_MAX_ROWS] = {0};
     int record_failed = 0;
     char record_err[HFL_ERR_LEN] = "";
-    if (o->verify) {
-        int maxb = 0;
-        for (int i = 0; i < ch.n; i++) maxb = ch.rows[i].batch > maxb ? ch.rows[i].batch : maxb;
-        hfl_probe *probe = hfl_probe_new(&spec, maxb, 0);
-        /* This process has not used BLAS (calibration ran in a child), so every
-         * measured step pays BLAS's first-use buffers, as a fresh client does.
-         * The first child forked from this process measures differently from
-         * the rest (seen: 270 KiB more for cnn at batch 1), so one measurement
-         * of the smallest candidate is taken and thrown away first. */
-        uint64_t ignored, process;
-        int held;
-        if (ch.n > 0) hfl_probe_measure(probe, be, &ch.rows[0], rq.opt_state, &cost, &ignored, &held, &process, NULL);
-        for (int i = 0; i < ch.n; i++) {
-            const hfl_candidate *c = &ch.rows[i];
-            char e[HFL_ERR_LEN] = "";
-            if (hfl_probe_measure(probe, be, c, rq.opt_state, &cost, &measured[i], &held, &process, e) == 0) {
-                uint64_t staging = hfl_overhead_staging(be->host_memory, c->batch, spec.in_dim, spec.label_rows);
-                if (!record_failed &&
-                    hfl_overhead_log_record(o->state_dir, dev->name, be, &spec, c, staging, measured[i], process,
-                                            held ? &cost : NULL, record_err) != 0)
-                    record_failed = 1;
-            } else if (!o->json) {
-                fprintf(stderr, "hfl-client: batch %d %s %s not measured: %s\n", c->batch,
-                        hfl_precision_name(c->precision), hfl_ckpt_name(c->ckpt), e);
-            }
-            if (!o->json) fprintf(stderr, "\rverified %d/%d", i + 1, ch.n);
-        }
-        if (!o->json) fprintf(stderr, "\n");
-        hfl_probe_free(probe);
-    }
+    if (o->verify)
+        record_failed = plan_verify(o, be, dev, &spec, &ch, rq.opt_state, &cost, measured, record_err);
 
     if (o->json) {
         cJSON *root = cJSON_CreateObject();

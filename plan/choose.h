@@ -160,7 +160,8 @@ typedef struct hfl_probe hfl_probe;
 hfl_probe *hfl_probe_new(const hfl_model_spec *spec, int max_batch, int64_t data_rows);
 void hfl_probe_free(hfl_probe *p);
 /* The real peak of one step of candidate c on be, with its tail shapes: the
- * median of three measurements (plan/measure.h): on a GPU whose cost is
+ * median of three measurements (plan/measure.h; two when the first two
+ * agree, as they are then the median): on a GPU whose cost is
  * known, what the process then holds beyond it (as hfl_held_bytes; *held
  * = 1), else RSS growth or the fall of free device memory (*held = 0);
  * *process: NVML's figure for the whole process after the last one (0:
@@ -169,5 +170,15 @@ void hfl_probe_free(hfl_probe *p);
 int hfl_probe_measure(hfl_probe *p, const hfl_backend *be, const hfl_candidate *c,
                       unsigned opt_state, const hfl_device_cost *cost, uint64_t *measured,
                       int *held, uint64_t *process, char *err);
+/* The plan candidate c is trained with on backend be (hfl_candidate_config,
+ * the backend's device buffers, hfl_plan_make); -1 with err. */
+int hfl_candidate_plan(const hfl_model_spec *spec, const hfl_backend *be, const hfl_candidate *c,
+                       unsigned opt_state, hfl_plan *plan, char *err);
+/* 1 when plans a and b run the same step: the same arena, buffers (name,
+ * category, layer, size, lifetime, offset), ops and buffer roles, as two
+ * checkpoint kinds that reach one schedule do (`optimal` storing everything
+ * is `none`); then one measurement stands for both. Configs are not
+ * compared: the caller compares the rest (batch, precision, optimizer). */
+int hfl_plan_same_step(const hfl_plan *a, const hfl_plan *b);
 
 #endif

@@ -257,6 +257,17 @@ static void append_line(const char *path, const char *line) {
     fclose(f);
 }
 
+/* Copies the file `name` from state dir `from` into state dir `to`. */
+static void copy_state_file(const char *from, const char *to, const char *name) {
+    char src[500], dst[500], err[HFL_ERR_LEN];
+    snprintf(src, sizeof src, "%s/%s", from, name);
+    snprintf(dst, sizeof dst, "%s/%s", to, name);
+    size_t len = 0;
+    char *text = hfl_read_file(src, &len, err);
+    REQUIRE_MSG(text && hfl_write_file_atomic(dst, text, len, err) == 0, "%s", err);
+    free(text);
+}
+
 /* 8, on a cold --verify run j of mlp in state. */
 static void check_device_fields(const char *client, const char *state, const cJSON *j) {
     CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(j, "context_bytes")));
@@ -282,11 +293,12 @@ static void check_device_fields(const char *client, const char *state, const cJS
     /* a state dir with those records, one written before the keys, one of the GPU's kind */
     snprintf(fields, sizeof fields, "%s/fields-state", harness_tmpdir());
     REQUIRE_MSG(hfl_mkdirs(fields, err) == 0, "%s", err);
-    char dst[500], *copy;
+    char dst[500];
+    copy_state_file(state, fields, "overhead.jsonl");
+    /* the GEMM rates too, so the plan below reads them instead of timing them
+     * again (calibration.jsonl: rates, not overhead records) */
+    copy_state_file(state, fields, "calibration.jsonl");
     snprintf(dst, sizeof dst, "%s/overhead.jsonl", fields);
-    copy = hfl_read_file(path, NULL, err);
-    REQUIRE_MSG(copy && hfl_write_file_atomic(dst, copy, strlen(copy), err) == 0, "%s", err);
-    free(copy);
     cJSON_DeleteItemFromObjectCaseSensitive(first, "process_device_bytes");
     cJSON_DeleteItemFromObjectCaseSensitive(first, "context_bytes");
     char *old = cJSON_PrintUnformatted(first);
