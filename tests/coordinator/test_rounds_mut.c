@@ -40,7 +40,9 @@
  *     ack; central DP noise's deviation (the sum's scale widened for it);
  *     the DP budget ending the run before a round; --client-clip's ring in
  *     the task and its exact sum; the tick signal for a fold and a fresh
- *     update under --async. */
+ *     update under --async; a miss that accounts for the last drawn client
+ *     wakes it too; a late task of a client that left is given up on; the
+ *     secure sum needs the quorum at the deadline. */
 #include <errno.h>
 #include <malloc.h>
 #include <math.h>
@@ -429,6 +431,8 @@ static void test_draw(void) {
     const cJSON *o = cJSON_GetArrayItem(ev, 0);
     const cJSON *sa = cJSON_GetObjectItemCaseSensitive(o, "selected");
     CHECK(cJSON_GetArraySize(ev) == 1 && num(o, "round") == 1 && num(o, "silent") == 1 && cJSON_GetArraySize(sa) == 3);
+    CHECK_MSG(num(o, "eligible") == 5, "eligible %g, expected 5 (a b c d e: np has no plan, quiet is silent)",
+              num(o, "eligible"));
     for (int i = 0; i < 3 && i < cJSON_GetArraySize(sa); i++) CHECK(cJSON_GetArrayItem(sa, i)->valuedouble == ids[i]);
     cJSON_Delete(ev);
 
@@ -1373,6 +1377,8 @@ static void test_resend_capped(void) {
     size_t len;
     uint8_t *rep = rounds_pull_again(&c, a, -1, &len); /* the one re-download */
     cJSON_Delete(reply_meta(rep, len, HFL_MSG_TASK));
+    CHECK_MSG(c.r.tasks_resent == 1 && c.r.slot[a].resent == 1, "one re-download counted as %d (round), %d (client)",
+              (int)c.r.tasks_resent, c.r.slot[a].resent);
     rep = rounds_pull_again(&c, a, -1, &len);
     cJSON *m = reply_meta(rep, len, HFL_MSG_ERROR);
     const char *e = str(m, "error");
@@ -1609,6 +1615,100 @@ static void test_tick_signal(void) {
     teardown();
 }
 
+/* --virtual-time: two drawn, a on time, then b's update simulated past the
+ * deadline: every drawn client is accounted for (1 received + 1 missed of
+ * 2), so the waiting tick thread is woken by the miss itself. */
+static int missed_woke(int id) {
+    tick_waiter w = {0, -1};
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, tick_wait, &w) == 0);
+    for (;;) {
+        pthread_mutex_lock(&c.lock);
+        if (w.ready) break;
+        pthread_mutex_unlock(&c.lock);
+        hfl_sleep_ms(1);
+    }
+    cJSON *ack = send(id, 1, 100, 0.5, 9.0f, "fp32", "{\"sim_s\": 60.5}", 1000, HFL_MSG_ACK);
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ack, "missed_deadline")));
+    cJSON_Delete(ack);
+    pthread_mutex_unlock(&c.lock);
+    pthread_join(th, NULL);
+    return w.rc;
+}
+
+static void test_missed_signal(void) {
+    setup(2, 2, 60, 1);
+    c.cfg.virtual_time = 1;
+    pthread_cond_init(&c.tick, NULL);
+    int a = hello("a", 100), b = hello("b", 100);
+    rounds_tick(&c);
+    REQUIRE(c.r.open && c.r.n_selected == 2);
+    pull(a, HFL_MSG_TASK), pull(b, HFL_MSG_TASK);
+    cJSON_Delete(send(a, 1, 100, 0.5, 1.0f, "fp32", "{\"sim_s\": 12.5}", 1000, HFL_MSG_ACK));
+    CHECK_MSG(missed_woke(b) == 0, "the last drawn client's missed deadline (2 of 2 accounted for) woke nobody");
+    pthread_cond_destroy(&c.tick);
+    teardown();
+}
+
+/* --async C = 3, K = 2: round 1 closes on two of three and the third (z)
+ * is late; z then leaves with a one-character reason ("x": a reason is any
+ * string). rounds.c gives up on a late task held by a client that left, so
+ * when round 3 is drawn z holds no task in flight (its staleness, 2, is far
+ * under the bound of 8, so only the leave can clear it). */
+static void test_async_left(void) {
+    setup(2, 1, 60, 1);
+    c.cfg.async_concurrency = 3, c.cfg.rounds = 100;
+    hello("a", 100), hello("b", 100), hello("d", 100), hello("e", 100);
+    rounds_tick(&c);
+    REQUIRE(c.r.open && c.r.n_selected == 3 && c.r.n_target == 2);
+    int x = c.r.selected[0], y = c.r.selected[1], z = c.r.selected[2];
+    pull(x, HFL_MSG_TASK), pull(y, HFL_MSG_TASK), pull(z, HFL_MSG_TASK);
+    accept(x, 100, 0.5, 1.0f), accept(y, 100, 0.5, 1.0f);
+    rounds_tick(&c);
+    rounds_tick(&c);
+    REQUIRE(c.r.open && c.r.round == 2 && c.clients[z].late_round == 1);
+    char err[HFL_ERR_LEN] = "";
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "error", "x");
+    CHECK_MSG(registry_leave(&c, z, m, err) == 0 && !strcmp(c.clients[z].left, "x"), "leave: %s", err);
+    cJSON_Delete(m);
+    for (int i = 0; i < c.r.n_selected; i++) {
+        int s = c.r.selected[i];
+        pull(s, HFL_MSG_TASK);
+        accept(s, 100, 0.5, 1.0f);
+    }
+    rounds_tick(&c);
+    rounds_tick(&c);
+    REQUIRE_MSG(c.r.open && c.r.round == 3, "open %d, round %d", c.r.open, (int)c.r.round);
+    CHECK_MSG(c.clients[z].late_round == 0 && c.n_inflight == 0,
+              "a client that left still holds round %d's task (%d in flight)", c.clients[z].late_round, c.n_inflight);
+    teardown();
+}
+
+/* Secure aggregation (clear), K = 3, quorum 2, a 0.2 s deadline: only one
+ * input comes. At the deadline the sum needs the quorum, so the round fails
+ * with secure aggregation's reason and the model stays zero. */
+static void test_secagg_deadline(void) {
+    setup_config(3, 2, 0.2, 1, "fedavg", 0.75, 0);
+    c.cfg.secure_agg = SECAGG_CLEAR, c.cfg.fixed_bits = 24;
+    setup_start();
+    int a = hello("a", 100);
+    hello("b", 100), hello("d", 100);
+    rounds_tick(&c);
+    REQUIRE(c.r.open && c.r.n_selected == 3);
+    pull(a, HFL_MSG_TASK);
+    send_ring(a, 4096, 25);
+    hfl_sleep_ms(300);
+    rounds_tick(&c);
+    const cJSON *r = last_round();
+    const char *why = r ? str(r, "reason") : NULL;
+    CHECK_MSG(!c.r.open && c.version == 0 && all_weights(0.0f) && why &&
+                  !strcmp(why, "secure aggregation: only 1 inputs arrived (threshold 1, quorum 2), global model kept"),
+              "open %d, version %d, reason '%s'", c.r.open, c.version, why ? why : "(none)");
+    secagg_free(&c);
+    teardown();
+}
+
 /* ---------------------------------------------------------------- 7 */
 
 /* What the engine allocates for a request it frees: 200 of each leave
@@ -1676,6 +1776,9 @@ static const check_case cases[] = {
     {"dp_budget_stop", test_dp_budget_stop},
     {"secagg_clear", test_secagg_clear},
     {"tick_signal", test_tick_signal},
+    {"missed_signal", test_missed_signal},
+    {"async_left", test_async_left},
+    {"secagg_deadline", test_secagg_deadline},
     {"no_leak", test_no_leak},
 };
 
