@@ -18,7 +18,10 @@
  *    2^63 refused and -2^63 accepted as int64, non-finite numbers, strings of
  *    exactly maxlen bytes, the first and last printable ASCII bytes kept and
  *    0x1F and 0x7F refused, UTF-8 bytes kept, the copy's terminator.
- * 6. Refused metas leave nothing allocated (mallinfo2 over 200 decodes). */
+ * 6. Refused metas leave nothing allocated (mallinfo2 over 200 decodes), nor
+ *    does encoding, kept or refused (the printed meta is freed: 200 encodes
+ *    of an 8-byte meta that leaked would leave at least 200 x 9 bytes, 4
+ *    refused ones over 4 MiB). */
 #include <malloc.h>
 #include <math.h>
 #include <stdlib.h>
@@ -295,6 +298,40 @@ static void test_no_leak(void) {
     }
 }
 
+static void test_encode_no_leak(void) {
+    cJSON *meta = cJSON_Parse("{\"a\":1}");
+    REQUIRE(meta);
+    for (int pass = 0; pass < 2; pass++) {
+        size_t len, before = mallinfo2().uordblks;
+        for (int t = 0; t < 200; t++) free(hfl_msg_encode(HFL_MSG_HELLO, meta, NULL, 0, &len));
+        size_t after = mallinfo2().uordblks;
+        if (pass == 1) /* the first pass fills malloc's caches (freed chunks it keeps count as in use) */
+            CHECK_MSG(after < before + 1024, "%zu bytes left allocated by 200 encodes", after - before);
+    }
+    cJSON_Delete(meta);
+
+    /* a meta one byte over HFL_MSG_MAX_META, refused: its printed text (over
+     * 1 MiB, maybe mmapped: hblkhd counts those) is freed too */
+    size_t n = HFL_MSG_MAX_META - 7; /* {"s":""} is 8 bytes */
+    char *s = hfl_malloc(n + 1);
+    memset(s, 'x', n);
+    s[n] = 0;
+    meta = cJSON_CreateObject();
+    cJSON_AddStringToObject(meta, "s", s);
+    free(s);
+    for (int pass = 0; pass < 2; pass++) {
+        struct mallinfo2 mi = mallinfo2();
+        size_t len, before = mi.uordblks + mi.hblkhd;
+        for (int t = 0; t < 4; t++) CHECK(hfl_msg_encode(HFL_MSG_HELLO, meta, NULL, 0, &len) == NULL);
+        mi = mallinfo2();
+        size_t after = mi.uordblks + mi.hblkhd;
+        if (pass == 1)
+            CHECK_MSG(after < before + HFL_MSG_MAX_META, "%zu bytes left allocated by 4 refused encodes",
+                      after - before);
+    }
+    cJSON_Delete(meta);
+}
+
 static const check_case cases[] = {
     {"names", test_names},
     {"encoded_header", test_encoded_header},
@@ -304,6 +341,7 @@ static const check_case cases[] = {
     {"meta_errors", test_meta_errors},
     {"getters", test_getters},
     {"no_leak", test_no_leak},
+    {"encode_no_leak", test_encode_no_leak},
 };
 
 int main(int argc, char **argv) {
