@@ -124,25 +124,31 @@ int persist_save(coord *c, char *err) {
     cJSON_Delete(o);
     if (!json) return hfl_errf(err, "out of memory printing the coordinator state");
     size_t jl = strlen(json), bl = fl + sl * ((c->sopt.m != NULL) + (c->sopt.v != NULL));
-    uint8_t *buf = hfl_malloc(PERSIST_HEADER + jl + bl), *p = buf + PERSIST_HEADER;
-    memcpy(p, json, jl);
-    free(json);
-    p += jl;
-    memcpy(p, c->global, fl), p += fl;
-    if (c->sopt.m) memcpy(p, c->sopt.m, sl), p += sl;
-    if (c->sopt.v) memcpy(p, c->sopt.v, sl), p += sl;
+    /* written in parts from where they lie (at gpt2-small's 344 MB a copy
+     * of the model per round is not free); the digest covers all but the
+     * header */
+    uint8_t head[PERSIST_HEADER] = {0}; /* bytes 48-63 reserved: zeros */
+    hfl_part parts[5] = {{head, PERSIST_HEADER}, {json, jl}, {c->global, fl}};
+    int np = 3;
+    if (c->sopt.m) parts[np++] = (hfl_part){c->sopt.m, sl};
+    if (c->sopt.v) parts[np++] = (hfl_part){c->sopt.v, sl};
     uint32_t fmt[2] = {PERSIST_FORMAT, 0};
     uint64_t lens[2] = {jl, bl};
-    memcpy(buf, PERSIST_MAGIC, 8);
-    memcpy(buf + 8, fmt, 8);
-    memcpy(buf + 16, lens, 16);
-    mbedtls_sha256_ret(buf + PERSIST_HEADER, jl + bl, buf + 32, 0);
+    memcpy(head, PERSIST_MAGIC, 8);
+    memcpy(head + 8, fmt, 8);
+    memcpy(head + 16, lens, 16);
+    mbedtls_sha256_context h;
+    mbedtls_sha256_init(&h);
+    mbedtls_sha256_starts_ret(&h, 0);
+    for (int i = 1; i < np; i++) mbedtls_sha256_update_ret(&h, parts[i].data, parts[i].len);
+    mbedtls_sha256_finish_ret(&h, head + 32);
+    mbedtls_sha256_free(&h);
     char cur[1200], prev[1200], next[1200];
     persist_path(c, "", cur, sizeof cur);
     persist_path(c, ".prev", prev, sizeof prev);
     persist_path(c, ".new", next, sizeof next);
-    int rc = hfl_write_file_atomic(next, buf, PERSIST_HEADER + jl + bl, err);
-    free(buf);
+    int rc = hfl_write_parts_atomic(next, parts, np, err);
+    free(json);
     if (rc != 0) return -1;
     hfl_test_crash("state-write", c->r.round);
     if (rename(cur, prev) != 0 && errno != ENOENT)

@@ -95,21 +95,31 @@ static int expected(const hfl_model_spec *spec, want_tensor *t) {
     return n;
 }
 
-uint8_t *hfl_safetensors_encode(const hfl_model_spec *spec, const float *params, size_t *len, char *err) {
-    want_tensor *t = hfl_calloc(ST_MAX_TENSORS, sizeof *t); /* every field 0: adapter too */
-    hfl_st_put *put = hfl_malloc(sizeof *put * ST_MAX_TENSORS);
+/* The file's tensors in spec's order (put[], n of them, named in t[] and
+ * pointing into params), and its metadata (the spec as JSON, malloc'd in
+ * *spec_json); -1 with err. */
+static int safetensors_puts(const hfl_model_spec *spec, const float *params, want_tensor *t, hfl_st_put *put,
+                            char **spec_json, char *err) {
     int n = expected(spec, t);
     for (int i = 0; i < n; i++) {
         put[i] = (hfl_st_put){.name = t[i].name, .dtype = "F32", .ndim = t[i].ndim, .data = params + t[i].off};
         memcpy(put[i].shape, t[i].shape, sizeof t[i].shape);
     }
-    char *spec_json = hfl_model_spec_to_json(spec, err);
+    *spec_json = hfl_model_spec_to_json(spec, err);
+    return *spec_json ? n : -1;
+}
+
+uint8_t *hfl_safetensors_encode(const hfl_model_spec *spec, const float *params, size_t *len, char *err) {
+    want_tensor *t = hfl_calloc(ST_MAX_TENSORS, sizeof *t); /* every field 0: adapter too */
+    hfl_st_put *put = hfl_malloc(sizeof *put * ST_MAX_TENSORS);
+    char *spec_json;
+    int n = safetensors_puts(spec, params, t, put, &spec_json, err);
     uint8_t *out = NULL;
-    if (spec_json) {
+    if (n >= 0) {
         const char *meta[4] = {"format", "pt", "hfl_model", spec_json};
         out = hfl_st_encode(put, n, meta, 2, len, err);
     }
-    free(spec_json), free(t), free(put);
+    free(spec_json), free(put), free(t);
     return out;
 }
 
@@ -152,13 +162,18 @@ int hfl_safetensors_decode(const uint8_t *buf, size_t len, const hfl_model_spec 
 }
 
 int hfl_safetensors_save(const char *path, const hfl_model_spec *spec, const float *params, char *err) {
-    size_t len;
-    char e[HFL_ERR_LEN];
-    uint8_t *buf = hfl_safetensors_encode(spec, params, &len, e);
-    if (!buf) return hfl_errf(err, "%s: %s", path, e);
-    int rc = hfl_write_file_atomic(path, buf, len, e);
-    free(buf);
-    return rc == 0 ? 0 : hfl_errf(err, "%s", e);
+    want_tensor *t = hfl_calloc(ST_MAX_TENSORS, sizeof *t);
+    hfl_st_put *put = hfl_malloc(sizeof *put * ST_MAX_TENSORS);
+    char e[HFL_ERR_LEN], *spec_json;
+    int n = safetensors_puts(spec, params, t, put, &spec_json, e), rc = -1;
+    if (n < 0) {
+        hfl_errf(err, "%s: %s", path, e);
+    } else {
+        const char *meta[4] = {"format", "pt", "hfl_model", spec_json};
+        rc = hfl_st_write(path, put, n, meta, 2, err); /* streamed: no copy of the model in memory */
+    }
+    free(spec_json), free(put), free(t);
+    return rc;
 }
 
 int hfl_safetensors_load(const char *path, const hfl_model_spec *spec, float *params, char *err) {

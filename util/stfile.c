@@ -180,19 +180,22 @@ void hfl_st_free(hfl_st_file *f) {
     memset(f, 0, sizeof *f);
 }
 
-uint8_t *hfl_st_encode(const hfl_st_put *t, int n, const char *const *meta, int n_meta, size_t *len, char *err) {
+/* The file's first bytes (malloc'd, *head_len): the 8-byte header length
+ * and the header, padded with spaces so the data starts 8-byte aligned;
+ * bytes[i] gets tensor i's length, *data their sum. NULL with err. */
+static uint8_t *st_head(const hfl_st_put *t, int n, const char *const *meta, int n_meta, size_t *bytes,
+                        size_t *head_len, size_t *data, char *err) {
     if (!little_endian()) return hfl_errf(err, "safetensors: this host is big-endian"), NULL;
     cJSON *h = cJSON_CreateObject();
     if (n_meta > 0) {
         cJSON *m = cJSON_AddObjectToObject(h, "__metadata__");
         for (int i = 0; i < n_meta; i++) cJSON_AddStringToObject(m, meta[2 * i], meta[2 * i + 1]);
     }
-    size_t data = 0, *bytes = hfl_malloc(sizeof(size_t) * (size_t)(n ? n : 1));
+    *data = 0;
     for (int i = 0; i < n; i++) {
         size_t es = dtype_size(t[i].dtype);
         if (!es) {
             cJSON_Delete(h);
-            free(bytes);
             return hfl_errf(err, "safetensors: unknown dtype '%s' for tensor '%s'", t[i].dtype, t[i].name), NULL;
         }
         bytes[i] = es;
@@ -204,29 +207,55 @@ uint8_t *hfl_st_encode(const hfl_st_put *t, int n, const char *const *meta, int 
             bytes[i] *= (size_t)t[i].shape[d];
         }
         cJSON *off = cJSON_AddArrayToObject(e, "data_offsets");
-        cJSON_AddItemToArray(off, cJSON_CreateNumber((double)data));
-        cJSON_AddItemToArray(off, cJSON_CreateNumber((double)(data + bytes[i])));
-        data += bytes[i];
+        cJSON_AddItemToArray(off, cJSON_CreateNumber((double)*data));
+        cJSON_AddItemToArray(off, cJSON_CreateNumber((double)(*data + bytes[i])));
+        *data += bytes[i];
     }
     char *text = cJSON_PrintUnformatted(h);
     cJSON_Delete(h);
     uint8_t *out = NULL;
     size_t hl = text ? strlen(text) : 0, padded = (hl + 7) / 8 * 8; /* the data starts 8-byte aligned */
-    if (text) out = malloc(8 + padded + data);
+    if (text) out = malloc(8 + padded);
     if (!out) {
-        hfl_errf(err, "safetensors: out of memory for %zu bytes", 8 + padded + data);
+        hfl_errf(err, "safetensors: out of memory for a header of %zu bytes", 8 + padded);
     } else {
         for (int i = 0; i < 8; i++) out[i] = (uint8_t)((uint64_t)padded >> (8 * i));
         memcpy(out + 8, text, hl);
         memset(out + 8 + hl, ' ', padded - hl);
-        size_t at = 8 + padded;
+        *head_len = 8 + padded;
+    }
+    free(text);
+    return out;
+}
+
+uint8_t *hfl_st_encode(const hfl_st_put *t, int n, const char *const *meta, int n_meta, size_t *len, char *err) {
+    size_t *bytes = hfl_malloc(sizeof(size_t) * (size_t)(n ? n : 1)), head_len, data;
+    uint8_t *head = st_head(t, n, meta, n_meta, bytes, &head_len, &data, err), *out = NULL;
+    if (head && !(out = malloc(head_len + data))) hfl_errf(err, "safetensors: out of memory for %zu bytes", head_len + data);
+    if (out) {
+        memcpy(out, head, head_len);
+        size_t at = head_len;
         for (int i = 0; i < n; i++) {
             if (bytes[i]) memcpy(out + at, t[i].data, bytes[i]);
             at += bytes[i];
         }
         *len = at;
     }
-    free(text);
+    free(head);
     free(bytes);
     return out;
+}
+
+int hfl_st_write(const char *path, const hfl_st_put *t, int n, const char *const *meta, int n_meta, char *err) {
+    size_t *bytes = hfl_malloc(sizeof(size_t) * (size_t)(n ? n : 1)), head_len, data;
+    hfl_part *parts = hfl_malloc(sizeof *parts * (size_t)(n + 1));
+    uint8_t *head = st_head(t, n, meta, n_meta, bytes, &head_len, &data, err);
+    int rc = -1;
+    if (head) {
+        parts[0] = (hfl_part){head, head_len};
+        for (int i = 0; i < n; i++) parts[i + 1] = (hfl_part){t[i].data, bytes[i]};
+        rc = hfl_write_parts_atomic(path, parts, n + 1, err);
+    }
+    free(head), free(parts), free(bytes);
+    return rc;
 }

@@ -61,5 +61,9 @@ typedef struct {
  * key/value pairs (meta[2i], meta[2i+1]) as __metadata__. NULL with err on
  * an unknown dtype or out of memory. */
 uint8_t *hfl_st_encode(const hfl_st_put *t, int n, const char *const *meta, int n_meta, size_t *len, char *err);
+/* The same file written to path (hfl_write_parts_atomic), the tensors'
+ * data straight from where it lies: never the whole file in memory. 0, or
+ * -1 with err. */
+int hfl_st_write(const char *path, const hfl_st_put *t, int n, const char *const *meta, int n_meta, char *err);
 
 #endif

@@ -111,25 +111,27 @@ char *hfl_read_file(const char *path, size_t *len, char *err) {
     return buf;
 }
 
-int hfl_write_file_atomic(const char *path, const void *data, size_t len, char *err) {
+int hfl_write_parts_atomic(const char *path, const hfl_part *parts, int n, char *err) {
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)
         return hfl_errf(err, "path too long: %s", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return hfl_errf(err, "cannot create %s: %s", tmp, strerror(errno));
-    const char *p = data;
-    size_t left = len;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return hfl_errf(err, "cannot write %s: %s", tmp, strerror(e));
+    for (int i = 0; i < n; i++) {
+        const char *p = parts[i].data;
+        size_t left = parts[i].len;
+        while (left > 0) {
+            ssize_t w = write(fd, p, left);
+            if (w < 0) {
+                if (errno == EINTR) continue;
+                int e = errno;
+                close(fd);
+                unlink(tmp);
+                return hfl_errf(err, "cannot write %s: %s", tmp, strerror(e));
+            }
+            p += w;
+            left -= (size_t)w;
         }
-        p += w;
-        left -= (size_t)w;
     }
     if (fsync(fd) != 0 || close(fd) != 0) {
         unlink(tmp);
@@ -141,6 +143,11 @@ int hfl_write_file_atomic(const char *path, const void *data, size_t len, char *
         return hfl_errf(err, "cannot rename %s to %s: %s", tmp, path, strerror(e));
     }
     return hfl_fsync_dir_of(path, err);
+}
+
+int hfl_write_file_atomic(const char *path, const void *data, size_t len, char *err) {
+    hfl_part one = {data, len};
+    return hfl_write_parts_atomic(path, &one, 1, err);
 }
 
 int hfl_fsync_dir_of(const char *path, char *err) {

@@ -33,6 +33,13 @@ char *hfl_read_file(const char *path, size_t *len, char *err);
 /* Writes via a temporary file, fsync, rename and an fsync of the directory,
  * so readers never see half a file and the new one survives a crash. */
 int hfl_write_file_atomic(const char *path, const void *data, size_t len, char *err);
+/* The same for a file made of n parts written in turn, so a large file
+ * (a model, the coordinator's state) is never assembled in memory first. */
+typedef struct {
+    const void *data;
+    size_t len;
+} hfl_part;
+int hfl_write_parts_atomic(const char *path, const hfl_part *parts, int n, char *err);
 /* fsync of the directory holding path (makes a rename in it durable). */
 int hfl_fsync_dir_of(const char *path, char *err);
 

@@ -268,8 +268,34 @@ static void test_lm_layout(void) {
     free(b), free(p), free(q);
 }
 
+/* hfl_safetensors_save writes the file in parts, straight from the
+ * parameters: its bytes are the encoded buffer's (checked above against
+ * the layout worked out by hand), and nothing is left beside it. */
+static void test_save_streamed(void) {
+    char err[HFL_ERR_LEN], path[] = "/tmp/hfl-test-st-XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    float *p = hfl_malloc(sizeof(float) * mlp.n_params);
+    hfl_model_init_params(&mlp, p, 9);
+    size_t len, got_len = 0;
+    uint8_t *want = hfl_safetensors_encode(&mlp, p, &len, err);
+    REQUIRE_MSG(want && hfl_safetensors_save(path, &mlp, p, err) == 0, "%s", err);
+    char *got = hfl_read_file(path, &got_len, err);
+    CHECK_MSG(got && got_len == len && !memcmp(got, want, len), "saved %zu bytes, encoded %zu", got_len, len);
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    CHECK(access(tmp, F_OK) != 0);
+    /* a directory that is not there: one line naming it */
+    CHECK(hfl_safetensors_save("/nonexistent-dir/m.safetensors", &mlp, p, err) == -1 && strstr(err, "/nonexistent-dir") &&
+          !strchr(err, '\n'));
+    unlink(path);
+    free(got), free(want), free(p);
+}
+
 static const check_case cases[] = {
     {"layout", test_layout},
+    {"save_streamed", test_save_streamed},
     {"lm_layout", test_lm_layout},
     {"faults", test_faults},
 };
