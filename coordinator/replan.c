@@ -3,8 +3,8 @@
  *
  * A client whose memory shrank chooses a smaller configuration
  * (client/replan.c) and sends it with its next pull: `plan`, checked by the
- * hello's plan table (proto/messages.c), and `plan_round`, the round whose
- * task it first trained on it. The plan replaces the one on the client's
+ * hello's plan table (proto/messages.c), and `plan_round`, the round in
+ * which it re-planned. The plan replaces the one on the client's
  * record, so selection (its capacity, rounds.c) and the report's
  * clients[].plan use the new one, and the change is logged: an event
  * "client_replanned" and one entry of the report's "replans" (the round,

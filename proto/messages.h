@@ -38,7 +38,7 @@ typedef struct {
     int has_resend;
     const cJSON *plan; /* a new plan (re-planned: client/replan.c), held to hfl_wire_plan_fields */
     int has_plan;
-    int64_t plan_round; /* with plan: the round whose task it first trained */
+    int64_t plan_round; /* with plan: the round in which it re-planned */
     int has_plan_round;
 } hfl_pull_msg;
 

@@ -42,7 +42,8 @@
  *     the task and its exact sum; the tick signal for a fold and a fresh
  *     update under --async; a miss that accounts for the last drawn client
  *     wakes it too; a late task of a client that left is given up on; the
- *     secure sum needs the quorum at the deadline. */
+ *     secure sum needs the quorum at the deadline.
+ *  9. A re-planned client's plan from its pull (coordinator/replan.c). */
 #include <errno.h>
 #include <malloc.h>
 #include <math.h>
@@ -287,6 +288,104 @@ static void add_device_plan(int id, const char *device, double overhead, double 
     cJSON *p = cJSON_AddObjectToObject(h, "plan");
     cJSON_AddNumberToObject(p, "overhead_bytes", overhead);
     cJSON_AddNumberToObject(p, "overhead_records", records);
+}
+
+/* A plan as a client sends it: the keys coordinator/replan.c reports, and one it does not. */
+static cJSON *plan_of(int batch, int accum, double predicted, double budget) {
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddNumberToObject(p, "batch", batch);
+    cJSON_AddNumberToObject(p, "accumulation_steps", accum);
+    cJSON_AddNumberToObject(p, "step_batch", batch * accum);
+    cJSON_AddStringToObject(p, "precision", "fp32");
+    cJSON_AddStringToObject(p, "checkpoint", "none");
+    cJSON_AddNumberToObject(p, "predicted_peak_bytes", predicted);
+    cJSON_AddNumberToObject(p, "budget_bytes", budget);
+    cJSON_AddNumberToObject(p, "overhead_records", 3);
+    return p;
+}
+
+/* The report's replans, parsed from report_render (NULL when absent); *dropped: replans_dropped (0 absent). */
+static cJSON *rendered_replans(double *dropped) {
+    size_t len;
+    char *text = report_render(&c, &len);
+    cJSON *rep = cJSON_Parse(text);
+    free(text);
+    cJSON *r = cJSON_DetachItemFromObjectCaseSensitive(rep, "replans");
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(rep, "replans_dropped");
+    *dropped = cJSON_IsNumber(d) ? d->valuedouble : 0;
+    cJSON_Delete(rep);
+    return r;
+}
+
+/* 9. A re-planned client's plan from its pull (coordinator/replan.c): the
+ * record takes it, the report and the event say round, client, old and new
+ * choice (the seven keys, not the rest) and the budget; the same plan again,
+ * a client that left: nothing; a client without a plan gets one (old null);
+ * round 0 means the open round; past 1024 entries, counted. */
+static void test_replan(void) {
+    setup(1, 1, 60, 1);
+    hello("a", 10);
+    hello("b", 10);
+    hello("gone", 10);
+    cJSON_ReplaceItemInObject(c.clients[0].hello, "plan", plan_of(256, 1, 4.27e6, 8388608));
+    double dropped;
+    cJSON *r = rendered_replans(&dropped);
+    CHECK(cJSON_IsArray(r) && cJSON_GetArraySize(r) == 0 && dropped == 0); /* none yet: an empty list */
+    cJSON_Delete(r);
+    cJSON *np = plan_of(64, 4, 2.08e6, 3145728);
+    replan_take(&c, 0, np, 2);
+    r = rendered_replans(&dropped);
+    const cJSON *e = cJSON_GetArrayItem(r, 0);
+    const cJSON *old = cJSON_GetObjectItemCaseSensitive(e, "old"), *new = cJSON_GetObjectItemCaseSensitive(e, "new");
+    CHECK(cJSON_GetArraySize(r) == 1 && num(e, "round") == 2 && num(e, "client") == 0 && !strcmp(str(e, "name"), "a") &&
+          num(e, "budget_bytes") == 3145728);
+    CHECK(num(old, "batch") == 256 && num(old, "accumulation_steps") == 1 && num(old, "step_batch") == 256 &&
+          !strcmp(str(old, "precision"), "fp32") && !strcmp(str(old, "checkpoint"), "none") &&
+          num(old, "predicted_peak_bytes") == 4.27e6 && num(old, "budget_bytes") == 8388608 &&
+          cJSON_GetArraySize(old) == 7);
+    CHECK(num(new, "batch") == 64 && num(new, "accumulation_steps") == 4 && num(new, "step_batch") == 256 &&
+          num(new, "predicted_peak_bytes") == 2.08e6 && num(new, "budget_bytes") == 3145728 &&
+          cJSON_GetArraySize(new) == 7);
+    CHECK(cJSON_Compare(cJSON_GetObjectItemCaseSensitive(c.clients[0].hello, "plan"), np, 1) && c.clients[0].has_plan);
+    cJSON_Delete(r);
+    cJSON *ev = events("client_replanned");
+    e = cJSON_GetArrayItem(ev, 0);
+    CHECK(cJSON_GetArraySize(ev) == 1 && num(e, "round") == 2 && !strcmp(str(e, "name"), "a") &&
+          num(cJSON_GetObjectItemCaseSensitive(e, "new"), "batch") == 64 && num(e, "budget_bytes") == 3145728);
+    cJSON_Delete(ev);
+    /* the same plan again (a pull sent twice): nothing */
+    replan_take(&c, 0, np, 3);
+    r = rendered_replans(&dropped);
+    ev = events("client_replanned");
+    CHECK(cJSON_GetArraySize(r) == 1 && cJSON_GetArraySize(ev) == 1);
+    cJSON_Delete(r);
+    cJSON_Delete(ev);
+    /* a client that left keeps its record */
+    snprintf(c.clients[2].left, sizeof c.clients[2].left, "over budget");
+    c.clients[2].has_plan = 0;
+    replan_take(&c, 2, np, 2);
+    CHECK(!c.clients[2].has_plan && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(c.clients[2].hello, "plan")) == 0);
+    /* no plan held: old is null; round 0: the open round's */
+    cJSON_DeleteItemFromObject(c.clients[1].hello, "plan");
+    c.clients[1].has_plan = 0;
+    c.r.round = 5;
+    replan_take(&c, 1, np, 0);
+    r = rendered_replans(&dropped);
+    e = cJSON_GetArrayItem(r, 1);
+    CHECK(cJSON_GetArraySize(r) == 2 && num(e, "round") == 5 && num(e, "client") == 1 &&
+          cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(e, "old")) && c.clients[1].has_plan);
+    cJSON_Delete(r);
+    /* full: counted, not kept */
+    while (cJSON_GetArraySize(c.replans) < COORD_MAX_REPLANS) cJSON_AddItemToArray(c.replans, cJSON_CreateObject());
+    cJSON *other = plan_of(32, 8, 1e6, 2097152);
+    replan_take(&c, 0, other, 4);
+    r = rendered_replans(&dropped);
+    CHECK(cJSON_GetArraySize(r) == COORD_MAX_REPLANS && dropped == 1 &&
+          cJSON_Compare(cJSON_GetObjectItemCaseSensitive(c.clients[0].hello, "plan"), other, 1));
+    cJSON_Delete(r);
+    cJSON_Delete(other);
+    cJSON_Delete(np);
+    teardown();
 }
 
 static void test_registry_overhead(void) {
@@ -1750,6 +1849,7 @@ static const check_case cases[] = {
     {"registry_check", test_registry_check},
     {"registry_leave_report", test_registry_leave_report},
     {"registry_overhead", test_registry_overhead},
+    {"replan", test_replan},
     {"registry_evict", test_registry_evict},
     {"registry_edges", test_registry_edges},
     {"parse_clip", test_parse_clip},
