@@ -19,10 +19,12 @@
  * A breach (client/train.c's budget check: footprint plus growth over the
  * budget, e.g. a budget that shrank after the plan was checked) used to end
  * the client. Now its measured peak is recorded against the configuration
- * (so the chooser does not pick it again for that budget) and the client
- * re-plans under the budget it has and declines the round (main.c). At most
- * CLIENT_BREACH_REPLANS breaches in a row are answered so: one more means
- * the measurements cannot be trusted, and the client leaves as before.
+ * (so the chooser does not pick it again for that budget; not after a
+ * re-plan, whose footprint was predicted, not measured), the client
+ * re-plans under the budget it has for the round, and declines the round
+ * (main.c). At most CLIENT_BREACH_REPLANS breaches in a row are answered
+ * so: one more means the measurements cannot be trusted, and the client
+ * leaves as before.
  *
  * Where nothing fits the new budget, the client says so in one line (the
  * chooser's refusal, which names the smallest budget that would work),
@@ -38,12 +40,14 @@
 
 #define CLIENT_BREACH_REPLANS 2
 
-/* HFL_TEST_SHRINK_MIDSTEP=1 (tests): --budget-at's change lands after its
- * round's plan was checked, during the step, so train.c's breach check
- * meets it rather than the check between rounds. */
+/* HFL_TEST_SHRINK_MIDSTEP (tests): "1": --budget-at's change lands after
+ * its round's plan was checked, during the step, so train.c's breach check
+ * meets it rather than the check between rounds; "every": from --budget-at's
+ * round on, every step's check meets a promise of 1 byte (breaches that
+ * keep coming, whatever the plan). 0: neither, 1, 2: "every". */
 static int shrink_midstep(void) {
     const char *v = getenv("HFL_TEST_SHRINK_MIDSTEP");
-    return v && !strcmp(v, "1");
+    return !v ? 0 : !strcmp(v, "1") ? 1 : !strcmp(v, "every") ? 2 : 0;
 }
 
 void client_leave(client_session *ss, const char *why) {
@@ -121,11 +125,13 @@ int client_replan_round(client_session *ss, int round, char *err) {
     const client_options *o = ss->o;
     client_state *s = ss->s;
     uint64_t bytes = budget_for(o, round);
-    if (!bytes || bytes == s->budget.bytes) return 0;
-    if (shrink_midstep() && round == o->budget_at_round) {
-        s->budget.bytes = bytes; /* the promise shrinks; the plan is not checked against it */
+    int hook = shrink_midstep();
+    if (hook && o->budget_at_round > 0 && round >= o->budget_at_round &&
+        (hook == 2 || round == o->budget_at_round)) {
+        s->budget.bytes = hook == 2 ? 1 : bytes; /* the promise shrinks; the plan is not checked against it */
         return 0;
     }
+    if (!bytes || bytes == s->budget.bytes) return 0;
     if (s->plan && plan_fits(s, bytes)) {
         s->budget.bytes = s->budget.planned = bytes;
         hfl_budget_set(bytes);
@@ -154,13 +160,14 @@ int client_replan_breach(client_session *ss, int round, char *err) {
     }
     fprintf(stderr, "%s: round %d: %s: re-planning\n", o->name, round, err);
     /* the breach's figure is this configuration's real peak: recorded, the
-     * chooser will not take it again for this budget */
+     * chooser will not take it again for this budget (not after a re-plan,
+     * whose footprint is the prediction, not a measurement) */
     char e[HFL_ERR_LEN];
     uint64_t staging = hfl_overhead_staging(s->be->host_memory, s->chosen.batch, s->spec.in_dim, s->spec.label_rows);
-    if (s->budget.measured_peak &&
+    if (s->budget.measured_peak && !s->replanned &&
         hfl_overhead_log_record(o->state_dir, ss->dev->name, s->be, &s->spec, &s->chosen, staging,
                                 s->budget.measured_peak, s->process_bytes, s->process_bytes ? &s->cost : NULL, e) != 0)
         fprintf(stderr, "%s: %s\n", o->name, e);
-    uint64_t bytes = s->budget.bytes;
+    uint64_t bytes = budget_for(o, round);
     return choose_again(ss, round, bytes, err) == 0 ? 0 : leave_unfit(ss, round, bytes, err);
 }

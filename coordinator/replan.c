@@ -9,8 +9,9 @@
  * clients[].plan use the new one, and the change is logged: an event
  * "client_replanned" and one entry of the report's "replans" (the round,
  * the client, the old and the new choice, and the budget that forced it).
- * A plan equal to the one held (a pull sent again) changes nothing; a client
- * that left keeps its record as it was. At most COORD_MAX_REPLANS entries
+ * A plan whose choice (the keys the report shows) is the one held (a pull
+ * sent again, or a re-plan after a breach that chose the same) replaces the
+ * held one unlisted; a client that left keeps its record as it was. At most COORD_MAX_REPLANS entries
  * are kept (a client cannot grow the report without bound); later ones are
  * counted in replans_dropped. The entries are not in the state directory: a
  * restarted coordinator keeps the plans (the hello is persisted) and starts
@@ -45,7 +46,14 @@ void replan_take(coord *c, int id, const cJSON *plan, int64_t plan_round) {
     coord_client *cl = &c->clients[id];
     if (cl->left[0] || !cl->hello) return;
     const cJSON *old = cJSON_GetObjectItemCaseSensitive(cl->hello, "plan");
-    if (old && cJSON_Compare(old, plan, 1)) return;
+    cJSON *old_choice = old ? replan_choice(old) : NULL, *new_choice = replan_choice(plan);
+    int same = old_choice && cJSON_Compare(old_choice, new_choice, 1);
+    cJSON_Delete(old_choice);
+    cJSON_Delete(new_choice);
+    if (same) { /* the same choice (a pull sent again, a breach's re-plan that chose it again): kept, not listed */
+        cJSON_ReplaceItemInObjectCaseSensitive(cl->hello, "plan", cJSON_Duplicate(plan, 1));
+        return;
+    }
     cJSON *entry = cJSON_CreateObject();
     cJSON_AddNumberToObject(entry, "round", plan_round > 0 ? (double)plan_round : c->r.round);
     cJSON_AddNumberToObject(entry, "client", id);
@@ -56,12 +64,12 @@ void replan_take(coord *c, int id, const cJSON *plan, int64_t plan_round) {
     const cJSON *budget = cJSON_GetObjectItemCaseSensitive(plan, "budget_bytes");
     if (cJSON_IsNumber(budget)) cJSON_AddNumberToObject(entry, "budget_bytes", budget->valuedouble);
     if (!c->cfg.quiet) {
-        char was[96] = "none", now[96];
+        char was[96] = "none", now[96], bud[48] = "";
         if (old) replan_say(old, was, sizeof was);
         replan_say(plan, now, sizeof now);
-        printf("coordinator: %s re-planned at round %lld: %s -> %s, budget %.2f MiB\n", cl->name,
-               plan_round > 0 ? (long long)plan_round : (long long)c->r.round, was, now,
-               cJSON_IsNumber(budget) ? budget->valuedouble / 1048576.0 : 0.0);
+        if (cJSON_IsNumber(budget)) snprintf(bud, sizeof bud, ", budget %.2f MiB", budget->valuedouble / 1048576.0);
+        printf("coordinator: %s re-planned at round %lld: %s -> %s%s\n", cl->name,
+               plan_round > 0 ? (long long)plan_round : (long long)c->r.round, was, now, bud);
     }
     cJSON *ev = cJSON_Duplicate(entry, 1);
     cJSON_AddStringToObject(ev, "event", "client_replanned");

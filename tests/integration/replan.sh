@@ -13,6 +13,10 @@
 #   midstep: the same shrink lands during round 2's step
 #            (HFL_TEST_SHRINK_MIDSTEP=1): train.c's breach check meets it,
 #            client-1 re-plans and declines round 2, and trains round 3.
+#   repeat:  4 rounds, and from round 2 every step's check meets a promise
+#            of 1 byte (HFL_TEST_SHRINK_MIDSTEP=every): client-1 re-plans
+#            and declines rounds 2 and 3 (the same choice, so no re-plan is
+#            listed), and on the third breach in a row leaves, not a loop.
 #   unfit:   the budget becomes 64K, in which nothing fits: client-1 says so
 #            in one line naming the smallest budget that would work, leaves,
 #            and the run completes on the other two.
@@ -36,9 +40,12 @@ JSON
 }
 scenario shrink 2:3M
 scenario unfit 2:64K
+scenario repeat 2:8M
+sed -i 's/"rounds": 3/"rounds": 4/' "$tmp/repeat.json"
 "$sim" "$tmp/shrink.json" --shards "$tmp/shards" --out "$tmp/a" --quiet
 HFL_TEST_SHRINK_MIDSTEP=1 "$sim" "$tmp/shrink.json" --shards "$tmp/shards" --out "$tmp/b" --quiet
 "$sim" "$tmp/unfit.json" --shards "$tmp/shards" --out "$tmp/c" --quiet || true
+HFL_TEST_SHRINK_MIDSTEP=every "$sim" "$tmp/repeat.json" --shards "$tmp/shards" --out "$tmp/d" --quiet || true
 python3 - "$tmp" <<'PY'
 import json, os, sys
 tmp = sys.argv[1]
@@ -104,5 +111,16 @@ check(rep.get("complete") is True and rep.get("rounds_aggregated") == 3, "unfit:
 lines = [l for l in log.splitlines() if "smallest budget that would" in l]
 check(len(lines) == 1 and lines[0].startswith("hfl-client: round 2: the memory budget is now 0.06 MiB"), "unfit: one line: %s" % lines)
 check("Segmentation" not in log and "Aborted" not in log, "unfit: no crash")
+# breaches that keep coming: two re-plans (the same choice: unlisted), then the client leaves
+rep, log = load("d")
+c1 = [c for c in rep["clients"] if c["name"] == "client-1"][0]
+got = [status(rep, r, "client-1") for r in (1, 2, 3, 4)]
+check(got == ["ok", "declined", "declined", "left"], "repeat: client-1 ok, declined twice, then left: %s" % got)
+check("(3 breaches in a row)" in c1.get("left", "") and rep.get("replans") == [],
+      "repeat: it left after 3 breaches in a row: %s; re-plans listed %s" % (c1.get("left"), rep.get("replans")))
+check(log.count(": re-planning") == 2 and log.count("leaving the run") == 1, "repeat: 2 re-plans, then one leaving line")
+check(rep.get("complete") is True and rep.get("rounds_aggregated") == 4, "repeat: the run completed on the others")
+recs = [json.loads(l) for l in open(os.path.join(tmp, "d", "state", "overhead.jsonl"))]
+check(all(r["measured"] >= r["arena"] for r in recs), "repeat: no record below its arena")
 sys.exit(1 if fails else 0)
 PY
