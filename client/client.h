@@ -88,6 +88,7 @@ typedef struct {
     uint64_t process_bytes;  /* a GPU: this process's device memory (NVML) at the first step; 0 unknown */
     hfl_device_cost cost;    /* a GPU's per-process cost (plan/device_cost.h): known, every
                                 memory figure on the GPU is NVML's less it */
+    int replanned;           /* the plan was chosen again mid-run (client/replan.c): its first step is not measured */
     int measured_batch;      /* samples in the first step (budget.measured_peak: its memory) */
     int64_t trained;         /* samples trained in the last round (its optimizer steps x their rows) */
     double lr_first, lr_last; /* the learning rate of its first and last optimizer step (--lr-schedule) */
@@ -161,6 +162,8 @@ typedef struct {
     char device[8];         /* --device: auto, cpu or cuda */
     char model[1024];
     uint64_t budget;
+    int budget_at_round;       /* --budget-at ROUND:SIZE: from this round on (0: none) ... */
+    uint64_t budget_at_bytes;  /* ... the budget is this (client/replan.c) */
     double headroom;
     unsigned precisions; /* bit (1 << hfl_precision) per precision the chooser may use */
     int index, num_clients;
@@ -200,6 +203,8 @@ struct client_session {
     const hfl_device_info *dev;
     client_state *s;
     cJSON *plan;        /* sent with every hello once chosen (NULL before); the session owns it */
+    int plan_round;     /* re-planned (client/replan.c) in this round: the next pull sends plan (0: none) */
+    int breach_replans; /* re-plans after a breach since the last round trained (client/replan.c) */
     size_t max_payload; /* the largest reply payload taken */
     client_welcome w;   /* the last welcome */
 };
@@ -275,6 +280,18 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
  * one step of the run's batch on synthetic data; -1 with err when refused up
  * front or when the step breached the budget. */
 int client_trial_run(const client_options *o, const hfl_backend *be, const hfl_device_info *dev, char *err);
+
+/* client/replan.c: re-planning when the budget shrinks. round: before
+ * round `round` trains, the budget it has (--memory-budget, --budget-at);
+ * a plan that no longer fits is chosen again and verified, and goes up with
+ * the next pull. breach: after train.c's check found a breach in `round`
+ * (err: its line), re-plans under the budget it has. Each returns 0 to
+ * carry on (breach: the caller declines the round), or -1 with err when
+ * the client has left the run (nothing fits: err names the smallest budget
+ * that would; or breaches keep coming). leave: a bye with why (best effort). */
+int client_replan_round(client_session *ss, int round, char *err);
+int client_replan_breach(client_session *ss, int round, char *err);
+void client_leave(client_session *ss, const char *why);
 
 /* Peak resident memory of this process so far (VmHWM), in bytes. */
 uint64_t client_peak_rss(void);

@@ -42,7 +42,10 @@
  *   TRAINING   do_task: --dropout's decline -> PULLING; the pending update
  *              when it answers this very task, else client_train_round (under
  *              secure aggregation do_secagg_task: keys, setup and shares
- *              first) -> SENDING; a breached budget -> DONE (say_breach).
+ *              first) -> SENDING. First, a budget that shrank
+ *              (--budget-at) re-plans (client/replan.c), or DONE when
+ *              nothing fits; a breached budget re-plans and declines the
+ *              round -> PULLING, or DONE after repeated breaches.
  *   SENDING    send_update: UPDATE. ACK or a refusal -> PULLING (secure
  *              aggregation: the unmask shares first); reauth or a failed
  *              request -> REJOINING, the update kept.
@@ -281,26 +284,6 @@ static int read_task(const hfl_task_msg *m, size_t n_update, const char *overrid
 }
 
 
-/* Tells the coordinator this client leaves because it broke its memory
- * budget (why: the one line), so the run's report shows it; best effort. */
-static void say_breach(client_session *ss, const char *why) {
-    const client_state *s = ss->s;
-    hfl_leave_msg l = {.has_error = 1,
-                       .budget_bytes = (double)s->budget.bytes, .has_budget_bytes = 1,
-                       .measured_peak_bytes = (double)s->budget.measured_peak, .has_measured_peak_bytes = 1,
-                       .predicted_peak_bytes = (double)s->chosen.predicted, .has_predicted_peak_bytes = 1};
-    snprintf(l.error, sizeof l.error, "%s", why);
-    cJSON *meta = client_request_meta(s, &hfl_wire_leave, &l);
-    hfl_msg rep;
-    nng_msg *raw;
-    char e[HFL_ERR_LEN];
-    if (client_request(ss, HFL_MSG_BYE, meta, NULL, 0, &rep, &raw, e) == 0) {
-        hfl_msg_free(&rep);
-        nng_msg_free(raw);
-    }
-    cJSON_Delete(meta);
-}
-
 /* A rejoin's try: what is left of --retry-for since `since`, at most
  * --timeout, and at least a second (or --timeout where that is less): a
  * proven hello is two round trips and two signatures, milliseconds on an
@@ -462,6 +445,15 @@ static void pace(const client_options *o, const client_task *task, double sim) {
     if (left > 0) hfl_sleep_ms((int)ceil(left * 1000));
 }
 
+/* A breach of the budget in round `round`: re-planned and the round
+ * declined (0), or the client has left (-1; client/replan.c). */
+static int after_breach(client_session *ss, int round, char *err) {
+    if (client_replan_breach(ss, round, err) != 0) return -1;
+    char e[HFL_ERR_LEN];
+    if (send_decline(ss, round, "re-planned after a memory breach", e) != 0) fprintf(stderr, "%s: %s\n", ss->o->name, e);
+    return 0;
+}
+
 /* TRAINING under secure aggregation (client/secagg.c): keys and shares,
  * training, the ring vector as the update (SENDING), the unmask shares. A
  * round the coordinator tells us to skip, or whose protocol fails on our
@@ -483,11 +475,11 @@ static int do_secagg_task(client_session *ss, const client_task *task, float *we
     uint8_t *upd = NULL, *ring = NULL;
     if (rc == 0 && !(upd = client_train_round(s, task, weights, &ulen, &loss, &secs, err))) {
         client_secagg_free(sa);
-        if (s->budget.breached) say_breach(ss, err);
-        return -1;
+        return s->budget.breached ? after_breach(ss, task->round, err) : -1;
     }
     if (rc == 0) {
         s->held_version = version;
+        ss->breach_replans = 0;
         if (s->metrics) client_metrics_trained(s, loss, secs);
         double t1 = hfl_now();
         rc = client_secagg_payload(ss, sa, task, (const float *)upd, s->spec.n_trainable, &ring, &rlen, why, e);
@@ -550,6 +542,7 @@ static int do_task(client_session *ss, const client_task *task, float *weights, 
         else if (s->metrics) client_metrics_sent(s, 0, 0, 1);
         return 0;
     }
+    if (client_replan_round(ss, task->round, err) != 0) return -1; /* the budget it has now */
     if (task->secagg) return do_secagg_task(ss, task, weights, version, err);
     if (p->round == task->round && p->version == version && p->bytes) {
         if (!o->quiet) printf("%s: round %d: sending the update already made for it\n", o->name, task->round);
@@ -561,10 +554,8 @@ static int do_task(client_session *ss, const client_task *task, float *weights, 
     double loss, secs;
     int measured_before = s->budget.measured_peak != 0;
     uint8_t *upd = client_train_round(s, task, weights, &ulen, &loss, &secs, err);
-    if (!upd) {
-        if (s->budget.breached) say_breach(ss, err);
-        return -1;
-    }
+    if (!upd) return s->budget.breached ? after_breach(ss, task->round, err) : -1;
+    ss->breach_replans = 0;
     if (!measured_before && s->budget.measured_peak) record_first_step(ss);
     s->held_version = version; /* client_train_round kept the weights as s->global */
     if (s->metrics) client_metrics_trained(s, loss, secs);
@@ -645,7 +636,10 @@ static int pull(client_session *ss, int *resend, char *err) {
     hfl_pull_msg pm = {.have_version = ss->s->held_version, .has_have_version = 1,
                        .resend = 1, .has_resend = *resend, /* the task we were sent, again */
                        /* a long poll: the coordinator may hold the pull until there is work */
-                       .hold_ms = (int64_t)hold_ms, .has_hold_ms = 1};
+                       .hold_ms = (int64_t)hold_ms, .has_hold_ms = 1,
+                       /* re-planned (client/replan.c): the new plan, until a pull is answered */
+                       .plan = ss->plan, .has_plan = ss->plan_round > 0,
+                       .plan_round = ss->plan_round, .has_plan_round = ss->plan_round > 0};
     cJSON *meta = client_request_meta(ss->s, &hfl_wire_pull, &pm);
     *resend = 0;
     hfl_msg rep;
@@ -654,6 +648,7 @@ static int pull(client_session *ss, int *resend, char *err) {
     int sent = client_request(ss, HFL_MSG_PULL, meta, NULL, 0, &rep, &raw, why);
     cJSON_Delete(meta);
     if (sent != 0) return rejoin(ss, why, err);
+    ss->plan_round = 0; /* the coordinator has the plan */
     if (rep.type == HFL_MSG_TASK) return take_task(ss, &rep, raw, resend, err);
     int rc = 0;
     hfl_error_msg e = client_reply_error(&rep, why);

@@ -76,6 +76,18 @@ static cJSON *show_attack(const void *o) {
     return hfl_options_json_str(attack);
 }
 
+/* --budget-at ROUND:SIZE: the memory budget from round ROUND on (client/replan.c). */
+static int set_budget_at(void *o, const char *s, char *e) {
+    client_options *c = o;
+    return hfl_parse_round_size(s, &c->budget_at_round, &c->budget_at_bytes, e);
+}
+static cJSON *show_budget_at(const void *o) {
+    const client_options *c = o;
+    char at[64] = "";
+    if (c->budget_at_round > 0) snprintf(at, sizeof at, "%d:%llu", c->budget_at_round, (unsigned long long)c->budget_at_bytes);
+    return hfl_options_json_str(at);
+}
+
 /* --precision auto (every precision: bits 0..2) or one. */
 static int set_precision(void *o, const char *s, char *e) {
     client_options *c = o;
@@ -147,7 +159,13 @@ static const hfl_option client_rows[] = {
      "resident growth (arena, batch staging, libraries; not the dataset or\n"
      "the model copies), on a GPU the device memory the process holds beyond\n"
      "its CUDA context and libraries (default: the device's free memory);\n"
-     "checked every epoch, and a breach stops the client", .zero_null = 1},
+     "checked every epoch; a breach re-plans and sits the round out", .zero_null = 1},
+    {"budget-at", "ROUND:SIZE", HFL_OPT_CUSTOM, AT(budget_at_round), 0, 0, NULL,
+     .help = "the memory budget becomes SIZE from round ROUND on (a device whose\n"
+     "free memory shrinks; hfl-sim's memory_budget_at): before that round's\n"
+     "training the client re-plans when its plan no longer fits, verifies the\n"
+     "new one and sends it with its next pull; when nothing fits it says the\n"
+     "smallest budget that would and leaves the run", .set = set_budget_at, .show = show_budget_at},
     {"headroom", "F", HFL_OPT_DOUBLE, AT(headroom), 0, 0.9, "0.05",
      .help = "fraction of the budget kept free (default 0.05)"},
     {"precision", "P", HFL_OPT_CUSTOM, AT(precisions), 0, 0, "auto",
@@ -237,5 +255,7 @@ int client_options_parse(int argc, char **argv, client_options *o, char *err) {
         return hfl_errf(err, "TLS needs --ca and --cert (or --insecure with a tcp:// URL)");
     if (!o->name[0]) snprintf(o->name, sizeof o->name, "client-%d", o->index);
     if (o->codec[0] && !hfl_codec_find(o->codec, err)) return -1;
+    if (o->budget_at_round > 0 && !o->budget)
+        return hfl_errf(err, "--budget-at changes the budget --memory-budget sets: give both");
     return 0;
 }

@@ -22,9 +22,10 @@
  * since the epoch began over the RSS then; on a GPU what the process holds
  * beyond its cost now over the footprint, or where NVML cannot say, hfl's
  * allocator's peak beyond the arena (free memory is shared with other
- * processes). Footprint plus growth over the budget stops the client with
+ * processes). Footprint plus growth over the budget ends the round with
  * one line naming both figures (s->budget, plan/choose.h: breached), on
- * either device, which main.c also tells the coordinator (a BYE). */
+ * either device; main.c then re-plans and declines the round, or after
+ * repeated breaches leaves with a BYE (client/replan.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,7 +68,10 @@ static int ensure_trainer(client_state *s, first_measure *m, char *err) {
     uint64_t total;
     m->device = !be->host_memory && be->mem_info(&m->before, &total) == 0;
     m->held = m->device && s->cost.known;
-    m->known = m->device || hfl_mem_window_begin(&m->w, NULL) == 0;
+    /* after a re-plan the process holds what the old trainer freed (pages
+     * the allocator kept), so a new step's growth would read low: its
+     * footprint is the verified prediction, and nothing is learned */
+    m->known = !s->replanned && (m->device || hfl_mem_window_begin(&m->w, NULL) == 0);
     s->xbuf = hfl_malloc(sizeof(float) * (size_t)batch * (size_t)s->data.dim);
     s->ybuf = hfl_malloc(sizeof(int32_t) * (size_t)batch * hfl_dataset_label_rows(&s->data));
     s->trainer = hfl_trainer_create_plan(&s->spec, be, s->plan, err);

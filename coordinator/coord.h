@@ -340,6 +340,8 @@ typedef struct {
     struct coord_secagg *sa; /* the open round's secure aggregation (secagg.c), NULL without */
     struct coord_dp *dp;     /* differential privacy (dp_round.c), NULL without */
     int done_pending; /* the last round closed; done once its evaluation is published */
+    cJSON *replans;      /* replan.c: the plans clients changed, in order (NULL: none yet) */
+    int replans_dropped; /* those past COORD_MAX_REPLANS, counted only */
 } coord;
 
 /* auth.c */
@@ -377,6 +379,13 @@ cJSON *registry_report(const coord *c);
 /* The fleet's overhead outside the arena for a device name: the median of
  * what clients with measurements reported in their plans; -1 when none. */
 double registry_overhead_estimate(const coord *c, const char *device);
+
+/* replan.c: a client's new plan from its pull (re-planned at plan_round, 0:
+ * not said) replaces the one on its record and is logged; the log for the
+ * report. */
+#define COORD_MAX_REPLANS 1024
+void replan_take(coord *c, int id, const cJSON *plan, int64_t plan_round);
+cJSON *replan_report(const coord *c);
 
 /* Bounded trust defaults: the adaptive clip's start (a quickstart update's
  * norm is about 1-3; the clip moves to the median within a few rounds). */

@@ -102,6 +102,8 @@ char *report_render(coord *c, size_t *len) {
     }
     cJSON_AddItemToObject(o, "rounds", round_log_json(&c->rounds));
     cJSON_AddItemToObject(o, "clients", registry_report(c));
+    cJSON_AddItemToObject(o, "replans", replan_report(c)); /* replan.c: plans changed when memory shrank */
+    if (c->replans_dropped) cJSON_AddNumberToObject(o, "replans_dropped", c->replans_dropped);
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
     if (!text) return NULL;

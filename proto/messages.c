@@ -29,12 +29,6 @@ static const hfl_wire_field session_fields[] = {
 /* type 0: it rides in pull, update, bye and secagg */
 const hfl_wire_msg hfl_wire_session = {0, "session", session_fields, N(session_fields), 0};
 
-static const hfl_wire_field pull_fields[] = {
-    OPTIONAL(hfl_pull_msg, have_version, I, -1, I32),
-    OPTIONAL(hfl_pull_msg, hold_ms, I, 0, 600000),
-    OPTIONAL(hfl_pull_msg, resend, B, 0, 0),
-};
-const hfl_wire_msg hfl_wire_pull = {HFL_MSG_PULL, "pull", pull_fields, N(pull_fields), 0};
 
 static const hfl_wire_field secagg_fields[] = {
     FIELD(hfl_task_secagg, mode, S, 0, 15),
@@ -189,6 +183,17 @@ const hfl_field hfl_wire_plan_fields[] = {
     {"process_device_bytes", HFL_FIELD_NUM_OR_NULL, 0, BIG}, {"alloc_granularity", HFL_FIELD_NUM, 1, 1e12},
 };
 const int hfl_wire_n_plan_fields = N(hfl_wire_plan_fields);
+
+/* a re-planned client's new plan rides in its next pull, held to the hello's plan table */
+static const hfl_wire_field pull_fields[] = {
+    OPTIONAL(hfl_pull_msg, have_version, I, -1, I32),
+    OPTIONAL(hfl_pull_msg, hold_ms, I, 0, 600000),
+    OPTIONAL(hfl_pull_msg, resend, B, 0, 0),
+    {"plan", HFL_WIRE_OBJ, 1, 0, 0, offsetof(hfl_pull_msg, plan), sizeof(const cJSON *),
+     offsetof(hfl_pull_msg, has_plan), NULL, hfl_wire_plan_fields, N(hfl_wire_plan_fields), 0},
+    OPTIONAL(hfl_pull_msg, plan_round, I, 1, 1 << 30),
+};
+const hfl_wire_msg hfl_wire_pull = {HFL_MSG_PULL, "pull", pull_fields, N(pull_fields), 0};
 
 static const hfl_wire_field hello_fields[] = {
     OPTIONAL(hfl_hello_msg, name, S, 0, HFL_ID_NAME_MAX),

@@ -36,6 +36,10 @@ typedef struct {
     int has_hold_ms;
     int resend; /* the task it was sent this round, once more with weights */
     int has_resend;
+    const cJSON *plan; /* a new plan (re-planned: client/replan.c), held to hfl_wire_plan_fields */
+    int has_plan;
+    int64_t plan_round; /* with plan: the round in which it re-planned */
+    int has_plan_round;
 } hfl_pull_msg;
 
 /* task.secagg: secure aggregation's announcement (proto/secagg.h). */

@@ -244,6 +244,37 @@ static void summary(FILE *f, const cJSON *rep) {
     fprintf(f, "<tr><th>wall time</th><td>%.1f s</td></tr>\n</table>\n", jnum(rep, "wall_s", 0));
 }
 
+/* One choice of a re-plan: "4 x 64 fp32 none, 2.08 MiB". */
+static void choice(FILE *f, const cJSON *c) {
+    if (!cJSON_IsObject(c)) {
+        fputs("none", f);
+        return;
+    }
+    fprintf(f, "%g x %g ", jnum(c, "accumulation_steps", 1), jnum(c, "batch", 0));
+    esc(f, jstr(c, "precision"));
+    fputs(" ", f);
+    esc(f, jstr(c, "checkpoint"));
+    fprintf(f, ", %.2f MiB", jnum(c, "predicted_peak_bytes", 0) / 1048576.0);
+}
+
+/* The plans clients changed when their memory shrank (coordinator/replan.c). */
+static void replans_table(FILE *f, const cJSON *replans) {
+    if (cJSON_GetArraySize(replans) == 0) return;
+    fputs("<h2>re-plans</h2>\n<table>\n<tr><th>round</th><th>client</th><th>old plan</th><th>new plan</th>"
+          "<th>budget</th></tr>\n", f);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, replans) {
+        fprintf(f, "<tr><td>%g</td><td>", jnum(e, "round", 0));
+        esc(f, jstr(e, "name"));
+        fputs("</td><td>", f);
+        choice(f, cJSON_GetObjectItemCaseSensitive(e, "old"));
+        fputs("</td><td>", f);
+        choice(f, cJSON_GetObjectItemCaseSensitive(e, "new"));
+        fprintf(f, "</td><td>%.2f MiB</td></tr>\n", jnum(e, "budget_bytes", 0) / 1048576.0);
+    }
+    fputs("</table>\n", f);
+}
+
 int hfl_html_report(const cJSON *rep, const char *path, char *err) {
     char tmp[1200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -266,6 +297,7 @@ int hfl_html_report(const cJSON *rep, const char *path, char *err) {
     bytes_chart(f, rounds);
     memory_chart(f, clients);
     timeline(f, rounds, clients);
+    replans_table(f, cJSON_GetObjectItemCaseSensitive(rep, "replans"));
     fputs("</body></html>\n", f);
     int bad = ferror(f);
     if (fclose(f) != 0 || bad) {

@@ -12,7 +12,7 @@
 
 static const char *const known_keys[] = {
     "name", "model", "clients", "clients_per_round", "min_quorum", "rounds", "local_epochs", "batch",
-    "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "prepare", "downlink", "downlink_delta", "chunk_bytes", "client_codecs", "client_memory", "precision", "clip_norm", "max_client_samples", "max_share", "server_opt", "strategy", "client_attacks", "over_selection", "late", "local_work", "prox_mu", "async_concurrency", "pace", "optimizer", "betas", "local_steps", "lr_schedule",
+    "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "prepare", "downlink", "downlink_delta", "chunk_bytes", "client_codecs", "client_memory", "memory_budget_at", "precision", "clip_norm", "max_client_samples", "max_share", "server_opt", "strategy", "client_attacks", "over_selection", "late", "local_work", "prox_mu", "async_concurrency", "pace", "optimizer", "betas", "local_steps", "lr_schedule",
     "device", "client_devices", "profiles", "profile_library", "memory_scale", "crashes", "dropout", "slow", "compute_scale", "virtual_time",
     "secure_agg", "client_clip", "fixed_bits", "dp_noise", "dp_epsilon", "dp_delta", NULL};
 
@@ -87,6 +87,8 @@ static int check_device(const char *what, const char *d, char *err) {
 void hfl_scenario_free(hfl_scenario *sc) {
     free(sc->client_codec);
     free(sc->client_memory);
+    free(sc->client_memory_at);
+    sc->client_memory_at = NULL;
     free(sc->client_profile);
     sc->client_profile = NULL;
     free(sc->client_crash);
@@ -198,18 +200,20 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
     }
     sc->client_codec = calloc((size_t)sc->clients, sizeof *sc->client_codec);
     sc->client_memory = calloc((size_t)sc->clients, sizeof *sc->client_memory);
+    sc->client_memory_at = calloc((size_t)sc->clients, sizeof *sc->client_memory_at);
     sc->client_device = calloc((size_t)sc->clients, sizeof *sc->client_device);
     sc->client_attack = calloc((size_t)sc->clients, sizeof *sc->client_attack);
     sc->client_profile = calloc((size_t)sc->clients, sizeof *sc->client_profile);
     sc->client_crash = calloc((size_t)sc->clients, sizeof *sc->client_crash);
     sc->client_slow = calloc((size_t)sc->clients, sizeof *sc->client_slow);
-    if (!sc->client_codec || !sc->client_memory || !sc->client_device || !sc->client_attack || !sc->client_profile ||
+    if (!sc->client_codec || !sc->client_memory || !sc->client_memory_at || !sc->client_device || !sc->client_attack || !sc->client_profile ||
         !sc->client_crash || !sc->client_slow) {
         hfl_errf(err, "out of memory");
         goto out;
     }
     if (get_per_client(o, "client_codecs", sc->clients, sc->client_codec, err) != 0 ||
         get_per_client(o, "client_memory", sc->clients, sc->client_memory, err) != 0 ||
+        get_per_client(o, "memory_budget_at", sc->clients, sc->client_memory_at, err) != 0 ||
         get_str(o, "precision", 0, sc->precision, sizeof sc->precision, err) != 0 ||
         get_per_client(o, "client_devices", sc->clients, sc->client_device, err) != 0 ||
         get_per_client(o, "client_attacks", sc->clients, sc->client_attack, err) != 0 ||
@@ -247,6 +251,21 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
         goto out;
     }
     sc->virtual_time = cJSON_IsTrue(vt);
+    for (int i = 0; i < sc->clients; i++) {
+        int round;
+        uint64_t bytes;
+        char e[HFL_ERR_LEN];
+        if (!sc->client_memory_at[i][0]) continue;
+        if (hfl_parse_round_size(sc->client_memory_at[i], &round, &bytes, e) != 0) {
+            hfl_errf(err, "\"memory_budget_at\": \"client-%d\": %s", i, e);
+            goto out;
+        }
+        if (!sc->client_memory[i][0] && !sc->client_profile[i][0]) {
+            hfl_errf(err, "\"memory_budget_at\": \"client-%d\" changes a budget it does not have: give it one "
+                          "in \"client_memory\" or a profile", i);
+            goto out;
+        }
+    }
     const cJSON *sa = cJSON_GetObjectItemCaseSensitive(o, "secure_agg"), *cc = cJSON_GetObjectItemCaseSensitive(o, "client_clip");
     if ((sa && !cJSON_IsBool(sa)) || (cc && !cJSON_IsBool(cc))) {
         hfl_errf(err, "\"secure_agg\" and \"client_clip\" must be true or false");

@@ -11,6 +11,7 @@
  *   "downlink": "fp32",        "downlink_delta": false,  "chunk_bytes": 0,
  *   "client_codecs": {"client-3": "topk:0.01"},
  *   "precision": "auto",       "client_memory": {"client-0": "64M"},
+ *   "memory_budget_at": {"client-0": "3:32M"},
  *   "device": "auto",          "client_devices": {"client-1": "cpu"},
  *   "clip_norm": "adaptive:2", "max_client_samples": 0,  "max_share": 0.2,
  *   "server_opt": "fedavg",    "strategy": "fedavg",
@@ -39,7 +40,12 @@
  * have each, in client order, adding up to clients: a client's memory
  * budget is its profile's memory times memory_scale (so small models feel a
  * small card's pressure) unless client_memory says otherwise, and the report
- * gains simulated times from each profile's throughput and links); crashes
+ * gains simulated times from each profile's throughput and links);
+ * memory_budget_at shrinks (or grows) a client's budget from round R on,
+ * "R:SIZE" (hfl-client --budget-at; the client needs a budget from
+ * client_memory or its profile): before round R trains, a client whose plan
+ * no longer fits re-plans, verifies and sends the new plan, listed in the
+ * report's "replans", or leaves the run when nothing fits; crashes
  * has hfl-sim kill a client with SIGKILL when round R opens ("R"), and
  * start it again S seconds later ("R:S"); dropout is each client's chance of
  * declining a round (hfl-client --dropout: the round stops waiting for it;
@@ -83,6 +89,7 @@ typedef struct {
     int downlink_delta;
     char (*client_codec)[32]; /* [clients]: "" for the run's codec; malloc'd, free with hfl_scenario_free */
     char (*client_memory)[32]; /* [clients]: "" for the device's free memory, else a size like "64M" */
+    char (*client_memory_at)[32]; /* [clients]: "" or "R:SIZE": the budget from round R on (--budget-at) */
     char precision[8];         /* auto, fp32, bf16, fp16: what every client may train in */
     char device[8];            /* auto, cpu, cuda: --device of the coordinator and every client */
     char (*client_device)[32]; /* [clients]: "" for device, else auto, cpu or cuda */

@@ -575,8 +575,8 @@ int main(int argc, char **argv) {
                           "--client-index", idx, "--num-clients", o.shards[0] ? "1" : a_n, "--seed", a_seed, "--threads", a_threads, "--state-dir", state_dir,
                           "--precision", sc.precision, "--device",
                           sc.client_device[i][0] ? sc.client_device[i] : sc.device, NULL, NULL, NULL, NULL, NULL, NULL,
-                          NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-                          /* codec, attack, dropout, speed, budget, pace, link, init-model: 16, and the end */
+                          NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+                          /* codec, attack, dropout, speed, budget, budget-at, pace, link, init-model: 18, and the end */
         int k = 0;
         while (argv_c[k]) k++;
         if (sc.client_codec[i][0]) argv_c[k++] = "--codec", argv_c[k++] = sc.client_codec[i];
@@ -608,6 +608,7 @@ int main(int argc, char **argv) {
         if (sc.client_memory[i][0]) argv_c[k++] = "--memory-budget", argv_c[k++] = sc.client_memory[i];
         else if (gpu_share[0] && strcmp(sc.client_device[i][0] ? sc.client_device[i] : sc.device, "cpu"))
             argv_c[k++] = "--memory-budget", argv_c[k++] = gpu_share;
+        if (sc.client_memory_at[i][0]) argv_c[k++] = "--budget-at", argv_c[k++] = sc.client_memory_at[i];
         procs.clients[i] = spawn_log(argv_c, clientlog, 0, 1);
         procs.argv[i] = argv_keep(argv_c);
         /* staggered: a wave of clients at a time, so that a large fleet's

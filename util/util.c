@@ -187,6 +187,22 @@ int hfl_parse_size(const char *s, uint64_t *bytes, char *err) {
     return 0;
 }
 
+int hfl_parse_round_size(const char *s, int *round, uint64_t *bytes, char *err) {
+    const char *colon = s ? strchr(s, ':') : NULL;
+    char head[16];
+    long r;
+    if (!colon || colon == s || (size_t)(colon - s) >= sizeof head)
+        return hfl_errf(err, "'%s': use ROUND:SIZE, e.g. 2:3M", s ? s : "");
+    memcpy(head, s, (size_t)(colon - s));
+    head[colon - s] = 0;
+    if (hfl_parse_int(head, 1, 1 << 30, &r, NULL) != 0)
+        return hfl_errf(err, "'%s': the round must be a whole number from 1", s);
+    if (hfl_parse_size(colon + 1, bytes, err) != 0) return -1;
+    if (*bytes == 0) return hfl_errf(err, "'%s': the size must be more than 0", s);
+    *round = (int)r;
+    return 0;
+}
+
 int hfl_parse_int(const char *s, long lo, long hi, long *out, char *err) {
     if (!s || !*s) return hfl_errf(err, "empty number");
     char *end;

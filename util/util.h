@@ -45,6 +45,9 @@ int hfl_fsync_dir_of(const char *path, char *err);
 
 /* "512M", "4G", "1.5GiB", "1048576" -> bytes. Returns -1 on a malformed size. */
 int hfl_parse_size(const char *s, uint64_t *bytes, char *err);
+/* "ROUND:SIZE" (hfl-client --budget-at, a scenario's memory_budget_at): a
+ * round in [1, 2^30] and a size above 0 as hfl_parse_size reads it. */
+int hfl_parse_round_size(const char *s, int *round, uint64_t *bytes, char *err);
 /* Strict integer / double parsing of a whole string within [lo, hi]. */
 int hfl_parse_int(const char *s, long lo, long hi, long *out, char *err);
 int hfl_parse_double(const char *s, double lo, double hi, double *out, char *err);

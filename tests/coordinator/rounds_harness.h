@@ -78,6 +78,8 @@ static inline void teardown(void) {
     hfl_agg_free(&c.agg);
     hfl_sopt_free(&c.sopt);
     for (int i = 0; i < c.n_clients; i++) cJSON_Delete(c.clients[i].hello), spool_drop(&c.clients[i]);
+    cJSON_Delete(c.replans);
+    c.replans = NULL;
     if (c.log) fclose(c.log);
     free(c.global);
     free(c.test.x);

@@ -42,7 +42,8 @@
  *     the task and its exact sum; the tick signal for a fold and a fresh
  *     update under --async; a miss that accounts for the last drawn client
  *     wakes it too; a late task of a client that left is given up on; the
- *     secure sum needs the quorum at the deadline. */
+ *     secure sum needs the quorum at the deadline.
+ *  9. A re-planned client's plan from its pull (coordinator/replan.c). */
 #include <errno.h>
 #include <malloc.h>
 #include <math.h>
@@ -287,6 +288,170 @@ static void add_device_plan(int id, const char *device, double overhead, double 
     cJSON *p = cJSON_AddObjectToObject(h, "plan");
     cJSON_AddNumberToObject(p, "overhead_bytes", overhead);
     cJSON_AddNumberToObject(p, "overhead_records", records);
+}
+
+/* A plan as a client sends it: the keys coordinator/replan.c reports, and one it does not. */
+static cJSON *plan_of(int batch, int accum, double predicted, double budget) {
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddNumberToObject(p, "batch", batch);
+    cJSON_AddNumberToObject(p, "accumulation_steps", accum);
+    cJSON_AddNumberToObject(p, "step_batch", batch * accum);
+    cJSON_AddStringToObject(p, "precision", "fp32");
+    cJSON_AddStringToObject(p, "checkpoint", "none");
+    cJSON_AddNumberToObject(p, "predicted_peak_bytes", predicted);
+    cJSON_AddNumberToObject(p, "budget_bytes", budget);
+    cJSON_AddNumberToObject(p, "overhead_records", 3);
+    return p;
+}
+
+/* The report's replans, parsed from report_render (NULL when absent); *dropped: replans_dropped (0 absent). */
+static cJSON *rendered_replans(double *dropped) {
+    size_t len;
+    char *text = report_render(&c, &len);
+    cJSON *rep = cJSON_Parse(text);
+    free(text);
+    cJSON *r = cJSON_DetachItemFromObjectCaseSensitive(rep, "replans");
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(rep, "replans_dropped");
+    *dropped = cJSON_IsNumber(d) ? d->valuedouble : 0;
+    cJSON_Delete(rep);
+    return r;
+}
+
+/* replan_take(id, plan, round) with stdout caught: its first line into line ("" when none). */
+static void replan_line(int id, const cJSON *plan, int round, char *line, size_t cap) {
+    int quiet = c.cfg.quiet;
+    fflush(stdout);
+    int saved = dup(1);
+    FILE *out = tmpfile();
+    REQUIRE(saved >= 0 && out && dup2(fileno(out), 1) == 1);
+    c.cfg.quiet = quiet;
+    replan_take(&c, id, plan, round);
+    fflush(stdout);
+    REQUIRE(dup2(saved, 1) == 1);
+    close(saved);
+    rewind(out);
+    if (!fgets(line, (int)cap, out)) line[0] = 0;
+    fclose(out);
+}
+
+/* 9. A re-planned client's plan from its pull (coordinator/replan.c): the
+ * record takes it, the report and the event say round, client, old and new
+ * choice (the seven keys, not the rest) and the budget; the same plan again,
+ * a client that left: nothing; a client without a plan gets one (old null);
+ * round 0 means the open round; past 1024 entries, counted. */
+static void test_replan(void) {
+    setup(1, 1, 60, 1);
+    hello("a", 10);
+    hello("b", 10);
+    hello("gone", 10);
+    cJSON_ReplaceItemInObject(c.clients[0].hello, "plan", plan_of(256, 1, 4.27e6, 8388608));
+    double dropped;
+    cJSON *r = rendered_replans(&dropped);
+    CHECK(cJSON_IsArray(r) && cJSON_GetArraySize(r) == 0 && dropped == 0); /* none yet: an empty list */
+    cJSON_Delete(r);
+    cJSON *np = plan_of(64, 4, 2.08e6, 3145728);
+    replan_take(&c, 0, np, 2);
+    r = rendered_replans(&dropped);
+    const cJSON *e = cJSON_GetArrayItem(r, 0);
+    const cJSON *old = cJSON_GetObjectItemCaseSensitive(e, "old"), *new = cJSON_GetObjectItemCaseSensitive(e, "new");
+    CHECK(cJSON_GetArraySize(r) == 1 && num(e, "round") == 2 && num(e, "client") == 0 && !strcmp(str(e, "name"), "a") &&
+          num(e, "budget_bytes") == 3145728);
+    CHECK(num(old, "batch") == 256 && num(old, "accumulation_steps") == 1 && num(old, "step_batch") == 256 &&
+          !strcmp(str(old, "precision"), "fp32") && !strcmp(str(old, "checkpoint"), "none") &&
+          num(old, "predicted_peak_bytes") == 4.27e6 && num(old, "budget_bytes") == 8388608 &&
+          cJSON_GetArraySize(old) == 7);
+    CHECK(num(new, "batch") == 64 && num(new, "accumulation_steps") == 4 && num(new, "step_batch") == 256 &&
+          num(new, "predicted_peak_bytes") == 2.08e6 && num(new, "budget_bytes") == 3145728 &&
+          cJSON_GetArraySize(new) == 7);
+    CHECK(cJSON_Compare(cJSON_GetObjectItemCaseSensitive(c.clients[0].hello, "plan"), np, 1) && c.clients[0].has_plan);
+    cJSON_Delete(r);
+    cJSON *ev = events("client_replanned");
+    e = cJSON_GetArrayItem(ev, 0);
+    CHECK(cJSON_GetArraySize(ev) == 1 && num(e, "round") == 2 && !strcmp(str(e, "name"), "a") &&
+          num(cJSON_GetObjectItemCaseSensitive(e, "new"), "batch") == 64 && num(e, "budget_bytes") == 3145728);
+    cJSON_Delete(ev);
+    /* the same plan again (a pull sent twice): nothing */
+    replan_take(&c, 0, np, 3);
+    r = rendered_replans(&dropped);
+    ev = events("client_replanned");
+    CHECK(cJSON_GetArraySize(r) == 1 && cJSON_GetArraySize(ev) == 1);
+    cJSON_Delete(r);
+    cJSON_Delete(ev);
+    /* the same choice with more overhead records (a breach's re-plan that
+     * chose it again): the record takes it, unlisted */
+    cJSON *more = plan_of(64, 4, 2.08e6, 3145728);
+    cJSON_ReplaceItemInObject(more, "overhead_records", cJSON_CreateNumber(4));
+    replan_take(&c, 0, more, 3);
+    r = rendered_replans(&dropped);
+    ev = events("client_replanned");
+    CHECK(cJSON_GetArraySize(r) == 1 && cJSON_GetArraySize(ev) == 1 &&
+          num(cJSON_GetObjectItemCaseSensitive(c.clients[0].hello, "plan"), "overhead_records") == 4);
+    cJSON_Delete(r);
+    cJSON_Delete(ev);
+    cJSON_Delete(more);
+    /* a client that left keeps its record (a one-character reason is a reason) */
+    snprintf(c.clients[2].left, sizeof c.clients[2].left, "x");
+    c.clients[2].has_plan = 0;
+    replan_take(&c, 2, np, 2);
+    CHECK(!c.clients[2].has_plan && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(c.clients[2].hello, "plan")) == 0);
+    /* no plan held: old is null; round 0: the open round's */
+    cJSON_DeleteItemFromObject(c.clients[1].hello, "plan");
+    c.clients[1].has_plan = 0;
+    c.r.round = 5;
+    replan_take(&c, 1, np, 0);
+    r = rendered_replans(&dropped);
+    e = cJSON_GetArrayItem(r, 1);
+    CHECK(cJSON_GetArraySize(r) == 2 && num(e, "round") == 5 && num(e, "client") == 1 &&
+          cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(e, "old")) &&
+          c.clients[1].has_plan == 1); /* 1: metrics.c sums has_plan into the planned clients */
+    cJSON_Delete(r);
+    /* the progress line without --quiet: round 1 is the client's, not the open round's (5) */
+    c.cfg.quiet = 0;
+    /* 2102395 bytes are 2.0050001 MiB: printed 2.01 (by 1048577 it would be 2.0049982, 2.00) */
+    cJSON *p1 = plan_of(32, 8, 1.5e6, 2102395);
+    char line[256] = "";
+    replan_line(1, p1, 1, line, sizeof line);
+    CHECK_MSG(!strcmp(line, "coordinator: b re-planned at round 1: batch 64 fp32 none -> batch 32 fp32 none, budget "
+                            "2.01 MiB\n"), "stdout '%s'", line);
+    r = rendered_replans(&dropped);
+    CHECK(num(cJSON_GetArrayItem(r, 2), "round") == 1);
+    cJSON_Delete(r);
+    cJSON_DeleteItemFromObject(c.clients[1].hello, "plan");
+    replan_line(1, np, 0, line, sizeof line); /* no plan held: "none" */
+    CHECK_MSG(!strcmp(line, "coordinator: b re-planned at round 5: none -> batch 64 fp32 none, budget 3.00 MiB\n"),
+              "stdout '%s'", line);
+    cJSON *nob = plan_of(16, 16, 1.2e6, 0); /* a plan without its budget: the line says none */
+    cJSON_DeleteItemFromObject(nob, "budget_bytes");
+    replan_line(1, nob, 6, line, sizeof line);
+    CHECK_MSG(!strcmp(line, "coordinator: b re-planned at round 6: batch 64 fp32 none -> batch 16 fp32 none\n"),
+              "stdout '%s'", line);
+    r = rendered_replans(&dropped);
+    CHECK(cJSON_GetArraySize(r) == 5 && !cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(r, 4), "budget_bytes"));
+    cJSON_Delete(r);
+    cJSON_Delete(nob);
+    c.cfg.quiet = 1;
+    replan_line(1, p1, 2, line, sizeof line); /* --quiet: nothing */
+    CHECK_MSG(line[0] == 0, "stdout under --quiet: '%s'", line);
+    cJSON_Delete(p1);
+    /* a plan whose choice is held leaves nothing allocated (200 of them) */
+    for (int pass = 0; pass < 2; pass++) {
+        size_t before = mallinfo2().uordblks;
+        for (int t = 0; t < 200; t++) replan_take(&c, 1, np, 7);
+        size_t after = mallinfo2().uordblks;
+        if (pass == 1) /* a one-off lazy allocation is not a leak: 200 leaked choices would be kilobytes */
+            CHECK_MSG(after < before + 1024, "%zu bytes left allocated by 200 re-plans", after - before);
+    }
+    /* full: counted, not kept */
+    while (cJSON_GetArraySize(c.replans) < COORD_MAX_REPLANS) cJSON_AddItemToArray(c.replans, cJSON_CreateObject());
+    cJSON *other = plan_of(32, 8, 1e6, 2097152);
+    replan_take(&c, 0, other, 4);
+    r = rendered_replans(&dropped);
+    CHECK(cJSON_GetArraySize(r) == COORD_MAX_REPLANS && dropped == 1 &&
+          cJSON_Compare(cJSON_GetObjectItemCaseSensitive(c.clients[0].hello, "plan"), other, 1));
+    cJSON_Delete(r);
+    cJSON_Delete(other);
+    cJSON_Delete(np);
+    teardown();
 }
 
 static void test_registry_overhead(void) {
@@ -1752,6 +1917,7 @@ static const check_case cases[] = {
     {"registry_check", test_registry_check},
     {"registry_leave_report", test_registry_leave_report},
     {"registry_overhead", test_registry_overhead},
+    {"replan", test_replan},
     {"registry_evict", test_registry_evict},
     {"registry_edges", test_registry_edges},
     {"parse_clip", test_parse_clip},

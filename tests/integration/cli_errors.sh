@@ -37,6 +37,8 @@ ca=$tmp/pki/ca.crt cpem=$tmp/pki/coordinator.pem c0=$tmp/pki/client-0.pem
 echo '{ "name": "broken", "model": ' >"$tmp/broken.json"
 echo '{"name": "x", "model": "mlp", "clients": 2, "rounds": 1, "partition": "iid", "codec": "int8", "lr": 0.1, "colour": 1}' >"$tmp/unknown_key.json"
 echo '{"name": "x", "model": "mlp", "clients": 2, "rounds": 1, "partition": "iid", "codec": "int3"}' >"$tmp/bad_codec.json"
+echo '{"name": "x", "model": "mlp", "clients": 2, "rounds": 2, "partition": "iid", "codec": "int8", "client_memory": {"client-0": "8M"}, "memory_budget_at": {"client-0": "0:3M"}}' >"$tmp/bad_budget_at.json"
+echo '{"name": "x", "model": "mlp", "clients": 2, "rounds": 2, "partition": "iid", "codec": "int8", "memory_budget_at": {"client-1": "2:3M"}}' >"$tmp/budget_at_alone.json"
 echo '{"name": "x", "model": "resnet", "clients": 2, "rounds": 1, "partition": "iid", "codec": "int8"}' >"$tmp/bad_model.json"
 echo '{"name": "x", "model": "mlp", "clients": 2, "rounds": 1, "partition": "dirichlet:-1", "codec": "int8"}' >"$tmp/bad_partition.json"
 echo '[1, 2]' >"$tmp/array.json"
@@ -70,6 +72,8 @@ grep -q 'kjv-books BOOKS && build/data/hfl-data text --out KJV8 --context 64 --n
 expect_error "sim: key with control chars"  "$sim" "$tmp/control_key.json" --out "$tmp/run"
 expect_error "sim: client name alias"       "$sim" "$tmp/alias_client.json" --out "$tmp/run"
 expect_error "sim: unknown codec"           "$sim" "$tmp/bad_codec.json" --out "$tmp/run"
+expect_error "sim: memory_budget_at round 0" "$sim" "$tmp/bad_budget_at.json" --out "$tmp/run"
+expect_error "sim: memory_budget_at, no budget" "$sim" "$tmp/budget_at_alone.json" --out "$tmp/run"
 expect_error "sim: unknown model"           "$sim" "$tmp/bad_model.json" --out "$tmp/run"
 expect_error "sim: bad partition"           "$sim" "$tmp/bad_partition.json" --out "$tmp/run"
 expect_error "sim: unknown option"          "$sim" "$tmp/broken.json" --colour
@@ -124,6 +128,9 @@ expect_error "client: plan, nothing fits"   "$client" --plan --model cnn --memor
 expect_error "client: plan, unknown model"  "$client" --plan --model resnet
 expect_error "client: plan, broken spec"    "$client" --plan --model "$tmp/broken.json"
 expect_error "client: plan, bad budget"     "$client" --plan --model mlp --memory-budget lots
+expect_error "client: budget-at, no budget" "$client" --insecure --coordinator tcp://127.0.0.1:1 --budget-at 2:3M
+expect_error "client: budget-at malformed"  "$client" --insecure --coordinator tcp://127.0.0.1:1 --memory-budget 8M --budget-at 3M
+expect_error "client: budget-at size 0"     "$client" --insecure --coordinator tcp://127.0.0.1:1 --memory-budget 8M --budget-at 2:0
 
 expect_error "pki: bad client count"        "$pki" --out "$tmp/p2" --clients -1
 expect_error "pki: unwritable directory"    "$pki" --out /proc/hfl-pki --clients 1

@@ -18,30 +18,8 @@ sim=$1
 tmp=$(mktemp -d /tmp/hfl-test-steps-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 # The shards: Fashion-MNIST's first 120 training images as 3 clients of 40,
-# its first 500 test images as the test set, written here as .npz files
-# (x uint8 [n, 784], y int64 [n]).
-python3 - /usr/share/datasets/fashion-mnist "$tmp/shards" <<'PY'
-import gzip, io, os, struct, sys, zipfile
-src, out = sys.argv[1], sys.argv[2]
-os.makedirs(out)
-def idx(name, n, row):
-    with gzip.open(os.path.join(src, name)) as f:
-        f.read(16 if row > 1 else 8)
-        return f.read(n * row)
-def npy(descr, shape, body):
-    head = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, "".join("%d, " % d for d in shape))
-    head += " " * ((64 - (10 + len(head) + 1) % 64) % 64) + "\n"
-    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(head)) + head.encode() + body
-def write(path, x, y):
-    n = len(y)
-    with zipfile.ZipFile(path, "w") as z:
-        z.writestr("x.npy", npy("|u1", (n, 784), x))
-        z.writestr("y.npy", npy("<i8", (n,), struct.pack("<%dq" % n, *y)))
-x, y = idx("train-images-idx3-ubyte.gz", 120, 784), idx("train-labels-idx1-ubyte.gz", 120, 1)
-for c in range(3):
-    write(os.path.join(out, "client-%04d.npz" % c), x[c * 40 * 784:(c + 1) * 40 * 784], y[c * 40:(c + 1) * 40])
-write(os.path.join(out, "test.npz"), idx("t10k-images-idx3-ubyte.gz", 500, 784), idx("t10k-labels-idx1-ubyte.gz", 500, 1))
-PY
+# its first 500 test images as the test set (fmnist_shards.py).
+python3 "$(dirname "$0")/fmnist_shards.py" /usr/share/datasets/fashion-mnist "$tmp/shards" 3 40 500
 cat > "$tmp/steps.json" <<'JSON'
 {"name": "steps", "model": "mlp", "clients": 3, "clients_per_round": 3, "rounds": 3, "local_steps": 5,
  "lr_schedule": "cosine:2:0.1", "batch": 16, "lr": 0.1, "partition": "iid", "codec": "fp32",

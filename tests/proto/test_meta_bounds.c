@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proto/messages.h"
 #include "proto/msg.h"
 #include "tests/check.h"
 #include "util/util.h"
@@ -130,7 +131,45 @@ static void test_schema(void) {
     CHECK(check("{\"q\\u0001\":1}", NULL, err) == -1 && strstr(err, "field 'q?' is not one"));
 }
 
+/* A pull's plan (a re-planned client's, client/replan.c) is held to the
+ * hello's plan table: its fields in range are taken, anything else refuses
+ * the pull in one line; plan_round from 1. */
+static int pull_decode(const char *text, hfl_pull_msg *p, char *err) {
+    cJSON *o = cJSON_Parse(text);
+    if (!o) return hfl_errf(err, "test JSON does not parse: %s", text);
+    memset(p, 0, sizeof *p);
+    int rc = hfl_wire_decode(&hfl_wire_pull, o, p, err);
+    cJSON_Delete(o);
+    return rc;
+}
+
+static void test_pull_plan(void) {
+    char err[HFL_ERR_LEN] = "";
+    hfl_pull_msg p;
+    CHECK_MSG(pull_decode("{\"have_version\":3,\"plan\":{\"batch\":64,\"accumulation_steps\":4,\"step_batch\":256,"
+                          "\"precision\":\"fp32\",\"checkpoint\":\"none\",\"budget_bytes\":3145728},\"plan_round\":2}",
+                          &p, err) == 0 && p.has_plan && p.has_plan_round && p.plan_round == 2,
+              "a plan in range: %s", err);
+    CHECK_MSG(pull_decode("{\"have_version\":3}", &p, err) == 0 && !p.has_plan && !p.has_plan_round, "no plan: %s", err);
+    static const struct {
+        const char *text, *want;
+    } bad[] = {
+        {"{\"plan\":{\"batch\":0}}", "'plan.batch' = 0 is outside"},
+        {"{\"plan\":{\"batch\":65537}}", "'plan.batch' = 65537 is outside"},
+        {"{\"plan\":{\"layers\":[1,2]}}", "'plan.layers' is not one"},
+        {"{\"plan\":{\"precision\":{\"deep\":1}}}", "'plan.precision' is not a string"},
+        {"{\"plan\":[1]}", "'plan' must be an object"},
+        {"{\"plan\":{},\"plan_round\":0}", "plan_round"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = pull_decode(bad[i].text, &p, err);
+        CHECK_MSG(rc == -1 && strstr(err, bad[i].want) && !strchr(err, '\n'), "%s: rc %d '%s', expected '%s'",
+                  bad[i].text, rc, err, bad[i].want);
+    }
+}
+
 static const check_case cases[] = {
+    {"pull_plan", test_pull_plan},
     {"depth", test_depth},
     {"decode", test_decode},
     {"schema", test_schema},
