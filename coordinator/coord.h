@@ -83,7 +83,7 @@ typedef struct {
     char downlink[32];  /* fp32, fp16, bf16 */
     int downlink_delta; /* send deltas against the version a client holds */
     uint64_t chunk_bytes; /* --chunk-bytes: weights and updates larger than this go in chunks (0: never) */
-    char spool_dir[1024]; /* --spool-dir: where chunked updates are spooled (uplink.c; "": $TMPDIR or /tmp) */
+    char spool_dir[1024]; /* --spool-dir: where chunked updates are spooled (spool.c's spool_dir) */
     uint32_t block;
     int rounds;
     int clients_per_round; /* K: clients selected each round */
@@ -171,6 +171,8 @@ typedef struct {
     char *sa_cert;
     struct hfl_peer *sa_peer;
     struct coord_spool *spool; /* uplink.c: the update it is putting in chunks (NULL: none) */
+    int64_t put_round;         /* uplink.c: the round its puts are for, and their bytes, resent ones too */
+    double put_bytes;
 } coord_client;
 
 /* Why a drawn client's slot is closed without an update (coord_slot.refused). */
@@ -456,7 +458,8 @@ uint8_t *downlink_sent(coord *c, const hfl_task_msg *task, size_t *len);
 size_t coord_max_payload(const coord *c); /* the longest update payload this model can have */
 /* A PUT reply (meta: hfl_put_msg; chunk: its n bytes; msg_bytes: the
  * message's): the chunk spooled, and the bytes held; or an error reply of
- * one line, the spool as it was. */
+ * one line (docs/protocol.md, "Chunked updates", says which refusals also
+ * drop the spool or close the client's round). */
 uint8_t *uplink_put(coord *c, int id, const cJSON *meta, const uint8_t *chunk, size_t n, size_t msg_bytes,
                     size_t *len);
 /* An UPDATE's reply: rounds_update on its payload, or, when it names
@@ -466,6 +469,11 @@ uint8_t *uplink_update(coord *c, int id, const hfl_msg *m, size_t n, size_t *len
 /* spool.c (spool.h): the file an update in chunks is held in. */
 void spool_sweep(coord *c);        /* drops the spools no round can take any more (at a round's open) */
 void spool_drop(coord_client *cl); /* its spool, if any */
+/* 1 when an update of client id for `round`, earlier than the open one,
+ * would be folded into the open round (--late fold, --async): the round
+ * engine's fold and the spool's acceptance share it. */
+int late_fold_ok(const coord *c, int id, int64_t round);
+int spool_check_dir(const coord *c, char *err); /* the spool directory takes a file: 0, or -1 with err */
 
 /* events.c: the JSON-lines event log */
 void events_log(coord *c, cJSON *event); /* takes ownership */

@@ -170,7 +170,7 @@ static const hfl_option coord_rows[] = {
      "(4K..1G, or 0: always whole; default 4M)"},
     {"spool-dir", "DIR", HFL_OPT_STR, AT(spool_dir), 0, 0, NULL,
      .help = "where updates coming in chunks are spooled, one file per client sending\n"
-     "(unlinked as made; default $TMPDIR, else /tmp)"},
+     "(unlinked as made; default --state-dir, else $TMPDIR, else /tmp; not a tmpfs)"},
     {"rounds", "N", HFL_OPT_INT, AT(rounds), 1, 1000000, "10", .help = "rounds to run (default 10)"},
     {"clients-per-round", "K", HFL_OPT_INT, AT(clients_per_round), 1, COORD_MAX_CLIENTS, "2",
      .help = "clients selected each round (default 2)"},

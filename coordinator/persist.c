@@ -127,7 +127,7 @@ int persist_save(coord *c, char *err) {
     /* written in parts from where they lie (at gpt2-small's 344 MB a copy
      * of the model per round is not free); the digest covers all but the
      * header */
-    uint8_t head[PERSIST_HEADER] = {0}; /* bytes 48-63 reserved: zeros */
+    uint8_t head[PERSIST_HEADER];
     hfl_part parts[5] = {{head, PERSIST_HEADER}, {json, jl}, {c->global, fl}};
     int np = 3;
     if (c->sopt.m) parts[np++] = (hfl_part){c->sopt.m, sl};

@@ -306,9 +306,9 @@ static void round_open(coord *c) {
     r->round = next;
     r->open = 1;
     r->opened_at = hfl_now();
-    spool_sweep(c); /* the last round's spools, but for the late folds that wait */
     if (c->cfg.async_concurrency == 0) overdue_judge(c, next);
     round_select(c);
+    spool_sweep(c); /* the last round's spools, but for the late folds that wait (counted by the draw) */
     dp_round_sigma(c, &r->dp_sigma, &r->dp_sigma_count);
     if (!c->cfg.secure_agg && r->dp_sigma > 0) /* central noise: the sum's scale holds it too (dp.h) */
         hfl_agg_widen(&c->agg, r->clip + SECAGG_NOISE_TAIL * r->dp_sigma);
@@ -569,8 +569,7 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     double measured = u.measured_peak_bytes;
     const char *codec = u.codec;
     int tau = r->round - (int)round; /* rounds late */
-    if (r->open && tau >= 1 && c->clients[id].late_round == round &&
-        (c->cfg.async_concurrency > 0 ? tau <= COORD_ASYNC_MAX_STALENESS : c->cfg.late_fold && tau == 1)) {
+    if (late_fold_ok(c, id, round)) {
         why = COORD_REJ_LATE;
         if (round_fold(c, id, tau, samples, trained, codec, payload, plen, msg_bytes, err) != 0) goto reject;
         overdue_progress(c, id);

@@ -19,10 +19,32 @@ void spool_drop(coord_client *cl) {
     cl->spool = NULL;
 }
 
+int late_fold_ok(const coord *c, int id, int64_t round) {
+    const coord_round *r = &c->r;
+    int64_t tau = r->round - round; /* rounds late */
+    return r->open && tau >= 1 && c->clients[id].late_round == round &&
+           (c->cfg.async_concurrency > 0 ? tau <= COORD_ASYNC_MAX_STALENESS : c->cfg.late_fold && tau == 1);
+}
+
 int spool_round_ok(const coord *c, int id, int64_t round) {
     const coord_round *r = &c->r;
     if (r->open && round == r->round) return r->slot[id].tasked && !r->slot[id].received && !r->slot[id].refused;
-    return round != 0 && round == c->clients[id].late_round;
+    return late_fold_ok(c, id, round);
+}
+
+const char *spool_dir(const coord *c) {
+    const char *tmp = getenv("TMPDIR");
+    return c->cfg.spool_dir[0] ? c->cfg.spool_dir : c->cfg.state_dir[0] ? c->cfg.state_dir : tmp && tmp[0] ? tmp : "/tmp";
+}
+
+int spool_check_dir(const coord *c, char *err) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/hfl-spool-XXXXXX", spool_dir(c));
+    int fd = mkostemp(path, O_CLOEXEC);
+    if (fd < 0) return hfl_errf(err, "--spool-dir %s: cannot make a file there: %s", spool_dir(c), strerror(errno));
+    unlink(path);
+    close(fd);
+    return 0;
 }
 
 void spool_sweep(coord *c) {
@@ -31,12 +53,11 @@ void spool_sweep(coord *c) {
 }
 
 struct coord_spool *spool_open(const coord *c, int64_t round, size_t len, const char *sha, char *err) {
-    const char *dir = c->cfg.spool_dir[0] ? c->cfg.spool_dir : getenv("TMPDIR");
     char path[1100];
-    snprintf(path, sizeof path, "%s/hfl-spool-XXXXXX", dir && dir[0] ? dir : "/tmp");
+    snprintf(path, sizeof path, "%s/hfl-spool-XXXXXX", spool_dir(c));
     int fd = mkostemp(path, O_CLOEXEC);
     if (fd < 0) {
-        hfl_errf(err, "cannot make a spool file in %s: %s", dir && dir[0] ? dir : "/tmp", strerror(errno));
+        hfl_errf(err, "cannot make a spool file in %s: %s", spool_dir(c), strerror(errno));
         return NULL;
     }
     unlink(path);

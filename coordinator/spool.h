@@ -1,7 +1,7 @@
 /* spool.h: an update coming in chunks, held in a file while it comes
  * (coordinator/uplink.c takes the puts; docs/protocol.md, "Chunked
  * updates"). A client has at most one (coord_client.spool). The file is
- * made in --spool-dir ($TMPDIR, else /tmp) and unlinked at once, so nothing
+ * made in the spool directory (spool_dir) and unlinked at once, so nothing
  * is left behind however the coordinator ends; its bytes are hashed as they
  * are written, in order. This file calls nothing of the round engine, so
  * the registry and the rounds may drop spools without a circle. */
@@ -19,7 +19,6 @@ struct coord_spool {
     char sha[65];             /* the digest its puts name */
     char got[65];             /* the digest of the bytes held, once all are */
     mbedtls_sha256_context h; /* over bytes [0, have) */
-    double put_bytes;         /* every put's bytes for this round, resent ones too */
     double msg_bytes;         /* the put messages whose chunks were written: the update's bytes up */
 };
 
@@ -32,5 +31,8 @@ int spool_write(struct coord_spool *sp, const uint8_t *b, size_t n, char *err);
 /* 1 when client id may send an update for round: the open round's task it
  * has not answered, or the earlier one a late fold waits for. */
 int spool_round_ok(const coord *c, int id, int64_t round);
+/* --spool-dir, else --state-dir, else $TMPDIR, else /tmp (a tmpfs holds a
+ * spool in memory: docs/protocol.md says so). */
+const char *spool_dir(const coord *c);
 
 #endif

@@ -29,6 +29,31 @@ size_t coord_max_payload(const coord *c) {
     return c->spec.n_params * (c->cfg.secure_agg ? 7 : sizeof(float)) + 4096;
 }
 
+/* Ends client id's upload for `round`: its spool dropped, the open round's
+ * slot closed (it is told to skip, and not waited for: rounds_pull's
+ * resend cap does the same), a late fold no longer expected. For a put
+ * storm, and for a spool the coordinator's own disk refused (said on
+ * stderr too: the operator's to mend). */
+static uint8_t *uplink_skip(coord *c, int id, int64_t round, const char *msg, size_t *len) {
+    coord_round *r = &c->r;
+    coord_client *cl = &c->clients[id];
+    spool_drop(cl);
+    c->rejected++;
+    if (r->open && round == r->round && !r->slot[id].received && !r->slot[id].refused) {
+        r->slot[id].refused = SLOT_REFUSED;
+        r->n_refused++;
+    } else if (round == cl->late_round) {
+        cl->late_round = 0;
+    }
+    cJSON *ev = cJSON_CreateObject();
+    cJSON_AddStringToObject(ev, "event", "upload_refused");
+    cJSON_AddNumberToObject(ev, "round", (double)round);
+    cJSON_AddNumberToObject(ev, "client", id);
+    cJSON_AddStringToObject(ev, "error", msg);
+    events_log(c, ev);
+    return coord_skip_reply(msg, 1, len);
+}
+
 /* An error reply of one line, counted as a rejected message. */
 static uint8_t *uplink_refuse(coord *c, size_t *len, const char *fmt, ...) {
     char msg[HFL_ERR_LEN];
@@ -63,31 +88,35 @@ uint8_t *uplink_put(coord *c, int id, const cJSON *meta, const uint8_t *chunk, s
     if (n != want) return uplink_refuse(c, len, "put: the chunk at byte %zu holds %zu bytes, not %zu", at, n, want);
     struct coord_spool *sp = cl->spool;
     int same = sp && sp->round == p.round && sp->len == total && !strcmp(sp->sha, p.payload_sha256);
-    double put_before = sp && sp->round == p.round ? sp->put_bytes : 0;
     if (sp && !same && at > 0)
         return uplink_refuse(c, len, "put: byte %zu of another payload than the one begun (round, length or digest "
                              "differ): begin again at byte 0", at);
     if (!sp && at > 0) return uplink_refuse(c, len, "put: byte %zu, but no payload was begun: start at byte 0", at);
     /* as many bytes as the update's uploads a client may be asked for (the
-     * resend cap rounds.c applies to downloads): a put storm must end */
-    if (put_before + (double)n > (1.0 + COORD_MAX_RESENDS) * (double)total) {
-        spool_drop(cl);
-        c->rejected++;
-        return coord_skip_reply("put: this round's update was put too often by this client (skip the round)", 1, len);
-    }
+     * resend cap rounds.c applies to downloads), counted per round whatever
+     * becomes of its spools: a put storm ends, and so does its cost */
+    if (cl->put_round != p.round) cl->put_round = p.round, cl->put_bytes = 0;
+    if (cl->put_bytes + (double)n > (1.0 + COORD_MAX_RESENDS) * (double)total)
+        return uplink_skip(c, id, p.round, "put: this round's update was put too often by this client (skip the round)",
+                           len);
+    cl->put_bytes += (double)n;
+    char msg[HFL_ERR_LEN + 64];
     if (!same) { /* the first chunk, or a payload begun again */
         spool_drop(cl);
-        if (!(sp = cl->spool = spool_open(c, p.round, total, p.payload_sha256, err)))
-            return uplink_refuse(c, len, "put: %s", err);
+        if (!(sp = cl->spool = spool_open(c, p.round, total, p.payload_sha256, err))) {
+            fprintf(stderr, "hfl-coordinator: client %d's upload: %s\n", id, err);
+            snprintf(msg, sizeof msg, "put: the coordinator cannot spool it: %s (skip the round)", err);
+            return uplink_skip(c, id, p.round, msg, len);
+        }
     }
-    sp->put_bytes = put_before + (double)n;
     if (at > sp->have)
         return uplink_refuse(c, len, "put: a chunk at byte %zu, but %zu bytes are held: chunks go in order", at,
                              sp->have);
     if (at == sp->have) {
         if (spool_write(sp, chunk, n, err) != 0) {
-            spool_drop(cl);
-            return uplink_refuse(c, len, "put: cannot spool the chunk: %s", err);
+            fprintf(stderr, "hfl-coordinator: client %d's upload: %s\n", id, err);
+            snprintf(msg, sizeof msg, "put: the coordinator cannot spool the chunk: %s (skip the round)", err);
+            return uplink_skip(c, id, p.round, msg, len);
         }
         sp->msg_bytes += (double)msg_bytes;
     }
@@ -116,8 +145,11 @@ uint8_t *uplink_update(coord *c, int id, const hfl_msg *m, size_t n, size_t *len
     }
     void *map = mmap(NULL, sp->len, PROT_READ, MAP_PRIVATE, sp->fd, 0);
     if (map == MAP_FAILED) {
-        spool_drop(cl);
-        return uplink_refuse(c, len, "update: cannot map the spooled payload: %s", strerror(errno));
+        char msg[HFL_ERR_LEN];
+        snprintf(msg, sizeof msg, "update: the coordinator cannot map the spooled payload: %s (skip the round)",
+                 strerror(errno));
+        fprintf(stderr, "hfl-coordinator: client %d's upload: %s\n", id, msg);
+        return uplink_skip(c, id, u.round, msg, len);
     }
     uint8_t *out = rounds_update(c, id, m->meta, map, sp->len, n + (size_t)sp->msg_bytes, len);
     munmap(map, sp->len);

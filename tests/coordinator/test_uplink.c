@@ -55,9 +55,9 @@ static uint8_t *payload_sha(int k, size_t *len, char sha[65]) {
 /* The update message of client id for this round: payload attached (p), or
  * naming payload_bytes and sha when p is NULL. Returns the reply's meta (to
  * free), of type want. */
-static cJSON *update(int id, const uint8_t *p, size_t plen, size_t named, const char *sha, int want) {
+static cJSON *update_for(int id, int round, const uint8_t *p, size_t plen, size_t named, const char *sha, int want) {
     char extra[256];
-    snprintf(extra, sizeof extra, "{\"round\":%d,\"samples\":100,\"loss\":1,\"codec\":\"fp32\"", c.r.round);
+    snprintf(extra, sizeof extra, "{\"round\":%d,\"samples\":100,\"loss\":1,\"codec\":\"fp32\"", round);
     if (sha) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ",\"payload_bytes\":%zu,"
                       "\"payload_sha256\":\"%s\"", named, sha);
     strcat(extra, "}");
@@ -68,6 +68,10 @@ static cJSON *update(int id, const uint8_t *p, size_t plen, size_t named, const 
     return reply_meta(rep, len, want);
 }
 
+static cJSON *update(int id, const uint8_t *p, size_t plen, size_t named, const char *sha, int want) {
+    return update_for(id, c.r.round, p, plen, named, sha, want);
+}
+
 /* A put of bytes [at, at + n) of p (payload_bytes total, digest sha) for
  * round; the reply's meta (to free), of type want. */
 static cJSON *put(int id, int round, size_t at, const uint8_t *p, size_t n, size_t total, const char *sha, int want) {
@@ -76,19 +80,23 @@ static cJSON *put(int id, int round, size_t at, const uint8_t *p, size_t n, size
              total, sha);
     cJSON *meta = cJSON_Parse(q);
     size_t len = 0;
-    uint8_t *rep = uplink_put(&c, id, meta, p + at, n, 100 + n, &len);
+    uint8_t *rep = uplink_put(&c, id, meta, n ? p + at : p, n, 100 + n, &len);
     cJSON_Delete(meta);
     return reply_meta(rep, len, want);
 }
 
-/* Puts chunks [from, to) of p in order; each reply must say the bytes held. */
-static void put_chunks(int id, const uint8_t *p, size_t total, const char *sha, size_t from, size_t to) {
+/* Puts chunks [from, to) of p in order for round; each reply must say the bytes held. */
+static void put_round(int id, int round, const uint8_t *p, size_t total, const char *sha, size_t from, size_t to) {
     for (size_t k = from; k < to; k++) {
         size_t at = k * CHUNK, n = total - at < CHUNK ? total - at : CHUNK;
-        cJSON *r = put(id, c.r.round, at, p, n, total, sha, HFL_MSG_PUT);
+        cJSON *r = put(id, round, at, p, n, total, sha, HFL_MSG_PUT);
         CHECK_MSG(num(r, "have") == (double)(at + n), "chunk %zu: have %g", k, num(r, "have"));
         cJSON_Delete(r);
     }
+}
+
+static void put_chunks(int id, const uint8_t *p, size_t total, const char *sha, size_t from, size_t to) {
+    put_round(id, c.r.round, p, total, sha, from, to);
 }
 
 /* The global model after a round where client a sends whole and client b
@@ -156,7 +164,8 @@ static void test_refusals(void) {
     refused(put(a, r, CHUNK + 1, pb, CHUNK, lb, sha, HFL_MSG_ERROR), "is not the start of a chunk");
     refused(put(a, r, (lb + CHUNK - 1) / CHUNK * CHUNK, pb, 0, lb, sha, HFL_MSG_ERROR), "is not the start of a chunk");
     refused(put(a, r, 0, pb, CHUNK + 1, lb, sha, HFL_MSG_ERROR), "holds 65537 bytes, not 65536");
-    refused(put(a, r, 0, pb, CHUNK, coord_max_payload(&c) + 1, sha, HFL_MSG_ERROR), "larger than any update");
+    /* the mlp's fp32 weights and 4 KiB: the most an update payload may be (uplink.c) */
+    refused(put(a, r, 0, pb, CHUNK, (size_t)NP * 4 + 4096 + 1, sha, HFL_MSG_ERROR), "larger than any update");
     refused(put(a, r, 0, pb, CHUNK, lb, "ABC", HFL_MSG_ERROR), "not a SHA-256");
     refused(put(a, r + 1, 0, pb, CHUNK, lb, sha, HFL_MSG_ERROR), "no task of round 2");
     CHECK_MSG(c.clients[a].spool == NULL && c.rejected == rejected + 7, "nothing spooled, 7 rejected");
@@ -171,12 +180,14 @@ static void test_refusals(void) {
     refused(update(a, NULL, 0, lb, other, HFL_MSG_ERROR), "does not match its digest");
     CHECK_MSG(c.clients[a].spool == NULL, "a spool that does not match its digest is dropped");
     CHECK_MSG(!c.r.slot[a].received && !memcmp(before, c.global, NP * sizeof(float)), "nothing reached the model");
-    /* chunks that are not the payload the puts name: refused at the update */
+    /* chunks that are not the payload the puts name: refused at the update
+     * (client b: a has put its round's allowance, 1 + COORD_MAX_RESENDS
+     * updates' bytes, by now) */
     pb[5] ^= 1;
-    put_chunks(a, pb, lb, sha, 0, (lb + CHUNK - 1) / CHUNK);
-    refused(update(a, NULL, 0, lb, sha, HFL_MSG_ERROR), "does not match its digest");
+    put_chunks(ids[1], pb, lb, sha, 0, (lb + CHUNK - 1) / CHUNK);
+    refused(update(ids[1], NULL, 0, lb, sha, HFL_MSG_ERROR), "does not match its digest");
     pb[5] ^= 1;
-    CHECK(!c.r.slot[a].received);
+    CHECK(!c.r.slot[a].received && !c.r.slot[ids[1]].received);
     free(before), free(pb);
     teardown();
 }
@@ -212,11 +223,48 @@ static void test_put_cap(void) {
     CHECK_MSG(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "skip_round")), "skip_round after %zu puts", allowed);
     refused(r, "put too often by this client");
     CHECK(c.clients[ids[0]].spool == NULL);
+    /* the slot is closed: not waited for, and beginning again is no way round the cap */
+    CHECK_MSG(c.r.n_refused == 1 && c.r.slot[ids[0]].refused, "refused %d", c.r.n_refused);
+    refused(put(ids[0], c.r.round, 0, pb, CHUNK, lb, sha, HFL_MSG_ERROR), "no task of round 1");
     free(pb);
     teardown();
 }
 
+/* --late fold: a spool begun in round 1 by a client the round closed
+ * without is kept when round 2 opens, and its update, finished then, is
+ * folded late; a client with no late task may not put for round 1. */
+static void test_late_fold(void) {
+    setup_config(2, 1, 60, 1.0, "fedavg", 0, 0);
+    c.cfg.late_fold = 1;
+    setup_start();
+    c.cfg.chunk_bytes = CHUNK;
+    ids[0] = hello("a", 100), ids[1] = hello("b", 300);
+    rounds_tick(&c);
+    pull(ids[0], HFL_MSG_TASK), pull(ids[1], HFL_MSG_TASK);
+    size_t la, lb;
+    char sha[65];
+    uint8_t *pa = payload(0, &la), *pb = payload_sha(1, &lb, sha);
+    size_t n_chunks = (lb + CHUNK - 1) / CHUNK;
+    put_round(ids[1], 1, pb, lb, sha, 0, 3);
+    cJSON_Delete(update(ids[0], pa, la, 0, NULL, HFL_MSG_ACK));
+    c.r.opened_at -= 120; /* round 1 closes at its deadline on a's update; round 2 opens */
+    rounds_tick(&c);
+    rounds_tick(&c);
+    REQUIRE_MSG(c.r.round == 2 && c.r.open && c.clients[ids[1]].late_round == 1, "round %d, b late for %d",
+                c.r.round, c.clients[ids[1]].late_round);
+    CHECK_MSG(c.clients[ids[1]].spool != NULL, "the late client's spool is kept");
+    refused(put(ids[0], 1, 0, pa, CHUNK, la, sha, HFL_MSG_ERROR), "no task of round 1");
+    put_round(ids[1], 1, pb, lb, sha, 3, n_chunks);
+    cJSON *ack = update_for(ids[1], 1, NULL, 0, lb, sha, HFL_MSG_ACK);
+    CHECK_MSG(num(ack, "folded_into") == 2, "folded into %g", num(ack, "folded_into"));
+    cJSON_Delete(ack);
+    CHECK(c.clients[ids[1]].spool == NULL);
+    free(pa), free(pb);
+    teardown();
+}
+
 static const check_case cases[] = {
+    {"late_fold", test_late_fold},
     {"same_bits", test_same_bits},
     {"refusals", test_refusals},
     {"stalled", test_stalled},

@@ -11,7 +11,7 @@
 # upload going on at the 3rd chunk over a fresh connection; a fourth run flips a
 # byte of every client's 5th chunk of its first download
 # (HFL_TEST_FETCH_CORRUPT=5): the client refuses it by its digest, pulls the
-# task again and downloads it once more. All three must end with the
+# task again and downloads it once more. All five must end with the
 # same final_model_sha256; in the chunked runs every participant's bytes_down
 # must be the whole run's plus at least 13 fetch replies' headers (the whole
 # run's under the weights plus 2 KiB: they rode in the task), and in the third
