@@ -1,20 +1,32 @@
 /* fleet_overhead.c: bench-fleet, the coordinator's memory and per-round
- * overhead against the size of the fleet (docs/benchmarks.md).
+ * overhead against the size of the fleet and of the model (docs/benchmarks.md).
  *
  *   bench-fleet --coordinator PATH [--clients N] [--per-round K] [--rounds R]
- *               [--connections C] [--timeout S] [--json]
+ *               [--connections C] [--model NAME|FILE] [--chunk-bytes SIZE]
+ *               [--deadline S] [--timeout S] [--json]
  *
  * N light clients live in this one process, spread over C connections (req
  * sockets; each client is an NNG context with its own aio, driven by its
  * callback): hello, then long-poll pulls (hold_ms), and for each task an
- * int8 update of a fixed small change at once, with no training. So a
+ * int8 update of a fixed small change at once, with no training. The update
+ * is sized from the welcome's params and encoded once, shared by all. A task
+ * whose weights are larger than the coordinator's --chunk-bytes carries none:
+ * the client fetches every chunk in order (docs/protocol.md, "Chunked
+ * weights"), checks each reply's offset and length, and drops the bytes
+ * without checking their SHA-256 digests (to stay light: hashing 344 MB per
+ * client would make this process, not the coordinator, the bottleneck). So a
  * round's wall time (open to close, from the coordinator's report) is the
- * coordinator's own overhead for the round: drawing K of N, sending K tasks,
- * decoding and summing K updates, evaluating, logging. The coordinator runs
- * with --insecure (tcp): the cost of TLS and proven hellos per client is
- * bench-load-tls's subject, and per connection it does not grow with N here.
+ * coordinator's own overhead for the round: drawing K of N, sending K tasks
+ * and their chunks, decoding and summing K updates, evaluating, logging. The
+ * coordinator runs with --insecure (tcp): the cost of TLS and proven hellos
+ * per client is bench-load-tls's subject, and per connection it does not
+ * grow with N here. A language model (--model gpt2-small.json) has no
+ * built-in test set: the coordinator gets one window of T tokens, the
+ * smallest it takes (it has no option to skip evaluation).
  * Reports the coordinator's resident memory idle, at the end (every session
- * registered) and its peak; each round's wall time. Exit 0 when every round closed ok. */
+ * registered) and its peak, against the fp32 model's bytes; each round's
+ * wall time; then one JSON line (alone with --json). Exit 0 when every
+ * round closed ok. */
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -22,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <stdint.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -29,12 +42,14 @@
 
 #include "bench/bench_coord.h"
 #include "compress/codec.h"
+#include "data/files.h"
+#include "data/text.h"
+#include "model/model.h"
 #include "proto/msg.h"
 #include "proto/transport.h"
 #include "util/util.h"
 
 #define FLEET_MAX 16384
-#define FLEET_PARAMS 199210 /* mlp, the coordinator's default model */
 #define FLEET_HOLD_MS 20000
 
 typedef struct {
@@ -43,14 +58,22 @@ typedef struct {
     nng_ctx ctx;
     nng_aio *aio;
     int sending; /* 1: the aio is sending; 0: receiving */
+    /* the task in hand */
+    int64_t round, version, base;
+    size_t total, chunk, at; /* chunked weights: their bytes, the chunk size, the next offset */
     char err[HFL_ERR_LEN];
 } lite;
 
-static uint8_t *upd;     /* the update every client sends: int8 of a small constant change */
-static size_t upd_len;
+/* Shared by every client, set once: the update (int8 of a small constant
+ * change) for the welcome's params and block, and the largest payload a
+ * reply may carry (the model's fp32 weights in a task). */
+static uint8_t *upd;
+static size_t upd_len, upd_n;
 static int upd_block = -1;
 static pthread_mutex_t upd_lock = PTHREAD_MUTEX_INITIALIZER;
+static size_t reply_max;
 static int n_done;
+static long n_fetches;
 static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void lite_finish(lite *l, const char *why) {
@@ -92,22 +115,96 @@ static void lite_pull(lite *l) {
     lite_send(l, HFL_MSG_PULL, m, NULL, 0);
 }
 
-/* The update for the run's block size, encoded once. */
-static int lite_update(uint32_t block) {
+/* The update for n values at the run's block size, encoded once for every
+ * client: 0, or -1 when another client's welcome asked for another shape
+ * (one coordinator never does). */
+static int lite_update(size_t n, uint32_t block) {
+    int rc = 0;
     pthread_mutex_lock(&upd_lock);
-    if (upd_block != (int)block) {
+    if (upd_block < 0) {
         const hfl_codec *int8 = hfl_codec_find("int8", NULL);
-        float *d = hfl_malloc(sizeof(float) * FLEET_PARAMS);
-        for (size_t i = 0; i < FLEET_PARAMS; i++) d[i] = (i % 7 == 0 ? 1e-3f : -1e-4f);
-        free(upd);
-        upd = hfl_malloc(hfl_codec_max_bytes(int8, FLEET_PARAMS, block));
+        float *d = hfl_malloc(sizeof(float) * n);
+        for (size_t i = 0; i < n; i++) d[i] = (i % 7 == 0 ? 1e-3f : -1e-4f);
+        upd = hfl_malloc(hfl_codec_max_bytes(int8, n, block));
         hfl_rng_key key = {1, 1, 0, 0};
-        upd_len = hfl_codec_encode(int8, d, NULL, FLEET_PARAMS, block, &key, 1, upd);
-        upd_block = (int)block;
+        upd_len = hfl_codec_encode(int8, d, NULL, n, block, &key, 1, upd);
+        upd_n = n, upd_block = (int)block;
         free(d);
+    } else if (upd_n != n || upd_block != (int)block) {
+        rc = -1;
     }
     pthread_mutex_unlock(&upd_lock);
-    return 0;
+    return rc;
+}
+
+/* The update for the task in hand, its payload attached. */
+static void lite_upload(lite *l) {
+    cJSON *u = lite_meta(l);
+    cJSON_AddNumberToObject(u, "round", (double)l->round);
+    cJSON_AddNumberToObject(u, "samples", 60);
+    cJSON_AddNumberToObject(u, "loss", 1.0);
+    cJSON_AddStringToObject(u, "codec", "int8");
+    lite_send(l, HFL_MSG_UPDATE, u, upd, upd_len);
+}
+
+/* Asks for the chunk of the task's weights at l->at. */
+static void lite_fetch(lite *l) {
+    cJSON *f = lite_meta(l);
+    cJSON_AddNumberToObject(f, "round", (double)l->round);
+    cJSON_AddNumberToObject(f, "version", (double)l->version);
+    cJSON_AddNumberToObject(f, "base_version", (double)l->base);
+    cJSON_AddNumberToObject(f, "offset", (double)l->at);
+    lite_send(l, HFL_MSG_FETCH, f, NULL, 0);
+}
+
+/* A task: its weights come by fetch when it names payload_bytes (they are
+ * larger than the coordinator's --chunk-bytes), else they are in it and go
+ * unread; then the update. */
+static void lite_task(lite *l, const hfl_msg *m) {
+    char err[HFL_ERR_LEN];
+    int64_t n = 0, total, chunk;
+    if (hfl_meta_int(m->meta, "round", 1, 1 << 30, &l->round, err) != 0 ||
+        hfl_meta_int(m->meta, "version", 0, INT32_MAX, &l->version, err) != 0 ||
+        hfl_meta_int(m->meta, "base_version", -1, INT32_MAX, &l->base, err) != 0 ||
+        hfl_meta_int(m->meta, "trainable", 1, (int64_t)1 << 40, &n, err) != 0)
+        return lite_finish(l, err);
+    if ((size_t)n != upd_n) return lite_finish(l, "the task's trainable part is not the welcome's params (LoRA?)");
+    if (!cJSON_GetObjectItemCaseSensitive(m->meta, "payload_bytes")) return lite_upload(l);
+    if (hfl_meta_int(m->meta, "payload_bytes", 1, (int64_t)1 << 40, &total, err) != 0 ||
+        hfl_meta_int(m->meta, "chunk_bytes", 4096, 1 << 30, &chunk, err) != 0)
+        return lite_finish(l, err);
+    if ((size_t)chunk + 4096 > reply_max) return lite_finish(l, "the task's chunks are larger than a reply may be");
+    l->total = (size_t)total, l->chunk = (size_t)chunk, l->at = 0;
+    lite_fetch(l);
+}
+
+/* A fetch's reply: the chunk at l->at, of the length the task implies; the
+ * bytes are dropped unchecked against their digests (a light client: the
+ * real one, client/main.c's fetch_chunk, checks them). */
+static void lite_chunk(lite *l, const hfl_msg *m) {
+    int64_t off = -1;
+    size_t want = l->total - l->at < l->chunk ? l->total - l->at : l->chunk;
+    hfl_meta_int(m->meta, "offset", 0, (int64_t)1 << 40, &off, NULL);
+    if (off != (int64_t)l->at || m->payload_len != want) return lite_finish(l, "fetch: the reply is not the chunk asked for");
+    pthread_mutex_lock(&done_lock);
+    n_fetches++;
+    pthread_mutex_unlock(&done_lock);
+    l->at += want;
+    if (l->at < l->total) lite_fetch(l);
+    else lite_upload(l);
+}
+
+static void lite_welcome(lite *l, const hfl_msg *m) {
+    int64_t id, params, block;
+    char err[HFL_ERR_LEN];
+    if (hfl_meta_int(m->meta, "client_id", 0, FLEET_MAX - 1, &id, err) != 0 ||
+        hfl_meta_str(m->meta, "token", 32, l->token, err) != 0 ||
+        hfl_meta_int(m->meta, "params", 1, (int64_t)1 << 40, &params, err) != 0 ||
+        hfl_meta_int(m->meta, "block", 1, 1 << 20, &block, err) != 0)
+        return lite_finish(l, err);
+    l->id = (int)id;
+    if (lite_update((size_t)params, (uint32_t)block) != 0) return lite_finish(l, "welcomes disagree on params or block");
+    lite_pull(l);
 }
 
 static void lite_cb(void *arg) {
@@ -126,38 +223,18 @@ static void lite_cb(void *arg) {
     nng_msg *raw = nng_aio_get_msg(l->aio);
     hfl_msg m;
     char err[HFL_ERR_LEN];
-    if (hfl_msg_decode(nng_msg_body(raw), nng_msg_len(raw), (size_t)FLEET_PARAMS * 4 + 4096, &m, err) != 0) {
+    if (hfl_msg_decode(nng_msg_body(raw), nng_msg_len(raw), reply_max, &m, err) != 0) {
         nng_msg_free(raw);
         lite_finish(l, err);
         return;
     }
-    nng_msg_free(raw);
-    int64_t v = 0;
     switch (m.type) {
-    case HFL_MSG_WELCOME:
-        hfl_meta_int(m.meta, "client_id", 0, FLEET_MAX - 1, &v, NULL);
-        l->id = (int)v;
-        hfl_meta_str(m.meta, "token", 32, l->token, NULL);
-        if (hfl_meta_int(m.meta, "block", 1, 1 << 20, &v, err) == 0) lite_update((uint32_t)v);
-        lite_pull(l);
-        break;
+    case HFL_MSG_WELCOME: lite_welcome(l, &m); break;
     case HFL_MSG_WAIT:
-    case HFL_MSG_ACK:
-        lite_pull(l);
-        break;
-    case HFL_MSG_TASK: {
-        cJSON *u = lite_meta(l);
-        hfl_meta_int(m.meta, "round", 1, 1 << 30, &v, NULL);
-        cJSON_AddNumberToObject(u, "round", (double)v);
-        cJSON_AddNumberToObject(u, "samples", 60);
-        cJSON_AddNumberToObject(u, "loss", 1.0);
-        cJSON_AddStringToObject(u, "codec", "int8");
-        lite_send(l, HFL_MSG_UPDATE, u, upd, upd_len);
-        break;
-    }
-    case HFL_MSG_BYE:
-        lite_finish(l, NULL);
-        break;
+    case HFL_MSG_ACK: lite_pull(l); break;
+    case HFL_MSG_TASK: lite_task(l, &m); break;
+    case HFL_MSG_FETCH: lite_chunk(l, &m); break;
+    case HFL_MSG_BYE: lite_finish(l, NULL); break;
     default: {
         char why[200] = "unexpected reply";
         hfl_meta_str(m.meta, "error", sizeof why - 1, why, NULL);
@@ -165,16 +242,42 @@ static void lite_cb(void *arg) {
     }
     }
     hfl_msg_free(&m);
+    nng_msg_free(raw);
+}
+
+/* For a language model, whose test set the coordinator cannot find
+ * built in: one window of T tokens (of two cut from a fixed text) written to
+ * dir/test.safetensors, the smallest set the coordinator takes (it has no
+ * option to skip evaluation), into path. 0 for other models (path empty:
+ * Fashion-MNIST's), -1 with err. */
+static int fleet_test_set(const hfl_model_spec *spec, const char *dir, char *path, size_t cap, char *err) {
+    path[0] = 0;
+    if (spec->label_rows <= 1) return 0;
+    size_t len = 2 * (size_t)spec->in_dim + 1;
+    const char *text = "In the beginning was the word, and every byte of it a token. ";
+    uint8_t *bytes = hfl_malloc(len);
+    for (size_t i = 0; i < len; i++) bytes[i] = (uint8_t)text[i % strlen(text)];
+    hfl_dataset train = {0}, test = {0};
+    snprintf(path, cap, "%s/test.safetensors", dir);
+    int rc = hfl_text_windows(bytes, len, spec->in_dim, 0.5, &train, &test, err);
+    if (rc == 0) rc = hfl_data_save(path, &test, HFL_DATA_SAFETENSORS, err);
+    free(bytes);
+    hfl_dataset_free(&train);
+    hfl_dataset_free(&test);
+    return rc;
 }
 
 int main(int argc, char **argv) {
     static const struct option opts[] = {{"coordinator", 1, 0, 'c'}, {"clients", 1, 0, 'n'}, {"per-round", 1, 0, 'k'},
                                          {"rounds", 1, 0, 'r'},      {"connections", 1, 0, 'p'},
                                          {"timeout", 1, 0, 't'},     {"json", 0, 0, 'j'},
-                                         {"help", 0, 0, 'h'},        {0, 0, 0, 0}};
-    const char *coord_exe = NULL;
+                                         {"model", 1, 0, 'm'},       {"chunk-bytes", 1, 0, 'b'},
+                                         {"deadline", 1, 0, 'd'},    {"help", 0, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *coord_exe = NULL, *model = "mlp", *chunk_arg = NULL;
     long n = 1000, k = 100, rounds = 5, conns = 16;
-    double timeout = 600;
+    double timeout = 600, deadline = 120;
+    uint64_t chunk_bytes = 0;
     int json = 0, ch;
     char err[HFL_ERR_LEN];
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -182,36 +285,56 @@ int main(int argc, char **argv) {
         if (tgt && hfl_parse_int(optarg, 1, FLEET_MAX, tgt, err) != 0)
             return fprintf(stderr, "bench-fleet: %s: %s\n", argv[optind - 2], err), 2;
         if (ch == 'c') coord_exe = optarg;
+        else if (ch == 'm') model = optarg;
+        else if (ch == 'b' && hfl_parse_size(chunk_arg = optarg, &chunk_bytes, err) != 0)
+            return fprintf(stderr, "bench-fleet: --chunk-bytes: %s\n", err), 2;
         else if (ch == 't' && hfl_parse_double(optarg, 1, 86400, &timeout, err) != 0)
             return fprintf(stderr, "bench-fleet: --timeout: %s\n", err), 2;
+        else if (ch == 'd' && hfl_parse_double(optarg, 1, 86400, &deadline, err) != 0)
+            return fprintf(stderr, "bench-fleet: --deadline: %s\n", err), 2;
         else if (ch == 'j') json = 1;
         else if (ch == 'h')
             return printf("usage: bench-fleet --coordinator PATH [--clients N] [--per-round K] [--rounds R]\n"
-                          "                   [--connections C] [--timeout S] [--json]\n"
+                          "                   [--connections C] [--model NAME|FILE] [--chunk-bytes SIZE]\n"
+                          "                   [--deadline S] [--timeout S] [--json]\n"
                           "N light clients (default 1000) over C connections (16) in this process; K of them\n"
-                          "(100) drawn for each of R rounds (5) answer at once with a fixed int8 update. Prints\n"
-                          "the coordinator's memory and each round's wall time (its own overhead).\n"),
+                          "(100) drawn for each of R rounds (5) fetch the task's weights when they come in\n"
+                          "chunks and answer at once with a fixed int8 update. --model (default mlp) and\n"
+                          "--chunk-bytes (default the coordinator's) go to the coordinator, --deadline (120)\n"
+                          "too. Prints the coordinator's memory against the fp32 model's and each round's wall\n"
+                          "time (its own overhead).\n"),
                    0;
         else if (ch == '?') return fprintf(stderr, "bench-fleet: bad option (see --help)\n"), 2;
     }
     if (!coord_exe) return fprintf(stderr, "bench-fleet: --coordinator PATH is required\n"), 2;
     if (k > n) k = n;
-    if (access("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz", R_OK) != 0) {
+    hfl_model_spec spec;
+    if (hfl_model_resolve(model, &spec, err) != 0) return fprintf(stderr, "bench-fleet: --model: %s\n", err), 2;
+    size_t model_bytes = spec.n_params * sizeof(float);
+    reply_max = model_bytes + 4096; /* the fp32 weights in a task, its largest payload */
+    if (spec.label_rows <= 1 && access("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz", R_OK) != 0) {
         printf("SKIP: Fashion-MNIST not installed (the coordinator loads its test set)\n");
         return 77;
     }
-    char dir[] = "/tmp/hfl-fleet-XXXXXX", report[96], url[300] = "";
+    char dir[] = "/tmp/hfl-fleet-XXXXXX", report[96], url[300] = "", data[96];
     if (!mkdtemp(dir)) return perror("mkdtemp"), 1;
+    if (fleet_test_set(&spec, dir, data, sizeof data, err) != 0)
+        return fprintf(stderr, "bench-fleet: the test set: %s\n", err), 1;
     snprintf(report, sizeof report, "%s/report.json", dir);
-    char a_n[16], a_k[16], a_r[16];
+    char a_n[16], a_k[16], a_r[16], a_d[32];
     snprintf(a_n, sizeof a_n, "%ld", n);
     snprintf(a_k, sizeof a_k, "%ld", k);
     snprintf(a_r, sizeof a_r, "%ld", rounds);
-    const char *args[] = {"--listen", "tcp://127.0.0.1:0", "--insecure", "--report", report, "--rounds", a_r,
-                          "--clients-per-round", a_k, "--min-clients", a_n, "--min-quorum", a_k, "--codec", "int8",
-                          "--deadline", "120", "--liveness", "60", "--max-conns-per-addr", "0", "--linger", "2",
-                          "--over-select", "0", /* K tasks a round, every update taken */
-                          "--quiet", NULL};
+    snprintf(a_d, sizeof a_d, "%g", deadline);
+    const char *args[40] = {"--listen", "tcp://127.0.0.1:0", "--insecure", "--report", report, "--rounds", a_r,
+                            "--clients-per-round", a_k, "--min-clients", a_n, "--min-quorum", a_k, "--codec", "int8",
+                            "--deadline", a_d, "--liveness", "60", "--max-conns-per-addr", "0", "--linger", "2",
+                            "--over-select", "0", /* K tasks a round, every update taken */
+                            "--quiet", "--model", model};
+    int na = 0;
+    while (args[na]) na++;
+    if (chunk_arg) args[na++] = "--chunk-bytes", args[na++] = chunk_arg;
+    if (data[0]) args[na++] = "--data", args[na++] = data;
     pid_t coord = bench_coord_start("bench-fleet", coord_exe, args, dir, url, sizeof url);
     if (coord < 0) return 1;
     int rc = 1;
@@ -220,7 +343,8 @@ int main(int argc, char **argv) {
     hfl_tls_opts tls = {.insecure = 1};
     nng_socket *socks = hfl_calloc((size_t)conns, sizeof *socks);
     for (long i = 0; i < conns; i++)
-        if (hfl_transport_dial(&socks[i], url, &tls, (size_t)FLEET_PARAMS * 4 + (1 << 20), 60000, err) != 0) {
+        if (hfl_transport_dial(&socks[i], url, &tls, reply_max + HFL_MSG_MAX_META + HFL_MSG_HEADER_BYTES, 60000,
+                               err) != 0) {
             fprintf(stderr, "bench-fleet: %s\n", err);
             kill(coord, SIGKILL);
             waitpid(coord, NULL, 0);
@@ -287,17 +411,23 @@ int main(int argc, char **argv) {
         if (wl < sizeof walls - 32) wl += (size_t)snprintf(walls + wl, sizeof walls - wl, "%s%.3f", nr ? ", " : "", w);
         nr++;
     }
-    double peak = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(rep, "coordinator_peak_rss_bytes")) / 1048576.0;
-    if (json)
-        printf("{\"clients\": %ld, \"per_round\": %ld, \"connections\": %ld, \"rounds\": %d, \"rounds_ok\": %d, "
-               "\"round_wall_s\": [%s], \"round_wall_mean_s\": %.4f, \"run_s\": %.2f, \"coordinator_idle_rss_mib\": %.1f, "
-               "\"coordinator_rss_end_mib\": %.1f, \"coordinator_peak_rss_mib\": %.1f, \"failed_clients\": %d}\n",
-               n, k, conns, nr, ok, walls, nr ? wsum / nr : 0, wall, idle_rss, rss, peak > 0 ? peak : hwm,
-               failed + unfinished);
-    else
-        printf("%ld clients (%ld per round, %ld connections): %d of %d rounds ok, round wall %s s (mean %.4f); "
-               "coordinator RSS %.1f MiB idle, %.1f MiB at the end (every session registered), peak %.1f MiB\n",
-               n, k, conns, ok, nr, walls, nr ? wsum / nr : 0, idle_rss, rss, peak > 0 ? peak : hwm);
+    /* the peak: the coordinator's VmHWM read here after the last round, or
+     * its own report's (written at the run's end), whichever is larger */
+    double rep_peak = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(rep, "coordinator_peak_rss_bytes"));
+    double peak = hwm * 1048576.0 > rep_peak ? hwm * 1048576.0 : rep_peak;
+    if (!json)
+        printf("%ld clients (%ld per round, %ld connections), model %s (%.1f MB fp32): %d of %d rounds ok, round "
+               "wall %s s (mean %.4f); coordinator RSS %.1f MiB idle, %.1f MiB at the end (every session registered), "
+               "peak %.1f MiB (%.2fx the fp32 model)\n",
+               n, k, conns, spec.name, model_bytes / 1e6, ok, nr, walls, nr ? wsum / nr : 0, idle_rss, rss,
+               peak / 1048576.0, peak / (double)model_bytes);
+    printf("{\"clients\": %ld, \"per_round\": %ld, \"connections\": %ld, \"model\": \"%s\", \"params\": %zu, "
+           "\"model_bytes\": %zu, \"update_bytes\": %zu, \"chunk_fetches\": %ld, \"rounds\": %d, \"rounds_ok\": %d, "
+           "\"round_wall_s\": [%s], \"round_wall_mean_s\": %.4f, \"run_s\": %.2f, \"coordinator_idle_rss_mib\": %.1f, "
+           "\"coordinator_rss_end_mib\": %.1f, \"coordinator_peak_rss_mib\": %.1f, \"coordinator_peak_rss_bytes\": %.0f, "
+           "\"peak_over_model\": %.3f, \"failed_clients\": %d}\n",
+           n, k, conns, spec.name, spec.n_params, model_bytes, upd_len, n_fetches, nr, ok, walls, nr ? wsum / nr : 0,
+           wall, idle_rss, rss, peak / 1048576.0, peak, peak / (double)model_bytes, failed + unfinished);
     if (failed || unfinished)
         fprintf(stderr, "bench-fleet: %d clients failed, %d unfinished; first: %s\n", failed, unfinished,
                 first ? first : "-");
