@@ -185,6 +185,7 @@ typedef struct {
     int64_t seed;              /* the run's initialisation seed (1 when the welcome had none) */
     int64_t model_version;     /* the coordinator's global model now, -1 when the welcome had none */
     char model_sha256[65];     /* its SHA-256 (of the float32 weights), "" likewise */
+    int64_t chunk_bytes;       /* updates longer than this go up by put (client/upload.c); 0: whole */
 } client_welcome;
 
 /* One session with the coordinator, the state client/main.c's state
@@ -217,6 +218,11 @@ void client_session_limit(client_session *ss, int ms);
 int client_request(client_session *ss, int type, const cJSON *meta, const void *payload, size_t len, hfl_msg *rep,
                    nng_msg **raw, char *err);
 void client_session_close(client_session *ss);
+/* The resume tests (HFL_TEST_FETCH_CUT, HFL_TEST_PUT_CUT = K): the
+ * connection is cut once (*done), right after the K-th chunk of a transfer
+ * (chunks): the socket closed under the session, so the next request fails
+ * as on a lost link and is made again on a fresh one. */
+void client_test_cut(client_session *ss, const char *env, int chunks, int *done);
 /* Sleeps before retry k: a delay drawn uniformly from [0, min(5 s, 0.2 s *
  * 2^k)] ("full jitter", Brooker, "Exponential Backoff And Jitter", AWS
  * Architecture Blog, 2015), so a fleet whose coordinator restarted does not
@@ -226,6 +232,16 @@ void client_backoff_sleep(const client_state *s, int k);
 /* An ERROR reply's fields (proto/messages.h); for any other reply, or one
  * that cannot be read, `fallback` as its error and no flags. */
 hfl_error_msg client_reply_error(const hfl_msg *m, const char *fallback);
+/* client/upload.c: puts p's payload, of digest sha, chunk by chunk from
+ * where the coordinator's holding ends (docs/protocol.md, "Chunked
+ * updates"); a request that fails is made again on a fresh connection, up
+ * to CLIENT_PUT_TRIES times in a row. 0 when the coordinator holds it all;
+ * 1 when it refused a chunk: *rep and *raw hold that reply, for the caller
+ * to read as the update's; -1 with why when the connection kept failing or
+ * a reply made no sense. */
+#define CLIENT_PUT_TRIES 8
+int client_put_update(client_session *ss, const client_pending *p, const char sha[65], hfl_msg *rep, nng_msg **raw,
+                      char *why);
 /* A request's metadata: body's fields by table d, and our session. */
 cJSON *client_request_meta(const client_state *s, const hfl_wire_msg *d, const void *body);
 /* Says hello (with ss->plan, once we have one) and reads the welcome into

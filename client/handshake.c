@@ -63,6 +63,7 @@ static int welcome_read(const hfl_welcome_msg *m, client_welcome *w, client_stat
     w->model_version = m->has_model_version && m->has_model_sha256 ? m->model_version : -1;
     snprintf(w->model_sha256, sizeof w->model_sha256, "%s", w->model_version >= 0 ? m->model_sha256 : "");
     w->overhead_estimate = m->has_overhead_estimate ? m->overhead_estimate : -1;
+    w->chunk_bytes = m->has_chunk_bytes ? m->chunk_bytes : 0;
     s->client_id = (int)m->client_id;
     snprintf(s->instance, sizeof s->instance, "%s", m->instance);
     return 0;

@@ -149,20 +149,6 @@ static int task_weights(const uint8_t *payload, size_t plen, const hfl_task_msg 
     return 0;
 }
 
-/* HFL_TEST_FETCH_CUT=K: the connection is cut once, right after the K-th
- * chunk of a download came: the socket closed under the session, so the
- * next fetch fails as on a lost link and is made again on a fresh one (the
- * resume test). */
-static void fetch_test_cut(client_session *ss, int got) {
-    static int done;
-    const char *k = getenv("HFL_TEST_FETCH_CUT");
-    if (done || !k || atoi(k) != got) return;
-    done = 1;
-    fprintf(stderr, "%s: HFL_TEST_FETCH_CUT: connection dropped after %d chunks\n", ss->o->name, got);
-    nng_close(ss->sock);
-    ss->open = 0;
-}
-
 /* HFL_TEST_FETCH_CORRUPT=K: the K-th chunk of the first download arrives
  * with one byte flipped (the digest test). */
 static void fetch_test_corrupt(uint8_t *chunk, int k) {
@@ -214,6 +200,7 @@ static int fetch_chunk(client_session *ss, const hfl_task_msg *tm, size_t at, si
  * chunk that does not match its digest ends the download. NULL with err;
  * *malformed set when the task itself cannot be right. */
 #define CLIENT_FETCH_TRIES 8
+static int fetch_cut; /* HFL_TEST_FETCH_CUT's cut was made (client_test_cut) */
 static uint8_t *fetch_weights(client_session *ss, const hfl_task_msg *tm, size_t most, size_t *plen, int *malformed,
                               char *err) {
     size_t total = (size_t)tm->payload_bytes, chunk = (size_t)tm->chunk_bytes;
@@ -238,7 +225,7 @@ static uint8_t *fetch_weights(client_session *ss, const hfl_task_msg *tm, size_t
             return NULL;
         }
         tries = 0, at += m;
-        fetch_test_cut(ss, ++got);
+        client_test_cut(ss, "HFL_TEST_FETCH_CUT", ++got, &fetch_cut);
     }
     char hex[65];
     hfl_sha256_hex(buf, total, hex);
@@ -392,13 +379,23 @@ static int send_update(client_session *ss, const char *codec, char *err) {
                         .measured_peak_bytes = (double)s->budget.measured_peak,
                         .has_measured_peak_bytes = s->budget.measured_peak != 0};
     snprintf(u.codec, sizeof u.codec, "%s", codec);
-    cJSON *meta = client_request_meta(s, &hfl_wire_update, &u);
     hfl_msg rep;
     nng_msg *raw;
     char why[HFL_ERR_LEN] = "?";
-    int sent = client_request(ss, HFL_MSG_UPDATE, meta, p->bytes, p->len, &rep, &raw, why);
-    cJSON_Delete(meta);
-    if (sent != 0) return rejoin(ss, why, err) == 0 ? 1 : -1;
+    /* longer than a chunk: put first, then the update names it (upload.c) */
+    int chunked = ss->w.chunk_bytes > 0 && p->len > (size_t)ss->w.chunk_bytes, sent = 0;
+    if (chunked) {
+        hfl_sha256_hex(p->bytes, p->len, u.payload_sha256);
+        u.has_payload_sha256 = 1, u.payload_bytes = (int64_t)p->len, u.has_payload_bytes = 1;
+        sent = client_put_update(ss, p, u.payload_sha256, &rep, &raw, why);
+    }
+    if (sent == 0) {
+        cJSON *meta = client_request_meta(s, &hfl_wire_update, &u);
+        sent = client_request(ss, HFL_MSG_UPDATE, meta, chunked ? NULL : p->bytes, chunked ? 0 : p->len, &rep, &raw,
+                              why);
+        cJSON_Delete(meta);
+    }
+    if (sent < 0) return rejoin(ss, why, err) == 0 ? 1 : -1; /* 1: a put's refusal, in rep, read as the update's */
     int again = wants_reauth(&rep, why, sizeof why);
     if (!again && s->metrics) client_metrics_sent(s, rep.type == HFL_MSG_ACK, p->len, 0);
     hfl_ack_msg ack = {0};

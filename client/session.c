@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -115,4 +116,13 @@ void client_session_close(client_session *ss) {
     ss->open = 0;
     cJSON_Delete(ss->plan);
     ss->plan = NULL;
+}
+
+void client_test_cut(client_session *ss, const char *env, int chunks, int *done) {
+    const char *k = getenv(env);
+    if (*done || !k || atoi(k) != chunks) return;
+    *done = 1;
+    fprintf(stderr, "%s: %s: connection dropped after %d chunks\n", ss->o->name, env, chunks);
+    nng_close(ss->sock);
+    ss->open = 0;
 }

@@ -82,7 +82,8 @@ typedef struct {
     char codec[32];
     char downlink[32];  /* fp32, fp16, bf16 */
     int downlink_delta; /* send deltas against the version a client holds */
-    uint64_t chunk_bytes; /* --chunk-bytes: weights larger than this come by fetch (0: never) */
+    uint64_t chunk_bytes; /* --chunk-bytes: weights and updates larger than this go in chunks (0: never) */
+    char spool_dir[1024]; /* --spool-dir: where chunked updates are spooled (uplink.c; "": $TMPDIR or /tmp) */
     uint32_t block;
     int rounds;
     int clients_per_round; /* K: clients selected each round */
@@ -169,6 +170,7 @@ typedef struct {
     /* secagg.c: its certificate as its secure aggregation keys came with it, checked once */
     char *sa_cert;
     struct hfl_peer *sa_peer;
+    struct coord_spool *spool; /* uplink.c: the update it is putting in chunks (NULL: none) */
 } coord_client;
 
 /* Why a drawn client's slot is closed without an update (coord_slot.refused). */
@@ -440,6 +442,21 @@ uint8_t *downlink_fetch(coord *c, int id, const cJSON *meta, size_t *len);
 /* A TASK without weights ("sent": base_version is the task's version), for
  * a client that was sent this task already. */
 uint8_t *downlink_sent(coord *c, const hfl_task_msg *task, size_t *len);
+
+/* uplink.c: updates that come in chunks (docs/protocol.md, "Chunked updates"). */
+size_t coord_max_payload(const coord *c); /* the longest update payload this model can have */
+/* A PUT reply (meta: hfl_put_msg; chunk: its n bytes; msg_bytes: the
+ * message's): the chunk spooled, and the bytes held; or an error reply of
+ * one line, the spool as it was. */
+uint8_t *uplink_put(coord *c, int id, const cJSON *meta, const uint8_t *chunk, size_t n, size_t msg_bytes,
+                    size_t *len);
+/* An UPDATE's reply: rounds_update on its payload, or, when it names
+ * payload_bytes, on its spooled payload once that is whole and matches its
+ * digest (the spool is dropped after). n: the message's bytes. */
+uint8_t *uplink_update(coord *c, int id, const hfl_msg *m, size_t n, size_t *len);
+/* spool.c (spool.h): the file an update in chunks is held in. */
+void spool_sweep(coord *c);        /* drops the spools no round can take any more (at a round's open) */
+void spool_drop(coord_client *cl); /* its spool, if any */
 
 /* events.c: the JSON-lines event log */
 void events_log(coord *c, cJSON *event); /* takes ownership */

@@ -166,7 +166,11 @@ static const hfl_option coord_rows[] = {
      .help = "send the change since the version a client holds, when recent"},
     {"chunk-bytes", "SIZE", HFL_OPT_SIZE, AT(chunk_bytes), 0, 0, "4M",
      .help = "weights larger than this go to clients in chunks they fetch, all served\n"
-     "from one encoded copy (4K..1G, or 0: always whole; default 4M)"},
+     "from one encoded copy, and updates larger than this come up in chunks\n"
+     "(4K..1G, or 0: always whole; default 4M)"},
+    {"spool-dir", "DIR", HFL_OPT_STR, AT(spool_dir), 0, 0, NULL,
+     .help = "where updates coming in chunks are spooled, one file per client sending\n"
+     "(unlinked as made; default $TMPDIR, else /tmp)"},
     {"rounds", "N", HFL_OPT_INT, AT(rounds), 1, 1000000, "10", .help = "rounds to run (default 10)"},
     {"clients-per-round", "K", HFL_OPT_INT, AT(clients_per_round), 1, COORD_MAX_CLIENTS, "2",
      .help = "clients selected each round (default 2)"},

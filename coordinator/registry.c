@@ -83,6 +83,7 @@ static int registry_evict(coord *c) {
     cJSON_Delete(cl->hello);
     free(cl->sa_cert);
     hfl_peer_free(cl->sa_peer);
+    spool_drop(cl);
     if (cl->got_bye) c->byes_sent--; /* the slot's next owner is told bye on its own account */
     memset(cl, 0, sizeof *cl);
     return victim;

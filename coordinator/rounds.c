@@ -306,6 +306,7 @@ static void round_open(coord *c) {
     r->round = next;
     r->open = 1;
     r->opened_at = hfl_now();
+    spool_sweep(c); /* the last round's spools, but for the late folds that wait */
     if (c->cfg.async_concurrency == 0) overdue_judge(c, next);
     round_select(c);
     dp_round_sigma(c, &r->dp_sigma, &r->dp_sigma_count);

@@ -112,7 +112,9 @@ static uint8_t *server_handle_hello(coord_server *s, coord *c, const hfl_msg *m,
         .overhead_estimate = est >= 0 ? llround(est) : 0, .has_overhead_estimate = est >= 0,
         .seed = (int64_t)c->cfg.seed, .has_seed = 1,
         /* the global model now: a client holding these bits (its --init-model) need not download them */
-        .model_version = c->version, .has_model_version = 1, .has_model_sha256 = 1};
+        .model_version = c->version, .has_model_version = 1, .has_model_sha256 = 1,
+        /* updates longer than this come by put (uplink.c) */
+        .chunk_bytes = (int64_t)c->cfg.chunk_bytes, .has_chunk_bytes = c->cfg.chunk_bytes > 0};
     snprintf(w.token, sizeof w.token, "%s", c->clients[id].token);
     snprintf(w.name, sizeof w.name, "%s", c->clients[id].name);
     snprintf(w.instance, sizeof w.instance, "%.*s", HFL_WIRE_INSTANCE_MAX, c->instance);
@@ -133,9 +135,7 @@ static uint8_t *server_handle(coord_server *s, coord *c, const uint8_t *buf, siz
                               server_park *park) {
     char err[HFL_ERR_LEN], msg[HFL_ERR_LEN + 32];
     hfl_msg m;
-    /* a secure aggregation input packs at most 52 bits an element (secagg.h) */
-    size_t max_payload = c->spec.n_params * (c->cfg.secure_agg ? 7 : sizeof(float)) + 4096;
-    if (hfl_msg_decode(buf, n, max_payload, &m, err) != 0) {
+    if (hfl_msg_decode(buf, n, coord_max_payload(c), &m, err) != 0) {
         pthread_mutex_lock(&c->lock);
         c->rejected++;
         pthread_mutex_unlock(&c->lock);
@@ -157,11 +157,14 @@ static uint8_t *server_handle(coord_server *s, coord *c, const uint8_t *buf, siz
     case HFL_MSG_BYE:
     case HFL_MSG_SECAGG:
     case HFL_MSG_FETCH:
+    case HFL_MSG_PUT:
         if ((id = registry_check(c, m.meta, &reauth, err)) < 0) {
             c->rejected++;
             out = reauth ? coord_reauth_reply(err, len) : coord_error_reply(err, len);
         } else if (m.type == HFL_MSG_FETCH) {
             out = downlink_fetch(c, (int)id, m.meta, len);
+        } else if (m.type == HFL_MSG_PUT) {
+            out = uplink_put(c, (int)id, m.meta, m.payload, m.payload_len, n, len);
         } else if (m.type == HFL_MSG_SECAGG) {
             out = secagg_request(c, (int)id, m.meta, n, len);
         } else if (m.type == HFL_MSG_PULL) {
@@ -181,7 +184,7 @@ static uint8_t *server_handle(coord_server *s, coord *c, const uint8_t *buf, siz
                 out = rounds_pull(c, (int)id, have, len);
             }
         } else if (m.type == HFL_MSG_UPDATE) {
-            out = rounds_update(c, (int)id, m.meta, m.payload, m.payload_len, n, len);
+            out = uplink_update(c, (int)id, &m, n, len);
         } else if (registry_leave(c, (int)id, m.meta, err) != 0) {
             c->rejected++;
             out = coord_error_reply(err, len);
@@ -368,7 +371,12 @@ void server_wake(coord_server *s) {
 coord_server *server_start(coord *c, int *port, char *err) {
     coord_server *s = hfl_calloc(1, sizeof *s);
     s->c = c;
-    size_t recv_max = HFL_MSG_HEADER_BYTES + HFL_MSG_MAX_META + c->spec.n_params * sizeof(float) + 4096;
+    /* every request's payload is at most an update's, and with --chunk-bytes
+     * an update longer than a chunk comes by put: a peer stalled mid-message
+     * then pins one chunk (uplink.c) */
+    size_t most = coord_max_payload(c);
+    if (c->cfg.chunk_bytes && c->cfg.chunk_bytes < most) most = c->cfg.chunk_bytes;
+    size_t recv_max = HFL_MSG_HEADER_BYTES + HFL_MSG_MAX_META + most;
     if (hfl_transport_listen(&s->sock, c->cfg.listen_url, &c->cfg.tls, recv_max, port, err) != 0) {
         free(s);
         return NULL;

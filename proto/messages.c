@@ -101,6 +101,8 @@ static const hfl_wire_field update_fields[] = {
     OPTIONAL(hfl_update_msg, sim_s, D, 0, 1e12),
     OPTIONAL(hfl_update_msg, predicted_peak_bytes, D, 0, BIG),
     OPTIONAL(hfl_update_msg, measured_peak_bytes, D, 0, BIG),
+    OPTIONAL(hfl_update_msg, payload_bytes, I, 1, 1e15),
+    OPTIONAL(hfl_update_msg, payload_sha256, S, 0, 64),
 };
 const hfl_wire_msg hfl_wire_update = {HFL_MSG_UPDATE, "update", update_fields, N(update_fields), 0};
 
@@ -157,6 +159,7 @@ static const hfl_wire_field welcome_fields[] = {
     OPTIONAL(hfl_welcome_msg, seed, I, 0, I64),
     OPTIONAL(hfl_welcome_msg, model_version, I, 0, I32),
     OPTIONAL(hfl_welcome_msg, model_sha256, S, 0, 64),
+    OPTIONAL(hfl_welcome_msg, chunk_bytes, I, 4096, 1 << 30),
 };
 const hfl_wire_msg hfl_wire_welcome = {HFL_MSG_WELCOME, "welcome", welcome_fields, N(welcome_fields), 0};
 
@@ -303,11 +306,25 @@ static const hfl_wire_field fetch_fields[] = {
 };
 const hfl_wire_msg hfl_wire_fetch = {HFL_MSG_FETCH, "fetch", fetch_fields, N(fetch_fields), 0};
 
+static const hfl_wire_field put_fields[] = {
+    FIELD(hfl_put_msg, round, I, 1, 1 << 30),
+    FIELD(hfl_put_msg, offset, I, 0, 1e15),
+    FIELD(hfl_put_msg, payload_bytes, I, 1, 1e15),
+    FIELD(hfl_put_msg, payload_sha256, S, 0, 64),
+};
+const hfl_wire_msg hfl_wire_put = {HFL_MSG_PUT, "put", put_fields, N(put_fields), 0};
+
+static const hfl_wire_field put_reply_fields[] = {
+    FIELD(hfl_put_reply_msg, round, I, 1, 1 << 30),
+    FIELD(hfl_put_reply_msg, have, I, 0, 1e15),
+};
+const hfl_wire_msg hfl_wire_put_reply = {HFL_MSG_PUT, "put (reply)", put_reply_fields, N(put_reply_fields), 0};
+
 const hfl_wire_msg *const hfl_wire_all[] = {
     &hfl_wire_session, &hfl_wire_hello, &hfl_wire_challenge, &hfl_wire_welcome, &hfl_wire_pull, &hfl_wire_task, &task_secagg, &digest_wire,
     &hfl_wire_wait, &hfl_wire_update, &hfl_wire_decline, &hfl_wire_ack, &hfl_wire_error, &hfl_wire_bye,
     &hfl_wire_leave, &hfl_wire_secagg_step, &hfl_wire_secagg_keys, &hfl_wire_secagg_setup, &holder_wire,
     &hfl_wire_secagg_shares, &sealed_to_wire, &hfl_wire_secagg_inbox, &sealed_from_wire, &hfl_wire_secagg_unmask_list,
-    &hfl_wire_secagg_unmask, &reveal_wire, &hfl_wire_fetch,
+    &hfl_wire_secagg_unmask, &reveal_wire, &hfl_wire_fetch, &hfl_wire_put, &hfl_wire_put_reply,
 };
 const int hfl_wire_n_all = N(hfl_wire_all);

@@ -138,7 +138,26 @@ typedef struct {
     int has_predicted_peak_bytes;
     double measured_peak_bytes;
     int has_measured_peak_bytes;
+    int64_t payload_bytes; /* present: the payload was put in chunks (put), this many bytes */
+    int has_payload_bytes;
+    char payload_sha256[65]; /* with payload_bytes: the SHA-256 of the whole, in hex */
+    int has_payload_sha256;
 } hfl_update_msg;
+
+/* put: a chunk of an update larger than the welcome's chunk_bytes, in
+ * order from offset 0 (a multiple of chunk_bytes); the payload holds bytes
+ * [offset, offset + min(chunk_bytes, payload_bytes - offset)) of the
+ * update's payload, whose length and SHA-256 every put repeats. The update
+ * itself then follows without a payload (update.payload_bytes). */
+typedef struct {
+    int64_t round, offset, payload_bytes;
+    char payload_sha256[65];
+} hfl_put_msg;
+
+/* put's reply: the bytes of the payload the coordinator holds, in order. */
+typedef struct {
+    int64_t round, have;
+} hfl_put_reply_msg;
 
 /* update (declined): a drawn client sits the round out (hfl-client --dropout). */
 typedef struct {
@@ -210,6 +229,8 @@ typedef struct {
     int has_model_version;
     char model_sha256[65];
     int has_model_sha256;
+    int64_t chunk_bytes; /* updates larger than this go up by put; absent: whole */
+    int has_chunk_bytes;
 } hfl_welcome_msg;
 
 /* hello: who the client is, its device and (the second time) its plan.
@@ -316,7 +337,7 @@ typedef struct {
 extern const hfl_wire_msg hfl_wire_session, hfl_wire_pull, hfl_wire_task, hfl_wire_wait, hfl_wire_update, hfl_wire_decline,
     hfl_wire_ack, hfl_wire_error, hfl_wire_bye, hfl_wire_leave, hfl_wire_welcome, hfl_wire_hello,
     hfl_wire_challenge, hfl_wire_secagg_step, hfl_wire_secagg_keys, hfl_wire_secagg_setup, hfl_wire_secagg_shares,
-    hfl_wire_secagg_inbox, hfl_wire_secagg_unmask_list, hfl_wire_secagg_unmask, hfl_wire_fetch;
+    hfl_wire_secagg_inbox, hfl_wire_secagg_unmask_list, hfl_wire_secagg_unmask, hfl_wire_fetch, hfl_wire_put, hfl_wire_put_reply;
 /* Every table above, for tests and docs: the messages and their nested objects. */
 extern const hfl_wire_msg *const hfl_wire_all[];
 extern const int hfl_wire_n_all;

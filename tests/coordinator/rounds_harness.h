@@ -77,7 +77,7 @@ static inline void teardown(void) {
     rendered_logs = NULL;
     hfl_agg_free(&c.agg);
     hfl_sopt_free(&c.sopt);
-    for (int i = 0; i < c.n_clients; i++) cJSON_Delete(c.clients[i].hello);
+    for (int i = 0; i < c.n_clients; i++) cJSON_Delete(c.clients[i].hello), spool_drop(&c.clients[i]);
     if (c.log) fclose(c.log);
     free(c.global);
     free(c.test.x);

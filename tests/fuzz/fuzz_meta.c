@@ -4,11 +4,16 @@
  * engine in this process with a tiny model (4 inputs, 2 classes, 10
  * parameters) so that small inputs can be whole, valid updates.
  *
- * Input: byte 0 picks a fetch (2 mod 4), hello (other even) or update (odd);
- * for an update, bytes 1-2 give the metadata's length; the rest is metadata
- * JSON, then the payload. The round's weights go in chunks of 16 bytes (4 of
- * the 52-byte task; a coordinator takes no less than 4 KiB, but the chunking
- * does not care), so a fetch can ask for any of them.
+ * Input: byte 0 picks a fetch (2 mod 4), puts (4 mod 8), hello (0 mod 8)
+ * or update (odd); for an update, bytes 1-2 give the metadata's length; the
+ * rest is metadata JSON, then the payload. The round's weights go in chunks
+ * of 16 bytes (4 of the 52-byte task; a coordinator takes no less than 4
+ * KiB, but the chunking does not care), so a fetch can ask for any of them,
+ * and so do updates (coordinator/uplink.c): puts are a sequence of up to 8
+ * messages, each a kind byte (even: put, odd: the update naming them), a
+ * metadata length byte, the metadata, a payload length byte and the
+ * payload, so a seed can hold a whole valid upload for mutations to start
+ * from.
  * Invariants:
  *   - a refused hello is -1 with a one-line error and leaves the registry as
  *     it was; an accepted one is the one identity "fuzz" with its sample
@@ -19,7 +24,10 @@
  *     clip norm. The round is reset after every input;
  *   - a fetch gets either its chunk, at a chunk's start and byte for byte the
  *     task's weights there, or an error reply of one line; the global model
- *     never changes. */
+ *     never changes;
+ *   - a put gets an error reply of one line or a put reply whose `have` is
+ *     a chunk's end within its payload, and never touches the sum; the
+ *     update that follows is held to the update's invariants above. */
 #include <math.h>
 #include <string.h>
 
@@ -44,7 +52,7 @@ static void fuzz_init(void) {
     cfg->block = 256, cfg->rounds = 1000000, cfg->clients_per_round = 1, cfg->min_quorum = 1;
     cfg->deadline_s = 1e6, cfg->local_epochs = 1, cfg->batch = 4, cfg->lr = 0.05, cfg->seed = 1;
     cfg->clip_norm = 1, cfg->max_share = 1, cfg->quiet = 1, cfg->liveness_s = 1e6, cfg->session_ttl_s = 1e6;
-    cfg->max_client_samples = 1000, cfg->token_ttl_s = 1e6;
+    cfg->max_client_samples = 1000, cfg->token_ttl_s = 1e6, cfg->chunk_bytes = 16;
     FUZZ_REQUIRE(hfl_model_spec_from_json(tiny_spec, strlen(tiny_spec), &c.spec, err) == 0, "%s", err);
     c.codec = hfl_codec_find("fp32", err);
     c.global = hfl_calloc(c.spec.n_params, sizeof(float));
@@ -106,6 +114,8 @@ static void fuzz_hello(const uint8_t *data, size_t size) {
     cJSON_Delete(meta);
 }
 
+static void check_update_reply(uint8_t *rep, size_t len);
+
 static void fuzz_update(const uint8_t *data, size_t size) {
     if (size < 2) return;
     size_t mlen = (size_t)data[0] | (size_t)data[1] << 8;
@@ -120,6 +130,12 @@ static void fuzz_update(const uint8_t *data, size_t size) {
     size_t len;
     uint8_t *rep = rounds_update(&c, drawn, meta, data + mlen, size - mlen, size, &len);
     cJSON_Delete(meta);
+    check_update_reply(rep, len);
+}
+
+/* An update's reply: an error that left the sum alone, or an ack of one
+ * update within its weight and clip (the invariants above). */
+static void check_update_reply(uint8_t *rep, size_t len) {
     hfl_msg m;
     char err[HFL_ERR_LEN];
     FUZZ_REQUIRE(rep && hfl_msg_decode(rep, len, 0, &m, err) == 0, "reply does not decode: %s", err);
@@ -170,10 +186,57 @@ static void fuzz_fetch(const uint8_t *data, size_t size) {
     free(rep);
 }
 
+/* One put's reply: a put whose `have` ends a chunk of its payload, or an
+ * error of one line; the sum untouched either way. */
+static void check_put_reply(uint8_t *rep, size_t len, const cJSON *meta) {
+    hfl_msg m;
+    char err[HFL_ERR_LEN], why[256];
+    FUZZ_REQUIRE(rep && hfl_msg_decode(rep, len, 0, &m, err) == 0, "put reply does not decode: %s", err);
+    if (m.type == HFL_MSG_ERROR) {
+        FUZZ_REQUIRE(hfl_meta_str(m.meta, "error", 255, why, NULL) == 0 && !strchr(why, '\n'),
+                     "put refused without a one-line reason");
+    } else {
+        int64_t total = -1, have = -1;
+        FUZZ_REQUIRE(m.type == HFL_MSG_PUT && hfl_meta_int(meta, "payload_bytes", 1, 1 << 30, &total, NULL) == 0 &&
+                         hfl_meta_int(m.meta, "have", 1, total, &have, NULL) == 0 && (have % 16 == 0 || have == total),
+                     "put answered %s: have %lld of %lld", hfl_msg_type_name(m.type), (long long)have,
+                     (long long)total);
+    }
+    FUZZ_REQUIRE(c.r.n_received == 0 && acc_abs_sum() == 0, "a put touched the sum");
+    hfl_msg_free(&m);
+    free(rep);
+}
+
+static void fuzz_puts(const uint8_t *data, size_t size) {
+    fuzz_reset_round();
+    for (int k = 0; k < 8 && size >= 3; k++) {
+        int kind = data[0] % 2;
+        size_t mlen = data[1];
+        if (mlen + 3 > size || (size_t)data[2 + mlen] + mlen + 3 > size) break;
+        size_t plen = data[2 + mlen];
+        cJSON *meta = cJSON_ParseWithLength((const char *)data + 2, mlen);
+        const uint8_t *payload = data + 3 + mlen;
+        if (cJSON_IsObject(meta)) {
+            size_t len;
+            if (kind == 0) {
+                check_put_reply(uplink_put(&c, drawn, meta, payload, plen, plen + 100, &len), len, meta);
+            } else {
+                hfl_msg m = {.type = HFL_MSG_UPDATE, .meta = meta, .payload = payload, .payload_len = plen};
+                check_update_reply(uplink_update(&c, drawn, &m, plen + 100, &len), len);
+                fuzz_reset_round();
+            }
+        }
+        cJSON_Delete(meta);
+        data += 3 + mlen + plen, size -= 3 + mlen + plen;
+    }
+    spool_drop(&c.clients[drawn]);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (drawn < 0) fuzz_init();
     if (size < 1 || size > FUZZ_MAX_INPUT) return 0;
     if (data[0] % 4 == 2) fuzz_fetch(data + 1, size - 1);
+    else if (data[0] % 8 == 4) fuzz_puts(data + 1, size - 1);
     else if (data[0] % 2 == 0) fuzz_hello(data + 1, size - 1);
     else fuzz_update(data + 1, size - 1);
     return 0;

@@ -5,7 +5,10 @@
 # KiB chunks (13 a task), and in 64 KiB chunks with every client's connection
 # cut once after its 3rd chunk (HFL_TEST_FETCH_CUT=3), so its 4th fetch fails
 # and the download goes on over a fresh connection at the 4th chunk, fetching
-# none twice (the same bytes down as the uncut run); a fourth run flips a
+# none twice (the same bytes down as the uncut run); the chunked runs' int8
+# updates (202,338 bytes) go up by put in 4 chunks, and a fifth run cuts
+# every client's connection after its 2nd put (HFL_TEST_PUT_CUT=2), the
+# upload going on at the 3rd chunk over a fresh connection; a fourth run flips a
 # byte of every client's 5th chunk of its first download
 # (HFL_TEST_FETCH_CORRUPT=5): the client refuses it by its digest, pulls the
 # task again and downloads it once more. All three must end with the
@@ -36,6 +39,7 @@ variant chunked 65536
 "$sim" "$tmp/chunked.json" --out "$tmp/chunked" --quiet
 HFL_TEST_FETCH_CUT=3 "$sim" "$tmp/chunked.json" --out "$tmp/cut" --quiet
 HFL_TEST_FETCH_CORRUPT=5 "$sim" "$tmp/chunked.json" --out "$tmp/corrupt" --quiet
+HFL_TEST_PUT_CUT=2 "$sim" "$tmp/chunked.json" --out "$tmp/putcut" --quiet
 python3 - "$tmp" <<'PY'
 import glob, json, sys
 tmp = sys.argv[1]
@@ -44,9 +48,9 @@ def check(ok, what):
     global fails
     print(("ok   " if ok else "FAIL ") + what)
     fails += not ok
-rep = {d: json.load(open(f"{tmp}/{d}/report.json")) for d in ("whole", "chunked", "cut", "corrupt")}
+rep = {d: json.load(open(f"{tmp}/{d}/report.json")) for d in ("whole", "chunked", "cut", "corrupt", "putcut")}
 h = {d: r["final_model_sha256"] for d, r in rep.items()}
-check(len(set(h.values())) == 1, f"the same model whole, chunked, resumed and re-downloaded: {h}")
+check(len(set(h.values())) == 1, f"the same model whole, chunked, resumed, re-downloaded and re-uploaded: {h}")
 weights = 12 + 199210 * 4
 down = {d: [sorted(p["bytes_down"] for p in rd["participants"]) for rd in r["rounds"]] for d, r in rep.items()}
 check(all(len(x) == 3 and weights <= min(x) and max(x) < weights + 2048 for x in down["whole"]),
@@ -60,6 +64,16 @@ for r1, r2 in zip(rep["chunked"]["rounds"], rep["cut"]["rounds"]):
 logs = [open(f).read() for f in sorted(glob.glob(f"{tmp}/cut/client-*.log"))]
 check(len(logs) == 3 and all("connection dropped after 3 chunks" in l and "dialing the coordinator afresh" in l for l in logs),
       "every client dropped its connection mid-download and dialled again")
+logs = [open(f).read() for f in sorted(glob.glob(f"{tmp}/putcut/client-*.log"))]
+check(len(logs) == 3 and all("connection dropped after 2 chunks" in l and "dialing the coordinator afresh" in l
+                             and "rejoining" not in l for l in logs),
+      "every client dropped its connection mid-upload and went on over a fresh one")
+up = {d: [sorted(p["bytes_up"] for p in rd["participants"]) for rd in r["rounds"]] for d, r in rep.items()}
+# 4 puts' headers and metadata (under 300 bytes each) over the whole update;
+# a chunk counted twice would add at least the last one's 5,730 bytes
+for d in ("chunked", "putcut"):
+    check(all(4 * 24 < u - w < 4 * 300 for x, y in zip(up[d], up["whole"]) for u, w in zip(x, y)),
+          f"{d}: every update went in 4 puts, no chunk counted twice: {up[d]} against whole {up['whole']}")
 logs = [open(f).read() for f in sorted(glob.glob(f"{tmp}/corrupt/client-*.log"))]
 r1 = rep["corrupt"]["rounds"][0]["participants"]
 check(len(logs) == 3 and all("the chunk does not match its digest; pulling again" in l for l in logs)

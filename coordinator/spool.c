@@ -1,0 +1,73 @@
+/* spool.c: an update coming in chunks, held in a file (spool.h). */
+#include "coordinator/spool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/util.h"
+
+void spool_drop(coord_client *cl) {
+    struct coord_spool *sp = cl->spool;
+    if (!sp) return;
+    close(sp->fd);
+    mbedtls_sha256_free(&sp->h);
+    free(sp);
+    cl->spool = NULL;
+}
+
+int spool_round_ok(const coord *c, int id, int64_t round) {
+    const coord_round *r = &c->r;
+    if (r->open && round == r->round) return r->slot[id].tasked && !r->slot[id].received && !r->slot[id].refused;
+    return round != 0 && round == c->clients[id].late_round;
+}
+
+void spool_sweep(coord *c) {
+    for (int i = 0; i < c->n_clients; i++)
+        if (c->clients[i].spool && !spool_round_ok(c, i, c->clients[i].spool->round)) spool_drop(&c->clients[i]);
+}
+
+struct coord_spool *spool_open(const coord *c, int64_t round, size_t len, const char *sha, char *err) {
+    const char *dir = c->cfg.spool_dir[0] ? c->cfg.spool_dir : getenv("TMPDIR");
+    char path[1100];
+    snprintf(path, sizeof path, "%s/hfl-spool-XXXXXX", dir && dir[0] ? dir : "/tmp");
+    int fd = mkostemp(path, O_CLOEXEC);
+    if (fd < 0) {
+        hfl_errf(err, "cannot make a spool file in %s: %s", dir && dir[0] ? dir : "/tmp", strerror(errno));
+        return NULL;
+    }
+    unlink(path);
+    int rc = posix_fallocate(fd, 0, (off_t)len);
+    if (rc != 0) {
+        close(fd);
+        hfl_errf(err, "cannot reserve %zu bytes of spool: %s", len, strerror(rc));
+        return NULL;
+    }
+    struct coord_spool *sp = hfl_calloc(1, sizeof *sp);
+    sp->fd = fd, sp->round = round, sp->len = len;
+    snprintf(sp->sha, sizeof sp->sha, "%s", sha);
+    mbedtls_sha256_init(&sp->h);
+    mbedtls_sha256_starts_ret(&sp->h, 0);
+    return sp;
+}
+
+int spool_write(struct coord_spool *sp, const uint8_t *b, size_t n, char *err) {
+    for (size_t done = 0; done < n;) {
+        ssize_t w = pwrite(sp->fd, b + done, n - done, (off_t)(sp->have + done));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return hfl_errf(err, "%s", w < 0 ? strerror(errno) : "nothing written");
+        done += (size_t)w;
+    }
+    mbedtls_sha256_update_ret(&sp->h, b, n);
+    sp->have += n;
+    if (sp->have == sp->len) {
+        uint8_t d[32];
+        mbedtls_sha256_finish_ret(&sp->h, d);
+        hfl_hex(d, sizeof d, sp->got);
+    }
+    return 0;
+}
+
