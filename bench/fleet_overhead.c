@@ -14,7 +14,10 @@
  * the client fetches every chunk in order (docs/protocol.md, "Chunked
  * weights"), checks each reply's offset and length, and drops the bytes
  * without checking their SHA-256 digests (to stay light: hashing 344 MB per
- * client would make this process, not the coordinator, the bottleneck). So a
+ * client would make this process, not the coordinator, the bottleneck). An
+ * update longer than the welcome's chunk_bytes goes up by put, chunk by
+ * chunk in order (each reply's `have` checked), then the update names its
+ * size and digest (docs/protocol.md, "Chunked updates"). So a
  * round's wall time (open to close, from the coordinator's report) is the
  * coordinator's own overhead for the round: drawing K of N, sending K tasks
  * and their chunks, decoding and summing K updates, evaluating, logging. The
@@ -61,19 +64,22 @@ typedef struct {
     /* the task in hand */
     int64_t round, version, base;
     size_t total, chunk, at; /* chunked weights: their bytes, the chunk size, the next offset */
+    size_t put_at;           /* a chunked upload: the bytes the coordinator holds */
     char err[HFL_ERR_LEN];
 } lite;
 
 /* Shared by every client, set once: the update (int8 of a small constant
- * change) for the welcome's params and block, and the largest payload a
- * reply may carry (the model's fp32 weights in a task). */
+ * change) for the welcome's params and block, its digest, the welcome's
+ * chunk_bytes (0: updates go whole), and the largest payload a reply may
+ * carry (the model's fp32 weights in a task). */
 static uint8_t *upd;
-static size_t upd_len, upd_n;
+static size_t upd_len, upd_n, up_chunk;
+static char upd_sha256[65];
 static int upd_block = -1;
 static pthread_mutex_t upd_lock = PTHREAD_MUTEX_INITIALIZER;
 static size_t reply_max;
 static int n_done;
-static long n_fetches;
+static long n_fetches, n_puts;
 static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void lite_finish(lite *l, const char *why) {
@@ -116,9 +122,9 @@ static void lite_pull(lite *l) {
 }
 
 /* The update for n values at the run's block size, encoded once for every
- * client: 0, or -1 when another client's welcome asked for another shape
- * (one coordinator never does). */
-static int lite_update(size_t n, uint32_t block) {
+ * client, and the chunk size of uploads: 0, or -1 when another client's
+ * welcome said otherwise (one coordinator never does). */
+static int lite_update(size_t n, uint32_t block, size_t chunk) {
     int rc = 0;
     pthread_mutex_lock(&upd_lock);
     if (upd_block < 0) {
@@ -128,23 +134,62 @@ static int lite_update(size_t n, uint32_t block) {
         upd = hfl_malloc(hfl_codec_max_bytes(int8, n, block));
         hfl_rng_key key = {1, 1, 0, 0};
         upd_len = hfl_codec_encode(int8, d, NULL, n, block, &key, 1, upd);
-        upd_n = n, upd_block = (int)block;
+        hfl_sha256_hex(upd, upd_len, upd_sha256);
+        upd_n = n, upd_block = (int)block, up_chunk = chunk;
         free(d);
-    } else if (upd_n != n || upd_block != (int)block) {
+    } else if (upd_n != n || upd_block != (int)block || up_chunk != chunk) {
         rc = -1;
     }
     pthread_mutex_unlock(&upd_lock);
     return rc;
 }
 
-/* The update for the task in hand, its payload attached. */
-static void lite_upload(lite *l) {
+/* The update for the task in hand: its payload attached, or after the
+ * puts (lite_put) its size and digest in its place. */
+static void lite_update_send(lite *l, int spooled) {
     cJSON *u = lite_meta(l);
     cJSON_AddNumberToObject(u, "round", (double)l->round);
     cJSON_AddNumberToObject(u, "samples", 60);
     cJSON_AddNumberToObject(u, "loss", 1.0);
     cJSON_AddStringToObject(u, "codec", "int8");
-    lite_send(l, HFL_MSG_UPDATE, u, upd, upd_len);
+    if (!spooled) return lite_send(l, HFL_MSG_UPDATE, u, upd, upd_len);
+    cJSON_AddNumberToObject(u, "payload_bytes", (double)upd_len);
+    cJSON_AddStringToObject(u, "payload_sha256", upd_sha256);
+    lite_send(l, HFL_MSG_UPDATE, u, NULL, 0);
+}
+
+/* Sends the update's chunk at l->put_at (docs/protocol.md, "Chunked updates"). */
+static void lite_put(lite *l) {
+    size_t m = upd_len - l->put_at < up_chunk ? upd_len - l->put_at : up_chunk;
+    cJSON *p = lite_meta(l);
+    cJSON_AddNumberToObject(p, "round", (double)l->round);
+    cJSON_AddNumberToObject(p, "offset", (double)l->put_at);
+    cJSON_AddNumberToObject(p, "payload_bytes", (double)upd_len);
+    cJSON_AddStringToObject(p, "payload_sha256", upd_sha256);
+    lite_send(l, HFL_MSG_PUT, p, upd + l->put_at, m);
+}
+
+/* The update goes up: whole when it fits the welcome's chunk_bytes (or the
+ * coordinator named none), else in puts of chunk_bytes, then the update. */
+static void lite_upload(lite *l) {
+    if (!up_chunk || upd_len <= up_chunk) return lite_update_send(l, 0);
+    l->put_at = 0;
+    lite_put(l);
+}
+
+/* A put's reply: the coordinator holds `have` bytes, which must be the
+ * chunk just sent added to what it held. */
+static void lite_stored(lite *l, const hfl_msg *m) {
+    int64_t have = -1;
+    size_t sent = upd_len - l->put_at < up_chunk ? upd_len - l->put_at : up_chunk;
+    hfl_meta_int(m->meta, "have", 0, (int64_t)1 << 40, &have, NULL);
+    if (have != (int64_t)(l->put_at + sent)) return lite_finish(l, "put: the coordinator does not hold the chunk sent");
+    pthread_mutex_lock(&done_lock);
+    n_puts++;
+    pthread_mutex_unlock(&done_lock);
+    l->put_at = (size_t)have;
+    if (l->put_at < upd_len) lite_put(l);
+    else lite_update_send(l, 1);
 }
 
 /* Asks for the chunk of the task's weights at l->at. */
@@ -203,7 +248,12 @@ static void lite_welcome(lite *l, const hfl_msg *m) {
         hfl_meta_int(m->meta, "block", 1, 1 << 20, &block, err) != 0)
         return lite_finish(l, err);
     l->id = (int)id;
-    if (lite_update((size_t)params, (uint32_t)block) != 0) return lite_finish(l, "welcomes disagree on params or block");
+    int64_t chunk = 0; /* absent: updates go whole */
+    if (cJSON_GetObjectItemCaseSensitive(m->meta, "chunk_bytes") &&
+        hfl_meta_int(m->meta, "chunk_bytes", 4096, 1 << 30, &chunk, err) != 0)
+        return lite_finish(l, err);
+    if (lite_update((size_t)params, (uint32_t)block, (size_t)chunk) != 0)
+        return lite_finish(l, "welcomes disagree on params, block or chunk_bytes");
     lite_pull(l);
 }
 
@@ -234,6 +284,7 @@ static void lite_cb(void *arg) {
     case HFL_MSG_ACK: lite_pull(l); break;
     case HFL_MSG_TASK: lite_task(l, &m); break;
     case HFL_MSG_FETCH: lite_chunk(l, &m); break;
+    case HFL_MSG_PUT: lite_stored(l, &m); break;
     case HFL_MSG_BYE: lite_finish(l, NULL); break;
     default: {
         char why[200] = "unexpected reply";
@@ -422,11 +473,11 @@ int main(int argc, char **argv) {
                n, k, conns, spec.name, model_bytes / 1e6, ok, nr, walls, nr ? wsum / nr : 0, idle_rss, rss,
                peak / 1048576.0, peak / (double)model_bytes);
     printf("{\"clients\": %ld, \"per_round\": %ld, \"connections\": %ld, \"model\": \"%s\", \"params\": %zu, "
-           "\"model_bytes\": %zu, \"update_bytes\": %zu, \"chunk_fetches\": %ld, \"rounds\": %d, \"rounds_ok\": %d, "
+           "\"model_bytes\": %zu, \"update_bytes\": %zu, \"chunk_fetches\": %ld, \"chunk_puts\": %ld, \"rounds\": %d, \"rounds_ok\": %d, "
            "\"round_wall_s\": [%s], \"round_wall_mean_s\": %.4f, \"run_s\": %.2f, \"coordinator_idle_rss_mib\": %.1f, "
            "\"coordinator_rss_end_mib\": %.1f, \"coordinator_peak_rss_mib\": %.1f, \"coordinator_peak_rss_bytes\": %.0f, "
            "\"peak_over_model\": %.3f, \"failed_clients\": %d}\n",
-           n, k, conns, spec.name, spec.n_params, model_bytes, upd_len, n_fetches, nr, ok, walls, nr ? wsum / nr : 0,
+           n, k, conns, spec.name, spec.n_params, model_bytes, upd_len, n_fetches, n_puts, nr, ok, walls, nr ? wsum / nr : 0,
            wall, idle_rss, rss, peak / 1048576.0, peak, peak / (double)model_bytes, failed + unfinished);
     if (failed || unfinished)
         fprintf(stderr, "bench-fleet: %d clients failed, %d unfinished; first: %s\n", failed, unfinished,
