@@ -350,7 +350,8 @@ int main(int argc, char **argv) {
                           "                   [--deadline S] [--timeout S] [--json]\n"
                           "N light clients (default 1000) over C connections (16) in this process; K of them\n"
                           "(100) drawn for each of R rounds (5) fetch the task's weights when they come in\n"
-                          "chunks and answer at once with a fixed int8 update. --model (default mlp) and\n"
+                          "chunks and answer at once with a fixed int8 update, put in chunks when it is\n"
+                          "longer than the welcome's chunk_bytes. --model (default mlp) and\n"
                           "--chunk-bytes (default the coordinator's) go to the coordinator, --deadline (120)\n"
                           "too. Prints the coordinator's memory against the fp32 model's and each round's wall\n"
                           "time (its own overhead).\n"),
