@@ -80,8 +80,8 @@ typedef struct {
     uint32_t stream;  /* hash of our name: keys our randomness, the same in every run */
     float *global;    /* the weights the last task came with: model version held_version */
     int held_version; /* -1 before the first task */
-    float *local;     /* after training */
-    float *residual;  /* error feedback, kept across rounds */
+    float *local;     /* after training: the trainable part (spec.n_trainable floats from train_off) */
+    float *residual;  /* error feedback over the trainable part, kept across rounds */
     hfl_plan *plan;          /* the step this client runs, chosen to fit its budget */
     hfl_candidate chosen;    /* the chooser's row for it: predicted peak, samples/s */
     hfl_mem_budget budget;   /* the one budget object: what was chosen within, and every breach check */

@@ -706,12 +706,14 @@ static int hold_model(client_session *ss, char *err) {
     const client_options *o = ss->o;
     client_state *s = ss->s;
     const client_welcome *w = &ss->w;
-    s->global = hfl_malloc(s->spec.n_params * sizeof(float));
-    s->local = hfl_malloc(s->spec.n_params * sizeof(float));
-    s->residual = hfl_malloc(s->spec.n_params * sizeof(float));
-    memset(s->global, 0, s->spec.n_params * sizeof(float));
-    memset(s->local, 0, s->spec.n_params * sizeof(float));
-    memset(s->residual, 0, s->spec.n_params * sizeof(float));
+    /* the update and its residual cover the trainable part (LoRA: the adapters) */
+    size_t n = s->spec.n_params, nt = s->spec.n_trainable;
+    s->global = hfl_malloc(n * sizeof(float));
+    s->local = hfl_malloc(nt * sizeof(float));
+    s->residual = hfl_malloc(nt * sizeof(float));
+    memset(s->global, 0, n * sizeof(float));
+    memset(s->local, 0, nt * sizeof(float));
+    memset(s->residual, 0, nt * sizeof(float));
     if (!o->quiet)
         printf("%s: registered as client %d with %d samples, codec %s\n", o->name, s->client_id, s->data.n, w->codec);
     if (o->init_model[0]) {

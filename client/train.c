@@ -266,8 +266,8 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
      * LoRA's adapters): nt floats from train_off, so a LoRA client sends its
      * adapters' change alone. */
     size_t off = s->spec.train_off, nt = s->spec.n_trainable;
-    hfl_trainer_get_trainable(s->trainer, s->local + off); /* the frozen rest is not read back */
-    float *delta = s->local + off;
+    hfl_trainer_get_trainable(s->trainer, s->local); /* the frozen rest is not read back */
+    float *delta = s->local;
     for (size_t i = 0; i < nt; i++) delta[i] -= s->global[off + i];
     if (s->attack_scale != 0) /* --attack: a Byzantine client in a simulation */
         for (size_t i = 0; i < nt; i++) delta[i] = (float)(delta[i] * s->attack_scale);

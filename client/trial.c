@@ -147,12 +147,12 @@ int client_trial_run(const client_options *opts, const hfl_backend *be, const hf
         return -1; /* refused up front: err is the one line */
     }
     trial_data(&s.spec, o.batch, &s.data);
-    size_t n = s.spec.n_params;
+    size_t n = s.spec.n_params, nt = s.spec.n_trainable;
     s.global = hfl_malloc(n * sizeof(float));
-    s.local = hfl_malloc(n * sizeof(float));
-    s.residual = hfl_malloc(n * sizeof(float));
-    memset(s.local, 0, n * sizeof(float));
-    memset(s.residual, 0, n * sizeof(float));
+    s.local = hfl_malloc(nt * sizeof(float));
+    s.residual = hfl_malloc(nt * sizeof(float));
+    memset(s.local, 0, nt * sizeof(float));
+    memset(s.residual, 0, nt * sizeof(float));
     hfl_model_init_params(&s.spec, s.global, 1);
     float *weights = hfl_malloc(n * sizeof(float));
     memcpy(weights, s.global, n * sizeof(float));

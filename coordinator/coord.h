@@ -249,7 +249,7 @@ typedef struct {
 typedef struct {
     const hfl_codec *codec;
     int delta;
-    float *hist[DOWNLINK_HISTORY]; /* global model at hist_version[i] */
+    float *hist[DOWNLINK_HISTORY]; /* with deltas: the global model's trainable part at hist_version[i] */
     int hist_version[DOWNLINK_HISTORY];
     float *scratch;
     uint64_t chunk_bytes; /* --chunk-bytes: larger weights come by fetch, in chunks of this */

@@ -32,12 +32,17 @@
 
 static int downlink_slot(int version) { return version % DOWNLINK_HISTORY; }
 
+/* Only the trainable part is kept (a delta covers nothing else), and only
+ * with deltas on: at GPT-2 small's 344 MB, DOWNLINK_HISTORY whole copies kept
+ * for nothing were most of the coordinator's memory; with LoRA the part is
+ * the adapters' 1.2M floats. */
 void downlink_record(coord *c) {
     coord_downlink *d = &c->down;
-    size_t bytes = c->spec.n_params * sizeof(float);
+    if (!d->delta) return;
+    size_t bytes = c->spec.n_trainable * sizeof(float);
     int s = downlink_slot(c->version);
     if (!d->hist[s]) d->hist[s] = hfl_malloc(bytes);
-    memcpy(d->hist[s], c->global, bytes);
+    memcpy(d->hist[s], c->global + c->spec.train_off, bytes);
     d->hist_version[s] = c->version;
 }
 
@@ -67,7 +72,7 @@ static void downlink_build(coord *c, int base, struct downlink_payload *p) {
         size_t off = c->spec.train_off;
         const float *old = d->hist[downlink_slot(base)];
         n = c->spec.n_trainable;
-        for (size_t i = 0; i < n; i++) d->scratch[i] = c->global[off + i] - old[off + i];
+        for (size_t i = 0; i < n; i++) d->scratch[i] = c->global[off + i] - old[i];
         src = d->scratch;
     }
     p->bytes = hfl_malloc(hfl_codec_max_bytes(d->codec, n, c->cfg.block));
@@ -184,7 +189,7 @@ int downlink_init(coord *c, const char *codec_name, int delta, uint64_t chunk_by
                         (most + HFL_WIRE_MAX_CHUNKS - 1) / HFL_WIRE_MAX_CHUNKS);
     d->delta = delta;
     d->chunk_bytes = chunk_bytes;
-    d->scratch = hfl_malloc(c->spec.n_params * sizeof(float));
+    if (delta) d->scratch = hfl_malloc(c->spec.n_trainable * sizeof(float));
     for (int i = 0; i < DOWNLINK_HISTORY; i++) d->hist_version[i] = -1;
     downlink_record(c);
     return 0;

@@ -1113,7 +1113,9 @@ static void test_eval_thread(void) {
 /* A task sent as a delta against the version the client holds is counted. */
 static void test_delta_tasks(void) {
     setup(1, 1, 60, 1);
-    c.down.delta = 1;
+    char err[HFL_ERR_LEN];
+    downlink_free(&c);
+    CHECK_MSG(downlink_init(&c, "fp32", 1, 0, err) == 0, "%s", err); /* deltas on: the history kept */
     int a = hello("a", 100);
     rounds_tick(&c);
     pull(a, HFL_MSG_TASK);

@@ -20,7 +20,10 @@
 # tensors stay the starting model's bit for bit, the held-out loss falls
 # below the starting model's, each round's upload is the adapters' 16 r C
 # floats per client (20x under full training's) and a delta down no more,
-# and PyTorch gets the report's loss from the saved LoRA model. Skips (77)
+# and PyTorch gets the report's loss from the saved LoRA model; at learning
+# rate 0 every update is exactly zero, so the run's final model is its
+# initial one bit for bit (an update taken against the wrong weights would
+# move it). Skips (77)
 # without bible-kjv.
 # Usage: lm_fleet.sh HFL_SIM HFL_DATA SOURCE_ROOT
 set -euo pipefail
@@ -74,6 +77,12 @@ sed -e "s#$tmp/gpt.json#$tmp/lora.json#" \
   "$tmp/lm.json" > "$tmp/lora-run.json"
 grep -q lora.json "$tmp/lora-run.json"
 "$sim" "$tmp/lora-run.json" --shards "$tmp/shards" --out "$tmp/lora" --init-model "$tmp/run/model.safetensors" --quiet
+# The same at learning rate 0: every client's update is exactly zero (its
+# adapters less the adapters it was sent), so the run ends on the model it
+# started from, bit for bit.
+sed 's/"lr": 0.01,/"lr": 0,/' "$tmp/lora-run.json" > "$tmp/lora0-run.json"
+grep -q '"lr": 0,' "$tmp/lora0-run.json"
+"$sim" "$tmp/lora0-run.json" --shards "$tmp/shards" --out "$tmp/lora0" --init-model "$tmp/run/model.safetensors" --quiet
 # The saved model in PyTorch (bench/lm_central.py: nanoGPT's module names,
 # strict load_state_dict, float64): its held-out loss is the report's.
 torch_loss=skip
@@ -156,6 +165,10 @@ adapters = [k for k in tuned if ".lora_" in k]
 check(len(adapters) == 8 and all(tuned[k] == base[k] for k in base) and set(tuned) == set(base) | set(adapters),
       f"LoRA: every base tensor of the fine-tuned model is the starting model's, bit for bit; {len(adapters)} adapters")
 check(any(b != 0 for k in adapters if "lora_B" in k for b in tuned[k]), "LoRA: the B adapters moved from zero")
+z = json.load(open(f"{tmp}/lora0/report.json"))
+check(z["rounds_aggregated"] == 3 and z["final_model_sha256"] == z["initial_model_sha256"],
+      f"LoRA at lr 0: 3 rounds of zero updates leave the model as it started: {z['final_model_sha256'][:16]} "
+      f"against {z['initial_model_sha256'][:16]}")
 lo = json.load(open(f"{tmp}/lora/report.json"))
 lbpb = [x["test_bpb"] for x in lo["rounds"] if x["status"] == "ok"]
 check(len(lbpb) == 3 and bpb[-1] > lbpb[0] > lbpb[1] > lbpb[2],
