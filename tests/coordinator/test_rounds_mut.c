@@ -307,8 +307,8 @@ static cJSON *plan_of(int batch, int accum, double predicted, double budget) {
 /* The report's replans, parsed from report_render (NULL when absent); *dropped: replans_dropped (0 absent). */
 static cJSON *rendered_replans(double *dropped) {
     size_t len;
-    char *text = report_render(&c, &len);
-    cJSON *rep = cJSON_Parse(text);
+    char *text = report_render(&c, &len); /* not NUL-terminated */
+    cJSON *rep = cJSON_ParseWithLength(text, len);
     free(text);
     cJSON *r = cJSON_DetachItemFromObjectCaseSensitive(rep, "replans");
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(rep, "replans_dropped");

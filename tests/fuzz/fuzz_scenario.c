@@ -70,6 +70,7 @@ static void check_same(const hfl_scenario *a, const hfl_scenario *b) {
     size_t per_client = (size_t)a->clients * 32;
     FUZZ_REQUIRE(!memcmp(a->client_codec, b->client_codec, per_client) &&
                      !memcmp(a->client_memory, b->client_memory, per_client) &&
+                     !memcmp(a->client_memory_at, b->client_memory_at, per_client) &&
                      !memcmp(a->client_device, b->client_device, per_client) &&
                      !memcmp(a->client_attack, b->client_attack, per_client) &&
                      !memcmp(a->client_profile, b->client_profile, per_client) &&
@@ -81,6 +82,7 @@ static void check_same(const hfl_scenario *a, const hfl_scenario *b) {
     x.client_slow = y.client_slow = NULL;
     x.client_codec = y.client_codec = NULL;
     x.client_memory = y.client_memory = NULL;
+    x.client_memory_at = y.client_memory_at = NULL;
     x.client_device = y.client_device = NULL;
     x.client_attack = y.client_attack = NULL;
     FUZZ_REQUIRE(!memcmp(&x, &y, sizeof x), "a second parse gives another scenario");
@@ -94,7 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (rc != 0) {
         FUZZ_REQUIRE(rc == -1 && err[0], "refused with %d and error '%s'", rc, err);
         FUZZ_REQUIRE(strchr(err, '\n') == NULL, "error is not one line: %s", err);
-        FUZZ_REQUIRE(!sc.client_codec && !sc.client_memory && !sc.client_device && !sc.client_attack &&
+        FUZZ_REQUIRE(!sc.client_codec && !sc.client_memory && !sc.client_memory_at && !sc.client_device && !sc.client_attack &&
                          !sc.client_profile && !sc.client_crash && !sc.client_slow,
                      "a refused scenario left its arrays");
         return 0;
