@@ -9,9 +9,13 @@
  * clients[].plan use the new one, and the change is logged: an event
  * "client_replanned" and one entry of the report's "replans" (the round,
  * the client, the old and the new choice, and the budget that forced it).
- * A plan whose choice (the keys the report shows) is the one held (a pull
- * sent again, or a re-plan after a breach that chose the same) replaces the
- * held one unlisted; a client that left keeps its record as it was. At most COORD_MAX_REPLANS entries
+ * A plan whose configuration (batch, accumulation, step batch, precision,
+ * checkpoint) is the one held (a pull sent again, or a re-plan after a
+ * breach that chose the same) replaces the held one unlisted, even when its
+ * predicted peak moved: that figure includes the overhead learned from the
+ * client's measured steps, so it changes with each record, and with the
+ * machine, while the choice does not. A client that left keeps its record
+ * as it was. At most COORD_MAX_REPLANS entries
  * are kept (a client cannot grow the report without bound); later ones are
  * counted in replans_dropped. The entries are not in the state directory: a
  * restarted coordinator keeps the plans (the hello is persisted) and starts
@@ -21,17 +25,23 @@
 #include "coordinator/coord.h"
 #include "util/util.h"
 
-/* What the report says of a choice: the keys a re-plan changes. */
-static cJSON *replan_choice(const cJSON *plan) {
-    static const char *const keys[] = {"batch", "accumulation_steps", "step_batch", "precision", "checkpoint",
-                                       "predicted_peak_bytes", "budget_bytes"};
+/* What the report says of a choice: the configuration a re-plan changes
+ * (the first REPLAN_CONFIG keys), then the figures that come with it. */
+static const char *const replan_keys[] = {"batch",      "accumulation_steps",   "step_batch", "precision",
+                                          "checkpoint", "predicted_peak_bytes", "budget_bytes"};
+enum { REPLAN_CONFIG = 5, REPLAN_KEYS = sizeof replan_keys / sizeof replan_keys[0] };
+
+/* The first n keys of replan_keys that plan has, as a new object. */
+static cJSON *replan_pick(const cJSON *plan, size_t n) {
     cJSON *o = cJSON_CreateObject();
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(plan, keys[i]);
-        if (v) cJSON_AddItemToObject(o, keys[i], cJSON_Duplicate(v, 1));
+    for (size_t i = 0; i < n; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(plan, replan_keys[i]);
+        if (v) cJSON_AddItemToObject(o, replan_keys[i], cJSON_Duplicate(v, 1));
     }
     return o;
 }
+
+static cJSON *replan_choice(const cJSON *plan) { return replan_pick(plan, REPLAN_KEYS); }
 
 /* "batch 32 fp32 none" for the progress line. */
 static void replan_say(const cJSON *plan, char *out, size_t cap) {
@@ -46,7 +56,7 @@ void replan_take(coord *c, int id, const cJSON *plan, int64_t plan_round) {
     coord_client *cl = &c->clients[id];
     if (cl->left[0] || !cl->hello) return;
     const cJSON *old = cJSON_GetObjectItemCaseSensitive(cl->hello, "plan");
-    cJSON *old_choice = old ? replan_choice(old) : NULL, *new_choice = replan_choice(plan);
+    cJSON *old_choice = old ? replan_pick(old, REPLAN_CONFIG) : NULL, *new_choice = replan_pick(plan, REPLAN_CONFIG);
     int same = old_choice && cJSON_Compare(old_choice, new_choice, 1);
     cJSON_Delete(old_choice);
     cJSON_Delete(new_choice);

@@ -389,6 +389,28 @@ static void test_replan(void) {
     cJSON_Delete(r);
     cJSON_Delete(ev);
     cJSON_Delete(more);
+    /* the same configuration with a predicted peak 16 KiB higher (the
+     * overhead learned from one more measured step, as a breach's re-plan
+     * at the same budget sends it): the record takes it, unlisted */
+    more = plan_of(64, 4, 2.08e6 + 16384, 3145728);
+    replan_take(&c, 0, more, 3);
+    r = rendered_replans(&dropped);
+    ev = events("client_replanned");
+    CHECK(cJSON_GetArraySize(r) == 1 && cJSON_GetArraySize(ev) == 1 &&
+          num(cJSON_GetObjectItemCaseSensitive(c.clients[0].hello, "plan"), "predicted_peak_bytes") == 2.08e6 + 16384);
+    cJSON_Delete(r);
+    cJSON_Delete(ev);
+    cJSON_Delete(more);
+    /* one configuration key changed (the checkpoint schedule): listed */
+    more = plan_of(64, 4, 2.08e6, 3145728);
+    cJSON_ReplaceItemInObject(more, "checkpoint", cJSON_CreateString("sqrt"));
+    replan_take(&c, 0, more, 3);
+    r = rendered_replans(&dropped);
+    CHECK(cJSON_GetArraySize(r) == 2 && !strcmp(str(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(r, 1), "new"), "checkpoint"), "sqrt"));
+    cJSON_DeleteItemFromArray(c.replans, 1); /* the counts below start from one entry */
+    cJSON_Delete(r);
+    cJSON_Delete(more);
+    cJSON_ReplaceItemInObject(c.clients[0].hello, "plan", cJSON_Duplicate(np, 1));
     /* a client that left keeps its record (a one-character reason is a reason) */
     snprintf(c.clients[2].left, sizeof c.clients[2].left, "x");
     c.clients[2].has_plan = 0;
