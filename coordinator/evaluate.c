@@ -2,13 +2,17 @@
  * round's critical path.
  *
  * When a round aggregates, the next round can open at once: its clients need
- * the new weights, not their accuracy. So the closing round hands a copy of
- * the weights to this thread and returns; the thread evaluates without the
+ * the new weights, not their accuracy. So the closing round hands its entry
+ * to this thread and returns; the thread evaluates c->global without the
  * coordinator lock, then fills the round log entry's test_acc and test_loss,
  * publishes the round (event, progress line) and writes the report, the
  * write also outside the lock. Until then no later round closes, so rounds
  * are published in order, and the run is not done before its last round's
- * accuracy is known. The state was saved at the close, before the next round
+ * accuracy is known. That also makes c->global the evaluated weights for
+ * the whole evaluation, with no copy (one model's bytes less: 328 MiB at
+ * GPT-2 small): only a round's close writes it after start-up (the server
+ * step, rounds.c's round_aggregate), and rounds_tick closes no round while
+ * eval_busy; everyone else only reads it (the downlink, the state file). The state was saved at the close, before the next round
  * opened; a run continued from a state whose last round was not yet
  * evaluated evaluates the saved weights again (the same bits, the same
  * figures: eval_fill_pending).
@@ -17,7 +21,6 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "coordinator/coord.h"
 #include "util/util.h"
@@ -27,7 +30,6 @@ typedef struct coord_eval coord_eval_t;
 struct coord_eval {
     pthread_t thread;
     pthread_cond_t cv; /* with c->lock */
-    float *w;          /* the weights to evaluate */
     int entry;         /* their round: an index into c->rounds */
     int busy, stop;
 };
@@ -69,7 +71,9 @@ static void *eval_main(void *arg) {
         if (!q->busy) break;
         pthread_mutex_unlock(&c->lock);
         double t0 = hfl_now();
-        float loss, acc = eval_model(c, q->w, &loss); /* c->eval and c->test are this thread's while busy */
+        /* c->eval and c->test are this thread's while busy; c->global is
+         * written by no one until it is done (the header) */
+        float loss, acc = eval_model(c, c->global, &loss);
         pthread_mutex_lock(&c->lock);
         hfl_hist_observe(&c->eval_hist, hfl_now() - t0);
         hfl_test_crash("evaluate", (int)c->rounds.v[q->entry].round);
@@ -91,13 +95,11 @@ static void *eval_main(void *arg) {
 
 int eval_start(coord *c, char *err) {
     coord_eval_t *q = hfl_calloc(1, sizeof *q);
-    q->w = hfl_malloc(c->spec.n_params * sizeof(float));
     pthread_cond_init(&q->cv, NULL);
     c->evq = q;
     if (pthread_create(&q->thread, NULL, eval_main, c) != 0) {
         c->evq = NULL;
         pthread_cond_destroy(&q->cv);
-        free(q->w);
         free(q);
         return hfl_errf(err, "cannot start the evaluation thread");
     }
@@ -114,7 +116,6 @@ void eval_stop(coord *c) {
     pthread_join(q->thread, NULL);
     c->evq = NULL;
     pthread_cond_destroy(&q->cv);
-    free(q->w);
     free(q);
 }
 
@@ -131,7 +132,6 @@ void eval_round(coord *c, int entry) {
         report_publish_round(c, entry, NULL, NULL);
         return;
     }
-    memcpy(q->w, c->global, c->spec.n_params * sizeof(float));
     q->entry = entry;
     q->busy = 1;
     pthread_cond_signal(&q->cv);

@@ -849,6 +849,7 @@ static int robust_mean(coord *c, int *finite) {
 
 static void round_aggregate(coord *c) {
     coord_round *r = &c->r;
+    if (eval_busy(c)) return; /* the evaluation thread reads c->global, which the step below writes */
     double t0 = hfl_now();
     hfl_test_crash("aggregate", r->round);
     int finite;
