@@ -123,14 +123,16 @@ uint8_t *hfl_safetensors_encode(const hfl_model_spec *spec, const float *params,
     return out;
 }
 
-int hfl_safetensors_decode(const uint8_t *buf, size_t len, const hfl_model_spec *spec, float *params,
-                           char *err) {
-    hfl_st_file f;
-    if (hfl_st_parse(buf, len, &f, err) != 0) return -1;
+/* Copies the indexed file f (a parsed buffer or an opened file) into
+ * params once every tensor is checked against spec's: no stranger, F32,
+ * the shape, none missing (the adapters may all be). -1 with err: nothing
+ * written, except when a read from the file fails part way (a file that
+ * shrank after it was opened), which the callers treat as fatal. */
+static int load_tensors(const hfl_st_file *f, const hfl_model_spec *spec, float *params, char *err) {
     want_tensor *t = hfl_calloc(ST_MAX_TENSORS, sizeof *t); /* every field 0: adapter too */
     int n = expected(spec, t), rc = 0, adapters = 0;
-    for (int i = 0; rc == 0 && i < f.n; i++) {
-        const hfl_st_tensor *e = &f.t[i];
+    for (int i = 0; rc == 0 && i < f->n; i++) {
+        const hfl_st_tensor *e = &f->t[i];
         int k = 0;
         while (k < n && strcmp(e->name, t[k].name)) k++;
         if (k < n) adapters += t[k].adapter;
@@ -152,12 +154,20 @@ int hfl_safetensors_decode(const uint8_t *buf, size_t len, const hfl_model_spec 
     /* A base model without adapters loads into a LoRA spec: they keep their start. */
     int skip_adapters = adapters == 0;
     for (int k = 0; rc == 0 && k < n; k++)
-        if (!hfl_st_get(&f, t[k].name) && !(t[k].adapter && skip_adapters))
+        if (!hfl_st_get(f, t[k].name) && !(t[k].adapter && skip_adapters))
             rc = hfl_errf(err, "tensor '%s' is missing (model %s)", t[k].name, spec->name);
     for (int k = 0; rc == 0 && k < n; k++)
-        if (!(t[k].adapter && skip_adapters)) memcpy(params + t[k].off, hfl_st_get(&f, t[k].name)->data, t[k].count * sizeof(float));
-    hfl_st_free(&f);
+        if (!(t[k].adapter && skip_adapters)) rc = hfl_st_read(f, hfl_st_get(f, t[k].name), params + t[k].off, err);
     free(t);
+    return rc;
+}
+
+int hfl_safetensors_decode(const uint8_t *buf, size_t len, const hfl_model_spec *spec, float *params,
+                           char *err) {
+    hfl_st_file f;
+    if (hfl_st_parse(buf, len, &f, err) != 0) return -1;
+    int rc = load_tensors(&f, spec, params, err);
+    hfl_st_free(&f);
     return rc;
 }
 
@@ -177,11 +187,10 @@ int hfl_safetensors_save(const char *path, const hfl_model_spec *spec, const flo
 }
 
 int hfl_safetensors_load(const char *path, const hfl_model_spec *spec, float *params, char *err) {
-    size_t len;
+    hfl_st_file f;
     char e[HFL_ERR_LEN];
-    uint8_t *buf = (uint8_t *)hfl_read_file(path, &len, e);
-    if (!buf) return hfl_errf(err, "%s", e);
-    int rc = hfl_safetensors_decode(buf, len, spec, params, e);
-    free(buf);
+    if (hfl_st_open(path, &f, err) != 0) return -1; /* err names path */
+    int rc = load_tensors(&f, spec, params, e); /* each tensor read straight into params */
+    hfl_st_free(&f);
     return rc == 0 ? 0 : hfl_errf(err, "%s: %s", path, e);
 }

@@ -38,8 +38,13 @@ uint8_t *hfl_safetensors_encode(const hfl_model_spec *spec, const float *params,
 int hfl_safetensors_decode(const uint8_t *buf, size_t len, const hfl_model_spec *spec, float *params,
                            char *err);
 
-/* The same on a file; save writes atomically (temporary file and rename).
- * Errors start with the path. */
+/* The same on a file, streamed: save writes atomically (temporary file and
+ * rename) from params as they lie; load reads only the header whole, checks
+ * it as decode does, then reads each tensor straight into params. Neither
+ * holds the file in memory (a 344 MB GPT-2-small model costs its header,
+ * not a second copy). Errors start with the path; a load that fails after
+ * the checks (the file shrank while it was read) may have written some
+ * tensors. */
 int hfl_safetensors_save(const char *path, const hfl_model_spec *spec, const float *params, char *err);
 int hfl_safetensors_load(const char *path, const hfl_model_spec *spec, float *params, char *err);
 

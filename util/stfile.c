@@ -2,9 +2,13 @@
 #include "util/stfile.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "util/util.h"
 
@@ -46,8 +50,10 @@ static int whole(const cJSON *v, uint64_t *out) {
     return 1;
 }
 
-/* One entry's dtype, shape and offsets, checked against the data buffer. */
-static int check_entry(const cJSON *e, const uint8_t *data, uint64_t dlen, span *s, hfl_st_tensor *t, char *err) {
+/* One entry's dtype, shape and offsets, checked against the data buffer
+ * (dlen bytes at file offset at; data: them in memory, or NULL). */
+static int check_entry(const cJSON *e, const uint8_t *data, uint64_t at, uint64_t dlen, span *s, hfl_st_tensor *t,
+                       char *err) {
     const char *name = e->string;
     if (!cJSON_IsObject(e)) return hfl_errf(err, "tensor '%s' is not an object", name);
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
@@ -81,7 +87,8 @@ static int check_entry(const cJSON *e, const uint8_t *data, uint64_t dlen, span 
     snprintf(t->dtype, sizeof t->dtype, "%s", dt->valuestring);
     t->esize = esize;
     t->count = count;
-    t->data = data + s->begin;
+    t->data = data ? data + s->begin : NULL;
+    t->offset = at + s->begin;
     return 0;
 }
 
@@ -101,7 +108,7 @@ static int check_metadata(const cJSON *e, int *metas, char *err) {
 
 /* The structure of the header: every entry valid, the buffer indexed
  * exactly once. */
-static int check_header(const cJSON *h, const uint8_t *data, uint64_t dlen, hfl_st_file *f, char *err) {
+static int check_header(const cJSON *h, const uint8_t *data, uint64_t at, uint64_t dlen, hfl_st_file *f, char *err) {
     span *s = hfl_malloc(sizeof(span) * HFL_ST_MAX_TENSORS);
     int n = 0, rc = 0, metas = 0;
     const cJSON *e;
@@ -116,7 +123,7 @@ static int check_header(const cJSON *h, const uint8_t *data, uint64_t dlen, hfl_
         }
         for (const cJSON *o = h->child; o != e; o = o->next)
             if (!strcmp(o->string, e->string)) rc = hfl_errf(err, "tensor '%s' appears twice", e->string);
-        if (rc || (rc = check_entry(e, data, dlen, &s[n], &f->t[n], err)) != 0) break;
+        if (rc || (rc = check_entry(e, data, at, dlen, &s[n], &f->t[n], err)) != 0) break;
         n++;
     }
     if (rc == 0) {
@@ -139,26 +146,33 @@ static int check_header(const cJSON *h, const uint8_t *data, uint64_t dlen, hfl_
     return rc;
 }
 
-int hfl_st_parse(const uint8_t *buf, size_t len, hfl_st_file *f, char *err) {
-    memset(f, 0, sizeof *f);
+/* The header length from the file's first 8 bytes, checked against its
+ * size len; -1 with err. */
+static int head_length(const uint8_t first[8], uint64_t len, uint64_t *hl, char *err) {
     if (!little_endian()) return hfl_errf(err, "safetensors: this host is big-endian");
-    if (len < 8) return hfl_errf(err, "%zu bytes: too short for a safetensors header length", len);
-    uint64_t hl = 0;
-    for (int i = 0; i < 8; i++) hl |= (uint64_t)buf[i] << (8 * i);
-    if (hl > HFL_ST_MAX_HEADER || hl > len - 8)
-        return hfl_errf(err, "header length %llu does not fit the file's %zu bytes (at most %u)", (unsigned long long)hl,
-                        len, HFL_ST_MAX_HEADER);
+    if (len < 8) return hfl_errf(err, "%llu bytes: too short for a safetensors header length", (unsigned long long)len);
+    *hl = 0;
+    for (int i = 0; i < 8; i++) *hl |= (uint64_t)first[i] << (8 * i);
+    if (*hl > HFL_ST_MAX_HEADER || *hl > len - 8)
+        return hfl_errf(err, "header length %llu does not fit the file's %llu bytes (at most %u)",
+                        (unsigned long long)*hl, (unsigned long long)len, HFL_ST_MAX_HEADER);
+    return 0;
+}
+
+/* Parses the hl header bytes of a file of len bytes into f (memset by the
+ * caller), data its data buffer in memory or NULL; -1 with err, f empty. */
+static int parse_head(const uint8_t *head, uint64_t hl, const uint8_t *data, uint64_t len, hfl_st_file *f, char *err) {
     const char *end = NULL;
-    cJSON *h = cJSON_ParseWithLengthOpts((const char *)buf + 8, (size_t)hl, &end, 0);
+    cJSON *h = cJSON_ParseWithLengthOpts((const char *)head, (size_t)hl, &end, 0);
     if (!h) return hfl_errf(err, "the header is not JSON");
     int rc = 0;
-    for (const char *p = end; p < (const char *)buf + 8 + hl && rc == 0; p++)
+    for (const char *p = end; p < (const char *)head + hl && rc == 0; p++)
         if (*p != ' ') rc = hfl_errf(err, "the header has bytes after its JSON object other than space padding");
     if (rc == 0 && !cJSON_IsObject(h)) rc = hfl_errf(err, "the header is not a JSON object");
     if (rc == 0) {
         f->t = hfl_malloc(sizeof(hfl_st_tensor) * HFL_ST_MAX_TENSORS);
         f->json = h;
-        rc = check_header(h, buf + 8 + hl, len - 8 - hl, f, err);
+        rc = check_header(h, data, 8 + hl, len - 8 - hl, f, err);
     }
     if (rc != 0) {
         cJSON_Delete(h);
@@ -168,6 +182,62 @@ int hfl_st_parse(const uint8_t *buf, size_t len, hfl_st_file *f, char *err) {
     return rc;
 }
 
+int hfl_st_parse(const uint8_t *buf, size_t len, hfl_st_file *f, char *err) {
+    memset(f, 0, sizeof *f);
+    uint64_t hl = 0;
+    if (head_length(buf, len, &hl, err) != 0) return -1;
+    return parse_head(buf + 8, hl, buf + 8 + hl, len, f, err);
+}
+
+/* n bytes at offset off of fd into dst, whatever pread splits them into;
+ * -1 with err (naming what) at an error or the end of the file. */
+static int read_at(int fd, void *dst, size_t n, uint64_t off, const char *what, char *err) {
+    for (size_t got = 0; got < n;) {
+        ssize_t r = pread(fd, (char *)dst + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0)
+            return hfl_errf(err, "cannot read %s: %s", what, r < 0 ? strerror(errno) : "the file ends early");
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+int hfl_st_open(const char *path, hfl_st_file *f, char *err) {
+    memset(f, 0, sizeof *f);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return hfl_errf(err, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    uint8_t first[8];
+    uint64_t hl = 0;
+    char e[HFL_ERR_LEN];
+    int rc = fstat(fd, &st) != 0 ? hfl_errf(e, "cannot stat: %s", strerror(errno)) : 0;
+    if (rc == 0 && !S_ISREG(st.st_mode)) rc = hfl_errf(e, "not a regular file");
+    uint64_t len = rc == 0 ? (uint64_t)st.st_size : 0;
+    if (rc == 0 && len >= 8) rc = read_at(fd, first, 8, 0, "the header length", e);
+    if (rc == 0) rc = head_length(first, len, &hl, e);
+    uint8_t *head = rc == 0 ? hfl_malloc(hl ? (size_t)hl : 1) : NULL;
+    if (rc == 0) rc = read_at(fd, head, (size_t)hl, 8, "the header", e);
+    if (rc == 0) rc = parse_head(head, hl, NULL, len, f, e);
+    free(head);
+    if (rc != 0) {
+        close(fd);
+        return hfl_errf(err, "%s: %s", path, e);
+    }
+    f->fd = fd, f->has_fd = 1;
+    return 0;
+}
+
+int hfl_st_read(const hfl_st_file *f, const hfl_st_tensor *t, void *dst, char *err) {
+    size_t bytes = (size_t)(t->count * t->esize);
+    if (t->data) {
+        memcpy(dst, t->data, bytes);
+        return 0;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "tensor '%.64s'", t->name);
+    return f->has_fd ? read_at(f->fd, dst, bytes, t->offset, what, err) : hfl_errf(err, "%s has no data", what);
+}
+
 const hfl_st_tensor *hfl_st_get(const hfl_st_file *f, const char *name) {
     for (int i = 0; i < f->n; i++)
         if (!strcmp(f->t[i].name, name)) return &f->t[i];
@@ -175,6 +245,7 @@ const hfl_st_tensor *hfl_st_get(const hfl_st_file *f, const char *name) {
 }
 
 void hfl_st_free(hfl_st_file *f) {
+    if (f->has_fd) close(f->fd);
     cJSON_Delete(f->json);
     free(f->t);
     memset(f, 0, sizeof *f);

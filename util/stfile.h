@@ -31,18 +31,30 @@ typedef struct {
     int ndim;
     int64_t shape[HFL_ST_MAX_DIMS];
     uint64_t count;         /* elements */
-    const uint8_t *data;    /* count * esize bytes inside the parsed buffer */
+    const uint8_t *data;    /* count * esize bytes inside the parsed buffer; NULL from hfl_st_open */
+    uint64_t offset;        /* where they start in the file */
 } hfl_st_tensor;
 
 typedef struct {
     void *json;             /* the header (cJSON), owned */
     int n;
     hfl_st_tensor *t;       /* in header order */
+    int fd, has_fd;         /* hfl_st_open's file, read by hfl_st_read */
 } hfl_st_file;
 
 /* Validates buf and indexes its tensors; the index points into buf, which
  * must outlive it. -1 with err (and nothing to free) on any fault. */
 int hfl_st_parse(const uint8_t *buf, size_t len, hfl_st_file *f, char *err);
+/* The same checks with only the header read from path (its 8-byte length
+ * and JSON), the data buffer's size taken from the file's: a tensor's bytes
+ * are then read by hfl_st_read where the caller wants them, so a model is
+ * never whole in memory twice. The file stays open until hfl_st_free. -1
+ * with err (naming path), nothing to free. */
+int hfl_st_open(const char *path, hfl_st_file *f, char *err);
+/* Tensor t's count * esize bytes into dst: from the parsed buffer, or read
+ * from hfl_st_open's file. -1 with err when the read fails (a file that
+ * shrank since it was opened). */
+int hfl_st_read(const hfl_st_file *f, const hfl_st_tensor *t, void *dst, char *err);
 const hfl_st_tensor *hfl_st_get(const hfl_st_file *f, const char *name);
 void hfl_st_free(hfl_st_file *f);
 /* "[2, 3]" into out. */

@@ -12,7 +12,11 @@
  * range, overlap, a hole, bytes against shape, a transposed weight, a tensor
  * missing, an extra tensor, a name twice, metadata not a string or twice.
  * A GPT spec's file names its tensors as nanoGPT's state_dict does, with
- * shapes and offsets worked out by hand, and round-trips. */
+ * shapes and offsets worked out by hand, and round-trips. A file is loaded
+ * by streaming: the cnn's bits come back, and the process's peak resident
+ * memory (the kernel's VmHWM, util/memmeter.h) grows by far less than the
+ * file while it loads; a file truncated on disk, a directory and a file
+ * that shrinks after its header was read are each refused in one line. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +28,8 @@
 #include "model/model.h"
 #include "model/safetensors.h"
 #include "tests/check.h"
+#include "util/memmeter.h"
+#include "util/stfile.h"
 #include "util/util.h"
 
 static hfl_model_spec mlp;
@@ -293,9 +299,66 @@ static void test_save_streamed(void) {
     free(got), free(want), free(p);
 }
 
+/* hfl_safetensors_load streams: the cnn's 4.8 MB file back bit for bit,
+ * with the peak resident set grown by under a quarter of the file (reading
+ * it whole, as before, grows it by the whole file: the data buffer is
+ * touched by read()), and one line for every way the file can be short. */
+static void test_load_streamed(void) {
+    char err[HFL_ERR_LEN], path[] = "/tmp/hfl-test-st-XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    hfl_model_spec cnn;
+    REQUIRE(hfl_model_builtin("cnn", &cnn, err) == 0);
+    size_t bytes = sizeof(float) * cnn.n_params, len = 0;
+    float *p = hfl_malloc(bytes), *q = hfl_malloc(bytes);
+    hfl_model_init_params(&cnn, p, 5);
+    memset(q, 0xff, bytes); /* resident before the window: only the load's own memory grows it */
+    REQUIRE_MSG(hfl_safetensors_save(path, &cnn, p, err) == 0, "%s", err);
+    char *file = hfl_read_file(path, &len, err);
+    REQUIRE(file && len > bytes);
+    free(file);
+    uint64_t rss0 = 0, peak = 0;
+    int metered = hfl_mem_reset_peak(err) == 0 && hfl_mem_read(&rss0, NULL, err) == 0;
+    CHECK_MSG(hfl_safetensors_load(path, &cnn, q, err) == 0, "%s", err);
+    if (metered && hfl_mem_read(NULL, &peak, err) == 0)
+        CHECK_MSG(peak - rss0 < len / 4, "loading a %zu-byte file grew the peak resident set by %llu bytes", len,
+                  (unsigned long long)(peak - rss0));
+    else
+        fprintf(stderr, "test_safetensors: no memory meter here (%s): the growth is not checked\n", err);
+    CHECK(!memcmp(p, q, bytes));
+    /* the file shrinks after its header was read: the tensor's read says so */
+    hfl_st_file f;
+    REQUIRE_MSG(hfl_st_open(path, &f, err) == 0, "%s", err);
+    REQUIRE(truncate(path, (off_t)(len - 4)) == 0);
+    const hfl_st_tensor *last = &f.t[0];
+    for (int i = 1; i < f.n; i++)
+        if (f.t[i].offset > last->offset) last = &f.t[i];
+    CHECK_MSG(hfl_st_read(&f, last, q, err) == -1 && strstr(err, "the file ends early") && !strchr(err, '\n'), "%s",
+              err);
+    hfl_st_free(&f);
+    /* truncated on disk before the load: the header's offsets are past the data */
+    memset(q, 0xff, bytes);
+    CHECK_MSG(hfl_safetensors_load(path, &cnn, q, err) == -1 && !strncmp(err, path, strlen(path)) &&
+                  strstr(err, "data buffer") && !strchr(err, '\n'),
+              "%s", err);
+    float ff;
+    memset(&ff, 0xff, sizeof ff);
+    int untouched = 1;
+    for (size_t i = 0; i < cnn.n_params; i++) untouched &= !memcmp(&q[i], &ff, sizeof ff);
+    CHECK(untouched);
+    REQUIRE(truncate(path, 5) == 0);
+    CHECK_MSG(hfl_safetensors_load(path, &cnn, q, err) == -1 && strstr(err, "too short") && !strchr(err, '\n'), "%s",
+              err);
+    CHECK_MSG(hfl_safetensors_load("/tmp", &cnn, q, err) == -1 && strstr(err, "not a regular file"), "%s", err);
+    unlink(path);
+    free(p), free(q);
+}
+
 static const check_case cases[] = {
     {"layout", test_layout},
     {"save_streamed", test_save_streamed},
+    {"load_streamed", test_load_streamed},
     {"lm_layout", test_lm_layout},
     {"faults", test_faults},
 };
