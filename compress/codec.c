@@ -126,6 +126,11 @@ int codec_read_fixed(const hfl_codec *c, const uint8_t *in, size_t len, size_t e
     return 0;
 }
 
+size_t hfl_codec_fp32_frame(size_t n, uint8_t head[HFL_CODEC_HEADER_BYTES]) {
+    codec_write_header(head, HFL_CODEC_ID_FP32, (uint32_t)n, 0);
+    return HFL_CODEC_HEADER_BYTES + n * sizeof(float);
+}
+
 int hfl_codec_check_frame(const hfl_codec *c, const uint8_t *in, size_t len, size_t expect_n, uint32_t *block,
                           char *err) {
     if (c->id == HFL_CODEC_ID_TOPK) return hfl_errf(err, "%s payload: no fixed frame", c->name);

@@ -257,7 +257,10 @@ typedef struct {
     uint64_t chunk_bytes; /* --chunk-bytes: larger weights come by fetch, in chunks of this */
     /* this round's encoded weights: [0] full, [1 + slot] the delta from base */
     struct downlink_payload {
-        uint8_t *bytes; /* NULL: not built this round */
+        uint8_t *bytes; /* the encoded weights; NULL: not built this round, or a view */
+        const uint8_t *view; /* a view instead (chunked fp32 full weights): the payload is
+                                head and then these bytes, the global model's own */
+        uint8_t head[HFL_CODEC_HEADER_BYTES];
         size_t len;
         int base;
         char sha256[65];

@@ -17,7 +17,13 @@
  * the digests of the whole and of each chunk, and the client fetches the
  * chunks one by one (docs/protocol.md, "Chunked weights"), all served from
  * the one encoded buffer, so the coordinator's memory for the weights does
- * not grow with the clients in flight.
+ * not grow with the clients in flight. Full fp32 weights in chunks are not
+ * even encoded: their payload is a 12-byte header and the global model's
+ * own bytes (hfl_codec_fp32_frame), so chunks are served from c->global,
+ * one model's bytes less (328 MiB at GPT-2 small). That is safe because a
+ * fetch is served only for the open round's version (downlink_fetch), and
+ * the global model changes only when a round closes, after which every
+ * fetch of it is refused and the next round's open drops this cache.
  * A client that takes deltas accumulates the rounding of each one; with
  * fp32 (the default) it holds exactly the coordinator's weights. A delta
  * covers the model's trainable part only (model.h: all of it, or LoRA's
@@ -62,12 +68,70 @@ void downlink_free(coord *c) {
     free(d->scratch), d->scratch = NULL;
 }
 
+/* The payload's bytes [at, at + m) as up to two runs (a view's header,
+ * then its body); the count of runs. */
+static int downlink_runs(const struct downlink_payload *p, size_t at, size_t m, const uint8_t *run[2],
+                         size_t run_len[2]) {
+    if (!p->view) {
+        run[0] = p->bytes + at, run_len[0] = m;
+        return 1;
+    }
+    int k = 0;
+    if (at < HFL_CODEC_HEADER_BYTES) {
+        size_t h = HFL_CODEC_HEADER_BYTES - at < m ? HFL_CODEC_HEADER_BYTES - at : m;
+        run[k] = p->head + at, run_len[k++] = h;
+        at += h, m -= h;
+    }
+    if (m) run[k] = p->view + (at - HFL_CODEC_HEADER_BYTES), run_len[k++] = m;
+    return k;
+}
+
+/* Each chunk's digest and the whole's, in one pass over the bytes. */
+static void downlink_digests(coord_downlink *d, struct downlink_payload *p) {
+    p->n_chunks = (int)((p->len + d->chunk_bytes - 1) / d->chunk_bytes); /* <= HFL_WIRE_MAX_CHUNKS: downlink_init */
+    p->chunks = hfl_malloc(sizeof *p->chunks * (size_t)p->n_chunks);
+    mbedtls_sha256_context whole, one;
+    mbedtls_sha256_init(&whole);
+    mbedtls_sha256_init(&one);
+    mbedtls_sha256_starts_ret(&whole, 0);
+    for (int i = 0; i < p->n_chunks; i++) {
+        size_t at = (size_t)i * d->chunk_bytes, m = p->len - at < d->chunk_bytes ? p->len - at : d->chunk_bytes;
+        const uint8_t *run[2];
+        size_t run_len[2];
+        int runs = downlink_runs(p, at, m, run, run_len);
+        mbedtls_sha256_starts_ret(&one, 0);
+        for (int k = 0; k < runs; k++) {
+            mbedtls_sha256_update_ret(&one, run[k], run_len[k]);
+            mbedtls_sha256_update_ret(&whole, run[k], run_len[k]);
+        }
+        uint8_t h[32];
+        mbedtls_sha256_finish_ret(&one, h);
+        hfl_hex(h, sizeof h, p->chunks[i].sha256);
+    }
+    uint8_t h[32];
+    mbedtls_sha256_finish_ret(&whole, h);
+    mbedtls_sha256_free(&whole);
+    mbedtls_sha256_free(&one);
+    hfl_hex(h, sizeof h, p->sha256);
+}
+
 /* Encodes global (full) or global - hist[base] over the trainable part
- * (delta) into *p, with its digests when it will go in chunks. */
+ * (delta) into *p, with its digests when it will go in chunks; full fp32
+ * weights in chunks become a view of the global model instead (the
+ * header). */
 static void downlink_build(coord *c, int base, struct downlink_payload *p) {
     coord_downlink *d = &c->down;
     size_t n = c->spec.n_params;
     const float *src = c->global;
+    p->base = base;
+    if (base < 0 && !strcmp(d->codec->name, "fp32") && d->chunk_bytes) {
+        size_t len = hfl_codec_fp32_frame(n, p->head);
+        if (len > d->chunk_bytes) {
+            p->len = len, p->view = (const uint8_t *)c->global;
+            downlink_digests(d, p);
+            return;
+        }
+    }
     if (base >= 0) {
         size_t off = c->spec.train_off;
         const float *old = d->hist[downlink_slot(base)];
@@ -78,23 +142,7 @@ static void downlink_build(coord *c, int base, struct downlink_payload *p) {
     p->bytes = hfl_malloc(hfl_codec_max_bytes(d->codec, n, c->cfg.block));
     hfl_rng_key key = {c->cfg.seed, (uint32_t)c->version, 0xFFFFFFFFu, 1};
     p->len = hfl_codec_encode(d->codec, src, NULL, n, c->cfg.block, &key, 1, p->bytes);
-    p->base = base;
-    if (!d->chunk_bytes || p->len <= d->chunk_bytes) return;
-    /* one pass over the bytes: each chunk's digest, and the whole's */
-    p->n_chunks = (int)((p->len + d->chunk_bytes - 1) / d->chunk_bytes); /* <= HFL_WIRE_MAX_CHUNKS: downlink_init */
-    p->chunks = hfl_malloc(sizeof *p->chunks * (size_t)p->n_chunks);
-    mbedtls_sha256_context whole;
-    mbedtls_sha256_init(&whole);
-    mbedtls_sha256_starts_ret(&whole, 0);
-    for (int i = 0; i < p->n_chunks; i++) {
-        size_t at = (size_t)i * d->chunk_bytes, m = p->len - at < d->chunk_bytes ? p->len - at : d->chunk_bytes;
-        hfl_sha256_hex(p->bytes + at, m, p->chunks[i].sha256);
-        mbedtls_sha256_update_ret(&whole, p->bytes + at, m);
-    }
-    uint8_t h[32];
-    mbedtls_sha256_finish_ret(&whole, h);
-    mbedtls_sha256_free(&whole);
-    hfl_hex(h, sizeof h, p->sha256);
+    if (d->chunk_bytes && p->len > d->chunk_bytes) downlink_digests(d, p);
 }
 
 /* The TASK for payload p: the weights in it, or their size and digests. */
@@ -137,7 +185,7 @@ uint8_t *downlink_task(coord *c, const hfl_task_msg *task, int64_t have_version,
     /* cache slot 0: full; 1 + slot(base): delta from base */
     int k = base < 0 ? 0 : 1 + downlink_slot(base);
     *kind = base >= 0 ? DOWNLINK_DELTA : DOWNLINK_FULL;
-    if (!d->pay[k].bytes) downlink_build(c, base, &d->pay[k]);
+    if (!d->pay[k].len) downlink_build(c, base, &d->pay[k]);
     return downlink_message(c, task, &d->pay[k], len);
 }
 
@@ -168,7 +216,17 @@ uint8_t *downlink_fetch(coord *c, int id, const cJSON *meta, size_t *len) {
         return coord_skip_reply("fetch: this round's weights were fetched too often by this client (skip the round)",
                                 1, len);
     }
-    uint8_t *out = hfl_wire_message(&hfl_wire_fetch, &f, p->bytes + f.offset, n, len);
+    const uint8_t *run[2] = {NULL, NULL};
+    size_t run_len[2] = {0, 0};
+    uint8_t *joined = NULL; /* a view's first chunk: its header and the model's first bytes */
+    if (downlink_runs(p, (size_t)f.offset, n, run, run_len) == 2) {
+        joined = hfl_malloc(n);
+        memcpy(joined, run[0], run_len[0]);
+        memcpy(joined + run_len[0], run[1], run_len[1]);
+        run[0] = joined;
+    }
+    uint8_t *out = hfl_wire_message(&hfl_wire_fetch, &f, run[0], n, len);
+    free(joined);
     if (out) r->bytes_down += *len, r->slot[id].bytes_down += (double)*len, r->slot[id].fetched += (double)n;
     return out;
 }
