@@ -149,6 +149,11 @@ typedef struct hfl_host_waits {
     uint64_t stage_waits; /* stage_wait: back-pressure, not a sync */
 } hfl_host_waits;
 
+/* The most samples a convolution unfolds at once (hfl_backend.conv_chunk,
+ * the planner's cfg.conv_chunk): CUDA's setting, the whole of any batch a
+ * plan takes. */
+#define HFL_CONV_CHUNK_MAX 4096
+
 typedef struct hfl_backend {
     const char *name; /* "cpu", "cuda" */
     int host_memory;  /* 1: device pointers are host pointers (the CPU backend), so the host

@@ -288,8 +288,8 @@ int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_pl
     if (!spec || !cfg || !p) return hfl_errf(err, "planner: NULL argument");
     if (hfl_model_spec_check(spec, err) != 0) return -1;
     if (cfg->batch < 1) return hfl_errf(err, "planner: batch %d must be >= 1", cfg->batch);
-    if (cfg->conv_chunk < 0 || cfg->conv_chunk > 4096)
-        return hfl_errf(err, "planner: conv chunk %d outside [0, 4096]", cfg->conv_chunk);
+    if (cfg->conv_chunk < 0 || cfg->conv_chunk > HFL_CONV_CHUNK_MAX)
+        return hfl_errf(err, "planner: conv chunk %d outside [0, %d]", cfg->conv_chunk, HFL_CONV_CHUNK_MAX);
     if ((unsigned)cfg->precision > HFL_PREC_FP16)
         return hfl_errf(err, "planner: unknown precision %d", (int)cfg->precision);
     size_t esize = cfg->act_elem_bytes ? cfg->act_elem_bytes

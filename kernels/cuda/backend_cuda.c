@@ -336,11 +336,11 @@ hfl_agg_ops hfl_cuda_agg_ops = {
 
 static hfl_backend cuda_backend = {
     .name = "cuda",
-    /* The whole batch per conv chunk (4096, the planner's most): a conv
+    /* The whole batch per conv chunk (the planner's most): a conv
      * layer's step is a fixed handful of launches whatever the batch (its
      * weight gradient one GEMM, model/conv.c), for a workspace of the
      * batch's columns (cnn's second conv at batch 128: 80 MB in fp32). */
-    .conv_chunk = 4096,
+    .conv_chunk = HFL_CONV_CHUNK_MAX,
     .host_memory = 0,
     .alloc = cuda_alloc,
     .try_alloc = cuda_try_alloc,

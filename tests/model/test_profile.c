@@ -7,7 +7,9 @@
  * pool.c, conv.c), times the conv chunks the batch splits into, plus the
  * step's loss, optimizer and input copies. The profile must give exactly
  * those counts per op name, no host synchronisation in a step, and a time
- * for every op; outside a profile nothing is counted. */
+ * for every op; outside a profile nothing is counted. The plan a GPU runs
+ * (case gpu_plan) stays within the launch budget a step at PyTorch's pace
+ * allows. */
 #include <cblas.h>
 #include <string.h>
 
@@ -69,7 +71,8 @@ static double row_count(const hfl_profile_report *r, const char *name) {
     return 0.0;
 }
 
-static void check_step(const char *model, const hfl_backend *inner, int batch, int chunk) {
+/* The ops per step the profile counted (0 when the step could not run). */
+static double check_step(const char *model, const hfl_backend *inner, int batch, int chunk) {
     char err[HFL_ERR_LEN];
     hfl_model_spec spec;
     CHECK(hfl_model_builtin(model, &spec, err) == 0);
@@ -79,9 +82,9 @@ static void check_step(const char *model, const hfl_backend *inner, int batch, i
     hfl_plan_config_for_backend(&cfg, inner);
     cfg.conv_chunk = chunk;
     static hfl_plan plan;
-    if (!CHECK(hfl_plan_make(&spec, &cfg, &plan, err) == 0)) return;
+    if (!CHECK(hfl_plan_make(&spec, &cfg, &plan, err) == 0)) return 0;
     hfl_trainer *t = hfl_trainer_create_plan(&spec, be, &plan, err);
-    if (!CHECK_MSG(t != NULL, "%s", err)) return;
+    if (!CHECK_MSG(t != NULL, "%s", err)) return 0;
     float *x = calloc((size_t)batch * spec.in_dim, sizeof(float));
     int32_t *y = calloc((size_t)batch, sizeof(int32_t));
     for (size_t i = 0; i < (size_t)batch * spec.in_dim; i++) x[i] = (float)(i % 7) * 0.1f;
@@ -118,6 +121,7 @@ static void check_step(const char *model, const hfl_backend *inner, int batch, i
     free(x);
     free(y);
     hfl_trainer_free(t);
+    return rep.ops_per_step;
 }
 
 static void case_cpu(void) {
@@ -134,9 +138,35 @@ static void case_device(void) {
     check_step("cnn", &device_like, 7, 4);
 }
 
+/* The plan a GPU trains with (the CUDA backend's whole-batch conv chunk,
+ * kernels/backend.h; device memory: prefetch copies and device scalars):
+ * at most 40 ops an optimizer step for the cnn, the same count at batch 8,
+ * 32 and 128 (any batch up to the chunk is one chunk: 512 is left to
+ * gpu-check, a 3 s step here), and at most 20 for the mlp, with no host
+ * wait (the GPU's launch count: 318 on the cnn at 128 before the chunked
+ * convolution). These are the counts gpu-check's `--trial-step --profile`
+ * reads on a GPU at 32, 128 and 512, where the same plan runs through the
+ * CUDA table. */
+static void case_gpu_plan(void) {
+    static hfl_backend gpu_like;
+    gpu_like = *hfl_backend_cpu();
+    gpu_like.host_memory = 0;
+    gpu_like.conv_chunk = HFL_CONV_CHUNK_MAX;
+    double cnn[3];
+    const int batches[3] = {8, 32, 128};
+    for (int i = 0; i < 3; i++) {
+        cnn[i] = check_step("cnn", &gpu_like, batches[i], gpu_like.conv_chunk);
+        CHECK_MSG(cnn[i] <= 40 && cnn[i] == cnn[0], "cnn batch %d: %.0f ops a step (batch 8: %.0f)", batches[i],
+                  cnn[i], cnn[0]);
+    }
+    double mlp = check_step("mlp", &gpu_like, 128, 0);
+    CHECK_MSG(mlp <= 20, "mlp: %.0f ops a step", mlp);
+}
+
 static const check_case cases[] = {
     {"cpu", case_cpu},
     {"device", case_device},
+    {"gpu_plan", case_gpu_plan},
 };
 
 int main(int argc, char **argv) {
