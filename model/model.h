@@ -234,7 +234,11 @@ void hfl_trainer_get_params(const hfl_trainer *t, float *host_params);
 /* The trainable part alone, n_trainable fp32 values (those of [train_off,
  * n_params)): what an update is made of, without reading the frozen rest. */
 void hfl_trainer_get_trainable(const hfl_trainer *t, float *host_trainable);
-void hfl_trainer_get_grads(const hfl_trainer *t, float *host_grads);
+/* A trainer of a forward-only plan (hfl_trainer_create_eval; plan/planner.h,
+ * FORWARD ONLY) only evaluates: get_grads, step_staged, grads_staged and
+ * apply print one line and return -1 without touching anything, step and
+ * accumulate the same and return NAN; the others return 0. */
+int hfl_trainer_get_grads(const hfl_trainer *t, float *host_grads);
 /* OPTIMIZERS. SGD (kernels/ops_hd.h: PyTorch's form, momentum and weight
  * decay per step) unless set_adamw turned on AdamW (kernels/lm_hd.h:
  * torch.optim.AdamW, decoupled weight decay, fp32 moments; Loshchilov &
@@ -272,7 +276,7 @@ uint64_t hfl_trainer_skipped_steps(const hfl_trainer *t);
  * row losses, the rows and the correct rows since the last take. */
 int hfl_trainer_stage_slots(const hfl_trainer *t);
 void hfl_trainer_stage(hfl_trainer *t, const float *x, const int32_t *y, int n);
-void hfl_trainer_step_staged(hfl_trainer *t, float lr, float momentum, float weight_decay);
+int hfl_trainer_step_staged(hfl_trainer *t, float lr, float momentum, float weight_decay);
 void hfl_trainer_take_loss(hfl_trainer *t, double *loss_sum, int64_t *rows, int64_t *correct);
 
 /* GRADIENT ACCUMULATION: one optimizer step over total_rows rows, more than
@@ -284,8 +288,8 @@ void hfl_trainer_take_loss(hfl_trainer *t, double *loss_sum, int64_t *rows, int6
  * Inf/NaN) the buffer holds d(mean loss over the total_rows rows)/d(params),
  * a full batch's gradients up to fp32 summation order. apply() then runs the
  * optimizer on them. step_staged() is grads_staged(1, 1, n) and apply(). */
-void hfl_trainer_grads_staged(hfl_trainer *t, int first, int last, int total_rows);
-void hfl_trainer_apply(hfl_trainer *t, float lr, float momentum, float weight_decay);
+int hfl_trainer_grads_staged(hfl_trainer *t, int first, int last, int total_rows);
+int hfl_trainer_apply(hfl_trainer *t, float lr, float momentum, float weight_decay);
 
 /* The synchronous forms below stage their own batch (none may be staged),
  * wait for the result and reset the scalars' loss accumulators.

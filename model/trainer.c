@@ -48,6 +48,7 @@
  * after a skipped step or doubles it after HFL_LOSS_SCALE_INTERVAL clean
  * ones, all on the device (Micikevicius et al. 2018; PyTorch's GradScaler
  * with init_scale 2^16, growth_interval 2000, growth/backoff 2 and 1/2). */
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,7 +224,7 @@ hfl_trainer *hfl_trainer_create_plan(const hfl_model_spec *spec, const hfl_backe
         t->master = buf(t, plan->master);
         lp_set_params(t, NULL);
     }
-    be->fill(t->grads, 0.0f, spec->n_trainable);
+    if (t->grads) be->fill(t->grads, 0.0f, spec->n_trainable); /* NULL: a forward-only plan */
     if (t->momentum) be->fill(t->momentum, 0.0f, spec->n_trainable);
     /* Written now, not first when a round sets it: a measured step (what a
      * client verifies its plan with) then pays for the anchor's pages. */
@@ -280,8 +281,18 @@ void hfl_trainer_get_params(const hfl_trainer *t, float *host_params) {
     }
 }
 
-void hfl_trainer_get_grads(const hfl_trainer *t, float *host_grads) {
+/* A forward-only plan (planner.h, FORWARD ONLY) has no gradients: a call
+ * that needs them prints one line and is refused (-1). */
+static int refuse_forward_only(const hfl_trainer *t, const char *what) {
+    if (t->grads) return 0;
+    fprintf(stderr, "hfl: trainer: %s asked of a forward-only (evaluation) trainer\n", what);
+    return -1;
+}
+
+int hfl_trainer_get_grads(const hfl_trainer *t, float *host_grads) {
+    if (refuse_forward_only(t, "gradients")) return -1;
     t->be->download(host_grads, t->grads, t->spec.n_trainable * sizeof(float));
+    return 0;
 }
 
 void hfl_trainer_reset_optimizer(hfl_trainer *t) {
@@ -456,7 +467,8 @@ static void run_ops(hfl_trainer *t, int end, int n, int train, int mean_rows, in
  * powers take set_adamw's betas one step at a time, so betas changed
  * without a reset_optimizer would mix (the client sets them right after
  * each reset). */
-void hfl_trainer_apply(hfl_trainer *t, float lr, float momentum, float weight_decay) {
+int hfl_trainer_apply(hfl_trainer *t, float lr, float momentum, float weight_decay) {
+    if (refuse_forward_only(t, "an optimizer step")) return -1;
     if (momentum != 0.0f && (!t->momentum || t->adamw)) {
         fprintf(stderr, "hfl: trainer: momentum %g asked of %s\n", (double)momentum,
                 !t->momentum ? "a plan without a momentum buffer" : "AdamW");
@@ -480,6 +492,7 @@ void hfl_trainer_apply(hfl_trainer *t, float lr, float momentum, float weight_de
                      weight_decay, skip);
     }
     if (skip) be->scaler_update(t->sc, HFL_LOSS_SCALE_INTERVAL);
+    return 0;
 }
 
 /* In bf16/fp16 the gradients are scaled by the loss scale until the step's
@@ -488,17 +501,20 @@ static void finish_grads(hfl_trainer *t) {
     if (t->prec != HFL_PREC_FP32) t->be->unscale_grads(t->grads, t->spec.n_trainable, t->sc);
 }
 
-void hfl_trainer_grads_staged(hfl_trainer *t, int first, int last, int total_rows) {
+int hfl_trainer_grads_staged(hfl_trainer *t, int first, int last, int total_rows) {
+    if (refuse_forward_only(t, "a backward pass")) return -1;
     int n = take_staged(t);
     run_ops(t, t->plan->optimizer_op, n, 1, total_rows, !first);
     t->be->release_input(t->slot);
     if (last) finish_grads(t);
+    return 0;
 }
 
-void hfl_trainer_step_staged(hfl_trainer *t, float lr, float momentum, float weight_decay) {
+int hfl_trainer_step_staged(hfl_trainer *t, float lr, float momentum, float weight_decay) {
+    if (refuse_forward_only(t, "a training step")) return -1;
     int n = t->queued ? t->queue_n[0] : 0;
     hfl_trainer_grads_staged(t, 1, 1, n);
-    hfl_trainer_apply(t, lr, momentum, weight_decay);
+    return hfl_trainer_apply(t, lr, momentum, weight_decay);
 }
 
 void hfl_trainer_take_loss(hfl_trainer *t, double *loss_sum, int64_t *rows, int64_t *correct) {
@@ -529,6 +545,7 @@ static float sync_mean_loss(hfl_trainer *t, int n) {
 }
 
 float hfl_trainer_accumulate(hfl_trainer *t, const float *x, const int32_t *y, int n, int micro) {
+    if (refuse_forward_only(t, "gradient accumulation")) return NAN;
     const hfl_model_spec *s = &t->spec;
     for (int i = 0; i < n; i += micro) {
         int m = n - i < micro ? n - i : micro;
@@ -543,6 +560,7 @@ float hfl_trainer_accumulate(hfl_trainer *t, const float *x, const int32_t *y, i
 
 float hfl_trainer_step(hfl_trainer *t, const float *x, const int32_t *y, int n, float lr,
                        float momentum, float weight_decay) {
+    if (refuse_forward_only(t, "a training step")) return NAN;
     sync_stage(t, x, y, n);
     hfl_trainer_step_staged(t, lr, momentum, weight_decay);
     return sync_mean_loss(t, n);

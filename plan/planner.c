@@ -1,7 +1,8 @@
 /* planner.c: the buffers and the op timeline of one training step, and their
  * lifetimes (the execution model is in planner.h; placement is in
  * planner_place.c), and the trainers made with a plan of their own
- * (hfl_trainer_create, hfl_trainer_create_eval).
+ * (hfl_trainer_create; hfl_trainer_create_eval, which runs a forward-only
+ * plan: planner.h, FORWARD ONLY).
  *
  * The plan is built in three passes: group the layers into stages and ask
  * checkpoint.c for the schedule over them; emit the ops, creating each
@@ -171,7 +172,9 @@ static void emit_ops(builder *b) {
     b->act[0] = p->input;
     for (int j = 1; j <= n; j++) b->act[j] = emit_stage_forward(b, j, b->act[j - 1], 0);
 
-    b->grad[n] = add_buffer(b, HFL_BUF_ACTIVATIONS, -1, stage_count(b, n), b->esize, "g%d", n);
+    /* Forward-only: the loss and accuracy without dlogits, and nothing after. */
+    if (!p->cfg.forward_only)
+        b->grad[n] = add_buffer(b, HFL_BUF_ACTIVATIONS, -1, stage_count(b, n), b->esize, "g%d", n);
     p->loss_op = p->n_ops;
     op = add_op(b, HFL_OP_LOSS, -1);
     op->in = b->act[n];
@@ -181,6 +184,10 @@ static void emit_ops(builder *b) {
     if (b->prec != HFL_PREC_FP32)
         op->ws = add_buffer(b, HFL_BUF_WORKSPACE, -1, 2 * (size_t)b->s->n_classes, sizeof(float),
                             "ws.loss", 0);
+    if (p->cfg.forward_only) {
+        p->optimizer_op = -1;
+        return;
+    }
 
     int first_stage = b->stage_of[b->first_param];
     for (int k = p->ckpt.n_segments - 1; k >= 0; k--) {
@@ -308,6 +315,12 @@ int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_pl
                         cfg->precision == HFL_PREC_BF16 ? 256 : 2048);
     if ((unsigned)cfg->ckpt > HFL_CKPT_FULL)
         return hfl_errf(err, "planner: unknown checkpoint kind %d", (int)cfg->ckpt);
+    if (cfg->forward_only && (cfg->momentum || cfg->anchor || cfg->adamw))
+        return hfl_errf(err, "planner: a forward-only plan keeps no optimizer state "
+                             "(momentum, anchor or AdamW asked)");
+    if (cfg->forward_only && cfg->ckpt != HFL_CKPT_NONE)
+        return hfl_errf(err, "planner: a forward-only plan stores nothing for a backward "
+                             "(checkpoint kind %s asked)", hfl_ckpt_name(cfg->ckpt));
     /* Overflow guard: a buffer is a batch of the widest tensor (at most 8
      * bytes an element), a batch of a layer's saved activations or
      * workspace (each at most its one-sample size times the batch, up to
@@ -367,7 +380,7 @@ int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_pl
      * so their 2-byte working copy is all there is of them). */
     size_t nt = spec->n_trainable;
     p->master = lp ? add_buffer(&b, HFL_BUF_MASTER, -1, nt, sizeof(float), "master", 0) : -1;
-    p->grads = add_buffer(&b, HFL_BUF_GRADS, -1, nt, sizeof(float), "grads", 0);
+    p->grads = cfg->forward_only ? -1 : add_buffer(&b, HFL_BUF_GRADS, -1, nt, sizeof(float), "grads", 0);
     p->momentum = cfg->momentum ? add_buffer(&b, HFL_BUF_OPTIMIZER, -1, nt,
                                              sizeof(float), "momentum", 0)
                                 : -1;
@@ -458,8 +471,10 @@ hfl_trainer *hfl_trainer_create_eval(const hfl_model_spec *spec, const hfl_backe
     hfl_plan *plan = hfl_malloc(sizeof *plan);
     hfl_plan_config cfg = {.ckpt = HFL_CKPT_NONE, .ckpt_budget = SIZE_MAX, .act_elem_bytes = sizeof(float)};
     hfl_plan_config_for_backend(&cfg, be);
-    /* The arena grows with the batch, so bisect for the largest that fits;
-     * batch 1 is taken whatever it costs (a model cannot be evaluated in less). */
+    /* The arena grows with the batch, so bisect for the largest whose
+     * training plan fits (the batch evaluation always ran at: planner.h says
+     * why it stays); batch 1 is taken whatever it costs (a model cannot be
+     * evaluated in less). The forward-only plan at that batch is what runs. */
     int lo = 1, hi = max_batch;
     while (lo < hi) {
         int mid = lo + (hi - lo + 1) / 2;
@@ -468,6 +483,7 @@ hfl_trainer *hfl_trainer_create_eval(const hfl_model_spec *spec, const hfl_backe
         else hi = mid - 1;
     }
     cfg.batch = lo;
+    cfg.forward_only = 1;
     hfl_trainer *t = NULL;
     if (hfl_plan_make(spec, &cfg, plan, err) == 0) t = hfl_trainer_create_plan(spec, be, plan, err);
     free(plan);

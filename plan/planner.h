@@ -54,7 +54,27 @@
  * for the others). Parameters, parameter gradients and optimizer state persist
  * across steps and live over the whole timeline. Workspaces live for their
  * one op. Evaluation runs the ops up to LOSS (without dlogits), a prefix of
- * the same timeline, so it fits in the same arena.
+ * the same timeline, so it fits in the same arena; a trainer made for
+ * evaluation alone uses a forward-only plan (below), which is smaller.
+ *
+ * FORWARD ONLY (cfg.forward_only; hfl_trainer_create_eval). The plan of what
+ * evaluation runs: LOAD, the forward pass and LOSS without dlogits (its
+ * `out` is -1), nothing after. No gradient buffer (plan->grads -1), no g_n,
+ * no optimizer state (momentum, anchor or AdamW asked with it is an error),
+ * no OPTIMIZER op (optimizer_op -1). The same pass emits the ops and the
+ * same rule gives the lifetimes, so each stage output lives from its
+ * forward op to its one reader (the next stage's first op, or LOSS) and a
+ * layer's saved activations, which no backward reads, for their one op;
+ * placement then reuses the space: the arena is about the weights, the
+ * labels and the worst forward op's input, output, saved activations and
+ * workspace (tests/model/test_model.c bounds it so). GPT-2 small at T =
+ * 1,024, batch 1: 457,422,848 bytes, 1.33 fp32 models, where the training
+ * plan takes 1,981,407,232, 5.76 (docs/benchmarks.md). The checkpoint
+ * schedule must be `none` and is not what runs: plan->ckpt is the training
+ * step's, and chain_peak is the forward pass's. bf16/fp16
+ * keep the master weights, through which the trainer stages the weights
+ * (model/trainer.c). A trainer running such a plan evaluates; asked to
+ * train it prints one line and returns an error (model/model.h).
  *
  * AGAINST checkpoint.h's ACCOUNTING. The chain handed to hfl_ckpt_schedule
  * states this execution exactly: per stage, needs_input = its first layer
@@ -198,6 +218,7 @@ typedef struct {
     int device_scalars;    /* the step scalars (kernels/backend.h) as a 64-byte "scalars" */
     int conv_chunk;        /* samples a conv layer unfolds per batched GEMM (0 or 1: one) */
     size_t alloc_granularity; /* arena_bytes rounded up to a multiple of it (0 or 1: none) */
+    int forward_only;      /* nonzero: evaluation's plan, LOAD, FORWARD and LOSS alone (FORWARD ONLY) */
 } hfl_plan_config;
 
 typedef struct hfl_plan {
@@ -211,12 +232,13 @@ typedef struct hfl_plan {
     hfl_plan_buffer buffers[HFL_PLAN_MAX_BUFFERS];
     int n_ops;
     hfl_plan_op ops[HFL_PLAN_MAX_OPS];
-    int params, grads, momentum, input, labels; /* buffer indices; momentum -1 without */
+    int params, grads, momentum, input, labels; /* buffer indices; momentum -1 without, grads -1
+                                                   when forward-only */
     int anchor;                                  /* FedProx's anchor; -1 without */
     int adam_m, adam_v;                          /* AdamW's moments; -1 without */
     int master;                                  /* fp32 master weights; -1 in fp32 */
     int input_next, labels_next, scalars, blas_ws; /* DEVICE BUFFERS; -1 when not planned */
-    int loss_op, optimizer_op;                   /* op indices */
+    int loss_op, optimizer_op;                   /* op indices; optimizer_op -1 when forward-only */
     size_t arena_bytes; /* the one allocation: every buffer's offset + bytes fits; a multiple of
                            cfg.alloc_granularity */
     size_t live_peak;   /* max over ops of the bytes of the buffers live at it */
@@ -256,11 +278,18 @@ const char *hfl_plan_op_name(hfl_plan_op_kind k);       /* "load", "forward", ..
  * hfl_model_spec_check; prints one line and exits(1) when the backend refuses
  * the arena (as be->alloc does). */
 hfl_trainer *hfl_trainer_create(const hfl_model_spec *spec, const hfl_backend *be, int max_batch);
-/* A trainer for evaluation only (hfl_trainer_evaluate; no momentum, so no
- * step with momentum): the `none` plan of the largest batch up to max_batch
- * whose arena fits max_bytes, batch 1 when none does; the batch is
- * hfl_trainer_plan(t)->cfg.batch. NULL with err when the spec fails its
- * check, max_batch < 1 or the backend refuses the arena. */
+/* A trainer for evaluation only (hfl_trainer_evaluate; it does not train):
+ * the forward-only plan (FORWARD ONLY) at the largest batch up to max_batch
+ * whose `none` TRAINING plan's arena fits max_bytes, batch 1 when none
+ * does; the batch is hfl_trainer_plan(t)->cfg.batch. The batch is the one
+ * evaluation ran at before forward-only plans: the summed loss depends on
+ * how the rows are cut into batches (each batch's sum is added to the
+ * running one), so a larger batch would move the figures' last bits. The
+ * arena, a subset of the training plan's buffers over shorter lifetimes, is
+ * below that plan's by the gradients at least (tests/model/test_model.c
+ * checks mlp, cnn and gpt-tiny), so within max_bytes but at batch 1. NULL
+ * with err when the spec fails its check, max_batch < 1 or the backend
+ * refuses the arena. */
 hfl_trainer *hfl_trainer_create_eval(const hfl_model_spec *spec, const hfl_backend *be, int max_batch,
                                      size_t max_bytes, char *err);
 

@@ -5,9 +5,11 @@
  * gradient against central differences on a small random batch, that
  * evaluate agrees with the step's loss, and that a few hundred SGD steps fit
  * a small synthetic separable problem to > 95% training accuracy; and that
- * an evaluation trainer takes the largest batch whose arena fits its cap
- * (checked against the planner one batch up) and evaluates as a
- * full-batch trainer does. */
+ * an evaluation trainer takes the largest batch whose training arena fits
+ * its cap (checked against the planner one batch up) and evaluates as a
+ * full-batch trainer does; and that its forward-only plan gives a training
+ * plan's loss and accuracy bits (mlp, cnn, gpt-tiny; fp32, bf16, fp16) from
+ * an arena within bounds worked from the layer tables. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/philox.h"
+#include "model/layers.h"
 #include "model/model.h"
 #include "plan/planner.h"
 #include "tests/check.h"
@@ -239,9 +242,11 @@ static void test_mlp_learns(const hfl_backend *be) {
     free(y);
 }
 
-/* hfl_trainer_create_eval: the batch is the largest whose `none` plan fits
- * the cap (the planner's arena at that batch fits, one more does not), batch
- * 1 under any cap, and the loss over chunks equals a one-chunk trainer's. */
+/* hfl_trainer_create_eval: the batch is the largest whose `none` training
+ * plan fits the cap (the planner's arena at that batch fits, one more does
+ * not: the batch evaluation ran at before forward-only plans), batch 1 under
+ * any cap, the plan run is forward-only and within the cap, and the loss
+ * over chunks equals a one-chunk trainer's. */
 static void test_eval_trainer(const hfl_backend *be) {
     enum { N = 37 };
     hfl_model_spec s;
@@ -258,7 +263,7 @@ static void test_eval_trainer(const hfl_backend *be) {
     CHECK(t != NULL);
     int b = t ? hfl_trainer_plan(t)->cfg.batch : 0;
     CHECK(b == 6);
-    CHECK(t && hfl_trainer_device_bytes(t) <= cap);
+    CHECK(t && hfl_trainer_device_bytes(t) <= cap && hfl_trainer_plan(t)->cfg.forward_only);
     cfg.batch = b + 1;
     CHECK(hfl_plan_make(&s, &cfg, p, err) == 0 && p->arena_bytes > cap);
     hfl_trainer *one = hfl_trainer_create_eval(&s, be, 500, 0, err), *all = hfl_trainer_create(&s, be, N);
@@ -284,6 +289,163 @@ static void test_eval_trainer(const hfl_backend *be) {
     free(w), free(x), free(p);
 }
 
+static size_t up64(size_t x) { return (x + 63) / 64 * 64; }
+
+/* Bounds on a forward-only arena at batch B from the layer tables alone
+ * (model/layers.h), not from the planner. Every forward op needs at once the
+ * weights, the labels (written at LOAD, read at LOSS), its layer's input and
+ * output (perhaps one buffer for a layer that may run in place: the larger
+ * of the two then),
+ * saved activations and workspace, so the arena is at least their sum for
+ * the worst layer. Above: no op needs more than the two activations of one
+ * step of the chain (a layer's input and output, a_0 included), and nothing
+ * else but the weights, the labels and that layer's saved activations and
+ * workspace is alive at it when activations die at their last forward reader,
+ * so the weights, the labels, the two largest activations and the largest
+ * saved-plus-workspace of one layer, each 64-byte aligned, bound the bytes
+ * alive at any op; an arena above that would be placement gaps on a plain
+ * chain of lifetimes (seen: every case here at most 140 bytes above the lower
+ * bound). */
+static void forward_bounds(const hfl_model_spec *s, hfl_precision prec, int B, size_t *lo, size_t *hi) {
+    size_t e = hfl_precision_bytes(prec), base_lo, base_hi;
+    size_t labels = (size_t)B * s->label_rows * sizeof(int32_t);
+    base_lo = s->n_params * e + labels;
+    base_hi = up64(s->n_params * e) + up64(labels);
+    if (prec != HFL_PREC_FP32) { /* the fp32 masters the trainer stages weights through */
+        base_lo += s->n_trainable * sizeof(float);
+        base_hi += up64(s->n_trainable * sizeof(float));
+    }
+    size_t worst_op = 0, worst_extra = 0, act1 = up64((size_t)B * s->in_dim * e), act2 = 0;
+    for (int l = 0; l < s->n_layers; l++) {
+        const hfl_layer *ly = &s->layers[l];
+        const hfl_layer_ops *o = hfl_layer_ops_for(ly->kind);
+        size_t in = (size_t)B * ly->in * e, out = (size_t)B * ly->out * e;
+        size_t saved = o->saved_bytes ? o->saved_bytes(ly, prec, B) : 0;
+        size_t ws = o->fwd_workspace_bytes(ly, prec, B);
+        size_t op = (o->fwd_in_place ? (in > out ? in : out) : in + out) + saved + ws;
+        if (op > worst_op) worst_op = op;
+        if (up64(saved) + up64(ws) > worst_extra) worst_extra = up64(saved) + up64(ws);
+        size_t a = up64(out);
+        if (a > act1) act2 = act1, act1 = a;
+        else if (a > act2) act2 = a;
+    }
+    if (prec != HFL_PREC_FP32) /* LOSS: one logit row and its gradient in fp32 */
+        if (up64(2 * (size_t)s->n_classes * sizeof(float)) > worst_extra)
+            worst_extra = up64(2 * (size_t)s->n_classes * sizeof(float));
+    *lo = base_lo + worst_op;
+    *hi = base_hi + act1 + act2 + worst_extra;
+}
+
+/* Evaluation with a forward-only plan gives a training plan's bits: the
+ * same loss and accuracy, to the bit, over n samples in batches of B (the
+ * last one short) with the same weights, from an arena that is smaller and
+ * within forward_bounds. fp32 through hfl_trainer_create_eval, bf16/fp16
+ * through hfl_plan_make's forward_only. A forward-only trainer refuses to
+ * train and is left as it was. */
+static void eval_forward_only(const hfl_model_spec *s, hfl_precision prec, int B, int n) {
+    const hfl_backend *be = hfl_backend_cpu();
+    char err[HFL_ERR_LEN] = "";
+    hfl_plan *p = hfl_malloc(sizeof *p);
+    hfl_plan_config cfg = {.batch = B, .ckpt = HFL_CKPT_NONE, .ckpt_budget = SIZE_MAX,
+                           .precision = prec};
+    hfl_plan_config_for_backend(&cfg, be);
+    REQUIRE_MSG(hfl_plan_make(s, &cfg, p, err) == 0, "%s", err);
+    hfl_trainer *old = hfl_trainer_create_plan(s, be, p, err), *fwd = NULL;
+    if (prec == HFL_PREC_FP32) {
+        fwd = hfl_trainer_create_eval(s, be, B, SIZE_MAX, err);
+    } else {
+        cfg.forward_only = 1;
+        REQUIRE_MSG(hfl_plan_make(s, &cfg, p, err) == 0, "%s", err);
+        fwd = hfl_trainer_create_plan(s, be, p, err);
+    }
+    REQUIRE_MSG(old && fwd, "%s", err);
+    const hfl_plan *fp = hfl_trainer_plan(fwd);
+    CHECK(fp->cfg.forward_only && fp->cfg.batch == B);
+    CHECK(fp->grads == -1 && fp->optimizer_op == -1 && fp->n_ops == fp->loss_op + 1);
+    CHECK(fp->ops[fp->loss_op].out == -1);
+    for (int i = 0; i < fp->n_buffers; i++)
+        CHECK(fp->buffers[i].category != HFL_BUF_GRADS && fp->buffers[i].category != HFL_BUF_OPTIMIZER);
+    size_t lo, hi;
+    forward_bounds(s, prec, B, &lo, &hi);
+    size_t fa = hfl_trainer_device_bytes(fwd), oa = hfl_trainer_device_bytes(old);
+    printf("%s %s batch %d: forward-only arena %zu bytes (bounds %zu..%zu), training plan's %zu "
+           "(%.2fx, %zu fewer; gradients alone %zu)\n", s->name, hfl_precision_name(prec), B, fa, lo,
+           hi, oa, (double)oa / (double)fa, oa - fa, s->n_trainable * sizeof(float));
+    CHECK(lo <= fa && fa <= hi);
+    /* Smaller by the gradients at least: they are a whole-step buffer of the
+     * training plan and nothing of the forward-only one. */
+    CHECK(fa + s->n_trainable * sizeof(float) <= oa);
+
+    size_t D = (size_t)s->in_dim, R = (size_t)s->label_rows;
+    float *w = hfl_malloc(s->n_params * sizeof(float)), *x = hfl_malloc((size_t)n * D * sizeof(float));
+    float *back = hfl_malloc(s->n_params * sizeof(float));
+    int32_t *y = hfl_malloc((size_t)n * R * sizeof(int32_t));
+    int vocab = s->layers[0].kind == HFL_LAYER_EMBED ? s->layers[0].vocab : 0;
+    hfl_model_init_params(s, w, 11);
+    for (size_t i = 0; i < (size_t)n * D; i++)
+        x[i] = vocab ? (float)(hfl_philox_u32(5, 99, 0, 0, 7, i) % (uint32_t)vocab) : rnd(7, i);
+    for (size_t i = 0; i < (size_t)n * R; i++)
+        y[i] = (int32_t)(hfl_philox_u32(5, 99, 0, 0, 8, i) % (uint32_t)s->n_classes);
+    hfl_trainer_set_params(old, w);
+    hfl_trainer_set_params(fwd, w);
+    float acc_o = -1, acc_f = -2;
+    float loss_o = hfl_trainer_evaluate(old, x, y, n, &acc_o);
+    float loss_f = hfl_trainer_evaluate(fwd, x, y, n, &acc_f);
+    printf("  loss %.9g / %.9g, accuracy %.9g / %.9g (training plan / forward-only)\n", (double)loss_o,
+           (double)loss_f, (double)acc_o, (double)acc_f);
+    CHECK(isfinite(loss_o) && loss_o > 0.0f);
+    CHECK(memcmp(&loss_o, &loss_f, sizeof loss_o) == 0);
+    CHECK(memcmp(&acc_o, &acc_f, sizeof acc_o) == 0);
+
+    /* Asked to train, it refuses and nothing moves. */
+    CHECK(isnan(hfl_trainer_step(fwd, x, y, 1, 0.1f, 0.0f, 0.0f)));
+    CHECK(isnan(hfl_trainer_accumulate(fwd, x, y, 2, 1)));
+    hfl_trainer_stage(fwd, x, y, 1);
+    CHECK(hfl_trainer_grads_staged(fwd, 1, 1, 1) == -1);
+    CHECK(hfl_trainer_step_staged(fwd, 0.1f, 0.0f, 0.0f) == -1);
+    CHECK(hfl_trainer_apply(fwd, 0.1f, 0.0f, 0.0f) == -1);
+    CHECK(hfl_trainer_get_grads(fwd, back) == -1);
+    double sum = 0;
+    hfl_trainer_take_loss(fwd, &sum, NULL, NULL); /* the staged batch never ran */
+    CHECK(sum == 0.0);
+    hfl_trainer_get_params(fwd, back);
+    hfl_trainer_get_params(old, w);
+    CHECK(memcmp(w, back, s->n_params * sizeof(float)) == 0);
+    hfl_trainer_free(old), hfl_trainer_free(fwd);
+    free(w), free(back), free(x), free(y), free(p);
+}
+
+/* scenarios/models/gpt-tiny.json: two blocks at T = 32, C = 32, 2 heads. */
+static const char gpt_tiny[] =
+    "{\"name\": \"gpt-tiny\", \"input\": [32], \"layers\": [{\"type\": \"embedding\", \"vocab\": 256, "
+    "\"width\": 32}, {\"type\": \"gpt_block\", \"heads\": 2}, {\"type\": \"gpt_block\", \"heads\": 2}, "
+    "{\"type\": \"lm_head\"}]}";
+
+static void test_eval_forward_only(void) {
+    hfl_model_spec s;
+    char err[HFL_ERR_LEN] = "";
+    REQUIRE(hfl_model_builtin("mlp", &s, err) == 0);
+    eval_forward_only(&s, HFL_PREC_FP32, 6, 37);
+    eval_forward_only(&s, HFL_PREC_BF16, 6, 37);
+    REQUIRE(hfl_model_builtin("cnn", &s, err) == 0);
+    eval_forward_only(&s, HFL_PREC_FP32, 4, 11);
+    REQUIRE_MSG(hfl_model_spec_from_json(gpt_tiny, strlen(gpt_tiny), &s, err) == 0, "%s", err);
+    eval_forward_only(&s, HFL_PREC_FP32, 3, 7);
+    eval_forward_only(&s, HFL_PREC_FP16, 3, 7);
+    /* What a forward-only plan cannot be. */
+    hfl_plan *p = hfl_malloc(sizeof *p);
+    hfl_plan_config cfg = {.batch = 2, .ckpt = HFL_CKPT_NONE, .ckpt_budget = SIZE_MAX,
+                           .forward_only = 1, .momentum = 1};
+    CHECK(hfl_plan_make(&s, &cfg, p, err) == -1);
+    CHECK(strcmp(err, "planner: a forward-only plan keeps no optimizer state (momentum, anchor or "
+                      "AdamW asked)") == 0);
+    cfg.momentum = 0, cfg.ckpt = HFL_CKPT_SQRT;
+    CHECK(hfl_plan_make(&s, &cfg, p, err) == -1);
+    CHECK(strcmp(err, "planner: a forward-only plan stores nothing for a backward (checkpoint kind "
+                      "sqrt asked)") == 0);
+    free(p);
+}
+
 static void case_params_roundtrip(void) { test_params_roundtrip(hfl_backend_cpu()); }
 static void case_mlp_gradient(void) { test_mlp_gradient(hfl_backend_cpu()); }
 static void case_evaluate_matches_step(void) { test_evaluate_matches_step(hfl_backend_cpu()); }
@@ -298,6 +460,7 @@ static const check_case cases[] = {
     {"evaluate_matches_step", case_evaluate_matches_step},
     {"mlp_learns", case_mlp_learns},
     {"eval_trainer", case_eval_trainer},
+    {"eval_forward_only", test_eval_forward_only},
 };
 
 int main(int argc, char **argv) {
