@@ -230,6 +230,9 @@ const hfl_plan *hfl_trainer_plan(const hfl_trainer *t); /* the trainer's copy of
  * are fp32 and unscaled (d(mean loss)/d(params), whatever the loss scale),
  * n_trainable of them: those of [train_off, n_params) (all, without LoRA). */
 void hfl_trainer_set_params(hfl_trainer *t, const float *host_params);
+/* (A trainer whose plan borrows its weights, planner.h's BORROWED WEIGHTS,
+ * keeps the pointer instead: host_params must then stay alive and unchanged
+ * while the trainer evaluates, until the next set_params.) */
 void hfl_trainer_get_params(const hfl_trainer *t, float *host_params);
 /* The trainable part alone, n_trainable fp32 values (those of [train_off,
  * n_params)): what an update is made of, without reading the frozen rest. */

@@ -216,8 +216,10 @@ hfl_trainer *hfl_trainer_create_plan(const hfl_model_spec *spec, const hfl_backe
     t->anchor = buf(t, plan->anchor);
     t->adam_m = buf(t, plan->adam_m);
     t->adam_v = buf(t, plan->adam_v);
-    t->params = buf(t, plan->params);
-    if (t->prec == HFL_PREC_FP32) {
+    t->params = buf(t, plan->params); /* NULL: borrowed, until set_params */
+    if (!t->params && t->prec == HFL_PREC_FP32) {
+        t->master = NULL;
+    } else if (t->prec == HFL_PREC_FP32) {
         t->master = (float *)t->params + spec->train_off;
         be->fill(t->params, 0.0f, spec->n_params);
     } else {
@@ -249,6 +251,11 @@ size_t hfl_trainer_device_bytes(const hfl_trainer *t) { return t->plan->arena_by
 const hfl_plan *hfl_trainer_plan(const hfl_trainer *t) { return t->plan; }
 
 void hfl_trainer_set_params(hfl_trainer *t, const float *host_params) {
+    if (t->plan->params < 0) { /* BORROWED WEIGHTS (planner.h): read where they lie */
+        t->params = (void *)(uintptr_t)host_params;
+        t->master = (float *)t->params + t->spec.train_off;
+        return;
+    }
     if (t->prec == HFL_PREC_FP32) {
         t->be->upload(t->params, host_params, t->spec.n_params * sizeof(float));
         return;
@@ -261,6 +268,10 @@ void hfl_trainer_get_trainable(const hfl_trainer *t, float *host_trainable) {
 }
 
 void hfl_trainer_get_params(const hfl_trainer *t, float *host_params) {
+    if (!t->params) { /* borrowing, and never given weights */
+        fprintf(stderr, "hfl: trainer: weights asked before any were set\n");
+        return;
+    }
     if (t->prec == HFL_PREC_FP32) {
         t->be->download(host_params, t->params, t->spec.n_params * sizeof(float));
         return;
@@ -602,6 +613,10 @@ static float evaluate_from(hfl_trainer *t, const float *x, const int32_t *y, con
                            float *accuracy) {
     const hfl_model_spec *s = &t->spec;
     int cap = t->plan->cfg.batch;
+    if (!t->params) { /* a borrowing trainer that was given no weights */
+        fprintf(stderr, "hfl: trainer: evaluation asked before any weights were set\n");
+        return NAN;
+    }
     hfl_step_scalars before;
     scalars_read(t, &before); /* an epoch's running loss survives an evaluation */
     scalars_reset_loss(t);

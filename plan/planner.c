@@ -318,6 +318,8 @@ int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_pl
     if (cfg->forward_only && (cfg->momentum || cfg->anchor || cfg->adamw))
         return hfl_errf(err, "planner: a forward-only plan keeps no optimizer state "
                              "(momentum, anchor or AdamW asked)");
+    if (cfg->borrow_params && (!cfg->forward_only || cfg->precision != HFL_PREC_FP32 || cfg->prefetch))
+        return hfl_errf(err, "planner: only a forward-only fp32 plan on host memory borrows its weights");
     if (cfg->forward_only && cfg->ckpt != HFL_CKPT_NONE)
         return hfl_errf(err, "planner: a forward-only plan stores nothing for a backward "
                              "(checkpoint kind %s asked)", hfl_ckpt_name(cfg->ckpt));
@@ -373,8 +375,9 @@ int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_pl
     if (plan_schedule(&b, err) != 0) return -1;
 
     int lp = cfg->precision != HFL_PREC_FP32;
-    p->params = add_buffer(&b, HFL_BUF_WEIGHTS, -1, spec->n_params, lp ? 2 : sizeof(float),
-                           "params", 0);
+    p->params = cfg->borrow_params ? -1 /* BORROWED WEIGHTS */
+                                   : add_buffer(&b, HFL_BUF_WEIGHTS, -1, spec->n_params, lp ? 2 : sizeof(float),
+                                                "params", 0);
     /* Master weights, gradients and optimizer state: the trainable part only
      * (all of it without LoRA; the adapters with: frozen weights never change,
      * so their 2-byte working copy is all there is of them). */
@@ -484,6 +487,7 @@ hfl_trainer *hfl_trainer_create_eval(const hfl_model_spec *spec, const hfl_backe
     }
     cfg.batch = lo;
     cfg.forward_only = 1;
+    cfg.borrow_params = be->host_memory; /* the CPU reads the caller's weights in place */
     hfl_trainer *t = NULL;
     if (hfl_plan_make(spec, &cfg, plan, err) == 0) t = hfl_trainer_create_plan(spec, be, plan, err);
     free(plan);

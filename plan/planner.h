@@ -57,6 +57,13 @@
  * the same timeline, so it fits in the same arena; a trainer made for
  * evaluation alone uses a forward-only plan (below), which is smaller.
  *
+ * BORROWED WEIGHTS (cfg.borrow_params, forward-only fp32 plans on host
+ * memory; hfl_trainer_create_eval on the CPU). The weights are not placed
+ * in the arena: the layers read the caller's fp32 vector where it lies, so
+ * the coordinator evaluates its global model without a second copy (328
+ * MiB at GPT-2 small). A device cannot read host memory, and a 2-byte plan
+ * reads a rounded copy, so neither borrows.
+ *
  * FORWARD ONLY (cfg.forward_only; hfl_trainer_create_eval). The plan of what
  * evaluation runs: LOAD, the forward pass and LOSS without dlogits (its
  * `out` is -1), nothing after. No gradient buffer (plan->grads -1), no g_n,
@@ -219,6 +226,9 @@ typedef struct {
     int conv_chunk;        /* samples a conv layer unfolds per batched GEMM (0 or 1: one) */
     size_t alloc_granularity; /* arena_bytes rounded up to a multiple of it (0 or 1: none) */
     int forward_only;      /* nonzero: evaluation's plan, LOAD, FORWARD and LOSS alone (FORWARD ONLY) */
+    int borrow_params;     /* with forward_only, fp32, on host memory (prefetch 0): no "params" in
+                              the arena (plan->params -1); the trainer reads the caller's weights
+                              where they lie (hfl_trainer_set_params, BORROWED WEIGHTS) */
 } hfl_plan_config;
 
 typedef struct hfl_plan {

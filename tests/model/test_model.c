@@ -305,12 +305,13 @@ static size_t up64(size_t x) { return (x + 63) / 64 * 64; }
  * saved-plus-workspace of one layer, each 64-byte aligned, bound the bytes
  * alive at any op; an arena above that would be placement gaps on a plain
  * chain of lifetimes (seen: every case here at most 140 bytes above the lower
- * bound). */
-static void forward_bounds(const hfl_model_spec *s, hfl_precision prec, int B, size_t *lo, size_t *hi) {
-    size_t e = hfl_precision_bytes(prec), base_lo, base_hi;
+ * bound). A plan that borrows its weights (planner.h, BORROWED WEIGHTS)
+ * holds none of them. */
+static void forward_bounds(const hfl_model_spec *s, hfl_precision prec, int B, int borrowed, size_t *lo, size_t *hi) {
+    size_t e = hfl_precision_bytes(prec), base_lo, base_hi, weights = borrowed ? 0 : s->n_params * e;
     size_t labels = (size_t)B * s->label_rows * sizeof(int32_t);
-    base_lo = s->n_params * e + labels;
-    base_hi = up64(s->n_params * e) + up64(labels);
+    base_lo = weights + labels;
+    base_hi = up64(weights) + up64(labels);
     if (prec != HFL_PREC_FP32) { /* the fp32 masters the trainer stages weights through */
         base_lo += s->n_trainable * sizeof(float);
         base_hi += up64(s->n_trainable * sizeof(float));
@@ -339,9 +340,10 @@ static void forward_bounds(const hfl_model_spec *s, hfl_precision prec, int B, s
 /* Evaluation with a forward-only plan gives a training plan's bits: the
  * same loss and accuracy, to the bit, over n samples in batches of B (the
  * last one short) with the same weights, from an arena that is smaller and
- * within forward_bounds. fp32 through hfl_trainer_create_eval, bf16/fp16
- * through hfl_plan_make's forward_only. A forward-only trainer refuses to
- * train and is left as it was. */
+ * within forward_bounds. fp32 through hfl_trainer_create_eval, which on the
+ * CPU borrows the weights (no copy of them in its arena), bf16/fp16 through
+ * hfl_plan_make's forward_only. A forward-only trainer refuses to train and
+ * is left as it was. */
 static void eval_forward_only(const hfl_model_spec *s, hfl_precision prec, int B, int n) {
     const hfl_backend *be = hfl_backend_cpu();
     char err[HFL_ERR_LEN] = "";
@@ -365,16 +367,18 @@ static void eval_forward_only(const hfl_model_spec *s, hfl_precision prec, int B
     CHECK(fp->ops[fp->loss_op].out == -1);
     for (int i = 0; i < fp->n_buffers; i++)
         CHECK(fp->buffers[i].category != HFL_BUF_GRADS && fp->buffers[i].category != HFL_BUF_OPTIMIZER);
+    int borrowed = prec == HFL_PREC_FP32; /* create_eval on the CPU */
+    CHECK(borrowed ? fp->params == -1 && fp->cfg.borrow_params : fp->params >= 0);
     size_t lo, hi;
-    forward_bounds(s, prec, B, &lo, &hi);
+    forward_bounds(s, prec, B, borrowed, &lo, &hi);
     size_t fa = hfl_trainer_device_bytes(fwd), oa = hfl_trainer_device_bytes(old);
     printf("%s %s batch %d: forward-only arena %zu bytes (bounds %zu..%zu), training plan's %zu "
            "(%.2fx, %zu fewer; gradients alone %zu)\n", s->name, hfl_precision_name(prec), B, fa, lo,
            hi, oa, (double)oa / (double)fa, oa - fa, s->n_trainable * sizeof(float));
     CHECK(lo <= fa && fa <= hi);
-    /* Smaller by the gradients at least: they are a whole-step buffer of the
-     * training plan and nothing of the forward-only one. */
-    CHECK(fa + s->n_trainable * sizeof(float) <= oa);
+    /* Smaller by the gradients at least (and the weights when borrowed):
+     * whole-step buffers of the training plan and nothing of this one. */
+    CHECK(fa + s->n_trainable * sizeof(float) + (borrowed ? s->n_params * sizeof(float) : 0) <= oa);
 
     size_t D = (size_t)s->in_dim, R = (size_t)s->label_rows;
     float *w = hfl_malloc(s->n_params * sizeof(float)), *x = hfl_malloc((size_t)n * D * sizeof(float));
