@@ -118,27 +118,32 @@ static int load_share(const client_options *o, hfl_dataset *share, char *err) {
     return hfl_fmnist_load_picked(o->data_dir, 1, pick_share, &p, share, err);
 }
 
-/* The task's weights into w: decoded whole, or added to the weights we hold
- * when the coordinator sent the change since our version (of the trainable
- * part: model.h; the rest never changes), or the ones we hold ("held", and
- * "sent" when we hold its version). The decoder validates the payload before
- * writing. 1: a "sent" task whose weights we lack, to be asked for again. */
-static int task_weights(const uint8_t *payload, size_t plen, const hfl_task_msg *tm, client_state *s, float *w,
-                        int *version, char *err) {
+/* The task's weights into the ones we hold, s->global, which then hold
+ * its version (held_version): decoded whole, or added to ours when the
+ * coordinator sent the change since our version (of the trainable part:
+ * model.h; the rest never changes), or ours as they are ("held", and "sent"
+ * when we hold its version). In place, so the client holds the model once
+ * beside its trainer (at GPT-2 small a second copy was 344 MB): the payload
+ * is validated before a byte of ours changes (a full payload first, then
+ * zeros and the decode; the decoder validates a delta before it adds), so
+ * a malformed one leaves our weights and version as they were. 1: a "sent"
+ * task whose weights we lack, to be asked for again. */
+static int task_weights(const uint8_t *payload, size_t plen, const hfl_task_msg *tm, client_state *s, int *version,
+                        char *err) {
     int64_t v = tm->version, base = tm->base_version;
     const char *kind = tm->weights;
     const hfl_codec *dc = hfl_codec_find(tm->downlink, err);
     if (!dc) return -1;
     size_t n = s->spec.n_params;
-    float *into = w;
+    float *into = s->global;
+    uint32_t block;
     if (!strcmp(kind, "full")) {
-        memset(w, 0, n * sizeof(float));
+        if (hfl_codec_validate(dc, payload, plen, n, &block, err) != 0) return -1;
+        memset(s->global, 0, n * sizeof(float));
     } else if (!strcmp(kind, "delta") && base == s->held_version && base >= 0) {
-        memcpy(w, s->global, n * sizeof(float));
-        into = w + s->spec.train_off, n = s->spec.n_trainable;
+        into = s->global + s->spec.train_off, n = s->spec.n_trainable;
     } else if ((!strcmp(kind, "held") || !strcmp(kind, "sent")) && base == s->held_version && base == v &&
                plen == 0) {
-        memcpy(w, s->global, n * sizeof(float));
         *version = (int)v;
         return 0;
     } else if (!strcmp(kind, "sent") && plen == 0) {
@@ -148,7 +153,7 @@ static int task_weights(const uint8_t *payload, size_t plen, const hfl_task_msg 
                         (long long)base, s->held_version);
     }
     if (hfl_codec_decode_accumulate(dc, payload, plen, n, 1.0f, into, 1, err) != 0) return -1;
-    *version = (int)v;
+    *version = s->held_version = (int)v;
     return 0;
 }
 
@@ -461,7 +466,7 @@ static int after_breach(client_session *ss, int round, char *err) {
  * input went is declined, so the coordinator neither waits for us nor
  * hands us the task again (we would download it and post fresh keys only to
  * be told to skip). Only a coordinator gone for good ends the client. */
-static int do_secagg_task(client_session *ss, const client_task *task, float *weights, int version, char *err) {
+static int do_secagg_task(client_session *ss, const client_task *task, const float *weights, int version, char *err) {
     const client_options *o = ss->o;
     client_state *s = ss->s;
     client_pending *p = &s->pending;
@@ -532,7 +537,7 @@ static void record_first_step(client_session *ss) {
 /* TRAINING: trains for the task (or takes the pending update when it
  * answers this very task), saves residual and update together, and sends it
  * (SENDING); declines it under --dropout. -1 with err ends the client. */
-static int do_task(client_session *ss, const client_task *task, float *weights, int version, char *err) {
+static int do_task(client_session *ss, const client_task *task, const float *weights, int version, char *err) {
     const client_options *o = ss->o;
     client_state *s = ss->s;
     client_pending *p = &s->pending;
@@ -546,8 +551,6 @@ static int do_task(client_session *ss, const client_task *task, float *weights, 
     if (task->secagg) return do_secagg_task(ss, task, weights, version, err);
     if (p->round == task->round && p->version == version && p->bytes) {
         if (!o->quiet) printf("%s: round %d: sending the update already made for it\n", o->name, task->round);
-        memcpy(s->global, weights, s->spec.n_params * sizeof(float));
-        s->held_version = version;
         return send_update(ss, task->codec->name, err) < 0 ? -1 : 0;
     }
     size_t ulen;
@@ -578,7 +581,6 @@ static int do_task(client_session *ss, const client_task *task, float *weights, 
 static int take_task(client_session *ss, hfl_msg *rep, nng_msg *raw, int *resend, char *err) {
     client_state *s = ss->s;
     client_task task;
-    float *wts = hfl_malloc(s->spec.n_params * sizeof(float));
     int version = -1, tw = 0;
     hfl_task_msg tm = {0};
     uint8_t *fetched = NULL;
@@ -600,14 +602,13 @@ static int take_task(client_session *ss, hfl_msg *rep, nng_msg *raw, int *resend
             hfl_wire_free(&hfl_wire_task, &tm);
             hfl_msg_free(rep);
             nng_msg_free(raw);
-            free(wts);
             return 0;
         }
         task.task_bytes += flen;
     }
     if (!bad)
-        bad = (tw = task_weights(fetched ? fetched : rep->payload, fetched ? flen : rep->payload_len, &tm, s, wts,
-                                 &version, err)) < 0;
+        bad = (tw = task_weights(fetched ? fetched : rep->payload, fetched ? flen : rep->payload_len, &tm, s, &version,
+                                 err)) < 0;
     free(fetched);
     hfl_wire_free(&hfl_wire_task, &tm);
     hfl_msg_free(rep);
@@ -616,13 +617,10 @@ static int take_task(client_session *ss, hfl_msg *rep, nng_msg *raw, int *resend
         if (!ss->o->quiet)
             printf("%s: round %d's task was sent before; asking for its weights again\n", ss->o->name, task.round);
         *resend = 1;
-        free(wts);
         return 0;
     }
     if (!bad && s->metrics) client_metrics_task(s, task.round, task.task_bytes);
-    int done = bad ? -1 : do_task(ss, &task, wts, version, err);
-    free(wts);
-    return done;
+    return bad ? -1 : do_task(ss, &task, s->global, version, err); /* task_weights put them there */
 }
 
 /* PULLING: one pull and what its reply leads to: 0 to pull again (after

@@ -198,7 +198,7 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
     int step = s->chosen.accum > 1 ? task->batch : micro;
     double lr = task->lr * (double)step / (double)task->batch;
     int ahead = hfl_trainer_stage_slots(s->trainer);
-    memcpy(s->global, weights, n_params * sizeof(float));
+    if (weights != s->global) memcpy(s->global, weights, n_params * sizeof(float)); /* a round's are there already */
     hfl_trainer_set_params(s->trainer, weights);
     hfl_trainer_set_prox(s->trainer, (float)task->prox_mu); /* the anchor: this round's global model */
     hfl_trainer_reset_optimizer(s->trainer);
