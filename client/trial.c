@@ -5,7 +5,8 @@
  * synthetic data of the model's shape: chooses and verifies its plan for the
  * run's batch (--batch, default 32) under --memory-budget from --state-dir
  * (client_choose_plan: calibration, overhead model, measurements before it
- * commits), allocates the model copies, and trains one optimizer step of the
+ * commits), allocates the model copies a round holds (the weights, decoded
+ * into in place, and the trainable part's result and residual), and trains one optimizer step of the
  * run's batch (client_train_round: the real staging, accumulation and budget
  * checks). The answer (with --json, one object) says whether it trained and
  * within what, or why it was refused up front; a breach of the budget is an
@@ -153,9 +154,7 @@ int client_trial_run(const client_options *opts, const hfl_backend *be, const hf
     s.residual = hfl_malloc(nt * sizeof(float));
     memset(s.local, 0, nt * sizeof(float));
     memset(s.residual, 0, nt * sizeof(float));
-    hfl_model_init_params(&s.spec, s.global, 1);
-    float *weights = hfl_malloc(n * sizeof(float));
-    memcpy(weights, s.global, n * sizeof(float));
+    hfl_model_init_params(&s.spec, s.global, 1); /* a round's weights are decoded there too (main.c) */
     client_task task = {.round = 1, .local_epochs = 1, .batch = o.batch, .lr = 0.01,
                         .momentum = w.momentum, .optimizer = o.optimizer, .beta1 = HFL_ADAMW_BETA1,
                         .beta2 = HFL_ADAMW_BETA2, .seed = 1, .block = 256};
@@ -164,14 +163,13 @@ int client_trial_run(const client_options *opts, const hfl_backend *be, const hf
     if ((task.codec = hfl_codec_find("int8", err))) {
         size_t len;
         double loss;
-        uint8_t *upd = client_train_round(&s, &task, weights, &len, &loss, &secs, err);
+        uint8_t *upd = client_train_round(&s, &task, s.global, &len, &loss, &secs, err);
         rc = upd ? 0 : -1;
         free(upd);
     }
     hfl_profile_report prof;
     if (rc == 0 && o.profile) trial_profile(&s, &task, &prof);
     trial_report(&o, &s, plan, rc == 0, secs, rc == 0 ? NULL : err, rc == 0 && o.profile ? &prof : NULL);
-    free(weights);
     free(s.global);
     free(s.local);
     free(s.residual);
