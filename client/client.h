@@ -247,6 +247,18 @@ hfl_error_msg client_reply_error(const hfl_msg *m, const char *fallback);
 #define CLIENT_PUT_TRIES 8
 int client_put_update(client_session *ss, const client_pending *p, const char sha[65], hfl_msg *rep, nng_msg **raw,
                       char *why);
+/* client/weights.c: a task's weights into s->global, which then holds its
+ * version (held_version). client_task_weights: from the task's own payload
+ * (decoded whole, added for a delta, or ours for "held" and "sent"),
+ * validated before a byte of ours changes; 1 for a "sent" task whose
+ * weights we lack (ask again). client_fetch_weights: fetched chunk by chunk
+ * (CLIENT_FETCH_TRIES tries in a row per chunk), each checked by its digest
+ * and decoded as it comes; a download that ends after the first chunk
+ * leaves held_version -1. Both 0 with *version, or -1 with err;
+ * *malformed when the task itself cannot be right (the client ends). */
+int client_task_weights(const uint8_t *payload, size_t plen, const hfl_task_msg *tm, client_state *s, int *version,
+                        char *err);
+int client_fetch_weights(client_session *ss, const hfl_task_msg *tm, int *version, int *malformed, char *err);
 /* A request's metadata: body's fields by table d, and our session. */
 cJSON *client_request_meta(const client_state *s, const hfl_wire_msg *d, const void *body);
 /* Says hello (with ss->plan, once we have one) and reads the welcome into

@@ -118,134 +118,6 @@ static int load_share(const client_options *o, hfl_dataset *share, char *err) {
     return hfl_fmnist_load_picked(o->data_dir, 1, pick_share, &p, share, err);
 }
 
-/* The task's weights into the ones we hold, s->global, which then hold
- * its version (held_version): decoded whole, or added to ours when the
- * coordinator sent the change since our version (of the trainable part:
- * model.h; the rest never changes), or ours as they are ("held", and "sent"
- * when we hold its version). In place, so the client holds the model once
- * beside its trainer (at GPT-2 small a second copy was 344 MB): the payload
- * is validated before a byte of ours changes (a full payload first, then
- * zeros and the decode; the decoder validates a delta before it adds), so
- * a malformed one leaves our weights and version as they were. 1: a "sent"
- * task whose weights we lack, to be asked for again. */
-static int task_weights(const uint8_t *payload, size_t plen, const hfl_task_msg *tm, client_state *s, int *version,
-                        char *err) {
-    int64_t v = tm->version, base = tm->base_version;
-    const char *kind = tm->weights;
-    const hfl_codec *dc = hfl_codec_find(tm->downlink, err);
-    if (!dc) return -1;
-    size_t n = s->spec.n_params;
-    float *into = s->global;
-    uint32_t block;
-    if (!strcmp(kind, "full")) {
-        if (hfl_codec_validate(dc, payload, plen, n, &block, err) != 0) return -1;
-        memset(s->global, 0, n * sizeof(float));
-    } else if (!strcmp(kind, "delta") && base == s->held_version && base >= 0) {
-        into = s->global + s->spec.train_off, n = s->spec.n_trainable;
-    } else if ((!strcmp(kind, "held") || !strcmp(kind, "sent")) && base == s->held_version && base == v &&
-               plen == 0) {
-        *version = (int)v;
-        return 0;
-    } else if (!strcmp(kind, "sent") && plen == 0) {
-        return 1; /* sent before, and we do not hold it (a lost reply, a restart): ask for it again */
-    } else {
-        return hfl_errf(err, "task sends '%s' weights against version %lld; we hold version %d", kind,
-                        (long long)base, s->held_version);
-    }
-    if (hfl_codec_decode_accumulate(dc, payload, plen, n, 1.0f, into, 1, err) != 0) return -1;
-    *version = s->held_version = (int)v;
-    return 0;
-}
-
-/* HFL_TEST_FETCH_CORRUPT=K: the K-th chunk of the first download arrives
- * with one byte flipped (the digest test). */
-static void fetch_test_corrupt(uint8_t *chunk, int k) {
-    static int done;
-    const char *want = getenv("HFL_TEST_FETCH_CORRUPT");
-    if (done || !want || atoi(want) != k) return;
-    done = 1;
-    chunk[0] ^= 0x40;
-}
-
-/* One chunk at `at` into buf, checked against its digest: 0; 1 when the
- * request failed (the connection: try again); -1 with err otherwise. k:
- * the chunk's number in this download, from 1. */
-static int fetch_chunk(client_session *ss, const hfl_task_msg *tm, size_t at, size_t m, uint8_t *buf, int k,
-                       char *err) {
-    hfl_fetch_msg f = {.round = tm->round, .version = tm->version, .base_version = tm->base_version,
-                       .offset = (int64_t)at};
-    cJSON *meta = client_request_meta(ss->s, &hfl_wire_fetch, &f);
-    hfl_msg rep;
-    nng_msg *raw;
-    int rc = client_request(ss, HFL_MSG_FETCH, meta, NULL, 0, &rep, &raw, err);
-    cJSON_Delete(meta);
-    if (rc != 0) return 1;
-    hfl_fetch_msg got = {0};
-    const hfl_chunk_digest *want = (const hfl_chunk_digest *)tm->chunk_sha256.v + at / (size_t)tm->chunk_bytes;
-    char hex[65];
-    if (rep.type != HFL_MSG_FETCH) {
-        rc = hfl_errf(err, "fetch at byte %zu: %s", at, client_reply_error(&rep, "unexpected reply").error);
-    } else if (hfl_wire_decode(&hfl_wire_fetch, rep.meta, &got, err) != 0 || got.offset != (int64_t)at ||
-               rep.payload_len != m) {
-        rc = hfl_errf(err, "fetch at byte %zu: the reply is not that chunk (%zu bytes at %lld)", at, rep.payload_len,
-                      (long long)got.offset);
-    } else {
-        memcpy(buf + at, rep.payload, m);
-        fetch_test_corrupt(buf + at, k);
-        hfl_sha256_hex(buf + at, m, hex);
-        if (strcmp(hex, want->sha256) != 0) rc = hfl_errf(err, "fetch at byte %zu: the chunk does not match its digest", at);
-    }
-    hfl_msg_free(&rep);
-    nng_msg_free(raw);
-    return rc;
-}
-
-/* A task's weights that come by fetch (docs/protocol.md, "Chunked weights"),
- * chunk by chunk into a buffer of payload_bytes (*plen), each chunk checked
- * as it comes and the whole before anything is decoded. A request that
- * fails is made again on a fresh connection, at the chunk we lack, up to
- * CLIENT_FETCH_TRIES times in a row; a refusal (the round moved on) or a
- * chunk that does not match its digest ends the download. NULL with err;
- * *malformed set when the task itself cannot be right. */
-#define CLIENT_FETCH_TRIES 8
-static int fetch_cut; /* HFL_TEST_FETCH_CUT's cut was made (client_test_cut) */
-static uint8_t *fetch_weights(client_session *ss, const hfl_task_msg *tm, size_t most, size_t *plen, int *malformed,
-                              char *err) {
-    size_t total = (size_t)tm->payload_bytes, chunk = (size_t)tm->chunk_bytes;
-    if (!tm->has_chunk_bytes || !tm->has_payload_sha256 || !tm->has_chunk_sha256 ||
-        (size_t)tm->chunk_sha256.n != (total + chunk - 1) / chunk || total > most) {
-        *malformed = 1;
-        hfl_errf(err, "task: chunked weights (%zu bytes) without their chunk size and digests, or larger than "
-                 "the model's %zu", total, most);
-        return NULL;
-    }
-    uint8_t *buf = hfl_malloc(total);
-    int tries = 0, got = 0;
-    for (size_t at = 0; at < total;) {
-        size_t m = total - at < chunk ? total - at : chunk;
-        int rc = fetch_chunk(ss, tm, at, m, buf, got + 1, err);
-        if (rc == 1 && ++tries < CLIENT_FETCH_TRIES) {
-            hfl_sleep_ms(50 << tries);
-            continue;
-        }
-        if (rc != 0) {
-            free(buf);
-            return NULL;
-        }
-        tries = 0, at += m;
-        client_test_cut(ss, "HFL_TEST_FETCH_CUT", ++got, &fetch_cut);
-    }
-    char hex[65];
-    hfl_sha256_hex(buf, total, hex);
-    if (strcmp(hex, tm->payload_sha256) != 0) {
-        free(buf);
-        hfl_errf(err, "task: the fetched weights do not match their digest");
-        return NULL;
-    }
-    *plen = total;
-    return buf;
-}
-
 /* A TASK's settings, range-checked by the wire's table (proto/messages.c),
  * into what training needs. n_update: the update's length (the model's
  * trainable part), which the codec must fit. */
@@ -583,18 +455,14 @@ static int take_task(client_session *ss, hfl_msg *rep, nng_msg *raw, int *resend
     client_task task;
     int version = -1, tw = 0;
     hfl_task_msg tm = {0};
-    uint8_t *fetched = NULL;
-    size_t flen = 0;
     int bad = hfl_wire_decode(&hfl_wire_task, rep->meta, &tm, err) != 0 ||
               read_task(&tm, s->spec.n_trainable, ss->o->codec, &task, err) != 0;
     task.received_at = hfl_now(), task.task_bytes = nng_msg_len(raw);
-    if (!bad && tm.has_payload_bytes) { /* the weights come by fetch */
-        const hfl_codec *dc = hfl_codec_find(tm.downlink, err);
-        int malformed = 0;
-        bad = !dc;
-        if (dc) fetched = fetch_weights(ss, &tm, hfl_codec_max_bytes(dc, s->spec.n_params, 65536), &flen, &malformed, err);
-        bad = bad || malformed;
-        if (!bad && !fetched) {
+    int fetched = !bad && tm.has_payload_bytes; /* the weights come by fetch, decoded as they come */
+    if (fetched) {
+        int malformed = 0, rc = client_fetch_weights(ss, &tm, &version, &malformed, err);
+        bad = malformed;
+        if (rc != 0 && !bad) {
             /* the round moved on, a chunk was not what its digest says, or the
              * link would not come back: not this task, then; the next pull
              * asks for it again (or the next round's) */
@@ -604,12 +472,9 @@ static int take_task(client_session *ss, hfl_msg *rep, nng_msg *raw, int *resend
             nng_msg_free(raw);
             return 0;
         }
-        task.task_bytes += flen;
+        task.task_bytes += (size_t)tm.payload_bytes;
     }
-    if (!bad)
-        bad = (tw = task_weights(fetched ? fetched : rep->payload, fetched ? flen : rep->payload_len, &tm, s, &version,
-                                 err)) < 0;
-    free(fetched);
+    if (!bad && !fetched) bad = (tw = client_task_weights(rep->payload, rep->payload_len, &tm, s, &version, err)) < 0;
     hfl_wire_free(&hfl_wire_task, &tm);
     hfl_msg_free(rep);
     nng_msg_free(raw);
@@ -620,7 +485,7 @@ static int take_task(client_session *ss, hfl_msg *rep, nng_msg *raw, int *resend
         return 0;
     }
     if (!bad && s->metrics) client_metrics_task(s, task.round, task.task_bytes);
-    return bad ? -1 : do_task(ss, &task, s->global, version, err); /* task_weights put them there */
+    return bad ? -1 : do_task(ss, &task, s->global, version, err); /* weights.c put them there */
 }
 
 /* PULLING: one pull and what its reply leads to: 0 to pull again (after

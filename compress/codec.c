@@ -126,9 +126,9 @@ int codec_read_fixed(const hfl_codec *c, const uint8_t *in, size_t len, size_t e
     return 0;
 }
 
-size_t hfl_codec_fp32_frame(size_t n, uint8_t head[HFL_CODEC_HEADER_BYTES]) {
-    codec_write_header(head, HFL_CODEC_ID_FP32, (uint32_t)n, 0);
-    return HFL_CODEC_HEADER_BYTES + n * sizeof(float);
+size_t hfl_codec_frame(const hfl_codec *c, size_t n, uint32_t block, uint8_t head[HFL_CODEC_HEADER_BYTES]) {
+    codec_write_header(head, c->id, (uint32_t)n, c->blocked ? block : 0);
+    return c->max_bytes(c, n, block);
 }
 
 int hfl_codec_check_frame(const hfl_codec *c, const uint8_t *in, size_t len, size_t expect_n, uint32_t *block,

@@ -118,11 +118,14 @@ int hfl_codec_check(const hfl_codec *c, size_t n, uint32_t block, char *err);
 int hfl_codec_check_frame(const hfl_codec *c, const uint8_t *in, size_t len, size_t expect_n, uint32_t *block,
                           char *err);
 
-/* The header of fp32's payload of n values into head, and the payload's
- * length. Its body is the n floats' own little-endian bytes (codec_fp32.c:
- * encoding without a residual is a copy), so a holder of the floats can
- * serve the payload as head and them, never encoding a copy. */
-size_t hfl_codec_fp32_frame(size_t n, uint8_t head[HFL_CODEC_HEADER_BYTES]);
+/* The header codec c (not topk) writes for a payload of n values at this
+ * block size into head, and that payload's length: what encode would
+ * write first. fp32's body is the n floats' own little-endian bytes
+ * (codec_fp32.c: encoding without a residual is a copy), so a holder of the
+ * floats can serve the payload as head and them, never encoding a copy; and
+ * a dense codec's payload cut at value boundaries is a run of payloads,
+ * each a header and its values, that decode to the same floats. */
+size_t hfl_codec_frame(const hfl_codec *c, size_t n, uint32_t block, uint8_t head[HFL_CODEC_HEADER_BYTES]);
 
 /* topk only (c->id of "topk:F"): the entries a payload of n values holds. */
 size_t hfl_codec_topk_entries(const hfl_codec *c, size_t n);

@@ -19,7 +19,7 @@
  * the one encoded buffer, so the coordinator's memory for the weights does
  * not grow with the clients in flight. Full fp32 weights in chunks are not
  * even encoded: their payload is a 12-byte header and the global model's
- * own bytes (hfl_codec_fp32_frame), so chunks are served from c->global,
+ * own bytes (hfl_codec_frame), so chunks are served from c->global,
  * one model's bytes less (328 MiB at GPT-2 small). That is safe because a
  * fetch is served only for the open round's version (downlink_fetch), and
  * the global model changes only when a round closes, after which every
@@ -125,7 +125,7 @@ static void downlink_build(coord *c, int base, struct downlink_payload *p) {
     const float *src = c->global;
     p->base = base;
     if (base < 0 && !strcmp(d->codec->name, "fp32") && d->chunk_bytes) {
-        size_t len = hfl_codec_fp32_frame(n, p->head);
+        size_t len = hfl_codec_frame(d->codec, n, 0, p->head);
         if (len > d->chunk_bytes) {
             p->len = len, p->view = (const uint8_t *)c->global;
             downlink_digests(d, p);

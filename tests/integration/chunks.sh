@@ -11,7 +11,10 @@
 # upload going on at the 3rd chunk over a fresh connection; a fourth run flips a
 # byte of every client's 5th chunk of its first download
 # (HFL_TEST_FETCH_CORRUPT=5): the client refuses it by its digest, pulls the
-# task again and downloads it once more. All five must end with the
+# task again and downloads it once more; a sixth run takes chunks of 65,538
+# bytes, which cut fp32 values in two (12 + 65,526 bytes hold 16,381.5 of
+# them), so the client's decoding as chunks come carries half a value from
+# one chunk to the next. All six must end with the
 # same final_model_sha256; in the chunked runs every participant's bytes_down
 # must be the whole run's plus at least 13 fetch replies' headers (the whole
 # run's under the weights plus 2 KiB: they rode in the task), and in the third
@@ -35,11 +38,13 @@ PY
 }
 variant whole 0
 variant chunked 65536
+variant odd 65538
 "$sim" "$tmp/whole.json" --out "$tmp/whole" --quiet
 "$sim" "$tmp/chunked.json" --out "$tmp/chunked" --quiet
 HFL_TEST_FETCH_CUT=3 "$sim" "$tmp/chunked.json" --out "$tmp/cut" --quiet
 HFL_TEST_FETCH_CORRUPT=5 "$sim" "$tmp/chunked.json" --out "$tmp/corrupt" --quiet
 HFL_TEST_PUT_CUT=2 "$sim" "$tmp/chunked.json" --out "$tmp/putcut" --quiet
+"$sim" "$tmp/odd.json" --out "$tmp/odd" --quiet
 python3 - "$tmp" <<'PY'
 import glob, json, sys
 tmp = sys.argv[1]
@@ -48,9 +53,12 @@ def check(ok, what):
     global fails
     print(("ok   " if ok else "FAIL ") + what)
     fails += not ok
-rep = {d: json.load(open(f"{tmp}/{d}/report.json")) for d in ("whole", "chunked", "cut", "corrupt", "putcut")}
+rep = {d: json.load(open(f"{tmp}/{d}/report.json")) for d in ("whole", "chunked", "cut", "corrupt", "putcut", "odd")}
 h = {d: r["final_model_sha256"] for d, r in rep.items()}
-check(len(set(h.values())) == 1, f"the same model whole, chunked, resumed, re-downloaded and re-uploaded: {h}")
+check(len(set(h.values())) == 1,
+      f"the same model whole, chunked, resumed, re-downloaded, re-uploaded and in chunks that cut values: {h}")
+check(all(p.get("status") == "ok" for rd in rep["odd"]["rounds"] for p in rd["participants"]),
+      "odd chunks: every client trained every round")
 weights = 12 + 199210 * 4
 down = {d: [sorted(p["bytes_down"] for p in rd["participants"]) for rd in r["rounds"]] for d, r in rep.items()}
 check(all(len(x) == 3 and weights <= min(x) and max(x) < weights + 2048 for x in down["whole"]),
