@@ -419,12 +419,12 @@ static int do_task(client_session *ss, const client_task *task, const float *wei
         else if (s->metrics) client_metrics_sent(s, 0, 0, 1);
         return 0;
     }
+    if (!task->secagg && p->round == task->round && p->version == version && p->bytes) {
+        if (!o->quiet) printf("%s: round %d: sending the update already made for it\n", o->name, task->round);
+        return send_update(ss, task->codec->name, err) < 0 ? -1 : 0; /* no training: no re-plan */
+    }
     if (client_replan_round(ss, task->round, err) != 0) return -1; /* the budget it has now */
     if (task->secagg) return do_secagg_task(ss, task, weights, version, err);
-    if (p->round == task->round && p->version == version && p->bytes) {
-        if (!o->quiet) printf("%s: round %d: sending the update already made for it\n", o->name, task->round);
-        return send_update(ss, task->codec->name, err) < 0 ? -1 : 0;
-    }
     size_t ulen;
     double loss, secs;
     int measured_before = s->budget.measured_peak != 0;

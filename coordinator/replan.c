@@ -15,9 +15,12 @@
  * predicted peak moved: that figure includes the overhead learned from the
  * client's measured steps, so it changes with each record, and with the
  * machine, while the choice does not. A client that left keeps its record
- * as it was. At most COORD_MAX_REPLANS entries
- * are kept (a client cannot grow the report without bound); later ones are
- * counted in replans_dropped. The entries are not in the state directory: a
+ * as it was. A plan_round past the open round (or before round 1) is
+ * refused in one line: the report would list a re-plan in a round that
+ * never was. At most COORD_MAX_REPLANS entries are kept, each with its
+ * event (a client alternating between two plans cannot grow the report or
+ * the event log without bound); later ones are counted in
+ * replans_dropped. The entries are not in the state directory: a
  * restarted coordinator keeps the plans (the hello is persisted) and starts
  * the list afresh. */
 #include <stdio.h>
@@ -52,9 +55,12 @@ static void replan_say(const cJSON *plan, char *out, size_t cap) {
              cJSON_IsString(k) ? k->valuestring : "?");
 }
 
-void replan_take(coord *c, int id, const cJSON *plan, int64_t plan_round) {
+int replan_take(coord *c, int id, const cJSON *plan, int64_t plan_round, char *err) {
     coord_client *cl = &c->clients[id];
-    if (cl->left[0] || !cl->hello) return;
+    if (plan_round != 0 && (plan_round < 1 || plan_round > c->r.round))
+        return hfl_errf(err, "pull: plan_round %lld is not a round of this run so far (1 to %d)", (long long)plan_round,
+                        c->r.round);
+    if (cl->left[0] || !cl->hello) return 0;
     const cJSON *old = cJSON_GetObjectItemCaseSensitive(cl->hello, "plan");
     cJSON *old_choice = old ? replan_pick(old, REPLAN_CONFIG) : NULL, *new_choice = replan_pick(plan, REPLAN_CONFIG);
     int same = old_choice && cJSON_Compare(old_choice, new_choice, 1);
@@ -62,7 +68,7 @@ void replan_take(coord *c, int id, const cJSON *plan, int64_t plan_round) {
     cJSON_Delete(new_choice);
     if (same) { /* the same choice (a pull sent again, a breach's re-plan that chose it again): kept, not listed */
         cJSON_ReplaceItemInObjectCaseSensitive(cl->hello, "plan", cJSON_Duplicate(plan, 1));
-        return;
+        return 0;
     }
     cJSON *entry = cJSON_CreateObject();
     cJSON_AddNumberToObject(entry, "round", plan_round > 0 ? (double)plan_round : c->r.round);
@@ -81,15 +87,19 @@ void replan_take(coord *c, int id, const cJSON *plan, int64_t plan_round) {
         printf("coordinator: %s re-planned at round %lld: %s -> %s%s\n", cl->name,
                plan_round > 0 ? (long long)plan_round : (long long)c->r.round, was, now, bud);
     }
-    cJSON *ev = cJSON_Duplicate(entry, 1);
-    cJSON_AddStringToObject(ev, "event", "client_replanned");
-    events_log(c, ev);
     if (!c->replans) c->replans = cJSON_CreateArray();
-    if (cJSON_GetArraySize(c->replans) < COORD_MAX_REPLANS) cJSON_AddItemToArray(c->replans, entry);
-    else c->replans_dropped++, cJSON_Delete(entry);
+    if (cJSON_GetArraySize(c->replans) < COORD_MAX_REPLANS) {
+        cJSON *ev = cJSON_Duplicate(entry, 1);
+        cJSON_AddStringToObject(ev, "event", "client_replanned");
+        events_log(c, ev);
+        cJSON_AddItemToArray(c->replans, entry);
+    } else {
+        c->replans_dropped++, cJSON_Delete(entry);
+    }
     cJSON_DeleteItemFromObjectCaseSensitive(cl->hello, "plan");
     cJSON_AddItemToObject(cl->hello, "plan", cJSON_Duplicate(plan, 1));
     cl->has_plan = 1;
+    return 0;
 }
 
 cJSON *replan_report(const coord *c) {
