@@ -37,12 +37,19 @@ const char *spool_dir(const coord *c) {
     return c->cfg.spool_dir[0] ? c->cfg.spool_dir : c->cfg.state_dir[0] ? c->cfg.state_dir : tmp && tmp[0] ? tmp : "/tmp";
 }
 
-int spool_check_dir(const coord *c, char *err) {
+/* A new file in the spool directory, unlinked at once (nothing is left
+ * behind however the coordinator ends); -1 with errno. */
+static int spool_file(const coord *c) {
     char path[1100];
     snprintf(path, sizeof path, "%s/hfl-spool-XXXXXX", spool_dir(c));
     int fd = mkostemp(path, O_CLOEXEC);
+    if (fd >= 0) unlink(path);
+    return fd;
+}
+
+int spool_check_dir(const coord *c, char *err) {
+    int fd = spool_file(c);
     if (fd < 0) return hfl_errf(err, "--spool-dir %s: cannot make a file there: %s", spool_dir(c), strerror(errno));
-    unlink(path);
     close(fd);
     return 0;
 }
@@ -53,14 +60,11 @@ void spool_sweep(coord *c) {
 }
 
 struct coord_spool *spool_open(const coord *c, int64_t round, size_t len, const char *sha, char *err) {
-    char path[1100];
-    snprintf(path, sizeof path, "%s/hfl-spool-XXXXXX", spool_dir(c));
-    int fd = mkostemp(path, O_CLOEXEC);
+    int fd = spool_file(c);
     if (fd < 0) {
         hfl_errf(err, "cannot make a spool file in %s: %s", spool_dir(c), strerror(errno));
         return NULL;
     }
-    unlink(path);
     int rc = posix_fallocate(fd, 0, (off_t)len);
     if (rc != 0) {
         close(fd);
