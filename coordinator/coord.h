@@ -386,11 +386,10 @@ cJSON *registry_report(const coord *c);
 double registry_overhead_estimate(const coord *c, const char *device);
 
 /* replan.c: a client's new plan from its pull (re-planned at plan_round, 0:
- * not said) replaces the one on its record and is logged; the log for the
- * report. -1 with err, nothing taken, for a plan_round that is not a round
- * of the run so far. */
+ * not said, or past the open round: the open round) replaces the one on
+ * its record and is logged; the log for the report. */
 #define COORD_MAX_REPLANS 1024
-int replan_take(coord *c, int id, const cJSON *plan, int64_t plan_round, char *err);
+void replan_take(coord *c, int id, const cJSON *plan, int64_t plan_round);
 cJSON *replan_report(const coord *c);
 
 /* Bounded trust defaults: the adaptive clip's start (a quickstart update's

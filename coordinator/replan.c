@@ -15,9 +15,11 @@
  * predicted peak moved: that figure includes the overhead learned from the
  * client's measured steps, so it changes with each record, and with the
  * machine, while the choice does not. A client that left keeps its record
- * as it was. A plan_round past the open round (or before round 1) is
- * refused in one line: the report would list a re-plan in a round that
- * never was. At most COORD_MAX_REPLANS entries are kept, each with its
+ * as it was. A plan_round past the open round (the client re-planned in a
+ * round this coordinator, restarted from an older state, has not opened
+ * again yet) is listed as the open round's: the report names no round that
+ * never was, and the client, whose hello already carried the plan, goes
+ * on. At most COORD_MAX_REPLANS entries are kept, each with its
  * event (a client alternating between two plans cannot grow the report or
  * the event log without bound); later ones are counted in
  * replans_dropped. The entries are not in the state directory: a
@@ -55,12 +57,10 @@ static void replan_say(const cJSON *plan, char *out, size_t cap) {
              cJSON_IsString(k) ? k->valuestring : "?");
 }
 
-int replan_take(coord *c, int id, const cJSON *plan, int64_t plan_round, char *err) {
+void replan_take(coord *c, int id, const cJSON *plan, int64_t plan_round) {
     coord_client *cl = &c->clients[id];
-    if (plan_round != 0 && (plan_round < 1 || plan_round > c->r.round))
-        return hfl_errf(err, "pull: plan_round %lld is not a round of this run so far (1 to %d)", (long long)plan_round,
-                        c->r.round);
-    if (cl->left[0] || !cl->hello) return 0;
+    if (plan_round > c->r.round) plan_round = 0; /* the open round's (above) */
+    if (cl->left[0] || !cl->hello) return;
     const cJSON *old = cJSON_GetObjectItemCaseSensitive(cl->hello, "plan");
     cJSON *old_choice = old ? replan_pick(old, REPLAN_CONFIG) : NULL, *new_choice = replan_pick(plan, REPLAN_CONFIG);
     int same = old_choice && cJSON_Compare(old_choice, new_choice, 1);
@@ -68,7 +68,7 @@ int replan_take(coord *c, int id, const cJSON *plan, int64_t plan_round, char *e
     cJSON_Delete(new_choice);
     if (same) { /* the same choice (a pull sent again, a breach's re-plan that chose it again): kept, not listed */
         cJSON_ReplaceItemInObjectCaseSensitive(cl->hello, "plan", cJSON_Duplicate(plan, 1));
-        return 0;
+        return;
     }
     cJSON *entry = cJSON_CreateObject();
     cJSON_AddNumberToObject(entry, "round", plan_round > 0 ? (double)plan_round : c->r.round);
@@ -99,7 +99,6 @@ int replan_take(coord *c, int id, const cJSON *plan, int64_t plan_round, char *e
     cJSON_DeleteItemFromObjectCaseSensitive(cl->hello, "plan");
     cJSON_AddItemToObject(cl->hello, "plan", cJSON_Duplicate(plan, 1));
     cl->has_plan = 1;
-    return 0;
 }
 
 cJSON *replan_report(const coord *c) {

@@ -171,7 +171,7 @@ static uint8_t *server_handle(coord_server *s, coord *c, const uint8_t *buf, siz
             hfl_pull_msg p = {0}; /* absent: it holds no version, and will not wait */
             int rc = hfl_wire_decode(&hfl_wire_pull, m.meta, &p, err);
             int64_t have = p.has_have_version ? p.have_version : -1, hold = p.hold_ms;
-            if (rc == 0 && p.has_plan) rc = replan_take(c, (int)id, p.plan, p.has_plan_round ? p.plan_round : 0, err);
+            if (rc == 0 && p.has_plan) replan_take(c, (int)id, p.plan, p.has_plan_round ? p.plan_round : 0);
             if (rc != 0) {
                 c->rejected++;
                 out = coord_error_reply(err, len);
