@@ -55,6 +55,7 @@ int client_task_weights(const uint8_t *payload, size_t plen, const hfl_task_msg 
     if (weights_target(tm, s, &into, &n, err) != 0) return -1;
     if (!strcmp(tm->weights, "full")) {
         if (hfl_codec_validate(dc, payload, plen, n, &block, err) != 0) return -1;
+        s->held_version = -1; /* until the decode below is done */
         memset(into, 0, n * sizeof(float));
     }
     if (hfl_codec_decode_accumulate(dc, payload, plen, n, 1.0f, into, 1, err) != 0) return -1;
@@ -62,21 +63,26 @@ int client_task_weights(const uint8_t *payload, size_t plen, const hfl_task_msg 
     return 0;
 }
 
-/* HFL_TEST_FETCH_CORRUPT=K: the K-th chunk of the first download arrives
- * with one byte flipped (the digest test). */
-static void fetch_test_corrupt(uint8_t *chunk, int k) {
+/* HFL_TEST_FETCH_CORRUPT=K or D:K: the K-th chunk of the first download
+ * (of the D-th: downloads counted from 1 over the process) arrives with
+ * one byte flipped (the digest tests). */
+static void fetch_test_corrupt(uint8_t *chunk, int download, int k) {
     static int done;
     const char *want = getenv("HFL_TEST_FETCH_CORRUPT");
-    if (done || !want || atoi(want) != k) return;
+    if (done || !want) return;
+    const char *colon = strchr(want, ':');
+    int d = colon ? atoi(want) : 1, chunk_no = atoi(colon ? colon + 1 : want);
+    if (d != download || chunk_no != k) return;
     done = 1;
     chunk[0] ^= 0x40;
 }
 
 /* One chunk at `at` into buf (m bytes), checked against its digest: 0; 1
  * when the request failed (the connection: try again); -1 with err
- * otherwise. k: the chunk's number in this download, from 1. */
-static int fetch_chunk(client_session *ss, const hfl_task_msg *tm, size_t at, size_t m, uint8_t *buf, int k,
-                       char *err) {
+ * otherwise. k: the chunk's number in this download, from 1; download:
+ * this download's number in the process, from 1. */
+static int fetch_chunk(client_session *ss, const hfl_task_msg *tm, size_t at, size_t m, uint8_t *buf, int download,
+                       int k, char *err) {
     hfl_fetch_msg f = {.round = tm->round, .version = tm->version, .base_version = tm->base_version,
                        .offset = (int64_t)at};
     cJSON *meta = client_request_meta(ss->s, &hfl_wire_fetch, &f);
@@ -96,7 +102,7 @@ static int fetch_chunk(client_session *ss, const hfl_task_msg *tm, size_t at, si
                       (long long)got.offset);
     } else {
         memcpy(buf, rep.payload, m);
-        fetch_test_corrupt(buf, k);
+        fetch_test_corrupt(buf, download, k);
         hfl_sha256_hex(buf, m, hex);
         if (strcmp(hex, want->sha256) != 0) rc = hfl_errf(err, "fetch at byte %zu: the chunk does not match its digest", at);
     }
@@ -172,7 +178,10 @@ int client_fetch_weights(client_session *ss, const hfl_task_msg *tm, int *versio
                         "digests, or not in a downlink codec (fp32, fp16, bf16)", d.dc->name, d.total, most);
     }
     d.es = (most - HFL_CODEC_HEADER_BYTES) / (d.n ? d.n : 1);
-    uint8_t *buf = hfl_malloc(chunk), *run = hfl_malloc(HFL_CODEC_HEADER_BYTES + chunk + d.es);
+    size_t most_chunk = chunk < d.total ? chunk : d.total; /* the task may name a chunk larger than it all */
+    uint8_t *buf = hfl_malloc(most_chunk), *run = hfl_malloc(HFL_CODEC_HEADER_BYTES + most_chunk + d.es);
+    static int downloads; /* in this process, for HFL_TEST_FETCH_CORRUPT */
+    downloads++;
     d.run = run;
     mbedtls_sha256_context whole;
     mbedtls_sha256_init(&whole);
@@ -180,7 +189,7 @@ int client_fetch_weights(client_session *ss, const hfl_task_msg *tm, int *versio
     int tries = 0, got = 0, rc = 0, full = !strcmp(tm->weights, "full");
     for (size_t at = 0; at < d.total && rc == 0;) {
         size_t m = d.total - at < chunk ? d.total - at : chunk;
-        rc = fetch_chunk(ss, tm, at, m, buf, got + 1, err);
+        rc = fetch_chunk(ss, tm, at, m, buf, downloads, got + 1, err);
         if (rc == 1 && ++tries < CLIENT_FETCH_TRIES) {
             rc = 0;
             hfl_sleep_ms(50 << tries);

@@ -15,7 +15,16 @@
 # bytes, which cut fp32 values in two (12 + 65,526 bytes hold 16,381.5 of
 # them), so the client's decoding as chunks come carries half a value from
 # one chunk to the next. All six must end with the
-# same final_model_sha256; in the chunked runs every participant's bytes_down
+# same final_model_sha256. Deltas: three runs of 3 rounds with fp16 deltas
+# down (downlink_delta), whole (398 KB ride in the task), in 4,097-byte
+# chunks (98 a task, cutting fp16 values in two) with the same final hash,
+# and the chunked one with every client's 2nd chunk of its 2nd download (a
+# delta, decoded into the weights it holds) flipped
+# (HFL_TEST_FETCH_CORRUPT=2:2): the client refuses the chunk after its 1st
+# was decoded, so its weights are between two versions and it must say it
+# holds none: the re-download is full, not a delta (a delta against the
+# half-updated weights would train on wrong ones); so round 2 counts 3
+# delta tasks and 2 downloads a client, and the run completes; in the chunked runs every participant's bytes_down
 # must be the whole run's plus at least 13 fetch replies' headers (the whole
 # run's under the weights plus 2 KiB: they rode in the task), and in the third
 # every client must have said it dropped the connection and dialled again. Skips (77) without Fashion-MNIST. Usage: chunks.sh HFL_SIM SCENARIOS_DIR
@@ -27,24 +36,30 @@ fi
 tmp=$(mktemp -d /tmp/hfl-test-chunks-XXXXXX)
 [ -n "${HFL_KEEP_TMP:-}" ] || trap 'rm -rf "$tmp"' EXIT
 
-variant() { # NAME CHUNK_BYTES (0: the default)
-  python3 - "$dir/quickstart.json" "$tmp/$1.json" "$2" <<'PY'
+variant() { # NAME CHUNK_BYTES (0: the default) [delta: fp16 deltas down, 3 rounds]
+  python3 - "$dir/quickstart.json" "$tmp/$1.json" "$2" "${3:-}" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 s.update({"clients": 3, "clients_per_round": 3, "rounds": 2})
 if int(sys.argv[3]): s["chunk_bytes"] = int(sys.argv[3])
+if sys.argv[4]: s.update({"rounds": 3, "downlink": "fp16", "downlink_delta": True})
 json.dump(s, open(sys.argv[2], "w"))
 PY
 }
 variant whole 0
 variant chunked 65536
 variant odd 65538
+variant delta 0 delta
+variant deltac 4097 delta
 "$sim" "$tmp/whole.json" --out "$tmp/whole" --quiet
 "$sim" "$tmp/chunked.json" --out "$tmp/chunked" --quiet
 HFL_TEST_FETCH_CUT=3 "$sim" "$tmp/chunked.json" --out "$tmp/cut" --quiet
 HFL_TEST_FETCH_CORRUPT=5 "$sim" "$tmp/chunked.json" --out "$tmp/corrupt" --quiet
 HFL_TEST_PUT_CUT=2 "$sim" "$tmp/chunked.json" --out "$tmp/putcut" --quiet
 "$sim" "$tmp/odd.json" --out "$tmp/odd" --quiet
+"$sim" "$tmp/delta.json" --out "$tmp/delta" --quiet
+"$sim" "$tmp/deltac.json" --out "$tmp/deltac" --quiet
+HFL_TEST_FETCH_CORRUPT=2:2 "$sim" "$tmp/deltac.json" --out "$tmp/deltax" --quiet
 python3 - "$tmp" <<'PY'
 import glob, json, sys
 tmp = sys.argv[1]
@@ -59,6 +74,19 @@ check(len(set(h.values())) == 1,
       f"the same model whole, chunked, resumed, re-downloaded, re-uploaded and in chunks that cut values: {h}")
 check(all(p.get("status") == "ok" for rd in rep["odd"]["rounds"] for p in rd["participants"]),
       "odd chunks: every client trained every round")
+drep = {d: json.load(open(f"{tmp}/{d}/report.json")) for d in ("delta", "deltac", "deltax")}
+check(drep["delta"]["final_model_sha256"] == drep["deltac"]["final_model_sha256"],
+      "fp16 deltas whole and in 4,097-byte chunks: the same model (%s, %s)" %
+      (drep["delta"]["final_model_sha256"][:8], drep["deltac"]["final_model_sha256"][:8]))
+r2 = {d: r["rounds"][1] for d, r in drep.items()}
+check(all(r2[d].get("tasks_delta") == 3 for d in r2), "round 2 sent 3 deltas in each run: %s" %
+      {d: r2[d].get("tasks_delta") for d in r2})
+check([p.get("downloads") for p in r2["deltac"]["participants"]] == [1, 1, 1] and
+      [p.get("downloads") for p in r2["deltax"]["participants"]] == [2, 2, 2],
+      "the corrupted delta was downloaded again, whole: %s" % [p.get("downloads") for p in r2["deltax"]["participants"]])
+check(drep["deltax"].get("complete") is True and all(p.get("status") == "ok" for rd in drep["deltax"]["rounds"]
+                                                     for p in rd["participants"]),
+      "the corrupted run completed, every client trained every round")
 weights = 12 + 199210 * 4
 down = {d: [sorted(p["bytes_down"] for p in rd["participants"]) for rd in r["rounds"]] for d, r in rep.items()}
 check(all(len(x) == 3 and weights <= min(x) and max(x) < weights + 2048 for x in down["whole"]),
