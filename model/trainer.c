@@ -184,6 +184,11 @@ hfl_trainer *hfl_trainer_create_plan(const hfl_model_spec *spec, const hfl_backe
                       "(hfl_plan_config_for_backend)", be->name);
         return NULL;
     }
+    if (!be->host_memory && plan->params < 0) {
+        hfl_errf(err, "trainer: the %s backend cannot read borrowed host weights (planner.h, BORROWED WEIGHTS)",
+                 be->name);
+        return NULL;
+    }
     void *arena = be->try_alloc(plan->arena_bytes, err);
     if (!arena) return NULL;
     hfl_trainer *t = hfl_calloc(1, sizeof *t);
@@ -264,6 +269,10 @@ void hfl_trainer_set_params(hfl_trainer *t, const float *host_params) {
 }
 
 void hfl_trainer_get_trainable(const hfl_trainer *t, float *host_trainable) {
+    if (!t->master) { /* borrowing, and never given weights */
+        fprintf(stderr, "hfl: trainer: weights asked before any were set\n");
+        return;
+    }
     t->be->download(host_trainable, t->master, t->spec.n_trainable * sizeof(float));
 }
 

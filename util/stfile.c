@@ -204,7 +204,7 @@ static int read_at(int fd, void *dst, size_t n, uint64_t off, const char *what, 
 
 int hfl_st_open(const char *path, hfl_st_file *f, char *err) {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block us: refused below */
     if (fd < 0) return hfl_errf(err, "cannot open %s: %s", path, strerror(errno));
     struct stat st;
     uint8_t first[8];
