@@ -136,7 +136,7 @@ static void cal_issue(const hfl_backend *be, cal_bufs *b, const cal_call *c) {
     switch (c->kind) {
     case HFL_OPK_GEMM:
         be->gemm(t, 0, c->ta, c->tb, c->m, c->n, c->k, 1.0f, x, c->ta ? c->m : c->k, y, c->tb ? c->k : c->n, 0.0f, z,
-                 c->n, NULL, HFL_BIAS_NONE, b->ws);
+                 c->n, NULL, HFL_BIAS_NONE, be->host_memory ? b->ws : NULL); /* a device's: the library's */
         break;
     case HFL_OPK_COPY: be->copy(y, x, n * 4); break;
     case HFL_OPK_UPLOAD: be->upload(y, b->host, n * 4); break;

@@ -147,6 +147,43 @@ static int same_tables(const hfl_op_cost_table *a, const hfl_op_cost_table *b) {
     return ok;
 }
 
+/* The chooser takes its samples/s from the costs, for a run batch of 16:
+ * 8 x 2 accumulated costs 282.7972 us as above; 16 x 1 pays the same 8
+ * GEMM calls (8 us) and 9 other calls (18 us), twice the FLOPs
+ * (14.0672 us), and the work of 16 rows plus the parameters once:
+ * 2 x (3,280 + 2 x 3,200 + 80) + 199,210 = 218,730 (218.73 us), 258.7972
+ * us in all. Without costs its FLOP model, and it says which. */
+static void test_chooser_uses_costs(void) {
+    char err[HFL_ERR_LEN];
+    hfl_model_spec spec;
+    if (!CHECK_MSG(hfl_model_resolve("mlp", &spec, err) == 0, "%s", err)) return;
+    hfl_op_costs costs;
+    fake_costs(&costs);
+    hfl_chooser_input in = {.be = hfl_backend_cpu(), .budget = UINT64_MAX / 4, .gflops = {100, 100, 100},
+                            .op_costs = &costs, .precisions = 1u << HFL_PREC_FP32,
+                            .opt_state = HFL_OPT_MOMENTUM, .max_batch = 512, .prefer_batch = 16};
+    hfl_choice *ch = hfl_malloc(sizeof *ch);
+    if (CHECK_MSG(hfl_choose(&spec, &in, ch, err) == 0, "%s", err)) {
+        CHECK(!strcmp(hfl_choice_speed_model(ch), "per-op"));
+        int seen = 0;
+        for (int i = 0; i < ch->n; i++) {
+            const hfl_candidate *c = &ch->rows[i];
+            if (c->ckpt != HFL_CKPT_NONE || (c->batch != 8 && c->batch != 16)) continue;
+            CHECK(c->per_op == 1 && c->step_batch == 16);
+            CHECK_CLOSE(c->samples_per_s, 16 / (c->batch == 8 ? 282.7972e-6 : 258.7972e-6), 0, 1e-12);
+            seen++;
+        }
+        CHECK(seen == 2);
+        CHECK(ch->chosen >= 0 && ch->rows[ch->chosen].batch == 16); /* the faster */
+    }
+    in.op_costs = NULL;
+    if (CHECK_MSG(hfl_choose(&spec, &in, ch, err) == 0, "%s", err)) {
+        CHECK(!strcmp(hfl_choice_speed_model(ch), "flops"));
+        CHECK(ch->n > 0 && ch->rows[0].per_op == 0);
+    }
+    free(ch);
+}
+
 static void test_json(void) {
     hfl_op_costs a, b;
     char err[HFL_ERR_LEN];
@@ -203,6 +240,7 @@ static void test_calibration_kept(void) {
 static const check_case cases[] = {
     {"counts_match_profile", test_counts_match_profile},
     {"cost_sum_by_hand", test_cost_sum_by_hand},
+    {"chooser_uses_costs", test_chooser_uses_costs},
     {"json", test_json},
     {"calibration_kept", test_calibration_kept},
 };
