@@ -275,7 +275,7 @@ int hfl_choose(const hfl_model_spec *spec, const hfl_chooser_input *in, hfl_choi
             const hfl_plan *p = c->ckpt == HFL_CKPT_NONE ? none : plan;
             c->arena = p->arena_bytes;
             c->predicted = p->arena_bytes + extra;
-            double step_s = hfl_step_time_s(in->op_costs, spec, p, c->step_batch, p->anchor >= 0);
+            double step_s = hfl_step_time_s(in->op_costs, p, c->step_batch, p->anchor >= 0);
             double flops = 3.0 * fwd * batch + p->ckpt.recompute;
             c->per_op = step_s > 0;
             if (c->per_op) c->samples_per_s = c->step_batch / step_s;

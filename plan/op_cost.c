@@ -65,12 +65,11 @@ static void sum_op(void *ctx, const hfl_step_op *op) {
     s->s += hfl_op_cost_s(s->c, op);
 }
 
-double hfl_step_time_s(const hfl_op_costs *costs, const hfl_model_spec *spec, const hfl_plan *plan,
-                       int step_batch, int opt_prox) {
+double hfl_step_time_s(const hfl_op_costs *costs, const hfl_plan *plan, int step_batch, int opt_prox) {
     hfl_precision p = plan->cfg.precision;
     if (!costs || !(costs->precisions & (1u << p))) return 0;
     step_sum s = {&costs->p[p], 0};
-    hfl_step_ops(spec, plan, step_batch, opt_prox, sum_op, &s);
+    hfl_step_ops(plan, step_batch, opt_prox, sum_op, &s);
     return s.s;
 }
 

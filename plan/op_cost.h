@@ -46,8 +46,7 @@ double hfl_op_cost_s(const hfl_op_cost_table *c, const hfl_step_op *op);
 /* Seconds for one optimizer step of step_batch rows of plan (as
  * hfl_step_ops walks it), or 0 when costs has no table for the plan's
  * precision. */
-double hfl_step_time_s(const hfl_op_costs *costs, const hfl_model_spec *spec, const hfl_plan *plan,
-                       int step_batch, int opt_prox);
+double hfl_step_time_s(const hfl_op_costs *costs, const hfl_plan *plan, int step_batch, int opt_prox);
 
 /* Times every op kind on be for each precision in `precisions`, in this
  * process (hfl_chooser_calibrate_ops runs it in a forked child on the CPU):

@@ -164,11 +164,17 @@ const hfl_backend *hfl_step_ops_recorder(hfl_step_op_sink sink, void *ctx) {
 /* Stands for every buffer: the recorder never reads or writes through it. */
 static char any_buffer[64];
 
-/* run_ops of model/trainer.c over ops [0, optimizer_op) for n rows (a frozen
- * layer without adapters writes no parameter gradients: layer_grads). */
-static void record_micro(const hfl_model_spec *s, const hfl_plan *plan, int n, int accumulate) {
+/* hfl_trainer_stage's prefetches on a device, then run_ops of
+ * model/trainer.c over ops [0, optimizer_op) for n rows (a frozen layer
+ * without adapters writes no parameter gradients: layer_grads). */
+static void record_micro(const hfl_plan *plan, int n, int accumulate) {
+    const hfl_model_spec *s = &plan->spec;
     hfl_precision prec = plan->cfg.precision;
     void *b = any_buffer;
+    if (plan->cfg.prefetch) { /* hfl_trainer_stage on a device: inputs, then labels */
+        record_be.prefetch(b, b, (size_t)n * s->in_dim * hfl_precision_bytes(prec), 0);
+        record_be.prefetch(b, b, (size_t)n * s->label_rows * sizeof(int32_t), 0);
+    }
     for (int i = 0; i < plan->optimizer_op; i++) {
         const hfl_plan_op *op = &plan->ops[i];
         const hfl_layer *ly = op->layer >= 0 ? &s->layers[op->layer] : NULL;
@@ -185,13 +191,13 @@ static void record_micro(const hfl_model_spec *s, const hfl_plan *plan, int n, i
     }
 }
 
-void hfl_step_ops(const hfl_model_spec *spec, const hfl_plan *plan, int step_batch, int opt_prox,
-                  hfl_step_op_sink sink, void *ctx) {
+void hfl_step_ops(const hfl_plan *plan, int step_batch, int opt_prox, hfl_step_op_sink sink, void *ctx) {
+    const hfl_model_spec *spec = &plan->spec;
     hfl_step_ops_recorder(sink, ctx);
     int batch = plan->cfg.batch, rows = step_batch;
     for (int first = 1; rows > 0; first = 0) {
         int n = rows < batch ? rows : batch;
-        record_micro(spec, plan, n, !first);
+        record_micro(plan, n, !first);
         rows -= n;
     }
     /* finish_grads and hfl_trainer_apply */

@@ -46,10 +46,12 @@ typedef void (*hfl_step_op_sink)(void *ctx, const hfl_step_op *op);
 /* Every op of one optimizer step of step_batch rows of plan (micro-batches
  * of the plan's batch, the last one short, when step_batch is larger; one
  * micro-batch of step_batch rows when it is not larger), in the order the
- * trainer issues them, to sink. opt_prox: FedProx's proximal gradient runs
- * (a plan with an anchor and mu != 0). */
-void hfl_step_ops(const hfl_model_spec *spec, const hfl_plan *plan, int step_batch, int opt_prox,
-                  hfl_step_op_sink sink, void *ctx);
+ * trainer issues them, to sink: on a device plan (cfg.prefetch) each
+ * micro-batch's staging first (hfl_trainer_stage: the inputs' and labels'
+ * prefetch), then its forward, loss and backward (the layers as
+ * plan->spec has them: its conv chunks), then the optimizer's. opt_prox:
+ * FedProx's proximal gradient runs (a plan with an anchor and mu != 0). */
+void hfl_step_ops(const hfl_plan *plan, int step_batch, int opt_prox, hfl_step_op_sink sink, void *ctx);
 
 /* The recording table itself, for the calibration to size its timed calls:
  * while recording, each op called through it goes to sink. */
