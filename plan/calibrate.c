@@ -146,12 +146,16 @@ int hfl_calibrate(const char *state_dir, const char *device, const hfl_backend *
     }
     int ops_new = measure_ops && (measure_ops->precisions & precisions) == precisions;
     if (measure_ops && !ops_new) memset(measure_ops, 0, sizeof *measure_ops);
-    if (ops_new) { /* as kept, to the bit (JSON numbers read back within cJSON's epsilon): this
-                      process predicts what every later one sharing the state dir will */
+    if (ops_new) { /* as kept, to the bit (cJSON prints 15 digits where they read back within its
+                      epsilon): this process predicts what every later one sharing the state dir will */
         char err[HFL_ERR_LEN];
-        cJSON *kept = hfl_op_costs_json(measure_ops);
-        hfl_op_costs_parse(kept, precisions, measure_ops, err);
+        cJSON *costs = hfl_op_costs_json(measure_ops);
+        char *text = cJSON_PrintUnformatted(costs);
+        cJSON *kept = text ? cJSON_Parse(text) : NULL;
+        if (kept) hfl_op_costs_parse(kept, precisions, measure_ops, err);
         cJSON_Delete(kept);
+        cJSON_Delete(costs);
+        free(text);
     }
     if (path[0] && (!have_rates || ops_new)) cal_store(path, device, be->name, n, gflops, ops_new ? measure_ops : NULL);
     return n;
