@@ -28,11 +28,15 @@ shift $(( $# > 3 ? 3 : $# ))
 models=("$@")
 [ ${#models[@]} -gt 0 ] || models=(mlp cnn scenarios/models/gpt-kjv.json)
 client="$build/client/hfl-client"
+# One BLAS thread, as the tests and the other CPU benchmarks here run (a
+# second thread on this 2-core host shares a core with whatever else runs)
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 tmp=$(mktemp -d /tmp/hfl-speed-predict-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 state="$tmp/state"
 mkdir -p "$state"
 echo "uptime before: $(uptime)"
+echo "OPENBLAS_NUM_THREADS=$OPENBLAS_NUM_THREADS"
 run() { "$client" --plan --precision fp32 --memory-budget 2G --state-dir "$state" "$@" --json; }
 t0=$(date +%s.%N)
 run --model "${models[0]}" --batch 8 > /dev/null
