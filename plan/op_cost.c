@@ -203,10 +203,15 @@ static void cal_sweeps(const hfl_backend *be, cal_bufs *b, const cal_call *calls
         }
 }
 
-/* Least squares of t ~ g0 + g1 flops + g2 elements in relative error, with
- * non-negative coefficients: a term fitted negative is dropped and the rest
- * refitted (a negative cost has no physical meaning). */
-static void fit_gemm(const double feat[][3], const double *t, int n, double g[3]) {
+void hfl_op_cost_fit_line(double ws, double ts, double wl, double tl, double *fixed, double *per_unit) {
+    double slope = wl > ws && tl > ts ? (tl - ts) / (wl - ws) : 0;
+    *per_unit = slope;
+    *fixed = ts - slope * ws > 0 ? ts - slope * ws : 0;
+}
+
+/* Normal equations of the relative-error least squares, solved by
+ * Gauss-Jordan elimination with partial pivoting (3 unknowns). */
+void hfl_op_cost_fit_gemm(const double feat[][3], const double *t, int n, double g[3]) {
     int use[3] = {1, 1, 1};
     for (int round = 0; round < 3; round++) {
         double a[3][4] = {{0}};
@@ -265,14 +270,11 @@ static void cal_precision(const hfl_backend *be, cal_bufs *b, hfl_op_cost_table 
         calls[n++] = (cal_call){.kind = (hfl_op_kind)k, .size = OP_COST_LARGE};
     }
     cal_sweeps(be, b, calls, n, secs);
-    fit_gemm((const double(*)[3])feat, secs, N_GEMM_TIMINGS, out->gemm);
+    hfl_op_cost_fit_gemm((const double(*)[3])feat, secs, N_GEMM_TIMINGS, out->gemm);
     for (int i = N_GEMM_TIMINGS; i < n; i += 2) {
         hfl_op_kind k = calls[i].kind;
         double ws = cal_work(b, &calls[i]), wl = cal_work(b, &calls[i + 1]);
-        double ts = secs[i], tl = secs[i + 1];
-        double slope = wl > ws && tl > ts ? (tl - ts) / (wl - ws) : 0;
-        out->per_unit[k] = slope;
-        out->fixed[k] = ts - slope * ws > 0 ? ts - slope * ws : 0;
+        hfl_op_cost_fit_line(ws, secs[i], wl, secs[i + 1], &out->fixed[k], &out->per_unit[k]);
     }
     out->fixed[HFL_OPK_PREFETCH] = out->fixed[HFL_OPK_UPLOAD];
     out->per_unit[HFL_OPK_PREFETCH] = out->per_unit[HFL_OPK_UPLOAD];

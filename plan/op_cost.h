@@ -54,6 +54,16 @@ double hfl_step_time_s(const hfl_op_costs *costs, const hfl_plan *plan, int step
  * the buffers could not be had). Some 0.1 s per precision on the CPU. */
 void hfl_op_costs_measure(const hfl_backend *be, unsigned precisions, hfl_op_costs *out);
 
+/* The calibration's fits (exposed for tests/plan/test_step_ops.c):
+ * the GEMM coefficients g by least squares of secs ~ g0 + g1 feat[i][1] +
+ * g2 feat[i][2] (feat[i][0] = 1) in relative error, with every coefficient
+ * non-negative (a term fitted negative is dropped and the rest refitted: a
+ * negative cost has no physical meaning); and an op's line through its two
+ * timings (work ws in ts seconds, wl in tl), its slope 0 when the larger
+ * call was not slower and its intercept never below 0. */
+void hfl_op_cost_fit_gemm(const double feat[][3], const double *secs, int n, double g[3]);
+void hfl_op_cost_fit_line(double ws, double ts, double wl, double tl, double *fixed, double *per_unit);
+
 /* {"fp32": {"gemm": [g0, g1, g2], "ops": {"relu_fwd": [fixed, per_unit], ...}}, ...}
  * for the precisions costed. */
 cJSON *hfl_op_costs_json(const hfl_op_costs *c);

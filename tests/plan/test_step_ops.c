@@ -195,6 +195,42 @@ static void test_chooser_uses_costs(void) {
     free(ch);
 }
 
+/* The fits on timings made from known coefficients: the GEMM fit recovers
+ * them (exact timings; the normal equations lose a few digits to the
+ * spread of the features, far from 1e-6); a term that would fit negative
+ * is dropped, the others refitted to the timings' own; the line through two
+ * timings by hand. */
+static void test_fits(void) {
+    static const int shapes[][3] = {{8, 8, 8}, {32, 32, 32}, {128, 128, 128}, {8, 512, 512},
+                                    {512, 8, 512}, {512, 512, 8}, {2048, 32, 32}, {32, 32, 2048}};
+    const int n = (int)(sizeof shapes / sizeof *shapes);
+    double feat[8][3], secs[8], g[3];
+    const double g0 = 2e-7, g1 = 1.0 / 50e9, g2 = 3e-10; /* 0.2 us a call, 50 GFLOP/s, 0.3 ns an element */
+    for (int i = 0; i < n; i++) {
+        double m = shapes[i][0], nn = shapes[i][1], k = shapes[i][2];
+        feat[i][0] = 1, feat[i][1] = 2 * m * nn * k, feat[i][2] = m * k + k * nn + m * nn;
+        secs[i] = g0 + g1 * feat[i][1] + g2 * feat[i][2];
+    }
+    hfl_op_cost_fit_gemm((const double(*)[3])feat, secs, n, g);
+    CHECK_CLOSE(g[0], g0, 0, 1e-6);
+    CHECK_CLOSE(g[1], g1, 0, 1e-6);
+    CHECK_CLOSE(g[2], g2, 0, 1e-6);
+    /* timings that shrink with the operands: g2 would be negative; dropped,
+     * and the calls and FLOPs of timings made from them alone recovered */
+    for (int i = 0; i < n; i++) secs[i] = g0 + g1 * feat[i][1];
+    secs[3] *= 0.5, secs[4] *= 0.5; /* the two most element-heavy per FLOP made faster */
+    hfl_op_cost_fit_gemm((const double(*)[3])feat, secs, n, g);
+    CHECK_MSG(g[0] >= 0 && g[1] > 0 && g[2] == 0, "g = %g %g %g", g[0], g[1], g[2]);
+    double fixed, per_unit;
+    hfl_op_cost_fit_line(4096, 10e-6, 262144, 500e-6, &fixed, &per_unit);
+    CHECK_CLOSE(per_unit, 490e-6 / 258048, 0, 1e-12);
+    CHECK_CLOSE(fixed, 10e-6 - 4096 * 490e-6 / 258048, 0, 1e-12);
+    hfl_op_cost_fit_line(4096, 10e-6, 262144, 9e-6, &fixed, &per_unit); /* not slower: no slope */
+    CHECK(per_unit == 0 && fixed == 10e-6);
+    hfl_op_cost_fit_line(4096, 1e-6, 262144, 500e-6, &fixed, &per_unit); /* the line's intercept < 0 */
+    CHECK(fixed == 0 && per_unit > 0);
+}
+
 static void test_json(void) {
     hfl_op_costs a, b;
     char err[HFL_ERR_LEN];
@@ -203,6 +239,10 @@ static void test_json(void) {
     cJSON *j = hfl_op_costs_json(&a);
     CHECK(hfl_op_costs_parse(j, 1u << HFL_PREC_FP32, &b, err) == 0);
     CHECK(b.precisions == a.precisions && same_tables(&a.p[0], &b.p[0]));
+    /* every op kind but the two GEMMs (their costs are "gemm") */
+    const cJSON *kinds = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "fp32"), "ops");
+    CHECK_MSG(cJSON_GetArraySize(kinds) == HFL_OPK_COUNT - 2, "%d op kinds kept", cJSON_GetArraySize(kinds));
+    CHECK(!cJSON_GetObjectItemCaseSensitive(kinds, "gemm") && cJSON_GetObjectItemCaseSensitive(kinds, "im2col"));
     err[0] = 0; /* bf16 asked, none there */
     CHECK(hfl_op_costs_parse(j, 1u << HFL_PREC_BF16, &b, err) == -1 && strstr(err, "bf16") && !strchr(err, '\n'));
     cJSON *ops = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "fp32"), "ops");
@@ -252,6 +292,7 @@ static const check_case cases[] = {
     {"counts_match_profile", test_counts_match_profile},
     {"cost_sum_by_hand", test_cost_sum_by_hand},
     {"chooser_uses_costs", test_chooser_uses_costs},
+    {"fits", test_fits},
     {"json", test_json},
     {"calibration_kept", test_calibration_kept},
 };
