@@ -91,6 +91,45 @@ static void test_counts_match_profile(void) {
     check_counts(&gpu_like, "cnn", 8, 8, HFL_CKPT_NONE, HFL_PREC_FP32, HFL_OPT_MOMENTUM);
 }
 
+/* The work recorded for the cnn's window ops at batch 1, by hand from its
+ * layers (model/model.c): conv1 unfolds 1 channel of 28 x 28 by 5 x 5 taps
+ * at 28 x 28 outputs (25 x 784 = 19,600), conv2 32 channels of 14 x 14 at
+ * 14 x 14 (800 x 196 = 156,800); the pools read 2 x 2 windows of 32 x 14 x
+ * 14 and 64 x 7 x 7 outputs (25,088 and 12,544). */
+typedef struct {
+    double im2col[4], pool[4];
+    int n_im2col, n_pool, other;
+} window_work;
+
+static void take_window_work(void *ctx, const hfl_step_op *op) {
+    window_work *w = ctx;
+    double *set = op->kind == HFL_OPK_IM2COL ? w->im2col : op->kind == HFL_OPK_MAXPOOL_FWD ? w->pool : NULL;
+    int *n = op->kind == HFL_OPK_IM2COL ? &w->n_im2col : &w->n_pool;
+    if (!set) return;
+    for (int i = 0; i < *n; i++)
+        if (set[i] == op->work) return;
+    if (*n < 4) set[(*n)++] = op->work;
+    else w->other++;
+}
+
+static void test_window_work(void) {
+    char err[HFL_ERR_LEN];
+    hfl_model_spec spec;
+    if (!CHECK_MSG(hfl_model_resolve("cnn", &spec, err) == 0, "%s", err)) return;
+    hfl_candidate c = {.batch = 1, .accum = 1, .step_batch = 1, .ckpt = HFL_CKPT_NONE, .ckpt_budget = SIZE_MAX};
+    hfl_plan *plan = hfl_malloc(sizeof *plan);
+    if (CHECK_MSG(hfl_candidate_plan(&spec, hfl_backend_cpu(), &c, HFL_OPT_MOMENTUM, plan, err) == 0, "%s", err)) {
+        window_work w = {0};
+        hfl_step_ops(plan, 1, 0, take_window_work, &w);
+        CHECK_MSG(w.n_im2col == 2 && w.other == 0 && ((w.im2col[0] == 19600 && w.im2col[1] == 156800) ||
+                                                      (w.im2col[0] == 156800 && w.im2col[1] == 19600)),
+                  "im2col work %g, %g (%d kinds)", w.im2col[0], w.im2col[1], w.n_im2col);
+        CHECK_MSG(w.n_pool == 2 && w.pool[0] == 25088 && w.pool[1] == 12544, "max-pool work %g, %g (%d kinds)",
+                  w.pool[0], w.pool[1], w.n_pool);
+    }
+    free(plan);
+}
+
 /* Made-up costs: a GEMM 1 us plus 1 ps per FLOP; every other op 2 us plus
  * 1 ns per element of work. */
 static void fake_costs(hfl_op_costs *c) {
@@ -290,6 +329,7 @@ static void test_calibration_kept(void) {
 
 static const check_case cases[] = {
     {"counts_match_profile", test_counts_match_profile},
+    {"window_work", test_window_work},
     {"cost_sum_by_hand", test_cost_sum_by_hand},
     {"chooser_uses_costs", test_chooser_uses_costs},
     {"fits", test_fits},
