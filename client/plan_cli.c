@@ -136,6 +136,8 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
         cJSON_AddStringToObject(root, "overhead_source", source);
         cJSON *g = cJSON_AddObjectToObject(root, "gemm_gflops");
         for (int p = HFL_PREC_FP32; p <= HFL_PREC_FP16; p++) cJSON_AddNumberToObject(g, hfl_precision_name((hfl_precision)p), gflops[p]);
+        /* which speed model predicted the candidates' samples/s (plan/chooser.h) */
+        cJSON_AddStringToObject(root, "speed_model", hfl_choice_speed_model(&ch));
         cJSON_AddNumberToObject(root, "min_budget_bytes", (double)ch.min_budget);
         hfl_device_memory_json(root, be, &cost);
         cJSON *rows = cJSON_AddArrayToObject(root, "candidates");
@@ -153,6 +155,7 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
                                     (double)hfl_overhead_staging(be->host_memory, c->batch, spec.in_dim, spec.label_rows));
             cJSON_AddNumberToObject(r, "predicted_peak_bytes", (double)c->predicted);
             cJSON_AddNumberToObject(r, "predicted_samples_per_s", c->samples_per_s);
+            cJSON_AddStringToObject(r, "speed_model", c->per_op ? "per-op" : "flops");
             if (o->verify) cJSON_AddNumberToObject(r, "measured_peak_bytes", (double)measured[i]);
             else cJSON_AddNullToObject(r, "measured_peak_bytes");
             cJSON_AddBoolToObject(r, "fits", c->fits);
@@ -165,8 +168,9 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
         cJSON_Delete(root);
     } else {
         printf("model %s (%zu params) on %s (%s backend): budget %.1f MiB, headroom %.0f%%, %d overhead records, "
-               "GEMM GFLOP/s fp32 %.1f bf16 %.1f fp16 %.1f\n",
-               spec.name, spec.n_params, dev->name, be->name, rq.budget.planned / 1048576.0, 100 * rq.budget.headroom, n_records, gflops[HFL_PREC_FP32], gflops[HFL_PREC_BF16], gflops[HFL_PREC_FP16]);
+               "GEMM GFLOP/s fp32 %.1f bf16 %.1f fp16 %.1f, speed model %s\n",
+               spec.name, spec.n_params, dev->name, be->name, rq.budget.planned / 1048576.0, 100 * rq.budget.headroom, n_records, gflops[HFL_PREC_FP32], gflops[HFL_PREC_BF16], gflops[HFL_PREC_FP16],
+               hfl_choice_speed_model(&ch));
         hfl_device_memory_say("hfl-client", be, &cost);
         if (o->batch)
             printf("run batch %d: %s\n", o->batch,

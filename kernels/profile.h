@@ -30,6 +30,23 @@
 
 #define HFL_PROFILE_MAX_OPS 48 /* op names: backend.h's and lm.h's device ops */
 
+/* The ops counted, in table order (plan/step_ops.h lists a step's by the
+ * same kinds, so its counts compare with a profile's by name). */
+typedef enum {
+    HFL_OPK_COPY, HFL_OPK_UPLOAD, HFL_OPK_DOWNLOAD, HFL_OPK_PREFETCH,
+    HFL_OPK_GEMM, HFL_OPK_GEMM_STRIDED, HFL_OPK_BIAS_GRAD, HFL_OPK_RELU_FWD, HFL_OPK_RELU_BWD,
+    HFL_OPK_SOFTMAX_XENT, HFL_OPK_SGD_STEP, HFL_OPK_ADAMW_STEP, HFL_OPK_PROX_GRAD, HFL_OPK_FILL,
+    HFL_OPK_CONVERT, HFL_OPK_IM2COL, HFL_OPK_COL2IM, HFL_OPK_MAXPOOL_FWD, HFL_OPK_MAXPOOL_BWD,
+    HFL_OPK_CHANNEL_BIAS_GRAD, HFL_OPK_UNSCALE_GRADS, HFL_OPK_SCALER_UPDATE,
+    HFL_OPK_EMBED_FWD, HFL_OPK_EMBED_BWD, HFL_OPK_LAYERNORM_FWD, HFL_OPK_LAYERNORM_BWD,
+    HFL_OPK_GELU_FWD, HFL_OPK_GELU_BWD, HFL_OPK_HEADS_GATHER, HFL_OPK_HEADS_SCATTER,
+    HFL_OPK_CAUSAL_SOFTMAX, HFL_OPK_CAUSAL_SOFTMAX_BWD,
+    HFL_OPK_COUNT
+} hfl_op_kind;
+
+/* The op's name in a profile: "gemm", "im2col", "lm.layernorm_fwd"; "?" out of range. */
+const char *hfl_op_kind_name(hfl_op_kind k);
+
 typedef struct {
     const char *name;  /* the op's slot in the table: "gemm", "im2col", "lm.layernorm_fwd" */
     double count;      /* calls per step */

@@ -10,7 +10,15 @@
  * bf16, fp16}, and the first line for this device and backend that covers
  * the precisions asked for is used from then on, by every client sharing the
  * state dir: the same device and state give the same rates, and so the same
- * choice. Without a state dir the rates are measured every time. */
+ * choice. Without a state dir the rates are measured every time.
+ *
+ * The per-op costs (plan/op_cost.h) are kept the same way, as "op_costs"
+ * in a line: measured once, in the same child as the first GEMM timing,
+ * and the first line for this device and backend whose costs cover the
+ * precisions asked for is used from then on. A state dir whose lines
+ * predate them gets one more line, with the rates it already uses and the
+ * costs measured now. A measurement that failed is not kept (the chooser
+ * uses its FLOP model, and the next process measures again). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,10 +33,10 @@
 #define CAL_MAX_RUNS 9
 #define CAL_SETTLED 0.02
 
-/* The first stored line for device and backend with a rate for every
- * precision in `precisions`; 1 when found. */
-static int cal_load(const char *path, const char *device, const char *backend, unsigned precisions,
-                    double gflops[3]) {
+/* Calls take on each stored line of device and backend, in order, until
+ * it returns 1 (then 1); 0 when none did. Damaged lines are skipped. */
+static int cal_scan(const char *path, const char *device, const char *backend,
+                    int (*take)(const cJSON *line, void *ctx), void *ctx) {
     char *text = hfl_read_file(path, NULL, NULL);
     if (!text) return 0;
     int found = 0;
@@ -37,27 +45,43 @@ static int cal_load(const char *path, const char *device, const char *backend, u
         const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "device");
         const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "backend");
         if (cJSON_IsString(d) && cJSON_IsString(b) && !strcmp(d->valuestring, device) &&
-            !strcmp(b->valuestring, backend)) {
-            double g[3] = {0, 0, 0};
-            int ok = 1;
-            for (int p = HFL_PREC_FP32; p <= HFL_PREC_FP16; p++) {
-                const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, hfl_precision_name((hfl_precision)p));
-                if (cJSON_IsNumber(v) && v->valuedouble > 0 && v->valuedouble < 1e9) g[p] = v->valuedouble;
-                if ((precisions & (1u << p)) && g[p] <= 0) ok = 0;
-            }
-            if (ok) {
-                memcpy(gflops, g, sizeof g);
-                found = 1;
-            }
-        }
+            !strcmp(b->valuestring, backend))
+            found = take(o, ctx);
         cJSON_Delete(o);
     }
     free(text);
     return found;
 }
 
+typedef struct {
+    unsigned precisions;
+    double *gflops;
+    hfl_op_costs *ops;
+} cal_want;
+
+/* A line with a rate for every precision wanted. */
+static int take_rates(const cJSON *o, void *ctx) {
+    const cal_want *w = ctx;
+    double g[3] = {0, 0, 0};
+    for (int p = HFL_PREC_FP32; p <= HFL_PREC_FP16; p++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, hfl_precision_name((hfl_precision)p));
+        if (cJSON_IsNumber(v) && v->valuedouble > 0 && v->valuedouble < 1e9) g[p] = v->valuedouble;
+        if ((w->precisions & (1u << p)) && g[p] <= 0) return 0;
+    }
+    memcpy(w->gflops, g, sizeof g);
+    return 1;
+}
+
+/* A line with complete per-op costs for every precision wanted. */
+static int take_ops(const cJSON *o, void *ctx) {
+    const cal_want *w = ctx;
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "op_costs");
+    char err[HFL_ERR_LEN];
+    return cJSON_IsObject(c) && hfl_op_costs_parse(c, w->precisions, w->ops, err) == 0;
+}
+
 static void cal_store(const char *path, const char *device, const char *backend, int runs,
-                      const double gflops[3]) {
+                      const double gflops[3], const hfl_op_costs *ops) {
     FILE *f = fopen(path, "a");
     if (!f) {
         fprintf(stderr, "hfl-client: cannot keep the calibration in %s: %s\n", path, strerror(errno));
@@ -69,25 +93,22 @@ static void cal_store(const char *path, const char *device, const char *backend,
     cJSON_AddNumberToObject(o, "runs", runs);
     for (int p = HFL_PREC_FP32; p <= HFL_PREC_FP16; p++)
         cJSON_AddNumberToObject(o, hfl_precision_name((hfl_precision)p), gflops[p]);
+    if (ops && ops->precisions) cJSON_AddItemToObject(o, "op_costs", hfl_op_costs_json(ops));
     char *line = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
-    fprintf(f, "%s\n", line); /* one short append: concurrent clients do not interleave */
+    fprintf(f, "%s\n", line); /* one append: concurrent clients do not interleave */
     free(line);
     fclose(f);
 }
 
-int hfl_calibrate(const char *state_dir, const char *device, const hfl_backend *be, unsigned precisions,
-                  double gflops[3]) {
-    char path[1200] = "";
-    if (state_dir && state_dir[0]) {
-        snprintf(path, sizeof path, "%s/calibration.jsonl", state_dir);
-        if (cal_load(path, device, be->name, precisions, gflops)) return 0;
-    }
+/* The GEMM rates timed until their medians settle (the header comment);
+ * with ops, the per-op costs measured in the first run's child. */
+static int cal_measure_rates(const hfl_backend *be, unsigned precisions, double gflops[3], hfl_op_costs *ops) {
     double runs[3][CAL_MAX_RUNS], last[3] = {0, 0, 0};
     int n = 0;
     while (n < CAL_MAX_RUNS) {
         double g[3];
-        hfl_chooser_calibrate(be, precisions, g);
+        hfl_chooser_calibrate_ops(be, precisions, g, n == 0 ? ops : NULL);
         int moved = 0;
         for (int p = 0; p < 3; p++) {
             runs[p][n] = g[p];
@@ -100,6 +121,42 @@ int hfl_calibrate(const char *state_dir, const char *device, const hfl_backend *
         n++;
         if (n >= CAL_MIN_RUNS && !moved) break;
     }
-    if (path[0]) cal_store(path, device, be->name, n, gflops);
+    return n;
+}
+
+int hfl_calibrate(const char *state_dir, const char *device, const hfl_backend *be, unsigned precisions,
+                  double gflops[3], hfl_op_costs *ops) {
+    char path[1200] = "";
+    int have_rates = 0, have_ops = 0;
+    if (ops) memset(ops, 0, sizeof *ops);
+    if (state_dir && state_dir[0]) {
+        snprintf(path, sizeof path, "%s/calibration.jsonl", state_dir);
+        cal_want want = {precisions, gflops, ops};
+        have_rates = cal_scan(path, device, be->name, take_rates, &want);
+        have_ops = !ops || cal_scan(path, device, be->name, take_ops, &want);
+        if (have_rates && have_ops) return 0;
+    }
+    hfl_op_costs *measure_ops = have_ops ? NULL : ops;
+    int n = 0;
+    if (!have_rates) {
+        n = cal_measure_rates(be, precisions, gflops, measure_ops);
+    } else {
+        double unused[3]; /* the kept rates stand: the state dir's clients all use them */
+        hfl_chooser_calibrate_ops(be, precisions, unused, measure_ops);
+    }
+    int ops_new = measure_ops && (measure_ops->precisions & precisions) == precisions;
+    if (measure_ops && !ops_new) memset(measure_ops, 0, sizeof *measure_ops);
+    if (ops_new) { /* as kept, to the bit (cJSON prints 15 digits where they read back within its
+                      epsilon): this process predicts what every later one sharing the state dir will */
+        char err[HFL_ERR_LEN];
+        cJSON *costs = hfl_op_costs_json(measure_ops);
+        char *text = cJSON_PrintUnformatted(costs);
+        cJSON *kept = text ? cJSON_Parse(text) : NULL;
+        if (kept) hfl_op_costs_parse(kept, precisions, measure_ops, err);
+        cJSON_Delete(kept);
+        cJSON_Delete(costs);
+        free(text);
+    }
+    if (path[0] && (!have_rates || ops_new)) cal_store(path, device, be->name, n, gflops, ops_new ? measure_ops : NULL);
     return n;
 }

@@ -128,8 +128,9 @@ int hfl_plan_choose(const hfl_plan_request *rq, hfl_plan_choice *out, char *err)
     in.overhead = hfl_overhead_log_fn;
     in.overhead_ctx = ov;
     hfl_overhead_log_load(rq->state_dir, rq->device, rq->be, rq->spec, rq->fleet_overhead, out->cost.known, ov);
-    hfl_calibrate(rq->state_dir, rq->device, rq->be, in.precisions, in.gflops);
+    hfl_calibrate(rq->state_dir, rq->device, rq->be, in.precisions, in.gflops, &out->op_costs);
     memcpy(out->gflops, in.gflops, sizeof out->gflops);
+    in.op_costs = &out->op_costs;
     int rc = rq->verify ? (verify_loop(rq, &in, ov, out, err) ? 0 : -1) : hfl_choose(rq->spec, &in, &out->table, err);
     out->overhead_source = hfl_overhead_source(&ov->model, HFL_PREC_FP32);
     out->overhead_records = ov->model.n; /* with the loop's measurements */

@@ -63,7 +63,8 @@ typedef struct {
     hfl_plan *plan;          /* verify: its plan (malloc'd; the caller frees it) */
     hfl_mem_budget budget;   /* the request's; verify: armed with the chosen prediction */
     hfl_device_cost cost;    /* a GPU's per-process cost, read before anything else ran */
-    double gflops[3];        /* the GEMM rates the speeds were predicted from */
+    double gflops[3];        /* the GEMM rates the FLOP model predicts from */
+    hfl_op_costs op_costs;   /* the per-op costs the speeds were predicted from (precisions 0: none) */
     const char *overhead_source; /* hfl_overhead_source of fp32 */
     int overhead_records;    /* measurements the overhead model was fitted on */
     int measured;            /* verify: the candidates measured on the way */
@@ -87,10 +88,12 @@ int hfl_plan_choose(const hfl_plan_request *rq, hfl_plan_choice *out, char *err)
 
 /* GEMM rates per precision for the chooser (plan/calibrate.c): the first
  * stored for this device and backend in state_dir that covers `precisions`,
- * else measured until stable (and stored when there is a state dir).
- * Returns the timing runs made (0: the stored rates). */
+ * else measured until stable (and stored when there is a state dir). With
+ * ops, the per-op costs (plan/op_cost.h) likewise: the first stored that
+ * cover `precisions`, else measured once and stored (ops->precisions 0
+ * when that failed). Returns the GEMM timing runs made (0: the stored rates). */
 int hfl_calibrate(const char *state_dir, const char *device, const hfl_backend *be, unsigned precisions,
-                  double gflops[3]);
+                  double gflops[3], hfl_op_costs *ops);
 /* The overhead outside the arena (plan/overhead_log.c): the model
  * (plan/overhead.h) fitted on every measurement of this device and backend
  * under state_dir, and this model's configurations measured themselves. */

@@ -100,28 +100,55 @@ static void cap_emulated(const hfl_backend *be, double gflops[3]) {
         if (gflops[p] > gflops[HFL_PREC_FP32]) gflops[p] = gflops[HFL_PREC_FP32];
 }
 
-void hfl_chooser_calibrate(const hfl_backend *be, unsigned precisions, double gflops[3]) {
+/* What the calibrating child sends back. */
+typedef struct {
+    double gflops[3];
+    hfl_op_costs ops;
+} calibration_result;
+
+static void calibrate_here(const hfl_backend *be, unsigned precisions, int with_ops, calibration_result *r) {
+    memset(r, 0, sizeof *r);
+    chooser_calibrate_here(be, precisions, r->gflops);
+    if (with_ops) hfl_op_costs_measure(be, precisions, &r->ops);
+}
+
+void hfl_chooser_calibrate_ops(const hfl_backend *be, unsigned precisions, double gflops[3], hfl_op_costs *ops) {
+    calibration_result *r = hfl_calloc(1, sizeof *r);
     int fd[2];
-    gflops[0] = gflops[1] = gflops[2] = 0;
     if (!be->host_memory) {
-        chooser_calibrate_here(be, precisions, gflops);
-        return;
-    }
-    if (pipe(fd) != 0) return;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
+        calibrate_here(be, precisions, ops != NULL, r);
+    } else if (pipe(fd) == 0) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(fd[0]);
+            calibrate_here(be, precisions, ops != NULL, r);
+            const char *p = (const char *)r;
+            size_t left = sizeof *r;
+            while (left > 0) { /* larger than an atomic pipe write */
+                ssize_t w = write(fd[1], p, left);
+                if (w <= 0) _exit(1);
+                p += w, left -= (size_t)w;
+            }
+            _exit(0);
+        }
+        close(fd[1]);
+        char *p = (char *)r;
+        size_t got = 0;
+        ssize_t n;
+        while (pid > 0 && got < sizeof *r && (n = read(fd[0], p + got, sizeof *r - got)) > 0) got += (size_t)n;
+        if (got != sizeof *r) memset(r, 0, sizeof *r);
         close(fd[0]);
-        double g[3];
-        chooser_calibrate_here(be, precisions, g);
-        _exit(write(fd[1], g, sizeof g) == (ssize_t)sizeof g ? 0 : 1);
+        if (pid > 0) waitpid(pid, NULL, 0);
+        cap_emulated(be, r->gflops);
     }
-    close(fd[1]);
-    if (pid > 0 && read(fd[0], gflops, sizeof(double) * 3) != (ssize_t)(sizeof(double) * 3))
-        gflops[0] = gflops[1] = gflops[2] = 0;
-    close(fd[0]);
-    if (pid > 0) waitpid(pid, NULL, 0);
-    cap_emulated(be, gflops);
+    memcpy(gflops, r->gflops, sizeof r->gflops);
+    if (ops) *ops = r->ops;
+    free(r);
+}
+
+void hfl_chooser_calibrate(const hfl_backend *be, unsigned precisions, double gflops[3]) {
+    hfl_chooser_calibrate_ops(be, precisions, gflops, NULL);
 }
 
 unsigned hfl_chooser_device_precisions(int is_gpu, int cc_major, int cc_minor) {
@@ -248,8 +275,11 @@ int hfl_choose(const hfl_model_spec *spec, const hfl_chooser_input *in, hfl_choi
             const hfl_plan *p = c->ckpt == HFL_CKPT_NONE ? none : plan;
             c->arena = p->arena_bytes;
             c->predicted = p->arena_bytes + extra;
+            double step_s = hfl_step_time_s(in->op_costs, p, c->step_batch, p->anchor >= 0);
             double flops = 3.0 * fwd * batch + p->ckpt.recompute;
-            c->samples_per_s = in->gflops[prec] > 0 ? batch / (flops / (in->gflops[prec] * 1e9)) : 0;
+            c->per_op = step_s > 0;
+            if (c->per_op) c->samples_per_s = c->step_batch / step_s;
+            else c->samples_per_s = in->gflops[prec] > 0 ? batch / (flops / (in->gflops[prec] * 1e9)) : 0;
             c->fits = c->predicted <= usable;
             uint64_t need = (uint64_t)ceil((double)c->predicted / (1.0 - in->headroom));
             if (need < out->min_budget) out->min_budget = need;
@@ -262,4 +292,10 @@ int hfl_choose(const hfl_model_spec *spec, const hfl_chooser_input *in, hfl_choi
     free(plan);
     free(none);
     return rc;
+}
+
+const char *hfl_choice_speed_model(const hfl_choice *ch) {
+    int per_op = 0;
+    for (int i = 0; i < ch->n; i++) per_op += ch->rows[i].per_op;
+    return per_op == 0 ? "flops" : per_op == ch->n ? "per-op" : "mixed";
 }

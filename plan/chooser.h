@@ -18,9 +18,11 @@
  * ceil(B/m) micro-batches into one step (model/model.h, GRADIENT
  * ACCUMULATION): the same effective batch, learning rate and number of
  * optimizer steps, in the memory of a step of m. Micro-batch, precision and
- * checkpoint schedule are chosen together by predicted samples/s (the FLOP
- * model counts no cost for accumulating, so the largest micro-batch that
- * fits wins a tie, and accumulation beats a schedule that recomputes).
+ * checkpoint schedule are chosen together by predicted samples/s (smaller
+ * micro-batches pay more calls per row, and recomputation its forward ops
+ * again; the FLOP model counts no cost for accumulating, so there the
+ * largest micro-batch that fits wins a tie, and accumulation beats a
+ * schedule that recomputes).
  * With allow_smaller the fallback below B is instead a smaller real batch
  * from the ladder (1, 8, 32, 128, 512), as before accumulation existed: more,
  * noisier optimizer steps, for which the client scales the learning rate by
@@ -33,6 +35,7 @@
 #include <stdint.h>
 
 #include "kernels/backend.h"
+#include "plan/op_cost.h"
 #include "plan/planner.h"
 
 /* (the run's batch and up to 16 micro-batches or 5 ladder batches) x 3 precisions x 4 schedules */
@@ -52,6 +55,8 @@ typedef struct {
     uint64_t (*overhead)(void *ctx, hfl_precision precision, int batch, hfl_ckpt_kind ckpt);
     void *overhead_ctx;
     double gflops[3];    /* measured GEMM rate per hfl_precision (hfl_chooser_calibrate) */
+    const hfl_op_costs *op_costs; /* per-op costs (hfl_chooser_calibrate_ops); NULL, or a
+                                     precision without costs: the FLOP model */
     unsigned precisions; /* bit (1 << hfl_precision) for each precision the device may use */
     unsigned opt_state;  /* optimizer state to plan: HFL_OPT_* bits (plan/planner.h) */
     int max_batch;       /* ladder top: 1, 8, 32, 128, 512 up to this */
@@ -70,6 +75,7 @@ typedef struct {
     size_t arena;          /* planner's arena bytes */
     uint64_t predicted;    /* arena + overhead */
     double samples_per_s;  /* predicted */
+    int per_op;            /* 1: samples_per_s from the per-op costs; 0: the FLOP model */
     int fits;
 } hfl_candidate;
 
@@ -97,6 +103,13 @@ typedef struct {
  * fp32's is capped to it: 2-byte storage is emulated around fp32 GEMMs there,
  * so only memory can make the chooser prefer it. */
 void hfl_chooser_calibrate(const hfl_backend *be, unsigned precisions, double gflops[3]);
+/* The same, and with ops non-NULL each op kind's costs too (plan/op_cost.h,
+ * hfl_op_costs_measure), in the same child on the CPU (ops->precisions 0
+ * when they could not be measured). */
+void hfl_chooser_calibrate_ops(const hfl_backend *be, unsigned precisions, double gflops[3], hfl_op_costs *ops);
+/* "per-op" when every candidate's speed came from per-op costs, "flops"
+ * when none did, "mixed" otherwise. */
+const char *hfl_choice_speed_model(const hfl_choice *ch);
 /* Precisions worth offering on a device (bits 1 << hfl_precision): every one
  * on the CPU; on a GPU fp16 from compute capability 7.5 (tensor cores with
  * fp32 accumulation) and bf16 from 8.0 (Ampere's first bf16 tensor cores;

@@ -212,6 +212,24 @@ static void check_same_rates(const char *client, const char *state, const cJSON 
     for (const char *c = text; *c; c++) lines += *c == '\n';
     CHECK_MSG(lines == 1, "%d calibration lines after several runs", lines);
     free(text);
+    /* the per-op costs (plan/op_cost.h) are kept in that line too: every
+     * candidate's speed came from them, the same in both runs */
+    const cJSON *ma = cJSON_GetObjectItemCaseSensitive(first, "speed_model");
+    const cJSON *mb = cJSON_GetObjectItemCaseSensitive(j, "speed_model");
+    CHECK_MSG(cJSON_IsString(ma) && !strcmp(ma->valuestring, "per-op"), "first run's speed model: %s",
+              cJSON_IsString(ma) ? ma->valuestring : "(none)");
+    CHECK_MSG(cJSON_IsString(mb) && !strcmp(mb->valuestring, "per-op"), "second run's speed model: %s",
+              cJSON_IsString(mb) ? mb->valuestring : "(none)");
+    const cJSON *ca = cJSON_GetObjectItemCaseSensitive(first, "candidates");
+    const cJSON *cb = cJSON_GetObjectItemCaseSensitive(j, "candidates");
+    CHECK(cJSON_GetArraySize(ca) == cJSON_GetArraySize(cb) && cJSON_GetArraySize(ca) > 0);
+    for (int i = 0; i < cJSON_GetArraySize(ca) && i < cJSON_GetArraySize(cb); i++) {
+        const cJSON *ra = cJSON_GetArrayItem(ca, i), *rb = cJSON_GetArrayItem(cb, i);
+        CHECK_MSG(num(ra, "predicted_samples_per_s") > 0 &&
+                      num(ra, "predicted_samples_per_s") == num(rb, "predicted_samples_per_s"),
+                  "candidate %d: %g samples/s, then %g with the same state dir", i,
+                  num(ra, "predicted_samples_per_s"), num(rb, "predicted_samples_per_s"));
+    }
     cJSON_Delete(j);
 }
 
