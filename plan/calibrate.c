@@ -82,11 +82,6 @@ static int take_ops(const cJSON *o, void *ctx) {
 
 static void cal_store(const char *path, const char *device, const char *backend, int runs,
                       const double gflops[3], const hfl_op_costs *ops) {
-    FILE *f = fopen(path, "a");
-    if (!f) {
-        fprintf(stderr, "hfl-client: cannot keep the calibration in %s: %s\n", path, strerror(errno));
-        return;
-    }
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "device", device);
     cJSON_AddStringToObject(o, "backend", backend);
@@ -96,9 +91,11 @@ static void cal_store(const char *path, const char *device, const char *backend,
     if (ops && ops->precisions) cJSON_AddItemToObject(o, "op_costs", hfl_op_costs_json(ops));
     char *line = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
-    fprintf(f, "%s\n", line); /* one append: concurrent clients do not interleave */
+    char err[HFL_ERR_LEN];
+    /* one write: concurrent clients do not interleave (the line is some 4.8 KB with its op costs) */
+    if (!line || hfl_append_line(path, line, err) != 0)
+        fprintf(stderr, "hfl-client: cannot keep the calibration: %s\n", line ? err : "out of memory");
     free(line);
-    fclose(f);
 }
 
 /* The GEMM rates timed until their medians settle (the header comment);

@@ -1,6 +1,7 @@
 /* chooser.c: candidates, predictions and the choice (see chooser.h). */
 #include "plan/chooser.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -136,7 +137,9 @@ void hfl_chooser_calibrate_ops(const hfl_backend *be, unsigned precisions, doubl
         char *p = (char *)r;
         size_t got = 0;
         ssize_t n;
-        while (pid > 0 && got < sizeof *r && (n = read(fd[0], p + got, sizeof *r - got)) > 0) got += (size_t)n;
+        while (pid > 0 && got < sizeof *r &&
+               ((n = read(fd[0], p + got, sizeof *r - got)) > 0 || (n < 0 && errno == EINTR)))
+            if (n > 0) got += (size_t)n;
         if (got != sizeof *r) memset(r, 0, sizeof *r);
         close(fd[0]);
         if (pid > 0) waitpid(pid, NULL, 0);
@@ -277,7 +280,7 @@ int hfl_choose(const hfl_model_spec *spec, const hfl_chooser_input *in, hfl_choi
             c->predicted = p->arena_bytes + extra;
             double step_s = hfl_step_time_s(in->op_costs, p, c->step_batch, p->anchor >= 0);
             double flops = 3.0 * fwd * batch + p->ckpt.recompute;
-            c->per_op = step_s > 0;
+            c->per_op = step_s > 0 && isfinite(c->step_batch / step_s); /* subnormal costs kept in a state file: the FLOP model */
             if (c->per_op) c->samples_per_s = c->step_batch / step_s;
             else c->samples_per_s = in->gflops[prec] > 0 ? batch / (flops / (in->gflops[prec] * 1e9)) : 0;
             c->fits = c->predicted <= usable;

@@ -167,11 +167,13 @@ static void cal_issue(const hfl_backend *be, cal_bufs *b, const cal_call *c) {
 
 static void take_op(void *ctx, const hfl_step_op *op) { *(hfl_step_op *)ctx = *op; }
 
-/* The work of call c as step_ops.h defines it: the recorder's record of it. */
+/* The work of call c as step_ops.h defines it: the recorder's record of it;
+ * 0 when the call issued no op of its kind, or none with work (an op kind
+ * cal_issue does not know: its timing would be of nothing). */
 static double cal_work(cal_bufs *b, const cal_call *c) {
-    hfl_step_op op = {0};
+    hfl_step_op op = {.kind = HFL_OPK_COUNT};
     cal_issue(hfl_step_ops_recorder(take_op, &op), b, c);
-    return op.work;
+    return op.kind == c->kind && op.work > 0 ? op.work : 0;
 }
 
 /* Seconds per call of c: enough back-to-back calls (then one sync) to
@@ -251,9 +253,11 @@ void hfl_op_cost_fit_gemm(const double feat[][3], const double *t, int n, double
     for (int r = 0; r < 3; r++) if (g[r] < 0 || !isfinite(g[r])) g[r] = 0;
 }
 
-/* Every op kind at both sizes, and the GEMM shapes, in precision b->t. */
+/* Every op kind at both sizes, and the GEMM shapes, in precision b->t; -1
+ * (one line on stderr, the table empty) when a kind's calls issued nothing
+ * to time, so that no op is priced at nothing: the FLOP model stands. */
 #define N_CAL_CALLS (N_GEMM_TIMINGS + 2 * HFL_OPK_COUNT)
-static void cal_precision(const hfl_backend *be, cal_bufs *b, hfl_op_cost_table *out) {
+static int cal_precision(const hfl_backend *be, cal_bufs *b, hfl_op_cost_table *out) {
     memset(out, 0, sizeof *out);
     cal_call calls[N_CAL_CALLS];
     double feat[N_GEMM_TIMINGS][3], secs[N_CAL_CALLS];
@@ -274,10 +278,17 @@ static void cal_precision(const hfl_backend *be, cal_bufs *b, hfl_op_cost_table 
     for (int i = N_GEMM_TIMINGS; i < n; i += 2) {
         hfl_op_kind k = calls[i].kind;
         double ws = cal_work(b, &calls[i]), wl = cal_work(b, &calls[i + 1]);
+        if (!(ws > 0 && wl >= ws)) { /* equal: work that does not grow (scaler_update) */
+            fprintf(stderr, "hfl: per-op calibration: op kind %d issued nothing to time in %s; speeds from FLOPs\n",
+                    (int)k, hfl_precision_name(b->t));
+            memset(out, 0, sizeof *out);
+            return -1;
+        }
         hfl_op_cost_fit_line(ws, secs[i], wl, secs[i + 1], &out->fixed[k], &out->per_unit[k]);
     }
     out->fixed[HFL_OPK_PREFETCH] = out->fixed[HFL_OPK_UPLOAD];
     out->per_unit[HFL_OPK_PREFETCH] = out->per_unit[HFL_OPK_UPLOAD];
+    return 0;
 }
 
 void hfl_op_costs_measure(const hfl_backend *be, unsigned precisions, hfl_op_costs *out) {
@@ -304,8 +315,7 @@ void hfl_op_costs_measure(const hfl_backend *be, unsigned precisions, hfl_op_cos
     for (int p = HFL_PREC_FP32; p <= HFL_PREC_FP16; p++) {
         if (!(precisions & (1u << p))) continue;
         b.t = (hfl_precision)p;
-        cal_precision(be, &b, &out->p[p]);
-        out->precisions |= 1u << p;
+        if (cal_precision(be, &b, &out->p[p]) == 0) out->precisions |= 1u << p;
     }
     be->sync();
     if (!be->host_memory && b.ws) be->set_blas_workspace(NULL, 0);

@@ -145,6 +145,20 @@ int hfl_write_parts_atomic(const char *path, const hfl_part *parts, int n, char 
     return hfl_fsync_dir_of(path, err);
 }
 
+int hfl_append_line(const char *path, const char *line, char *err) {
+    size_t n = strlen(line);
+    char *buf = hfl_malloc(n + 1);
+    memcpy(buf, line, n);
+    buf[n] = '\n';
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644), rc = 0;
+    ssize_t w = fd < 0 ? -1 : write(fd, buf, n + 1);
+    if (fd < 0 || w != (ssize_t)(n + 1))
+        rc = hfl_errf(err, "cannot append to %s: %s", path, w < 0 ? strerror(errno) : "a short write");
+    if (fd >= 0 && close(fd) != 0 && rc == 0) rc = hfl_errf(err, "cannot append to %s: %s", path, strerror(errno));
+    free(buf);
+    return rc;
+}
+
 int hfl_write_file_atomic(const char *path, const void *data, size_t len, char *err) {
     hfl_part one = {data, len};
     return hfl_write_parts_atomic(path, &one, 1, err);

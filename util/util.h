@@ -40,6 +40,11 @@ typedef struct {
     size_t len;
 } hfl_part;
 int hfl_write_parts_atomic(const char *path, const hfl_part *parts, int n, char *err);
+/* Appends line and a newline to path (made if absent) in one write(2) on
+ * an O_APPEND descriptor, so processes appending to one file at once never
+ * interleave their lines, whatever their length (stdio writes a long line
+ * in buffer-sized pieces). 0, or -1 with err naming path. */
+int hfl_append_line(const char *path, const char *line, char *err);
 /* fsync of the directory holding path (makes a rename in it durable). */
 int hfl_fsync_dir_of(const char *path, char *err);
 

@@ -227,7 +227,7 @@ static void check_same_rates(const char *client, const char *state, const cJSON 
         const cJSON *ra = cJSON_GetArrayItem(ca, i), *rb = cJSON_GetArrayItem(cb, i);
         CHECK_MSG(num(ra, "predicted_samples_per_s") > 0 &&
                       num(ra, "predicted_samples_per_s") == num(rb, "predicted_samples_per_s"),
-                  "candidate %d: %g samples/s, then %g with the same state dir", i,
+                  "candidate %d: %.17g samples/s, then %.17g with the same state dir", i,
                   num(ra, "predicted_samples_per_s"), num(rb, "predicted_samples_per_s"));
     }
     cJSON_Delete(j);
