@@ -18,7 +18,10 @@
  * precisions asked for is used from then on. A state dir whose lines
  * predate them gets one more line, with the rates it already uses and the
  * costs measured now. A measurement that failed is not kept (the chooser
- * uses its FLOP model, and the next process measures again). */
+ * uses its FLOP model, and the next process measures again). Without a
+ * state dir the costs are not measured at all: some 0.7 s for three
+ * precisions at every start, with nowhere to keep them, so such a client
+ * (a test's, a one-off --plan) predicts from FLOPs as before. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,6 +129,7 @@ int hfl_calibrate(const char *state_dir, const char *device, const hfl_backend *
     char path[1200] = "";
     int have_rates = 0, have_ops = 0;
     if (ops) memset(ops, 0, sizeof *ops);
+    if (!state_dir || !state_dir[0]) ops = NULL; /* nowhere to keep them (the header) */
     if (state_dir && state_dir[0]) {
         snprintf(path, sizeof path, "%s/calibration.jsonl", state_dir);
         cal_want want = {precisions, gflops, ops};

@@ -89,9 +89,10 @@ int hfl_plan_choose(const hfl_plan_request *rq, hfl_plan_choice *out, char *err)
 /* GEMM rates per precision for the chooser (plan/calibrate.c): the first
  * stored for this device and backend in state_dir that covers `precisions`,
  * else measured until stable (and stored when there is a state dir). With
- * ops, the per-op costs (plan/op_cost.h) likewise: the first stored that
- * cover `precisions`, else measured once and stored (ops->precisions 0
- * when that failed). Returns the GEMM timing runs made (0: the stored rates). */
+ * ops and a state dir, the per-op costs (plan/op_cost.h) likewise: the
+ * first stored that cover `precisions`, else measured once and stored
+ * (ops->precisions 0 when that failed, or without a state dir: the FLOP
+ * model). Returns the GEMM timing runs made (0: the stored rates). */
 int hfl_calibrate(const char *state_dir, const char *device, const hfl_backend *be, unsigned precisions,
                   double gflops[3], hfl_op_costs *ops);
 /* The overhead outside the arena (plan/overhead_log.c): the model
