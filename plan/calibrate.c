@@ -10,7 +10,12 @@
  * bf16, fp16}, and the first line for this device and backend that covers
  * the precisions asked for is used from then on, by every client sharing the
  * state dir: the same device and state give the same rates, and so the same
- * choice. Without a state dir the rates are measured every time.
+ * choice. Without a state dir the rates are measured every time. Clients
+ * that start at once on one state dir (hfl-sim's fleet) take turns under
+ * <state-dir>/calibration.lock (flock): the first measures and keeps its
+ * line, the others find it, so they calibrate once, not each at the same
+ * moment on the same cores (which measured rates 5x apart between the
+ * quickstart's clients and cost every one of them a second of CPU).
  *
  * The per-op costs (plan/op_cost.h) are kept the same way, as "op_costs"
  * in a line: measured once, in the same child as the first GEMM timing,
@@ -23,9 +28,12 @@
  * precisions at every start, with nowhere to keep them, so such a client
  * (a test's, a one-off --plan) predicts from FLOPs as before. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -124,8 +132,9 @@ static int cal_measure_rates(const hfl_backend *be, unsigned precisions, double 
     return n;
 }
 
-int hfl_calibrate(const char *state_dir, const char *device, const hfl_backend *be, unsigned precisions,
-                  double gflops[3], hfl_op_costs *ops) {
+/* hfl_calibrate under the state dir's lock (the header). */
+static int calibrate_locked(const char *state_dir, const char *device, const hfl_backend *be, unsigned precisions,
+                            double gflops[3], hfl_op_costs *ops) {
     char path[1200] = "";
     int have_rates = 0, have_ops = 0;
     if (ops) memset(ops, 0, sizeof *ops);
@@ -159,5 +168,25 @@ int hfl_calibrate(const char *state_dir, const char *device, const hfl_backend *
         free(text);
     }
     if (path[0] && (!have_rates || ops_new)) cal_store(path, device, be->name, n, gflops, ops_new ? measure_ops : NULL);
+    return n;
+}
+
+/* The state dir's calibration lock, held until the fd is closed (a forked
+ * calibration child's copy goes when it exits); -1 when it cannot be had,
+ * and the client calibrates without it, as before. */
+static int cal_lock(const char *state_dir) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/calibration.lock", state_dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    while (fd >= 0 && flock(fd, LOCK_EX) != 0)
+        if (errno != EINTR) close(fd), fd = -1;
+    return fd;
+}
+
+int hfl_calibrate(const char *state_dir, const char *device, const hfl_backend *be, unsigned precisions,
+                  double gflops[3], hfl_op_costs *ops) {
+    int lock = state_dir && state_dir[0] ? cal_lock(state_dir) : -1;
+    int n = calibrate_locked(state_dir, device, be, precisions, gflops, ops);
+    if (lock >= 0) close(lock);
     return n;
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kernels/profile.h"
@@ -324,6 +325,58 @@ static void test_calibration_kept(void) {
     free(a);
     free(b);
     unlink(path);
+    snprintf(path, sizeof path, "%s/calibration.lock", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* Three processes calibrating one fresh state dir at once (hfl-sim's
+ * clients start together) take turns under its lock: one line is kept, not
+ * three, and all three use its rates and costs, to the bit. Each child
+ * writes its fp32 GEMM rate and one op cost down a pipe. */
+static void test_calibration_shared(void) {
+    char dir[] = "/tmp/hfl-test-step-ops-XXXXXX", path[80];
+    if (!CHECK(mkdtemp(dir) != NULL)) return;
+    enum { KIDS = 3 };
+    int fd[2];
+    REQUIRE(pipe(fd) == 0);
+    for (int i = 0; i < KIDS; i++) {
+        pid_t pid = fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            close(fd[0]);
+            double g[3], got[2];
+            hfl_op_costs *c = hfl_malloc(sizeof *c);
+            hfl_calibrate(dir, "d", hfl_backend_cpu(), 1u << HFL_PREC_FP32, g, c);
+            got[0] = g[HFL_PREC_FP32], got[1] = c->p[HFL_PREC_FP32].per_unit[HFL_OPK_RELU_FWD];
+            _exit(write(fd[1], got, sizeof got) == (ssize_t)sizeof got ? 0 : 1);
+        }
+    }
+    close(fd[1]);
+    double got[KIDS][2];
+    size_t have = 0;
+    ssize_t r;
+    while (have < sizeof got && (r = read(fd[0], (char *)got + have, sizeof got - have)) > 0) have += (size_t)r;
+    close(fd[0]);
+    for (int i = 0; i < KIDS; i++) {
+        int status = 0;
+        wait(&status);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    CHECK(have == sizeof got);
+    for (int i = 1; i < KIDS && have == sizeof got; i++)
+        CHECK_MSG(got[i][0] == got[0][0] && got[i][1] == got[0][1] && got[0][0] > 0,
+                  "process %d: %.17g GFLOP/s, relu %.17g; process 0: %.17g, %.17g", i, got[i][0], got[i][1],
+                  got[0][0], got[0][1]);
+    snprintf(path, sizeof path, "%s/calibration.jsonl", dir);
+    char *text = hfl_read_file(path, NULL, NULL);
+    int lines = 0;
+    for (char *p = text; p && *p; p++) lines += *p == '\n';
+    CHECK_MSG(lines == 1, "%d lines kept by %d processes", lines, KIDS);
+    free(text);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/calibration.lock", dir);
+    unlink(path);
     rmdir(dir);
 }
 
@@ -335,6 +388,7 @@ static const check_case cases[] = {
     {"fits", test_fits},
     {"json", test_json},
     {"calibration_kept", test_calibration_kept},
+    {"calibration_shared", test_calibration_shared},
 };
 
 int main(int argc, char **argv) { return check_run("test_step_ops", cases, CHECK_CASES(cases), argc, argv); }
