@@ -78,6 +78,21 @@ static inline HFL_HD size_t hfl_payload_block_bytes(int kind, uint32_t block) {
                                       : 4 + ((size_t)block + 7) / 8;
 }
 
+/* Bytes of p's body that hold its values [0, i): whole blocks, then the
+ * short block's scale and bytes (the same count as a last, short block's). */
+static inline HFL_HD size_t hfl_payload_bytes_upto(const hfl_payload *p, size_t i) {
+    if (p->kind == HFL_PAYLOAD_FP32) return 4 * i;
+    if (p->kind == HFL_PAYLOAD_FP16 || p->kind == HFL_PAYLOAD_BF16) return 2 * i;
+    size_t k = i / p->block, j = i % p->block;
+    return k * hfl_payload_block_bytes(p->kind, p->block) + (j ? hfl_payload_block_bytes(p->kind, (uint32_t)j) : 0);
+}
+
+/* topk's value j (of the fp16 values at vals) as its scattered vector holds
+ * it: 0 + the value, as hfl_payload_value gives an fp16 payload's. */
+static inline HFL_HD float hfl_payload_topk_value(const uint8_t *vals, size_t j) {
+    return hfl_fp32_accum(0.0f, hfl_f16_to_f32((uint16_t)hfl_payload_u16(vals + 2 * j)), 1.0f);
+}
+
 /* Decoded value i (the header comment's bits). */
 static inline HFL_HD float hfl_payload_value(const hfl_payload *p, size_t i) {
     const uint8_t *b = p->body;

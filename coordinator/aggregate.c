@@ -57,7 +57,8 @@ int hfl_agg_init_on(hfl_agg *a, const hfl_backend *be, size_t n, int threads, ch
 
 void hfl_agg_free(hfl_agg *a) {
     if (!a->be) return;
-    if (a->acc && a->mean && a->partials) pthread_mutex_destroy(&a->lock);
+    if (a->partials) pthread_mutex_destroy(&a->lock); /* made with the first three (init) */
+    if (a->disk) agg_disk_free(a->disk), free(a->disk);
     void *dev[] = {a->acc, a->mean, a->partials, a->dense, a->topk_vals, a->topk_idx_dev,
                    a->rows, a->pick, a->dist_partials, a->x, a->m, a->v};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) a->be->free(dev[i]);
@@ -76,6 +77,11 @@ void hfl_agg_reset(hfl_agg *a, double clip, double value_bound) {
     a->acc_zero = 1;
     a->n_pending = 0, a->pending_bytes = 0;
     if (a->present) memset(a->present, 0, (size_t)a->n_rows);
+    if (a->disk) { /* ON DISK: the mean lives from mean() to step() */
+        agg_disk_reset(a->disk);
+        a->be->free(a->mean);
+        a->mean = NULL;
+    }
 }
 
 void hfl_agg_widen(hfl_agg *a, double bound) {
@@ -93,18 +99,20 @@ void hfl_agg_load_sum(hfl_agg *a, const int64_t *sum, int shift) {
     a->acc_zero = 0;
 }
 
-/* acc += the count updates p scaled by f, from zero while acc_zero; with
- * mean, the finish into it too (ADDING). Returns finish's finite flag (1
- * without mean). */
+/* acc (n values) += the count updates p scaled by f, from zero with
+ * from_zero; with mean, the finish into it too. Returns finish's finite
+ * flag (1 without mean). */
+static int agg_pass_on(hfl_agg *a, int64_t *acc, size_t n, int from_zero, const hfl_payload *p, const double *f,
+                       int count, double inv, float *mean) {
+    if (a->ops->add_fixed_pass) return a->ops->add_fixed_pass(p, f, count, n, acc, from_zero, inv, mean);
+    if (from_zero) a->ops->zero(acc, n * sizeof *acc);
+    if (count) a->ops->add_fixed(p, f, count, n, acc);
+    return mean ? a->ops->finish(acc, n, inv, mean) : 1;
+}
+
+/* The pass over the whole sum, from zero while acc_zero (ADDING). */
 static int agg_pass(hfl_agg *a, const hfl_payload *p, const double *f, int count, double inv, float *mean) {
-    int finite = 1;
-    if (a->ops->add_fixed_pass) {
-        finite = a->ops->add_fixed_pass(p, f, count, a->n, a->acc, a->acc_zero, inv, mean);
-    } else {
-        if (a->acc_zero) a->ops->zero(a->acc, a->n * sizeof *a->acc);
-        if (count) a->ops->add_fixed(p, f, count, a->n, a->acc);
-        if (mean) finite = a->ops->finish(a->acc, a->n, inv, mean);
-    }
+    int finite = agg_pass_on(a, a->acc, a->n, a->acc_zero, p, f, count, inv, mean);
     a->acc_zero = 0;
     return finite;
 }
@@ -145,6 +153,21 @@ static int agg_room(hfl_agg *a, void **buf, size_t *cap, size_t need, char *err)
     return 0;
 }
 
+/* Room for `entries` of topk's expanded indices (and, on a device, its
+ * staged values and indices); -1 with err. */
+static int agg_topk_room(hfl_agg *a, size_t entries, char *err) {
+    if (a->topk_idx && a->topk_cap >= entries) return 0;
+    uint32_t *grown = realloc(a->topk_idx, (entries ? entries : 1) * sizeof *grown);
+    if (!grown) return hfl_errf(err, "cannot allocate %zu topk indices", entries);
+    a->topk_idx = grown;
+    size_t vals_cap = 0, idx_cap = 0; /* a->topk_cap counts both */
+    if (!a->be->host_memory && (agg_room(a, (void **)&a->topk_vals, &vals_cap, 2 * entries + 2, err) != 0 ||
+                                agg_room(a, (void **)&a->topk_idx_dev, &idx_cap, 4 * entries + 4, err) != 0))
+        return -1;
+    a->topk_cap = entries;
+    return 0;
+}
+
 /* Validates the payload on the host, makes it readable by the ops and takes
  * its norm: *p describes it in backend memory, in the next waiting slot
  * (ADDING), or a dense fp32 vector for topk. The body goes into the slot
@@ -157,18 +180,9 @@ static int agg_load(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size
                     size_t *body_bytes, hfl_agg_norm *nm, char *err) {
     const int host = a->be->host_memory;
     if (c->id == HFL_PAYLOAD_TOPK) {
-        size_t entries = hfl_codec_topk_entries(c, a->n), k;
+        size_t k;
         const uint8_t *vals;
-        if (!a->topk_idx || a->topk_cap < entries) {
-            uint32_t *grown = realloc(a->topk_idx, (entries ? entries : 1) * sizeof *grown);
-            if (!grown) return hfl_errf(err, "cannot allocate %zu topk indices", entries);
-            a->topk_idx = grown;
-            size_t vals_cap = 0, idx_cap = 0; /* a->topk_cap counts both */
-            if (!host && (agg_room(a, (void **)&a->topk_vals, &vals_cap, 2 * entries + 2, err) != 0 ||
-                          agg_room(a, (void **)&a->topk_idx_dev, &idx_cap, 4 * entries + 4, err) != 0))
-                return -1;
-            a->topk_cap = entries;
-        }
+        if (agg_topk_room(a, hfl_codec_topk_entries(c, a->n), err) != 0) return -1;
         if (!a->dense && !(a->dense = agg_alloc(a, a->n * sizeof *a->dense, err))) return -1;
         if (hfl_codec_topk_expand(c, payload, len, a->n, a->topk_idx, &k, &vals, err) != 0) return -1;
         if (host) {
@@ -211,12 +225,10 @@ static int agg_load(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size
     return 0;
 }
 
-/* Loads one update and takes its norm and the factor that clips it (1
- * without clipping); -1 with err as hfl_agg_add refuses. */
-static int agg_load_clip(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t len, hfl_payload *p,
-                         size_t *body_bytes, double *factor, hfl_agg_update *info, char *err) {
-    hfl_agg_norm nm = {0};
-    if (agg_load(a, c, payload, len, p, body_bytes, &nm, err) != 0) return -1;
+/* From an update's norm pass: the factor that clips it (1 without
+ * clipping), and what add() reports; -1 with err as hfl_agg_add refuses. */
+static int agg_clip(const hfl_agg *a, const hfl_agg_norm *nm_, double *factor, hfl_agg_update *info, char *err) {
+    const hfl_agg_norm nm = *nm_;
     double norm = sqrt(nm.sumsq);
     if (!isfinite(norm)) return hfl_errf(err, "update is not finite (L2 norm %g)", norm);
     if (a->clip == 0 && nm.maxabs > a->bound)
@@ -230,11 +242,50 @@ static int agg_load_clip(hfl_agg *a, const hfl_codec *c, const uint8_t *payload,
     return 0;
 }
 
+/* Loads one update and takes its norm and clip factor (agg_clip). */
+static int agg_load_clip(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t len, hfl_payload *p,
+                         size_t *body_bytes, double *factor, hfl_agg_update *info, char *err) {
+    hfl_agg_norm nm = {0};
+    if (agg_load(a, c, payload, len, p, body_bytes, &nm, err) != 0) return -1;
+    return agg_clip(a, &nm, factor, info, err);
+}
+
+/* ON DISK: the update validated and its norm taken where it lies (host
+ * memory), then kept with its factor, weight * clip * 2^S. */
+static int agg_disk_add(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t len, double weight,
+                        hfl_agg_update *info, char *err) {
+    hfl_agg_norm nm = {0};
+    uint32_t block = 0;
+    size_t k = 0;
+    const uint8_t *vals = NULL;
+    if (c->id == HFL_PAYLOAD_TOPK) {
+        if (agg_topk_room(a, hfl_codec_topk_entries(c, a->n), err) != 0 ||
+            hfl_codec_topk_expand(c, payload, len, a->n, a->topk_idx, &k, &vals, err) != 0)
+            return -1;
+        agg_disk_topk_norm(a->ops, a->n, a->topk_idx, vals, k, a->partials, &nm);
+    } else {
+        if (hfl_codec_validate(c, payload, len, a->n, &block, err) != 0) return -1;
+        hfl_payload p = {.kind = c->id, .block = block, .body = payload + HFL_CODEC_HEADER_BYTES};
+        a->ops->norm(&p, a->n, a->partials, &nm);
+    }
+    double clip = 1.0;
+    if (agg_clip(a, &nm, &clip, info, err) != 0) return -1;
+    double f = ldexp(weight * clip, a->shift); /* as hfl_agg_add's */
+    if (c->id == HFL_PAYLOAD_TOPK) return agg_disk_put_topk(a->disk, a->topk_idx, vals, k, f, err);
+    return agg_disk_put(a->disk, c->id, block, payload + HFL_CODEC_HEADER_BYTES, len - HFL_CODEC_HEADER_BYTES, f,
+                        err);
+}
+
 int hfl_agg_add(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t len, double weight,
                 hfl_agg_update *info, char *err) {
     if (!(weight > 0 && weight <= 1))
         return hfl_errf(err, "update weight %g outside (0, 1]", weight);
     pthread_mutex_lock(&a->lock);
+    if (a->disk) {
+        int rc = agg_disk_add(a, c, payload, len, weight, info, err);
+        pthread_mutex_unlock(&a->lock);
+        return rc;
+    }
     hfl_payload p;
     double clip = 1.0;
     size_t bytes;
@@ -247,6 +298,12 @@ int hfl_agg_add(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t l
 
 int hfl_agg_add_dense(hfl_agg *a, const float *v, double factor, char *err) {
     pthread_mutex_lock(&a->lock);
+    if (a->disk) {
+        int rc = agg_disk_put(a->disk, HFL_PAYLOAD_FP32, 0, (const uint8_t *)v, a->n * sizeof *v,
+                              ldexp(factor, a->shift), err);
+        pthread_mutex_unlock(&a->lock);
+        return rc;
+    }
     agg_flush(a); /* the slot below is the next waiting one */
     size_t bytes = a->n * sizeof *v;
     int rc = agg_room(a, (void **)&a->pending_copy[0], &a->pending_room[0], bytes, err);
@@ -260,13 +317,65 @@ int hfl_agg_add_dense(hfl_agg *a, const float *v, double factor, char *err) {
     return rc;
 }
 
+/* ON DISK: block by block, every update's piece of the block added (up to
+ * HFL_AGG_MAX_BATCH in a pass) into the block's sum, from zero, whose mean
+ * the block's last pass writes. */
+static int agg_disk_mean(hfl_agg *a, double inv) {
+    agg_disk *d = a->disk;
+    char *err = a->disk_err;
+    if (!a->mean && !(a->mean = agg_alloc(a, a->n * sizeof *a->mean, err))) return -1;
+    agg_disk_rewind(d);
+    int finite = 1;
+    for (size_t b0 = 0; b0 < a->n; b0 += d->block) {
+        size_t m = a->n - b0 < d->block ? a->n - b0 : d->block;
+        int u = 0, first = 1, last;
+        do {
+            hfl_payload p[HFL_AGG_MAX_BATCH];
+            double f[HFL_AGG_MAX_BATCH];
+            int count = 0;
+            for (; u < d->n_e && count < HFL_AGG_MAX_BATCH; u++, count++) {
+                if (agg_disk_load(d, u, count, b0, m, &p[count], err) != 0) return -1;
+                f[count] = d->e[u].f;
+            }
+            last = u == d->n_e;
+            int fin = agg_pass_on(a, d->acc, m, first, p, f, count, inv, last ? a->mean + b0 : NULL);
+            if (last) finite &= fin;
+            first = 0;
+        } while (!last);
+    }
+    return finite;
+}
+
+int hfl_agg_on_disk(hfl_agg *a, const char *dir, size_t block, char *err) {
+    if (!a->be->host_memory)
+        return hfl_errf(err, "the sum on disk is for an aggregator in host memory, not the %s backend's", a->be->name);
+    if (a->n_rows) return hfl_errf(err, "the sum on disk is FedAvg's: a rule holding every update cannot use it");
+    agg_disk *d = calloc(1, sizeof *d);
+    if (!d) return hfl_errf(err, "out of memory");
+    if (a->disk || agg_disk_open(d, dir, a->n, block, err) != 0) {
+        if (a->disk) hfl_errf(err, "the sum is on disk already");
+        free(d);
+        return -1;
+    }
+    pthread_mutex_lock(&a->lock);
+    a->be->free(a->acc);
+    a->be->free(a->mean);
+    a->acc = NULL, a->mean = NULL;
+    a->n_pending = 0, a->pending_bytes = 0;
+    a->disk = d;
+    pthread_mutex_unlock(&a->lock);
+    return 0;
+}
+
 int hfl_agg_mean(hfl_agg *a, double weight_sum) {
+    if (a->disk) return agg_disk_mean(a, ldexp(1.0, -a->shift) / weight_sum);
     int finite = agg_pass(a, a->pending, a->pending_f, a->n_pending, ldexp(1.0, -a->shift) / weight_sum, a->mean);
     a->n_pending = 0, a->pending_bytes = 0;
     return finite;
 }
 
 int hfl_agg_hold(hfl_agg *a, int rows, uint64_t limit_bytes, char *err) {
+    if (a->disk) return hfl_errf(err, "a rule holding every update cannot run with the sum on disk");
     double need = (double)rows * (double)a->n * sizeof(float);
     if (rows < 1 || need > (double)limit_bytes)
         return hfl_errf(err, "holding %d updates of %zu values needs %.1f MiB, over the limit of %.1f MiB "
@@ -328,6 +437,7 @@ int hfl_agg_step(hfl_agg *a, hfl_server_opt *o, float *global, char *err) {
     if (a->be->host_memory) {
         hfl_sopt_step_on(o, a->be, global, o->m, o->v, a->mean);
         o->steps++;
+        if (a->disk) a->be->free(a->mean), a->mean = NULL; /* ON DISK: made again by the next mean() */
         return 0;
     }
     /* the device's copies: made at the first step, uploaded each time from

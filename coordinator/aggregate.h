@@ -37,7 +37,19 @@
  *
  * mean() writes sum / weight_sum as floats (the FedAvg mean of the clipped
  * updates); weight_sum is passed by the caller from integer sample counts, so
- * it too is exact. */
+ * it too is exact.
+ *
+ * ON DISK (hfl_agg_on_disk). The whole int64 sum is 8 bytes a value, twice
+ * the model: with the model itself, 3x its size before anything else. On
+ * disk, an update is validated, its norm taken and its factor fixed as it
+ * comes, as above, and its body is appended to a file (agg_disk.h) instead
+ * of being added. mean() then sums block by block: every update's piece of
+ * a block into a block-sized int64 sum, whose mean is written before the
+ * next block. The integers, and so the bits, are the ones the sum in memory
+ * gives (tests/coordinator/test_aggregate.c compares them for every codec).
+ * What memory holds is a block's buffers, and the mean only from mean() to
+ * step(), which frees it. For the CPU's aggregator, FedAvg's sum (no held
+ * rows); the file is read back once a round. */
 #ifndef HFL_COORD_AGGREGATE_H
 #define HFL_COORD_AGGREGATE_H
 
@@ -46,6 +58,7 @@
 #include <stdint.h>
 
 #include "compress/codec.h"
+#include "coordinator/agg_disk.h"
 #include "coordinator/robust.h"
 #include "coordinator/server_opt.h"
 #include "kernels/agg.h"
@@ -82,6 +95,8 @@ typedef struct {
     size_t pending_room[HFL_AGG_MAX_BATCH], pending_bytes;
     int n_pending;
     unsigned char *present; /* host, [n_rows]: row added this round */
+    agg_disk *disk;         /* ON DISK: the round's updates; NULL: the sum in memory */
+    char disk_err[256];     /* ON DISK: why mean() failed */
     pthread_mutex_t lock; /* add() may be called from several threads */
 } hfl_agg;
 
@@ -120,8 +135,16 @@ void hfl_agg_load_sum(hfl_agg *a, const int64_t *sum, int shift);
 int hfl_agg_add(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t len, double weight,
                 hfl_agg_update *info, char *err);
 
+/* ON DISK from now on: the round's updates in a new, unlinked file in dir,
+ * summed `block` values at a time (0: AGG_DISK_BLOCK), the sum and the mean
+ * in memory freed. Before any add; a host-memory backend without held rows.
+ * -1 with err. */
+int hfl_agg_on_disk(hfl_agg *a, const char *dir, size_t block, char *err);
+
 /* The mean, sum / weight_sum (weight_sum > 0), into a->mean; returns 1 when
- * every element is finite. */
+ * every element is finite, 0 when one is not, and -1 ON DISK when the
+ * updates cannot be read back or the mean has no memory (a->disk_err says
+ * which). */
 int hfl_agg_mean(hfl_agg *a, double weight_sum);
 
 /* HOLD MODE, for rules that need every update at once (robust.h): room for

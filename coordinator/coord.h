@@ -136,6 +136,7 @@ typedef struct {
     char ready_path[1024];
     char metrics_addr[256];     /* --metrics: Prometheus and /status over HTTP ("" off) */
     char device[8]; /* --device: auto, cpu, cuda */
+    char sum_on_disk[8]; /* --sum-on-disk: auto, on, off (aggregate.h, ON DISK) */
     double linger_s; /* --linger: after the last round, how long clients may still get bye */
     int quiet;
     /* privacy (secagg.h, dp.h) */
@@ -406,6 +407,9 @@ cJSON *replan_report(const coord *c);
 #define COORD_MAX_SHARE_STR "0.2"
 /* Without clipping, no element of an update may exceed this (aggregate.h). */
 #define COORD_VALUE_BOUND 1048576.0
+/* --sum-on-disk auto keeps a sum of this many bytes (8 a trainable value)
+ * or more on disk: 32M values, where the int64 sum is 256 MiB */
+#define COORD_DISK_SUM_BYTES ((size_t)256 << 20)
 /* --clip-norm's value into cfg: "off", "adaptive[:C0]" or a number; err on junk. */
 void coord_parse_clip(const char *s, coord_config *cfg, char *err);
 /* options.c: the command line (and --config) into cfg, checked; -1 with err.
@@ -414,6 +418,10 @@ int coord_options_parse(int argc, char **argv, coord_config *cfg, char *err);
 
 /* rounds.c */
 int rounds_init(coord *c, char *err);
+/* --sum-on-disk: the sum moved to a file in the spool directory where it
+ * applies (aggregate.h, ON DISK); after persist_load, which makes the state
+ * directory. -1 with err. */
+int rounds_place_sum(coord *c, char *err);
 /* Replies (malloc'd encoded messages) to pull and update requests. */
 uint8_t *rounds_pull(coord *c, int id, int64_t have_version, size_t *len);
 uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *payload, size_t plen,

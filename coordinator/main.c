@@ -81,7 +81,9 @@ static int coord_setup(coord *c, char *err) {
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&c->tick, &ca);
     pthread_condattr_destroy(&ca);
-    if (rounds_init(c, err) != 0 || persist_load(c, &resumed, err) != 0) return -1;
+    /* the sum's file goes in the spool directory, which may be the state
+     * directory persist_load makes */
+    if (rounds_init(c, err) != 0 || persist_load(c, &resumed, err) != 0 || rounds_place_sum(c, err) != 0) return -1;
     if (c->cfg.chunk_bytes && spool_check_dir(c, err) != 0) return -1; /* chunked updates are spooled there */
     /* a continued run appends to its log */
     if (c->cfg.log_path[0] && !(c->log = fopen(c->cfg.log_path, resumed ? "a" : "w")))

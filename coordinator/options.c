@@ -171,6 +171,11 @@ static const hfl_option coord_rows[] = {
     {"spool-dir", "DIR", HFL_OPT_STR, AT(spool_dir), 0, 0, NULL,
      .help = "where updates coming in chunks are spooled, one file per client sending\n"
      "(unlinked as made; default --state-dir, else $TMPDIR, else /tmp; not a tmpfs)"},
+    {"sum-on-disk", "MODE", HFL_OPT_CHOICE, AT(sum_on_disk), 0, 0, "auto",
+     .help = "on: keep a round's updates in a file in --spool-dir and sum them a block at\n"
+     "a time when the round closes, not in an int64 sum of 8 bytes a value in memory\n"
+     "(the same bits), where the CPU aggregates fedavg without --secure-agg; off;\n"
+     "or auto: on for sums of 256 MiB or more (default auto)", .choices = "auto|on|off"},
     {"rounds", "N", HFL_OPT_INT, AT(rounds), 1, 1000000, "10", .help = "rounds to run (default 10)"},
     {"clients-per-round", "K", HFL_OPT_INT, AT(clients_per_round), 1, COORD_MAX_CLIENTS, "2",
      .help = "clients selected each round (default 2)"},

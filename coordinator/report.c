@@ -4,7 +4,7 @@
  * The report is rewritten atomically after every round, so a reader never sees
  * half a file and a killed run still leaves the rounds it finished. Keys
  * `model`, `params`, `trainable_params` (LoRA: the adapters), `codec`, `transport`, `coordinator_device` ({backend,
- * name}; each client's backend and device are in `clients[].device` and
+ * name, sum: "memory" or "disk"}; each client's backend and device are in `clients[].device` and
  * `clients[].plan`), `wall_s`, `final_test_acc` and
  * `rounds` (each `{round, test_acc, test_loss, clients, bytes_up,
  * bytes_down, wall_s}`, and test_bpb for a language model) are stable. */
@@ -30,6 +30,7 @@ char *report_render(coord *c, size_t *len) {
     cJSON *agg = cJSON_AddObjectToObject(o, "coordinator_device");
     cJSON_AddStringToObject(agg, "backend", c->be ? c->be->name : "cpu");
     cJSON_AddStringToObject(agg, "name", c->dev.name);
+    cJSON_AddStringToObject(agg, "sum", c->agg.disk ? "disk" : "memory"); /* --sum-on-disk */
     if (c->eval) { /* the test set is evaluated in chunks of this many samples */
         cJSON_AddNumberToObject(agg, "eval_batch", hfl_trainer_plan(c->eval)->cfg.batch);
         cJSON_AddNumberToObject(agg, "eval_arena_bytes", (double)hfl_trainer_device_bytes(c->eval));

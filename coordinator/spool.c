@@ -80,12 +80,7 @@ struct coord_spool *spool_open(const coord *c, int64_t round, size_t len, const 
 }
 
 int spool_write(struct coord_spool *sp, const uint8_t *b, size_t n, char *err) {
-    for (size_t done = 0; done < n;) {
-        ssize_t w = pwrite(sp->fd, b + done, n - done, (off_t)(sp->have + done));
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return hfl_errf(err, "%s", w < 0 ? strerror(errno) : "nothing written");
-        done += (size_t)w;
-    }
+    if (hfl_pwrite_all(sp->fd, b, n, sp->have, err) != 0) return -1;
     mbedtls_sha256_update_ret(&sp->h, b, n);
     sp->have += n;
     if (sp->have == sp->len) {

@@ -12,7 +12,7 @@
 
 static const char *const known_keys[] = {
     "name", "model", "clients", "clients_per_round", "min_quorum", "rounds", "local_epochs", "batch",
-    "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "prepare", "downlink", "downlink_delta", "chunk_bytes", "client_codecs", "client_memory", "memory_budget_at", "precision", "clip_norm", "max_client_samples", "max_share", "server_opt", "strategy", "client_attacks", "over_selection", "late", "local_work", "prox_mu", "async_concurrency", "pace", "optimizer", "betas", "local_steps", "lr_schedule",
+    "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "prepare", "downlink", "downlink_delta", "chunk_bytes", "client_codecs", "client_memory", "memory_budget_at", "precision", "clip_norm", "max_client_samples", "max_share", "server_opt", "strategy", "client_attacks", "over_selection", "late", "local_work", "prox_mu", "async_concurrency", "pace", "optimizer", "betas", "local_steps", "lr_schedule", "sum_on_disk",
     "device", "client_devices", "profiles", "profile_library", "memory_scale", "crashes", "dropout", "slow", "compute_scale", "virtual_time",
     "secure_agg", "client_clip", "fixed_bits", "dp_noise", "dp_epsilon", "dp_delta", NULL};
 
@@ -159,7 +159,8 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
         get_str(o, "server_opt", 0, sc->server_opt, sizeof sc->server_opt, err) ||
         get_str(o, "optimizer", 0, sc->optimizer, sizeof sc->optimizer, err) ||
         get_str(o, "betas", 0, sc->betas, sizeof sc->betas, err) ||
-        get_str(o, "strategy", 0, sc->strategy, sizeof sc->strategy, err))
+        get_str(o, "strategy", 0, sc->strategy, sizeof sc->strategy, err) ||
+        get_str(o, "sum_on_disk", 0, sc->sum_on_disk, sizeof sc->sum_on_disk, err))
         goto out;
     if (sc->local_work[0] && strcmp(sc->local_work, "epochs") && strcmp(sc->local_work, "capacity")) {
         hfl_errf(err, "\"local_work\" must be \"epochs\" or \"capacity\", not \"%s\"", sc->local_work);

@@ -14,7 +14,7 @@
  *   "memory_budget_at": {"client-0": "3:32M"},
  *   "device": "auto",          "client_devices": {"client-1": "cpu"},
  *   "clip_norm": "adaptive:2", "max_client_samples": 0,  "max_share": 0.2,
- *   "server_opt": "fedavg",    "strategy": "fedavg",
+ *   "server_opt": "fedavg",    "strategy": "fedavg",     "sum_on_disk": "auto",
  *   "client_attacks": {"client-0": "-10:1000000"},
  *   "profiles": {"gtx1650-4g": 2, "laptop-cpu": 1}, "profile_library": "profiles.json",
  *   "memory_scale": 1,         "crashes": {"client-3": "2:1.5"},
@@ -32,8 +32,8 @@
  * max_client_samples and max_share are the coordinator's --clip-norm (off,
  * adaptive[:C0] or a norm, as a string or a number), --max-client-samples
  * (0: no cap) and --max-share, optimizer and betas its --optimizer (sgd or
- * adamw) and --betas, server_opt and strategy its --server-opt
- * and --strategy, with their defaults; client_attacks makes a client
+ * adamw) and --betas, server_opt, strategy and sum_on_disk its --server-opt,
+ * --strategy and --sum-on-disk, with their defaults; client_attacks makes a client
  * Byzantine: hfl-client --attack SCALE[:SAMPLES]; profiles names device
  * profiles from the library (scenarios/profile.h; a path relative to the
  * scenario file, default profiles.json beside it) with how many clients
@@ -112,6 +112,7 @@ typedef struct {
     char optimizer[16];        /* "" (sgd) or the coordinator's --optimizer */
     char betas[64];            /* "" or the coordinator's --betas B1,B2 */
     char strategy[32];         /* "" for the coordinator's default */
+    char sum_on_disk[8];       /* the coordinator's --sum-on-disk; "" for its default */
     char (*client_profile)[32]; /* [clients]: "" for none, else a profile's name */
     char profile_library[1024]; /* "" for profiles.json beside the scenario */
     double memory_scale;       /* profile memory -> budget factor (1) */

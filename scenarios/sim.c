@@ -487,7 +487,8 @@ int main(int argc, char **argv) {
                      NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                      NULL, NULL, NULL, NULL, NULL, NULL,
                      NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+                     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                     NULL, NULL, NULL, NULL, NULL, NULL};
     /* the optional ones, after the fixed ones */
     int na = 0;
     while (cargv[na]) na++;
@@ -502,6 +503,7 @@ int main(int argc, char **argv) {
     if (sc.max_share > 0) cargv[na++] = "--max-share", cargv[na++] = a_share;
     if (sc.server_opt[0]) cargv[na++] = "--server-opt", cargv[na++] = sc.server_opt;
     if (sc.strategy[0]) cargv[na++] = "--strategy", cargv[na++] = sc.strategy;
+    if (sc.sum_on_disk[0]) cargv[na++] = "--sum-on-disk", cargv[na++] = sc.sum_on_disk;
     char a_over[32];
     snprintf(a_over, sizeof a_over, "%.17g", sc.over_selection);
     /* always: a scenario's draw is reproducible unless it asks for over-selection

@@ -192,13 +192,8 @@ int hfl_st_parse(const uint8_t *buf, size_t len, hfl_st_file *f, char *err) {
 /* n bytes at offset off of fd into dst, whatever pread splits them into;
  * -1 with err (naming what) at an error or the end of the file. */
 static int read_at(int fd, void *dst, size_t n, uint64_t off, const char *what, char *err) {
-    for (size_t got = 0; got < n;) {
-        ssize_t r = pread(fd, (char *)dst + got, n - got, (off_t)(off + got));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0)
-            return hfl_errf(err, "cannot read %s: %s", what, r < 0 ? strerror(errno) : "the file ends early");
-        got += (size_t)r;
-    }
+    char why[HFL_ERR_LEN];
+    if (hfl_pread_all(fd, dst, n, off, why) != 0) return hfl_errf(err, "cannot read %s: %s", what, why);
     return 0;
 }
 

@@ -175,6 +175,26 @@ int hfl_fsync_dir_of(const char *path, char *err) {
     return rc;
 }
 
+int hfl_pread_all(int fd, void *dst, size_t n, uint64_t off, char *err) {
+    for (size_t got = 0; got < n;) {
+        ssize_t r = pread(fd, (char *)dst + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return hfl_errf(err, "%s", r < 0 ? strerror(errno) : "the file ends early");
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+int hfl_pwrite_all(int fd, const void *src, size_t n, uint64_t off, char *err) {
+    for (size_t done = 0; done < n;) {
+        ssize_t w = pwrite(fd, (const char *)src + done, n - done, (off_t)(off + done));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return hfl_errf(err, "%s", w < 0 ? strerror(errno) : "nothing written");
+        done += (size_t)w;
+    }
+    return 0;
+}
+
 int hfl_parse_size(const char *s, uint64_t *bytes, char *err) {
     if (!s || !*s) return hfl_errf(err, "empty size");
     char *end;

@@ -47,6 +47,11 @@ int hfl_write_parts_atomic(const char *path, const hfl_part *parts, int n, char 
 int hfl_append_line(const char *path, const char *line, char *err);
 /* fsync of the directory holding path (makes a rename in it durable). */
 int hfl_fsync_dir_of(const char *path, char *err);
+/* n bytes at offset off of fd, whatever pread and pwrite split them into
+ * (EINTR retried); -1 with err (the system's reason, or "the file ends
+ * early" / "nothing written") at an error. */
+int hfl_pread_all(int fd, void *dst, size_t n, uint64_t off, char *err);
+int hfl_pwrite_all(int fd, const void *src, size_t n, uint64_t off, char *err);
 
 /* "512M", "4G", "1.5GiB", "1048576" -> bytes. Returns -1 on a malformed size. */
 int hfl_parse_size(const char *s, uint64_t *bytes, char *err);

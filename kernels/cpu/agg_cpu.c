@@ -188,16 +188,7 @@ static void cpu_topk_scatter(float *dense, size_t n, const uint8_t *vals, const 
                              size_t k) {
     memset(dense, 0, n * sizeof *dense);
     for (size_t j = 0; j < k; j++)
-        dense[idx[j]] = hfl_fp32_accum(0.0f, hfl_f16_to_f32((uint16_t)hfl_payload_u16(vals + 2 * j)), 1.0f);
-}
-
-/* Bytes of p's body that hold its values [0, i): whole blocks, then the
- * short block's scale and bytes (the same count as a last, short block's). */
-static size_t body_bytes_upto(const hfl_payload *p, size_t i) {
-    if (p->kind == HFL_PAYLOAD_FP32) return 4 * i;
-    if (p->kind == HFL_PAYLOAD_FP16 || p->kind == HFL_PAYLOAD_BF16) return 2 * i;
-    size_t k = i / p->block, j = i % p->block;
-    return k * hfl_payload_block_bytes(p->kind, p->block) + (j ? hfl_payload_block_bytes(p->kind, (uint32_t)j) : 0);
+        dense[idx[j]] = hfl_payload_topk_value(vals, j);
 }
 
 /* 1 when int8 values i0 .. i0 + m - 1 of p, or the scale of a block that
@@ -244,7 +235,7 @@ AGG_CLONES static void norm_pass(const hfl_payload *p, size_t n, uint8_t *fill, 
         total += chunk_sumsq(v, x, m, &mx);
         top = mx > top ? mx : top;
         if (fill) {
-            size_t upto = body_bytes_upto(p, i0 + m);
+            size_t upto = hfl_payload_bytes_upto(p, i0 + m);
             if (stream) v->stream_copy(fill + copied, p->body + copied, upto - copied);
             else memcpy(fill + copied, p->body + copied, upto - copied);
             copied = upto;

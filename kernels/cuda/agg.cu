@@ -63,7 +63,7 @@ static struct {
 static __global__ void k_topk_scatter(float *dense, const uint8_t *vals, const uint32_t *idx, size_t k) {
     size_t j = hfl_cuda_index();
     if (j >= k) return;
-    dense[idx[j]] = hfl_fp32_accum(0.0f, hfl_f16_to_f32((uint16_t)hfl_payload_u16(vals + 2 * j)), 1.0f);
+    dense[idx[j]] = hfl_payload_topk_value(vals, j);
 }
 
 /* One block per chunk: the lanes, the tree, the chunk's sum into partials. */

@@ -14,8 +14,11 @@
 # task again and downloads it once more; a sixth run takes chunks of 65,538
 # bytes, which cut fp32 values in two (12 + 65,526 bytes hold 16,381.5 of
 # them), so the client's decoding as chunks come carries half a value from
-# one chunk to the next. All six must end with the
-# same final_model_sha256. Deltas: three runs of 3 rounds with fp16 deltas
+# one chunk to the next; a seventh keeps the coordinator's sum on disk
+# (sum_on_disk "on", coordinator/aggregate.h ON DISK) in blocks of 70,000
+# values, so the mlp's 199,210 span three and the int8 blocks of 256 are cut
+# at two of them. All seven must end with the same final_model_sha256, and
+# only the seventh's report may say "sum": "disk". Deltas: three runs of 3 rounds with fp16 deltas
 # down (downlink_delta), whole (398 KB ride in the task), in 4,097-byte
 # chunks (98 a task, cutting fp16 values in two) with the same final hash,
 # and the chunked one with every client's 2nd chunk of its 2nd download (a
@@ -36,19 +39,21 @@ fi
 tmp=$(mktemp -d /tmp/hfl-test-chunks-XXXXXX)
 [ -n "${HFL_KEEP_TMP:-}" ] || trap 'rm -rf "$tmp"' EXIT
 
-variant() { # NAME CHUNK_BYTES (0: the default) [delta: fp16 deltas down, 3 rounds]
+variant() { # NAME CHUNK_BYTES (0: the default) [delta: fp16 deltas down, 3 rounds | disk: the sum on disk]
   python3 - "$dir/quickstart.json" "$tmp/$1.json" "$2" "${3:-}" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 s.update({"clients": 3, "clients_per_round": 3, "rounds": 2})
 if int(sys.argv[3]): s["chunk_bytes"] = int(sys.argv[3])
-if sys.argv[4]: s.update({"rounds": 3, "downlink": "fp16", "downlink_delta": True})
+if sys.argv[4] == "delta": s.update({"rounds": 3, "downlink": "fp16", "downlink_delta": True})
+if sys.argv[4] == "disk": s["sum_on_disk"] = "on"
 json.dump(s, open(sys.argv[2], "w"))
 PY
 }
 variant whole 0
 variant chunked 65536
 variant odd 65538
+variant disk 65536 disk
 variant delta 0 delta
 variant deltac 4097 delta
 "$sim" "$tmp/whole.json" --out "$tmp/whole" --quiet
@@ -57,6 +62,7 @@ HFL_TEST_FETCH_CUT=3 "$sim" "$tmp/chunked.json" --out "$tmp/cut" --quiet
 HFL_TEST_FETCH_CORRUPT=5 "$sim" "$tmp/chunked.json" --out "$tmp/corrupt" --quiet
 HFL_TEST_PUT_CUT=2 "$sim" "$tmp/chunked.json" --out "$tmp/putcut" --quiet
 "$sim" "$tmp/odd.json" --out "$tmp/odd" --quiet
+HFL_TEST_SUM_BLOCK=70000 "$sim" "$tmp/disk.json" --out "$tmp/disk" --quiet
 "$sim" "$tmp/delta.json" --out "$tmp/delta" --quiet
 "$sim" "$tmp/deltac.json" --out "$tmp/deltac" --quiet
 HFL_TEST_FETCH_CORRUPT=2:2 "$sim" "$tmp/deltac.json" --out "$tmp/deltax" --quiet
@@ -68,10 +74,13 @@ def check(ok, what):
     global fails
     print(("ok   " if ok else "FAIL ") + what)
     fails += not ok
-rep = {d: json.load(open(f"{tmp}/{d}/report.json")) for d in ("whole", "chunked", "cut", "corrupt", "putcut", "odd")}
+rep = {d: json.load(open(f"{tmp}/{d}/report.json")) for d in ("whole", "chunked", "cut", "corrupt", "putcut", "odd", "disk")}
 h = {d: r["final_model_sha256"] for d, r in rep.items()}
 check(len(set(h.values())) == 1,
-      f"the same model whole, chunked, resumed, re-downloaded, re-uploaded and in chunks that cut values: {h}")
+      f"the same model whole, chunked, resumed, re-downloaded, re-uploaded, in chunks that cut values "
+      f"and summed on disk: {h}")
+check([r["coordinator_device"].get("sum") for r in (rep["disk"], rep["chunked"])] == ["disk", "memory"],
+      "the disk run's sum was on disk, the others' in memory")
 check(all(p.get("status") == "ok" for rd in rep["odd"]["rounds"] for p in rd["participants"]),
       "odd chunks: every client trained every round")
 drep = {d: json.load(open(f"{tmp}/{d}/report.json")) for d in ("delta", "deltac", "deltax")}

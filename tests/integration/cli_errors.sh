@@ -116,6 +116,10 @@ expect_error "client: bad link"            "$client" --insecure --coordinator tc
 expect_error "client: profile without trial" "$client" --plan --model mlp --profile
 expect_error "coordinator: robust rule over the memory limit" "$coord" --insecure --listen tcp://127.0.0.1:0 \
   --strategy median --clients-per-round 10 --robust-memory 1M
+expect_error "coordinator: sum on disk with a robust rule" "$coord" --insecure --listen tcp://127.0.0.1:0 \
+  --strategy median --sum-on-disk on
+expect_error "coordinator: sum on disk where no file can be made" "$coord" --insecure --listen tcp://127.0.0.1:0 \
+  --sum-on-disk on --spool-dir /nonexistent
 expect_error "client: bad attack"           "$client" --insecure --coordinator tcp://127.0.0.1:1 --attack 0
 
 expect_error "client: unreachable (tcp)"    "$client" --insecure --coordinator tcp://127.0.0.1:1 --num-clients 10 --client-index 3
