@@ -132,6 +132,17 @@ static int cal_measure_rates(const hfl_backend *be, unsigned precisions, double 
     return n;
 }
 
+/* v as a line of the state dir gives it back: cJSON prints 15 digits where
+ * they read back within its epsilon, not to the bit. */
+static double cal_as_kept(double v) {
+    cJSON *n = cJSON_CreateNumber(v);
+    char *text = n ? cJSON_PrintUnformatted(n) : NULL;
+    double kept = text ? strtod(text, NULL) : v;
+    cJSON_Delete(n);
+    free(text);
+    return kept;
+}
+
 /* hfl_calibrate under the state dir's lock (the header). */
 static int calibrate_locked(const char *state_dir, const char *device, const hfl_backend *be, unsigned precisions,
                             double gflops[3], hfl_op_costs *ops) {
@@ -150,6 +161,8 @@ static int calibrate_locked(const char *state_dir, const char *device, const hfl
     int n = 0;
     if (!have_rates) {
         n = cal_measure_rates(be, precisions, gflops, measure_ops);
+        if (path[0]) /* as kept, like the op costs below */
+            for (int p = 0; p < 3; p++) gflops[p] = cal_as_kept(gflops[p]);
     } else {
         double unused[3]; /* the kept rates stand: the state dir's clients all use them */
         hfl_chooser_calibrate_ops(be, precisions, unused, measure_ops);
