@@ -3,7 +3,7 @@
  *
  *   bench-fleet --coordinator PATH [--clients N] [--per-round K] [--rounds R]
  *               [--connections C] [--model NAME|FILE] [--chunk-bytes SIZE]
- *               [--deadline S] [--timeout S] [--json]
+ *               [--deadline S] [--sum-on-disk MODE] [--timeout S] [--json]
  *
  * N light clients (fleet_lite.c) live in this one process, spread over C
  * connections (req sockets; each client is an NNG context with its own aio,
@@ -79,8 +79,9 @@ int main(int argc, char **argv) {
                                          {"timeout", 1, 0, 't'},     {"json", 0, 0, 'j'},
                                          {"model", 1, 0, 'm'},       {"chunk-bytes", 1, 0, 'b'},
                                          {"deadline", 1, 0, 'd'},    {"help", 0, 0, 'h'},
+                                         {"sum-on-disk", 1, 0, 's'},
                                          {0, 0, 0, 0}};
-    const char *coord_exe = NULL, *model = "mlp", *chunk_arg = NULL;
+    const char *coord_exe = NULL, *model = "mlp", *chunk_arg = NULL, *sum_arg = NULL;
     long n = 1000, k = 100, rounds = 5, conns = 16;
     double timeout = 600, deadline = 120;
     uint64_t chunk_bytes = 0;
@@ -92,6 +93,7 @@ int main(int argc, char **argv) {
             return fprintf(stderr, "bench-fleet: %s: %s\n", argv[optind - 2], err), 2;
         if (ch == 'c') coord_exe = optarg;
         else if (ch == 'm') model = optarg;
+        else if (ch == 's') sum_arg = optarg;
         else if (ch == 'b' && hfl_parse_size(chunk_arg = optarg, &chunk_bytes, err) != 0)
             return fprintf(stderr, "bench-fleet: --chunk-bytes: %s\n", err), 2;
         else if (ch == 't' && hfl_parse_double(optarg, 1, 86400, &timeout, err) != 0)
@@ -102,13 +104,13 @@ int main(int argc, char **argv) {
         else if (ch == 'h')
             return printf("usage: bench-fleet --coordinator PATH [--clients N] [--per-round K] [--rounds R]\n"
                           "                   [--connections C] [--model NAME|FILE] [--chunk-bytes SIZE]\n"
-                          "                   [--deadline S] [--timeout S] [--json]\n"
+                          "                   [--deadline S] [--sum-on-disk MODE] [--timeout S] [--json]\n"
                           "N light clients (default 1000) over C connections (16) in this process; K of them\n"
                           "(100) drawn for each of R rounds (5) fetch the task's weights when they come in\n"
                           "chunks and answer at once with a fixed int8 update, put in chunks when it is\n"
                           "longer than the welcome's chunk_bytes. --model (default mlp) and\n"
                           "--chunk-bytes (default the coordinator's) go to the coordinator, --deadline (120)\n"
-                          "too. Prints the coordinator's memory against the fp32 model's and each round's wall\n"
+                          "and --sum-on-disk (auto, on, off; default the coordinator's) too. Prints the coordinator's memory against the fp32 model's and each round's wall\n"
                           "time (its own overhead).\n"),
                    0;
         else if (ch == '?') return fprintf(stderr, "bench-fleet: bad option (see --help)\n"), 2;
@@ -141,6 +143,7 @@ int main(int argc, char **argv) {
     int na = 0;
     while (args[na]) na++;
     if (chunk_arg) args[na++] = "--chunk-bytes", args[na++] = chunk_arg;
+    if (sum_arg) args[na++] = "--sum-on-disk", args[na++] = sum_arg;
     if (data[0]) args[na++] = "--data", args[na++] = data;
     pid_t coord = bench_coord_start("bench-fleet", coord_exe, args, dir, url, sizeof url);
     if (coord < 0) return 1;
@@ -205,6 +208,8 @@ int main(int argc, char **argv) {
      * its own report's (written at the run's end), whichever is larger */
     double rep_peak = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(rep, "coordinator_peak_rss_bytes"));
     double peak = hwm * 1048576.0 > rep_peak ? hwm * 1048576.0 : rep_peak;
+    const char *sum = cJSON_GetStringValue(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(rep, "coordinator_device"), "sum"));
     if (!json)
         printf("%ld clients (%ld per round, %ld connections), model %s (%.1f MB fp32): %d of %d rounds ok, round "
                "wall %s s (mean %.4f); coordinator RSS %.1f MiB idle, %.1f MiB at the end (every session registered), "
@@ -215,9 +220,9 @@ int main(int argc, char **argv) {
            "\"model_bytes\": %zu, \"update_bytes\": %zu, \"chunk_fetches\": %ld, \"chunk_puts\": %ld, \"rounds\": %d, \"rounds_ok\": %d, "
            "\"round_wall_s\": [%s], \"round_wall_mean_s\": %.4f, \"run_s\": %.2f, \"coordinator_idle_rss_mib\": %.1f, "
            "\"coordinator_rss_end_mib\": %.1f, \"coordinator_peak_rss_mib\": %.1f, \"coordinator_peak_rss_bytes\": %.0f, "
-           "\"peak_over_model\": %.3f, \"failed_clients\": %d}\n",
+           "\"peak_over_model\": %.3f, \"sum\": \"%s\", \"failed_clients\": %d}\n",
            n, k, conns, spec.name, spec.n_params, model_bytes, counts.update_bytes, counts.fetches, counts.puts, nr, ok, walls, nr ? wsum / nr : 0,
-           wall, idle_rss, rss, peak / 1048576.0, peak, peak / (double)model_bytes, failed + unfinished);
+           wall, idle_rss, rss, peak / 1048576.0, peak, peak / (double)model_bytes, sum ? sum : "?", failed + unfinished);
     if (failed || unfinished)
         fprintf(stderr, "bench-fleet: %d clients failed, %d unfinished; first: %s\n", failed, unfinished,
                 first ? first : "-");
