@@ -62,9 +62,12 @@
  *   An update for an earlier round whose slot never closed is folded into
  *   the open round (round_fold, --late fold and --async) rather than
  *   refused. */
+#include <linux/magic.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/vfs.h>
 
 #include "coordinator/coord.h"
 #include "coordinator/spool.h"
@@ -98,6 +101,10 @@ int rounds_place_sum(coord *c, char *err) {
     char why[HFL_ERR_LEN];
     if (hfl_agg_on_disk(&c->agg, spool_dir(c), test ? strtoull(test, NULL, 10) : 0, why) != 0)
         return hfl_errf(err, "--sum-on-disk: %s", why);
+    struct statfs fs;
+    if (statfs(spool_dir(c), &fs) == 0 && fs.f_type == TMPFS_MAGIC)
+        fprintf(stderr, "hfl-coordinator: the sum on disk goes to %s, a tmpfs, which keeps it in memory: point "
+                "--spool-dir at a disk\n", spool_dir(c));
     return 0;
 }
 
