@@ -47,6 +47,7 @@ typedef struct {
     double prox_mu;            /* FedProx's mu (0: plain local SGD) */
     hfl_optimizer optimizer;   /* sgd, or adamw with beta1, beta2 (model/model.h, OPTIMIZERS) */
     double beta1, beta2;
+    int keep_optimizer;        /* train on from the optimizer state the last round left (--keep-local-optimizer) */
     double received_at;        /* hfl_now() when the task arrived (--pace) */
     size_t task_bytes;         /* the task message's size (--pace) */
     uint64_t seed;
@@ -89,6 +90,9 @@ typedef struct {
     hfl_device_cost cost;    /* a GPU's per-process cost (plan/device_cost.h): known, every
                                 memory figure on the GPU is NVML's less it */
     int replanned;           /* the plan was chosen again mid-run (client/replan.c): its first step is not measured */
+    int optimizer_kept;      /* 1 + the optimizer whose state the trainer holds from a finished round; 0: none */
+    int optimizer_kept_round; /* that round */
+    int optimizer_from_round; /* the round whose optimizer state the last round trained on from; 0: from zero */
     int measured_batch;      /* samples in the first step (budget.measured_peak: its memory) */
     int64_t trained;         /* samples trained in the last round (its optimizer steps x their rows) */
     double lr_first, lr_last; /* the learning rate of its first and last optimizer step (--lr-schedule) */

@@ -146,6 +146,7 @@ static int read_task(const hfl_task_msg *m, size_t n_update, const char *overrid
         t->beta1 = m->beta1, t->beta2 = m->beta2;
     }
     t->prox_mu = m->has_prox_mu ? m->prox_mu : 0; /* FedProx: absent means plain local SGD */
+    t->keep_optimizer = m->has_keep_optimizer && m->keep_optimizer;
     t->deadline_s = m->deadline_ms / 1000;
     t->secagg = 0, t->secagg_bits = 0, t->secagg_shift = 0;
     if (m->has_secagg) { /* secure aggregation (proto/secagg.h): the update goes up as a ring vector */
@@ -431,6 +432,9 @@ static int do_task(client_session *ss, const client_task *task, const float *wei
     uint8_t *upd = client_train_round(s, task, weights, &ulen, &loss, &secs, err);
     if (!upd) return s->budget.breached ? after_breach(ss, task->round, err) : -1;
     ss->breach_replans = 0;
+    if (s->optimizer_from_round && !o->quiet)
+        printf("%s: round %d: the local optimizer went on from round %d's state\n", o->name, task->round,
+               s->optimizer_from_round);
     if (!measured_before && s->budget.measured_peak) record_first_step(ss);
     s->held_version = version; /* client_train_round kept the weights as s->global */
     if (s->metrics) client_metrics_trained(s, loss, secs);

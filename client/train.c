@@ -187,6 +187,7 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
         return NULL;
     }
     int *order = hfl_malloc(sizeof(int) * (size_t)n); /* before the footprint is measured */
+    if (!s->trainer) s->optimizer_kept = 0; /* a new trainer's optimizer starts from zero */
     if (ensure_trainer(s, &m, err) != 0) {
         free(order);
         return NULL;
@@ -201,7 +202,13 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
     if (weights != s->global) memcpy(s->global, weights, n_params * sizeof(float)); /* a round's are there already */
     hfl_trainer_set_params(s->trainer, weights);
     hfl_trainer_set_prox(s->trainer, (float)task->prox_mu); /* the anchor: this round's global model */
-    hfl_trainer_reset_optimizer(s->trainer);
+    /* --keep-local-optimizer (DiLoCo's workers): the optimizer goes on from
+     * the state the last round this trainer finished left, where it ran the
+     * same optimizer; else from zero, as a new PyTorch optimizer would */
+    int keep = task->keep_optimizer && s->optimizer_kept == 1 + (int)task->optimizer;
+    s->optimizer_from_round = keep ? s->optimizer_kept_round : 0;
+    s->optimizer_kept = 0; /* until this round is trained */
+    if (!keep) hfl_trainer_reset_optimizer(s->trainer);
     if (task->optimizer == HFL_OPTIM_ADAMW)
         hfl_trainer_set_adamw(s->trainer, (float)task->beta1, (float)task->beta2, (float)HFL_ADAMW_EPS);
 
@@ -265,6 +272,7 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
     }
     free(order);
     if (breached) return NULL;
+    s->optimizer_kept = 1 + (int)task->optimizer, s->optimizer_kept_round = task->round;
 
     /* The update is the change of the trainable part (model.h: all of it, or
      * LoRA's adapters): nt floats from train_off, so a LoRA client sends its

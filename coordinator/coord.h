@@ -104,6 +104,7 @@ typedef struct {
     hfl_optimizer optimizer; /* --optimizer: the clients' local optimizer (sgd, adamw) */
     double beta1, beta2;     /* --betas: AdamW's */
     double prox_mu;        /* --prox-mu: FedProx's proximal term on every client (0: off) */
+    int keep_local_optimizer; /* --keep-local-optimizer: tasks say keep_optimizer */
     uint64_t seed;
     /* bounded trust (rounds.c) */
     double clip_norm;           /* fixed clip, or the adaptive clip's start; 0: no clipping */

@@ -205,6 +205,10 @@ static const hfl_option coord_rows[] = {
      .help = "FedProx (Li et al. 2020): each client's local objective gains\n"
      "MU/2 ||w - w_global||^2, holding stragglers and non-IID clients near\n"
      "the round's model (default 0: plain local SGD)"},
+    {"keep-local-optimizer", NULL, HFL_OPT_FLAG, AT(keep_local_optimizer), 0, 0, NULL,
+     .help = "clients keep their local optimizer's state (momentum, or AdamW's moments\n"
+     "and step count) from one round they train to the next, as DiLoCo's workers\n"
+     "do (Douillard et al. 2023), instead of starting it from zero each round"},
     {"seed", "S", HFL_OPT_INT, AT(seed), 0, 0x7fffffff, "1",
      .help = "seed for initial weights and client selection (default 1)"},
     {"clip-norm", "C", HFL_OPT_CUSTOM, AT(clip_norm), 0, 0, "adaptive:" COORD_CLIP_DEFAULT_STR,

@@ -72,6 +72,7 @@ char *report_render(coord *c, size_t *len) {
     cJSON_AddNumberToObject(o, "momentum", cfg->momentum);
     cJSON_AddNumberToObject(o, "weight_decay", cfg->weight_decay);
     cJSON_AddNumberToObject(o, "prox_mu", cfg->prox_mu);
+    cJSON_AddBoolToObject(o, "keep_local_optimizer", cfg->keep_local_optimizer);
     cJSON_AddStringToObject(o, "optimizer", hfl_optimizer_name(cfg->optimizer));
     if (cfg->optimizer == HFL_OPTIM_ADAMW) {
         cJSON *b = cJSON_AddArrayToObject(o, "betas");

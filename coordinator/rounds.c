@@ -311,6 +311,7 @@ static void round_task(coord *c) {
     t->batch = c->cfg.batch;
     t->lr = c->cfg.lr, t->momentum = c->cfg.momentum, t->weight_decay = c->cfg.weight_decay;
     t->prox_mu = c->cfg.prox_mu, t->has_prox_mu = c->cfg.prox_mu > 0;
+    t->keep_optimizer = t->has_keep_optimizer = c->cfg.keep_local_optimizer;
     if (c->cfg.optimizer == HFL_OPTIM_ADAMW) {
         snprintf(t->optimizer, sizeof t->optimizer, "adamw");
         t->beta1 = c->cfg.beta1, t->beta2 = c->cfg.beta2;

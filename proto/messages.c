@@ -62,6 +62,7 @@ static const hfl_wire_field task_fields[] = {
     OPTIONAL(hfl_task_msg, optimizer, S, 0, 15),
     OPTIONAL(hfl_task_msg, beta1, D, 0, 0.999999),
     OPTIONAL(hfl_task_msg, beta2, D, 0, 0.999999),
+    OPTIONAL(hfl_task_msg, keep_optimizer, B, 0, 0),
     FIELD(hfl_task_msg, codec, S, 0, HFL_WIRE_CODEC_MAX),
     FIELD(hfl_task_msg, block, I, 1, 65536),
     FIELD(hfl_task_msg, seed, I, 0, I64),

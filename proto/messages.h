@@ -91,6 +91,8 @@ typedef struct {
     int has_beta1;
     double beta2;
     int has_beta2;
+    int keep_optimizer; /* keep the local optimizer's state from the client's last round */
+    int has_keep_optimizer;
     char codec[HFL_WIRE_CODEC_MAX + 1];
     int64_t block, seed;
     double deadline_ms;

@@ -12,7 +12,7 @@
 
 static const char *const known_keys[] = {
     "name", "model", "clients", "clients_per_round", "min_quorum", "rounds", "local_epochs", "batch",
-    "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "prepare", "downlink", "downlink_delta", "chunk_bytes", "client_codecs", "client_memory", "memory_budget_at", "precision", "clip_norm", "max_client_samples", "max_share", "server_opt", "strategy", "client_attacks", "over_selection", "late", "local_work", "prox_mu", "async_concurrency", "pace", "optimizer", "betas", "local_steps", "lr_schedule", "sum_on_disk",
+    "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "prepare", "downlink", "downlink_delta", "chunk_bytes", "client_codecs", "client_memory", "memory_budget_at", "precision", "clip_norm", "max_client_samples", "max_share", "server_opt", "strategy", "client_attacks", "over_selection", "late", "local_work", "prox_mu", "async_concurrency", "pace", "optimizer", "betas", "local_steps", "lr_schedule", "sum_on_disk", "keep_local_optimizer",
     "device", "client_devices", "profiles", "profile_library", "memory_scale", "crashes", "dropout", "slow", "compute_scale", "virtual_time",
     "secure_agg", "client_clip", "fixed_bits", "dp_noise", "dp_epsilon", "dp_delta", NULL};
 
@@ -187,6 +187,12 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
         goto out;
     }
     sc->downlink_delta = cJSON_IsTrue(dd);
+    const cJSON *ko = cJSON_GetObjectItemCaseSensitive(o, "keep_local_optimizer");
+    if (ko && !cJSON_IsBool(ko)) {
+        hfl_errf(err, "\"keep_local_optimizer\" must be true or false");
+        goto out;
+    }
+    sc->keep_local_optimizer = cJSON_IsTrue(ko);
     sc->clients = (int)clients, sc->rounds = (int)rounds, sc->local_epochs = (int)epochs;
     sc->batch = (int)batch, sc->block = (int)block, sc->seed = (uint64_t)seed;
     sc->clients_per_round = k > 0 ? (int)k : sc->clients;

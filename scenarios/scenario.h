@@ -15,6 +15,7 @@
  *   "device": "auto",          "client_devices": {"client-1": "cpu"},
  *   "clip_norm": "adaptive:2", "max_client_samples": 0,  "max_share": 0.2,
  *   "server_opt": "fedavg",    "strategy": "fedavg",     "sum_on_disk": "auto",
+ *   "keep_local_optimizer": false,
  *   "client_attacks": {"client-0": "-10:1000000"},
  *   "profiles": {"gtx1650-4g": 2, "laptop-cpu": 1}, "profile_library": "profiles.json",
  *   "memory_scale": 1,         "crashes": {"client-3": "2:1.5"},
@@ -33,7 +34,8 @@
  * adaptive[:C0] or a norm, as a string or a number), --max-client-samples
  * (0: no cap) and --max-share, optimizer and betas its --optimizer (sgd or
  * adamw) and --betas, server_opt, strategy and sum_on_disk its --server-opt,
- * --strategy and --sum-on-disk, with their defaults; client_attacks makes a client
+ * --strategy and --sum-on-disk, keep_local_optimizer its
+ * --keep-local-optimizer, with their defaults; client_attacks makes a client
  * Byzantine: hfl-client --attack SCALE[:SAMPLES]; profiles names device
  * profiles from the library (scenarios/profile.h; a path relative to the
  * scenario file, default profiles.json beside it) with how many clients
@@ -87,6 +89,7 @@ typedef struct {
     char codec[32];
     char downlink[32];
     int downlink_delta;
+    int keep_local_optimizer;  /* the coordinator's --keep-local-optimizer */
     char (*client_codec)[32]; /* [clients]: "" for the run's codec; malloc'd, free with hfl_scenario_free */
     char (*client_memory)[32]; /* [clients]: "" for the device's free memory, else a size like "64M" */
     char (*client_memory_at)[32]; /* [clients]: "" or "R:SIZE": the budget from round R on (--budget-at) */

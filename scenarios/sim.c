@@ -498,6 +498,7 @@ int main(int argc, char **argv) {
     snprintf(a_maxs, sizeof a_maxs, "%.0f", sc.max_client_samples);
     snprintf(a_share, sizeof a_share, "%.17g", sc.max_share);
     if (sc.downlink_delta) cargv[na++] = "--downlink-delta";
+    if (sc.keep_local_optimizer) cargv[na++] = "--keep-local-optimizer";
     if (sc.clip_norm[0]) cargv[na++] = "--clip-norm", cargv[na++] = sc.clip_norm;
     if (sc.max_client_samples > 0) cargv[na++] = "--max-client-samples", cargv[na++] = a_maxs;
     if (sc.max_share > 0) cargv[na++] = "--max-share", cargv[na++] = a_share;
