@@ -35,8 +35,15 @@ int agg_disk_open(agg_disk *d, const char *dir, size_t n, size_t block, char *er
     return 0;
 }
 
+/* The round's entries' own memory (topk's block starts). */
+static void drop_entries(agg_disk *d) {
+    for (int u = 0; u < d->n_e; u++) free(d->e[u].starts);
+    d->n_e = 0;
+}
+
 void agg_disk_free(agg_disk *d) {
     if (d->fd >= 0) close(d->fd);
+    drop_entries(d);
     free(d->e);
     free(d->acc);
     for (int s = 0; s < HFL_AGG_MAX_BATCH; s++) free(d->x[s]), free(d->raw[s]);
@@ -45,7 +52,7 @@ void agg_disk_free(agg_disk *d) {
 }
 
 void agg_disk_reset(agg_disk *d) {
-    d->n_e = 0;
+    drop_entries(d);
     int rc = d->end ? ftruncate(d->fd, 0) : 0;
     (void)rc; /* should it fail, only the space stays taken: entries are written over from 0 */
     d->end = 0;
@@ -80,17 +87,23 @@ int agg_disk_put(agg_disk *d, int kind, uint32_t block, const uint8_t *body, siz
 int agg_disk_put_topk(agg_disk *d, const uint32_t *idx, const uint8_t *vals, size_t k, double f, char *err) {
     agg_disk_entry *e = new_entry(d);
     char why[HFL_ERR_LEN];
-    if (!e) return hfl_errf(err, "cannot keep the update for the sum: out of memory");
-    if (hfl_pwrite_all(d->fd, idx, 4 * k, e->off, why) != 0 || hfl_pwrite_all(d->fd, vals, 2 * k, e->off + 4 * k, why) != 0)
+    size_t blocks = (d->n + d->block - 1) / d->block;
+    if (!e || !(e->starts = malloc((blocks + 1) * sizeof *e->starts)))
+        return hfl_errf(err, "cannot keep the update for the sum: out of memory");
+    /* where each block's entries start, so that the close reads each entry once */
+    for (size_t b = 0, j = 0; b <= blocks; b++) {
+        while (j < k && idx[j] < b * d->block) j++;
+        e->starts[b] = j;
+    }
+    e->starts[blocks] = k;
+    if (hfl_pwrite_all(d->fd, idx, 4 * k, e->off, why) != 0 || hfl_pwrite_all(d->fd, vals, 2 * k, e->off + 4 * k, why) != 0) {
+        free(e->starts);
         return hfl_errf(err, "cannot keep the update for the sum on disk: %s", why);
+    }
     e->kind = HFL_PAYLOAD_TOPK, e->k = k, e->f = f;
     d->end += 6 * k;
     d->n_e++;
     return 0;
-}
-
-void agg_disk_rewind(agg_disk *d) {
-    for (int u = 0; u < d->n_e; u++) d->e[u].cursor = 0;
 }
 
 /* Slot s's byte buffer holds at least need bytes; -1 with err. */
@@ -102,29 +115,38 @@ static int raw_room(agg_disk *d, int s, size_t need, char *err) {
     return 0;
 }
 
-/* A topk entry's values [b0, b0 + m) scattered into slot s's floats, its
- * entries read from its cursor on, a piece at a time. */
-static int load_topk(agg_disk *d, agg_disk_entry *e, int s, size_t b0, size_t m, char *err) {
+/* A topk entry's values [b0, b0 + m) scattered into slot s's floats: the
+ * block's entries (starts), read a piece at a time, each index checked to
+ * lie in the block and to follow the one before (a file that does not give
+ * back what was written is refused, never written through). */
+static int load_topk(agg_disk *d, const agg_disk_entry *e, int s, size_t b0, size_t m, char *err) {
     float *x = d->x[s];
     memset(x, 0, m * sizeof *x);
     char why[HFL_ERR_LEN];
     if (raw_room(d, s, 6 * (size_t)TOPK_PIECE, err) != 0) return -1;
     uint32_t *idx = (uint32_t *)(void *)d->raw[s];
     uint8_t *vals = d->raw[s] + 4 * (size_t)TOPK_PIECE;
-    while (e->cursor < e->k) {
-        size_t got = e->k - e->cursor < TOPK_PIECE ? (size_t)(e->k - e->cursor) : TOPK_PIECE, j = 0;
-        if (hfl_pread_all(d->fd, idx, 4 * got, e->off + 4 * e->cursor, why) != 0 ||
-            hfl_pread_all(d->fd, vals, 2 * got, e->off + 4 * e->k + 2 * e->cursor, why) != 0)
+    size_t bi = b0 / d->block;
+    int64_t last = (int64_t)b0 - 1; /* the index before, strictly below the next */
+    for (uint64_t at = e->starts[bi], end = e->starts[bi + 1]; at < end;) {
+        size_t got = end - at < TOPK_PIECE ? (size_t)(end - at) : TOPK_PIECE;
+        if (hfl_pread_all(d->fd, idx, 4 * got, e->off + 4 * at, why) != 0 ||
+            hfl_pread_all(d->fd, vals, 2 * got, e->off + 4 * e->k + 2 * at, why) != 0)
             return hfl_errf(err, "cannot read the sum's updates back: %s", why);
-        for (; j < got && idx[j] < b0 + m; j++) x[idx[j] - b0] = hfl_payload_topk_value(vals, j);
-        e->cursor += j;
-        if (j < got) break; /* the rest lie in later blocks */
+        for (size_t j = 0; j < got; j++) {
+            if ((int64_t)idx[j] <= last || idx[j] >= b0 + m)
+                return hfl_errf(err, "cannot read the sum's updates back: topk index %u out of place", idx[j]);
+            x[idx[j] - b0] = hfl_payload_topk_value(vals, j);
+            last = idx[j];
+        }
+        at += got;
     }
     return 0;
 }
 
-int agg_disk_load(agg_disk *d, int u, int s, size_t b0, size_t m, hfl_payload *p, char *err) {
-    agg_disk_entry *e = &d->e[u];
+int agg_disk_load(agg_disk *d, const hfl_agg_ops *ops, int u, int s, size_t b0, size_t m, hfl_payload *p,
+                  char *err) {
+    const agg_disk_entry *e = &d->e[u];
     char why[HFL_ERR_LEN];
     if (e->kind == HFL_PAYLOAD_TOPK) {
         if (load_topk(d, e, s, b0, m, err) != 0) return -1;
@@ -143,9 +165,12 @@ int agg_disk_load(agg_disk *d, int u, int s, size_t b0, size_t m, hfl_payload *p
         return hfl_errf(err, "cannot read the sum's updates back: %s", why);
     *p = (hfl_payload){.kind = e->kind, .block = e->block, .body = d->raw[s]};
     if (lo == b0) return 0; /* a payload of its own from value 0 */
-    /* b0 inside a codec block: decoded here, value by value, into floats */
+    /* b0 inside a codec block: decoded into floats, by the backend's vector
+     * decoder where it has one (the same bits as hfl_payload_value) */
     float *x = d->x[s];
-    for (size_t j = 0; j < m; j++) x[j] = hfl_payload_value(p, b0 - lo + j);
+    if (ops->decode) ops->decode(p, b0 - lo, m, x);
+    else
+        for (size_t j = 0; j < m; j++) x[j] = hfl_payload_value(p, b0 - lo + j);
     *p = (hfl_payload){.kind = HFL_PAYLOAD_FP32, .block = 0, .body = (const uint8_t *)x};
     return 0;
 }

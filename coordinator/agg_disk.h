@@ -23,10 +23,10 @@
 #define AGG_DISK_BLOCK ((size_t)1 << 18)
 
 typedef struct {
-    uint64_t off;    /* its bytes' place in the file */
-    uint64_t k;      /* topk: its entries, k uint32 indices then k fp16 values */
-    uint64_t cursor; /* topk: entries below the blocks loaded so far */
-    int kind;        /* HFL_PAYLOAD_* of the bytes */
+    uint64_t off;     /* its bytes' place in the file */
+    uint64_t k;       /* topk: its entries, k uint32 indices then k fp16 values */
+    uint64_t *starts; /* topk: the first entry of each block, and k (blocks + 1) */
+    int kind;         /* HFL_PAYLOAD_* of the bytes */
     uint32_t block;  /* the codec's block size */
     double f;        /* the factor add_fixed scales it by */
 } agg_disk_entry;
@@ -57,13 +57,13 @@ int agg_disk_put(agg_disk *d, int kind, uint32_t block, const uint8_t *body, siz
 /* The same for a topk update: k strictly increasing indices and their fp16 values. */
 int agg_disk_put_topk(agg_disk *d, const uint32_t *idx, const uint8_t *vals, size_t k, double f, char *err);
 
-/* Entry u's values [b0, b0 + m) (m <= the block) as a payload *p that the
- * ops read from value 0, in slot s's buffers; the same values, bit for bit,
- * as the whole payload's from b0. Blocks go in increasing order. -1 with
- * err when the file cannot be read. */
-int agg_disk_load(agg_disk *d, int u, int s, size_t b0, size_t m, hfl_payload *p, char *err);
-/* Starts the blocks over (topk's cursors) for another pass. */
-void agg_disk_rewind(agg_disk *d);
+/* Entry u's values [b0, b0 + m) (b0 a block's first value, m its values)
+ * as a payload *p that the ops read from value 0, in slot s's buffers; the
+ * same values, bit for bit, as the whole payload's from b0. ops->decode,
+ * where the backend has it, decodes a piece that starts inside a codec
+ * block. -1 with err when the file cannot be read back as it was written. */
+int agg_disk_load(agg_disk *d, const hfl_agg_ops *ops, int u, int s, size_t b0, size_t m, hfl_payload *p,
+                  char *err);
 
 /* topk's norm pass without its dense vector: the same sum of squares and
  * largest |value| as ops->norm over the n-value vector the k values

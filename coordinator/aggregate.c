@@ -271,9 +271,11 @@ static int agg_disk_add(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, 
     double clip = 1.0;
     if (agg_clip(a, &nm, &clip, info, err) != 0) return -1;
     double f = ldexp(weight * clip, a->shift); /* as hfl_agg_add's */
-    if (c->id == HFL_PAYLOAD_TOPK) return agg_disk_put_topk(a->disk, a->topk_idx, vals, k, f, err);
-    return agg_disk_put(a->disk, c->id, block, payload + HFL_CODEC_HEADER_BYTES, len - HFL_CODEC_HEADER_BYTES, f,
-                        err);
+    int rc = c->id == HFL_PAYLOAD_TOPK ? agg_disk_put_topk(a->disk, a->topk_idx, vals, k, f, err)
+                                       : agg_disk_put(a->disk, c->id, block, payload + HFL_CODEC_HEADER_BYTES,
+                                                      len - HFL_CODEC_HEADER_BYTES, f, err);
+    a->disk_refused = rc != 0;
+    return rc;
 }
 
 int hfl_agg_add(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t len, double weight,
@@ -281,6 +283,7 @@ int hfl_agg_add(hfl_agg *a, const hfl_codec *c, const uint8_t *payload, size_t l
     if (!(weight > 0 && weight <= 1))
         return hfl_errf(err, "update weight %g outside (0, 1]", weight);
     pthread_mutex_lock(&a->lock);
+    a->disk_refused = 0;
     if (a->disk) {
         int rc = agg_disk_add(a, c, payload, len, weight, info, err);
         pthread_mutex_unlock(&a->lock);
@@ -324,7 +327,6 @@ static int agg_disk_mean(hfl_agg *a, double inv) {
     agg_disk *d = a->disk;
     char *err = a->disk_err;
     if (!a->mean && !(a->mean = agg_alloc(a, a->n * sizeof *a->mean, err))) return -1;
-    agg_disk_rewind(d);
     int finite = 1;
     for (size_t b0 = 0; b0 < a->n; b0 += d->block) {
         size_t m = a->n - b0 < d->block ? a->n - b0 : d->block;
@@ -334,7 +336,7 @@ static int agg_disk_mean(hfl_agg *a, double inv) {
             double f[HFL_AGG_MAX_BATCH];
             int count = 0;
             for (; u < d->n_e && count < HFL_AGG_MAX_BATCH; u++, count++) {
-                if (agg_disk_load(d, u, count, b0, m, &p[count], err) != 0) return -1;
+                if (agg_disk_load(d, a->ops, u, count, b0, m, &p[count], err) != 0) return -1;
                 f[count] = d->e[u].f;
             }
             last = u == d->n_e;
@@ -368,7 +370,12 @@ int hfl_agg_on_disk(hfl_agg *a, const char *dir, size_t block, char *err) {
 }
 
 int hfl_agg_mean(hfl_agg *a, double weight_sum) {
-    if (a->disk) return agg_disk_mean(a, ldexp(1.0, -a->shift) / weight_sum);
+    if (a->disk) { /* no add may grow the entries while they are read */
+        pthread_mutex_lock(&a->lock);
+        int finite = agg_disk_mean(a, ldexp(1.0, -a->shift) / weight_sum);
+        pthread_mutex_unlock(&a->lock);
+        return finite;
+    }
     int finite = agg_pass(a, a->pending, a->pending_f, a->n_pending, ldexp(1.0, -a->shift) / weight_sum, a->mean);
     a->n_pending = 0, a->pending_bytes = 0;
     return finite;

@@ -46,10 +46,15 @@
  * of being added. mean() then sums block by block: every update's piece of
  * a block into a block-sized int64 sum, whose mean is written before the
  * next block. The integers, and so the bits, are the ones the sum in memory
- * gives (tests/coordinator/test_aggregate.c compares them for every codec).
- * What memory holds is a block's buffers, and the mean only from mean() to
- * step(), which frees it. For the CPU's aggregator, FedAvg's sum (no held
- * rows); the file is read back once a round. */
+ * gives (tests/coordinator/test_agg_disk.c compares them for every codec).
+ * What memory holds is a block's buffers, and the mean from mean() to
+ * step(), which frees it (or to the next reset, where the round failed).
+ * For the CPU's aggregator, FedAvg's sum (no held rows). The file is read
+ * back once a round (topk's entries by the block starts kept at the put),
+ * at the close and under the caller's lock, so the close takes the adds the
+ * sum in memory spread over the uploads (docs/benchmarks.md measures it).
+ * Central DP's noise vector goes to the file too, as a dense update: the
+ * file is unlinked, but its blocks hold the noise until they are reused. */
 #ifndef HFL_COORD_AGGREGATE_H
 #define HFL_COORD_AGGREGATE_H
 
@@ -97,6 +102,7 @@ typedef struct {
     unsigned char *present; /* host, [n_rows]: row added this round */
     agg_disk *disk;         /* ON DISK: the round's updates; NULL: the sum in memory */
     char disk_err[256];     /* ON DISK: why mean() failed */
+    int disk_refused;       /* ON DISK: the last add was valid, but the file would not take it */
     pthread_mutex_t lock; /* add() may be called from several threads */
 } hfl_agg;
 

@@ -289,6 +289,7 @@ enum {
     COORD_REJ_CODEC,     /* another codec than its client's */
     COORD_REJ_PAYLOAD,   /* does not decode, or not finite */
     COORD_REJ_LATE,      /* a late update that could not be folded */
+    COORD_REJ_STORE,     /* the coordinator's own disk would not keep it (the sum on disk) */
     COORD_REJ_KINDS
 };
 
@@ -419,10 +420,10 @@ int coord_options_parse(int argc, char **argv, coord_config *cfg, char *err);
 
 /* rounds.c */
 int rounds_init(coord *c, char *err);
-/* --sum-on-disk: the sum moved to a file in the spool directory where it
- * applies (aggregate.h, ON DISK); after persist_load, which makes the state
- * directory. -1 with err. */
-int rounds_place_sum(coord *c, char *err);
+/* sum_place.c: --sum-on-disk, the sum moved to a file in the spool
+ * directory where it applies (aggregate.h, ON DISK); after persist_load,
+ * which makes the state directory. -1 with err. */
+int sum_place(coord *c, char *err);
 /* Replies (malloc'd encoded messages) to pull and update requests. */
 uint8_t *rounds_pull(coord *c, int id, int64_t have_version, size_t *len);
 uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *payload, size_t plen,

@@ -83,7 +83,7 @@ static int coord_setup(coord *c, char *err) {
     pthread_condattr_destroy(&ca);
     /* the sum's file goes in the spool directory, which may be the state
      * directory persist_load makes */
-    if (rounds_init(c, err) != 0 || persist_load(c, &resumed, err) != 0 || rounds_place_sum(c, err) != 0) return -1;
+    if (rounds_init(c, err) != 0 || persist_load(c, &resumed, err) != 0 || sum_place(c, err) != 0) return -1;
     if (c->cfg.chunk_bytes && spool_check_dir(c, err) != 0) return -1; /* chunked updates are spooled there */
     /* a continued run appends to its log */
     if (c->cfg.log_path[0] && !(c->log = fopen(c->cfg.log_path, resumed ? "a" : "w")))
@@ -122,6 +122,7 @@ int main(int argc, char **argv) {
     /* before the ready file, so whoever waits on it may signal us at once */
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
+    signal(SIGXFSZ, SIG_IGN); /* a spool or sum file past `ulimit -f`: EFBIG and one line, not death */
     signal(SIGHUP, on_hup);
     char url[300];
     ready_url(cfg->listen_url, port, url, sizeof url);

@@ -11,7 +11,7 @@
 #include "util/util.h"
 
 static const char *const reject_names[COORD_REJ_KINDS] = {"malformed", "wrong_round", "not_tasked", "samples",
-                                                          "codec", "payload", "late"};
+                                                          "codec", "payload", "late", "store"};
 
 /* The Prometheus page; the caller holds c->lock. */
 static void render_metrics(const coord *c, hfl_text *t) {

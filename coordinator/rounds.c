@@ -62,15 +62,12 @@
  *   An update for an earlier round whose slot never closed is folded into
  *   the open round (round_fold, --late fold and --async) rather than
  *   refused. */
-#include <linux/magic.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/vfs.h>
 
 #include "coordinator/coord.h"
-#include "coordinator/spool.h"
 #include "proto/secagg.h"
 #include "model/safetensors.h"
 #include "kernels/philox.h"
@@ -85,27 +82,6 @@ static void model_sha256(const coord *c, char hex[65]) {
 /* Clients a synchronous round draws: K (1 + --over-select), fewer when fewer are live. */
 static int round_draw_size(const coord *c) {
     return c->cfg.clients_per_round + (int)ceil(c->cfg.clients_per_round * c->cfg.over_select);
-}
-
-/* --sum-on-disk (aggregate.h, ON DISK): for the CPU's FedAvg sum without
- * secure aggregation (whose clients' masked sum comes whole); auto from a
- * sum of COORD_DISK_SUM_BYTES ("", an in-process test's, is off).
- * HFL_TEST_SUM_BLOCK=V sums V values at a time, so that a test's small
- * model spans several blocks. */
-int rounds_place_sum(coord *c, char *err) {
-    const char *w = c->cfg.sum_on_disk, *test = getenv("HFL_TEST_SUM_BLOCK");
-    int can = c->be->host_memory && c->rule.kind == HFL_RULE_FEDAVG && !c->cfg.secure_agg;
-    if (strcmp(w, "on") && !(!strcmp(w, "auto") && can && 8 * c->spec.n_trainable >= COORD_DISK_SUM_BYTES))
-        return 0;
-    if (!can) return hfl_errf(err, "--sum-on-disk on: only where the CPU aggregates fedavg without --secure-agg");
-    char why[HFL_ERR_LEN];
-    if (hfl_agg_on_disk(&c->agg, spool_dir(c), test ? strtoull(test, NULL, 10) : 0, why) != 0)
-        return hfl_errf(err, "--sum-on-disk: %s", why);
-    struct statfs fs;
-    if (statfs(spool_dir(c), &fs) == 0 && fs.f_type == TMPFS_MAGIC)
-        fprintf(stderr, "hfl-coordinator: the sum on disk goes to %s, a tmpfs, which keeps it in memory: point "
-                "--spool-dir at a disk\n", spool_dir(c));
-    return 0;
 }
 
 int rounds_init(coord *c, char *err) {
@@ -660,6 +636,10 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
     } else if ((c->rule.kind == HFL_RULE_FEDAVG ? hfl_agg_add(&c->agg, uc, payload, plen, weight, &info, err)
                                                  : hfl_agg_add_row(&c->agg, uc, payload, plen, slot, &info, err)) != 0) {
         why = COORD_REJ_PAYLOAD;
+        if (c->agg.disk_refused) { /* the coordinator's disk, not the update: the operator's to mend */
+            why = COORD_REJ_STORE;
+            fprintf(stderr, "hfl-coordinator: client %d's update: %s\n", id, err);
+        }
         goto reject;
     }
     r->norms[r->n_received] = info.norm;
@@ -907,6 +887,7 @@ static void round_aggregate(coord *c) {
         }
         finite = hfl_agg_mean(&c->agg, divisor / r->samples_planned);
         if (finite < 0) { /* the sum on disk could not be read back */
+            clip_adapt(c); /* as any round whose aggregate is refused */
             snprintf(why, sizeof why, "%s, global model kept", c->agg.disk_err);
             round_finish(c, why);
             return;

@@ -62,6 +62,10 @@ typedef struct hfl_agg_ops {
      * caller need only check its frame first (hfl_codec_check_frame). */
     void (*stage_norm)(void *dst, const hfl_payload *src, size_t bytes, size_t n, double *partials,
                        hfl_agg_norm *out);
+    /* For a backend whose memory is the host's (NULL elsewhere): out[j] =
+     * hfl_payload_value(p, i0 + j), j < m, vectorised (the sum on disk's
+     * pieces that start inside a codec block, coordinator/agg_disk.h). */
+    void (*decode)(const hfl_payload *p, size_t i0, size_t m, float *out);
     /* For u = 0 .. count - 1 in turn (count <= HFL_AGG_MAX_BATCH), acc[i] =
      * hfl_agg_add_fixed(acc[i], f[u], value i of p[u]), i < n: several
      * updates in one pass over acc (p and f are host arrays; the payloads'

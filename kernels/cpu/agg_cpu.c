@@ -390,6 +390,7 @@ const hfl_agg_ops hfl_cpu_agg_ops = {
     .topk_scatter = cpu_topk_scatter,
     .norm = cpu_norm,
     .stage_norm = cpu_stage_norm,
+    .decode = hfl_agg_decode_span,
     .add_fixed = cpu_add_fixed,
     .add_fixed_pass = cpu_add_fixed_pass,
     .store_row = cpu_store_row,

@@ -3,20 +3,24 @@
  * independent double-precision FedAvg.
  *
  * 1. Same bits: 13 updates of every codec (fp32, fp16, bf16, int8 at blocks
- *    256 and 1000, int4, sign, topk at 5% and at 0.1%, so that most chunks
- *    hold no entry; three clipped), plus a dense vector (central DP noise's
- *    path), give the memory aggregator's mean byte for byte, and each
- *    update's norm and clip flag, with blocks of 4096 values (int8 256 read
- *    in place, int8 1000 and sign 96 decoded from inside a codec block),
- *    5000 (every blocked codec from inside a block), and one block over all
- *    of N = 50,021 values (no multiple of either). A FedAvgM step from the
- *    two means moves the model and the momentum to the same bits.
+ *    256 and 1000, int4, sign, topk at 5% and at 0.1%, whose 51 entries
+ *    leave a chunk empty; three clipped), plus a dense vector (central DP
+ *    noise's path), give the memory aggregator's mean byte for byte, and
+ *    each update's norm and clip flag, with blocks of 4096 values (int8 256
+ *    read in place, int8 1000 and sign 96 decoded from inside a codec
+ *    block), 5000 (int8 256, int4 64 and sign 96 from inside one, int8
+ *    1000 in place), and one block over all of N = 50,021 values (no
+ *    multiple of either). A FedAvgM step from the two means moves the model
+ *    and the momentum to the same bits. topk at 50%, 30% and 0.1% of
+ *    300,007 values, in blocks of 4096 and 200,000: a block's entries read
+ *    in several pieces (agg_disk.c's TOPK_PIECE, 65,536), the same bits.
  * 2. Memory: on disk, no whole sum and no mean while updates come; the mean
  *    exists from mean() to step() and is freed by it.
  * 3. Refusals: a NaN payload and a malformed one are refused as in memory,
  *    leaving the sum as it was; a held-rows rule is refused either way
  *    round; updates that cannot be read back at the close fail mean() with
- *    one line, not a crash. */
+ *    one line, not a crash, and so does a topk index the file gives back
+ *    out of place (a write through it would leave the block's buffer). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +134,40 @@ static void test_same_bits(void) {
     free(got), free(g), free(v);
 }
 
+/* topk updates of n values, in memory and on disk in blocks of `block`: the same mean. */
+static void topk_pieces(size_t n, size_t block) {
+    static const char *const names[] = {"topk:0.5", "topk:0.3", "topk:0.001"};
+    char err[HFL_ERR_LEN];
+    float *delta = hfl_malloc(sizeof(float) * n), *want = hfl_malloc(sizeof(float) * n);
+    hfl_agg mem, disk;
+    CHECK(hfl_agg_init_on(&mem, hfl_backend_cpu(), n, 1, err) == 0 && hfl_agg_init_on(&disk, hfl_backend_cpu(), n, 1, err) == 0);
+    CHECK(hfl_agg_on_disk(&disk, tmp(), block, err) == 0);
+    hfl_agg_reset(&mem, CLIP, 0), hfl_agg_reset(&disk, CLIP, 0);
+    for (int k = 0; k < 3; k++) {
+        for (size_t i = 0; i < n; i++) delta[i] = (float)(hfl_u01(hfl_philox_u32(9, 2, 0, (uint32_t)k, 0, i)) - 0.5) / 300;
+        const hfl_codec *c = hfl_codec_find(names[k], err);
+        uint8_t *pay = hfl_malloc(hfl_codec_max_bytes(c, n, 256));
+        hfl_rng_key key = {7, 2, (uint32_t)k, 0};
+        size_t len = hfl_codec_encode(c, delta, NULL, n, 256, &key, 1, pay);
+        hfl_agg_update wi, gi;
+        CHECK(hfl_agg_add(&mem, c, pay, len, 0.25, &wi, err) == 0 && hfl_agg_add(&disk, c, pay, len, 0.25, &gi, err) == 0);
+        CHECK(memcmp(&wi.norm, &gi.norm, sizeof wi.norm) == 0);
+        free(pay);
+    }
+    CHECK(hfl_agg_mean(&mem, 0.75) == 1 && hfl_agg_mean(&disk, 0.75) == 1);
+    memcpy(want, mem.mean, sizeof(float) * n);
+    CHECK(memcmp(disk.mean, want, sizeof(float) * n) == 0);
+    printf("test_agg_disk: topk at 50%%, 30%% and 0.1%% of %zu values in blocks of %zu: the memory sum's bits\n", n,
+           block);
+    hfl_agg_free(&mem), hfl_agg_free(&disk);
+    free(delta), free(want);
+}
+
+static void test_topk_pieces(void) {
+    topk_pieces(300007, 4096);
+    topk_pieces(300007, 200000); /* 100,000 entries at 50%: two pieces */
+}
+
 static void test_refusals(void) {
     char err[HFL_ERR_LEN];
     hfl_agg mem, disk;
@@ -173,6 +211,15 @@ static void test_refusals(void) {
     CHECK(ftruncate(disk.disk->fd, 100) == 0);
     CHECK(hfl_agg_mean(&disk, 1.0) == -1 && strstr(disk.disk_err, "cannot read the sum's updates back") != NULL);
     printf("test_agg_disk: a file cut short at the close: %s\n", disk.disk_err);
+    /* a topk index given back below its block's start: refused, not written through */
+    hfl_agg_reset(&disk, CLIP, 0);
+    CHECK(hfl_agg_add(&disk, hfl_codec_find("topk:0.05", NULL), payload[7], plen[7], 0.5, NULL, err) == 0);
+    uint32_t first;
+    CHECK(pread(disk.disk->fd, &first, 4, (off_t)(disk.disk->e[0].off + 4 * disk.disk->e[0].starts[1])) == 4);
+    first -= 4096; /* an index of the first block in the second's entries */
+    CHECK(pwrite(disk.disk->fd, &first, 4, (off_t)(disk.disk->e[0].off + 4 * disk.disk->e[0].starts[1])) == 4);
+    CHECK(hfl_agg_mean(&disk, 1.0) == -1 && strstr(disk.disk_err, "out of place") != NULL);
+    printf("test_agg_disk: %s\n", disk.disk_err);
     hfl_agg_free(&mem);
     hfl_agg_free(&disk);
     free(nan), free(cut), free(out[0]), free(out[1]);
@@ -180,6 +227,7 @@ static void test_refusals(void) {
 
 static const check_case cases[] = {
     {"same_bits", test_same_bits},
+    {"topk_pieces", test_topk_pieces},
     {"refusals", test_refusals},
 };
 

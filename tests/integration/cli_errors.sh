@@ -139,5 +139,20 @@ expect_error "client: budget-at size 0"     "$client" --insecure --coordinator t
 expect_error "pki: bad client count"        "$pki" --out "$tmp/p2" --clients -1
 expect_error "pki: unwritable directory"    "$pki" --out /proc/hfl-pki --clients 1
 
+# The sum on disk asked for on a tmpfs (coordinator/sum_place.c): it goes
+# there, saying in one line that the file is memory after all.
+if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then
+  shm=$(mktemp -d /dev/shm/hfl-test-XXXXXX)
+  timeout -s TERM 3 "$coord" --insecure --listen tcp://127.0.0.1:0 --sum-on-disk on --spool-dir "$shm" --quiet \
+    >/dev/null 2>"$tmp/err" || true
+  rmdir "$shm"
+  if grep -q "^hfl-coordinator: --sum-on-disk on, but $shm is a tmpfs, which keeps the file in memory$" "$tmp/err"; then
+    echo "ok   coordinator: the sum on disk on a tmpfs: $(head -1 "$tmp/err")"
+  else
+    echo "FAIL coordinator: the sum on disk on a tmpfs said:"; sed 's/^/  | /' "$tmp/err"; fails=$((fails + 1))
+  fi
+else
+  echo "skip coordinator: the sum on disk on a tmpfs: /dev/shm is no tmpfs here"
+fi
 echo "$fails failed"
 [ "$fails" -eq 0 ]
