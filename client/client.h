@@ -81,7 +81,7 @@ typedef struct {
     uint32_t stream;  /* hash of our name: keys our randomness, the same in every run */
     float *global;    /* the weights the last task came with: model version held_version */
     int held_version; /* -1 before the first task */
-    float *local;     /* after training: the trainable part (spec.n_trainable floats from train_off) */
+    float *local;     /* a device trainer's trainable part read back for its delta (made at its first round; NULL on the CPU, whose delta is made in the trainer's masters) */
     float *residual;  /* error feedback over the trainable part, kept across rounds */
     hfl_plan *plan;          /* the step this client runs, chosen to fit its budget */
     hfl_candidate chosen;    /* the chooser's row for it: predicted peak, samples/s */

@@ -571,10 +571,8 @@ static int hold_model(client_session *ss, char *err) {
     /* the update and its residual cover the trainable part (LoRA: the adapters) */
     size_t n = s->spec.n_params, nt = s->spec.n_trainable;
     s->global = hfl_malloc(n * sizeof(float));
-    s->local = hfl_malloc(nt * sizeof(float));
     s->residual = hfl_malloc(nt * sizeof(float));
     memset(s->global, 0, n * sizeof(float));
-    memset(s->local, 0, nt * sizeof(float));
     memset(s->residual, 0, nt * sizeof(float));
     if (!o->quiet)
         printf("%s: registered as client %d with %d samples, codec %s\n", o->name, s->client_id, s->data.n, w->codec);

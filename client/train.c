@@ -278,8 +278,15 @@ uint8_t *client_train_round(client_state *s, const client_task *task, const floa
      * LoRA's adapters): nt floats from train_off, so a LoRA client sends its
      * adapters' change alone. */
     size_t off = s->spec.train_off, nt = s->spec.n_trainable;
-    hfl_trainer_get_trainable(s->trainer, s->local); /* the frozen rest is not read back */
-    float *delta = s->local;
+    /* on the CPU the delta is made in the trainer's own masters, which the
+     * next round's set_params writes again: no third model-sized array (a
+     * device's are read back into s->local, made at the first round) */
+    float *delta = hfl_trainer_trainable_host(s->trainer);
+    if (!delta) {
+        if (!s->local) s->local = hfl_malloc(nt * sizeof(float));
+        hfl_trainer_get_trainable(s->trainer, s->local); /* the frozen rest is not read back */
+        delta = s->local;
+    }
     for (size_t i = 0; i < nt; i++) delta[i] -= s->global[off + i];
     if (s->attack_scale != 0) /* --attack: a Byzantine client in a simulation */
         for (size_t i = 0; i < nt; i++) delta[i] = (float)(delta[i] * s->attack_scale);

@@ -150,9 +150,7 @@ int client_trial_run(const client_options *opts, const hfl_backend *be, const hf
     trial_data(&s.spec, o.batch, &s.data);
     size_t n = s.spec.n_params, nt = s.spec.n_trainable;
     s.global = hfl_malloc(n * sizeof(float));
-    s.local = hfl_malloc(nt * sizeof(float));
     s.residual = hfl_malloc(nt * sizeof(float));
-    memset(s.local, 0, nt * sizeof(float));
     memset(s.residual, 0, nt * sizeof(float));
     hfl_model_init_params(&s.spec, s.global, 1); /* a round's weights are decoded there too (main.c) */
     client_task task = {.round = 1, .local_epochs = 1, .batch = o.batch, .lr = 0.01,

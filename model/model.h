@@ -237,6 +237,12 @@ void hfl_trainer_get_params(const hfl_trainer *t, float *host_params);
 /* The trainable part alone, n_trainable fp32 values (those of [train_off,
  * n_params)): what an update is made of, without reading the frozen rest. */
 void hfl_trainer_get_trainable(const hfl_trainer *t, float *host_trainable);
+/* On a backend whose memory is the host's, the trainable part's fp32
+ * masters where they lie (NULL elsewhere, or before any weights were set):
+ * a client makes its round's delta there instead of in a copy. Whatever the
+ * caller writes there is what the trainer would train on from, so it must
+ * set_params before the next step. */
+float *hfl_trainer_trainable_host(hfl_trainer *t);
 /* A trainer of a forward-only plan (hfl_trainer_create_eval; plan/planner.h,
  * FORWARD ONLY) only evaluates: get_grads, step_staged, grads_staged and
  * apply print one line and return -1 without touching anything, step and

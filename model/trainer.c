@@ -276,6 +276,8 @@ void hfl_trainer_get_trainable(const hfl_trainer *t, float *host_trainable) {
     t->be->download(host_trainable, t->master, t->spec.n_trainable * sizeof(float));
 }
 
+float *hfl_trainer_trainable_host(hfl_trainer *t) { return t->be->host_memory ? t->master : NULL; }
+
 void hfl_trainer_get_params(const hfl_trainer *t, float *host_params) {
     if (!t->params) { /* borrowing, and never given weights */
         fprintf(stderr, "hfl: trainer: weights asked before any were set\n");
