@@ -165,12 +165,10 @@ int agg_disk_load(agg_disk *d, const hfl_agg_ops *ops, int u, int s, size_t b0, 
         return hfl_errf(err, "cannot read the sum's updates back: %s", why);
     *p = (hfl_payload){.kind = e->kind, .block = e->block, .body = d->raw[s]};
     if (lo == b0) return 0; /* a payload of its own from value 0 */
-    /* b0 inside a codec block: decoded into floats, by the backend's vector
-     * decoder where it has one (the same bits as hfl_payload_value) */
+    /* b0 inside a codec block: decoded into floats by the backend's vector
+     * decoder (the same bits as hfl_payload_value; hfl_agg_on_disk wants it) */
     float *x = d->x[s];
-    if (ops->decode) ops->decode(p, b0 - lo, m, x);
-    else
-        for (size_t j = 0; j < m; j++) x[j] = hfl_payload_value(p, b0 - lo + j);
+    ops->decode(p, b0 - lo, m, x);
     *p = (hfl_payload){.kind = HFL_PAYLOAD_FP32, .block = 0, .body = (const uint8_t *)x};
     return 0;
 }

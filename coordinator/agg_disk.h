@@ -59,9 +59,9 @@ int agg_disk_put_topk(agg_disk *d, const uint32_t *idx, const uint8_t *vals, siz
 
 /* Entry u's values [b0, b0 + m) (b0 a block's first value, m its values)
  * as a payload *p that the ops read from value 0, in slot s's buffers; the
- * same values, bit for bit, as the whole payload's from b0. ops->decode,
- * where the backend has it, decodes a piece that starts inside a codec
- * block. -1 with err when the file cannot be read back as it was written. */
+ * same values, bit for bit, as the whole payload's from b0; ops->decode
+ * decodes a piece that starts inside a codec block. -1 with err when the
+ * file cannot be read back as it was written. */
 int agg_disk_load(agg_disk *d, const hfl_agg_ops *ops, int u, int s, size_t b0, size_t m, hfl_payload *p,
                   char *err);
 

@@ -349,7 +349,7 @@ static int agg_disk_mean(hfl_agg *a, double inv) {
 }
 
 int hfl_agg_on_disk(hfl_agg *a, const char *dir, size_t block, char *err) {
-    if (!a->be->host_memory)
+    if (!a->be->host_memory || !a->ops->decode)
         return hfl_errf(err, "the sum on disk is for an aggregator in host memory, not the %s backend's", a->be->name);
     if (a->n_rows) return hfl_errf(err, "the sum on disk is FedAvg's: a rule holding every update cannot use it");
     agg_disk *d = calloc(1, sizeof *d);

@@ -114,6 +114,7 @@ static void test_same_bits(void) {
         CHECK(hfl_agg_init_on(&disk, hfl_backend_cpu(), N, 1, err) == 0);
         CHECK(hfl_agg_on_disk(&disk, tmp(), sizes[t], err) == 0);
         CHECK(disk.acc == NULL && disk.mean == NULL);
+        CHECK(disk.disk->block == (sizes[t] ? sizes[t] : N)); /* the default's 262,144 is cut to N */
         memset(g, 0, sizeof(float) * N), memset(v, 0, sizeof(float) * N);
         for (int r = 0; r < 2; r++) { /* the second round's file holds none of the first's entries */
             round_of(&disk, info, got, g, v);
