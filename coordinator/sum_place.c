@@ -8,12 +8,10 @@
  * would have taken. So auto (for sums of COORD_DISK_SUM_BYTES or more)
  * keeps the sum in memory there, saying why in one line; on goes to disk
  * all the same, with the same line as a warning. */
-#include <errno.h>
 #include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/statvfs.h>
 #include <sys/vfs.h>
 
 #include "coordinator/coord.h"
@@ -23,8 +21,8 @@
 /* Why dir cannot take a round's updates as a disk would (into why), or 0. */
 static int sum_dir_unfit(const coord *c, const char *dir, char *why, size_t cap) {
     struct statfs fs;
-    struct statvfs vs;
-    if (statfs(dir, &fs) == 0 && (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC)) {
+    if (statfs(dir, &fs) != 0) return 0; /* the file's making says what is wrong with dir */
+    if (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC) {
         snprintf(why, cap, "%s is a %s, which keeps the file in memory", dir,
                  fs.f_type == TMPFS_MAGIC ? "tmpfs" : "ramfs");
         return 1;
@@ -32,7 +30,7 @@ static int sum_dir_unfit(const coord *c, const char *dir, char *why, size_t cap)
     /* a round's drawn clients' updates, each at most the largest this model takes */
     double drawn = c->cfg.clients_per_round * (1 + c->cfg.over_select);
     double need = drawn * (double)coord_max_payload(c), room;
-    if (statvfs(dir, &vs) == 0 && (room = (double)vs.f_bavail * (double)vs.f_frsize) < need) {
+    if ((room = (double)fs.f_bavail * (double)fs.f_bsize) < need) {
         snprintf(why, cap, "%s has %.1f GiB free, under a round's %.0f updates of up to %.1f MiB", dir,
                  room / 1073741824.0, drawn, coord_max_payload(c) / 1048576.0);
         return 1;
