@@ -28,7 +28,10 @@
 # Environment: STEPS (S, 500), HS ("50 250"), TUNE_SEED (1), SEED (2),
 # NESTEROV_GRID ("0.5:0.9 0.7:0.9 1.0:0.9 0.7:0.8"), FEDAVGM_GRID
 # ("1:0.9 0.5:0.9"), DP_LRS ("0.003 0.006 0.012"); TUNE=0 skips tuning and
-# takes NESTEROV, FEDAVGM and DP_LR as given.
+# takes NESTEROV, FEDAVGM and DP_LR as given; KEEP=1 has the federated
+# clients keep AdamW's moments and step count from round to round
+# (keep_local_optimizer), as DiLoCo's workers do, where by default each
+# round starts a fresh optimizer.
 set -euo pipefail
 build=${1:-build}
 py=/usr/bin/python3
@@ -40,7 +43,7 @@ for split in "one --num-clients 1" "iid --num-clients 8" "books"; do
   # shellcheck disable=SC2086
   "$build/data/hfl-data" text --out "$tmp/$name" --context 64 $args "$tmp"/books/*.txt >/dev/null
 done
-export STEPS=${STEPS:-500} HS=${HS:-50 250} TUNE_SEED=${TUNE_SEED:-1} SEED=${SEED:-2} TUNE=${TUNE:-1}
+export STEPS=${STEPS:-500} HS=${HS:-50 250} TUNE_SEED=${TUNE_SEED:-1} SEED=${SEED:-2} TUNE=${TUNE:-1} KEEP=${KEEP:-0}
 export NESTEROV_GRID=${NESTEROV_GRID:-0.5:0.9 0.7:0.9 1.0:0.9 0.7:0.8} FEDAVGM_GRID=${FEDAVGM_GRID:-1:0.9 0.5:0.9}
 export DP_LRS=${DP_LRS:-0.003 0.006 0.012} NESTEROV=${NESTEROV:-0.7:0.9} FEDAVGM=${FEDAVGM:-1:0.9} DP_LR=${DP_LR:-0.003}
 $py - "$build" "$tmp" "$PWD" <<'PY'
@@ -82,7 +85,8 @@ def single(seed, batch, lr):
 
 def fed(split, seed, H, opt, codec="fp32"):
     n = 66 if split == "books" else K
-    return run(split, seed, clients=n, clients_per_round=K, rounds=S // H, local_steps=H, server_opt=opt, codec=codec)
+    return run(split, seed, clients=n, clients_per_round=K, rounds=S // H, local_steps=H, server_opt=opt, codec=codec,
+               keep_local_optimizer=env["KEEP"] == "1")
 
 def say(phase, arm, split, H, seed, setting, f):
     print(json.dumps(dict(bench="lm_diloco", phase=phase, arm=arm, split=split, H=H, seed=seed, setting=setting,
