@@ -9,7 +9,8 @@
  * weight gradients columns) in a fixed lane tree ("row reductions" below):
  * a CUDA warp per row, which the CPU's hfl_lm_row_* bodies emulate with the
  * same operations in the same order, so both backends round alike. The
- * embeddings' gradients sum rows r = 0, 1, ... in order.
+ * embeddings' gradients sum rows r = 0, 1, ... in order (the token table's
+ * by buckets of rows, one per token).
  *
  * Layouts: a batch of n sequences of T tokens is n*T rows ("tokens" r =
  * b*T + t) of C features, row-major. Attention works on heads laid out
@@ -60,18 +61,36 @@ static inline HFL_TYPED void hfl_lm_thread_embed_fwd(size_t i, hfl_precision t, 
     hfl_st(t, y, i, hfl_ld(t, wte, (size_t)v * C + c) + hfl_ld(t, wpe, (r % (size_t)T) * C + c));
 }
 
-/* i < V * C: dwte[v, c] (+)= the sum of dy[r, c] over the rows r = 0, 1, ...
- * whose token is v (a gather: the CPU's scatter over rows sums in the same order). */
-static inline HFL_TYPED void hfl_lm_thread_embed_bwd_wte(size_t i, hfl_precision t, float *dwte,
-                                                         const void *dy, const void *tokens,
-                                                         int rows, int C, int V, int accumulate) {
-    int v = (int)(i / (size_t)C);
-    size_t c = i % (size_t)C;
-    float s = accumulate ? dwte[i] : 0.0f;
-    for (int r = 0; r < rows; r++)
-        if (hfl_lm_token(hfl_ld(t, tokens, (size_t)r), V) == v)
-            s += hfl_ld(t, dy, (size_t)r * C + c);
-    dwte[i] = s;
+/* The token embedding's gradient, dwte[v, c] (+)= the sum of dy[r, c] over
+ * the rows r = 0, 1, ... whose token is v, by buckets: cuda/lm.cu runs a
+ * block per token v, which deals the rows in tiles of HFL_LM_EMBED_TILE,
+ * keeps the tile's rows of token v in row order (a stable compaction, whose
+ * sequential twin is hfl_lm_embed_tile), and adds them column by column
+ * (hfl_lm_embed_bucket_add) onto dwte[v, :], cleared first unless
+ * accumulating. Each sum runs over v's rows in increasing r, the order of the
+ * CPU's scatter over rows (cpu/lm_cpu.c), so both round alike; the work is
+ * V * rows token reads and rows * C adds, where a thread per (v, c) scanning
+ * every row did V * C * rows. */
+#define HFL_LM_EMBED_TILE 256
+
+/* list[0 .. n) = the rows r of [r0, min(r0 + HFL_LM_EMBED_TILE, rows))
+ * whose token is v, in increasing r; returns n. */
+static inline HFL_TYPED int hfl_lm_embed_tile(hfl_precision t, int *list, const void *tokens,
+                                              int r0, int rows, int V, int v) {
+    int n = 0, end = rows - r0 < HFL_LM_EMBED_TILE ? rows : r0 + HFL_LM_EMBED_TILE;
+    for (int r = r0; r < end; r++)
+        if (hfl_lm_token(hfl_ld(t, tokens, (size_t)r), V) == v) list[n++] = r;
+    return n;
+}
+
+/* drow[c] += dy[list[0], c] + dy[list[1], c] + ..., one add at a time in
+ * list order (drow: the token's row of dwte). */
+static inline HFL_TYPED void hfl_lm_embed_bucket_add(size_t c, hfl_precision t, float *drow,
+                                                     const void *dy, const int *list, int n,
+                                                     int C) {
+    float s = drow[c];
+    for (int k = 0; k < n; k++) s += hfl_ld(t, dy, (size_t)list[k] * C + c);
+    drow[c] = s;
 }
 
 /* i < T * C: dwpe[t, c] (+)= dy[t, c] + dy[T + t, c] + ... over the sequences */

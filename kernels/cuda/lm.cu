@@ -12,9 +12,9 @@
  * weight gradients run a block per 32 columns: 32 row lanes per column
  * (coalesced across the columns), then each column's tree in a warp, as
  * hfl_lm_cols_layernorm_dw. Elementwise ops and heads are one thread per
- * element; the token embedding's gradient is still one thread per (token,
- * feature) scanning every row (a sorted-token scatter would change its
- * summation order, so it comes with its own CPU twin). */
+ * element. The token embedding's gradient is a block per token, which keeps
+ * the token's rows in row order and sums them per column (lm_hd.h's
+ * buckets): the CPU's order, for rows * C adds, not V * C * rows. */
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/lm_hd.h"
@@ -28,12 +28,41 @@ static __global__ void k_embed_fwd(hfl_precision t, void *y, const void *tokens,
     hfl_lm_thread_embed_fwd(i, t, y, tokens, wte, wpe, T, C, V);
 }
 
-static __global__ void k_embed_bwd_wte(hfl_precision t, float *dwte, const void *dy,
-                                       const void *tokens, int rows, int C, int V, int accumulate,
-                                       size_t count) {
-    size_t i = hfl_cuda_index();
-    if (i >= count) return;
-    hfl_lm_thread_embed_bwd_wte(i, t, dwte, dy, tokens, rows, C, V, accumulate);
+#define EMBED_WARPS (HFL_LM_EMBED_TILE / HFL_LM_LANES)
+
+/* A block of HFL_LM_EMBED_TILE threads per token v (lm_hd.h's buckets): for
+ * each tile of rows, thread k tests row r0 + k; the hits are compacted in row
+ * order (a ballot per warp, then the warps' counts in warp order) into the
+ * shared list that hfl_lm_embed_tile would build, and each thread adds the
+ * list to its columns c = k, k + TILE, ... Only this block writes row v of
+ * dwte, and each column stays with one thread, so no atomics. */
+static __global__ __launch_bounds__(HFL_LM_EMBED_TILE) void k_embed_bwd_wte(
+    hfl_precision t, float *dwte, const void *dy, const void *tokens, int rows, int C, int V,
+    int accumulate) {
+    __shared__ int list[HFL_LM_EMBED_TILE];
+    __shared__ int warp_hits[EMBED_WARPS];
+    int v = (int)blockIdx.x, k = (int)threadIdx.x, lane = k % HFL_LM_LANES, w = k / HFL_LM_LANES;
+    float *drow = dwte + (size_t)v * C;
+    if (!accumulate)
+        for (int c = k; c < C; c += HFL_LM_EMBED_TILE) drow[c] = 0.0f;
+    for (int r0 = 0; r0 < rows; r0 += HFL_LM_EMBED_TILE) {
+        int r = r0 + k;
+        int hit = r < rows && hfl_lm_token(hfl_ld(t, tokens, (size_t)r), V) == v;
+        unsigned mask = __ballot_sync(0xffffffffu, hit);
+        if (lane == 0) warp_hits[w] = __popc(mask);
+        __syncthreads();
+        int before = 0, n = 0;
+        for (int j = 0; j < EMBED_WARPS; j++) {
+            before += j < w ? warp_hits[j] : 0;
+            n += warp_hits[j];
+        }
+        if (hit) list[before + __popc(mask & ((1u << lane) - 1u))] = r;
+        __syncthreads();
+        if (n)
+            for (int c = k; c < C; c += HFL_LM_EMBED_TILE)
+                hfl_lm_embed_bucket_add((size_t)c, t, drow, dy, list, n, C);
+        __syncthreads(); /* the list and counts are the next tile's */
+    }
 }
 
 static __global__ void k_embed_bwd_wpe(hfl_precision t, float *dwpe, const void *dy, int rows,
@@ -225,7 +254,11 @@ extern "C" void cuda_lm_embed_bwd(hfl_precision t, float *dwte, float *dwpe, con
                                   const void *tokens, int rows, int T, int C, int V,
                                   int accumulate) {
     size_t te = (size_t)V * C, pe = (size_t)T * C;
-    if (te) LAUNCH(k_embed_bwd_wte, te, t, dwte, dy, tokens, rows, C, V, accumulate, te);
+    if (te) {
+        k_embed_bwd_wte<<<(unsigned)V, HFL_LM_EMBED_TILE, 0, hfl_cuda_ctx.compute>>>(
+            t, dwte, dy, tokens, rows, C, V, accumulate);
+        CUDA_CHECK(cudaGetLastError());
+    }
     if (pe) LAUNCH(k_embed_bwd_wpe, pe, t, dwpe, dy, rows, T, C, accumulate, pe);
 }
 

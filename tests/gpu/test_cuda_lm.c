@@ -12,7 +12,9 @@
  * probabilities, bit for bit. Layer norm and the softmax run a warp per row
  * on the GPU and the lane tree's emulation on the CPU (kernels/lm_hd.h):
  * test_rows puts rows longer than a warp through both, and layer norm's
- * weight gradients over more rows than lanes and two column blocks. Attention and a whole block forward and
+ * weight gradients over more rows than lanes and two column blocks; the
+ * token gradient's buckets (a block per token) cross tiles in
+ * test_embed_tiles. Attention and a whole block forward and
  * backward, whose GEMMs sum in cuBLAS's order: relative 1e-4 of each
  * tensor's largest magnitude. The ops in a 2-byte type likewise, the exp
  * ones within one 2-byte ulp. 2-byte attention and a 2-byte block
@@ -517,8 +519,33 @@ static void case_block(void) {
 static void case_block_bf16(void) { test_block_lp(HFL_PREC_BF16, 4, 64, 128, 8); }
 static void case_block_fp16(void) { test_block_lp(HFL_PREC_FP16, 4, 64, 128, 8); }
 
+/* The token gradient's buckets across tiles (kernels/lm_hd.h): 700 rows
+ * (three tiles of a block's compaction, the last short) of 3 of 5 tokens,
+ * one token only in the last row and one never, and 300 features (more than
+ * a block's threads, so a thread adds two columns), with magnitudes 2^20
+ * apart so an add out of row order changes the bits: the CPU's scatter bit
+ * for bit, in both modes. */
+static void test_embed_tiles(void) {
+    enum { ROWS = 700, T = 7, Cc = 300, V = 5 };
+    float tokens[ROWS];
+    for (int r = 0; r < ROWS; r++) tokens[r] = (float)(hfl_philox_u32(5, 1, 0, 0, 3, (uint64_t)r) % 3);
+    tokens[ROWS - 1] = 4;
+    float *dy = rnd(70, ROWS * Cc, 1e3f), *dwte = rnd(71, V * Cc, 1), *dwpe = malloc(sizeof(float) * T * Cc);
+    for (int i = 0; i < ROWS * Cc; i += 2) dy[i] *= 1e-6f;
+    float *d_tok = dev(tokens, ROWS), *d_dy = dev(dy, ROWS * Cc), *d_dwte = dev(dwte, V * Cc);
+    float *d_dwpe = dev(NULL, T * Cc);
+    for (int acc = 1; acc >= 0; acc--) { /* accumulating first, onto the random start */
+        C->lm->embed_bwd(HFL_PREC_FP32, dwte, dwpe, dy, tokens, ROWS, T, Cc, V, acc);
+        G->lm->embed_bwd(HFL_PREC_FP32, d_dwte, d_dwpe, d_dy, d_tok, ROWS, T, Cc, V, acc);
+        same(acc ? "embed_bwd dwte over tiles (accumulated)" : "embed_bwd dwte over tiles", d_dwte, dwte, V * Cc, 0);
+    }
+    G->free(d_tok), G->free(d_dy), G->free(d_dwte), G->free(d_dwpe);
+    free(dy), free(dwte), free(dwpe);
+}
+
 static const check_case cases[] = {
     {"ops", test_ops},
+    {"embed_tiles", test_embed_tiles},
     {"rows", test_rows},
     {"ops_bf16", case_ops_bf16},
     {"ops_fp16", case_ops_fp16},

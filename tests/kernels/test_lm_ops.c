@@ -116,6 +116,21 @@ static void fd_grad(double *g, double *x, size_t n, loss_fn f, void *ctx) {
 
 /* ---- embeddings ---- */
 
+/* dwte by lm_hd.h's buckets, as cuda/lm.cu's blocks run them: per token,
+ * the tiles' compacted rows added column by column. */
+static void bucket_wte(hfl_precision t, float *dwte, const void *dy, const void *tokens, int rows,
+                       int C, int V, int accumulate) {
+    int list[HFL_LM_EMBED_TILE];
+    for (int v = 0; v < V; v++) {
+        float *drow = dwte + (size_t)v * C;
+        if (!accumulate) memset(drow, 0, sizeof *drow * (size_t)C);
+        for (int r0 = 0; r0 < rows; r0 += HFL_LM_EMBED_TILE) {
+            int n = hfl_lm_embed_tile(t, list, tokens, r0, rows, V, v);
+            for (size_t c = 0; c < (size_t)C; c++) hfl_lm_embed_bucket_add(c, t, drow, dy, list, n, C);
+        }
+    }
+}
+
 static void test_embed(void) {
     enum { N = 3, T = 4, C = 5, V = 7, ROWS = N * T };
     float tokens[ROWS];
@@ -140,20 +155,17 @@ static void test_embed(void) {
         }
     close_all("dwte", dwte, want_te, V * C, 1e-6, 1e-6);
     close_all("dwpe", dwpe, want_pe, T * C, 1e-6, 1e-6);
-    for (size_t i = 0; i < V * C; i++)
-        hfl_lm_thread_embed_bwd_wte(i, HFL_PREC_FP32, gather, dy, tokens, ROWS, C, V, 0);
-    CHECK_MSG(memcmp(gather, dwte, sizeof gather) == 0, "the gather body's dwte differs from the CPU's");
+    bucket_wte(HFL_PREC_FP32, gather, dy, tokens, ROWS, C, V, 0);
+    CHECK_MSG(memcmp(gather, dwte, sizeof gather) == 0, "the bucket bodies' dwte differs from the CPU's");
     /* accumulate adds a second batch's gradient onto the first */
     lm->embed_bwd(HFL_PREC_FP32, dwte, dwpe, dy, tokens, ROWS, T, C, V, 1);
     for (int i = 0; i < V * C; i++) want_te[i] *= 2;
     for (int i = 0; i < T * C; i++) want_pe[i] *= 2;
     close_all("dwte accumulated", dwte, want_te, V * C, 1e-6, 1e-6);
     close_all("dwpe accumulated", dwpe, want_pe, T * C, 1e-6, 1e-6);
-    for (size_t i = 0; i < V * C; i++)
-        hfl_lm_thread_embed_bwd_wte(i, HFL_PREC_FP32, gather, dy, tokens, ROWS, C, V, 0);
-    for (size_t i = 0; i < V * C; i++)
-        hfl_lm_thread_embed_bwd_wte(i, HFL_PREC_FP32, gather, dy, tokens, ROWS, C, V, 1);
-    CHECK_MSG(memcmp(gather, dwte, sizeof gather) == 0, "the gather body's accumulated dwte differs");
+    bucket_wte(HFL_PREC_FP32, gather, dy, tokens, ROWS, C, V, 0);
+    bucket_wte(HFL_PREC_FP32, gather, dy, tokens, ROWS, C, V, 1);
+    CHECK_MSG(memcmp(gather, dwte, sizeof gather) == 0, "the bucket bodies' accumulated dwte differs");
     free(wte), free(wpe), free(dy);
     /* ids outside [0, V) never index outside the table */
     CHECK(hfl_lm_token(-3.0f, V) == 0 && hfl_lm_token(1e10f, V) == V - 1 && hfl_lm_token(NAN, V) == V - 1);
@@ -356,9 +368,8 @@ static void test_lp(hfl_precision lp) {
     lm->embed_bwd(lp, g2, p2, hdy, htok, ROWS, T, C, V, 0);
     same_f32("embed_bwd dwte", lp, g2, g1, V * C);
     same_f32("embed_bwd dwpe", lp, p2, p1, T * C);
-    for (size_t i = 0; i < V * C; i++)
-        hfl_lm_thread_embed_bwd_wte(i, lp, g1, hdy, htok, ROWS, C, V, 0);
-    same_f32("the gather body of embed_bwd", lp, g1, g2, V * C);
+    bucket_wte(lp, g1, hdy, htok, ROWS, C, V, 0);
+    same_f32("the bucket bodies of embed_bwd", lp, g1, g2, V * C);
 
     lm->layernorm_fwd(HFL_PREC_FP32, y, mean, rstd, x, w, b, ROWS, C);
     lm->layernorm_fwd(lp, hy, mean2, rstd2, hx, hw, hb, ROWS, C);
@@ -449,6 +460,37 @@ static void test_attention_lp(hfl_precision lp, int n, int T, int C, int H) {
     free(ws), free(hws);
 }
 
+/* Buckets across tiles: 700 rows (three tiles, the last short) of 5
+ * tokens, one of them never seen and one only in the last tile, each sum
+ * ~140 adds of values of mixed sign, so an add out of row order changes the
+ * bits. The CPU backend's scatter is the oracle; both modes, both widths. */
+static void test_embed_tiles(void) {
+    enum { ROWS = 700, T = 7, C = 3, V = 5 };
+    float tokens[ROWS];
+    for (int r = 0; r < ROWS; r++) tokens[r] = (float)(hfl_philox_u32(5, 1, 0, 0, 3, (uint64_t)r) % 3);
+    tokens[699] = 4; /* token 3 never, token 4 once, in the last tile */
+    float *dy = rnd(60, ROWS * C, 1e3f); /* magnitudes 2^20 apart: even bf16 values' sums round */
+    for (int i = 0; i < ROWS * C; i += 2) dy[i] *= 1e-6f;
+    for (int acc = 0; acc < 2; acc++)
+        for (int p = 0; p < 2; p++) {
+            hfl_precision t = p ? HFL_PREC_BF16 : HFL_PREC_FP32;
+            float tw[ROWS], dw[ROWS * C], *g = malloc(sizeof(float) * V * C), *b = malloc(sizeof(float) * V * C);
+            float pe[T * C];
+            memcpy(tw, tokens, sizeof tw);
+            memcpy(dw, dy, sizeof dw);
+            uint16_t *ht = p ? narrow_all(t, tw, ROWS) : NULL, *hd = p ? narrow_all(t, dw, ROWS * C) : NULL;
+            const void *tk = p ? (const void *)ht : tw, *d = p ? (const void *)hd : dw;
+            for (int i = 0; i < V * C; i++) g[i] = b[i] = (float)(i % 7) - 3.5f;
+            lm->embed_bwd(t, g, pe, d, tk, ROWS, T, C, V, acc);
+            bucket_wte(t, b, d, tk, ROWS, C, V, acc);
+            CHECK_MSG(memcmp(g, b, sizeof(float) * V * C) == 0,
+                      "bucketed dwte over 3 tiles (%s, accumulate %d) differs from the CPU's", p ? "bf16" : "fp32", acc);
+            CHECK_MSG(g[3 * C] == (acc ? (float)(3 * C % 7) - 3.5f : 0.0f), "an unseen token's row moved");
+            free(g), free(b), free(ht), free(hd);
+        }
+    free(dy);
+}
+
 static void case_attention(void) {
     test_attention(2, 5, 8, 2);
     test_attention(1, 9, 12, 3);
@@ -466,6 +508,7 @@ static void case_attention_lp(void) {
 
 static const check_case cases[] = {
     {"embed", test_embed},
+    {"embed_tiles", test_embed_tiles},
     {"layernorm", test_layernorm},
     {"gelu", test_gelu},
     {"attention", case_attention},
