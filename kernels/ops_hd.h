@@ -120,8 +120,23 @@ static inline HFL_HD float hfl_op_prox_grad(float g, float w, float anchor, floa
  * the caller passes scale = loss scale / rows so the gradient is that of the
  * (scaled) mean loss. *is_correct gets 1 when the first index of the row
  * maximum equals the label (torch.argmax's tie rule). Each logit is read
- * where it is used (no copy of the row), so a GPU thread runs it in
- * registers. */
+ * where it is used (no copy of the row). The CPU backend runs it; the
+ * exponential, dlogit and loss are the bodies the GPU's warp runs too. */
+/* The row's pieces, which cuda/loss.cu's warp runs too: exp(z[c] - zmax),
+ * column c's dlogit (inv = 1 / sum), and the loss. */
+static inline HFL_TYPED float hfl_op_xent_exp(hfl_precision t, const void *z, int c, float zmax) {
+    return expf(hfl_ld(t, z, c) - zmax);
+}
+static inline HFL_TYPED void hfl_op_xent_dlogit(hfl_precision t, void *drow, const void *z, int c,
+                                                int32_t label, float zmax, float inv, float scale) {
+    float p = hfl_op_xent_exp(t, z, c, zmax) * inv;
+    hfl_st(t, drow, c, scale * (p - (c == label ? 1.0f : 0.0f)));
+}
+static inline HFL_TYPED float hfl_op_xent_loss(hfl_precision t, const void *z, int32_t label,
+                                               float zmax, float sum) {
+    return logf(sum) - (hfl_ld(t, z, label) - zmax);
+}
+
 static inline HFL_TYPED float hfl_op_softmax_xent_row(hfl_precision t, const void *z, int32_t label,
                                                       void *drow, int cols, float scale,
                                                       int *is_correct) {
@@ -135,17 +150,61 @@ static inline HFL_TYPED float hfl_op_softmax_xent_row(hfl_precision t, const voi
         }
     }
     float sum = 0.0f;
-    for (int c = 0; c < cols; c++) sum += expf(hfl_ld(t, z, c) - zmax);
-    float log_sum = logf(sum);
+    for (int c = 0; c < cols; c++) sum += hfl_op_xent_exp(t, z, c, zmax);
     if (drow) {
         float inv = 1.0f / sum;
-        for (int c = 0; c < cols; c++) {
-            float p = expf(hfl_ld(t, z, c) - zmax) * inv;
-            hfl_st(t, drow, c, scale * (p - (c == label ? 1.0f : 0.0f)));
-        }
+        for (int c = 0; c < cols; c++) hfl_op_xent_dlogit(t, drow, z, c, label, zmax, inv, scale);
     }
     *is_correct = (amax == label);
-    return log_sum - (hfl_ld(t, z, label) - zmax);
+    return hfl_op_xent_loss(t, z, label, zmax, sum);
+}
+
+/* The same row split over HFL_XENT_LANES lanes (cuda/loss.cu's warp per
+ * row), giving the bits above:
+ * - the argmax: lane l scans columns l, l + LANES, ... for its first largest
+ *   value that is not a NaN (hfl_op_xent_lane_max); the lanes' candidates
+ *   are combined in any order by hfl_op_xent_pick (the larger; on equal
+ *   values, -0 and +0 included, the lower column); a NaN in column 0, which
+ *   the scan above keeps, or a row of NaNs, then gives column 0
+ *   (hfl_op_xent_argmax_done). That is the scan's (zmax, amax) for any row:
+ *   the scan skips every later NaN and keeps the first of equal values.
+ * - the sum of hfl_op_xent_exp over the columns runs in column order, in one
+ *   lane: the scan's order (a tree would round differently);
+ * - the dlogits (hfl_op_xent_dlogit) are independent per column, and the
+ *   loss is hfl_op_xent_loss. */
+#define HFL_XENT_LANES 32
+typedef struct hfl_xent_max {
+    float m; /* the value */
+    int c;   /* its column; -1: none yet */
+} hfl_xent_max;
+
+static inline HFL_TYPED hfl_xent_max hfl_op_xent_lane_max(hfl_precision t, const void *z, int cols,
+                                                          int lane) {
+    hfl_xent_max a = {0.0f, -1};
+    for (int c = lane; c < cols; c += HFL_XENT_LANES) {
+        float v = hfl_ld(t, z, c);
+        if (a.c < 0 ? v == v : v > a.m) {
+            a.m = v;
+            a.c = c;
+        }
+    }
+    return a;
+}
+
+static inline HFL_HD hfl_xent_max hfl_op_xent_pick(hfl_xent_max a, hfl_xent_max b) {
+    if (b.c < 0) return a;
+    if (a.c < 0 || b.m > a.m || (b.m == a.m && b.c < a.c)) return b;
+    return a;
+}
+
+static inline HFL_TYPED hfl_xent_max hfl_op_xent_argmax_done(hfl_precision t, const void *z,
+                                                             hfl_xent_max a) {
+    float z0 = hfl_ld(t, z, 0);
+    if (z0 != z0 || a.c < 0) {
+        a.m = z0;
+        a.c = 0;
+    }
+    return a;
 }
 
 /* ---- convolution and pooling (one sample, geometry in kernels/geom.h) ---- */

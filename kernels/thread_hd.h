@@ -269,17 +269,4 @@ static inline HFL_TYPED void hfl_thread_maxpool_bwd(size_t i, hfl_precision t, v
                               hfl_at(t, dy, at.plane * (size_t)g.ho * g.wo), &g, at.y, at.x));
 }
 
-/* ---- softmax cross-entropy: one row r < rows per call ---- */
-
-/* Row r's loss (float, as the CPU sums it into a double); dlogits' row r
- * (when not NULL) gets scale * (softmax - onehot); *is_correct its argmax
- * hit. scale = sc->loss_scale / mean_rows. */
-static inline HFL_TYPED float hfl_thread_softmax_xent(size_t r, hfl_precision t, const void *logits,
-                                                      const int32_t *labels, void *dlogits,
-                                                      int cols, float scale, int *is_correct) {
-    return hfl_op_softmax_xent_row(t, hfl_at(t, logits, r * (size_t)cols), labels[r],
-                                   dlogits ? hfl_at(t, dlogits, r * (size_t)cols) : NULL, cols,
-                                   scale, is_correct);
-}
-
 #endif

@@ -577,6 +577,9 @@ static void test_softmax(void) {
         softmax_case(lp, 128, 10);
         softmax_case(lp, 1000, 10);
         softmax_case(lp, 3, 1000);
+        softmax_case(lp, 1100, 300); /* a warp per row, 512 warps in 64 blocks: each warp
+                                      * takes two or three rows, and each row stages its
+                                      * exponentials in two chunks */
     }
     /* evaluation: dlogits NULL */
     enum { ROWS = 500, COLS = 10 };

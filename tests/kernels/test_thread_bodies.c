@@ -479,6 +479,26 @@ static void test_pool(const hfl_backend *be) {
 
 /* ---- softmax cross-entropy ---- */
 
+/* One row as the CUDA loss kernel's warp computes it (cuda/loss.cu): every
+ * lane's argmax candidate, the shuffle tree's levels (lane l takes lane l +
+ * off's value from before the level; a partner past the warp is itself),
+ * the exponentials summed in column order, then the dlogits and the loss. */
+static float warp_row(hfl_precision t, const void *z, int32_t label, void *drow, int cols,
+                      float scale, int *is_correct) {
+    hfl_xent_max lane[HFL_XENT_LANES];
+    for (int l = 0; l < HFL_XENT_LANES; l++) lane[l] = hfl_op_xent_lane_max(t, z, cols, l);
+    for (int off = HFL_XENT_LANES / 2; off > 0; off /= 2)
+        for (int l = 0; l < HFL_XENT_LANES; l++)
+            lane[l] = hfl_op_xent_pick(lane[l], l + off < HFL_XENT_LANES ? lane[l + off] : lane[l]);
+    hfl_xent_max a = hfl_op_xent_argmax_done(t, z, lane[0]);
+    float sum = 0.0f;
+    for (int c = 0; c < cols; c++) sum += hfl_op_xent_exp(t, z, c, a.m);
+    if (drow)
+        for (int c = 0; c < cols; c++) hfl_op_xent_dlogit(t, drow, z, c, label, a.m, 1.0f / sum, scale);
+    *is_correct = a.c == label;
+    return hfl_op_xent_loss(t, z, label, a.m, sum);
+}
+
 /* What the CUDA loss kernel computes, with its block reduction replaced by
  * the CPU's row order (the one place GPU and CPU differ by design; the gpu
  * suite checks that within a tolerance). */
@@ -488,13 +508,62 @@ static void softmax_rows(hfl_precision t, const void *logits, const int32_t *lab
     int64_t correct = 0;
     for (size_t r = 0; r < (size_t)rows; r++) {
         int ok;
-        total += hfl_thread_softmax_xent(r, t, logits, labels, dlogits, cols,
-                                         sc->loss_scale / (float)rows, &ok);
+        total += warp_row(t, hfl_at(t, logits, r * (size_t)cols), labels[r],
+                          dlogits ? hfl_at(t, dlogits, r * (size_t)cols) : NULL, cols,
+                          sc->loss_scale / (float)rows, &ok);
         correct += ok;
     }
     sc->loss_sum += total;
     sc->correct += correct;
     sc->rows += rows;
+}
+
+/* The warp's argmax against a scan written here (the first column of the
+ * largest value; a NaN in column 0 wins, later NaNs are skipped) on rows
+ * made to split it: NaNs first in a lane or in column 0, rows of NaN or
+ * -inf, -0 against +0, ties within and across lanes, the maximum in the last
+ * lane or past the first 32 columns. The dlogits, loss and hit must be the
+ * CPU body's bits. */
+static void test_softmax_argmax(void) {
+    enum { COLS = 70 };
+    const float nan = NAN, inf = INFINITY;
+    static const struct {
+        int cols, n;
+        int at[6];
+        float v[6];
+    } rows[] = {
+        {3, 1, {0}, {NAN}},
+        {70, 2, {1, 33}, {NAN, 2.0f}},
+        {70, 3, {5, 37, 69}, {9.0f, 9.0f, 9.0f}},
+        {70, 2, {37, 5}, {9.0f, 9.0f}},
+        {40, 2, {0, 32}, {-0.0f, 0.0f}},
+        {40, 2, {32, 1}, {0.0f, -0.0f}},
+        {33, 1, {32}, {5.0f}},
+        {64, 2, {31, 63}, {7.0f, 7.5f}},
+        {1, 0, {0}, {0}},
+        {35, 3, {0, 3, 34}, {-1.0f, NAN, 4.0f}},
+    };
+    int n_rows = (int)(sizeof rows / sizeof *rows);
+    for (int k = 0; k < n_rows + 2; k++) {
+        float z[COLS], d1[COLS], d2[COLS];
+        int cols = k < n_rows ? rows[k].cols : 50;
+        for (int c = 0; c < cols; c++)
+            z[c] = k < n_rows ? -1.0f - 0.01f * (float)(c % 17) : (k == n_rows ? nan : -inf);
+        for (int j = 0; k < n_rows && j < rows[k].n; j++) z[rows[k].at[j]] = rows[k].v[j];
+        int want = 0; /* the scan, written out */
+        for (int c = 1; c < cols; c++)
+            if (!isnan(z[0]) && !isnan(z[c]) && z[c] > z[want]) want = c;
+        for (int32_t label = 0; label < cols; label += cols > 3 ? cols / 3 : 1) {
+            int ok1, ok2;
+            float l1 = hfl_op_softmax_xent_row(HFL_PREC_FP32, z, label, d1, cols, 0.5f, &ok1);
+            float l2 = warp_row(HFL_PREC_FP32, z, label, d2, cols, 0.5f, &ok2);
+            CHECK_MSG(ok2 == (want == label) && ok1 == ok2, "softmax argmax row %d label %d: hit %d, scan says %d",
+                      k, label, ok2, want == label);
+            CHECK_MSG(memcmp(&l1, &l2, sizeof l1) == 0 && memcmp(d1, d2, sizeof(float) * cols) == 0,
+                      "softmax row %d label %d: the warp's loss or dlogits differ from the CPU body's", k, label);
+        }
+    }
+    printf("softmax: the warp's argmax on %d made rows\n", n_rows + 2);
 }
 
 static void test_softmax(const hfl_backend *be) {
@@ -668,6 +737,7 @@ static const check_case cases[] = {
     {"conv", case_conv},
     {"pool", case_pool},
     {"softmax", case_softmax},
+    {"softmax_argmax", test_softmax_argmax},
     {"gemm_bias", case_gemm_bias},
 };
 
