@@ -8,23 +8,28 @@
  * and precision beside it. The timed loop stages each batch one step ahead
  * (two input slots, --no-prefetch: one) and syncs once at the end: step time
  * with and without prefetch is the overlap of the host's gather and copy
- * with the device's step. Prints one JSON object with --json. */
+ * with the device's step. --profile then runs PROFILE_STEPS more steps
+ * under kernels/profile.h's per-op profile (the ops' names, calls and
+ * milliseconds per step, ops and host waits per step), after the timed
+ * steps so the marks do not slow them. Prints one JSON object with --json. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/philox.h"
+#include "kernels/profile.h"
 #include "kernels/select.h"
 #include "model/model.h"
 #include "plan/planner.h"
 #include "util/util.h"
 
 #define POOL_BATCHES 64
+#define PROFILE_STEPS 10
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: bench-gpu-train [--device auto|cpu|cuda] [--model NAME] [--batch N] [--steps N]\n"
-            "                       [--precision fp32|bf16|fp16] [--no-prefetch] [--json]\n"
+            "                       [--precision fp32|bf16|fp16] [--no-prefetch] [--profile] [--json]\n"
             "  Trains a built-in model (default cnn) with SGD lr 0.05 on random data through\n"
             "  the staged trainer and prints samples/s and ms/step.\n"
             "  --device D      backend (default cuda)\n"
@@ -32,13 +37,15 @@ static void usage(FILE *f) {
             "  --steps N       timed steps (default 200, after a tenth more, at least 10, of warm-up)\n"
             "  --precision P   training precision (default fp32)\n"
             "  --no-prefetch   one input slot: each batch is copied in after the step before\n"
+            "  --profile       then 10 more steps profiled: each op's calls and ms per step,\n"
+            "                  ops and host waits per step\n"
             "  --json          one JSON object on stdout\n");
 }
 
 int main(int argc, char **argv) {
     long batch = 128, steps = 200;
     const char *model = "cnn", *device = "cuda", *prec_name = "fp32";
-    int json = 0, prefetch = 1;
+    int json = 0, prefetch = 1, profile = 0;
     char err[HFL_ERR_LEN], why[HFL_ERR_LEN];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -49,6 +56,8 @@ int main(int argc, char **argv) {
             json = 1;
         } else if (!strcmp(a, "--no-prefetch")) {
             prefetch = 0;
+        } else if (!strcmp(a, "--profile")) {
+            profile = 1;
         } else if (i + 1 >= argc) {
             fprintf(stderr, "bench-gpu-train: %s needs a value (or is unknown)\n", a);
             return 2;
@@ -82,6 +91,8 @@ int main(int argc, char **argv) {
         printf("SKIP: %s\n", err);
         return 77;
     }
+    const char *clock = be->host_memory ? "cpu clock" : "device events";
+    if (profile) be = hfl_profile_wrap(be); /* forwards only, outside hfl_profile_begin/end */
     hfl_plan_config cfg = {.batch = (int)batch, .ckpt = HFL_CKPT_NONE, .ckpt_budget = SIZE_MAX,
                            .precision = prec};
     hfl_plan_config_for_backend(&cfg, be);
@@ -122,17 +133,40 @@ int main(int argc, char **argv) {
     int64_t rows;
     hfl_trainer_take_loss(t, &loss_sum, &rows, NULL); /* syncs */
     double secs = hfl_now() - t0, sps = (double)steps * batch / secs;
-    if (json)
+    hfl_profile_report prof;
+    if (profile) {
+        hfl_profile_begin();
+        for (long k = 0; k < PROFILE_STEPS; k++) {
+            size_t b = (size_t)(k % POOL_BATCHES) * batch;
+            hfl_trainer_stage(t, x + b * spec.in_dim, y + b, (int)batch);
+            hfl_trainer_step_staged(t, 0.05f, 0.0f, 0.0f);
+        }
+        hfl_profile_end(PROFILE_STEPS, &prof);
+    }
+    if (json) {
         printf("{\"impl\": \"hfl\", \"backend\": \"%s\", \"device\": \"%s\", \"model\": \"%s\", "
                "\"batch\": %ld, \"precision\": \"%s\", \"prefetch\": %s, \"steps\": %ld, "
                "\"seconds\": %.6f, \"samples_per_s\": %.1f, \"ms_per_step\": %.4f, "
-               "\"mean_loss\": %.5f, \"arena_bytes\": %zu}\n",
+               "\"mean_loss\": %.5f, \"arena_bytes\": %zu",
                be->name, info.name, model, batch, prec_name, plan.input_next >= 0 ? "true" : "false",
                steps, secs, sps, 1e3 * secs / steps, rows ? loss_sum / rows : 0.0, plan.arena_bytes);
-    else
+        if (profile) { /* the shape of hfl-client --trial-step --profile --json's "profile" */
+            printf(", \"profile\": {\"steps\": %d, \"clock\": \"%s\", \"timed\": %s, \"ops_per_step\": %.2f, "
+                   "\"syncs_per_step\": %.2f, \"ms_per_step\": %.4f, \"ops\": [",
+                   prof.steps, clock, prof.timed ? "true" : "false", prof.ops_per_step, prof.syncs_per_step,
+                   prof.ms_per_step);
+            for (int i = 0; i < prof.n_rows; i++)
+                printf("%s{\"name\": \"%s\", \"count\": %.2f, \"ms\": %.4f}", i ? ", " : "", prof.rows[i].name,
+                       prof.rows[i].count, prof.rows[i].ms);
+            printf("]}");
+        }
+        printf("}\n");
+    } else {
         printf("hfl %s (%s) %s batch %ld %s%s: %.1f samples/s (%.3f ms/step), mean loss %.4f\n",
                be->name, info.name, model, batch, prec_name, plan.input_next >= 0 ? ", prefetch" : "",
                sps, 1e3 * secs / steps, rows ? loss_sum / rows : 0.0);
+        if (profile) hfl_profile_print(stdout, &prof, clock);
+    }
     hfl_trainer_free(t);
     free(params);
     free(x);

@@ -2,7 +2,8 @@
 # gpu_train.sh: cnn training on the GPU, hfl (bench-gpu-train, with and
 # without input prefetch) against PyTorch (train_cnn_torch.py --device cuda)
 # on the same GPU, model, batch and precision, in one run. One JSON line per
-# run and a "ratio" line per configuration (hfl with prefetch / torch).
+# run (the no-prefetch one with bench-gpu-train's per-op "profile") and a
+# "ratio" line per configuration (hfl with prefetch / torch).
 # Builds nothing: point it at a folder holding bench-gpu-train (a build's
 # bench/ or a bundle's bin/).
 #
@@ -19,7 +20,8 @@ torch_py="$here/train_cnn_torch.py"
 for b in $batches; do
   for p in fp32 bf16 fp16; do
     h=$("$exe" --device cuda --batch "$b" --steps "$steps" --precision "$p" --json) || { echo "{\"error\": \"hfl $b $p failed\"}"; continue; }
-    n=$("$exe" --device cuda --batch "$b" --steps "$steps" --precision "$p" --no-prefetch --json) || n='{}'
+    # the no-prefetch run adds the per-op profile (10 steps after its timed ones)
+    n=$("$exe" --device cuda --batch "$b" --steps "$steps" --precision "$p" --no-prefetch --profile --json) || n='{}'
     t=$("$py" "$torch_py" --device cuda --batch "$b" --steps "$steps" --precision "$p" --json 2>/dev/null) || t='{}'
     echo "$h"; echo "$n"; echo "$t"
     "$py" - "$h" "$n" "$t" <<'PY'

@@ -79,15 +79,6 @@ static cJSON *profile_json(const hfl_profile_report *p, const char *clock) {
     return j;
 }
 
-static void profile_print(const hfl_profile_report *p, const char *clock) {
-    printf("profile of %d steps (%s), per optimizer step:\n", p->steps, clock);
-    printf("  %-24s %8s %10s\n", "op", "calls", "ms");
-    for (int i = 0; i < p->n_rows; i++)
-        printf("  %-24s %8.1f %10.3f\n", p->rows[i].name, p->rows[i].count, p->rows[i].ms);
-    printf("  ops_per_step %.1f, syncs_per_step %.1f, %.3f ms per step%s\n", p->ops_per_step,
-           p->syncs_per_step, p->ms_per_step, p->timed ? "" : " (not every op timed)");
-}
-
 static void trial_report(const client_options *o, const client_state *s,
                          cJSON *plan, int trained, double step_s, const char *error,
                          const hfl_profile_report *prof) {
@@ -97,7 +88,7 @@ static void trial_report(const client_options *o, const client_state *s,
             printf("trained one step of batch %d: measured %.2f MiB, predicted %.2f MiB, budget %.2f MiB\n",
                    o->batch, s->budget.measured_peak / 1048576.0, s->chosen.predicted / 1048576.0,
                    s->budget.planned / 1048576.0);
-        if (prof) profile_print(prof, clock);
+        if (prof) hfl_profile_print(stdout, prof, clock);
         cJSON_Delete(plan);
         return;
     }

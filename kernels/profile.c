@@ -246,3 +246,12 @@ void hfl_profile_end(int steps, hfl_profile_report *out) {
             out->rows[out->n_rows++] = (hfl_profile_row){op_names[id], (double)prof.calls[id] / steps,
                                                          ms[id] / steps};
 }
+
+void hfl_profile_print(FILE *f, const hfl_profile_report *p, const char *clock) {
+    fprintf(f, "profile of %d steps (%s), per optimizer step:\n", p->steps, clock);
+    fprintf(f, "  %-24s %8s %10s\n", "op", "calls", "ms");
+    for (int i = 0; i < p->n_rows; i++)
+        fprintf(f, "  %-24s %8.1f %10.3f\n", p->rows[i].name, p->rows[i].count, p->rows[i].ms);
+    fprintf(f, "  ops_per_step %.1f, syncs_per_step %.1f, %.3f ms per step%s\n", p->ops_per_step,
+            p->syncs_per_step, p->ms_per_step, p->timed ? "" : " (not every op timed)");
+}

@@ -1,5 +1,5 @@
 /* profile.h: a per-op profile of training steps on either backend
- * (hfl-client --plan --trial-step --profile).
+ * (hfl-client --plan --trial-step --profile, bench-gpu-train --profile).
  *
  * hfl_profile_wrap(be) returns a copy of be's table (and of its be->lm
  * table) whose device ops pass through one counting function before they
@@ -25,6 +25,8 @@
  * wrapped backend and the counts are the module's. */
 #ifndef HFL_KERNELS_PROFILE_H
 #define HFL_KERNELS_PROFILE_H
+
+#include <stdio.h>
 
 #include "kernels/backend.h"
 
@@ -71,5 +73,9 @@ void hfl_profile_begin(void);
 /* Stops, reads the marks (waiting for the device) and writes the counts
  * and times divided by `steps` (>= 1) into *out. */
 void hfl_profile_end(int steps, hfl_profile_report *out);
+
+/* The report as a table, one line per op and a totals line; clock: "cpu
+ * clock" or "device events" (be->host_memory). */
+void hfl_profile_print(FILE *f, const hfl_profile_report *p, const char *clock);
 
 #endif
