@@ -111,17 +111,6 @@ static inline HFL_HD float hfl_op_prox_grad(float g, float w, float anchor, floa
     return g + mu * (w - anchor);
 }
 
-/* Softmax cross-entropy of one row z of logits (type t) against its label.
- *
- * Numerically stable: the row maximum is subtracted before exp, so no exp
- * argument is positive and the sum lies in [1, cols]. Returns the row's loss
- * log(sum exp(z - max)) - (z[label] - max). When drow != NULL it receives
- * scale * (softmax(z) - onehot(label)), each element stored once as type t;
- * the caller passes scale = loss scale / rows so the gradient is that of the
- * (scaled) mean loss. *is_correct gets 1 when the first index of the row
- * maximum equals the label (torch.argmax's tie rule). Each logit is read
- * where it is used (no copy of the row). The CPU backend runs it; the
- * exponential, dlogit and loss are the bodies the GPU's warp runs too. */
 /* The row's pieces, which cuda/loss.cu's warp runs too: exp(z[c] - zmax),
  * column c's dlogit (inv = 1 / sum), and the loss. */
 static inline HFL_TYPED float hfl_op_xent_exp(hfl_precision t, const void *z, int c, float zmax) {
@@ -137,6 +126,17 @@ static inline HFL_TYPED float hfl_op_xent_loss(hfl_precision t, const void *z, i
     return logf(sum) - (hfl_ld(t, z, label) - zmax);
 }
 
+/* Softmax cross-entropy of one row z of logits (type t) against its label.
+ *
+ * Numerically stable: the row maximum is subtracted before exp, so no exp
+ * argument is positive and the sum lies in [1, cols]. Returns the row's loss
+ * log(sum exp(z - max)) - (z[label] - max). When drow != NULL it receives
+ * scale * (softmax(z) - onehot(label)), each element stored once as type t;
+ * the caller passes scale = loss scale / rows so the gradient is that of the
+ * (scaled) mean loss. *is_correct gets 1 when the first index of the row
+ * maximum equals the label (torch.argmax's tie rule). Each logit is read
+ * where it is used (no copy of the row). The CPU backend runs it; the
+ * exponential, dlogit and loss are the bodies the GPU's warp runs too. */
 static inline HFL_TYPED float hfl_op_softmax_xent_row(hfl_precision t, const void *z, int32_t label,
                                                       void *drow, int cols, float scale,
                                                       int *is_correct) {

@@ -5,8 +5,10 @@
  * element (or column, channel, row) it writes and calls the formula bodies
  * of kernels/ops_hd.h, so the GPU's indexing is plain C that the CPU tests
  * (tests/kernels/test_thread_bodies.c) run over every index and compare with
- * the CPU backend bit for bit. Only launching, and the block reductions of
- * the loss and of the finite flag, stay GPU-only.
+ * the CPU backend bit for bit. Only launching, and the finite flag's block
+ * reduction, stay GPU-only. The loss (cuda/loss.cu, a warp per row) is
+ * built from ops_hd.h's row pieces instead, and the transformer's bodies are
+ * kernels/lm_hd.h.
  *
  * Conventions: the index `i` runs over [0, count) where count is named in
  * each comment; a body writes only the elements of its own index (no

@@ -2,11 +2,10 @@
  * thread bodies of kernels/lm_hd.h, in index order, and over its row bodies
  * (hfl_lm_row_*, hfl_lm_cols_*), which run a CUDA warp's lane tree on the CPU.
  *
- * The token embedding's gradient scatters instead of calling its gather
- * body per index, because the gather costs a pass over every row per
- * output: it walks rows r = 0, 1, ... and adds each into its token's row,
- * which sums every output in the order the gather body (and so the CUDA
- * kernel) does, over widened values in a 2-byte type. The head gather and scatter are plain copies, done as one memcpy
+ * The token embedding's gradient scatters: it walks rows r = 0, 1, ... and
+ * adds each into its token's row, which sums every output in the order of
+ * lm_hd.h's buckets (and so of the CUDA kernel, a block per token), over
+ * widened values in a 2-byte type. The head gather and scatter are plain copies, done as one memcpy
  * per head row. Each loop over a storage type is an always-inline function
  * of t (*_in) that its op calls with t a constant of each type, so that it
  * is compiled once per type (as in backend_cpu.c). */

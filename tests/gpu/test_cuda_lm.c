@@ -521,19 +521,19 @@ static void case_block_fp16(void) { test_block_lp(HFL_PREC_FP16, 4, 64, 128, 8);
 
 /* The token gradient's buckets across tiles (kernels/lm_hd.h): 700 rows
  * (three tiles of a block's compaction, the last short) of 3 of 5 tokens,
- * one token only in the last row and one never, and 300 features (more than
+ * one token only in the last row and one never, and 301 features (more than
  * a block's threads, so a thread adds two columns), with magnitudes 2^20
  * apart so an add out of row order changes the bits: the CPU's scatter bit
  * for bit, in both modes. */
 static void test_embed_tiles(void) {
-    enum { ROWS = 700, T = 7, Cc = 300, V = 5 };
+    enum { ROWS = 700, T = 7, Cc = 301, V = 5 }; /* odd: the small values fall in every column */
     float tokens[ROWS];
     for (int r = 0; r < ROWS; r++) tokens[r] = (float)(hfl_philox_u32(5, 1, 0, 0, 3, (uint64_t)r) % 3);
     tokens[ROWS - 1] = 4;
-    float *dy = rnd(70, ROWS * Cc, 1e3f), *dwte = rnd(71, V * Cc, 1), *dwpe = malloc(sizeof(float) * T * Cc);
+    float *dy = rnd(70, ROWS * Cc, 1e3f), *dwte = rnd(71, V * Cc, 1), *dwpe = rnd(72, T * Cc, 1);
     for (int i = 0; i < ROWS * Cc; i += 2) dy[i] *= 1e-6f;
     float *d_tok = dev(tokens, ROWS), *d_dy = dev(dy, ROWS * Cc), *d_dwte = dev(dwte, V * Cc);
-    float *d_dwpe = dev(NULL, T * Cc);
+    float *d_dwpe = dev(dwpe, T * Cc);
     for (int acc = 1; acc >= 0; acc--) { /* accumulating first, onto the random start */
         C->lm->embed_bwd(HFL_PREC_FP32, dwte, dwpe, dy, tokens, ROWS, T, Cc, V, acc);
         G->lm->embed_bwd(HFL_PREC_FP32, d_dwte, d_dwpe, d_dy, d_tok, ROWS, T, Cc, V, acc);

@@ -571,6 +571,47 @@ static void softmax_case(hfl_precision lp, int rows, int cols) {
     G->free(d_sc), G->free(d_labels);
 }
 
+/* The warp's argmax on the device, on rows made to split it (NaN only in
+ * column 0, where the CPU's scan keeps it; later NaNs skipped; -0 against
+ * +0; ties within a lane and across lanes; the maximum in the last lane or
+ * past column 32; a row of -inf): the hits must be the CPU's exactly, and
+ * each row alone (one row a call, so a NaN row's loss cannot hide the
+ * others') its loss within the device's exp/log. */
+static void test_softmax_argmax(void) {
+    enum { COLS = 70, ROWS = 9 };
+    static const struct {
+        int n, at[3];
+        float v[3];
+        int32_t label;
+    } made[ROWS] = {
+        {1, {0}, {NAN}, 0},          {2, {1, 33}, {NAN, 2.0f}, 33},  {3, {5, 37, 69}, {9.0f, 9.0f, 9.0f}, 5},
+        {2, {37, 5}, {9.0f, 9.0f}, 5}, {2, {0, 32}, {-0.0f, 0.0f}, 0}, {2, {32, 1}, {0.0f, -0.0f}, 1},
+        {1, {32}, {5.0f}, 32},       {2, {31, 63}, {7.0f, 7.5f}, 63}, {0, {0}, {0}, 0},
+    };
+    float *z = malloc(sizeof(float) * COLS), *d_z = G->alloc(sizeof(float) * COLS);
+    int32_t *d_label = G->alloc(sizeof(int32_t));
+    hfl_step_scalars *d_sc = G->alloc(sizeof(hfl_step_scalars));
+    for (int k = 0; k < ROWS; k++) {
+        for (int c = 0; c < COLS; c++) z[c] = k == ROWS - 1 ? -INFINITY : -1.0f - 0.01f * (float)(c % 17);
+        for (int j = 0; j < made[k].n; j++) z[made[k].at[j]] = made[k].v[j];
+        for (int32_t label = made[k].label; label <= made[k].label + 1; label++) { /* a hit and a miss */
+            hfl_step_scalars a = {.loss_scale = 1.0f}, b;
+            G->upload(d_z, z, sizeof(float) * COLS);
+            G->upload(d_label, &label, sizeof label);
+            G->upload(d_sc, &a, sizeof a);
+            C->softmax_xent(HFL_PREC_FP32, z, &label, NULL, 1, COLS, 1, &a, NULL);
+            G->softmax_xent(HFL_PREC_FP32, d_z, d_label, NULL, 1, COLS, 1, d_sc, NULL);
+            G->download(&b, d_sc, sizeof b);
+            int same_loss = isnan(a.loss_sum) ? isnan(b.loss_sum) : fabs(b.loss_sum - a.loss_sum) <= 1e-6 * fabs(a.loss_sum) + 1e-6;
+            report(b.correct == a.correct && b.rows == 1 && same_loss,
+                   "softmax_xent made row %d label %d: hit %lld vs the CPU's %lld, loss %.9g vs %.9g", k, label,
+                   (long long)b.correct, (long long)a.correct, b.loss_sum, a.loss_sum);
+        }
+    }
+    free(z);
+    G->free(d_z), G->free(d_label), G->free(d_sc);
+}
+
 static void test_softmax(void) {
     for (hfl_precision lp = HFL_PREC_FP32; lp <= HFL_PREC_FP16; lp++) {
         softmax_case(lp, 1, 10);
@@ -666,6 +707,7 @@ static const check_case cases[] = {
     {"conv", test_conv},
     {"gemm", test_gemm},
     {"softmax", test_softmax},
+    {"softmax_argmax", test_softmax_argmax},
     {"pipeline", test_pipeline},
 };
 

@@ -5,9 +5,9 @@
  * Forward outputs are compared with the double reference; every gradient
  * with central finite differences of the double reference (step 1e-6) of
  * L = sum(R * out) for a random R, so the oracle shares no code with the op.
- * The gather-form thread body the CUDA kernel runs, where the CPU scatters
- * instead (the token embedding's gradient), must give the CPU's results bit
- * for bit (layer norm's and the softmax's lane trees: test_lm_rows.c). AdamW's first step has a closed form
+ * The bucket bodies the CUDA kernel runs, where the CPU scatters instead
+ * (the token embedding's gradient), must give the CPU's results bit for
+ * bit (layer norm's and the softmax's lane trees: test_lm_rows.c). AdamW's first step has a closed form
  * (m^ = g, v^ = g^2: w(1 - lr wd) - lr g / (|g| + eps)); later steps are
  * checked against Kingma & Ba's Algorithm 1 with decoupled decay, in double.
  * Each op in a 2-byte type must equal the op in fp32 on the widened inputs
@@ -117,7 +117,9 @@ static void fd_grad(double *g, double *x, size_t n, loss_fn f, void *ctx) {
 /* ---- embeddings ---- */
 
 /* dwte by lm_hd.h's buckets, as cuda/lm.cu's blocks run them: per token,
- * the tiles' compacted rows added column by column. */
+ * the tiles' compacted rows added column by column. The compaction here is
+ * hfl_lm_embed_tile's loop; the kernel's ballot-and-prefix form of it is
+ * checked on a GPU (tests/gpu/test_cuda_lm.c, embed_tiles). */
 static void bucket_wte(hfl_precision t, float *dwte, const void *dy, const void *tokens, int rows,
                        int C, int V, int accumulate) {
     int list[HFL_LM_EMBED_TILE];
@@ -475,7 +477,7 @@ static void test_embed_tiles(void) {
         for (int p = 0; p < 2; p++) {
             hfl_precision t = p ? HFL_PREC_BF16 : HFL_PREC_FP32;
             float tw[ROWS], dw[ROWS * C], *g = malloc(sizeof(float) * V * C), *b = malloc(sizeof(float) * V * C);
-            float pe[T * C];
+            float pe[T * C] = {0};
             memcpy(tw, tokens, sizeof tw);
             memcpy(dw, dy, sizeof dw);
             uint16_t *ht = p ? narrow_all(t, tw, ROWS) : NULL, *hd = p ? narrow_all(t, dw, ROWS * C) : NULL;

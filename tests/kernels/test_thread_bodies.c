@@ -6,8 +6,10 @@
  * CUDA kernel is its thread body called once per index, so a body that
  * agrees here computes on the device what the CPU backend computes, given
  * the build's -fmad=false (tests/gpu/test_cuda_ops.c checks that on a GPU).
+ * The loss, a warp per row, is emulated lane by lane from ops_hd.h's pieces
+ * (warp_row).
  * Inputs hold the awkward values: negative zero, ties (coarse values), NaN in
- * max pooling and softmax-free ops, Inf in unscale; geometries cover padding,
+ * max pooling, the elementwise ops and the loss's argmax, Inf in unscale; geometries cover padding,
  * stride > 1, odd sizes, k = 1, several channels and several samples. */
 #include <math.h>
 #include <stdint.h>
