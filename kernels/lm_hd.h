@@ -305,6 +305,25 @@ static inline HFL_TYPED void hfl_lm_thread_gelu_bwd(size_t i, hfl_precision t, v
     hfl_st(t, dx, i, hfl_ld(t, dy, i) * hfl_lm_gelu_grad(hfl_ld(t, x, i)));
 }
 
+/* GELU over a 2-byte pair (thread_hd.h's PAIRS; j < n / 2). */
+static inline HFL_TYPED void hfl_lm_pair_gelu_fwd(size_t j, hfl_precision t, void *y, const void *x) {
+    uint16_t a[4] = {0}, b[4] = {0};
+    HFL_PAIR_IN(a, x, j);
+    hfl_lm_thread_gelu_fwd(0, t, b, a);
+    hfl_lm_thread_gelu_fwd(1, t, b, a);
+    HFL_PAIR_OUT(y, j, b);
+}
+
+static inline HFL_TYPED void hfl_lm_pair_gelu_bwd(size_t j, hfl_precision t, void *dx,
+                                                  const void *dy, const void *x) {
+    uint16_t d[4] = {0}, v[4] = {0}, b[4] = {0};
+    HFL_PAIR_IN(d, dy, j);
+    HFL_PAIR_IN(v, x, j);
+    hfl_lm_thread_gelu_bwd(0, t, b, d, v);
+    hfl_lm_thread_gelu_bwd(1, t, b, d, v);
+    HFL_PAIR_OUT(dx, j, b);
+}
+
 /* ---- attention heads: i < n * H * T * hs ---- */
 
 /* The row-layout offset of head element i = ((b*H + h)*T + t)*hs + d:

@@ -23,6 +23,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/backend.h"
 #include "kernels/geom.h"
@@ -75,6 +76,21 @@ static inline HFL_TYPED void hfl_cp_if(hfl_precision t, void *dst, size_t i, int
         ((uint16_t *)dst)[i] = keep ? v : (uint16_t)0;
     }
 }
+
+/* Pair j (elements 2j and 2j + 1) of a 2-byte tensor p copied into or out
+ * of a buffer with one 4-byte load or store (thread_hd.h's PAIRS): a typed
+ * access, as a memcpy from p would be four byte loads (its alignment unknown). */
+#define HFL_PAIR_IN(buf, p, j)                                                                 \
+    do {                                                                                       \
+        uint32_t pair_ = ((const uint32_t *)(p))[j];                                           \
+        memcpy((buf), &pair_, 4);                                                              \
+    } while (0)
+#define HFL_PAIR_OUT(p, j, buf)                                                                \
+    do {                                                                                       \
+        uint32_t pair_;                                                                        \
+        memcpy(&pair_, (buf), 4);                                                              \
+        ((uint32_t *)(p))[j] = pair_;                                                          \
+    } while (0)
 
 /* The address of element i of p (i may be negative: an element before p). */
 static inline HFL_TYPED void *hfl_at(hfl_precision t, const void *p, ptrdiff_t i) {

@@ -102,6 +102,41 @@ static inline HFL_TYPED void hfl_thread_adamw_step(size_t i, hfl_precision t, fl
     hfl_st(t, w, i, nw);
 }
 
+/* ---- 2-byte pairs: j < n / 2 ----
+ *
+ * The CUDA backend's elementwise kernels over a 2-byte type read and write
+ * elements 2j and 2j + 1 with one 4-byte access per tensor
+ * (cuda/elementwise.cu, PAIRS): the pair is copied into a buffer, the
+ * element body above runs on the buffer at indices 0 and 1, and the result
+ * is copied back, so the arithmetic is the element body's and so are the
+ * bits. The buffers hold 8 bytes, so the body's fp32 arm (never taken for a
+ * 2-byte t) stays inside them; the copies are memcpy's, which the compiler
+ * makes register moves. The caller passes 4-byte aligned tensors. */
+static inline HFL_TYPED void hfl_pair_relu_fwd(size_t j, hfl_precision t, void *y, const void *x) {
+    uint16_t a[4] = {0}, b[4] = {0};
+    HFL_PAIR_IN(a, x, j);
+    hfl_thread_relu_fwd(0, t, b, a);
+    hfl_thread_relu_fwd(1, t, b, a);
+    HFL_PAIR_OUT(y, j, b);
+}
+
+static inline HFL_TYPED void hfl_pair_relu_bwd(size_t j, hfl_precision t, void *dx, const void *dy,
+                                               const void *y) {
+    uint16_t d[4] = {0}, v[4] = {0}, b[4] = {0};
+    HFL_PAIR_IN(d, dy, j);
+    HFL_PAIR_IN(v, y, j);
+    hfl_thread_relu_bwd(0, t, b, d, v);
+    hfl_thread_relu_bwd(1, t, b, d, v);
+    HFL_PAIR_OUT(dx, j, b);
+}
+
+static inline HFL_TYPED void hfl_pair_convert(size_t j, hfl_precision t, void *dst, const float *src) {
+    uint16_t b[4] = {0};
+    hfl_thread_convert(0, t, b, src + 2 * j);
+    hfl_thread_convert(1, t, b, src + 2 * j);
+    HFL_PAIR_OUT(dst, j, b);
+}
+
 /* FedProx: g[i] += mu * (w[i] - anchor[i]). */
 static inline HFL_HD void hfl_thread_prox_grad(size_t i, float *g, const float *w,
                                                const float *anchor, float mu) {

@@ -157,6 +157,14 @@ static inline unsigned hfl_cuda_grid(size_t count) {
         kernel<<<hfl_cuda_grid(count), HFL_CUDA_BLOCK, 0, hfl_cuda_ctx.compute>>>(__VA_ARGS__); \
         CUDA_CHECK(cudaGetLastError());                                                        \
     } while (0)
+/* PAIRS (kernels/thread_hd.h): an elementwise op over a 2-byte type runs
+ * a thread per two elements, with 4-byte loads and stores, when n is even
+ * and every tensor is 4-byte aligned (views into the arena can start at any
+ * element); otherwise a thread per element. The bits are the same. */
+static inline int hfl_cuda_pairs(hfl_precision t, size_t n, const void *a, const void *b,
+                                 const void *c) {
+    return t != HFL_PREC_FP32 && n % 2 == 0 && (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 3) == 0;
+}
 /* The flat index of this thread. */
 static __device__ inline size_t hfl_cuda_index(void) {
     return (size_t)blockIdx.x * blockDim.x + threadIdx.x;

@@ -5,7 +5,10 @@
  *
  * Each kernel is its thread index, a bounds check and a thread body of
  * kernels/thread_hd.h (tested on the CPU against the CPU backend); built with
- * -fmad=false, the results are the CPU backend's bit for bit. The
+ * -fmad=false, the results are the CPU backend's bit for bit. ReLU and the
+ * conversion run a thread per two elements over a 2-byte type where they
+ * can (thread_hd.h's PAIRS: one 4-byte load or store per tensor instead of
+ * two 2-byte ones). The
  * exceptions to "three lines" are the finite flag, ANDed per block with
  * __syncthreads_and and then into sc->finite with atomicAnd (order-free, so
  * deterministic), the optimizers' skip, read from the device scalars, and
@@ -48,6 +51,25 @@ static __global__ void k_relu_bwd(hfl_precision t, void *dx, const void *dy, con
     size_t i = hfl_cuda_index();
     if (i >= n) return;
     hfl_thread_relu_bwd(i, t, dx, dy, y);
+}
+
+static __global__ void k_relu_fwd_pairs(hfl_precision t, void *y, const void *x, size_t pairs) {
+    size_t j = hfl_cuda_index();
+    if (j >= pairs) return;
+    hfl_pair_relu_fwd(j, t, y, x);
+}
+
+static __global__ void k_relu_bwd_pairs(hfl_precision t, void *dx, const void *dy, const void *y,
+                                        size_t pairs) {
+    size_t j = hfl_cuda_index();
+    if (j >= pairs) return;
+    hfl_pair_relu_bwd(j, t, dx, dy, y);
+}
+
+static __global__ void k_convert_pairs(hfl_precision t, void *dst, const float *src, size_t pairs) {
+    size_t j = hfl_cuda_index();
+    if (j >= pairs) return;
+    hfl_pair_convert(j, t, dst, src);
 }
 
 static __global__ void k_convert(hfl_precision t, void *dst, const float *src, size_t n) {
@@ -118,15 +140,21 @@ extern "C" void cuda_bias_grad(hfl_precision t, float *dbias, const void *dy, in
 }
 
 extern "C" void cuda_relu_fwd(hfl_precision t, void *y, const void *x, size_t n) {
-    if (n) LAUNCH(k_relu_fwd, n, t, y, x, n);
+    if (!n) return;
+    if (hfl_cuda_pairs(t, n, y, x, x)) LAUNCH(k_relu_fwd_pairs, n / 2, t, y, x, n / 2);
+    else LAUNCH(k_relu_fwd, n, t, y, x, n);
 }
 
 extern "C" void cuda_relu_bwd(hfl_precision t, void *dx, const void *dy, const void *y, size_t n) {
-    if (n) LAUNCH(k_relu_bwd, n, t, dx, dy, y, n);
+    if (!n) return;
+    if (hfl_cuda_pairs(t, n, dx, dy, y)) LAUNCH(k_relu_bwd_pairs, n / 2, t, dx, dy, y, n / 2);
+    else LAUNCH(k_relu_bwd, n, t, dx, dy, y, n);
 }
 
 extern "C" void cuda_convert(hfl_precision t, void *dst, const float *src, size_t n) {
-    if (n) LAUNCH(k_convert, n, t, dst, src, n);
+    if (!n) return;
+    if (hfl_cuda_pairs(t, n, dst, dst, dst)) LAUNCH(k_convert_pairs, n / 2, t, dst, src, n / 2); /* src: floats */
+    else LAUNCH(k_convert, n, t, dst, src, n);
 }
 
 extern "C" void cuda_sgd_step(hfl_precision t, float *master, float *v, const float *g, void *w,

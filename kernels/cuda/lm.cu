@@ -12,7 +12,8 @@
  * weight gradients run a block per 32 columns: 32 row lanes per column
  * (coalesced across the columns), then each column's tree in a warp, as
  * hfl_lm_cols_layernorm_dw. Elementwise ops and heads are one thread per
- * element. The token embedding's gradient is a block per token, which keeps
+ * element (GELU per two in a 2-byte type where it can: thread_hd.h's
+ * PAIRS). The token embedding's gradient is a block per token, which keeps
  * the token's rows in row order and sums them per column (lm_hd.h's
  * buckets): the CPU's order, for rows * C adds, not V * C * rows. */
 #include "kernels/cuda/check.h"
@@ -183,6 +184,19 @@ static __global__ void k_gelu_fwd(hfl_precision t, void *y, const void *x, size_
     hfl_lm_thread_gelu_fwd(i, t, y, x);
 }
 
+static __global__ void k_gelu_fwd_pairs(hfl_precision t, void *y, const void *x, size_t pairs) {
+    size_t j = hfl_cuda_index();
+    if (j >= pairs) return;
+    hfl_lm_pair_gelu_fwd(j, t, y, x);
+}
+
+static __global__ void k_gelu_bwd_pairs(hfl_precision t, void *dx, const void *dy, const void *x,
+                                        size_t pairs) {
+    size_t j = hfl_cuda_index();
+    if (j >= pairs) return;
+    hfl_lm_pair_gelu_bwd(j, t, dx, dy, x);
+}
+
 static __global__ void k_gelu_bwd(hfl_precision t, void *dx, const void *dy, const void *x,
                                   size_t count) {
     size_t i = hfl_cuda_index();
@@ -285,12 +299,16 @@ extern "C" void cuda_lm_layernorm_bwd(hfl_precision t, void *dx, float *dw, floa
 }
 
 extern "C" void cuda_lm_gelu_fwd(hfl_precision t, void *y, const void *x, size_t n) {
-    if (n) LAUNCH(k_gelu_fwd, n, t, y, x, n);
+    if (!n) return;
+    if (hfl_cuda_pairs(t, n, y, x, x)) LAUNCH(k_gelu_fwd_pairs, n / 2, t, y, x, n / 2);
+    else LAUNCH(k_gelu_fwd, n, t, y, x, n);
 }
 
 extern "C" void cuda_lm_gelu_bwd(hfl_precision t, void *dx, const void *dy, const void *x,
                                  size_t n) {
-    if (n) LAUNCH(k_gelu_bwd, n, t, dx, dy, x, n);
+    if (!n) return;
+    if (hfl_cuda_pairs(t, n, dx, dy, x)) LAUNCH(k_gelu_bwd_pairs, n / 2, t, dx, dy, x, n / 2);
+    else LAUNCH(k_gelu_bwd, n, t, dx, dy, x, n);
 }
 
 extern "C" void cuda_lm_heads_gather(hfl_precision t, void *heads, const void *rows, int n, int T,

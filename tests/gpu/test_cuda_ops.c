@@ -151,8 +151,10 @@ static void test_memory(void) {
 
 static size_t nbytes(hfl_precision t, size_t n) { return n * hfl_precision_bytes(t); }
 
+/* Odd N, then even: a 2-byte type's kernels take the one-element path,
+ * then PAIRS (two elements a thread, kernels/thread_hd.h). */
 static void test_elementwise(void) {
-    enum { N = 129 * 37 };
+    for (size_t N = 129 * 37; N >= 129 * 37 - 1; N--)
     for (hfl_precision t = HFL_PREC_FP32; t <= HFL_PREC_FP16; t++) {
         char what[64];
         size_t bytes = nbytes(t, N);
@@ -161,18 +163,18 @@ static void test_elementwise(void) {
         void *d_x = to_dev(hx, bytes), *d_y = G->alloc(bytes), *d_g = to_dev(hg, bytes);
         C->relu_fwd(t, hw, hx, N);
         G->relu_fwd(t, d_y, d_x, N);
-        snprintf(what, sizeof what, "relu_fwd %s", lp_name(t));
+        snprintf(what, sizeof what, "relu_fwd %s n %zu", lp_name(t), N);
         check_dev(what, d_y, hw, bytes);
         C->relu_bwd(t, hg, hg, hw, N); /* in place, as the layers do */
         G->relu_bwd(t, d_g, d_g, d_y, N);
-        snprintf(what, sizeof what, "relu_bwd %s (in place)", lp_name(t));
+        snprintf(what, sizeof what, "relu_bwd %s (in place) n %zu", lp_name(t), N);
         check_dev(what, d_g, hg, bytes);
         float *src = inputs(15, N, WITH_NAN | WITH_INF);
         for (size_t i = 0; i < N; i += 5) src[i] *= i % 2 ? 1e-6f : 7e4f; /* subnormal, overflow */
         float *d_src = to_dev(src, sizeof(float) * N);
         C->convert(t, hw, src, N);
         G->convert(t, d_y, d_src, N);
-        snprintf(what, sizeof what, "convert %s", lp_name(t));
+        snprintf(what, sizeof what, "convert %s n %zu", lp_name(t), N);
         check_dev(what, d_y, hw, bytes);
         free(hx), free(hg), free(hw), free(hdx), free(src);
         G->free(d_x), G->free(d_y), G->free(d_g), G->free(d_src);

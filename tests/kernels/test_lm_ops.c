@@ -389,9 +389,14 @@ static void test_lp(hfl_precision lp) {
     lm->gelu_fwd(HFL_PREC_FP32, y, x, RC);
     lm->gelu_fwd(lp, hy, hx, RC);
     same_lp("gelu_fwd", lp, hy, y, RC);
+    uint16_t pairs[RC]; /* the CUDA kernels' two elements a thread (thread_hd.h's PAIRS) */
+    for (size_t j = 0; j < RC / 2; j++) hfl_lm_pair_gelu_fwd(j, lp, pairs, hx);
+    CHECK_MSG(memcmp(pairs, hy, sizeof pairs) == 0, "gelu_fwd pairs differ from the CPU's");
     lm->gelu_bwd(HFL_PREC_FP32, y, dy, x, RC);
     lm->gelu_bwd(lp, hy, hdy, hx, RC);
     same_lp("gelu_bwd", lp, hy, y, RC);
+    for (size_t j = 0; j < RC / 2; j++) hfl_lm_pair_gelu_bwd(j, lp, pairs, hdy, hx);
+    CHECK_MSG(memcmp(pairs, hy, sizeof pairs) == 0, "gelu_bwd pairs differ from the CPU's");
 
     uint16_t heads[RC], back[RC];
     lm->heads_gather(lp, heads, hx, N, T, H, C / H, C);

@@ -81,17 +81,32 @@ static void test_elementwise(const hfl_backend *be) {
         for (size_t i = 0; i < N; i++) hfl_thread_relu_fwd(i, t, g, x);
         snprintf(what, sizeof what, "relu_fwd %s", lp_name(t));
         same(what, g, w, bytes);
+        /* PAIRS: the 2-byte kernels' two elements a thread, over the even
+         * part of N (the odd last element is the one-element kernel's) */
+        size_t pairs = t == HFL_PREC_FP32 ? 0 : N / 2, pair_bytes = nbytes(t, 2 * pairs);
+        memset(g, 0xA5, bytes);
+        for (size_t j = 0; j < pairs; j++) hfl_pair_relu_fwd(j, t, g, x);
+        snprintf(what, sizeof what, "relu_fwd pairs %s", lp_name(t));
+        same(what, g, w, pair_bytes);
         void *y = dup_bytes(w, bytes);
         be->relu_bwd(t, w, dy, y, N);
         for (size_t i = 0; i < N; i++) hfl_thread_relu_bwd(i, t, g, dy, y);
         snprintf(what, sizeof what, "relu_bwd %s", lp_name(t));
         same(what, g, w, bytes);
+        memset(g, 0xA5, bytes);
+        for (size_t j = 0; j < pairs; j++) hfl_pair_relu_bwd(j, t, g, dy, y);
+        snprintf(what, sizeof what, "relu_bwd pairs %s", lp_name(t));
+        same(what, g, w, pair_bytes);
         /* dx may alias dy */
         memcpy(w, dy, bytes), memcpy(g, dy, bytes);
         be->relu_bwd(t, w, w, y, N);
         for (size_t i = 0; i < N; i++) hfl_thread_relu_bwd(i, t, g, g, y);
         snprintf(what, sizeof what, "relu_bwd in place %s", lp_name(t));
         same(what, g, w, bytes);
+        memcpy(g, dy, bytes);
+        for (size_t j = 0; j < pairs; j++) hfl_pair_relu_bwd(j, t, g, g, y);
+        snprintf(what, sizeof what, "relu_bwd pairs in place %s", lp_name(t));
+        same(what, g, w, pair_bytes);
 
         /* convert of values that land on ties, in the subnormals and past the
          * largest finite value, as well as the specials. */
@@ -107,6 +122,10 @@ static void test_elementwise(const hfl_backend *be) {
         for (size_t i = 0; i < N; i++) hfl_thread_convert(i, t, g, src);
         snprintf(what, sizeof what, "convert %s", lp_name(t));
         same(what, g, w, bytes);
+        memset(g, 0xA5, bytes);
+        for (size_t j = 0; j < pairs; j++) hfl_pair_convert(j, t, g, src);
+        snprintf(what, sizeof what, "convert pairs %s", lp_name(t));
+        same(what, g, w, pair_bytes);
         CHECK(t != HFL_PREC_FP32 || memcmp(w, src, bytes) == 0); /* fp32: a copy */
         free(x), free(dy), free(w), free(g), free(y), free(src);
         if (t == HFL_PREC_FP32) continue;
