@@ -78,8 +78,11 @@ static inline HFL_TYPED void hfl_cp_if(hfl_precision t, void *dst, size_t i, int
 }
 
 /* Pair j (elements 2j and 2j + 1) of a 2-byte tensor p copied into or out
- * of a buffer with one 4-byte load or store (thread_hd.h's PAIRS): a typed
- * access, as a memcpy from p would be four byte loads (its alignment unknown). */
+ * of a buffer with one 4-byte load or store (thread_hd.h's PAIRS). On the
+ * device a typed access, as nvcc makes a memcpy from p four byte loads (its
+ * alignment unknown); on the host a memcpy, which GCC makes one load and
+ * which keeps C's aliasing rules (the tensors are uint16_t). */
+#ifdef __CUDA_ARCH__
 #define HFL_PAIR_IN(buf, p, j)                                                                 \
     do {                                                                                       \
         uint32_t pair_ = ((const uint32_t *)(p))[j];                                           \
@@ -91,6 +94,10 @@ static inline HFL_TYPED void hfl_cp_if(hfl_precision t, void *dst, size_t i, int
         memcpy(&pair_, (buf), 4);                                                              \
         ((uint32_t *)(p))[j] = pair_;                                                          \
     } while (0)
+#else
+#define HFL_PAIR_IN(buf, p, j) memcpy((buf), (const char *)(p) + 4 * (size_t)(j), 4)
+#define HFL_PAIR_OUT(p, j, buf) memcpy((char *)(p) + 4 * (size_t)(j), (buf), 4)
+#endif
 
 /* The address of element i of p (i may be negative: an element before p). */
 static inline HFL_TYPED void *hfl_at(hfl_precision t, const void *p, ptrdiff_t i) {

@@ -154,7 +154,11 @@ static int transport_dial_options(nng_socket sock, nng_dialer d, size_t recv_max
  * client rejoining after a coordinator restart sat silent past its limit
  * right after "dialing the coordinator afresh" (integration_resume and
  * integration_diloco_resume, a few runs in a hundred): a dial that NNG
- * neither completed nor aborted. */
+ * neither completed nor aborted. Where NNG never aborts one, its closer and
+ * dial threads and its socket stay (one set per timed-out dial, bounded by
+ * the caller's retries); hfl_transport_quiesce waits for the others. */
+static int transport_closers; /* closer threads not yet done (atomic) */
+
 typedef struct {
     nng_socket sock;
     nng_dialer dialer;
@@ -195,7 +199,16 @@ static void *transport_dial_closer(void *arg) {
     nng_close(w->sock);
     pthread_mutex_lock(&w->mu);
     transport_dial_release(w);
+    __atomic_sub_fetch(&transport_closers, 1, __ATOMIC_SEQ_CST);
     return NULL;
+}
+
+int hfl_transport_quiesce(int timeout_ms) {
+    for (int waited = 0; __atomic_load_n(&transport_closers, __ATOMIC_SEQ_CST) > 0; waited += 10) {
+        if (waited >= timeout_ms) return -1;
+        hfl_sleep_ms(10);
+    }
+    return 0;
 }
 
 /* Dials synchronously, so a refused connection or a failed handshake is an
@@ -218,7 +231,11 @@ static int transport_dial_bounded(nng_socket sock, nng_dialer d, const char *url
         return hfl_errf(err, "cannot create a condition variable");
     }
     pthread_condattr_destroy(&ca);
-    pthread_mutex_init(&w->mu, NULL);
+    if (pthread_mutex_init(&w->mu, NULL) != 0) {
+        pthread_cond_destroy(&w->cv);
+        free(w);
+        return hfl_errf(err, "cannot create a mutex");
+    }
     int started = pthread_attr_init(&ta) == 0 && pthread_attr_setdetachstate(&ta, PTHREAD_CREATE_DETACHED) == 0 &&
                   pthread_create(&th, &ta, transport_dial_thread, w) == 0;
     pthread_attr_destroy(&ta);
@@ -241,7 +258,10 @@ static int transport_dial_bounded(nng_socket sock, nng_dialer d, const char *url
     while (!w->done && pthread_cond_timedwait(&w->cv, &w->mu, &until) != ETIMEDOUT) {
     }
     int timed_out = !w->done, rv = w->rv;
-    if (timed_out) w->refs++; /* the closer's */
+    if (timed_out) {
+        w->refs++; /* the closer's */
+        __atomic_add_fetch(&transport_closers, 1, __ATOMIC_SEQ_CST);
+    }
     transport_dial_release(w);
     if (timed_out) {
         pthread_t closer;

@@ -179,6 +179,21 @@ static void test_elementwise(void) {
         free(hx), free(hg), free(hw), free(hdx), free(src);
         G->free(d_x), G->free(d_y), G->free(d_g), G->free(d_src);
     }
+    /* views one element in: an even n, but only 2-byte aligned, so the
+     * one-element kernels (hfl_cuda_pairs refuses the pairs) */
+    for (hfl_precision t = HFL_PREC_BF16; t <= HFL_PREC_FP16; t++) {
+        enum { M = 64 };
+        char what[64];
+        size_t bytes = nbytes(t, M + 1);
+        void *hx = inputs_of(t, 16, M + 1, WITH_NAN), *hw = calloc(1, bytes);
+        char *d_x = to_dev(hx, bytes), *d_y = to_dev(hw, bytes);
+        C->relu_fwd(t, (char *)hw + 2, (char *)hx + 2, M);
+        G->relu_fwd(t, d_y + 2, d_x + 2, M);
+        snprintf(what, sizeof what, "relu_fwd %s on a view at an odd element", lp_name(t));
+        check_dev(what, d_y, hw, bytes);
+        free(hx), free(hw);
+        G->free(d_x), G->free(d_y);
+    }
 }
 
 /* ---- bias gradients ---- */

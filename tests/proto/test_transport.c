@@ -194,14 +194,21 @@ static char dir[] = "/tmp/hfl-test-transport-XXXXXX"; /* made in main, shared by
 /* NNG's nng_dialer_close, as transport.c calls it (this program's own
  * definition wins the link), stalled for stall_close_s first when set: a
  * dial that NNG does not abort at once, as a client once met. */
-static volatile int stall_close_s, stalled_closes; /* the second counts those done */
+static int stall_close_s, closes, stalled_closes; /* atomics: the calls, and the stalled ones done */
 int nng_dialer_close(nng_dialer d) {
-    int stall = stall_close_s;
+    __atomic_add_fetch(&closes, 1, __ATOMIC_SEQ_CST);
+    int stall = __atomic_exchange_n(&stall_close_s, 0, __ATOMIC_SEQ_CST); /* one call stalls */
     if (stall) sleep((unsigned)stall);
     int (*real)(nng_dialer) = (int (*)(nng_dialer))dlsym(RTLD_NEXT, "nng_dialer_close");
     int rv = real ? real(d) : NNG_ENOTSUP;
     if (stall) __atomic_add_fetch(&stalled_closes, 1, __ATOMIC_SEQ_CST);
     return rv;
+}
+
+/* Waits (up to 10 s) until nng_dialer_close has been called n times in all. */
+static int closes_reach(int n) {
+    for (int k = 0; k < 100 && __atomic_load_n(&closes, __ATOMIC_SEQ_CST) < n; k++) hfl_sleep_ms(100);
+    return __atomic_load_n(&closes, __ATOMIC_SEQ_CST) >= n;
 }
 
 /* A TCP port whose listen backlog completes connections that nobody accepts or
@@ -216,6 +223,7 @@ static void test_silent_peer(void) {
     char url[64], err[HFL_ERR_LEN];
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", ntohs(a.sin_port));
     hfl_tls_opts insecure = {1, NULL, NULL, NULL};
+    int closes0 = __atomic_load_n(&closes, __ATOMIC_SEQ_CST);
     printf("silent peer:\n");
     CHECK(round_trip(url, &insecure, 10, 1000, err) == -1 && strstr(err, "within 1000 ms"));
     /* the same over TLS: the client's hello is never answered, so the stall
@@ -231,15 +239,16 @@ static void test_silent_peer(void) {
     CHECK(hfl_now() - t0 < 3.0);
     /* aborting the dial blocks for 4 s: the caller still has its answer at
      * its limit (it waited the 4 s too when it closed the dialer itself);
-     * then the stalled close is let finish before the peer goes */
-    stall_close_s = 4;
+     * armed once the two dials above have been aborted, so that the stall
+     * is this dial's; then the stalled close is let finish */
+    CHECK_MSG(closes_reach(closes0 + 2), "the two timed-out dials were never aborted");
+    __atomic_store_n(&stall_close_s, 4, __ATOMIC_SEQ_CST);
     t0 = hfl_now();
     CHECK(round_trip(url, &good, 10, 1000, err) == -1 && strstr(err, "within 1000 ms"));
     double waited = hfl_now() - t0;
     CHECK_MSG(waited < 3.0, "a dial whose abort blocks took %.1f s to give up at a 1 s limit", waited);
-    stall_close_s = 0;
     for (int k = 0; k < 100 && !__atomic_load_n(&stalled_closes, __ATOMIC_SEQ_CST); k++) hfl_sleep_ms(100);
-    CHECK_MSG(stalled_closes == 1, "the stalled dialer close never returned");
+    CHECK_MSG(__atomic_load_n(&stalled_closes, __ATOMIC_SEQ_CST) == 1, "the stalled dialer close never returned");
     close(fd);
 }
 
