@@ -4,7 +4,9 @@
  * ephemeral loopback port with mutual TLS, waits for it to say where it
  * listens, starts one hfl-client process per client with its share of the
  * data, follows the coordinator's JSON-lines log to show progress, and exits
- * with the coordinator's status once the run is over. Everything a run
+ * with the coordinator's status once the run is over. With --netns each
+ * client runs in a network namespace of its own behind a shaped link
+ * (netns.h), and dials its link's host end instead of loopback. Everything a run
  * writes (PKI, logs, report) goes under --out DIR (default runs/<name>). */
 #include <errno.h>
 #include <sched.h>
@@ -27,6 +29,7 @@
 #include "model/model.h"
 #include "proto/pki.h"
 #include "scenarios/html.h"
+#include "scenarios/netns.h"
 #include "scenarios/profile.h"
 #include "scenarios/scenario.h"
 #include "scenarios/share.h"
@@ -52,6 +55,7 @@ typedef struct {
     int rounds;
     int threads;
     int json, quiet;
+    int netns;            /* --netns: each client in its own network namespace (netns.h) */
     double timeout_s;
 } sim_options;
 
@@ -88,6 +92,11 @@ static const hfl_option sim_rows[] = {
     {"threads", "N", HFL_OPT_INT, AT(threads), 1, 1024, "1", .help = "OpenBLAS threads per client (default 1)"},
     {"timeout", "SECONDS", HFL_OPT_DOUBLE, AT(timeout_s), 1, 1e7, "3600",
      .help = "give up on the whole run after this long (default 3600)"},
+    {"netns", NULL, HFL_OPT_FLAG, AT(netns), 0, 0, NULL,
+     .help = "each client in a network namespace of its own on a veth pair, its link\n"
+     "shaped from its profile by the kernel (tc netem: rate and latency; tbf, rate\n"
+     "only, where the kernel has no netem); the coordinator listens on every\n"
+     "address. Needs root"},
     {"json", NULL, HFL_OPT_FLAG, AT(json), 0, 0, NULL, .help = "print the final report to stdout as JSON"},
     {"quiet", NULL, HFL_OPT_FLAG, AT(quiet), 0, 0, NULL, .help = "no progress output"},
     {"scenario", "FILE", HFL_OPT_PTR, AT(scenario_path), 0, 0, NULL,
@@ -108,6 +117,20 @@ static const hfl_options sim_opts = {
     "Runs a federated fleet from a scenario: a coordinator and one process per client,\n"
     "talking mutual TLS over loopback.\n\n",
     NULL, 21, sim_rows};
+
+/* --netns's namespaces, removed however main returns (atexit). */
+static sim_netns sim_links;
+static void close_links(void) { sim_netns_close(&sim_links); }
+
+/* The program `ip`, for `ip netns exec`: spawn_log runs a path. */
+static int find_ip(char *out, size_t n, char *err) {
+    static const char *const dirs[] = {"/usr/sbin", "/sbin", "/usr/bin", "/bin"};
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+        snprintf(out, n, "%s/ip", dirs[i]);
+        if (access(out, X_OK) == 0) return 0;
+    }
+    return hfl_errf(err, "--netns needs iproute2's ip (apt-get install iproute2)");
+}
 
 static int parse_args(int argc, char **argv, sim_options *o, char *err) {
     int first, print_config;
@@ -388,6 +411,8 @@ int main(int argc, char **argv) {
     hfl_scenario sc;
     if (parse_args(argc, argv, &o, err) != 0 || hfl_scenario_load(o.scenario_path, &sc, err) != 0)
         return hfl_fail("hfl-sim", err, 2);
+    if (o.netns && geteuid() != 0) /* before anything is made */
+        return hfl_fail("hfl-sim", "--netns needs root: it makes network namespaces and veth pairs", 2);
     if (o.codec[0]) snprintf(sc.codec, sizeof sc.codec, "%s", o.codec);
     if (o.rounds) sc.rounds = o.rounds;
     static hfl_profile profiles[1000]; /* a scenario has at most 1000 clients */
@@ -474,7 +499,18 @@ int main(int argc, char **argv) {
     snprintf(a_seed, sizeof a_seed, "%llu", (unsigned long long)sc.seed);
     snprintf(a_dl, sizeof a_dl, "%.17g", sc.deadline_s);
     snprintf(a_block, sizeof a_block, "%d", sc.block);
-    char *cargv[] = {coord_exe, "--listen", "tls+tcp://127.0.0.1:0", "--ca", ca, "--cert", coord_pem,
+    char ip_exe[64] = "";
+    if (o.netns) {
+        if (find_ip(ip_exe, sizeof ip_exe, err) != 0 || sim_netns_open(&sim_links, sc.clients, profiles, err) != 0)
+            return hfl_fail("hfl-sim", err, 1);
+        atexit(close_links);
+        if (!o.quiet)
+            printf("hfl-sim: --netns: %d clients in namespaces of their own, %d links shaped%s\n", sc.clients,
+                   sim_links.shaped,
+                   sim_links.netem > 0 ? " (netem: rate and latency)"
+                   : sim_links.netem == 0 ? " by tbf: rate only, this kernel has no sch_netem, so no latency" : "");
+    }
+    char *cargv[] = {coord_exe, "--listen", o.netns ? "tls+tcp://0.0.0.0:0" : "tls+tcp://127.0.0.1:0", "--ca", ca, "--cert", coord_pem,
                      "--model", sc.model, "--codec", sc.codec, "--block", a_block, "--rounds", a_rounds,
                      "--clients-per-round", a_k, "--min-quorum", a_q, "--deadline", a_dl,
                      "--local-epochs", a_ep, "--batch", a_b, "--lr", a_lr, "--momentum", a_mom,
@@ -612,8 +648,21 @@ int main(int argc, char **argv) {
         else if (gpu_share[0] && strcmp(sc.client_device[i][0] ? sc.client_device[i] : sc.device, "cpu"))
             argv_c[k++] = "--memory-budget", argv_c[k++] = gpu_share;
         if (sc.client_memory_at[i][0]) argv_c[k++] = "--budget-at", argv_c[k++] = sc.client_memory_at[i];
-        procs.clients[i] = spawn_log(argv_c, clientlog, 0, 1);
-        procs.argv[i] = argv_keep(argv_c);
+        char ns[32], link_url[320], *argv_n[sizeof argv_c / sizeof *argv_c + 4];
+        char *const *argv_run = argv_c;
+        if (o.netns) { /* ip netns exec NS hfl-client ..., dialing its link's host end */
+            char host[32];
+            const char *port = strrchr(url, ':');
+            sim_netns_name(&sim_links, i, ns, sizeof ns);
+            sim_netns_host_ip(i, host, sizeof host);
+            snprintf(link_url, sizeof link_url, "tls+tcp://%s%s", host, port ? port : "");
+            argv_c[2] = link_url;
+            argv_n[0] = ip_exe, argv_n[1] = "netns", argv_n[2] = "exec", argv_n[3] = ns;
+            for (int j = 0; j <= k; j++) argv_n[4 + j] = argv_c[j];
+            argv_run = argv_n;
+        }
+        procs.clients[i] = spawn_log(argv_run, clientlog, 0, 1);
+        procs.argv[i] = argv_keep(argv_run);
         /* staggered: a wave of clients at a time, so that a large fleet's
          * start-up (loading, TLS handshakes, signed hellos) queues gently */
         if (i % SIM_SPAWN_WAVE == SIM_SPAWN_WAVE - 1) hfl_sleep_ms(SIM_SPAWN_PAUSE_MS);
