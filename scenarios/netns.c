@@ -2,9 +2,10 @@
  *
  * Each client i gets namespace hfl-<tag>-<i> and a veth pair: hv<tag>h<i>
  * on the host, hv<tag>c<i> in the namespace (15 characters at most, the
- * kernel's IFNAMSIZ), addressed 10.201.0.0/16 upwards in /30s, four
- * addresses a client (16,384 clients a /16). The coordinator listens on
- * every address; client i dials its own link's host end.
+ * kernel's IFNAMSIZ), addressed in /30s upwards from 10.B.0.0 (B from 200
+ * to 249, by the run: link_ip), four addresses a client (16,384 clients a
+ * /16). The coordinator listens on every address; client i dials its own
+ * link's host end.
  *
  * Shaping. A veth end's egress is one direction of the link: the host end's
  * is what the client downloads, the client end's what it uploads. Where the
@@ -14,9 +15,12 @@
  * latency is not applied, which hfl-sim says in one line. tbf's bucket is
  * 10 ms of the rate (at least 16 KiB, more than one segment) and its queue
  * 100 ms. Everything runs through ip(8) and tc(8), whose errors come back in
- * the error line. */
+ * the error line. The namespaces go when hfl-sim exits; those of one that
+ * was killed go when the next --netns run starts. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,13 +85,15 @@ static int run(char *err, const char *fmt, ...) {
 
 void sim_netns_name(const sim_netns *nn, int i, char *out, size_t n) { snprintf(out, n, "hfl-%d-%d", nn->tag, i); }
 
-/* The /30 of client i: 10.201.0.0 + 4i. */
-static void link_ip(int i, int host, char *out, size_t n) {
-    unsigned a = (201u << 16) + 4u * (unsigned)i + (host ? 1u : 2u);
+/* The /30 of client i: 10.B.0.0 + 4i, B = 200 + the run's tag mod 50, so
+ * that two runs at once rarely share a /16 (one that did would route some
+ * clients to the other run's links). */
+static void link_ip(const sim_netns *nn, int i, int host, char *out, size_t n) {
+    unsigned a = ((200u + (unsigned)nn->tag % 50u) << 16) + 4u * (unsigned)i + (host ? 1u : 2u);
     snprintf(out, n, "10.%u.%u.%u", (a >> 16) & 255, (a >> 8) & 255, a & 255);
 }
 
-void sim_netns_host_ip(int i, char *out, size_t n) { link_ip(i, 1, out, n); }
+void sim_netns_host_ip(const sim_netns *nn, int i, char *out, size_t n) { link_ip(nn, i, 1, out, n); }
 
 /* One direction: dev's egress (in namespace ns, or the host's when ns is
  * NULL) limited to bytes_per_s, delayed by latency_s where netem works. */
@@ -108,8 +114,8 @@ static int open_one(sim_netns *nn, int i, const hfl_profile *p, char *err) {
     sim_netns_name(nn, i, ns, sizeof ns);
     snprintf(hv, sizeof hv, "hv%dh%d", nn->tag, i);
     snprintf(cv, sizeof cv, "hv%dc%d", nn->tag, i);
-    link_ip(i, 1, hip, sizeof hip);
-    link_ip(i, 0, cip, sizeof cip);
+    link_ip(nn, i, 1, hip, sizeof hip);
+    link_ip(nn, i, 0, cip, sizeof cip);
     if (run(err, "ip netns add %s", ns) != 0) return -1;
     nn->n = i + 1; /* from here on, close removes it */
     if (run(err, "ip link add %s type veth peer name %s netns %s", hv, cv, ns) != 0 ||
@@ -133,11 +139,30 @@ static int open_one(sim_netns *nn, int i, const hfl_profile *p, char *err) {
     return 0;
 }
 
+/* Namespaces a killed hfl-sim left (hfl-<pid>-<i> whose pid is gone): its
+ * exit handler never ran. Removed, with their veth pairs, so that their
+ * addresses are free again. */
+static void remove_stale(void) {
+    DIR *d = opendir("/var/run/netns");
+    if (!d) return;
+    struct dirent *e;
+    char err[HFL_ERR_LEN];
+    while ((e = readdir(d))) {
+        int pid, i;
+        char tail;
+        if (sscanf(e->d_name, "hfl-%d-%d%c", &pid, &i, &tail) != 2 || pid <= 0) continue;
+        if (kill(pid, 0) == 0 || errno != ESRCH) continue; /* its hfl-sim is alive */
+        if (run(err, "ip netns del %s", e->d_name) != 0) fprintf(stderr, "hfl-sim: %s\n", err);
+    }
+    closedir(d);
+}
+
 int sim_netns_open(sim_netns *nn, int clients, const hfl_profile *profiles, char *err) {
     memset(nn, 0, sizeof *nn);
     nn->tag = (int)getpid();
     nn->netem = -1;
     if (geteuid() != 0) return hfl_errf(err, "--netns needs root: it makes network namespaces and veth pairs");
+    remove_stale();
     if (clients > 16384) return hfl_errf(err, "--netns takes at most 16384 clients, not %d", clients);
     for (int i = 0; i < clients; i++)
         if (open_one(nn, i, profiles ? &profiles[i] : NULL, err) != 0) {

@@ -19,7 +19,7 @@ typedef struct {
 } sim_netns;
 
 /* Client i's namespace, veth pair, addresses and shaping, for i < clients:
- * the host end 10.201.X.Y+1/30 (sim_netns_host_ip), the client end +2; the
+ * the host end 10.B.X.Y+1/30 (sim_netns_host_ip), the client end +2; the
  * host end's egress (the client's download) and the client end's (its
  * upload) limited to the profile's rates, with its latency each way where
  * sch_netem exists. A client without a profile gets an unshaped link. -1
@@ -28,7 +28,7 @@ int sim_netns_open(sim_netns *nn, int clients, const hfl_profile *profiles, char
 /* Client i's namespace name ("hfl-<tag>-<i>"), for `ip netns exec`. */
 void sim_netns_name(const sim_netns *nn, int i, char *out, size_t n);
 /* The host end's address of client i's link: what the client dials. */
-void sim_netns_host_ip(int i, char *out, size_t n);
+void sim_netns_host_ip(const sim_netns *nn, int i, char *out, size_t n);
 /* Removes every namespace (their veth pairs go with them). */
 void sim_netns_close(sim_netns *nn);
 

@@ -654,7 +654,7 @@ int main(int argc, char **argv) {
             char host[32];
             const char *port = strrchr(url, ':');
             sim_netns_name(&sim_links, i, ns, sizeof ns);
-            sim_netns_host_ip(i, host, sizeof host);
+            sim_netns_host_ip(&sim_links, i, host, sizeof host);
             snprintf(link_url, sizeof link_url, "tls+tcp://%s%s", host, port ? port : "");
             argv_c[2] = link_url;
             argv_n[0] = ip_exe, argv_n[1] = "netns", argv_n[2] = "exec", argv_n[3] = ns;

@@ -6,7 +6,8 @@
 # takes at least the link's own time (the oracle is the physics: each client
 # downloads the 797,126-byte model at 4e6 bit/s, 1.59 s, and uploads its
 # int8 update, ~0.4 s, one after the other), where loopback takes a
-# fraction of that, and every namespace is gone afterwards. Skips (77),
+# fraction of that, and every namespace is gone afterwards, a killed run's
+# too. Skips (77),
 # saying why, where network namespaces cannot be made; refuses in one line
 # when not root.
 # usage: netns.sh HFL_SIM
@@ -31,6 +32,8 @@ cat > "$tmp/s.json" <<'JSON'
  "profiles": {"slow-link": 2}, "profile_library": "profiles.json"}
 JSON
 "$sim" "$tmp/s.json" --out "$tmp/plain" --quiet > "$tmp/plain.txt" 2>&1 || { check "the run on loopback" fail; cat "$tmp/plain.txt"; exit 1; }
+true & dead=$!; wait $dead # a pid that is gone: a killed hfl-sim's namespace, which the run removes
+ip netns add "hfl-$dead-0"
 "$sim" "$tmp/s.json" --out "$tmp/net" --netns > "$tmp/net.txt" 2>&1
 rc=$?
 [ $rc = 0 ] && r=ok || r=fail
@@ -46,7 +49,8 @@ python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) >= 1.9 else 1)" "$wn" &
 check "the round took at least the link's 1.59 s + 0.4 s: ${wn} s (loopback: ${wp} s)" $r
 left=$(ip netns list | grep -c '^hfl-' || true)
 [ "$left" = 0 ] && r=ok || r=fail
-check "no hfl- namespace is left ($left)" $r
+check "no hfl- namespace is left, the dead run's hfl-$dead-0 included ($left)" $r
+ip netns del "hfl-$dead-0" 2>/dev/null
 if command -v setpriv > /dev/null; then
   chmod 755 "$tmp"
   out=$(setpriv --reuid 65534 --regid 65534 --clear-groups "$sim" "$tmp/s.json" --out "$tmp/nobody" --netns 2>&1)
