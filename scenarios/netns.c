@@ -58,7 +58,7 @@ static int run(char *err, const char *fmt, ...) {
         dup2(fds[1], 2);
         close(fds[0]), close(fds[1]);
         int devnull = open("/dev/null", O_WRONLY);
-        if (devnull >= 0) dup2(devnull, 1);
+        if (devnull >= 0) dup2(devnull, 1), close(devnull);
         char path[1024];
         snprintf(path, sizeof path, "%s:/usr/sbin:/sbin", getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
         setenv("PATH", path, 1);
@@ -75,10 +75,11 @@ static int run(char *err, const char *fmt, ...) {
     while (read(fds[0], drain, sizeof drain) > 0) {
     }
     close(fds[0]);
-    int st;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    int st = 0;
+    pid_t w;
+    while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR) {
     }
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 0;
+    if (w == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0) return 0;
     out[strcspn(out, "\n")] = 0;
     return hfl_errf(err, "%s: %s", line, out[0] ? out : "failed");
 }
