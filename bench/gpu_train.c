@@ -11,7 +11,8 @@
  * with the device's step. --profile then runs PROFILE_STEPS more steps
  * under kernels/profile.h's per-op profile (the ops' names, calls and
  * milliseconds per step, ops and host waits per step), after the timed
- * steps so the marks do not slow them. Prints one JSON object with --json. */
+ * steps so the marks do not slow them (the timed steps pay only the
+ * wrapper's forwarding call per op). Prints one JSON object with --json. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

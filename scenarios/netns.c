@@ -1,10 +1,10 @@
 /* netns.c: hfl-sim --netns (see netns.h).
  *
- * Each client i gets namespace hfl-<tag>-<i> and a veth pair: hv<tag>h<i>
+ * Each client i gets namespace hfl-<tag>-<B>-<i> and a veth pair: hv<tag>h<i>
  * on the host, hv<tag>c<i> in the namespace (15 characters at most, the
  * kernel's IFNAMSIZ), addressed in /30s upwards from 10.B.0.0 (B from 200
- * to 249, by the run: link_ip), four addresses a client (16,384 clients a
- * /16). The coordinator listens on every address; client i dials its own
+ * to 249, one no live run holds: runs_scan), four addresses a client
+ * (16,384 clients a /16). The coordinator listens on every address; client i dials its own
  * link's host end.
  *
  * Shaping. A veth end's egress is one direction of the link: the host end's
@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +46,10 @@ static int run(char *err, const char *fmt, ...) {
     char copy[sizeof line];
     snprintf(copy, sizeof copy, "%s", line);
     int argc = 0;
-    for (char *tok = strtok(copy, " "); tok && argc < NETNS_MAX_ARGS; tok = strtok(NULL, " ")) argv[argc++] = tok;
+    for (char *tok = strtok(copy, " "); tok; tok = strtok(NULL, " ")) {
+        if (argc == NETNS_MAX_ARGS) return hfl_errf(err, "%s: more than %d words", line, NETNS_MAX_ARGS);
+        argv[argc++] = tok;
+    }
     argv[argc] = NULL;
     int fds[2];
     if (pipe(fds) != 0) return hfl_errf(err, "%s: pipe: %s", line, strerror(errno));
@@ -84,13 +88,15 @@ static int run(char *err, const char *fmt, ...) {
     return hfl_errf(err, "%s: %s", line, out[0] ? out : "failed");
 }
 
-void sim_netns_name(const sim_netns *nn, int i, char *out, size_t n) { snprintf(out, n, "hfl-%d-%d", nn->tag, i); }
+void sim_netns_name(const sim_netns *nn, int i, char *out, size_t n) {
+    snprintf(out, n, "hfl-%d-%d-%d", nn->tag, nn->base, i);
+}
 
-/* The /30 of client i: 10.B.0.0 + 4i, B = 200 + the run's tag mod 50, so
- * that two runs at once rarely share a /16 (one that did would route some
- * clients to the other run's links). */
+/* The /30 of client i: 10.B.0.0 + 4i, B the run's (runs_scan: no live
+ * run's, so two runs at once never share a /16; one that did would route
+ * some clients to the other run's links). */
 static void link_ip(const sim_netns *nn, int i, int host, char *out, size_t n) {
-    unsigned a = ((200u + (unsigned)nn->tag % 50u) << 16) + 4u * (unsigned)i + (host ? 1u : 2u);
+    unsigned a = ((unsigned)nn->base << 16) + 4u * (unsigned)i + (host ? 1u : 2u);
     snprintf(out, n, "10.%u.%u.%u", (a >> 16) & 255, (a >> 8) & 255, a & 255);
 }
 
@@ -140,33 +146,44 @@ static int open_one(sim_netns *nn, int i, const hfl_profile *p, char *err) {
     return 0;
 }
 
-/* Namespaces a killed hfl-sim left (hfl-<pid>-<i> whose pid is gone): its
- * exit handler never ran. Removed, with their veth pairs, so that their
- * addresses are free again. */
-static void remove_stale(void) {
+/* The other runs' namespaces (hfl-<pid>-<B>-<i>). A killed hfl-sim's (its
+ * pid gone, or ours now: its exit handler never ran) are removed, with their
+ * veth pairs; a live run's B goes into *used (bit B - 200). */
+static void runs_scan(uint64_t *used) {
     DIR *d = opendir("/var/run/netns");
     if (!d) return;
     struct dirent *e;
     char err[HFL_ERR_LEN];
     while ((e = readdir(d))) {
-        int pid, i;
+        int pid, base, i;
         char tail;
-        if (sscanf(e->d_name, "hfl-%d-%d%c", &pid, &i, &tail) != 2 || pid <= 0) continue;
-        if (kill(pid, 0) == 0 || errno != ESRCH) continue; /* its hfl-sim is alive */
+        if (sscanf(e->d_name, "hfl-%d-%d-%d%c", &pid, &base, &i, &tail) != 3 || pid <= 0) continue;
+        if (pid != (int)getpid() && (kill(pid, 0) == 0 || errno != ESRCH)) { /* a live run */
+            if (base >= 200 && base < 250) *used |= 1ull << (base - 200);
+            continue;
+        }
         if (run(err, "ip netns del %s", e->d_name) != 0) fprintf(stderr, "hfl-sim: %s\n", err);
     }
     closedir(d);
 }
 
-int sim_netns_open(sim_netns *nn, int clients, const hfl_profile *profiles, char *err) {
+int sim_netns_open(sim_netns *nn, int clients, const hfl_profile *profiles, volatile sig_atomic_t *stop,
+                   char *err) {
     memset(nn, 0, sizeof *nn);
     nn->tag = (int)getpid();
     nn->netem = -1;
     if (geteuid() != 0) return hfl_errf(err, "--netns needs root: it makes network namespaces and veth pairs");
-    remove_stale();
+    uint64_t used = 0;
+    runs_scan(&used);
+    nn->base = -1;
+    for (int k = 0; k < 50 && nn->base < 0; k++) {
+        int b = (nn->tag + k) % 50;
+        if (!(used >> b & 1)) nn->base = 200 + b;
+    }
+    if (nn->base < 0) return hfl_errf(err, "--netns: 50 other runs hold every /16 it uses (10.200-249.0.0)");
     if (clients > 16384) return hfl_errf(err, "--netns takes at most 16384 clients, not %d", clients);
     for (int i = 0; i < clients; i++)
-        if (open_one(nn, i, profiles ? &profiles[i] : NULL, err) != 0) {
+        if ((stop && *stop && hfl_errf(err, "interrupted")) || open_one(nn, i, profiles ? &profiles[i] : NULL, err) != 0) {
             char e[HFL_ERR_LEN];
             snprintf(e, sizeof e, "--netns: client %d: %s", i, err);
             sim_netns_close(nn);

@@ -499,9 +499,13 @@ int main(int argc, char **argv) {
     snprintf(a_seed, sizeof a_seed, "%llu", (unsigned long long)sc.seed);
     snprintf(a_dl, sizeof a_dl, "%.17g", sc.deadline_s);
     snprintf(a_block, sizeof a_block, "%d", sc.block);
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGHUP, on_signal);
     char ip_exe[64] = "";
     if (o.netns) {
-        if (find_ip(ip_exe, sizeof ip_exe, err) != 0 || sim_netns_open(&sim_links, sc.clients, profiles, err) != 0)
+        if (find_ip(ip_exe, sizeof ip_exe, err) != 0 ||
+            sim_netns_open(&sim_links, sc.clients, profiles, &interrupted, err) != 0)
             return hfl_fail("hfl-sim", err, 1);
         atexit(close_links);
         if (!o.quiet)
@@ -516,7 +520,8 @@ int main(int argc, char **argv) {
                      "--local-epochs", a_ep, "--batch", a_b, "--lr", a_lr, "--momentum", a_mom,
                      "--weight-decay", a_wd, "--seed", a_seed, "--data", o.data_dir, "--log", log,
                      "--report", o.report, "--ready-file", ready, "--downlink", sc.downlink, "--device", sc.device,
-                     /* every simulated client dials from 127.0.0.1 */
+                     /* the simulated clients share 127.0.0.1 (each its own address
+                      * under --netns): no cap per address */
                      "--max-conns-per-addr", "0",
                      /* the first draw waits for the whole fleet: the same seed draws the same clients */
                      "--min-clients", a_n,
@@ -574,8 +579,6 @@ int main(int argc, char **argv) {
     if (sc.fixed_bits > 0) cargv[na++] = "--fixed-bits", cargv[na++] = a_fb;
     if (sc.dp_noise > 0) cargv[na++] = "--dp-noise", cargv[na++] = a_dpn;
     if (sc.dp_epsilon > 0) cargv[na++] = "--dp-epsilon", cargv[na++] = a_dpe, cargv[na++] = "--dp-delta", cargv[na++] = a_dpd;
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
     static sim_procs procs;
     procs.coord = spawn_log(cargv, clog, 0, 0);
     int coord_status = -1;

@@ -33,8 +33,10 @@ cat > "$tmp/s.json" <<'JSON'
 JSON
 "$sim" "$tmp/s.json" --out "$tmp/plain" --quiet > "$tmp/plain.txt" 2>&1 || { check "the run on loopback" fail; cat "$tmp/plain.txt"; exit 1; }
 true & dead=$!; wait $dead # a pid that is gone: a killed hfl-sim's namespace, which the run removes
-ip netns add "hfl-$dead-0"
-"$sim" "$tmp/s.json" --out "$tmp/net" --netns > "$tmp/net.txt" 2>&1
+ip netns add "hfl-$dead-200-0"
+"$sim" "$tmp/s.json" --out "$tmp/net" --netns > "$tmp/net.txt" 2>&1 &
+run=$!
+wait $run
 rc=$?
 [ $rc = 0 ] && r=ok || r=fail
 check "the run with --netns exits 0 (got $rc)" $r
@@ -47,10 +49,10 @@ read -r hn wn < <(python3 -c "import json,sys; r=json.load(open(sys.argv[1])); p
 check "the same final_model_sha256 over the shaped links ($hn) as on loopback ($hp)" $r
 python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) >= 1.9 else 1)" "$wn" && r=ok || r=fail
 check "the round took at least the link's 1.59 s + 0.4 s: ${wn} s (loopback: ${wp} s)" $r
-left=$(ip netns list | grep -c '^hfl-' || true)
+left=$(ip netns list | grep -cE "^hfl-($run|$dead)-" || true) # this run's and the dead one's only
 [ "$left" = 0 ] && r=ok || r=fail
-check "no hfl- namespace is left, the dead run's hfl-$dead-0 included ($left)" $r
-ip netns del "hfl-$dead-0" 2>/dev/null
+check "none of the run's namespaces is left, nor the dead run's hfl-$dead-200-0 ($left)" $r
+ip netns del "hfl-$dead-200-0" 2>/dev/null
 if command -v setpriv > /dev/null; then
   chmod 755 "$tmp"
   out=$(setpriv --reuid 65534 --regid 65534 --clear-groups "$sim" "$tmp/s.json" --out "$tmp/nobody" --netns 2>&1)
