@@ -38,6 +38,8 @@ FMA_ALLOWED = {
     "k_causal_softmax": "expf of the softmax row (kernels/lm_hd.h)",
     "k_gelu_fwd": "expf in the GELU's sigmoid form (kernels/lm_hd.h)",
     "k_gelu_bwd": "expf in the GELU's sigmoid form (kernels/lm_hd.h)",
+    "k_gelu_fwd_pairs": "expf in the GELU's sigmoid form, two elements a thread (kernels/lm_hd.h)",
+    "k_gelu_bwd_pairs": "expf in the GELU's sigmoid form, two elements a thread (kernels/lm_hd.h)",
     "k_softmax_xent": "expf and logf of the loss row (kernels/ops_hd.h)",
 }
 
