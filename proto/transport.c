@@ -144,38 +144,13 @@ static int transport_dial_options(nng_socket sock, nng_dialer d, size_t recv_max
     return 0;
 }
 
-/* A synchronous dial, run on a helper thread so that it can be abandoned.
- * The caller, the dial thread and, once the caller gives up, a closer
- * thread share it (refs); the last one out frees it. A caller that gives up
- * hands the socket to the closer, which aborts the dial (nng_dialer_close),
- * waits for nng_dialer_start to return, and only then closes the socket
- * (closing both at once panics inside NNG 1.5): the caller never waits on
- * NNG after its limit. It once did (the same three calls inline), and a
- * client rejoining after a coordinator restart sat silent past its limit
- * right after "dialing the coordinator afresh" (integration_resume and
- * integration_diloco_resume, a few runs in a hundred): a dial that NNG
- * neither completed nor aborted. Where NNG never aborts one, its closer and
- * dial threads and its socket stay (one set per timed-out dial, bounded by
- * the caller's retries); hfl_transport_quiesce waits for the others. */
-static int transport_closers; /* closer threads not yet done (atomic) */
-
+/* A synchronous dial, run on a helper thread so that it can be abandoned. */
 typedef struct {
-    nng_socket sock;
     nng_dialer dialer;
-    int rv, done, refs;
+    int rv, done;
     pthread_mutex_t mu;
     pthread_cond_t cv;
 } transport_dial_wait;
-
-/* Drops one owner's reference, the lock held (and released here); the last frees w. */
-static void transport_dial_release(transport_dial_wait *w) {
-    int last = --w->refs == 0;
-    pthread_mutex_unlock(&w->mu);
-    if (!last) return;
-    pthread_cond_destroy(&w->cv);
-    pthread_mutex_destroy(&w->mu);
-    free(w);
-}
 
 static void *transport_dial_thread(void *arg) {
     transport_dial_wait *w = arg;
@@ -183,66 +158,28 @@ static void *transport_dial_thread(void *arg) {
     pthread_mutex_lock(&w->mu);
     w->rv = rv;
     w->done = 1;
-    pthread_cond_broadcast(&w->cv);
-    transport_dial_release(w);
-    return NULL;
-}
-
-/* The abandoned dial's end: abort it, wait for the dial thread to see it,
- * then close the socket. */
-static void *transport_dial_closer(void *arg) {
-    transport_dial_wait *w = arg;
-    nng_dialer_close(w->dialer);
-    pthread_mutex_lock(&w->mu);
-    while (!w->done) pthread_cond_wait(&w->cv, &w->mu);
+    pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
-    nng_close(w->sock);
-    pthread_mutex_lock(&w->mu);
-    transport_dial_release(w);
-    __atomic_sub_fetch(&transport_closers, 1, __ATOMIC_SEQ_CST);
     return NULL;
-}
-
-int hfl_transport_quiesce(int timeout_ms) {
-    for (int waited = 0; __atomic_load_n(&transport_closers, __ATOMIC_SEQ_CST) > 0; waited += 10) {
-        if (waited >= timeout_ms) return -1;
-        hfl_sleep_ms(10);
-    }
-    return 0;
 }
 
 /* Dials synchronously, so a refused connection or a failed handshake is an
  * error here, but gives up after timeout_ms: a peer that accepts the TCP
  * connection and then stays silent would otherwise block nng_dialer_start
- * until it hangs up (NNG 1.5 has no handshake timeout). 0; -1 with err, the
- * socket still the caller's; -2 with err when the limit passed, the socket
- * handed to the closer thread (the caller must not close it). */
-static int transport_dial_bounded(nng_socket sock, nng_dialer d, const char *url, int timeout_ms,
-                                  char *err) {
-    transport_dial_wait *w = calloc(1, sizeof *w);
+ * until it hangs up (NNG 1.5 has no handshake timeout). Closing the dialer
+ * aborts the dial in progress. */
+static int transport_dial_bounded(nng_dialer d, const char *url, int timeout_ms, char *err) {
+    transport_dial_wait w = {.dialer = d};
     pthread_condattr_t ca;
-    pthread_attr_t ta;
     pthread_t th;
-    if (!w) return hfl_errf(err, "out of memory dialing %s", url);
-    w->sock = sock, w->dialer = d, w->refs = 2; /* the caller's and the dial thread's */
     if (pthread_condattr_init(&ca) != 0 || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
-        pthread_cond_init(&w->cv, &ca) != 0) {
-        free(w);
+        pthread_cond_init(&w.cv, &ca) != 0)
         return hfl_errf(err, "cannot create a condition variable");
-    }
     pthread_condattr_destroy(&ca);
-    if (pthread_mutex_init(&w->mu, NULL) != 0) {
-        pthread_cond_destroy(&w->cv);
-        free(w);
-        return hfl_errf(err, "cannot create a mutex");
-    }
-    int started = pthread_attr_init(&ta) == 0 && pthread_attr_setdetachstate(&ta, PTHREAD_CREATE_DETACHED) == 0 &&
-                  pthread_create(&th, &ta, transport_dial_thread, w) == 0;
-    pthread_attr_destroy(&ta);
-    if (!started) {
-        pthread_cond_destroy(&w->cv);
-        pthread_mutex_destroy(&w->mu);
-        free(w);
+    pthread_mutex_init(&w.mu, NULL);
+    if (pthread_create(&th, NULL, transport_dial_thread, &w) != 0) {
+        pthread_cond_destroy(&w.cv);
+        pthread_mutex_destroy(&w.mu);
         return hfl_errf(err, "cannot start a thread to dial %s", url);
     }
     int ms = timeout_ms > 0 ? timeout_ms : TRANSPORT_DEFAULT_TIMEOUT_MS;
@@ -254,23 +191,18 @@ static int transport_dial_bounded(nng_socket sock, nng_dialer d, const char *url
         until.tv_sec++;
         until.tv_nsec -= 1000000000L;
     }
-    pthread_mutex_lock(&w->mu);
-    while (!w->done && pthread_cond_timedwait(&w->cv, &w->mu, &until) != ETIMEDOUT) {
+    pthread_mutex_lock(&w.mu);
+    while (!w.done && pthread_cond_timedwait(&w.cv, &w.mu, &until) != ETIMEDOUT) {
     }
-    int timed_out = !w->done, rv = w->rv;
-    if (timed_out) {
-        w->refs++; /* the closer's */
-        __atomic_add_fetch(&transport_closers, 1, __ATOMIC_SEQ_CST);
-    }
-    transport_dial_release(w);
-    if (timed_out) {
-        pthread_t closer;
-        if (pthread_create(&closer, NULL, transport_dial_closer, w) == 0) pthread_detach(closer);
-        else transport_dial_closer(w); /* no thread: the old inline abort */
-        hfl_errf(err, "cannot connect to %s: no connection and handshake within %d ms", url, ms);
-        return -2;
-    }
-    if (rv != 0) return hfl_errf(err, "cannot connect to %s: %s", url, nng_strerror(rv));
+    int timed_out = !w.done;
+    pthread_mutex_unlock(&w.mu);
+    if (timed_out) nng_dialer_close(d);
+    pthread_join(th, NULL);
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+    if (timed_out)
+        return hfl_errf(err, "cannot connect to %s: no connection and handshake within %d ms", url, ms);
+    if (w.rv != 0) return hfl_errf(err, "cannot connect to %s: %s", url, nng_strerror(w.rv));
     return 0;
 }
 
@@ -303,8 +235,7 @@ int hfl_transport_dial(nng_socket *sock, const char *url, const hfl_tls_opts *tl
         }
     }
     if (transport_dial_options(*sock, d, recv_max, timeout_ms, err) != 0) goto fail;
-    if ((rv = transport_dial_bounded(*sock, d, url, timeout_ms, err)) == -2) return -1; /* not ours to close */
-    if (rv != 0) goto fail;
+    if (transport_dial_bounded(d, url, timeout_ms, err) != 0) goto fail;
     return 0;
 fail:
     nng_close(*sock);

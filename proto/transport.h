@@ -25,14 +25,9 @@ typedef struct {
 /* Opens a rep0 socket listening on url. The bound port (for ":0") goes to *port. */
 int hfl_transport_listen(nng_socket *sock, const char *url, const hfl_tls_opts *tls,
                          size_t recv_max, int *port, char *err);
-/* Opens a req0 socket and dials url (blocking until connected or failed,
- * at most timeout_ms: a dial past it is abandoned to a thread that closes
- * its socket once NNG lets go; -1 with err, no socket). */
+/* Opens a req0 socket and dials url (blocking until connected or failed). */
 int hfl_transport_dial(nng_socket *sock, const char *url, const hfl_tls_opts *tls,
                        size_t recv_max, int timeout_ms, char *err);
-/* Waits up to timeout_ms for abandoned dials to be closed (before nng_fini,
- * which must not run under them); -1 when some are still open. */
-int hfl_transport_quiesce(int timeout_ms);
 
 /* Sends one request and waits for the reply; reply->payload points into *raw,
  * which the caller frees with nng_msg_free after hfl_msg_free(reply). An

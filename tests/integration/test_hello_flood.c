@@ -267,7 +267,6 @@ int main(int argc, char **argv) {
     cJSON_Delete(r);
     hfl_identity_free(victim);
     harness_cleanup();
-    hfl_transport_quiesce(30000); /* an abandoned dial's closer must be done before nng_fini */
     nng_fini(); /* the flood's closed sockets are torn down by NNG's own threads; wait for them, or
                  * LeakSanitizer, running at exit, reports their TLS state (seen under load) */
     return check_exit_code("test_hello_flood");
