@@ -152,6 +152,7 @@ typedef struct {
     int plan, verify, json; /* --plan mode */
     int batch;              /* --plan --batch: the run's batch to plan for; 0: the ladder */
     int allow_smaller;      /* --allow-smaller-batch */
+    int conv_chunk;         /* --conv-chunk: samples a conv layer unfolds at once, at most; 0: the backend's */
     hfl_optimizer optimizer; /* --plan --optimizer: the optimizer state to plan */
     int trial;              /* --plan --trial-step */
     int profile;            /* --plan --trial-step --profile: a per-op profile (kernels/profile.h) */

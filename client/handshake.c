@@ -138,7 +138,7 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
                                         (w->prox_mu != 0 ? HFL_OPT_ANCHOR : 0) |
                                         (w->optimizer == HFL_OPTIM_ADAMW ? HFL_OPT_ADAMW : 0),
                            .max_batch = (int)w->batch, .prefer_batch = (int)w->batch,
-                           .allow_smaller = o->allow_smaller, .fleet_overhead = (double)w->overhead_estimate,
+                           .allow_smaller = o->allow_smaller, .conv_chunk = o->conv_chunk, .fleet_overhead = (double)w->overhead_estimate,
                            .data_rows = s->data.n, .verify = 1, .who = o->quiet ? NULL : o->name};
     hfl_mem_budget_init(&rq.budget, o->budget, dev->free_bytes, o->headroom);
     s->budget = rq.budget;
@@ -160,9 +160,12 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
     else if (!o->quiet && s->chosen.step_batch < (int)w->batch)
         printf("%s: plan: batch %d of the run's %d does not fit: a smaller batch, learning rate x %.4g\n",
                o->name, s->chosen.batch, (int)w->batch, (double)s->chosen.batch / (double)w->batch);
+    char chunk[40] = "";
+    if (s->chosen.conv_chunk) snprintf(chunk, sizeof chunk, ", conv chunk %d", s->chosen.conv_chunk);
     if (!o->quiet)
-        printf("%s: plan: batch %d, %s, checkpoint %s, predicted peak %.2f MiB (arena %.2f + overhead %.2f) of %.1f MiB\n",
-               o->name, s->chosen.batch, hfl_precision_name(s->chosen.precision), hfl_ckpt_name(s->chosen.ckpt),
+        printf("%s: plan: batch %d, %s, checkpoint %s%s, predicted peak %.2f MiB (arena %.2f + overhead %.2f) of "
+               "%.1f MiB\n",
+               o->name, s->chosen.batch, hfl_precision_name(s->chosen.precision), hfl_ckpt_name(s->chosen.ckpt), chunk,
                s->chosen.predicted / 1048576.0,
                s->chosen.arena / 1048576.0, (s->chosen.predicted - s->chosen.arena) / 1048576.0,
                s->budget.planned / 1048576.0);
@@ -177,6 +180,7 @@ cJSON *client_choose_plan(const client_options *o, const hfl_device_info *dev, c
     cJSON_AddBoolToObject(p, "adamw", (rq.opt_state & HFL_OPT_ADAMW) != 0);
     cJSON_AddStringToObject(p, "precision", hfl_precision_name(s->chosen.precision));
     cJSON_AddStringToObject(p, "checkpoint", hfl_ckpt_name(s->chosen.ckpt));
+    if (s->chosen.conv_chunk) cJSON_AddNumberToObject(p, "conv_chunk", s->chosen.conv_chunk);
     cJSON_AddNumberToObject(p, "budget_bytes", (double)s->budget.planned);
     cJSON_AddNumberToObject(p, "arena_bytes", (double)s->chosen.arena);
     cJSON_AddNumberToObject(p, "predicted_peak_bytes", (double)s->chosen.predicted);

@@ -197,6 +197,10 @@ static const hfl_option client_rows[] = {
      .help = "where the run's batch does not fit, train a smaller real batch\n"
      "instead of accumulating micro-batches to it, with the learning rate\n"
      "scaled by batch/run batch (Goyal et al. 2017's linear rule)"},
+    {"conv-chunk", "N", HFL_OPT_INT, AT(conv_chunk), 1, HFL_CONV_CHUNK_MAX, NULL,
+     .help = "samples a conv layer unfolds into one GEMM, at most: fewer ops\n"
+     "(launches on a GPU) for more workspace; halved where it does not fit\n"
+     "(default: the whole batch on a GPU, one sample on the CPU)", .zero_null = 1},
     {"data", "PATH", HFL_OPT_STR, AT(data_dir), 0, 0, HFL_FMNIST_DIR,
      .help = "Fashion-MNIST directory, shared out by the next four options (default\n"
      "" HFL_FMNIST_DIR "), or this client's own dataset: an .npz or a\n"

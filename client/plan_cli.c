@@ -103,7 +103,8 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
     if (hfl_model_resolve(o->model, &spec, err) != 0) return -1;
     hfl_plan_request rq = {.spec = &spec, .be = be, .device = dev->name, .state_dir = o->state_dir,
                            .opt_state = o->optimizer == HFL_OPTIM_ADAMW ? HFL_OPT_ADAMW : HFL_OPT_MOMENTUM,
-                           .max_batch = 512, .prefer_batch = o->batch, .allow_smaller = o->allow_smaller};
+                           .max_batch = 512, .prefer_batch = o->batch, .allow_smaller = o->allow_smaller,
+                           .conv_chunk = o->conv_chunk};
     hfl_mem_budget_init(&rq.budget, o->budget, dev->free_bytes, o->headroom);
     if (client_precisions(o, dev, &rq.precisions, err) != 0) return -1;
     hfl_plan_choice *pc = hfl_malloc(sizeof *pc);
@@ -149,6 +150,7 @@ int client_plan_run(const client_options *o, const hfl_backend *be, const hfl_de
             cJSON_AddNumberToObject(r, "step_batch", c->step_batch);
             cJSON_AddStringToObject(r, "precision", hfl_precision_name(c->precision));
             cJSON_AddStringToObject(r, "checkpoint", hfl_ckpt_name(c->ckpt));
+            if (c->conv_chunk) cJSON_AddNumberToObject(r, "conv_chunk", c->conv_chunk);
             cJSON_AddNumberToObject(r, "arena_bytes", (double)c->arena);
             cJSON_AddNumberToObject(r, "overhead_bytes", (double)(c->predicted - c->arena));
             cJSON_AddNumberToObject(r, "staging_bytes",

@@ -10,7 +10,7 @@
  * "client_replanned" and one entry of the report's "replans" (the round,
  * the client, the old and the new choice, and the budget that forced it).
  * A plan whose configuration (batch, accumulation, step batch, precision,
- * checkpoint) is the one held (a pull sent again, or a re-plan after a
+ * checkpoint, conv chunk) is the one held (a pull sent again, or a re-plan after a
  * breach that chose the same) replaces the held one unlisted, even when its
  * predicted peak moved: that figure includes the overhead learned from the
  * client's measured steps, so it changes with each record, and with the
@@ -32,9 +32,10 @@
 
 /* What the report says of a choice: the configuration a re-plan changes
  * (the first REPLAN_CONFIG keys), then the figures that come with it. */
-static const char *const replan_keys[] = {"batch",      "accumulation_steps",   "step_batch", "precision",
-                                          "checkpoint", "predicted_peak_bytes", "budget_bytes"};
-enum { REPLAN_CONFIG = 5, REPLAN_KEYS = sizeof replan_keys / sizeof replan_keys[0] };
+static const char *const replan_keys[] = {"batch",      "accumulation_steps", "step_batch",
+                                          "precision",  "checkpoint",         "conv_chunk",
+                                          "predicted_peak_bytes", "budget_bytes"};
+enum { REPLAN_CONFIG = 6, REPLAN_KEYS = sizeof replan_keys / sizeof replan_keys[0] };
 
 /* The first n keys of replan_keys that plan has, as a new object. */
 static cJSON *replan_pick(const cJSON *plan, size_t n) {
@@ -48,13 +49,16 @@ static cJSON *replan_pick(const cJSON *plan, size_t n) {
 
 static cJSON *replan_choice(const cJSON *plan) { return replan_pick(plan, REPLAN_KEYS); }
 
-/* "batch 32 fp32 none" for the progress line. */
+/* "batch 32 fp32 none" (and " chunk 8" for a conv model) for the progress line. */
 static void replan_say(const cJSON *plan, char *out, size_t cap) {
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(plan, "batch");
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(plan, "precision");
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(plan, "checkpoint");
-    snprintf(out, cap, "batch %d %s %s", (int)cJSON_GetNumberValue(b), cJSON_IsString(p) ? p->valuestring : "?",
-             cJSON_IsString(k) ? k->valuestring : "?");
+    const cJSON *cc = cJSON_GetObjectItemCaseSensitive(plan, "conv_chunk");
+    char chunk[32] = "";
+    if (cJSON_IsNumber(cc)) snprintf(chunk, sizeof chunk, " chunk %d", (int)cc->valuedouble);
+    snprintf(out, cap, "batch %d %s %s%s", (int)cJSON_GetNumberValue(b), cJSON_IsString(p) ? p->valuestring : "?",
+             cJSON_IsString(k) ? k->valuestring : "?", chunk);
 }
 
 void replan_take(coord *c, int id, const cJSON *plan, int64_t plan_round) {

@@ -43,7 +43,7 @@ static const hfl_candidate *unmeasured_smallest(const hfl_choice *ch, const hfl_
     for (int i = 0; i < ch->n; i++) {
         const hfl_candidate *c = &ch->rows[i];
         uint64_t known;
-        if (c->arena > usable || hfl_overhead_log_exact(ov, c->precision, c->batch, c->ckpt, &known) ||
+        if (c->arena > usable || hfl_overhead_log_exact(ov, c, &known) ||
             !strcmp(hfl_overhead_source(&ov->model, c->precision), "class"))
             continue;
         if (!best || c->predicted < best->predicted) best = c;
@@ -70,7 +70,7 @@ static int verify_loop(const hfl_plan_request *rq, const hfl_chooser_input *in, 
             break;
         }
         uint64_t known;
-        if (hfl_overhead_log_exact(ov, c->precision, c->batch, c->ckpt, &known)) {
+        if (hfl_overhead_log_exact(ov, c, &known)) {
             verified = 1; /* measured before, and the chooser found it fits */
             break;
         }
@@ -121,7 +121,7 @@ int hfl_plan_choose(const hfl_plan_request *rq, hfl_plan_choice *out, char *err)
     hfl_chooser_input in = {.be = rq->be, .budget = rq->budget.planned, .headroom = rq->budget.headroom,
                             .precisions = rq->precisions, .opt_state = rq->opt_state,
                             .max_batch = rq->max_batch, .prefer_batch = rq->prefer_batch,
-                            .allow_smaller = rq->allow_smaller};
+                            .allow_smaller = rq->allow_smaller, .conv_chunk = rq->conv_chunk};
     /* first, while the backend holds nothing but what opening it took */
     hfl_device_cost_get(rq->state_dir, rq->device, rq->be, &out->cost);
     hfl_overhead_log *ov = hfl_malloc(sizeof *ov);

@@ -50,7 +50,7 @@ typedef struct {
     hfl_mem_budget budget;   /* hfl_mem_budget_init'd */
     unsigned precisions;     /* bit (1 << hfl_precision) per precision it may use */
     unsigned opt_state;      /* HFL_OPT_* bits */
-    int max_batch, prefer_batch, allow_smaller; /* as hfl_chooser_input's */
+    int max_batch, prefer_batch, allow_smaller, conv_chunk; /* as hfl_chooser_input's */
     double fleet_overhead;   /* the coordinator's overhead estimate for this device (hfl_overhead_init) */
     int64_t data_rows;       /* an epoch's rows, for the tail shapes measured (0: not known) */
     int verify;              /* 1: measure until the choice is measured to fit, then plan it */
@@ -107,6 +107,7 @@ typedef struct {
         hfl_precision precision;
         int batch;
         hfl_ckpt_kind ckpt;
+        int conv_chunk;  /* the candidate's (0: none, or a record from before chunks were kept) */
         double overhead; /* the largest measured - arena */
     } exact[HFL_EXACT_MAX];
 } hfl_overhead_log;
@@ -128,10 +129,13 @@ const hfl_blas_blocking *hfl_blas_blocking_running(const hfl_backend *be);
 /* Adds a measurement of candidate c of this model (in memory only). */
 void hfl_overhead_log_add(hfl_overhead_log *ov, const hfl_candidate *c, uint64_t staging,
                           uint64_t measured);
-/* 1 and the overhead when this configuration was measured itself, else 0. */
-int hfl_overhead_log_exact(const hfl_overhead_log *ov, hfl_precision p, int batch, hfl_ckpt_kind ckpt,
-                           uint64_t *overhead);
-/* hfl_chooser_input's callback: a measured configuration's own overhead, else the model's. */
+/* 1 and the overhead when candidate c's configuration, its conv chunk
+ * included, was measured itself, else 0. */
+int hfl_overhead_log_exact(const hfl_overhead_log *ov, const hfl_candidate *c, uint64_t *overhead);
+/* hfl_chooser_input's callback: a measured configuration's own overhead
+ * (the largest over the conv chunks it was measured at: the bytes outside
+ * the arena, which the chunk moves little; its arena the planner gives),
+ * else the model's. */
 uint64_t hfl_overhead_log_fn(void *ctx, hfl_precision p, int batch, hfl_ckpt_kind ckpt);
 /* A GPU's memory figures as keys of o (a plan, hfl-client --plan --json):
  * context_bytes (the per-process cost; null when not known), context_source

@@ -172,6 +172,32 @@ void hfl_candidate_config(const hfl_candidate *c, unsigned opt_state, hfl_plan_c
     cfg->anchor = (opt_state & HFL_OPT_ANCHOR) != 0;
     cfg->adamw = (opt_state & HFL_OPT_ADAMW) != 0;
     cfg->act_elem_bytes = 0; /* from the precision */
+    cfg->conv_chunk = c->conv_chunk; /* 0: hfl_plan_config_for_backend gives the backend's */
+}
+
+/* The chunk a candidate of `batch` rows plans first (CONV CHUNK in
+ * chooser.h): 0 for a model without conv layers, else the input's or the
+ * backend's, at least one sample and at most the batch. */
+static int first_chunk(const hfl_model_spec *spec, const hfl_chooser_input *in, int batch) {
+    int conv = 0;
+    for (int l = 0; l < spec->n_layers; l++) conv |= spec->layers[l].kind == HFL_LAYER_CONV2D;
+    if (!conv) return 0;
+    int chunk = in->conv_chunk ? in->conv_chunk : in->be ? in->be->conv_chunk : 1;
+    return chunk < 1 ? 1 : chunk > batch ? batch : chunk;
+}
+
+/* Plans c into p at its chunk, halving the chunk while the prediction
+ * (arena + extra) is over usable (CONV CHUNK in chooser.h). */
+static int plan_candidate(const hfl_model_spec *spec, const hfl_chooser_input *in, hfl_candidate *c,
+                          uint64_t extra, uint64_t usable, hfl_plan *p, char *err) {
+    for (;;) {
+        hfl_plan_config cfg;
+        hfl_candidate_config(c, in->opt_state, &cfg);
+        if (in->be) hfl_plan_config_for_backend(&cfg, in->be);
+        if (hfl_plan_make(spec, &cfg, p, err) != 0) return -1;
+        if (c->conv_chunk <= 1 || p->arena_bytes + extra <= usable) return 0;
+        c->conv_chunk = (c->conv_chunk + 1) / 2;
+    }
 }
 
 /* `optimal` gets the activation budget left once everything but activations is paid for. */
@@ -271,11 +297,9 @@ int hfl_choose(const hfl_model_spec *spec, const hfl_chooser_input *in, hfl_choi
             uint64_t extra = in->overhead ? in->overhead(in->overhead_ctx, prec, batch, c->ckpt) : 0;
             c->ckpt_budget = c->ckpt == HFL_CKPT_OPTIMAL ? optimal_budget(none, usable > extra ? usable - extra : 0)
                                                          : SIZE_MAX;
-            hfl_plan_config cfg;
-            hfl_candidate_config(c, in->opt_state, &cfg);
-            if (in->be) hfl_plan_config_for_backend(&cfg, in->be);
-            if ((rc = hfl_plan_make(spec, &cfg, c->ckpt == HFL_CKPT_NONE ? none : plan, err)) != 0) break;
-            const hfl_plan *p = c->ckpt == HFL_CKPT_NONE ? none : plan;
+            c->conv_chunk = first_chunk(spec, in, batch);
+            hfl_plan *p = c->ckpt == HFL_CKPT_NONE ? none : plan;
+            if ((rc = plan_candidate(spec, in, c, extra, usable, p, err)) != 0) break;
             c->arena = p->arena_bytes;
             c->predicted = p->arena_bytes + extra;
             double step_s = hfl_step_time_s(in->op_costs, p, c->step_batch, p->anchor >= 0);

@@ -27,7 +27,21 @@
  * from the ladder (1, 8, 32, 128, 512), as before accumulation existed: more,
  * noisier optimizer steps, for which the client scales the learning rate by
  * batch/B (Goyal et al. 2017's linear scaling rule). When nothing fits, it
- * says the smallest budget that would. */
+ * says the smallest budget that would.
+ *
+ * CONV CHUNK. A conv layer unfolds a chunk of samples into its workspace and
+ * runs one GEMM over them (model/conv.c): the larger the chunk, the fewer the
+ * ops (launches, on a GPU: a cnn at batch 128 takes 34 ops a step with the
+ * whole batch as its chunk, 1,302 one sample at a time), and the larger the
+ * workspace (its columns grow with the chunk: 80 MB for the cnn's second
+ * conv at batch 128). Each candidate first plans the largest chunk allowed
+ * (the input's conv_chunk, else the backend's: the whole batch on CUDA, one
+ * sample on the CPU, where the whole batch's columns run out of cache and
+ * its step was 16-23% slower: docs/benchmarks.md), and when that does not
+ * fit, halves it until it does, down to one sample: fewer launches are
+ * worth memory only while the memory is there. The least budget a choice
+ * names is still the least at one sample: every table holds a row of batch
+ * 1, whose chunk is one sample. */
 #ifndef HFL_MODEL_CHOOSER_H
 #define HFL_MODEL_CHOOSER_H
 
@@ -63,6 +77,8 @@ typedef struct {
     int prefer_batch;    /* > 0: the run's batch B; candidates step over B rows (THE RUN'S
                             BATCH above); 0: the ladder, without accumulation */
     int allow_smaller;   /* with prefer_batch: smaller real batches instead of accumulation */
+    int conv_chunk;      /* samples a conv layer unfolds at once, at most (CONV CHUNK
+                            below); 0: the backend's (be->conv_chunk; one without be) */
 } hfl_chooser_input;
 
 typedef struct {
@@ -72,6 +88,8 @@ typedef struct {
     hfl_precision precision;
     hfl_ckpt_kind ckpt;
     size_t ckpt_budget;    /* optimal: the activation budget it was planned under */
+    int conv_chunk;        /* samples its conv layers unfold at once (CONV CHUNK below);
+                              0: the backend's, as a model without conv layers plans */
     size_t arena;          /* planner's arena bytes */
     uint64_t predicted;    /* arena + overhead */
     double samples_per_s;  /* predicted */

@@ -3,8 +3,9 @@
  *
  * Every measured step (hfl-client --plan --verify, the verification of a
  * chosen configuration before the first round, and a client's first real
- * step) appends {device, backend, model, batch, precision, checkpoint, arena,
- * staging, blas, measured, process_device_bytes, context_bytes} as a line of
+ * step) appends {device, backend, model, batch, precision, checkpoint,
+ * conv_chunk (conv models), arena, staging, blas, measured,
+ * process_device_bytes, context_bytes} as a line of
  * <state-dir>/overhead.jsonl, blas being the configuration's OpenBLAS
  * footprint (plan/blas_footprint.h; 0 where the core's blocking is not
  * modelled, and in lines written before it was). process_device_bytes is
@@ -20,7 +21,9 @@
  * A configuration measured itself is not predicted: the chooser's callback
  * gives it the largest overhead it was measured with (measured - arena), so
  * a configuration found too big stays too big, and every other one gets the
- * model's prediction. */
+ * model's prediction. Verification counts a configuration as measured only
+ * at the conv chunk it was measured at (a line without one, written before
+ * chunks were kept, verifies no conv model's candidate). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,17 +36,22 @@
 #include "kernels/select.h"
 #include "util/util.h"
 
-/* The slot of one configuration of this model, or -1. */
-static int exact_find(const hfl_overhead_log *ov, hfl_precision p, int batch, hfl_ckpt_kind ckpt) {
+/* The slot of one configuration of this model, or -1; chunk < 0: at any conv
+ * chunk, the one with the largest overhead. */
+static int exact_find(const hfl_overhead_log *ov, hfl_precision p, int batch, hfl_ckpt_kind ckpt, int chunk) {
+    int best = -1;
     for (int i = 0; i < ov->n_exact; i++)
-        if (ov->exact[i].precision == p && ov->exact[i].batch == batch && ov->exact[i].ckpt == ckpt) return i;
-    return -1;
+        if (ov->exact[i].precision == p && ov->exact[i].batch == batch && ov->exact[i].ckpt == ckpt &&
+            (chunk < 0 || ov->exact[i].conv_chunk == chunk) &&
+            (best < 0 || ov->exact[i].overhead > ov->exact[best].overhead))
+            best = i;
+    return best;
 }
 
 /* Keeps the largest overhead measured for one configuration of this model. */
-static void exact_add(hfl_overhead_log *ov, hfl_precision p, int batch, hfl_ckpt_kind ckpt,
+static void exact_add(hfl_overhead_log *ov, hfl_precision p, int batch, hfl_ckpt_kind ckpt, int chunk,
                       double overhead) {
-    int i = exact_find(ov, p, batch, ckpt);
+    int i = exact_find(ov, p, batch, ckpt, chunk);
     if (i >= 0) {
         if (overhead > ov->exact[i].overhead) ov->exact[i].overhead = overhead;
         return;
@@ -53,6 +61,7 @@ static void exact_add(hfl_overhead_log *ov, hfl_precision p, int batch, hfl_ckpt
     ov->exact[slot].precision = p;
     ov->exact[slot].batch = batch;
     ov->exact[slot].ckpt = ckpt;
+    ov->exact[slot].conv_chunk = chunk;
     ov->exact[slot].overhead = overhead;
 }
 
@@ -67,21 +76,23 @@ void hfl_overhead_log_add(hfl_overhead_log *ov, const hfl_candidate *c, uint64_t
     hfl_overhead_add(&ov->model, c->precision, c->batch, (double)c->arena, (double)staging,
                      (double)hfl_overhead_footprint(&ov->model, c->precision, c->batch),
                      (double)measured);
-    exact_add(ov, c->precision, c->batch, c->ckpt, (double)measured - (double)c->arena);
+    exact_add(ov, c->precision, c->batch, c->ckpt, c->conv_chunk, (double)measured - (double)c->arena);
 }
 
-int hfl_overhead_log_exact(const hfl_overhead_log *ov, hfl_precision p, int batch, hfl_ckpt_kind ckpt,
-                           uint64_t *overhead) {
-    int i = exact_find(ov, p, batch, ckpt);
-    if (i >= 0) *overhead = ov->exact[i].overhead > 0 ? (uint64_t)ov->exact[i].overhead : 0;
+static uint64_t exact_overhead(const hfl_overhead_log *ov, int i) {
+    return ov->exact[i].overhead > 0 ? (uint64_t)ov->exact[i].overhead : 0;
+}
+
+int hfl_overhead_log_exact(const hfl_overhead_log *ov, const hfl_candidate *c, uint64_t *overhead) {
+    int i = exact_find(ov, c->precision, c->batch, c->ckpt, c->conv_chunk);
+    if (i >= 0) *overhead = exact_overhead(ov, i);
     return i >= 0;
 }
 
 uint64_t hfl_overhead_log_fn(void *ctx, hfl_precision p, int batch, hfl_ckpt_kind ckpt) {
     const hfl_overhead_log *ov = ctx;
-    uint64_t v;
-    if (hfl_overhead_log_exact(ov, p, batch, ckpt, &v)) return v;
-    return hfl_overhead_predict(&ov->model, p, batch);
+    int i = exact_find(ov, p, batch, ckpt, -1);
+    return i >= 0 ? exact_overhead(ov, i) : hfl_overhead_predict(&ov->model, p, batch);
 }
 
 static const cJSON *item(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
@@ -113,7 +124,9 @@ void hfl_overhead_log_load(const char *state_dir, const char *device, const hfl_
         const cJSON *dev = item(o, "device"), *bk = item(o, "backend"), *prec = item(o, "precision");
         const cJSON *b = item(o, "batch"), *a = item(o, "arena"), *ms = item(o, "measured");
         const cJSON *st = item(o, "staging"), *mod = item(o, "model"), *ck = item(o, "checkpoint");
-        const cJSON *bl = item(o, "blas"), *ctx = item(o, "context_bytes");
+        const cJSON *bl = item(o, "blas"), *ctx = item(o, "context_bytes"), *cc = item(o, "conv_chunk");
+        int chunk = cJSON_IsNumber(cc) && cc->valuedouble >= 1 && cc->valuedouble <= HFL_CONV_CHUNK_MAX
+                        ? (int)cc->valuedouble : 0;
         double blas = cJSON_IsNumber(bl) && bl->valuedouble > 0 && bl->valuedouble < 0x1p40 ? bl->valuedouble : 0;
         hfl_precision p;
         hfl_ckpt_kind kind;
@@ -129,7 +142,7 @@ void hfl_overhead_log_load(const char *state_dir, const char *device, const hfl_
                              ms->valuedouble);
         if (ok && cJSON_IsString(mod) && !strcmp(mod->valuestring, model) && cJSON_IsString(ck) &&
             hfl_ckpt_parse(ck->valuestring, &kind, NULL) == 0)
-            exact_add(ov, p, (int)b->valuedouble, kind, ms->valuedouble - a->valuedouble);
+            exact_add(ov, p, (int)b->valuedouble, kind, chunk, ms->valuedouble - a->valuedouble);
         cJSON_Delete(o);
     }
     free(text);
@@ -151,6 +164,7 @@ int hfl_overhead_log_record(const char *state_dir, const char *device, const hfl
     cJSON_AddNumberToObject(o, "batch", c->batch);
     cJSON_AddStringToObject(o, "precision", hfl_precision_name(c->precision));
     cJSON_AddStringToObject(o, "checkpoint", hfl_ckpt_name(c->ckpt));
+    if (c->conv_chunk) cJSON_AddNumberToObject(o, "conv_chunk", c->conv_chunk);
     cJSON_AddNumberToObject(o, "arena", (double)c->arena);
     cJSON_AddNumberToObject(o, "staging", (double)staging);
     cJSON_AddNumberToObject(o, "blas", (double)hfl_blas_step_footprint(spec, c->batch, c->precision,

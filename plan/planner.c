@@ -437,7 +437,7 @@ int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_pl
 
 void hfl_plan_config_for_backend(hfl_plan_config *cfg, const hfl_backend *be) {
     cfg->blas_ws_bytes = be->blas_ws_bytes;
-    cfg->conv_chunk = be->conv_chunk;
+    if (!cfg->conv_chunk) cfg->conv_chunk = be->conv_chunk; /* a candidate's own chunk stays */
     cfg->prefetch = !be->host_memory;
     cfg->device_scalars = !be->host_memory;
     cfg->alloc_granularity = be->alloc_granularity;

@@ -223,7 +223,8 @@ typedef struct {
     size_t blas_ws_bytes;  /* a whole-step BLAS workspace "ws.blas" of this many bytes */
     int prefetch;          /* two input slots "a0"/"a0.next" and their labels */
     int device_scalars;    /* the step scalars (kernels/backend.h) as a 64-byte "scalars" */
-    int conv_chunk;        /* samples a conv layer unfolds per batched GEMM (0 or 1: one) */
+    int conv_chunk;        /* samples a conv layer unfolds per batched GEMM (0 or 1: one;
+                              hfl_plan_config_for_backend makes a 0 the backend's) */
     size_t alloc_granularity; /* arena_bytes rounded up to a multiple of it (0 or 1: none) */
     int forward_only;      /* nonzero: evaluation's plan, LOAD, FORWARD and LOSS alone (FORWARD ONLY) */
     int borrow_params;     /* with forward_only, fp32, on host memory (prefetch 0): no "params" in
@@ -267,8 +268,9 @@ typedef struct hfl_plan {
 int hfl_plan_make(const hfl_model_spec *spec, const hfl_plan_config *cfg, hfl_plan *plan,
                   char *err);
 
-/* Sets cfg's DEVICE BUFFERS for backend be: its BLAS workspace and conv
- * chunk, and for a backend whose memory is not the host's, two input slots
+/* Sets cfg's DEVICE BUFFERS for backend be: its BLAS workspace, its conv
+ * chunk unless cfg has one (a chooser candidate's, plan/chooser.h CONV
+ * CHUNK), and for a backend whose memory is not the host's, two input slots
  * and device-side step scalars. Leaves everything else as it was. */
 void hfl_plan_config_for_backend(hfl_plan_config *cfg, const hfl_backend *be);
 

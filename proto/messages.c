@@ -175,6 +175,7 @@ const hfl_field hfl_wire_plan_fields[] = {
     {"step_batch", HFL_FIELD_INT, 1, 1 << 30},   {"momentum", HFL_FIELD_BOOL, 0, 0},
     {"prox_anchor", HFL_FIELD_BOOL, 0, 0},       {"adamw", HFL_FIELD_BOOL, 0, 0},
     {"precision", HFL_FIELD_STR, 0, 16},         {"checkpoint", HFL_FIELD_STR, 0, 32},
+    {"conv_chunk", HFL_FIELD_INT, 1, 4096},
     {"budget_bytes", HFL_FIELD_NUM, 0, BIG},     {"arena_bytes", HFL_FIELD_NUM, 0, BIG},
     {"predicted_peak_bytes", HFL_FIELD_NUM, 0, BIG}, {"predicted_samples_per_s", HFL_FIELD_NUM, 0, 1e15},
     {"capacity_samples_per_s", HFL_FIELD_NUM, 0, 1e15}, {"overhead_bytes", HFL_FIELD_NUM, 0, BIG},

@@ -257,8 +257,10 @@ static void test_budget(void) {
     CHECK(hfl_choose(&s, &in, &ch, err) == 0 && ch.chosen >= 0);
     hfl_candidate second = ch.rows[ch.chosen];
     CHECK(second.predicted < first.predicted);
-    printf("budget %zu - 1: chose batch %d %s (arena %zu) instead of %s\n", first.predicted, second.batch,
-           hfl_ckpt_name(second.ckpt), second.arena, hfl_ckpt_name(first.ckpt));
+    /* the same batch at a smaller conv chunk, or a smaller batch or a schedule (plan/chooser.h) */
+    printf("budget %zu - 1: chose batch %d %s conv chunk %d (arena %zu) instead of batch %d %s chunk %d\n",
+           (size_t)first.predicted, second.batch, hfl_ckpt_name(second.ckpt), second.conv_chunk, second.arena,
+           first.batch, hfl_ckpt_name(first.ckpt), first.conv_chunk);
     hfl_plan_config cfg;
     hfl_candidate_config(&second, HFL_OPT_MOMENTUM, &cfg);
     hfl_plan_config_for_backend(&cfg, gpu);

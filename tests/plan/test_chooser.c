@@ -24,6 +24,7 @@
 
 #include "kernels/budget.h"
 #include "kernels/philox.h"
+#include "plan/choose.h"
 #include "plan/chooser.h"
 #include "tests/check.h"
 #include "util/util.h"
@@ -315,7 +316,84 @@ static void test_below_every(void) {
     CHECK(none.min_arena_budget == smallest); /* no overhead, no headroom */
 }
 
+/* The row of c that steps `batch` rows at once in fp32 without checkpoints. */
+static const hfl_candidate *row_at(const hfl_choice *c, int batch) {
+    for (int i = 0; i < c->n; i++)
+        if (c->rows[i].batch == batch && c->rows[i].accum == 1 && c->rows[i].precision == HFL_PREC_FP32 &&
+            c->rows[i].ckpt == HFL_CKPT_NONE)
+            return &c->rows[i];
+    return NULL;
+}
+
+/* CONV CHUNK (plan/chooser.h): a candidate plans the largest chunk allowed
+ * (the input's, else the backend's, at most its batch) and halves it while it
+ * does not fit. The oracle is the planner itself, given each chunk directly:
+ * the row at batch 64 must carry the largest of 64, 32, ..., 1 whose arena
+ * fits (or 1 when none does), with that chunk's arena; the plan the trainer
+ * and verification make from the row (hfl_candidate_plan) must be that plan,
+ * not the backend's chunk; a model without conv layers carries none. */
+static void test_conv_chunk(void) {
+    hfl_backend wide = *hfl_backend_cpu();
+    wide.conv_chunk = HFL_CONV_CHUNK_MAX; /* CUDA's: the whole batch */
+    enum { B = 64, N = 7 };               /* chunks 64, 32, ..., 1 */
+    size_t arena[N];
+    hfl_plan *plan = hfl_malloc(sizeof *plan);
+    char err[HFL_ERR_LEN];
+    for (int k = 0; k < N; k++) {
+        hfl_plan_config cfg = {.batch = B, .ckpt = HFL_CKPT_NONE, .ckpt_budget = SIZE_MAX, .momentum = 1,
+                               .conv_chunk = B >> k};
+        REQUIRE_MSG(hfl_plan_make(&cnn, &cfg, plan, err) == 0, "%s", err);
+        arena[k] = plan->arena_bytes;
+        if (k) CHECK_MSG(arena[k] <= arena[k - 1], "chunk %d: arena %zu above chunk %d's %zu", B >> k, arena[k],
+                         B >> (k - 1), arena[k - 1]);
+    }
+    CHECK(arena[0] > 2 * arena[N - 1]); /* the whole batch's columns dominate the cnn's arena */
+    hfl_chooser_input in = {.be = &wide, .gflops = {100, 100, 100}, .opt_state = HFL_OPT_MOMENTUM, .max_batch = B,
+                            .prefer_batch = B, .precisions = 1u << HFL_PREC_FP32};
+    hfl_choice *ch = hfl_malloc(sizeof *ch);
+    const hfl_candidate *r;
+    for (int k = 0; k < N; k++) { /* a budget between chunk B>>k's arena and the next larger one's */
+        in.budget = arena[k] + (k ? (arena[k - 1] - arena[k]) / 2 : 0);
+        int want = 0; /* the largest chunk that fits (two chunks may plan the same arena) */
+        while (arena[want] > in.budget) want++;
+        REQUIRE(hfl_choose(&cnn, &in, ch, err) == 0);
+        if (CHECK_MSG((r = row_at(ch, B)) != NULL, "no batch %d row", B)) {
+            CHECK_MSG(r->conv_chunk == B >> want && r->arena == arena[want] && r->fits,
+                      "budget %llu: chunk %d, arena %zu, fits %d; want chunk %d, arena %zu",
+                      (unsigned long long)in.budget, r->conv_chunk, r->arena, r->fits, B >> want, arena[want]);
+            CHECK(hfl_candidate_plan(&cnn, &wide, r, HFL_OPT_MOMENTUM, plan, err) == 0 &&
+                  plan->arena_bytes == r->arena);
+        }
+    }
+    in.budget = arena[N - 1] - 1; /* not even one sample at a time */
+    REQUIRE(hfl_choose(&cnn, &in, ch, err) == 0);
+    if (CHECK((r = row_at(ch, B)) != NULL)) CHECK(r->conv_chunk == 1 && !r->fits && r->arena == arena[N - 1]);
+    CHECK(ch->min_arena_budget <= arena[N - 1]); /* the refusal names the one-sample figure */
+
+    in.budget = UINT64_MAX / 4;
+    in.conv_chunk = 8; /* the input's bound caps the backend's */
+    REQUIRE(hfl_choose(&cnn, &in, ch, err) == 0);
+    if (CHECK((r = row_at(ch, B)) != NULL)) CHECK(r->conv_chunk == 8 && r->arena == arena[3]);
+    in.be = hfl_backend_cpu(); /* one sample at a time, unless the input asks for more */
+    in.conv_chunk = 0;
+    REQUIRE(hfl_choose(&cnn, &in, ch, err) == 0);
+    if (CHECK((r = row_at(ch, B)) != NULL)) CHECK(r->conv_chunk == 1 && r->arena == arena[N - 1]);
+    in.conv_chunk = HFL_CONV_CHUNK_MAX; /* at most the batch */
+    REQUIRE(hfl_choose(&cnn, &in, ch, err) == 0);
+    if (CHECK((r = row_at(ch, B)) != NULL)) CHECK(r->conv_chunk == B && r->arena == arena[0]);
+    for (int i = 0; i < ch->n; i++) /* every micro-batch's chunk is its own batch */
+        CHECK(ch->rows[i].conv_chunk == ch->rows[i].batch);
+
+    hfl_model_spec mlp;
+    REQUIRE(hfl_model_builtin("mlp", &mlp, NULL) == 0);
+    REQUIRE(hfl_choose(&mlp, &in, ch, err) == 0);
+    for (int i = 0; i < ch->n; i++) CHECK(ch->rows[i].conv_chunk == 0);
+    free(ch);
+    free(plan);
+}
+
 static const check_case cases[] = {
+    {"conv_chunk", test_conv_chunk},
     {"calibrate_short", test_calibrate_short},
     {"schedule_tie", test_schedule_tie},
     {"emulated", test_emulated},

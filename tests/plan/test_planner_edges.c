@@ -319,11 +319,16 @@ static void test_chunk_and_backend(void) {
     free(p);
 
     hfl_backend be = *hfl_backend_cpu();
+    /* a config's own conv chunk (a chooser candidate's) stays; 0 takes the backend's */
     hfl_plan_config c = {.batch = 1, .prefetch = 7, .device_scalars = 7, .blas_ws_bytes = 9, .conv_chunk = 9};
     be.host_memory = 0, be.blas_ws_bytes = 4096, be.conv_chunk = 16;
     hfl_plan_config_for_backend(&c, &be);
-    CHECK(c.prefetch == 1 && c.device_scalars == 1 && c.blas_ws_bytes == 4096 && c.conv_chunk == 16 && c.batch == 1);
+    CHECK(c.prefetch == 1 && c.device_scalars == 1 && c.blas_ws_bytes == 4096 && c.conv_chunk == 9 && c.batch == 1);
+    c.conv_chunk = 0;
+    hfl_plan_config_for_backend(&c, &be);
+    CHECK(c.conv_chunk == 16);
     be.host_memory = 1, be.blas_ws_bytes = 0, be.conv_chunk = 0;
+    c.conv_chunk = 0;
     hfl_plan_config_for_backend(&c, &be);
     CHECK(c.prefetch == 0 && c.device_scalars == 0 && c.blas_ws_bytes == 0 && c.conv_chunk == 0);
 
