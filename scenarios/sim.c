@@ -6,7 +6,8 @@
  * data, follows the coordinator's JSON-lines log to show progress, and exits
  * with the coordinator's status once the run is over. With --netns each
  * client runs in a network namespace of its own behind a shaped link
- * (netns.h), and dials its link's host end instead of loopback. Everything a run
+ * (netns.h), and dials its link's host end instead of loopback. With --role
+ * it runs one program of the fleet instead (ROLES below). Everything a run
  * writes (PKI, logs, report) goes under --out DIR (default runs/<name>). */
 #include <errno.h>
 #include <sched.h>
@@ -57,6 +58,12 @@ typedef struct {
     int json, quiet;
     int netns;            /* --netns: each client in its own network namespace (netns.h) */
     double timeout_s;
+    char role[16];        /* --role: fleet (all of it here), coordinator, client (ROLES above) */
+    int index;            /* --index: the client a client role runs (-1: none given) */
+    char listen[300];     /* --listen: where a coordinator role listens */
+    char coordinator[300]; /* --coordinator: where a client role dials */
+    char pki[900];        /* --pki: hfl-pki's directory, shared by every role */
+    char server_name[256]; /* --server-name: the coordinator certificate's CN a client role expects */
 } sim_options;
 
 #define AT(field) offsetof(sim_options, field), sizeof(((sim_options *)0)->field) /* a row's field */
@@ -97,6 +104,23 @@ static const hfl_option sim_rows[] = {
      "shaped from its profile by the kernel (tc netem: rate and latency; tbf, rate\n"
      "only, where the kernel has no netem); the coordinator listens on every\n"
      "address. Needs root"},
+    {"role", "R", HFL_OPT_CHOICE, AT(role), 0, 0, "fleet",
+     .help = "fleet (default: the coordinator and every client, here), coordinator (the\n"
+     "scenario's coordinator alone, on --listen) or client (client --index alone,\n"
+     "dialing --coordinator): one role a node, for a fleet across machines (a\n"
+     "Kubernetes Indexed Job, a Slurm job array: deploy/); roles need --pki", .choices = "fleet|coordinator|client"},
+    {"index", "I", HFL_OPT_INT, AT(index), -1, SIM_MAX_CLIENTS - 1, "-1",
+     .help = "with --role client: which of the scenario's clients to run (0-based)"},
+    {"listen", "URL", HFL_OPT_STR, AT(listen), 0, 0, "tls+tcp://0.0.0.0:7450",
+     .help = "with --role coordinator: where to listen (default tls+tcp://0.0.0.0:7450)"},
+    {"coordinator", "URL", HFL_OPT_STR, AT(coordinator), 0, 0, NULL,
+     .help = "with --role client: the coordinator's address, e.g. tls+tcp://head:7450"},
+    {"pki", "DIR", HFL_OPT_STR, AT(pki), 0, 0, NULL,
+     .help = "with a role: the PKI hfl-pki made for the scenario's clients (ca.crt,\n"
+     "coordinator.pem, client-<i>.pem), instead of a throwaway one under --out"},
+    {"server-name", "NAME", HFL_OPT_STR, AT(server_name), 0, 0, NULL,
+     .help = "with --role client: the CN of the coordinator's certificate (hfl-pki --cn;\n"
+     "default localhost)"},
     {"json", NULL, HFL_OPT_FLAG, AT(json), 0, 0, NULL, .help = "print the final report to stdout as JSON"},
     {"quiet", NULL, HFL_OPT_FLAG, AT(quiet), 0, 0, NULL, .help = "no progress output"},
     {"scenario", "FILE", HFL_OPT_PTR, AT(scenario_path), 0, 0, NULL,
@@ -117,6 +141,48 @@ static const hfl_options sim_opts = {
     "Runs a federated fleet from a scenario: a coordinator and one process per client,\n"
     "talking mutual TLS over loopback.\n\n",
     NULL, 21, sim_rows};
+
+/* ROLES. --role fleet runs everything here. --role coordinator and --role
+ * client run one program of the same fleet each, with the arguments the
+ * fleet would give it, in the foreground (this process becomes it), so that
+ * a cluster places them: a coordinator pod and an Indexed Job of clients, or
+ * a Slurm job and a job array (deploy/k8s/sim, deploy/slurm). The PKI is
+ * made once with hfl-pki and shared (--pki). A client role keeps its state
+ * under --out across restarts, and plans against its own device (no share
+ * of a card). The report is the coordinator's, without the fleet's profile
+ * prices and HTML page. */
+enum { ROLE_FLEET, ROLE_COORDINATOR, ROLE_CLIENT };
+static int sim_role(const sim_options *o) {
+    return !strcmp(o->role, "coordinator") ? ROLE_COORDINATOR : !strcmp(o->role, "client") ? ROLE_CLIENT : ROLE_FLEET;
+}
+
+/* What a role needs that the fleet makes itself; 0 or -1 with err. */
+static int role_check(const sim_options *o, int clients, char *err) {
+    int role = sim_role(o);
+    if (role != ROLE_CLIENT && (o->index >= 0 || o->coordinator[0] || o->server_name[0]))
+        return hfl_errf(err, "--index, --coordinator and --server-name are for --role client");
+    if (role == ROLE_FLEET && o->pki[0]) return hfl_errf(err, "--pki is for --role coordinator or client");
+    if (role == ROLE_FLEET) return 0;
+    if (o->netns) return hfl_errf(err, "--netns shapes the whole fleet's links here: not with --role %s", o->role);
+    if (!o->pki[0]) return hfl_errf(err, "--role %s needs --pki DIR (hfl-pki --out DIR --clients %d)", o->role, clients);
+    char path[1100];
+    snprintf(path, sizeof path, "%s/ca.crt", o->pki);
+    if (access(path, R_OK) != 0) return hfl_errf(err, "--pki %s: no readable ca.crt", o->pki);
+    if (role == ROLE_COORDINATOR) return 0;
+    if (o->index < 0 || o->index >= clients)
+        return hfl_errf(err, "--role client needs --index I in [0, %d]: the scenario has %d clients", clients - 1, clients);
+    if (!o->coordinator[0]) return hfl_errf(err, "--role client needs --coordinator URL");
+    snprintf(path, sizeof path, "%s/client-%d.pem", o->pki, o->index);
+    if (access(path, R_OK) != 0) return hfl_errf(err, "--pki %s: no readable client-%d.pem", o->pki, o->index);
+    return 0;
+}
+
+/* A role's program, in place of this process. */
+static int role_exec(char *const argv[]) {
+    execv(argv[0], argv);
+    fprintf(stderr, "hfl-sim: cannot run %s: %s\n", argv[0], strerror(errno));
+    return 1;
+}
 
 /* --netns's namespaces, removed however main returns (atexit). */
 static sim_netns sim_links;
@@ -423,6 +489,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "hfl-sim: %s: %s\n", o.scenario_path, err);
         return 2;
     }
+    if (role_check(&o, sc.clients, err) != 0) return hfl_fail("hfl-sim", err, 2);
+    int role = sim_role(&o);
     if (o.shards[0] && check_shards(&o, sc.clients, err) != 0) return hfl_fail("hfl-sim", err, 2);
     if (!o.shards[0] && reads_text(&sc)) { /* the images would fail later, and less clearly */
         if (sc.prepare[0])
@@ -450,7 +518,7 @@ int main(int argc, char **argv) {
     char state_dir[1100];
     snprintf(state_dir, sizeof state_dir, "%s/state", o.out_dir);
     if (hfl_mkdirs(state_dir, err) != 0) return hfl_fail("hfl-sim", err, 1);
-    for (int i = 0; i < sc.clients; i++) {
+    for (int i = 0; i < sc.clients && role == ROLE_FLEET; i++) { /* a client role's survives its restarts */
         char old[1200];
         snprintf(old, sizeof old, "%s/client-%d.state", state_dir, i);
         unlink(old);
@@ -472,17 +540,20 @@ int main(int argc, char **argv) {
         }
         snprintf(o.data_dir, sizeof o.data_dir, "%s", plain);
     }
-    if (!o.quiet) printf("hfl-sim: %s: %d clients (%d per round), %s, %s, %d rounds, codec %s; output in %s\n",
-                         sc.name, sc.clients, sc.clients_per_round, sc.model, sc.partition, sc.rounds, sc.codec, o.out_dir);
+    if (!o.quiet && role == ROLE_FLEET)
+        printf("hfl-sim: %s: %d clients (%d per round), %s, %s, %d rounds, codec %s; output in %s\n",
+               sc.name, sc.clients, sc.clients_per_round, sc.model, sc.partition, sc.rounds, sc.codec, o.out_dir);
     /* GPU clients without a scenario budget share the card, each with an
      * equal part of its free memory less its per-process cost, so N processes
      * each planning against the whole card cannot overcommit it; a fleet that
      * does not fit is refused here, before anything starts (scenarios/share.h). */
-    uint64_t gpu_budget;
-    if (hfl_sim_gpu_budget(&sc, state_dir, o.quiet, &gpu_budget, err) != 0) return hfl_fail("hfl-sim", err, 1);
+    uint64_t gpu_budget = 0;
+    if (role == ROLE_FLEET && hfl_sim_gpu_budget(&sc, state_dir, o.quiet, &gpu_budget, err) != 0)
+        return hfl_fail("hfl-sim", err, 1);
     char gpu_share[32] = "";
     if (gpu_budget) snprintf(gpu_share, sizeof gpu_share, "%llu", (unsigned long long)gpu_budget);
-    if (hfl_pki_create(pki_dir, sc.clients, "localhost", 2, err) != 0) return hfl_fail("hfl-sim", err, 1);
+    if (role != ROLE_FLEET) snprintf(pki_dir, sizeof pki_dir, "%s", o.pki);
+    else if (hfl_pki_create(pki_dir, sc.clients, "localhost", 2, err) != 0) return hfl_fail("hfl-sim", err, 1);
     char ca[1200], coord_pem[1200];
     snprintf(ca, sizeof ca, "%s/ca.crt", pki_dir);
     snprintf(coord_pem, sizeof coord_pem, "%s/coordinator.pem", pki_dir);
@@ -514,7 +585,7 @@ int main(int argc, char **argv) {
                    sim_links.netem > 0 ? " (netem: rate and latency)"
                    : sim_links.netem == 0 ? " by tbf: rate only, this kernel has no sch_netem, so no latency" : "");
     }
-    char *cargv[] = {coord_exe, "--listen", o.netns ? "tls+tcp://0.0.0.0:0" : "tls+tcp://127.0.0.1:0", "--ca", ca, "--cert", coord_pem,
+    char *cargv[] = {coord_exe, "--listen", role == ROLE_COORDINATOR ? o.listen : o.netns ? "tls+tcp://0.0.0.0:0" : "tls+tcp://127.0.0.1:0", "--ca", ca, "--cert", coord_pem,
                      "--model", sc.model, "--codec", sc.codec, "--block", a_block, "--rounds", a_rounds,
                      "--clients-per-round", a_k, "--min-quorum", a_q, "--deadline", a_dl,
                      "--local-epochs", a_ep, "--batch", a_b, "--lr", a_lr, "--momentum", a_mom,
@@ -579,10 +650,17 @@ int main(int argc, char **argv) {
     if (sc.fixed_bits > 0) cargv[na++] = "--fixed-bits", cargv[na++] = a_fb;
     if (sc.dp_noise > 0) cargv[na++] = "--dp-noise", cargv[na++] = a_dpn;
     if (sc.dp_epsilon > 0) cargv[na++] = "--dp-epsilon", cargv[na++] = a_dpe, cargv[na++] = "--dp-delta", cargv[na++] = a_dpd;
+    if (role == ROLE_COORDINATOR) {
+        if (!o.quiet)
+            printf("hfl-sim: %s's coordinator on %s for %d clients; output in %s\n", sc.name, o.listen, sc.clients,
+                   o.out_dir);
+        return role_exec(cargv);
+    }
     static sim_procs procs;
-    procs.coord = spawn_log(cargv, clog, 0, 0);
     int coord_status = -1;
     char url[300] = "";
+    if (role == ROLE_CLIENT) snprintf(url, sizeof url, "%s", o.coordinator);
+    else procs.coord = spawn_log(cargv, clog, 0, 0);
     while (!url[0]) { /* the coordinator writes its URL once it is serving */
         if (reap(&procs, o.out_dir, &coord_status, o.quiet) == 0 || interrupted || hfl_now() - t0 > 60) {
             char why[512];
@@ -599,13 +677,13 @@ int main(int argc, char **argv) {
         }
         if (!url[0]) hfl_sleep_ms(20);
     }
-    if (!o.quiet) printf("hfl-sim: coordinator serving on %s; starting %d clients\n", url, sc.clients);
+    if (!o.quiet && role == ROLE_FLEET) printf("hfl-sim: coordinator serving on %s; starting %d clients\n", url, sc.clients);
     char a_threads[16], a_dropout[32];
     snprintf(a_dropout, sizeof a_dropout, "%.17g", sc.dropout);
 
     snprintf(a_threads, sizeof a_threads, "%d", o.threads);
     procs.n_clients = sc.clients;
-    for (int i = 0; i < sc.clients; i++) {
+    for (int i = role == ROLE_CLIENT ? o.index : 0; i < (role == ROLE_CLIENT ? o.index + 1 : sc.clients); i++) {
         char pem[1200], idx[16], name[32], clientlog[1200], shard[1100];
         snprintf(shard, sizeof shard, "%s/client-%04d.%s", o.shards, i, o.shard_ext);
         snprintf(pem, sizeof pem, "%s/client-%d.pem", pki_dir, i);
@@ -617,8 +695,9 @@ int main(int argc, char **argv) {
                           "--client-index", idx, "--num-clients", o.shards[0] ? "1" : a_n, "--seed", a_seed, "--threads", a_threads, "--state-dir", state_dir,
                           "--precision", sc.precision, "--device",
                           sc.client_device[i][0] ? sc.client_device[i] : sc.device, NULL, NULL, NULL, NULL, NULL, NULL,
-                          NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-                          /* codec, attack, dropout, speed, budget, budget-at, pace, link, init-model: 18, and the end */
+                          NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+                          /* codec, attack, dropout, speed, budget, budget-at, pace, link, init-model,
+                           * server-name: 20, and the end */
         int k = 0;
         while (argv_c[k]) k++;
         if (sc.client_codec[i][0]) argv_c[k++] = "--codec", argv_c[k++] = sc.client_codec[i];
@@ -651,6 +730,11 @@ int main(int argc, char **argv) {
         else if (gpu_share[0] && strcmp(sc.client_device[i][0] ? sc.client_device[i] : sc.device, "cpu"))
             argv_c[k++] = "--memory-budget", argv_c[k++] = gpu_share;
         if (sc.client_memory_at[i][0]) argv_c[k++] = "--budget-at", argv_c[k++] = sc.client_memory_at[i];
+        if (o.server_name[0]) argv_c[k++] = "--server-name", argv_c[k++] = o.server_name;
+        if (role == ROLE_CLIENT) {
+            if (!o.quiet) printf("hfl-sim: %s's client %d dialing %s; output in %s\n", sc.name, i, url, o.out_dir);
+            return role_exec(argv_c);
+        }
         char ns[32], link_url[320], *argv_n[sizeof argv_c / sizeof *argv_c + 4];
         char *const *argv_run = argv_c;
         if (o.netns) { /* ip netns exec NS hfl-client ..., dialing its link's host end */
