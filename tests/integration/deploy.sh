@@ -10,7 +10,8 @@
 #     most 2.0. The unit files keep their contract: Restart=on-failure,
 #     --config /etc/hfl/X.json with X.json in deploy/systemd, the state
 #     directory where the config keeps its state, the key as a credential.
-#  2. Kubernetes manifests: kubernetes-validate --strict (unknown fields fail)
+#  2. Kubernetes manifests (deploy/k8s, and deploy/k8s/sim's simulated fleet
+#     in hfl-sim roles): kubernetes-validate --strict (unknown fields fail)
 #     against the oldest and the newest schemas it ships. They also hold
 #     together: Service and probes on the coordinator's port, the Job's
 #     completions = client.json's num-clients, the config and PKI paths under
@@ -348,6 +349,64 @@ PY
 coherent "${manifests[@]}" || fails=$((fails + 1))
 cp "${manifests[@]}" "$tmp/bad/" && sed -i 's/^  completions: 4/  completions: 3/' "$tmp/bad/30-clients.yaml"
 negative "coherence: completions 3 with num-clients 4" "completions 3" coherent "$tmp/bad/"[0-9]*.yaml
+
+# The simulated fleet across a cluster (deploy/k8s/sim, hfl-sim --role):
+# valid, in one namespace, the Service on the coordinator's --listen port,
+# the Job's completions the scenario's clients, pod i client i, and every
+# path a command names under a mount of the right kind.
+sim_manifests=("$k8s"/sim/*.yaml)
+validate "${sim_manifests[@]}" || fails=$((fails + 1))
+sim_coherent() {
+  "$py" - "$@" <<'PY'
+import json, sys, yaml
+docs = [d for f in sys.argv[1:] for d in yaml.safe_load_all(open(f)) if d]
+bad = 0
+def check(cond, msg):
+    global bad
+    if not cond: print("FAIL sim: " + msg); bad = 1
+kinds = {d["kind"]: d for d in docs}
+for k in ("Namespace", "ConfigMap", "Service", "StatefulSet", "Job"):
+    check(k in kinds, f"no {k}")
+if bad: sys.exit(1)
+ns, cm, svc, sts, job = (kinds[k] for k in ("Namespace", "ConfigMap", "Service", "StatefulSet", "Job"))
+for d in docs:
+    if d is not ns: check(d["metadata"].get("namespace") == ns["metadata"]["name"], f"{d['kind']} in another namespace")
+sc = json.loads(cm["data"]["scenario.json"])
+def arg(cmd, opt): return cmd[cmd.index(opt) + 1] if opt in cmd else None
+def mounted(spec, c, path, kind):
+    vols = {v["name"]: v for v in spec["volumes"]}
+    hit = [m for m in c["volumeMounts"] if (path + "/").startswith(m["mountPath"].rstrip("/") + "/")]
+    return bool(hit) and (kind is None or kind in vols.get(hit[0]["name"], {}))
+cspec = sts["spec"]["template"]["spec"]
+cc = cspec["containers"][0]
+ccmd = cc["command"]
+check(ccmd[:1] == ["hfl-sim"] and arg(ccmd, "--role") == "coordinator", "the StatefulSet does not run hfl-sim --role coordinator")
+port = int(arg(ccmd, "--listen").rsplit(":", 1)[1])
+check(svc["spec"]["ports"][0]["port"] == port, f"Service port {svc['spec']['ports'][0]['port']}, --listen port {port}")
+check(all(sts["spec"]["template"]["metadata"]["labels"].get(k) == v for k, v in svc["spec"]["selector"].items()),
+      "the Service selects no coordinator pod")
+jspec = job["spec"]["template"]["spec"]
+jc = jspec["containers"][0]
+jcmd = jc["command"]
+check(jcmd[:1] == ["hfl-sim"] and arg(jcmd, "--role") == "client", "the Job does not run hfl-sim --role client")
+check(job["spec"]["completionMode"] == "Indexed" and job["spec"]["completions"] == sc["clients"],
+      f"completions {job['spec']['completions']} with the scenario's {sc['clients']} clients")
+idx = [e["name"] for e in jc.get("env", []) if "job-completion-index" in e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath", "")]
+check(idx and arg(jcmd, "--index") == f"$({idx[0]})", "--index is not the pod's completion index")
+host = arg(jcmd, "--coordinator").split("//")[1].rsplit(":", 1)
+check(host == [svc["metadata"]["name"], str(port)], f"clients dial {host}, the Service is {svc['metadata']['name']}:{port}")
+for spec, c, cmd, who in ((cspec, cc, ccmd, "coordinator"), (jspec, jc, jcmd, "client")):
+    check(cmd[1].endswith("scenario.json") and mounted(spec, c, cmd[1], "configMap"), f"{who}: the scenario is not the ConfigMap's")
+    check(mounted(spec, c, arg(cmd, "--pki") + "/ca.crt", "secret"), f"{who}: --pki is not a Secret")
+    check(mounted(spec, c, arg(cmd, "--out") + "/x", None), f"{who}: --out is not on a volume")
+if not bad:
+    print(f"ok   sim manifests agree: hfl-sim roles, Service {svc['metadata']['name']}:{port}, {sc['clients']} indexed clients of the scenario")
+sys.exit(bad)
+PY
+}
+sim_coherent "${sim_manifests[@]}" || fails=$((fails + 1))
+sed 's/^  completions: 4/  completions: 5/' "$k8s/sim/sim-fleet.yaml" >"$tmp/bad/sim-fleet.yaml"
+negative "sim coherence: completions 5 with 4 clients" "completions 5" sim_coherent "$tmp/bad/sim-fleet.yaml"
 
 # ---- 3. config files ----------------------------------------------------------
 # config_ok FILE: its program (by name: coordinator*.json, client*.json)
