@@ -53,7 +53,11 @@ static int option_set(const hfl_option *r, void *opts, const char *arg, char *er
     int rc = 0;
     switch (r->set ? HFL_OPT_CUSTOM : r->kind) {
     case HFL_OPT_FLAG: *(int *)f = 1; break;
-    case HFL_OPT_STR: snprintf(f, r->size, "%s", arg); break;
+    case HFL_OPT_STR: /* a value cut to fit would name another file or host: refused */
+        if (strlen(arg) >= r->size)
+            return hfl_errf(err, "--%s: %zu bytes, more than its %zu", r->name, strlen(arg), r->size - 1);
+        snprintf(f, r->size, "%s", arg);
+        break;
     case HFL_OPT_PTR: *(const char **)f = arg; break;
     case HFL_OPT_INT:
         if ((rc = hfl_parse_int(arg, (long)r->lo, (long)r->hi, &v, e)) == 0) set_int(r, f, v);

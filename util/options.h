@@ -20,7 +20,7 @@
 
 typedef enum {
     HFL_OPT_FLAG,    /* no value: an int set to 1 */
-    HFL_OPT_STR,     /* a char[size], copied (truncated to fit) */
+    HFL_OPT_STR,     /* a char[size], copied (a value that does not fit is refused) */
     HFL_OPT_PTR,     /* a const char * pointing at the argument (or at def) */
     HFL_OPT_INT,     /* a whole number in [lo, hi] into an int (size 4) or int64_t (size 8) */
     HFL_OPT_DOUBLE,  /* a number in [lo, hi] into a double */

@@ -88,7 +88,7 @@ static void test_defaults_and_values(void) {
     CHECK(!o.quiet && !strcmp(o.name, "anna") && o.file == NULL && o.rounds == 10 && o.seed == 5 && o.lr == 0.5);
     CHECK(o.budget == 0 && !strcmp(o.device, "auto") && o.twice == 2 && o.batch == 0 && first == 1 && !print);
 
-    char *all[] = {"hfl-test", "--quiet", "--name", "bartholomew", "--file=x.json", "--rounds", "100", "op",
+    char *all[] = {"hfl-test", "--quiet", "--name", "barthol", "--file=x.json", "--rounds", "100", "op",
                    "--seed=1000000000000", "--lr", "0", "--memory-budget", "1.5G", "--device", "cuda",
                    "--twice", "2", "--batch=64", "--print-config", NULL};
     REQUIRE(parse(&o, all, &first, &print, err) == 0);
@@ -104,6 +104,9 @@ static void test_defaults_and_values(void) {
 
 static void test_errors(void) {
     expect_error(__LINE__, (char *[]){"hfl-test", "--rounds", "0", NULL}, "--rounds: 0 out of range [1, 100]");
+    /* cut to fit, a path or a host would be another one */
+    expect_error(__LINE__, (char *[]){"hfl-test", "--name", "bartholomew", NULL},
+                 "--name: 11 bytes, more than its 7");
     expect_error(__LINE__, (char *[]){"hfl-test", "--rounds=ten", NULL}, "--rounds: 'ten' is not an integer");
     expect_error(__LINE__, (char *[]){"hfl-test", "--seed", "-1", NULL}, "--seed: -1 out of range [0, 1000000000000]");
     expect_error(__LINE__, (char *[]){"hfl-test", "--lr", "1.5", NULL}, "--lr: 1.5 out of range [0, 1]");
