@@ -148,17 +148,19 @@ static const hfl_options sim_opts = {
  * a cluster places them: a coordinator pod and an Indexed Job of clients, or
  * a Slurm job and a job array (deploy/k8s/sim, deploy/slurm). The PKI is
  * made once with hfl-pki and shared (--pki). A client role keeps its state
- * under --out across restarts, and plans against its own device (no share
- * of a card). The report is the coordinator's, without the fleet's profile
- * prices and HTML page. */
+ * under --out across restarts (a new run needs a fresh one), and plans
+ * against its own device (no share of a card: on GPUs a fleet split so may
+ * choose other plans than one sharing a card). Scenario crashes are the
+ * fleet's to simulate, and refused. The report is the coordinator's,
+ * without the fleet's profile prices and HTML page. */
 enum { ROLE_FLEET, ROLE_COORDINATOR, ROLE_CLIENT };
 static int sim_role(const sim_options *o) {
     return !strcmp(o->role, "coordinator") ? ROLE_COORDINATOR : !strcmp(o->role, "client") ? ROLE_CLIENT : ROLE_FLEET;
 }
 
 /* What a role needs that the fleet makes itself; 0 or -1 with err. */
-static int role_check(const sim_options *o, int clients, char *err) {
-    int role = sim_role(o);
+static int role_check(const sim_options *o, const hfl_scenario *sc, char *err) {
+    int role = sim_role(o), clients = sc->clients;
     if (role != ROLE_CLIENT && (o->index >= 0 || o->coordinator[0] || o->server_name[0]))
         return hfl_errf(err, "--index, --coordinator and --server-name are for --role client");
     if (role == ROLE_FLEET && o->pki[0]) return hfl_errf(err, "--pki is for --role coordinator or client");
@@ -168,7 +170,14 @@ static int role_check(const sim_options *o, int clients, char *err) {
     char path[1100];
     snprintf(path, sizeof path, "%s/ca.crt", o->pki);
     if (access(path, R_OK) != 0) return hfl_errf(err, "--pki %s: no readable ca.crt", o->pki);
-    if (role == ROLE_COORDINATOR) return 0;
+    for (int i = 0; i < clients; i++) /* the fleet kills and restarts them; a role cannot */
+        if (sc->client_crash[i][0])
+            return hfl_errf(err, "the scenario crashes client %d, which only the whole fleet simulates: not "
+                                 "with --role %s", i, o->role);
+    if (role == ROLE_COORDINATOR) {
+        snprintf(path, sizeof path, "%s/coordinator.pem", o->pki);
+        return access(path, R_OK) == 0 ? 0 : hfl_errf(err, "--pki %s: no readable coordinator.pem", o->pki);
+    }
     if (o->index < 0 || o->index >= clients)
         return hfl_errf(err, "--role client needs --index I in [0, %d]: the scenario has %d clients", clients - 1, clients);
     if (!o->coordinator[0]) return hfl_errf(err, "--role client needs --coordinator URL");
@@ -489,7 +498,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "hfl-sim: %s: %s\n", o.scenario_path, err);
         return 2;
     }
-    if (role_check(&o, sc.clients, err) != 0) return hfl_fail("hfl-sim", err, 2);
+    if (role_check(&o, &sc, err) != 0) return hfl_fail("hfl-sim", err, 2);
     int role = sim_role(&o);
     if (o.shards[0] && check_shards(&o, sc.clients, err) != 0) return hfl_fail("hfl-sim", err, 2);
     if (!o.shards[0] && reads_text(&sc)) { /* the images would fail later, and less clearly */
