@@ -5,10 +5,12 @@
  * mbedtls_ecp_point_write_binary / _read_binary, which for a Montgomery curve
  * write and read X alone, 32 bytes little-endian, mbedtls_ecdh_compute_shared),
  * bignum.h (mbedtls_mpi_read_binary_le / _write_binary_le), hkdf.h, aes.h
- * (mbedtls_aes_crypt_ctr) and gcm.h (mbedtls_gcm_crypt_and_tag,
+ * (mbedtls_aes_crypt_ctr, for masks on a CPU without the AES instructions
+ * that proto/aes_ctr.h runs on) and gcm.h (mbedtls_gcm_crypt_and_tag,
  * mbedtls_gcm_auth_decrypt). tests/proto/test_secagg_crypto.c checks X25519
  * against RFC 7748's vectors. */
 #include "proto/secagg_crypto.h"
+#include "proto/aes_ctr.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -177,9 +179,11 @@ void hfl_mask_apply(const uint8_t key[32], int bits, int sign, uint64_t *acc, si
     const int wide = bits > 32; /* 8 bytes an element, else 4 */
     const size_t per = wide ? 8 : 4, step = CHUNK / per;
     const uint64_t m = bits == 64 ? ~(uint64_t)0 : ((uint64_t)1 << bits) - 1;
+    const int fast = hfl_aes256_ctr_available(); /* the same keystream, eight blocks at a time */
     for (size_t i = 0; i < n; i += step) {
         size_t k = n - i < step ? n - i : step;
-        mbedtls_aes_crypt_ctr(&aes, k * per, &off, counter, block, zeros, stream);
+        if (fast) hfl_aes256_ctr(key, i * per / 16, stream, (k * per + 15) / 16);
+        else mbedtls_aes_crypt_ctr(&aes, k * per, &off, counter, block, zeros, stream);
         for (size_t j = 0; j < k; j++) {
             uint64_t w;
             if (wide) {

@@ -7,10 +7,15 @@
  * ring packing at every width 1..64 against a bit-by-bit reference; Shamir
  * shares that give the secret back from any t of n and (t - 1 of them) a
  * wrong one, and that fail at t - 1 in a way which depends on the secret not
- * at all (the same t - 1 shares are consistent with every secret byte). */
+ * at all (the same t - 1 shares are consistent with every secret byte); the
+ * AES-NI keystream (proto/aes_ctr.h) and the masks made from it against
+ * mbedTLS's AES-256-CTR, computed here block by block. */
 #include <stdlib.h>
 #include <string.h>
 
+#include <mbedtls/aes.h>
+
+#include "proto/aes_ctr.h"
 #include "proto/secagg_crypto.h"
 #include "proto/shamir.h"
 #include "tests/check.h"
@@ -156,6 +161,64 @@ static void test_shamir(hfl_csprng *g) {
 
 static hfl_csprng *rng; /* made in main, shared by the cases */
 
+/* mbedTLS's AES-256-CTR keystream, blocks first .. first + blocks - 1. */
+static void mbed_ctr(const uint8_t key[32], uint64_t first, uint8_t *out, size_t blocks) {
+    mbedtls_aes_context aes;
+    mbedtls_aes_init(&aes);
+    mbedtls_aes_setkey_enc(&aes, key, 256);
+    unsigned char ctr[16] = {0}, block[16];
+    for (int b = 0; b < 8; b++) ctr[15 - b] = (unsigned char)(first >> (8 * b));
+    size_t off = 0;
+    memset(out, 0, blocks * 16);
+    mbedtls_aes_crypt_ctr(&aes, blocks * 16, &off, ctr, block, out, out);
+    mbedtls_aes_free(&aes);
+}
+
+/* The eight-wide AES-NI keystream is mbedTLS's, at counters that carry
+ * across bytes (255 to 256, 2^32 - 1 to 2^32) and for block counts around
+ * the eight in flight; and hfl_mask_apply's masks are those of mbedTLS's
+ * keystream read as the header says, for ring widths of 4- and 8-byte
+ * elements, a tail that is not a whole block, and both signs. */
+static void case_keystream(void) {
+    if (!hfl_aes256_ctr_available()) {
+        printf("no AES instructions on this CPU: the masks run on mbedTLS, nothing to compare\n");
+        return;
+    }
+    uint8_t key[32], *a = malloc(300 * 16), *b = malloc(300 * 16);
+    for (int k = 0; k < 32; k++) key[k] = (uint8_t)(k * 37 + 11);
+    static const uint64_t firsts[] = {0, 1, 250, 0xfffffff9ull, 1ull << 40};
+    static const size_t counts[] = {1, 7, 8, 9, 300};
+    for (size_t f = 0; f < sizeof firsts / sizeof *firsts; f++)
+        for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+            mbed_ctr(key, firsts[f], a, counts[c]);
+            CHECK(hfl_aes256_ctr(key, firsts[f], b, counts[c]) == 0);
+            CHECK_MSG(!memcmp(a, b, counts[c] * 16), "blocks %llu + %zu differ from mbedTLS's",
+                      (unsigned long long)firsts[f], counts[c]);
+        }
+    static const int widths[] = {25, 32, 33, 64};
+    enum { N = 5001 }; /* 4 bytes an element: 1,250 blocks and a quarter */
+    uint8_t *stream = malloc(N * 8 + 16);
+    uint64_t *acc = malloc(N * sizeof *acc);
+    for (size_t w = 0; w < sizeof widths / sizeof *widths; w++)
+        for (int sign = -1; sign <= 1; sign += 2) {
+            int bits = widths[w];
+            size_t per = bits > 32 ? 8 : 4;
+            uint64_t m = bits == 64 ? ~(uint64_t)0 : ((uint64_t)1 << bits) - 1, bad = 0;
+            mbed_ctr(key, 0, stream, (N * per + 15) / 16);
+            for (size_t i = 0; i < N; i++) acc[i] = (i * 0x9e3779b97f4a7c15ull) & m;
+            hfl_mask_apply(key, bits, sign, acc, N);
+            for (size_t i = 0; i < N; i++) {
+                uint64_t v = 0;
+                memcpy(&v, stream + per * i, per);
+                uint64_t start = (i * 0x9e3779b97f4a7c15ull) & m;
+                bad += acc[i] != ((sign > 0 ? start + v : start - v) & m);
+            }
+            CHECK_MSG(bad == 0, "bits %d sign %d: %llu of %d elements off mbedTLS's mask", bits, sign,
+                      (unsigned long long)bad, N);
+        }
+    free(a), free(b), free(stream), free(acc);
+}
+
 static void case_masks_and_seal(void) { test_masks_and_seal(rng); }
 static void case_ring(void) { test_ring(rng); }
 static void case_shamir(void) { test_shamir(rng); }
@@ -172,6 +235,7 @@ static void case_b64(void) {
 static const check_case cases[] = {
     {"x25519_rfc7748", test_x25519_rfc7748},
     {"masks_and_seal", case_masks_and_seal},
+    {"keystream", case_keystream},
     {"ring", case_ring},
     {"shamir", case_shamir},
     {"b64", case_b64},
