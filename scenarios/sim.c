@@ -60,8 +60,8 @@ typedef struct {
     double timeout_s;
     char role[16];        /* --role: fleet (all of it here), coordinator, client (ROLES above) */
     int index;            /* --index: the client a client role runs (-1: none given) */
-    char listen[300];     /* --listen: where a coordinator role listens */
-    char coordinator[300]; /* --coordinator: where a client role dials */
+    char listen[256];     /* --listen: where a coordinator role listens (hfl-coordinator's size) */
+    char coordinator[256]; /* --coordinator: where a client role dials (hfl-client's size) */
     char pki[900];        /* --pki: hfl-pki's directory, shared by every role */
     char server_name[256]; /* --server-name: the coordinator certificate's CN a client role expects */
 } sim_options;
@@ -147,8 +147,9 @@ static const hfl_options sim_opts = {
  * fleet would give it, in the foreground (this process becomes it), so that
  * a cluster places them: a coordinator pod and an Indexed Job of clients, or
  * a Slurm job and a job array (deploy/k8s/sim, deploy/slurm). The PKI is
- * made once with hfl-pki and shared (--pki). A client role keeps its state
- * under --out across restarts (a new run needs a fresh one), and plans
+ * made once with hfl-pki and shared (--pki). Each role keeps its state under
+ * --out across restarts (the coordinator's in coordinator-state: restarted,
+ * it continues the run; a new run needs fresh ones), and a client plans
  * against its own device (no share of a card: on GPUs a fleet split so may
  * choose other plans than one sharing a card). Scenario crashes are the
  * fleet's to simulate, and refused. The report is the coordinator's,
@@ -609,8 +610,8 @@ int main(int argc, char **argv) {
                      NULL, NULL, NULL, NULL, NULL, NULL,
                      NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                      NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                     NULL, NULL, NULL, NULL, NULL, NULL};
-    /* the optional ones, after the fixed ones */
+                     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    /* the optional ones, after the fixed ones (and a coordinator role's --state-dir) */
     int na = 0;
     while (cargv[na]) na++;
     char a_maxs[32], a_share[32], a_chunk[32];
@@ -659,7 +660,10 @@ int main(int argc, char **argv) {
     if (sc.fixed_bits > 0) cargv[na++] = "--fixed-bits", cargv[na++] = a_fb;
     if (sc.dp_noise > 0) cargv[na++] = "--dp-noise", cargv[na++] = a_dpn;
     if (sc.dp_epsilon > 0) cargv[na++] = "--dp-epsilon", cargv[na++] = a_dpe, cargv[na++] = "--dp-delta", cargv[na++] = a_dpd;
-    if (role == ROLE_COORDINATOR) {
+    char coord_state[1100];
+    if (role == ROLE_COORDINATOR) { /* restarted, it continues the run; a finished run's log stays whole */
+        snprintf(coord_state, sizeof coord_state, "%s/coordinator-state", o.out_dir);
+        cargv[na++] = "--state-dir", cargv[na++] = coord_state;
         if (!o.quiet)
             printf("hfl-sim: %s's coordinator on %s for %d clients; output in %s\n", sc.name, o.listen, sc.clients,
                    o.out_dir);

@@ -47,6 +47,9 @@ for run in 1 2; do
   wait "${pids[0]}" && ok "run $run: the coordinator script exited 0" ||
     bad "run $run: the coordinator script exited $?: $(tail -2 "$tmp/coord-$run.log")"
   [ ! -e "$tmp/run/coordinator.url" ] && ok "run $run: the URL file is gone after the run" || bad "run $run: coordinator.url outlived the run"
+  # each start of the script is a new run, not the last one continued from its state
+  grep -q "continuing the run" "$tmp/coord-$run.log" && bad "run $run: the coordinator continued an earlier run" ||
+    ok "run $run: a new run"
   b=$(hash "$tmp/run/coordinator/report.json")
   [ -n "$a" ] && [ "$a" = "$b" ] && ok "run $run: the same final model whole and in roles: $a" ||
     bad "run $run: final models differ: whole $a, roles $b"
