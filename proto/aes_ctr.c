@@ -73,12 +73,13 @@ AES_TARGET static void ctr_blocks(const __m128i rk[15], uint64_t first, uint8_t 
 }
 
 int hfl_aes256_ctr_available(void) {
-    static int have = -1;
-    if (have < 0) {
+    static _Atomic int have = -1; /* threads that ask at once all find the same answer */
+    int h = have;
+    if (h < 0) {
         __builtin_cpu_init();
-        have = __builtin_cpu_supports("aes") && __builtin_cpu_supports("sse2");
+        have = h = __builtin_cpu_supports("aes") && __builtin_cpu_supports("sse2");
     }
-    return have;
+    return h;
 }
 
 AES_TARGET static void ctr_run(const uint8_t key[32], uint64_t first, uint8_t *out, size_t blocks) {
