@@ -696,7 +696,8 @@ int main(int argc, char **argv) {
 
     snprintf(a_threads, sizeof a_threads, "%d", o.threads);
     procs.n_clients = sc.clients;
-    for (int i = role == ROLE_CLIENT ? o.index : 0; i < (role == ROLE_CLIENT ? o.index + 1 : sc.clients); i++) {
+    int first = role == ROLE_CLIENT ? o.index : 0, end = role == ROLE_CLIENT ? o.index + 1 : sc.clients;
+    for (int i = first; i < end; i++) {
         char pem[1200], idx[16], name[32], clientlog[1200], shard[1100];
         snprintf(shard, sizeof shard, "%s/client-%04d.%s", o.shards, i, o.shard_ext);
         snprintf(pem, sizeof pem, "%s/client-%d.pem", pki_dir, i);
