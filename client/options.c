@@ -158,8 +158,10 @@ static const hfl_option client_rows[] = {
      .help = "memory the training step may use, e.g. 512M, 4G: on the CPU its peak\n"
      "resident growth (arena, batch staging, libraries; not the dataset or\n"
      "the model copies), on a GPU the device memory the process holds beyond\n"
-     "its CUDA context and libraries (default: the device's free memory);\n"
-     "checked every epoch; a breach re-plans and sits the round out", .zero_null = 1},
+     "its CUDA context and libraries; checked every epoch, and a breach\n"
+     "re-plans and sits the round out. Default: the device's free memory\n"
+     "(the host's within its cgroup's limit), read again before each round;\n"
+     "when it no longer holds the plan, the client re-plans as --budget-at does", .zero_null = 1},
     {"budget-at", "ROUND:SIZE", HFL_OPT_CUSTOM, AT(budget_at_round), 0, 0, NULL,
      .help = "the memory budget becomes SIZE from round ROUND on (a device whose\n"
      "free memory shrinks; hfl-sim's memory_budget_at): before that round's\n"

@@ -16,6 +16,12 @@
  * whose report lists the change. A budget that still holds the plan is
  * only adopted (the process cap follows it).
  *
+ * A client without --memory-budget planned for the free memory it read at
+ * start-up. Before each round it reads free memory again (the device's, or
+ * the host's within its cgroups' limits: a pod resized in place, a job
+ * beside it that grew), adds its own arena, and re-plans the same way when
+ * its plan no longer fits that with its headroom.
+ *
  * A breach (client/train.c's budget check: footprint plus growth over the
  * budget, e.g. a budget that shrank after the plan was checked) used to end
  * the client. Now its measured peak is recorded against the configuration
@@ -36,6 +42,7 @@
 
 #include "client/client.h"
 #include "kernels/budget.h"
+#include "kernels/device.h"
 #include "util/util.h"
 
 #define CLIENT_BREACH_REPLANS 2
@@ -73,13 +80,17 @@ static uint64_t budget_for(const client_options *o, int round) {
     return o->budget_at_round > 0 && round >= o->budget_at_round ? o->budget_at_bytes : o->budget;
 }
 
+/* The plan's peak: the larger of its prediction and its measurement. */
+static uint64_t plan_need(const client_state *s) {
+    return s->chosen.predicted > s->budget.measured_peak ? s->chosen.predicted : s->budget.measured_peak;
+}
+
 /* 1 when the current plan, at its predicted or measured peak (the larger),
  * fits `bytes` less the headroom. */
 static int plan_fits(const client_state *s, uint64_t bytes) {
     hfl_mem_budget b;
     hfl_mem_budget_init(&b, bytes, 0, s->budget.headroom);
-    uint64_t need = s->chosen.predicted > s->budget.measured_peak ? s->chosen.predicted : s->budget.measured_peak;
-    return need <= hfl_mem_budget_usable(&b);
+    return plan_need(s) <= hfl_mem_budget_usable(&b);
 }
 
 /* Frees the trainer (its arena leaves the process cap), its batch buffers and the plan. */
@@ -93,17 +104,20 @@ static void drop_plan(client_state *s) {
     s->plan = NULL;
 }
 
-/* Chooses and verifies a plan for `bytes` as start-up does; 0, or -1 with
- * err (the refusal, naming the smallest budget that would work). The
- * per-process device cost is the one read at start-up (the backend holds
- * more than its context now). */
-static int choose_again(client_session *ss, int round, uint64_t bytes, char *err) {
+/* Chooses and verifies a plan as start-up does, for the budget `bytes`, or
+ * without one (0) for `free_bytes` of free memory; 0, or -1 with err (the
+ * refusal, naming the smallest budget that would work). The per-process
+ * device cost is the one read at start-up (the backend holds more than its
+ * context now). */
+static int choose_again(client_session *ss, int round, uint64_t bytes, uint64_t free_bytes, char *err) {
     client_state *s = ss->s;
     client_options o = *ss->o;
     o.budget = bytes;
+    hfl_device_info dev = *ss->dev;
+    if (!bytes) dev.free_bytes = free_bytes;
     hfl_device_cost cost = s->cost;
     drop_plan(s);
-    cJSON *plan = client_choose_plan(&o, ss->dev, s, &ss->w, err);
+    cJSON *plan = client_choose_plan(&o, &dev, s, &ss->w, err);
     s->cost = cost;
     if (!plan) return -1;
     s->replanned = 1;
@@ -113,12 +127,40 @@ static int choose_again(client_session *ss, int round, uint64_t bytes, char *err
     return 0;
 }
 
-/* Nothing fits `bytes`: the one line, the bye, and -1. */
-static int leave_unfit(client_session *ss, int round, uint64_t bytes, char *err) {
+/* Nothing fits `bytes` (what: "the memory budget", "free memory"): the one line, the bye, and -1. */
+static int leave_unfit(client_session *ss, int round, const char *what, uint64_t bytes, char *err) {
     char why[HFL_ERR_LEN];
-    snprintf(why, sizeof why, "round %d: the memory budget is now %.2f MiB and %s", round, bytes / 1048576.0, err);
+    snprintf(why, sizeof why, "round %d: %s is now %.2f MiB and %s", round, what, bytes / 1048576.0, err);
     client_leave(ss, why);
     return hfl_errf(err, "%s; leaving the run", why);
+}
+
+/* Without --memory-budget the plan was chosen for the free memory read at
+ * start-up. What the client could use now: the free memory it reads now
+ * (the device's; the host's within its cgroups, kernels/device.h) plus its
+ * trainer's arena, held since its first step. The rest of its footprint
+ * (BLAS buffers, staging) counts as needed, not as held: a plan at the very
+ * edge may re-plan once for it, never the other way. 0 when unknown. */
+static uint64_t usable_now(const client_state *s) {
+    uint64_t free_bytes = 0, total;
+    if (s->be->host_memory) free_bytes = hfl_host_free_now();
+    else if (s->be->mem_info(&free_bytes, &total) != 0) free_bytes = 0;
+    return free_bytes ? free_bytes + (s->trainer ? hfl_trainer_device_bytes(s->trainer) : 0) : 0;
+}
+
+/* The client without --memory-budget: re-plans when what it could use now
+ * no longer holds its plan with the headroom. Memory that grows changes
+ * nothing: the plan it has was verified. */
+static int follow_free_memory(client_session *ss, int round, char *err) {
+    client_state *s = ss->s;
+    uint64_t usable = usable_now(s);
+    if (!s->plan || !usable || plan_fits(s, usable)) return 0;
+    if (!ss->o->quiet)
+        printf("%s: round %d: free memory is now %.2f MiB; the plan (batch %d, %s, "
+               "checkpoint %s, peak %.2f MiB) no longer fits with its headroom: re-planning\n", ss->o->name, round,
+               usable / 1048576.0, s->chosen.batch, hfl_precision_name(s->chosen.precision),
+               hfl_ckpt_name(s->chosen.ckpt), plan_need(s) / 1048576.0);
+    return choose_again(ss, round, 0, usable, err) == 0 ? 0 : leave_unfit(ss, round, "free memory", usable, err);
 }
 
 int client_replan_round(client_session *ss, int round, char *err) {
@@ -131,7 +173,8 @@ int client_replan_round(client_session *ss, int round, char *err) {
         s->budget.bytes = hook == 2 ? 1 : bytes; /* the promise shrinks; the plan is not checked against it */
         return 0;
     }
-    if (!bytes || bytes == s->budget.bytes) return 0;
+    if (!o->budget) return follow_free_memory(ss, round, err);
+    if (bytes == s->budget.bytes) return 0;
     if (s->plan && plan_fits(s, bytes)) {
         s->budget.bytes = s->budget.planned = bytes;
         hfl_budget_set(bytes);
@@ -144,9 +187,8 @@ int client_replan_round(client_session *ss, int round, char *err) {
         printf("%s: round %d: the memory budget is now %.2f MiB; the plan (batch %d, %s, checkpoint %s, peak "
                "%.2f MiB) no longer fits with its headroom: re-planning\n", o->name, round, bytes / 1048576.0,
                s->chosen.batch, hfl_precision_name(s->chosen.precision), hfl_ckpt_name(s->chosen.ckpt),
-               (s->chosen.predicted > s->budget.measured_peak ? s->chosen.predicted : s->budget.measured_peak) /
-                   1048576.0);
-    return choose_again(ss, round, bytes, err) == 0 ? 0 : leave_unfit(ss, round, bytes, err);
+               plan_need(s) / 1048576.0);
+    return choose_again(ss, round, bytes, 0, err) == 0 ? 0 : leave_unfit(ss, round, "the memory budget", bytes, err);
 }
 
 int client_replan_breach(client_session *ss, int round, char *err) {
@@ -169,5 +211,5 @@ int client_replan_breach(client_session *ss, int round, char *err) {
                                 s->budget.measured_peak, s->process_bytes, s->process_bytes ? &s->cost : NULL, e) != 0)
         fprintf(stderr, "%s: %s\n", o->name, e);
     uint64_t bytes = budget_for(o, round);
-    return choose_again(ss, round, bytes, err) == 0 ? 0 : leave_unfit(ss, round, bytes, err);
+    return choose_again(ss, round, bytes, 0, err) == 0 ? 0 : leave_unfit(ss, round, "the memory budget", bytes, err);
 }

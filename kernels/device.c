@@ -1,11 +1,16 @@
 /* device.c: the CPU's description from /proc (a GPU's comes from the CUDA
- * module: hfl_cuda_probe, kernels/select.c). */
+ * module: hfl_cuda_probe, kernels/select.c), and the host memory a process
+ * may still take: MemAvailable within its memory cgroup's limits (a
+ * container's, a Kubernetes pod's, a Slurm job's). */
 #include "kernels/device.h"
 #include "kernels/blas.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#define HFL_CG_PATH 4096 /* a cgroup path and its file; longer ones are not read */
 
 void hfl_device_probe_cpu(hfl_device_info *info) {
     memset(info, 0, sizeof *info);
@@ -36,10 +41,106 @@ void hfl_device_probe_cpu(hfl_device_info *info) {
     if (f) {
         char key[64];
         unsigned long long kb;
-        while (fscanf(f, "%63s %llu kB\n", key, &kb) == 2) {
+        while (fscanf(f, "%63s %llu kB\n", key, &kb) == 2)
             if (!strcmp(key, "MemTotal:")) info->total_bytes = kb * 1024ull;
-            if (!strcmp(key, "MemAvailable:")) info->free_bytes = kb * 1024ull;
-        }
         fclose(f);
     }
+    info->free_bytes = hfl_host_free_now();
+}
+
+/* The first number in `path` ("max": UINT64_MAX); 0, or -1 when unreadable. */
+static int read_bytes(const char *path, uint64_t *v) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char word[32];
+    int rc = fscanf(f, "%31s", word) == 1 ? 0 : -1;
+    fclose(f);
+    if (rc == 0) *v = !strcmp(word, "max") ? UINT64_MAX : strtoull(word, NULL, 10);
+    return rc;
+}
+
+/* `key`'s value in a "key value" file (memory.stat; /proc/meminfo in kB); 0 when absent. */
+static uint64_t read_key(const char *path, const char *key) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char k[64];
+    unsigned long long v, out = 0;
+    while (fscanf(f, "%63s %llu%*[^\n]\n", k, &v) == 2)
+        if (!strcmp(k, key)) out = v;
+    fclose(f);
+    return out;
+}
+
+/* What one cgroup level still lets its processes take: its limit less its
+ * usage, the inactive file cache not counted (the kernel reclaims it before
+ * it fails a charge; the kubelet's working set is usage less inactive_file
+ * likewise). UINT64_MAX when the level has no limit or no files. */
+static uint64_t level_room(const char *dir, int v2) {
+    char path[HFL_CG_PATH];
+    uint64_t limit, usage;
+    snprintf(path, sizeof path, "%s/%s", dir, v2 ? "memory.max" : "memory.limit_in_bytes");
+    if (read_bytes(path, &limit) != 0 || limit == UINT64_MAX) return UINT64_MAX;
+    snprintf(path, sizeof path, "%s/%s", dir, v2 ? "memory.current" : "memory.usage_in_bytes");
+    if (read_bytes(path, &usage) != 0) return UINT64_MAX;
+    snprintf(path, sizeof path, "%s/memory.stat", dir);
+    uint64_t cache = read_key(path, v2 ? "inactive_file" : "total_inactive_file");
+    uint64_t used = usage > cache ? usage - cache : 0;
+    return limit > used ? limit - used : 0;
+}
+
+/* The least room of the levels from mount/path up to mount (a child's
+ * limit does not lift its parent's; in a container the levels above its
+ * own are not mounted, and the walk ends at what is). */
+static uint64_t tree_room(const char *mount, const char *path, int v2) {
+    char dir[HFL_CG_PATH];
+    size_t root = strlen(mount);
+    if (snprintf(dir, sizeof dir, "%s%s", mount, path) >= (int)sizeof dir) return UINT64_MAX;
+    uint64_t room = UINT64_MAX;
+    for (;;) {
+        size_t n = strlen(dir);
+        while (n > root && dir[n - 1] == '/') dir[--n] = 0;
+        uint64_t r = level_room(dir, v2);
+        if (r < room) room = r;
+        char *slash = strrchr(dir + root, '/');
+        if (n <= root || !slash) break;
+        *slash = 0;
+    }
+    return room;
+}
+
+uint64_t hfl_host_free_bytes(const char *proc, const char *cgroup) {
+    char path[HFL_CG_PATH];
+    snprintf(path, sizeof path, "%s/meminfo", proc);
+    uint64_t free_bytes = read_key(path, "MemAvailable:") * 1024ull;
+    snprintf(path, sizeof path, "%s/self/cgroup", proc);
+    FILE *f = fopen(path, "r");
+    if (!f) return free_bytes;
+    char line[HFL_CG_PATH], mount[HFL_CG_PATH];
+    while (fgets(line, sizeof line, f)) {
+        /* "hierarchy-ID:controllers:path": "0::/path" is v2's unified
+         * hierarchy, "4:memory:/path" v1's memory controller */
+        line[strcspn(line, "\n")] = 0;
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2) continue;
+        *c1 = *c2 = 0;
+        const char *controllers = c1 + 1, *cg = c2 + 1;
+        uint64_t room = UINT64_MAX;
+        if (!strcmp(line, "0") && !*controllers) {
+            room = tree_room(cgroup, cg, 1);
+        } else {
+            char list[256];
+            snprintf(list, sizeof list, ",%s,", controllers);
+            if (!strstr(list, ",memory,")) continue;
+            snprintf(mount, sizeof mount, "%s/memory", cgroup);
+            room = tree_room(mount, cg, 0);
+        }
+        if (room < free_bytes) free_bytes = room;
+    }
+    fclose(f);
+    return free_bytes;
+}
+
+uint64_t hfl_host_free_now(void) {
+    const char *cg = getenv("HFL_TEST_CGROUP_ROOT");
+    return hfl_host_free_bytes("/proc", cg && *cg ? cg : "/sys/fs/cgroup");
 }

@@ -16,7 +16,7 @@ typedef struct {
     char name[256];      /* "NVIDIA H200", or the CPU model name and OpenBLAS kernel set */
     int cc_major, cc_minor;
     int cores;           /* CPU cores (online), or GPU multiprocessors */
-    uint64_t free_bytes;  /* GPU: cudaMemGetInfo free; CPU: MemAvailable */
+    uint64_t free_bytes;  /* GPU: cudaMemGetInfo free; CPU: hfl_host_free_now */
     uint64_t total_bytes; /* GPU: total VRAM; CPU: MemTotal */
     char fallback_reason[128]; /* why the CPU was chosen, when is_gpu == 0 */
     char pci_bus_id[32];       /* GPU: "0000:3b:00.0" (cudaDeviceGetPCIBusId), how NVML finds it; CPU: "" */
@@ -24,6 +24,19 @@ typedef struct {
 
 /* The CPU (fallback_reason left empty). */
 void hfl_device_probe_cpu(hfl_device_info *info);
+
+/* The host memory this process may still take: MemAvailable from
+ * proc/meminfo, bounded by the room each of its memory cgroups leaves
+ * (proc/self/cgroup names them; under cgroup/ for v2's memory.max less
+ * memory.current, under cgroup/memory for v1's memory.limit_in_bytes less
+ * memory.usage_in_bytes; the inactive file cache counts as free), every
+ * level up to the mount. 0 when MemAvailable cannot be read. proc and
+ * cgroup are the roots ("/proc", "/sys/fs/cgroup"): tests pass their own. */
+uint64_t hfl_host_free_bytes(const char *proc, const char *cgroup);
+
+/* hfl_host_free_bytes of this process now. HFL_TEST_CGROUP_ROOT (tests)
+ * stands in for /sys/fs/cgroup. */
+uint64_t hfl_host_free_now(void);
 
 /* Through the module loader of kernels/select.c: 0 and info filled when a GPU
  * is usable, -1 with one line in reason otherwise ("CUDA module not found",
