@@ -1,16 +1,14 @@
-/* secagg_crypto.c: secure aggregation's cryptography on mbedTLS 2.28 (see
- * secagg_crypto.h). The APIs used are those of mbedTLS 2.28's headers:
- * ctr_drbg.h (mbedtls_ctr_drbg_seed, _random), ecp.h and ecdh.h
- * (mbedtls_ecp_group_load with MBEDTLS_ECP_DP_CURVE25519, mbedtls_ecp_mul,
- * mbedtls_ecp_point_write_binary / _read_binary, which for a Montgomery curve
- * write and read X alone, 32 bytes little-endian, mbedtls_ecdh_compute_shared),
- * bignum.h (mbedtls_mpi_read_binary_le / _write_binary_le), hkdf.h, aes.h
- * (mbedtls_aes_crypt_ctr, for masks on a CPU without the AES instructions
- * that proto/aes_ctr.h runs on) and gcm.h (mbedtls_gcm_crypt_and_tag,
- * mbedtls_gcm_auth_decrypt). tests/proto/test_secagg_crypto.c checks X25519
- * against RFC 7748's vectors. */
+/* secagg_crypto.c: secure aggregation's cryptography (see
+ * secagg_crypto.h): X25519 on proto/x25519.c, masks on proto/aes_ctr.c where
+ * the CPU has the AES instructions, the rest on mbedTLS 2.28's headers:
+ * ctr_drbg.h (mbedtls_ctr_drbg_seed, _random), hkdf.h, aes.h
+ * (mbedtls_aes_crypt_ctr, for masks on a CPU without the AES instructions)
+ * and gcm.h (mbedtls_gcm_crypt_and_tag, mbedtls_gcm_auth_decrypt).
+ * tests/proto/test_secagg_crypto.c checks X25519 against RFC 7748's
+ * vectors, tests/proto/test_x25519.c against mbedTLS's Curve25519. */
 #include "proto/secagg_crypto.h"
 #include "proto/aes_ctr.h"
+#include "proto/x25519.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -20,8 +18,6 @@
 #include <mbedtls/aes.h>
 #include <mbedtls/base64.h>
 #include <mbedtls/ctr_drbg.h>
-#include <mbedtls/ecdh.h>
-#include <mbedtls/ecp.h>
 #include <mbedtls/entropy.h>
 #include <mbedtls/error.h>
 #include <mbedtls/gcm.h>
@@ -106,34 +102,14 @@ static void sc_clamp(const uint8_t in[32], uint8_t out[32]) {
     out[31] |= 64;
 }
 
-/* out = X of k * P (P NULL: the base point), both 32 bytes little-endian. */
+/* out = X25519(k, P), or of the base point when P is NULL (proto/x25519.c). */
 static int sc_x25519(const uint8_t k[32], const uint8_t *p, uint8_t out[32], char *err) {
-    mbedtls_ecp_group grp;
-    mbedtls_mpi d, z;
-    mbedtls_ecp_point P, R;
-    uint8_t kc[32];
-    mbedtls_ecp_group_init(&grp);
-    mbedtls_mpi_init(&d), mbedtls_mpi_init(&z);
-    mbedtls_ecp_point_init(&P), mbedtls_ecp_point_init(&R);
-    sc_clamp(k, kc);
-    int rv = mbedtls_ecp_group_load(&grp, MBEDTLS_ECP_DP_CURVE25519);
-    if (rv == 0) rv = mbedtls_mpi_read_binary_le(&d, kc, 32);
-    if (rv == 0 && !p) {
-        rv = mbedtls_ecp_mul(&grp, &R, &d, &grp.G, NULL, NULL);
-        size_t olen = 0;
-        if (rv == 0) rv = mbedtls_ecp_point_write_binary(&grp, &R, MBEDTLS_ECP_PF_UNCOMPRESSED, &olen, out, 32);
-        if (rv == 0 && olen != 32) rv = MBEDTLS_ERR_ECP_BAD_INPUT_DATA;
-    } else if (rv == 0) {
-        rv = mbedtls_ecp_point_read_binary(&grp, &P, p, 32);
-        if (rv == 0) rv = mbedtls_ecp_check_pubkey(&grp, &P);
-        if (rv == 0) rv = mbedtls_ecdh_compute_shared(&grp, &z, &P, &d, NULL, NULL);
-        if (rv == 0) rv = mbedtls_mpi_write_binary_le(&z, out, 32);
+    if (!p) {
+        hfl_x25519_base(k, out);
+        return 0;
     }
-    mbedtls_platform_zeroize(kc, sizeof kc);
-    mbedtls_ecp_point_free(&P), mbedtls_ecp_point_free(&R);
-    mbedtls_mpi_free(&d), mbedtls_mpi_free(&z);
-    mbedtls_ecp_group_free(&grp);
-    return rv == 0 ? 0 : sc_mbed_err(err, p ? "X25519 key agreement" : "X25519 public key", rv);
+    if (hfl_x25519(k, p, out) == 0) return 0;
+    return hfl_errf(err, "X25519 key agreement: the peer's public key is of small order");
 }
 
 int hfl_x25519_keypair(hfl_csprng *g, uint8_t sk[32], uint8_t pk[32], char *err) {
