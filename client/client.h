@@ -90,6 +90,7 @@ typedef struct {
     hfl_device_cost cost;    /* a GPU's per-process cost (plan/device_cost.h): known, every
                                 memory figure on the GPU is NVML's less it */
     int replanned;           /* the plan was chosen again mid-run (client/replan.c): its first step is not measured */
+    uint64_t rss_base;       /* the CPU: resident bytes before the trainer existed (0 unknown; client/replan.c) */
     int optimizer_kept;      /* 1 + the optimizer whose state the trainer holds from a finished round; 0: none */
     int optimizer_kept_round; /* that round */
     int optimizer_from_round; /* the round whose optimizer state the last round trained on from; 0: from zero */
@@ -210,6 +211,7 @@ struct client_session {
     cJSON *plan;        /* sent with every hello once chosen (NULL before); the session owns it */
     int plan_round;     /* re-planned (client/replan.c) in this round: the next pull sends plan (0: none) */
     int breach_replans; /* re-plans after a breach since the last round trained (client/replan.c) */
+    int free_short;     /* rounds sat out in a row for want of free memory (client/replan.c) */
     size_t max_payload; /* the largest reply payload taken */
     client_welcome w;   /* the last welcome */
 };
@@ -305,8 +307,11 @@ int client_trial_run(const client_options *o, const hfl_backend *be, const hfl_d
  * (err: its line), re-plans under the budget it has. Each returns 0 to
  * carry on (breach: the caller declines the round), or -1 with err when
  * the client has left the run (nothing fits: err names the smallest budget
- * that would; or breaches keep coming). leave: a bye with why (best effort). */
+ * that would; or breaches keep coming); round, without --memory-budget,
+ * CLIENT_SIT_OUT (err: why) when free memory holds no plan this round.
+ * leave: a bye with why (best effort). */
 int client_replan_round(client_session *ss, int round, char *err);
+#define CLIENT_SIT_OUT 1 /* client_replan_round: free memory holds no plan now; decline the round */
 int client_replan_breach(client_session *ss, int round, char *err);
 void client_leave(client_session *ss, const char *why);
 

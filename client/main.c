@@ -424,7 +424,14 @@ static int do_task(client_session *ss, const client_task *task, const float *wei
         if (!o->quiet) printf("%s: round %d: sending the update already made for it\n", o->name, task->round);
         return send_update(ss, task->codec->name, err) < 0 ? -1 : 0; /* no training: no re-plan */
     }
-    if (client_replan_round(ss, task->round, err) != 0) return -1; /* the budget it has now */
+    int fit = client_replan_round(ss, task->round, err); /* the budget it has now */
+    if (fit == CLIENT_SIT_OUT) {
+        char e[HFL_ERR_LEN];
+        fprintf(stderr, "%s: %s\n", o->name, err);
+        if (send_decline(ss, task->round, "free memory holds no plan now", e) != 0) fprintf(stderr, "%s: %s\n", o->name, e);
+        return 0;
+    }
+    if (fit != 0) return -1;
     if (task->secagg) return do_secagg_task(ss, task, weights, version, err);
     size_t ulen;
     double loss, secs;

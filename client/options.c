@@ -160,8 +160,9 @@ static const hfl_option client_rows[] = {
      "the model copies), on a GPU the device memory the process holds beyond\n"
      "its CUDA context and libraries; checked every epoch, and a breach\n"
      "re-plans and sits the round out. Default: the device's free memory\n"
-     "(the host's within its cgroup's limit), read again before each round;\n"
-     "when it no longer holds the plan, the client re-plans as --budget-at does", .zero_null = 1},
+     "(the host's within its cgroups' limits), read again before each round;\n"
+     "when it no longer holds the plan, the client re-plans as --budget-at does\n"
+     "(where nothing fits, it sits the round out; the third time in a row, it leaves)", .zero_null = 1},
     {"budget-at", "ROUND:SIZE", HFL_OPT_CUSTOM, AT(budget_at_round), 0, 0, NULL,
      .help = "the memory budget becomes SIZE from round ROUND on (a device whose\n"
      "free memory shrinks; hfl-sim's memory_budget_at): before that round's\n"

@@ -19,8 +19,10 @@
  * A client without --memory-budget planned for the free memory it read at
  * start-up. Before each round it reads free memory again (the device's, or
  * the host's within its cgroups' limits: a pod resized in place, a job
- * beside it that grew), adds its own arena, and re-plans the same way when
- * its plan no longer fits that with its headroom.
+ * beside it that grew), adds what its plan holds, and re-plans the same way
+ * when its plan no longer fits that with its headroom. Where nothing fits
+ * then, it sits the round out rather than leave at once: free memory may
+ * come back.
  *
  * A breach (client/train.c's budget check: footprint plus growth over the
  * budget, e.g. a budget that shrank after the plan was checked) used to end
@@ -43,6 +45,7 @@
 #include "client/client.h"
 #include "kernels/budget.h"
 #include "kernels/device.h"
+#include "util/memmeter.h"
 #include "util/util.h"
 
 #define CLIENT_BREACH_REPLANS 2
@@ -114,7 +117,7 @@ static int choose_again(client_session *ss, int round, uint64_t bytes, uint64_t 
     client_options o = *ss->o;
     o.budget = bytes;
     hfl_device_info dev = *ss->dev;
-    if (!bytes) dev.free_bytes = free_bytes;
+    if (!bytes && free_bytes) dev.free_bytes = free_bytes;
     hfl_device_cost cost = s->cost;
     drop_plan(s);
     cJSON *plan = client_choose_plan(&o, &dev, s, &ss->w, err);
@@ -135,32 +138,66 @@ static int leave_unfit(client_session *ss, int round, const char *what, uint64_t
     return hfl_errf(err, "%s; leaving the run", why);
 }
 
+/* What the plan holds now: its arena, and on the CPU the resident growth
+ * since the trainer was made (its staging and BLAS buffers too), at most
+ * what the plan needs. */
+static uint64_t plan_held(const client_state *s) {
+    uint64_t arena = s->trainer ? hfl_trainer_device_bytes(s->trainer) : 0, held = arena, rss;
+    char e[HFL_ERR_LEN];
+    if (s->trainer && s->be->host_memory && s->rss_base && hfl_mem_read(&rss, NULL, e) == 0 && rss > s->rss_base)
+        held = rss - s->rss_base;
+    if (held < arena) held = arena;
+    return held < plan_need(s) ? held : plan_need(s);
+}
+
 /* Without --memory-budget the plan was chosen for the free memory read at
  * start-up. What the client could use now: the free memory it reads now
- * (the device's; the host's within its cgroups, kernels/device.h) plus its
- * trainer's arena, held since its first step. The rest of its footprint
- * (BLAS buffers, staging) counts as needed, not as held: a plan at the very
- * edge may re-plan once for it, never the other way. 0 when unknown. */
-static uint64_t usable_now(const client_state *s) {
-    uint64_t free_bytes = 0, total;
-    if (s->be->host_memory) free_bytes = hfl_host_free_now();
-    else if (s->be->mem_info(&free_bytes, &total) != 0) free_bytes = 0;
-    return free_bytes ? free_bytes + (s->trainer ? hfl_trainer_device_bytes(s->trainer) : 0) : 0;
+ * (the device's; the host's within its cgroups, kernels/device.h) plus what
+ * its plan holds. 0 and *usable, or -1 when it cannot tell. */
+static int usable_now(const client_state *s, uint64_t *usable) {
+    uint64_t free_bytes, total;
+    if (s->be->host_memory ? hfl_host_free_now(&free_bytes) != 0 : s->be->mem_info(&free_bytes, &total) != 0)
+        return -1;
+    *usable = free_bytes + (s->plan ? plan_held(s) : 0);
+    return 0;
 }
 
 /* The client without --memory-budget: re-plans when what it could use now
- * no longer holds its plan with the headroom. Memory that grows changes
- * nothing: the plan it has was verified. */
+ * no longer holds its plan with the headroom, read twice FREE_REREAD_MS
+ * apart (the larger counts: a moment's spike elsewhere does not re-plan).
+ * Memory that grows changes nothing: the plan it has was verified. Where
+ * nothing fits, it sits the round out (CLIENT_SIT_OUT) and reads again at
+ * the next one; after CLIENT_BREACH_REPLANS such rounds in a row it
+ * leaves, as a budget nothing fits makes it. */
+#define FREE_REREAD_MS 100
 static int follow_free_memory(client_session *ss, int round, char *err) {
     client_state *s = ss->s;
-    uint64_t usable = usable_now(s);
-    if (!s->plan || !usable || plan_fits(s, usable)) return 0;
-    if (!ss->o->quiet)
-        printf("%s: round %d: free memory is now %.2f MiB; the plan (batch %d, %s, "
-               "checkpoint %s, peak %.2f MiB) no longer fits with its headroom: re-planning\n", ss->o->name, round,
-               usable / 1048576.0, s->chosen.batch, hfl_precision_name(s->chosen.precision),
-               hfl_ckpt_name(s->chosen.ckpt), plan_need(s) / 1048576.0);
-    return choose_again(ss, round, 0, usable, err) == 0 ? 0 : leave_unfit(ss, round, "free memory", usable, err);
+    uint64_t usable, again;
+    if (usable_now(s, &usable) != 0 || (s->plan && plan_fits(s, usable))) return 0;
+    hfl_sleep_ms(FREE_REREAD_MS);
+    if (usable_now(s, &again) != 0) return 0;
+    if (again > usable) usable = again;
+    if (s->plan && plan_fits(s, usable)) return 0;
+    if (!ss->o->quiet && s->plan)
+        printf("%s: round %d: free memory is now %.2f MiB; the plan (batch %d, %s, checkpoint %s, peak %.2f MiB) "
+               "no longer fits with its headroom: re-planning\n", ss->o->name, round, usable / 1048576.0,
+               s->chosen.batch, hfl_precision_name(s->chosen.precision), hfl_ckpt_name(s->chosen.ckpt),
+               plan_need(s) / 1048576.0);
+    if (choose_again(ss, round, 0, usable, err) == 0) {
+        ss->free_short = 0;
+        return 0;
+    }
+    if (++ss->free_short > CLIENT_BREACH_REPLANS) {
+        char why[HFL_ERR_LEN];
+        snprintf(why, sizeof why, "%s (%d rounds in a row)", err, ss->free_short);
+        snprintf(err, HFL_ERR_LEN, "%s", why);
+        return leave_unfit(ss, round, "free memory", usable, err);
+    }
+    char why[HFL_ERR_LEN];
+    snprintf(why, sizeof why, "round %d: free memory is now %.2f MiB and %s: sitting the round out", round,
+             usable / 1048576.0, err);
+    snprintf(err, HFL_ERR_LEN, "%s", why);
+    return CLIENT_SIT_OUT;
 }
 
 int client_replan_round(client_session *ss, int round, char *err) {

@@ -72,6 +72,8 @@ static int ensure_trainer(client_state *s, first_measure *m, char *err) {
      * the allocator kept), so a new step's growth would read low: its
      * footprint is the verified prediction, and nothing is learned */
     m->known = !s->replanned && (m->device || hfl_mem_window_begin(&m->w, NULL) == 0);
+    char rss_err[HFL_ERR_LEN];
+    if (be->host_memory && hfl_mem_read(&s->rss_base, NULL, rss_err) != 0) s->rss_base = 0;
     s->xbuf = hfl_malloc(sizeof(float) * (size_t)batch * (size_t)s->data.dim);
     s->ybuf = hfl_malloc(sizeof(int32_t) * (size_t)batch * hfl_dataset_label_rows(&s->data));
     s->trainer = hfl_trainer_create_plan(&s->spec, be, s->plan, err);

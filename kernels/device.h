@@ -27,16 +27,17 @@ void hfl_device_probe_cpu(hfl_device_info *info);
 
 /* The host memory this process may still take: MemAvailable from
  * proc/meminfo, bounded by the room each of its memory cgroups leaves
- * (proc/self/cgroup names them; under cgroup/ for v2's memory.max less
- * memory.current, under cgroup/memory for v1's memory.limit_in_bytes less
- * memory.usage_in_bytes; the inactive file cache counts as free), every
- * level up to the mount. 0 when MemAvailable cannot be read. proc and
- * cgroup are the roots ("/proc", "/sys/fs/cgroup"): tests pass their own. */
-uint64_t hfl_host_free_bytes(const char *proc, const char *cgroup);
+ * (proc/self/cgroup names them; under cgroup/ for v2: the lower of
+ * memory.max and memory.high less memory.current; under cgroup/memory for
+ * v1: memory.limit_in_bytes less memory.usage_in_bytes; the file cache
+ * counted free, as MemAvailable counts it), every level up to the mount.
+ * 0 and *out, or -1 when MemAvailable cannot be read. proc and cgroup are
+ * the roots ("/proc", "/sys/fs/cgroup"): tests pass their own. */
+int hfl_host_free_bytes(const char *proc, const char *cgroup, uint64_t *out);
 
 /* hfl_host_free_bytes of this process now. HFL_TEST_CGROUP_ROOT (tests)
  * stands in for /sys/fs/cgroup. */
-uint64_t hfl_host_free_now(void);
+int hfl_host_free_now(uint64_t *out);
 
 /* Through the module loader of kernels/select.c: 0 and info filled when a GPU
  * is usable, -1 with one line in reason otherwise ("CUDA module not found",

@@ -13,9 +13,13 @@
 #           report lists the one re-plan with the 3 MiB it was made for.
 #           Round 2 reads 3 MiB plus its own arena: no second re-plan.
 #           client-1 reads this machine's free memory and never re-plans.
-#   unfit:  64 KiB before round 1: client-0 says so in one line, naming
-#           the smallest budget that would work, leaves, and the run ends
-#           on client-1.
+#   unfit:  64 KiB before round 1, 3 rounds: client-0 sits rounds 1 and 2
+#           out (declined, one line each naming the smallest budget that
+#           would work: free memory may come back), leaves at round 3 (the
+#           third in a row), and the run ends on client-1.
+#   recover: 64 KiB before round 1, 8 MiB again once client-0 said it sits
+#           round 1 out (client-1's update is held 3 s by --pace, so round 1
+#           is still open): client-0 plans afresh and trains round 2.
 # Skips (77) without Fashion-MNIST. Usage: free_shrink.sh HFL_COORDINATOR HFL_CLIENT
 set -u
 coord=$1 client=$2
@@ -35,11 +39,13 @@ room() {
   echo 0 > "$1/memory/memory.usage_in_bytes"
 }
 
-# run NAME SHRUNK: the fleet, client-0 in its tree, 8 MiB then SHRUNK bytes
+# run NAME SHRUNK ROUNDS [RESTORED]: the fleet, client-0 in its tree, 8 MiB
+# then SHRUNK bytes (then RESTORED once it sat round 1 out)
 run() {
-  local name=$1 shrunk=$2 cg=$tmp/$1.cg
+  local name=$1 shrunk=$2 rounds=$3 restored=${4:-} cg=$tmp/$1.cg slow=()
+  [ -n "$restored" ] && slow=(--link 100:100:1500 --pace 1)
   room "$cg" $((8 * 1048576))
-  timeout 120 "$coord" --insecure --listen tcp://127.0.0.1:0 --ready-file "$tmp/$name.url" --rounds 2 \
+  timeout 120 "$coord" --insecure --listen tcp://127.0.0.1:0 --ready-file "$tmp/$name.url" --rounds "$rounds" \
     --clients-per-round 2 --min-clients 2 --min-quorum 1 --linger 1 --seed 5 --codec fp32 --model mlp \
     --batch 256 --lr 0.1 --local-steps 4 --report "$tmp/$name.json" >"$tmp/$name.coord.log" 2>&1 &
   local cp=$!
@@ -55,16 +61,21 @@ run() {
   grep -q ': plan: ' "$tmp/$name.c0.log" || fail "$name: client-0 printed no plan: $(tail -3 "$tmp/$name.c0.log")"
   room "$cg" "$shrunk"
   timeout 120 "$client" --coordinator "$url" --insecure --client-index 1 --num-clients 2 \
-    --state-dir "$tmp/$name.state1" --precision fp32 >"$tmp/$name.c1.log" 2>&1 &
+    --state-dir "$tmp/$name.state1" --precision fp32 "${slow[@]}" >"$tmp/$name.c1.log" 2>&1 &
   local c1=$!
   pids+=($c1)
+  if [ -n "$restored" ]; then
+    for _ in $(seq 600); do grep -q 'sitting the round out' "$tmp/$name.c0.log" && break; sleep 0.05; done
+    room "$cg" "$restored"
+  fi
   wait $c0
   echo $? > "$tmp/$name.c0.rc"
   wait $c1 || fail "$name: client-1 exited $?: $(tail -3 "$tmp/$name.c1.log")"
   wait $cp || fail "$name: the coordinator exited $?: $(tail -3 "$tmp/$name.coord.log")"
 }
-run shrink $((3 * 1048576))
-run unfit 65536
+run shrink $((3 * 1048576)) 2
+run unfit 65536 3
+run recover 65536 2 $((8 * 1048576))
 python3 - "$tmp" <<'PY' || fails=$((fails + 1))
 import json, sys
 tmp = sys.argv[1]
@@ -103,12 +114,22 @@ rep = json.load(open(tmp + "/unfit.json"))
 log = open(tmp + "/unfit.c0.log").read()
 c0 = [c for c in rep["clients"] if c["name"] == "client-0"]
 left = c0[0].get("left", "") if c0 else ""
-check("round 1: free memory is now 0.06 MiB and nothing fits" in left and "smallest budget that would" in left, "unfit: client-0 left: %s" % left)
-one = [l for l in log.splitlines() if "smallest budget that would" in l]
-check(len(one) == 1, "unfit: one line: %s" % one)
-check(rep.get("complete") is True and rep.get("rounds_aggregated") == 2 and rep.get("replans") == [],
+check("round 3: free memory is now 0.06 MiB and nothing fits" in left and "smallest budget that would" in left
+      and "(3 rounds in a row)" in left, "unfit: client-0 left at round 3: %s" % left)
+got = [status(rep, r, "client-0") for r in (1, 2, 3)]
+check(got == ["declined", "declined", "left"], "unfit: client-0 declined rounds 1 and 2, then left: %s" % got)
+outs = [l for l in log.splitlines() if "sitting the round out" in l]
+check(len(outs) == 2 and all("smallest budget that would" in l for l in outs) and outs[0].startswith("client-0: round 1: free memory"),
+      "unfit: one line for each round sat out: %s" % outs)
+check(rep.get("complete") is True and rep.get("rounds_aggregated") == 3 and rep.get("replans") == [],
       "unfit: the run completed on client-1, no re-plan listed")
 check("Segmentation" not in log and "Aborted" not in log, "unfit: no crash")
+rep = json.load(open(tmp + "/recover.json"))
+log = open(tmp + "/recover.c0.log").read()
+got = [status(rep, r, "client-0") for r in (1, 2)]
+check(got == ["declined", "ok"], "recover: client-0 sat round 1 out and trained round 2: %s" % got)
+after = log.split("sitting the round out", 1)[-1]
+check("plan: batch 256, fp32" in after and "breached" not in log, "recover: it planned afresh for the memory back, no breach")
 sys.exit(1 if fails else 0)
 PY
 exit $((fails > 0))
