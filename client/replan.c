@@ -138,14 +138,18 @@ static int leave_unfit(client_session *ss, int round, const char *what, uint64_t
     return hfl_errf(err, "%s; leaving the run", why);
 }
 
-/* What the plan holds now: its arena, and on the CPU the resident growth
- * since the trainer was made (its staging and BLAS buffers too), at most
+/* What the plan holds now: its arena, and the rest of its footprint where
+ * it can be read (the CPU: the resident growth since the trainer was made,
+ * its staging and BLAS buffers too; a GPU whose per-process cost is known:
+ * the device memory the process holds beyond it, NVML's figure), at most
  * what the plan needs. */
 static uint64_t plan_held(const client_state *s) {
-    uint64_t arena = s->trainer ? hfl_trainer_device_bytes(s->trainer) : 0, held = arena, rss;
+    uint64_t arena = s->trainer ? hfl_trainer_device_bytes(s->trainer) : 0, held = arena, now;
     char e[HFL_ERR_LEN];
-    if (s->trainer && s->be->host_memory && s->rss_base && hfl_mem_read(&rss, NULL, e) == 0 && rss > s->rss_base)
-        held = rss - s->rss_base;
+    if (s->trainer && s->be->host_memory && s->rss_base && hfl_mem_read(&now, NULL, e) == 0 && now > s->rss_base)
+        held = now - s->rss_base;
+    else if (s->trainer && !s->be->host_memory && hfl_held_bytes(s->be, &s->cost, &now, NULL) == 0)
+        held = now;
     if (held < arena) held = arena;
     return held < plan_need(s) ? held : plan_need(s);
 }
