@@ -175,6 +175,8 @@ typedef struct {
     struct coord_spool *spool; /* uplink.c: the update it is putting in chunks (NULL: none) */
     int64_t put_round;         /* uplink.c: the round its puts are for, and their bytes, resent ones too */
     double put_bytes;
+    int aggregator; /* tier.c: a tier's aggregator (its hello said so): sends tier requests, never drawn */
+    int via;        /* tier.c: the aggregator that reaches this client; -1: it talks to us directly */
 } coord_client;
 
 /* Why a drawn client's slot is closed without an update (coord_slot.refused). */
@@ -601,6 +603,13 @@ uint8_t *coord_bye_reply(const char *reason, size_t *len); /* reason NULL: none 
  * true, and `retry_ms` when retry_ms > 0. */
 uint8_t *coord_reauth_reply(const char *msg, size_t *len);
 uint8_t *coord_retry_reply(const char *msg, int retry_ms, size_t *len);
+
+/* tier.c: the root's side of a tier (aggregators: upstream.c). */
+/* NULL, or the setting of cfg a tier cannot run with (named as its option). */
+const char *tier_unsupported(const coord_config *cfg);
+/* A TIER request (sync or partial) from client id, an aggregator; the reply,
+ * or an error of one line with nothing touched. */
+uint8_t *tier_request(coord *c, int id, const hfl_msg *m, size_t *len);
 
 /* metrics.c: --metrics ADDR ([http://]HOST:PORT), Prometheus's text format
  * on /metrics and a JSON summary on /status. */

@@ -208,6 +208,7 @@ static const hfl_wire_field hello_fields[] = {
     OPTIONAL(hfl_hello_msg, cert, S, 0, HFL_WIRE_CERT_MAX),
     OPTIONAL(hfl_hello_msg, nonce, S, 0, HFL_ID_NONCE_HEX),
     OPTIONAL(hfl_hello_msg, challenge, S, 0, HFL_ID_NONCE_HEX),
+    OPTIONAL(hfl_hello_msg, aggregator, B, 0, 0),
 };
 /* strict: the coordinator keeps what a hello holds, so it holds nothing else */
 const hfl_wire_msg hfl_wire_hello = {HFL_MSG_HELLO, "hello", hello_fields, N(hello_fields), 1};

@@ -255,6 +255,8 @@ typedef struct {
     int has_nonce;
     char challenge[HFL_ID_NONCE_HEX + 1];
     int has_challenge;
+    int aggregator; /* a tier's aggregator (hfl-coordinator --upstream), not a client */
+    int has_aggregator;
 } hfl_hello_msg;
 
 /* challenge: the reply to a hello without proof. */
