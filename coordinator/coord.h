@@ -145,6 +145,9 @@ typedef struct {
     int fixed_bits;     /* --fixed-bits F: clients round to 2^-F of the clip's power of two */
     double dp_noise;    /* --dp-noise Z: the noise multiplier (0: no DP unless --dp-epsilon) */
     double dp_epsilon, dp_delta; /* --dp-epsilon E --dp-delta D: the budget (0: none) */
+    /* a tier (tier.c, upstream.c) */
+    char upstream[256];     /* --upstream URL: this coordinator is an aggregator of that root ("" : not) */
+    char upstream_name[64]; /* --upstream-name: its name at the root under --insecure */
 } coord_config;
 
 typedef struct {
@@ -199,6 +202,7 @@ typedef struct {
     int64_t samples_at_select; /* its samples when drawn, capped */
     int64_t declared;          /* and what it declared (an update may not claim more) */
     int64_t share_cap;         /* the most samples its update may weigh (--max-share) */
+    int64_t weighed;           /* its accepted update's samples after the caps (what its weight counts) */
     int local_steps;           /* --local-work capacity: its steps (0: epochs) */
     /* its accepted update */
     double samples, weight, norm, loss, train_s, bytes, measured_peak, trained;
@@ -439,8 +443,27 @@ uint8_t *rounds_pull_again(coord *c, int id, int64_t have_version, size_t *len);
 /* Whether a pull from id would get more than "wait": a task, or bye. */
 int rounds_pull_ready(const coord *c, int id);
 #define COORD_WAIT_MS 200 /* a WAIT's usual ms (coord_wait_reply) */
-/* Opens, closes or abandons rounds as quorum and deadline say; called by the main loop. */
+/* Opens, closes or abandons rounds as quorum and deadline say; called by the
+ * main loop. On an aggregator (--upstream) it does nothing: upstream.c
+ * opens and closes its rounds as the root assigns them. */
 void rounds_tick(coord *c);
+/* An aggregator's side of rounds (rounds.c, with c->lock; upstream.c drives them). */
+/* The root's global model of `version` (n_params floats) replaces ours, as a round's step would. */
+void rounds_adopt(coord *c, const void *global, int version);
+/* Opens the root's round a as ours: its task, clip and scale, its divisor,
+ * and its drawn clients of ours with their caps. -1 with err (nothing
+ * opened) when the scale differs or the task is not ours to run. */
+int rounds_assign(coord *c, const hfl_tier_sync_reply_msg *a, char *err);
+/* 1 when the open round is over here: every drawn client final, or its deadline near. */
+int rounds_tier_ready(const coord *c);
+/* Closes the open round to updates and writes its rows (hfl_tier_row, the
+ * drawn clients that ended) and its sum (n_trainable values, malloc'd). */
+void rounds_tier_close(coord *c, hfl_wire_list *rows, int64_t **sum);
+
+/* upstream.c: an aggregator's link to its root (a thread). */
+typedef struct coord_upstream coord_upstream;
+coord_upstream *upstream_start(coord *c, char *err);
+void upstream_stop(coord_upstream *u);
 
 /* overdue.c */
 void overdue_tasked(coord *c, int id);                  /* a task of the open round went out to id */

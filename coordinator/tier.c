@@ -95,6 +95,10 @@ static uint8_t *tier_sync(coord *c, int agg, const cJSON *meta, size_t *len) {
     int n = 0;
     if (r->open) {
         rep.task = r->task, rep.has_task = 1;
+        /* the weights come in this reply (or are held): "sent", as to a client holding the task */
+        snprintf(rep.task.weights, sizeof rep.task.weights, "sent");
+        snprintf(rep.task.downlink, sizeof rep.task.downlink, "%s", c->down.codec->name);
+        rep.task.base_version = rep.task.version;
         for (int i = 0; i < r->n_selected; i++) {
             int id = r->selected[i];
             if (c->clients[id].via != agg) continue;
