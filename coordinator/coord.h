@@ -148,6 +148,8 @@ typedef struct {
     /* a tier (tier.c, upstream.c) */
     char upstream[256];     /* --upstream URL: this coordinator is an aggregator of that root ("" : not) */
     char upstream_name[64]; /* --upstream-name: its name at the root under --insecure */
+    char upstream_cert[1024]; /* --upstream-cert: its certificate and key (PEM, role aggregator) to the root */
+    char upstream_server[64]; /* --upstream-server-name: the root certificate's CN (default localhost) */
 } coord_config;
 
 typedef struct {

@@ -155,6 +155,11 @@ static const hfl_option coord_rows[] = {
      "(docs/architecture.md; same model and run settings as the root)"},
     {"upstream-name", "NAME", HFL_OPT_STR, AT(upstream_name), 0, 0, NULL,
      .help = "with --upstream and --insecure: this aggregator's name at the root"},
+    {"upstream-cert", "FILE", HFL_OPT_STR, AT(upstream_cert), 0, 0, NULL,
+     .help = "with --upstream and TLS: this aggregator's certificate and key to the root\n"
+     "(PEM of the aggregator role: hfl-pki issue NAME --role aggregator), from --ca's CA"},
+    {"upstream-server-name", "CN", HFL_OPT_STR, AT(upstream_server), 0, 0, "localhost",
+     .help = "with --upstream and TLS: the CN of the root's certificate (default localhost)"},
     {"state-dir", "DIR", HFL_OPT_STR, AT(state_dir), 0, 0, NULL,
      .help = "keep the run's state in DIR at every round's end; started again with\n"
      "the same DIR, the coordinator continues the run where it stopped"},
@@ -410,9 +415,9 @@ int coord_options_parse(int argc, char **argv, coord_config *cfg, char *err) {
         return hfl_errf(err, "TLS needs --ca and --cert (or --insecure with a tcp:// URL)");
     if (cfg->upstream[0] && tier_unsupported(cfg))
         return hfl_errf(err, "--upstream: an aggregator cannot run %s", tier_unsupported(cfg));
-    if (cfg->upstream[0] && !cfg->tls.insecure)
-        return hfl_errf(err, "--upstream: an aggregator links to its root with --insecure only in this version");
-    if (cfg->upstream[0] && !cfg->upstream_name[0])
+    if (cfg->upstream[0] && !cfg->tls.insecure && !cfg->upstream_cert[0])
+        return hfl_errf(err, "--upstream with TLS needs --upstream-cert, a certificate of the aggregator role");
+    if (cfg->upstream[0] && cfg->tls.insecure && !cfg->upstream_name[0])
         return hfl_errf(err, "--upstream with --insecure needs --upstream-name, its name at the root");
     return check_privacy(cfg, err);
 }

@@ -4,7 +4,8 @@
  * tasks, updates validated, clipped and summed exactly), but it draws
  * nobody, aggregates nothing into a model and evaluates nothing: its root
  * does (tier.c). This thread dials the root, says hello as `aggregator`
- * (under --insecure named by --upstream-name), checks that the root runs the
+ * (with TLS proving the --upstream-cert identity, of the aggregator role;
+ * under --insecure named by --upstream-name), checks that the root runs the
  * aggregator's model and settings (its welcome: model, codec, batch,
  * momentum, optimizer, and the initial model's SHA-256 while the root is at
  * version 0), then every ~50 ms, under c->lock, builds a sync (its clients,
@@ -34,6 +35,8 @@ struct coord_upstream {
     nng_socket sock;
     int connected;
     hfl_session_msg session;
+    hfl_identity *self;  /* --upstream-cert: our aggregator identity to the root (NULL: --insecure) */
+    hfl_tls_opts tls;    /* how we dial the root */
 };
 
 /* The root's reply to one request: 0 with reply and raw set, or -1 with err
@@ -70,11 +73,11 @@ static int upstream_compare(const coord *c, const hfl_welcome_msg *w, char *err)
 static int upstream_connect(coord_upstream *u, char *err) {
     coord *c = u->c;
     size_t most = c->spec.n_params * sizeof(float) + 4096;
-    if (hfl_transport_dial(&u->sock, c->cfg.upstream, &c->cfg.tls, HFL_MSG_HEADER_BYTES + HFL_MSG_MAX_META + most,
+    if (hfl_transport_dial(&u->sock, c->cfg.upstream, &u->tls, HFL_MSG_HEADER_BYTES + HFL_MSG_MAX_META + most,
                            2000, err) != 0)
         return -1;
     u->connected = 1;
-    hfl_hello_auth auth = {.self = c->self, .trust = c->trust, .server_name = c->cfg.tls.server_name};
+    hfl_hello_auth auth = {.self = u->self, .trust = c->trust, .server_name = u->tls.server_name};
     cJSON *f = cJSON_CreateObject();
     if (c->cfg.upstream_name[0]) cJSON_AddStringToObject(f, "name", c->cfg.upstream_name);
     cJSON_AddNumberToObject(f, "samples", 1);
@@ -232,7 +235,25 @@ static void *upstream_main(void *arg) {
 coord_upstream *upstream_start(coord *c, char *err) {
     coord_upstream *u = hfl_calloc(1, sizeof *u);
     u->c = c;
+    u->tls = (hfl_tls_opts){.insecure = c->cfg.tls.insecure, .ca_file = c->cfg.tls.ca_file,
+                            .cert_file = c->cfg.upstream_cert, .server_name = c->cfg.upstream_server};
+    char why[HFL_ERR_LEN];
+    if (!c->cfg.tls.insecure) {
+        if (hfl_identity_load(c->cfg.upstream_cert, &u->self, why) != 0) {
+            free(u);
+            hfl_errf(err, "--upstream-cert: %s", why);
+            return NULL;
+        }
+        if (strcmp(hfl_identity_role(u->self), HFL_ROLE_AGGREGATOR) != 0) {
+            hfl_errf(err, "--upstream-cert: the certificate of '%s' was issued for the %s role, not aggregator",
+                     hfl_identity_name(u->self), hfl_identity_role(u->self));
+            hfl_identity_free(u->self);
+            free(u);
+            return NULL;
+        }
+    }
     if (pthread_create(&u->th, NULL, upstream_main, u) != 0) {
+        hfl_identity_free(u->self);
         free(u);
         hfl_errf(err, "cannot start the upstream thread");
         return NULL;
@@ -244,5 +265,6 @@ void upstream_stop(coord_upstream *u) {
     if (!u) return;
     u->stop = 1;
     pthread_join(u->th, NULL);
+    hfl_identity_free(u->self);
     free(u);
 }
