@@ -88,6 +88,8 @@ static uint8_t *tier_sync(coord *c, int agg, const cJSON *meta, size_t *len) {
             if (!c->cfg.quiet) fprintf(stderr, "hfl-coordinator: %s\n", why);
         }
     c->clients[agg].last_seen = hfl_now();
+    for (int i = 0; c->done && i < c->n_clients; i++) /* told done: it and its clients are told bye there */
+        if ((i == agg || c->clients[i].via == agg) && !c->clients[i].got_bye) c->clients[i].got_bye = 1, c->byes_sent++;
     hfl_tier_sync_reply_msg rep = {.version = c->version, .round = r->round, .open = r->open, .done = c->done,
                                    .clip = r->clip, .samples_planned = r->samples_planned, .shift = c->agg.shift};
     snprintf(rep.model_sha256, sizeof rep.model_sha256, "%s", c->final_sha256);
