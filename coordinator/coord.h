@@ -14,6 +14,8 @@
  * report.c    the JSON-lines log and the final report
  * persist.c   the state at every round's end (--state-dir), and the restart from it
  * options.c   the options table (util/options.h) and the combinations refused at start
+ * tier.c      a tier's root: aggregators' syncs (their clients, the draw's share) and partial sums
+ * upstream.c  a tier's aggregator (--upstream): its link to the root, the rounds the root assigns
  * main.c      start-up and the main loop that closes rounds on quorum or deadline
  *
  * One mutex guards everything below; NNG's callbacks take it for the short

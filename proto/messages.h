@@ -344,7 +344,10 @@ typedef struct {
 
 /* tier (message 14): an aggregator's requests to its root, each the
  * session and `op` with the op's fields (coordinator/tier.c, upstream.c). */
-#define HFL_TIER_MAX_CLIENTS 4096 /* clients one aggregator lists or is given */
+/* Clients one aggregator lists or is given: a listed client's hello (its
+ * device and plan, at most ~900 bytes as their tables bound them) keeps a
+ * sync of 1024 within the 1 MiB metadata limit (msg.h). */
+#define HFL_TIER_MAX_CLIENTS 1024
 /* tier sync.clients: one of the aggregator's clients, as it said hello. */
 typedef struct {
     char name[HFL_ID_NAME_MAX + 1];

@@ -6,8 +6,10 @@
 # draws across the tier as the flat coordinator draws, each aggregator sums
 # its clients' updates at the root's scale and weights, and the root adds
 # the group sums exactly, so the two reports' final_model_sha256 must be
-# equal, and every round of both must aggregate all 8 clients. Also: an
-# aggregator started with --secure-agg refuses in one line (exit 2).
+# equal, and every round of both must aggregate all 8 clients. Also, each
+# in one line: an aggregator started with --secure-agg refuses to start
+# (exit 2); a root running --secure-agg refuses an aggregator's hello, and
+# an aggregator whose --batch is not its root's refuses the root (exit 1).
 # Skips (77) without Fashion-MNIST.
 # usage: tiered.sh SOURCE_ROOT HFL_SIM HFL_COORDINATOR
 set -u
@@ -48,3 +50,21 @@ lines=$(printf '%s\n' "$out" | wc -l)
 [ $rc -eq 2 ] && [ "$lines" -eq 1 ] && [[ $out == *"aggregator cannot run --secure-agg"* ]] ||
   fail "an aggregator with --secure-agg: status $rc, $lines line(s): $out"
 echo "ok   an aggregator with --secure-agg refuses in one line: $out"
+
+# root_refuses ROOT_ARGS AGG_ARGS WANT: an aggregator under a root started
+# with ROOT_ARGS ends with status 1 and one line holding WANT.
+root_refuses() {
+  rm -f "$tmp/root.url"
+  "$coord" --insecure --listen tcp://127.0.0.1:0 --ready-file "$tmp/root.url" --rounds 1 --quiet $1 >"$tmp/root.log" 2>&1 &
+  local rp=$!
+  for _ in $(seq 100); do [ -s "$tmp/root.url" ] && break; sleep 0.1; done
+  local rc=0 out
+  out=$(timeout 30 "$coord" --insecure --upstream "$(cat "$tmp/root.url")" --upstream-name agg --listen tcp://127.0.0.1:0 \
+    --rounds 1 --quiet $2 2>&1) || rc=$?
+  kill $rp; wait $rp 2>/dev/null
+  local lines=$(printf '%s\n' "$out" | wc -l)
+  [ $rc -eq 1 ] && [ "$lines" -eq 1 ] && [[ $out == *"$3"* ]] || fail "root '$1', aggregator '$2': status $rc, $lines line(s): $out"
+  echo "ok   root '$1', aggregator '$2': refused in one line: $out"
+}
+root_refuses "--secure-agg --clip-norm 1" "" "this root runs --secure-agg/--client-clip, which a tier cannot"
+root_refuses "--over-select 0" "--batch 64" "other settings than this aggregator: batch 32, ours 64"
