@@ -184,6 +184,7 @@ typedef struct {
     double put_bytes;
     int aggregator; /* tier.c: a tier's aggregator (its hello said so): sends tier requests, never drawn */
     int via;        /* tier.c: the aggregator that reaches this client; -1: it talks to us directly */
+    uint32_t tier_said; /* tier.c, an aggregator's: a hash of the last refusal of its clients said, once */
 } coord_client;
 
 /* Why a drawn client's slot is closed without an update (coord_slot.refused). */

@@ -59,12 +59,30 @@ static uint8_t *tier_refuse(coord *c, const char *what, const char *err, size_t 
     return coord_error_reply(msg, len);
 }
 
-/* Registers or renews one client the aggregator agg lists; -1 with err. */
+static int tier_same_obj(const cJSON *a, const cJSON *b) { return (!a && !b) || (a && b && cJSON_Compare(a, b, 1)); }
+
+/* Whether hello, as an aggregator lists it, is what cl holds already. */
+static int tier_same(const coord_client *cl, const cJSON *hello) {
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(hello, "samples");
+    const cJSON *codec = cJSON_GetObjectItemCaseSensitive(hello, "codec");
+    return cJSON_IsNumber(s) && s->valuedouble == (double)cl->declared &&
+           (cJSON_IsString(codec) ? !strcmp(codec->valuestring, cl->codec->name) : !codec) &&
+           tier_same_obj(cJSON_GetObjectItemCaseSensitive(cl->hello, "device"),
+                         cJSON_GetObjectItemCaseSensitive(hello, "device")) &&
+           tier_same_obj(cJSON_GetObjectItemCaseSensitive(cl->hello, "plan"),
+                         cJSON_GetObjectItemCaseSensitive(hello, "plan"));
+}
+
+/* Registers or renews one client the aggregator agg lists; -1 with err. A
+ * client listed as before is only marked seen. */
 static int tier_register(coord *c, int agg, const hfl_tier_client *tc, char *err) {
     int id = tier_find(c, tc->name);
     if (id >= 0 && (c->clients[id].aggregator || (c->clients[id].via < 0 && c->clients[id].token[0])))
         return hfl_errf(err, "'%s' talks to the root directly", tc->name);
-    if ((id = registry_hello(c, tc->name, tc->hello, err)) < 0) return -1;
+    int same = id >= 0 && c->clients[id].via == agg && !c->clients[id].revoked &&
+               (c->clients[id].codec == c->codec || cJSON_GetObjectItemCaseSensitive(tc->hello, "codec")) &&
+               tier_same(&c->clients[id], tc->hello);
+    if (!same && (id = registry_hello(c, tc->name, tc->hello, err)) < 0) return -1;
     coord_client *cl = &c->clients[id];
     cl->token[0] = 0; /* no session: it talks to its aggregator */
     cl->via = agg;
@@ -85,7 +103,9 @@ static uint8_t *tier_sync(coord *c, int agg, const cJSON *meta, size_t *len) {
     for (int i = 0; i < s.clients.n; i++)
         if (tier_register(c, agg, &tc[i], err) != 0) { /* one bad client does not cost the others */
             snprintf(why, sizeof why, "client '%s' of aggregator %d: %s", tc[i].name, agg, err);
-            if (!c->cfg.quiet) fprintf(stderr, "hfl-coordinator: %s\n", why);
+            uint32_t h = hfl_hash32(why); /* every sync lists it again: said once */
+            if (!c->cfg.quiet && h != c->clients[agg].tier_said) fprintf(stderr, "hfl-coordinator: %s\n", why);
+            c->clients[agg].tier_said = h;
         }
     c->clients[agg].last_seen = hfl_now();
     for (int i = 0; c->done && i < c->n_clients; i++) /* told done: it and its clients are told bye there */
