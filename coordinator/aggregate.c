@@ -320,6 +320,42 @@ int hfl_agg_add_dense(hfl_agg *a, const float *v, double factor, char *err) {
     return rc;
 }
 
+void hfl_agg_read_sum(hfl_agg *a, int64_t *out) {
+    pthread_mutex_lock(&a->lock);
+    agg_flush(a);
+    if (a->acc_zero) memset(out, 0, a->n * sizeof *out);
+    else a->ops->download(out, a->acc, a->n * sizeof *out);
+    pthread_mutex_unlock(&a->lock);
+}
+
+int hfl_agg_add_sum(hfl_agg *a, const int64_t *sum, int shift, char *err) {
+    if (a->disk) return hfl_errf(err, "a sum of sums cannot be added to the sum on disk");
+    if (shift != a->shift) return hfl_errf(err, "sum at scale 2^%d, the round's is 2^%d", shift, a->shift);
+    pthread_mutex_lock(&a->lock);
+    agg_flush(a);
+    const size_t bytes = a->n * sizeof *a->acc;
+    int64_t *host = a->be->host_memory ? NULL : malloc(bytes ? bytes : 1);
+    if (!a->be->host_memory && !host) {
+        pthread_mutex_unlock(&a->lock);
+        return hfl_errf(err, "cannot allocate %zu bytes to add a sum", bytes);
+    }
+    int64_t *acc = host ? host : a->acc;
+    if (a->acc_zero) memset(acc, 0, bytes);
+    else if (host) a->ops->download(host, a->acc, bytes);
+    size_t bad = a->n;
+    for (size_t i = 0; i < a->n && bad == a->n; i++) /* check all before touching any */
+        if ((sum[i] > 0 && acc[i] > INT64_MAX - sum[i]) || (sum[i] < 0 && acc[i] < INT64_MIN - sum[i])) bad = i;
+    if (bad == a->n) {
+        for (size_t i = 0; i < a->n; i++) acc[i] += sum[i];
+        if (host) a->ops->stage(a->acc, host, bytes);
+        a->acc_zero = 0;
+    }
+    free(host);
+    pthread_mutex_unlock(&a->lock);
+    if (bad != a->n) return hfl_errf(err, "adding a sum would overflow value %zu", bad);
+    return 0;
+}
+
 /* ON DISK: block by block, every update's piece of the block added (up to
  * HFL_AGG_MAX_BATCH in a pass) into the block's sum, from zero, whose mean
  * the block's last pass writes. */

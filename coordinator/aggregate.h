@@ -134,6 +134,17 @@ int hfl_agg_add_dense(hfl_agg *a, const float *v, double factor, char *err);
  * aggregation's unmasked sum, proto/secagg.h); mean() then reads it. */
 void hfl_agg_load_sum(hfl_agg *a, const int64_t *sum, int shift);
 
+/* The sum at the round's scale into out (host, n integers), after the
+ * updates that wait are added: what an aggregator of a tier sends its root. */
+void hfl_agg_read_sum(hfl_agg *a, int64_t *out);
+
+/* Adds sum (host, n integers at scale 2^shift, another aggregator's
+ * hfl_agg_read_sum) to the sum exactly: integer addition, so a sum of group
+ * sums is the same bits as one sum of every update. -1 with err, nothing
+ * added, for another shift, the sum on disk, a value that would overflow, or
+ * a device backend's memory short. */
+int hfl_agg_add_sum(hfl_agg *a, const int64_t *sum, int shift, char *err);
+
 /* Validates and decodes one update of codec c, clips it, and adds weight
  * (a sample share in (0, 1]) times it to the sum. -1 with err, the sum
  * untouched, for a malformed payload, a non-finite value or norm, or (no

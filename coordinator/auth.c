@@ -134,7 +134,16 @@ int auth_hello(coord *c, const hfl_msg *m, uint32_t conn, uint64_t addr, char na
     const cJSON *cert = cJSON_GetObjectItemCaseSensitive(m->meta, "cert");
     if (!cJSON_IsString(cert)) return hfl_errf(err, "hello carries no certificate ('cert'): this coordinator needs proof of identity");
     hfl_peer *peer;
-    if (hfl_trust_check(c->trust, cert->valuestring, HFL_ROLE_CLIENT, NULL, &peer, err) != 0) return -1;
+    /* a client's certificate, or a tier's aggregator's (upstream.c) for a
+     * hello that says `aggregator`: the signed second hello names which, so
+     * neither can have the other's session; a first hello may be either */
+    int second = cJSON_GetObjectItemCaseSensitive(m->meta, "challenge") != NULL;
+    int agg = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m->meta, "aggregator"));
+    char why[HFL_ERR_LEN];
+    if (hfl_trust_check(c->trust, cert->valuestring, agg ? HFL_ROLE_AGGREGATOR : HFL_ROLE_CLIENT, NULL, &peer,
+                        err) != 0 &&
+        (second || agg || hfl_trust_check(c->trust, cert->valuestring, HFL_ROLE_AGGREGATOR, NULL, &peer, why) != 0))
+        return -1;
     snprintf(name, HFL_ID_NAME_MAX + 1, "%s", hfl_peer_name(peer));
     char nonce[HFL_ID_NONCE_HEX + 1], challenge[HFL_ID_NONCE_HEX + 1], sig[HFL_ID_SIG_B64_MAX + 1];
     int rc = -1;

@@ -14,6 +14,8 @@
  * report.c    the JSON-lines log and the final report
  * persist.c   the state at every round's end (--state-dir), and the restart from it
  * options.c   the options table (util/options.h) and the combinations refused at start
+ * tier.c      a tier's root: aggregators' syncs (their clients, the draw's share) and partial sums
+ * upstream.c  a tier's aggregator (--upstream): its link to the root, the rounds the root assigns
  * main.c      start-up and the main loop that closes rounds on quorum or deadline
  *
  * One mutex guards everything below; NNG's callbacks take it for the short
@@ -145,6 +147,11 @@ typedef struct {
     int fixed_bits;     /* --fixed-bits F: clients round to 2^-F of the clip's power of two */
     double dp_noise;    /* --dp-noise Z: the noise multiplier (0: no DP unless --dp-epsilon) */
     double dp_epsilon, dp_delta; /* --dp-epsilon E --dp-delta D: the budget (0: none) */
+    /* a tier (tier.c, upstream.c) */
+    char upstream[256];     /* --upstream URL: this coordinator is an aggregator of that root ("" : not) */
+    char upstream_name[64]; /* --upstream-name: its name at the root under --insecure */
+    char upstream_cert[1024]; /* --upstream-cert: its certificate and key (PEM, role aggregator) to the root */
+    char upstream_server[64]; /* --upstream-server-name: the root certificate's CN (default localhost) */
 } coord_config;
 
 typedef struct {
@@ -175,6 +182,9 @@ typedef struct {
     struct coord_spool *spool; /* uplink.c: the update it is putting in chunks (NULL: none) */
     int64_t put_round;         /* uplink.c: the round its puts are for, and their bytes, resent ones too */
     double put_bytes;
+    int aggregator; /* tier.c: a tier's aggregator (its hello said so): sends tier requests, never drawn */
+    int via;        /* tier.c: the aggregator that reaches this client; -1: it talks to us directly */
+    uint32_t tier_said; /* tier.c, an aggregator's: a hash of the last refusal of its clients said, once */
 } coord_client;
 
 /* Why a drawn client's slot is closed without an update (coord_slot.refused). */
@@ -197,6 +207,7 @@ typedef struct {
     int64_t samples_at_select; /* its samples when drawn, capped */
     int64_t declared;          /* and what it declared (an update may not claim more) */
     int64_t share_cap;         /* the most samples its update may weigh (--max-share) */
+    int64_t weighed;           /* its accepted update's samples after the caps (what its weight counts) */
     int local_steps;           /* --local-work capacity: its steps (0: epochs) */
     /* its accepted update */
     double samples, weight, norm, loss, train_s, bytes, measured_peak, trained;
@@ -437,8 +448,27 @@ uint8_t *rounds_pull_again(coord *c, int id, int64_t have_version, size_t *len);
 /* Whether a pull from id would get more than "wait": a task, or bye. */
 int rounds_pull_ready(const coord *c, int id);
 #define COORD_WAIT_MS 200 /* a WAIT's usual ms (coord_wait_reply) */
-/* Opens, closes or abandons rounds as quorum and deadline say; called by the main loop. */
+/* Opens, closes or abandons rounds as quorum and deadline say; called by the
+ * main loop. On an aggregator (--upstream) it does nothing: upstream.c
+ * opens and closes its rounds as the root assigns them. */
 void rounds_tick(coord *c);
+/* An aggregator's side of rounds (rounds.c, with c->lock; upstream.c drives them). */
+/* The root's global model of `version` (n_params floats) replaces ours, as a round's step would. */
+void rounds_adopt(coord *c, const void *global, int version);
+/* Opens the root's round a as ours: its task, clip and scale, its divisor,
+ * and its drawn clients of ours with their caps. -1 with err (nothing
+ * opened) when the scale differs or the task is not ours to run. */
+int rounds_assign(coord *c, const hfl_tier_sync_reply_msg *a, char *err);
+/* 1 when the open round is over here: every drawn client final, or its deadline near. */
+int rounds_tier_ready(const coord *c);
+/* Closes the open round to updates and writes its rows (hfl_tier_row, the
+ * drawn clients that ended) and its sum (n_trainable values, malloc'd). */
+void rounds_tier_close(coord *c, hfl_wire_list *rows, int64_t **sum);
+
+/* upstream.c: an aggregator's link to its root (a thread). */
+typedef struct coord_upstream coord_upstream;
+coord_upstream *upstream_start(coord *c, char *err);
+void upstream_stop(coord_upstream *u);
 
 /* overdue.c */
 void overdue_tasked(coord *c, int id);                  /* a task of the open round went out to id */
@@ -601,6 +631,13 @@ uint8_t *coord_bye_reply(const char *reason, size_t *len); /* reason NULL: none 
  * true, and `retry_ms` when retry_ms > 0. */
 uint8_t *coord_reauth_reply(const char *msg, size_t *len);
 uint8_t *coord_retry_reply(const char *msg, int retry_ms, size_t *len);
+
+/* tier.c: the root's side of a tier (aggregators: upstream.c). */
+/* NULL, or the setting of cfg a tier cannot run with (named as its option). */
+const char *tier_unsupported(const coord_config *cfg);
+/* A TIER request (sync or partial) from client id, an aggregator; the reply,
+ * or an error of one line with nothing touched. */
+uint8_t *tier_request(coord *c, int id, const hfl_msg *m, size_t *len);
 
 /* metrics.c: --metrics ADDR ([http://]HOST:PORT), Prometheus's text format
  * on /metrics and a JSON summary on /status. */

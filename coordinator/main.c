@@ -139,6 +139,12 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
+    coord_upstream *up = NULL; /* --upstream: this coordinator is an aggregator (upstream.c) */
+    if (cfg->upstream[0] && !(up = upstream_start(&c, err))) {
+        fprintf(stderr, "hfl-coordinator: %s\n", err);
+        server_stop(srv);
+        return 1;
+    }
     double done_at = 0, reaped_at = 0;
     pthread_mutex_lock(&c.lock);
     while (!stop_requested) {
@@ -161,6 +167,7 @@ int main(int argc, char **argv) {
         main_tick_wait(&c, 5); /* or sooner: a round complete or published */
     }
     pthread_mutex_unlock(&c.lock);
+    upstream_stop(up);
     hfl_sleep_ms(100); /* let the last bye replies leave before the sockets close */
     metrics_stop(&c);
     server_stop(srv);
@@ -177,6 +184,7 @@ int main(int argc, char **argv) {
                     sig == SIGINT ? "SIGINT" : "SIGTERM", c.r.round, cfg->rounds);
         return rc != 0 ? 1 : 128 + sig; /* a report that could not be written is a failure */
     }
+    if (cfg->upstream[0] && c.stop_reason[0]) return 1; /* the root refused us, said in one line */
     if (c.version == 0) {
         fprintf(stderr, "hfl-coordinator: all %d rounds failed; the global model never moved\n", cfg->rounds);
         return 1;

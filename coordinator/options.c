@@ -149,6 +149,17 @@ static const hfl_option coord_rows[] = {
      "layers.<l>.weight/bias in PyTorch's layouts) instead of a seeded init"},
     {"save-model", "FILE", HFL_OPT_STR, AT(save_model), 0, 0, NULL,
      .help = "write the global model there (safetensors) after every round"},
+    {"upstream", "URL", HFL_OPT_STR, AT(upstream), 0, 0, NULL,
+     .help = "be an aggregator of the root coordinator at URL: serve clients here, sum\n"
+     "their updates exactly and send the sum up; the root draws and aggregates\n"
+     "(docs/architecture.md; same model and run settings as the root)"},
+    {"upstream-name", "NAME", HFL_OPT_STR, AT(upstream_name), 0, 0, NULL,
+     .help = "with --upstream and --insecure: this aggregator's name at the root"},
+    {"upstream-cert", "FILE", HFL_OPT_STR, AT(upstream_cert), 0, 0, NULL,
+     .help = "with --upstream and TLS: this aggregator's certificate and key to the root\n"
+     "(PEM of the aggregator role: hfl-pki issue NAME --role aggregator), from --ca's CA"},
+    {"upstream-server-name", "CN", HFL_OPT_STR, AT(upstream_server), 0, 0, "localhost",
+     .help = "with --upstream and TLS: the CN of the root's certificate (default localhost)"},
     {"state-dir", "DIR", HFL_OPT_STR, AT(state_dir), 0, 0, NULL,
      .help = "keep the run's state in DIR at every round's end; started again with\n"
      "the same DIR, the coordinator continues the run where it stopped"},
@@ -370,8 +381,9 @@ int coord_options_parse(int argc, char **argv, coord_config *cfg, char *err) {
     cfg->tls.server_name = "localhost";
     if (hfl_options_parse(&coord_options, &argc, &argv, cfg, &first, &print_config, err) != 0) return -1;
     if (first < argc) return hfl_errf(err, "unexpected argument '%s' (see --help)", argv[first]);
-    if (cfg->over_select < 0) /* over-select by default, where the run allows it */
-        cfg->over_select = cfg->async_concurrency > 0 || cfg->virtual_time ? 0 : COORD_OVER_SELECT_DEFAULT;
+    if (cfg->over_select < 0) /* over-select by default, where the run allows it (an aggregator's root draws) */
+        cfg->over_select =
+            cfg->async_concurrency > 0 || cfg->virtual_time || cfg->upstream[0] ? 0 : COORD_OVER_SELECT_DEFAULT;
     if (!cfg->revoked_path[0] && cfg->tls.ca_file) { /* revoked.txt beside the CA */
         const char *slash = strrchr(cfg->tls.ca_file, '/');
         int dir_len = slash ? (int)(slash - cfg->tls.ca_file) : 1;
@@ -401,5 +413,11 @@ int coord_options_parse(int argc, char **argv, coord_config *cfg, char *err) {
         return hfl_errf(err, "--chunk-bytes: %llu is outside 4K..1G (or 0: whole)", (unsigned long long)cfg->chunk_bytes);
     if (!cfg->tls.insecure && (!cfg->tls.ca_file || !cfg->tls.cert_file))
         return hfl_errf(err, "TLS needs --ca and --cert (or --insecure with a tcp:// URL)");
+    if (cfg->upstream[0] && tier_unsupported(cfg))
+        return hfl_errf(err, "--upstream: an aggregator cannot run %s", tier_unsupported(cfg));
+    if (cfg->upstream[0] && !cfg->tls.insecure && !cfg->upstream_cert[0])
+        return hfl_errf(err, "--upstream with TLS needs --upstream-cert, a certificate of the aggregator role");
+    if (cfg->upstream[0] && cfg->tls.insecure && !cfg->upstream_name[0])
+        return hfl_errf(err, "--upstream with --insecure needs --upstream-name, its name at the root");
     return check_privacy(cfg, err);
 }

@@ -135,7 +135,9 @@ static int registry_hello_read(coord *c, const char *name, const cJSON *meta, hf
     }
     cl->samples = c->cfg.max_client_samples > 0 && samples > c->cfg.max_client_samples ? c->cfg.max_client_samples
                                                                                          : samples;
-    cl->has_plan = plan != NULL;
+    cl->has_plan = plan != NULL && !h->aggregator; /* an aggregator is never drawn */
+    cl->aggregator = h->aggregator;
+    cl->via = -1; /* direct; tier.c sets it for a client an aggregator reaches */
     cl->codec = codec;
     cl->last_seen = hfl_now();
     return id;

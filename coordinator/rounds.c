@@ -55,6 +55,18 @@
  *     TASKED --round_missed (--virtual-time)--> MISSED
  *     DRAWN or TASKED --secagg's phases (sa_drop)--> DROPPED
  *
+ *   On an aggregator (--upstream, upstream.c) rounds_tick does nothing:
+ *
+ *     CLOSED --rounds_assign (the root's sync names a new open round)--> OPEN
+ *     OPEN --rounds_tier_close (every drawn client final, or its deadline
+ *            near: the sum and rows go to the root as a partial)--> CLOSED
+ *     OPEN --(the root's sync says the round closed or moved on)--> CLOSED
+ *     CLOSED --(the root's sync says done)--> DONE: pulls get bye
+ *
+ *   It draws nobody (the root's draw names its clients, with their caps and
+ *   the root's divisor), never aggregates into a model (rounds_adopt takes
+ *   the root's new model) and never evaluates; its slots move as above.
+ *
  *   RECEIVED and the refused states (coord_slot.refused, SLOT_*) are final
  *   for the round: a second update is refused without touching the sum. A
  *   TASKED client may pull again: it gets the task without weights, or with
@@ -650,6 +662,7 @@ uint8_t *rounds_update(coord *c, int id, const cJSON *meta, const uint8_t *paylo
         pthread_cond_signal(&c->tick); /* the main loop closes it now */
     if (r->n_received == 1) hfl_test_crash("update", r->round);
     r->weight_samples += weighed;
+    r->slot[id].weighed = weighed;
     if (weighed > r->weight_max) r->weight_max = weighed;
     r->samples_sum += (double)samples;
     r->loss_sum += loss * (double)samples;
@@ -914,7 +927,7 @@ static void round_aggregate(coord *c) {
 
 void rounds_tick(coord *c) {
     coord_round *r = &c->r;
-    if (c->done || c->done_pending) return;
+    if (c->done || c->done_pending || c->cfg.upstream[0]) return; /* an aggregator's rounds are its root's */
     if (!r->open && !dp_budget_left(c, c->stop_reason, sizeof c->stop_reason)) {
         if (eval_busy(c)) return; /* the last round is published first */
         fprintf(stderr, "hfl-coordinator: %s\n", c->stop_reason); /* the run ends here, in one line */
@@ -987,4 +1000,88 @@ void rounds_tick(coord *c) {
         else
             round_finish(c, "quorum not reached, global model kept");
     }
+}
+
+void rounds_adopt(coord *c, const void *global, int version) {
+    memcpy(c->global, global, c->spec.n_params * sizeof(float));
+    c->version = version;
+    model_sha256(c, c->final_sha256);
+    downlink_record(c);
+}
+
+int rounds_assign(coord *c, const hfl_tier_sync_reply_msg *a, char *err) {
+    coord_round *r = &c->r;
+    const hfl_task_msg *t = &a->task;
+    if (t->version != c->version) return hfl_errf(err, "round %lld's task is for version %lld, we hold %d",
+                                                  (long long)a->round, (long long)t->version, c->version);
+    if (t->batch != c->cfg.batch || t->lr != c->cfg.lr || t->local_epochs != c->cfg.local_epochs ||
+        strcmp(t->codec, c->codec->name) != 0)
+        return hfl_errf(err, "round %lld's task (batch %lld, lr %g, %lld epochs, codec %s) is not this aggregator's "
+                        "run settings: start it with the root's", (long long)a->round, (long long)t->batch, t->lr,
+                        (long long)t->local_epochs, t->codec);
+    downlink_reset_cache(c);
+    memset(r, 0, sizeof *r);
+    hfl_agg_reset(&c->agg, a->clip, COORD_VALUE_BOUND);
+    if (c->agg.shift != a->shift) return hfl_errf(err, "the root's scale 2^%lld is not ours 2^%d for clip %g",
+                                                  (long long)a->shift, c->agg.shift, a->clip);
+    r->round = (int)a->round;
+    r->open = 1;
+    r->opened_at = hfl_now();
+    r->clip = a->clip;
+    r->samples_planned = a->samples_planned;
+    r->task = *t;
+    r->task.chunk_sha256 = (hfl_wire_list){0}, r->task.has_chunk_sha256 = 0; /* the downlink's own */
+    const hfl_tier_selected *sel = a->selected.v;
+    for (int i = 0; i < a->selected.n; i++) {
+        int id = -1;
+        for (int j = 0; j < c->n_clients && id < 0; j++)
+            if (!strcmp(c->clients[j].name, sel[i].name)) id = j;
+        if (id < 0 || r->slot[id].selected) continue; /* not ours (any more): the root's deadline closes it */
+        r->selected[r->n_selected++] = id;
+        r->slot[id].selected = 1;
+        r->slot[id].samples_at_select = sel[i].samples_at_select;
+        r->slot[id].declared = sel[i].declared;
+        r->slot[id].share_cap = sel[i].share_cap;
+        r->cap_total += sel[i].share_cap;
+    }
+    r->n_target = r->n_eligible = r->n_selected;
+    spool_sweep(c);
+    cJSON *ev = cJSON_CreateObject();
+    cJSON_AddStringToObject(ev, "event", "round_assigned");
+    cJSON_AddNumberToObject(ev, "round", r->round);
+    cJSON *ids = cJSON_AddArrayToObject(ev, "selected");
+    for (int i = 0; i < r->n_selected; i++) cJSON_AddItemToArray(ids, cJSON_CreateNumber(r->selected[i]));
+    events_log(c, ev);
+    return 0;
+}
+
+int rounds_tier_ready(const coord *c) {
+    const coord_round *r = &c->r;
+    if (!r->open) return 0;
+    int final = 0;
+    for (int i = 0; i < r->n_selected; i++) final += r->slot[r->selected[i]].received || r->slot[r->selected[i]].refused;
+    /* a tenth of the deadline left for the partial to reach the root before its own deadline */
+    return final == r->n_selected || hfl_now() - r->opened_at > 0.9 * r->task.deadline_ms / 1000.0;
+}
+
+void rounds_tier_close(coord *c, hfl_wire_list *rows, int64_t **sum) {
+    coord_round *r = &c->r;
+    hfl_tier_row *v = hfl_calloc((size_t)r->n_selected + 1, sizeof *v);
+    int n = 0;
+    for (int i = 0; i < r->n_selected; i++) {
+        const coord_slot *s = &r->slot[r->selected[i]];
+        if (!s->received && !s->refused) continue; /* no answer: the root's deadline decides */
+        hfl_tier_row *w = &v[n++];
+        snprintf(w->name, sizeof w->name, "%s", c->clients[r->selected[i]].name);
+        snprintf(w->status, sizeof w->status, "%s",
+                 s->received ? "ok" : s->refused == SLOT_DECLINED ? "declined" : "refused");
+        if (!s->received) continue;
+        w->samples = (int64_t)s->samples, w->weighed = s->weighed, w->norm = s->norm, w->clipped = s->clipped;
+        w->loss = s->loss, w->train_s = s->train_s, w->bytes = s->bytes, w->measured_peak = s->measured_peak;
+        w->predicted_peak = c->clients[r->selected[i]].predicted_peak, w->trained = s->trained;
+    }
+    *rows = (hfl_wire_list){v, n};
+    *sum = hfl_malloc(c->spec.n_trainable * sizeof **sum + 1);
+    hfl_agg_read_sum(&c->agg, *sum);
+    r->open = 0;
 }

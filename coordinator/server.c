@@ -93,6 +93,11 @@ static uint8_t *server_handle_hello(coord_server *s, coord *c, const hfl_msg *m,
                             err); /* crypto, without the lock */
     if (proven == 0) return challenge;
     if (proven < 0) return server_refuse_hello(c, proven == -2 ? COORD_HELLO_CHALLENGE : COORD_HELLO_DENIED, err, 0, len);
+    const char *no_tier = tier_unsupported(&c->cfg);
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m->meta, "aggregator")) && no_tier) {
+        snprintf(err, sizeof err, "this root runs %s, which a tier cannot: aggregator '%s' refused", no_tier, name);
+        return server_refuse_hello(c, COORD_HELLO_DENIED, err, 0, len);
+    }
     pthread_mutex_lock(&c->lock);
     int id = registry_hello(c, name, m->meta, err);
     if (id < 0) {
@@ -129,13 +134,20 @@ static uint8_t *server_handle_hello(coord_server *s, coord *c, const hfl_msg *m,
     return out;
 }
 
+/* The longest payload a request may carry: an update's, or, on a root that
+ * can lead a tier, an aggregator's partial sum (tier.c: 8 bytes a trainable value). */
+static size_t server_max_payload(const coord *c) {
+    size_t most = coord_max_payload(c), tier = c->spec.n_trainable * sizeof(int64_t);
+    return !tier_unsupported(&c->cfg) && tier > most ? tier : most;
+}
+
 /* Decodes one request and returns the encoded reply (malloc'd), or NULL with
  * *park filled for a pull to hold. */
 static uint8_t *server_handle(coord_server *s, coord *c, const uint8_t *buf, size_t n, nng_pipe pipe, size_t *len,
                               server_park *park) {
     char err[HFL_ERR_LEN], msg[HFL_ERR_LEN + 32];
     hfl_msg m;
-    if (hfl_msg_decode(buf, n, coord_max_payload(c), &m, err) != 0) {
+    if (hfl_msg_decode(buf, n, server_max_payload(c), &m, err) != 0) {
         pthread_mutex_lock(&c->lock);
         c->rejected++;
         pthread_mutex_unlock(&c->lock);
@@ -158,9 +170,12 @@ static uint8_t *server_handle(coord_server *s, coord *c, const uint8_t *buf, siz
     case HFL_MSG_SECAGG:
     case HFL_MSG_FETCH:
     case HFL_MSG_PUT:
+    case HFL_MSG_TIER:
         if ((id = registry_check(c, m.meta, &reauth, err)) < 0) {
             c->rejected++;
             out = reauth ? coord_reauth_reply(err, len) : coord_error_reply(err, len);
+        } else if (m.type == HFL_MSG_TIER) {
+            out = tier_request(c, (int)id, &m, len);
         } else if (m.type == HFL_MSG_FETCH) {
             out = downlink_fetch(c, (int)id, m.meta, len);
         } else if (m.type == HFL_MSG_PUT) {
@@ -377,6 +392,7 @@ coord_server *server_start(coord *c, int *port, char *err) {
      * then pins one chunk (uplink.c) */
     size_t most = coord_max_payload(c);
     if (c->cfg.chunk_bytes && c->cfg.chunk_bytes < most) most = c->cfg.chunk_bytes;
+    if (server_max_payload(c) > coord_max_payload(c)) most = server_max_payload(c); /* a tier's partial sums */
     size_t recv_max = HFL_MSG_HEADER_BYTES + HFL_MSG_MAX_META + most;
     if (hfl_transport_listen(&s->sock, c->cfg.listen_url, &c->cfg.tls, recv_max, port, err) != 0) {
         free(s);

@@ -19,6 +19,7 @@
 
 #define HFL_ROLE_CLIENT "client"
 #define HFL_ROLE_COORDINATOR "coordinator"
+#define HFL_ROLE_AGGREGATOR "aggregator" /* a tier's aggregator, to its root (coordinator/upstream.c) */
 #define HFL_ID_NAME_MAX 63  /* a certificate's CN as hfl uses it */
 #define HFL_ID_SIG_B64_MAX 256
 #define HFL_ID_NONCE_HEX 64 /* 32 random bytes as hex */

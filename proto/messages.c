@@ -208,6 +208,7 @@ static const hfl_wire_field hello_fields[] = {
     OPTIONAL(hfl_hello_msg, cert, S, 0, HFL_WIRE_CERT_MAX),
     OPTIONAL(hfl_hello_msg, nonce, S, 0, HFL_ID_NONCE_HEX),
     OPTIONAL(hfl_hello_msg, challenge, S, 0, HFL_ID_NONCE_HEX),
+    OPTIONAL(hfl_hello_msg, aggregator, B, 0, 0),
 };
 /* strict: the coordinator keeps what a hello holds, so it holds nothing else */
 const hfl_wire_msg hfl_wire_hello = {HFL_MSG_HELLO, "hello", hello_fields, N(hello_fields), 1};
@@ -327,11 +328,74 @@ static const hfl_wire_field put_reply_fields[] = {
 };
 const hfl_wire_msg hfl_wire_put_reply = {HFL_MSG_PUT, "put (reply)", put_reply_fields, N(put_reply_fields), 0};
 
+static const hfl_wire_field tier_client_fields[] = {
+    FIELD(hfl_tier_client, name, S, 0, HFL_ID_NAME_MAX),
+    {"hello", HFL_WIRE_OBJ, 0, 0, 0, offsetof(hfl_tier_client, hello), sizeof(const cJSON *), 0, NULL, NULL, 0, 0},
+    FIELD(hfl_tier_client, seen_ms, I, 0, 1e15),
+};
+static const hfl_wire_msg tier_client_wire = {0, "tier sync.clients", tier_client_fields, N(tier_client_fields), 0};
+static const hfl_wire_field tier_sync_fields[] = {
+    FIELD(hfl_tier_sync_msg, op, S, 0, 15),
+    FIELD(hfl_tier_sync_msg, have_version, I, -1, I32),
+    LIST(hfl_tier_sync_msg, clients, hfl_tier_client, &tier_client_wire, HFL_TIER_MAX_CLIENTS),
+};
+const hfl_wire_msg hfl_wire_tier_sync = {HFL_MSG_TIER, "tier sync", tier_sync_fields, N(tier_sync_fields), 0};
+
+static const hfl_wire_field tier_selected_fields[] = {
+    FIELD(hfl_tier_selected, name, S, 0, HFL_ID_NAME_MAX),
+    FIELD(hfl_tier_selected, samples_at_select, I, 0, 1e15),
+    FIELD(hfl_tier_selected, declared, I, 0, 1e15),
+    FIELD(hfl_tier_selected, share_cap, I, 0, 1e15),
+};
+static const hfl_wire_msg tier_selected_wire = {0, "tier sync (reply).selected", tier_selected_fields,
+                                                N(tier_selected_fields), 0};
+static const hfl_wire_field tier_sync_reply_fields[] = {
+    FIELD(hfl_tier_sync_reply_msg, version, I, 0, I32),
+    FIELD(hfl_tier_sync_reply_msg, model_sha256, S, 0, 64),
+    FIELD(hfl_tier_sync_reply_msg, round, I, 0, 1 << 30),
+    FIELD(hfl_tier_sync_reply_msg, open, B, 0, 0),
+    FIELD(hfl_tier_sync_reply_msg, done, B, 0, 0),
+    FIELD(hfl_tier_sync_reply_msg, clip, D, 0, 1e30),
+    FIELD(hfl_tier_sync_reply_msg, samples_planned, D, 0, 1e18),
+    FIELD(hfl_tier_sync_reply_msg, shift, I, -2000, 2000),
+    {"task", HFL_WIRE_OBJ, 1, 0, 0, offsetof(hfl_tier_sync_reply_msg, task), sizeof(hfl_task_msg),
+     offsetof(hfl_tier_sync_reply_msg, has_task), &hfl_wire_task, NULL, 0, 0},
+    LIST(hfl_tier_sync_reply_msg, selected, hfl_tier_selected, &tier_selected_wire, HFL_TIER_MAX_CLIENTS),
+};
+const hfl_wire_msg hfl_wire_tier_sync_reply = {HFL_MSG_TIER, "tier sync (reply)", tier_sync_reply_fields,
+                                               N(tier_sync_reply_fields), 0};
+
+static const hfl_wire_field tier_row_fields[] = {
+    FIELD(hfl_tier_row, name, S, 0, HFL_ID_NAME_MAX),
+    FIELD(hfl_tier_row, status, S, 0, 15),
+    FIELD(hfl_tier_row, samples, I, 0, 100000000),
+    FIELD(hfl_tier_row, weighed, I, 0, 100000000),
+    FIELD(hfl_tier_row, norm, D, 0, 1e30),
+    FIELD(hfl_tier_row, clipped, B, 0, 0),
+    FIELD(hfl_tier_row, loss, D, 0, 1e30),
+    FIELD(hfl_tier_row, train_s, D, 0, 1e9),
+    FIELD(hfl_tier_row, bytes, D, 0, BIG),
+    FIELD(hfl_tier_row, measured_peak, D, 0, BIG),
+    FIELD(hfl_tier_row, predicted_peak, D, 0, BIG),
+    FIELD(hfl_tier_row, trained, D, 0, 1e15),
+};
+static const hfl_wire_msg tier_row_wire = {0, "tier partial.rows", tier_row_fields, N(tier_row_fields), 0};
+static const hfl_wire_field tier_partial_fields[] = {
+    FIELD(hfl_tier_partial_msg, op, S, 0, 15),
+    FIELD(hfl_tier_partial_msg, round, I, 1, 1 << 30),
+    FIELD(hfl_tier_partial_msg, shift, I, -2000, 2000),
+    LIST(hfl_tier_partial_msg, rows, hfl_tier_row, &tier_row_wire, HFL_TIER_MAX_CLIENTS),
+};
+const hfl_wire_msg hfl_wire_tier_partial = {HFL_MSG_TIER, "tier partial", tier_partial_fields,
+                                            N(tier_partial_fields), 0};
+
 const hfl_wire_msg *const hfl_wire_all[] = {
     &hfl_wire_session, &hfl_wire_hello, &hfl_wire_challenge, &hfl_wire_welcome, &hfl_wire_pull, &hfl_wire_task, &task_secagg, &digest_wire,
     &hfl_wire_wait, &hfl_wire_update, &hfl_wire_decline, &hfl_wire_ack, &hfl_wire_error, &hfl_wire_bye,
     &hfl_wire_leave, &hfl_wire_secagg_step, &hfl_wire_secagg_keys, &hfl_wire_secagg_setup, &holder_wire,
     &hfl_wire_secagg_shares, &sealed_to_wire, &hfl_wire_secagg_inbox, &sealed_from_wire, &hfl_wire_secagg_unmask_list,
     &hfl_wire_secagg_unmask, &reveal_wire, &hfl_wire_fetch, &hfl_wire_put, &hfl_wire_put_reply,
+    &hfl_wire_tier_sync, &tier_client_wire, &hfl_wire_tier_sync_reply, &tier_selected_wire, &hfl_wire_tier_partial,
+    &tier_row_wire,
 };
 const int hfl_wire_n_all = N(hfl_wire_all);

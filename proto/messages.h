@@ -255,6 +255,8 @@ typedef struct {
     int has_nonce;
     char challenge[HFL_ID_NONCE_HEX + 1];
     int has_challenge;
+    int aggregator; /* a tier's aggregator (hfl-coordinator --upstream), not a client */
+    int has_aggregator;
 } hfl_hello_msg;
 
 /* challenge: the reply to a hello without proof. */
@@ -340,10 +342,63 @@ typedef struct {
     hfl_wire_list shares; /* hfl_secagg_reveal */
 } hfl_secagg_unmask_msg;
 
+/* tier (message 14): an aggregator's requests to its root, each the
+ * session and `op` with the op's fields (coordinator/tier.c, upstream.c). */
+/* Clients one aggregator lists or is given: a listed client's hello (its
+ * device and plan, at most ~900 bytes as their tables bound them) keeps a
+ * sync of 1024 within the 1 MiB metadata limit (msg.h). */
+#define HFL_TIER_MAX_CLIENTS 1024
+/* tier sync.clients: one of the aggregator's clients, as it said hello. */
+typedef struct {
+    char name[HFL_ID_NAME_MAX + 1];
+    const cJSON *hello; /* its hello's samples, device, plan and codec, as the aggregator stored them */
+    int64_t seen_ms;    /* since the aggregator last heard from it */
+} hfl_tier_client;
+/* tier sync: the aggregator's clients and the model version it holds. */
+typedef struct {
+    char op[16]; /* sync */
+    int64_t have_version; /* -1: none */
+    hfl_wire_list clients; /* hfl_tier_client */
+} hfl_tier_sync_msg;
+/* tier sync (reply).selected: a drawn client reached via this aggregator. */
+typedef struct {
+    char name[HFL_ID_NAME_MAX + 1];
+    int64_t samples_at_select, declared, share_cap;
+} hfl_tier_selected;
+/* tier sync (reply): the root's state, its open round's assignment; the
+ * payload holds the global model when have_version is not the root's. */
+typedef struct {
+    int64_t version;
+    char model_sha256[65];
+    int64_t round; /* the open round, or the last one (0: none yet) */
+    int open, done;
+    double clip, samples_planned;
+    int64_t shift;
+    hfl_task_msg task; /* the open round's task */
+    int has_task;
+    hfl_wire_list selected; /* hfl_tier_selected */
+} hfl_tier_sync_reply_msg;
+/* tier partial.rows: how one of the round's clients ended. */
+typedef struct {
+    char name[HFL_ID_NAME_MAX + 1];
+    char status[16]; /* ok, declined, refused */
+    int64_t samples, weighed; /* claimed; the capped samples it was weighted by */
+    double norm;
+    int clipped;
+    double loss, train_s, bytes, measured_peak, predicted_peak, trained;
+} hfl_tier_row;
+/* tier partial: the aggregator's fixed-point sum (payload: int64 LE, the
+ * trainable values) at 2^shift, and its clients' rows. Reply: ack. */
+typedef struct {
+    char op[16]; /* partial */
+    int64_t round, shift;
+    hfl_wire_list rows; /* hfl_tier_row */
+} hfl_tier_partial_msg;
 extern const hfl_wire_msg hfl_wire_session, hfl_wire_pull, hfl_wire_task, hfl_wire_wait, hfl_wire_update, hfl_wire_decline,
     hfl_wire_ack, hfl_wire_error, hfl_wire_bye, hfl_wire_leave, hfl_wire_welcome, hfl_wire_hello,
     hfl_wire_challenge, hfl_wire_secagg_step, hfl_wire_secagg_keys, hfl_wire_secagg_setup, hfl_wire_secagg_shares,
-    hfl_wire_secagg_inbox, hfl_wire_secagg_unmask_list, hfl_wire_secagg_unmask, hfl_wire_fetch, hfl_wire_put, hfl_wire_put_reply;
+    hfl_wire_secagg_inbox, hfl_wire_secagg_unmask_list, hfl_wire_secagg_unmask, hfl_wire_fetch, hfl_wire_put, hfl_wire_put_reply,
+    hfl_wire_tier_sync, hfl_wire_tier_sync_reply, hfl_wire_tier_partial;
 /* Every table above, for tests and docs: the messages and their nested objects. */
 extern const hfl_wire_msg *const hfl_wire_all[];
 extern const int hfl_wire_n_all;

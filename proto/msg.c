@@ -20,7 +20,7 @@ static const char *const msg_type_names[] = {
     [HFL_MSG_TASK] = "task",   [HFL_MSG_WAIT] = "wait",       [HFL_MSG_UPDATE] = "update",
     [HFL_MSG_ACK] = "ack",     [HFL_MSG_ERROR] = "error",     [HFL_MSG_BYE] = "bye",
     [HFL_MSG_CHALLENGE] = "challenge",
-    [HFL_MSG_SECAGG] = "secagg", [HFL_MSG_FETCH] = "fetch", [HFL_MSG_PUT] = "put",
+    [HFL_MSG_SECAGG] = "secagg", [HFL_MSG_FETCH] = "fetch", [HFL_MSG_PUT] = "put", [HFL_MSG_TIER] = "tier",
 };
 
 const char *hfl_msg_type_name(int type) {

@@ -44,8 +44,9 @@ typedef enum {
     HFL_MSG_SECAGG = 11, /* secure aggregation's steps, both ways (proto/secagg.h) */
     HFL_MSG_FETCH = 12,  /* a chunk of a task's weights, both ways (proto/messages.h) */
     HFL_MSG_PUT = 13,    /* a chunk of an update, client -> coordinator; reply: what it holds */
+    HFL_MSG_TIER = 14,   /* an aggregator's sync or partial sum, aggregator -> root, and its reply */
 } hfl_msg_type;
-#define HFL_MSG_LAST HFL_MSG_PUT
+#define HFL_MSG_LAST HFL_MSG_TIER
 
 const char *hfl_msg_type_name(int type); /* "hello", ... or "unknown" */
 

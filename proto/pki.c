@@ -243,8 +243,8 @@ int hfl_pki_create(const char *dir, int n_clients, const char *server_cn, int va
 int hfl_pki_issue(const char *dir, const char *name, const char *role, int valid_days, char *err) {
     char path[PKI_PATH_MAX], file[HFL_ID_NAME_MAX + 8];
     if (!dir || !*dir) return hfl_errf(err, "no CA directory given");
-    if (strcmp(role, HFL_ROLE_CLIENT) && strcmp(role, HFL_ROLE_COORDINATOR))
-        return hfl_errf(err, "role '%s' is not client or coordinator", role);
+    if (strcmp(role, HFL_ROLE_CLIENT) && strcmp(role, HFL_ROLE_COORDINATOR) && strcmp(role, HFL_ROLE_AGGREGATOR))
+        return hfl_errf(err, "role '%s' is not client, coordinator or aggregator", role);
     if (valid_days < 1 || valid_days > 36500)
         return hfl_errf(err, "validity of %d days is outside [1, 36500]", valid_days);
     if (pki_check_cn(name, "certificate name", err) != 0) return -1;

@@ -3,7 +3,7 @@
  * more from it, and revokes names (proto/identity.h).
  *
  *   hfl-pki --out DIR --clients N [--cn NAME] [--days D] [--json]
- *   hfl-pki issue NAME --out DIR [--role client|coordinator] [--days D]
+ *   hfl-pki issue NAME --out DIR [--role client|coordinator|aggregator] [--days D]
  *   hfl-pki revoke NAME --out DIR    (DIR/revoked.txt; a coordinator reloads it on SIGHUP)
  *
  * Options may come from --config FILE (util/config.h), the subcommand and its
@@ -44,7 +44,8 @@ static const hfl_option pki_rows[] = {
      .help = "number of client certificates, 0..100000", .show = show_clients},
     {"cn", "NAME", HFL_OPT_PTR, AT(cn), 0, 0, "localhost",
      .help = "coordinator host name, put in its certificate's CN (default localhost)"},
-    {"role", "R", HFL_OPT_PTR, AT(role), 0, 0, HFL_ROLE_CLIENT, .help = "issue: client (default) or coordinator"},
+    {"role", "R", HFL_OPT_PTR, AT(role), 0, 0, HFL_ROLE_CLIENT, .help = "issue: client (default), coordinator, or aggregator (a tier's\n"
+     "aggregator, hfl-coordinator --upstream-cert)"},
     {"days", "D", HFL_OPT_INT, AT(days), 1, 36500, "365", .help = "validity in days (default 365)"},
     {"json", NULL, HFL_OPT_FLAG, AT(json), 0, 0, NULL, .help = "print the written paths as JSON"},
     {"config", "FILE", HFL_OPT_CONFIG, 0, 0, 0, 0, NULL,
@@ -58,7 +59,7 @@ static const hfl_option pki_rows[] = {
 static const hfl_options pki_opts = {
     "hfl-pki",
     "usage: hfl-pki --out DIR --clients N [--cn NAME] [--days D] [--json]\n"
-    "       hfl-pki issue NAME --out DIR [--role client|coordinator] [--days D]\n"
+    "       hfl-pki issue NAME --out DIR [--role client|coordinator|aggregator] [--days D]\n"
     "       hfl-pki revoke NAME --out DIR\n"
     "Writes a throwaway certificate authority for hfl's mutual TLS into DIR:\n"
     "  ca.crt, ca.key (0600), coordinator.pem and client-<i>.pem (certificate + key, 0600).\n"

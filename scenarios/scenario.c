@@ -13,7 +13,7 @@
 static const char *const known_keys[] = {
     "name", "model", "clients", "clients_per_round", "min_quorum", "rounds", "local_epochs", "batch",
     "lr", "momentum", "weight_decay", "deadline_s", "partition", "codec", "block", "seed", "description", "prepare", "downlink", "downlink_delta", "chunk_bytes", "client_codecs", "client_memory", "memory_budget_at", "precision", "clip_norm", "max_client_samples", "max_share", "server_opt", "strategy", "client_attacks", "over_selection", "late", "local_work", "prox_mu", "async_concurrency", "pace", "optimizer", "betas", "local_steps", "lr_schedule", "sum_on_disk", "keep_local_optimizer",
-    "device", "client_devices", "profiles", "profile_library", "memory_scale", "crashes", "dropout", "slow", "compute_scale", "virtual_time",
+    "device", "client_devices", "profiles", "profile_library", "memory_scale", "crashes", "dropout", "slow", "compute_scale", "virtual_time", "aggregators",
     "secure_agg", "client_clip", "fixed_bits", "dp_noise", "dp_epsilon", "dp_delta", NULL};
 
 static int get_str(const cJSON *o, const char *key, int required, char *out, size_t cap, char *err) {
@@ -145,6 +145,7 @@ int hfl_scenario_parse(const char *text, size_t len, hfl_scenario *sc, char *err
         get_num(o, "max_client_samples", 0, 1, 0, 100000000, &sc->max_client_samples, err) ||
         get_num(o, "max_share", 0, 0, 0.01, 1, &sc->max_share, err) ||
         get_num(o, "over_selection", 0, 0, 0, 4, &sc->over_selection, err) ||
+        get_num(o, "aggregators", 0, 1, 0, HFL_SIM_MAX_AGGREGATORS, &sc->aggregators, err) ||
         get_num(o, "prox_mu", 0, 0, 0, 100, &sc->prox_mu, err) ||
         get_num(o, "fixed_bits", 0, 1, 4, 50, &sc->fixed_bits, err) ||
         get_num(o, "dp_noise", 0, 0, 0.01, 1e4, &sc->dp_noise, err) ||

@@ -22,7 +22,7 @@
  *   "dropout": 0,              "slow": {"client-2": "4"},
  *   "over_selection": 0,       "late": "drop",  "local_work": "epochs",
  *   "prox_mu": 0,              "async_concurrency": 0,  "pace": 0,
- *   "compute_scale": 1,        "virtual_time": false
+ *   "compute_scale": 1,        "virtual_time": false,   "aggregators": 0
  * }
  * Required: name, model, clients, rounds, partition, codec. Everything else
  * has the default shown (clients_per_round and min_quorum default to
@@ -71,13 +71,21 @@
  * every client report its task's simulated time and the coordinator hold
  * the deadline in simulated time (--virtual-time: an update simulated past
  * it is "missed_deadline", as a real device that slow would be), which needs
- * a profile for every client and synchronous rounds. Clients are
+ * a profile for every client and synchronous rounds. aggregators N (at most 16) runs the fleet as a tier:
+ * hfl-sim starts the root coordinator as usual (without --save-model, which
+ * a tier's root does not run) and N aggregators (hfl-coordinator
+ * --upstream ROOT, with the root's run settings and a certificate of the
+ * aggregator role from the throwaway PKI, named aggregator-<a>), and client
+ * i dials aggregator i % N; the root draws and aggregates across the tier
+ * (coordinator/tier.c), so the run's model is the flat run's. Clients are
  * named client-0 .. client-<clients-1>. Unknown keys are an error, so a typo never silently falls back. */
 #ifndef HFL_SCENARIO_H
 #define HFL_SCENARIO_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#define HFL_SIM_MAX_AGGREGATORS 16 /* "aggregators" */
 
 typedef struct {
     char name[64];
@@ -127,6 +135,7 @@ typedef struct {
     int secure_agg, client_clip; /* the coordinator's --secure-agg, --client-clip (proto/secagg.h) */
     double fixed_bits;         /* its --fixed-bits (0: its default) */
     double dp_noise, dp_epsilon, dp_delta; /* its --dp-noise, --dp-epsilon, --dp-delta (0: not given) */
+    double aggregators; /* a tier: this many aggregator coordinators under the root (0: none) */
 } hfl_scenario;
 
 int hfl_scenario_load(const char *path, hfl_scenario *sc, char *err);

@@ -28,6 +28,7 @@
 #include "data/partition.h"
 #include "kernels/blas.h"
 #include "model/model.h"
+#include "proto/identity.h"
 #include "proto/pki.h"
 #include "scenarios/html.h"
 #include "scenarios/netns.h"
@@ -365,6 +366,8 @@ typedef struct {
     double restart_s[SIM_MAX_CLIENTS];  /* and started again this long after (-1: never) */
     double restart_at[SIM_MAX_CLIENTS]; /* when a killed client is due to start again (0: not due) */
     int killed[SIM_MAX_CLIENTS];      /* killed by the scenario: its SIGKILL is no failure */
+    pid_t aggs[HFL_SIM_MAX_AGGREGATORS]; /* "aggregators": the tier's aggregator coordinators */
+    int n_aggs;
 } sim_procs;
 
 static char **argv_keep(char *const *a) {
@@ -403,6 +406,57 @@ static void kill_all(sim_procs *p) {
     for (int i = 0; i < p->n_clients; i++)
         if (p->clients[i] > 0) kill(p->clients[i], SIGKILL);
     if (p->coord > 0) kill(p->coord, SIGTERM);
+    for (int a = 0; a < p->n_aggs; a++)
+        if (p->aggs[a] > 0) kill(p->aggs[a], SIGTERM), p->aggs[a] = 0;
+}
+
+/* "aggregators": n coordinators under the root at root_url, each started
+ * with the root's arguments (cargv) but a listener, ready file, log and
+ * report of its own, --upstream and an aggregator certificate issued from
+ * the run's PKI; their URLs into urls once each serves. -1 with err. */
+static int start_aggregators(sim_procs *p, char *const *cargv, int n, const char *root_url, const char *pki_dir,
+                             const char *out_dir, char urls[][300], char *err) {
+    for (int a = 0; a < n; a++) {
+        char name[32], pem[1200], ready[1200], log[1200], report[1200], out[1200];
+        snprintf(name, sizeof name, "aggregator-%d", a);
+        if (hfl_pki_issue(pki_dir, name, HFL_ROLE_AGGREGATOR, 2, err) != 0) return -1;
+        snprintf(pem, sizeof pem, "%s/%s.pem", pki_dir, name);
+        snprintf(ready, sizeof ready, "%s/%s.url", out_dir, name);
+        snprintf(log, sizeof log, "%s/%s.jsonl", out_dir, name);
+        snprintf(report, sizeof report, "%s/%s.json", out_dir, name);
+        snprintf(out, sizeof out, "%s/%s.log", out_dir, name);
+        unlink(ready);
+        char *argv[160];
+        int k = 0;
+        for (int i = 0; cargv[i] && k < 150; i++) {
+            const char *own = !strcmp(cargv[i], "--listen") ? "tls+tcp://127.0.0.1:0"
+                            : !strcmp(cargv[i], "--ready-file") ? ready
+                            : !strcmp(cargv[i], "--log") ? log : !strcmp(cargv[i], "--report") ? report : NULL;
+            argv[k++] = cargv[i];
+            if (own && cargv[i + 1]) argv[k++] = (char *)own, i++;
+        }
+        argv[k++] = "--upstream", argv[k++] = (char *)root_url, argv[k++] = "--upstream-cert", argv[k++] = pem;
+        argv[k] = NULL;
+        p->aggs[p->n_aggs++] = spawn_log(argv, out, 0, 0);
+        double t0 = hfl_now();
+        urls[a][0] = 0;
+        while (!urls[a][0]) {
+            FILE *f = fopen(ready, "r");
+            if (f) {
+                if (!fgets(urls[a], 300, f)) urls[a][0] = 0;
+                urls[a][strcspn(urls[a], "\n")] = 0;
+                fclose(f);
+            }
+            if (urls[a][0]) break;
+            if (interrupted || hfl_now() - t0 > 60) {
+                char why[512];
+                last_line(out, why, sizeof why);
+                return hfl_errf(err, "%s did not start: %s", name, why);
+            }
+            hfl_sleep_ms(20);
+        }
+    }
+    return 0;
 }
 
 /* How a process ended, for people: "exited with status 1", "was killed by
@@ -501,6 +555,8 @@ int main(int argc, char **argv) {
     }
     if (role_check(&o, &sc, err) != 0) return hfl_fail("hfl-sim", err, 2);
     int role = sim_role(&o);
+    if (sc.aggregators > 0 && (role != ROLE_FLEET || o.netns || o.init_model[0]))
+        return hfl_fail("hfl-sim", "\"aggregators\" runs a whole fleet on this host: not with --role, --netns or --init-model", 2);
     if (o.shards[0] && check_shards(&o, sc.clients, err) != 0) return hfl_fail("hfl-sim", err, 2);
     if (!o.shards[0] && reads_text(&sc)) { /* the images would fail later, and less clearly */
         if (sc.prepare[0])
@@ -639,7 +695,7 @@ int main(int argc, char **argv) {
     snprintf(a_steps, sizeof a_steps, "%.0f", sc.local_steps);
     if (sc.local_steps > 0) cargv[na++] = "--local-steps", cargv[na++] = a_steps;
     if (sc.lr_schedule[0]) cargv[na++] = "--lr-schedule", cargv[na++] = sc.lr_schedule;
-    cargv[na++] = "--save-model", cargv[na++] = o.save_model;
+    if (sc.aggregators == 0) cargv[na++] = "--save-model", cargv[na++] = o.save_model; /* a tier's root does not */
     if (o.init_model[0]) cargv[na++] = "--init-model", cargv[na++] = o.init_model;
     char a_prox[32];
     snprintf(a_prox, sizeof a_prox, "%.17g", sc.prox_mu);
@@ -691,6 +747,15 @@ int main(int argc, char **argv) {
         if (!url[0]) hfl_sleep_ms(20);
     }
     if (!o.quiet && role == ROLE_FLEET) printf("hfl-sim: coordinator serving on %s; starting %d clients\n", url, sc.clients);
+    static char agg_urls[HFL_SIM_MAX_AGGREGATORS][300];
+    if (sc.aggregators > 0) {
+        if (start_aggregators(&procs, cargv, (int)sc.aggregators, url, pki_dir, o.out_dir, agg_urls, err) != 0) {
+            fprintf(stderr, "hfl-sim: %s\n", err);
+            kill_all(&procs);
+            return 1;
+        }
+        if (!o.quiet) printf("hfl-sim: %d aggregators serving under the root\n", procs.n_aggs);
+    }
     char a_threads[16], a_dropout[32];
     snprintf(a_dropout, sizeof a_dropout, "%.17g", sc.dropout);
 
@@ -704,7 +769,7 @@ int main(int argc, char **argv) {
         snprintf(idx, sizeof idx, "%d", i);
         snprintf(name, sizeof name, "client-%d", i);
         snprintf(clientlog, sizeof clientlog, "%s/client-%d.log", o.out_dir, i);
-        char *argv_c[] = {client_exe, "--coordinator", url, "--ca", ca, "--cert", pem, "--name", name,
+        char *argv_c[] = {client_exe, "--coordinator", sc.aggregators > 0 ? agg_urls[i % procs.n_aggs] : url, "--ca", ca, "--cert", pem, "--name", name,
                           "--data", o.shards[0] ? shard : o.data_dir, "--partition", sc.partition,
                           "--client-index", idx, "--num-clients", o.shards[0] ? "1" : a_n, "--seed", a_seed, "--threads", a_threads, "--state-dir", state_dir,
                           "--precision", sc.precision, "--device",

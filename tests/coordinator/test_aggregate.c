@@ -26,7 +26,12 @@
  * 7. A fresh aggregator: no clip, bound 1; 1.5 refused at every position of
  *    a 13-value update (the 8-lane maximum and its tail); no hold of 0 rows.
  * 8. Out of memory for the scratch vector (RLIMIT_AS in a child): refused,
- *    and the sum's memory given back. */
+ *    and the sum's memory given back.
+ * 9. Sums of sums (a tier's aggregators): the updates split into two groups
+ *    in several ways, each group summed alone and read out, the two sums
+ *    added into a third aggregator give the bits of one sum of all (the
+ *    integers and the mean); a sum at another scale, or one that would
+ *    overflow, is refused with the sum untouched. */
 #include <malloc.h>
 #include <math.h>
 #include <pthread.h>
@@ -430,6 +435,58 @@ static void test_out_of_memory(void) {
     CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "out of memory: the child ended with status %d", st);
 }
 
+/* Sums group A (mask bit set) and group B into two aggregators, adds
+ * both read-out sums into a third, and compares with one sum of all. */
+static void test_sum_of_sums(void) {
+    char err[HFL_ERR_LEN];
+    hfl_agg all, g[2], root;
+    CHECK(hfl_agg_init_on(&all, hfl_backend_cpu(), N, 1, err) == 0);
+    CHECK(hfl_agg_init_on(&root, hfl_backend_cpu(), N, 1, err) == 0);
+    for (int i = 0; i < 2; i++) CHECK(hfl_agg_init_on(&g[i], hfl_backend_cpu(), N, 1, err) == 0);
+    int64_t *want = hfl_malloc(sizeof(int64_t) * N), *got = hfl_malloc(sizeof(int64_t) * N);
+    int64_t *part = hfl_malloc(sizeof(int64_t) * N);
+    float *mw = hfl_malloc(sizeof(float) * N), *mg = hfl_malloc(sizeof(float) * N);
+    int order[K];
+    shuffle(order, 7);
+    hfl_agg_reset(&all, CLIP, 0);
+    add_all(&all, order);
+    hfl_agg_read_sum(&all, want);
+    agg_finish(&all, 1.0, mw);
+    const unsigned masks[] = {0x001, 0x555, 0x0f0, 0x7fe, 0x000};
+    for (size_t m = 0; m < sizeof masks / sizeof *masks; m++) {
+        hfl_agg_reset(&root, CLIP, 0);
+        for (int i = 0; i < 2; i++) hfl_agg_reset(&g[i], CLIP, 0);
+        for (int k = 0; k < K; k++)
+            CHECK(hfl_agg_add(&g[(masks[m] >> k) & 1], hfl_codec_find(codecs[k], NULL), payload[k], plen[k], share[k],
+                              NULL, err) == 0);
+        for (int i = 0; i < 2; i++) {
+            hfl_agg_read_sum(&g[i], part);
+            CHECK_MSG(hfl_agg_add_sum(&root, part, g[i].shift, err) == 0, "%s", err);
+        }
+        hfl_agg_read_sum(&root, got);
+        CHECK(memcmp(got, want, sizeof(int64_t) * N) == 0);
+        agg_finish(&root, 1.0, mg);
+        CHECK(memcmp(mg, mw, sizeof(float) * N) == 0);
+    }
+    /* refusals: another scale; an overflow; the sum untouched by either */
+    hfl_agg_reset(&root, CLIP, 0);
+    CHECK(hfl_agg_add_sum(&root, want, root.shift, err) == 0);
+    CHECK(hfl_agg_add_sum(&root, want, root.shift + 1, err) != 0 && strstr(err, "scale"));
+    for (size_t i = 0; i < N; i++) part[i] = 0;
+    part[N - 1] = INT64_MAX;
+    int64_t keep = want[N - 1];
+    if (keep > 0) CHECK(hfl_agg_add_sum(&root, part, root.shift, err) != 0 && strstr(err, "overflow"));
+    else {
+        part[N - 1] = INT64_MIN;
+        CHECK(hfl_agg_add_sum(&root, part, root.shift, err) != 0 && strstr(err, "overflow"));
+    }
+    hfl_agg_read_sum(&root, got);
+    CHECK(memcmp(got, want, sizeof(int64_t) * N) == 0);
+    printf("test_aggregate: 5 splits into two group sums, added: the bits of one sum\n");
+    free(want), free(got), free(part), free(mw), free(mg);
+    hfl_agg_free(&all), hfl_agg_free(&root), hfl_agg_free(&g[0]), hfl_agg_free(&g[1]);
+}
+
 static hfl_agg agg; /* the fixture the cases that take one share, made in main */
 
 /* The order test's sum is the value test's input: one case. */
@@ -454,6 +511,7 @@ static const check_case cases[] = {
     {"scale", test_scale},
     {"fresh", test_fresh},
     {"out_of_memory", test_out_of_memory},
+    {"sum_of_sums", test_sum_of_sums},
 };
 
 int main(int argc, char **argv) {

@@ -3,7 +3,7 @@
  * Every expected value is worked out by hand from msg.h's wire format, never
  * read back from the code under test:
  *
- * 1. Names: each of the thirteen types by number, and 0, 14, -1, 256 "unknown".
+ * 1. Names: each of the fourteen types by number, and 0, 15, -1, 256 "unknown".
  * 2. The encoded header byte by byte: magic 48 46 4C 31, version 01 00, type
  *    0A 00, meta_len and payload_len little-endian (a 70,000-byte payload
  *    sets the third byte), the CRC-32C of meta + payload from a bit-at-a-time
@@ -51,11 +51,11 @@ static void put32(uint8_t *p, uint32_t v) {
 
 static void test_names(void) {
     static const char *const want[] = {"hello", "welcome", "pull", "task", "wait",
-                                       "update", "ack", "error", "bye", "challenge", "secagg", "fetch", "put"};
-    for (int t = 1; t <= 13; t++)
+                                       "update", "ack", "error", "bye", "challenge", "secagg", "fetch", "put", "tier"};
+    for (int t = 1; t <= 14; t++)
         CHECK_MSG(!strcmp(hfl_msg_type_name(t), want[t - 1]), "type %d is '%s'", t, hfl_msg_type_name(t));
     CHECK(!strcmp(hfl_msg_type_name(0), "unknown"));
-    CHECK(!strcmp(hfl_msg_type_name(14), "unknown"));
+    CHECK(!strcmp(hfl_msg_type_name(15), "unknown"));
     CHECK(!strcmp(hfl_msg_type_name(-1), "unknown"));
     CHECK(!strcmp(hfl_msg_type_name(256), "unknown"));
 }
@@ -109,7 +109,7 @@ static void test_encoded_header(void) {
 static void test_encode_refusals(void) {
     size_t len = 12345;
     CHECK(hfl_msg_encode(HFL_MSG_UPDATE, NULL, NULL, 5, &len) == NULL); /* no payload bytes */
-    CHECK(hfl_msg_encode(14, NULL, NULL, 0, &len) == NULL);
+    CHECK(hfl_msg_encode(15, NULL, NULL, 0, &len) == NULL);
     CHECK(hfl_msg_encode(-1, NULL, NULL, 0, &len) == NULL);
     uint8_t one = 0;
     CHECK(hfl_msg_encode(HFL_MSG_UPDATE, NULL, &one, (size_t)UINT32_MAX + 1, &len) == NULL);
@@ -168,8 +168,8 @@ static void test_decode_u16(void) {
     bare(buf, 0, 0, HFL_MSG_HELLO);
     CHECK(hfl_msg_decode(buf, 24, 0, &m, err) == 0 && m.type == HFL_MSG_HELLO);
     hfl_msg_free(&m);
-    bare(buf, 0, 0, 14);
-    CHECK(hfl_msg_decode(buf, 24, 0, &m, err) == -1 && strstr(err, "unknown message type 14"));
+    bare(buf, 0, 0, 15);
+    CHECK(hfl_msg_decode(buf, 24, 0, &m, err) == -1 && strstr(err, "unknown message type 15"));
     /* lengths: meta_len 0x00010000 (byte 2) against a 24-byte buffer */
     bare(buf, 0, 0, HFL_MSG_PULL);
     buf[10] = 1;
