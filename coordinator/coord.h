@@ -148,6 +148,7 @@ typedef struct {
     double dp_noise;    /* --dp-noise Z: the noise multiplier (0: no DP unless --dp-epsilon) */
     double dp_epsilon, dp_delta; /* --dp-epsilon E --dp-delta D: the budget (0: none) */
     /* a tier (tier.c, upstream.c) */
+    int tier;               /* --tier: this coordinator is a tier's root: it accepts aggregators */
     char upstream[256];     /* --upstream URL: this coordinator is an aggregator of that root ("" : not) */
     char upstream_name[64]; /* --upstream-name: its name at the root under --insecure */
     char upstream_cert[1024]; /* --upstream-cert: its certificate and key (PEM, role aggregator) to the root */
@@ -185,6 +186,7 @@ typedef struct {
     int aggregator; /* tier.c: a tier's aggregator (its hello said so): sends tier requests, never drawn */
     int via;        /* tier.c: the aggregator that reaches this client; -1: it talks to us directly */
     uint32_t tier_said; /* tier.c, an aggregator's: a hash of the last refusal of its clients said, once */
+    int partial_round;  /* tier.c, an aggregator's: the round of its last accepted partial (one a round) */
 } coord_client;
 
 /* Why a drawn client's slot is closed without an update (coord_slot.refused). */

@@ -149,6 +149,10 @@ static const hfl_option coord_rows[] = {
      "layers.<l>.weight/bias in PyTorch's layouts) instead of a seeded init"},
     {"save-model", "FILE", HFL_OPT_STR, AT(save_model), 0, 0, NULL,
      .help = "write the global model there (safetensors) after every round"},
+    {"tier", NULL, HFL_OPT_FLAG, AT(tier), 0, 0, NULL,
+     .help = "lead a tier: accept aggregators (hfl-coordinator --upstream; certificates of\n"
+     "the aggregator role), draw across their clients and add their partial sums\n"
+     "(messages of up to 8 bytes a trainable value; docs/architecture.md)"},
     {"upstream", "URL", HFL_OPT_STR, AT(upstream), 0, 0, NULL,
      .help = "be an aggregator of the root coordinator at URL: serve clients here, sum\n"
      "their updates exactly and send the sum up; the root draws and aggregates\n"
@@ -413,6 +417,10 @@ int coord_options_parse(int argc, char **argv, coord_config *cfg, char *err) {
         return hfl_errf(err, "--chunk-bytes: %llu is outside 4K..1G (or 0: whole)", (unsigned long long)cfg->chunk_bytes);
     if (!cfg->tls.insecure && (!cfg->tls.ca_file || !cfg->tls.cert_file))
         return hfl_errf(err, "TLS needs --ca and --cert (or --insecure with a tcp:// URL)");
+    if (cfg->tier && cfg->upstream[0])
+        return hfl_errf(err, "--tier and --upstream: an aggregator leads no tier of its own");
+    if (cfg->tier && tier_unsupported(cfg))
+        return hfl_errf(err, "--tier: a tier's root cannot run %s", tier_unsupported(cfg));
     if (cfg->upstream[0] && tier_unsupported(cfg))
         return hfl_errf(err, "--upstream: an aggregator cannot run %s", tier_unsupported(cfg));
     if (cfg->upstream[0] && !cfg->tls.insecure && !cfg->upstream_cert[0])

@@ -93,9 +93,8 @@ static uint8_t *server_handle_hello(coord_server *s, coord *c, const hfl_msg *m,
                             err); /* crypto, without the lock */
     if (proven == 0) return challenge;
     if (proven < 0) return server_refuse_hello(c, proven == -2 ? COORD_HELLO_CHALLENGE : COORD_HELLO_DENIED, err, 0, len);
-    const char *no_tier = tier_unsupported(&c->cfg);
-    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m->meta, "aggregator")) && no_tier) {
-        snprintf(err, sizeof err, "this root runs %s, which a tier cannot: aggregator '%s' refused", no_tier, name);
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m->meta, "aggregator")) && !c->cfg.tier) {
+        snprintf(err, sizeof err, "this coordinator leads no tier (start it with --tier): aggregator '%s' refused", name);
         return server_refuse_hello(c, COORD_HELLO_DENIED, err, 0, len);
     }
     pthread_mutex_lock(&c->lock);
@@ -134,11 +133,11 @@ static uint8_t *server_handle_hello(coord_server *s, coord *c, const hfl_msg *m,
     return out;
 }
 
-/* The longest payload a request may carry: an update's, or, on a root that
- * can lead a tier, an aggregator's partial sum (tier.c: 8 bytes a trainable value). */
+/* The longest payload a request may carry: an update's, or, on a tier's
+ * root (--tier), an aggregator's partial sum (tier.c: 8 bytes a trainable value). */
 static size_t server_max_payload(const coord *c) {
     size_t most = coord_max_payload(c), tier = c->spec.n_trainable * sizeof(int64_t);
-    return !tier_unsupported(&c->cfg) && tier > most ? tier : most;
+    return c->cfg.tier && tier > most ? tier : most;
 }
 
 /* Decodes one request and returns the encoded reply (malloc'd), or NULL with

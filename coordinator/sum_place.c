@@ -40,10 +40,13 @@ static int sum_dir_unfit(const coord *c, const char *dir, char *why, size_t cap)
 
 int sum_place(coord *c, char *err) {
     const char *w = c->cfg.sum_on_disk, *test = getenv("HFL_TEST_SUM_BLOCK");
-    int can = c->be->host_memory && c->rule.kind == HFL_RULE_FEDAVG && !c->cfg.secure_agg;
+    /* a tier's sums are read and added whole (tier.c, upstream.c): in memory */
+    int can = c->be->host_memory && c->rule.kind == HFL_RULE_FEDAVG && !c->cfg.secure_agg && !c->cfg.tier &&
+              !c->cfg.upstream[0];
     int on = !strcmp(w, "on"), big = 8 * c->spec.n_trainable >= COORD_DISK_SUM_BYTES;
     if (!on && !(!strcmp(w, "auto") && can && big)) return 0; /* "": an in-process test's, off */
-    if (!can) return hfl_errf(err, "--sum-on-disk on: only where the CPU aggregates fedavg without --secure-agg");
+    if (!can) return hfl_errf(err, "--sum-on-disk on: only where the CPU aggregates fedavg without --secure-agg, "
+                                   "and not in a tier");
     /* HFL_TEST_SUM_BLOCK=V (tests): V values a block, so a small model spans several */
     long block = 0;
     char why[HFL_ERR_LEN];

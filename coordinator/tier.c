@@ -15,9 +15,15 @@
  * An aggregator's partial is its clients' updates summed in fixed point at
  * the root's scale (aggregate.h: weights are the root's sample shares, so
  * each update is rounded exactly as here), and a row per client. It is
- * checked whole before anything moves: the round open, the scale the root's,
- * the sum's length, every row a client drawn via this aggregator and not
- * final. Then the sum is added exactly (hfl_agg_add_sum) and each row does
+ * checked whole before anything moves: one partial an aggregator a round,
+ * the round open, the scale the root's, the sum's length, every row a client
+ * drawn and tasked via this aggregator and not final, each ok row weighed as
+ * the root weighs it, and the sum one its ok rows could make (tier_sum_check:
+ * within their weights times the clip, or the value bound). An aggregator is
+ * trusted with its clients' names and their hellos' samples as a
+ * coordinator is trusted with its own clients' (the root cannot check their
+ * certificates), and --max-share bounds what any one of them weighs. Then
+ * the sum is added exactly (hfl_agg_add_sum) and each row does
  * what rounds_update (ok), round_decline (declined) or a refusal (refused)
  * does to the round's counts and the client's slot. */
 #include <math.h>
@@ -74,11 +80,22 @@ static int tier_same(const coord_client *cl, const cJSON *hello) {
 }
 
 /* Registers or renews one client the aggregator agg lists; -1 with err. A
- * client listed as before is only marked seen. */
+ * client listed as before is only marked seen. A client another aggregator
+ * reaches moves here only when this one heard from it later, and never
+ * while it is drawn and not final in the open round: an aggregator that
+ * still lists a client that left it (or one that lists another's) takes
+ * nothing, and the other's partial keeps its row. */
 static int tier_register(coord *c, int agg, const hfl_tier_client *tc, char *err) {
     int id = tier_find(c, tc->name);
     if (id >= 0 && (c->clients[id].aggregator || (c->clients[id].via < 0 && c->clients[id].token[0])))
         return hfl_errf(err, "'%s' talks to the root directly", tc->name);
+    double seen = hfl_now() - (double)tc->seen_ms / 1000.0;
+    if (id >= 0 && c->clients[id].via >= 0 && c->clients[id].via != agg) {
+        const coord_slot *s = &c->r.slot[id];
+        if (c->r.open && s->selected && !s->received && !s->refused)
+            return hfl_errf(err, "'%s' is drawn via aggregator %d in round %d", tc->name, c->clients[id].via, c->r.round);
+        if (seen <= c->clients[id].last_seen) return 0; /* the other heard from it later */
+    }
     int same = id >= 0 && c->clients[id].via == agg && !c->clients[id].revoked &&
                (c->clients[id].codec == c->codec || cJSON_GetObjectItemCaseSensitive(tc->hello, "codec")) &&
                tier_same(&c->clients[id], tc->hello);
@@ -86,7 +103,6 @@ static int tier_register(coord *c, int agg, const hfl_tier_client *tc, char *err
     coord_client *cl = &c->clients[id];
     cl->token[0] = 0; /* no session: it talks to its aggregator */
     cl->via = agg;
-    double seen = hfl_now() - (double)tc->seen_ms / 1000.0;
     cl->last_seen = seen;
     return 0;
 }
@@ -128,6 +144,7 @@ static uint8_t *tier_sync(coord *c, int agg, const cJSON *meta, size_t *len) {
             sel[n].samples_at_select = r->slot[id].samples_at_select;
             sel[n].declared = r->slot[id].declared, sel[n].share_cap = r->slot[id].share_cap;
             n++;
+            if (!r->slot[id].tasked) overdue_tasked(c, id); /* held to the deadline as a client pulling it is */
             r->slot[id].tasked = 1; /* its aggregator hands it the task */
         }
     }
@@ -150,11 +167,14 @@ static int tier_row_check(const coord *c, int agg, const hfl_tier_row *w, char *
     if (s->received || s->refused) return hfl_errf(err, "'%s' is final in round %d already", w->name, r->round);
     if (strcmp(w->status, "ok") && strcmp(w->status, "declined") && strcmp(w->status, "refused"))
         return hfl_errf(err, "'%s': status '%s' is not ok, declined or refused", w->name, w->status);
+    if (!s->tasked) return hfl_errf(err, "'%s' was given no task in round %d", w->name, r->round);
     if (!strcmp(w->status, "ok")) {
-        int64_t most = s->samples_at_select < s->share_cap ? s->samples_at_select : s->share_cap;
-        if (w->samples > s->declared || w->weighed < 1 || w->weighed > most || w->weighed > w->samples)
-            return hfl_errf(err, "'%s': %lld samples weighed as %lld, past what it was drawn with", w->name,
-                            (long long)w->samples, (long long)w->weighed);
+        /* as rounds_update weighs it: its samples, at most those it was drawn with and its cap */
+        int64_t want = w->samples < s->samples_at_select ? w->samples : s->samples_at_select;
+        if (want > s->share_cap) want = s->share_cap;
+        if (w->samples < 1 || w->samples > s->declared || w->weighed != want)
+            return hfl_errf(err, "'%s': %lld samples weighed as %lld, not as it was drawn (%lld)", w->name,
+                            (long long)w->samples, (long long)w->weighed, (long long)want);
     }
     return id;
 }
@@ -211,6 +231,35 @@ static void tier_row_closed(coord *c, int agg, int id, const hfl_tier_row *w) {
     events_log(c, ev);
 }
 
+/* Whether the sum can be the ok rows' clipped, weighted updates: each adds
+ * weight x a vector of norm at most the clip (aggregate.h), rounded to the
+ * integer per element, so the sum's norm is at most sum(weights) x clip x
+ * 2^S plus half a unit per element and update; without a clip each element
+ * of an update is at most COORD_VALUE_BOUND, so each of the sum at most
+ * sum(weights) x that x 2^S plus the roundings. No ok row: the sum is zero.
+ * (1e-9: the double arithmetic of the check itself.) 0, or -1 with err. */
+static int tier_sum_check(const coord *c, const hfl_tier_row *w, int rows, const int64_t *sum, char *err) {
+    const coord_round *r = &c->r;
+    size_t n = c->spec.n_trainable;
+    double weights = 0, k = 0, scale = ldexp(1.0, c->agg.shift);
+    for (int i = 0; i < rows; i++)
+        if (!strcmp(w[i].status, "ok")) weights += (double)w[i].weighed / r->samples_planned, k++;
+    if (r->clip > 0) {
+        double most = (weights * r->clip * scale + k * 0.5 * sqrt((double)n)) * (1 + 1e-9) + (k > 0), sq = 0;
+        for (size_t i = 0; i < n; i++) sq += (double)sum[i] * (double)sum[i];
+        if (sqrt(sq) > most)
+            return hfl_errf(err, "partial sum of norm %.6g, more than its %d updates clipped to %g can make (%.6g)",
+                            sqrt(sq) / scale, (int)k, r->clip, most / scale);
+        return 0;
+    }
+    double most = (weights * COORD_VALUE_BOUND * scale + k * 0.5) * (1 + 1e-9) + (k > 0);
+    for (size_t i = 0; i < n; i++)
+        if (fabs((double)sum[i]) > most)
+            return hfl_errf(err, "partial sum's value %zu is %.6g, more than its %d updates can make (%.6g)", i,
+                            (double)sum[i] / scale, (int)k, most / scale);
+    return 0;
+}
+
 static uint8_t *tier_partial(coord *c, int agg, const hfl_msg *m, size_t *len) {
     coord_round *r = &c->r;
     char err[HFL_ERR_LEN];
@@ -223,6 +272,10 @@ static uint8_t *tier_partial(coord *c, int agg, const hfl_msg *m, size_t *len) {
     if (!r->open || p.round != r->round) {
         hfl_errf(err, "partial for round %lld, but round %d is %s", (long long)p.round, r->round,
                  r->open ? "open" : "closed");
+        goto refuse;
+    }
+    if (c->clients[agg].partial_round == r->round) {
+        hfl_errf(err, "a partial for round %d came from this aggregator already", r->round);
         goto refuse;
     }
     if (p.shift != c->agg.shift) {
@@ -245,9 +298,12 @@ static uint8_t *tier_partial(coord *c, int agg, const hfl_msg *m, size_t *len) {
     }
     sum = hfl_malloc(n * sizeof *sum + 1);
     memcpy(sum, m->payload, n * sizeof *sum); /* little-endian, as the host's */
-    if (hfl_agg_add_sum(&c->agg, sum, (int)p.shift, err) != 0) goto refuse;
+    if (tier_sum_check(c, w, p.rows.n, sum, err) != 0 || hfl_agg_add_sum(&c->agg, sum, (int)p.shift, err) != 0)
+        goto refuse;
+    c->clients[agg].partial_round = r->round;
     for (int i = 0; i < p.rows.n; i++) {
-        if (!strcmp(w[i].status, "ok")) tier_row_ok(c, agg, ids[i], &w[i]);
+        overdue_answered(c, ids[i], r->round);
+        if (!strcmp(w[i].status, "ok")) tier_row_ok(c, agg, ids[i], &w[i]), overdue_progress(c, ids[i]);
         else tier_row_closed(c, agg, ids[i], &w[i]);
         c->clients[ids[i]].last_seen = hfl_now();
     }

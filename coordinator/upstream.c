@@ -27,6 +27,7 @@
 #include "util/util.h"
 
 #define UPSTREAM_EVERY_MS 50
+#define UPSTREAM_FLOOR_BPS 10e6 /* a link to the root slower than 10 MB/s times out whole-model messages */
 
 struct coord_upstream {
     coord *c;
@@ -73,8 +74,12 @@ static int upstream_compare(const coord *c, const hfl_welcome_msg *w, char *err)
 static int upstream_connect(coord_upstream *u, char *err) {
     coord *c = u->c;
     size_t most = c->spec.n_params * sizeof(float) + 4096;
+    /* each request's limit: 2 s, and the largest message (a partial sum of 8
+     * bytes a trainable value, or the model) at UPSTREAM_FLOOR_BPS */
+    double big = (double)(c->spec.n_trainable * sizeof(int64_t) > most ? c->spec.n_trainable * sizeof(int64_t) : most);
+    int ms = 2000 + (int)(big / UPSTREAM_FLOOR_BPS * 1000);
     if (hfl_transport_dial(&u->sock, c->cfg.upstream, &u->tls, HFL_MSG_HEADER_BYTES + HFL_MSG_MAX_META + most,
-                           2000, err) != 0)
+                           ms, err) != 0)
         return -1;
     u->connected = 1;
     hfl_hello_auth auth = {.self = u->self, .trust = c->trust, .server_name = u->tls.server_name};

@@ -411,7 +411,7 @@ static void kill_all(sim_procs *p) {
 }
 
 /* "aggregators": n coordinators under the root at root_url, each started
- * with the root's arguments (cargv) but a listener, ready file, log and
+ * with the root's arguments (cargv; not --tier) but a listener, ready file, log and
  * report of its own, --upstream and an aggregator certificate issued from
  * the run's PKI; their URLs into urls once each serves. -1 with err. */
 static int start_aggregators(sim_procs *p, char *const *cargv, int n, const char *root_url, const char *pki_dir,
@@ -429,6 +429,7 @@ static int start_aggregators(sim_procs *p, char *const *cargv, int n, const char
         char *argv[160];
         int k = 0;
         for (int i = 0; cargv[i] && k < 150; i++) {
+            if (!strcmp(cargv[i], "--tier")) continue; /* the root's alone */
             const char *own = !strcmp(cargv[i], "--listen") ? "tls+tcp://127.0.0.1:0"
                             : !strcmp(cargv[i], "--ready-file") ? ready
                             : !strcmp(cargv[i], "--log") ? log : !strcmp(cargv[i], "--report") ? report : NULL;
@@ -696,6 +697,7 @@ int main(int argc, char **argv) {
     if (sc.local_steps > 0) cargv[na++] = "--local-steps", cargv[na++] = a_steps;
     if (sc.lr_schedule[0]) cargv[na++] = "--lr-schedule", cargv[na++] = sc.lr_schedule;
     if (sc.aggregators == 0) cargv[na++] = "--save-model", cargv[na++] = o.save_model; /* a tier's root does not */
+    if (sc.aggregators > 0) cargv[na++] = "--tier"; /* its aggregators skip it (start_aggregators) */
     if (o.init_model[0]) cargv[na++] = "--init-model", cargv[na++] = o.init_model;
     char a_prox[32];
     snprintf(a_prox, sizeof a_prox, "%.17g", sc.prox_mu);

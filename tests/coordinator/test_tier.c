@@ -114,7 +114,16 @@ static void test_same_model(void) {
     refused(agg, partial_meta(r, s, ROW("a", "ok", 100, 100)), sum, n * 8 - 8, "int64 values");
     refused(agg, partial_meta(r, s, ROW("zed", "ok", 100, 100)), sum, n * 8, "not drawn via this aggregator");
     refused(agg, partial_meta(r, s, ROW("a", "ok", 100, 100) "," ROW("a", "ok", 100, 100)), sum, n * 8, "two rows");
-    refused(agg, partial_meta(r, s, ROW("a", "ok", 100, 101)), sum, n * 8, "past what it was drawn with");
+    refused(agg, partial_meta(r, s, ROW("a", "ok", 100, 101)), sum, n * 8, "not as it was drawn");
+    refused(agg, partial_meta(r, s, ROW("a", "ok", 100, 99)), sum, n * 8, "not as it was drawn");
+    /* a sum its rows could not make: any value with no ok row; without a
+     * clip, a value over the weights times the value bound */
+    refused(agg, partial_meta(r, s, ROW("a", "declined", 0, 0)), sum, n * 8, "more than its 0 updates can make");
+    int64_t *big = hfl_malloc(n * sizeof *big);
+    memcpy(big, sum, n * sizeof *big);
+    big[n / 2] = (int64_t)ldexp(1.5 * COORD_VALUE_BOUND, s);
+    refused(agg, partial_meta(r, s, ROW("a", "ok", 100, 100) "," ROW("b", "ok", 300, 300)), big, n * 8,
+            "more than its 2 updates can make");
     refused(agg, partial_meta(r, s, ROW("a", "maybe", 100, 100)), sum, n * 8, "not ok, declined or refused");
     int64_t *zero = hfl_malloc(n * sizeof *zero);
     hfl_agg_read_sum(&c.agg, zero);
@@ -124,16 +133,16 @@ static void test_same_model(void) {
     cJSON_Delete(tier(agg, partial_meta(r, s, ROW("a", "ok", 100, 100) "," ROW("b", "ok", 300, 300)), sum, n * 8,
                       HFL_MSG_ACK));
     CHECK(c.r.n_received == 2 && c.r.weight_samples == 400 && c.r.weight_max == 300);
-    cJSON *again = tier(agg, partial_meta(r, s, ROW("a", "declined", 0, 0)), sum, n * 8, HFL_MSG_ERROR);
-    CHECK(strstr(str(again, "error"), "final in round 1 already") != NULL);
+    cJSON *again = tier(agg, partial_meta(r, s, ROW("a", "declined", 0, 0)), NULL, 0, HFL_MSG_ERROR);
+    CHECK(strstr(str(again, "error"), "came from this aggregator already") != NULL);
     cJSON_Delete(again);
     rounds_tick(&c);
     CHECK(c.version == 1 && c.rounds.n == 1 && c.rounds.v[0].clients == 2);
     CHECK(c.rounds.v[0].samples == flat_w);
     CHECK_MSG(memcmp(flat, c.global, sizeof(float) * NP) == 0, "the tier's model is not the flat run's");
-    printf("test_tier: an aggregator's partial sum gives the flat round's model, bit for bit; 9 refusals\n");
+    printf("test_tier: an aggregator's partial sum gives the flat round's model, bit for bit; 12 refusals\n");
     hfl_agg_free(&g);
-    free(pa), free(pb), free(sum), free(zero), free(flat);
+    free(pa), free(pb), free(sum), free(zero), free(flat), free(big);
     teardown();
 }
 

@@ -8,8 +8,9 @@
 # the group sums exactly, so the two reports' final_model_sha256 must be
 # equal, and every round of both must aggregate all 8 clients. Also, each
 # in one line: an aggregator started with --secure-agg refuses to start
-# (exit 2); a root running --secure-agg refuses an aggregator's hello, and
-# an aggregator whose --batch is not its root's refuses the root (exit 1).
+# (exit 2), and so does a root with --tier and --secure-agg; a root without
+# --tier refuses an aggregator's hello, and an aggregator whose --batch is
+# not its root's refuses the root (exit 1).
 # Skips (77) without Fashion-MNIST.
 # usage: tiered.sh SOURCE_ROOT HFL_SIM HFL_COORDINATOR
 set -u
@@ -66,5 +67,10 @@ root_refuses() {
   [ $rc -eq 1 ] && [ "$lines" -eq 1 ] && [[ $out == *"$3"* ]] || fail "root '$1', aggregator '$2': status $rc, $lines line(s): $out"
   echo "ok   root '$1', aggregator '$2': refused in one line: $out"
 }
-root_refuses "--secure-agg --clip-norm 1" "" "this root runs --secure-agg/--client-clip, which a tier cannot"
-root_refuses "--over-select 0" "--batch 64" "other settings than this aggregator: batch 32, ours 64"
+root_refuses "--over-select 0" "" "this coordinator leads no tier (start it with --tier)"
+root_refuses "--tier --over-select 0" "--batch 64" "other settings than this aggregator: batch 32, ours 64"
+rc=0; out=$("$coord" --insecure --tier --secure-agg --clip-norm 1 --listen tcp://127.0.0.1:0 2>&1) || rc=$?
+lines=$(printf '%s\n' "$out" | wc -l)
+[ $rc -eq 2 ] && [ "$lines" -eq 1 ] && [[ $out == *"a tier's root cannot run --secure-agg"* ]] ||
+  fail "a root with --tier --secure-agg: status $rc, $lines line(s): $out"
+echo "ok   a root with --tier and --secure-agg refuses in one line: $out"
