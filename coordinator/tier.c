@@ -109,20 +109,28 @@ static int tier_register(coord *c, int agg, const hfl_tier_client *tc, char *err
 
 static uint8_t *tier_sync(coord *c, int agg, const cJSON *meta, size_t *len) {
     coord_round *r = &c->r;
-    char err[HFL_ERR_LEN], why[HFL_ERR_LEN + 80];
+    char err[HFL_ERR_LEN];
     hfl_tier_sync_msg s = {0};
     if (hfl_wire_decode(&hfl_wire_tier_sync, meta, &s, err) != 0) {
         hfl_wire_free(&hfl_wire_tier_sync, &s);
         return tier_refuse(c, "sync", err, len);
     }
     const hfl_tier_client *tc = s.clients.v;
+    /* one bad client does not cost the others; every sync lists it again, so
+     * the refusals are said when this sync's set of them is not the last's */
+    char (*said)[HFL_ERR_LEN + 80] = NULL;
+    int n_said = 0;
+    uint32_t set = 0;
     for (int i = 0; i < s.clients.n; i++)
-        if (tier_register(c, agg, &tc[i], err) != 0) { /* one bad client does not cost the others */
-            snprintf(why, sizeof why, "client '%s' of aggregator %d: %s", tc[i].name, agg, err);
-            uint32_t h = hfl_hash32(why); /* every sync lists it again: said once */
-            if (!c->cfg.quiet && h != c->clients[agg].tier_said) fprintf(stderr, "hfl-coordinator: %s\n", why);
-            c->clients[agg].tier_said = h;
+        if (tier_register(c, agg, &tc[i], err) != 0) {
+            if (!said) said = hfl_malloc(sizeof *said * (size_t)s.clients.n);
+            snprintf(said[n_said], sizeof said[n_said], "client '%s' of aggregator %d: %s", tc[i].name, agg, err);
+            set = set * 31 + hfl_hash32(said[n_said++]);
         }
+    for (int i = 0; i < n_said && set != c->clients[agg].tier_said && !c->cfg.quiet; i++)
+        fprintf(stderr, "hfl-coordinator: %s\n", said[i]);
+    c->clients[agg].tier_said = set;
+    free(said);
     c->clients[agg].last_seen = hfl_now();
     for (int i = 0; c->done && i < c->n_clients; i++) /* told done: it and its clients are told bye there */
         if ((i == agg || c->clients[i].via == agg) && !c->clients[i].got_bye) c->clients[i].got_bye = 1, c->byes_sent++;
