@@ -273,7 +273,7 @@ static const hfl_option coord_rows[] = {
     {"over-select", "F", HFL_OPT_DOUBLE, AT(over_select), 0, 4, NULL,
      .help = "draw K (1 + F) clients and close the round once K updates arrived, so\n"
      "dropouts, stragglers and withholders do not hold it to its deadline\n"
-     "(default " COORD_OVER_SELECT_STR "; 0 with --async or --virtual-time)"},
+     "(default " COORD_OVER_SELECT_STR "; 0 with --async, --virtual-time, --tier or --upstream)"},
     {"local-steps", "H", HFL_OPT_INT, AT(local_steps), 0, 100000000, NULL,
      .help = "every client takes H optimizer steps a round, cycling through its\n"
      "data, instead of --local-epochs (DiLoCo's inner steps; a step is a\n"
@@ -385,9 +385,9 @@ int coord_options_parse(int argc, char **argv, coord_config *cfg, char *err) {
     cfg->tls.server_name = "localhost";
     if (hfl_options_parse(&coord_options, &argc, &argv, cfg, &first, &print_config, err) != 0) return -1;
     if (first < argc) return hfl_errf(err, "unexpected argument '%s' (see --help)", argv[first]);
-    if (cfg->over_select < 0) /* over-select by default, where the run allows it (an aggregator's root draws) */
-        cfg->over_select =
-            cfg->async_concurrency > 0 || cfg->virtual_time || cfg->upstream[0] ? 0 : COORD_OVER_SELECT_DEFAULT;
+    if (cfg->over_select < 0) /* over-select by default, where the run allows it (not in a tier) */
+        cfg->over_select = cfg->async_concurrency > 0 || cfg->virtual_time || cfg->upstream[0] || cfg->tier
+                               ? 0 : COORD_OVER_SELECT_DEFAULT;
     if (!cfg->revoked_path[0] && cfg->tls.ca_file) { /* revoked.txt beside the CA */
         const char *slash = strrchr(cfg->tls.ca_file, '/');
         int dir_len = slash ? (int)(slash - cfg->tls.ca_file) : 1;

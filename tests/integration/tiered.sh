@@ -68,7 +68,7 @@ root_refuses() {
   echo "ok   root '$1', aggregator '$2': refused in one line: $out"
 }
 root_refuses "--over-select 0" "" "this coordinator leads no tier (start it with --tier)"
-root_refuses "--tier --over-select 0" "--batch 64" "other settings than this aggregator: batch 32, ours 64"
+root_refuses "--tier" "--batch 64" "other settings than this aggregator: batch 32, ours 64"
 rc=0; out=$("$coord" --insecure --tier --secure-agg --clip-norm 1 --listen tcp://127.0.0.1:0 2>&1) || rc=$?
 lines=$(printf '%s\n' "$out" | wc -l)
 [ $rc -eq 2 ] && [ "$lines" -eq 1 ] && [[ $out == *"a tier's root cannot run --secure-agg"* ]] ||
