@@ -386,6 +386,8 @@ int auth_equal(const char *a, const char *b);
 void registry_intern_codec(coord *c, const hfl_codec *codec);
 /* Registers (or renews) the session of the proven identity `name`; returns its id or -1. */
 int registry_hello(coord *c, const char *name, const cJSON *meta, char *err);
+/* The registered client called name, or -1. */
+int registry_find(const coord *c, const char *name);
 /* Whether the registry has (or can make) room for `name`: when it has not,
  * a refused hello may succeed later. */
 int registry_has_room(const coord *c, const char *name);

@@ -63,9 +63,14 @@ static int registry_cap(const coord *c) {
     return c->cfg.max_sessions > 0 && c->cfg.max_sessions < COORD_MAX_CLIENTS ? c->cfg.max_sessions : COORD_MAX_CLIENTS;
 }
 
-int registry_has_room(const coord *c, const char *name) {
+int registry_find(const coord *c, const char *name) {
     for (int i = 0; i < c->n_clients; i++)
-        if (!strcmp(c->clients[i].name, name)) return 1;
+        if (!strcmp(c->clients[i].name, name)) return i;
+    return -1;
+}
+
+int registry_has_room(const coord *c, const char *name) {
+    if (registry_find(c, name) >= 0) return 1;
     return c->n_clients < registry_cap(c) || registry_evictable(c) >= 0;
 }
 
@@ -109,9 +114,7 @@ static int registry_hello_read(coord *c, const char *name, const cJSON *meta, hf
         registry_intern_codec(c, codec);
     }
 
-    int id = -1;
-    for (int i = 0; i < c->n_clients; i++)
-        if (!strcmp(c->clients[i].name, name)) id = i;
+    int id = registry_find(c, name); /* names are unique: a hello again renews its entry */
     if (id >= 0 && c->clients[id].revoked) return hfl_errf(err, "certificate of '%s' is revoked", name);
     int cap = registry_cap(c);
     if (id < 0 && c->n_clients < cap) id = c->n_clients++;

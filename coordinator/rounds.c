@@ -1033,9 +1033,7 @@ int rounds_assign(coord *c, const hfl_tier_sync_reply_msg *a, char *err) {
     r->task.chunk_sha256 = (hfl_wire_list){0}, r->task.has_chunk_sha256 = 0; /* the downlink's own */
     const hfl_tier_selected *sel = a->selected.v;
     for (int i = 0; i < a->selected.n; i++) {
-        int id = -1;
-        for (int j = 0; j < c->n_clients && id < 0; j++)
-            if (!strcmp(c->clients[j].name, sel[i].name)) id = j;
+        int id = registry_find(c, sel[i].name);
         if (id < 0 || r->slot[id].selected) continue; /* not ours (any more): the root's deadline closes it */
         r->selected[r->n_selected++] = id;
         r->slot[id].selected = 1;

@@ -50,13 +50,6 @@ const char *tier_unsupported(const coord_config *cfg) {
     return NULL;
 }
 
-/* The registered client called name, or -1. */
-static int tier_find(const coord *c, const char *name) {
-    for (int i = 0; i < c->n_clients; i++)
-        if (!strcmp(c->clients[i].name, name)) return i;
-    return -1;
-}
-
 static uint8_t *tier_refuse(coord *c, const char *what, const char *err, size_t *len) {
     char msg[HFL_ERR_LEN + 32];
     snprintf(msg, sizeof msg, "tier %s refused: %s", what, err);
@@ -86,7 +79,7 @@ static int tier_same(const coord_client *cl, const cJSON *hello) {
  * still lists a client that left it (or one that lists another's) takes
  * nothing, and the other's partial keeps its row. */
 static int tier_register(coord *c, int agg, const hfl_tier_client *tc, char *err) {
-    int id = tier_find(c, tc->name);
+    int id = registry_find(c, tc->name);
     if (id >= 0 && (c->clients[id].aggregator || (c->clients[id].via < 0 && c->clients[id].token[0])))
         return hfl_errf(err, "'%s' talks to the root directly", tc->name);
     double seen = hfl_now() - (double)tc->seen_ms / 1000.0;
@@ -168,7 +161,7 @@ static uint8_t *tier_sync(coord *c, int agg, const cJSON *meta, size_t *len) {
 /* Checks one partial row against the round; its client's id, or -1 with err. */
 static int tier_row_check(const coord *c, int agg, const hfl_tier_row *w, char *err) {
     const coord_round *r = &c->r;
-    int id = tier_find(c, w->name);
+    int id = registry_find(c, w->name);
     if (id < 0 || c->clients[id].via != agg || !r->slot[id].selected)
         return hfl_errf(err, "'%s' was not drawn via this aggregator in round %d", w->name, r->round);
     const coord_slot *s = &r->slot[id];

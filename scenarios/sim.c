@@ -410,6 +410,19 @@ static void kill_all(sim_procs *p) {
         if (p->aggs[a] > 0) kill(p->aggs[a], SIGTERM), p->aggs[a] = 0;
 }
 
+/* The URL a coordinator wrote to its --ready-file once it serves, into url
+ * (n bytes); 1, or 0 while the file is absent or empty. */
+static int read_url(const char *ready, char *url, size_t n) {
+    FILE *f = fopen(ready, "r");
+    url[0] = 0;
+    if (f) {
+        if (!fgets(url, (int)n, f)) url[0] = 0;
+        url[strcspn(url, "\n")] = 0;
+        fclose(f);
+    }
+    return url[0] != 0;
+}
+
 /* "aggregators": n coordinators under the root at root_url, each started
  * with the root's arguments (cargv; not --tier) but a listener, ready file, log and
  * report of its own, --upstream and an aggregator certificate issued from
@@ -440,15 +453,7 @@ static int start_aggregators(sim_procs *p, char *const *cargv, int n, const char
         argv[k] = NULL;
         p->aggs[p->n_aggs++] = spawn_log(argv, out, 0, 0);
         double t0 = hfl_now();
-        urls[a][0] = 0;
-        while (!urls[a][0]) {
-            FILE *f = fopen(ready, "r");
-            if (f) {
-                if (!fgets(urls[a], 300, f)) urls[a][0] = 0;
-                urls[a][strcspn(urls[a], "\n")] = 0;
-                fclose(f);
-            }
-            if (urls[a][0]) break;
+        while (!read_url(ready, urls[a], sizeof urls[a])) {
             if (interrupted || hfl_now() - t0 > 60) {
                 char why[512];
                 last_line(out, why, sizeof why);
@@ -740,13 +745,7 @@ int main(int argc, char **argv) {
             kill_all(&procs);
             return 1;
         }
-        FILE *f = fopen(ready, "r");
-        if (f) {
-            if (!fgets(url, sizeof url, f)) url[0] = 0;
-            url[strcspn(url, "\n")] = 0;
-            fclose(f);
-        }
-        if (!url[0]) hfl_sleep_ms(20);
+        if (!read_url(ready, url, sizeof url)) hfl_sleep_ms(20);
     }
     if (!o.quiet && role == ROLE_FLEET) printf("hfl-sim: coordinator serving on %s; starting %d clients\n", url, sc.clients);
     static char agg_urls[HFL_SIM_MAX_AGGREGATORS][300];
